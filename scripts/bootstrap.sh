@@ -1,0 +1,25 @@
+# Sourced by ./tidemq and ./run-tests: create .venv and install the project on first
+# use (and again whenever pyproject.toml changes). Needs only python3 >= 3.11.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+PY="${PYTHON:-python3}"
+
+ensure_venv() {   # $1: extras, e.g. "test" or ""
+  local extras="$1" stamp want
+  if [ ! -x "$VENV/bin/python" ]; then
+    "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
+      || { echo "tidemq needs Python >= 3.11 (found: $("$PY" --version 2>&1))" >&2; exit 1; }
+    echo "tidemq: creating $VENV (first run)" >&2
+    "$PY" -m venv "$VENV"
+  fi
+  stamp="$VENV/.installed-${extras:-base}"
+  want="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "tidemq: installing dependencies${extras:+ ($extras)}" >&2
+    local spec="$ROOT"
+    [ -n "$extras" ] && spec="$ROOT[$extras]"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$spec" >&2
+    echo "$want" > "$stamp"
+  fi
+}

@@ -1,0 +1,44 @@
+"""The `tidemq` command: a thin click group; each subcommand lives in its own module
+and is imported only when it runs, so `tidemq --help` stays instant."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+SUBCOMMANDS = {
+    "demo": ("tidemq.cli.demo", "demo", "write and read messages through the embedded store"),
+    "verify": ("tidemq.cli.verify", "verify", "check a store: segments, CRCs, consume queues, index"),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(SUBCOMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str):
+        spec = SUBCOMMANDS.get(name)
+        if spec is None:
+            return None
+        module, attr, _help = spec
+        return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, SUBCOMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tidemq")
+def cli() -> None:
+    """tidemq: a durable message broker with a RocketMQ-style store."""
+
+
+def main() -> None:
+    cli(auto_envvar_prefix="TIDEMQ")
+
+
+if __name__ == "__main__":
+    main()

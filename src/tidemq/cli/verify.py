@@ -1,0 +1,60 @@
+"""`tidemq verify`: walk a store and report what is wrong; non-zero exit if anything is."""
+
+from __future__ import annotations
+
+import click
+
+from .common import config_option, load_store_config, quiet_logs, root_option
+from .output import emit_json, err, fail, out
+
+
+@click.command()
+@root_option
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
+@click.option("-v", "--verbose", is_flag=True)
+def verify(root, config_file, as_json, verbose) -> None:
+    """Check every segment (magic, lengths, CRC), consume queue and index file of a store.
+
+    The store is opened (and recovered, like any start) by this process: stop the
+    broker that holds it first.
+    """
+    from rich.progress import BarColumn, Progress, TextColumn
+
+    from ..io import LockedError
+    from ..store import MessageStore, StoreError
+
+    quiet_logs(verbose)
+    cfg = load_store_config(root, config_file)
+    try:
+        store = MessageStore(cfg).start()
+    except (StoreError, LockedError, OSError) as e:
+        fail(f"cannot open the store at {cfg.root_dir}: {e}", code=2)
+    try:
+        with Progress(TextColumn("verifying"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                      console=err, transient=True, disable=as_json) as progress:
+            task = progress.add_task("verify", total=1)
+
+            def on_progress(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
+
+            rep = store.check(on_progress)
+        doc = {"ok": rep.ok, "segments": rep.segments, "records": rep.records, "bytes": rep.bytes,
+               "queues": rep.queues, "units": rep.units, "index_files": rep.index_files,
+               "problems": rep.problems,
+               "recovery": store.recovery.summary() if store.recovery else None}
+    finally:
+        store.shutdown()
+    if as_json:
+        emit_json(doc)
+    else:
+        out.print(f"recovery: {doc['recovery']}")
+        out.print(f"{rep.segments} segment(s), {rep.records} record(s), {rep.bytes} bytes; "
+                  f"{rep.queues} queue(s), {rep.units} unit(s); {rep.index_files} index file(s)")
+        if rep.ok:
+            out.print("[green]OK[/]: no problem found")
+        else:
+            out.print(f"[red]{len(rep.problems)} problem(s)[/]:")
+            for p in rep.problems:
+                out.print(f"  - {p}")
+    raise SystemExit(0 if rep.ok else 1)

@@ -1,0 +1,203 @@
+"""One typed, frozen configuration per component, clamped in one place.
+
+Every field carries its unit in its name, its default, its bounds and a doc
+string (in the field metadata). Values outside the bounds are clamped once, in
+``__post_init__``, with a logged warning; nothing else in the code base reads
+the environment. Sources, weakest first: defaults, a TOML file, ``TIDEMQ_*``
+environment variables, explicit keyword overrides.
+
+    cfg = StoreConfig.load(toml_path="tidemq.toml", root_dir="/var/lib/tidemq")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import tomllib
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+log = logging.getLogger("tidemq.config")
+
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+
+ENV_PREFIX = "TIDEMQ_"
+
+
+def _f(default: Any, doc: str, lo: float | None = None, hi: float | None = None,
+       choices: tuple[str, ...] | None = None) -> Any:
+    meta = {"doc": doc, "min": lo, "max": hi, "choices": choices}
+    if isinstance(default, (list, tuple)):
+        return field(default=tuple(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used (wrong type, unknown key or choice)."""
+
+
+def _coerce(name: str, typ: Any, value: Any) -> Any:
+    """Turn a TOML or environment value into the field's type."""
+    t = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
+    try:
+        if t.startswith("tuple"):
+            if isinstance(value, str):
+                # RocketMQ users write "a:b:c"; others "a,b,c".
+                sep = "," if "," in value else ":"
+                return tuple(p.strip() for p in value.split(sep) if p.strip())
+            return tuple(str(v) for v in value)
+        if t == "bool":
+            if isinstance(value, str):
+                v = value.strip().lower()
+                if v in ("1", "true", "yes", "on"):
+                    return True
+                if v in ("0", "false", "no", "off"):
+                    return False
+                raise ValueError(value)
+            return bool(value)
+        if t == "int":
+            if isinstance(value, bool):
+                raise ValueError(value)
+            return int(value)
+        if t == "float":
+            return float(value)
+        if t == "str":
+            return str(value)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{name}: cannot use {value!r} as {t}") from e
+    return value
+
+
+class _Loadable:
+    """Shared loading and clamping for the config dataclasses."""
+
+    def _clamp(self) -> None:
+        for f in fields(self):  # type: ignore[arg-type]
+            meta = f.metadata
+            v = getattr(self, f.name)
+            choices = meta.get("choices")
+            if choices and v not in choices:
+                raise ConfigError(f"{f.name}: {v!r} is not one of {', '.join(choices)}")
+            lo, hi = meta.get("min"), meta.get("max")
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                nv = v
+                if lo is not None and v < lo:
+                    nv = type(v)(lo)
+                if hi is not None and v > hi:
+                    nv = type(v)(hi)
+                if nv != v:
+                    log.warning("config %s=%r is outside [%s, %s]; using %r", f.name, v, lo, hi, nv)
+                    object.__setattr__(self, f.name, nv)
+
+    @classmethod
+    def load(cls, toml_path: str | None = None, env: Mapping[str, str] | None = None,
+             section: str | None = None, **overrides: Any):
+        """Defaults < TOML file (optionally one [section]) < TIDEMQ_* env < overrides."""
+        known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+        values: dict[str, Any] = {}
+        if toml_path:
+            with open(toml_path, "rb") as fh:
+                doc = tomllib.load(fh)
+            if section and isinstance(doc.get(section), dict):
+                doc = doc[section]
+            for k, v in doc.items():
+                if isinstance(v, dict):
+                    continue  # another component's section
+                if k not in known:
+                    raise ConfigError(f"{toml_path}: unknown setting {k!r}")
+                values[k] = _coerce(k, known[k].type, v)
+        env = os.environ if env is None else env
+        for k, f in known.items():
+            ev = env.get(ENV_PREFIX + k.upper())
+            if ev is not None:
+                values[k] = _coerce(k, f.type, ev)
+        for k, v in overrides.items():
+            if k not in known:
+                raise ConfigError(f"unknown setting {k!r}")
+            values[k] = v
+        return cls(**values)
+
+    def replace(self, **changes: Any):
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+    @classmethod
+    def describe(cls) -> list[tuple[str, Any, str, Any, Any]]:
+        """(name, default, doc, min, max) for every setting: for `--help` and docs."""
+        return [(f.name, f.default, f.metadata["doc"], f.metadata["min"], f.metadata["max"])
+                for f in fields(cls)]  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class StoreConfig(_Loadable):
+    root_dir: str = _f("./data", "store root: commitlog/, consumequeue/, index/, config/, checkpoint, abort")
+    commitlog_dirs: tuple[str, ...] = _f((), "commit-log directories (empty: <root>/commitlog); 'a:b' or 'a,b' accepted")
+
+    segment_size_bytes: int = _f(1 * GIB, "commit-log segment size (RocketMQ mappedFileSizeCommitLog)", 4 * KIB, 2 * GIB - 1)
+    preallocate_next_segment: bool = _f(True, "create the next commit-log segment in the background before it is needed")
+    consume_queue_units_per_segment: int = _f(300_000, "20-byte units per consume-queue file", 16, 10_000_000)
+    consume_queue_open_files_max: int = _f(1024, "open consume-queue file handles kept at most (LRU)", 8, 1_000_000)
+    index_slots: int = _f(5_000_000, "hash slots per index file", 16, 50_000_000)
+    index_entries: int = _f(20_000_000, "entries per index file", 16, 200_000_000)
+    index_enabled: bool = _f(True, "build the key / unique-key hash index")
+
+    max_message_size_bytes: int = _f(4 * MIB, "largest accepted message body", 1, 128 * MIB)
+    default_queue_count: int = _f(8, "queues of an auto-created topic", 1, 1024)
+    auto_create_topics: bool = _f(True, "a put to an unknown topic creates it (off: TOPIC_NOT_FOUND)")
+    store_host: str = _f("127.0.0.1:10911", "ipv4:port written as STOREHOST and used in offset message ids")
+
+    flush_disk_type: str = _f("ASYNC_FLUSH", "SYNC_FLUSH: put returns once durable; ASYNC_FLUSH: flushed in the background",
+                              choices=("ASYNC_FLUSH", "SYNC_FLUSH"))
+    flush_interval_ms: int = _f(500, "async flush period of the commit log", 1, 60_000)
+    flush_least_pages: int = _f(4, "async flush waits for this many dirty 4 KiB pages", 0, 1_000_000)
+    flush_thorough_interval_ms: int = _f(10_000, "async flush flushes everything at least this often", 1, 600_000)
+    sync_flush_timeout_ms: int = _f(5_000, "a SYNC_FLUSH put not durable by then answers FLUSH_DISK_TIMEOUT", 1, 600_000)
+    flush_consume_queue_interval_ms: int = _f(1_000, "flush period of consume queues and index", 1, 60_000)
+    checkpoint_interval_ms: int = _f(1_000, "the checkpoint file is flushed at least this often", 10, 60_000)
+
+    pull_max_count_in_memory: int = _f(32, "messages per get when the data is likely in the page cache", 1, 100_000)
+    pull_max_bytes_in_memory: int = _f(256 * KIB, "bytes per get when the data is likely in the page cache", 1, 1 * GIB)
+    pull_max_count_from_disk: int = _f(8, "messages per get when the data is likely on disk", 1, 100_000)
+    pull_max_bytes_from_disk: int = _f(64 * KIB, "bytes per get when the data is likely on disk", 1, 1 * GIB)
+    access_message_in_memory_ratio_max_percent: int = _f(40, "data within this % of RAM of the log's end counts as in memory", 1, 100)
+
+    recovery_scan_segments_normal: int = _f(3, "segments checked at the log's end after a clean shutdown", 1, 1_000)
+    dispatch_write_retries_max: int = _f(3, "retries of a failed consume-queue / index write before writes are refused", 0, 100)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.commitlog_dirs, str):
+            object.__setattr__(self, "commitlog_dirs", _coerce("commitlog_dirs", "tuple", self.commitlog_dirs))
+        else:
+            object.__setattr__(self, "commitlog_dirs", tuple(self.commitlog_dirs))
+        self._clamp()
+
+    # Derived locations -----------------------------------------------------------
+    @property
+    def commitlog_paths(self) -> tuple[str, ...]:
+        return self.commitlog_dirs or (os.path.join(self.root_dir, "commitlog"),)
+
+    @property
+    def consumequeue_path(self) -> str:
+        return os.path.join(self.root_dir, "consumequeue")
+
+    @property
+    def index_path(self) -> str:
+        return os.path.join(self.root_dir, "index")
+
+    @property
+    def config_path(self) -> str:
+        return os.path.join(self.root_dir, "config")
+
+    @property
+    def checkpoint_path(self) -> str:
+        return os.path.join(self.root_dir, "checkpoint")
+
+    @property
+    def abort_path(self) -> str:
+        return os.path.join(self.root_dir, "abort")
+
+    @property
+    def sync_flush(self) -> bool:
+        return self.flush_disk_type == "SYNC_FLUSH"

@@ -1,0 +1,272 @@
+"""The FileIO and Clock seams.
+
+Every file operation of the store goes through a :class:`FileIO`; every reading
+of the time through a :class:`Clock`. Production code uses :class:`OsFileIO` and
+:class:`SystemClock`; tests substitute a fault-injecting file layer
+(``tidemq.testing.faulty_io.FaultyFileIO``) and a :class:`ManualClock`.
+
+Handles are opaque: ``OsFileIO`` uses integer file descriptors, an in-memory
+implementation may use objects. A *mapping* is anything that supports the
+writable buffer protocol (``mmap.mmap`` for real files, ``bytearray`` for the
+simulated ones); the store writes records into it with ``struct.pack_into`` and
+slice assignment, and makes it durable with :meth:`FileIO.fsync` of the handle.
+
+Errors are ``OSError`` with the real errno (ENOSPC, EIO, ENOENT, ...); the store
+turns them into typed statuses.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import mmap
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class DiskUsage:
+    total_bytes: int
+    used_bytes: int
+    free_bytes: int
+
+    @property
+    def used_ratio(self) -> float:
+        return self.used_bytes / self.total_bytes if self.total_bytes else 1.0
+
+
+_FALLOC_FL_KEEP_SIZE = 0x01
+_FALLOC_FL_PUNCH_HOLE = 0x02
+_FALLOC_FL_ZERO_RANGE = 0x10
+_libc = None
+
+
+def _fallocate(fd: int, mode: int, offset: int, length: int) -> bool:
+    """libc fallocate(2) with a mode (os.posix_fallocate has none). False if unsupported."""
+    global _libc
+    try:
+        if _libc is None:
+            _libc = ctypes.CDLL(None, use_errno=True)
+            _libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+        return _libc.fallocate(fd, mode, offset, length) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+class LockedError(RuntimeError):
+    """The store root is held by another process."""
+
+
+class FileIO(Protocol):
+    """The file operations the store uses, and nothing else."""
+
+    def makedirs(self, path: str) -> None: ...
+    def listdir(self, path: str) -> list[str]: ...
+    def exists(self, path: str) -> bool: ...
+    def is_dir(self, path: str) -> bool: ...
+    def file_size(self, path: str) -> int: ...
+    def open(self, path: str, create: bool = False) -> Any: ...
+    def close(self, handle: Any) -> None: ...
+    def allocate(self, handle: Any, size: int) -> None: ...
+    def truncate(self, handle: Any, size: int) -> None: ...
+    def zero_range(self, handle: Any, offset: int, length: int) -> None: ...
+    def size_of(self, handle: Any) -> int: ...
+    def pwrite(self, handle: Any, data: bytes | memoryview, offset: int) -> int: ...
+    def pread(self, handle: Any, size: int, offset: int) -> bytes: ...
+    def fsync(self, handle: Any) -> None: ...
+    def map(self, handle: Any, size: int) -> Any: ...
+    def unmap(self, mapping: Any) -> None: ...
+    def rename(self, src: str, dst: str) -> None: ...
+    def unlink(self, path: str) -> None: ...
+    def rmtree(self, path: str) -> None: ...
+    def fsync_dir(self, path: str) -> None: ...
+    def disk_usage(self, path: str) -> DiskUsage: ...
+
+
+class OsFileIO:
+    """The real file system."""
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def listdir(self, path: str) -> list[str]:
+        return os.listdir(path)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def file_size(self, path: str) -> int:
+        return os.stat(path).st_size
+
+    def open(self, path: str, create: bool = False) -> int:
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        return os.open(path, flags, 0o644)
+
+    def close(self, handle: int) -> None:
+        os.close(handle)
+
+    def allocate(self, handle: int, size: int) -> None:
+        # posix_fallocate reserves real blocks: a later write into the mapping can
+        # never hit ENOSPC (which would be a SIGBUS through mmap).
+        os.posix_fallocate(handle, 0, size)
+
+    def truncate(self, handle: int, size: int) -> None:
+        os.ftruncate(handle, size)
+
+    def zero_range(self, handle: int, offset: int, length: int) -> None:
+        """Make [offset, offset+length) read as zeroes and stay allocated, without
+        writing the bytes: FALLOC_FL_ZERO_RANGE, else punch a hole and allocate it
+        again; writing zeroes is the last resort."""
+        if length <= 0:
+            return
+        if _fallocate(handle, _FALLOC_FL_ZERO_RANGE | _FALLOC_FL_KEEP_SIZE, offset, length):
+            return
+        if _fallocate(handle, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, offset, length):
+            os.posix_fallocate(handle, offset, length)
+            return
+        step = 1 << 20
+        zeros = bytes(step)
+        end = offset + length
+        while offset < end:
+            n = min(step, end - offset)
+            os.pwrite(handle, zeros[:n], offset)
+            offset += n
+
+    def size_of(self, handle: int) -> int:
+        return os.fstat(handle).st_size
+
+    def pwrite(self, handle: int, data: bytes | memoryview, offset: int) -> int:
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            n = os.pwrite(handle, view[written:], offset + written)
+            if n <= 0:
+                raise OSError(5, "short write")
+            written += n
+        return written
+
+    def pread(self, handle: int, size: int, offset: int) -> bytes:
+        return os.pread(handle, size, offset)
+
+    def fsync(self, handle: int) -> None:
+        # fdatasync releases the GIL (mmap.flush does not), so writers keep
+        # appending while a group commit is on its way to the disk.
+        os.fdatasync(handle)
+
+    def map(self, handle: int, size: int) -> mmap.mmap:
+        return mmap.mmap(handle, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+
+    def unmap(self, mapping: mmap.mmap) -> None:
+        mapping.close()
+
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def unlink(self, path: str) -> None:
+        os.unlink(path)
+
+    def rmtree(self, path: str) -> None:
+        shutil.rmtree(path, ignore_errors=False)
+
+    def fsync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def lock(self, path: str) -> int:
+        """Take the store's exclusive lock (one process per store root)."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LockedError(f"{os.path.dirname(path) or '.'} is in use by another process (lock file {path})")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        return fd
+
+    def unlock(self, handle: int) -> None:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        os.close(handle)
+
+    def disk_usage(self, path: str) -> DiskUsage:
+        st = os.statvfs(path)
+        total = st.f_blocks * st.f_frsize
+        free = st.f_bavail * st.f_frsize
+        used = (st.f_blocks - st.f_bfree) * st.f_frsize
+        return DiskUsage(total, used, free)
+
+
+def read_whole(fio: FileIO, path: str) -> bytes:
+    """Read a small file whole."""
+    h = fio.open(path)
+    try:
+        return fio.pread(h, fio.size_of(h), 0)
+    finally:
+        fio.close(h)
+
+
+def write_atomic(fio: FileIO, path: str, data: bytes) -> None:
+    """Write, fsync, rename, fsync the directory: the file is old or new, never torn."""
+    tmp = path + ".tmp"
+    h = fio.open(tmp, create=True)
+    try:
+        fio.truncate(h, 0)
+        fio.pwrite(h, data, 0)
+        fio.fsync(h)
+    finally:
+        fio.close(h)
+    fio.rename(tmp, path)
+    fio.fsync_dir(os.path.dirname(path) or ".")
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+    def monotonic_s(self) -> float: ...
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def monotonic_s(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+class ManualClock:
+    """A clock that moves only when a test says so; sleep() advances it."""
+
+    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
+        self._now_ms = now_ms
+        self._mono_s = 1000.0
+        self._lock = threading.Lock()
+
+    def now_ms(self) -> int:
+        with self._lock:
+            return self._now_ms
+
+    def monotonic_s(self) -> float:
+        with self._lock:
+            return self._mono_s
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._now_ms += int(seconds * 1000)
+            self._mono_s += seconds
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
+        time.sleep(0)

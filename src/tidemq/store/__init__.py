@@ -1,0 +1,9 @@
+"""The embedded storage engine: no network, no asyncio."""
+
+from ..config import StoreConfig
+from .codec import StoredMessage
+from .store import CheckReport, MessageStore
+from .types import GetResult, GetStatus, Message, PutResult, PutStatus, StoreError
+
+__all__ = ["MessageStore", "StoreConfig", "Message", "PutStatus", "PutResult", "GetStatus", "GetResult",
+           "StoredMessage", "StoreError", "CheckReport"]

@@ -1,0 +1,325 @@
+"""Commit-log record codec: bytes in, values out. No I/O.
+
+Record layout (RocketMQ message format v1, big-endian), fixed overhead 91 bytes::
+
+    off  size  field
+      0   4    TOTALSIZE                  whole record, this field included
+      4   4    MAGIC                      0xDAA320A7 (BLANK: 0xCBD43194)
+      8   4    BODYCRC                    zlib.crc32(body) & 0x7FFFFFFF (as RocketMQ's UtilAll.crc32)
+     12   4    QUEUEID
+     16   4    FLAG
+     20   8    QUEUEOFFSET                position of the message in its consume queue
+     28   8    PHYSICALOFFSET             commit-log offset of this record
+     36   4    SYSFLAG
+     40   8    BORNTIMESTAMP              ms
+     48   8    BORNHOST                   ipv4 (4) + port (i32)
+     56   8    STORETIMESTAMP             ms
+     64   8    STOREHOST                  ipv4 (4) + port (i32)
+     72   4    RECONSUMETIMES
+     76   8    PREPAREDTRANSACTIONOFFSET
+     84   4    BODYLEN
+     88   n    BODY
+   88+n   1    TOPICLEN (u8, topic <= 127 bytes)
+          t    TOPIC (ascii)
+          2    PROPERTIESLEN (i16, <= 32767)
+          p    PROPERTIES  name\\x01value\\x02name\\x01value\\x02 (utf-8)
+
+A segment that cannot take the next record ends with a BLANK record:
+``[i32 remaining bytes][i32 0xCBD43194]`` followed by anything; readers go to
+the next segment. Tags and keys travel as the properties TAGS and KEYS (keys
+joined by a space), the producer's unique id as UNIQ_KEY, as RocketMQ does.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import zlib
+from functools import lru_cache
+from typing import Iterable, Mapping
+
+MAGIC = 0xDAA320A7 - (1 << 32)          # as a signed i32
+BLANK_MAGIC = 0xCBD43194 - (1 << 32)
+MAGIC_BYTES = struct.pack(">I", 0xDAA320A7)
+
+HEADER = struct.Struct(">iiiiiqqiq8sq8siqi")   # up to and including BODYLEN
+assert HEADER.size == 88
+FIXED_OVERHEAD = HEADER.size + 1 + 2
+assert FIXED_OVERHEAD == 91
+SIZE_MAGIC = struct.Struct(">ii")
+assert SIZE_MAGIC.size == 8
+BLANK_MIN = 8                               # room always kept for the BLANK record
+PROP_LEN = struct.Struct(">h")
+
+PROPERTIES_MAX_BYTES = 32767
+TOPIC_MAX_BYTES = 127
+
+NAME_VALUE_SEP = "\x01"
+PROPERTY_SEP = "\x02"
+PROP_TAGS = "TAGS"
+PROP_KEYS = "KEYS"
+PROP_UNIQ_KEY = "UNIQ_KEY"
+KEY_SEP = " "
+
+TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
+
+# Offsets of single fields inside a record (for cheap peeks without a full unpack).
+OFF_TOTALSIZE = 0
+OFF_MAGIC = 4
+OFF_BODYCRC = 8
+OFF_QUEUEID = 12
+OFF_QUEUEOFFSET = 20
+OFF_PHYSICALOFFSET = 28
+OFF_STORETIMESTAMP = 56
+OFF_BODYLEN = 84
+I32 = struct.Struct(">i")
+I64 = struct.Struct(">q")
+
+
+class CodecError(ValueError):
+    """Bytes that are not a valid record."""
+
+
+def body_crc(body) -> int:
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def valid_topic(topic: str) -> bool:
+    return bool(TOPIC_RE.match(topic))
+
+
+def encode_host(host: str) -> bytes:
+    """'1.2.3.4:5678' -> 8 bytes (ipv4 + i32 port), as RocketMQ's socketAddress2ByteBuffer."""
+    ip, _, port = host.rpartition(":")
+    parts = [int(p) for p in ip.split(".")]
+    if len(parts) != 4 or not all(0 <= p < 256 for p in parts):
+        raise CodecError(f"not an ipv4:port address: {host!r}")
+    return bytes(parts) + struct.pack(">i", int(port))
+
+
+def decode_host(b: bytes) -> str:
+    return "%d.%d.%d.%d:%d" % (b[0], b[1], b[2], b[3], struct.unpack_from(">i", b, 4)[0])
+
+
+def offset_msg_id(store_host: bytes, commitlog_offset: int) -> str:
+    """RocketMQ's offset message id: store host (8 bytes) + commit-log offset (i64), hex."""
+    return (store_host + I64.pack(commitlog_offset)).hex().upper()
+
+
+def parse_offset_msg_id(msg_id: str) -> tuple[str, int]:
+    raw = bytes.fromhex(msg_id)
+    if len(raw) != 16:
+        raise CodecError(f"not an offset message id: {msg_id!r}")
+    return decode_host(raw[:8]), I64.unpack_from(raw, 8)[0]
+
+
+@lru_cache(maxsize=65536)
+def tags_hash(tags: str | None) -> int:
+    """Java's String.hashCode of the tags (what RocketMQ puts in a consume-queue unit)."""
+    if not tags:
+        return 0
+    h = 0
+    for ch in _utf16_units(tags):
+        h = (31 * h + ch) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def _utf16_units(s: str) -> Iterable[int]:
+    b = s.encode("utf-16-be")
+    return struct.unpack(">%dH" % (len(b) // 2), b)
+
+
+def encode_properties(props: Mapping[str, str]) -> bytes:
+    if not props:
+        return b""
+    parts = []
+    for k, v in props.items():
+        parts.append(k)
+        parts.append(NAME_VALUE_SEP)
+        parts.append(v)
+        parts.append(PROPERTY_SEP)
+    return "".join(parts).encode("utf-8")
+
+
+def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
+    if not raw:
+        return {}
+    text = bytes(raw).decode("utf-8", errors="replace")
+    out: dict[str, str] = {}
+    for item in text.split(PROPERTY_SEP):
+        if not item:
+            continue
+        k, sep, v = item.partition(NAME_VALUE_SEP)
+        if sep:
+            out[k] = v
+    return out
+
+
+def check_property_text(s: str) -> bool:
+    return NAME_VALUE_SEP not in s and PROPERTY_SEP not in s
+
+
+_RECORD_STRUCTS: dict[tuple[int, int, int], struct.Struct] = {}
+
+
+def record_struct(body_len: int, topic_len: int, props_len: int) -> struct.Struct:
+    """The whole-record Struct for these lengths (cached: one C call writes a record)."""
+    key = (body_len, topic_len, props_len)
+    s = _RECORD_STRUCTS.get(key)
+    if s is None:
+        if len(_RECORD_STRUCTS) > 4096:
+            _RECORD_STRUCTS.clear()
+        s = struct.Struct(f">iiiiiqqiq8sq8siqi{body_len}sB{topic_len}sh{props_len}s")
+        _RECORD_STRUCTS[key] = s
+    return s
+
+
+def record_size(body_len: int, topic_len: int, props_len: int) -> int:
+    return FIXED_OVERHEAD + body_len + topic_len + props_len
+
+
+def encode_record(*, body: bytes, topic: bytes, properties: bytes, queue_id: int, queue_offset: int,
+                  physical_offset: int, born_timestamp_ms: int, born_host: bytes, store_timestamp_ms: int,
+                  store_host: bytes, flag: int = 0, sys_flag: int = 0, reconsume_times: int = 0,
+                  prepared_transaction_offset: int = 0, crc: int | None = None) -> bytes:
+    """One record as bytes (the write path packs straight into the segment instead)."""
+    bl, tl, pl = len(body), len(topic), len(properties)
+    s = record_struct(bl, tl, pl)
+    return s.pack(s.size, MAGIC, body_crc(body) if crc is None else crc, queue_id, flag, queue_offset,
+                  physical_offset, sys_flag, born_timestamp_ms, born_host, store_timestamp_ms, store_host,
+                  reconsume_times, prepared_transaction_offset, bl, body, tl, topic, pl, properties)
+
+
+def encode_blank(remaining: int) -> bytes:
+    return SIZE_MAGIC.pack(remaining, BLANK_MAGIC)
+
+
+# Outcomes of check_record (values, not exceptions: recovery decides what they mean).
+REC_OK = 0
+REC_BLANK = 1
+REC_END = 2        # zeroes: nothing was written here
+REC_TORN = 3       # a record started but does not fit / is cut
+REC_CORRUPT = 4    # bad magic, inconsistent lengths or bad CRC
+
+
+def check_record(buf, pos: int, limit: int, verify_crc: bool = True) -> tuple[int, int]:
+    """Classify the bytes at ``pos`` (``limit``: end of readable data). Returns (kind, size)."""
+    if pos + 8 > limit:
+        return (REC_END if pos >= limit else REC_TORN), 0
+    size, magic = SIZE_MAGIC.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC:
+        if size < BLANK_MIN or pos + size != limit:
+            return REC_CORRUPT, 0
+        return REC_BLANK, size
+    if magic != MAGIC:
+        if size == 0 and magic == 0:
+            return REC_END, 0
+        return REC_CORRUPT, 0
+    if size < FIXED_OVERHEAD or pos + size > limit:
+        return (REC_TORN if size >= FIXED_OVERHEAD else REC_CORRUPT), 0
+    (blen,) = I32.unpack_from(buf, pos + OFF_BODYLEN)
+    if blen < 0 or FIXED_OVERHEAD + blen > size:
+        return REC_CORRUPT, 0
+    tlen = buf[pos + 88 + blen]
+    pend = pos + 88 + blen + 1 + tlen
+    if pend + 2 > pos + size:
+        return REC_CORRUPT, 0
+    (plen,) = PROP_LEN.unpack_from(buf, pend)
+    if plen < 0 or record_size(blen, tlen, plen) != size:
+        return REC_CORRUPT, 0
+    if verify_crc:
+        (crc,) = I32.unpack_from(buf, pos + OFF_BODYCRC)
+        if zlib.crc32(buf[pos + 88:pos + 88 + blen]) & 0x7FFFFFFF != crc:
+            return REC_CORRUPT, 0
+    return REC_OK, size
+
+
+class StoredMessage:
+    """A message decoded from its record. Properties, tags and keys are parsed on first use."""
+
+    __slots__ = ("store_size", "body_crc", "queue_id", "flag", "queue_offset", "commitlog_offset",
+                 "sys_flag", "born_timestamp_ms", "born_host_raw", "store_timestamp_ms", "store_host_raw",
+                 "reconsume_times", "prepared_transaction_offset", "body", "topic", "_props_raw", "_props")
+
+    def __init__(self, fields: tuple, body: bytes, topic: str, props_raw: bytes) -> None:
+        (self.store_size, _magic, self.body_crc, self.queue_id, self.flag, self.queue_offset,
+         self.commitlog_offset, self.sys_flag, self.born_timestamp_ms, self.born_host_raw,
+         self.store_timestamp_ms, self.store_host_raw, self.reconsume_times,
+         self.prepared_transaction_offset, _blen) = fields
+        self.body = body
+        self.topic = topic
+        self._props_raw = props_raw
+        self._props = None
+
+    @property
+    def properties(self) -> dict[str, str]:
+        p = self._props
+        if p is None:
+            p = self._props = decode_properties(self._props_raw)
+        return p
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROP_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        k = self.properties.get(PROP_KEYS)
+        return [x for x in k.split(KEY_SEP) if x] if k else []
+
+    @property
+    def offset_msg_id(self) -> str:
+        return offset_msg_id(self.store_host_raw, self.commitlog_offset)
+
+    @property
+    def msg_id(self) -> str:
+        """The producer's unique id (UNIQ_KEY) when it gave one, else the offset message id."""
+        return self.properties.get(PROP_UNIQ_KEY) or self.offset_msg_id
+
+    @property
+    def born_host(self) -> str:
+        return decode_host(self.born_host_raw)
+
+    @property
+    def store_host(self) -> str:
+        return decode_host(self.store_host_raw)
+
+    def __repr__(self) -> str:
+        return (f"StoredMessage(topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
+                f"commitlog_offset={self.commitlog_offset}, body={len(self.body)} bytes)")
+
+
+def decode_record(buf, pos: int) -> StoredMessage:
+    """Decode the record at ``pos``; raises CodecError if it is not a whole valid record."""
+    try:
+        fields = HEADER.unpack_from(buf, pos)
+    except struct.error as e:
+        raise CodecError(f"short record at {pos}") from e
+    if fields[1] != MAGIC:
+        raise CodecError(f"bad magic at {pos}")
+    blen = fields[14]
+    b0 = pos + 88
+    t0 = b0 + blen + 1
+    tlen = buf[t0 - 1]
+    p0 = t0 + tlen + 2
+    (plen,) = PROP_LEN.unpack_from(buf, p0 - 2)
+    if p0 + plen - pos != fields[0]:
+        raise CodecError(f"inconsistent lengths at {pos}")
+    return StoredMessage(fields, bytes(buf[b0:b0 + blen]), str(buf[t0:t0 + tlen], "ascii"), bytes(buf[p0:p0 + plen]))
+
+
+META = struct.Struct(">iiiiiqq")   # TOTALSIZE .. PHYSICALOFFSET
+assert META.size == 36
+
+
+def decode_meta(buf, pos: int) -> tuple[int, int, int, str, bytes]:
+    """What dispatch needs from a valid record, without copying the body:
+    (queue_id, queue_offset, store_timestamp_ms, topic, properties_raw)."""
+    _size, _magic, _crc, qid, _flag, qoff, _phys = META.unpack_from(buf, pos)
+    (store_ts,) = I64.unpack_from(buf, pos + OFF_STORETIMESTAMP)
+    (blen,) = I32.unpack_from(buf, pos + OFF_BODYLEN)
+    t0 = pos + 89 + blen
+    tlen = buf[t0 - 1]
+    (plen,) = PROP_LEN.unpack_from(buf, t0 + tlen)
+    p0 = t0 + tlen + 2
+    return qid, qoff, store_ts, str(buf[t0:t0 + tlen], "ascii"), bytes(buf[p0:p0 + plen])

@@ -1,0 +1,173 @@
+"""The commit log: one shared, append-only sequence of records over segments.
+
+A single writer appends (the caller holds the store's put lock). A record that
+does not fit in the rest of the active segment, keeping room for the 8-byte
+BLANK record, ends the segment with BLANK and goes to the next one, so every
+segment ends with a BLANK and no record ever spans two segments. Readers read
+only up to a segment's ``wrote_pos``, which moves after the bytes are written,
+so a reader never sees a half-written record.
+
+The record layout is in ``codec.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Iterator
+
+from ..config import StoreConfig
+from ..io import FileIO
+from . import codec
+from .codec import BLANK_MAGIC, BLANK_MIN, MAGIC, SIZE_MAGIC, record_struct
+from .mapped_file import MappedFile
+from .segment_queue import SegmentQueue
+
+# A prepared message: a list (the store fills in queue id and offset under its lock)
+# [body, topic_bytes, properties_bytes, queue_id, queue_offset, born_ts_ms, born_host_bytes,
+#  flag, sys_flag, reconsume_times, prepared_tx_offset, body_crc, uniq_key, topic_state]
+Prepared = tuple
+
+
+class AppendError(Exception):
+    """The log could not take more records (no segment could be created). ``appended`` were written."""
+
+    def __init__(self, appended: int, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.appended = appended
+        self.cause = cause
+
+
+class CommitLog:
+    def __init__(self, config: StoreConfig, fio: FileIO, segments: SegmentQueue) -> None:
+        self.config = config
+        self.fio = fio
+        self.segments = segments
+        self.store_host = codec.encode_host(config.store_host)
+        self.flushed_offset = 0
+        self._flush_lock = threading.Lock()
+        self.max_record_size = config.segment_size_bytes - BLANK_MIN
+
+    # Write ------------------------------------------------------------------------
+    def append(self, batch: list[Prepared], now_ms: int, out: list) -> None:
+        """Append every prepared message; ``out`` receives (physical_offset, size) per message.
+
+        Raises AppendError (with how many were written) when a new segment cannot be made.
+        """
+        segs = self.segments
+        mf = segs.last
+        if mf is None or mf.is_full:
+            mf = self._roll(mf, out)
+        buf = mf.buf
+        pos = mf.wrote_pos
+        seg_size = mf.size
+        base = mf.start_offset
+        store_host = self.store_host
+        append_out = out.append
+        for (body, topic, props, qid, qoff, born_ts, born_host, flag, sys_flag, reconsume, prep_tx, crc,
+             _uniq, _t) in batch:
+            bl = len(body)
+            tl = len(topic)
+            pl = len(props)
+            s = record_struct(bl, tl, pl)
+            n = s.size
+            if pos + n + BLANK_MIN > seg_size:
+                if pos == 0:
+                    raise ValueError(f"record of {n} bytes cannot fit a {seg_size}-byte segment")
+                SIZE_MAGIC.pack_into(buf, pos, seg_size - pos, BLANK_MAGIC)
+                mf.wrote_pos = seg_size
+                mf.last_store_timestamp_ms = now_ms
+                mf = self._roll(mf, out)
+                buf = mf.buf
+                pos = 0
+                base = mf.start_offset
+            phys = base + pos
+            s.pack_into(buf, pos, n, MAGIC, crc, qid, flag, qoff, phys, sys_flag, born_ts, born_host, now_ms,
+                        store_host, reconsume, prep_tx, bl, body, tl, topic, pl, props)
+            pos += n
+            append_out((phys, n))
+        mf.wrote_pos = pos
+        mf.last_store_timestamp_ms = now_ms
+
+    def _roll(self, current: MappedFile | None, out: list) -> MappedFile:
+        start = current.end_offset if current is not None else 0
+        try:
+            return self.segments.new_segment(start)
+        except OSError as e:
+            raise AppendError(len(out), e) from e
+
+    # Read -------------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        return self.segments.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        return self.segments.max_offset
+
+    def read_message(self, offset: int, size: int | None = None) -> codec.StoredMessage | None:
+        mf = self.segments.find(offset)
+        if mf is None or not mf.hold():
+            return None
+        try:
+            pos = offset - mf.start_offset
+            if size is None:
+                if pos + 8 > mf.wrote_pos:
+                    return None
+                size = codec.I32.unpack_from(mf.buf, pos)[0]
+            if size < codec.FIXED_OVERHEAD or pos + size > mf.wrote_pos:
+                return None
+            return codec.decode_record(mf.buf, pos)
+        except codec.CodecError:
+            return None
+        finally:
+            mf.release()
+
+    def iter_records(self, from_offset: int, verify_crc: bool = True) -> Iterator[tuple]:
+        """Walk the log from a record boundary to its end, in order.
+
+        Yields (kind, physical_offset, size, segment, pos) where kind is a codec.REC_*
+        value; BLANK moves to the next segment; anything else than OK/BLANK ends the walk
+        (it is yielded, so recovery can report where and why the log ends).
+        """
+        for mf in list(self.segments.segments):
+            if mf.end_offset <= from_offset:
+                continue
+            if not mf.hold():
+                continue
+            try:
+                pos = max(0, from_offset - mf.start_offset)
+                limit = mf.size
+                buf = mf.buf
+                while True:
+                    kind, size = codec.check_record(buf, pos, limit, verify_crc)
+                    if kind == codec.REC_OK:
+                        yield kind, mf.start_offset + pos, size, mf, pos
+                        pos += size
+                        continue
+                    yield kind, mf.start_offset + pos, size, mf, pos
+                    if kind != codec.REC_BLANK:
+                        return
+                    break
+            finally:
+                mf.release()
+
+    # Flush ------------------------------------------------------------------------
+    def flush(self) -> int:
+        """fsync every segment with unflushed bytes; returns the durable offset."""
+        with self._flush_lock:
+            target = self.segments.max_offset
+            for mf in list(self.segments.segments):
+                if mf.end_offset <= self.flushed_offset:
+                    continue
+                if mf.wrote_pos > mf.flushed_pos:
+                    if mf.hold():
+                        try:
+                            mf.flush()
+                        finally:
+                            mf.release()
+            if target > self.flushed_offset:
+                self.flushed_offset = target
+            return self.flushed_offset
+
+    def dirty_bytes(self) -> int:
+        return self.segments.max_offset - self.flushed_offset

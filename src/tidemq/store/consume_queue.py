@@ -1,0 +1,322 @@
+"""Consume queues: per topic and queue, the commit-log position of every message.
+
+Layout: ``consumequeue/{topic}/{queue_id}/{20-digit byte offset}``; each file
+holds ``units_per_segment`` 20-byte units (RocketMQ: 300,000), big-endian::
+
+    commitlog_offset i64 | size i32 | tags_hash_code i64
+
+The unit at index *n* describes the message with queue offset *n*. Files are
+not preallocated: they are appended with pwrite (a full disk answers ENOSPC,
+never SIGBUS) and read with pread, through a bounded cache of open handles, so
+ten thousand queues cost ten thousand small files and at most
+``consume_queue_open_files_max`` descriptors. A unit of zeroes or a partial unit
+at a file's end is a torn write: recovery cuts it.
+
+``min_offset`` is the logical minimum: the first unit whose message is still in
+the commit log (corrected after cleanup); ``max_offset`` is one past the last.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from collections import OrderedDict
+from contextlib import contextmanager
+from typing import Iterator
+
+from ..io import FileIO
+from .mapped_file import parse_segment_name, segment_name
+
+UNIT = struct.Struct(">qiq")
+assert UNIT.size == 20
+UNIT_SIZE = 20
+
+
+class HandleCache:
+    """Open file handles, LRU-bounded; a handle in use is never closed under its user."""
+
+    def __init__(self, fio: FileIO, max_open: int) -> None:
+        self.fio = fio
+        self.max_open = max_open
+        self._open: OrderedDict[str, list] = OrderedDict()   # path -> [handle, users]
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def use(self, path: str, create: bool = False) -> Iterator:
+        with self._lock:
+            entry = self._open.get(path)
+            if entry is None:
+                entry = [self.fio.open(path, create=create), 0]
+                self._open[path] = entry
+                self._evict()
+            else:
+                self._open.move_to_end(path)
+            entry[1] += 1
+        try:
+            yield entry[0]
+        finally:
+            with self._lock:
+                entry[1] -= 1
+
+    def _evict(self) -> None:
+        if len(self._open) <= self.max_open:
+            return
+        for p in list(self._open):
+            if len(self._open) <= self.max_open:
+                break
+            e = self._open[p]
+            if e[1] == 0:
+                del self._open[p]
+                self.fio.close(e[0])
+
+    def forget(self, path: str) -> None:
+        with self._lock:
+            e = self._open.pop(path, None)
+        if e is not None:
+            self.fio.close(e[0])
+
+    def close_all(self) -> None:
+        with self._lock:
+            items = list(self._open.values())
+            self._open.clear()
+        for h, _users in items:
+            self.fio.close(h)
+
+
+class ConsumeQueue:
+    def __init__(self, fio: FileIO, root: str, topic: str, queue_id: int, units_per_segment: int,
+                 handles: HandleCache) -> None:
+        self.fio = fio
+        self.topic = topic
+        self.queue_id = queue_id
+        self.dir = os.path.join(root, topic, str(queue_id))
+        self.units_per_segment = units_per_segment
+        self.seg_bytes = units_per_segment * UNIT_SIZE
+        self.handles = handles
+        self.files: list[int] = []          # start unit of each file, ascending
+        self.max_offset = 0
+        self.min_offset = 0
+        self._dirty: set[int] = set()       # start units of files written since the last flush
+        self._lock = threading.Lock()
+        self._dir_made = False
+
+    # Loading / recovery ----------------------------------------------------------
+    def load(self) -> None:
+        if not self.fio.is_dir(self.dir):
+            return
+        self._dir_made = True
+        starts = []
+        for name in self.fio.listdir(self.dir):
+            b = parse_segment_name(name)
+            if b is not None and b % self.seg_bytes == 0:
+                starts.append(b // UNIT_SIZE)
+        starts.sort()
+        self.files = starts
+        if starts:
+            last = starts[-1]
+            n = self.fio.file_size(self._path(last)) // UNIT_SIZE
+            self.max_offset = last + min(n, self.units_per_segment)
+            self.min_offset = starts[0]
+
+    def _path(self, start_unit: int) -> str:
+        return os.path.join(self.dir, segment_name(start_unit * UNIT_SIZE))
+
+    def _file_start(self, offset: int) -> int:
+        return offset - offset % self.units_per_segment
+
+    # Write ----------------------------------------------------------------------
+    def append(self, queue_offset: int, data: bytes | bytearray | memoryview) -> None:
+        """Append units for queue offsets queue_offset.. (must continue max_offset exactly)."""
+        if queue_offset != self.max_offset:
+            raise ValueError(f"{self.topic}/{self.queue_id}: append at {queue_offset}, max is {self.max_offset}")
+        self._write(queue_offset, data)
+        self.max_offset = queue_offset + len(data) // UNIT_SIZE
+
+    def _write(self, queue_offset: int, data) -> None:
+        view = memoryview(data)
+        off = queue_offset
+        while view:
+            start = self._file_start(off)
+            room = (start + self.units_per_segment - off) * UNIT_SIZE
+            chunk = view[:room]
+            if not self._dir_made:
+                self.fio.makedirs(self.dir)
+                self._dir_made = True
+            new = not self.files or start > self.files[-1]
+            with self.handles.use(self._path(start), create=new) as h:
+                self.fio.pwrite(h, chunk, (off - start) * UNIT_SIZE)
+            if new:
+                self.files.append(start)
+            self._dirty.add(start)
+            off += len(chunk) // UNIT_SIZE
+            view = view[room:]
+
+    def reset_to(self, offset: int) -> None:
+        """Forget every unit: the queue starts (empty) at ``offset``. Used by rebuilds."""
+        for start in self.files:
+            path = self._path(start)
+            self.handles.forget(path)
+            try:
+                self.fio.unlink(path)
+            except FileNotFoundError:
+                pass
+        self.files = []
+        self._dirty.clear()
+        self.min_offset = self.max_offset = offset
+
+    def put_unit_checked(self, queue_offset: int, commitlog_offset: int, size: int, tags_hash: int) -> str:
+        """Recovery's idempotent put: 'skip' if the same unit is there, 'fixed' if it was
+        different (a torn unit rewritten), 'appended', or 'gap' when units are missing before it."""
+        unit = UNIT.pack(commitlog_offset, size, tags_hash)
+        if queue_offset == self.max_offset:
+            self.append(queue_offset, unit)
+            return "appended"
+        if queue_offset > self.max_offset:
+            return "gap"
+        if queue_offset < self.min_offset:
+            return "skip"
+        existing = self.read(queue_offset, 1)
+        if existing == unit:
+            return "skip"
+        self._write(queue_offset, unit)
+        return "fixed"
+
+    def truncate(self, max_offset: int) -> None:
+        """Drop units at and after max_offset (their messages are gone from the commit log)."""
+        if max_offset >= self.max_offset:
+            return
+        max_offset = max(max_offset, 0)
+        keep = []
+        for start in self.files:
+            path = self._path(start)
+            if start >= max_offset:
+                self.handles.forget(path)
+                self.fio.unlink(path)
+                self._dirty.discard(start)
+                continue
+            keep.append(start)
+            if max_offset < start + self.units_per_segment:
+                with self.handles.use(path) as h:
+                    self.fio.truncate(h, (max_offset - start) * UNIT_SIZE)
+                    self.fio.fsync(h)
+        self.files = keep
+        self.max_offset = max_offset
+        self.min_offset = min(self.min_offset, max_offset)
+
+    def flush(self) -> None:
+        with self._lock:
+            dirty, self._dirty = self._dirty, set()
+        for start in sorted(dirty):
+            try:
+                with self.handles.use(self._path(start)) as h:
+                    self.fio.fsync(h)
+            except FileNotFoundError:
+                continue
+            except BaseException:
+                with self._lock:
+                    self._dirty.add(start)
+                raise
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self._dirty)
+
+    # Read -----------------------------------------------------------------------
+    def read(self, offset: int, count: int) -> bytes:
+        """Up to ``count`` units from ``offset``, across files; b'' if unreadable."""
+        end = min(offset + count, self.max_offset)
+        parts = []
+        while offset < end:
+            start = self._file_start(offset)
+            stop = min(end, start + self.units_per_segment)
+            try:
+                with self.handles.use(self._path(start)) as h:
+                    raw = self.fio.pread(h, (stop - offset) * UNIT_SIZE, (offset - start) * UNIT_SIZE)
+            except FileNotFoundError:
+                break
+            parts.append(raw)
+            if len(raw) < (stop - offset) * UNIT_SIZE:
+                break
+            offset = stop
+        if len(parts) == 1:
+            return parts[0]
+        return b"".join(parts)
+
+    def last_unit(self) -> tuple[int, int, int] | None:
+        if self.max_offset <= self.min_offset:
+            return None
+        raw = self.read(self.max_offset - 1, 1)
+        return UNIT.unpack(raw) if len(raw) == UNIT_SIZE else None
+
+    def file_starts(self) -> list[int]:
+        return list(self.files)
+
+    def delete_file(self, start: int) -> None:
+        """Delete the head file starting at unit ``start`` (cleanup)."""
+        path = self._path(start)
+        self.handles.forget(path)
+        try:
+            self.fio.unlink(path)
+        except FileNotFoundError:
+            pass
+        if self.files and self.files[0] == start:
+            self.files.pop(0)
+        self._dirty.discard(start)
+        self.min_offset = max(self.min_offset, start + self.units_per_segment)
+
+    def close(self) -> None:
+        for start in self.files:
+            self.handles.forget(self._path(start))
+
+
+class ConsumeQueueTable:
+    """Every consume queue of the store, opened lazily, loaded from disk at start."""
+
+    def __init__(self, fio: FileIO, root: str, units_per_segment: int, open_files_max: int) -> None:
+        self.fio = fio
+        self.root = root
+        self.units_per_segment = units_per_segment
+        self.handles = HandleCache(fio, open_files_max)
+        self.queues: dict[str, dict[int, ConsumeQueue]] = {}
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        self.fio.makedirs(self.root)
+        for topic in self.fio.listdir(self.root):
+            tdir = os.path.join(self.root, topic)
+            if not self.fio.is_dir(tdir):
+                continue
+            for q in self.fio.listdir(tdir):
+                if q.isdigit():
+                    self.get_or_create(topic, int(q)).load()
+
+    def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        t = self.queues.get(topic)
+        return t.get(queue_id) if t is not None else None
+
+    def get_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        t = self.queues.get(topic)
+        if t is None:
+            with self._lock:
+                t = self.queues.setdefault(topic, {})
+        cq = t.get(queue_id)
+        if cq is None:
+            with self._lock:
+                cq = t.get(queue_id)
+                if cq is None:
+                    cq = ConsumeQueue(self.fio, self.root, topic, queue_id, self.units_per_segment, self.handles)
+                    t[queue_id] = cq
+        return cq
+
+    def all(self) -> list[ConsumeQueue]:
+        with self._lock:
+            return [cq for t in self.queues.values() for cq in t.values()]
+
+    def flush(self) -> None:
+        for cq in self.all():
+            if cq.dirty:
+                cq.flush()
+
+    def close(self) -> None:
+        self.handles.close_all()

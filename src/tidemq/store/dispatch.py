@@ -1,0 +1,194 @@
+"""Dispatch: commit log -> consume queues + index, in log order.
+
+Two ways in, one result:
+
+* ``dispatch_batch`` runs inline in the put path, under the put lock, with the
+  fields the writer already has (no re-read of the log). RocketMQ re-reads the
+  log in a separate ReputMessageService; doing it inline costs less in Python
+  and keeps the same order, and there is no dispatch lag to bound.
+* ``redispatch`` reads records back from the log from any record boundary and
+  puts their units idempotently (a unit already there is skipped, a torn one is
+  rewritten). Recovery and the write-error self-healing use it; started at the
+  log's first offset over an empty ``consumequeue/`` it rebuilds every queue, so
+  consume queues and the index are always rebuildable from the commit log alone.
+
+A failed consume-queue or index write is retried ``dispatch_write_retries_max``
+times; if it still fails, ``pending_from`` records the first record whose
+dispatch is incomplete and ``error`` says why. The store refuses puts while
+``error`` is set and calls ``heal()`` from its flush service: once a redispatch
+from ``pending_from`` succeeds the error clears by itself, without a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from . import codec
+from .consume_queue import UNIT, ConsumeQueue, ConsumeQueueTable
+from .index_file import IndexService
+
+log = logging.getLogger("tidemq.store")
+
+
+@dataclass
+class RedispatchReport:
+    from_offset: int = 0
+    end_offset: int = 0
+    records: int = 0
+    units_appended: int = 0
+    units_fixed: int = 0
+    units_skipped: int = 0
+    index_entries: int = 0
+    queues_rebuilt: list[str] = field(default_factory=list)
+
+
+def index_keys(topic: str, keys, uniq: str | None) -> list[str]:
+    out = [f"{topic}#{k}" for k in keys if k]
+    if uniq:
+        out.append(f"{topic}#{uniq}")
+    return out
+
+
+class Dispatcher:
+    def __init__(self, queues: ConsumeQueueTable, index: IndexService | None, retries_max: int) -> None:
+        self.queues = queues
+        self.index = index
+        self.retries_max = retries_max
+        self.dispatched_offset = 0          # every record before it is in the queues and index
+        self.last_store_timestamp_ms = 0
+        self.pending_from: int | None = None
+        self.error: str | None = None
+        self.write_failures = 0
+
+    # Inline path --------------------------------------------------------------------
+    def dispatch_batch(self, cqs: list[ConsumeQueue], prepared: list, out: list, tag_hashes: list,
+                       keys: list | None, now_ms: int, end_offset: int) -> None:
+        """Units for the records just appended. ``keys``: per message, index keys or None."""
+        if not out:
+            return
+        first_phys = out[0][0]
+        if self.pending_from is not None:
+            # an earlier batch is not fully dispatched: this one waits for heal() (order is kept)
+            return
+        groups: dict[ConsumeQueue, list] = {}
+        pack = UNIT.pack
+        for cq, p, (phys, size), th in zip(cqs, prepared, out, tag_hashes):
+            g = groups.get(cq)
+            if g is None:
+                groups[cq] = [p[4], pack(phys, size, th)]
+            else:
+                g.append(pack(phys, size, th))
+        try:
+            for cq, g in groups.items():
+                first = g[0]
+                data = b"".join(g[1:])
+                if cq.max_offset > first:      # partly written by a failed attempt: keep what is there
+                    data = data[(cq.max_offset - first) * 20:]
+                    first = cq.max_offset
+                self._retry(lambda: cq.append(first, data), cq.dir)
+            if keys is not None and self.index is not None:
+                index = self.index
+                for (phys, _size), ks in zip(out, keys):
+                    if ks:
+                        for k in ks:
+                            self._retry(lambda: index.put(k, phys, now_ms), index.dir)
+        except OSError as e:
+            self._fail(first_phys, e)
+            return
+        self.dispatched_offset = end_offset
+        self.last_store_timestamp_ms = now_ms
+
+    def _retry(self, fn, where: str) -> None:
+        for attempt in range(self.retries_max + 1):
+            try:
+                fn()
+                return
+            except OSError as e:
+                self.write_failures += 1
+                if attempt >= self.retries_max:
+                    raise OSError(e.errno, f"{e.strerror or e} ({where})") from e
+                time.sleep(0.001 * (attempt + 1))
+
+    def _fail(self, from_offset: int, e: OSError) -> None:
+        self.pending_from = from_offset if self.pending_from is None else min(self.pending_from, from_offset)
+        self.error = f"consume queue / index write failed: {e}"
+        log.error("dispatch failed at commit-log offset %d: %s; puts are refused until it heals",
+                  from_offset, e)
+
+    def heal(self, commit_log) -> bool:
+        """Retry an incomplete dispatch from the log; True when the error is gone."""
+        if self.pending_from is None:
+            return True
+        try:
+            rep = self.redispatch(commit_log, self.pending_from)
+        except OSError as e:
+            self.error = f"consume queue / index write failed: {e}"
+            return False
+        log.warning("dispatch healed: %d records re-dispatched from %d", rep.records, rep.from_offset)
+        self.pending_from = None
+        self.error = None
+        return True
+
+    # Read-back path -------------------------------------------------------------------
+    def redispatch(self, commit_log, from_offset: int, rebuild: bool = False,
+                   only: set[tuple[str, int]] | None = None) -> RedispatchReport:
+        """Dispatch every valid record from ``from_offset`` to the log's end (idempotent).
+
+        rebuild: queues are rebuilt from scratch (an empty queue starts at the first
+        offset it meets). Queues found with missing units are rebuilt from the log's start.
+        """
+        rep = RedispatchReport(from_offset=from_offset, end_offset=from_offset)
+        gaps: set[tuple[str, int]] = set()
+        index = self.index
+        # index entries are in log order: records before the index's last entry are indexed already
+        index_end = index.end_phy_offset if index is not None else -1
+        for kind, phys, size, mf, pos in commit_log.iter_records(from_offset, verify_crc=False):
+            if kind != codec.REC_OK:
+                rep.end_offset = phys + size if kind == codec.REC_BLANK else phys
+                continue
+            qid, qoff, store_ts, topic, props_raw = codec.decode_meta(mf.buf, pos)
+            if only is not None and (topic, qid) not in only:
+                rep.end_offset = phys + size
+                continue
+            props = codec.decode_properties(props_raw) if props_raw else {}
+            cq = self.queues.get_or_create(topic, qid)
+            if rebuild and cq.max_offset == 0 and not cq.files and qoff > 0:
+                cq.reset_to(qoff)
+            res = cq.put_unit_checked(qoff, phys, size, codec.tags_hash(props.get(codec.PROP_TAGS)))
+            if res == "appended":
+                rep.units_appended += 1
+            elif res == "fixed":
+                rep.units_fixed += 1
+            elif res == "skip":
+                rep.units_skipped += 1
+            else:
+                gaps.add((topic, qid))
+            if index is not None and phys >= index_end:
+                ks = props.get(codec.PROP_KEYS)
+                for k in index_keys(topic, ks.split(codec.KEY_SEP) if ks else (), props.get(codec.PROP_UNIQ_KEY)):
+                    index.put(k, phys, store_ts)
+                    rep.index_entries += 1
+            rep.records += 1
+            rep.end_offset = phys + size
+            self.last_store_timestamp_ms = store_ts
+        if gaps and not rebuild:
+            for topic, qid in sorted(gaps):
+                cq = self.queues.get_or_create(topic, qid)
+                cq.reset_to(0)
+                rep.queues_rebuilt.append(f"{topic}/{qid}")
+            log.warning("consume queues with missing units rebuilt from the commit log: %s",
+                        ", ".join(rep.queues_rebuilt))
+            sub = self.redispatch_rebuild(commit_log, gaps)
+            rep.units_appended += sub.units_appended
+        self.dispatched_offset = max(self.dispatched_offset, rep.end_offset)
+        return rep
+
+    def redispatch_rebuild(self, commit_log, only: set[tuple[str, int]]) -> RedispatchReport:
+        saved = self.index
+        self.index = None      # the index already had its pass
+        try:
+            return self.redispatch(commit_log, commit_log.min_offset, rebuild=True, only=only)
+        finally:
+            self.index = saved

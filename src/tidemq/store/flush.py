@@ -1,0 +1,166 @@
+"""Flush services: making appended bytes durable.
+
+* SYNC_FLUSH (``GroupCommitService``): a put appends, leaves the put lock, and
+  waits until an fsync that started after its append has finished. One thread
+  runs the fsyncs back to back; every writer that appended while one fsync ran
+  is covered by the next: many writers share one fsync (group commit). A wait
+  longer than ``sync_flush_timeout_ms`` answers FLUSH_DISK_TIMEOUT (the record
+  stays in the log and becomes durable later).
+* ASYNC_FLUSH (``AsyncFlushService``): every ``flush_interval_ms`` flush when at
+  least ``flush_least_pages`` pages are dirty, and everything at least every
+  ``flush_thorough_interval_ms``.
+* ``QueueFlushService``: every ``flush_consume_queue_interval_ms`` fsync the
+  consume queues and index, then write the checkpoint (at least every
+  ``checkpoint_interval_ms``), and let a failed dispatch heal.
+
+fsync runs without the GIL (os.fdatasync) and without the put lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable
+
+from ..io import Clock
+
+log = logging.getLogger("tidemq.store")
+
+PAGE_SIZE = 4096
+
+
+class _Service:
+    name = "service"
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_error: str | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run_safely, name=f"tidemq-{self.name}", daemon=True)
+        self._thread.start()
+
+    def _run_safely(self) -> None:
+        try:
+            self.run()
+        except BaseException as e:  # noqa: BLE001 - a dying service must say so
+            log.exception("%s stopped by an error", self.name)
+            self.last_error = repr(e)
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.wake()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def wake(self) -> None:
+        pass
+
+
+class GroupCommitService(_Service):
+    name = "group-commit"
+
+    def __init__(self, flush: Callable[[], int], durable_offset: Callable[[], int]) -> None:
+        super().__init__()
+        self._flush = flush
+        self._cv = threading.Condition()
+        self._requested = 0
+        self.flushed = durable_offset()
+        self.fsyncs = 0
+
+    def wait_durable(self, offset: int, timeout_s: float) -> bool:
+        """Block until everything before ``offset`` is on disk. False on timeout or failure."""
+        with self._cv:
+            if self.flushed >= offset:
+                return True
+            if offset > self._requested:
+                self._requested = offset
+                self._cv.notify_all()
+            return self._cv.wait_for(lambda: self.flushed >= offset or self._stop.is_set(), timeout_s) \
+                and self.flushed >= offset
+
+    def run(self) -> None:
+        while True:
+            with self._cv:
+                self._cv.wait_for(lambda: self._requested > self.flushed or self._stop.is_set())
+                if self._stop.is_set() and self._requested <= self.flushed:
+                    return
+            try:
+                done = self._flush()
+                self.last_error = None
+            except OSError as e:
+                self.last_error = f"fsync failed: {e}"
+                log.error("commit-log fsync failed: %s", e)
+                self._stop.wait(0.05)
+                continue
+            self.fsyncs += 1
+            with self._cv:
+                if done > self.flushed:
+                    self.flushed = done
+                self._cv.notify_all()
+
+    def wake(self) -> None:
+        with self._cv:
+            self._cv.notify_all()
+
+
+class AsyncFlushService(_Service):
+    name = "async-flush"
+
+    def __init__(self, flush: Callable[[], int], dirty_bytes: Callable[[], int], clock: Clock,
+                 interval_ms: int, least_pages: int, thorough_interval_ms: int) -> None:
+        super().__init__()
+        self._flush = flush
+        self._dirty = dirty_bytes
+        self._clock = clock
+        self.interval_s = interval_ms / 1000
+        self.least_bytes = least_pages * PAGE_SIZE
+        self.thorough_s = thorough_interval_ms / 1000
+        self._last_thorough = clock.monotonic_s()
+        self.fsyncs = 0
+
+    def tick(self) -> bool:
+        """One round (tests call it directly). True when it flushed."""
+        now = self._clock.monotonic_s()
+        dirty = self._dirty()
+        thorough = now - self._last_thorough >= self.thorough_s
+        if dirty <= 0 or (dirty < self.least_bytes and not thorough):
+            if thorough:
+                self._last_thorough = now
+            return False
+        self._flush()
+        self.fsyncs += 1
+        if thorough:
+            self._last_thorough = now
+        return True
+
+    def run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.tick()
+                self.last_error = None
+            except OSError as e:
+                self.last_error = f"fsync failed: {e}"
+                log.error("commit-log fsync failed: %s", e)
+
+
+class QueueFlushService(_Service):
+    name = "queue-flush"
+
+    def __init__(self, tick: Callable[[], None], interval_ms: int) -> None:
+        super().__init__()
+        self._tick = tick
+        self.interval_s = interval_ms / 1000
+
+    def run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self._tick()
+                self.last_error = None
+            except OSError as e:
+                self.last_error = str(e)
+                log.error("consume-queue / checkpoint flush failed: %s", e)

@@ -1,0 +1,250 @@
+"""The hash index: find messages by key or unique key within a time range.
+
+One index file (``index/{20-digit creation time ms}``), preallocated and mapped::
+
+    header  40 bytes: begin_timestamp_ms i64 | end_timestamp_ms i64 |
+                      begin_phy_offset i64 | end_phy_offset i64 |
+                      hash_slot_count i32 | index_count i32
+    slots   hash_slot_count x i32: number of the newest entry in the slot, 0 = empty
+    entries index_entries x 20 bytes:
+            key_hash i32 | phy_offset i64 | time_diff_s i32 | previous_entry i32
+
+Entry 0 is never used (0 means "none" in slots and chains), as in RocketMQ.
+The key indexed is ``topic#key``; its hash is ``zlib.crc32 & 0x7FFFFFFF`` (RocketMQ
+uses Java's String.hashCode; a stable hash computed in C serves us better and
+the index is derived data, rebuilt from the commit log whenever needed). A hit
+is a candidate only: the caller reads the message and checks topic and key.
+
+After a crash an index file may hold entries whose message was cut from the
+log, or chains that end in an entry never written: chains are followed with a
+bound (the entry count) and a previous-entry number that does not go back ends
+the walk, so a torn file never loops or reads out of bounds.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import zlib
+
+from ..io import FileIO
+from .mapped_file import parse_segment_name, segment_name
+
+HEADER = struct.Struct(">qqqqii")
+assert HEADER.size == 40
+SLOT = struct.Struct(">i")
+ENTRY = struct.Struct(">iqii")
+assert ENTRY.size == 20
+
+
+def key_hash(key: str) -> int:
+    return zlib.crc32(key.encode("utf-8")) & 0x7FFFFFFF
+
+
+def index_file_size(slots: int, entries: int) -> int:
+    return HEADER.size + slots * SLOT.size + entries * ENTRY.size
+
+
+class IndexFile:
+    def __init__(self, fio: FileIO, path: str, slots: int, entries: int, handle, mapping, created: bool) -> None:
+        self.fio = fio
+        self.path = path
+        self.slots = slots
+        self.entries = entries
+        self.handle = handle
+        self.mapping = mapping
+        self.buf = memoryview(mapping)
+        self.entries_at = HEADER.size + slots * SLOT.size
+        if created:
+            self.begin_ts = self.end_ts = 0
+            self.begin_phy = self.end_phy = 0
+            self.count = 1
+            self._write_header()
+        else:
+            (self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, s, self.count) = HEADER.unpack_from(self.buf, 0)
+            if s != slots or not (1 <= self.count <= entries):
+                raise ValueError(f"index file {path}: header says {s} slots / {self.count} entries")
+        self.dirty = created
+
+    @classmethod
+    def create(cls, fio: FileIO, directory: str, name_ms: int, slots: int, entries: int) -> "IndexFile":
+        path = os.path.join(directory, segment_name(name_ms))
+        size = index_file_size(slots, entries)
+        h = fio.open(path, create=True)
+        try:
+            fio.allocate(h, size)
+            m = fio.map(h, size)
+        except BaseException:
+            fio.close(h)
+            try:
+                fio.unlink(path)
+            except OSError:
+                pass
+            raise
+        return cls(fio, path, slots, entries, h, m, created=True)
+
+    @classmethod
+    def open(cls, fio: FileIO, path: str, slots: int, entries: int) -> "IndexFile":
+        size = index_file_size(slots, entries)
+        h = fio.open(path)
+        try:
+            if fio.size_of(h) != size:
+                raise ValueError(f"index file {path} is {fio.size_of(h)} bytes, expected {size}")
+            m = fio.map(h, size)
+        except BaseException:
+            fio.close(h)
+            raise
+        return cls(fio, path, slots, entries, h, m, created=False)
+
+    @property
+    def full(self) -> bool:
+        return self.count >= self.entries
+
+    def _write_header(self) -> None:
+        HEADER.pack_into(self.buf, 0, self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.slots, self.count)
+
+    def put(self, key: str, phy_offset: int, store_ts_ms: int) -> bool:
+        if self.count >= self.entries:
+            return False
+        h = key_hash(key)
+        slot_pos = HEADER.size + (h % self.slots) * SLOT.size
+        (prev,) = SLOT.unpack_from(self.buf, slot_pos)
+        if prev < 0 or prev >= self.count:
+            prev = 0
+        if self.begin_ts == 0:
+            self.begin_ts = store_ts_ms
+            self.begin_phy = phy_offset
+        diff_s = max(0, (store_ts_ms - self.begin_ts) // 1000)
+        n = self.count
+        ENTRY.pack_into(self.buf, self.entries_at + n * ENTRY.size, h, phy_offset, diff_s, prev)
+        SLOT.pack_into(self.buf, slot_pos, n)
+        self.count = n + 1
+        self.end_ts = store_ts_ms
+        self.end_phy = phy_offset
+        self._write_header()
+        self.dirty = True
+        return True
+
+    def lookup(self, key: str, max_count: int, begin_ms: int, end_ms: int) -> list[int]:
+        """Physical offsets of candidate entries, newest first."""
+        out: list[int] = []
+        if self.count <= 1 or self.end_ts < begin_ms or self.begin_ts > end_ms:
+            return out
+        h = key_hash(key)
+        (n,) = SLOT.unpack_from(self.buf, HEADER.size + (h % self.slots) * SLOT.size)
+        steps = 0
+        while 0 < n < self.count and len(out) < max_count and steps < self.count:
+            eh, phy, diff_s, prev = ENTRY.unpack_from(self.buf, self.entries_at + n * ENTRY.size)
+            ts = self.begin_ts + diff_s * 1000
+            if eh == h and begin_ms - 999 <= ts <= end_ms:
+                out.append(phy)
+            if prev >= n:
+                break
+            n = prev
+            steps += 1
+        return out
+
+    def flush(self) -> None:
+        if self.dirty:
+            self.dirty = False
+            self.fio.fsync(self.handle)
+
+    def close(self) -> None:
+        self.buf.release()
+        try:
+            self.fio.unmap(self.mapping)
+        except BufferError:
+            pass
+        self.fio.close(self.handle)
+
+    def destroy(self) -> None:
+        self.close()
+        self.fio.unlink(self.path)
+
+
+class IndexService:
+    """The index files in creation order; the last one takes new entries."""
+
+    def __init__(self, fio: FileIO, directory: str, slots: int, entries: int, clock) -> None:
+        self.fio = fio
+        self.dir = directory
+        self.slots = slots
+        self.entries = entries
+        self.clock = clock
+        self.files: list[IndexFile] = []
+        self._lock = threading.Lock()
+
+    def load(self) -> list[str]:
+        """Open the index files; returns the names of unreadable ones (deleted: rebuilt from the log)."""
+        self.fio.makedirs(self.dir)
+        bad = []
+        for name in sorted(self.fio.listdir(self.dir)):
+            if parse_segment_name(name) is None:
+                continue
+            path = os.path.join(self.dir, name)
+            try:
+                self.files.append(IndexFile.open(self.fio, path, self.slots, self.entries))
+            except (ValueError, OSError):
+                bad.append(path)
+                try:
+                    self.fio.unlink(path)
+                except OSError:
+                    pass
+        return bad
+
+    @property
+    def end_phy_offset(self) -> int:
+        return self.files[-1].end_phy if self.files else -1
+
+    def put(self, key: str, phy_offset: int, store_ts_ms: int) -> None:
+        f = self.files[-1] if self.files else None
+        if f is None or f.full:
+            last_name = parse_segment_name(os.path.basename(f.path)) if f is not None else None
+            name_ms = max(self.clock.now_ms(), -1 if last_name is None else last_name + 1)
+            f = IndexFile.create(self.fio, self.dir, name_ms, self.slots, self.entries)
+            with self._lock:
+                self.files.append(f)
+        f.put(key, phy_offset, store_ts_ms)
+
+    def lookup(self, key: str, max_count: int, begin_ms: int, end_ms: int) -> list[int]:
+        with self._lock:
+            files = list(self.files)
+        out: list[int] = []
+        seen: set[int] = set()
+        for f in reversed(files):
+            for phy in f.lookup(key, max_count, begin_ms, end_ms):
+                if phy not in seen:
+                    seen.add(phy)
+                    out.append(phy)
+            if len(out) >= max_count:
+                break
+        return out[:max_count]
+
+    def truncate_after(self, phy_offset: int) -> None:
+        """Remove index files whose first entry is at or past phy_offset (recovery cut the log there).
+        Entries past the cut in the remaining last file are harmless: a hit is always verified."""
+        with self._lock:
+            while self.files and self.files[-1].count > 1 and self.files[-1].begin_phy >= phy_offset:
+                self.files.pop().destroy()
+
+    def delete_before(self, phy_offset: int) -> int:
+        """Delete index files whose every entry lies before phy_offset (cleanup); never the last."""
+        n = 0
+        with self._lock:
+            while len(self.files) > 1 and self.files[0].end_phy < phy_offset:
+                self.files.pop(0).destroy()
+                n += 1
+        return n
+
+    def flush(self) -> None:
+        with self._lock:
+            files = list(self.files)
+        for f in files:
+            f.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            for f in self.files:
+                f.close()
+            self.files.clear()

@@ -1,0 +1,233 @@
+"""Recovery at start: find the end of the valid log, cut what follows, make the
+consume queues and the index agree with the log again.
+
+* Normal (no abort file: the last run shut down cleanly): check the last
+  ``recovery_scan_segments_normal`` (3) segments record by record and cut after
+  the last valid one.
+* Abnormal (abort file present: a crash, kill -9 or power loss): start at the
+  earlier of (a) the segment holding the checkpoint's durable offsets and (b)
+  RocketMQ's rule, the newest segment whose first record is not newer than the
+  checkpoint's minimum timestamp less a safety margin; with no valid checkpoint,
+  the first segment. Verify every record from there (magic, lengths, CRC32 of
+  the body) and cut the log at the first invalid or torn one.
+
+Then, in both cases: consume-queue units and index files past the log's end are
+removed; every record after the last position whose dispatch was durable is
+dispatched again (idempotently); a missing or emptied ``consumequeue/`` or
+``index/`` is rebuilt from the log's first offset; each queue's minimum offset
+is corrected to the log's minimum. The report says what was done.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from . import codec
+from .checkpoint import CheckpointState
+from .commit_log import CommitLog
+from .consume_queue import UNIT, UNIT_SIZE, ConsumeQueue, ConsumeQueueTable
+from .dispatch import Dispatcher
+from .index_file import IndexService
+
+log = logging.getLogger("tidemq.store")
+
+TIMESTAMP_MARGIN_MS = 3_000
+
+
+@dataclass
+class RecoveryReport:
+    abnormal: bool = False
+    checkpoint_valid: bool = False
+    scan_from_offset: int = 0
+    segments_scanned: int = 0
+    records_scanned: int = 0
+    log_min_offset: int = 0
+    log_end_offset: int = 0
+    end_reason: str = "end of data"
+    bytes_cut: int = 0
+    queue_units_cut: int = 0
+    queues_rebuilt: list[str] = field(default_factory=list)
+    consume_queues_rebuilt_all: bool = False
+    index_rebuilt: bool = False
+    index_files_dropped: list[str] = field(default_factory=list)
+    redispatch_from_offset: int = 0
+    units_redispatched: int = 0
+    units_fixed: int = 0
+    index_entries_redispatched: int = 0
+    duration_ms: float = 0.0
+
+    def summary(self) -> str:
+        kind = "abnormal" if self.abnormal else "normal"
+        parts = [f"{kind} recovery in {self.duration_ms:.0f} ms: scanned {self.segments_scanned} segment(s), "
+                 f"{self.records_scanned} record(s) from offset {self.scan_from_offset}; log ends at "
+                 f"{self.log_end_offset} ({self.end_reason})"]
+        if self.bytes_cut:
+            parts.append(f"cut {self.bytes_cut} byte(s) after the last valid record")
+        if self.queue_units_cut:
+            parts.append(f"dropped {self.queue_units_cut} consume-queue unit(s) past the log's end")
+        if self.consume_queues_rebuilt_all:
+            parts.append("rebuilt every consume queue from the commit log")
+        if self.queues_rebuilt:
+            parts.append(f"rebuilt queues {', '.join(self.queues_rebuilt)}")
+        if self.index_rebuilt:
+            parts.append("rebuilt the index from the commit log")
+        if self.units_redispatched or self.units_fixed:
+            parts.append(f"re-dispatched {self.units_redispatched} unit(s), repaired {self.units_fixed}, "
+                         f"from offset {self.redispatch_from_offset}")
+        return "; ".join(parts)
+
+
+def _scan_start(commit_log: CommitLog, abnormal: bool, cp: CheckpointState | None, scan_last: int) -> int:
+    segs = commit_log.segments.segments
+    if not segs:
+        return 0
+    if not abnormal:
+        return segs[max(0, len(segs) - scan_last)].start_offset
+    if cp is None:
+        return segs[0].start_offset
+    by_offset = min(cp.physic_offset, cp.logics_offset, cp.index_offset)
+    start = segs[0].start_offset
+    for mf in segs:
+        if mf.start_offset <= by_offset:
+            start = mf.start_offset
+    # RocketMQ's rule: the newest segment whose first record is not newer than the checkpoint
+    by_time = segs[0].start_offset
+    limit_ms = cp.min_timestamp_ms - TIMESTAMP_MARGIN_MS
+    for mf in reversed(segs):
+        kind, _size = codec.check_record(mf.buf, 0, mf.size, verify_crc=False)
+        if kind == codec.REC_OK:
+            (ts,) = codec.I64.unpack_from(mf.buf, codec.OFF_STORETIMESTAMP)
+            if ts <= limit_ms:
+                by_time = mf.start_offset
+                break
+    return min(start, by_time)
+
+
+def find_log_end(commit_log: CommitLog, from_offset: int, rep: RecoveryReport) -> int:
+    """Verify records from ``from_offset``; returns the end of the last valid one."""
+    end = from_offset
+    seen_segments = set()
+    for kind, phys, size, mf, _pos in commit_log.iter_records(from_offset, verify_crc=True):
+        seen_segments.add(mf.start_offset)
+        if kind == codec.REC_OK:
+            rep.records_scanned += 1
+            end = phys + size
+        elif kind == codec.REC_BLANK:
+            end = phys + size
+        else:
+            end = phys
+            rep.end_reason = {codec.REC_END: "end of data", codec.REC_TORN: f"torn record at {phys}",
+                              codec.REC_CORRUPT: f"invalid record at {phys}"}[kind]
+    rep.segments_scanned = len(seen_segments)
+    return end
+
+
+def _cut_queue(cq: ConsumeQueue, log_end: int) -> int:
+    """Drop tail units that are torn or point past the log's end. Returns units dropped."""
+    new_max = cq.max_offset
+    while new_max > cq.min_offset:
+        lo = max(cq.min_offset, cq._file_start(new_max - 1), new_max - 4096)
+        raw = cq.read(lo, new_max - lo)
+        k = len(raw) // UNIT_SIZE
+        while k > 0:
+            off, size, _th = UNIT.unpack_from(raw, (k - 1) * UNIT_SIZE)
+            if size > 0 and 0 <= off and off + size <= log_end:
+                break
+            k -= 1
+        if k > 0:
+            new_max = lo + k
+            break
+        new_max = lo
+    dropped = cq.max_offset - new_max
+    if dropped:
+        cq.truncate(new_max)
+    return dropped
+
+
+def correct_min_offset(cq: ConsumeQueue, log_min: int) -> None:
+    """Move the queue's minimum to its first unit whose message is still in the log."""
+    lo, hi = cq.min_offset, cq.max_offset
+    if lo >= hi:
+        return
+    raw = cq.read(lo, 1)
+    if raw:
+        off, size, _ = UNIT.unpack(raw)
+        if size > 0 and off >= log_min:
+            return
+    while lo < hi:   # first unit with a live message (units ascend in log offset)
+        mid = (lo + hi) // 2
+        raw = cq.read(mid, 1)
+        ok = False
+        if raw:
+            off, size, _ = UNIT.unpack(raw)
+            ok = size > 0 and off >= log_min
+        if ok:
+            hi = mid
+        else:
+            lo = mid + 1
+    cq.min_offset = lo
+
+
+def recover(commit_log: CommitLog, queues: ConsumeQueueTable, index: IndexService | None,
+            dispatcher: Dispatcher, cp: CheckpointState | None, abnormal: bool, scan_last: int,
+            queues_lost: bool, index_lost: bool) -> RecoveryReport:
+    t0 = time.monotonic()
+    rep = RecoveryReport(abnormal=abnormal, checkpoint_valid=cp is not None)
+    segs = commit_log.segments
+    start = _scan_start(commit_log, abnormal, cp, scan_last)
+    rep.scan_from_offset = start
+    for mf in segs.segments:            # everything before the scan is trusted and durable
+        if mf.end_offset <= start:
+            mf.wrote_pos = mf.flushed_pos = mf.size
+    end = find_log_end(commit_log, start, rep) if segs.segments else 0
+    for mf in segs.segments:            # segments wholly before the end are full (they end in BLANK)
+        if mf.end_offset <= end:
+            mf.wrote_pos = mf.size
+    rep.bytes_cut = segs.truncate(end) if segs.segments else 0
+    for mf in segs.segments:            # what survived a kill -9 may still be only in the page cache
+        if mf.start_offset >= start and mf.wrote_pos:
+            mf.flushed_pos = 0
+            mf.flush()
+    commit_log.flushed_offset = end
+    log_min = segs.min_offset
+    rep.log_min_offset, rep.log_end_offset = log_min, end
+
+    if index is not None:
+        before = [f.path for f in index.files]
+        index.truncate_after(end)
+        rep.index_files_dropped = [p for p in before if p not in {f.path for f in index.files}]
+
+    if queues_lost and end > log_min:
+        # consumequeue/ is gone or empty: rebuild every queue (and the index if it is gone too)
+        rep.consume_queues_rebuilt_all = True
+        saved, dispatcher.index = dispatcher.index, (dispatcher.index if index_lost else None)
+        try:
+            r = dispatcher.redispatch(commit_log, log_min, rebuild=True)
+        finally:
+            dispatcher.index = saved
+        rep.units_redispatched += r.units_appended
+        rep.index_rebuilt = index_lost and index is not None
+        from_offset = end
+    else:
+        for cq in queues.all():
+            rep.queue_units_cut += _cut_queue(cq, end)
+        if (index_lost and index is not None) or cp is None:
+            from_offset = log_min     # nothing says what was dispatched: check it all
+            rep.index_rebuilt = index_lost and index is not None and end > log_min
+        else:
+            from_offset = max(log_min, min(cp.logics_offset, cp.index_offset, end))
+    rep.redispatch_from_offset = from_offset
+    if from_offset < end:
+        r = dispatcher.redispatch(commit_log, from_offset)
+        rep.units_redispatched += r.units_appended
+        rep.units_fixed += r.units_fixed
+        rep.index_entries_redispatched += r.index_entries
+        rep.queues_rebuilt += r.queues_rebuilt
+    for cq in queues.all():
+        correct_min_offset(cq, log_min)
+    dispatcher.dispatched_offset = end
+    rep.duration_ms = (time.monotonic() - t0) * 1000
+    log.info("%s", rep.summary())
+    return rep

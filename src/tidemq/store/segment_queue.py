@@ -1,0 +1,250 @@
+"""The ordered commit-log segments, spread over one or more directories.
+
+Segments are named by their first byte offset (20 digits) and all have the same
+size, so the segment of an offset is found by arithmetic. On load, every
+directory is listed; two directories holding the same name, or a gap between
+consecutive segments, refuse the start with a clear error (data would be lost
+or read twice otherwise).
+
+Placement: a new segment goes to the writable directory with the most free
+space (not round-robin), so disks of different sizes fill evenly. The segment
+made ahead of need is created by a background thread in the directory that
+*its own* placement decision picks, under its own name: it can never collide
+with a segment created elsewhere under the same name.
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import logging
+import os
+import threading
+from typing import Callable, Sequence
+
+from ..io import FileIO
+from .mapped_file import MappedFile, parse_segment_name, segment_name
+from .types import StoreError
+
+log = logging.getLogger("tidemq.store")
+
+
+class SegmentQueue:
+    def __init__(self, fio: FileIO, dirs: Sequence[str], segment_size: int,
+                 readonly_dirs: Sequence[str] = (), preallocate: bool = True,
+                 dir_writable: Callable[[str], bool] | None = None) -> None:
+        if not dirs:
+            raise StoreError("no commit-log directory configured")
+        self.fio = fio
+        self.dirs = list(dirs)
+        self.readonly_dirs = list(readonly_dirs)
+        self.segment_size = segment_size
+        self.preallocate = preallocate
+        self._dir_writable = dir_writable or (lambda d: True)
+        self.segments: list[MappedFile] = []
+        self._starts: list[int] = []
+        self._lock = threading.RLock()
+        self._create_lock = threading.Lock()      # segment creation: the writer and the pre-allocator
+        self._next: MappedFile | None = None            # made ahead of need
+        self._alloc_cv = threading.Condition()
+        self._alloc_want: int | None = None
+        self._alloc_thread: threading.Thread | None = None
+        self._stopping = False
+        self.last_alloc_error: str | None = None
+
+    # Loading ------------------------------------------------------------------
+    def load(self) -> None:
+        found: dict[int, str] = {}
+        for d in self.dirs:
+            self.fio.makedirs(d)
+        for d in self.dirs + self.readonly_dirs:
+            if not self.fio.is_dir(d):
+                continue
+            for name in self.fio.listdir(d):
+                start = parse_segment_name(name)
+                if start is None:
+                    continue
+                path = os.path.join(d, name)
+                if start in found:
+                    raise StoreError(f"segment {name} exists in two directories ({found[start]} and {path}); "
+                                     f"remove the stale copy before starting")
+                found[start] = path
+        starts = sorted(found)
+        for a, b in zip(starts, starts[1:]):
+            if b - a != self.segment_size:
+                raise StoreError(f"commit log has a hole: {segment_name(a)} is followed by {segment_name(b)} "
+                                 f"(segment size {self.segment_size}); a directory may be missing")
+        for s in starts:
+            if s % self.segment_size:
+                raise StoreError(f"segment {found[s]} does not start at a multiple of the segment size "
+                                 f"{self.segment_size}: segment_size_bytes differs from the one the log was written with")
+            path = found[s]
+            size = self.fio.file_size(path)
+            if size > self.segment_size:
+                raise StoreError(f"segment {path} is {size} bytes, larger than segment_size_bytes={self.segment_size}")
+            mf = MappedFile.open(self.fio, path, s, self.segment_size)
+            self.segments.append(mf)
+            self._starts.append(s)
+
+    # Lookup -------------------------------------------------------------------
+    @property
+    def first(self) -> MappedFile | None:
+        return self.segments[0] if self.segments else None
+
+    @property
+    def last(self) -> MappedFile | None:
+        return self.segments[-1] if self.segments else None
+
+    @property
+    def min_offset(self) -> int:
+        segs = self.segments
+        return segs[0].start_offset if segs else 0
+
+    @property
+    def max_offset(self) -> int:
+        """End of the complete records (the next append goes here)."""
+        segs = self.segments
+        return segs[-1].start_offset + segs[-1].wrote_pos if segs else 0
+
+    def find(self, offset: int) -> MappedFile | None:
+        segs = self.segments
+        if not segs:
+            return None
+        i = (offset - segs[0].start_offset) // self.segment_size
+        if 0 <= i < len(segs):
+            mf = segs[i]
+            if mf.start_offset <= offset < mf.end_offset:
+                return mf
+        with self._lock:  # the list changed under us (head deleted): search it properly
+            i = bisect.bisect_right(self._starts, offset) - 1
+            if 0 <= i < len(self.segments) and offset < self.segments[i].end_offset:
+                return self.segments[i]
+        return None
+
+    def __len__(self) -> int:
+        return len(self.segments)
+
+    # Growth -------------------------------------------------------------------
+    def pick_dir(self) -> str:
+        """The writable directory with the most free space."""
+        best, best_free = None, -1
+        for d in self.dirs:
+            if not self._dir_writable(d):
+                continue
+            try:
+                free = self.fio.disk_usage(d).free_bytes
+            except OSError:
+                continue
+            if free > best_free:
+                best, best_free = d, free
+        if best is None:
+            raise OSError(errno.ENOSPC, "no writable commit-log directory")
+        return best
+
+    def new_segment(self, start_offset: int) -> MappedFile:
+        """Append the segment starting at ``start_offset`` (uses the pre-made one when it matches)."""
+        with self._create_lock:
+            with self._lock:
+                if self.segments and start_offset != self.segments[-1].end_offset:
+                    raise StoreError(f"new segment at {start_offset} does not follow {self.segments[-1].path}")
+            mf, self._next = self._next, None
+            if mf is not None and (mf.start_offset != start_offset or not self._dir_writable(mf.directory)):
+                mf.destroy(0, 0)      # never part of the log: safe to delete
+                mf = None
+            if mf is None:
+                directory = self.pick_dir()
+                if self.fio.disk_usage(directory).free_bytes < self.segment_size:
+                    raise OSError(errno.ENOSPC, f"no room for a {self.segment_size}-byte segment in {directory}")
+                mf = MappedFile.create(self.fio, directory, start_offset, self.segment_size)
+            with self._lock:
+                self.segments.append(mf)
+                self._starts.append(start_offset)
+        self._request_premade(start_offset + self.segment_size)
+        return mf
+
+    def _request_premade(self, start_offset: int) -> None:
+        if not self.preallocate:
+            return
+        with self._alloc_cv:
+            if self._stopping:
+                return
+            self._alloc_want = start_offset
+            if self._alloc_thread is None:
+                self._alloc_thread = threading.Thread(target=self._alloc_loop, name="tidemq-segment-alloc",
+                                                      daemon=True)
+                self._alloc_thread.start()
+            self._alloc_cv.notify_all()
+
+    def _alloc_loop(self) -> None:
+        while True:
+            with self._alloc_cv:
+                while not self._stopping and self._alloc_want is None:
+                    self._alloc_cv.wait()
+                if self._stopping:
+                    return
+                want, self._alloc_want = self._alloc_want, None
+            with self._create_lock:
+                # the writer may have made it already, or moved on
+                last = self.segments[-1] if self.segments else None
+                if (last is not None and last.end_offset != want) or \
+                        (self._next is not None and self._next.start_offset == want):
+                    continue
+                try:
+                    directory = self.pick_dir()
+                    if self.fio.disk_usage(directory).free_bytes < 2 * self.segment_size:
+                        continue  # no room to hold one ahead: the writer creates it when needed
+                    mf = MappedFile.create(self.fio, directory, want, self.segment_size)
+                except (OSError, StoreError) as e:
+                    self.last_alloc_error = str(e)
+                    continue
+                stale, self._next = self._next, mf
+                if stale is not None:
+                    stale.destroy(0, 0)
+
+    def stop(self) -> None:
+        with self._alloc_cv:
+            self._stopping = True
+            self._alloc_cv.notify_all()
+            t = self._alloc_thread
+        if t is not None:
+            t.join(timeout=10)
+        with self._create_lock:
+            mf, self._next = self._next, None
+        if mf is not None:
+            mf.destroy(0, 0)  # an unused pre-made segment is not part of the log
+
+    # Shrinking ----------------------------------------------------------------
+    def truncate(self, end_offset: int) -> int:
+        """Make ``end_offset`` the end of the log: wipe after it, delete later segments.
+
+        Returns the number of bytes cut (beyond end_offset, as written positions said).
+        """
+        cut = 0
+        with self._lock:
+            while self.segments and self.segments[-1].start_offset > end_offset:
+                mf = self.segments.pop()
+                self._starts.pop()
+                cut += mf.wrote_pos
+                mf.destroy(0, 0)
+            if self.segments:
+                mf = self.segments[-1]
+                pos = end_offset - mf.start_offset
+                if pos < mf.size:
+                    cut += max(0, mf.wrote_pos - pos)
+                    mf.zero_from(pos)
+                mf.wrote_pos = mf.flushed_pos = pos
+        return cut
+
+    def remove_head(self, mf: MappedFile) -> None:
+        with self._lock:
+            if self.segments and self.segments[0] is mf:
+                self.segments.pop(0)
+                self._starts.pop(0)
+
+    def close(self) -> None:
+        self.stop()
+        with self._lock:
+            for mf in self.segments:
+                mf.close()
+            self.segments.clear()
+            self._starts.clear()

@@ -1,0 +1,82 @@
+"""Topics and their queue counts, kept in ``<root>/config/topics.json``.
+
+Written atomically (write, fsync, rename, fsync dir): after any crash the file
+is the old or the new version, never a torn one. Queues found on disk that the
+file does not know (a crash between the first put and the file write) are added
+back at start, so no message becomes unreachable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+from ..io import FileIO, read_whole, write_atomic
+from . import codec
+from .types import StoreError
+
+TOPICS_FILE = "topics.json"
+
+
+class TopicState:
+    """In-memory state of one topic for the write path."""
+
+    __slots__ = ("name", "name_bytes", "queue_count", "next_offsets", "queues", "rr")
+
+    def __init__(self, name: str, queue_count: int) -> None:
+        self.name = name
+        self.name_bytes = name.encode("ascii")
+        self.queue_count = queue_count
+        self.next_offsets = [0] * queue_count   # next queue offset per queue id
+        self.queues: list = [None] * queue_count  # ConsumeQueue per queue id (set by the store)
+        self.rr = 0
+
+
+class TopicTable:
+    def __init__(self, fio: FileIO, config_dir: str) -> None:
+        self.fio = fio
+        self.dir = config_dir
+        self.path = os.path.join(config_dir, TOPICS_FILE)
+        self.topics: dict[str, TopicState] = {}
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        self.fio.makedirs(self.dir)
+        if not self.fio.exists(self.path):
+            return
+        try:
+            doc = json.loads(read_whole(self.fio, self.path).decode("utf-8"))
+            for name, t in doc.get("topics", {}).items():
+                self.topics[name] = TopicState(name, int(t["queue_count"]))
+        except (ValueError, KeyError, TypeError) as e:
+            raise StoreError(f"{self.path} is unreadable ({e}); restore it or remove it "
+                             f"(queues found on disk are added back)") from e
+
+    def save(self) -> None:
+        with self._lock:
+            doc = {"topics": {n: {"queue_count": t.queue_count} for n, t in sorted(self.topics.items())}}
+        write_atomic(self.fio, self.path, json.dumps(doc, indent=1).encode("utf-8"))
+
+    def get(self, name: str) -> TopicState | None:
+        return self.topics.get(name)
+
+    def create(self, name: str, queue_count: int, save: bool = True) -> TopicState:
+        if not codec.valid_topic(name):
+            raise ValueError(f"invalid topic name {name!r}: use 1-127 characters of [%|a-zA-Z0-9_-]")
+        if queue_count < 1:
+            raise ValueError("a topic needs at least one queue")
+        with self._lock:
+            t = self.topics.get(name)
+            if t is None:
+                t = self.topics[name] = TopicState(name, queue_count)
+            elif queue_count > t.queue_count:
+                grow = queue_count - t.queue_count
+                t.next_offsets.extend([0] * grow)
+                t.queues.extend([None] * grow)
+                t.queue_count = queue_count
+            else:
+                save = False
+        if save:
+            self.save()
+        return t

@@ -1,0 +1,129 @@
+"""The store's public values: the message to put, statuses, results.
+
+Expected outcomes are values (PutStatus / GetStatus), not exceptions.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Mapping, Sequence
+
+from .codec import StoredMessage, offset_msg_id, PROP_UNIQ_KEY
+
+
+class Message:
+    """A message to put. ``keys`` is a list of strings (or one string); ``queue_id`` None picks round-robin."""
+
+    __slots__ = ("topic", "body", "tags", "keys", "properties", "queue_id", "flag", "sys_flag",
+                 "born_timestamp_ms", "born_host", "reconsume_times", "prepared_transaction_offset")
+
+    def __init__(self, topic: str, body: bytes, tags: str | None = None, keys: Sequence[str] | str | None = None,
+                 properties: Mapping[str, str] | None = None, queue_id: int | None = None, flag: int = 0,
+                 sys_flag: int = 0, born_timestamp_ms: int | None = None, born_host: str | None = None,
+                 reconsume_times: int = 0, prepared_transaction_offset: int = 0) -> None:
+        self.topic = topic
+        self.body = body
+        self.tags = tags
+        self.keys = [keys] if isinstance(keys, str) else (list(keys) if keys else [])
+        self.properties = properties
+        self.queue_id = queue_id
+        self.flag = flag
+        self.sys_flag = sys_flag
+        self.born_timestamp_ms = born_timestamp_ms
+        self.born_host = born_host
+        self.reconsume_times = reconsume_times
+        self.prepared_transaction_offset = prepared_transaction_offset
+
+    def __repr__(self) -> str:
+        return f"Message(topic={self.topic!r}, body={len(self.body)} bytes, tags={self.tags!r}, keys={self.keys!r})"
+
+
+class PutStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"              # appended, but not durable within sync_flush_timeout_ms
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"        # store not running, disk full, write errors: see .error
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"                    # bad topic, body too large, bad queue id
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    TOPIC_NOT_FOUND = "TOPIC_NOT_FOUND"                    # auto_create_topics off
+    OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+    @property
+    def ok(self) -> bool:
+        return self is PutStatus.PUT_OK
+
+
+class PutResult:
+    __slots__ = ("status", "commitlog_offset", "queue_id", "queue_offset", "size", "store_timestamp_ms",
+                 "error", "_uniq_key", "_store_host")
+
+    def __init__(self, status: PutStatus, commitlog_offset: int = -1, queue_id: int = -1, queue_offset: int = -1,
+                 size: int = 0, store_timestamp_ms: int = 0, error: str | None = None,
+                 uniq_key: str | None = None, store_host: bytes = b"") -> None:
+        self.status = status
+        self.commitlog_offset = commitlog_offset
+        self.queue_id = queue_id
+        self.queue_offset = queue_offset
+        self.size = size
+        self.store_timestamp_ms = store_timestamp_ms
+        self.error = error
+        self._uniq_key = uniq_key
+        self._store_host = store_host
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutStatus.PUT_OK
+
+    @property
+    def offset_msg_id(self) -> str | None:
+        if self.commitlog_offset < 0:
+            return None
+        return offset_msg_id(self._store_host, self.commitlog_offset)
+
+    @property
+    def msg_id(self) -> str | None:
+        """UNIQ_KEY when the producer gave one, else the offset message id (computed on demand)."""
+        return self._uniq_key or self.offset_msg_id
+
+    def __repr__(self) -> str:
+        extra = f", error={self.error!r}" if self.error else ""
+        return (f"PutResult({self.status.name}, commitlog_offset={self.commitlog_offset}, queue_id={self.queue_id}, "
+                f"queue_offset={self.queue_offset}{extra})")
+
+
+class GetStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"        # messages there, none matched the tag filter
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"    # the commit log under them was deleted
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"          # no consume-queue unit readable at the offset
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"  # offset > max offset
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"      # offset == max offset: nothing new yet
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"            # offset < min offset (cleaned away)
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"  # unknown topic or queue
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"      # queue exists, never had a message
+
+
+class GetResult:
+    __slots__ = ("status", "next_offset", "min_offset", "max_offset", "messages", "from_disk")
+
+    def __init__(self, status: GetStatus, next_offset: int, min_offset: int, max_offset: int,
+                 messages: list[StoredMessage] | None = None, from_disk: bool = False) -> None:
+        self.status = status
+        self.next_offset = next_offset
+        self.min_offset = min_offset
+        self.max_offset = max_offset
+        self.messages = messages if messages is not None else []
+        self.from_disk = from_disk
+
+    def __repr__(self) -> str:
+        return (f"GetResult({self.status.name}, next={self.next_offset}, min={self.min_offset}, "
+                f"max={self.max_offset}, messages={len(self.messages)})")
+
+
+class StoreError(Exception):
+    """A store that cannot start or continue: the message says why and what to do."""
+
+
+__all__ = ["Message", "PutStatus", "PutResult", "GetStatus", "GetResult", "StoredMessage", "StoreError",
+           "PROP_UNIQ_KEY"]
