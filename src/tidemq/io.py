@@ -84,6 +84,7 @@ class FileIO(Protocol):
     def unlink(self, path: str) -> None: ...
     def rmtree(self, path: str) -> None: ...
     def fsync_dir(self, path: str) -> None: ...
+    def sync_filesystem(self, path: str) -> None: ...
     def disk_usage(self, path: str) -> DiskUsage: ...
 
 
@@ -197,6 +198,22 @@ class OsFileIO:
     def unlock(self, handle: int) -> None:
         fcntl.flock(handle, fcntl.LOCK_UN)
         os.close(handle)
+
+    def sync_filesystem(self, path: str) -> None:
+        """Write back everything cached for the file system holding ``path`` (syncfs(2)).
+        After a kill -9 the page cache still holds the dead process's writes: recovery
+        makes them durable before it trusts them."""
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            global _libc
+            if _libc is None:
+                _fallocate(-1, 0, 0, 0)
+            if _libc is None or _libc.syncfs(fd) != 0:
+                os.sync()
+        except (OSError, AttributeError):
+            os.sync()
+        finally:
+            os.close(fd)
 
     def disk_usage(self, path: str) -> DiskUsage:
         st = os.statvfs(path)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from typing import Iterator
+from zlib import crc32
 
 from ..config import StoreConfig
 from ..io import FileIO
@@ -83,7 +84,9 @@ class CommitLog:
             phys = base + pos
             s.pack_into(buf, pos, n, MAGIC, crc, qid, flag, qoff, phys, sys_flag, born_ts, born_host, now_ms,
                         store_host, reconsume, prep_tx, bl, body, tl, topic, pl, props)
-            pos += n
+            end = pos + n    # the record CRC (see codec): header + topic/properties, seeded with BODYCRC
+            buf[end - 11:end - 1] = b"%010d" % crc32(buf[pos + 88 + bl:end - 11], crc32(buf[pos:pos + 88], crc))
+            pos = end
             append_out((phys, n))
         mf.wrote_pos = pos
         mf.last_store_timestamp_ms = now_ms

@@ -147,6 +147,9 @@ class ConsumeQueue:
             with self.handles.use(self._path(start), create=new) as h:
                 self.fio.pwrite(h, chunk, (off - start) * UNIT_SIZE)
             if new:
+                if not self.files:
+                    self.fio.fsync_dir(os.path.dirname(self.dir))
+                self.fio.fsync_dir(self.dir)
                 self.files.append(start)
             self._dirty.add(start)
             off += len(chunk) // UNIT_SIZE
@@ -154,13 +157,14 @@ class ConsumeQueue:
 
     def reset_to(self, offset: int) -> None:
         """Forget every unit: the queue starts (empty) at ``offset``. Used by rebuilds."""
-        for start in self.files:
+        for start in reversed(self.files):
             path = self._path(start)
             self.handles.forget(path)
             try:
                 self.fio.unlink(path)
             except FileNotFoundError:
                 pass
+            self.fio.fsync_dir(self.dir)
         self.files = []
         self._dirty.clear()
         self.min_offset = self.max_offset = offset
@@ -188,12 +192,16 @@ class ConsumeQueue:
             return
         max_offset = max(max_offset, 0)
         keep = []
+        for start in reversed(self.files):
+            if start >= max_offset:      # newest first, each removal durable: no stale file comes back
+                path = self._path(start)
+                self.handles.forget(path)
+                self.fio.unlink(path)
+                self.fio.fsync_dir(self.dir)
+                self._dirty.discard(start)
         for start in self.files:
             path = self._path(start)
             if start >= max_offset:
-                self.handles.forget(path)
-                self.fio.unlink(path)
-                self._dirty.discard(start)
                 continue
             keep.append(start)
             if max_offset < start + self.units_per_segment:

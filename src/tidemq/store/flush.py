@@ -45,8 +45,13 @@ class _Service:
         try:
             self.run()
         except BaseException as e:  # noqa: BLE001 - a dying service must say so
-            log.exception("%s stopped by an error", self.name)
+            log.error("%s stopped by an error: %r", self.name, e)
             self.last_error = repr(e)
+            self.dead = True
+        finally:
+            self.wake()
+
+    dead = False
 
     def run(self) -> None:
         raise NotImplementedError
@@ -80,8 +85,10 @@ class GroupCommitService(_Service):
             if offset > self._requested:
                 self._requested = offset
                 self._cv.notify_all()
-            return self._cv.wait_for(lambda: self.flushed >= offset or self._stop.is_set(), timeout_s) \
-                and self.flushed >= offset
+            if self.dead:
+                return False
+            return self._cv.wait_for(lambda: self.flushed >= offset or self._stop.is_set() or self.dead,
+                                     timeout_s) and self.flushed >= offset
 
     def run(self) -> None:
         while True:

@@ -67,6 +67,7 @@ class MappedFile:
         handle = fio.open(path, create=True)
         try:
             fio.allocate(handle, size)
+            fio.fsync_dir(directory)    # the name is durable before any record in it can be acknowledged
             mapping = fio.map(handle, size)
         except BaseException:
             fio.close(handle)

@@ -124,8 +124,27 @@ def find_log_end(commit_log: CommitLog, from_offset: int, rep: RecoveryReport) -
     return end
 
 
-def _cut_queue(cq: ConsumeQueue, log_end: int) -> int:
-    """Drop tail units that are torn or point past the log's end. Returns units dropped."""
+def _unit_matches(commit_log: CommitLog, cq: ConsumeQueue, qoff: int, off: int, size: int) -> bool:
+    """Does the record at ``off`` belong to this queue at this queue offset?"""
+    mf = commit_log.segments.find(off)
+    if mf is None or not mf.hold():
+        return False
+    try:
+        pos = off - mf.start_offset
+        if pos + size > mf.wrote_pos or codec.I32.unpack_from(mf.buf, pos)[0] != size:
+            return False
+        qid, q, _ts, topic, _props = codec.decode_meta(mf.buf, pos)
+        return (qid, q, topic) == (cq.queue_id, qoff, cq.topic)
+    except (IndexError, ValueError, UnicodeDecodeError):
+        return False
+    finally:
+        mf.release()
+
+
+def _cut_queue(cq: ConsumeQueue, commit_log: CommitLog, log_end: int, verify_from: int) -> int:
+    """Drop tail units that are torn, point past the log's end, or (at or after
+    ``verify_from``, where the queue may hold units of records a crash took back) point
+    at a record of another queue or offset. Returns the number of units dropped."""
     new_max = cq.max_offset
     while new_max > cq.min_offset:
         lo = max(cq.min_offset, cq._file_start(new_max - 1), new_max - 4096)
@@ -133,7 +152,8 @@ def _cut_queue(cq: ConsumeQueue, log_end: int) -> int:
         k = len(raw) // UNIT_SIZE
         while k > 0:
             off, size, _th = UNIT.unpack_from(raw, (k - 1) * UNIT_SIZE)
-            if size > 0 and 0 <= off and off + size <= log_end:
+            if size > 0 and 0 <= off and off + size <= log_end and \
+                    (off < verify_from or _unit_matches(commit_log, cq, lo + k - 1, off, size)):
                 break
             k -= 1
         if k > 0:
@@ -211,13 +231,13 @@ def recover(commit_log: CommitLog, queues: ConsumeQueueTable, index: IndexServic
         rep.index_rebuilt = index_lost and index is not None
         from_offset = end
     else:
-        for cq in queues.all():
-            rep.queue_units_cut += _cut_queue(cq, end)
         if (index_lost and index is not None) or cp is None:
             from_offset = log_min     # nothing says what was dispatched: check it all
             rep.index_rebuilt = index_lost and index is not None and end > log_min
         else:
             from_offset = max(log_min, min(cp.logics_offset, cp.index_offset, end))
+        for cq in queues.all():
+            rep.queue_units_cut += _cut_queue(cq, commit_log, end, from_offset)
     rep.redispatch_from_offset = from_offset
     if from_offset < end:
         r = dispatcher.redispatch(commit_log, from_offset)

@@ -226,6 +226,9 @@ class SegmentQueue:
                 self._starts.pop()
                 cut += mf.wrote_pos
                 mf.destroy(0, 0)
+                # newest first, each removal durable before the next: a crash in between
+                # never leaves a hole in the log
+                self.fio.fsync_dir(mf.directory)
             if self.segments:
                 mf = self.segments[-1]
                 pos = end_offset - mf.start_offset

@@ -50,7 +50,10 @@ LOCK_FILE = "lock"
 
 @lru_cache(maxsize=4096)
 def _tags_props(tags: str) -> bytes:
-    return f"{PROP_TAGS}\x01{tags}\x02".encode("utf-8")
+    return f"{PROP_TAGS}\x01{tags}\x02".encode("utf-8") + codec.RECORD_CRC_TAIL
+
+
+_NO_PROPS = codec.RECORD_CRC_TAIL
 
 
 @lru_cache(maxsize=256)
@@ -114,6 +117,12 @@ class MessageStore:
         cp_state = self.checkpoint.open()
         self.abort_file = AbortFile(fio, cfg.abort_path, cfg.root_dir)
         abnormal = self.abort_file.exists()
+        if abnormal:
+            # a killed process leaves its writes in the page cache: make them durable before
+            # recovery trusts them (a power loss later must not take back what recovery kept)
+            for d in dict.fromkeys((cfg.root_dir,) + tuple(cfg.commitlog_paths)):
+                if fio.is_dir(d):
+                    fio.sync_filesystem(d)
 
         self.segments = SegmentQueue(fio, cfg.commitlog_paths, cfg.segment_size_bytes,
                                      preallocate=cfg.preallocate_next_segment)
@@ -126,8 +135,7 @@ class MessageStore:
         self.index: IndexService | None = None
         index_lost = False
         if cfg.index_enabled:
-            index_lost = not fio.is_dir(cfg.index_path) or not any(
-                n.isdigit() for n in fio.listdir(cfg.index_path))
+            index_lost = not fio.is_dir(cfg.index_path)
             self.index = IndexService(fio, cfg.index_path, cfg.index_slots, cfg.index_entries, self.clock)
             bad = self.index.load()
             if bad:
@@ -239,6 +247,15 @@ class MessageStore:
         if unlock is not None and self._lock_handle is not None:
             unlock(self._lock_handle)
         self._state = "stopped"
+
+    def kill(self) -> None:
+        """Stop like a killed process (tests): background threads end, nothing is flushed,
+        the abort file stays. The next start recovers."""
+        self._state = "killed"
+        self.refusal = "store was killed"
+        for s in self._services:
+            s.stop()
+        self.segments.stop()
 
     def __enter__(self) -> "MessageStore":
         return self.start() if self._state == "new" else self
@@ -375,7 +392,7 @@ class MessageStore:
             return None
         tags, keys, props, uniq = m.tags, m.keys, m.properties, None
         if not keys and not props:
-            pb = _tags_props(tags) if tags else b""
+            pb = _tags_props(tags) if tags else _NO_PROPS
         else:
             pb = self._encode_props(m, results, i)
             if pb is None:
@@ -403,7 +420,7 @@ class MessageStore:
         merged: dict[str, str] = {}
         if m.properties:
             for k, v in m.properties.items():
-                if not isinstance(k, str) or not isinstance(v, str) or not k \
+                if not isinstance(k, str) or not isinstance(v, str) or not k or k == codec.RECORD_CRC_NAME \
                         or not codec.check_property_text(k) or not codec.check_property_text(v):
                     results[i] = PutResult(PutStatus.MESSAGE_ILLEGAL,
                                            error=f"property {k!r} must be a non-empty string without \\x01 / \\x02, "
@@ -420,11 +437,11 @@ class MessageStore:
                     return None
             merged[PROP_KEYS] = codec.KEY_SEP.join(m.keys)
         pb = codec.encode_properties(merged)
-        if len(pb) > codec.PROPERTIES_MAX_BYTES:
+        if len(pb) > codec.USER_PROPERTIES_MAX_BYTES:
             results[i] = PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED,
-                                   error=f"properties take {len(pb)} bytes, more than {codec.PROPERTIES_MAX_BYTES}")
+                                   error=f"properties take {len(pb)} bytes, more than {codec.USER_PROPERTIES_MAX_BYTES}")
             return None
-        return pb
+        return pb + codec.RECORD_CRC_TAIL
 
     def _auto_create(self, m: Message, results: list, i: int) -> TopicState | None:
         topic = m.topic
