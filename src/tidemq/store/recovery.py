@@ -57,6 +57,7 @@ class RecoveryReport:
     units_fixed: int = 0
     index_entries_redispatched: int = 0
     duration_ms: float = 0.0
+    problems: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         kind = "abnormal" if self.abnormal else "normal"
@@ -71,6 +72,8 @@ class RecoveryReport:
             parts.append("rebuilt every consume queue from the commit log")
         if self.queues_rebuilt:
             parts.append(f"rebuilt queues {', '.join(self.queues_rebuilt)}")
+        if self.problems:
+            parts.append(f"PROBLEMS: {'; '.join(self.problems)}")
         if self.index_rebuilt:
             parts.append("rebuilt the index from the commit log")
         if self.units_redispatched or self.units_fixed:
@@ -105,21 +108,39 @@ def _scan_start(commit_log: CommitLog, abnormal: bool, cp: CheckpointState | Non
     return min(start, by_time)
 
 
-def find_log_end(commit_log: CommitLog, from_offset: int, rep: RecoveryReport) -> int:
-    """Verify records from ``from_offset``; returns the end of the last valid one."""
+def find_log_end(commit_log: CommitLog, from_offset: int, rep: RecoveryReport, durable_floor: int = 0) -> int:
+    """Verify records from ``from_offset``; returns the end of the last valid one.
+
+    A bad record below ``durable_floor`` (the checkpoint's fsynced offset) cannot be a
+    torn write: it is corruption of acknowledged data. Cutting the log there would drop
+    every message after it, so it is kept and reported (``tidemq verify`` shows it) and
+    the scan goes on from the floor, which is a record boundary.
+    """
     end = from_offset
     seen_segments = set()
-    for kind, phys, size, mf, _pos in commit_log.iter_records(from_offset, verify_crc=True):
-        seen_segments.add(mf.start_offset)
-        if kind == codec.REC_OK:
-            rep.records_scanned += 1
-            end = phys + size
-        elif kind == codec.REC_BLANK:
-            end = phys + size
-        else:
-            end = phys
-            rep.end_reason = {codec.REC_END: "end of data", codec.REC_TORN: f"torn record at {phys}",
-                              codec.REC_CORRUPT: f"invalid record at {phys}"}[kind]
+    start = from_offset
+    while True:
+        jumped = False
+        for kind, phys, size, mf, _pos in commit_log.iter_records(start, verify_crc=True):
+            seen_segments.add(mf.start_offset)
+            if kind == codec.REC_OK:
+                rep.records_scanned += 1
+                end = phys + size
+            elif kind == codec.REC_BLANK:
+                end = phys + size
+            elif phys < durable_floor:
+                rep.problems.append(f"invalid record at {phys} below the durable offset {durable_floor} "
+                                    f"({mf.path}): kept, not cut; run `tidemq verify`")
+                log.error("commit log: %s", rep.problems[-1])
+                start = end = durable_floor
+                jumped = True
+                break
+            else:
+                end = phys
+                rep.end_reason = {codec.REC_END: "end of data", codec.REC_TORN: f"torn record at {phys}",
+                                  codec.REC_CORRUPT: f"invalid record at {phys}"}[kind]
+        if not jumped:
+            break
     rep.segments_scanned = len(seen_segments)
     return end
 
@@ -201,7 +222,11 @@ def recover(commit_log: CommitLog, queues: ConsumeQueueTable, index: IndexServic
     for mf in segs.segments:            # everything before the scan is trusted and durable
         if mf.end_offset <= start:
             mf.wrote_pos = mf.flushed_pos = mf.size
-    end = find_log_end(commit_log, start, rep) if segs.segments else 0
+    floor = 0
+    if cp is not None and segs.segments:
+        floor = min(cp.physic_offset, segs.segments[-1].end_offset)
+        floor = floor if floor >= segs.min_offset else 0
+    end = find_log_end(commit_log, start, rep, floor) if segs.segments else 0
     for mf in segs.segments:            # segments wholly before the end are full (they end in BLANK)
         if mf.end_offset <= end:
             mf.wrote_pos = mf.size

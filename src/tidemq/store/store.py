@@ -248,6 +248,21 @@ class MessageStore:
             unlock(self._lock_handle)
         self._state = "stopped"
 
+    def install_signal_handlers(self) -> None:
+        """SIGTERM / SIGINT shut the store down cleanly (flush, dispatch, checkpoint, remove
+        the abort file), then end the process. Call from the main thread."""
+        import signal
+
+        def handler(signum, _frame):
+            log.warning("signal %d: shutting the store down", signum)
+            try:
+                self.shutdown()
+            finally:
+                raise SystemExit(128 + signum)
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
     def kill(self) -> None:
         """Stop like a killed process (tests): background threads end, nothing is flushed,
         the abort file stays. The next start recovers."""

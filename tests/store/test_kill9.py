@@ -1,0 +1,97 @@
+"""kill -9 of a process writing with SYNC_FLUSH: every acknowledged message survives,
+exactly once, and the store recovers by itself. Also SIGTERM: a clean shutdown."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tidemq.store import GetStatus, MessageStore
+
+from .kill9_child import config
+
+KILLS = 10
+
+
+def start_child(root, first_id, threads=4):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    p = subprocess.Popen([sys.executable, "-m", "tests.store.kill9_child", root, str(first_id), str(threads)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    line = p.stdout.readline()
+    if line.strip() != "ready":
+        p.kill()
+        raise AssertionError(f"child did not start: {line!r} {p.stderr.read()}")
+    return p
+
+
+def read_all(root):
+    """All messages of topic Kill9: id -> list of commit-log offsets (exactly once means one)."""
+    store = MessageStore(config(root)).start()
+    try:
+        seen: dict[int, list[int]] = {}
+        for q in range(store.queue_count("Kill9")):
+            off = store.min_offset("Kill9", q)
+            while True:
+                g = store.get("t", "Kill9", q, off, max_count=32)
+                if g.status is not GetStatus.FOUND:
+                    assert g.status in (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.NO_MESSAGE_IN_QUEUE), g
+                    break
+                for m in g.messages:
+                    seen.setdefault(int(m.body.split(b"|")[0]), []).append(m.commitlog_offset)
+                off = g.next_offset
+        report = store.check()
+        assert report.ok, report.problems[:5]
+        return seen, store.recovery
+    finally:
+        store.shutdown()
+
+
+def test_kill9_loses_no_acknowledged_message(tmp_path):
+    root = str(tmp_path / "store")
+    rng = random.Random(20261121)
+    acked: dict[int, int] = {}
+    next_id = 0
+    recoveries = []
+    for k in range(KILLS):
+        p = start_child(root, next_id)
+        deadline = time.monotonic() + rng.uniform(0.1, 0.8)
+        try:
+            while time.monotonic() < deadline:
+                time.sleep(0.02)
+        finally:
+            p.send_signal(signal.SIGKILL)
+        out, _err = p.communicate(timeout=30)
+        for line in out.splitlines():      # every line was printed after its put returned PUT_OK
+            if line.strip():
+                i, off = line.split()
+                acked[int(i)] = int(off)
+        seen, rec = read_all(root)
+        recoveries.append(rec)
+        assert rec.abnormal, "a killed process leaves the abort file: recovery must be abnormal"
+        lost = [i for i in acked if i not in seen]
+        assert not lost, f"kill {k}: {len(lost)} acknowledged message(s) lost, e.g. {lost[:5]}"
+        dup = [i for i, offs in seen.items() if len(offs) > 1]
+        assert not dup, f"kill {k}: messages present more than once: {dup[:5]}"
+        moved = [i for i in acked if seen[i][0] != acked[i]]
+        assert not moved, f"kill {k}: messages at other offsets than acknowledged: {moved[:5]}"
+        next_id = max(seen, default=0) + 100_000_000
+    assert len(acked) > 100, "the child acknowledged too little to prove anything"
+
+
+def test_sigterm_shuts_down_cleanly(tmp_path):
+    root = str(tmp_path / "store")
+    p = start_child(root, 0, threads=2)
+    time.sleep(0.3)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 128 + signal.SIGTERM, err
+    assert not os.path.exists(os.path.join(root, "abort")), "clean shutdown removes the abort file"
+    acked = {int(line.split()[0]) for line in out.splitlines() if line.strip()}
+    seen, rec = read_all(root)
+    assert not rec.abnormal
+    assert acked <= set(seen)
