@@ -19,13 +19,17 @@ from zlib import crc32
 from ..config import StoreConfig
 from ..io import FileIO
 from . import codec
-from .codec import BLANK_MAGIC, BLANK_MIN, MAGIC, SIZE_MAGIC, record_struct
+from .codec import _RECORD_STRUCTS, BLANK_MAGIC, BLANK_MIN, MAGIC, SIZE_MAGIC, record_struct
+from .consume_queue import UNIT
 from .mapped_file import MappedFile
 from .segment_queue import SegmentQueue
 
-# A prepared message: a list (the store fills in queue id and offset under its lock)
-# [body, topic_bytes, properties_bytes, queue_id, queue_offset, born_ts_ms, born_host_bytes,
-#  flag, sys_flag, reconsume_times, prepared_tx_offset, body_crc, uniq_key, topic_state]
+# A prepared message (built by the store's validation pass):
+# (index_in_batch, body, topic_state, properties_bytes, queue_id_or_None, born_ts_ms, born_host_bytes,
+#  flag, sys_flag, reconsume_times, prepared_tx_offset, body_crc, tags_hash, index_keys_or_None, uniq_key,
+#  tail_crc)  -- tail_crc: codec.tail_crc(topic, properties), so the append CRCs only the header
+# The append assigns the queue id (round-robin when None) and the queue offset, as
+# RocketMQ's CommitLog does with its topic-queue table, so both follow log order.
 Prepared = tuple
 
 
@@ -49,10 +53,13 @@ class CommitLog:
         self.max_record_size = config.segment_size_bytes - BLANK_MIN
 
     # Write ------------------------------------------------------------------------
-    def append(self, batch: list[Prepared], now_ms: int, out: list) -> None:
-        """Append every prepared message; ``out`` receives (physical_offset, size) per message.
+    def append(self, batch: list[Prepared], now_ms: int, out: list, units: dict, index_items: list) -> None:
+        """Append every prepared message, in order.
 
-        Raises AppendError (with how many were written) when a new segment cannot be made.
+        out:         receives (index_in_batch, physical_offset, size, queue_id, queue_offset, uniq_key)
+        units:       consume queue -> [first queue offset, unit bytes, unit bytes, ...] for dispatch
+        index_items: receives (index keys, physical_offset) for messages with keys
+        Raises AppendError (the messages before it are appended) when no segment can be made.
         """
         segs = self.segments
         mf = segs.last
@@ -64,12 +71,21 @@ class CommitLog:
         base = mf.start_offset
         store_host = self.store_host
         append_out = out.append
-        for (body, topic, props, qid, qoff, born_ts, born_host, flag, sys_flag, reconsume, prep_tx, crc,
-             _uniq, _t) in batch:
+        structs = _RECORD_STRUCTS
+        unit_pack = UNIT.pack
+        units_get = units.get
+        for (i, body, t, props, qid, born_ts, born_host, flag, sys_flag, reconsume, prep_tx, crc, th, ik,
+             uniq, tcrc) in batch:
+            if qid is None:
+                qid = t.rr % t.queue_count
+                t.rr += 1
+            offsets = t.next_offsets
+            qoff = offsets[qid]
+            topic = t.name_bytes
             bl = len(body)
             tl = len(topic)
             pl = len(props)
-            s = record_struct(bl, tl, pl)
+            s = structs.get((bl, tl, pl)) or record_struct(bl, tl, pl)
             n = s.size
             if pos + n + BLANK_MIN > seg_size:
                 if pos == 0:
@@ -84,10 +100,19 @@ class CommitLog:
             phys = base + pos
             s.pack_into(buf, pos, n, MAGIC, crc, qid, flag, qoff, phys, sys_flag, born_ts, born_host, now_ms,
                         store_host, reconsume, prep_tx, bl, body, tl, topic, pl, props)
-            end = pos + n    # the record CRC (see codec): header + topic/properties, seeded with BODYCRC
-            buf[end - 11:end - 1] = b"%010d" % crc32(buf[pos + 88 + bl:end - 11], crc32(buf[pos:pos + 88], crc))
+            end = pos + n    # the record CRC (see codec): crc32(header, crc32(tail))
+            buf[end - 11:end - 1] = b"%010d" % crc32(buf[pos:pos + 88], tcrc)
             pos = end
-            append_out((phys, n))
+            offsets[qid] = qoff + 1
+            cq = t.queues[qid]
+            u = units_get(cq)
+            if u is None:
+                units[cq] = [qoff, unit_pack(phys, n, th)]
+            else:
+                u.append(unit_pack(phys, n, th))
+            if ik is not None:
+                index_items.append((ik, phys))
+            append_out((i, phys, n, qid, qoff, uniq))
         mf.wrote_pos = pos
         mf.last_store_timestamp_ms = now_ms
 

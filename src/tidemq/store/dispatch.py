@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import codec
-from .consume_queue import UNIT, ConsumeQueue, ConsumeQueueTable
+from .consume_queue import ConsumeQueue, ConsumeQueueTable
 from .index_file import IndexService
 
 log = logging.getLogger("tidemq.store")
@@ -63,47 +63,39 @@ class Dispatcher:
         self.write_failures = 0
 
     # Inline path --------------------------------------------------------------------
-    def dispatch_batch(self, cqs: list[ConsumeQueue], prepared: list, out: list, tag_hashes: list,
-                       keys: list | None, now_ms: int, end_offset: int) -> None:
-        """Units for the records just appended. ``keys``: per message, index keys or None."""
-        if not out:
-            return
-        first_phys = out[0][0]
+    def dispatch_batch(self, units: dict, index_items: list, now_ms: int, first_phys: int,
+                       end_offset: int) -> None:
+        """Write the units and index entries of the records just appended (built by the append).
+
+        units: consume queue -> [first queue offset, unit bytes...]; index_items: (keys, phys).
+        """
         if self.pending_from is not None:
             # an earlier batch is not fully dispatched: this one waits for heal() (order is kept)
             return
-        groups: dict[ConsumeQueue, list] = {}
-        pack = UNIT.pack
-        for cq, p, (phys, size), th in zip(cqs, prepared, out, tag_hashes):
-            g = groups.get(cq)
-            if g is None:
-                groups[cq] = [p[4], pack(phys, size, th)]
-            else:
-                g.append(pack(phys, size, th))
         try:
-            for cq, g in groups.items():
+            for cq, g in units.items():
                 first = g[0]
-                data = b"".join(g[1:])
+                data = b"".join(g[1:]) if len(g) > 2 else g[1]
                 if cq.max_offset > first:      # partly written by a failed attempt: keep what is there
                     data = data[(cq.max_offset - first) * 20:]
                     first = cq.max_offset
-                self._retry(lambda: cq.append(first, data), cq.dir)
-            if keys is not None and self.index is not None:
+                if data:
+                    self._retry(cq.append, cq.dir, first, data)
+            if index_items and self.index is not None:
                 index = self.index
-                for (phys, _size), ks in zip(out, keys):
-                    if ks:
-                        for k in ks:
-                            self._retry(lambda: index.put(k, phys, now_ms), index.dir)
+                for ks, phys in index_items:
+                    for k in ks:
+                        self._retry(index.put, index.dir, k, phys, now_ms)
         except OSError as e:
             self._fail(first_phys, e)
             return
         self.dispatched_offset = end_offset
         self.last_store_timestamp_ms = now_ms
 
-    def _retry(self, fn, where: str) -> None:
+    def _retry(self, fn, where: str, *args) -> None:
         for attempt in range(self.retries_max + 1):
             try:
-                fn()
+                fn(*args)
                 return
             except OSError as e:
                 self.write_failures += 1

@@ -108,6 +108,19 @@ def _scan_start(commit_log: CommitLog, abnormal: bool, cp: CheckpointState | Non
     return min(start, by_time)
 
 
+def _scan_segment(mf, pos: int, rep: RecoveryReport) -> tuple[int, int, int]:
+    """Verify the records of one segment from ``pos``: (kind that ends the run, position, size)."""
+    buf, limit = mf.buf, mf.size
+    while True:
+        pos, n, _ = codec.scan_run(buf, pos, limit)
+        rep.records_scanned += n
+        kind, size = codec.check_record(buf, pos, limit, verify_crc=True)
+        if kind != codec.REC_OK:       # the fast loop and the full check agree: stop here
+            return kind, pos, size
+        rep.records_scanned += 1       # valid but unusual (e.g. tiny): the full check took it
+        pos += size
+
+
 def find_log_end(commit_log: CommitLog, from_offset: int, rep: RecoveryReport, durable_floor: int = 0) -> int:
     """Verify records from ``from_offset``; returns the end of the last valid one.
 
@@ -117,31 +130,34 @@ def find_log_end(commit_log: CommitLog, from_offset: int, rep: RecoveryReport, d
     the scan goes on from the floor, which is a record boundary.
     """
     end = from_offset
-    seen_segments = set()
-    start = from_offset
-    while True:
-        jumped = False
-        for kind, phys, size, mf, _pos in commit_log.iter_records(start, verify_crc=True):
-            seen_segments.add(mf.start_offset)
-            if kind == codec.REC_OK:
-                rep.records_scanned += 1
-                end = phys + size
-            elif kind == codec.REC_BLANK:
-                end = phys + size
-            elif phys < durable_floor:
-                rep.problems.append(f"invalid record at {phys} below the durable offset {durable_floor} "
-                                    f"({mf.path}): kept, not cut; run `tidemq verify`")
-                log.error("commit log: %s", rep.problems[-1])
-                start = end = durable_floor
-                jumped = True
-                break
-            else:
-                end = phys
-                rep.end_reason = {codec.REC_END: "end of data", codec.REC_TORN: f"torn record at {phys}",
-                                  codec.REC_CORRUPT: f"invalid record at {phys}"}[kind]
-        if not jumped:
+    segments = [mf for mf in commit_log.segments.segments if mf.end_offset > from_offset]
+    i = 0
+    while i < len(segments):
+        mf = segments[i]
+        if not mf.hold():
             break
-    rep.segments_scanned = len(seen_segments)
+        try:
+            kind, pos, size = _scan_segment(mf, max(0, from_offset - mf.start_offset), rep)
+        finally:
+            mf.release()
+        rep.segments_scanned += 1
+        phys = mf.start_offset + pos
+        if kind == codec.REC_BLANK:
+            end = phys + size
+            i += 1
+            continue
+        if phys < durable_floor:
+            rep.problems.append(f"invalid record at {phys} below the durable offset {durable_floor} "
+                                f"({mf.path}): kept, not cut; run `tidemq verify`")
+            log.error("commit log: %s", rep.problems[-1])
+            from_offset = durable_floor
+            segments = [m for m in segments if m.end_offset > durable_floor]
+            i = 0
+            continue
+        end = phys
+        rep.end_reason = {codec.REC_END: "end of data", codec.REC_TORN: f"torn record at {phys}",
+                          codec.REC_CORRUPT: f"invalid record at {phys}"}[kind]
+        break
     return end
 
 

@@ -26,12 +26,13 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Iterable, Sequence
+from zlib import crc32
 
 from ..config import StoreConfig
 from ..io import Clock, FileIO, OsFileIO, SystemClock
 from . import codec
 from .checkpoint import AbortFile, Checkpoint
-from .codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, body_crc, tags_hash
+from .codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, tags_hash
 from .commit_log import AppendError, CommitLog
 from .consume_queue import UNIT, ConsumeQueueTable
 from .dispatch import Dispatcher, index_keys
@@ -49,8 +50,12 @@ LOCK_FILE = "lock"
 
 
 @lru_cache(maxsize=4096)
-def _tags_props(tags: str) -> bytes:
-    return f"{PROP_TAGS}\x01{tags}\x02".encode("utf-8") + codec.RECORD_CRC_TAIL
+def _tags_props(tags: str) -> bytes | None:
+    """Properties of a message with tags only (None: the tags need the general path)."""
+    if not isinstance(tags, str) or not codec.check_property_text(tags):
+        return None
+    pb = f"{PROP_TAGS}\x01{tags}\x02".encode("utf-8")
+    return pb + codec.RECORD_CRC_TAIL if len(pb) <= codec.USER_PROPERTIES_MAX_BYTES else None
 
 
 _NO_PROPS = codec.RECORD_CRC_TAIL
@@ -302,86 +307,84 @@ class MessageStore:
         return self.put_batch([msg])[0]
 
     def put_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
+        """Put many messages with one lock, one append pass and one flush wait.
+        Returns one PutResult per message, in order."""
         n = len(msgs)
-        results: list = [None] * n
-        refusal = self.refusal or (self.dispatcher.error if self._state == "running" else None)
+        refusal = self.refusal or self.dispatcher.error
         if refusal:
             return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=refusal) for _ in range(n)]
+        results: list = [None] * n
+        now = self.clock.now_ms()
         prepared: list = []
-        where: list[int] = []
-        keys_of: list | None = None
-        ths: list[int] = []
-        index_on = self.index is not None
+        add = prepared.append
+        topics = self.topics.topics
+        host = self._store_host
+        room = self.commit_log.max_record_size - codec.FIXED_OVERHEAD - codec.RECORD_CRC_TAIL_LEN
+        max_body = self._max_body
         for i, m in enumerate(msgs):
-            p = self._prepare(m, results, i)
-            if p is None:
+            # the common case inline (tags only, bytes body, known topic); the rest in _prepare
+            t = topics.get(m.topic)
+            body = m.body
+            tags = m.tags
+            qid = m.queue_id
+            if (t is None or type(body) is not bytes or m.keys or m.properties or m.born_host
+                    or (tags is not None and type(tags) is not str)
+                    or (qid is not None and not 0 <= qid < t.queue_count)):
+                p = self._prepare(m, i, results, now)
+                if p is not None:
+                    add(p)
                 continue
-            prepared.append(p[0])
-            ths.append(p[1])
-            where.append(i)
-            if p[2] is not None:
-                if keys_of is None:
-                    keys_of = [None] * (len(prepared) - 1)
-                keys_of.append(p[2])
-            elif keys_of is not None:
-                keys_of.append(None)
+            enc = t.tag_cache.get(tags)
+            if enc is None:
+                enc = self._tags_encoding(t, tags)
+            pb, th, tcrc = enc
+            bl = len(body)
+            if pb is None or bl > max_body or bl + len(t.name_bytes) + len(pb) > room:
+                p = self._prepare(m, i, results, now)
+                if p is not None:
+                    add(p)
+                continue
+            add((i, body, t, pb, qid, m.born_timestamp_ms or now, host, m.flag, m.sys_flag, m.reconsume_times,
+                 m.prepared_transaction_offset, crc32(body) & 0x7FFFFFFF, th, None, None, tcrc))
         if not prepared:
             return results
         out: list = []
+        units: dict = {}
+        index_items: list = []
+        failure: AppendError | None = None
         with self._put_lock:
-            if self.refusal or self.dispatcher.error:
-                reason = self.refusal or self.dispatcher.error
-                for i in where:
-                    results[i] = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=reason)
+            reason = self.refusal or self.dispatcher.error
+            if reason:
+                for p in prepared:
+                    results[p[0]] = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=reason)
                 return results
-            cqs = []
-            for p in prepared:
-                t = p[13]
-                qid = p[3]
-                if qid < 0:
-                    qid = t.rr % t.queue_count
-                    t.rr += 1
-                    p[3] = qid
-                p[4] = t.next_offsets[qid]
-                t.next_offsets[qid] += 1
-                cqs.append(t.queues[qid])
-            now = self.clock.now_ms()
-            failure: AppendError | None = None
             try:
-                self.commit_log.append(prepared, now, out)
+                self.commit_log.append(prepared, now, out, units, index_items)
             except AppendError as e:
                 failure = e
-                for p in reversed(prepared[len(out):]):     # give back the queue offsets not used
-                    p[13].next_offsets[p[3]] -= 1
-            end = out[-1][0] + out[-1][1] if out else 0
             if out:
-                k = len(out)
-                self.dispatcher.dispatch_batch(cqs[:k] if failure else cqs, prepared, out, ths,
-                                               keys_of if index_on else None, now, self.segments.max_offset)
+                self.dispatcher.dispatch_batch(units, index_items, now, out[0][1], self.segments.max_offset)
+                end = out[-1][1] + out[-1][2]
             if failure is None:
                 self.segment_error = None
         status = PutStatus.PUT_OK
         if out and self.group_commit is not None:
             if not self.group_commit.wait_durable(end, self.config.sync_flush_timeout_ms / 1000):
                 status = PutStatus.FLUSH_DISK_TIMEOUT
-        store_host = self._store_host
-        for j, (phys, size) in enumerate(out):
-            p = prepared[j]
-            results[where[j]] = PutResult(status, phys, p[3], p[4], size, now, None, p[12], store_host)
+        new = tuple.__new__
+        for i, phys, size, qid, qoff, uniq in out:
+            results[i] = new(PutResult, (status, phys, qid, qoff, size, now, None, uniq, host))
         if failure is not None:
             reason = f"cannot create a commit-log segment: {failure.cause}"
             self.segment_error = reason
             log.error("%s", reason)
-            for j in range(len(out), len(prepared)):
-                results[where[j]] = PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, error=reason)
+            for p in prepared[len(out):]:
+                results[p[0]] = PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, error=reason)
         return results
 
-    def _prepare(self, m: Message, results: list, i: int):
-        """Validate and encode one message; on a bad one, record its result and return None.
-
-        Returns ([body, topic, props, queue_id, queue_offset, born_ts, born_host, flag, sys_flag,
-        reconsume, prep_tx, crc, uniq_key, topic_state], tags_hash, index_keys | None).
-        """
+    def _prepare(self, m: Message, i: int, results: list, now: int):
+        """Validate and encode one message (the general case); on a bad one, record its
+        result and return None. Returns the prepared tuple (see commit_log.Prepared)."""
         t = self.topics.topics.get(m.topic)
         if t is None:
             t = self._auto_create(m, results, i)
@@ -399,37 +402,44 @@ class MessageStore:
                                    error=f"body of {bl} bytes exceeds max_message_size_bytes={self._max_body}")
             return None
         qid = m.queue_id
-        if qid is None:
-            qid = -1
-        elif not (0 <= qid < t.queue_count):
+        if qid is not None and not (isinstance(qid, int) and 0 <= qid < t.queue_count):
             results[i] = PutResult(PutStatus.MESSAGE_ILLEGAL,
                                    error=f"queue_id {qid} out of range: topic {t.name} has {t.queue_count} queues")
             return None
         tags, keys, props, uniq = m.tags, m.keys, m.properties, None
-        if not keys and not props:
-            pb = _tags_props(tags) if tags else _NO_PROPS
-        else:
-            pb = self._encode_props(m, results, i)
-            if pb is None:
-                return None
-            if props:
-                uniq = props.get(PROP_UNIQ_KEY)
-        if tags and (len(pb) > codec.PROPERTIES_MAX_BYTES or not codec.check_property_text(tags)):
-            results[i] = PutResult(PutStatus.MESSAGE_ILLEGAL, error="tags must not contain \\x01 or \\x02")
+        if tags is not None and (not isinstance(tags, str) or not codec.check_property_text(tags)):
+            results[i] = PutResult(PutStatus.MESSAGE_ILLEGAL, error="tags must be a string without \\x01 or \\x02")
             return None
+        pb = self._encode_props(m, results, i)
+        if pb is None:
+            return None
+        if props:
+            uniq = props.get(PROP_UNIQ_KEY)
         if codec.record_size(bl, len(t.name_bytes), len(pb)) > self.commit_log.max_record_size:
             results[i] = PutResult(PutStatus.MESSAGE_ILLEGAL, error="message does not fit in one segment")
             return None
-        born = m.born_timestamp_ms
-        if born is None:
-            born = self.clock.now_ms()
-        born_host = _host_bytes(m.born_host) if m.born_host else self._store_host
+        born_host = self._store_host
+        if m.born_host:
+            try:
+                born_host = _host_bytes(m.born_host)
+            except (codec.CodecError, ValueError):
+                results[i] = PutResult(PutStatus.MESSAGE_ILLEGAL, error=f"born_host {m.born_host!r} is not ipv4:port")
+                return None
         ik = None
         if self.index is not None and (keys or uniq):
             ik = index_keys(t.name, keys, uniq)
-        return ([body, t.name_bytes, pb, qid, -1, born, born_host, m.flag, m.sys_flag, m.reconsume_times,
-                 m.prepared_transaction_offset, body_crc(body), uniq, t],
-                tags_hash(tags) if tags else 0, ik)
+        return (i, body, t, pb, qid, m.born_timestamp_ms or now, born_host, m.flag, m.sys_flag, m.reconsume_times,
+                m.prepared_transaction_offset, crc32(body) & 0x7FFFFFFF, tags_hash(tags) if tags else 0, ik, uniq,
+                codec.tail_crc(t.name_bytes, pb))
+
+    @staticmethod
+    def _tags_encoding(t: TopicState, tags: str | None) -> tuple:
+        """(properties bytes or None, tags hash, tail CRC) of a tags-only message, cached per topic."""
+        pb = _tags_props(tags) if tags else _NO_PROPS
+        enc = (pb, tags_hash(tags) if tags else 0, codec.tail_crc(t.name_bytes, pb) if pb is not None else 0)
+        if len(t.tag_cache) < 4096:
+            t.tag_cache[tags] = enc
+        return enc
 
     def _encode_props(self, m: Message, results: list, i: int) -> bytes | None:
         merged: dict[str, str] = {}

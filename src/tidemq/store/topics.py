@@ -22,7 +22,7 @@ TOPICS_FILE = "topics.json"
 class TopicState:
     """In-memory state of one topic for the write path."""
 
-    __slots__ = ("name", "name_bytes", "queue_count", "next_offsets", "queues", "rr")
+    __slots__ = ("name", "name_bytes", "queue_count", "next_offsets", "queues", "rr", "tag_cache")
 
     def __init__(self, name: str, queue_count: int) -> None:
         self.name = name
@@ -31,6 +31,7 @@ class TopicState:
         self.next_offsets = [0] * queue_count   # next queue offset per queue id
         self.queues: list = [None] * queue_count  # ConsumeQueue per queue id (set by the store)
         self.rr = 0
+        self.tag_cache: dict = {}   # tags -> (properties bytes, tags hash, tail CRC): the write path's cache
 
 
 class TopicTable:

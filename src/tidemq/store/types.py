@@ -6,6 +6,7 @@ Expected outcomes are values (PutStatus / GetStatus), not exceptions.
 from __future__ import annotations
 
 import enum
+from operator import itemgetter
 from typing import Mapping, Sequence
 
 from .codec import StoredMessage, offset_msg_id, PROP_UNIQ_KEY
@@ -54,37 +55,47 @@ class PutStatus(enum.Enum):
         return self is PutStatus.PUT_OK
 
 
-class PutResult:
-    __slots__ = ("status", "commitlog_offset", "queue_id", "queue_offset", "size", "store_timestamp_ms",
-                 "error", "_uniq_key", "_store_host")
+_PR_FIELDS = ("status", "commitlog_offset", "queue_id", "queue_offset", "size", "store_timestamp_ms",
+              "error", "uniq_key", "store_host_raw")
 
-    def __init__(self, status: PutStatus, commitlog_offset: int = -1, queue_id: int = -1, queue_offset: int = -1,
-                 size: int = 0, store_timestamp_ms: int = 0, error: str | None = None,
-                 uniq_key: str | None = None, store_host: bytes = b"") -> None:
-        self.status = status
-        self.commitlog_offset = commitlog_offset
-        self.queue_id = queue_id
-        self.queue_offset = queue_offset
-        self.size = size
-        self.store_timestamp_ms = store_timestamp_ms
-        self.error = error
-        self._uniq_key = uniq_key
-        self._store_host = store_host
+
+class PutResult(tuple):
+    """The outcome of one put. A tuple underneath (a batch makes one per message, so it
+    must be cheap): status, commitlog_offset, queue_id, queue_offset, size,
+    store_timestamp_ms, error, uniq_key, store_host_raw."""
+
+    __slots__ = ()
+
+    def __new__(cls, status: PutStatus, commitlog_offset: int = -1, queue_id: int = -1, queue_offset: int = -1,
+                size: int = 0, store_timestamp_ms: int = 0, error: str | None = None,
+                uniq_key: str | None = None, store_host: bytes = b""):
+        return tuple.__new__(cls, (status, commitlog_offset, queue_id, queue_offset, size, store_timestamp_ms,
+                                   error, uniq_key, store_host))
+
+    status = property(itemgetter(0))
+    commitlog_offset = property(itemgetter(1))
+    queue_id = property(itemgetter(2))
+    queue_offset = property(itemgetter(3))
+    size = property(itemgetter(4))
+    store_timestamp_ms = property(itemgetter(5))
+    error = property(itemgetter(6))
+    uniq_key = property(itemgetter(7))
+    store_host_raw = property(itemgetter(8))
 
     @property
     def ok(self) -> bool:
-        return self.status is PutStatus.PUT_OK
+        return self[0] is PutStatus.PUT_OK
 
     @property
     def offset_msg_id(self) -> str | None:
-        if self.commitlog_offset < 0:
+        if self[1] < 0:
             return None
-        return offset_msg_id(self._store_host, self.commitlog_offset)
+        return offset_msg_id(self[8], self[1])
 
     @property
     def msg_id(self) -> str | None:
         """UNIQ_KEY when the producer gave one, else the offset message id (computed on demand)."""
-        return self._uniq_key or self.offset_msg_id
+        return self[7] or self.offset_msg_id
 
     def __repr__(self) -> str:
         extra = f", error={self.error!r}" if self.error else ""
