@@ -1,0 +1,226 @@
+"""Recovery, deterministically, over FaultyFileIO: torn tails, lost directories,
+checkpoint fallbacks, self-healing dispatch errors."""
+
+import errno
+
+import pytest
+
+from tidemq.store import GetStatus, Message, MessageStore, PutStatus, StoreConfig
+from tidemq.store.checkpoint import SLOT_BYTES, Checkpoint
+from tidemq.testing.faulty_io import FaultyFileIO
+
+ROOT = "/r"
+
+
+def cfg(**kw):
+    base = dict(root_dir=ROOT, segment_size_bytes=32 * 1024, preallocate_next_segment=False,
+                consume_queue_units_per_segment=64, index_slots=64, index_entries=512,
+                flush_interval_ms=60_000, flush_consume_queue_interval_ms=60_000, checkpoint_interval_ms=60_000,
+                flush_thorough_interval_ms=600_000, default_queue_count=2)
+    base.update(kw)
+    return StoreConfig(**base)
+
+
+def start(fio, **kw):
+    return MessageStore(cfg(**kw), fio=fio).start()
+
+
+def put_n(store, n, start=0, keys=False):
+    rs = store.put_batch([Message(topic="R", body=b"m%05d" % i + b"x" * 300, tags="t",
+                                  keys=[f"k{i}"] if keys else None) for i in range(start, start + n)])
+    assert all(r.status is PutStatus.PUT_OK for r in rs), rs[:3]
+    return rs
+
+
+def bodies(store):
+    out = []
+    for q in range(store.queue_count("R")):
+        off = store.min_offset("R", q)
+        while True:
+            g = store.get("g", "R", q, off, max_count=32)
+            if g.status is not GetStatus.FOUND:
+                break
+            out += [(m.commitlog_offset, m.body[:6]) for m in g.messages]
+            off = g.next_offset
+    return [b for _, b in sorted(out)]
+
+
+def test_clean_restart_is_normal_recovery_and_keeps_everything():
+    fio = FaultyFileIO()
+    s = start(fio)
+    put_n(s, 300)
+    s.shutdown()
+    assert not fio.exists(ROOT + "/abort")
+    s = start(fio)
+    try:
+        assert not s.recovery.abnormal
+        assert s.recovery.bytes_cut == 0
+        assert len(bodies(s)) == 300
+        assert s.check().ok
+    finally:
+        s.shutdown()
+
+
+def test_kill_keeps_page_cache_data_and_recovers_abnormally():
+    fio = FaultyFileIO()
+    s = start(fio)
+    put_n(s, 200)                      # ASYNC: nothing flushed
+    s.kill()
+    fio = fio.after_crash()
+    s = start(fio)
+    try:
+        assert s.recovery.abnormal
+        assert len(bodies(s)) == 200   # the page cache survived a kill -9
+        assert s.check().ok
+    finally:
+        s.shutdown()
+
+
+def test_power_loss_keeps_what_was_flushed_and_cuts_the_torn_tail():
+    import random
+    fio = FaultyFileIO()
+    s = start(fio)
+    put_n(s, 100)
+    flushed = s.commit_log.flush()
+    s.flush_queues()
+    put_n(s, 100, start=100)           # not flushed: may vanish or tear
+    s.kill()
+    fio = fio.after_power_loss(random.Random(7))
+    s = start(fio)
+    try:
+        got = bodies(s)
+        assert got[:100] == [b"m%05d" % i for i in range(100)]
+        assert got == [b"m%05d" % i for i in range(len(got))], "what survived is a prefix"
+        assert s.commit_log.max_offset >= flushed
+        assert s.check().ok
+        rep = s.recovery
+        assert rep.abnormal and rep.log_end_offset == s.commit_log.max_offset
+        assert "recovery" in rep.summary()
+    finally:
+        s.shutdown()
+
+
+def test_lost_consumequeue_directory_is_rebuilt_from_the_log():
+    fio = FaultyFileIO()
+    s = start(fio)
+    put_n(s, 500)
+    s.shutdown()
+    fio.remove_tree(ROOT + "/consumequeue")
+    s = start(fio)
+    try:
+        assert s.recovery.consume_queues_rebuilt_all
+        assert bodies(s) == [b"m%05d" % i for i in range(500)]
+        assert s.check().ok
+        r = s.put(Message(topic="R", body=b"after", queue_id=0))
+        assert r.queue_offset == sum(1 for _ in range(0, 500, 2)), "queue offsets continue where the log says"
+    finally:
+        s.shutdown()
+
+
+def test_lost_index_directory_is_rebuilt_from_the_log():
+    fio = FaultyFileIO()
+    s = start(fio)
+    put_n(s, 120, keys=True)
+    s.shutdown()
+    fio.remove_tree(ROOT + "/index")
+    s = start(fio)
+    try:
+        assert s.recovery.index_rebuilt
+        found = s.query_by_key("R", "k77")
+        assert [m.body[:6] for m in found] == [b"m00077"]
+    finally:
+        s.shutdown()
+
+
+def test_torn_checkpoint_falls_back_to_the_older_slot():
+    fio = FaultyFileIO()
+    cp = Checkpoint(fio, "/cp")
+    fio.makedirs("/")
+    cp.open()
+    cp.update(physic_offset=111, logics_offset=100, index_offset=90)
+    cp.flush()
+    cp.update(physic_offset=222, logics_offset=200, index_offset=190)
+    cp.flush()
+    h = fio.open("/cp")
+    slot = cp._seq % 2                 # the newest slot: tear it
+    fio.pwrite(h, b"\xff" * 20, slot * SLOT_BYTES + 10)
+    cp2 = Checkpoint(fio, "/cp")
+    st = cp2.open()
+    assert cp2.valid and st.physic_offset == 111 and st.dispatch_safe_offset == 90
+
+
+def test_consume_queue_write_errors_refuse_puts_then_heal_by_themselves():
+    fio = FaultyFileIO()
+    s = start(fio, dispatch_write_retries_max=2)
+    try:
+        put_n(s, 10)
+        fio.fail("pwrite", errno.EIO, "consumequeue", times=3)    # more than the retries
+        r = s.put(Message(topic="R", body=b"m00010" + b"x" * 300, queue_id=0))
+        assert r.status is PutStatus.PUT_OK, "the record is in the log; its unit waits for the heal"
+        refused = s.put(Message(topic="R", body=b"nope", queue_id=0))
+        assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE
+        assert "consume queue" in refused.error and "Input/output error" in refused.error
+        g = s.get("g", "R", 1, 0, max_count=32)
+        assert g.status is GetStatus.FOUND, "reads go on while writes are refused"
+        s.flush_queues()               # the flush service's round: the fault is gone, dispatch heals
+        assert s.write_refusal() is None
+        assert s.put(Message(topic="R", body=b"m00011" + b"x" * 300)).status is PutStatus.PUT_OK
+        assert bodies(s) == [b"m%05d" % i for i in range(12)]
+    finally:
+        s.shutdown()
+
+
+def test_transient_write_error_is_retried_without_refusal():
+    fio = FaultyFileIO()
+    s = start(fio, dispatch_write_retries_max=3)
+    try:
+        fio.fail("pwrite", errno.EIO, "consumequeue", times=2)
+        put_n(s, 5)
+        assert s.write_refusal() is None
+        assert s.dispatcher.write_failures == 2
+        assert len(bodies(s)) == 5
+    finally:
+        s.shutdown()
+
+
+def test_corruption_below_the_durable_offset_is_reported_not_cut():
+    fio = FaultyFileIO()
+    s = start(fio)
+    rs = put_n(s, 50)
+    s.shutdown()
+    seg = fio.files[ROOT + "/commitlog/" + "0" * 20]
+    seg.data[rs[10].commitlog_offset + 100] ^= 0xFF       # bit rot in a body
+    s = start(fio)
+    try:
+        assert s.commit_log.max_offset == rs[-1].commitlog_offset + rs[-1].size, "nothing after it is cut"
+        assert s.recovery.problems and "kept" in s.recovery.problems[0]
+        rep = s.check()
+        assert not rep.ok and any(str(rs[10].commitlog_offset) in p for p in rep.problems)
+        assert len(bodies(s)) == 50
+    finally:
+        s.shutdown()
+
+
+@pytest.mark.parametrize("crash_at", [1, 3, 7, 15, 40])
+def test_crash_during_segment_roll(crash_at):
+    """Crash at the n-th file operation while a batch rolls over several segments."""
+    from tidemq.testing.faulty_io import SimulatedCrash
+    fio = FaultyFileIO()
+    s = start(fio, flush_disk_type="SYNC_FLUSH")
+    acked = put_n(s, 20)
+    fio.crash_after(crash_at)
+    try:
+        s.put_batch([Message(topic="R", body=b"m%05d" % i + b"y" * 3000) for i in range(20, 60)])
+    except SimulatedCrash:
+        pass
+    s.kill()
+    fio = fio.after_power_loss(__import__("random").Random(crash_at))
+    s = start(fio)
+    try:
+        got = bodies(s)
+        assert got[:20] == [b"m%05d" % i for i in range(20)]
+        assert got == [b"m%05d" % i for i in range(len(got))]
+        assert s.check().ok
+    finally:
+        s.shutdown()
+    assert len(acked) == 20
