@@ -281,7 +281,7 @@ class ManualClock:
 
     def advance(self, seconds: float) -> None:
         with self._lock:
-            self._now_ms += int(seconds * 1000)
+            self._now_ms += round(seconds * 1000)
             self._mono_s += seconds
 
     def sleep(self, seconds: float) -> None:

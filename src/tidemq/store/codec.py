@@ -78,7 +78,7 @@ PROP_KEYS = "KEYS"
 PROP_UNIQ_KEY = "UNIQ_KEY"
 KEY_SEP = " "
 
-TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
+TOPIC_RE = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
 
 # Offsets of single fields inside a record (for cheap peeks without a full unpack).
 OFF_TOTALSIZE = 0
@@ -102,7 +102,7 @@ def body_crc(body) -> int:
 
 
 def valid_topic(topic: str) -> bool:
-    return bool(TOPIC_RE.match(topic))
+    return TOPIC_RE.fullmatch(topic) is not None
 
 
 def encode_host(host: str) -> bytes:

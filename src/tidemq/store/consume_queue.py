@@ -58,6 +58,9 @@ class HandleCache:
         finally:
             with self._lock:
                 entry[1] -= 1
+                close = entry[1] == 0 and len(entry) > 2      # forgotten while in use
+            if close:
+                self.fio.close(entry[0])
 
     def _evict(self) -> None:
         if len(self._open) <= self.max_open:
@@ -71,8 +74,12 @@ class HandleCache:
                 self.fio.close(e[0])
 
     def forget(self, path: str) -> None:
+        """Close the handle of a file about to be deleted (by its last user if it is in use)."""
         with self._lock:
             e = self._open.pop(path, None)
+            if e is not None and e[1] > 0:
+                e.append("forgotten")
+                e = None
         if e is not None:
             self.fio.close(e[0])
 

@@ -100,9 +100,11 @@ class GroupCommitService(_Service):
                 done = self._flush()
                 self.last_error = None
             except OSError as e:
+                if self.last_error is None:
+                    log.error("commit-log fsync failed: %s (retrying; puts answer FLUSH_DISK_TIMEOUT)", e)
                 self.last_error = f"fsync failed: {e}"
-                log.error("commit-log fsync failed: %s", e)
-                self._stop.wait(0.05)
+                if self._stop.wait(0.05):
+                    return      # stopping: the waiters are woken by _run_safely
                 continue
             self.fsyncs += 1
             with self._cv:

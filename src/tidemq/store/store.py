@@ -384,12 +384,18 @@ class MessageStore:
 
     def _prepare(self, m: Message, i: int, results: list, now: int):
         """Validate and encode one message (the general case); on a bad one, record its
-        result and return None. Returns the prepared tuple (see commit_log.Prepared)."""
+        result and return None. Returns the prepared tuple (see commit_log.Prepared).
+        An unknown topic is created (when allowed) only once the message is valid."""
         t = self.topics.topics.get(m.topic)
         if t is None:
-            t = self._auto_create(m, results, i)
-            if t is None:
+            if not isinstance(m.topic, str) or not codec.valid_topic(m.topic):
+                results[i] = PutResult(PutStatus.MESSAGE_ILLEGAL,
+                                       error=f"invalid topic name {m.topic!r}: use 1-127 characters of [%|a-zA-Z0-9_-]")
                 return None
+            if not self.config.auto_create_topics:
+                results[i] = PutResult(PutStatus.TOPIC_NOT_FOUND, error=f"topic {m.topic!r} does not exist")
+                return None
+            t = TopicState(m.topic, self.config.default_queue_count)    # provisional, for the checks
         body = m.body
         if type(body) is not bytes:
             if not isinstance(body, (bytes, bytearray, memoryview)):
@@ -424,6 +430,10 @@ class MessageStore:
                 born_host = _host_bytes(m.born_host)
             except (codec.CodecError, ValueError):
                 results[i] = PutResult(PutStatus.MESSAGE_ILLEGAL, error=f"born_host {m.born_host!r} is not ipv4:port")
+                return None
+        if self.topics.topics.get(t.name) is not t:
+            t = self._auto_create(m, results, i)
+            if t is None:
                 return None
         ik = None
         if self.index is not None and (keys or uniq):
@@ -470,13 +480,6 @@ class MessageStore:
 
     def _auto_create(self, m: Message, results: list, i: int) -> TopicState | None:
         topic = m.topic
-        if not isinstance(topic, str) or not codec.valid_topic(topic):
-            results[i] = PutResult(PutStatus.MESSAGE_ILLEGAL,
-                                   error=f"invalid topic name {topic!r}: use 1-127 characters of [%|a-zA-Z0-9_-]")
-            return None
-        if not self.config.auto_create_topics:
-            results[i] = PutResult(PutStatus.TOPIC_NOT_FOUND, error=f"topic {topic!r} does not exist")
-            return None
         try:
             self.create_topic(topic)
         except OSError as e:

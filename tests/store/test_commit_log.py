@@ -1,0 +1,273 @@
+"""The commit log through MessageStore with 64 KiB segments: roll with a BLANK
+record, records never span segments, reads across segment boundaries, read by
+commit-log offset."""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+
+import pytest
+
+from tidemq.io import DiskUsage, OsFileIO
+from tidemq.store import GetStatus, Message, PutStatus, codec
+from tidemq.store.codec import FIXED_OVERHEAD, REC_BLANK, REC_OK, check_record, record_size
+from tidemq.store.mapped_file import segment_name
+
+SEG = 64 * 1024
+# tidemq appends a record CRC to every record's properties (see codec.py)
+TAIL = len(getattr(codec, "RECORD_CRC_TAIL", b""))
+BLANK_MAGIC_BYTES = bytes.fromhex("CBD43194")
+
+
+def body_for(i: int, n: int) -> bytes:
+    return (b"%08d|" % i * (n // 9 + 1))[:n]
+
+
+@pytest.fixture
+def s(make_config, open_store):
+    return open_store(make_config(segment_size_bytes=SEG))
+
+
+def fill(store, count: int, size: int, topic: str = "T", queue_id: int = 0):
+    rs = store.put_batch([Message(topic, body_for(i, size), queue_id=queue_id) for i in range(count)])
+    assert all(r.status is PutStatus.PUT_OK for r in rs), rs
+    return rs
+
+
+def test_records_are_contiguous_within_a_segment(s):
+    rs = fill(s, 10, 100)
+    expected = 0
+    for r in rs:
+        assert r.commitlog_offset == expected
+        assert r.size == record_size(100, 1, TAIL) == FIXED_OVERHEAD + 100 + 1 + TAIL
+        expected += r.size
+    assert s.commitlog_max_offset == expected
+    assert s.commitlog_min_offset == 0
+
+
+def test_roll_writes_a_blank_record_and_continues_at_the_next_segment(s, make_config):
+    rs = fill(s, 200, 1000)          # ~200 KB: several segments
+    assert len(s.segments) >= 3
+    rec = rs[0].size
+    per_seg = (SEG - 8) // rec                    # records that fit, keeping 8 bytes for BLANK
+    first_in_seg1 = rs[per_seg]
+    assert first_in_seg1.commitlog_offset == SEG
+    last_in_seg0 = rs[per_seg - 1]
+    blank_at = last_in_seg0.commitlog_offset + last_in_seg0.size
+    remaining = SEG - blank_at
+    assert 8 <= remaining < rec + 8
+    # the bytes of the BLANK record, in memory and on disk after shutdown
+    seg0 = s.segments.segments[0]
+    assert bytes(seg0.buf[blank_at:blank_at + 8]) == struct.pack(">i", remaining) + BLANK_MAGIC_BYTES
+    assert check_record(seg0.buf, blank_at, SEG) == (REC_BLANK, remaining)
+    path0 = seg0.path
+    s.shutdown()
+    with open(path0, "rb") as f:
+        raw = f.read()
+    assert len(raw) == SEG
+    assert raw[blank_at:blank_at + 4] == struct.pack(">i", remaining)
+    assert raw[blank_at + 4:blank_at + 8] == BLANK_MAGIC_BYTES
+    assert os.path.basename(path0) == segment_name(0)
+
+
+def test_no_record_spans_two_segments(s):
+    sizes = [37, 1500, 9000, 3, 20000, 777, 12345, 64, 30000, 5]
+    msgs = [Message("T", body_for(i, sizes[i % len(sizes)]), queue_id=0) for i in range(60)]
+    rs = s.put_batch(msgs)
+    assert all(r.ok for r in rs)
+    for r in rs:
+        assert r.commitlog_offset // SEG == (r.commitlog_offset + r.size - 1) // SEG, r
+        # a record is followed either by the next record or by a BLANK that ends its segment
+    for a, b in zip(rs, rs[1:]):
+        end = a.commitlog_offset + a.size
+        if b.commitlog_offset != end:
+            assert b.commitlog_offset % SEG == 0
+            mf = s.segments.find(a.commitlog_offset)
+            pos = end - mf.start_offset
+            assert bytes(mf.buf[pos + 4:pos + 8]) == BLANK_MAGIC_BYTES
+            assert struct.unpack_from(">i", mf.buf, pos)[0] == SEG - pos
+    # every segment but the last ends with a BLANK
+    for mf in s.segments.segments[:-1]:
+        assert mf.wrote_pos == SEG
+    assert s.check().ok
+
+
+def test_record_exactly_filling_a_segment_leaves_an_8_byte_blank(s):
+    body_len = SEG - 8 - FIXED_OVERHEAD - 1 - TAIL      # topic "T", no user properties
+    r1 = s.put(Message("T", b"\xab" * body_len, queue_id=0))
+    assert r1.ok and r1.commitlog_offset == 0 and r1.size == SEG - 8
+    r2 = s.put(Message("T", b"next", queue_id=0))
+    assert r2.ok and r2.commitlog_offset == SEG
+    seg0 = s.segments.segments[0]
+    assert bytes(seg0.buf[SEG - 8:SEG]) == struct.pack(">i", 8) + BLANK_MAGIC_BYTES
+    g = s.get("G", "T", 0, 0)
+    assert [m.body for m in g.messages] == [b"\xab" * body_len, b"next"]
+
+
+def test_record_larger_than_a_segment_is_refused(s):
+    body_len = SEG - 8 - FIXED_OVERHEAD - 1 - TAIL + 1
+    before = s.commitlog_max_offset
+    r = s.put(Message("T", b"x" * body_len, queue_id=0))
+    assert r.status is PutStatus.MESSAGE_ILLEGAL
+    assert r.commitlog_offset == -1
+    assert s.commitlog_max_offset == before
+    assert s.max_offset("T", 0) == 0
+
+
+def test_batch_that_crosses_a_boundary(s):
+    first = fill(s, 40, 1000)
+    assert all(r.commitlog_offset < SEG for r in first)
+    rs = fill(s, 40, 1000)        # the second batch crosses the boundary to segment 1
+    offs = [r.commitlog_offset for r in rs]
+    assert offs == sorted(offs)
+    assert any(o < SEG for o in offs) and any(o >= SEG for o in offs)
+    assert [r.queue_offset for r in rs] == list(range(40, 80))
+
+
+def test_reads_across_segment_boundaries(s):
+    rs = fill(s, 150, 1000)
+    boundary = next(i for i, r in enumerate(rs) if r.commitlog_offset >= SEG)
+    start = boundary - 10
+    g = s.get("G", "T", 0, start, max_count=20)
+    assert g.status is GetStatus.FOUND
+    assert [m.queue_offset for m in g.messages] == list(range(start, start + 20))
+    assert [m.body for m in g.messages] == [body_for(i, 1000) for i in range(start, start + 20)]
+    assert g.messages[9].commitlog_offset < SEG <= g.messages[10].commitlog_offset
+    # and the whole queue reads back in order, page by page
+    got = []
+    off = 0
+    while True:
+        g = s.get("G", "T", 0, off)
+        if g.status is not GetStatus.FOUND:
+            assert g.status is GetStatus.OFFSET_OVERFLOW_ONE
+            break
+        got += [m.body for m in g.messages]
+        off = g.next_offset
+    assert got == [body_for(i, 1000) for i in range(150)]
+
+
+def test_get_by_commitlog_offset(s):
+    rs = fill(s, 100, 1000)
+    for i in (0, 1, 63, 64, 65, 99):
+        r = rs[i]
+        m = s.get_by_commitlog_offset(r.commitlog_offset)
+        assert m is not None
+        assert m.commitlog_offset == r.commitlog_offset
+        assert m.queue_offset == r.queue_offset == i
+        assert m.body == body_for(i, 1000)
+        assert m.body_crc == zlib.crc32(m.body) & 0x7FFFFFFF
+        m2 = s.get_by_commitlog_offset(r.commitlog_offset, r.size)
+        assert m2 is not None and m2.body == m.body
+
+
+def test_get_by_commitlog_offset_outside_records(s):
+    rs = fill(s, 100, 1000)
+    last = rs[-1]
+    assert s.get_by_commitlog_offset(last.commitlog_offset + last.size) is None   # the log's end
+    assert s.get_by_commitlog_offset(10 * SEG) is None                            # no such segment
+    assert s.get_by_commitlog_offset(-1) is None
+    # the BLANK at the end of segment 0 is not a message
+    seg0_last = [r for r in rs if r.commitlog_offset < SEG][-1]
+    assert s.get_by_commitlog_offset(seg0_last.commitlog_offset + seg0_last.size) is None
+    # a size that runs past the written data is refused
+    assert s.get_by_commitlog_offset(last.commitlog_offset, last.size + 1) is None
+
+
+def test_data_survives_restart_across_segments(make_config, open_store):
+    cfg = make_config(segment_size_bytes=SEG)
+    s1 = open_store(cfg)
+    rs = fill(s1, 150, 1000)
+    end = s1.commitlog_max_offset
+    s1.shutdown()
+    s2 = open_store(cfg)
+    assert s2.commitlog_max_offset == end
+    assert s2.max_offset("T", 0) == 150
+    for r in (rs[0], rs[70], rs[-1]):
+        assert s2.get_by_commitlog_offset(r.commitlog_offset).queue_offset == r.queue_offset
+    r = s2.put(Message("T", b"after restart", queue_id=0))
+    assert r.ok and r.commitlog_offset == end and r.queue_offset == 150
+    assert s2.check().ok
+
+
+def test_iter_records_walks_records_and_blanks(s):
+    rs = fill(s, 100, 1000)
+    kinds = [(k, off) for k, off, _size, _mf, _pos in s.commit_log.iter_records(0)]
+    oks = [off for k, off in kinds if k == REC_OK]
+    assert oks == [r.commitlog_offset for r in rs]
+    blanks = [off for k, off in kinds if k == REC_BLANK]
+    assert len(blanks) == len(s.segments) - 1
+
+
+class NoRoomFileIO(OsFileIO):
+    """Reports a full disk once ``full`` is set."""
+
+    full = False
+
+    def disk_usage(self, path):
+        u = super().disk_usage(path)
+        return DiskUsage(u.total_bytes, u.total_bytes, 0) if self.full else u
+
+
+def test_segment_that_cannot_be_created_fails_the_put_cleanly(make_config, open_store):
+    fio = NoRoomFileIO()
+    s = open_store(make_config(segment_size_bytes=SEG), fio=fio)
+    rec = s.put(Message("T", body_for(0, 1000), queue_id=0)).size
+    per_seg = (SEG - 8) // rec
+    first = fill(s, per_seg - 4, 1000)        # segment 0 is nearly full
+    n0 = per_seg - 3
+    fio.full = True
+    rs = s.put_batch([Message("T", body_for(n0 + i, 1000), queue_id=0) for i in range(10)])
+    ok = [r for r in rs if r.ok]
+    failed = [r for r in rs if not r.ok]
+    assert failed, "the roll should have failed"
+    assert len(ok) == 3
+    assert all(r.status is PutStatus.CREATE_MAPPED_FILE_FAILED for r in failed)
+    assert all(r.error for r in failed)
+    assert rs[:len(ok)] == ok                 # the ones that fitted went first
+    assert s.max_offset("T", 0) == n0 + 3
+    assert len(s.segments) == 1
+    fio.full = False
+    r = s.put(Message("T", b"later", queue_id=0))
+    assert r.ok and r.commitlog_offset == SEG
+    assert r.queue_offset == n0 + 3                # the failed ones did not use queue offsets
+    g = s.get("G", "T", 0, n0, max_count=100)
+    assert [m.body for m in g.messages] == [body_for(n0 + i, 1000) for i in range(3)] + [b"later"]
+    assert s.check().ok
+    assert first[0].ok
+
+
+def test_roll_with_preallocation(make_config, open_store):
+    cfg = make_config(segment_size_bytes=SEG, preallocate_next_segment=True)
+    s = open_store(cfg)
+    rs = fill(s, 200, 1000)
+    starts = [mf.start_offset for mf in s.segments.segments]
+    assert starts == [i * SEG for i in range(len(starts))]
+    assert len(starts) >= 3
+    assert rs[-1].commitlog_offset // SEG == len(starts) - 1
+    assert s.check().ok
+    s.shutdown()
+    # an unused pre-made segment is not left behind as part of the log
+    names = sorted(os.listdir(cfg.commitlog_paths[0]))
+    assert names == [segment_name(x) for x in starts]
+    s2 = open_store(cfg)
+    assert s2.max_offset("T", 0) == 200
+    r = s2.put(Message("T", b"more", queue_id=0))
+    assert r.ok and r.queue_offset == 200
+    assert s2.check().ok
+
+
+def test_restart_after_a_segment_filled_exactly(make_config, open_store):
+    cfg = make_config(segment_size_bytes=SEG)
+    s = open_store(cfg)
+    body_len = SEG - 8 - FIXED_OVERHEAD - 1 - TAIL
+    assert s.put(Message("T", b"\x01" * body_len, queue_id=0)).size == SEG - 8
+    s.shutdown()
+    s2 = open_store(cfg)
+    assert s2.commitlog_max_offset == SEG - 8
+    r = s2.put(Message("T", b"next", queue_id=0))
+    assert r.ok and r.commitlog_offset == SEG and r.queue_offset == 1
+    assert bytes(s2.segments.segments[0].buf[SEG - 8:SEG]) == struct.pack(">i", 8) + BLANK_MAGIC_BYTES
+    assert [m.body[:1] for m in s2.get("G", "T", 0, 0).messages] == [b"\x01", b"n"]
+    assert s2.check().ok

@@ -1,0 +1,250 @@
+"""Consume queues: 20-byte units in files of consume_queue_units_per_segment units,
+bounded open file handles, truncation, reads across files."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import pytest
+
+from tidemq.io import OsFileIO
+from tidemq.store import GetStatus, Message
+from tidemq.store.codec import tags_hash
+from tidemq.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue, HandleCache
+from tidemq.store.mapped_file import segment_name
+
+UNITS = 16
+
+
+def fd_count() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def units(start: int, n: int) -> bytes:
+    return b"".join(UNIT.pack(1000 * i, 100 + i, i - 7) for i in range(start, start + n))
+
+
+@pytest.fixture
+def cache():
+    c = HandleCache(OsFileIO(), 8)
+    yield c
+    c.close_all()
+
+
+@pytest.fixture
+def cq(tmp_path, cache):
+    q = ConsumeQueue(OsFileIO(), str(tmp_path / "consumequeue"), "T", 3, UNITS, cache)
+    yield q
+    q.close()
+
+
+def test_unit_is_20_bytes_big_endian():
+    assert UNIT_SIZE == UNIT.size == 20
+    assert UNIT.pack(1, 2, -3) == struct.pack(">q", 1) + struct.pack(">i", 2) + struct.pack(">q", -3)
+
+
+def test_files_are_named_by_byte_offset_under_topic_and_queue(cq, tmp_path):
+    cq.append(0, units(0, 40))
+    d = tmp_path / "consumequeue" / "T" / "3"
+    assert cq.dir == str(d)
+    names = sorted(os.listdir(d))
+    assert names == [segment_name(0), segment_name(UNITS * 20), segment_name(2 * UNITS * 20)]
+    assert names[1] == "00000000000000000320"
+    sizes = [os.path.getsize(d / n) for n in names]
+    assert sizes == [UNITS * 20, UNITS * 20, 8 * 20]
+    assert cq.max_offset == 40 and cq.min_offset == 0
+    assert cq.file_starts() == [0, 16, 32]
+    with open(d / names[1], "rb") as f:
+        first = f.read(20)
+    assert UNIT.unpack(first) == (16000, 116, 9)
+
+
+def test_append_must_continue_at_max_offset(cq):
+    cq.append(0, units(0, 3))
+    with pytest.raises(ValueError):
+        cq.append(5, units(5, 1))
+    with pytest.raises(ValueError):
+        cq.append(2, units(2, 1))
+    cq.append(3, units(3, 1))
+    assert cq.max_offset == 4
+
+
+def test_read_across_files(cq):
+    cq.append(0, units(0, 50))
+    assert cq.read(10, 20) == units(10, 20)           # crosses the file at 16
+    assert cq.read(0, 50) == units(0, 50)             # crosses two
+    assert cq.read(45, 100) == units(45, 5)           # capped at max_offset
+    assert cq.read(50, 1) == b""
+    assert cq.read(15, 1) == units(15, 1)
+    assert cq.read(16, 1) == units(16, 1)
+    assert cq.last_unit() == UNIT.unpack(units(49, 1))
+
+
+def test_load_finds_files_and_max_offset(tmp_path, cache):
+    root = str(tmp_path / "consumequeue")
+    a = ConsumeQueue(OsFileIO(), root, "T", 0, UNITS, cache)
+    a.append(0, units(0, 37))
+    a.close()
+    b = ConsumeQueue(OsFileIO(), root, "T", 0, UNITS, cache)
+    b.load()
+    assert b.file_starts() == [0, 16, 32]
+    assert b.max_offset == 37 and b.min_offset == 0
+    assert b.read(0, 37) == units(0, 37)
+    b.append(37, units(37, 1))
+    assert b.read(36, 2) == units(36, 2)
+
+
+def test_load_ignores_a_partial_unit(tmp_path, cache):
+    root = str(tmp_path / "consumequeue")
+    a = ConsumeQueue(OsFileIO(), root, "T", 0, UNITS, cache)
+    a.append(0, units(0, 5))
+    a.close()
+    with open(os.path.join(a.dir, segment_name(0)), "ab") as f:
+        f.write(b"\x01" * 7)                 # a torn unit at the end
+    b = ConsumeQueue(OsFileIO(), root, "T", 0, UNITS, cache)
+    b.load()
+    assert b.max_offset == 5
+
+
+@pytest.mark.parametrize("cut", [0, 1, 15, 16, 17, 31, 32, 33, 39])
+def test_truncate(cq, cut):
+    cq.append(0, units(0, 40))
+    cq.truncate(cut)
+    assert cq.max_offset == cut
+    assert cq.read(0, 100) == units(0, cut)
+    files_needed = (cut + UNITS - 1) // UNITS
+    assert cq.file_starts() == [i * UNITS for i in range(files_needed)]
+    assert sorted(os.listdir(cq.dir)) == [segment_name(i * UNITS * 20) for i in range(files_needed)]
+    if cut % UNITS:
+        assert os.path.getsize(os.path.join(cq.dir, segment_name((cut // UNITS) * UNITS * 20))) == (cut % UNITS) * 20
+    # appending goes on from the cut, with different units
+    cq.append(cut, units(cut + 1000, 5))
+    assert cq.read(cut, 5) == units(cut + 1000, 5)
+    assert cq.max_offset == cut + 5
+
+
+def test_truncate_beyond_max_changes_nothing(cq):
+    cq.append(0, units(0, 10))
+    cq.truncate(10)
+    cq.truncate(99)
+    assert cq.max_offset == 10 and cq.read(0, 10) == units(0, 10)
+
+
+def test_delete_head_file_moves_min_offset(cq):
+    cq.append(0, units(0, 40))
+    cq.delete_file(0)
+    assert cq.min_offset == UNITS
+    assert cq.file_starts() == [16, 32]
+    assert not os.path.exists(os.path.join(cq.dir, segment_name(0)))
+    assert cq.read(0, 4) == b""
+    assert cq.read(UNITS, 4) == units(UNITS, 4)
+
+
+def test_put_unit_checked(cq):
+    assert cq.put_unit_checked(0, 10, 5, 1) == "appended"
+    assert cq.put_unit_checked(0, 10, 5, 1) == "skip"
+    assert cq.put_unit_checked(0, 11, 5, 1) == "fixed"
+    assert cq.read(0, 1) == UNIT.pack(11, 5, 1)
+    assert cq.put_unit_checked(5, 99, 5, 1) == "gap"
+    assert cq.max_offset == 1
+
+
+def test_handle_cache_is_bounded(tmp_path):
+    fio = OsFileIO()
+    c = HandleCache(fio, 8)
+    before = fd_count()
+    try:
+        for i in range(50):
+            with c.use(str(tmp_path / f"f{i}"), create=True) as h:
+                fio.pwrite(h, b"x", 0)
+            assert fd_count() - before <= 8
+        # a handle in use is never closed under its user
+        with c.use(str(tmp_path / "f0")) as h0:
+            for i in range(1, 30):
+                with c.use(str(tmp_path / f"f{i}")):
+                    pass
+            assert fio.pread(h0, 1, 0) == b"x"
+    finally:
+        c.close_all()
+    assert fd_count() == before
+
+
+# Through the store ------------------------------------------------------------------
+
+def test_store_writes_units_with_offset_size_and_tags_hash(make_config, open_store):
+    s = open_store(make_config(consume_queue_units_per_segment=UNITS))
+    rs = s.put_batch([Message("T", b"m%d" % i, tags="TagA" if i % 2 else "TagB", queue_id=1) for i in range(40)])
+    cq = s.queues.get("T", 1)
+    raw = cq.read(0, 40)
+    assert len(raw) == 40 * 20
+    for r, (off, size, th) in zip(rs, UNIT.iter_unpack(raw)):
+        assert off == r.commitlog_offset
+        assert size == r.size
+        assert th == tags_hash("TagA" if r.queue_offset % 2 else "TagB")
+    d = os.path.join(make_config().consumequeue_path, "T", "1")
+    assert sorted(os.listdir(d)) == [segment_name(0), segment_name(320), segment_name(640)]
+
+
+def test_store_get_reads_across_consume_queue_files(make_config, open_store):
+    s = open_store(make_config(consume_queue_units_per_segment=UNITS))
+    s.put_batch([Message("T", b"m%d" % i, queue_id=0) for i in range(100)])
+    g = s.get("G", "T", 0, 10, max_count=32)
+    assert g.status is GetStatus.FOUND
+    assert [m.body for m in g.messages] == [b"m%d" % i for i in range(10, 42)]
+    assert g.next_offset == 42
+    assert g.min_offset == 0 and g.max_offset == 100
+
+
+def test_store_consume_queues_survive_restart(make_config, open_store):
+    cfg = make_config(consume_queue_units_per_segment=UNITS)
+    s = open_store(cfg)
+    s.put_batch([Message("T", b"m%d" % i, queue_id=i % 2) for i in range(41)])
+    s.shutdown()
+    s2 = open_store(cfg)
+    assert s2.max_offset("T", 0) == 21 and s2.max_offset("T", 1) == 20
+    g = s2.get("G", "T", 0, 15, max_count=5)
+    assert [m.body for m in g.messages] == [b"m%d" % (2 * i) for i in range(15, 20)]
+
+
+QUEUES = 10_000
+OPEN_MAX = 64
+
+
+def test_ten_thousand_queues_with_bounded_open_files(make_config, open_store, nosync_fio):
+    """10,000 queues written and read back; consume-queue handles stay within
+    consume_queue_open_files_max (fsync off: durability is not the subject here)."""
+    cfg = make_config(consume_queue_open_files_max=OPEN_MAX, segment_size_bytes=1024 * 1024,
+                      index_enabled=False, flush_consume_queue_interval_ms=60_000,
+                      checkpoint_interval_ms=60_000)
+    before = fd_count()
+    s = open_store(cfg, fio=nosync_fio)
+    base = fd_count()
+    assert base - before < 20
+    s.create_topic("Many", QUEUES)
+    peak = 0
+    for chunk in range(0, QUEUES, 1000):
+        rs = s.put_batch([Message("Many", b"q%d" % q, queue_id=q) for q in range(chunk, chunk + 1000)])
+        assert all(r.ok for r in rs)
+        assert [r.queue_id for r in rs] == list(range(chunk, chunk + 1000))
+        assert all(r.queue_offset == 0 for r in rs)
+        peak = max(peak, fd_count())
+    # a second round: every queue gets a second unit
+    rs = s.put_batch([Message("Many", b"r%d" % q, queue_id=q) for q in range(QUEUES)])
+    assert all(r.ok and r.queue_offset == 1 for r in rs)
+    peak = max(peak, fd_count())
+    for q in range(QUEUES):
+        g = s.get("G", "Many", q, 0)
+        assert g.status is GetStatus.FOUND, (q, g)
+        assert [m.body for m in g.messages] == [b"q%d" % q, b"r%d" % q]
+        if q % 500 == 0:
+            peak = max(peak, fd_count())
+    peak = max(peak, fd_count())
+    # the commit-log segments made since (two descriptors each: the file and Python's mmap keeps a dup)
+    # plus the bounded consume-queue handles
+    segments = len(s.segments)
+    assert peak - base <= OPEN_MAX + 2 * segments + 2, f"{peak - base} descriptors opened ({segments} segments)"
+    assert len(os.listdir(os.path.join(cfg.consumequeue_path, "Many"))) == QUEUES
+    assert len(s.queues.handles._open) <= OPEN_MAX
+    s.shutdown()
+    assert fd_count() <= before + 1

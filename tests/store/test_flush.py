@@ -1,0 +1,379 @@
+"""Flush: SYNC_FLUSH group commit (durable on return, shared fsyncs, timeout) and
+ASYNC_FLUSH (interval, least pages, thorough interval)."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+import time
+
+import pytest
+
+from tidemq.io import ManualClock, OsFileIO
+from tidemq.store import GetStatus, Message, PutStatus
+from tidemq.store.flush import PAGE_SIZE, AsyncFlushService, GroupCommitService
+
+THREADS = 8
+PUTS_PER_THREAD = 150
+
+
+class RecordingFileIO(OsFileIO):
+    """Records every fsync(handle) with a global sequence number taken when the fsync starts."""
+
+    def __init__(self) -> None:
+        self._seq = itertools.count(1)
+        self._lock = threading.Lock()
+        self.fsyncs: list[tuple[int, object]] = []     # (seq at start, handle)
+
+    def next_seq(self) -> int:
+        with self._lock:
+            return next(self._seq)
+
+    def fsync(self, handle) -> None:
+        seq = self.next_seq()
+        super().fsync(handle)
+        with self._lock:
+            self.fsyncs.append((seq, handle))
+
+    def fsyncs_of(self, handle) -> list[int]:
+        with self._lock:
+            return [seq for seq, h in self.fsyncs if h == handle]
+
+
+class SlowFsyncFileIO(OsFileIO):
+    """fsync sleeps ``delay_s`` while ``slow`` is set."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+        self.slow = False
+
+    def fsync(self, handle) -> None:
+        if self.slow:
+            time.sleep(self.delay_s)
+        super().fsync(handle)
+
+
+def wait_until(cond, timeout_s: float = 5.0) -> bool:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.005)
+    return cond()
+
+
+# SYNC_FLUSH -------------------------------------------------------------------------
+
+def test_sync_flush_every_put_is_durable_on_return_and_fsyncs_are_shared(make_config, open_store):
+    fio = RecordingFileIO()
+    s = open_store(make_config(flush_disk_type="SYNC_FLUSH", segment_size_bytes=256 * 1024), fio=fio)
+    assert s.group_commit is not None and s.async_flush is None
+    checks: list[tuple[int, object, object]] = []       # (seq before the put, result, handle)
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(THREADS)
+
+    def writer(t: int) -> None:
+        try:
+            barrier.wait()
+            for i in range(PUTS_PER_THREAD):
+                before = fio.next_seq()
+                r = s.put(Message("T", b"t%d-%d|" % (t, i) + b"x" * 200, queue_id=t))
+                handle = s.segments.find(r.commitlog_offset).handle if r.ok else None
+                checks.append((before, r, handle))
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(THREADS)]
+    fsyncs_before = s.group_commit.fsyncs
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    puts = THREADS * PUTS_PER_THREAD
+    assert len(checks) == puts
+    assert all(r.status is PutStatus.PUT_OK for _b, r, _h in checks)
+    assert len(s.segments) > 1                           # durability across rolls too
+    for before, r, handle in checks:
+        later = [seq for seq in fio.fsyncs_of(handle) if seq > before]
+        assert later, f"put at {r.commitlog_offset} returned with no fsync of its segment after it started"
+        assert s.commit_log.flushed_offset >= r.commitlog_offset + r.size
+    group_fsyncs = s.group_commit.fsyncs - fsyncs_before
+    # group commit: many puts share one fsync
+    assert 0 < group_fsyncs <= puts // 2, f"{group_fsyncs} fsyncs for {puts} puts"
+    commitlog_handles = {mf.handle for mf in s.segments.segments}
+    segment_fsyncs = [seq for seq, h in fio.fsyncs if h in commitlog_handles]
+    assert len(segment_fsyncs) <= puts // 2
+    # every message is there, in per-queue order
+    for t in range(THREADS):
+        g = s.get("G", "T", t, 0, max_count=PUTS_PER_THREAD)
+        assert [m.body.split(b"|")[0] for m in g.messages][:32] == [b"t%d-%d" % (t, i) for i in range(32)]
+        assert s.max_offset("T", t) == PUTS_PER_THREAD
+
+
+def test_sync_flush_batch_is_durable_on_return(make_config, open_store):
+    fio = RecordingFileIO()
+    s = open_store(make_config(flush_disk_type="SYNC_FLUSH"), fio=fio)
+    before = fio.next_seq()
+    rs = s.put_batch([Message("T", b"x" * 1000) for _ in range(100)])   # crosses a segment boundary
+    assert all(r.status is PutStatus.PUT_OK for r in rs)
+    handles = {s.segments.find(r.commitlog_offset).handle for r in rs}
+    assert len(handles) == 2
+    for h in handles:
+        assert any(seq > before for seq in fio.fsyncs_of(h))
+    assert s.commit_log.flushed_offset == s.commitlog_max_offset
+
+
+def test_sync_flush_timeout(make_config, open_store):
+    fio = SlowFsyncFileIO(delay_s=0.3)
+    s = open_store(make_config(flush_disk_type="SYNC_FLUSH", sync_flush_timeout_ms=50), fio=fio)
+    assert s.put(Message("T", b"fast", queue_id=0)).status is PutStatus.PUT_OK
+    fio.slow = True
+    try:
+        t0 = time.monotonic()
+        r = s.put(Message("T", b"slow", queue_id=0))
+        waited = time.monotonic() - t0
+    finally:
+        fio.slow = False
+    assert r.status is PutStatus.FLUSH_DISK_TIMEOUT
+    assert waited < 0.29, f"waited {waited:.3f}s: the timeout is 50 ms"
+    # the record is in the log all the same (and becomes durable later)
+    assert r.commitlog_offset >= 0 and r.queue_offset == 1
+    g = s.get("G", "T", 0, 0)
+    assert [m.body for m in g.messages] == [b"fast", b"slow"]
+    assert wait_until(lambda: s.commit_log.flushed_offset >= r.commitlog_offset + r.size)
+    assert s.put(Message("T", b"again", queue_id=0)).status is PutStatus.PUT_OK
+
+
+def test_group_commit_service_directly():
+    flushed = [0]
+    calls = []
+
+    def flush():
+        calls.append(target[0])
+        flushed[0] = target[0]
+        return flushed[0]
+
+    target = [0]
+    svc = GroupCommitService(flush, lambda: flushed[0])
+    svc.start()
+    try:
+        assert svc.wait_durable(0, 1.0)              # nothing to wait for
+        target[0] = 100
+        assert svc.wait_durable(100, 2.0)
+        assert svc.flushed >= 100
+        assert svc.fsyncs >= 1
+        n = svc.fsyncs
+        assert svc.wait_durable(50, 0.01)            # covered already: no new fsync
+        assert svc.fsyncs == n
+    finally:
+        svc.stop()
+    # stopped: a wait that cannot be satisfied returns False instead of hanging
+    target[0] = 200
+    assert svc.wait_durable(200, 0.2) is False
+
+
+def test_group_commit_wait_times_out_when_flush_fails(caplog):
+    caplog.set_level(logging.CRITICAL, logger="tidemq.store")     # one error line per retry
+    failing = [True]
+
+    def flush():
+        if failing[0]:
+            raise OSError(5, "EIO")
+        return 10
+
+    svc = GroupCommitService(flush, lambda: 0)
+    svc.start()
+    try:
+        t0 = time.monotonic()
+        assert svc.wait_durable(10, 0.2) is False
+        assert time.monotonic() - t0 < 2
+        assert wait_until(lambda: svc.last_error is not None, 2)
+        assert "fsync failed" in svc.last_error
+    finally:
+        failing[0] = False
+        svc.stop()
+
+
+def test_group_commit_stop_returns_while_fsync_keeps_failing(caplog):
+    """A disk that fails every fsync must not make stop() (and so store shutdown) hang."""
+    caplog.set_level(logging.CRITICAL, logger="tidemq.store")
+    failing = [True]
+
+    def flush():
+        if failing[0]:
+            raise OSError(5, "EIO")
+        return 10
+
+    svc = GroupCommitService(flush, lambda: 0)
+    svc.start()
+    assert svc.wait_durable(10, 0.1) is False          # a request the disk cannot satisfy
+    stopper = threading.Thread(target=svc.stop, daemon=True)
+    stopper.start()
+    stopper.join(2.0)
+    stopped = not stopper.is_alive()
+    failing[0] = False                                  # whatever happened, let the service end now
+    stopper.join(5.0)
+    assert stopped, "GroupCommitService.stop() did not return within 2 s while every fsync failed"
+
+
+# ASYNC_FLUSH ------------------------------------------------------------------------
+
+def test_async_flush_catches_up_within_the_interval(make_config, open_store):
+    s = open_store(make_config(flush_disk_type="ASYNC_FLUSH", flush_interval_ms=20, flush_least_pages=0))
+    assert s.async_flush is not None and s.group_commit is None
+    rs = s.put_batch([Message("T", b"y" * 500) for _ in range(50)])
+    assert all(r.status is PutStatus.PUT_OK for r in rs)
+    end = s.commitlog_max_offset
+    t0 = time.monotonic()
+    assert wait_until(lambda: s.commit_log.flushed_offset >= end, 3.0)
+    assert time.monotonic() - t0 < 3.0
+    assert s.segments.last.flushed_pos == s.segments.last.wrote_pos
+
+
+def test_async_put_does_not_wait_for_fsync(make_config, open_store):
+    fio = SlowFsyncFileIO(delay_s=0.5)
+    s = open_store(make_config(flush_disk_type="ASYNC_FLUSH", flush_interval_ms=10, flush_least_pages=0), fio=fio)
+    s.put(Message("T", b"first"))                      # creating the topic is durable (topics.json)
+    fio.slow = True
+    try:
+        t0 = time.monotonic()
+        for i in range(20):
+            assert s.put(Message("T", b"%d" % i)).status is PutStatus.PUT_OK
+        assert time.monotonic() - t0 < 0.5
+    finally:
+        fio.slow = False
+
+
+def test_async_flush_least_pages_and_thorough_interval_in_the_store(make_config, open_store):
+    clock = ManualClock()
+    s = open_store(make_config(flush_disk_type="ASYNC_FLUSH", flush_interval_ms=60_000, flush_least_pages=4,
+                               flush_thorough_interval_ms=10_000), clock=clock)
+    af = s.async_flush
+    base = s.commit_log.flushed_offset
+    s.put(Message("T", b"a" * 1000))                    # far less than 4 pages dirty
+    assert af.tick() is False
+    assert s.commit_log.flushed_offset == base
+    s.put_batch([Message("T", b"b" * 1000) for _ in range(20)])   # > 16 KiB dirty
+    assert s.commit_log.dirty_bytes() >= 4 * PAGE_SIZE
+    assert af.tick() is True
+    assert s.commit_log.flushed_offset == s.commitlog_max_offset
+    s.put(Message("T", b"c" * 100))
+    assert af.tick() is False
+    clock.advance(9.9)
+    assert af.tick() is False
+    clock.advance(0.1)
+    assert af.tick() is True                             # thorough: flush whatever is dirty
+    assert s.commit_log.flushed_offset == s.commitlog_max_offset
+    assert s.get("G", "T", 0, 0).status is GetStatus.FOUND
+
+
+def test_async_flush_service_tick():
+    clock = ManualClock()
+    dirty = [0]
+    flushes = []
+
+    def flush():
+        flushes.append(dirty[0])
+        dirty[0] = 0
+        return 0
+
+    svc = AsyncFlushService(flush, lambda: dirty[0], clock, interval_ms=500, least_pages=4,
+                            thorough_interval_ms=10_000)
+    assert svc.least_bytes == 4 * 4096
+    assert svc.interval_s == 0.5
+    # nothing dirty: nothing to do
+    assert svc.tick() is False
+    # fewer than 4 pages: waits
+    dirty[0] = 4 * 4096 - 1
+    assert svc.tick() is False
+    assert flushes == []
+    # 4 pages: flushes
+    dirty[0] = 4 * 4096
+    assert svc.tick() is True
+    assert flushes == [4 * 4096]
+    assert svc.fsyncs == 1
+    # a little dirty: waits until the thorough interval has passed
+    dirty[0] = 10
+    clock.advance(5)
+    assert svc.tick() is False
+    clock.advance(4.999)
+    assert svc.tick() is False
+    clock.advance(0.001)
+    assert svc.tick() is True
+    assert flushes[-1] == 10
+    # the thorough clock restarted at that flush
+    dirty[0] = 20
+    clock.advance(9)
+    assert svc.tick() is False
+    clock.advance(1)
+    assert svc.tick() is True
+    assert flushes == [4 * 4096, 10, 20]
+    assert svc.fsyncs == 3
+
+
+def test_async_flush_service_least_pages_zero_flushes_any_dirty_byte():
+    clock = ManualClock()
+    dirty = [1]
+    calls = []
+    svc = AsyncFlushService(lambda: calls.append(1) or 0, lambda: dirty[0], clock, interval_ms=10,
+                            least_pages=0, thorough_interval_ms=10_000)
+    assert svc.tick() is True
+    dirty[0] = 0
+    assert svc.tick() is False
+    assert len(calls) == 1
+
+
+def test_async_flush_service_runs_on_its_interval():
+    dirty = [5]
+    flushed = threading.Event()
+
+    def flush():
+        dirty[0] = 0
+        flushed.set()
+        return 0
+
+    svc = AsyncFlushService(flush, lambda: dirty[0], ManualClock(), interval_ms=10, least_pages=0,
+                            thorough_interval_ms=10_000)
+    svc.start()
+    try:
+        assert flushed.wait(2.0)
+    finally:
+        svc.stop()
+    assert svc.fsyncs == 1
+
+
+def test_async_flush_service_survives_an_fsync_error(caplog):
+    caplog.set_level(logging.CRITICAL, logger="tidemq.store")
+    n = [0]
+
+    def flush():
+        n[0] += 1
+        if n[0] == 1:
+            raise OSError(5, "EIO")
+        return 0
+
+    dirty = [100]
+    svc = AsyncFlushService(flush, lambda: dirty[0], ManualClock(), interval_ms=5, least_pages=0,
+                            thorough_interval_ms=10_000)
+    svc.start()
+    try:
+        assert wait_until(lambda: n[0] >= 2, 3.0)
+    finally:
+        svc.stop()
+    assert svc.last_error is None or "fsync failed" in svc.last_error
+
+
+@pytest.mark.parametrize("mode", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_shutdown_flushes_everything(make_config, open_store, mode):
+    cfg = make_config(flush_disk_type=mode, flush_interval_ms=60_000, flush_least_pages=1000,
+                      flush_thorough_interval_ms=600_000)
+    s = open_store(cfg)
+    rs = s.put_batch([Message("T", b"z" * 300) for _ in range(30)])
+    end = s.commitlog_max_offset
+    s.shutdown()
+    assert s.commit_log.flushed_offset == end
+    assert not os.path.exists(cfg.abort_path)
+    assert rs[-1].ok

@@ -1,0 +1,211 @@
+"""The hash index: colliding slots, time ranges, rolling to a new file, unique keys."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import pytest
+
+from tidemq.io import ManualClock, OsFileIO
+from tidemq.store import Message
+from tidemq.store.index_file import ENTRY, HEADER, IndexFile, IndexService, index_file_size, key_hash
+from tidemq.store.mapped_file import parse_segment_name
+
+T0 = 1_700_000_000_000
+
+
+def keyed_store(make_config, open_store, clock=None, **cfg):
+    cfg.setdefault("index_slots", 16)
+    cfg.setdefault("index_entries", 4000)
+    return open_store(make_config(**cfg), clock=clock or ManualClock(T0))
+
+
+# IndexFile directly ---------------------------------------------------------------
+
+def test_index_file_layout(tmp_path):
+    fio = OsFileIO()
+    f = IndexFile.create(fio, str(tmp_path), 12345, slots=16, entries=32)
+    try:
+        assert os.path.basename(f.path) == "00000000000000012345"
+        assert os.path.getsize(f.path) == index_file_size(16, 32) == 40 + 16 * 4 + 32 * 20
+        assert f.put("T#k", 777, T0)
+        assert f.put("T#k", 888, T0 + 2500)
+        begin_ts, end_ts, begin_phy, end_phy, slots, count = HEADER.unpack_from(f.buf, 0)
+        assert (begin_ts, end_ts, begin_phy, end_phy, slots, count) == (T0, T0 + 2500, 777, 888, 16, 3)
+        h = key_hash("T#k")
+        (slot,) = struct.unpack_from(">i", f.buf, 40 + (h % 16) * 4)
+        assert slot == 2                                     # newest entry
+        e1 = ENTRY.unpack_from(f.buf, 40 + 16 * 4 + 1 * 20)
+        e2 = ENTRY.unpack_from(f.buf, 40 + 16 * 4 + 2 * 20)
+        assert e1 == (h, 777, 0, 0)                          # entry 0 is never used
+        assert e2 == (h, 888, 2, 1)                          # time diff in seconds, previous entry
+        assert f.lookup("T#k", 10, 0, 1 << 62) == [888, 777]
+        assert f.lookup("T#other", 10, 0, 1 << 62) == []
+    finally:
+        f.close()
+
+
+def test_index_file_full_and_reopen(tmp_path):
+    fio = OsFileIO()
+    f = IndexFile.create(fio, str(tmp_path), 1, slots=16, entries=16)
+    for i in range(15):
+        assert f.put(f"T#k{i}", i, T0)
+    assert f.full
+    assert not f.put("T#late", 99, T0)
+    f.flush()
+    f.close()
+    g = IndexFile.open(fio, os.path.join(str(tmp_path), "00000000000000000001"), 16, 16)
+    try:
+        assert g.count == 16 and g.full
+        for i in range(15):
+            assert g.lookup(f"T#k{i}", 5, 0, 1 << 62) == [i]
+    finally:
+        g.close()
+    with pytest.raises(ValueError):
+        IndexFile.open(fio, os.path.join(str(tmp_path), "00000000000000000001"), 32, 16)
+
+
+def test_index_service_rolls_and_names_files_increasing(tmp_path):
+    clock = ManualClock(T0)
+    svc = IndexService(OsFileIO(), str(tmp_path / "index"), 16, 16, clock)
+    svc.load()
+    try:
+        for i in range(100):
+            svc.put(f"T#k{i % 10}", i, T0)
+        assert len(svc.files) == 7                    # 15 entries per file
+        names = [parse_segment_name(os.path.basename(f.path)) for f in svc.files]
+        assert names == sorted(set(names))            # same clock reading: still unique, increasing
+        assert names[0] == T0
+        assert sorted(svc.lookup("T#k3", 100, 0, 1 << 62)) == [i for i in range(100) if i % 10 == 3]
+        assert len(svc.lookup("T#k3", 4, 0, 1 << 62)) == 4
+    finally:
+        svc.close()
+
+
+# Through the store -----------------------------------------------------------------
+
+def test_colliding_slots_still_find_exactly_the_right_messages(make_config, open_store):
+    s = keyed_store(make_config, open_store, index_slots=16)
+    n = 600
+    rs = s.put_batch([Message("T", b"body%d" % i, keys=[f"key-{i}", f"group-{i % 7}"]) for i in range(n)])
+    assert all(r.ok for r in rs)
+    slots = {key_hash(f"T#key-{i}") % 16 for i in range(n)}
+    assert len(slots) <= 16                           # 600 keys, 16 slots: long chains
+    for i in (0, 1, 15, 16, 17, 299, 598, 599):
+        got = s.query_by_key("T", f"key-{i}")
+        assert [m.body for m in got] == [b"body%d" % i]
+        assert got[0].commitlog_offset == rs[i].commitlog_offset
+    got = s.query_by_key("T", "group-3", max_count=1000)
+    assert sorted(m.body for m in got) == sorted(b"body%d" % i for i in range(n) if i % 7 == 3)
+    # newest first
+    offs = [m.commitlog_offset for m in got]
+    assert offs == sorted(offs, reverse=True)
+    assert s.query_by_key("T", "key-600") == []
+    assert s.query_by_key("T", "key-") == []
+    assert s.query_by_key("Other", "key-1") == []
+
+
+def test_same_key_in_two_topics(make_config, open_store):
+    s = keyed_store(make_config, open_store)
+    s.put(Message("A", b"a", keys="k"))
+    s.put(Message("B", b"b", keys="k"))
+    assert [m.body for m in s.query_by_key("A", "k")] == [b"a"]
+    assert [m.body for m in s.query_by_key("B", "k")] == [b"b"]
+
+
+def test_max_count(make_config, open_store):
+    s = keyed_store(make_config, open_store)
+    s.put_batch([Message("T", b"%d" % i, keys="same") for i in range(50)])
+    got = s.query_by_key("T", "same", max_count=10)
+    assert len(got) == 10
+    assert [m.body for m in got] == [b"%d" % i for i in range(49, 39, -1)]      # the newest ten
+    assert len(s.query_by_key("T", "same", max_count=100)) == 50
+
+
+def test_time_range(make_config, open_store):
+    clock = ManualClock(T0)
+    s = keyed_store(make_config, open_store, clock=clock)
+    stamps = []
+    for i in range(10):
+        r = s.put(Message("T", b"m%d" % i, keys="k"))
+        assert r.store_timestamp_ms == clock.now_ms()
+        stamps.append(r.store_timestamp_ms)
+        clock.advance(1.25)                    # not whole seconds: the index keeps seconds
+    assert stamps[1] - stamps[0] == 1250
+
+    def bodies(begin, end):
+        return sorted(m.body for m in s.query_by_key("T", "k", max_count=100, begin_ms=begin, end_ms=end))
+
+    assert bodies(0, 1 << 62) == sorted(b"m%d" % i for i in range(10))
+    assert bodies(stamps[3], stamps[6]) == [b"m3", b"m4", b"m5", b"m6"]
+    assert bodies(stamps[3] + 1, stamps[6] - 1) == [b"m4", b"m5"]
+    assert bodies(stamps[9] + 1, 1 << 62) == []
+    assert bodies(0, stamps[0] - 1) == []
+    assert bodies(stamps[2], stamps[2]) == [b"m2"]
+    assert bodies(stamps[9], stamps[9]) == [b"m9"]
+
+
+def test_full_index_file_rolls_to_a_new_one(make_config, open_store):
+    clock = ManualClock(T0)
+    s = keyed_store(make_config, open_store, clock=clock, index_slots=16, index_entries=32)
+    rs = []
+    for i in range(200):
+        rs.append(s.put(Message("T", b"m%d" % i, keys=[f"k{i}"])))
+        if i % 50 == 0:
+            clock.advance(3)
+    files = s.index.files
+    assert len(files) == 7                                # 31 entries per file
+    names = [parse_segment_name(os.path.basename(f.path)) for f in files]
+    assert names == sorted(names) and len(set(names)) == len(names)
+    assert len(os.listdir(make_config().index_path)) == 7
+    for i in range(200):
+        got = s.query_by_key("T", f"k{i}")
+        assert [m.commitlog_offset for m in got] == [rs[i].commitlog_offset], i
+
+
+def test_key_spread_over_several_index_files(make_config, open_store):
+    s = keyed_store(make_config, open_store, index_slots=16, index_entries=16)
+    s.put_batch([Message("T", b"%d" % i, keys=["hot", f"k{i}"]) for i in range(60)])
+    assert len(s.index.files) > 4
+    got = s.query_by_key("T", "hot", max_count=60)
+    assert sorted(int(m.body) for m in got) == list(range(60))
+
+
+def test_unique_key_lookup(make_config, open_store):
+    s = keyed_store(make_config, open_store)
+    uniqs = [f"7F00000100002A9F{i:016X}" for i in range(100)]
+    rs = s.put_batch([Message("T", b"u%d" % i, properties={"UNIQ_KEY": u}) for i, u in enumerate(uniqs)])
+    for i in (0, 42, 99):
+        assert rs[i].msg_id == uniqs[i]
+        got = s.query_by_key("T", uniqs[i])
+        assert len(got) == 1
+        assert got[0].body == b"u%d" % i
+        assert got[0].msg_id == uniqs[i]
+    assert s.query_by_key("T", "7F00000100002A9F" + "F" * 16) == []
+
+
+def test_keys_and_unique_key_together(make_config, open_store):
+    s = keyed_store(make_config, open_store)
+    s.put(Message("T", b"x", keys=["a", "b"], properties={"UNIQ_KEY": "U1"}))
+    for k in ("a", "b", "U1"):
+        assert [m.body for m in s.query_by_key("T", k)] == [b"x"]
+
+
+def test_index_survives_restart(make_config, open_store):
+    cfg = make_config(index_slots=16, index_entries=64)
+    s = open_store(cfg, clock=ManualClock(T0))
+    s.put_batch([Message("T", b"%d" % i, keys=f"k{i}") for i in range(100)])
+    s.shutdown()
+    s2 = open_store(cfg, clock=ManualClock(T0 + 60_000))
+    for i in (0, 63, 99):
+        assert [m.body for m in s2.query_by_key("T", f"k{i}")] == [b"%d" % i]
+    s2.put(Message("T", b"new", keys="k0"))
+    assert sorted(m.body for m in s2.query_by_key("T", "k0")) == [b"0", b"new"]
+
+
+def test_index_disabled(make_config, open_store):
+    s = open_store(make_config(index_enabled=False))
+    s.put(Message("T", b"x", keys="k"))
+    assert s.index is None
+    assert s.query_by_key("T", "k") == []
