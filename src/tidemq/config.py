@@ -135,6 +135,24 @@ class StoreConfig(_Loadable):
     root_dir: str = _f("./data", "store root: commitlog/, consumequeue/, index/, config/, checkpoint, abort")
     commitlog_dirs: tuple[str, ...] = _f((), "commit-log directories (empty: <root>/commitlog); 'a:b' or 'a,b' accepted")
 
+    readonly_commitlog_dirs: tuple[str, ...] = _f((), "commit-log directories read but never written (old disks being drained)")
+    per_dir_thresholds: tuple[str, ...] = _f((), "per-directory ratios 'DIR=max,forcibly,warning' (percent); "
+                                                 "';' separates entries in an environment variable")
+
+    # Disk space (RocketMQ's three ratios, in percent of each directory's file system)
+    disk_max_used_space_ratio: int = _f(75, "percent: above it, expired commit-log segments are deleted", 10, 95)
+    disk_space_clean_forcibly_ratio: int = _f(85, "percent: a directory above it takes no new segments; above it on "
+                                                  "every writable directory, unexpired segments are deleted too", 30, 85)
+    disk_space_warning_level_ratio: int = _f(90, "percent: DISK_FULL, puts are refused (reads go on)", 35, 90)
+    clean_resource_interval_ms: int = _f(10_000, "period of the cleanup services and disk checks", 10, 3_600_000)
+    delete_when: str = _f("04", "hours (local time) when expired segments are deleted, e.g. '04;16'")
+    file_reserved_time_hours: float = _f(72.0, "segments older than this are expired", 0.0, 24 * 365 * 10)
+    delete_file_batch_max: int = _f(10, "segments deleted per cleanup round at most", 1, 10_000)
+    delete_commit_log_files_interval_ms: int = _f(100, "pause between two segment deletions", 0, 60_000)
+    destroy_mapped_file_interval_forcibly_ms: int = _f(120_000, "a segment held by a reader is deleted anyway after this",
+                                                        0, 3_600_000)
+    manual_delete_rounds: int = _f(20, "rounds a manual 'delete expired commit log' forces", 1, 1_000)
+
     segment_size_bytes: int = _f(1 * GIB, "commit-log segment size (RocketMQ mappedFileSizeCommitLog)", 4 * KIB, 2 * GIB - 1)
     preallocate_next_segment: bool = _f(True, "create the next commit-log segment in the background before it is needed")
     consume_queue_units_per_segment: int = _f(300_000, "20-byte units per consume-queue file", 16, 10_000_000)
@@ -167,11 +185,52 @@ class StoreConfig(_Loadable):
     dispatch_write_retries_max: int = _f(3, "retries of a failed consume-queue / index write before writes are refused", 0, 100)
 
     def __post_init__(self) -> None:
-        if isinstance(self.commitlog_dirs, str):
-            object.__setattr__(self, "commitlog_dirs", _coerce("commitlog_dirs", "tuple", self.commitlog_dirs))
-        else:
-            object.__setattr__(self, "commitlog_dirs", tuple(self.commitlog_dirs))
+        for name in ("commitlog_dirs", "readonly_commitlog_dirs"):
+            v = getattr(self, name)
+            object.__setattr__(self, name, _coerce(name, "tuple", v) if isinstance(v, str) else tuple(v))
+        if isinstance(self.per_dir_thresholds, str):
+            object.__setattr__(self, "per_dir_thresholds",
+                               tuple(p.strip() for p in self.per_dir_thresholds.split(";") if p.strip()))
         self._clamp()
+        self.delete_hours()
+        self.dir_thresholds()
+
+    def delete_hours(self) -> frozenset[int]:
+        """delete_when as a set of hours: '04', '04;16', '4,16'."""
+        hours = set()
+        for part in self.delete_when.replace(",", ";").split(";"):
+            part = part.strip()
+            if not part:
+                continue
+            if not part.isdigit() or not 0 <= int(part) <= 23:
+                raise ConfigError(f"delete_when: {part!r} is not an hour 00-23")
+            hours.add(int(part))
+        return frozenset(hours)
+
+    def thresholds(self) -> tuple[int, int, int]:
+        """(max used, clean forcibly, warning) in percent, in a sane order."""
+        w = self.disk_space_warning_level_ratio
+        f = min(self.disk_space_clean_forcibly_ratio, w)
+        return min(self.disk_max_used_space_ratio, f), f, w
+
+    def dir_thresholds(self) -> dict[str, tuple[int, int, int]]:
+        """Per-directory (max used, clean forcibly, warning) overrides, clamped like the global ones."""
+        out: dict[str, tuple[int, int, int]] = {}
+        for entry in self.per_dir_thresholds:
+            path, sep, vals = entry.rpartition("=")
+            try:
+                a, b, c = (int(x) for x in vals.split(","))
+            except ValueError:
+                raise ConfigError(f"per_dir_thresholds: {entry!r} is not DIR=max,forcibly,warning") from None
+            if not sep or not path:
+                raise ConfigError(f"per_dir_thresholds: {entry!r} is not DIR=max,forcibly,warning")
+            c2 = min(max(c, 35), 90)
+            b2 = min(max(b, 30), 85, c2)
+            a2 = min(max(a, 10), 95, b2)
+            if (a2, b2, c2) != (a, b, c):
+                log.warning("config per_dir_thresholds %s=%d,%d,%d clamped to %d,%d,%d", path, a, b, c, a2, b2, c2)
+            out[os.path.normpath(path)] = (a2, b2, c2)
+        return out
 
     # Derived locations -----------------------------------------------------------
     @property

@@ -69,6 +69,7 @@ class FileIO(Protocol):
     def exists(self, path: str) -> bool: ...
     def is_dir(self, path: str) -> bool: ...
     def file_size(self, path: str) -> int: ...
+    def mtime_ms(self, path: str) -> int: ...
     def open(self, path: str, create: bool = False) -> Any: ...
     def close(self, handle: Any) -> None: ...
     def allocate(self, handle: Any, size: int) -> None: ...
@@ -105,6 +106,9 @@ class OsFileIO:
 
     def file_size(self, path: str) -> int:
         return os.stat(path).st_size
+
+    def mtime_ms(self, path: str) -> int:
+        return os.stat(path).st_mtime_ns // 1_000_000
 
     def open(self, path: str, create: bool = False) -> int:
         flags = os.O_RDWR | (os.O_CREAT if create else 0)
@@ -216,11 +220,12 @@ class OsFileIO:
             os.close(fd)
 
     def disk_usage(self, path: str) -> DiskUsage:
+        # as df computes Use%: capacity is what can be filled (used + available to us),
+        # so 100 % means the next write gets ENOSPC (reserved root blocks excluded)
         st = os.statvfs(path)
-        total = st.f_blocks * st.f_frsize
         free = st.f_bavail * st.f_frsize
         used = (st.f_blocks - st.f_bfree) * st.f_frsize
-        return DiskUsage(total, used, free)
+        return DiskUsage(used + free, used, free)
 
 
 def read_whole(fio: FileIO, path: str) -> bytes:

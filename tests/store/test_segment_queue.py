@@ -211,14 +211,14 @@ def test_placement_is_not_round_robin(queues, tmp_path):
 def test_placement_skips_unwritable_directories(queues, tmp_path):
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     fio = DiskFileIO({a: 5 * GB, b: 50 * GB})
-    q = queues(fio, [a, b], SIZE, preallocate=False, dir_writable=lambda d: d != b)
+    q = queues(fio, [a, b], SIZE, preallocate=False, placement=lambda: [a])
     q.load()
     assert q.new_segment(0).directory == a
 
 
 def test_no_writable_directory_is_enospc(queues, tmp_path):
     a = str(tmp_path / "a")
-    q = queues(DiskFileIO({a: 5 * GB}), [a], SIZE, preallocate=False, dir_writable=lambda d: False)
+    q = queues(DiskFileIO({a: 5 * GB}), [a], SIZE, preallocate=False, placement=lambda: [])
     q.load()
     with pytest.raises(OSError) as ei:
         q.new_segment(0)

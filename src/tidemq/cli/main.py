@@ -10,6 +10,7 @@ import click
 SUBCOMMANDS = {
     "demo": ("tidemq.cli.demo", "demo", "write and read messages through the embedded store"),
     "verify": ("tidemq.cli.verify", "verify", "check a store: segments, CRCs, consume queues, index"),
+    "disk": ("tidemq.cli.disk", "disk", "disk usage, flags, cleanup and the forecast of a store"),
 }
 
 

@@ -43,8 +43,10 @@ class AppendError(Exception):
 
 
 class CommitLog:
-    def __init__(self, config: StoreConfig, fio: FileIO, segments: SegmentQueue) -> None:
+    def __init__(self, config: StoreConfig, fio: FileIO, segments: SegmentQueue,
+                 dir_offline=lambda d: False) -> None:
         self.config = config
+        self._dir_offline = dir_offline
         self.fio = fio
         self.segments = segments
         self.store_host = codec.encode_host(config.store_host)
@@ -63,6 +65,11 @@ class CommitLog:
         """
         segs = self.segments
         mf = segs.last
+        if mf is not None and not mf.is_full and self._dir_offline(mf.directory):
+            # its directory went offline: seal it (BLANK) and go on in another directory
+            if mf.wrote_pos + BLANK_MIN <= mf.size:
+                SIZE_MAGIC.pack_into(mf.buf, mf.wrote_pos, mf.size - mf.wrote_pos, BLANK_MAGIC)
+            mf.wrote_pos = mf.size
         if mf is None or mf.is_full:
             mf = self._roll(mf, out)
         buf = mf.buf

@@ -9,7 +9,7 @@
 * ASYNC_FLUSH (``AsyncFlushService``): every ``flush_interval_ms`` flush when at
   least ``flush_least_pages`` pages are dirty, and everything at least every
   ``flush_thorough_interval_ms``.
-* ``QueueFlushService``: every ``flush_consume_queue_interval_ms`` fsync the
+* ``PeriodicService("queue-flush")``: every ``flush_consume_queue_interval_ms`` fsync the
   consume queues and index, then write the checkpoint (at least every
   ``checkpoint_interval_ms``), and let a failed dispatch heal.
 
@@ -157,11 +157,13 @@ class AsyncFlushService(_Service):
                 log.error("commit-log fsync failed: %s", e)
 
 
-class QueueFlushService(_Service):
-    name = "queue-flush"
+class PeriodicService(_Service):
+    """Calls ``tick`` every ``interval_ms`` (queue flush + checkpoint, disk checks, cleanup).
+    An OSError is logged once per distinct message and the service keeps running."""
 
-    def __init__(self, tick: Callable[[], None], interval_ms: int) -> None:
+    def __init__(self, name: str, tick: Callable[[], None], interval_ms: int) -> None:
         super().__init__()
+        self.name = name
         self._tick = tick
         self.interval_s = interval_ms / 1000
 
@@ -171,5 +173,6 @@ class QueueFlushService(_Service):
                 self._tick()
                 self.last_error = None
             except OSError as e:
+                if str(e) != self.last_error:
+                    log.error("%s failed: %s", self.name, e)
                 self.last_error = str(e)
-                log.error("consume-queue / checkpoint flush failed: %s", e)

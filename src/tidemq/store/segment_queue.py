@@ -32,7 +32,8 @@ log = logging.getLogger("tidemq.store")
 class SegmentQueue:
     def __init__(self, fio: FileIO, dirs: Sequence[str], segment_size: int,
                  readonly_dirs: Sequence[str] = (), preallocate: bool = True,
-                 dir_writable: Callable[[str], bool] | None = None) -> None:
+                 placement: Callable[[], list[str]] | None = None,
+                 on_dir_error: Callable[[str, OSError], None] | None = None) -> None:
         if not dirs:
             raise StoreError("no commit-log directory configured")
         self.fio = fio
@@ -40,7 +41,8 @@ class SegmentQueue:
         self.readonly_dirs = list(readonly_dirs)
         self.segment_size = segment_size
         self.preallocate = preallocate
-        self._dir_writable = dir_writable or (lambda d: True)
+        self._placement = placement or (lambda: list(self.dirs))
+        self._on_dir_error = on_dir_error or (lambda d, e: None)
         self.segments: list[MappedFile] = []
         self._starts: list[int] = []
         self._lock = threading.RLock()
@@ -56,7 +58,10 @@ class SegmentQueue:
     def load(self) -> None:
         found: dict[int, str] = {}
         for d in self.dirs:
-            self.fio.makedirs(d)
+            try:
+                self.fio.makedirs(d)
+            except OSError as e:
+                self._on_dir_error(d, e)
         for d in self.dirs + self.readonly_dirs:
             if not self.fio.is_dir(d):
                 continue
@@ -83,6 +88,7 @@ class SegmentQueue:
             if size > self.segment_size:
                 raise StoreError(f"segment {path} is {size} bytes, larger than segment_size_bytes={self.segment_size}")
             mf = MappedFile.open(self.fio, path, s, self.segment_size)
+            mf.last_store_timestamp_ms = self.fio.mtime_ms(path)
             self.segments.append(mf)
             self._starts.append(s)
 
@@ -125,21 +131,45 @@ class SegmentQueue:
         return len(self.segments)
 
     # Growth -------------------------------------------------------------------
-    def pick_dir(self) -> str:
-        """The writable directory with the most free space."""
+    def pick_dir(self, exclude: set[str] = frozenset()) -> str:
+        """The allowed directory (see DiskMonitor.placement_candidates) with the most free space."""
         best, best_free = None, -1
-        for d in self.dirs:
-            if not self._dir_writable(d):
+        for d in self._placement():
+            if d in exclude:
                 continue
             try:
                 free = self.fio.disk_usage(d).free_bytes
-            except OSError:
+            except OSError as e:
+                self._on_dir_error(d, e)
                 continue
             if free > best_free:
                 best, best_free = d, free
         if best is None:
-            raise OSError(errno.ENOSPC, "no writable commit-log directory")
+            raise OSError(errno.ENOSPC, "no commit-log directory can take a new segment")
         return best
+
+    def _create(self, start_offset: int, headroom_segments: int = 1) -> MappedFile:
+        """Create a segment in the best directory; a directory that fails is reported and the
+        next one tried. The space is checked first: ENOSPC never happens halfway through a record."""
+        tried: set[str] = set()
+        last_error: OSError | None = None
+        while True:
+            try:
+                directory = self.pick_dir(tried)
+            except OSError:
+                raise last_error or OSError(errno.ENOSPC, "no commit-log directory can take a new segment")
+            tried.add(directory)
+            try:
+                free = self.fio.disk_usage(directory).free_bytes
+                if free < headroom_segments * self.segment_size:
+                    last_error = OSError(errno.ENOSPC, f"no room for a {self.segment_size}-byte segment in {directory} "
+                                                       f"({free} bytes free)")
+                    continue
+                return MappedFile.create(self.fio, directory, start_offset, self.segment_size)
+            except OSError as e:
+                last_error = e
+                if e.errno != errno.ENOSPC:
+                    self._on_dir_error(directory, e)
 
     def new_segment(self, start_offset: int) -> MappedFile:
         """Append the segment starting at ``start_offset`` (uses the pre-made one when it matches)."""
@@ -148,14 +178,14 @@ class SegmentQueue:
                 if self.segments and start_offset != self.segments[-1].end_offset:
                     raise StoreError(f"new segment at {start_offset} does not follow {self.segments[-1].path}")
             mf, self._next = self._next, None
-            if mf is not None and (mf.start_offset != start_offset or not self._dir_writable(mf.directory)):
-                mf.destroy(0, 0)      # never part of the log: safe to delete
+            if mf is not None and (mf.start_offset != start_offset or mf.directory not in self._placement()):
+                try:
+                    mf.destroy(0, 0)      # never part of the log: safe to delete
+                except OSError:
+                    pass
                 mf = None
             if mf is None:
-                directory = self.pick_dir()
-                if self.fio.disk_usage(directory).free_bytes < self.segment_size:
-                    raise OSError(errno.ENOSPC, f"no room for a {self.segment_size}-byte segment in {directory}")
-                mf = MappedFile.create(self.fio, directory, start_offset, self.segment_size)
+                mf = self._create(start_offset)
             with self._lock:
                 self.segments.append(mf)
                 self._starts.append(start_offset)
@@ -190,10 +220,8 @@ class SegmentQueue:
                         (self._next is not None and self._next.start_offset == want):
                     continue
                 try:
-                    directory = self.pick_dir()
-                    if self.fio.disk_usage(directory).free_bytes < 2 * self.segment_size:
-                        continue  # no room to hold one ahead: the writer creates it when needed
-                    mf = MappedFile.create(self.fio, directory, want, self.segment_size)
+                    # only with room for two: when space is tight the writer creates it when needed
+                    mf = self._create(want, headroom_segments=2)
                 except (OSError, StoreError) as e:
                     self.last_alloc_error = str(e)
                     continue
@@ -237,6 +265,15 @@ class SegmentQueue:
                     mf.zero_from(pos)
                 mf.wrote_pos = mf.flushed_pos = pos
         return cut
+
+    def counts_by_dir(self) -> dict[str, tuple[int, int]]:
+        """directory -> (segments, bytes) of the log (what the disk status shows)."""
+        out: dict[str, list[int]] = {}
+        for mf in list(self.segments):
+            c = out.setdefault(mf.directory, [0, 0])
+            c[0] += 1
+            c[1] += mf.size
+        return {d: (n, b) for d, (n, b) in out.items()}
 
     def remove_head(self, mf: MappedFile) -> None:
         with self._lock:

@@ -36,7 +36,9 @@ from .codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, tags_hash
 from .commit_log import AppendError, CommitLog
 from .consume_queue import UNIT, ConsumeQueueTable
 from .dispatch import Dispatcher, index_keys
-from .flush import AsyncFlushService, GroupCommitService, QueueFlushService
+from .cleaner import CommitLogCleaner, QueueCleaner
+from .disk import DiskMonitor
+from .flush import AsyncFlushService, GroupCommitService, PeriodicService
 from .index_file import IndexService
 from .recovery import RecoveryReport, recover
 from .segment_queue import SegmentQueue
@@ -129,10 +131,14 @@ class MessageStore:
                 if fio.is_dir(d):
                     fio.sync_filesystem(d)
 
+        self.disk = DiskMonitor(cfg, fio, self.clock)
         self.segments = SegmentQueue(fio, cfg.commitlog_paths, cfg.segment_size_bytes,
-                                     preallocate=cfg.preallocate_next_segment)
+                                     readonly_dirs=cfg.readonly_commitlog_dirs,
+                                     preallocate=cfg.preallocate_next_segment,
+                                     placement=self.disk.placement_candidates,
+                                     on_dir_error=lambda d, e: self.disk.mark_offline(d, f"I/O error: {e}"))
         self.segments.load()
-        self.commit_log = CommitLog(cfg, fio, self.segments)
+        self.commit_log = CommitLog(cfg, fio, self.segments, dir_offline=self.disk.is_offline)
         queues_lost = not fio.is_dir(cfg.consumequeue_path) or not fio.listdir(cfg.consumequeue_path)
         self.queues = ConsumeQueueTable(fio, cfg.consumequeue_path, cfg.consume_queue_units_per_segment,
                                         cfg.consume_queue_open_files_max)
@@ -153,6 +159,10 @@ class MessageStore:
         self._restore_topic_state()
         self._write_checkpoint()
         self.abort_file.create()
+        self.cleaner = CommitLogCleaner(cfg, self.segments, self.disk, self.clock)
+        self.queue_cleaner = QueueCleaner(self.queues, self.index)
+        self.disk.write_markers()
+        self.check_disk()
         self._start_services()
         self._state = "running"
         self.refusal = None
@@ -193,9 +203,11 @@ class MessageStore:
                                                  cfg.flush_interval_ms, cfg.flush_least_pages,
                                                  cfg.flush_thorough_interval_ms)
             self._services.append(self.async_flush)
-        self.queue_flush = QueueFlushService(self.flush_queues, min(cfg.flush_consume_queue_interval_ms,
-                                                                     cfg.checkpoint_interval_ms))
+        self.queue_flush = PeriodicService("queue-flush", self.flush_queues,
+                                           min(cfg.flush_consume_queue_interval_ms, cfg.checkpoint_interval_ms))
         self._services.append(self.queue_flush)
+        self._services.append(PeriodicService("disk-check", self.check_disk, min(1000, cfg.clean_resource_interval_ms)))
+        self._services.append(PeriodicService("clean", self.clean, cfg.clean_resource_interval_ms))
         for s in self._services:
             s.start()
 
@@ -205,6 +217,55 @@ class MessageStore:
             with self._put_lock:
                 self.dispatcher.heal(self.commit_log)
         self._write_checkpoint()
+
+    # Disk space ----------------------------------------------------------------------
+    def check_disk(self) -> None:
+        """Measure every directory, update the flags and the forecast (the disk-check service)."""
+        self.disk.observe(self.segments.max_offset, self.cleaner.deleted_bytes_total)
+        self.disk.refresh(self.segments.counts_by_dir())
+
+    def clean(self) -> None:
+        """One cleanup round: commit-log segments, then queues and index behind them."""
+        self.check_disk()
+        rnd = self.cleaner.run_round()
+        if rnd.deleted:
+            self.queue_cleaner.run_round(self.segments.min_offset)
+            self.check_disk()
+
+    def trigger_delete_expired(self) -> None:
+        """The admin's 'delete expired commit log': the next manual_delete_rounds rounds delete."""
+        self.cleaner.trigger_manual()
+
+    def disk_status(self) -> dict:
+        """Per directory: capacity, used, ratio, free, state, segments; the flags; what the last
+        cleanup did and why not; the forecast (when the ratios are reached, retention possible)."""
+        f = self.disk.forecast()
+        return {
+            "directories": [
+                {"path": st.path, "role": st.role, "state": st.state.value, "capacity_bytes": st.capacity_bytes,
+                 "used_bytes": st.used_bytes, "free_bytes": st.free_bytes,
+                 "used_ratio_percent": round(st.used_ratio_percent, 2),
+                 "thresholds_percent": {"max_used": st.thresholds_percent[0],
+                                        "clean_forcibly": st.thresholds_percent[1],
+                                        "warning": st.thresholds_percent[2]},
+                 "segments": st.segments, "segment_bytes": st.segment_bytes, "offline_reason": st.offline_reason}
+                for st in self.disk.dirs.values()],
+            "flags": {"write_refusal": self.write_refusal(), "disk_full": self.disk.refusal,
+                      "dispatch_error": self.dispatcher.error, "segment_error": self.segment_error},
+            "last_cleanup": self.cleaner.last_effective.as_dict(),
+            "last_round": self.cleaner.last.as_dict(),
+            "manual_rounds_left": self.cleaner.manual_rounds,
+            "commitlog": {"min_offset": self.segments.min_offset, "max_offset": self.segments.max_offset,
+                          "deleted_bytes_total": self.cleaner.deleted_bytes_total},
+            "forecast": {"ingest_bytes_per_s": round(f.ingest_bytes_per_s, 1),
+                         "cleanup_bytes_per_s": round(f.cleanup_bytes_per_s, 1),
+                         "seconds_until_percent": {str(k): (round(v, 1) if v is not None else None)
+                                                   for k, v in f.seconds_until_percent.items()},
+                         "retention_hours_possible": (round(f.retention_hours_possible, 2)
+                                                      if f.retention_hours_possible is not None else None),
+                         "file_reserved_time_hours": f.file_reserved_time_hours,
+                         "advice": f.advice},
+        }
 
     def _write_checkpoint(self) -> None:
         d = self.dispatcher
@@ -301,7 +362,7 @@ class MessageStore:
     # Write path -----------------------------------------------------------------------
     def write_refusal(self) -> str | None:
         """Why puts are refused right now, or None."""
-        return self.refusal or self.dispatcher.error
+        return self.refusal or self.dispatcher.error or self.disk.refusal
 
     def put(self, msg: Message) -> PutResult:
         return self.put_batch([msg])[0]
@@ -310,7 +371,7 @@ class MessageStore:
         """Put many messages with one lock, one append pass and one flush wait.
         Returns one PutResult per message, in order."""
         n = len(msgs)
-        refusal = self.refusal or self.dispatcher.error
+        refusal = self.refusal or self.dispatcher.error or self.disk.refusal
         if refusal:
             return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=refusal) for _ in range(n)]
         results: list = [None] * n
@@ -353,7 +414,7 @@ class MessageStore:
         index_items: list = []
         failure: AppendError | None = None
         with self._put_lock:
-            reason = self.refusal or self.dispatcher.error
+            reason = self.refusal or self.dispatcher.error or self.disk.refusal
             if reason:
                 for p in prepared:
                     results[p[0]] = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=reason)

@@ -169,6 +169,15 @@ class FaultyFileIO:
                 raise FileNotFoundError(errno.ENOENT, "No such file", path)
             return len(n.data)
 
+    def mtime_ms(self, path: str) -> int:
+        with self._lock:
+            self._op("mtime_ms", path)
+            if _norm(path) not in self.files:
+                raise FileNotFoundError(errno.ENOENT, "No such file", path)
+            return self.mtime_now_ms
+
+    mtime_now_ms = 0   # tests set the time loaded segments seem to have been written
+
     def open(self, path: str, create: bool = False) -> _Handle:
         with self._lock:
             self._op("open", path)

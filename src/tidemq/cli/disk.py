@@ -1,0 +1,61 @@
+"""`tidemq disk`: per-directory usage and state, flags, last cleanup, and the forecast."""
+
+from __future__ import annotations
+
+import click
+
+from .common import config_option, load_store_config, quiet_logs, root_option
+from .output import emit_json, fail, out, table
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def _eta(s) -> str:
+    if s is None:
+        return "-"
+    if s == 0:
+        return "now"
+    return f"{s / 3600:.1f} h"
+
+
+@click.command()
+@root_option
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="print the status as JSON")
+@click.option("-v", "--verbose", is_flag=True)
+def disk(root, config_file, as_json, verbose) -> None:
+    """Disk status of a store: is there room, what was cleaned, when must disk be added."""
+    from ..io import LockedError
+    from ..store import MessageStore, StoreError
+
+    quiet_logs(verbose)
+    cfg = load_store_config(root, config_file)
+    try:
+        store = MessageStore(cfg).start()
+    except (StoreError, LockedError, OSError) as e:
+        fail(f"cannot open the store at {cfg.root_dir}: {e}", code=2)
+    try:
+        st = store.disk_status()
+    finally:
+        store.shutdown()
+    if as_json:
+        emit_json(st)
+        return
+    rows = [[d["path"], d["role"], d["state"], _gib(d["capacity_bytes"]), _gib(d["used_bytes"]),
+             f"{d['used_ratio_percent']:.1f}%", _gib(d["free_bytes"]),
+             "/".join(str(v) for v in d["thresholds_percent"].values()), d["segments"]]
+            for d in st["directories"]]
+    table("directories", ["path", "role", "state", "capacity", "used", "ratio", "free", "75/85/90", "segments"], rows)
+    flags = st["flags"]
+    out.print(f"writes: {'[red]refused: ' + flags['write_refusal'] + '[/]' if flags['write_refusal'] else '[green]accepted[/]'}")
+    lc = st["last_cleanup"]
+    if lc["deleted"] or lc["why_not"]:
+        out.print(f"last cleanup: deleted {len(lc['deleted'])} segment(s) ({'+'.join(lc['triggers'])})"
+                  + (f"; could not delete more: {lc['why_not']}" if lc["why_not"] else ""))
+    f = st["forecast"]
+    eta = f["seconds_until_percent"]
+    out.print(f"ingest {f['ingest_bytes_per_s'] / 1e6:.2f} MB/s, cleanup {f['cleanup_bytes_per_s'] / 1e6:.2f} MB/s; "
+              + ", ".join(f"{k}% {_eta(v)}" for k, v in eta.items()))
+    out.print(f"forecast: {f['advice']}")

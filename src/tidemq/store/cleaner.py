@@ -1,0 +1,162 @@
+"""Cleanup services: commit-log segments first, then the derived files behind them.
+
+CommitLogCleaner (RocketMQ's CleanCommitLogService), one round every
+clean_resource_interval_ms. A round deletes when it is time (an hour in
+delete_when), when space is short (a directory above disk_max_used_space_ratio),
+or by hand (``trigger_manual()`` forces the next manual_delete_rounds rounds).
+It deletes expired segments (older than file_reserved_time_hours), or any
+segment when every writable directory is above disk_space_clean_forcibly_ratio
+(clean immediately). Always from the head, never the active segment, never from
+the middle, at most delete_file_batch_max a round, delete_commit_log_files_interval_ms
+apart. A segment still held by a reader is retried next round and destroyed
+forcibly after destroy_mapped_file_interval_forcibly_ms. ``can_delete`` lets the
+archive pipeline hold back segments it has not archived.
+
+When space is short and nothing could be deleted, the round says why (nothing
+expired, held by a reader, only the active segment left, not archived) in
+``last``; RocketMQ only logs "disk space will be full soon, but delete file failed".
+
+QueueCleaner: consume-queue files whose units all lie before the commit log's
+first offset, and index files wholly before it, are deleted; every queue's
+minimum offset is corrected so a get below it answers OFFSET_TOO_SMALL.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..config import StoreConfig
+from ..io import Clock
+from .consume_queue import UNIT, ConsumeQueueTable
+from .disk import DiskMonitor
+from .index_file import IndexService
+from .mapped_file import MappedFile
+from .recovery import correct_min_offset
+from .segment_queue import SegmentQueue
+
+log = logging.getLogger("tidemq.store")
+
+
+@dataclass
+class CleanRound:
+    at_ms: int = 0
+    triggers: list[str] = field(default_factory=list)    # time | space | manual
+    clean_immediately: bool = False
+    deleted: list[str] = field(default_factory=list)
+    deleted_bytes: int = 0
+    why_not: str | None = None                            # space short but nothing deleted: why
+
+    def as_dict(self) -> dict:
+        return {"at_ms": self.at_ms, "triggers": self.triggers, "clean_immediately": self.clean_immediately,
+                "deleted": self.deleted, "deleted_bytes": self.deleted_bytes, "why_not": self.why_not}
+
+
+class CommitLogCleaner:
+    def __init__(self, config: StoreConfig, segments: SegmentQueue, disk: DiskMonitor, clock: Clock,
+                 can_delete: Callable[[MappedFile], bool] | None = None,
+                 on_deleted: Callable[[MappedFile], None] | None = None) -> None:
+        self.config = config
+        self.segments = segments
+        self.disk = disk
+        self.clock = clock
+        self.can_delete = can_delete
+        self.on_deleted = on_deleted
+        self.hours = config.delete_hours()
+        self.manual_rounds = 0
+        self.deleted_bytes_total = 0
+        self.last = CleanRound()
+        self.last_effective = CleanRound()
+
+    def trigger_manual(self) -> None:
+        """RocketMQ's `deleteExpiredCommitLog`: the next rounds delete expired segments now."""
+        self.manual_rounds = self.config.manual_delete_rounds
+
+    def is_time(self, now_ms: int) -> bool:
+        return time.localtime(now_ms / 1000).tm_hour in self.hours
+
+    def run_round(self) -> CleanRound:
+        now = self.clock.now_ms()
+        rnd = CleanRound(at_ms=now)
+        space, forcibly, over = self.disk.space_pressure()
+        if self.is_time(now):
+            rnd.triggers.append("time")
+        if space:
+            rnd.triggers.append("space")
+        if self.manual_rounds > 0:
+            self.manual_rounds -= 1
+            rnd.triggers.append("manual")
+        if not rnd.triggers:
+            self.last = rnd
+            return rnd
+        rnd.clean_immediately = forcibly
+        self._delete(rnd, now)
+        if space and not rnd.deleted and rnd.why_not:
+            log.warning("space is short (%s) but no segment could be deleted: %s", ", ".join(over), rnd.why_not)
+        self.last = rnd
+        if rnd.deleted or rnd.why_not:
+            self.last_effective = rnd
+        return rnd
+
+    def _delete(self, rnd: CleanRound, now: int) -> None:
+        cfg = self.config
+        reserved_ms = cfg.file_reserved_time_hours * 3_600_000
+        for mf in list(self.segments.segments[:-1]):        # never the active (last) segment
+            if len(rnd.deleted) >= cfg.delete_file_batch_max:
+                break
+            expired = now >= mf.last_store_timestamp_ms + reserved_ms
+            if not expired and not rnd.clean_immediately:
+                rnd.why_not = rnd.why_not or (f"nothing expired: the oldest segment {mf.path} is "
+                                              f"{(now - mf.last_store_timestamp_ms) / 3_600_000:.1f} h old, "
+                                              f"file_reserved_time_hours={cfg.file_reserved_time_hours:g}")
+                break
+            if self.can_delete is not None and not self.can_delete(mf):
+                rnd.why_not = f"segment {mf.path} is not archived yet"
+                break
+            size = mf.size
+            if not mf.destroy(now, cfg.destroy_mapped_file_interval_forcibly_ms):
+                rnd.why_not = f"segment {mf.path} is held by {mf.refs} reader(s); retried next round"
+                break
+            self.segments.remove_head(mf)
+            rnd.deleted.append(mf.path)
+            rnd.deleted_bytes += size
+            self.deleted_bytes_total += size
+            if self.on_deleted is not None:
+                self.on_deleted(mf)
+            if cfg.delete_commit_log_files_interval_ms:
+                self.clock.sleep(cfg.delete_commit_log_files_interval_ms / 1000)
+        else:
+            if not rnd.deleted:
+                rnd.why_not = "only the active segment is left"
+        if rnd.deleted:
+            log.info("deleted %d commit-log segment(s) (%s%s): %s", len(rnd.deleted), "+".join(rnd.triggers),
+                     ", clean immediately" if rnd.clean_immediately else "", ", ".join(rnd.deleted))
+
+
+class QueueCleaner:
+    def __init__(self, queues: ConsumeQueueTable, index: IndexService | None) -> None:
+        self.queues = queues
+        self.index = index
+        self.deleted_files = 0
+
+    def run_round(self, log_min_offset: int) -> int:
+        """Delete consume-queue and index files wholly before the log; correct minimum offsets."""
+        n = 0
+        for cq in self.queues.all():
+            starts = cq.file_starts()
+            for start in starts[:-1]:          # the newest file of a queue stays: it takes appends
+                raw = cq.read(start + cq.units_per_segment - 1, 1)
+                if not raw:
+                    break
+                last_off, _size, _ = UNIT.unpack(raw)
+                if last_off >= log_min_offset:
+                    break
+                cq.delete_file(start)
+                n += 1
+            correct_min_offset(cq, log_min_offset)
+        if self.index is not None:
+            n += self.index.delete_before(log_min_offset)
+        self.deleted_files += n
+        return n

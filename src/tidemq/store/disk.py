@@ -1,0 +1,308 @@
+"""Disk space: per-directory usage, states, the write flags, and the forecast.
+
+Each store directory (every commit-log directory, read-only ones too, and the
+consume-queue directory) is measured through the FileIO seam and gets a state:
+
+    writable         takes new segments
+    no-new-segments  above disk_space_clean_forcibly_ratio: new segments go elsewhere
+                     (unless every writable directory is above it)
+    full             at or above disk_space_warning_level_ratio
+    read-only        configured read-only (readonly_commitlog_dirs)
+    offline          missing, unmounted or failing I/O: reported once, never written again
+                     in this run; its segments are still read where the OS allows
+
+Flags, with hysteresis so they never flap and never need a restart: a directory
+becomes *full* at the warning ratio and stops being full once it is back under
+the clean-forcibly ratio. Puts are refused (``write_refusal()``) while every
+writable commit-log directory is full or offline, or the consume-queue directory
+is full; the message names the directories and their ratios.
+
+A directory counts as unmounted when the marker file tidemq wrote into it at
+start (``.tidemq-dir``, holding a random id) is gone or holds another id; the
+marker is rewritten at every check, so a read-only remount or an EIO shows too.
+
+Forecast: exponentially weighted rates (time constant 5 minutes) of ingest
+(commit-log bytes appended) and cleanup (bytes deleted) give the time until the
+three ratios are reached and how many hours of data the disks can hold: the
+answer to "when must we add disk?".
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import os
+import threading
+import uuid
+from dataclasses import dataclass, field
+
+from ..config import StoreConfig
+from ..io import Clock, DiskUsage, FileIO
+
+log = logging.getLogger("tidemq.store")
+
+MARKER = ".tidemq-dir"
+RATE_TIME_CONSTANT_S = 300.0
+
+
+class DirState(str, enum.Enum):
+    WRITABLE = "writable"
+    NO_NEW_SEGMENTS = "no-new-segments"
+    FULL = "full"
+    READ_ONLY = "read-only"
+    OFFLINE = "offline"
+
+
+@dataclass
+class DirStatus:
+    path: str
+    role: str                        # commitlog | commitlog-readonly | consumequeue
+    state: DirState = DirState.WRITABLE
+    capacity_bytes: int = 0
+    used_bytes: int = 0
+    free_bytes: int = 0
+    used_ratio_percent: float = 0.0
+    thresholds_percent: tuple[int, int, int] = (75, 85, 90)
+    segments: int = 0
+    segment_bytes: int = 0
+    offline_reason: str | None = None
+
+
+@dataclass
+class Forecast:
+    ingest_bytes_per_s: float = 0.0
+    cleanup_bytes_per_s: float = 0.0
+    seconds_until_percent: dict[int, float | None] = field(default_factory=dict)
+    retention_hours_possible: float | None = None
+    file_reserved_time_hours: float = 72.0
+    advice: str = ""
+
+
+class _Ewma:
+    def __init__(self) -> None:
+        self.rate = 0.0
+        self.last_t: float | None = None
+        self.last_v = 0.0
+
+    def observe(self, t: float, total: float) -> None:
+        if self.last_t is None:
+            self.last_t, self.last_v = t, total
+            return
+        dt = t - self.last_t
+        if dt < 0.5:
+            return
+        inst = max(0.0, (total - self.last_v) / dt)
+        a = 1 - math.exp(-dt / RATE_TIME_CONSTANT_S)
+        self.rate = inst if self.rate == 0.0 else a * inst + (1 - a) * self.rate
+        self.last_t, self.last_v = t, total
+
+
+class DiskMonitor:
+    def __init__(self, config: StoreConfig, fio: FileIO, clock: Clock) -> None:
+        self.config = config
+        self.fio = fio
+        self.clock = clock
+        base = config.thresholds()
+        per_dir = config.dir_thresholds()
+        self.dirs: dict[str, DirStatus] = {}
+        for d in config.commitlog_paths:
+            self.dirs[d] = DirStatus(d, "commitlog", thresholds_percent=per_dir.get(os.path.normpath(d), base))
+        for d in config.readonly_commitlog_dirs:
+            self.dirs[d] = DirStatus(d, "commitlog-readonly", DirState.READ_ONLY,
+                                     thresholds_percent=per_dir.get(os.path.normpath(d), base))
+        cq = config.consumequeue_path
+        self.dirs.setdefault(cq, DirStatus(cq, "consumequeue", thresholds_percent=per_dir.get(os.path.normpath(cq),
+                                                                                                base)))
+        self._full: set[str] = set()
+        self._offline: dict[str, str] = {}
+        self._markers: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+        self._ingest = _Ewma()
+        self._cleanup = _Ewma()
+        self.refusal: str | None = None
+
+    # Markers and offline directories --------------------------------------------------
+    def write_markers(self) -> None:
+        for d, st in self.dirs.items():
+            if st.role != "commitlog":
+                continue
+            token = uuid.uuid4().hex.encode()
+            try:
+                self._write_marker(d, token)
+                self._markers[d] = token
+            except OSError as e:
+                self.mark_offline(d, f"cannot write to it: {e}")
+
+    def _write_marker(self, d: str, token: bytes) -> None:
+        h = self.fio.open(os.path.join(d, MARKER), create=True)
+        try:
+            self.fio.truncate(h, 0)
+            self.fio.pwrite(h, token, 0)
+        finally:
+            self.fio.close(h)
+
+    def _check_marker(self, d: str) -> str | None:
+        token = self._markers.get(d)
+        if token is None:
+            return None
+        path = os.path.join(d, MARKER)
+        try:
+            h = self.fio.open(path)
+        except FileNotFoundError:
+            return "its marker file is gone: the directory was removed or its disk unmounted"
+        try:
+            if self.fio.pread(h, 64, 0) != token:
+                return "its marker file changed: another disk is mounted there"
+            self.fio.pwrite(h, token, 0)      # a read-only remount or a dying disk answers here
+        finally:
+            self.fio.close(h)
+        return None
+
+    def mark_offline(self, d: str, reason: str) -> None:
+        """Take a directory offline, once (Kafka's log-dir failure handling)."""
+        with self._lock:
+            if d in self._offline:
+                return
+            self._offline[d] = reason
+            st = self.dirs.get(d)
+            if st is not None:
+                st.state, st.offline_reason = DirState.OFFLINE, reason
+        log.error("store directory %s is offline: %s. No new segments go there; its segments are read while "
+                  "the OS allows; the store serves from the other directories.", d, reason)
+        self._update_refusal()
+
+    def is_offline(self, d: str) -> bool:
+        return d in self._offline
+
+    # Measuring -------------------------------------------------------------------------
+    def refresh(self, segment_counts: dict[str, tuple[int, int]] | None = None) -> None:
+        for d, st in self.dirs.items():
+            if segment_counts is not None:
+                st.segments, st.segment_bytes = segment_counts.get(d, (0, 0))
+            if d in self._offline:
+                continue
+            try:
+                if not self.fio.is_dir(d):
+                    raise FileNotFoundError(2, "directory is missing", d)
+                problem = self._check_marker(d) if st.role == "commitlog" else None
+                usage = self.fio.disk_usage(d)
+            except OSError as e:
+                if st.role == "commitlog":
+                    self.mark_offline(d, f"I/O error: {e}")
+                else:
+                    log.warning("cannot measure %s: %s", d, e)
+                continue
+            if problem:
+                self.mark_offline(d, problem)
+                continue
+            self._apply(st, usage)
+        self._update_refusal()
+
+    def _apply(self, st: DirStatus, usage: DiskUsage) -> None:
+        mx, forcibly, warning = st.thresholds_percent
+        st.capacity_bytes, st.used_bytes, st.free_bytes = usage.total_bytes, usage.used_bytes, usage.free_bytes
+        ratio = 100.0 * usage.used_ratio
+        st.used_ratio_percent = ratio
+        if ratio >= warning:
+            if st.path not in self._full:
+                log.error("disk full: %s is at %.1f%% (warning level %d%%)", st.path, ratio, warning)
+            self._full.add(st.path)
+        elif ratio < forcibly and st.path in self._full:
+            log.warning("disk no longer full: %s is at %.1f%%", st.path, ratio)
+            self._full.discard(st.path)
+        if st.state is DirState.READ_ONLY:
+            return
+        if st.path in self._full:
+            st.state = DirState.FULL
+        elif ratio >= forcibly:
+            st.state = DirState.NO_NEW_SEGMENTS
+        else:
+            st.state = DirState.WRITABLE
+
+    def _update_refusal(self) -> None:
+        cl = [st for st in self.dirs.values() if st.role == "commitlog"]
+        usable = [st for st in cl if st.path not in self._offline and st.path not in self._full]
+        reason = None
+        if not usable:
+            parts = [f"{st.path} ({'offline: ' + self._offline[st.path] if st.path in self._offline else f'{st.used_ratio_percent:.1f}% used'})"
+                     for st in cl]
+            reason = (f"disk full: no commit-log directory can take writes (warning level "
+                      f"{cl[0].thresholds_percent[2] if cl else 90}%): " + ", ".join(parts))
+        else:
+            for st in self.dirs.values():
+                if st.role == "consumequeue" and st.path in self._full:
+                    reason = (f"disk full: consume-queue directory {st.path} is at {st.used_ratio_percent:.1f}% "
+                              f"(warning level {st.thresholds_percent[2]}%)")
+        self.refusal = reason
+
+    # Decisions -------------------------------------------------------------------------
+    def placement_candidates(self) -> list[str]:
+        """Directories that may take a new segment: below their clean-forcibly ratio, or, when
+        none is, below their warning ratio (writes are refused only at the warning level)."""
+        cl = [st for st in self.dirs.values() if st.role == "commitlog" and st.path not in self._offline]
+        below = [st.path for st in cl if st.state is DirState.WRITABLE]
+        if below:
+            return below
+        return [st.path for st in cl if st.path not in self._full]
+
+    def space_pressure(self) -> tuple[bool, bool, list[str]]:
+        """(some writable directory is above its max used ratio, every writable directory is above
+        its clean-forcibly ratio, the directories concerned)."""
+        cl = [st for st in self.dirs.values() if st.role == "commitlog" and st.path not in self._offline]
+        over = [st.path for st in cl if st.used_ratio_percent >= st.thresholds_percent[0]]
+        forcibly = bool(cl) and all(st.used_ratio_percent >= st.thresholds_percent[1] for st in cl)
+        cq = [st for st in self.dirs.values() if st.role == "consumequeue"]
+        for st in cq:
+            if st.used_ratio_percent >= st.thresholds_percent[0]:
+                over.append(st.path)
+            if st.used_ratio_percent >= st.thresholds_percent[1]:
+                forcibly = True
+        return bool(over), forcibly, over
+
+    # Forecast --------------------------------------------------------------------------
+    def observe(self, appended_bytes_total: int, deleted_bytes_total: int) -> None:
+        t = self.clock.monotonic_s()
+        self._ingest.observe(t, appended_bytes_total)
+        self._cleanup.observe(t, deleted_bytes_total)
+
+    def forecast(self) -> Forecast:
+        cfg = self.config
+        cl = [st for st in self.dirs.values() if st.role == "commitlog" and st.path not in self._offline]
+        seen_fs: dict[tuple[int, int], DirStatus] = {}
+        for st in cl:                       # directories on one file system count once
+            seen_fs.setdefault((st.capacity_bytes, st.used_bytes + st.free_bytes), st)
+        cap = sum(st.capacity_bytes for st in seen_fs.values())
+        used = sum(st.used_bytes for st in seen_fs.values())
+        log_bytes = sum(st.segment_bytes for st in cl)
+        ingest, cleanup = self._ingest.rate, self._cleanup.rate
+        f = Forecast(ingest_bytes_per_s=ingest, cleanup_bytes_per_s=cleanup,
+                     file_reserved_time_hours=cfg.file_reserved_time_hours)
+        mx, forcibly, warning = cfg.thresholds()
+        for pct in (mx, forcibly, warning):
+            room = pct / 100 * cap - used
+            f.seconds_until_percent[pct] = 0.0 if room <= 0 else (room / ingest if ingest > 0 else None)
+        other = max(0, used - log_bytes)
+        usable = mx / 100 * cap - other
+        if ingest > 0 and cap > 0:
+            f.retention_hours_possible = max(0.0, usable) / ingest / 3600
+        f.advice = self._advice(f, cap, other, ingest, mx)
+        return f
+
+    def _advice(self, f: Forecast, cap: int, other: int, ingest: float, mx: int) -> str:
+        if cap <= 0:
+            return "no commit-log directory can be measured"
+        if ingest <= 0:
+            return "no ingest measured yet: no forecast"
+        want_s = f.file_reserved_time_hours * 3600
+        need = ingest * want_s / (mx / 100) + other
+        hours = f.retention_hours_possible or 0.0
+        until = f.seconds_until_percent.get(mx)
+        when = "now" if until == 0 else (f"in {until / 3600:.1f} h" if until else "not at this rate")
+        if hours + 1e-9 < f.file_reserved_time_hours:
+            return (f"the disks hold {hours:.1f} h of data at {ingest / 1e6:.2f} MB/s, less than "
+                    f"file_reserved_time_hours={f.file_reserved_time_hours:g}: segments will be deleted for space "
+                    f"(at {mx}%) before they expire, {when}. Add {max(0, need - cap) / 2**30:.1f} GiB to keep "
+                    f"{f.file_reserved_time_hours:g} h; {self.config.disk_space_warning_level_ratio}% refuses writes")
+        return (f"the disks hold {hours:.1f} h at {ingest / 1e6:.2f} MB/s, more than the "
+                f"{f.file_reserved_time_hours:g} h kept: time-based cleanup keeps usage below {mx}%")
