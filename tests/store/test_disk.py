@@ -1,0 +1,299 @@
+"""Disk thresholds, flags, placement, cleanup and forecast with a fake disk and a fake clock."""
+
+import os
+import time
+
+import pytest
+
+from tidemq.io import DiskUsage, ManualClock, OsFileIO
+from tidemq.store import GetStatus, Message, MessageStore, PutStatus, StoreConfig
+from tidemq.store.disk import DirState
+
+SEG = 64 * 1024
+GB = 1 << 30
+
+
+class FakeDisk(OsFileIO):
+    """Real files; disk_usage answers what the test says per directory (percent used of 100 GB)."""
+
+    def __init__(self) -> None:
+        self.percent: dict[str, float] = {}
+
+    def disk_usage(self, path: str) -> DiskUsage:
+        for d, pct in self.percent.items():
+            if os.path.normpath(path).startswith(os.path.normpath(d)):
+                used = int(100 * GB * pct / 100)
+                return DiskUsage(100 * GB, used, 100 * GB - used)
+        return DiskUsage(100 * GB, 10 * GB, 90 * GB)
+
+
+def local_ms(y, mo, d, h, mi=0):
+    return int(time.mktime((y, mo, d, h, mi, 0, 0, 0, -1)) * 1000)
+
+
+@pytest.fixture
+def env(tmp_path):
+    made = []
+
+    def make(n_dirs=1, clock=None, **kw):
+        fio = FakeDisk()
+        dirs = [str(tmp_path / f"cl{i}") for i in range(n_dirs)]
+        base = dict(root_dir=str(tmp_path / "root"), commitlog_dirs=dirs, segment_size_bytes=SEG,
+                    preallocate_next_segment=False, index_slots=64, index_entries=1024,
+                    consume_queue_units_per_segment=16, clean_resource_interval_ms=3_600_000,
+                    delete_commit_log_files_interval_ms=0, default_queue_count=1)
+        base.update(kw)
+        clock = clock or ManualClock(local_ms(2026, 11, 21, 12))
+        s = MessageStore(StoreConfig(**base), fio=fio, clock=clock).start()
+        made.append(s)
+        return s, fio, clock, dirs
+
+    yield make
+    for s in made:
+        s.shutdown()
+
+
+def fill_segments(s, clock, n_segments, age_step_h=0.0):
+    """Write until the log has n_segments + 1 segments; each sealed one is age_step_h older than the next."""
+    body = b"x" * 3000
+    while len(s.segments) < n_segments + 1:
+        r = s.put(Message("T", body))
+        assert r.ok, r
+        clock.advance(age_step_h * 3600 / 20)
+    return [mf.path for mf in s.segments.segments]
+
+
+def test_nothing_triggers_nothing_is_deleted(env):
+    s, fio, clock, _ = env()
+    fill_segments(s, clock, 3)
+    clock.advance(100 * 3600)          # expired, but it is not 04:00 and there is room
+    s.clock._now_ms = local_ms(2026, 11, 25, 12)
+    s.clean()
+    assert len(s.segments) == 4
+    assert s.cleaner.last.triggers == []
+
+
+def test_delete_when_hour_deletes_expired_segments_only_from_the_head(env):
+    clock = ManualClock(local_ms(2026, 11, 21, 10))
+    s, fio, clock, _ = env(clock=clock, file_reserved_time_hours=72)
+    paths = fill_segments(s, clock, 3)
+    s.segments.segments[1].last_store_timestamp_ms = local_ms(2026, 11, 25, 3)   # the 2nd is young
+    clock._now_ms = local_ms(2026, 11, 25, 3, 59)
+    s.clean()
+    assert len(s.segments) == 4, "03:59 is not delete time"
+    clock._now_ms = local_ms(2026, 11, 25, 4, 0)
+    s.clean()
+    assert s.cleaner.last.triggers == ["time"]
+    assert s.cleaner.last.deleted == [paths[0]], "stops at the first unexpired segment: never from the middle"
+    assert "nothing expired" in s.cleaner.last.why_not
+    assert not os.path.exists(paths[0])
+
+
+def test_delete_when_list(env):
+    s, fio, clock, _ = env(delete_when="04;16", file_reserved_time_hours=1)
+    fill_segments(s, clock, 2)
+    clock._now_ms = local_ms(2026, 11, 22, 16, 30)
+    s.clean()
+    assert len(s.cleaner.last.deleted) == 2
+
+
+def test_manual_trigger_forces_twenty_rounds(env):
+    s, fio, clock, _ = env(file_reserved_time_hours=1)
+    s.trigger_delete_expired()
+    for i in range(20):
+        assert s.cleaner.manual_rounds == 20 - i
+        s.clean()
+        assert s.cleaner.last.triggers == ["manual"]
+    s.clean()
+    assert s.cleaner.last.triggers == []
+
+
+def test_batch_max_per_round(env):
+    s, fio, clock, _ = env(file_reserved_time_hours=1, delete_file_batch_max=3)
+    fill_segments(s, clock, 7)
+    clock.advance(2 * 3600)
+    s.trigger_delete_expired()
+    s.clean()
+    assert len(s.cleaner.last.deleted) == 3
+    s.clean()
+    assert len(s.cleaner.last.deleted) == 3
+    s.clean()
+    assert len(s.cleaner.last.deleted) == 1
+    assert len(s.segments) == 1
+    s.clean()
+    assert s.cleaner.last.deleted == [] and s.cleaner.last.why_not == "only the active segment is left"
+
+
+def test_held_segment_is_retried_then_destroyed_forcibly(env):
+    s, fio, clock, _ = env(file_reserved_time_hours=1, destroy_mapped_file_interval_forcibly_ms=120_000)
+    paths = fill_segments(s, clock, 2)
+    clock.advance(2 * 3600)
+    head = s.segments.segments[0]
+    assert head.hold()
+    s.trigger_delete_expired()
+    s.clean()
+    assert s.cleaner.last.deleted == []
+    assert "held by 1 reader" in s.cleaner.last.why_not
+    assert os.path.exists(paths[0]) and len(s.segments) == 3
+    clock.advance(60)
+    s.clean()
+    assert s.cleaner.last.deleted == [], "before the forced-destroy interval the reader keeps it"
+    clock.advance(61)
+    s.clean()
+    assert s.cleaner.last.deleted[0] == paths[0]
+    head.release()
+
+
+def test_space_above_max_used_deletes_expired_outside_delete_time(env):
+    s, fio, clock, dirs = env(file_reserved_time_hours=1)
+    fill_segments(s, clock, 3)
+    clock.advance(2 * 3600)
+    fio.percent[dirs[0]] = 80
+    s.clean()
+    assert s.cleaner.last.triggers == ["space"] and not s.cleaner.last.clean_immediately
+    assert len(s.cleaner.last.deleted) == 3
+
+
+def test_space_above_forcibly_deletes_unexpired(env):
+    s, fio, clock, dirs = env(file_reserved_time_hours=72)
+    fill_segments(s, clock, 3)
+    fio.percent[dirs[0]] = 80
+    s.clean()
+    assert s.cleaner.last.deleted == [] and "nothing expired" in s.cleaner.last.why_not
+    assert s.disk_status()["last_cleanup"]["why_not"], "the status says why nothing was deleted"
+    fio.percent[dirs[0]] = 86
+    s.clean()
+    assert s.cleaner.last.clean_immediately and len(s.cleaner.last.deleted) == 3
+
+
+def test_disk_full_refuses_puts_reads_go_on_and_the_flag_clears_by_itself(env):
+    s, fio, clock, dirs = env()
+    r0 = s.put(Message("T", b"before"))
+    fio.percent[dirs[0]] = 91
+    s.check_disk()
+    r = s.put(Message("T", b"refused"))
+    assert r.status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert "disk full" in r.error and dirs[0] in r.error and "91.0%" in r.error
+    g = s.get("g", "T", 0, 0)
+    assert g.status is GetStatus.FOUND and g.messages[0].body == b"before"
+    assert s.query_by_key("T", "none") == []
+    fio.percent[dirs[0]] = 88             # below warning, above clean-forcibly: still full (hysteresis)
+    s.check_disk()
+    assert s.put(Message("T", b"still")).status is PutStatus.SERVICE_NOT_AVAILABLE
+    fio.percent[dirs[0]] = 84
+    s.check_disk()
+    r2 = s.put(Message("T", b"again"))
+    assert r2.ok, "no restart needed"
+    assert r2.queue_offset == r0.queue_offset + 1
+
+
+def test_consume_queue_directory_has_its_own_full_flag(env, tmp_path):
+    s, fio, clock, dirs = env()
+    fio.percent[str(tmp_path / "root")] = 95
+    s.check_disk()
+    r = s.put(Message("T", b"x"))
+    assert r.status is PutStatus.SERVICE_NOT_AVAILABLE and "consume-queue directory" in r.error
+
+
+def test_placement_skips_a_directory_above_clean_forcibly(env):
+    s, fio, clock, dirs = env(n_dirs=2)
+    fio.percent[dirs[0]] = 20
+    fio.percent[dirs[1]] = 86               # more free bytes? no: 14 GB free vs 80 GB, but skip it anyway
+    s.check_disk()
+    fill_segments(s, clock, 4)
+    assert {mf.directory for mf in s.segments.segments} == {dirs[0]}
+    st = {d["path"]: d for d in s.disk_status()["directories"]}
+    assert st[dirs[1]]["state"] == DirState.NO_NEW_SEGMENTS.value
+
+
+def test_placement_picks_most_free_space_and_all_above_forcibly_still_writes(env):
+    s, fio, clock, dirs = env(n_dirs=2)
+    fio.percent[dirs[0]] = 50
+    fio.percent[dirs[1]] = 30
+    s.check_disk()
+    s.put(Message("T", b"x" * 3000))
+    assert s.segments.last.directory == dirs[1]
+    fio.percent[dirs[0]] = 87
+    fio.percent[dirs[1]] = 88
+    s.check_disk()
+    assert s.write_refusal() is None, "writes are refused only at the warning ratio"
+    fill_segments(s, clock, 3)
+    assert s.segments.last.directory == dirs[0], "all above clean-forcibly: the one with most free space"
+
+
+def test_per_directory_thresholds(env):
+    s, fio, clock, dirs = env(n_dirs=2)
+    cfg = s.config
+    s.shutdown()
+    cfg = cfg.replace(per_dir_thresholds=(f"{dirs[0]}=50,60,70",))
+    s = MessageStore(cfg, fio=fio, clock=clock).start()
+    try:
+        fio.percent[dirs[0]] = 72
+        fio.percent[dirs[1]] = 72
+        s.check_disk()
+        st = {d["path"]: d for d in s.disk_status()["directories"]}
+        assert st[dirs[0]]["state"] == "full" and st[dirs[1]]["state"] == "writable"
+        assert s.write_refusal() is None, "another directory can still take writes"
+    finally:
+        s.shutdown()
+
+
+def test_missing_directory_goes_offline_once_and_the_store_serves_from_the_other(env, caplog):
+    import shutil
+    s, fio, clock, dirs = env(n_dirs=2)
+    fio.percent[dirs[0]] = 10
+    fio.percent[dirs[1]] = 50
+    s.check_disk()
+    s.put(Message("T", b"a" * 3000))
+    assert s.segments.last.directory == dirs[0]
+    shutil.rmtree(dirs[0])
+    with caplog.at_level("ERROR"):
+        for _ in range(5):
+            s.check_disk()
+    offline = [r for r in caplog.records if "offline" in r.getMessage()]
+    assert len(offline) == 1, "reported once, not in a loop"
+    st = {d["path"]: d for d in s.disk_status()["directories"]}
+    assert st[dirs[0]]["state"] == "offline" and st[dirs[0]]["offline_reason"]
+    r = s.put(Message("T", b"b" * 3000))
+    assert r.ok and s.segments.last.directory == dirs[1], "the active segment moved to the other directory"
+    g = s.get("g", "T", 0, 0, max_count=10)
+    assert [m.body[:1] for m in g.messages] == [b"a", b"b"], "the old segment is still mapped and readable"
+
+
+def test_queue_cleanup_corrects_min_offset(env):
+    s, fio, clock, dirs = env(file_reserved_time_hours=1)
+    rs = []
+    while len(s.segments) < 6:
+        rs.append(s.put(Message("T", b"y" * 3000)))
+    clock.advance(2 * 3600)
+    s.trigger_delete_expired()
+    s.clean()
+    log_min = s.segments.min_offset
+    first_live = next(r.queue_offset for r in rs if r.commitlog_offset >= log_min)
+    assert s.min_offset("T", 0) == first_live
+    g = s.get("g", "T", 0, 0)
+    assert g.status is GetStatus.OFFSET_TOO_SMALL and g.next_offset == first_live
+    g = s.get("g", "T", 0, first_live)
+    assert g.status is GetStatus.FOUND and g.messages[0].commitlog_offset >= log_min
+    cq = s.queues.get("T", 0)
+    assert cq.file_starts()[0] > 0, "consume-queue files wholly before the log were deleted"
+    assert s.check().ok
+
+
+def test_forecast_answers_when_to_add_disk(env):
+    s, fio, clock, dirs = env(file_reserved_time_hours=72)
+    fio.percent[dirs[0]] = 40
+    s.check_disk()
+    for _ in range(10):
+        s.put_batch([Message("T", b"z" * 1000) for _ in range(10)])
+        clock.advance(1.0)
+        s.check_disk()
+    st = s.disk_status()
+    f = st["forecast"]
+    assert f["ingest_bytes_per_s"] > 5000
+    eta = f["seconds_until_percent"]
+    assert set(eta) == {"75", "85", "90"} and 0 < eta["75"] < eta["85"] < eta["90"]
+    assert f["retention_hours_possible"] is not None and f["retention_hours_possible"] > 72
+    fio.percent[dirs[0]] = 76
+    s.check_disk()
+    assert s.disk_status()["forecast"]["seconds_until_percent"]["75"] == 0
