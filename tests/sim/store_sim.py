@@ -124,7 +124,7 @@ class StoreSim:
                 self.model.returned.append(s.id)
                 if self.sync and r.status is PutStatus.PUT_OK:
                     self.model.must_survive_power.add(s.id)
-            elif r.status is not PutStatus.SERVICE_NOT_AVAILABLE:
+            elif r.status not in (PutStatus.SERVICE_NOT_AVAILABLE, PutStatus.CREATE_MAPPED_FILE_FAILED):
                 self.fail(f"unexpected put status {r.status} ({r.error}) for message {s.id}")
 
     def op_flush(self) -> None:
@@ -185,6 +185,7 @@ class StoreSim:
             self.fio.remove_tree(self.cfg.consumequeue_path)
             self.trace.append("lost consumequeue/")
         self.fio.clear_faults()
+        self.fio.capacity_bytes = 1 << 40
         self.restarts += 1
         self.start()
         self.verify_all(required, set(m.log) | set(m.returned) | m.uncertain)
@@ -275,6 +276,16 @@ class StoreSim:
                 self.fio.fail("pwrite", errno.EIO, "consumequeue", times=k)
             elif r < 0.89:
                 self.trace.append(f"{step}:heal")
+                self.store.flush_queues()
+            elif r < 0.905:
+                room = self.rng.choice([0, 500, 5000, 20000])
+                self.trace.append(f"{step}:disk_full(+{room})")
+                self.fio.capacity_bytes = self.fio.disk_usage("/").used_bytes + room
+                self.store.check_disk()
+            elif r < 0.915:
+                self.trace.append(f"{step}:disk_freed")
+                self.fio.capacity_bytes = 1 << 40
+                self.store.check_disk()
                 self.store.flush_queues()
             elif r < 0.92:
                 self.trace.append(f"{step}:restart")

@@ -19,6 +19,7 @@ hands out zero-copy views under a hold for callers that release them.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -436,9 +437,14 @@ class MessageStore:
         for i, phys, size, qid, qoff, uniq in out:
             results[i] = new(PutResult, (status, phys, qid, qoff, size, now, None, uniq, host))
         if failure is not None:
-            reason = f"cannot create a commit-log segment: {failure.cause}"
+            full = getattr(failure.cause, "errno", None) == errno.ENOSPC
+            reason = f"{'disk full: ' if full else ''}cannot create a commit-log segment: {failure.cause}"
             self.segment_error = reason
             log.error("%s", reason)
+            try:
+                self.check_disk()          # the flags follow at once, not at the next check
+            except OSError:
+                pass
             for p in prepared[len(out):]:
                 results[p[0]] = PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, error=reason)
         return results
