@@ -118,6 +118,7 @@ class DiskMonitor:
         self._offline: dict[str, str] = {}
         self._markers: dict[str, bytes] = {}
         self._lock = threading.Lock()
+        self._refresh_lock = threading.Lock()   # one measurement at a time: a late one never undoes a newer
         self._ingest = _Ewma()
         self._cleanup = _Ewma()
         self.refusal: str | None = None
@@ -177,6 +178,10 @@ class DiskMonitor:
 
     # Measuring -------------------------------------------------------------------------
     def refresh(self, segment_counts: dict[str, tuple[int, int]] | None = None) -> None:
+        with self._refresh_lock:
+            self._refresh(segment_counts)
+
+    def _refresh(self, segment_counts: dict[str, tuple[int, int]] | None) -> None:
         for d, st in self.dirs.items():
             if segment_counts is not None:
                 st.segments, st.segment_bytes = segment_counts.get(d, (0, 0))

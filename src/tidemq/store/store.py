@@ -13,8 +13,8 @@ and one flush wait per batch.
 
 Read path (``get``): consume-queue units by pread, records decoded from the
 mapped segments while a hold keeps them mapped; bodies are copied out (a few
-hundred nanoseconds for 1 KiB) so a result never pins a segment. ``get_raw``
-hands out zero-copy views under a hold for callers that release them.
+hundred nanoseconds for 1 KiB) so a result never pins a segment and cleanup
+never waits for a slow consumer.
 """
 
 from __future__ import annotations
@@ -420,6 +420,7 @@ class MessageStore:
                 for p in prepared:
                     results[p[0]] = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=reason)
                 return results
+            last = self.segments.last
             try:
                 self.commit_log.append(prepared, now, out, units, index_items)
             except AppendError as e:
@@ -429,6 +430,11 @@ class MessageStore:
                 end = out[-1][1] + out[-1][2]
             if failure is None:
                 self.segment_error = None
+                if self.segments.last is not last:
+                    # a new segment took its space (segments are preallocated: the usage moves only
+                    # here and at deletion): measure now, so a directory that reached the warning
+                    # ratio refuses the next put instead of filling up before the next disk check
+                    self.disk.refresh()
         status = PutStatus.PUT_OK
         if out and self.group_commit is not None:
             if not self.group_commit.wait_durable(end, self.config.sync_flush_timeout_ms / 1000):
