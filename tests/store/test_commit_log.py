@@ -229,6 +229,7 @@ def test_segment_that_cannot_be_created_fails_the_put_cleanly(make_config, open_
     assert s.max_offset("T", 0) == n0 + 3
     assert len(s.segments) == 1
     fio.full = False
+    s.check_disk()            # what the disk-check service does every second: the full flag clears
     r = s.put(Message("T", b"later", queue_id=0))
     assert r.ok and r.commitlog_offset == SEG
     assert r.queue_offset == n0 + 3                # the failed ones did not use queue offsets

@@ -284,28 +284,58 @@ def check_record(buf, pos: int, limit: int, verify_crc: bool = True) -> tuple[in
     return REC_OK, size
 
 
+def _field(i: int):
+    def get(self):
+        f = self._f
+        if f is None:
+            f = self._f = HEADER.unpack(self._head)
+        return f[i]
+    return property(get)
+
+
 class StoredMessage:
-    """A message decoded from its record. Properties, tags and keys are parsed on first use."""
+    """A message read from its record, decoded lazily: the header is unpacked, the topic and
+    properties parsed, only when first asked for. The body is a bytes copy (never a view
+    that would pin the segment)."""
 
-    __slots__ = ("store_size", "body_crc", "queue_id", "flag", "queue_offset", "commitlog_offset",
-                 "sys_flag", "born_timestamp_ms", "born_host_raw", "store_timestamp_ms", "store_host_raw",
-                 "reconsume_times", "prepared_transaction_offset", "body", "topic", "_props_raw", "_props")
+    __slots__ = ("_head", "body", "_tail", "_f", "_topic", "_props")
 
-    def __init__(self, fields: tuple, body: bytes, topic: str, props_raw: bytes) -> None:
-        (self.store_size, _magic, self.body_crc, self.queue_id, self.flag, self.queue_offset,
-         self.commitlog_offset, self.sys_flag, self.born_timestamp_ms, self.born_host_raw,
-         self.store_timestamp_ms, self.store_host_raw, self.reconsume_times,
-         self.prepared_transaction_offset, _blen) = fields
+    def __init__(self, head: bytes, body: bytes, tail: bytes) -> None:
+        self._head = head          # the 88 bytes TOTALSIZE .. BODYLEN
         self.body = body
-        self.topic = topic
-        self._props_raw = props_raw
+        self._tail = tail          # TOPICLEN .. the end of the properties
+        self._f = None
+        self._topic = None
         self._props = None
+
+    store_size = _field(0)
+    body_crc = _field(2)
+    queue_id = _field(3)
+    flag = _field(4)
+    queue_offset = _field(5)
+    commitlog_offset = _field(6)
+    sys_flag = _field(7)
+    born_timestamp_ms = _field(8)
+    born_host_raw = _field(9)
+    store_timestamp_ms = _field(10)
+    store_host_raw = _field(11)
+    reconsume_times = _field(12)
+    prepared_transaction_offset = _field(13)
+
+    @property
+    def topic(self) -> str:
+        t = self._topic
+        if t is None:
+            tail = self._tail
+            t = self._topic = tail[1:1 + tail[0]].decode("ascii")
+        return t
 
     @property
     def properties(self) -> dict[str, str]:
         p = self._props
         if p is None:
-            p = self._props = decode_properties(self._props_raw)
+            tail = self._tail
+            p = self._props = decode_properties(tail[3 + tail[0]:])
         return p
 
     @property
@@ -339,23 +369,24 @@ class StoredMessage:
                 f"commitlog_offset={self.commitlog_offset}, body={len(self.body)} bytes)")
 
 
-def decode_record(buf, pos: int) -> StoredMessage:
-    """Decode the record at ``pos``; raises CodecError if it is not a whole valid record."""
+def decode_record(buf, pos: int, size: int | None = None) -> StoredMessage:
+    """The record at ``pos`` (of ``size`` bytes when the caller knows it); CodecError if it is
+    not a whole, well-formed record. The CRCs are recovery's and verify's business."""
     try:
-        fields = HEADER.unpack_from(buf, pos)
+        if size is None:
+            (size,) = I32.unpack_from(buf, pos)
+        magic_ok = I32.unpack_from(buf, pos + 4)[0] == MAGIC
+        (blen,) = I32.unpack_from(buf, pos + OFF_BODYLEN)
     except struct.error as e:
         raise CodecError(f"short record at {pos}") from e
-    if fields[1] != MAGIC:
-        raise CodecError(f"bad magic at {pos}")
-    blen = fields[14]
     b0 = pos + 88
-    t0 = b0 + blen + 1
-    tlen = buf[t0 - 1]
-    p0 = t0 + tlen + 2
-    (plen,) = PROP_LEN.unpack_from(buf, p0 - 2)
-    if p0 + plen - pos != fields[0]:
+    end = pos + size
+    if not magic_ok or blen < 0 or b0 + blen + 3 > end or end > len(buf):
+        raise CodecError(f"not a record at {pos}")
+    tail = bytes(buf[b0 + blen:end])
+    if 3 + tail[0] + PROP_LEN.unpack_from(tail, 1 + tail[0])[0] != len(tail):
         raise CodecError(f"inconsistent lengths at {pos}")
-    return StoredMessage(fields, bytes(buf[b0:b0 + blen]), str(buf[t0:t0 + tlen], "ascii"), bytes(buf[p0:p0 + plen]))
+    return StoredMessage(bytes(buf[pos:b0]), bytes(buf[b0:b0 + blen]), tail)
 
 
 META = struct.Struct(">iiiiiqq")   # TOTALSIZE .. PHYSICALOFFSET

@@ -652,7 +652,7 @@ class MessageStore:
                 pos = cl_off - mf.start_offset
                 if pos + size > mf.wrote_pos:
                     break          # beyond what is written (cannot happen: units follow the write)
-                m = decode(mf.buf, pos)
+                m = decode(mf.buf, pos, size)
                 used += 1
                 if wanted is not None and m.tags != wanted.get(th):
                     filtered += 1
