@@ -116,7 +116,19 @@ class CommitLogCleaner:
                 rnd.why_not = f"segment {mf.path} is not archived yet"
                 break
             size = mf.size
-            if not mf.destroy(now, cfg.destroy_mapped_file_interval_forcibly_ms):
+            try:
+                gone = mf.destroy(now, cfg.destroy_mapped_file_interval_forcibly_ms)
+            except OSError as e:
+                if not self.disk.is_offline(mf.directory):
+                    rnd.why_not = f"cannot delete segment {mf.path}: {e}; retried next round"
+                    break
+                # its directory is offline (read-only, failing): the log goes on without the
+                # segment, the file stays there; retrying would stop all cleanup for good
+                log.warning("segment %s is out of the log but its file could not be deleted from offline "
+                            "directory %s: %s; remove it before the directory is used again", mf.path,
+                            mf.directory, e)
+                gone = True
+            if not gone:
                 rnd.why_not = f"segment {mf.path} is held by {mf.refs} reader(s); retried next round"
                 break
             self.segments.remove_head(mf)

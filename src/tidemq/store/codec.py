@@ -369,24 +369,29 @@ class StoredMessage:
                 f"commitlog_offset={self.commitlog_offset}, body={len(self.body)} bytes)")
 
 
+_SIZE_MAGIC_BODYLEN = struct.Struct(">ii76xi")
+assert _SIZE_MAGIC_BODYLEN.size == 88
+
+
 def decode_record(buf, pos: int, size: int | None = None) -> StoredMessage:
-    """The record at ``pos`` (of ``size`` bytes when the caller knows it); CodecError if it is
-    not a whole, well-formed record. The CRCs are recovery's and verify's business."""
+    """The record at ``pos`` (``size``: what the consume queue says, checked against the
+    record); CodecError if it is not a well-formed record. ``buf`` is best an mmap (or
+    anything whose slices are bytes). CRCs are recovery's and verify's business."""
     try:
-        if size is None:
-            (size,) = I32.unpack_from(buf, pos)
-        magic_ok = I32.unpack_from(buf, pos + 4)[0] == MAGIC
-        (blen,) = I32.unpack_from(buf, pos + OFF_BODYLEN)
+        rsize, magic, blen = _SIZE_MAGIC_BODYLEN.unpack_from(buf, pos)
     except struct.error as e:
         raise CodecError(f"short record at {pos}") from e
+    if size is None:
+        size = rsize
     b0 = pos + 88
-    end = pos + size
-    if not magic_ok or blen < 0 or b0 + blen + 3 > end or end > len(buf):
+    b1 = b0 + blen
+    if magic != MAGIC or rsize != size or blen < 0 or b1 + 3 > pos + size:
         raise CodecError(f"not a record at {pos}")
-    tail = bytes(buf[b0 + blen:end])
-    if 3 + tail[0] + PROP_LEN.unpack_from(tail, 1 + tail[0])[0] != len(tail):
+    tail = bytes(buf[b1:pos + size])
+    tl = tail[0]
+    if tl + 3 > len(tail) or tl + 3 + PROP_LEN.unpack_from(tail, tl + 1)[0] != len(tail):
         raise CodecError(f"inconsistent lengths at {pos}")
-    return StoredMessage(bytes(buf[pos:b0]), bytes(buf[b0:b0 + blen]), tail)
+    return StoredMessage(bytes(buf[pos:b0]), bytes(buf[b0:b1]), tail)
 
 
 META = struct.Struct(">iiiiiqq")   # TOTALSIZE .. PHYSICALOFFSET

@@ -42,8 +42,8 @@ class HandleCache:
         self._open: OrderedDict[str, list] = OrderedDict()   # path -> [handle, users]
         self._lock = threading.Lock()
 
-    @contextmanager
-    def use(self, path: str, create: bool = False) -> Iterator:
+    def acquire(self, path: str, create: bool = False) -> list:
+        """[handle, users, ...]: pass it to release() when done (the read path's cheap form of use())."""
         with self._lock:
             entry = self._open.get(path)
             if entry is None:
@@ -53,14 +53,22 @@ class HandleCache:
             else:
                 self._open.move_to_end(path)
             entry[1] += 1
+        return entry
+
+    def release(self, entry: list) -> None:
+        with self._lock:
+            entry[1] -= 1
+            close = entry[1] == 0 and len(entry) > 2      # forgotten while in use
+        if close:
+            self.fio.close(entry[0])
+
+    @contextmanager
+    def use(self, path: str, create: bool = False) -> Iterator:
+        entry = self.acquire(path, create)
         try:
             yield entry[0]
         finally:
-            with self._lock:
-                entry[1] -= 1
-                close = entry[1] == 0 and len(entry) > 2      # forgotten while in use
-            if close:
-                self.fio.close(entry[0])
+            self.release(entry)
 
     def _evict(self) -> None:
         if len(self._open) <= self.max_open:
@@ -107,6 +115,7 @@ class ConsumeQueue:
         self._dirty: set[int] = set()       # start units of files written since the last flush
         self._lock = threading.Lock()
         self._dir_made = False
+        self._paths: dict[int, str] = {}
 
     # Loading / recovery ----------------------------------------------------------
     def load(self) -> None:
@@ -127,7 +136,12 @@ class ConsumeQueue:
             self.min_offset = starts[0]
 
     def _path(self, start_unit: int) -> str:
-        return os.path.join(self.dir, segment_name(start_unit * UNIT_SIZE))
+        p = self._paths.get(start_unit)
+        if p is None:
+            if len(self._paths) > 64:
+                self._paths.clear()
+            p = self._paths[start_unit] = os.path.join(self.dir, segment_name(start_unit * UNIT_SIZE))
+        return p
 
     def _file_start(self, offset: int) -> int:
         return offset - offset % self.units_per_segment
@@ -246,10 +260,13 @@ class ConsumeQueue:
             start = self._file_start(offset)
             stop = min(end, start + self.units_per_segment)
             try:
-                with self.handles.use(self._path(start)) as h:
-                    raw = self.fio.pread(h, (stop - offset) * UNIT_SIZE, (offset - start) * UNIT_SIZE)
+                entry = self.handles.acquire(self._path(start))
             except FileNotFoundError:
                 break
+            try:
+                raw = self.fio.pread(entry[0], (stop - offset) * UNIT_SIZE, (offset - start) * UNIT_SIZE)
+            finally:
+                self.handles.release(entry)
             parts.append(raw)
             if len(raw) < (stop - offset) * UNIT_SIZE:
                 break
@@ -268,7 +285,9 @@ class ConsumeQueue:
         return list(self.files)
 
     def delete_file(self, start: int) -> None:
-        """Delete the head file starting at unit ``start`` (cleanup)."""
+        """Delete the head file starting at unit ``start`` (cleanup). The minimum moves first,
+        so a reader never finds the file gone below the minimum it was told."""
+        self.min_offset = max(self.min_offset, start + self.units_per_segment)
         path = self._path(start)
         self.handles.forget(path)
         try:
@@ -278,7 +297,6 @@ class ConsumeQueue:
         if self.files and self.files[0] == start:
             self.files.pop(0)
         self._dirty.discard(start)
-        self.min_offset = max(self.min_offset, start + self.units_per_segment)
 
     def close(self) -> None:
         for start in self.files:

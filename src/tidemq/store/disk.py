@@ -67,6 +67,7 @@ class DirStatus:
     segments: int = 0
     segment_bytes: int = 0
     offline_reason: str | None = None
+    device: int | None = None        # st_dev: directories on one file system count once in the forecast
 
 
 @dataclass
@@ -77,6 +78,14 @@ class Forecast:
     retention_hours_possible: float | None = None
     file_reserved_time_hours: float = 72.0
     advice: str = ""
+
+
+def _device(path: str) -> int | None:
+    """The file system a directory is on (two disks of one size and usage are still two)."""
+    try:
+        return os.stat(path).st_dev
+    except (OSError, ValueError):
+        return None
 
 
 class _Ewma:
@@ -201,6 +210,7 @@ class DiskMonitor:
             if problem:
                 self.mark_offline(d, problem)
                 continue
+            st.device = _device(d)
             self._apply(st, usage)
         self._update_refusal()
 
@@ -274,9 +284,9 @@ class DiskMonitor:
     def forecast(self) -> Forecast:
         cfg = self.config
         cl = [st for st in self.dirs.values() if st.role == "commitlog" and st.path not in self._offline]
-        seen_fs: dict[tuple[int, int], DirStatus] = {}
+        seen_fs: dict[tuple[int | None, int, int], DirStatus] = {}
         for st in cl:                       # directories on one file system count once
-            seen_fs.setdefault((st.capacity_bytes, st.used_bytes + st.free_bytes), st)
+            seen_fs.setdefault((st.device, st.capacity_bytes, st.used_bytes + st.free_bytes), st)
         cap = sum(st.capacity_bytes for st in seen_fs.values())
         used = sum(st.used_bytes for st in seen_fs.values())
         log_bytes = sum(st.segment_bytes for st in cl)

@@ -140,7 +140,7 @@ class Dispatcher:
             if kind != codec.REC_OK:
                 rep.end_offset = phys + size if kind == codec.REC_BLANK else phys
                 continue
-            qid, qoff, store_ts, topic, props_raw = codec.decode_meta(mf.buf, pos)
+            qid, qoff, store_ts, topic, props_raw = codec.decode_meta(mf.mapping, pos)
             if only is not None and (topic, qid) not in only:
                 rep.end_offset = phys + size
                 continue

@@ -8,6 +8,10 @@ or by ``destroy(force=True)`` after the forced-destroy interval, in which case
 views still alive keep the pages mapped until they are garbage collected (Python
 refuses to unmap a buffer that has live exports, so this never segfaults).
 
+``mapping`` is the mmap itself: its slices are bytes (a quarter of the cost of
+copying a memoryview slice), so the hot paths slice it; ``buf`` is a memoryview
+of it for struct.pack_into and zero-copy views.
+
 Positions: ``wrote_pos`` is the end of complete records (readers never read past
 it); ``flushed_pos`` is the end of what an fsync has made durable.
 """

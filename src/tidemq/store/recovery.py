@@ -110,7 +110,7 @@ def _scan_start(commit_log: CommitLog, abnormal: bool, cp: CheckpointState | Non
 
 def _scan_segment(mf, pos: int, rep: RecoveryReport) -> tuple[int, int, int]:
     """Verify the records of one segment from ``pos``: (kind that ends the run, position, size)."""
-    buf, limit = mf.buf, mf.size
+    buf, limit = mf.mapping, mf.size
     while True:
         pos, n, _ = codec.scan_run(buf, pos, limit)
         rep.records_scanned += n
@@ -170,7 +170,7 @@ def _unit_matches(commit_log: CommitLog, cq: ConsumeQueue, qoff: int, off: int, 
         pos = off - mf.start_offset
         if pos + size > mf.wrote_pos or codec.I32.unpack_from(mf.buf, pos)[0] != size:
             return False
-        qid, q, _ts, topic, _props = codec.decode_meta(mf.buf, pos)
+        qid, q, _ts, topic, _props = codec.decode_meta(mf.mapping, pos)
         return (qid, q, topic) == (cq.queue_id, qoff, cq.topic)
     except (IndexError, ValueError, UnicodeDecodeError):
         return False

@@ -451,8 +451,10 @@ class MessageStore:
                 self.check_disk()          # the flags follow at once, not at the next check
             except OSError:
                 pass
+            # no room is a refusal like DISK_FULL (clients retry elsewhere); other errors say so
+            st = PutStatus.SERVICE_NOT_AVAILABLE if full else PutStatus.CREATE_MAPPED_FILE_FAILED
             for p in prepared[len(out):]:
-                results[p[0]] = PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, error=reason)
+                results[p[0]] = PutResult(st, error=reason)
         return results
 
     def _prepare(self, m: Message, i: int, results: list, now: int):
@@ -652,7 +654,7 @@ class MessageStore:
                 pos = cl_off - mf.start_offset
                 if pos + size > mf.wrote_pos:
                     break          # beyond what is written (cannot happen: units follow the write)
-                m = decode(mf.buf, pos, size)
+                m = decode(mf.mapping, pos, size)
                 used += 1
                 if wanted is not None and m.tags != wanted.get(th):
                     filtered += 1

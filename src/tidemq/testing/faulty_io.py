@@ -40,11 +40,21 @@ class SimulatedCrash(BaseException):
     """The simulated process died here (BaseException: nothing in the store may swallow it)."""
 
 
+class _MappedBytes(bytearray):
+    """A file's page-cache bytes; slices are bytes, as slices of an mmap are."""
+
+    __slots__ = ()
+
+    def __getitem__(self, i):
+        r = bytearray.__getitem__(self, i)
+        return bytes(r) if isinstance(i, slice) else r
+
+
 class _Node:
     __slots__ = ("data", "durable", "synced_once")
 
     def __init__(self, data: bytearray | None = None, durable: bytes = b"") -> None:
-        self.data = data if data is not None else bytearray()
+        self.data = _MappedBytes(data) if data is not None else _MappedBytes()
         self.durable = durable
         self.synced_once = False
 
