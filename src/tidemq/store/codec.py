@@ -422,7 +422,6 @@ def scan_run(buf, pos: int, limit: int) -> tuple[int, int, int]:
     head = _HEAD3.unpack_from
     i32 = I32.unpack_from
     crc32 = zlib.crc32
-    mark = RECORD_CRC_MARK
     magic_ok = MAGIC
     n = 0
     body_bytes = 0
@@ -435,8 +434,9 @@ def scan_run(buf, pos: int, limit: int) -> tuple[int, int, int]:
         end = pos + size
         if blen < 0 or b_end + 23 > end or crc32(buf[pos + 88:b_end]) & 0x7FFFFFFF != bcrc:
             break
-        if buf[end - 20:end - 11] != mark or \
-                buf[end - 11:end - 1] != b"%010d" % crc32(buf[pos:pos + 88], crc32(buf[b_end:end - 11])):
+        # the digits must match the record CRC; the CRC covers the '__CRC32#' mark before them,
+        # so a record without the mark fails here and check_record says why
+        if buf[end - 11:end - 1] != b"%010d" % crc32(buf[pos:pos + 88], crc32(buf[b_end:end - 11])):
             break
         pos = end
         n += 1

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import codec
-from .consume_queue import ConsumeQueue, ConsumeQueueTable
+from .consume_queue import UNIT, ConsumeQueue, ConsumeQueueTable
 from .index_file import IndexService
 
 log = logging.getLogger("tidemq.store")
@@ -49,6 +49,49 @@ def index_keys(topic: str, keys, uniq: str | None) -> list[str]:
     if uniq:
         out.append(f"{topic}#{uniq}")
     return out
+
+
+class _UnitWriter:
+    """Recovery's unit writes: appends buffered per queue (one pwrite per 4096 units, not
+    one per record), units already there checked against a read-ahead chunk (one pread per
+    4096 units); anything else goes through ConsumeQueue.put_unit_checked."""
+
+    CHUNK_UNITS = 4096
+
+    def __init__(self) -> None:
+        self.pending: dict[ConsumeQueue, list] = {}     # cq -> [first queue offset, bytearray]
+        self.chunks: dict[ConsumeQueue, tuple[int, bytes]] = {}
+
+    def put(self, cq: ConsumeQueue, qoff: int, unit: bytes) -> str:
+        p = self.pending.get(cq)
+        if qoff == cq.max_offset + (len(p[1]) // 20 if p is not None else 0):
+            if p is None:
+                self.pending[cq] = [qoff, bytearray(unit)]
+            else:
+                p[1] += unit
+                if len(p[1]) >= self.CHUNK_UNITS * 20:
+                    self.flush(cq)
+            return "appended"
+        if p is not None:
+            self.flush(cq)
+        if cq.min_offset <= qoff < cq.max_offset:
+            c = self.chunks.get(cq)
+            if c is None or not (c[0] <= qoff < c[0] + len(c[1]) // 20):
+                c = self.chunks[cq] = (qoff, cq.read(qoff, self.CHUNK_UNITS))
+            i = (qoff - c[0]) * 20
+            if c[1][i:i + 20] == unit:
+                return "skip"
+            self.chunks.pop(cq, None)
+        return cq.put_unit_checked(qoff, *UNIT.unpack(unit))
+
+    def flush(self, cq: ConsumeQueue) -> None:
+        p = self.pending.pop(cq, None)
+        if p is not None:
+            cq.append(p[0], bytes(p[1]))
+
+    def flush_all(self) -> None:
+        for cq in list(self.pending):
+            self.flush(cq)
 
 
 class Dispatcher:
@@ -136,6 +179,26 @@ class Dispatcher:
         index = self.index
         # index entries are in log order: records before the index's last entry are indexed already
         index_end = index.end_phy_offset if index is not None else -1
+        writer = _UnitWriter()
+        try:
+            self._redispatch_records(commit_log, from_offset, rebuild, only, rep, gaps, writer, index, index_end)
+        finally:
+            writer.flush_all()
+        if gaps and not rebuild:
+            for topic, qid in sorted(gaps):
+                cq = self.queues.get_or_create(topic, qid)
+                cq.reset_to(0)
+                rep.queues_rebuilt.append(f"{topic}/{qid}")
+            log.warning("consume queues with missing units rebuilt from the commit log: %s",
+                        ", ".join(rep.queues_rebuilt))
+            sub = self.redispatch_rebuild(commit_log, gaps)
+            rep.units_appended += sub.units_appended
+        self.dispatched_offset = max(self.dispatched_offset, rep.end_offset)
+        return rep
+
+    def _redispatch_records(self, commit_log, from_offset, rebuild, only, rep, gaps, writer, index,
+                            index_end) -> None:
+        pack = UNIT.pack
         for kind, phys, size, mf, pos in commit_log.iter_records(from_offset, verify_crc=False):
             if kind != codec.REC_OK:
                 rep.end_offset = phys + size if kind == codec.REC_BLANK else phys
@@ -146,9 +209,9 @@ class Dispatcher:
                 continue
             props = codec.decode_properties(props_raw) if props_raw else {}
             cq = self.queues.get_or_create(topic, qid)
-            if rebuild and cq.max_offset == 0 and not cq.files and qoff > 0:
+            if rebuild and cq.max_offset == 0 and not cq.files and qoff > 0 and cq not in writer.pending:
                 cq.reset_to(qoff)
-            res = cq.put_unit_checked(qoff, phys, size, codec.tags_hash(props.get(codec.PROP_TAGS)))
+            res = writer.put(cq, qoff, pack(phys, size, codec.tags_hash(props.get(codec.PROP_TAGS))))
             if res == "appended":
                 rep.units_appended += 1
             elif res == "fixed":
@@ -165,17 +228,6 @@ class Dispatcher:
             rep.records += 1
             rep.end_offset = phys + size
             self.last_store_timestamp_ms = store_ts
-        if gaps and not rebuild:
-            for topic, qid in sorted(gaps):
-                cq = self.queues.get_or_create(topic, qid)
-                cq.reset_to(0)
-                rep.queues_rebuilt.append(f"{topic}/{qid}")
-            log.warning("consume queues with missing units rebuilt from the commit log: %s",
-                        ", ".join(rep.queues_rebuilt))
-            sub = self.redispatch_rebuild(commit_log, gaps)
-            rep.units_appended += sub.units_appended
-        self.dispatched_offset = max(self.dispatched_offset, rep.end_offset)
-        return rep
 
     def redispatch_rebuild(self, commit_log, only: set[tuple[str, int]]) -> RedispatchReport:
         saved = self.index
