@@ -260,3 +260,17 @@ class StoreConfig(_Loadable):
     @property
     def sync_flush(self) -> bool:
         return self.flush_disk_type == "SYNC_FLUSH"
+
+
+@dataclass(frozen=True)
+class BrokerConfig(_Loadable):
+    host: str = _f("127.0.0.1", "address the gRPC server binds (loopback unless configured)")
+    port: int = _f(8081, "gRPC port (0: any free port)", 0, 65535)
+    advertised_endpoint: str = _f("", "host:port given to clients in routes when they did not say how they reached us")
+    broker_name: str = _f("tidemq", "broker name in routes")
+    auto_create_topics: bool = _f(False, "QueryRoute / SendMessage to an unknown topic creates it")
+    default_queue_count: int = _f(8, "queues of a topic created by auto-creation", 1, 1024)
+    grpc_max_message_bytes: int = _f(4 * MIB + 512 * KIB, "largest gRPC message accepted (max body + headroom)",
+                                     64 * KIB, 256 * MIB)
+    send_executor_threads: int = _f(8, "threads that run store puts for SendMessage", 1, 256)
+    shutdown_grace_s: float = _f(5.0, "seconds in-flight RPCs get at shutdown", 0.0, 600.0)

@@ -11,6 +11,8 @@ SUBCOMMANDS = {
     "demo": ("tidemq.cli.demo", "demo", "write and read messages through the embedded store"),
     "verify": ("tidemq.cli.verify", "verify", "check a store: segments, CRCs, consume queues, index"),
     "disk": ("tidemq.cli.disk", "disk", "disk usage, flags, cleanup and the forecast of a store"),
+    "serve": ("tidemq.cli.serve", "serve", "run the broker (RocketMQ 5 gRPC protocol) over the store"),
+    "topic": ("tidemq.cli.topic", "topic", "create and list topics of a store directory"),
 }
 
 

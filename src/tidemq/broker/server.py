@@ -1,0 +1,65 @@
+"""Run the broker: a MessageStore and a grpc.aio server over it, stopped cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import grpc
+
+from ..config import BrokerConfig, StoreConfig
+from ..store import MessageStore
+from .proto import sgrpc
+from .service import MessagingService
+
+log = logging.getLogger("tidemq.broker")
+
+
+class Broker:
+    def __init__(self, store_config: StoreConfig, config: BrokerConfig) -> None:
+        self.store_config = store_config
+        self.config = config
+        self.store: MessageStore | None = None
+        self.server: grpc.aio.Server | None = None
+        self.service: MessagingService | None = None
+        self.port = 0
+
+    async def start(self) -> int:
+        self.store = await asyncio.to_thread(MessageStore(self.store_config).start)
+        opts = [("grpc.max_receive_message_length", self.config.grpc_max_message_bytes),
+                ("grpc.max_send_message_length", self.config.grpc_max_message_bytes)]
+        self.server = grpc.aio.server(options=opts)
+        self.service = MessagingService(self.store, self.config)
+        sgrpc.add_MessagingServiceServicer_to_server(self.service, self.server)
+        self.port = self.server.add_insecure_port(f"{self.config.host}:{self.config.port}")
+        if self.port == 0:
+            raise OSError(f"cannot listen on {self.config.host}:{self.config.port}")
+        if self.config.port == 0:
+            self.config = self.config.replace(port=self.port)
+            self.service.config = self.config
+        await self.server.start()
+        return self.port
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop(self.config.shutdown_grace_s)
+        if self.service is not None:
+            self.service.close()
+        if self.store is not None:
+            await asyncio.to_thread(self.store.shutdown)
+
+
+async def serve(store_config: StoreConfig, config: BrokerConfig, ready=print) -> None:
+    """Serve until SIGTERM / SIGINT; then stop RPCs, flush and close the store."""
+    broker = Broker(store_config, config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        port = await broker.start()
+        ready(f"tidemq broker ready on {config.host}:{port} (store {store_config.root_dir})")
+        await stop.wait()
+    finally:
+        await broker.stop()

@@ -1,0 +1,218 @@
+"""apache.rocketmq.v2.MessagingService over a MessageStore (see docs/broker-protocol.md).
+
+Served now: QueryRoute, Heartbeat, Telemetry (settings), SendMessage,
+NotifyClientTermination. Every other RPC answers UNSUPPORTED with a message that
+says so (never gRPC UNIMPLEMENTED, never a hang): consumption (pop and pull),
+transactions and delayed messages come with their issues.
+
+The store is synchronous: puts run on a thread pool so a SYNC_FLUSH wait never
+blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from google.protobuf import duration_pb2
+
+from ..config import BrokerConfig
+from ..store import MessageStore, PutStatus
+from ..store.codec import valid_topic
+from .convert import SUPPORTED_TYPES, to_store
+from .proto import Code, pb, sgrpc, spb, status
+
+log = logging.getLogger("tidemq.broker")
+
+NOT_YET = "not supported yet by tidemq: {what}"
+
+
+def put_code(st: PutStatus, error: str | None) -> int:
+    """A store outcome as a gRPC status code (how the official clients react: see the doc)."""
+    if st is PutStatus.PUT_OK:
+        return Code.OK
+    if st is PutStatus.FLUSH_DISK_TIMEOUT:
+        return Code.MASTER_PERSISTENCE_TIMEOUT
+    if st is PutStatus.SERVICE_NOT_AVAILABLE:
+        # a full disk is a resource refusal: TOO_MANY_REQUESTS is the one code the client does not
+        # retry at once; write errors are internal (retried)
+        return Code.TOO_MANY_REQUESTS if error and error.startswith("disk full") else Code.INTERNAL_SERVER_ERROR
+    if st is PutStatus.MESSAGE_ILLEGAL:
+        if error and "exceeds max_message_size_bytes" in error:
+            return Code.MESSAGE_BODY_TOO_LARGE
+        if error and error.startswith("invalid topic"):
+            return Code.ILLEGAL_TOPIC
+        return Code.BAD_REQUEST
+    if st is PutStatus.PROPERTIES_SIZE_EXCEEDED:
+        return Code.MESSAGE_PROPERTIES_TOO_LARGE
+    if st is PutStatus.TOPIC_NOT_FOUND:
+        return Code.TOPIC_NOT_FOUND
+    return Code.INTERNAL_SERVER_ERROR
+
+
+class MessagingService(sgrpc.MessagingServiceServicer):
+    def __init__(self, store: MessageStore, config: BrokerConfig) -> None:
+        self.store = store
+        self.config = config
+        self._puts = ThreadPoolExecutor(config.send_executor_threads, thread_name_prefix="tidemq-put")
+        self._sync = store.config.sync_flush
+
+    def close(self) -> None:
+        self._puts.shutdown(wait=True)
+
+    # Routes -----------------------------------------------------------------------------
+    def _ensure_topic(self, name: str) -> int:
+        """Queue count of the topic (0: unknown); ValueError for a name that can never be a topic."""
+        if not valid_topic(name):
+            raise ValueError(f"invalid topic name {name!r}: use 1-127 characters of [%|a-zA-Z0-9_-]")
+        n = self.store.queue_count(name)
+        if n == 0 and self.config.auto_create_topics:
+            self.store.create_topic(name, self.config.default_queue_count)
+            n = self.store.queue_count(name)
+        return n
+
+    def _endpoints(self, asked: "pb.Endpoints") -> "pb.Endpoints":
+        if asked.addresses:
+            return asked              # how the client reached us works for it (the proxy does this)
+        ep = self.config.advertised_endpoint or f"{self.config.host}:{self.config.port}"
+        host, _, port = ep.rpartition(":")
+        return pb.Endpoints(scheme=pb.AddressScheme.IPv4, addresses=[pb.Address(host=host, port=int(port))])
+
+    async def QueryRoute(self, request, context):
+        topic = request.topic.name
+        try:
+            n = self._ensure_topic(topic)
+        except ValueError as e:
+            return spb.QueryRouteResponse(status=status(Code.ILLEGAL_TOPIC, str(e)))
+        if n == 0:
+            return spb.QueryRouteResponse(status=status(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
+        broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self._endpoints(request.endpoints))
+        queues = [pb.MessageQueue(topic=request.topic, id=q, permission=pb.Permission.READ_WRITE, broker=broker,
+                                  accept_message_types=[pb.MessageType.NORMAL, pb.MessageType.FIFO,
+                                                        pb.MessageType.DELAY, pb.MessageType.TRANSACTION])
+                  for q in range(n)]
+        return spb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
+
+    async def QueryAssignment(self, request, context):
+        return spb.QueryAssignmentResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="push consumers")))
+
+    # Client lifecycle ---------------------------------------------------------------------
+    async def Heartbeat(self, request, context):
+        return spb.HeartbeatResponse(status=status(Code.OK))
+
+    async def NotifyClientTermination(self, request, context):
+        return spb.NotifyClientTerminationResponse(status=status(Code.OK))
+
+    def settings_reply(self, s: "pb.Settings") -> "pb.Settings":
+        """The client's settings with the broker's values: what each client reads is in the doc (4.3)."""
+        out = pb.Settings()
+        out.CopyFrom(s)
+        out.metric.CopyFrom(pb.Metric(on=False))
+        if s.client_type == pb.ClientType.PRODUCER or s.HasField("publishing"):
+            out.backoff_policy.CopyFrom(pb.RetryPolicy(max_attempts=3, exponential_backoff=pb.ExponentialBackoff(
+                initial=duration_pb2.Duration(nanos=10_000_000), max=duration_pb2.Duration(seconds=1),
+                multiplier=2.0)))
+            out.publishing.max_body_size = self.store.config.max_message_size_bytes   # never the client's value
+            out.publishing.validate_message_type = True
+        else:
+            out.backoff_policy.CopyFrom(pb.RetryPolicy(max_attempts=17, customized_backoff=pb.CustomizedBackoff(
+                next=[duration_pb2.Duration(seconds=x) for x in
+                      (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)])))
+            out.subscription.receive_batch_size = 32
+            if not s.subscription.long_polling_timeout.seconds:
+                out.subscription.long_polling_timeout.seconds = 20
+        return out
+
+    async def Telemetry(self, request_iterator, context):
+        """Answer every settings command with OK and the merged settings; keep the stream open
+        until the client ends it."""
+        async for cmd in request_iterator:
+            if cmd.HasField("settings"):
+                yield pb.TelemetryCommand(status=status(Code.OK), settings=self.settings_reply(cmd.settings))
+            # thread stack traces, verification results, transaction answers: nothing to say yet
+
+    # Send ---------------------------------------------------------------------------------
+    async def SendMessage(self, request, context):
+        msgs = request.messages
+        if not msgs:
+            return spb.SendMessageResponse(status=status(Code.BAD_REQUEST, "no message in the request"))
+        entries: list = [None] * len(msgs)
+        batch, where = [], []
+        for i, m in enumerate(msgs):
+            sp = m.system_properties
+            if sp.message_type not in SUPPORTED_TYPES and sp.message_type != pb.MessageType.MESSAGE_TYPE_UNSPECIFIED:
+                entries[i] = self._entry(Code.UNSUPPORTED, NOT_YET.format(
+                    what=f"{pb.MessageType.Name(sp.message_type)} messages"), sp.message_id)
+                continue
+            if not m.body:
+                entries[i] = self._entry(Code.MESSAGE_BODY_EMPTY, "the body is empty", sp.message_id)
+                continue
+            try:
+                n = self._ensure_topic(m.topic.name)
+            except ValueError as e:
+                entries[i] = self._entry(Code.ILLEGAL_TOPIC, str(e), sp.message_id)
+                continue
+            if n == 0:
+                entries[i] = self._entry(Code.TOPIC_NOT_FOUND, f"topic {m.topic.name!r} does not exist",
+                                         sp.message_id)
+                continue
+            batch.append(to_store(m, n))
+            where.append(i)
+        if batch:
+            if self._sync:
+                results = await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_batch, batch)
+            else:
+                results = self.store.put_batch(batch)     # microseconds: no thread hop
+            for i, r in zip(where, results):
+                code = put_code(r.status, r.error)
+                entries[i] = spb.SendResultEntry(status=status(code, r.error or ""), message_id=r.msg_id or "",
+                                                 offset=max(r.queue_offset, 0))
+        codes = {e.status.code for e in entries}
+        if len(entries) == 1:
+            top = entries[0].status
+        elif codes == {Code.OK}:
+            top = status(Code.OK)
+        else:
+            top = status(Code.MULTIPLE_RESULTS)
+        return spb.SendMessageResponse(status=top, entries=entries)
+
+    @staticmethod
+    def _entry(code: int, message: str, message_id: str) -> "spb.SendResultEntry":
+        return spb.SendResultEntry(status=status(code, message), message_id=message_id)
+
+    # Not yet served: a clear status, never UNIMPLEMENTED or a hang ----------------------------
+    async def ReceiveMessage(self, request, context):
+        yield spb.ReceiveMessageResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="pop consumption")))
+
+    async def AckMessage(self, request, context):
+        return spb.AckMessageResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="pop consumption")))
+
+    async def ChangeInvisibleDuration(self, request, context):
+        return spb.ChangeInvisibleDurationResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(
+            what="pop consumption")), receipt_handle=request.receipt_handle)
+
+    async def ForwardMessageToDeadLetterQueue(self, request, context):
+        return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(
+            what="dead-letter queues")))
+
+    async def EndTransaction(self, request, context):
+        return spb.EndTransactionResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="transactions")))
+
+    async def PullMessage(self, request, context):
+        yield spb.PullMessageResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="pull consumption")))
+
+    async def QueryOffset(self, request, context):
+        return spb.QueryOffsetResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="offset queries")))
+
+    async def GetOffset(self, request, context):
+        return spb.GetOffsetResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="consumer offsets")))
+
+    async def UpdateOffset(self, request, context):
+        return spb.UpdateOffsetResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="consumer offsets")))
+
+    async def RecallMessage(self, request, context):
+        return spb.RecallMessageResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="recall")))
+
+    async def SyncLiteSubscription(self, request, context):
+        return spb.SyncLiteSubscriptionResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="lite topics")))

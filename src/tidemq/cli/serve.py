@@ -1,0 +1,34 @@
+"""`tidemq serve`: run the broker (RocketMQ 5 gRPC) over the store."""
+
+from __future__ import annotations
+
+import click
+
+from .common import config_option, load_store_config, quiet_logs, root_option
+
+
+@click.command()
+@root_option
+@config_option
+@click.option("--host", default=None, envvar="TIDEMQ_HOST", help="bind address (default 127.0.0.1)")
+@click.option("--port", type=int, default=None, envvar="TIDEMQ_PORT", help="port (default 8081; 0: any free)")
+@click.option("--auto-create-topics/--no-auto-create-topics", default=None,
+              help="create unknown topics on first use (off by default)")
+@click.option("-v", "--verbose", is_flag=True)
+def serve(root, config_file, host, port, auto_create_topics, verbose) -> None:
+    """Start the broker; prints one line when ready; stops cleanly on SIGTERM / Ctrl-C."""
+    import asyncio
+
+    from ..config import BrokerConfig, ConfigError
+    from ..broker import proto  # noqa: F401  (imports the client package: before logging is set up)
+    from ..broker.server import serve as run
+
+    quiet_logs(verbose)
+    store_cfg = load_store_config(root, config_file)
+    overrides = {k: v for k, v in (("host", host), ("port", port), ("auto_create_topics", auto_create_topics))
+                 if v is not None}
+    try:
+        cfg = BrokerConfig.load(toml_path=config_file, section="broker", **overrides)
+    except (ConfigError, OSError) as e:
+        raise click.ClickException(str(e)) from e
+    asyncio.run(run(store_cfg, cfg, ready=lambda line: print(line, flush=True)))

@@ -1,0 +1,65 @@
+"""`tidemq topic create|list`: topics of a store directory that no broker holds."""
+
+from __future__ import annotations
+
+import click
+
+from .common import config_option, load_store_config, quiet_logs, root_option
+from .output import emit_json, fail, table
+
+
+def _open(root, config_file):
+    from ..io import LockedError
+    from ..store import MessageStore, StoreError
+
+    cfg = load_store_config(root, config_file)
+    try:
+        return MessageStore(cfg).start()
+    except LockedError as e:
+        fail(f"{e}: stop the broker first (creating topics through a running broker comes with its "
+             f"admin service)", code=2)
+    except (StoreError, OSError) as e:
+        fail(f"cannot open the store at {cfg.root_dir}: {e}", code=2)
+
+
+@click.group()
+def topic() -> None:
+    """Create and list topics (offline, on a store directory; the store lock keeps a broker out)."""
+
+
+@topic.command("create")
+@click.argument("name")
+@click.option("--queues", default=8, show_default=True, help="queue count")
+@root_option
+@config_option
+def create(name, queues, root, config_file) -> None:
+    quiet_logs()
+    store = _open(root, config_file)
+    try:
+        store.create_topic(name, queues)
+        click.echo(f"topic {name}: {store.queue_count(name)} queue(s)")
+    except ValueError as e:
+        fail(str(e))
+    finally:
+        store.shutdown()
+
+
+@topic.command("list")
+@root_option
+@config_option
+@click.option("--json", "as_json", is_flag=True)
+def list_(root, config_file, as_json) -> None:
+    quiet_logs()
+    store = _open(root, config_file)
+    try:
+        doc = [{"topic": t, "queues": [{"id": q, "min_offset": store.min_offset(t, q),
+                                        "max_offset": store.max_offset(t, q)}
+                                       for q in range(store.queue_count(t))]}
+               for t in store.topic_names()]
+    finally:
+        store.shutdown()
+    if as_json:
+        emit_json(doc)
+        return
+    table("topics", ["topic", "queue", "min offset", "max offset"],
+          [[d["topic"], q["id"], q["min_offset"], q["max_offset"]] for d in doc for q in d["queues"]])
