@@ -46,22 +46,23 @@ def test_send_of_malformed_messages(stub):
 
 
 def test_telemetry_answers_settings_and_stays_open(stub):
-    import queue
-    q = queue.Queue()
+    import threading
+    done = threading.Event()
     settings = pb.Settings(client_type=pb.ClientType.PRODUCER,
                            publishing=pb.Publishing(topics=[pb.Resource(name="T")], max_body_size=1))
 
     def requests():
         yield pb.TelemetryCommand(settings=settings)
         yield pb.TelemetryCommand(settings=settings)
-        q.get()                       # keep the stream open until the test is done
+        done.wait(10)                 # the client keeps the stream open until it is done
 
-    stream = stub.Telemetry(requests(), timeout=10)
+    stream = stub.Telemetry(requests(), timeout=20)
     for _ in range(2):
         r = next(stream)
         assert r.status.code == pb.Code.OK
         assert r.settings.publishing.max_body_size == 4 * 1024 * 1024, "the broker's limit, never the client's"
         assert r.settings.backoff_policy.HasField("exponential_backoff")
         assert r.settings.metric.on is False
-    q.put(None)
-    stream.cancel()
+    assert not stream.done(), "the server keeps the stream open"
+    done.set()                        # the client half-closes: the server ends the stream
+    assert list(stream) == []
