@@ -52,8 +52,8 @@ def test_telemetry_answers_settings_and_stays_open(stub):
                            publishing=pb.Publishing(topics=[pb.Resource(name="T")], max_body_size=1))
 
     def requests():
-        yield pb.TelemetryCommand(settings=settings)
-        yield pb.TelemetryCommand(settings=settings)
+        yield spb.TelemetryCommand(settings=settings)
+        yield spb.TelemetryCommand(settings=settings)
         done.wait(10)                 # the client keeps the stream open until it is done
 
     stream = stub.Telemetry(requests(), timeout=20)

@@ -42,6 +42,8 @@ class Broker:
         return self.port
 
     async def stop(self) -> None:
+        if self.service is not None:
+            self.service.closing.set()       # long-lived streams end now; unary calls get the grace
         if self.server is not None:
             await self.server.stop(self.config.shutdown_grace_s)
         if self.service is not None:

@@ -57,6 +57,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.config = config
         self._puts = ThreadPoolExecutor(config.send_executor_threads, thread_name_prefix="tidemq-put")
         self._sync = store.config.sync_flush
+        self.closing = asyncio.Event()
 
     def close(self) -> None:
         self._puts.shutdown(wait=True)
@@ -126,10 +127,22 @@ class MessagingService(sgrpc.MessagingServiceServicer):
 
     async def Telemetry(self, request_iterator, context):
         """Answer every settings command with OK and the merged settings; keep the stream open
-        until the client ends it."""
-        async for cmd in request_iterator:
+        until the client ends it or the broker stops (then it ends at once, not after the grace)."""
+        it = request_iterator.__aiter__()
+        while True:
+            nxt = asyncio.ensure_future(it.__anext__())
+            closing = asyncio.ensure_future(self.closing.wait())
+            done, _ = await asyncio.wait({nxt, closing}, return_when=asyncio.FIRST_COMPLETED)
+            if nxt not in done:
+                nxt.cancel()
+                return
+            closing.cancel()
+            try:
+                cmd = nxt.result()
+            except StopAsyncIteration:
+                return
             if cmd.HasField("settings"):
-                yield pb.TelemetryCommand(status=status(Code.OK), settings=self.settings_reply(cmd.settings))
+                yield spb.TelemetryCommand(status=status(Code.OK), settings=self.settings_reply(cmd.settings))
             # thread stack traces, verification results, transaction answers: nothing to say yet
 
     # Send ---------------------------------------------------------------------------------
