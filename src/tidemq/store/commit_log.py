@@ -72,8 +72,29 @@ class CommitLog:
             mf.wrote_pos = mf.size
         if mf is None or mf.is_full:
             mf = self._roll(mf, out)
-        buf = mf.mapping          # slicing an mmap gives bytes directly: cheaper than a memoryview
         pos = mf.wrote_pos
+        try:
+            pos = self._append_loop(batch, now_ms, out, units, index_items, mf, pos)
+        except AppendError:
+            raise
+        except Exception as e:          # noqa: BLE001 - a record that could not be packed: stop there
+            mf = segs.last
+            mf.wrote_pos = self._pos_after(out, mf)
+            raise AppendError(len(out), e) from e
+        mf = segs.last
+        mf.wrote_pos = pos
+        mf.last_store_timestamp_ms = now_ms
+
+    @staticmethod
+    def _pos_after(out: list, mf: MappedFile) -> int:
+        """Write position of ``mf`` after the records listed in ``out`` (those before a failure)."""
+        for _i, phys, n, *_ in reversed(out):
+            if mf.start_offset <= phys < mf.end_offset:
+                return phys + n - mf.start_offset
+        return mf.wrote_pos
+
+    def _append_loop(self, batch, now_ms, out, units, index_items, mf, pos) -> int:
+        buf = mf.mapping
         seg_size = mf.size
         base = mf.start_offset
         store_host = self.store_host
@@ -120,8 +141,7 @@ class CommitLog:
             if ik is not None:
                 index_items.append((ik, phys))
             append_out((i, phys, n, qid, qoff, uniq))
-        mf.wrote_pos = pos
-        mf.last_store_timestamp_ms = now_ms
+        return pos
 
     def _roll(self, current: MappedFile | None, out: list) -> MappedFile:
         start = current.end_offset if current is not None else 0

@@ -27,6 +27,7 @@ from typing import Iterator
 
 from ..io import FileIO
 from .mapped_file import parse_segment_name, segment_name
+from .types import StoreError
 
 UNIT = struct.Struct(">qiq")
 assert UNIT.size == 20
@@ -125,14 +126,22 @@ class ConsumeQueue:
         starts = []
         for name in self.fio.listdir(self.dir):
             b = parse_segment_name(name)
-            if b is not None and b % self.seg_bytes == 0:
-                starts.append(b // UNIT_SIZE)
+            if b is None:
+                continue
+            if b % self.seg_bytes:
+                raise StoreError(f"consume-queue file {os.path.join(self.dir, name)} does not start at a multiple "
+                                 f"of {self.seg_bytes} bytes: consume_queue_units_per_segment differs from the one "
+                                 f"the store was written with")
+            starts.append(b // UNIT_SIZE)
         starts.sort()
         self.files = starts
         if starts:
             last = starts[-1]
-            n = self.fio.file_size(self._path(last)) // UNIT_SIZE
-            self.max_offset = last + min(n, self.units_per_segment)
+            size = self.fio.file_size(self._path(last))
+            if size > self.seg_bytes:
+                raise StoreError(f"consume-queue file {self._path(last)} holds {size} bytes, more than "
+                                 f"consume_queue_units_per_segment allows ({self.seg_bytes})")
+            self.max_offset = last + size // UNIT_SIZE
             self.min_offset = starts[0]
 
     def _path(self, start_unit: int) -> str:
@@ -172,7 +181,8 @@ class ConsumeQueue:
                     self.fio.fsync_dir(os.path.dirname(self.dir))
                 self.fio.fsync_dir(self.dir)
                 self.files.append(start)
-            self._dirty.add(start)
+            with self._lock:            # the flush swaps the set under this lock
+                self._dirty.add(start)
             off += len(chunk) // UNIT_SIZE
             view = view[room:]
 
@@ -236,15 +246,16 @@ class ConsumeQueue:
     def flush(self) -> None:
         with self._lock:
             dirty, self._dirty = self._dirty, set()
-        for start in sorted(dirty):
+        pending = sorted(dirty)
+        for k, start in enumerate(pending):
             try:
                 with self.handles.use(self._path(start)) as h:
                     self.fio.fsync(h)
             except FileNotFoundError:
                 continue
             except BaseException:
-                with self._lock:
-                    self._dirty.add(start)
+                with self._lock:        # this file and every one not reached stay dirty
+                    self._dirty.update(pending[k:])
                 raise
 
     @property

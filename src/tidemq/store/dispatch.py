@@ -129,8 +129,8 @@ class Dispatcher:
                 for ks, phys in index_items:
                     for k in ks:
                         self._retry(index.put, index.dir, k, phys, now_ms)
-        except OSError as e:
-            self._fail(first_phys, e)
+        except Exception as e:        # noqa: BLE001 - never out of a put: refuse writes until healed
+            self._fail(first_phys, e if isinstance(e, OSError) else OSError(0, repr(e)))
             return
         self.dispatched_offset = end_offset
         self.last_store_timestamp_ms = now_ms

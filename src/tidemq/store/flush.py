@@ -87,8 +87,10 @@ class GroupCommitService(_Service):
                 self._cv.notify_all()
             if self.dead:
                 return False
-            return self._cv.wait_for(lambda: self.flushed >= offset or self._stop.is_set() or self.dead,
-                                     timeout_s) and self.flushed >= offset
+            # not on stop: run() flushes what was requested before it ends (a put acknowledged
+            # during shutdown is durable, not a FLUSH_DISK_TIMEOUT); a dead thread wakes us
+            return self._cv.wait_for(lambda: self.flushed >= offset or self.dead, timeout_s) \
+                and self.flushed >= offset
 
     def run(self) -> None:
         while True:

@@ -118,11 +118,12 @@ class IndexFile:
         diff_s = max(0, (store_ts_ms - self.begin_ts) // 1000)
         n = self.count
         ENTRY.pack_into(self.buf, self.entries_at + n * ENTRY.size, h, phy_offset, diff_s, prev)
-        SLOT.pack_into(self.buf, slot_pos, n)
+        # the count first, then the slot: a lookup that sees the slot already accepts the entry
         self.count = n + 1
         self.end_ts = store_ts_ms
         self.end_phy = phy_offset
         self._write_header()
+        SLOT.pack_into(self.buf, slot_pos, n)
         self.dirty = True
         return True
 
@@ -147,8 +148,12 @@ class IndexFile:
 
     def flush(self) -> None:
         if self.dirty:
-            self.dirty = False
-            self.fio.fsync(self.handle)
+            self.dirty = False          # cleared first: a put during the fsync marks it again
+            try:
+                self.fio.fsync(self.handle)
+            except BaseException:
+                self.dirty = True
+                raise
 
     def close(self) -> None:
         self.buf.release()

@@ -64,6 +64,22 @@ def _tags_props(tags: str) -> bytes | None:
 _NO_PROPS = codec.RECORD_CRC_TAIL
 
 
+_I32 = (-(1 << 31), (1 << 31) - 1)
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _bad_numbers(m: Message) -> str | None:
+    """What is wrong with a message's numeric fields (they are packed as i32 / i64), or None."""
+    for name, (lo, hi) in (("flag", _I32), ("sys_flag", _I32), ("reconsume_times", _I32),
+                           ("prepared_transaction_offset", _I64), ("born_timestamp_ms", _I64)):
+        v = getattr(m, name)
+        if v is None and name == "born_timestamp_ms":
+            continue
+        if type(v) is not int or not lo <= v <= hi:
+            return f"{name} must be an integer in [{lo}, {hi}], not {v!r}"
+    return None
+
+
 @lru_cache(maxsize=256)
 def _host_bytes(host: str) -> bytes:
     return codec.encode_host(host)
@@ -391,7 +407,9 @@ class MessageStore:
             qid = m.queue_id
             if (t is None or type(body) is not bytes or m.keys or m.properties or m.born_host
                     or (tags is not None and type(tags) is not str)
-                    or (qid is not None and not 0 <= qid < t.queue_count)):
+                    or (qid is not None and (type(qid) is not int or not 0 <= qid < t.queue_count))
+                    or m.flag or m.sys_flag or m.reconsume_times or m.prepared_transaction_offset
+                    or (m.born_timestamp_ms is not None and type(m.born_timestamp_ms) is not int)):
                 p = self._prepare(m, i, results, now)
                 if p is not None:
                     add(p)
@@ -442,6 +460,12 @@ class MessageStore:
         new = tuple.__new__
         for i, phys, size, qid, qoff, uniq in out:
             results[i] = new(PutResult, (status, phys, qid, qoff, size, now, None, uniq, host))
+        if failure is not None and not isinstance(failure.cause, OSError):
+            reason = f"message could not be encoded: {failure.cause!r}"
+            log.error("%s", reason)
+            for p in prepared[len(out):]:
+                results[p[0]] = PutResult(PutStatus.MESSAGE_ILLEGAL, error=reason)
+            failure = None
         if failure is not None:
             full = getattr(failure.cause, "errno", None) == errno.ENOSPC
             reason = f"{'disk full: ' if full else ''}cannot create a commit-log segment: {failure.cause}"
@@ -482,8 +506,12 @@ class MessageStore:
             results[i] = PutResult(PutStatus.MESSAGE_ILLEGAL,
                                    error=f"body of {bl} bytes exceeds max_message_size_bytes={self._max_body}")
             return None
+        bad = _bad_numbers(m)
+        if bad:
+            results[i] = PutResult(PutStatus.MESSAGE_ILLEGAL, error=bad)
+            return None
         qid = m.queue_id
-        if qid is not None and not (isinstance(qid, int) and 0 <= qid < t.queue_count):
+        if qid is not None and not (type(qid) is int and 0 <= qid < t.queue_count):
             results[i] = PutResult(PutStatus.MESSAGE_ILLEGAL,
                                    error=f"queue_id {qid} out of range: topic {t.name} has {t.queue_count} queues")
             return None
@@ -586,6 +614,8 @@ class MessageStore:
         ``tags``: only messages with one of these tags (None or '*': all). The count and
         byte limits are also capped by the in-memory / from-disk pull limits.
         """
+        if self._state != "running":
+            return GetResult(GetStatus.SERVICE_NOT_AVAILABLE, offset, 0, 0)
         cq = self.queues.get(topic, queue_id)
         if cq is None:
             t = self.topics.get(topic)
@@ -605,7 +635,9 @@ class MessageStore:
         if tags is not None:
             tl = [t for t in tags if t and t != "*"]
             if tl:
-                wanted = {tags_hash(t): t for t in tl}
+                wanted = {}
+                for t in tl:                 # two tags can share a hash: keep them all
+                    wanted.setdefault(tags_hash(t), set()).add(t)
         scan = min(max_count, self.config.pull_max_count_in_memory) if wanted is None else FILTER_SCAN_UNITS_MAX
         raw = cq.read(offset, max(scan, 1))
         if not raw:
@@ -654,9 +686,14 @@ class MessageStore:
                 pos = cl_off - mf.start_offset
                 if pos + size > mf.wrote_pos:
                     break          # beyond what is written (cannot happen: units follow the write)
-                m = decode(mf.mapping, pos, size)
+                try:
+                    m = decode(mf.mapping, pos, size)
+                except codec.CodecError:
+                    removed += 1           # a corrupt record kept by recovery: skipped, reported by verify
+                    used += 1
+                    continue
                 used += 1
-                if wanted is not None and m.tags != wanted.get(th):
+                if wanted is not None and m.tags not in wanted[th]:
                     filtered += 1
                     continue
                 msgs.append(m)

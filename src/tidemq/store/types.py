@@ -113,6 +113,7 @@ class GetStatus(enum.Enum):
     OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"            # offset < min offset (cleaned away)
     NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"  # unknown topic or queue
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"      # queue exists, never had a message
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"  # the store is not running: retry the same offset
 
 
 class GetResult:

@@ -1,0 +1,254 @@
+"""SYNC_FLUSH throughput of MessageStore with 8 producer threads, against batched fdatasync.
+
+    .venv/bin/python bench/store_sync_flush.py             # 5 rounds, 5 s per sample
+    .venv/bin/python bench/store_sync_flush.py --quick     # 2 rounds, 2 s per sample
+
+Reference ("write+fdatasync/1000"), measured right before every store sample: one
+thread appending to a posix_fallocate'd file with ``os.write`` of a prebuilt
+1000 x 1 KiB (~1 MiB) buffer followed by ``os.fdatasync``: one fsync per 1,000
+messages, the throughput a durable log gets from batching alone.
+
+Variants (SYNC_FLUSH: a put returns once its bytes are fsynced; group commit
+shares one fsync among everything appended while the previous one ran):
+8 threads each calling ``put`` one message at a time; 8 threads each calling
+``put_batch`` of 16; and, for information, 8 threads with ``put_batch`` of 128.
+Reported: messages/s, fsyncs per message (``store.group_commit.fsyncs``), the
+duration of the store's commit-log fsyncs (timed through the store's FileIO
+seam), the per-call latency p50 / p99, and the group-commit ceiling: the
+reference loop with one fsync per threads x batch messages, i.e. what a perfect
+group commit of these producers could reach on this disk.
+
+Goal (DESIGN.md section 7): >= 0.5 x the reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _report import Report, clear_dir, percentile, progress, scratch_dir, settle  # noqa: E402
+from store_append import BODY_SIZE, QUEUES, TOPIC, make_bodies  # noqa: E402
+
+from tidemq.config import MIB, StoreConfig  # noqa: E402
+from tidemq.io import OsFileIO  # noqa: E402
+from tidemq.store import Message, MessageStore  # noqa: E402
+from tidemq.store.types import PutStatus  # noqa: E402
+
+REF_BATCH = 1000
+
+
+class TimedFileIO(OsFileIO):
+    """The real file system, timing every fsync of a commit-log segment (the store's own seam:
+    MessageStore(config, fio=...); nothing in src/ changes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paths: dict[int, str] = {}
+        self.log_fsync_s: list[float] = []
+        self.other_fsyncs = 0
+        self.recording = False
+
+    def open(self, path: str, create: bool = False) -> int:
+        fd = super().open(path, create)
+        self.paths[fd] = path
+        return fd
+
+    def fsync(self, handle: int) -> None:
+        t = time.perf_counter()
+        super().fsync(handle)
+        if self.recording:
+            if f"{os.sep}commitlog{os.sep}" in self.paths.get(handle, ""):
+                self.log_fsync_s.append(time.perf_counter() - t)
+            else:
+                self.other_fsyncs += 1
+
+
+def reference_round(path: str, file_size: int, bodies: list[bytes], count: int, max_s: float,
+                    batch: int = REF_BATCH) -> tuple[int, float, int]:
+    """(messages, seconds, fsyncs): os.write of ``batch`` bodies at once, then os.fdatasync."""
+    buf = b"".join(bodies[i % len(bodies)] for i in range(batch))
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.posix_fallocate(fd, 0, file_size)
+        done = fsyncs = 0
+        pos = 0
+        settle()
+        t0 = time.perf_counter()
+        end = t0 + max_s
+        while done < count and pos + len(buf) <= file_size:
+            n = os.write(fd, buf)
+            if n != len(buf):
+                raise OSError("short write")
+            os.fdatasync(fd)
+            pos += n
+            done += batch
+            fsyncs += 1
+            if time.perf_counter() >= end:
+                break
+        dt = time.perf_counter() - t0
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return done, dt, fsyncs
+
+
+def store_round(root: str, segment_bytes: int, bodies: list[bytes], threads: int, batch: int,
+                count_per_thread: int, max_s: float) -> dict:
+    cfg = StoreConfig(root_dir=root, segment_size_bytes=segment_bytes, flush_disk_type="SYNC_FLUSH",
+                      index_enabled=False, default_queue_count=QUEUES)
+    fio = TimedFileIO()
+    store = MessageStore(cfg, fio=fio).start()
+    try:
+        store.create_topic(TOPIC, QUEUES)
+        assert store.put(Message(topic=TOPIC, body=bodies[0], queue_id=0)).ok   # first segment, first fsync
+        gc = store.group_commit
+        barrier = threading.Barrier(threads + 1)
+        counts = [0] * threads
+        bad = [0] * threads
+        lats: list[list[float]] = [[] for _ in range(threads)]
+        stop_at = [0.0]
+        ok = PutStatus.PUT_OK
+
+        def producer(k: int) -> None:
+            pool = [Message(topic=TOPIC, body=bodies[(k + i) % len(bodies)]) for i in range(max(batch, 64))]
+            chunks = [pool[j:j + batch] for j in range(0, len(pool) - batch + 1, batch)]
+            lat = lats[k]
+            pc = time.perf_counter
+            barrier.wait()
+            end = stop_at[0]
+            n = 0
+            if batch == 1:
+                put = store.put
+                while n < count_per_thread:
+                    for m in pool:
+                        t = pc()
+                        if put(m).status is not ok:
+                            bad[k] += 1
+                        t2 = pc()
+                        lat.append(t2 - t)
+                        n += 1
+                    if t2 >= end:
+                        break
+            else:
+                put_batch = store.put_batch
+                while n < count_per_thread:
+                    for c in chunks:
+                        t = pc()
+                        rs = put_batch(c)
+                        t2 = pc()
+                        if rs[-1].status is not ok:
+                            bad[k] += len(rs)
+                        lat.append(t2 - t)
+                        n += len(c)
+                    if t2 >= end:
+                        break
+            counts[k] = n
+
+        ts = [threading.Thread(target=producer, args=(k,), daemon=True) for k in range(threads)]
+        for t in ts:
+            t.start()
+        settle()
+        f0 = gc.fsyncs
+        stop_at[0] = time.perf_counter() + max_s
+        fio.recording = True
+        barrier.wait()
+        t0 = time.perf_counter()
+        for t in ts:
+            t.join(timeout=max_s + 60)
+        dt = time.perf_counter() - t0
+        fio.recording = False
+        fsyncs = gc.fsyncs - f0
+        fs_times = fio.log_fsync_s
+        total = sum(counts)
+        all_lat = [x for ls in lats for x in ls]
+        stored = sum(store.max_offset(TOPIC, q) for q in range(QUEUES)) - 1
+        if stored != total:
+            raise RuntimeError(f"store holds {stored} messages, {total} were put")
+        return {"messages": total, "seconds": dt, "fsyncs": fsyncs, "not_ok": sum(bad),
+                "log_fsync_ms": statistics.mean(fs_times) * 1e3 if fs_times else float("nan"),
+                "log_fsync_busy": sum(fs_times) / dt, "other_fsyncs": fio.other_fsyncs,
+                "lat_p50_ms": statistics.median(all_lat) * 1e3 if all_lat else float("nan"),
+                "lat_p99_ms": percentile(all_lat, 99) * 1e3 if all_lat else float("nan")}
+    finally:
+        store.shutdown()
+
+
+VARIANTS = [
+    # name, batch, goal
+    ("8 threads x put", 1, 0.5),
+    ("8 threads x put_batch(16)", 16, 0.5),
+    ("8 threads x put_batch(128)", 128, None),      # for information: how far group commit + batching go
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--max-seconds", type=float, default=5.0, help="time bound per sample")
+    ap.add_argument("--count", type=int, default=400_000, help="messages per sample at most (reference; store: split over threads)")
+    ap.add_argument("--segment-mib", type=int, default=1024, choices=(256, 1024))
+    ap.add_argument("--only", default="", help="comma-separated variant names (default: all)")
+    ap.add_argument("--quick", action="store_true", help="2 rounds of 2 s")
+    a = ap.parse_args()
+    if a.quick:
+        a.rounds, a.max_seconds = 2, 2.0
+    seg = a.segment_mib * MIB
+    variants = [v for v in VARIANTS if not a.only or v[0] in a.only.split(",")]
+    bodies = make_bodies()
+    rep = Report("store_sync_flush", unit="msgs/s", reference="write+fdatasync/1000",
+                 reference_doc="one thread, os.write of 1000 x 1 KiB (~1 MiB) then os.fdatasync, "
+                               "into a posix_fallocate'd file",
+                 params={"body_bytes": BODY_SIZE, "queues": QUEUES, "threads": a.threads, "rounds": a.rounds,
+                         "max_seconds_per_sample": a.max_seconds, "count_per_sample_max": a.count,
+                         "segment_size_bytes": seg, "flush_disk_type": "SYNC_FLUSH", "index_enabled": False})
+    for name, _b, goal in variants:
+        rep.ratio(name, goal)
+    with scratch_dir("store_sync_flush") as tmp:
+        reference_round(os.path.join(tmp, "ref"), seg, bodies, 20_000, 1.0)       # warm-up
+        for r in range(a.rounds):
+            for name, batch, _goal in variants:
+                n, dt, fs = reference_round(os.path.join(tmp, "ref"), seg, bodies, a.count, a.max_seconds)
+                ref = n / dt
+                rep.add("write+fdatasync/1000", ref, fsyncs_per_msg=fs / n, ms_per_fsync_round=dt / fs * 1e3)
+                res = store_round(os.path.join(tmp, "store"), seg, bodies, a.threads, batch,
+                                  max(a.count // a.threads, batch), a.max_seconds)
+                clear_dir(tmp)
+                rate = res["messages"] / res["seconds"]
+                # the group-commit ceiling: every producer's put in one fsync (threads x batch per fsync)
+                cn, cdt, _cfs = reference_round(os.path.join(tmp, "ref"), seg, bodies, a.count,
+                                                min(a.max_seconds, 2.0), batch=a.threads * batch)
+                ceiling = cn / cdt
+                rep.add(name, rate, ref=ref, fsyncs_per_msg=res["fsyncs"] / res["messages"],
+                        msgs_per_fsync=res["messages"] / max(res["fsyncs"], 1),
+                        ms_per_fsync_round=res["seconds"] / max(res["fsyncs"], 1) * 1e3,
+                        log_fsync_ms=res["log_fsync_ms"], log_fsync_busy=res["log_fsync_busy"],
+                        lat_p50_ms=res["lat_p50_ms"], lat_p99_ms=res["lat_p99_ms"], not_ok=res["not_ok"],
+                        ceiling_msgs_per_s=ceiling, vs_ceiling=rate / ceiling)
+                progress(f"round {r + 1}/{a.rounds}: reference {ref:,.0f} msgs/s ({dt / fs * 1e3:.2f} ms per "
+                         f"write+fsync), {name} {rate:,.0f} msgs/s, {res['messages'] / max(res['fsyncs'], 1):.1f} "
+                         f"msgs/fsync, log fsync {res['log_fsync_ms']:.2f} ms (busy {res['log_fsync_busy']:.0%}), "
+                         f"p50 {res['lat_p50_ms']:.2f} ms p99 {res['lat_p99_ms']:.2f} ms: {rate / ref:.3f} x; "
+                         f"ceiling (write+fdatasync per {a.threads * batch}) {ceiling:,.0f}: {rate / ceiling:.3f} x")
+        rep.note("The reference is measured right before every store sample (fresh file); each store sample "
+                 "uses a fresh store. ratio = median over rounds of store / the reference next to it.")
+        rep.note("ms_per_fsync_round: sample time / fsyncs (reference: one write of ~1 MiB + fdatasync; store: "
+                 "one group-commit round, fsync plus the wait for the next request). log_fsync_ms: mean duration of "
+                 "the store's commit-log fdatasync calls alone; log_fsync_busy: share of the sample the disk was "
+                 "busy with them. lat_*: latency of one put / put_batch call.")
+        rep.note("Before every timed sample: os.sync() and a 0.3 s pause (untimed).")
+        rep.note("ceiling_msgs_per_s: the same reference loop with one fsync per threads x batch messages (what a "
+                 "perfect group commit of these producers could reach on this disk), measured right after each "
+                 "store sample; vs_ceiling = store / that ceiling.")
+        rep.note("The store also fsyncs consume queues and the checkpoint once a second (QueueFlushService); "
+                 "those fsyncs are not counted in fsyncs_per_msg.")
+        rep.write(tmp)
+
+
+if __name__ == "__main__":
+    main()
