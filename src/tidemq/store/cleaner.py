@@ -77,9 +77,51 @@ class CommitLogCleaner:
     def is_time(self, now_ms: int) -> bool:
         return time.localtime(now_ms / 1000).tm_hour in self.hours
 
+    def _finish_pending(self, rnd: CleanRound, now: int) -> None:
+        """A head segment a reader held when it was deleted is out of service: finish its
+        deletion whatever triggers this round has (else it would stay in the log unreadable)."""
+        while len(self.segments.segments) > 1 and not self.segments.segments[0].available:
+            mf = self.segments.segments[0]
+            if not self._destroy(rnd, mf, now):
+                break
+
+    def _destroy(self, rnd: CleanRound, mf: MappedFile, now: int) -> bool:
+        """Delete the head segment; False (and why_not set) if it must wait."""
+        cfg = self.config
+        size = mf.size
+        try:
+            gone = mf.destroy(now, cfg.destroy_mapped_file_interval_forcibly_ms)
+        except OSError as e:
+            if not self.disk.is_offline(mf.directory):
+                rnd.why_not = f"cannot delete segment {mf.path}: {e}; retried next round"
+                return False
+            # its directory is offline (read-only, failing): the log goes on without the
+            # segment, the file stays there; retrying would stop all cleanup for good
+            log.warning("segment %s is out of the log but its file could not be deleted from offline "
+                        "directory %s: %s; remove it before the directory is used again", mf.path,
+                        mf.directory, e)
+            gone = True
+        if not gone:
+            rnd.why_not = f"segment {mf.path} is held by {mf.refs} reader(s); retried next round"
+            return False
+        self.segments.remove_head(mf)
+        try:
+            # durable before the next deletion: a power loss never brings back one head segment
+            # without the ones before it (the log would have a hole)
+            self.segments.fio.fsync_dir(mf.directory)
+        except OSError:
+            pass
+        rnd.deleted.append(mf.path)
+        rnd.deleted_bytes += size
+        self.deleted_bytes_total += size
+        if self.on_deleted is not None:
+            self.on_deleted(mf)
+        return True
+
     def run_round(self) -> CleanRound:
         now = self.clock.now_ms()
         rnd = CleanRound(at_ms=now)
+        self._finish_pending(rnd, now)
         space, forcibly, over = self.disk.space_pressure()
         if self.is_time(now):
             rnd.triggers.append("time")
@@ -115,28 +157,8 @@ class CommitLogCleaner:
             if self.can_delete is not None and not self.can_delete(mf):
                 rnd.why_not = f"segment {mf.path} is not archived yet"
                 break
-            size = mf.size
-            try:
-                gone = mf.destroy(now, cfg.destroy_mapped_file_interval_forcibly_ms)
-            except OSError as e:
-                if not self.disk.is_offline(mf.directory):
-                    rnd.why_not = f"cannot delete segment {mf.path}: {e}; retried next round"
-                    break
-                # its directory is offline (read-only, failing): the log goes on without the
-                # segment, the file stays there; retrying would stop all cleanup for good
-                log.warning("segment %s is out of the log but its file could not be deleted from offline "
-                            "directory %s: %s; remove it before the directory is used again", mf.path,
-                            mf.directory, e)
-                gone = True
-            if not gone:
-                rnd.why_not = f"segment {mf.path} is held by {mf.refs} reader(s); retried next round"
+            if not self._destroy(rnd, mf, now):
                 break
-            self.segments.remove_head(mf)
-            rnd.deleted.append(mf.path)
-            rnd.deleted_bytes += size
-            self.deleted_bytes_total += size
-            if self.on_deleted is not None:
-                self.on_deleted(mf)
             if cfg.delete_commit_log_files_interval_ms:
                 self.clock.sleep(cfg.delete_commit_log_files_interval_ms / 1000)
         else:

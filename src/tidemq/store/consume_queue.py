@@ -18,6 +18,7 @@ the commit log (corrected after cleanup); ``max_offset`` is one past the last.
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 import threading
@@ -42,10 +43,13 @@ class HandleCache:
         self.max_open = max_open
         self._open: OrderedDict[str, list] = OrderedDict()   # path -> [handle, users]
         self._lock = threading.Lock()
+        self._closed = False
 
     def acquire(self, path: str, create: bool = False) -> list:
         """[handle, users, ...]: pass it to release() when done (the read path's cheap form of use())."""
         with self._lock:
+            if self._closed:
+                raise OSError(errno.EBADF, "the store is closed", path)
             entry = self._open.get(path)
             if entry is None:
                 entry = [self.fio.open(path, create=create), 0]
@@ -93,10 +97,18 @@ class HandleCache:
             self.fio.close(e[0])
 
     def close_all(self) -> None:
+        """Close every handle; one in use is closed by its last user (never under a reader)."""
         with self._lock:
+            self._closed = True
             items = list(self._open.values())
             self._open.clear()
-        for h, _users in items:
+            idle = []
+            for e in items:
+                if e[1] > 0:
+                    e.append("forgotten")
+                else:
+                    idle.append(e[0])
+        for h in idle:
             self.fio.close(h)
 
 
@@ -272,7 +284,7 @@ class ConsumeQueue:
             stop = min(end, start + self.units_per_segment)
             try:
                 entry = self.handles.acquire(self._path(start))
-            except FileNotFoundError:
+            except OSError:           # deleted by cleanup, or the store is closing: nothing readable
                 break
             try:
                 raw = self.fio.pread(entry[0], (stop - offset) * UNIT_SIZE, (offset - start) * UNIT_SIZE)

@@ -66,6 +66,24 @@ class IndexFile:
             if s != slots or not (1 <= self.count <= entries):
                 raise ValueError(f"index file {path}: header says {s} slots / {self.count} entries")
         self.dirty = created
+        self._refs = 0
+        self._closing = False        # close() / destroy() called: done at the last release
+        self._unlink = False
+        self._ref_lock = threading.Lock()
+
+    def hold(self) -> bool:
+        with self._ref_lock:
+            if self._closing:
+                return False
+            self._refs += 1
+            return True
+
+    def release(self) -> None:
+        with self._ref_lock:
+            self._refs -= 1
+            last = self._closing and self._refs == 0
+        if last:
+            self._finish()
 
     @classmethod
     def create(cls, fio: FileIO, directory: str, name_ms: int, slots: int, entries: int) -> "IndexFile":
@@ -155,17 +173,32 @@ class IndexFile:
                 self.dirty = True
                 raise
 
-    def close(self) -> None:
+    def close(self, unlink: bool = False) -> None:
+        """Unmap and close (and delete, with unlink) now, or at the last reader's release."""
+        with self._ref_lock:
+            if self._closing:
+                return
+            self._closing = True
+            self._unlink = unlink
+            busy = self._refs > 0
+        if not busy:
+            self._finish()
+
+    def _finish(self) -> None:
         self.buf.release()
         try:
             self.fio.unmap(self.mapping)
         except BufferError:
             pass
         self.fio.close(self.handle)
+        if self._unlink:
+            try:
+                self.fio.unlink(self.path)
+            except FileNotFoundError:
+                pass
 
     def destroy(self) -> None:
-        self.close()
-        self.fio.unlink(self.path)
+        self.close(unlink=True)
 
 
 class IndexService:
@@ -213,17 +246,23 @@ class IndexService:
         f.put(key, phy_offset, store_ts_ms)
 
     def lookup(self, key: str, max_count: int, begin_ms: int, end_ms: int) -> list[int]:
+        """Candidates, newest first. The files are held while they are read: cleanup or close
+        never unmaps one under a lookup (it is unmapped by the lookup's release)."""
         with self._lock:
-            files = list(self.files)
+            files = [f for f in reversed(self.files) if f.hold()]
         out: list[int] = []
         seen: set[int] = set()
-        for f in reversed(files):
-            for phy in f.lookup(key, max_count, begin_ms, end_ms):
-                if phy not in seen:
-                    seen.add(phy)
-                    out.append(phy)
-            if len(out) >= max_count:
-                break
+        try:
+            for f in files:
+                for phy in f.lookup(key, max_count, begin_ms, end_ms):
+                    if phy not in seen:
+                        seen.add(phy)
+                        out.append(phy)
+                if len(out) >= max_count:
+                    break
+        finally:
+            for f in files:
+                f.release()
         return out[:max_count]
 
     def truncate_after(self, phy_offset: int) -> None:

@@ -163,10 +163,13 @@ class MappedFile:
         return True
 
     def close(self) -> None:
-        """Unmap and close without deleting (shutdown)."""
+        """Unmap and close without deleting (shutdown); a reader still holding the segment
+        keeps it mapped until its release()."""
         with self._lock:
             self._available = False
-        self._cleanup()
+            busy = self._refs > 0
+        if not busy:
+            self._cleanup()
 
     def _cleanup(self) -> None:
         with self._lock:
