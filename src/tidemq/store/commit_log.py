@@ -12,17 +12,22 @@ The record layout is in ``codec.py``.
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import threading
 from typing import Iterator
 from zlib import crc32
 
 from ..config import StoreConfig
-from ..io import FileIO
+from ..io import FileIO, read_whole, write_atomic
 from . import codec
 from .codec import _RECORD_STRUCTS, BLANK_MAGIC, BLANK_MIN, MAGIC, SIZE_MAGIC, record_struct
 from .consume_queue import UNIT
 from .mapped_file import MappedFile
 from .segment_queue import SegmentQueue
+
+log = logging.getLogger("tidemq.store")
 
 # A prepared message (built by the store's validation pass):
 # (index_in_batch, body, topic_state, properties_bytes, queue_id_or_None, born_ts_ms, born_host_bytes,
@@ -50,6 +55,11 @@ class CommitLog:
         self.fio = fio
         self.segments = segments
         self.store_host = codec.encode_host(config.store_host)
+        # segments sealed before their end without a BLANK (their directory went offline or is
+        # read-only): start offset -> position of the seal; kept in config/sealed.json so recovery
+        # and every reader go on to the next segment there instead of taking it for the log's end
+        self.sealed: dict[int, int] = {}
+        self._sealed_path = os.path.join(config.config_path, "sealed.json")
         self.flushed_offset = 0
         self._flush_lock = threading.Lock()
         self.max_record_size = config.segment_size_bytes - BLANK_MIN
@@ -66,10 +76,7 @@ class CommitLog:
         segs = self.segments
         mf = segs.last
         if mf is not None and not mf.is_full and self._dir_offline(mf.directory):
-            # its directory went offline: seal it (BLANK) and go on in another directory
-            if mf.wrote_pos + BLANK_MIN <= mf.size:
-                SIZE_MAGIC.pack_into(mf.buf, mf.wrote_pos, mf.size - mf.wrote_pos, BLANK_MAGIC)
-            mf.wrote_pos = mf.size
+            self.seal_early(mf)       # its directory is offline or read-only: go on in another one
         if mf is None or mf.is_full:
             mf = self._roll(mf, out)
         pos = mf.wrote_pos
@@ -143,6 +150,47 @@ class CommitLog:
             append_out((i, phys, n, qid, qoff, uniq))
         return pos
 
+    # Early seals --------------------------------------------------------------------------
+    def load_sealed(self) -> None:
+        if self.fio.exists(self._sealed_path):
+            doc = json.loads(read_whole(self.fio, self._sealed_path).decode("utf-8"))
+            self.sealed = {int(k): int(v) for k, v in doc.items()}
+
+    def _save_sealed(self) -> None:
+        self.fio.makedirs(os.path.dirname(self._sealed_path))
+        write_atomic(self.fio, self._sealed_path,
+                     json.dumps({str(k): v for k, v in sorted(self.sealed.items())}).encode("utf-8"))
+
+    def seal_early(self, mf: MappedFile) -> None:
+        """End ``mf`` here: recorded durably (the BLANK written into a failing directory may never
+        reach its disk), then a BLANK in memory for this run's readers where the mapping allows."""
+        pos = mf.wrote_pos
+        self.sealed[mf.start_offset] = pos
+        try:
+            self._save_sealed()
+        except OSError as e:
+            log.error("cannot record the early seal of %s at %d: %s", mf.path, pos, e)
+        try:
+            if pos + BLANK_MIN <= mf.size:
+                SIZE_MAGIC.pack_into(mf.buf, pos, mf.size - pos, BLANK_MAGIC)
+        except TypeError:
+            pass                      # a read-only mapping: the recorded seal is enough
+        mf.wrote_pos = mf.size
+        log.warning("segment %s sealed at %d (directory offline or read-only); the log goes on in another "
+                    "directory", mf.path, pos)
+
+    def sealed_at(self, mf: MappedFile, pos: int) -> bool:
+        """Was ``mf`` sealed early at or before ``pos`` (so what is there is not the log's end)?"""
+        at = self.sealed.get(mf.start_offset)
+        return at is not None and pos >= at
+
+    def prune_sealed(self) -> None:
+        gone = [k for k in self.sealed if k < self.segments.min_offset]
+        if gone:
+            for k in gone:
+                del self.sealed[k]
+            self._save_sealed()
+
     def _roll(self, current: MappedFile | None, out: list) -> MappedFile:
         start = current.end_offset if current is not None else 0
         try:
@@ -199,6 +247,9 @@ class CommitLog:
                         yield kind, mf.start_offset + pos, size, mf, pos
                         pos += size
                         continue
+                    if kind != codec.REC_BLANK and self.sealed_at(mf, pos):
+                        yield codec.REC_BLANK, mf.start_offset + pos, mf.size - pos, mf, pos
+                        break
                     yield kind, mf.start_offset + pos, size, mf, pos
                     if kind != codec.REC_BLANK:
                         return

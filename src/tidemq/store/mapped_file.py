@@ -23,6 +23,7 @@ import os
 import threading
 
 from ..io import FileIO
+from .types import StoreError
 
 log = logging.getLogger("tidemq.store")
 
@@ -83,13 +84,17 @@ class MappedFile:
         return cls(fio, path, start_offset, size, handle, mapping)
 
     @classmethod
-    def open(cls, fio: FileIO, path: str, start_offset: int, size: int) -> "MappedFile":
-        """Map an existing segment; a short file (a crash while allocating) is extended."""
-        handle = fio.open(path)
+    def open(cls, fio: FileIO, path: str, start_offset: int, size: int, readonly: bool = False) -> "MappedFile":
+        """Map an existing segment; a short file (a crash while allocating) is extended.
+        ``readonly``: opened and mapped read-only (a read-only directory or mount)."""
+        handle = fio.open(path, readonly=readonly)
         try:
             if fio.size_of(handle) < size:
+                if readonly:
+                    raise StoreError(f"segment {path} in a read-only directory is shorter than "
+                                     f"segment_size_bytes={size}")
                 fio.allocate(handle, size)
-            mapping = fio.map(handle, size)
+            mapping = fio.map(handle, size, readonly=readonly)
         except BaseException:
             fio.close(handle)
             raise

@@ -142,6 +142,8 @@ def find_log_end(commit_log: CommitLog, from_offset: int, rep: RecoveryReport, d
             mf.release()
         rep.segments_scanned += 1
         phys = mf.start_offset + pos
+        if kind != codec.REC_BLANK and commit_log.sealed_at(mf, pos):
+            kind, size = codec.REC_BLANK, mf.size - pos      # sealed early: the log goes on next segment
         if kind == codec.REC_BLANK:
             end = phys + size
             i += 1

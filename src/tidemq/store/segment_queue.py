@@ -87,7 +87,9 @@ class SegmentQueue:
             size = self.fio.file_size(path)
             if size > self.segment_size:
                 raise StoreError(f"segment {path} is {size} bytes, larger than segment_size_bytes={self.segment_size}")
-            mf = MappedFile.open(self.fio, path, s, self.segment_size)
+            ro = {os.path.normpath(d) for d in self.readonly_dirs}
+            mf = MappedFile.open(self.fio, path, s, self.segment_size,
+                                 readonly=os.path.normpath(os.path.dirname(path)) in ro)
             mf.last_store_timestamp_ms = self.fio.mtime_ms(path)
             self.segments.append(mf)
             self._starts.append(s)

@@ -155,7 +155,10 @@ class MessageStore:
                                      placement=self.disk.placement_candidates,
                                      on_dir_error=lambda d, e: self.disk.mark_offline(d, f"I/O error: {e}"))
         self.segments.load()
-        self.commit_log = CommitLog(cfg, fio, self.segments, dir_offline=self.disk.is_offline)
+        readonly = {os.path.normpath(d) for d in cfg.readonly_commitlog_dirs}
+        self.commit_log = CommitLog(cfg, fio, self.segments, dir_offline=lambda d: self.disk.is_offline(d)
+                                    or os.path.normpath(d) in readonly)
+        self.commit_log.load_sealed()
         queues_lost = not fio.is_dir(cfg.consumequeue_path) or not fio.listdir(cfg.consumequeue_path)
         self.queues = ConsumeQueueTable(fio, cfg.consumequeue_path, cfg.consume_queue_units_per_segment,
                                         cfg.consume_queue_open_files_max)
@@ -247,6 +250,7 @@ class MessageStore:
         rnd = self.cleaner.run_round()
         if rnd.deleted:
             self.queue_cleaner.run_round(self.segments.min_offset)
+            self.commit_log.prune_sealed()
             self.check_disk()
 
     def trigger_delete_expired(self) -> None:

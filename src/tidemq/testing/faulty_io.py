@@ -188,7 +188,7 @@ class FaultyFileIO:
 
     mtime_now_ms = 0   # tests set the time loaded segments seem to have been written
 
-    def open(self, path: str, create: bool = False) -> _Handle:
+    def open(self, path: str, create: bool = False, readonly: bool = False) -> _Handle:
         with self._lock:
             self._op("open", path)
             p = _norm(path)
@@ -312,7 +312,7 @@ class FaultyFileIO:
             self.durable_files[handle.path] = n      # ext4: fsync makes the new entry durable too
             self.stats.fsyncs += 1
 
-    def map(self, handle: _Handle, size: int):
+    def map(self, handle: _Handle, size: int, readonly: bool = False):
         with self._lock:
             n = self._live(handle, "map")
             if len(n.data) < size:
