@@ -43,6 +43,7 @@ from ..io import Clock, DiskUsage, FileIO
 log = logging.getLogger("tidemq.store")
 
 MARKER = ".tidemq-dir"
+ERRORS_BEFORE_OFFLINE = 3
 RATE_TIME_CONSTANT_S = 300.0
 
 
@@ -126,6 +127,7 @@ class DiskMonitor:
         self._full: set[str] = set()
         self._offline: dict[str, str] = {}
         self._markers: dict[str, bytes] = {}
+        self._errors: dict[str, int] = {}          # consecutive I/O errors per directory
         self._lock = threading.Lock()
         self._refresh_lock = threading.Lock()   # one measurement at a time: a late one never undoes a newer
         self._ingest = _Ewma()
@@ -181,6 +183,28 @@ class DiskMonitor:
         log.error("store directory %s is offline: %s. No new segments go there; its segments are read while "
                   "the OS allows; the store serves from the other directories.", d, reason)
         self._update_refusal()
+
+    def report_error(self, d: str, e: OSError) -> None:
+        """An I/O error in ``d`` (a segment could not be created there). One error is not a dead
+        disk: the directory is probed now (marker rewrite, usage) and goes offline only if the
+        probe fails too, or after errors_before_offline errors in a row."""
+        st = self.dirs.get(d)
+        if st is None or d in self._offline:
+            return
+        n = self._errors.get(d, 0) + 1
+        self._errors[d] = n
+        try:
+            problem = self._check_marker(d) if d in self._markers else None
+            self.fio.disk_usage(d)
+        except OSError as probe:
+            problem = f"I/O error: {e}; probe: {probe}"
+        if problem or n >= ERRORS_BEFORE_OFFLINE:
+            self.mark_offline(d, problem or f"I/O error {n} times in a row: {e}")
+        else:
+            log.warning("I/O error in %s (%s); the directory answers its probe, so it stays in service", d, e)
+
+    def note_success(self, d: str) -> None:
+        self._errors.pop(d, None)
 
     def is_offline(self, d: str) -> bool:
         return d in self._offline
@@ -242,8 +266,10 @@ class DiskMonitor:
         if not usable:
             parts = [f"{st.path} ({'offline: ' + self._offline[st.path] if st.path in self._offline else f'{st.used_ratio_percent:.1f}% used'})"
                      for st in cl]
-            reason = (f"disk full: no commit-log directory can take writes (warning level "
-                      f"{cl[0].thresholds_percent[2] if cl else 90}%): " + ", ".join(parts))
+            full = any(st.path in self._full for st in cl)
+            reason = ((f"disk full: no commit-log directory can take writes (warning level "
+                       f"{cl[0].thresholds_percent[2] if cl else 90}%): ") if full else
+                      "no commit-log directory can take writes: ") + ", ".join(parts)
         else:
             for st in self.dirs.values():
                 if st.role == "consumequeue" and st.path in self._full:

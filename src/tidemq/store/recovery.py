@@ -30,6 +30,7 @@ from .commit_log import CommitLog
 from .consume_queue import UNIT, UNIT_SIZE, ConsumeQueue, ConsumeQueueTable
 from .dispatch import Dispatcher
 from .index_file import IndexService
+from .types import StoreError
 
 log = logging.getLogger("tidemq.store")
 
@@ -245,6 +246,12 @@ def recover(commit_log: CommitLog, queues: ConsumeQueueTable, index: IndexServic
         floor = min(cp.physic_offset, segs.segments[-1].end_offset)
         floor = floor if floor >= segs.min_offset else 0
     end = find_log_end(commit_log, start, rep, floor) if segs.segments else 0
+    if cp is not None and cp.physic_offset > max(end, segs.min_offset):
+        raise StoreError(
+            f"the commit log ends at {end} but the checkpoint says everything up to {cp.physic_offset} was on "
+            f"disk: segments are missing (is a commit-log directory not mounted?). Refusing to start rather "
+            f"than lose acknowledged messages and reuse their offsets. Bring the directory back; to accept "
+            f"the loss instead, remove {commit_log.config.checkpoint_path}")
     for mf in segs.segments:            # segments wholly before the end are full (they end in BLANK)
         if mf.end_offset <= end:
             mf.wrote_pos = mf.size

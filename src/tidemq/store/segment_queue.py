@@ -33,7 +33,8 @@ class SegmentQueue:
     def __init__(self, fio: FileIO, dirs: Sequence[str], segment_size: int,
                  readonly_dirs: Sequence[str] = (), preallocate: bool = True,
                  placement: Callable[[], list[str]] | None = None,
-                 on_dir_error: Callable[[str, OSError], None] | None = None) -> None:
+                 on_dir_error: Callable[[str, OSError], None] | None = None,
+                 on_dir_ok: Callable[[str], None] | None = None) -> None:
         if not dirs:
             raise StoreError("no commit-log directory configured")
         self.fio = fio
@@ -43,6 +44,7 @@ class SegmentQueue:
         self.preallocate = preallocate
         self._placement = placement or (lambda: list(self.dirs))
         self._on_dir_error = on_dir_error or (lambda d, e: None)
+        self._on_dir_ok = on_dir_ok or (lambda d: None)
         self.segments: list[MappedFile] = []
         self._starts: list[int] = []
         self._lock = threading.RLock()
@@ -167,7 +169,9 @@ class SegmentQueue:
                     last_error = OSError(errno.ENOSPC, f"no room for a {self.segment_size}-byte segment in {directory} "
                                                        f"({free} bytes free)")
                     continue
-                return MappedFile.create(self.fio, directory, start_offset, self.segment_size)
+                mf = MappedFile.create(self.fio, directory, start_offset, self.segment_size)
+                self._on_dir_ok(directory)
+                return mf
             except OSError as e:
                 last_error = e
                 if e.errno != errno.ENOSPC:

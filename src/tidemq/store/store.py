@@ -132,6 +132,28 @@ class MessageStore:
     def start(self) -> "MessageStore":
         if self._state != "new":
             raise StoreError(f"store already {self._state}")
+        try:
+            return self._start()
+        except BaseException:
+            self._abandon_start()
+            raise
+
+    def _abandon_start(self) -> None:
+        """A start that failed releases what it took (files, mappings, the root lock)."""
+        self._state = "failed"
+        for name in ("segments", "queues", "index", "checkpoint"):
+            part = getattr(self, name, None)
+            if part is not None:
+                try:
+                    part.close()
+                except Exception:  # noqa: BLE001 - best effort on the way out
+                    pass
+        unlock = getattr(self.fio, "unlock", None)
+        if unlock is not None and self._lock_handle is not None:
+            unlock(self._lock_handle)
+            self._lock_handle = None
+
+    def _start(self) -> "MessageStore":
         cfg, fio = self.config, self.fio
         fio.makedirs(cfg.root_dir)
         self._lock_root()
@@ -153,7 +175,7 @@ class MessageStore:
                                      readonly_dirs=cfg.readonly_commitlog_dirs,
                                      preallocate=cfg.preallocate_next_segment,
                                      placement=self.disk.placement_candidates,
-                                     on_dir_error=lambda d, e: self.disk.mark_offline(d, f"I/O error: {e}"))
+                                     on_dir_error=self.disk.report_error, on_dir_ok=self.disk.note_success)
         self.segments.load()
         readonly = {os.path.normpath(d) for d in cfg.readonly_commitlog_dirs}
         self.commit_log = CommitLog(cfg, fio, self.segments, dir_offline=lambda d: self.disk.is_offline(d)
