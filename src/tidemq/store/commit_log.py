@@ -150,6 +150,21 @@ class CommitLog:
             append_out((i, phys, n, qid, qoff, uniq))
         return pos
 
+    @staticmethod
+    def _next_valid(mf: MappedFile, pos: int) -> int | None:
+        """The next position in ``mf`` holding a whole valid record that says it is there."""
+        buf = mf.mapping
+        while True:
+            i = buf.find(codec.MAGIC_BYTES, pos + 4, mf.wrote_pos)
+            if i < 0:
+                return None
+            cand = i - 4
+            kind, _ = codec.check_record(buf, cand, mf.size, True)
+            if kind == codec.REC_OK and codec.I64.unpack_from(buf, cand + codec.OFF_PHYSICALOFFSET)[0] == \
+                    mf.start_offset + cand:
+                return cand
+            pos = cand + 1
+
     # Early seals --------------------------------------------------------------------------
     def load_sealed(self) -> None:
         if self.fio.exists(self._sealed_path):
@@ -247,6 +262,16 @@ class CommitLog:
                         yield kind, mf.start_offset + pos, size, mf, pos
                         pos += size
                         continue
+                    if kind != codec.REC_BLANK and mf.start_offset + pos < self.flushed_offset \
+                            and not self.sealed_at(mf, pos):
+                        # below what was made durable this is corruption recovery kept, not the
+                        # log's end: report it and go on at the next valid record
+                        yield codec.REC_CORRUPT, mf.start_offset + pos, 0, mf, pos
+                        nxt = self._next_valid(mf, pos + 1)
+                        if nxt is not None:
+                            pos = nxt
+                            continue
+                        break
                     if kind != codec.REC_BLANK and self.sealed_at(mf, pos):
                         yield codec.REC_BLANK, mf.start_offset + pos, mf.size - pos, mf, pos
                         break

@@ -62,9 +62,18 @@ class _UnitWriter:
         self.pending: dict[ConsumeQueue, list] = {}     # cq -> [first queue offset, bytearray]
         self.chunks: dict[ConsumeQueue, tuple[int, bytes]] = {}
 
-    def put(self, cq: ConsumeQueue, qoff: int, unit: bytes) -> str:
+    HOLE = UNIT.pack(0, 0, 0)      # a unit of size 0: the message is lost (get skips it, verify reports it)
+
+    def put(self, cq: ConsumeQueue, qoff: int, unit: bytes, fill_gaps: bool = False) -> str:
         p = self.pending.get(cq)
-        if qoff == cq.max_offset + (len(p[1]) // 20 if p is not None else 0):
+        expected = cq.max_offset + (len(p[1]) // 20 if p is not None else 0)
+        if fill_gaps and qoff > expected and (cq.files or p is not None):
+            # a rebuild past a corrupt record: its queue offset stays a hole, the rest is reachable
+            if p is None:
+                p = self.pending[cq] = [expected, bytearray()]
+            p[1] += self.HOLE * (qoff - expected)
+            expected = qoff
+        if qoff == expected:
             if p is None:
                 self.pending[cq] = [qoff, bytearray(unit)]
             else:
@@ -168,7 +177,7 @@ class Dispatcher:
 
     # Read-back path -------------------------------------------------------------------
     def redispatch(self, commit_log, from_offset: int, rebuild: bool = False,
-                   only: set[tuple[str, int]] | None = None) -> RedispatchReport:
+                   only: set[tuple[str, int]] | None = None, index_from: int | None = None) -> RedispatchReport:
         """Dispatch every valid record from ``from_offset`` to the log's end (idempotent).
 
         rebuild: queues are rebuilt from scratch (an empty queue starts at the first
@@ -179,6 +188,10 @@ class Dispatcher:
         index = self.index
         # index entries are in log order: records before the index's last entry are indexed already
         index_end = index.end_phy_offset if index is not None else -1
+        if index_from is not None:
+            # after a crash the index header may be newer than its entries: re-index from the last
+            # durable point (lookups drop duplicates)
+            index_end = min(index_end, index_from)
         writer = _UnitWriter()
         try:
             self._redispatch_records(commit_log, from_offset, rebuild, only, rep, gaps, writer, index, index_end)
@@ -211,7 +224,8 @@ class Dispatcher:
             cq = self.queues.get_or_create(topic, qid)
             if rebuild and cq.max_offset == 0 and not cq.files and qoff > 0 and cq not in writer.pending:
                 cq.reset_to(qoff)
-            res = writer.put(cq, qoff, pack(phys, size, codec.tags_hash(props.get(codec.PROP_TAGS))))
+            res = writer.put(cq, qoff, pack(phys, size, codec.tags_hash(props.get(codec.PROP_TAGS))),
+                             fill_gaps=rebuild)
             if res == "appended":
                 rep.units_appended += 1
             elif res == "fixed":

@@ -28,7 +28,7 @@ import struct
 import threading
 import zlib
 
-from ..io import FileIO
+from ..io import FileIO, write_atomic
 from .mapped_file import parse_segment_name, segment_name
 
 HEADER = struct.Struct(">qqqqii")
@@ -36,6 +36,9 @@ assert HEADER.size == 40
 SLOT = struct.Struct(">i")
 ENTRY = struct.Struct(">iqii")
 assert ENTRY.size == 20
+
+
+INDEX_MARKER = ".tidemq-index"     # written at start; an index/ without it was emptied or lost
 
 
 def key_hash(key: str) -> int:
@@ -216,6 +219,7 @@ class IndexService:
     def load(self) -> list[str]:
         """Open the index files; returns the names of unreadable ones (deleted: rebuilt from the log)."""
         self.fio.makedirs(self.dir)
+        self.was_lost = not self.fio.exists(os.path.join(self.dir, INDEX_MARKER))
         bad = []
         for name in sorted(self.fio.listdir(self.dir)):
             if parse_segment_name(name) is None:
@@ -230,6 +234,12 @@ class IndexService:
                 except OSError:
                     pass
         return bad
+
+    def mark_present(self) -> None:
+        """The marker that says this directory holds the index (its absence at start: rebuild)."""
+        path = os.path.join(self.dir, INDEX_MARKER)
+        if not self.fio.exists(path):
+            write_atomic(self.fio, path, b"tidemq index\n")
 
     @property
     def end_phy_offset(self) -> int:

@@ -289,8 +289,14 @@ def recover(commit_log: CommitLog, queues: ConsumeQueueTable, index: IndexServic
         for cq in queues.all():
             rep.queue_units_cut += _cut_queue(cq, commit_log, end, from_offset)
     rep.redispatch_from_offset = from_offset
+    if index_lost:
+        index_from = log_min                  # every record is indexed again (lookups drop duplicates)
+    elif abnormal and cp is not None:
+        index_from = max(log_min, cp.index_offset)
+    else:
+        index_from = None
     if from_offset < end:
-        r = dispatcher.redispatch(commit_log, from_offset)
+        r = dispatcher.redispatch(commit_log, from_offset, index_from=index_from)
         rep.units_redispatched += r.units_appended
         rep.units_fixed += r.units_fixed
         rep.index_entries_redispatched += r.index_entries

@@ -188,17 +188,20 @@ class MessageStore:
         self.index: IndexService | None = None
         index_lost = False
         if cfg.index_enabled:
-            index_lost = not fio.is_dir(cfg.index_path)
+            had_dir = fio.is_dir(cfg.index_path)
             self.index = IndexService(fio, cfg.index_path, cfg.index_slots, cfg.index_entries, self.clock)
             bad = self.index.load()
+            # lost: no index/ at all, an index/ emptied of its files (marker gone), or files unreadable
+            index_lost = not had_dir or self.index.was_lost or bool(bad)
             if bad:
                 log.warning("unreadable index files removed (rebuilt from the log): %s", ", ".join(bad))
-                index_lost = index_lost or not self.index.files
         self.dispatcher = Dispatcher(self.queues, self.index, cfg.dispatch_write_retries_max)
         self.recovery = recover(self.commit_log, self.queues, self.index, self.dispatcher,
                                 cp_state if self.checkpoint.valid else None, abnormal,
                                 cfg.recovery_scan_segments_normal, queues_lost, index_lost)
         self._restore_topic_state()
+        if self.index is not None:
+            self.index.mark_present()
         self._write_checkpoint()
         self.abort_file.create()
         self.cleaner = CommitLogCleaner(cfg, self.segments, self.disk, self.clock)
