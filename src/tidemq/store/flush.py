@@ -101,7 +101,7 @@ class GroupCommitService(_Service):
             try:
                 done = self._flush()
                 self.last_error = None
-            except OSError as e:
+            except Exception as e:    # noqa: BLE001 - the flush thread must not die: retry
                 if self.last_error is None:
                     log.error("commit-log fsync failed: %s (retrying; puts answer FLUSH_DISK_TIMEOUT)", e)
                 self.last_error = f"fsync failed: {e}"
@@ -154,9 +154,10 @@ class AsyncFlushService(_Service):
             try:
                 self.tick()
                 self.last_error = None
-            except OSError as e:
+            except Exception as e:    # noqa: BLE001 - the flush thread must not die: next round
+                if self.last_error is None:
+                    log.error("commit-log fsync failed: %s", e)
                 self.last_error = f"fsync failed: {e}"
-                log.error("commit-log fsync failed: %s", e)
 
 
 class PeriodicService(_Service):
@@ -174,7 +175,7 @@ class PeriodicService(_Service):
             try:
                 self._tick()
                 self.last_error = None
-            except OSError as e:
+            except Exception as e:    # noqa: BLE001 - a periodic service must not die: next round
                 if str(e) != self.last_error:
-                    log.error("%s failed: %s", self.name, e)
+                    log.error("%s failed: %r", self.name, e)
                 self.last_error = str(e)

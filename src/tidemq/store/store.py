@@ -348,11 +348,14 @@ class MessageStore:
         except OSError as e:
             clean = False
             log.error("shutdown could not flush everything (%s): the next start recovers", e)
-        self.segments.close()
-        self.queues.close()
-        if self.index is not None:
-            self.index.close()
-        self.checkpoint.close()
+        for part in (self.segments, self.queues, self.index, self.checkpoint):
+            if part is None:
+                continue
+            try:
+                part.close()
+            except OSError as e:      # keep closing the rest; the next start recovers
+                clean = False
+                log.error("shutdown: closing %s failed: %s", type(part).__name__, e)
         if clean:
             self.abort_file.remove()
         unlock = getattr(self.fio, "unlock", None)
@@ -613,7 +616,11 @@ class MessageStore:
     def _auto_create(self, m: Message, results: list, i: int) -> TopicState | None:
         topic = m.topic
         try:
-            self.create_topic(topic)
+            with self._put_lock:      # created only if still unknown: never grows a topic made meanwhile
+                if self.topics.get(topic) is None:
+                    t = self.topics.create(topic, self.config.default_queue_count)
+                    for qid in range(t.queue_count):
+                        self._bind_queue(t, qid)
         except OSError as e:
             results[i] = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=f"cannot save topic {topic!r}: {e}")
             return None
