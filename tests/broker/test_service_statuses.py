@@ -31,7 +31,20 @@ def test_unary_rpcs_answer_a_status_for_an_empty_request(stub, rpc):
 def test_streaming_rpcs_answer_a_status_and_end(stub, rpc):
     resps = list(getattr(stub, rpc)(getattr(spb, f"{rpc}Request")(), timeout=5))
     assert resps and resps[0].status.code not in (0, pb.Code.OK)
-    assert "not supported yet" in resps[0].status.message
+    if rpc == "PullMessage":
+        assert "not supported yet" in resps[0].status.message
+
+
+def test_forged_and_malformed_receipt_handles_are_invalid(stub):
+    for handle in ("nonsense", "T:0:0:1:0123456789abcdef"):
+        r = stub.AckMessage(spb.AckMessageRequest(group=pb.Resource(name="G"), topic=pb.Resource(name="T"),
+                                                  entries=[spb.AckMessageEntry(message_id="m", receipt_handle=handle)]),
+                            timeout=5)
+        assert r.status.code == pb.Code.INVALID_RECEIPT_HANDLE
+        r = stub.ChangeInvisibleDuration(spb.ChangeInvisibleDurationRequest(
+            group=pb.Resource(name="G"), topic=pb.Resource(name="T"), receipt_handle=handle,
+            invisible_duration={"seconds": 5}, message_id="m"), timeout=5)
+        assert r.status.code == pb.Code.INVALID_RECEIPT_HANDLE and r.receipt_handle == handle
 
 
 def test_send_of_malformed_messages(stub):

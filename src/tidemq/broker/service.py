@@ -1,9 +1,11 @@
 """apache.rocketmq.v2.MessagingService over a MessageStore (see docs/broker-protocol.md).
 
 Served now: QueryRoute, Heartbeat, Telemetry (settings), SendMessage,
-NotifyClientTermination. Every other RPC answers UNSUPPORTED with a message that
-says so (never gRPC UNIMPLEMENTED, never a hang): consumption (pop and pull),
-transactions and delayed messages come with their issues.
+ReceiveMessage / AckMessage / ChangeInvisibleDuration (pop consumption, durable,
+dead-letter queue), NotifyClientTermination. Every other RPC answers
+UNSUPPORTED with a message that says so (never gRPC UNIMPLEMENTED, never a
+hang): pull consumption and offsets, push-consumer assignment, transactions and
+delayed messages come with their issues.
 
 The store is synchronous: puts run on a thread pool so a SYNC_FLUSH wait never
 blocks the event loop.
@@ -20,7 +22,9 @@ from google.protobuf import duration_pb2
 from ..config import BrokerConfig
 from ..store import MessageStore, PutStatus
 from ..store.codec import valid_topic
+from .consume import Consumption
 from .convert import SUPPORTED_TYPES, to_store
+from .pop import PopState
 from .proto import Code, pb, sgrpc, spb, status
 
 log = logging.getLogger("tidemq.broker")
@@ -58,9 +62,13 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self._puts = ThreadPoolExecutor(config.send_executor_threads, thread_name_prefix="tidemq-put")
         self._sync = store.config.sync_flush
         self.closing = asyncio.Event()
+        self.pop = PopState(store.fio, store.config.root_dir)
+        self.pop.open()
+        self.consumption = Consumption(store, config, self.pop)
 
     def close(self) -> None:
         self._puts.shutdown(wait=True)
+        self.pop.close()
 
     # Routes -----------------------------------------------------------------------------
     def _ensure_topic(self, name: str) -> int:
@@ -181,6 +189,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                 code = put_code(r.status, r.error)
                 entries[i] = spb.SendResultEntry(status=status(code, r.error or ""), message_id=r.msg_id or "",
                                                  offset=max(r.queue_offset, 0))
+        if batch and any(e.status.code == Code.OK for e in entries):
+            self.consumption.notify_arrival()          # long-polling receives wake up
         codes = {e.status.code for e in entries}
         if len(entries) == 1:
             top = entries[0].status
@@ -195,15 +205,16 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         return spb.SendResultEntry(status=status(code, message), message_id=message_id)
 
     # Not yet served: a clear status, never UNIMPLEMENTED or a hang ----------------------------
+    # Pop consumption (consume.py) ----------------------------------------------------------
     async def ReceiveMessage(self, request, context):
-        yield spb.ReceiveMessageResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="pop consumption")))
+        async for r in self.consumption.receive(request, context):
+            yield r
 
     async def AckMessage(self, request, context):
-        return spb.AckMessageResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="pop consumption")))
+        return self.consumption.ack(request)
 
     async def ChangeInvisibleDuration(self, request, context):
-        return spb.ChangeInvisibleDurationResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(
-            what="pop consumption")), receipt_handle=request.receipt_handle)
+        return self.consumption.change_invisible(request)
 
     async def ForwardMessageToDeadLetterQueue(self, request, context):
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(

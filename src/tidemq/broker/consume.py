@@ -1,0 +1,207 @@
+"""ReceiveMessage / AckMessage / ChangeInvisibleDuration over PopState and the store.
+
+A receive pops from every queue of the topic for the group, starting at a
+rotating queue (the clients pick a queue at random: the broker must not answer
+"empty" while another queue has messages): first messages whose invisible time
+is over (delivered again with attempt + 1, or moved to ``%DLQ%<group>`` once
+max_delivery_attempts deliveries were made), then new ones from the cursor.
+With nothing to give it long-polls: it waits for a send or for the next
+invisible time to end, until the client's long-polling timeout (bounded by its
+deadline).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from ..config import BrokerConfig
+from ..store import GetStatus, Message, MessageStore, PutStatus
+from ..store.codec import PROP_UNIQ_KEY, valid_topic
+from .pop import HandleError, PopState
+from .proto import Code, pb, spb, status
+from .wire import INTERNAL, to_wire
+
+log = logging.getLogger("tidemq.broker")
+
+SKIP = (GetStatus.OFFSET_TOO_SMALL, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING,
+        GetStatus.OFFSET_FOUND_NULL)
+
+
+def dlq_topic(group: str) -> str:
+    return f"%DLQ%{group}"
+
+
+class Consumption:
+    def __init__(self, store: MessageStore, config: BrokerConfig, pop: PopState) -> None:
+        self.store = store
+        self.config = config
+        self.pop = pop
+        self.arrivals = asyncio.Event()
+        self._rr: dict[tuple[str, str], int] = {}
+
+    def notify_arrival(self) -> None:
+        self.arrivals.set()
+
+    def now_ms(self) -> int:
+        return self.store.clock.now_ms()
+
+    # Popping ----------------------------------------------------------------------------
+    def _read(self, topic: str, qid: int, offset: int):
+        g = self.store.get("%pop", topic, qid, offset, max_count=1)
+        if g.status is GetStatus.FOUND and g.messages[0].queue_offset == offset:
+            return g.messages[0]
+        return None
+
+    def _to_dlq(self, group: str, m) -> bool:
+        topic = dlq_topic(group)
+        if self.store.queue_count(topic) == 0:
+            self.store.create_topic(topic, 1)
+        props = {k: v for k, v in m.properties.items() if k not in INTERNAL}
+        props.update({PROP_UNIQ_KEY: m.msg_id, "ORIGIN_TOPIC": m.topic, "ORIGIN_QUEUE_OFFSET": str(m.queue_offset)})
+        r = self.store.put(Message(topic=topic, body=m.body, tags=m.tags, keys=m.keys or None, properties=props,
+                                   queue_id=0))
+        if r.status is not PutStatus.PUT_OK:
+            log.error("cannot move message %s to %s: %s %s", m.msg_id, topic, r.status.name, r.error)
+            return False
+        log.info("message %s of %s moved to %s after %d deliveries", m.msg_id, m.topic, topic,
+                 self.config.max_delivery_attempts)
+        return True
+
+    def pop_batch(self, group: str, topic: str, batch: int, invisible_ms: int, tags) -> list:
+        out: list = []
+        n = self.store.queue_count(topic)
+        now = self.now_ms()
+        start = self._rr.get((group, topic), 0)
+        self._rr[(group, topic)] = start + 1
+        for k in range(n):
+            if len(out) >= batch:
+                break
+            q = (start + k) % n
+            st = self.pop.state(group, topic, q)
+            for o in sorted(o for o, i in st.inflight.items() if i.visible_at_ms <= now):
+                if len(out) >= batch:
+                    break
+                inf = st.inflight[o]
+                m = self._read(topic, q, o)
+                if m is None:                                   # cleaned from the store meanwhile
+                    self.pop.drop(group, topic, q, o)
+                    continue
+                if inf.attempt >= self.config.max_delivery_attempts:
+                    if self._to_dlq(group, m):
+                        self.pop.drop(group, topic, q, o)
+                    continue
+                h = self.pop.deliver(group, topic, q, o, inf.attempt + 1, now + invisible_ms)
+                out.append(to_wire(m, inf.attempt + 1, h, invisible_ms))
+            while len(out) < batch:
+                cursor = st.cursor
+                g = self.store.get(group, topic, q, cursor, max_count=batch - len(out), tags=tags)
+                if g.status is GetStatus.FOUND:
+                    for m in g.messages:
+                        h = self.pop.deliver(group, topic, q, m.queue_offset, 1, now + invisible_ms)
+                        out.append(to_wire(m, 1, h, invisible_ms))
+                    self.pop.skip_to(group, topic, q, g.next_offset)
+                elif g.status in SKIP and g.next_offset > cursor:
+                    self.pop.skip_to(group, topic, q, g.next_offset)
+                else:
+                    break
+                if g.next_offset <= cursor:
+                    break
+        return out
+
+    def next_visible_ms(self, group: str, topic: str) -> int | None:
+        best = None
+        for q in range(self.store.queue_count(topic)):
+            for i in self.pop.state(group, topic, q).inflight.values():
+                if best is None or i.visible_at_ms < best:
+                    best = i.visible_at_ms
+        return best
+
+    # RPCs -------------------------------------------------------------------------------
+    async def receive(self, request, context):
+        group = request.group.name
+        topic = request.message_queue.topic.name
+        if not group or not valid_topic(group):
+            yield spb.ReceiveMessageResponse(status=status(Code.ILLEGAL_CONSUMER_GROUP, f"bad group {group!r}"))
+            return
+        if not valid_topic(topic) or self.store.queue_count(topic) == 0:
+            yield spb.ReceiveMessageResponse(status=status(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
+            return
+        fe = request.filter_expression
+        if fe.type == pb.FilterType.SQL:
+            yield spb.ReceiveMessageResponse(status=status(Code.UNSUPPORTED, "SQL filters are not supported yet"))
+            return
+        expr = fe.expression.strip()
+        tags = None if not expr or expr == "*" else [t.strip() for t in expr.split("||") if t.strip()]
+        batch = request.batch_size if request.batch_size > 0 else 32
+        batch = min(batch, self.config.receive_batch_max)
+        if request.HasField("invisible_duration") and (request.invisible_duration.seconds or
+                                                       request.invisible_duration.nanos):
+            d = request.invisible_duration
+            invisible_ms = d.seconds * 1000 + d.nanos // 1_000_000
+        else:
+            invisible_ms = int(self.config.invisible_duration_default_s * 1000)
+        wait_s = min(request.long_polling_timeout.seconds + request.long_polling_timeout.nanos / 1e9,
+                     self.config.long_polling_max_s)
+        remaining = context.time_remaining()
+        if remaining is not None:
+            wait_s = min(wait_s, remaining - 1.0)
+        deadline = time.monotonic() + max(0.0, wait_s)
+        while True:
+            self.arrivals.clear()
+            msgs = self.pop_batch(group, topic, batch, invisible_ms, tags)
+            left = deadline - time.monotonic()
+            if msgs or left <= 0:
+                break
+            nxt = self.next_visible_ms(group, topic)
+            if nxt is not None:
+                left = min(left, max(0.01, (nxt - self.now_ms()) / 1000))
+            try:
+                await asyncio.wait_for(self.arrivals.wait(), timeout=left)
+            except asyncio.TimeoutError:
+                pass
+        now = self.now_ms()
+        ts = pb.Message().system_properties.store_timestamp.__class__(seconds=now // 1000,
+                                                                      nanos=(now % 1000) * 1_000_000)
+        if msgs:
+            yield spb.ReceiveMessageResponse(status=status(Code.OK))
+            for m in msgs:
+                yield spb.ReceiveMessageResponse(message=m)
+        else:
+            yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
+        yield spb.ReceiveMessageResponse(delivery_timestamp=ts)
+
+    def ack(self, request):
+        group = request.group.name
+        entries = []
+        for e in request.entries:
+            try:
+                self.pop.ack(group, e.receipt_handle)
+                code, msg = Code.OK, ""
+            except HandleError as err:
+                code, msg = Code.INVALID_RECEIPT_HANDLE, str(err)
+            entries.append(spb.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle,
+                                                     status=status(code, msg)))
+        if not entries:
+            return spb.AckMessageResponse(status=status(Code.BAD_REQUEST, "no entry to ack"))
+        if len(entries) == 1:
+            top = entries[0].status
+        elif all(x.status.code == Code.OK for x in entries):
+            top = status(Code.OK)
+        else:
+            top = status(Code.MULTIPLE_RESULTS)
+        return spb.AckMessageResponse(status=top, entries=entries)
+
+    def change_invisible(self, request):
+        d = request.invisible_duration
+        ms = d.seconds * 1000 + d.nanos // 1_000_000
+        if ms <= 0:
+            return spb.ChangeInvisibleDurationResponse(status=status(Code.ILLEGAL_INVISIBLE_TIME, "must be > 0"),
+                                                       receipt_handle=request.receipt_handle)
+        try:
+            h = self.pop.change_invisible(request.group.name, request.receipt_handle, self.now_ms() + ms)
+        except HandleError as err:
+            return spb.ChangeInvisibleDurationResponse(status=status(Code.INVALID_RECEIPT_HANDLE, str(err)),
+                                                       receipt_handle=request.receipt_handle)
+        return spb.ChangeInvisibleDurationResponse(status=status(Code.OK), receipt_handle=h)

@@ -1,0 +1,219 @@
+"""Pop consumption (what the SimpleConsumer and PushConsumer use): state, handles, journal.
+
+Per (group, topic, queue) the broker keeps a *cursor* (the next offset never
+handed out) and the *in-flight* messages (offset -> delivery attempt, the time
+they become visible again, the sequence number of their current receipt
+handle). A message is done when it leaves the in-flight set by an ack; the
+group's committed offset of a queue is min(in-flight offsets, cursor).
+Messages a tag filter skips are never in flight, so they count as consumed.
+
+Receipt handle: ``topic:queue:offset:seq:mac``, the MAC an HMAC-SHA1 (first 16
+hex digits) of group, topic, queue, offset and seq under a secret kept in
+``<root>/config/pop.secret``. A forged handle fails the MAC; a stale one (the
+message was redelivered, or its invisible time changed since) fails the seq;
+both answer INVALID_RECEIPT_HANDLE. Acking a message that is already acked
+answers OK (a client resends an ack whose answer was lost).
+
+Durability: every change is a line in ``<root>/pop/journal`` (JSON), written
+before the answer goes out, fsynced every second; a broker killed with -9
+loses no ack and no delivery: at start the snapshot and journal are replayed,
+in-flight messages come back when their invisible time is over, nothing acked
+is delivered again. Replaying an operation twice changes nothing, so a crash
+between a snapshot and the journal's truncation is harmless.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+
+from ..io import FileIO, read_whole, write_atomic
+
+log = logging.getLogger("tidemq.broker")
+
+JOURNAL_COMPACT_BYTES = 16 << 20
+
+
+@dataclass
+class Inflight:
+    attempt: int
+    visible_at_ms: int
+    seq: int
+
+
+@dataclass
+class QueueState:
+    cursor: int = 0
+    inflight: dict[int, Inflight] = field(default_factory=dict)
+
+    @property
+    def committed(self) -> int:
+        return min(min(self.inflight, default=self.cursor), self.cursor)
+
+
+class HandleError(ValueError):
+    """A receipt handle that is forged, malformed or stale."""
+
+
+class PopState:
+    def __init__(self, fio: FileIO, root: str) -> None:
+        self.fio = fio
+        self.dir = os.path.join(root, "pop")
+        self.journal_path = os.path.join(self.dir, "journal")
+        self.snapshot_path = os.path.join(self.dir, "snapshot.json")
+        self.secret_path = os.path.join(root, "config", "pop.secret")
+        self.queues: dict[tuple[str, str, int], QueueState] = {}
+        self.seq = 0
+        self._journal = None
+        self._journal_size = 0
+        self._dirty = False
+
+    # Start / stop ---------------------------------------------------------------------
+    def open(self) -> None:
+        self.fio.makedirs(self.dir)
+        self.fio.makedirs(os.path.dirname(self.secret_path))
+        if not self.fio.exists(self.secret_path):
+            write_atomic(self.fio, self.secret_path, os.urandom(32).hex().encode())
+        self.secret = read_whole(self.fio, self.secret_path).strip()
+        if self.fio.exists(self.snapshot_path):
+            doc = json.loads(read_whole(self.fio, self.snapshot_path))
+            self.seq = doc["seq"]
+            for key, q in doc["queues"].items():
+                g, t, qid = json.loads(key)
+                st = self.queues[(g, t, qid)] = QueueState(q["cursor"])
+                for o, (a, v, s) in q["inflight"].items():
+                    st.inflight[int(o)] = Inflight(a, v, s)
+        replayed = 0
+        if self.fio.exists(self.journal_path):
+            raw = read_whole(self.fio, self.journal_path)
+            for line in raw.split(b"\n"):
+                if not line:
+                    continue
+                try:
+                    self._apply(json.loads(line))
+                    replayed += 1
+                except (ValueError, KeyError, TypeError):
+                    break                      # a torn last line: what follows was never answered
+        self._journal = self.fio.open(self.journal_path, create=True)
+        self._journal_size = self.fio.size_of(self._journal)
+        if replayed:
+            log.info("pop state: %d journal entries replayed, %d queue(s), %d message(s) in flight", replayed,
+                     len(self.queues), sum(len(q.inflight) for q in self.queues.values()))
+
+    def close(self) -> None:
+        if self._journal is not None:
+            self.compact()
+            self.fio.close(self._journal)
+            self._journal = None
+
+    def flush(self) -> None:
+        if self._dirty and self._journal is not None:
+            self._dirty = False
+            self.fio.fsync(self._journal)
+        if self._journal_size > JOURNAL_COMPACT_BYTES:
+            self.compact()
+
+    def compact(self) -> None:
+        """Snapshot the state (atomically), then empty the journal."""
+        doc = {"seq": self.seq, "queues": {
+            json.dumps([g, t, q]): {"cursor": st.cursor,
+                                    "inflight": {str(o): [i.attempt, i.visible_at_ms, i.seq]
+                                                 for o, i in st.inflight.items()}}
+            for (g, t, q), st in self.queues.items()}}
+        write_atomic(self.fio, self.snapshot_path, json.dumps(doc).encode())
+        self.fio.truncate(self._journal, 0)
+        self.fio.fsync(self._journal)
+        self._journal_size = 0
+
+    # Journal ----------------------------------------------------------------------------
+    def _log(self, rec: dict) -> None:
+        self._apply(rec)
+        line = json.dumps(rec, separators=(",", ":")).encode() + b"\n"
+        self.fio.pwrite(self._journal, line, self._journal_size)
+        self._journal_size += len(line)
+        self._dirty = True
+
+    def _apply(self, r: dict) -> None:
+        st = self.state(r["g"], r["t"], r["q"])
+        op = r["op"]
+        if op == "pop":           # delivered (first time or again): in flight with a new handle
+            st.inflight[r["o"]] = Inflight(r["a"], r["v"], r["s"])
+            st.cursor = max(st.cursor, r["o"] + 1)
+            self.seq = max(self.seq, r["s"])
+        elif op == "skip":        # the cursor moved past offsets never delivered (filtered, cleaned)
+            st.cursor = max(st.cursor, r["o"])
+        elif op == "ack":
+            st.inflight.pop(r["o"], None)
+        elif op == "chg":
+            cur = st.inflight.get(r["o"])
+            if cur is not None:
+                st.inflight[r["o"]] = Inflight(cur.attempt, r["v"], r["s"])
+            self.seq = max(self.seq, r["s"])
+        else:
+            raise ValueError(op)
+
+    def state(self, group: str, topic: str, qid: int) -> QueueState:
+        st = self.queues.get((group, topic, qid))
+        if st is None:
+            st = self.queues[(group, topic, qid)] = QueueState()
+        return st
+
+    # Operations -------------------------------------------------------------------------
+    def deliver(self, group: str, topic: str, qid: int, offset: int, attempt: int, visible_at_ms: int) -> str:
+        self.seq += 1
+        self._log({"op": "pop", "g": group, "t": topic, "q": qid, "o": offset, "a": attempt,
+                   "v": visible_at_ms, "s": self.seq})
+        return self.handle(group, topic, qid, offset, self.seq)
+
+    def skip_to(self, group: str, topic: str, qid: int, offset: int) -> None:
+        if offset > self.state(group, topic, qid).cursor:
+            self._log({"op": "skip", "g": group, "t": topic, "q": qid, "o": offset})
+
+    def ack(self, group: str, handle: str) -> tuple[str, int, int]:
+        topic, qid, offset, seq = self.parse(group, handle)
+        st = self.state(group, topic, qid)
+        cur = st.inflight.get(offset)
+        if cur is None:
+            if offset < st.cursor:
+                return topic, qid, offset          # acked already: OK again
+            raise HandleError("no such delivery")
+        if cur.seq != seq:
+            raise HandleError("the receipt handle is stale (the message was delivered again or its "
+                              "invisible time changed since)")
+        self._log({"op": "ack", "g": group, "t": topic, "q": qid, "o": offset})
+        return topic, qid, offset
+
+    def change_invisible(self, group: str, handle: str, visible_at_ms: int) -> str:
+        topic, qid, offset, seq = self.parse(group, handle)
+        cur = self.state(group, topic, qid).inflight.get(offset)
+        if cur is None or cur.seq != seq:
+            raise HandleError("the receipt handle is stale or the message was acked")
+        self.seq += 1
+        self._log({"op": "chg", "g": group, "t": topic, "q": qid, "o": offset, "v": visible_at_ms, "s": self.seq})
+        return self.handle(group, topic, qid, offset, self.seq)
+
+    def drop(self, group: str, topic: str, qid: int, offset: int) -> None:
+        """Done without an ack (moved to the dead-letter queue, or cleaned from the store)."""
+        self._log({"op": "ack", "g": group, "t": topic, "q": qid, "o": offset})
+
+    # Handles ----------------------------------------------------------------------------
+    def _mac(self, group: str, topic: str, qid: int, offset: int, seq: int) -> str:
+        msg = f"{group}|{topic}|{qid}|{offset}|{seq}".encode()
+        return hmac.new(self.secret, msg, hashlib.sha1).hexdigest()[:16]
+
+    def handle(self, group: str, topic: str, qid: int, offset: int, seq: int) -> str:
+        return f"{topic}:{qid}:{offset}:{seq}:{self._mac(group, topic, qid, offset, seq)}"
+
+    def parse(self, group: str, handle: str) -> tuple[str, int, int, int]:
+        try:
+            topic, qid, offset, seq, mac = handle.rsplit(":", 4)
+            qid, offset, seq = int(qid), int(offset), int(seq)
+        except ValueError:
+            raise HandleError("malformed receipt handle") from None
+        if not hmac.compare_digest(mac, self._mac(group, topic, qid, offset, seq)):
+            raise HandleError("forged receipt handle, or one of another consumer group")
+        return topic, qid, offset, seq

@@ -1,0 +1,136 @@
+"""Pop consumption end to end with the official SimpleConsumer against `tidemq serve`:
+receive and ack, change_invisible_duration, redelivery with attempt + 1, the dead-letter
+queue, and a broker killed with -9 that loses no ack and redelivers what was not acked."""
+
+import signal
+import time
+
+import pytest
+
+from .test_send_e2e import SMALL, make_topic, msg, stored
+
+
+@pytest.fixture
+def clients():
+    made = []
+
+    def producer(endpoint, topics):
+        from rocketmq import ClientConfiguration, Credentials, Producer
+        p = Producer(ClientConfiguration(endpoint, Credentials(), request_timeout=5), tuple(topics))
+        p.startup()
+        made.append(p)
+        return p
+
+    def consumer(endpoint, group, topic, await_s=1):
+        from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
+        c = SimpleConsumer(ClientConfiguration(endpoint, Credentials(), request_timeout=5), group,
+                           {topic: FilterExpression("*")}, await_duration=await_s)
+        c.startup()
+        made.append(c)
+        return c
+
+    yield producer, consumer
+    for c in made:
+        try:
+            c.shutdown()
+        except Exception:  # noqa: BLE001 - a client of a broker the test killed
+            pass
+
+
+def receive_all(consumer, want, invisible_s=30, seconds=20):
+    got = []
+    end = time.time() + seconds
+    while len(got) < want and time.time() < end:
+        got += consumer.receive(32, invisible_s)
+    return got
+
+
+def test_receive_and_ack_every_message_once(tmp_path, broker_factory, clients):
+    producer, consumer = clients
+    root = str(tmp_path / "store")
+    make_topic(root, "Jobs", 4)
+    b = broker_factory(root, env=SMALL)
+    p = producer(b.endpoint, ["Jobs"])
+    sent = {p.send(msg("Jobs", b"job-%d" % i, tag="T", keys="k%d" % i, props={"n": str(i)})).message_id: i
+            for i in range(40)}
+    c = consumer(b.endpoint, "workers", "Jobs")
+    got = receive_all(c, 40)
+    assert sorted(m.message_id for m in got) == sorted(sent), "every message, from every queue, once"
+    for m in got:
+        i = sent[m.message_id]
+        assert m.body == b"job-%d" % i and m.tag == "T" and m.keys == {"k%d" % i} and m.properties == {"n": str(i)}
+        assert m.delivery_attempt == 1 and not m.corrupted
+        c.ack(m)
+    assert c.receive(32, 30) == [], "nothing acked comes back"
+
+
+def test_redelivery_after_the_invisible_time_then_dead_letter_queue(tmp_path, broker_factory, clients):
+    producer, consumer = clients
+    root = str(tmp_path / "store")
+    make_topic(root, "Flaky", 2)
+    b = broker_factory(root, env={**SMALL, "TIDEMQ_MAX_DELIVERY_ATTEMPTS": "3"})
+    p = producer(b.endpoint, ["Flaky"])
+    mid = p.send(msg("Flaky", b"poison")).message_id
+    c = consumer(b.endpoint, "g1", "Flaky")
+    attempts = []
+    end = time.time() + 30
+    while time.time() < end and len(attempts) < 3:
+        for m in c.receive(8, 1):                 # never acked: comes back after 1 s
+            assert m.message_id == mid
+            attempts.append(m.delivery_attempt)
+    assert attempts == [1, 2, 3]
+    time.sleep(1.2)
+    assert c.receive(8, 1) == [], "after max attempts the message goes to the dead-letter queue"
+    dlq = consumer(b.endpoint, "dlq-reader", "%DLQ%g1")
+    dead = receive_all(dlq, 1, seconds=10)
+    assert [m.body for m in dead] == [b"poison"] and dead[0].message_id == mid
+
+
+def test_change_invisible_duration_and_stale_handles(tmp_path, broker_factory, clients):
+    producer, consumer = clients
+    root = str(tmp_path / "store")
+    make_topic(root, "Slow", 1)
+    b = broker_factory(root, env=SMALL)
+    p = producer(b.endpoint, ["Slow"])
+    p.send(msg("Slow", b"long job"))
+    c = consumer(b.endpoint, "g", "Slow")
+    [m] = receive_all(c, 1, invisible_s=1)
+    old = m.receipt_handle
+    c.change_invisible_duration(m, 5)         # needs more time: not redelivered after 1 s
+    assert m.receipt_handle != old
+    time.sleep(1.5)
+    assert c.receive(8, 1) == []
+    from rocketmq.v5.exception import BadRequestException
+    stale = type(m)()
+    stale.__dict__.update(m.__dict__)
+    stale.receipt_handle = old
+    with pytest.raises(BadRequestException):
+        c.ack(stale)                           # the handle before the change is stale
+    c.ack(m)
+
+
+def test_kill9_loses_no_ack_and_redelivers_what_was_not_acked(tmp_path, broker_factory, clients):
+    producer, consumer = clients
+    root = str(tmp_path / "store")
+    make_topic(root, "Durable", 2)
+    env = {**SMALL, "TIDEMQ_FLUSH_DISK_TYPE": "SYNC_FLUSH"}
+    b = broker_factory(root, env=env)
+    p = producer(b.endpoint, ["Durable"])
+    ids = [p.send(msg("Durable", b"d-%d" % i)).message_id for i in range(20)]
+    c = consumer(b.endpoint, "g", "Durable")
+    got = receive_all(c, 20, invisible_s=2)
+    assert len(got) == 20
+    acked = {m.message_id for m in got[:12]}
+    for m in got[:12]:
+        c.ack(m)
+    b.stop(signal.SIGKILL)
+    c.shutdown()
+    b2 = broker_factory(root, env=env)
+    c2 = consumer(b2.endpoint, "g", "Durable")
+    time.sleep(2.2)                            # the un-acked ones become visible again
+    again = receive_all(c2, 8, invisible_s=30, seconds=15)
+    assert {m.message_id for m in again} == set(ids) - acked, "exactly the un-acked messages come back"
+    assert all(m.delivery_attempt == 2 for m in again)
+    for m in again:
+        c2.ack(m)
+    assert c2.receive(32, 30) == []
