@@ -24,8 +24,13 @@ def stored(root, topic):
     try:
         out = []
         for q in range(s.queue_count(topic)):
-            g = s.get("t", topic, q, 0, max_count=1000)
-            out += g.messages
+            off = s.min_offset(topic, q)
+            while True:
+                g = s.get("t", topic, q, off, max_count=32)
+                if not g.messages:
+                    break
+                out += g.messages
+                off = g.next_offset
         return out
     finally:
         s.shutdown()

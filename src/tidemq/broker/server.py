@@ -48,8 +48,9 @@ class Broker:
             await asyncio.sleep(1.0)
             try:
                 self.service.pop.flush()
+                self.service.group_offsets.flush()
             except OSError as e:
-                log.error("pop journal flush failed: %s", e)
+                log.error("pop journal / consumer offsets flush failed: %s", e)
 
     async def stop(self) -> None:
         if getattr(self, "_flusher", None) is not None:

@@ -2,10 +2,10 @@
 
 Served now: QueryRoute, Heartbeat, Telemetry (settings), SendMessage,
 ReceiveMessage / AckMessage / ChangeInvisibleDuration (pop consumption, durable,
-dead-letter queue), NotifyClientTermination. Every other RPC answers
-UNSUPPORTED with a message that says so (never gRPC UNIMPLEMENTED, never a
-hang): pull consumption and offsets, push-consumer assignment, transactions and
-delayed messages come with their issues.
+dead-letter queue), PullMessage / QueryOffset / GetOffset / UpdateOffset,
+NotifyClientTermination. Every other RPC answers UNSUPPORTED with a message that
+says so (never gRPC UNIMPLEMENTED, never a hang): push-consumer assignment,
+transactions and delayed messages come with their issues.
 
 The store is synchronous: puts run on a thread pool so a SYNC_FLUSH wait never
 blocks the event loop.
@@ -25,6 +25,7 @@ from ..store.codec import valid_topic
 from .consume import Consumption
 from .convert import SUPPORTED_TYPES, to_store
 from .pop import PopState
+from .pull import GroupOffsets, Pull
 from .proto import Code, pb, sgrpc, spb, status
 
 log = logging.getLogger("tidemq.broker")
@@ -65,10 +66,14 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.pop = PopState(store.fio, store.config.root_dir)
         self.pop.open()
         self.consumption = Consumption(store, config, self.pop)
+        self.group_offsets = GroupOffsets(store.fio, store.config.root_dir)
+        self.group_offsets.load()
+        self.pulls = Pull(store, self.group_offsets, self.consumption.arrivals)
 
     def close(self) -> None:
         self._puts.shutdown(wait=True)
         self.pop.close()
+        self.group_offsets.flush()
 
     # Routes -----------------------------------------------------------------------------
     def _ensure_topic(self, name: str) -> int:
@@ -223,17 +228,19 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     async def EndTransaction(self, request, context):
         return spb.EndTransactionResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="transactions")))
 
+    # Offset-based consumption (pull.py) ----------------------------------------------------
     async def PullMessage(self, request, context):
-        yield spb.PullMessageResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="pull consumption")))
+        async for r in self.pulls.pull(request, context):
+            yield r
 
     async def QueryOffset(self, request, context):
-        return spb.QueryOffsetResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="offset queries")))
+        return self.pulls.query_offset(request)
 
     async def GetOffset(self, request, context):
-        return spb.GetOffsetResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="consumer offsets")))
+        return self.pulls.get_offset(request)
 
     async def UpdateOffset(self, request, context):
-        return spb.UpdateOffsetResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="consumer offsets")))
+        return self.pulls.update_offset(request)
 
     async def RecallMessage(self, request, context):
         return spb.RecallMessageResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="recall")))

@@ -1,0 +1,17 @@
+"""A fast Python client for tidemq on the RocketMQ 5 gRPC protocol.
+
+    from tidemq.client import Producer, PullConsumer
+    p = Producer("127.0.0.1:8081")
+    results = p.send_batch("Orders", [b"a", b"b"], tags="T")      # one request, one store batch
+    c = PullConsumer("127.0.0.1:8081", group="etl")
+    r = c.pull("Orders", queue_id=0, offset=0, batch_size=256)     # r.messages, r.next_offset
+
+Unlike the official client (one message per SendMessage), a batch travels in
+one request and is stored with one put_batch; ``send_batches`` keeps several
+requests in flight. Channels are created on first use, so objects can be made
+before a fork (Spark workers) and used after it.
+"""
+
+from .client import ClientError, Producer, PullConsumer, PullResult, SendResult
+
+__all__ = ["Producer", "PullConsumer", "PullResult", "SendResult", "ClientError"]

@@ -1,0 +1,214 @@
+"""Producer (batched SendMessage, several requests in flight) and PullConsumer
+(PullMessage by offset, QueryOffset, GetOffset / UpdateOffset)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+import grpc
+from google.protobuf import duration_pb2, timestamp_pb2
+
+from ..broker.proto import pb, sgrpc, spb
+
+
+class ClientError(RuntimeError):
+    """An answer that is not OK: ``code`` is the protocol's status code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"{pb.Code.Name(code) if code in pb.Code.values() else code}: {message}")
+        self.code = code
+
+
+@dataclass
+class SendResult:
+    message_id: str
+    offset: int
+    code: int
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.code == pb.Code.OK
+
+
+@dataclass
+class PullResult:
+    code: int
+    next_offset: int
+    messages: list = field(default_factory=list)     # apache.rocketmq.v2.Message
+
+    @property
+    def found(self) -> bool:
+        return self.code == pb.Code.OK
+
+
+class _Channel:
+    """A lazily created channel, recreated after a fork (gRPC channels do not survive one)."""
+
+    def __init__(self, endpoint: str, timeout_s: float) -> None:
+        self.endpoint = endpoint
+        self.timeout_s = timeout_s
+        self._pid = None
+        self._channel = None
+        self._stub = None
+
+    @property
+    def stub(self):
+        if self._pid != os.getpid():
+            self._channel = grpc.insecure_channel(self.endpoint, options=[
+                ("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20)])
+            self._stub = sgrpc.MessagingServiceStub(self._channel)
+            self._pid = os.getpid()
+        return self._stub
+
+    def close(self) -> None:
+        if self._channel is not None and self._pid == os.getpid():
+            self._channel.close()
+        self._channel = self._stub = None
+        self._pid = None
+
+
+def _message_id() -> str:
+    return "01" + uuid.uuid4().hex.upper()
+
+
+class Producer:
+    def __init__(self, endpoint: str, timeout_s: float = 10.0, max_in_flight: int = 4) -> None:
+        self._ch = _Channel(endpoint, timeout_s)
+        self.max_in_flight = max_in_flight
+
+    def close(self) -> None:
+        self._ch.close()
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _request(self, topic: str, bodies: Sequence[bytes], tags: str | None, keys: Sequence[Sequence[str]] | None,
+                 properties: Sequence[Mapping[str, str]] | None, message_ids: Sequence[str] | None):
+        res = pb.Resource(name=topic)
+        msgs = []
+        for i, body in enumerate(bodies):
+            sp = pb.SystemProperties(message_id=message_ids[i] if message_ids else _message_id(),
+                                     body_encoding=pb.Encoding.IDENTITY, message_type=pb.MessageType.NORMAL)
+            if tags:
+                sp.tag = tags
+            if keys and keys[i]:
+                sp.keys.extend(keys[i])
+            msgs.append(pb.Message(topic=res, body=body, system_properties=sp,
+                                   user_properties=properties[i] if properties else None))
+        return spb.SendMessageRequest(messages=msgs)
+
+    @staticmethod
+    def _results(resp) -> list[SendResult]:
+        if not resp.entries:
+            raise ClientError(resp.status.code, resp.status.message)
+        return [SendResult(e.message_id, e.offset, e.status.code, e.status.message) for e in resp.entries]
+
+    def send_batch(self, topic: str, bodies: Sequence[bytes], tags: str | None = None,
+                   keys: Sequence[Sequence[str]] | None = None, properties: Sequence[Mapping[str, str]] | None = None,
+                   message_ids: Sequence[str] | None = None) -> list[SendResult]:
+        """One SendMessage with every body; one result per message. ``message_ids`` lets a retry
+        reuse the ids of a failed attempt (they are the messages' unique keys)."""
+        req = self._request(topic, bodies, tags, keys, properties, message_ids)
+        return self._results(self._ch.stub.SendMessage(req, timeout=self._ch.timeout_s))
+
+    def send_batches(self, topic: str, batches: Iterable[Sequence[bytes]], tags: str | None = None) -> list[SendResult]:
+        """Send many batches with up to max_in_flight requests under way; results in order."""
+        stub = self._ch.stub
+        pending: deque = deque()
+        out: list[SendResult] = []
+        for bodies in batches:
+            pending.append(stub.SendMessage.future(self._request(topic, bodies, tags, None, None, None),
+                                                   timeout=self._ch.timeout_s))
+            if len(pending) >= self.max_in_flight:
+                out += self._results(pending.popleft().result())
+        while pending:
+            out += self._results(pending.popleft().result())
+        return out
+
+    def queue_count(self, topic: str) -> int:
+        return _route(self._ch, topic)
+
+
+def _route(ch: _Channel, topic: str) -> int:
+    r = ch.stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name=topic)), timeout=ch.timeout_s)
+    if r.status.code != pb.Code.OK:
+        raise ClientError(r.status.code, r.status.message)
+    return len(r.message_queues)
+
+
+class PullConsumer:
+    def __init__(self, endpoint: str, group: str = "", timeout_s: float = 10.0) -> None:
+        self._ch = _Channel(endpoint, timeout_s)
+        self.group = group
+
+    def close(self) -> None:
+        self._ch.close()
+
+    def __enter__(self) -> "PullConsumer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @staticmethod
+    def _mq(topic: str, queue_id: int):
+        return pb.MessageQueue(topic=pb.Resource(name=topic), id=queue_id)
+
+    def queue_count(self, topic: str) -> int:
+        return _route(self._ch, topic)
+
+    def pull(self, topic: str, queue_id: int, offset: int, batch_size: int = 32, tags: str = "*",
+             long_polling_s: float = 0.0) -> PullResult:
+        req = spb.PullMessageRequest(group=pb.Resource(name=self.group), message_queue=self._mq(topic, queue_id),
+                                     offset=offset, batch_size=batch_size,
+                                     filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression=tags),
+                                     long_polling_timeout=duration_pb2.Duration(seconds=int(long_polling_s),
+                                                                                nanos=int(long_polling_s % 1 * 1e9)))
+        res = PullResult(pb.Code.CODE_UNSPECIFIED, offset)
+        for r in self._ch.stub.PullMessage(req, timeout=self._ch.timeout_s + long_polling_s):
+            kind = r.WhichOneof("content")
+            if kind == "status":
+                res.code = r.status.code
+                if r.status.code not in (pb.Code.OK, pb.Code.MESSAGE_NOT_FOUND, pb.Code.ILLEGAL_OFFSET):
+                    raise ClientError(r.status.code, r.status.message)
+            elif kind == "message":
+                res.messages.append(r.message)
+            elif kind == "next_offset":
+                res.next_offset = r.next_offset
+        return res
+
+    def query_offset(self, topic: str, queue_id: int, policy: str = "END", timestamp_ms: int | None = None) -> int:
+        req = spb.QueryOffsetRequest(message_queue=self._mq(topic, queue_id),
+                                     query_offset_policy=pb.QueryOffsetPolicy.Value(policy))
+        if timestamp_ms is not None:
+            req.timestamp.CopyFrom(timestamp_pb2.Timestamp(seconds=timestamp_ms // 1000,
+                                                           nanos=timestamp_ms % 1000 * 1_000_000))
+        r = self._ch.stub.QueryOffset(req, timeout=self._ch.timeout_s)
+        if r.status.code != pb.Code.OK:
+            raise ClientError(r.status.code, r.status.message)
+        return r.offset
+
+    def committed(self, topic: str, queue_id: int) -> int | None:
+        r = self._ch.stub.GetOffset(spb.GetOffsetRequest(group=pb.Resource(name=self.group),
+                                                         message_queue=self._mq(topic, queue_id)),
+                                    timeout=self._ch.timeout_s)
+        if r.status.code == pb.Code.OFFSET_NOT_FOUND:
+            return None
+        if r.status.code != pb.Code.OK:
+            raise ClientError(r.status.code, r.status.message)
+        return r.offset
+
+    def commit(self, topic: str, queue_id: int, offset: int) -> None:
+        r = self._ch.stub.UpdateOffset(spb.UpdateOffsetRequest(group=pb.Resource(name=self.group),
+                                                               message_queue=self._mq(topic, queue_id), offset=offset),
+                                       timeout=self._ch.timeout_s)
+        if r.status.code != pb.Code.OK:
+            raise ClientError(r.status.code, r.status.message)
