@@ -31,7 +31,7 @@ def test_unary_rpcs_answer_a_status_for_an_empty_request(stub, rpc):
 def test_streaming_rpcs_answer_a_status_and_end(stub, rpc):
     resps = list(getattr(stub, rpc)(getattr(spb, f"{rpc}Request")(), timeout=5))
     assert resps and resps[0].status.code not in (0, pb.Code.OK)
-    assert resps[0].status.code == pb.Code.TOPIC_NOT_FOUND      # an empty request names no topic
+    assert resps[0].status.code in (pb.Code.TOPIC_NOT_FOUND, pb.Code.ILLEGAL_CONSUMER_GROUP)  # names nothing
 
 
 def test_forged_and_malformed_receipt_handles_are_invalid(stub):
