@@ -11,6 +11,7 @@ import grpc
 from ..config import BrokerConfig, StoreConfig
 from ..store import MessageStore
 from .proto import sgrpc
+from .admin import Admin
 from .service import MessagingService
 
 log = logging.getLogger("tidemq.broker")
@@ -32,6 +33,7 @@ class Broker:
         self.server = grpc.aio.server(options=opts)
         self.service = MessagingService(self.store, self.config)
         sgrpc.add_MessagingServiceServicer_to_server(self.service, self.server)
+        self.server.add_generic_rpc_handlers((Admin(self.store).handler(),))
         self.port = self.server.add_insecure_port(f"{self.config.host}:{self.config.port}")
         if self.port == 0:
             raise OSError(f"cannot listen on {self.config.host}:{self.config.port}")

@@ -12,6 +12,21 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB"
 
 
+def _offline_status(root, config_file) -> dict:
+    from ..io import LockedError
+    from ..store import MessageStore, StoreError
+
+    cfg = load_store_config(root, config_file)
+    try:
+        store = MessageStore(cfg).start()
+    except (StoreError, LockedError, OSError) as e:
+        fail(f"cannot open the store at {cfg.root_dir}: {e}", code=2)
+    try:
+        return store.disk_status()
+    finally:
+        store.shutdown()
+
+
 def _eta(s) -> str:
     if s is None:
         return "-"
@@ -23,23 +38,17 @@ def _eta(s) -> str:
 @click.command()
 @root_option
 @config_option
+@click.option("--endpoint", default=None, envvar="TIDEMQ_ENDPOINT", help="HOST:PORT of a running broker")
 @click.option("--json", "as_json", is_flag=True, help="print the status as JSON")
 @click.option("-v", "--verbose", is_flag=True)
-def disk(root, config_file, as_json, verbose) -> None:
+def disk(root, config_file, endpoint, as_json, verbose) -> None:
     """Disk status of a store: is there room, what was cleaned, when must disk be added."""
-    from ..io import LockedError
-    from ..store import MessageStore, StoreError
-
     quiet_logs(verbose)
-    cfg = load_store_config(root, config_file)
-    try:
-        store = MessageStore(cfg).start()
-    except (StoreError, LockedError, OSError) as e:
-        fail(f"cannot open the store at {cfg.root_dir}: {e}", code=2)
-    try:
-        st = store.disk_status()
-    finally:
-        store.shutdown()
+    if endpoint:
+        from .topic import _admin
+        st = _admin(endpoint, "DiskStatus")["status"]
+    else:
+        st = _offline_status(root, config_file)
     if as_json:
         emit_json(st)
         return

@@ -27,13 +27,36 @@ def topic() -> None:
     """Create and list topics (offline, on a store directory; the store lock keeps a broker out)."""
 
 
+endpoint_option = click.option("--endpoint", default=None, envvar="TIDEMQ_ENDPOINT",
+                               help="HOST:PORT of a running broker (else the store directory is opened)")
+
+
+def _admin(endpoint: str, method: str, request: dict | None = None) -> dict:
+    import grpc
+
+    from ..broker.admin import call
+    try:
+        r = call(endpoint, method, request)
+    except grpc.RpcError as e:
+        fail(f"broker at {endpoint}: {e.code().name}: {e.details()}", code=2)
+    if not r.get("ok"):
+        fail(r.get("error", "refused"))
+    return r
+
+
 @topic.command("create")
 @click.argument("name")
 @click.option("--queues", default=8, show_default=True, help="queue count")
+@endpoint_option
 @root_option
 @config_option
-def create(name, queues, root, config_file) -> None:
+def create(name, queues, endpoint, root, config_file) -> None:
+    """Create topic NAME (or grow it to --queues queues)."""
     quiet_logs()
+    if endpoint:
+        r = _admin(endpoint, "CreateTopic", {"name": name, "queues": queues})
+        click.echo(f"topic {name}: {r['queues']} queue(s)")
+        return
     store = _open(root, config_file)
     try:
         store.create_topic(name, queues)
@@ -45,21 +68,30 @@ def create(name, queues, root, config_file) -> None:
 
 
 @topic.command("list")
+@endpoint_option
 @root_option
 @config_option
 @click.option("--json", "as_json", is_flag=True)
-def list_(root, config_file, as_json) -> None:
+def list_(endpoint, root, config_file, as_json) -> None:
+    """Topics with their queues' min / max offsets."""
     quiet_logs()
-    store = _open(root, config_file)
-    try:
-        doc = [{"topic": t, "queues": [{"id": q, "min_offset": store.min_offset(t, q),
-                                        "max_offset": store.max_offset(t, q)}
-                                       for q in range(store.queue_count(t))]}
-               for t in store.topic_names()]
-    finally:
-        store.shutdown()
+    if endpoint:
+        doc = _admin(endpoint, "ListTopics")["topics"]
+    else:
+        doc = _list_offline(root, config_file)
     if as_json:
         emit_json(doc)
         return
     table("topics", ["topic", "queue", "min offset", "max offset"],
           [[d["topic"], q["id"], q["min_offset"], q["max_offset"]] for d in doc for q in d["queues"]])
+
+
+def _list_offline(root, config_file) -> list:
+    store = _open(root, config_file)
+    try:
+        return [{"topic": t, "queues": [{"id": q, "min_offset": store.min_offset(t, q),
+                                        "max_offset": store.max_offset(t, q)}
+                                       for q in range(store.queue_count(t))]}
+               for t in store.topic_names()]
+    finally:
+        store.shutdown()

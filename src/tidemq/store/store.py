@@ -507,6 +507,8 @@ class MessageStore:
                 self.check_disk()          # the flags follow at once, not at the next check
             except OSError:
                 pass
+            if full and self.disk.refusal:
+                reason = self.disk.refusal  # names the directories and how full they are
             # no room is a refusal like DISK_FULL (clients retry elsewhere); other errors say so
             st = PutStatus.SERVICE_NOT_AVAILABLE if full else PutStatus.CREATE_MAPPED_FILE_FAILED
             for p in prepared[len(out):]:

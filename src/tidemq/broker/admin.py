@@ -1,0 +1,61 @@
+"""A small admin service of the running broker: ``/tidemq.Admin/<Method>``, JSON in and out.
+
+No .proto of our own (a second descriptor set would only add risk, see
+docs/broker-protocol.md P1): generic unary handlers with JSON bodies.
+Methods: CreateTopic {name, queues}, ListTopics {}, DiskStatus {}, DeleteExpired {}.
+Loopback only by default, like the broker itself.
+"""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+
+from ..store import MessageStore
+
+SERVICE = "tidemq.Admin"
+
+
+def _dumps(obj) -> bytes:
+    return json.dumps(obj, default=str).encode()
+
+
+class Admin:
+    def __init__(self, store: MessageStore) -> None:
+        self.store = store
+
+    def create_topic(self, req: dict) -> dict:
+        try:
+            self.store.create_topic(req["name"], int(req.get("queues", 8)))
+        except (KeyError, ValueError, TypeError) as e:
+            return {"ok": False, "error": str(e)}
+        return {"ok": True, "topic": req["name"], "queues": self.store.queue_count(req["name"])}
+
+    def list_topics(self, req: dict) -> dict:
+        s = self.store
+        return {"ok": True, "topics": [
+            {"topic": t, "queues": [{"id": q, "min_offset": s.min_offset(t, q), "max_offset": s.max_offset(t, q)}
+                                    for q in range(s.queue_count(t))]} for t in s.topic_names()]}
+
+    def disk_status(self, req: dict) -> dict:
+        return {"ok": True, "status": self.store.disk_status()}
+
+    def delete_expired(self, req: dict) -> dict:
+        self.store.trigger_delete_expired()
+        return {"ok": True}
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        def unary(fn):
+            return grpc.unary_unary_rpc_method_handler(lambda req, ctx: fn(req), request_deserializer=json.loads,
+                                                       response_serializer=_dumps)
+        return grpc.method_handlers_generic_handler(SERVICE, {
+            "CreateTopic": unary(self.create_topic), "ListTopics": unary(self.list_topics),
+            "DiskStatus": unary(self.disk_status), "DeleteExpired": unary(self.delete_expired)})
+
+
+def call(endpoint: str, method: str, request: dict | None = None, timeout_s: float = 10.0) -> dict:
+    """Call an admin method of a running broker."""
+    with grpc.insecure_channel(endpoint) as ch:
+        fn = ch.unary_unary(f"/{SERVICE}/{method}", request_serializer=_dumps, response_deserializer=json.loads)
+        return fn(request or {}, timeout=timeout_s)

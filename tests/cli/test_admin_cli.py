@@ -1,0 +1,40 @@
+"""`tidemq topic` and `tidemq disk` through a running broker's admin service (--endpoint),
+and offline on a store directory that a broker holds (refused clearly)."""
+
+import json
+
+from click.testing import CliRunner
+
+from tidemq.cli.main import cli
+
+from ..broker.conftest import broker_factory  # noqa: F401
+
+
+def run(args):
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def test_topics_and_disk_through_the_broker(tmp_path, broker_factory):
+    root = str(tmp_path / "store")
+    b = broker_factory(root)
+    r = run(["topic", "create", "Made", "--queues", "3", "--endpoint", b.endpoint])
+    assert r.exit_code == 0 and "3 queue(s)" in r.output
+    r = run(["topic", "list", "--endpoint", b.endpoint, "--json"])
+    doc = json.loads(r.output)
+    assert [d["topic"] for d in doc] == ["Made"] and len(doc[0]["queues"]) == 3
+    r = run(["disk", "--endpoint", b.endpoint, "--json"])
+    st = json.loads(r.output)
+    assert {d["role"] for d in st["directories"]} == {"commitlog", "consumequeue"}
+    assert "forecast" in st and st["flags"]["write_refusal"] is None
+    r = run(["topic", "create", "bad name!", "--endpoint", b.endpoint])
+    assert r.exit_code == 1 and "invalid topic name" in r.output
+    r = run(["topic", "create", "Other", "--root", root])
+    assert r.exit_code == 2 and "in use by another process" in r.output, "the broker holds the store"
+    from tidemq.client import Producer
+    with Producer(b.endpoint) as p:
+        assert all(x.ok for x in p.send_batch("Made", [b"a", b"b", b"c"]))
+
+
+def test_unreachable_broker_is_a_clear_error():
+    r = run(["topic", "list", "--endpoint", "127.0.0.1:1"])
+    assert r.exit_code == 2 and "UNAVAILABLE" in r.output
