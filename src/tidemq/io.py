@@ -210,7 +210,6 @@ class OsFileIO:
         makes them durable before it trusts them."""
         fd = os.open(path, os.O_RDONLY)
         try:
-            global _libc
             if _libc is None:
                 _fallocate(-1, 0, 0, 0)
             if _libc is None or _libc.syncfs(fd) != 0:

@@ -23,6 +23,21 @@ def load_store_config(root: str | None, config_file: str | None, **overrides) ->
         raise click.ClickException(str(e)) from e
 
 
+def open_store(root: str | None, config_file: str | None, locked_hint: str = ""):
+    """Start the store of a directory, or exit 2 with a clear message (held by a broker, unreadable)."""
+    from ..io import LockedError
+    from ..store import MessageStore, StoreError
+    from .output import fail
+
+    cfg = load_store_config(root, config_file)
+    try:
+        return MessageStore(cfg).start()
+    except LockedError as e:
+        fail(f"{e}{locked_hint}", code=2)
+    except (StoreError, OSError) as e:
+        fail(f"cannot open the store at {cfg.root_dir}: {e}", code=2)
+
+
 def quiet_logs(verbose: bool = False) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from .common import config_option, load_store_config, quiet_logs, root_option
-from .output import emit_json, fail, out, table
+from .common import config_option, open_store, quiet_logs, root_option
+from .output import emit_json, out, table
 
 
 def _gib(n: int) -> str:
@@ -13,14 +13,7 @@ def _gib(n: int) -> str:
 
 
 def _offline_status(root, config_file) -> dict:
-    from ..io import LockedError
-    from ..store import MessageStore, StoreError
-
-    cfg = load_store_config(root, config_file)
-    try:
-        store = MessageStore(cfg).start()
-    except (StoreError, LockedError, OSError) as e:
-        fail(f"cannot open the store at {cfg.root_dir}: {e}", code=2)
+    store = open_store(root, config_file, " (or ask the broker: --endpoint)")
     try:
         return store.disk_status()
     finally:

@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import click
 
-from .common import config_option, load_store_config, quiet_logs, root_option
+from .common import config_option, open_store, quiet_logs, root_option
 from .output import emit_json, fail, table
 
 
 def _open(root, config_file):
-    from ..io import LockedError
-    from ..store import MessageStore, StoreError
-
-    cfg = load_store_config(root, config_file)
-    try:
-        return MessageStore(cfg).start()
-    except LockedError as e:
-        fail(f"{e}: stop the broker first (creating topics through a running broker comes with its "
-             f"admin service)", code=2)
-    except (StoreError, OSError) as e:
-        fail(f"cannot open the store at {cfg.root_dir}: {e}", code=2)
+    return open_store(root, config_file, ": a broker holds it, use --endpoint HOST:PORT")
 
 
 @click.group()

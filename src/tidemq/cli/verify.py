@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from .common import config_option, load_store_config, quiet_logs, root_option
-from .output import emit_json, err, fail, out
+from .common import config_option, open_store, quiet_logs, root_option
+from .output import emit_json, err, out
 
 
 @click.command()
@@ -21,15 +21,8 @@ def verify(root, config_file, as_json, verbose) -> None:
     """
     from rich.progress import BarColumn, Progress, TextColumn
 
-    from ..io import LockedError
-    from ..store import MessageStore, StoreError
-
     quiet_logs(verbose)
-    cfg = load_store_config(root, config_file)
-    try:
-        store = MessageStore(cfg).start()
-    except (StoreError, LockedError, OSError) as e:
-        fail(f"cannot open the store at {cfg.root_dir}: {e}", code=2)
+    store = open_store(root, config_file, ": stop the broker first")
     try:
         with Progress(TextColumn("verifying"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                       console=err, transient=True, disable=as_json) as progress:

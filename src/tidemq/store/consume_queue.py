@@ -201,15 +201,9 @@ class ConsumeQueue:
     def reset_to(self, offset: int) -> None:
         """Forget every unit: the queue starts (empty) at ``offset``. Used by rebuilds."""
         for start in reversed(self.files):
-            path = self._path(start)
-            self.handles.forget(path)
-            try:
-                self.fio.unlink(path)
-            except FileNotFoundError:
-                pass
+            self._remove_file(start)
             self.fio.fsync_dir(self.dir)
         self.files = []
-        self._dirty.clear()
         self.min_offset = self.max_offset = offset
 
     def put_unit_checked(self, queue_offset: int, commitlog_offset: int, size: int, tags_hash: int) -> str:
@@ -311,15 +305,20 @@ class ConsumeQueue:
         """Delete the head file starting at unit ``start`` (cleanup). The minimum moves first,
         so a reader never finds the file gone below the minimum it was told."""
         self.min_offset = max(self.min_offset, start + self.units_per_segment)
+        self._remove_file(start)
+        if self.files and self.files[0] == start:
+            self.files.pop(0)
+
+    def _remove_file(self, start: int) -> None:
+        """Close (or leave to its last reader), unlink, forget dirtiness: one queue file gone."""
         path = self._path(start)
         self.handles.forget(path)
         try:
             self.fio.unlink(path)
         except FileNotFoundError:
             pass
-        if self.files and self.files[0] == start:
-            self.files.pop(0)
-        self._dirty.discard(start)
+        with self._lock:
+            self._dirty.discard(start)
 
     def close(self) -> None:
         for start in self.files:

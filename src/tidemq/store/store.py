@@ -23,7 +23,6 @@ import errno
 import logging
 import os
 import threading
-import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Iterable, Sequence
@@ -126,7 +125,7 @@ class MessageStore:
         self._services: list = []
         self.group_commit: GroupCommitService | None = None
         self.async_flush: AsyncFlushService | None = None
-        self.queue_flush: QueueFlushService | None = None
+        self.queue_flush: PeriodicService | None = None
 
     # Lifecycle -----------------------------------------------------------------------
     def start(self) -> "MessageStore":
