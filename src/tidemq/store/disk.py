@@ -347,3 +347,33 @@ class DiskMonitor:
                     f"{f.file_reserved_time_hours:g} h; {self.config.disk_space_warning_level_ratio}% refuses writes")
         return (f"the disks hold {hours:.1f} h at {ingest / 1e6:.2f} MB/s, more than the "
                 f"{f.file_reserved_time_hours:g} h kept: time-based cleanup keeps usage below {mx}%")
+
+
+def status_report(disk: DiskMonitor, cleaner, segments, flags: dict) -> dict:
+    """The disk status as plain data (MessageStore.disk_status, `tidemq disk`, the admin service)."""
+    f = disk.forecast()
+    return {
+        "directories": [
+            {"path": st.path, "role": st.role, "state": st.state.value, "capacity_bytes": st.capacity_bytes,
+             "used_bytes": st.used_bytes, "free_bytes": st.free_bytes,
+             "used_ratio_percent": round(st.used_ratio_percent, 2),
+             "thresholds_percent": {"max_used": st.thresholds_percent[0],
+                                    "clean_forcibly": st.thresholds_percent[1],
+                                    "warning": st.thresholds_percent[2]},
+             "segments": st.segments, "segment_bytes": st.segment_bytes, "offline_reason": st.offline_reason}
+            for st in disk.dirs.values()],
+        "flags": flags,
+        "last_cleanup": cleaner.last_effective.as_dict(),
+        "last_round": cleaner.last.as_dict(),
+        "manual_rounds_left": cleaner.manual_rounds,
+        "commitlog": {"min_offset": segments.min_offset, "max_offset": segments.max_offset,
+                      "deleted_bytes_total": cleaner.deleted_bytes_total},
+        "forecast": {"ingest_bytes_per_s": round(f.ingest_bytes_per_s, 1),
+                     "cleanup_bytes_per_s": round(f.cleanup_bytes_per_s, 1),
+                     "seconds_until_percent": {str(k): (round(v, 1) if v is not None else None)
+                                               for k, v in f.seconds_until_percent.items()},
+                     "retention_hours_possible": (round(f.retention_hours_possible, 2)
+                                                  if f.retention_hours_possible is not None else None),
+                     "file_reserved_time_hours": f.file_reserved_time_hours,
+                     "advice": f.advice},
+    }

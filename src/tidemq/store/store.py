@@ -23,7 +23,6 @@ import errno
 import logging
 import os
 import threading
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Iterable, Sequence
 from zlib import crc32
@@ -37,7 +36,8 @@ from .commit_log import AppendError, CommitLog
 from .consume_queue import UNIT, ConsumeQueueTable
 from .dispatch import Dispatcher, index_keys
 from .cleaner import CommitLogCleaner, QueueCleaner
-from .disk import DiskMonitor
+from .disk import DiskMonitor, status_report
+from .verify import CheckReport, check_store
 from .flush import AsyncFlushService, GroupCommitService, PeriodicService
 from .index_file import IndexService
 from .recovery import RecoveryReport, recover
@@ -89,23 +89,6 @@ def _total_memory_bytes() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return 8 << 30
-
-
-@dataclass
-class CheckReport:
-    ok: bool = True
-    segments: int = 0
-    records: int = 0
-    bytes: int = 0
-    queues: int = 0
-    units: int = 0
-    index_files: int = 0
-    problems: list[str] = field(default_factory=list)
-
-    def problem(self, text: str) -> None:
-        self.ok = False
-        if len(self.problems) < 1000:
-            self.problems.append(text)
 
 
 class MessageStore:
@@ -284,33 +267,9 @@ class MessageStore:
     def disk_status(self) -> dict:
         """Per directory: capacity, used, ratio, free, state, segments; the flags; what the last
         cleanup did and why not; the forecast (when the ratios are reached, retention possible)."""
-        f = self.disk.forecast()
-        return {
-            "directories": [
-                {"path": st.path, "role": st.role, "state": st.state.value, "capacity_bytes": st.capacity_bytes,
-                 "used_bytes": st.used_bytes, "free_bytes": st.free_bytes,
-                 "used_ratio_percent": round(st.used_ratio_percent, 2),
-                 "thresholds_percent": {"max_used": st.thresholds_percent[0],
-                                        "clean_forcibly": st.thresholds_percent[1],
-                                        "warning": st.thresholds_percent[2]},
-                 "segments": st.segments, "segment_bytes": st.segment_bytes, "offline_reason": st.offline_reason}
-                for st in self.disk.dirs.values()],
-            "flags": {"write_refusal": self.write_refusal(), "disk_full": self.disk.refusal,
-                      "dispatch_error": self.dispatcher.error, "segment_error": self.segment_error},
-            "last_cleanup": self.cleaner.last_effective.as_dict(),
-            "last_round": self.cleaner.last.as_dict(),
-            "manual_rounds_left": self.cleaner.manual_rounds,
-            "commitlog": {"min_offset": self.segments.min_offset, "max_offset": self.segments.max_offset,
-                          "deleted_bytes_total": self.cleaner.deleted_bytes_total},
-            "forecast": {"ingest_bytes_per_s": round(f.ingest_bytes_per_s, 1),
-                         "cleanup_bytes_per_s": round(f.cleanup_bytes_per_s, 1),
-                         "seconds_until_percent": {str(k): (round(v, 1) if v is not None else None)
-                                                   for k, v in f.seconds_until_percent.items()},
-                         "retention_hours_possible": (round(f.retention_hours_possible, 2)
-                                                      if f.retention_hours_possible is not None else None),
-                         "file_reserved_time_hours": f.file_reserved_time_hours,
-                         "advice": f.advice},
-        }
+        return status_report(self.disk, self.cleaner, self.segments, {
+            "write_refusal": self.write_refusal(), "disk_full": self.disk.refusal,
+            "dispatch_error": self.dispatcher.error, "segment_error": self.segment_error})
 
     def _write_checkpoint(self) -> None:
         d = self.dispatcher
@@ -822,5 +781,4 @@ class MessageStore:
     def check(self, progress: Callable[[int, int], None] | None = None) -> CheckReport:
         """Walk every segment (magic, lengths, CRC), every consume-queue unit and the index;
         returns what is wrong (nothing, on a healthy store)."""
-        from .verify import check_store
         return check_store(self, progress)

@@ -8,20 +8,36 @@ header. Reads only; reports at most 1,000 problems.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from . import codec
 from .consume_queue import UNIT, UNIT_SIZE
 
 if TYPE_CHECKING:
-    from .store import CheckReport, MessageStore
+    from .store import MessageStore
 
 UNITS_PER_READ = 4096
 
 
-def check_store(store: "MessageStore", progress: Callable[[int, int], None] | None = None) -> "CheckReport":
-    from .store import CheckReport
+@dataclass
+class CheckReport:
+    ok: bool = True
+    segments: int = 0
+    records: int = 0
+    bytes: int = 0
+    queues: int = 0
+    units: int = 0
+    index_files: int = 0
+    problems: list[str] = field(default_factory=list)
 
+    def problem(self, text: str) -> None:
+        self.ok = False
+        if len(self.problems) < 1000:
+            self.problems.append(text)
+
+
+def check_store(store: "MessageStore", progress: Callable[[int, int], None] | None = None) -> "CheckReport":
     rep = CheckReport()
     segs = store.segments
     log_min, log_end = segs.min_offset, segs.max_offset
