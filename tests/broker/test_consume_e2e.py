@@ -134,3 +134,52 @@ def test_kill9_loses_no_ack_and_redelivers_what_was_not_acked(tmp_path, broker_f
     for m in again:
         c2.ack(m)
     assert c2.receive(32, 30) == []
+
+
+def test_push_consumer_consumes_everything(tmp_path, broker_factory, clients):
+    import threading
+
+    from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression, MessageListener,
+                          PushConsumer)
+    producer, _consumer = clients
+    root = str(tmp_path / "store")
+    make_topic(root, "Pushed", 4)
+    b = broker_factory(root, env=SMALL)
+    p = producer(b.endpoint, ["Pushed"])
+    ids = {p.send(msg("Pushed", b"p-%d" % i)).message_id for i in range(30)}
+    seen, done = set(), threading.Event()
+    lock = threading.Lock()
+
+    class Listener(MessageListener):
+        def consume(self, message):
+            with lock:
+                seen.add(message.message_id)
+                if seen >= ids:
+                    done.set()
+            return ConsumeResult.SUCCESS
+
+    pc = PushConsumer(ClientConfiguration(b.endpoint, Credentials(), request_timeout=5), "pushers", Listener(),
+                      {"Pushed": FilterExpression()})
+    pc.startup()
+    try:
+        assert done.wait(30), f"push consumer saw {len(seen)} of {len(ids)}"
+    finally:
+        pc.shutdown()
+
+
+def test_a_resent_message_id_is_stored_once(tmp_path, broker_factory):
+    import grpc
+
+    from tidemq.broker.proto import pb, sgrpc, spb
+    root = str(tmp_path / "store")
+    make_topic(root, "Once", 1)
+    b = broker_factory(root, env=SMALL)
+    m = pb.Message(topic=pb.Resource(name="Once"), body=b"x",
+                   system_properties=pb.SystemProperties(message_id="01ABC", message_type=pb.MessageType.NORMAL))
+    with grpc.insecure_channel(b.endpoint) as ch:
+        stub = sgrpc.MessagingServiceStub(ch)
+        r1 = stub.SendMessage(spb.SendMessageRequest(messages=[m]), timeout=5)
+        r2 = stub.SendMessage(spb.SendMessageRequest(messages=[m]), timeout=5)   # the client's retry
+    assert r1.status.code == r2.status.code == pb.Code.OK and r1.entries[0].offset == r2.entries[0].offset
+    b.stop()
+    assert len(stored(root, "Once")) == 1

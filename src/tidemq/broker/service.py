@@ -3,9 +3,11 @@
 Served now: QueryRoute, Heartbeat, Telemetry (settings), SendMessage,
 ReceiveMessage / AckMessage / ChangeInvisibleDuration (pop consumption, durable,
 dead-letter queue), PullMessage / QueryOffset / GetOffset / UpdateOffset,
-NotifyClientTermination. Every other RPC answers UNSUPPORTED with a message that
-says so (never gRPC UNIMPLEMENTED, never a hang): push-consumer assignment,
-transactions and delayed messages come with their issues.
+QueryAssignment (push consumers: "any queue"), NotifyClientTermination. Every
+other RPC answers UNSUPPORTED with a message that says so (never gRPC
+UNIMPLEMENTED, never a hang): FIFO-group ordered consumption and its
+ForwardMessageToDeadLetterQueue, transactions, delayed messages, recall and lite
+topics come with their issues.
 
 The store is synchronous: puts run on a thread pool so a SYNC_FLUSH wait never
 blocks the event loop.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
 from google.protobuf import duration_pb2
@@ -63,6 +66,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self._puts = ThreadPoolExecutor(config.send_executor_threads, thread_name_prefix="tidemq-put")
         self._sync = store.config.sync_flush
         self.closing = asyncio.Event()
+        # (topic, message_id) of recent stores: the official clients resend the same message id
+        # after a timeout; the retry is answered, not stored twice (in memory: not across restarts)
+        self._recent: OrderedDict[tuple[str, str], int] = OrderedDict()
         self.pop = PopState(store.fio, store.config.root_dir)
         self.pop.open()
         self.consumption = Consumption(store, config, self.pop)
@@ -109,7 +115,19 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         return spb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
 
     async def QueryAssignment(self, request, context):
-        return spb.QueryAssignmentResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="push consumers")))
+        """Push consumers: one assignment with queue id -1, "pop from any queue" (as the RocketMQ proxy
+        answers non-FIFO groups); ReceiveMessage pops from every queue whatever id it is given."""
+        topic = request.topic.name
+        try:
+            n = self._ensure_topic(topic)
+        except ValueError as e:
+            return spb.QueryAssignmentResponse(status=status(Code.ILLEGAL_TOPIC, str(e)))
+        if n == 0:
+            return spb.QueryAssignmentResponse(status=status(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
+        broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self._endpoints(request.endpoints))
+        mq = pb.MessageQueue(topic=request.topic, id=-1, permission=pb.Permission.READ_WRITE, broker=broker,
+                             accept_message_types=[pb.MessageType.NORMAL, pb.MessageType.FIFO])
+        return spb.QueryAssignmentResponse(status=status(Code.OK), assignments=[pb.Assignment(message_queue=mq)])
 
     # Client lifecycle ---------------------------------------------------------------------
     async def Heartbeat(self, request, context):
@@ -183,6 +201,10 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                 entries[i] = self._entry(Code.TOPIC_NOT_FOUND, f"topic {m.topic.name!r} does not exist",
                                          sp.message_id)
                 continue
+            seen = self._recent.get((m.topic.name, sp.message_id)) if sp.message_id else None
+            if seen is not None:          # a retry of a send that was stored: answer it again
+                entries[i] = spb.SendResultEntry(status=status(Code.OK), message_id=sp.message_id, offset=seen)
+                continue
             batch.append(to_store(m, n))
             where.append(i)
         if batch:
@@ -192,6 +214,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                 results = self.store.put_batch(batch)     # microseconds: no thread hop
             for i, r in zip(where, results):
                 code = put_code(r.status, r.error)
+                if code == Code.OK and r.uniq_key:
+                    self._remember(msgs[i].topic.name, r.uniq_key, r.queue_offset)
                 entries[i] = spb.SendResultEntry(status=status(code, r.error or ""), message_id=r.msg_id or "",
                                                  offset=max(r.queue_offset, 0))
         if batch and any(e.status.code == Code.OK for e in entries):
@@ -204,6 +228,11 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         else:
             top = status(Code.MULTIPLE_RESULTS)
         return spb.SendMessageResponse(status=top, entries=entries)
+
+    def _remember(self, topic: str, message_id: str, offset: int) -> None:
+        self._recent[(topic, message_id)] = offset
+        if len(self._recent) > self.config.send_dedup_window:
+            self._recent.popitem(last=False)
 
     @staticmethod
     def _entry(code: int, message: str, message_id: str) -> "spb.SendResultEntry":
