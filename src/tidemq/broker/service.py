@@ -164,13 +164,14 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             nxt = asyncio.ensure_future(it.__anext__())
             closing = asyncio.ensure_future(self.closing.wait())
             done, _ = await asyncio.wait({nxt, closing}, return_when=asyncio.FIRST_COMPLETED)
-            if nxt not in done:
-                nxt.cancel()
-                return
             closing.cancel()
+            if nxt not in done:                  # the broker is stopping
+                nxt.cancel()
+                nxt.add_done_callback(lambda f: f.cancelled() or f.exception())   # never "not retrieved"
+                return
             try:
                 cmd = nxt.result()
-            except StopAsyncIteration:
+            except StopAsyncIteration:           # the client ended the stream
                 return
             if cmd.HasField("settings"):
                 yield spb.TelemetryCommand(status=status(Code.OK), settings=self.settings_reply(cmd.settings))
