@@ -160,22 +160,31 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         """Answer every settings command with OK and the merged settings; keep the stream open
         until the client ends it or the broker stops (then it ends at once, not after the grace)."""
         it = request_iterator.__aiter__()
-        while True:
-            nxt = asyncio.ensure_future(it.__anext__())
-            closing = asyncio.ensure_future(self.closing.wait())
-            done, _ = await asyncio.wait({nxt, closing}, return_when=asyncio.FIRST_COMPLETED)
-            closing.cancel()
-            if nxt not in done:                  # the broker is stopping
+        nxt = None
+        try:
+            while True:
+                nxt = asyncio.ensure_future(it.__anext__())
+                closing = asyncio.ensure_future(self.closing.wait())
+                try:
+                    done, _ = await asyncio.wait({nxt, closing}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    closing.cancel()
+                if nxt not in done:              # the broker is stopping
+                    return
+                try:
+                    cmd = nxt.result()
+                except StopAsyncIteration:       # the client ended the stream
+                    return
+                if cmd.HasField("settings"):
+                    yield spb.TelemetryCommand(status=status(Code.OK), settings=self.settings_reply(cmd.settings))
+                # thread stack traces, verification results, transaction answers: nothing to say yet
+        finally:
+            # the broker stopping, or the client cancelling the call: the pending read is dropped
+            # and its outcome collected (no "Task exception was never retrieved")
+            if nxt is not None and not nxt.done():
                 nxt.cancel()
-                nxt.add_done_callback(lambda f: f.cancelled() or f.exception())   # never "not retrieved"
-                return
-            try:
-                cmd = nxt.result()
-            except StopAsyncIteration:           # the client ended the stream
-                return
-            if cmd.HasField("settings"):
-                yield spb.TelemetryCommand(status=status(Code.OK), settings=self.settings_reply(cmd.settings))
-            # thread stack traces, verification results, transaction answers: nothing to say yet
+            if nxt is not None:
+                nxt.add_done_callback(lambda f: f.cancelled() or f.exception())
 
     # Send ---------------------------------------------------------------------------------
     async def SendMessage(self, request, context):
