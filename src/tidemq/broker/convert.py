@@ -14,14 +14,14 @@ import zlib
 
 from ..store import Message
 from ..store.codec import PROP_UNIQ_KEY
-from .proto import pb
+from .proto import MESSAGE_TYPE_NAMES, Encoding, MessageType, pb
 
 PROP_MESSAGE_GROUP = "__SHARDINGKEY"
 PROP_MESSAGE_TYPE = "__MSGTYPE"
 PROP_BORN_HOST = "__BORNHOST"
 SYS_FLAG_COMPRESSED = 0x1
 
-SUPPORTED_TYPES = (pb.MessageType.NORMAL, pb.MessageType.FIFO)
+SUPPORTED_TYPES = (MessageType.NORMAL, MessageType.FIFO)
 
 
 def fifo_queue(message_group: str, queue_count: int) -> int:
@@ -38,7 +38,7 @@ def to_store(m: "pb.Message", queue_count: int) -> Message:
     if sp.HasField("message_group") and sp.message_group:
         props[PROP_MESSAGE_GROUP] = sp.message_group
         qid = fifo_queue(sp.message_group, queue_count)
-    props[PROP_MESSAGE_TYPE] = pb.MessageType.Name(sp.message_type or pb.MessageType.NORMAL)
+    props[PROP_MESSAGE_TYPE] = MESSAGE_TYPE_NAMES.get(sp.message_type or MessageType.NORMAL, "NORMAL")
     born_ms = sp.born_timestamp.seconds * 1000 + sp.born_timestamp.nanos // 1_000_000 if sp.HasField(
         "born_timestamp") else None
     born_host = None
@@ -51,4 +51,4 @@ def to_store(m: "pb.Message", queue_count: int) -> Message:
     return Message(topic=m.topic.name, body=m.body, tags=sp.tag if sp.HasField("tag") and sp.tag else None,
                    keys=[k for k in sp.keys if k] or None, properties=props, queue_id=qid,
                    born_timestamp_ms=born_ms, born_host=born_host,
-                   sys_flag=SYS_FLAG_COMPRESSED if sp.body_encoding == pb.Encoding.GZIP else 0)
+                   sys_flag=SYS_FLAG_COMPRESSED if sp.body_encoding == Encoding.GZIP else 0)

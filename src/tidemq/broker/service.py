@@ -29,7 +29,7 @@ from .consume import Consumption
 from .convert import SUPPORTED_TYPES, to_store
 from .pop import PopState
 from .pull import GroupOffsets, Pull
-from .proto import Code, pb, sgrpc, spb, status
+from .proto import Code, MessageType, pb, sgrpc, spb, status
 
 log = logging.getLogger("tidemq.broker")
 
@@ -195,7 +195,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         batch, where = [], []
         for i, m in enumerate(msgs):
             sp = m.system_properties
-            if sp.message_type not in SUPPORTED_TYPES and sp.message_type != pb.MessageType.MESSAGE_TYPE_UNSPECIFIED:
+            if sp.message_type not in SUPPORTED_TYPES and sp.message_type != MessageType.MESSAGE_TYPE_UNSPECIFIED:
                 entries[i] = self._entry(Code.UNSUPPORTED, NOT_YET.format(
                     what=f"{pb.MessageType.Name(sp.message_type)} messages"), sp.message_id)
                 continue
@@ -226,7 +226,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                 code = put_code(r.status, r.error)
                 if code == Code.OK and r.uniq_key:
                     self._remember(msgs[i].topic.name, r.uniq_key, r.queue_offset)
-                entries[i] = spb.SendResultEntry(status=status(code, r.error or ""), message_id=r.msg_id or "",
+                entries[i] = spb.SendResultEntry(status=status(code, r.error or ""),
+                                                 message_id=r.uniq_key or (r.msg_id or ""),
                                                  offset=max(r.queue_offset, 0))
         if batch and any(e.status.code == Code.OK for e in entries):
             self.consumption.notify_arrival()          # long-polling receives wake up

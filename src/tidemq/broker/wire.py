@@ -13,7 +13,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from ..store.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage
 from .convert import PROP_BORN_HOST, PROP_MESSAGE_GROUP, PROP_MESSAGE_TYPE, SYS_FLAG_COMPRESSED
-from .proto import pb
+from .proto import DigestType, Encoding, MessageType, pb
 
 INTERNAL = frozenset((PROP_TAGS, PROP_KEYS, PROP_UNIQ_KEY, PROP_MESSAGE_GROUP, PROP_MESSAGE_TYPE, PROP_BORN_HOST))
 
@@ -24,14 +24,11 @@ def _ts(ms: int) -> timestamp_pb2.Timestamp:
 
 def to_wire(m: StoredMessage, attempt: int, handle: str, invisible_ms: int) -> "pb.Message":
     props = m.properties
-    try:
-        mtype = pb.MessageType.Value(props.get(PROP_MESSAGE_TYPE, "NORMAL"))
-    except ValueError:
-        mtype = pb.MessageType.NORMAL
+    mtype = getattr(MessageType, props.get(PROP_MESSAGE_TYPE, "NORMAL"), MessageType.NORMAL)
     sp = pb.SystemProperties(
         message_id=m.msg_id,
-        body_digest=pb.Digest(type=pb.DigestType.MD5, checksum=hashlib.md5(m.body).hexdigest().upper()),
-        body_encoding=pb.Encoding.GZIP if m.sys_flag & SYS_FLAG_COMPRESSED else pb.Encoding.IDENTITY,
+        body_digest=pb.Digest(type=DigestType.MD5, checksum=hashlib.md5(m.body).hexdigest().upper()),
+        body_encoding=Encoding.GZIP if m.sys_flag & SYS_FLAG_COMPRESSED else Encoding.IDENTITY,
         message_type=mtype,
         born_timestamp=_ts(m.born_timestamp_ms),
         born_host=props.get(PROP_BORN_HOST) or m.born_host.rsplit(":", 1)[0],

@@ -12,7 +12,7 @@ from typing import Iterable, Mapping, Sequence
 import grpc
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from ..broker.proto import pb, sgrpc, spb
+from ..broker.proto import Code, Encoding, MessageType, pb, sgrpc, spb
 
 
 class ClientError(RuntimeError):
@@ -32,7 +32,7 @@ class SendResult:
 
     @property
     def ok(self) -> bool:
-        return self.code == pb.Code.OK
+        return self.code == Code.OK
 
 
 @dataclass
@@ -43,7 +43,7 @@ class PullResult:
 
     @property
     def found(self) -> bool:
-        return self.code == pb.Code.OK
+        return self.code == Code.OK
 
 
 class _Channel:
@@ -96,7 +96,7 @@ class Producer:
         msgs = []
         for i, body in enumerate(bodies):
             sp = pb.SystemProperties(message_id=message_ids[i] if message_ids else _message_id(),
-                                     body_encoding=pb.Encoding.IDENTITY, message_type=pb.MessageType.NORMAL)
+                                     body_encoding=Encoding.IDENTITY, message_type=MessageType.NORMAL)
             if tags:
                 sp.tag = tags
             if keys and keys[i]:
@@ -139,7 +139,7 @@ class Producer:
 
 def _route(ch: _Channel, topic: str) -> int:
     r = ch.stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name=topic)), timeout=ch.timeout_s)
-    if r.status.code != pb.Code.OK:
+    if r.status.code != Code.OK:
         raise ClientError(r.status.code, r.status.message)
     return len(r.message_queues)
 
@@ -172,12 +172,12 @@ class PullConsumer:
                                      filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression=tags),
                                      long_polling_timeout=duration_pb2.Duration(seconds=int(long_polling_s),
                                                                                 nanos=int(long_polling_s % 1 * 1e9)))
-        res = PullResult(pb.Code.CODE_UNSPECIFIED, offset)
+        res = PullResult(Code.CODE_UNSPECIFIED, offset)
         for r in self._ch.stub.PullMessage(req, timeout=self._ch.timeout_s + long_polling_s):
             kind = r.WhichOneof("content")
             if kind == "status":
                 res.code = r.status.code
-                if r.status.code not in (pb.Code.OK, pb.Code.MESSAGE_NOT_FOUND, pb.Code.ILLEGAL_OFFSET):
+                if r.status.code not in (Code.OK, Code.MESSAGE_NOT_FOUND, Code.ILLEGAL_OFFSET):
                     raise ClientError(r.status.code, r.status.message)
             elif kind == "message":
                 res.messages.append(r.message)
@@ -192,7 +192,7 @@ class PullConsumer:
             req.timestamp.CopyFrom(timestamp_pb2.Timestamp(seconds=timestamp_ms // 1000,
                                                            nanos=timestamp_ms % 1000 * 1_000_000))
         r = self._ch.stub.QueryOffset(req, timeout=self._ch.timeout_s)
-        if r.status.code != pb.Code.OK:
+        if r.status.code != Code.OK:
             raise ClientError(r.status.code, r.status.message)
         return r.offset
 
@@ -200,9 +200,9 @@ class PullConsumer:
         r = self._ch.stub.GetOffset(spb.GetOffsetRequest(group=pb.Resource(name=self.group),
                                                          message_queue=self._mq(topic, queue_id)),
                                     timeout=self._ch.timeout_s)
-        if r.status.code == pb.Code.OFFSET_NOT_FOUND:
+        if r.status.code == Code.OFFSET_NOT_FOUND:
             return None
-        if r.status.code != pb.Code.OK:
+        if r.status.code != Code.OK:
             raise ClientError(r.status.code, r.status.message)
         return r.offset
 
@@ -210,5 +210,5 @@ class PullConsumer:
         r = self._ch.stub.UpdateOffset(spb.UpdateOffsetRequest(group=pb.Resource(name=self.group),
                                                                message_queue=self._mq(topic, queue_id), offset=offset),
                                        timeout=self._ch.timeout_s)
-        if r.status.code != pb.Code.OK:
+        if r.status.code != Code.OK:
             raise ClientError(r.status.code, r.status.message)
