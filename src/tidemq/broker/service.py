@@ -249,7 +249,6 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     def _entry(code: int, message: str, message_id: str) -> "spb.SendResultEntry":
         return spb.SendResultEntry(status=status(code, message), message_id=message_id)
 
-    # Not yet served: a clear status, never UNIMPLEMENTED or a hang ----------------------------
     # Pop consumption (consume.py) ----------------------------------------------------------
     async def ReceiveMessage(self, request, context):
         async for r in self.consumption.receive(request, context):
@@ -261,9 +260,10 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     async def ChangeInvisibleDuration(self, request, context):
         return self.consumption.change_invisible(request)
 
+    # Not yet served: a clear status, never UNIMPLEMENTED or a hang ----------------------------
     async def ForwardMessageToDeadLetterQueue(self, request, context):
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(
-            what="dead-letter queues")))
+            what="forwarding to the dead-letter queue by FIFO push consumers")))
 
     async def EndTransaction(self, request, context):
         return spb.EndTransactionResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="transactions")))
