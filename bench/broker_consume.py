@@ -1,0 +1,135 @@
+"""Consume throughput of the broker: tidemq.client PullConsumer.pull over every queue from the
+beginning, against a tidemq broker subprocess, versus the best durable peer (Redis streams,
+NATS JetStream) measured in the same run.
+
+    .venv/bin/python bench/broker_consume.py            # 5 rounds, 200k msgs filled, <= 20 s per read
+    .venv/bin/python bench/broker_consume.py --quick    # 1 round of 20k: a smoke run
+
+Every round takes every system once, in a rotating order, each on a fresh server with a fresh
+data directory under bench/.tmp: fill it with ``--count`` 1 KiB messages (untimed, through the
+same produce path as bench/broker_produce.py), ``os.sync()``, then time reading them all back:
+
+* ``tidemq``: PullConsumer.pull(batch_size=``--batch``) over each of the 8 queues from its first
+  offset until its end offset (queried before timing), every message's body counted. The
+  broker runs with ``pull_max_count_in_memory=--batch`` and ``pull_max_bytes_in_memory=1 MiB``
+  (TIDEMQ_* settings; the defaults, 32 messages and 256 KiB per get, would cap every pull at
+  32): the peers read ``--batch`` per request too.
+* ``tidemq pull(32), broker defaults`` (for information, no goal): the same store read again
+  after a restart of the broker with its default settings, ``batch_size=32``.
+* ``redis``: XREAD COUNT ``--batch`` from id 0 until every entry is read.
+* ``nats``: a durable pull consumer (deliver all, ack policy none), fetch(``--batch``).
+
+Reference: **the best peer of each round**. Goal (issue 6): tidemq >= 2 x the best durable peer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _broker import TidemqSystem, proc_cpu_seconds  # noqa: E402
+from _report import Report, progress, scratch_dir, settle  # noqa: E402
+from peers import PEERS, ensure_installed, versions  # noqa: E402
+
+GOAL = 2.0
+DEFAULTS_VARIANT = "tidemq pull(32), broker defaults"
+
+
+def timed_consume(s, expected: int, batch: int, max_s: float, **kw) -> dict:
+    settle()
+    srv0, cli0 = proc_cpu_seconds(s.pid), time.process_time()
+    r = s.consume(expected, batch, max_s, **kw)
+    r["server_cores"] = (proc_cpu_seconds(s.pid) - srv0) / r["seconds"]
+    r["client_cores"] = (time.process_time() - cli0) / r["seconds"]
+    if r["messages"] < expected and r["seconds"] < max_s:
+        raise RuntimeError(f"{s.name}: read {r['messages']} of {expected} messages in {r['seconds']:.1f}s")
+    return r
+
+
+def measure(name: str, cls, workdir: str, body: bytes, a) -> dict[str, dict]:
+    out = {}
+    env = {"TIDEMQ_PULL_MAX_COUNT_IN_MEMORY": str(a.batch), "TIDEMQ_PULL_MAX_BYTES_IN_MEMORY": str(1 << 20)}
+    s = cls(workdir, env=env) if name == "tidemq" else cls(workdir)
+    with s:
+        f = s.produce(body, a.count, a.batch, a.fill_seconds, a.in_flight)
+        stored = s.stored()
+        if stored != f["messages"]:
+            raise RuntimeError(f"{name}: holds {stored} messages after {f['messages']} were acknowledged")
+        kw = {"threads": a.threads} if name == "tidemq" else {}
+        r = timed_consume(s, stored, a.batch, a.max_seconds, **kw)
+        r["filled"] = stored
+        out[name] = r
+        if name == "tidemq" and a.defaults_variant:
+            s.restart(env={})
+            r = timed_consume(s, stored, 32, a.max_seconds, **kw)
+            r["filled"] = stored
+            out[DEFAULTS_VARIANT] = r
+    for r in out.values():
+        if r["bytes"] != r["messages"] * len(body):
+            raise RuntimeError(f"{name}: {r['bytes']} body bytes for {r['messages']} messages")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--count", type=int, default=200_000, help="messages filled in per system per round")
+    ap.add_argument("--max-seconds", type=float, default=20.0, help="time bound of one timed read")
+    ap.add_argument("--fill-seconds", type=float, default=60.0, help="time bound of the (untimed) fill")
+    ap.add_argument("--batch", type=int, default=256, help="messages per pull / XREAD / fetch")
+    ap.add_argument("--in-flight", type=int, default=4, help="fill: requests / batches under way")
+    ap.add_argument("--threads", type=int, default=1, help="tidemq: threads pulling (queues split among them)")
+    ap.add_argument("--body-bytes", type=int, default=1024)
+    ap.add_argument("--peers", default="redis,nats")
+    ap.add_argument("--no-defaults-variant", dest="defaults_variant", action="store_false",
+                    help=f"skip '{DEFAULTS_VARIANT}'")
+    ap.add_argument("--quick", action="store_true", help="1 round of 20k: a smoke run")
+    a = ap.parse_args()
+    if a.quick:
+        a.rounds, a.count = 1, 20_000
+    peers = [p for p in a.peers.split(",") if p]
+    ensure_installed(progress)
+    body = os.urandom(a.body_bytes)
+    rep = Report("broker_consume", unit="msgs/s", reference="best peer",
+                 reference_doc="the higher consume rate of the durable peers in the same round: "
+                               + "; ".join(PEERS[p].label for p in peers),
+                 params={"body_bytes": a.body_bytes, "batch": a.batch, "threads": a.threads, "rounds": a.rounds,
+                         "filled_per_sample": a.count, "max_seconds_per_read": a.max_seconds,
+                         "tidemq": f"tidemq serve, ASYNC_FLUSH, pull_max_count_in_memory={a.batch}, "
+                                   "pull_max_bytes_in_memory=1 MiB, topic of 8 queues",
+                         "peers": versions()})
+    rep.ratio("tidemq", GOAL)
+    if a.defaults_variant:
+        rep.ratio(DEFAULTS_VARIANT, None)
+    syst = {"tidemq": TidemqSystem, **{p: PEERS[p] for p in peers}}
+    names = list(syst)
+    with scratch_dir("broker_consume") as tmp:
+        for rnd in range(a.rounds):
+            order = names[rnd % len(names):] + names[:rnd % len(names)]
+            got = {}
+            for n in order:
+                res = measure(n, syst[n], os.path.join(tmp, f"{n}-{rnd}"), body, a)
+                for v, r in res.items():
+                    got[v] = r
+                    progress(f"round {rnd + 1}/{a.rounds} {v}: {r['messages'] / r['seconds']:,.0f} msgs/s "
+                             f"({r['messages']} of {r['filled']} in {r['seconds']:.2f}s; server "
+                             f"{r['server_cores']:.2f} cores, client {r['client_cores']:.2f})")
+            rates = {v: r["messages"] / r["seconds"] for v, r in got.items()}
+            best = max(rates[p] for p in peers)
+            rep.add("best peer", best)
+            for v in ["tidemq"] + ([DEFAULTS_VARIANT] if a.defaults_variant else []) + peers:
+                r = got[v]
+                rep.add(v, rates[v], ref=best, messages=r["messages"], server_cores=r["server_cores"],
+                        client_cores=r["client_cores"])
+            progress(f"round {rnd + 1}/{a.rounds}: tidemq / best peer = {rates['tidemq'] / best:.2f}")
+        rep.note("server_cores / client_cores: CPU seconds of the server process / of this benchmark process "
+                 "(the client, with gRPC's threads) per second of the read; the machine has "
+                 f"{os.cpu_count()} CPUs. A read that hit the time bound reports the messages it got.")
+        rep.write(tmp)
+
+
+if __name__ == "__main__":
+    main()
