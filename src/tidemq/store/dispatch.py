@@ -125,14 +125,10 @@ class Dispatcher:
             # an earlier batch is not fully dispatched: this one waits for heal() (order is kept)
             return
         try:
+            # (after a failure pending_from is set and later batches wait above: every queue here
+            # continues exactly at its max offset)
             for cq, g in units.items():
-                first = g[0]
-                data = b"".join(g[1:]) if len(g) > 2 else g[1]
-                if cq.max_offset > first:      # partly written by a failed attempt: keep what is there
-                    data = data[(cq.max_offset - first) * 20:]
-                    first = cq.max_offset
-                if data:
-                    self._retry(cq.append, cq.dir, first, data)
+                self._retry(cq.append, cq.dir, g[0], b"".join(g[1:]) if len(g) > 2 else g[1])
             if index_items and self.index is not None:
                 index = self.index
                 for ks, phys in index_items:
