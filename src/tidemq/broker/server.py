@@ -12,6 +12,7 @@ from ..config import BrokerConfig, StoreConfig
 from ..store import MessageStore
 from .proto import sgrpc
 from .admin import Admin
+from .records import Records
 from .service import MessagingService
 
 log = logging.getLogger("tidemq.broker")
@@ -33,7 +34,8 @@ class Broker:
         self.server = grpc.aio.server(options=opts)
         self.service = MessagingService(self.store, self.config)
         sgrpc.add_MessagingServiceServicer_to_server(self.service, self.server)
-        self.server.add_generic_rpc_handlers((Admin(self.store).handler(),))
+        self.server.add_generic_rpc_handlers((Admin(self.store).handler(),
+                                              Records(self.store, self.service.consumption.arrivals).handler()))
         self.port = self.server.add_insecure_port(f"{self.config.host}:{self.config.port}")
         if self.port == 0:
             raise OSError(f"cannot listen on {self.config.host}:{self.config.port}")

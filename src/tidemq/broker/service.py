@@ -213,7 +213,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                 continue
             seen = self._recent.get((m.topic.name, sp.message_id)) if sp.message_id else None
             if seen is not None:          # a retry of a send that was stored: answer it again
-                entries[i] = spb.SendResultEntry(status=status(Code.OK), message_id=sp.message_id, offset=seen)
+                entries[i] = spb.SendResultEntry(status=status(Code.OK, "duplicate: already stored"),
+                                                 message_id=sp.message_id, offset=seen)
                 continue
             batch.append(to_store(m, n))
             where.append(i)

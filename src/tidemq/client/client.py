@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import uuid
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
@@ -13,6 +16,8 @@ import grpc
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from ..broker.proto import Code, Encoding, MessageType, pb, sgrpc, spb
+from ..broker.records import SERVICE as RECORDS_SERVICE, unframe
+from ..store.codec import decode_record
 
 
 class ClientError(RuntimeError):
@@ -46,6 +51,31 @@ class PullResult:
         return self.code == Code.OK
 
 
+@dataclass
+class RecordsResult:
+    """A raw pull: the records as stored, back to back (see tidemq.broker.records)."""
+    code: int
+    message: str
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    sizes: array          # i32 per record
+    data: memoryview      # the records
+
+    @property
+    def found(self) -> bool:
+        return self.code == Code.OK
+
+    def messages(self) -> list:
+        """The records decoded one by one (StoredMessage); bulk readers decode ``data`` themselves."""
+        out = []
+        pos = 0
+        for size in self.sizes:
+            out.append(decode_record(self.data, pos, size))
+            pos += size
+        return out
+
+
 class _Channel:
     """A lazily created channel, recreated after a fork (gRPC channels do not survive one)."""
 
@@ -55,6 +85,7 @@ class _Channel:
         self._pid = None
         self._channel = None
         self._stub = None
+        self._unary: dict = {}
 
     @property
     def stub(self):
@@ -62,8 +93,17 @@ class _Channel:
             self._channel = grpc.insecure_channel(self.endpoint, options=[
                 ("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20)])
             self._stub = sgrpc.MessagingServiceStub(self._channel)
+            self._unary = {}
             self._pid = os.getpid()
         return self._stub
+
+    def unary(self, method: str):
+        """A raw-bytes unary callable on this channel (cached per method)."""
+        _ = self.stub                               # (re)creates the channel after a fork
+        fn = self._unary.get(method)
+        if fn is None:
+            fn = self._unary[method] = self._channel.unary_unary(method)
+        return fn
 
     def close(self) -> None:
         if self._channel is not None and self._pid == os.getpid():
@@ -90,15 +130,16 @@ class Producer:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _request(self, topic: str, bodies: Sequence[bytes], tags: str | None, keys: Sequence[Sequence[str]] | None,
+    def _request(self, topic: str, bodies: Sequence[bytes], tags: str | Sequence[str | None] | None, keys: Sequence[Sequence[str]] | None,
                  properties: Sequence[Mapping[str, str]] | None, message_ids: Sequence[str] | None):
         res = pb.Resource(name=topic)
         msgs = []
         for i, body in enumerate(bodies):
             sp = pb.SystemProperties(message_id=message_ids[i] if message_ids else _message_id(),
                                      body_encoding=Encoding.IDENTITY, message_type=MessageType.NORMAL)
-            if tags:
-                sp.tag = tags
+            t = tags if tags is None or isinstance(tags, str) else tags[i]
+            if t:
+                sp.tag = t
             if keys and keys[i]:
                 sp.keys.extend(keys[i])
             msgs.append(pb.Message(topic=res, body=body, system_properties=sp,
@@ -111,10 +152,11 @@ class Producer:
             raise ClientError(resp.status.code, resp.status.message)
         return [SendResult(e.message_id, e.offset, e.status.code, e.status.message) for e in resp.entries]
 
-    def send_batch(self, topic: str, bodies: Sequence[bytes], tags: str | None = None,
+    def send_batch(self, topic: str, bodies: Sequence[bytes], tags: str | Sequence[str | None] | None = None,
                    keys: Sequence[Sequence[str]] | None = None, properties: Sequence[Mapping[str, str]] | None = None,
                    message_ids: Sequence[str] | None = None) -> list[SendResult]:
-        """One SendMessage with every body; one result per message. ``message_ids`` lets a retry
+        """One SendMessage with every body; one result per message. ``tags``: one for all or one
+        per message. ``message_ids`` lets a retry
         reuse the ids of a failed attempt (they are the messages' unique keys)."""
         req = self._request(topic, bodies, tags, keys, properties, message_ids)
         return self._results(self._ch.stub.SendMessage(req, timeout=self._ch.timeout_s))
@@ -184,6 +226,25 @@ class PullConsumer:
             elif kind == "next_offset":
                 res.next_offset = r.next_offset
         return res
+
+    def pull_records(self, topic: str, queue_id: int, offset: int, max_count: int = 4096, max_bytes: int = 16 << 20,
+                     wait_s: float = 0.0) -> RecordsResult:
+        """Up to max_count records from ``offset`` in one response, as stored (no per-message
+        protobuf): the fast path for bulk readers. Raises ClientError for an unknown queue or a
+        bad request; an offset outside the queue answers ILLEGAL_OFFSET with its bounds."""
+        fn = self._ch.unary(f"/{RECORDS_SERVICE}/PullRecords")
+        req = json.dumps({"topic": topic, "queue_id": queue_id, "offset": offset, "max_count": max_count,
+                          "max_bytes": max_bytes, "wait_ms": int(wait_s * 1000)}).encode()
+        head, sizes_raw, data = unframe(fn(req, timeout=self._ch.timeout_s + wait_s))
+        code = head.get("code", Code.INTERNAL_SERVER_ERROR)
+        if code not in (Code.OK, Code.MESSAGE_NOT_FOUND, Code.ILLEGAL_OFFSET):
+            raise ClientError(code, head.get("message", ""))
+        sizes = array("i")
+        sizes.frombytes(sizes_raw)
+        if sys.byteorder != "little":
+            sizes.byteswap()
+        return RecordsResult(code, head.get("message", ""), head.get("next_offset", offset),
+                             head.get("min_offset", 0), head.get("max_offset", 0), sizes, data)
 
     def query_offset(self, topic: str, queue_id: int, policy: str = "END", timestamp_ms: int | None = None) -> int:
         req = spb.QueryOffsetRequest(message_queue=self._mq(topic, queue_id),

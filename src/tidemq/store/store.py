@@ -20,6 +20,7 @@ never waits for a slow consumer.
 from __future__ import annotations
 
 import errno
+from array import array
 import logging
 import os
 import threading
@@ -33,7 +34,7 @@ from . import codec
 from .checkpoint import AbortFile, Checkpoint
 from .codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, tags_hash
 from .commit_log import AppendError, CommitLog
-from .consume_queue import UNIT, ConsumeQueueTable
+from .consume_queue import UNIT, ConsumeQueue, ConsumeQueueTable
 from .dispatch import Dispatcher, index_keys
 from .cleaner import CommitLogCleaner, QueueCleaner
 from .disk import DiskMonitor, status_report
@@ -610,23 +611,10 @@ class MessageStore:
         ``tags``: only messages with one of these tags (None or '*': all). The count and
         byte limits are also capped by the in-memory / from-disk pull limits.
         """
-        if self._state != "running":
-            return GetResult(GetStatus.SERVICE_NOT_AVAILABLE, offset, 0, 0)
-        cq = self.queues.get(topic, queue_id)
-        if cq is None:
-            t = self.topics.get(topic)
-            if t is not None and 0 <= queue_id < t.queue_count:
-                return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
-            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        cq = self._readable_queue(topic, queue_id, offset)
+        if isinstance(cq, GetResult):
+            return cq
         mn, mx = cq.min_offset, cq.max_offset
-        if mx == 0:
-            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, mn, mx)
-        if offset < mn:
-            return GetResult(GetStatus.OFFSET_TOO_SMALL, mn, mn, mx)
-        if offset == mx:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, mn, mx)
-        if offset > mx:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, mx, mn, mx)
         wanted = None
         if tags is not None:
             tl = [t for t in tags if t and t != "*"]
@@ -707,6 +695,91 @@ class MessageStore:
         else:
             status = GetStatus.OFFSET_FOUND_NULL
         return GetResult(status, nxt, mn, mx, msgs, from_disk)
+
+    def _readable_queue(self, topic: str, queue_id: int, offset: int) -> ConsumeQueue | GetResult:
+        """The queue to read from ``offset``, or the GetResult that says why there is nothing to read."""
+        if self._state != "running":
+            return GetResult(GetStatus.SERVICE_NOT_AVAILABLE, offset, 0, 0)
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            t = self.topics.get(topic)
+            if t is not None and 0 <= queue_id < t.queue_count:
+                return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        mn, mx = cq.min_offset, cq.max_offset
+        if mx == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, mn, mx)
+        if offset < mn:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, mn, mn, mx)
+        if offset == mx:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, mn, mx)
+        if offset > mx:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, mx, mn, mx)
+        return cq
+
+    def get_raw(self, topic: str, queue_id: int, offset: int, max_count: int = 4096,
+                max_bytes: int = 16 << 20) -> GetResult:
+        """Up to max_count records of one queue from ``offset`` as stored bytes, for readers
+        that decode in bulk (the Spark source, tidemq.client's raw pull): the result's
+        ``records`` is (sizes, data): the records' sizes (native i32 array) and their bytes
+        back to back. Runs of records adjacent in the commit log are copied as one slice.
+        No tag filter; the store's in-memory/from-disk count limits do not apply (the
+        caller bounds the batch by max_count and max_bytes)."""
+        cq = self._readable_queue(topic, queue_id, offset)
+        if isinstance(cq, GetResult):
+            return cq
+        mn, mx = cq.min_offset, cq.max_offset
+        raw = cq.read(offset, max(1, min(max_count, mx - offset)))
+        if not raw:
+            nxt = cq._file_start(offset) + cq.units_per_segment
+            return GetResult(GetStatus.OFFSET_FOUND_NULL, min(nxt, mx), mn, mx)
+        log_min = self.segments.min_offset
+        sizes = array("i")
+        chunks: list = []
+        total = used = removed = 0
+        run_start = run_end = -1          # the pending run of adjacent records in segment mf
+        find = self.segments.find
+        mf = None
+        try:
+            for cl_off, size, _th in UNIT.iter_unpack(raw):
+                if size <= 0 or cl_off < log_min:
+                    removed += 1
+                    used += 1
+                    continue
+                if sizes and total + size > max_bytes:
+                    break
+                if mf is None or not (mf.start_offset <= cl_off and cl_off + size <= mf.start_offset + mf.wrote_pos):
+                    if mf is not None:
+                        chunks.append(mf.mapping[run_start:run_end])
+                        mf.release()
+                        mf = None
+                    seg = find(cl_off)
+                    if seg is None or not seg.hold():
+                        removed += 1
+                        used += 1
+                        continue
+                    mf = seg
+                    run_start = run_end = cl_off - mf.start_offset
+                    if run_end + size > mf.wrote_pos:
+                        break
+                pos = cl_off - mf.start_offset
+                if pos != run_end:
+                    chunks.append(mf.mapping[run_start:run_end])
+                    run_start = pos
+                run_end = pos + size
+                sizes.append(size)
+                total += size
+                used += 1
+            if mf is not None and run_end > run_start:
+                chunks.append(mf.mapping[run_start:run_end])
+        finally:
+            if mf is not None:
+                mf.release()
+        status = GetStatus.FOUND if sizes else (GetStatus.MESSAGE_WAS_REMOVING if removed
+                                                 else GetStatus.OFFSET_FOUND_NULL)
+        g = GetResult(status, offset + used, mn, mx)
+        g.records = (sizes, b"".join(chunks))
+        return g
 
     def get_by_commitlog_offset(self, offset: int, size: int | None = None) -> codec.StoredMessage | None:
         """The message whose record starts at ``offset``, or None."""
