@@ -116,7 +116,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
 
     async def QueryAssignment(self, request, context):
         """Push consumers: one assignment with queue id -1, "pop from any queue" (as the RocketMQ proxy
-        answers non-FIFO groups); ReceiveMessage pops from every queue whatever id it is given."""
+        answers non-FIFO groups); ReceiveMessage pops from every queue whatever id it is given. FIFO
+        groups get the same (the proxy gives them one per queue): order is kept by the broker's hold
+        on each queue, not by which receive loop asks."""
         topic = request.topic.name
         try:
             n = self._ensure_topic(topic)
