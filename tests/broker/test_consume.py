@@ -168,3 +168,35 @@ def test_forward_with_a_forged_or_stale_handle_is_refused(world):
     assert forward(c, ORDERED, old) == Code.INVALID_RECEIPT_HANDLE, "superseded by the change"
     assert store.queue_count("%DLQ%ordered") == 0
     assert forward(c, ORDERED, r.receipt_handle) == Code.OK
+
+
+def test_a_waiting_receive_of_a_fifo_group_wakes_up_on_the_ack_that_frees_its_queue(world):
+    import asyncio
+    import time
+
+    store, clock, consumption = world
+    c = consumption()
+    put(store, 0, b"a0", b"a1")
+    [a0] = c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)
+
+    class Context:
+        def time_remaining(self):
+            return 30.0
+
+    req = spb.ReceiveMessageRequest(group=pb.Resource(name=ORDERED), message_queue=pb.MessageQueue(
+        topic=pb.Resource(name="T")), batch_size=8, invisible_duration={"seconds": 10},
+        long_polling_timeout={"seconds": 20})
+
+    async def scenario():
+        async def receive():
+            return [r async for r in c.receive(req, Context())]
+        waiting = asyncio.ensure_future(receive())
+        await asyncio.sleep(0.05)
+        assert not waiting.done(), "held: the receive waits"
+        t0 = time.monotonic()
+        ack(c, ORDERED, a0)
+        resps = await asyncio.wait_for(waiting, 5)
+        return resps, time.monotonic() - t0
+
+    resps, waited_s = asyncio.run(scenario())
+    assert [r.message.body for r in resps if r.HasField("message")] == [b"a1"] and waited_s < 1
