@@ -275,6 +275,10 @@ class BrokerConfig(_Loadable):
     send_executor_threads: int = _f(8, "threads that run store puts for SendMessage", 1, 256)
     shutdown_grace_s: float = _f(5.0, "seconds in-flight RPCs get at shutdown", 0.0, 600.0)
     max_delivery_attempts: int = _f(16, "deliveries of a message before it goes to %DLQ%<group>", 1, 1000)
+    fifo_consumer_groups: tuple[str, ...] = _f((), "consumer groups that consume in order (RocketMQ's "
+                                               "consumeMessageOrderly): a queue gives such a group its next "
+                                               "message only once the ones handed out are acked or dead-lettered; "
+                                               "'a,b'")
     invisible_duration_default_s: float = _f(30.0, "invisible time of a pop that gives none", 1.0, 43_200.0)
     receive_batch_max: int = _f(256, "messages one ReceiveMessage returns at most", 1, 10_000)
     long_polling_max_s: float = _f(30.0, "longest a ReceiveMessage waits for messages", 0.0, 600.0)

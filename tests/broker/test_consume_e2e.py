@@ -183,3 +183,123 @@ def test_a_resent_message_id_is_stored_once(tmp_path, broker_factory):
     assert r1.status.code == r2.status.code == pb.Code.OK and r1.entries[0].offset == r2.entries[0].offset
     b.stop()
     assert len(stored(root, "Once")) == 1
+
+
+# In order: FIFO consumer groups -----------------------------------------------------------
+
+ORDERED_ENV = {**SMALL, "TIDEMQ_FLUSH_DISK_TYPE": "SYNC_FLUSH", "TIDEMQ_FIFO_CONSUMER_GROUPS": "ordered,ordered-push"}
+
+
+def receive_some(consumer, batch, invisible_s, seconds=15):
+    end = time.time() + seconds
+    while time.time() < end:
+        got = consumer.receive(batch, invisible_s)
+        if got:
+            return got
+    raise AssertionError("nothing received")
+
+
+def test_fifo_group_gets_each_message_group_in_order_across_expiry_and_kill9(tmp_path, broker_factory, clients):
+    from tidemq.broker.convert import fifo_queue
+    producer, consumer = clients
+    root = str(tmp_path / "store")
+    make_topic(root, "Ordered", 4)
+    groups = ("A", "B", "D")
+    assert len({fifo_queue(g, 4) for g in groups}) == 3, "one queue per message group here"
+    b = broker_factory(root, env=ORDERED_ENV)
+    p = producer(b.endpoint, ["Ordered"])
+    for i in range(4):
+        for g in groups:
+            p.send(msg("Ordered", f"{g}-{i}".encode(), group=g))
+    c = consumer(b.endpoint, "ordered", "Ordered")
+    seen = []                                  # (body, delivery attempt), in the order handed out
+
+    def take(cons, batch, invisible_s):
+        got = receive_some(cons, batch, invisible_s)
+        seen.extend((m.body.decode(), m.delivery_attempt) for m in got)
+        return got
+
+    heads = take(c, 1, 30) + take(c, 1, 30) + take(c, 1, 30)
+    assert sorted(m.body for m in heads) == [b"A-0", b"B-0", b"D-0"], "the head of each message group"
+    assert c.receive(8, 30) == [], "every group has a message in flight: nothing more"
+    a0 = next(m for m in heads if m.body == b"A-0")
+    c.ack(a0)
+    [a1] = take(c, 1, 3)
+    assert a1.body == b"A-1" and a1.delivery_attempt == 1, "after the ack, the next of that group"
+    assert c.receive(8, 30) == [], "A-1 in flight holds A-2"
+    [again] = take(c, 1, 30)                   # once A-1's 3 s are over
+    assert (again.body, again.delivery_attempt) == (b"A-1", 2), "the held-up message first, attempt + 1"
+    c.ack(again)
+    [a2] = take(c, 1, 3)
+    assert a2.body == b"A-2"
+    for m in heads:
+        if m.body != b"A-0":
+            c.ack(m)
+    b.stop(signal.SIGKILL)                     # A-2 is in flight
+    c.shutdown()
+    b2 = broker_factory(root, env=ORDERED_ENV)
+    c2 = consumer(b2.endpoint, "ordered", "Ordered")
+    left = 8                                   # A-2 again, A-3, B-1..3, D-1..3
+    while left:
+        got = take(c2, 32, 30)
+        left -= len(got)
+        for m in got:
+            c2.ack(m)
+    assert c2.receive(32, 30) == []
+    for g in groups:
+        mine = [(int(body.split("-")[1]), attempt) for body, attempt in seen if body.startswith(g + "-")]
+        assert [i for i, _ in mine] == sorted(i for i, _ in mine), f"group {g} out of order: {mine}"
+        assert {i for i, _ in mine} == {0, 1, 2, 3}
+    assert [a for body, a in seen if body == "A-2"] == [1, 2], "in flight at the kill: delivered again, first"
+
+
+def test_fifo_push_consumer_keeps_order_and_forwards_a_failing_message_to_the_dlq(tmp_path, broker_factory,
+                                                                                  clients):
+    import threading
+
+    from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression, MessageListener,
+                          PushConsumer)
+    producer, consumer = clients
+    root = str(tmp_path / "store")
+    make_topic(root, "OrderedPush", 4)
+    # 1 delivery: settings give the push consumer max_attempts 2, so one local retry (1 s) then the forward
+    b = broker_factory(root, env={**ORDERED_ENV, "TIDEMQ_MAX_DELIVERY_ATTEMPTS": "1"})
+    p = producer(b.endpoint, ["OrderedPush"])
+    ids = {}
+    for i in range(4):
+        for g in ("A", "B"):
+            ids[f"{g}-{i}"] = p.send(msg("OrderedPush", f"{g}-{i}".encode(), group=g)).message_id
+    consumed, done, lock = [], threading.Event(), threading.Lock()
+
+    class Listener(MessageListener):
+        def consume(self, message):
+            body = message.body.decode()
+            with lock:
+                consumed.append(body)
+                if {"A-3", "B-3"} <= set(consumed):
+                    done.set()
+            return ConsumeResult.FAILURE if body == "A-1" else ConsumeResult.SUCCESS
+
+    pc = PushConsumer(ClientConfiguration(b.endpoint, Credentials(), request_timeout=5), "ordered-push",
+                      Listener(), {"OrderedPush": FilterExpression()})
+    pc.startup()
+    try:
+        assert pc.fifo, "the Telemetry settings said subscription.fifo"
+        assert done.wait(30), f"consumed so far: {consumed}"
+    finally:
+        pc.shutdown()
+    assert [x for x in consumed if x.startswith("A")] == ["A-0", "A-1", "A-1", "A-2", "A-3"]
+    assert [x for x in consumed if x.startswith("B")] == ["B-0", "B-1", "B-2", "B-3"]
+    dlq = consumer(b.endpoint, "dlq-reader", "%DLQ%ordered-push")
+    dead = receive_all(dlq, 1, seconds=10)
+    assert [(m.body, m.message_id) for m in dead] == [(b"A-1", ids["A-1"])]
+    b.stop()
+    from tidemq.broker.pop import PopState
+    from tidemq.io import OsFileIO
+    ps = PopState(OsFileIO(), root)
+    ps.open()
+    try:
+        assert not any(st.inflight for (g, _t, _q), st in ps.queues.items() if g == "ordered-push"), \
+            "forwarded means acked: nothing of the group is left in flight"
+    finally:
+        ps.close()

@@ -1,13 +1,24 @@
-"""ReceiveMessage / AckMessage / ChangeInvisibleDuration over PopState and the store.
+"""ReceiveMessage / AckMessage / ChangeInvisibleDuration / ForwardMessageToDeadLetterQueue over
+PopState and the store.
 
 A receive pops from every queue of the topic for the group, starting at a
 rotating queue (the clients pick a queue at random: the broker must not answer
 "empty" while another queue has messages): first messages whose invisible time
 is over (delivered again with attempt + 1, or moved to ``%DLQ%<group>`` once
 max_delivery_attempts deliveries were made), then new ones from the cursor.
-With nothing to give it long-polls: it waits for a send or for the next
-invisible time to end, until the client's long-polling timeout (bounded by its
-deadline).
+With nothing to give it long-polls: it waits for a send, an ack of a FIFO
+group, or the next invisible time to end, until the client's long-polling
+timeout (bounded by its deadline).
+
+FIFO consumer groups (``fifo_consumer_groups``, RocketMQ's consumeMessageOrderly)
+consume in order, as RocketMQ's orderly pop does: a message group always lands in
+one queue (convert.fifo_queue), and a queue gives the group nothing while a
+message it handed out is still invisible. A batch may carry several consecutive
+messages of a queue, in order; once all of them are acked (or dead-lettered) the
+queue moves on; when an invisible time runs out, the un-acked ones come back
+first, in offset order, with attempt + 1. Message groups that share a queue wait
+for each other; other queues and other groups are not held. The hold is derived
+from the in-flight state alone, which the pop journal keeps across a kill -9.
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ import logging
 import time
 
 from ..config import BrokerConfig
+from ..io import Clock
 from ..store import GetStatus, Message, MessageStore, PutStatus
 from ..store.codec import PROP_UNIQ_KEY, valid_topic
 from .pop import HandleError, PopState
@@ -34,10 +46,12 @@ def dlq_topic(group: str) -> str:
 
 
 class Consumption:
-    def __init__(self, store: MessageStore, config: BrokerConfig, pop: PopState) -> None:
+    def __init__(self, store: MessageStore, config: BrokerConfig, pop: PopState, clock: Clock | None = None) -> None:
         self.store = store
+        self.clock = clock or store.clock
         self.config = config
         self.pop = pop
+        self.fifo_groups = frozenset(config.fifo_consumer_groups)
         self.arrivals = asyncio.Event()
         self._rr: dict[tuple[str, str], int] = {}
 
@@ -45,7 +59,7 @@ class Consumption:
         self.arrivals.set()
 
     def now_ms(self) -> int:
-        return self.store.clock.now_ms()
+        return self.clock.now_ms()
 
     # Popping ----------------------------------------------------------------------------
     def _read(self, topic: str, qid: int, offset: int):
@@ -54,7 +68,8 @@ class Consumption:
             return g.messages[0]
         return None
 
-    def _to_dlq(self, group: str, m) -> bool:
+    def _to_dlq(self, group: str, m, why: str) -> str | None:
+        """Store ``m`` in ``%DLQ%<group>``; None when done, else what went wrong."""
         topic = dlq_topic(group)
         if self.store.queue_count(topic) == 0:
             self.store.create_topic(topic, 1)
@@ -64,51 +79,61 @@ class Consumption:
                                    queue_id=0))
         if r.status is not PutStatus.PUT_OK:
             log.error("cannot move message %s to %s: %s %s", m.msg_id, topic, r.status.name, r.error)
-            return False
-        log.info("message %s of %s moved to %s after %d deliveries", m.msg_id, m.topic, topic,
-                 self.config.max_delivery_attempts)
-        return True
+            return f"{r.status.name} {r.error or ''}".strip()
+        log.info("message %s of %s moved to %s %s", m.msg_id, m.topic, topic, why)
+        return None
 
     def pop_batch(self, group: str, topic: str, batch: int, invisible_ms: int, tags) -> list:
         out: list = []
         n = self.store.queue_count(topic)
         now = self.now_ms()
+        in_order = group in self.fifo_groups
         start = self._rr.get((group, topic), 0)
         self._rr[(group, topic)] = start + 1
         for k in range(n):
             if len(out) >= batch:
                 break
-            q = (start + k) % n
-            st = self.pop.state(group, topic, q)
-            for o in sorted(o for o, i in st.inflight.items() if i.visible_at_ms <= now):
-                if len(out) >= batch:
-                    break
-                inf = st.inflight[o]
-                m = self._read(topic, q, o)
-                if m is None:                                   # cleaned from the store meanwhile
-                    self.pop.drop(group, topic, q, o)
-                    continue
-                if inf.attempt >= self.config.max_delivery_attempts:
-                    if self._to_dlq(group, m):
-                        self.pop.drop(group, topic, q, o)
-                    continue
-                h = self.pop.deliver(group, topic, q, o, inf.attempt + 1, now + invisible_ms)
-                out.append(to_wire(m, inf.attempt + 1, h, invisible_ms))
-            while len(out) < batch:
-                cursor = st.cursor
-                g = self.store.get(group, topic, q, cursor, max_count=batch - len(out), tags=tags)
-                if g.status is GetStatus.FOUND:
-                    for m in g.messages:
-                        h = self.pop.deliver(group, topic, q, m.queue_offset, 1, now + invisible_ms)
-                        out.append(to_wire(m, 1, h, invisible_ms))
-                    self.pop.skip_to(group, topic, q, g.next_offset)
-                elif g.status in SKIP and g.next_offset > cursor:
-                    self.pop.skip_to(group, topic, q, g.next_offset)
-                else:
-                    break
-                if g.next_offset <= cursor:
-                    break
+            self._pop_queue(group, topic, (start + k) % n, out, batch, now, invisible_ms, tags, in_order)
         return out
+
+    def _pop_queue(self, group: str, topic: str, q: int, out: list, batch: int, now: int, invisible_ms: int,
+                   tags, in_order: bool) -> None:
+        """Expired in-flight messages of one queue (in offset order), then new ones from the cursor.
+        In order (a FIFO group): nothing while one handed out is still invisible, and nothing past
+        a message that could not be moved to the dead-letter queue."""
+        st = self.pop.state(group, topic, q)
+        if in_order and st.holds(now):
+            return
+        for o in sorted(o for o, i in st.inflight.items() if i.visible_at_ms <= now):
+            if len(out) >= batch:
+                return
+            inf = st.inflight[o]
+            m = self._read(topic, q, o)
+            if m is None:                                   # cleaned from the store meanwhile
+                self.pop.drop(group, topic, q, o)
+                continue
+            if inf.attempt >= self.config.max_delivery_attempts:
+                if self._to_dlq(group, m, f"after {inf.attempt} deliveries") is None:
+                    self.pop.drop(group, topic, q, o)
+                elif in_order:
+                    return
+                continue
+            h = self.pop.deliver(group, topic, q, o, inf.attempt + 1, now + invisible_ms)
+            out.append(to_wire(m, inf.attempt + 1, h, invisible_ms))
+        while len(out) < batch:
+            cursor = st.cursor
+            g = self.store.get(group, topic, q, cursor, max_count=batch - len(out), tags=tags)
+            if g.status is GetStatus.FOUND:
+                for m in g.messages:
+                    h = self.pop.deliver(group, topic, q, m.queue_offset, 1, now + invisible_ms)
+                    out.append(to_wire(m, 1, h, invisible_ms))
+                self.pop.skip_to(group, topic, q, g.next_offset)
+            elif g.status in SKIP and g.next_offset > cursor:
+                self.pop.skip_to(group, topic, q, g.next_offset)
+            else:
+                break
+            if g.next_offset <= cursor:
+                break
 
     def next_visible_ms(self, group: str, topic: str) -> int | None:
         best = None
@@ -183,6 +208,8 @@ class Consumption:
                 code, msg = Code.INVALID_RECEIPT_HANDLE, str(err)
             entries.append(spb.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle,
                                                      status=status(code, msg)))
+        if group in self.fifo_groups:
+            self.notify_arrival()          # an ack can free a queue held for the group: waiting receives look again
         if not entries:
             return spb.AckMessageResponse(status=status(Code.BAD_REQUEST, "no entry to ack"))
         if len(entries) == 1:
@@ -204,4 +231,31 @@ class Consumption:
         except HandleError as err:
             return spb.ChangeInvisibleDurationResponse(status=status(Code.INVALID_RECEIPT_HANDLE, str(err)),
                                                        receipt_handle=request.receipt_handle)
+        if request.group.name in self.fifo_groups:
+            self.notify_arrival()          # a held queue may now free sooner than a waiting receive thinks
         return spb.ChangeInvisibleDurationResponse(status=status(Code.OK), receipt_handle=h)
+
+    def forward_to_dlq(self, request):
+        """ForwardMessageToDeadLetterQueue (the FIFO push consumer, once its local retries are spent):
+        the message goes to ``%DLQ%<group>`` and is done for the group, as if acked. A repeated
+        forward of a message already done answers OK (the client resends until it sees OK)."""
+        group = request.group.name
+        try:
+            topic, qid, offset, inflight = self.pop.current(group, request.receipt_handle)
+        except HandleError as err:
+            return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.INVALID_RECEIPT_HANDLE, str(err)))
+        if inflight:
+            m = self._read(topic, qid, offset)
+            if m is None:
+                log.warning("message at %s:%d:%d of group %s was cleaned from the store before it could be "
+                            "dead-lettered", topic, qid, offset, group)
+            else:
+                why = f"by the client after {request.delivery_attempt} attempt(s)"
+                err = self._to_dlq(group, m, why)
+                if err is not None:
+                    return spb.ForwardMessageToDeadLetterQueueResponse(status=status(
+                        Code.INTERNAL_SERVER_ERROR, f"cannot store the message in {dlq_topic(group)}: {err}"))
+            self.pop.drop(group, topic, qid, offset)
+            if group in self.fifo_groups:
+                self.notify_arrival()
+        return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.OK))

@@ -54,6 +54,11 @@ class QueueState:
     def committed(self) -> int:
         return min(min(self.inflight, default=self.cursor), self.cursor)
 
+    def holds(self, now_ms: int) -> bool:
+        """In-order consumption: while a message handed out is still invisible (not acked, its
+        invisible time not over) the queue gives the group nothing, not even an expired one."""
+        return any(i.visible_at_ms > now_ms for i in self.inflight.values())
+
 
 class HandleError(ValueError):
     """A receipt handle that is forged, malformed or stale."""
@@ -173,18 +178,25 @@ class PopState:
         if offset > self.state(group, topic, qid).cursor:
             self._log({"op": "skip", "g": group, "t": topic, "q": qid, "o": offset})
 
-    def ack(self, group: str, handle: str) -> tuple[str, int, int]:
+    def current(self, group: str, handle: str) -> tuple[str, int, int, bool]:
+        """(topic, queue, offset, in flight) of the delivery a handle names: in flight False once
+        the message is done (acked, dead-lettered). HandleError if forged, unknown or stale."""
         topic, qid, offset, seq = self.parse(group, handle)
         st = self.state(group, topic, qid)
         cur = st.inflight.get(offset)
         if cur is None:
             if offset < st.cursor:
-                return topic, qid, offset          # acked already: OK again
+                return topic, qid, offset, False
             raise HandleError("no such delivery")
         if cur.seq != seq:
             raise HandleError("the receipt handle is stale (the message was delivered again or its "
                               "invisible time changed since)")
-        self._log({"op": "ack", "g": group, "t": topic, "q": qid, "o": offset})
+        return topic, qid, offset, True
+
+    def ack(self, group: str, handle: str) -> tuple[str, int, int]:
+        topic, qid, offset, inflight = self.current(group, handle)
+        if inflight:                               # else acked already: OK again
+            self._log({"op": "ack", "g": group, "t": topic, "q": qid, "o": offset})
         return topic, qid, offset
 
     def change_invisible(self, group: str, handle: str, visible_at_ms: int) -> str:

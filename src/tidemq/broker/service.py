@@ -2,12 +2,12 @@
 
 Served now: QueryRoute, Heartbeat, Telemetry (settings), SendMessage,
 ReceiveMessage / AckMessage / ChangeInvisibleDuration (pop consumption, durable,
-dead-letter queue), PullMessage / QueryOffset / GetOffset / UpdateOffset,
-QueryAssignment (push consumers: "any queue"), NotifyClientTermination. Every
-other RPC answers UNSUPPORTED with a message that says so (never gRPC
-UNIMPLEMENTED, never a hang): FIFO-group ordered consumption and its
-ForwardMessageToDeadLetterQueue, transactions, delayed messages, recall and lite
-topics come with their issues.
+dead-letter queue, in order for FIFO consumer groups),
+ForwardMessageToDeadLetterQueue, PullMessage / QueryOffset / GetOffset /
+UpdateOffset, QueryAssignment (push consumers: "any queue"),
+NotifyClientTermination. Every other RPC answers UNSUPPORTED with a message that
+says so (never gRPC UNIMPLEMENTED, never a hang): transactions, delayed messages,
+recall and lite topics come with their issues.
 
 The store is synchronous: puts run on a thread pool so a SYNC_FLUSH wait never
 blocks the event loop.
@@ -116,7 +116,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
 
     async def QueryAssignment(self, request, context):
         """Push consumers: one assignment with queue id -1, "pop from any queue" (as the RocketMQ proxy
-        answers non-FIFO groups); ReceiveMessage pops from every queue whatever id it is given."""
+        answers non-FIFO groups); ReceiveMessage pops from every queue whatever id it is given. FIFO
+        groups get the same (the proxy gives them one per queue): order is kept by the broker's hold
+        on each queue, not by which receive loop asks."""
         topic = request.topic.name
         try:
             n = self._ensure_topic(topic)
@@ -148,10 +150,15 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             out.publishing.max_body_size = self.store.config.max_message_size_bytes   # never the client's value
             out.publishing.validate_message_type = True
         else:
-            out.backoff_policy.CopyFrom(pb.RetryPolicy(max_attempts=17, customized_backoff=pb.CustomizedBackoff(
-                next=[duration_pb2.Duration(seconds=x) for x in
-                      (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)])))
+            # max_attempts: the proxy sends the group's retryMaxTimes + 1; a FIFO push consumer tries a
+            # message that many times locally, then forwards it to the dead-letter queue
+            out.backoff_policy.CopyFrom(pb.RetryPolicy(
+                max_attempts=self.config.max_delivery_attempts + 1, customized_backoff=pb.CustomizedBackoff(
+                    next=[duration_pb2.Duration(seconds=x) for x in
+                          (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)])))
             out.subscription.receive_batch_size = 32
+            # the push consumer picks ordered consumption (per message group, forward to the DLQ) on this
+            out.subscription.fifo = s.subscription.group.name in self.consumption.fifo_groups
             if not s.subscription.long_polling_timeout.seconds:
                 out.subscription.long_polling_timeout.seconds = 20
         return out
@@ -261,11 +268,10 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     async def ChangeInvisibleDuration(self, request, context):
         return self.consumption.change_invisible(request)
 
-    # Not yet served: a clear status, never UNIMPLEMENTED or a hang ----------------------------
     async def ForwardMessageToDeadLetterQueue(self, request, context):
-        return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(
-            what="forwarding to the dead-letter queue by FIFO push consumers")))
+        return self.consumption.forward_to_dlq(request)
 
+    # Not yet served: a clear status, never UNIMPLEMENTED or a hang ----------------------------
     async def EndTransaction(self, request, context):
         return spb.EndTransactionResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="transactions")))
 
