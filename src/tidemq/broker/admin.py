@@ -77,8 +77,13 @@ class Admin:
 
 
 def call(endpoint: str, method: str, request: dict | None = None, timeout_s: float = 10.0,
-         metadata=None) -> dict:
-    """Call an admin method of a running broker (metadata: auth.signed_metadata(...) when auth is on)."""
-    with grpc.insecure_channel(endpoint) as ch:
+         metadata=None, root_certificates: bytes | None = None) -> dict:
+    """Call an admin method of a running broker (metadata: auth.signed_metadata(...) when auth is on;
+    root_certificates: the PEM to trust when the broker speaks TLS)."""
+    if root_certificates is not None:
+        channel = grpc.secure_channel(endpoint, grpc.ssl_channel_credentials(root_certificates=root_certificates))
+    else:
+        channel = grpc.insecure_channel(endpoint)
+    with channel as ch:
         fn = ch.unary_unary(f"/{SERVICE}/{method}", request_serializer=_dumps, response_deserializer=json.loads)
         return fn(request or {}, timeout=timeout_s, metadata=metadata)

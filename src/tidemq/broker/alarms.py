@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -107,6 +108,7 @@ class ResourceAlarms:
         self.next_check_s = clock.monotonic_s()
         self.checks = 0
         self.refusal: str | None = None   # what a refused send is told; None while no alarm is raised
+        self._lock = threading.Lock()     # the periodic check and an admin's change may run at once
 
     def set_limits(self, memory_limit_bytes: int | None = None, disk_free_limit_bytes: int | None = None,
                    memory_limit_doc: str = "") -> None:
@@ -124,6 +126,10 @@ class ResourceAlarms:
 
     def check(self) -> float:
         """Measure memory and disk, raise or clear the alarms; returns seconds until the next check."""
+        with self._lock:
+            return self._check()
+
+    def _check(self) -> float:
         self.checks += 1
         distances: list[float] = []
         try:

@@ -111,8 +111,9 @@ class SendGate:
         return f"{reason} (send held {self.clock.monotonic_s() - start:.2f} s, then refused)"
 
     def status(self) -> dict:
+        counts = [tuple(c) for c in list(self._peers.values())]    # one copy (the admin asks from a thread)
         return {"flush_backlog_bytes": self.backlog_bytes(), "flush_backlog_high_bytes": self.backlog_high_bytes,
-                "connections_sending": len(self._peers),
-                "inflight_requests": sum(c[0] for c in self._peers.values()),
-                "inflight_bytes": sum(c[1] for c in self._peers.values()),
+                "connections_sending": len(counts),
+                "inflight_requests": sum(c[0] for c in counts),
+                "inflight_bytes": sum(c[1] for c in counts),
                 "held_total": self.held_total, "refused_total": self.refused_total}

@@ -53,7 +53,8 @@ class Broker:
                                    memory_high_watermark_ratio or self.config.memory_high_watermark_ratio)
         if disk_free_limit_bytes is not None:
             self.alarms.set_limits(disk_free_limit_bytes=disk_free_limit_bytes)
-        self._loop.call_soon_threadsafe(self._alarm_wake.set)
+        self.alarms.check()                                   # the answer shows the new state
+        self._loop.call_soon_threadsafe(self._alarm_wake.set)  # and the periodic check starts over
         return self.alarm_status()
 
     def _set_memory_limit(self, limit_bytes: int, ratio: float) -> None:
