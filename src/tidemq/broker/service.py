@@ -203,9 +203,10 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         if refusal is not None:
             return self._refuse(msgs, refusal)
         try:
-            refusal = await self.gate.hold(context.time_remaining())
-            if refusal is not None:
-                return self._refuse(msgs, refusal)
+            if self.gate.blocked() is not None:          # rare: the common path makes no wait
+                refusal = await self.gate.hold(context.time_remaining())
+                if refusal is not None:
+                    return self._refuse(msgs, refusal)
             return await self._send(msgs)
         finally:
             self.gate.leave(peer, nbytes)
