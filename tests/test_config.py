@@ -270,3 +270,26 @@ def test_bad_choice_in_constructor_raises():
 
 def test_config_error_is_a_value_error():
     assert issubclass(ConfigError, ValueError)
+
+
+def test_broker_protection_defaults_and_clamping(caplog):
+    from tidemq.config import BrokerConfig
+    c = BrokerConfig.load(env={})
+    assert c.host == "127.0.0.1", "nothing listens beyond loopback unless configured"
+    assert (c.memory_high_watermark_ratio, c.memory_high_watermark_bytes, c.disk_free_limit_bytes) == (0.4, 0, 0)
+    assert (c.alarm_check_interval_max_ms, c.alarm_check_interval_min_ms, c.send_hold_max_ms) == (10_000, 100, 2_000)
+    assert not c.auth_enabled and not c.tls_enabled
+    with caplog.at_level(logging.WARNING, logger="tidemq.config"):
+        c = BrokerConfig.load(env={"TIDEMQ_MEMORY_HIGH_WATERMARK_RATIO": "1.5", "TIDEMQ_SEND_HOLD_MAX_MS": "-1"})
+    assert c.memory_high_watermark_ratio == 0.95 and c.send_hold_max_ms == 0
+    assert "memory_high_watermark_ratio" in caplog.text
+
+
+def test_broker_keys_and_tls_files_go_in_pairs_and_the_secret_is_not_shown():
+    from tidemq.config import BrokerConfig
+    with pytest.raises(ConfigError, match="access_key and secret_key go together"):
+        BrokerConfig.load(env={"TIDEMQ_ACCESS_KEY": "ak"})
+    with pytest.raises(ConfigError, match="tls_cert_file and tls_key_file go together"):
+        BrokerConfig.load(env={"TIDEMQ_TLS_CERT_FILE": "/c.pem"})
+    c = BrokerConfig.load(env={"TIDEMQ_ACCESS_KEY": "ak", "TIDEMQ_SECRET_KEY": "very-secret"})
+    assert c.auth_enabled and "very-secret" not in repr(c) and "ak" in repr(c)

@@ -28,11 +28,11 @@ ENV_PREFIX = "TIDEMQ_"
 
 
 def _f(default: Any, doc: str, lo: float | None = None, hi: float | None = None,
-       choices: tuple[str, ...] | None = None) -> Any:
+       choices: tuple[str, ...] | None = None, secret: bool = False) -> Any:
     meta = {"doc": doc, "min": lo, "max": hi, "choices": choices}
     if isinstance(default, (list, tuple)):
         return field(default=tuple(default), metadata=meta)
-    return field(default=default, metadata=meta)
+    return field(default=default, metadata=meta, repr=not secret)
 
 
 class ConfigError(ValueError):
@@ -284,3 +284,47 @@ class BrokerConfig(_Loadable):
     long_polling_max_s: float = _f(30.0, "longest a ReceiveMessage waits for messages", 0.0, 600.0)
     send_dedup_window: int = _f(100_000, "recent (topic, message id) pairs a resent message is recognised by",
                                 0, 10_000_000)
+
+    # Resource alarms (RabbitMQ's model): sends are held, then refused; receives, pulls, acks go on
+    memory_high_watermark_ratio: float = _f(0.4, "memory alarm when the broker's resident memory (anonymous: mapped "
+                                                 "commit-log pages excluded) passes this fraction of RAM (or of "
+                                                 "the cgroup's limit)", 0.01, 0.95)
+    memory_high_watermark_bytes: int = _f(0, "memory alarm limit in bytes; > 0 replaces the ratio", 0, 1 << 50)
+    disk_free_limit_bytes: int = _f(0, "disk alarm when free space under a store directory falls under this; 0: two "
+                                       "commit-log segments (2 GiB with the default segment_size_bytes; RabbitMQ's "
+                                       "50 MB would not hold the next segment)", 0, 1 << 50)
+    alarm_check_interval_max_ms: int = _f(10_000, "alarm checks, far from the limits (closer: more often)",
+                                          10, 600_000)
+    alarm_check_interval_min_ms: int = _f(100, "alarm checks, at the limits", 10, 600_000)
+    send_hold_max_ms: int = _f(2_000, "longest a send waits on an alarm or the flush backlog before it is refused "
+                                      "with TOO_MANY_REQUESTS (never past its deadline minus 0.25 s)", 0, 60_000)
+    # Flow control
+    flush_backlog_high_bytes: int = _f(256 * MIB, "sends are held while more commit-log bytes than this are written "
+                                                  "but not yet flushed (ASYNC_FLUSH; dispatch is inline and cannot "
+                                                  "lag)", 4 * KIB, 1 << 50)
+    inflight_requests_per_connection_max: int = _f(256, "sends in flight on one connection; more: TOO_MANY_REQUESTS",
+                                                   1, 1_000_000)
+    inflight_bytes_per_connection_max: int = _f(64 * MIB, "message body bytes in flight on one connection; more: "
+                                                          "TOO_MANY_REQUESTS", 1, 1 << 40)
+    # Authentication and TLS
+    access_key: str = _f("", "access key; with secret_key set, every call must carry a valid MQv2-HMAC-SHA1 "
+                             "signature (else UNAUTHORIZED)")
+    secret_key: str = _f("", "secret key the clients sign x-mq-date-time with (give it through TIDEMQ_SECRET_KEY "
+                             "or a TOML file only the broker reads)", secret=True)
+    tls_cert_file: str = _f("", "PEM certificate (chain): with tls_key_file, the port speaks TLS only")
+    tls_key_file: str = _f("", "PEM private key of tls_cert_file")
+
+    def __post_init__(self) -> None:
+        self._clamp()
+        if bool(self.access_key) != bool(self.secret_key):
+            raise ConfigError("access_key and secret_key go together: set both (authentication) or neither")
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ConfigError("tls_cert_file and tls_key_file go together: set both (TLS) or neither")
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.access_key)
+
+    @property
+    def tls_enabled(self) -> bool:
+        return bool(self.tls_cert_file)

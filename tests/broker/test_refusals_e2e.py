@@ -11,7 +11,9 @@ from ..tmpfs import can_mount, env  # noqa: F401  (fixtures)
 from .test_send_e2e import make_topic, msg
 
 SMALL = {"TIDEMQ_SEGMENT_SIZE_BYTES": str(1 << 20), "TIDEMQ_INDEX_SLOTS": "1000", "TIDEMQ_INDEX_ENTRIES": "4000",
-         "TIDEMQ_PREALLOCATE_NEXT_SEGMENT": "false"}
+         "TIDEMQ_PREALLOCATE_NEXT_SEGMENT": "false",
+         # the store's own refusal, not the broker's disk alarm (tests/broker/test_alarms_e2e.py)
+         "TIDEMQ_DISK_FREE_LIMIT_BYTES": str(64 << 10)}
 
 
 def test_disk_full_reaches_the_producer_and_clears(env, broker_factory):

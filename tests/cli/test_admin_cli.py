@@ -8,6 +8,8 @@ from click.testing import CliRunner
 from tidemq.cli.main import cli
 
 from ..broker.conftest import broker_factory  # noqa: F401
+from ..broker.test_auth_e2e import AUTH
+from ..broker.test_tls_e2e import certificate  # noqa: F401  (fixture)
 
 
 def run(args):
@@ -38,3 +40,25 @@ def test_topics_and_disk_through_the_broker(tmp_path, broker_factory):
 def test_unreachable_broker_is_a_clear_error():
     r = run(["topic", "list", "--endpoint", "127.0.0.1:1"])
     assert r.exit_code == 2 and "UNAVAILABLE" in r.output
+
+
+def test_alarms_command_signed_and_over_tls(tmp_path, broker_factory, certificate):
+    """With authentication and TLS on, the admin commands sign with the configured keys and trust
+    the configured certificate; `tidemq alarms --set-*` changes a limit of the running broker."""
+    cert, key = certificate
+    env = {**AUTH, "TIDEMQ_TLS_CERT_FILE": cert, "TIDEMQ_TLS_KEY_FILE": key}
+    b = broker_factory(str(tmp_path / "store"), env=env)
+    cli_env = {k: v for k, v in env.items() if k in ("TIDEMQ_ACCESS_KEY", "TIDEMQ_SECRET_KEY", "TIDEMQ_TLS_CERT_FILE",
+                                                     "TIDEMQ_TLS_KEY_FILE")}
+    runner = CliRunner()
+    r = runner.invoke(cli, ["alarms", "--endpoint", b.endpoint], env=cli_env, catch_exceptions=False)
+    assert r.exit_code == 0 and "sends: accepted" in r.output and "authentication on, TLS on" in r.output
+    r = runner.invoke(cli, ["alarms", "--endpoint", b.endpoint, "--set-memory-high-watermark-bytes", "1048576",
+                            "--json"], env=cli_env, catch_exceptions=False)
+    st = json.loads(r.output)
+    assert st["memory"]["raised"] and st["refusal"].startswith("memory alarm")
+    r = runner.invoke(cli, ["topic", "list", "--endpoint", b.endpoint], env=cli_env, catch_exceptions=False)
+    assert r.exit_code == 0
+    r = runner.invoke(cli, ["alarms", "--endpoint", b.endpoint], env={**cli_env, "TIDEMQ_SECRET_KEY": "wrong"},
+                      catch_exceptions=False)
+    assert r.exit_code == 2 and "UNAUTHENTICATED" in r.output

@@ -1,4 +1,9 @@
-"""Run the broker: a MessageStore and a grpc.aio server over it, stopped cleanly on SIGTERM."""
+"""Run the broker: a MessageStore and a grpc.aio server over it, stopped cleanly on SIGTERM.
+
+The server listens on BrokerConfig.host (loopback unless configured), with TLS
+when a certificate and key are configured, and checks signatures (auth.py) when
+an access key is; the resource alarms (alarms.py) run as a task of the loop.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +14,13 @@ import signal
 import grpc
 
 from ..config import BrokerConfig, StoreConfig
+from ..io import SystemClock
 from ..store import MessageStore
-from .proto import sgrpc
 from .admin import Admin
+from .alarms import ResourceAlarms, free_bytes_reader, human, read_rss_bytes, total_memory_bytes
+from .auth import AuthInterceptor, Authenticator
+from .flow import SendGate
+from .proto import sgrpc
 from .records import Records
 from .service import MessagingService
 
@@ -25,25 +34,89 @@ class Broker:
         self.store: MessageStore | None = None
         self.server: grpc.aio.Server | None = None
         self.service: MessagingService | None = None
+        self.alarms: ResourceAlarms | None = None
         self.port = 0
+        self._tasks: list[asyncio.Task] = []
+
+    def _make_alarms(self, store: MessageStore) -> ResourceAlarms:
+        c, sc = self.config, self.store_config
+        paths = [sc.root_dir, *sc.commitlog_paths, sc.consumequeue_path, sc.index_path]
+        return ResourceAlarms(0, c.disk_free_limit_bytes or 2 * sc.segment_size_bytes, read_rss_bytes,
+                              free_bytes_reader(paths, store.fio.disk_usage), SystemClock(),
+                              c.alarm_check_interval_min_ms / 1000, c.alarm_check_interval_max_ms / 1000)
+
+    def set_alarm_limits(self, memory_high_watermark_bytes: int | None = None,
+                         memory_high_watermark_ratio: float | None = None,
+                         disk_free_limit_bytes: int | None = None) -> dict:
+        """Change the alarm limits of the running broker (admin SetAlarmLimits); checked at once."""
+        if memory_high_watermark_bytes is not None or memory_high_watermark_ratio is not None:
+            self._set_memory_limit(memory_high_watermark_bytes or 0,
+                                   memory_high_watermark_ratio or self.config.memory_high_watermark_ratio)
+        if disk_free_limit_bytes is not None:
+            self.alarms.set_limits(disk_free_limit_bytes=disk_free_limit_bytes)
+        self.alarms.check()                                   # the answer shows the new state
+        self._loop.call_soon_threadsafe(self._alarm_wake.set)  # and the periodic check starts over
+        return self.alarm_status()
+
+    def _set_memory_limit(self, limit_bytes: int, ratio: float) -> None:
+        if limit_bytes > 0:
+            self.alarms.set_limits(memory_limit_bytes=limit_bytes, memory_limit_doc="memory_high_watermark_bytes")
+        else:
+            ram = total_memory_bytes()
+            self.alarms.set_limits(memory_limit_bytes=int(ram * ratio),
+                                   memory_limit_doc=f"memory_high_watermark_ratio {ratio:g} of {human(ram)} RAM")
+
+    def alarm_status(self) -> dict:
+        return {**self.alarms.status(), "flow": self.service.gate.status(),
+                "auth": self.config.auth_enabled, "tls": self.config.tls_enabled}
+
+    async def _check_alarms(self) -> None:
+        """Measure, then sleep the interval the alarms ask for (or until the limits change)."""
+        while True:
+            self._alarm_wake.clear()
+            try:
+                interval = await asyncio.to_thread(self.alarms.check)
+            except Exception as e:  # noqa: BLE001 - the checks must go on
+                log.error("alarm check failed: %r", e)
+                interval = self.config.alarm_check_interval_max_ms / 1000
+            try:
+                await asyncio.wait_for(self._alarm_wake.wait(), interval)
+            except asyncio.TimeoutError:
+                pass
 
     async def start(self) -> int:
         self.store = await asyncio.to_thread(MessageStore(self.store_config).start)
-        opts = [("grpc.max_receive_message_length", self.config.grpc_max_message_bytes),
-                ("grpc.max_send_message_length", self.config.grpc_max_message_bytes)]
-        self.server = grpc.aio.server(options=opts)
-        self.service = MessagingService(self.store, self.config)
+        self._loop = asyncio.get_running_loop()
+        self._alarm_wake = asyncio.Event()
+        self.alarms = self._make_alarms(self.store)
+        self._set_memory_limit(self.config.memory_high_watermark_bytes, self.config.memory_high_watermark_ratio)
+        self.alarms.check()                 # the state is known before the first request
+        c = self.config
+        gate = SendGate(self.alarms, self.store.commit_log.dirty_bytes, c.flush_backlog_high_bytes,
+                        c.send_hold_max_ms / 1000, c.inflight_requests_per_connection_max,
+                        c.inflight_bytes_per_connection_max, SystemClock())
+        opts = [("grpc.max_receive_message_length", c.grpc_max_message_bytes),
+                ("grpc.max_send_message_length", c.grpc_max_message_bytes)]
+        interceptors = [AuthInterceptor(Authenticator(c.access_key, c.secret_key))] if c.auth_enabled else []
+        self.server = grpc.aio.server(options=opts, interceptors=interceptors)
+        self.service = MessagingService(self.store, self.config, gate)
         sgrpc.add_MessagingServiceServicer_to_server(self.service, self.server)
-        self.server.add_generic_rpc_handlers((Admin(self.store).handler(),
+        self.server.add_generic_rpc_handlers((Admin(self.store, self).handler(),
                                               Records(self.store, self.service.consumption.arrivals).handler()))
-        self.port = self.server.add_insecure_port(f"{self.config.host}:{self.config.port}")
+        address = f"{c.host}:{c.port}"
+        if c.tls_enabled:
+            with open(c.tls_key_file, "rb") as k, open(c.tls_cert_file, "rb") as crt:
+                creds = grpc.ssl_server_credentials([(k.read(), crt.read())])
+            self.port = self.server.add_secure_port(address, creds)
+        else:
+            self.port = self.server.add_insecure_port(address)
         if self.port == 0:
             raise OSError(f"cannot listen on {self.config.host}:{self.config.port}")
         if self.config.port == 0:
             self.config = self.config.replace(port=self.port)
             self.service.config = self.config
         await self.server.start()
-        self._flusher = asyncio.create_task(self._flush_pop())
+        self._tasks = [asyncio.create_task(self._flush_pop()), asyncio.create_task(self._check_alarms())]
         return self.port
 
     async def _flush_pop(self) -> None:
@@ -57,8 +130,8 @@ class Broker:
                 log.error("pop journal / consumer offsets flush failed: %s", e)
 
     async def stop(self) -> None:
-        if getattr(self, "_flusher", None) is not None:
-            self._flusher.cancel()
+        for t in self._tasks:
+            t.cancel()
         if self.service is not None:
             self.service.closing.set()       # long-lived streams end now; unary calls get the grace
         if self.server is not None:
@@ -78,7 +151,9 @@ async def serve(store_config: StoreConfig, config: BrokerConfig, ready=print) ->
         loop.add_signal_handler(sig, stop.set)
     try:
         port = await broker.start()
-        ready(f"tidemq broker ready on {config.host}:{port} (store {store_config.root_dir})")
+        extras = "".join(f", {x}" for x, on in (("TLS", config.tls_enabled), ("authentication", config.auth_enabled))
+                         if on)
+        ready(f"tidemq broker ready on {config.host}:{port} (store {store_config.root_dir}{extras})")
         await stop.wait()
     finally:
         await broker.stop()

@@ -10,7 +10,9 @@ says so (never gRPC UNIMPLEMENTED, never a hang): transactions, delayed messages
 recall and lite topics come with their issues.
 
 The store is synchronous: puts run on a thread pool so a SYNC_FLUSH wait never
-blocks the event loop.
+blocks the event loop. Sends go through flow control first (flow.SendGate:
+per-connection in-flight bounds, resource alarms, flush backlog); nothing else
+does, so consumers drain while producers wait.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ..store import MessageStore, PutStatus
 from ..store.codec import valid_topic
 from .consume import Consumption
 from .convert import SUPPORTED_TYPES, to_store
+from .flow import SendGate
 from .pop import PopState
 from .pull import GroupOffsets, Pull
 from .proto import Code, MessageType, pb, sgrpc, spb, status
@@ -60,9 +63,12 @@ def put_code(st: PutStatus, error: str | None) -> int:
 
 
 class MessagingService(sgrpc.MessagingServiceServicer):
-    def __init__(self, store: MessageStore, config: BrokerConfig) -> None:
+    def __init__(self, store: MessageStore, config: BrokerConfig, gate: SendGate | None = None) -> None:
         self.store = store
         self.config = config
+        self.gate = gate or SendGate(None, store.commit_log.dirty_bytes, config.flush_backlog_high_bytes,
+                                     config.send_hold_max_ms / 1000, config.inflight_requests_per_connection_max,
+                                     config.inflight_bytes_per_connection_max, store.clock)
         self._puts = ThreadPoolExecutor(config.send_executor_threads, thread_name_prefix="tidemq-put")
         self._sync = store.config.sync_flush
         self.closing = asyncio.Event()
@@ -198,6 +204,27 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         msgs = request.messages
         if not msgs:
             return spb.SendMessageResponse(status=status(Code.BAD_REQUEST, "no message in the request"))
+        peer = context.peer()
+        nbytes = sum(len(m.body) for m in msgs)
+        refusal = self.gate.enter(peer, nbytes)
+        if refusal is not None:
+            return self._refuse(msgs, refusal)
+        try:
+            if self.gate.blocked() is not None:          # rare: the common path makes no wait
+                refusal = await self.gate.hold(context.time_remaining())
+                if refusal is not None:
+                    return self._refuse(msgs, refusal)
+            return await self._send(msgs)
+        finally:
+            self.gate.leave(peer, nbytes)
+
+    def _refuse(self, msgs, reason: str) -> "spb.SendMessageResponse":
+        """Flow control's answer: TOO_MANY_REQUESTS, the one code the official producer does not retry at once."""
+        st = status(Code.TOO_MANY_REQUESTS, reason)
+        return spb.SendMessageResponse(status=st, entries=[
+            spb.SendResultEntry(status=st, message_id=m.system_properties.message_id) for m in msgs])
+
+    async def _send(self, msgs):
         entries: list = [None] * len(msgs)
         batch, where = [], []
         for i, m in enumerate(msgs):

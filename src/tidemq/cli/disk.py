@@ -39,7 +39,7 @@ def disk(root, config_file, endpoint, as_json, verbose) -> None:
     quiet_logs(verbose)
     if endpoint:
         from .topic import _admin
-        st = _admin(endpoint, "DiskStatus")["status"]
+        st = _admin(endpoint, "DiskStatus", config_file=config_file)["status"]
     else:
         st = _offline_status(root, config_file)
     if as_json:

@@ -21,12 +21,30 @@ endpoint_option = click.option("--endpoint", default=None, envvar="TIDEMQ_ENDPOI
                                help="HOST:PORT of a running broker (else the store directory is opened)")
 
 
-def _admin(endpoint: str, method: str, request: dict | None = None) -> dict:
+def _admin(endpoint: str, method: str, request: dict | None = None, config_file: str | None = None) -> dict:
+    """Call the broker's admin service; signed and over TLS when the broker settings (TIDEMQ_* or the
+    TOML file's [broker] section) say so: the TLS certificate is the one trusted."""
+    import datetime
+
     import grpc
 
     from ..broker.admin import call
+    from ..config import BrokerConfig, ConfigError
     try:
-        r = call(endpoint, method, request)
+        cfg = BrokerConfig.load(toml_path=config_file, section="broker")
+        roots = None
+        if cfg.tls_enabled:
+            with open(cfg.tls_cert_file, "rb") as f:
+                roots = f.read()
+    except (ConfigError, OSError) as e:
+        fail(f"broker settings: {e}", code=2)
+    md = None
+    if cfg.auth_enabled:
+        from ..broker.auth import signed_metadata      # imports the client package: only when needed
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        md = signed_metadata(cfg.access_key, cfg.secret_key, now)
+    try:
+        r = call(endpoint, method, request, metadata=md, root_certificates=roots)
     except grpc.RpcError as e:
         fail(f"broker at {endpoint}: {e.code().name}: {e.details()}", code=2)
     if not r.get("ok"):
@@ -44,7 +62,7 @@ def create(name, queues, endpoint, root, config_file) -> None:
     """Create topic NAME (or grow it to --queues queues)."""
     quiet_logs()
     if endpoint:
-        r = _admin(endpoint, "CreateTopic", {"name": name, "queues": queues})
+        r = _admin(endpoint, "CreateTopic", {"name": name, "queues": queues}, config_file)
         click.echo(f"topic {name}: {r['queues']} queue(s)")
         return
     store = _open(root, config_file)
@@ -66,7 +84,7 @@ def list_(endpoint, root, config_file, as_json) -> None:
     """Topics with their queues' min / max offsets."""
     quiet_logs()
     if endpoint:
-        doc = _admin(endpoint, "ListTopics")["topics"]
+        doc = _admin(endpoint, "ListTopics", config_file=config_file)["topics"]
     else:
         doc = _list_offline(root, config_file)
     if as_json:

@@ -1,0 +1,64 @@
+"""TLS end to end with a self-signed certificate the test makes (openssl CLI): the official client
+with tls_enable=True sends, receives and acks (with authentication on too); a plaintext client is
+not served, and a TLS client that does not trust the certificate is refused."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import grpc
+import pytest
+
+from tidemq.broker.proto import Code, pb, sgrpc, spb
+
+from .conftest import _HOME, REPO
+from .test_auth_e2e import AUTH
+from .test_send_e2e import make_topic
+
+
+@pytest.fixture
+def certificate(tmp_path):
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is not installed")
+    key, cert = str(tmp_path / "key.pem"), str(tmp_path / "cert.pem")
+    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                        "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost",
+                        "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return cert, key
+
+
+def test_official_client_over_tls(tmp_path, broker_factory, certificate):
+    cert, key = certificate
+    root = str(tmp_path / "store")
+    make_topic(root, "Tls", 2)
+    b = broker_factory(root, env={**AUTH, "TIDEMQ_TLS_CERT_FILE": cert, "TIDEMQ_TLS_KEY_FILE": key})
+
+    child = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "tls_client.py"), b.endpoint,
+                            "Tls"], capture_output=True, text=True, timeout=120, cwd=REPO,
+                           env=dict(os.environ, HOME=_HOME, GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=cert))
+    assert child.returncode == 0, child.stderr[-3000:]
+    out = json.loads(child.stdout.strip().splitlines()[-1])
+    assert sorted(out["received"]) == sorted(out["sent"]) and len(out["sent"]) == 3
+    assert out["bodies"] == ["over-tls-0", "over-tls-1", "over-tls-2"]
+
+    route = spb.QueryRouteRequest(topic=pb.Resource(name="Tls"))
+    from tidemq.broker.auth import signed_metadata
+    md = signed_metadata("tidemq-ak", "s3cret-sk", "20260101T000000Z")
+    with open(cert, "rb") as f:
+        trusted = grpc.ssl_channel_credentials(root_certificates=f.read())
+    with grpc.secure_channel(b.endpoint, trusted) as ch:
+        assert sgrpc.MessagingServiceStub(ch).QueryRoute(route, metadata=md, timeout=5).status.code == Code.OK
+    with grpc.insecure_channel(b.endpoint) as ch:           # plaintext: no gRPC answer at all
+        with pytest.raises(grpc.RpcError) as e:
+            sgrpc.MessagingServiceStub(ch).QueryRoute(route, metadata=md, timeout=3)
+        assert e.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+    untrusted = grpc.ssl_channel_credentials(root_certificates=open(os.path.join(
+        os.path.dirname(grpc.__file__), "_cython", "_credentials", "roots.pem"), "rb").read())
+    with grpc.secure_channel(b.endpoint, untrusted) as ch:  # the certificate is not trusted: refused
+        with pytest.raises(grpc.RpcError) as e:
+            sgrpc.MessagingServiceStub(ch).QueryRoute(route, metadata=md, timeout=3)
+        assert e.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
