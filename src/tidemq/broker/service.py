@@ -191,6 +191,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             return spb.SendMessageResponse(status=status(Code.BAD_REQUEST, "no message in the request"))
         entries: list = [None] * len(msgs)
         batch, where = [], []
+        halves: set[int] = set()           # request indexes of TRANSACTION messages
         for i, m in enumerate(msgs):
             sp = m.system_properties
             if sp.message_type not in SUPPORTED_TYPES and sp.message_type != MessageType.MESSAGE_TYPE_UNSPECIFIED:
@@ -220,18 +221,20 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                 if refusal is not None:
                     entries[i] = spb.SendResultEntry(status=refusal, message_id=sp.message_id)
                     continue
+                if sp.message_type == MessageType.TRANSACTION:
+                    halves.add(i)
             batch.append(st)
             where.append(i)
         if batch:
             results = await self._put(batch)
             for i, r in zip(where, results):
                 code = put_code(r.status, r.error)
-                txn = r.offset_msg_id if msgs[i].system_properties.message_type == MessageType.TRANSACTION else ""
+                txn = (r.offset_msg_id or "") if halves and i in halves else ""   # the half message's id
                 if code == Code.OK and r.uniq_key:
-                    self._remember(msgs[i].topic.name, r.uniq_key, r.queue_offset, txn or "")
+                    self._remember(msgs[i].topic.name, r.uniq_key, r.queue_offset, txn)
                 entries[i] = spb.SendResultEntry(status=status(code, r.error or ""),
                                                  message_id=r.uniq_key or (r.msg_id or ""),
-                                                 offset=max(r.queue_offset, 0), transaction_id=txn or "")
+                                                 offset=max(r.queue_offset, 0), transaction_id=txn)
         if batch and any(e.status.code == Code.OK for e in entries):
             self.consumption.notify_arrival()          # long-polling receives wake up
             self.timer.wake.set()                      # a delayed message may be due before the next one
@@ -287,13 +290,14 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     async def ChangeInvisibleDuration(self, request, context):
         return self.consumption.change_invisible(request)
 
+    # Transactions (transaction.py) -----------------------------------------------------------
+    async def EndTransaction(self, request, context):
+        return spb.EndTransactionResponse(status=await self.transactions.end(request))
+
     # Not yet served: a clear status, never UNIMPLEMENTED or a hang ----------------------------
     async def ForwardMessageToDeadLetterQueue(self, request, context):
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(
             what="forwarding to the dead-letter queue by FIFO push consumers")))
-
-    async def EndTransaction(self, request, context):
-        return spb.EndTransactionResponse(status=await self.transactions.end(request))
 
     # Offset-based consumption (pull.py) ----------------------------------------------------
     async def PullMessage(self, request, context):
