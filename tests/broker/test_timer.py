@@ -52,12 +52,18 @@ def bodies(store, topic):
     return sorted(out)
 
 
-def test_messages_move_when_due_in_time_order_and_once(stores):
+def timer_on(stores, queues):
+    """(clock, store with topic T of ``queues`` queues, an open Timer over it)."""
     clock = ManualClock()
     s = stores(clock)
-    s.create_topic("T", 2)
+    s.create_topic("T", queues)
     t = Timer(s)
     t.open()
+    return clock, s, t
+
+
+def test_messages_move_when_due_in_time_order_and_once(stores):
+    clock, s, t = timer_on(stores, 2)
     now = clock.now_ms()
     for i, due in enumerate((3000, 1000, 2000)):
         schedule(s, "T", b"m%d" % i, now + due, "U%d" % i)
@@ -75,11 +81,7 @@ def test_messages_move_when_due_in_time_order_and_once(stores):
 
 
 def test_checkpoint_and_restart_skip_what_was_moved(stores, tmp_path):
-    clock = ManualClock()
-    s = stores(clock)
-    s.create_topic("T", 1)
-    t = Timer(s)
-    t.open()
+    clock, s, t = timer_on(stores, 1)
     now = clock.now_ms()
     for i in range(5):
         schedule(s, "T", b"m%d" % i, now + 1000 * (i + 1), "U%d" % i)
@@ -100,11 +102,7 @@ def test_checkpoint_and_restart_skip_what_was_moved(stores, tmp_path):
 
 
 def test_a_kill_after_a_move_before_the_checkpoint_moves_nothing_twice(stores):
-    clock = ManualClock()
-    s = stores(clock)
-    s.create_topic("T", 1)
-    t = Timer(s)
-    t.open()
+    clock, s, t = timer_on(stores, 1)
     now = clock.now_ms()
     for i in range(4):
         schedule(s, "T", b"m%d" % i, now + 1000, "U%d" % i)
@@ -128,11 +126,7 @@ def test_a_kill_after_a_move_before_the_checkpoint_moves_nothing_twice(stores):
 
 
 def test_a_refused_put_waits_and_is_retried(stores):
-    clock = ManualClock()
-    s = stores(clock)
-    s.create_topic("T", 1)
-    t = Timer(s)
-    t.open()
+    clock, s, t = timer_on(stores, 1)
     schedule(s, "T", b"m", clock.now_ms() + 100, "U")
     t.enqueue()
     clock.advance(1)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import Iterator
 
 from ..store import Message, MessageStore
 from ..store.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage
@@ -74,6 +75,18 @@ def already_moved(store: MessageStore, s: StoredMessage) -> bool:
         return False
     topic = s.properties.get(PROP_REAL_TOPIC, "")
     return bool(store.query_by_key(topic, s.msg_id, max_count=1, begin_ms=s.store_timestamp_ms))
+
+
+def batches(store: MessageStore, topic: str, offset: int, limit: int) -> Iterator[tuple[int, list[StoredMessage]]]:
+    """Queue 0 of a system topic read from ``offset``, at most ``limit`` offsets on:
+    (the next offset, the messages) per batch."""
+    start = offset
+    while offset - start < limit:
+        g = store.get("%sys", topic, 0, offset, max_count=min(32, limit - (offset - start)))
+        if g.next_offset <= offset:
+            return
+        offset = g.next_offset
+        yield offset, g.messages
 
 
 def read_at(store: MessageStore, topic: str, offset: int) -> StoredMessage | None:

@@ -89,19 +89,15 @@ class Timer:
     def enqueue(self, limit: int = ROUND_MAX) -> int:
         """Read up to ``limit`` new schedule messages into the heap; how many were read."""
         e, t = self._skip_below
-        n = 0
-        while n < limit:
-            g = self.store.get("%timer", SCHEDULE_TOPIC, 0, self.read_offset, max_count=min(32, limit - n))
-            if g.next_offset <= self.read_offset:
-                break
-            for m in g.messages:
+        first = self.read_offset
+        for nxt, msgs in sysmsg.batches(self.store, SCHEDULE_TOPIC, self.read_offset, limit):
+            for m in msgs:
                 d = int(m.properties.get(PROP_DELIVER_MS, "0"))
                 if not (m.queue_offset < e and d < t):          # not moved before the last checkpoint
                     heapq.heappush(self.heap, (d, m.queue_offset))
                     heapq.heappush(self._offsets, m.queue_offset)
-            n += g.next_offset - self.read_offset
-            self.read_offset = g.next_offset
-        return n
+            self.read_offset = nxt
+        return self.read_offset - first
 
     # Moving due messages --------------------------------------------------------------
     def move_due(self, now_ms: int, limit: int = ROUND_MAX) -> tuple[int, bool]:

@@ -196,12 +196,9 @@ class Transactions:
     # The checker ------------------------------------------------------------------------
     def scan(self, limit: int = SCAN_MAX) -> int:
         """Read new half messages; undecided ones become pending. How many were read."""
-        n = 0
-        while n < limit:
-            g = self.store.get("%txn", HALF_TOPIC, 0, self.scan_offset, max_count=min(32, limit - n))
-            if g.next_offset <= self.scan_offset:
-                break
-            for s in g.messages:
+        first = self.scan_offset
+        for nxt, msgs in sysmsg.batches(self.store, HALF_TOPIC, self.scan_offset, limit):
+            for s in msgs:
                 o = s.queue_offset
                 if o in self.ended or o < self.low:
                     continue
@@ -210,9 +207,8 @@ class Transactions:
                     continue
                 self.pending[o] = Half(s.commitlog_offset, s.properties.get(PROP_REAL_TOPIC, ""),
                                        s.properties.get(PROP_TXN_CLIENT, ""), s.store_timestamp_ms)
-            n += g.next_offset - self.scan_offset
-            self.scan_offset = g.next_offset
-        return n
+            self.scan_offset = nxt
+        return self.scan_offset - first
 
     def check(self, now_ms: int) -> int:
         """Send the orphan checks that are due; discard what was checked too often. Checks sent."""
