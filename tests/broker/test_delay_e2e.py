@@ -48,7 +48,8 @@ def test_delayed_messages_survive_kill9_and_one_due_while_down_comes_at_start(tm
     producer, consumer = clients
     root = str(tmp_path / "store")
     make_topic(root, "Durable", 2)
-    b = broker_factory(root, env=SMALL)
+    env = {**SMALL, "TIDEMQ_FLUSH_DISK_TYPE": "SYNC_FLUSH"}     # the timer's puts run off the event loop
+    b = broker_factory(root, env=env)
     p = producer(b.endpoint, ["Durable"])
     soon = [p.send(delayed("Durable", b"soon-%d" % i, now_ms() + 1500)).message_id for i in range(3)]
     late_due = now_ms() + 6000
@@ -56,7 +57,7 @@ def test_delayed_messages_survive_kill9_and_one_due_while_down_comes_at_start(tm
     b.stop(signal.SIGKILL)
     p.shutdown()
     time.sleep(2.0)                                   # the first three fall due while the broker is down
-    b2 = broker_factory(root, env=SMALL)
+    b2 = broker_factory(root, env=env)
     started = time.time()
     c = consumer(b2.endpoint, "g", "Durable")
     got = receive_all(c, 3, seconds=10)
@@ -66,7 +67,7 @@ def test_delayed_messages_survive_kill9_and_one_due_while_down_comes_at_start(tm
         c.ack(m)
     assert now_ms() < late_due and c.receive(8, 30) == [], "the later one waits for its time"
     b2.stop(signal.SIGKILL)                           # killed again, with some moved and one waiting
-    b3 = broker_factory(root, env=SMALL)
+    b3 = broker_factory(root, env=env)
     c3 = consumer(b3.endpoint, "g", "Durable")
     rest = receive_all(c3, 1, seconds=max(2.0, (late_due - now_ms()) / 1000 + 4))
     assert [m.message_id for m in rest] == [late] and now_ms() >= late_due
