@@ -284,6 +284,17 @@ class BrokerConfig(_Loadable):
     long_polling_max_s: float = _f(30.0, "longest a ReceiveMessage waits for messages", 0.0, 600.0)
     send_dedup_window: int = _f(100_000, "recent (topic, message id) pairs a resent message is recognised by",
                                 0, 10_000_000)
+    transaction_check_interval_s: float = _f(30.0, "a half message undecided this long (since stored or last checked) "
+                                                   "is checked with a producer over Telemetry", 0.05, 86_400.0)
+    transaction_check_max: int = _f(15, "orphan checks of a half message before it is discarded "
+                                        "(RocketMQ transactionCheckMax)", 1, 1000)
+    transaction_undecided_max: int = _f(100_000, "undecided half messages held at most; a TRANSACTION send beyond "
+                                                 "is refused (TOO_MANY_REQUESTS)", 1, 10_000_000)
+    timer_max_delay_s: float = _f(3 * 86_400.0, "furthest delivery time of a DELAY message from now (RocketMQ "
+                                                "timerMaxDelaySec); keep it under the store's retention",
+                                  1.0, 365 * 86_400.0)
+    timer_pending_max: int = _f(1_000_000, "delayed messages waiting at most (~100 bytes of memory each); a DELAY "
+                                           "send beyond is refused (TOO_MANY_REQUESTS)", 1, 100_000_000)
 
     # Resource alarms (RabbitMQ's model): sends are held, then refused; receives, pulls, acks go on
     memory_high_watermark_ratio: float = _f(0.4, "memory alarm when the broker's resident memory (anonymous: mapped "

@@ -106,18 +106,20 @@ def test_fifo_message_group_stays_in_one_queue_in_order(tmp_path, broker_factory
         assert [m.body for m in sorted(ms, key=lambda m: m.queue_offset)] == [f"{g}-{i}".encode() for i in range(10)]
 
 
-def test_unknown_topic_and_unsupported_types_get_clear_errors(tmp_path, broker_factory, producer_for):
+def test_unknown_topic_and_bad_delivery_times_get_clear_errors(tmp_path, broker_factory, producer_for):
     root = str(tmp_path / "store")
     make_topic(root, "Known", 2)
     b = broker_factory(root, env=SMALL)
     p = producer_for(b.endpoint, ["Known"])
     with pytest.raises(Exception, match="failed to fetch topic:Nope route"):
         p.send(msg("Nope", b"x"))
-    delayed = msg("Known", b"later")
-    delayed.delivery_timestamp = int(time.time() * 1000) + 60_000
+    delayed = msg("Known", b"much later")
+    delayed.delivery_timestamp = int(time.time() * 1000) + 10 * 86_400_000
     with pytest.raises(Exception) as e:
         p.send(delayed)
-    assert "not supported yet" in str(e.value) and "DELAY" in str(e.value)
+    assert "timer_max_delay_s" in str(e.value) and str(e.value).startswith("40012")   # ILLEGAL_DELIVERY_TIME
+    with pytest.raises(Exception, match="failed to fetch topic:RMQ_SYS_TRANS_HALF_TOPIC route"):
+        p.send(msg("RMQ_SYS_TRANS_HALF_TOPIC", b"x"))
     assert p.send(msg("Known", b"still fine")).message_id
 
 

@@ -21,7 +21,7 @@ PROP_MESSAGE_TYPE = "__MSGTYPE"
 PROP_BORN_HOST = "__BORNHOST"
 SYS_FLAG_COMPRESSED = 0x1
 
-SUPPORTED_TYPES = (MessageType.NORMAL, MessageType.FIFO)
+SUPPORTED_TYPES = (MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION)
 
 
 def fifo_queue(message_group: str, queue_count: int) -> int:

@@ -116,22 +116,31 @@ class Broker:
             self.config = self.config.replace(port=self.port)
             self.service.config = self.config
         await self.server.start()
-        self._tasks = [asyncio.create_task(self._flush_pop()), asyncio.create_task(self._check_alarms())]
+        self._tasks = [asyncio.create_task(self._flush_pop()), asyncio.create_task(self._check_alarms()),
+                       asyncio.create_task(self.service.timer.run(in_thread=self.store_config.sync_flush)),
+                       asyncio.create_task(self.service.transactions.run())]
         return self.port
 
     async def _flush_pop(self) -> None:
-        """The pop journal is fsynced every second (kill -9 loses nothing without it; power loss)."""
+        """The pop and transaction journals are fsynced every second (kill -9 loses nothing
+        without it; power loss)."""
         while True:
             await asyncio.sleep(1.0)
             try:
                 self.service.pop.flush()
                 self.service.group_offsets.flush()
+                self.service.transactions.flush()
             except OSError as e:
-                log.error("pop journal / consumer offsets flush failed: %s", e)
+                log.error("pop / transaction journal or consumer offsets flush failed: %s", e)
 
     async def stop(self) -> None:
-        for t in self._tasks:
+        for t in getattr(self, "_tasks", ()):
             t.cancel()
+        for t in getattr(self, "_tasks", ()):
+            try:
+                await t
+            except asyncio.CancelledError:
+                pass
         if self.service is not None:
             self.service.closing.set()       # long-lived streams end now; unary calls get the grace
         if self.server is not None:

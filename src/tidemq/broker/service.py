@@ -5,9 +5,10 @@ ReceiveMessage / AckMessage / ChangeInvisibleDuration (pop consumption, durable,
 dead-letter queue, in order for FIFO consumer groups),
 ForwardMessageToDeadLetterQueue, PullMessage / QueryOffset / GetOffset /
 UpdateOffset, QueryAssignment (push consumers: "any queue"),
-NotifyClientTermination. Every other RPC answers UNSUPPORTED with a message that
-says so (never gRPC UNIMPLEMENTED, never a hang): transactions, delayed messages,
-recall and lite topics come with their issues.
+NotifyClientTermination, TRANSACTION messages and EndTransaction with orphan
+checks over Telemetry (transaction.py, telemetry.py), DELAY messages (timer.py).
+Every other RPC answers UNSUPPORTED with a message that says so (never gRPC
+UNIMPLEMENTED, never a hang): recall and lite topics come with their issues.
 
 The store is synchronous: puts run on a thread pool so a SYNC_FLUSH wait never
 blocks the event loop. Sends go through flow control first (flow.SendGate:
@@ -33,6 +34,10 @@ from .flow import SendGate
 from .pop import PopState
 from .pull import GroupOffsets, Pull
 from .proto import Code, MessageType, pb, sgrpc, spb, status
+from .sysmsg import PROP_DELIVER_MS, SCHEDULE_TOPIC, SYSTEM_TOPICS, delivery_ms, park
+from .telemetry import Sessions, client_id_of
+from .timer import Timer
+from .transaction import Transactions
 
 log = logging.getLogger("tidemq.broker")
 
@@ -74,24 +79,39 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.closing = asyncio.Event()
         # (topic, message_id) of recent stores: the official clients resend the same message id
         # after a timeout; the retry is answered, not stored twice (in memory: not across restarts)
-        self._recent: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._recent: OrderedDict[tuple[str, str], tuple[int, str]] = OrderedDict()   # -> offset, txn id
         self.pop = PopState(store.fio, store.config.root_dir)
         self.pop.open()
         self.consumption = Consumption(store, config, self.pop)
         self.group_offsets = GroupOffsets(store.fio, store.config.root_dir)
         self.group_offsets.load()
         self.pulls = Pull(store, self.group_offsets, self.consumption.arrivals)
+        self.sessions = Sessions()
+        self.timer = Timer(store, self.consumption.notify_arrival)
+        self.timer.open()
+        self.transactions = Transactions(store, config, self.sessions, self._put,
+                                         lambda r: put_code(r.status, r.error), self.consumption.notify_arrival)
+        self.transactions.open()
 
     def close(self) -> None:
         self._puts.shutdown(wait=True)
         self.pop.close()
         self.group_offsets.flush()
+        self.timer.close()
+        self.transactions.close()
+
+    async def _put(self, msgs):
+        if self._sync:
+            return await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_batch, msgs)
+        return self.store.put_batch(msgs)     # microseconds: no thread hop
 
     # Routes -----------------------------------------------------------------------------
     def _ensure_topic(self, name: str) -> int:
         """Queue count of the topic (0: unknown); ValueError for a name that can never be a topic."""
         if not valid_topic(name):
             raise ValueError(f"invalid topic name {name!r}: use 1-127 characters of [%|a-zA-Z0-9_-]")
+        if name in SYSTEM_TOPICS:
+            raise ValueError(f"{name!r} is a system topic of the broker")
         n = self.store.queue_count(name)
         if n == 0 and self.config.auto_create_topics:
             self.store.create_topic(name, self.config.default_queue_count)
@@ -170,34 +190,12 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         return out
 
     async def Telemetry(self, request_iterator, context):
-        """Answer every settings command with OK and the merged settings; keep the stream open
-        until the client ends it or the broker stops (then it ends at once, not after the grace)."""
-        it = request_iterator.__aiter__()
-        nxt = None
-        try:
-            while True:
-                nxt = asyncio.ensure_future(it.__anext__())
-                closing = asyncio.ensure_future(self.closing.wait())
-                try:
-                    done, _ = await asyncio.wait({nxt, closing}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    closing.cancel()
-                if nxt not in done:              # the broker is stopping
-                    return
-                try:
-                    cmd = nxt.result()
-                except StopAsyncIteration:       # the client ended the stream
-                    return
-                if cmd.HasField("settings"):
-                    yield spb.TelemetryCommand(status=status(Code.OK), settings=self.settings_reply(cmd.settings))
-                # thread stack traces, verification results, transaction answers: nothing to say yet
-        finally:
-            # the broker stopping, or the client cancelling the call: the pending read is dropped
-            # and its outcome collected (no "Task exception was never retrieved")
-            if nxt is not None and not nxt.done():
-                nxt.cancel()
-            if nxt is not None:
-                nxt.add_done_callback(lambda f: f.cancelled() or f.exception())
+        """Answer every settings command with OK and the merged settings, write orphan checks;
+        keep the stream open until the client ends it or the broker stops (then it ends at once,
+        not after the grace). See telemetry.py."""
+        async for cmd in self.sessions.serve(client_id_of(context), request_iterator, self.closing,
+                                             self.settings_reply):
+            yield cmd
 
     # Send ---------------------------------------------------------------------------------
     async def SendMessage(self, request, context):
@@ -214,7 +212,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                 refusal = await self.gate.hold(context.time_remaining())
                 if refusal is not None:
                     return self._refuse(msgs, refusal)
-            return await self._send(msgs)
+            return await self._send(msgs, context)
         finally:
             self.gate.leave(peer, nbytes)
 
@@ -224,9 +222,10 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         return spb.SendMessageResponse(status=st, entries=[
             spb.SendResultEntry(status=st, message_id=m.system_properties.message_id) for m in msgs])
 
-    async def _send(self, msgs):
+    async def _send(self, msgs, context):
         entries: list = [None] * len(msgs)
         batch, where = [], []
+        halves: set[int] = set()           # request indexes of TRANSACTION messages
         for i, m in enumerate(msgs):
             sp = m.system_properties
             if sp.message_type not in SUPPORTED_TYPES and sp.message_type != MessageType.MESSAGE_TYPE_UNSPECIFIED:
@@ -248,24 +247,31 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             seen = self._recent.get((m.topic.name, sp.message_id)) if sp.message_id else None
             if seen is not None:          # a retry of a send that was stored: answer it again
                 entries[i] = spb.SendResultEntry(status=status(Code.OK, "duplicate: already stored"),
-                                                 message_id=sp.message_id, offset=seen)
+                                                 message_id=sp.message_id, offset=seen[0], transaction_id=seen[1])
                 continue
-            batch.append(to_store(m, n))
+            st = to_store(m, n)
+            if sp.message_type == MessageType.DELAY or sp.message_type == MessageType.TRANSACTION:
+                st, refusal = self._divert(sp, st, context)
+                if refusal is not None:
+                    entries[i] = spb.SendResultEntry(status=refusal, message_id=sp.message_id)
+                    continue
+                if sp.message_type == MessageType.TRANSACTION:
+                    halves.add(i)
+            batch.append(st)
             where.append(i)
         if batch:
-            if self._sync:
-                results = await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_batch, batch)
-            else:
-                results = self.store.put_batch(batch)     # microseconds: no thread hop
+            results = await self._put(batch)
             for i, r in zip(where, results):
                 code = put_code(r.status, r.error)
+                txn = (r.offset_msg_id or "") if halves and i in halves else ""   # the half message's id
                 if code == Code.OK and r.uniq_key:
-                    self._remember(msgs[i].topic.name, r.uniq_key, r.queue_offset)
+                    self._remember(msgs[i].topic.name, r.uniq_key, r.queue_offset, txn)
                 entries[i] = spb.SendResultEntry(status=status(code, r.error or ""),
                                                  message_id=r.uniq_key or (r.msg_id or ""),
-                                                 offset=max(r.queue_offset, 0))
+                                                 offset=max(r.queue_offset, 0), transaction_id=txn)
         if batch and any(e.status.code == Code.OK for e in entries):
             self.consumption.notify_arrival()          # long-polling receives wake up
+            self.timer.wake.set()                      # a delayed message may be due before the next one
         codes = {e.status.code for e in entries}
         if len(entries) == 1:
             top = entries[0].status
@@ -275,8 +281,31 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             top = status(Code.MULTIPLE_RESULTS)
         return spb.SendMessageResponse(status=top, entries=entries)
 
-    def _remember(self, topic: str, message_id: str, offset: int) -> None:
-        self._recent[(topic, message_id)] = offset
+    def _divert(self, sp, m, context) -> tuple:
+        """A DELAY message due later goes to the schedule topic, a TRANSACTION message to the
+        half topic (sysmsg.py): (the message to put, None) or (None, the refusal)."""
+        if sp.message_type == MessageType.TRANSACTION:
+            if self.transactions.undecided >= self.config.transaction_undecided_max:
+                return None, status(Code.TOO_MANY_REQUESTS, f"{self.transactions.undecided} transactions undecided "
+                                                            f"(transaction_undecided_max)")
+            return self.transactions.half(m, client_id_of(context)), None
+        if not sp.HasField("delivery_timestamp"):
+            return m, None                             # no time: deliver now
+        due = delivery_ms(sp.delivery_timestamp)
+        now = self.store.clock.now_ms()
+        if due - now > self.config.timer_max_delay_s * 1000:
+            return None, status(Code.ILLEGAL_DELIVERY_TIME, f"delivery time {due} ms is more than "
+                                                          f"timer_max_delay_s={self.config.timer_max_delay_s:g} away")
+        m.properties[PROP_DELIVER_MS] = str(due)
+        if due <= now:
+            return m, None
+        if self.timer.pending >= self.config.timer_pending_max:
+            return None, status(Code.TOO_MANY_REQUESTS, f"{self.timer.pending} delayed messages waiting "
+                                                        f"(timer_pending_max)")
+        return park(m, SCHEDULE_TOPIC), None
+
+    def _remember(self, topic: str, message_id: str, offset: int, txn: str) -> None:
+        self._recent[(topic, message_id)] = (offset, txn)
         if len(self._recent) > self.config.send_dedup_window:
             self._recent.popitem(last=False)
 
@@ -295,12 +324,12 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     async def ChangeInvisibleDuration(self, request, context):
         return self.consumption.change_invisible(request)
 
+    # Transactions (transaction.py) -----------------------------------------------------------
+    async def EndTransaction(self, request, context):
+        return spb.EndTransactionResponse(status=await self.transactions.end(request))
+
     async def ForwardMessageToDeadLetterQueue(self, request, context):
         return self.consumption.forward_to_dlq(request)
-
-    # Not yet served: a clear status, never UNIMPLEMENTED or a hang ----------------------------
-    async def EndTransaction(self, request, context):
-        return spb.EndTransactionResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="transactions")))
 
     # Offset-based consumption (pull.py) ----------------------------------------------------
     async def PullMessage(self, request, context):

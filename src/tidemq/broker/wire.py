@@ -14,8 +14,10 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from ..store.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage
 from .convert import PROP_BORN_HOST, PROP_MESSAGE_GROUP, PROP_MESSAGE_TYPE, SYS_FLAG_COMPRESSED
 from .proto import DigestType, Encoding, MessageType, pb
+from .sysmsg import PARKING, PROP_DELIVER_MS
 
-INTERNAL = frozenset((PROP_TAGS, PROP_KEYS, PROP_UNIQ_KEY, PROP_MESSAGE_GROUP, PROP_MESSAGE_TYPE, PROP_BORN_HOST))
+INTERNAL = frozenset((PROP_TAGS, PROP_KEYS, PROP_UNIQ_KEY, PROP_MESSAGE_GROUP, PROP_MESSAGE_TYPE, PROP_BORN_HOST,
+                      PROP_DELIVER_MS, *PARKING))
 
 
 def _ts(ms: int) -> timestamp_pb2.Timestamp:
@@ -48,5 +50,8 @@ def to_wire(m: StoredMessage, attempt: int, handle: str, invisible_ms: int) -> "
     group = props.get(PROP_MESSAGE_GROUP)
     if group:
         sp.message_group = group
+    deliver = props.get(PROP_DELIVER_MS)
+    if deliver:
+        sp.delivery_timestamp.CopyFrom(_ts(int(deliver)))
     return pb.Message(topic=pb.Resource(name=m.topic), body=m.body, system_properties=sp,
                       user_properties={k: v for k, v in props.items() if k not in INTERNAL})
