@@ -1,0 +1,47 @@
+"""tidemq on Apache Spark: the ``tidemq`` data source (batch, stream, sink) and the archive job.
+
+    from tidemq.spark import register, session
+    spark = session()                      # local[*] with tidemq's settings, or bring your own
+    register(spark)
+    df = spark.read.format("tidemq").option("endpoints", "127.0.0.1:8081").option("topic", "T").load()
+
+The data-source classes live in tidemq.spark.source, importable on executors.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def spark_env() -> None:
+    """What Spark needs from the environment: loopback driver address, this interpreter for workers."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def session(master: str = "local[*]", app: str = "tidemq", **conf):
+    """A SparkSession with the UI off and few shuffle partitions (tidemq's jobs are narrow), tidemq registered."""
+    spark_env()
+    from pyspark.sql import SparkSession
+    b = (SparkSession.builder.master(master).appName(app)
+         .config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", "2")
+         .config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.driver.host", "127.0.0.1"))
+    for k, v in conf.items():
+        b = b.config(k.replace("_", "."), v)
+    spark = b.getOrCreate()
+    register(spark)
+    return spark
+
+
+def register(spark) -> None:
+    """Register the ``tidemq`` data source with this session."""
+    from .source import TidemqDataSource
+    spark.dataSource.register(TidemqDataSource)
+
+
+__all__ = ["register", "session", "spark_env"]

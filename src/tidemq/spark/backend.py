@@ -1,0 +1,169 @@
+"""Where the Spark source reads from: the broker (raw pulls) or a store's files (offline).
+
+Both answer the same four questions (queues of a topic, a queue's offset range, the
+offset at a time, the records of an offset range as Arrow batches), so planning and
+reading above them do not care which one is used. Backends are made where they are
+used (driver or executor) from the source's options; nothing here is pickled.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from .decode import SCHEMA, decode, positions_of
+from .files import StoreFiles, StoreFilesError
+
+log = logging.getLogger("tidemq.spark")
+
+BATCH_ROWS = 65536
+_EMPTY = pa.RecordBatch.from_pylist([], schema=SCHEMA)
+
+
+class DataLossError(RuntimeError):
+    """Offsets asked for are no longer in the store (cleaned away) and failOnDataLoss is on."""
+
+
+class Backend:
+    def queue_count(self, topic: str) -> int:
+        raise NotImplementedError
+
+    def queue_range(self, topic: str, qid: int) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def offset_at(self, topic: str, qid: int, timestamp_ms: int) -> int:
+        raise NotImplementedError
+
+    def read(self, topic: str, qid: int, start: int, end: int, batch_rows: int) -> Iterator[tuple[pa.RecordBatch, int]]:
+        """Batches of the records in [start, end), each with how many offsets of its stretch
+        were missing (cleaned away, holes, unreadable records)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class FileBackend(Backend):
+    def __init__(self, path: str, commitlog_dirs: tuple[str, ...] = ()) -> None:
+        self.files = StoreFiles(path, commitlog_dirs)
+
+    def queue_count(self, topic: str) -> int:
+        return self.files.queue_count(topic)
+
+    def queue_range(self, topic: str, qid: int) -> tuple[int, int]:
+        return self.files.queue_range(topic, qid)
+
+    def offset_at(self, topic: str, qid: int, timestamp_ms: int) -> int:
+        """The first offset whose message was stored at or after timestamp_ms (binary search)."""
+        lo, hi = self.files.queue_range(topic, qid)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            ts = self._store_ts(topic, qid, mid)
+            if ts is None or ts < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def _store_ts(self, topic: str, qid: int, offset: int) -> int | None:
+        u = self.files.units(topic, qid, offset, offset + 1)
+        if len(u) == 0 or u["size"][0] <= 0:
+            return None
+        seg = int(self.files.locate(u["offset"][:1])[0])
+        if seg < 0:
+            return None
+        buf = self.files.segment(seg)
+        p = int(u["offset"][0]) - self.files.segment_starts[seg] + 56
+        return int(buf[p:p + 8].view(">i8")[0])
+
+    def read(self, topic, qid, start, end, batch_rows=BATCH_ROWS):
+        files = self.files
+        at = start
+        while at < end:
+            units = files.units(topic, qid, at, min(end, at + batch_rows))
+            if len(units) == 0:
+                yield _EMPTY, end - at                   # the queue's files end before `end`
+                return
+            at += len(units)
+            offsets = units["offset"].astype(np.int64)
+            sizes = units["size"].astype(np.int64)
+            seg = files.locate(offsets)
+            alive = (sizes > 0) & (seg >= 0)
+            lost = len(units) - int(alive.sum())
+            offsets, sizes, seg = offsets[alive], sizes[alive], seg[alive]
+            if len(seg) == 0:
+                yield _EMPTY, lost
+                continue
+            cuts = np.flatnonzero(np.diff(seg)) + 1     # units follow the log: runs per segment
+            for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(seg)]):
+                i = int(seg[lo])
+                try:
+                    buf = files.segment(i)
+                except FileNotFoundError:                 # deleted since the listing: cleaned away
+                    lost += int(hi - lo)
+                    continue
+                batch, bad = decode(buf, offsets[lo:hi] - files.segment_starts[i], sizes[lo:hi])
+                yield batch, lost + bad
+                lost = 0
+            if lost:
+                yield _EMPTY, lost
+
+    def close(self) -> None:
+        self.files.close()
+
+
+class BrokerBackend(Backend):
+    def __init__(self, endpoint: str, timeout_s: float = 30.0) -> None:
+        from ..client import PullConsumer     # grpc only where the broker is used
+        self.consumer = PullConsumer(endpoint, timeout_s=timeout_s)
+
+    def queue_count(self, topic: str) -> int:
+        return self.consumer.queue_count(topic)
+
+    def queue_range(self, topic: str, qid: int) -> tuple[int, int]:
+        c = self.consumer
+        return c.query_offset(topic, qid, "BEGINNING"), c.query_offset(topic, qid, "END")
+
+    def offset_at(self, topic: str, qid: int, timestamp_ms: int) -> int:
+        return self.consumer.query_offset(topic, qid, "TIMESTAMP", timestamp_ms)
+
+    def read(self, topic, qid, start, end, batch_rows=BATCH_ROWS):
+        at = start
+        while at < end:
+            r = self.consumer.pull_records(topic, qid, at, max_count=min(batch_rows, end - at))
+            if r.found:
+                sizes = np.frombuffer(r.sizes, np.int32)
+                batch, bad = decode(np.frombuffer(r.data, np.uint8), positions_of(sizes), sizes)
+                yield batch, r.next_offset - at - len(sizes) + bad
+                nxt = r.next_offset
+            elif r.next_offset > at:                      # holes or removed records only
+                nxt = min(r.next_offset, end)
+                yield _EMPTY, nxt - at
+            elif at < r.min_offset:                       # cleaned away under us
+                nxt = min(r.min_offset, end)
+                yield _EMPTY, nxt - at
+            else:
+                yield _EMPTY, end - at                    # the queue ends before `end`
+                return
+            at = nxt
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def backend_for(options) -> Backend:
+    endpoints = options.get("endpoints") or options.get("endpoint")
+    path = options.get("path")
+    if bool(endpoints) == bool(path):
+        raise ValueError("tidemq: give exactly one of the options 'endpoints' (read through a broker) "
+                         "and 'path' (read a store's files)")
+    if path:
+        dirs = tuple(d for d in (options.get("commitlogDirs") or "").replace(":", ",").split(",") if d)
+        try:
+            return FileBackend(path, dirs)
+        except StoreFilesError as e:
+            raise ValueError(f"tidemq: {e}") from e
+    return BrokerBackend(endpoints.split(",")[0].strip(), float(options.get("timeoutSeconds", 30)))

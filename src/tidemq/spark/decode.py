@@ -1,0 +1,159 @@
+"""Commit-log records to Arrow, in bulk: numpy finds the fields, Arrow's C++ copies the bytes.
+
+The records of a batch sit in one buffer (a mapped segment, or the bytes of a raw pull)
+at known positions. Fixed-offset header fields are gathered with numpy for all records
+at once. Variable-length fields (body, topic, properties) are cut without a Python loop:
+a ``binary_view`` array whose views point into the buffer is built with numpy, and
+Arrow's cast to ``binary`` does the copy in C (about 6x cheaper here than slicing
+per record). Properties are split into a map with Arrow compute kernels; tags, keys
+and the message id come out of that map. No per-record Python object is made.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..store import codec
+
+SCHEMA = pa.schema([
+    ("topic", pa.string()),
+    ("queue_id", pa.int32()),
+    ("queue_offset", pa.int64()),
+    ("commitlog_offset", pa.int64()),
+    ("msg_id", pa.string()),
+    ("tags", pa.string()),
+    ("keys", pa.list_(pa.string())),
+    ("body", pa.binary()),
+    ("properties", pa.map_(pa.string(), pa.string())),
+    ("born_timestamp", pa.timestamp("us", tz="UTC")),
+    ("store_timestamp", pa.timestamp("us", tz="UTC")),
+])
+
+SPARK_SCHEMA = ("topic string, queue_id int, queue_offset long, commitlog_offset long, msg_id string, "
+                "tags string, keys array<string>, body binary, properties map<string,string>, "
+                "born_timestamp timestamp, store_timestamp timestamp")
+
+_HIDDEN = codec.RECORD_CRC_TAIL_LEN          # the record-CRC property every record ends with
+_HEX = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), np.uint8).reshape(256, 2)
+_PICKED = (codec.PROP_TAGS, codec.PROP_KEYS, codec.PROP_UNIQ_KEY)
+_EMPTY_KEYS = pa.scalar([], pa.list_(pa.string()))
+
+
+def gather(buf: np.ndarray, arrow_buf: pa.Buffer, starts: np.ndarray, lens: np.ndarray) -> pa.Array:
+    """binary array of buf[starts[i] : starts[i] + lens[i]]: views built in numpy, copied by Arrow."""
+    n = len(starts)
+    views = np.zeros((n, 4), np.int32)
+    views[:, 0] = lens
+    views[:, 3] = starts
+    vb = views.view(np.uint8)
+    short = np.flatnonzero(lens <= 12)
+    if len(short):                         # short values live inside the view itself
+        idx = np.minimum(starts[short, None] + np.arange(12), len(buf) - 1)
+        inline = buf[idx]
+        inline[np.arange(12)[None, :] >= lens[short, None]] = 0
+        vb[short, 4:16] = inline
+    long_ = np.flatnonzero(lens > 12)
+    if len(long_):                         # a long value's view keeps its first 4 bytes as prefix
+        vb[long_, 4:8] = buf[starts[long_, None] + np.arange(4)]
+    arr = pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views), arrow_buf])
+    return pc.cast(arr, pa.binary())
+
+
+def _as_string(arr: pa.Array) -> pa.Array:
+    """binary -> string without a copy, invalid UTF-8 replaced (properties are written as UTF-8)."""
+    try:
+        return arr.cast(pa.string())
+    except pa.ArrowInvalid:
+        return pa.array([b.decode("utf-8", "replace") for b in arr.to_pylist()], pa.string())
+
+
+def _properties(text: pa.Array, n: int) -> tuple[pa.MapArray, dict[str, pa.Array]]:
+    """The properties map of every record, and the values of PICKED names as columns
+    (null where a record has none), found from the flattened pairs instead of per-row lookups."""
+    items = pc.split_pattern(text, codec.PROPERTY_SEP)
+    parents = pc.list_parent_indices(items).to_numpy()
+    kv = pc.split_pattern(pc.list_flatten(items), codec.NAME_VALUE_SEP, max_splits=1)
+    ok = pc.equal(pc.list_value_length(kv), 2)
+    kv = kv.filter(ok)
+    parents = parents[ok.to_numpy(zero_copy_only=False)]
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(np.bincount(parents, minlength=n), out=offsets[1:])
+    names, values = pc.list_element(kv, 0), pc.list_element(kv, 1)
+    picked = {}
+    for name in _PICKED:
+        at = np.flatnonzero(pc.equal(names, name).to_numpy(zero_copy_only=False))
+        idx = np.full(n, -1, np.int64)
+        idx[parents[at]] = at
+        picked[name] = values.take(pa.array(idx, mask=idx < 0))
+    return pa.MapArray.from_arrays(pa.array(offsets), names, values), picked
+
+
+def decode(buf, positions: np.ndarray, sizes: np.ndarray) -> tuple[pa.RecordBatch, int]:
+    """The records at ``positions`` (their stored ``sizes``) of ``buf`` (bytes, mmap, numpy
+    uint8) as a RecordBatch of SCHEMA, and how many were skipped as not well-formed (a
+    corrupt record kept by recovery is skipped, as the store's own reads do)."""
+    if not isinstance(buf, np.ndarray):
+        buf = np.frombuffer(buf, np.uint8)
+    positions = np.asarray(positions, np.int64)
+    sizes = np.asarray(sizes, np.int64)
+    n_in = len(positions)
+    if n_in == 0:
+        return pa.RecordBatch.from_pylist([], schema=SCHEMA), 0
+    end = len(buf)
+    ok = (positions >= 0) & (sizes >= codec.FIXED_OVERHEAD + _HIDDEN) & (positions + sizes <= end)
+    if not ok.all():
+        positions, sizes = positions[ok], sizes[ok]
+    head = buf[positions[:, None] + np.arange(88)]            # the 88 fixed bytes of every record
+    i32 = lambda a, b: np.ascontiguousarray(head[:, a:b]).view(">i4").ravel().astype(np.int64)  # noqa: E731
+    i64 = lambda a, b: np.ascontiguousarray(head[:, a:b]).view(">i8").ravel()                     # noqa: E731
+    blen = i32(84, 88)
+    good = (i32(0, 4) == sizes) & (i32(4, 8) == codec.MAGIC) & (blen >= 0) & \
+        (codec.FIXED_OVERHEAD + blen + _HIDDEN <= sizes)
+    tpos = positions + 88 + np.where(good, blen, 0)
+    tlen = buf[tpos].astype(np.int64)
+    ppos = tpos + 1 + tlen
+    good &= ppos + 2 <= positions + sizes
+    pp = np.where(good, ppos, positions)
+    plen = (buf[pp].astype(np.int64) << 8) | buf[pp + 1]
+    good &= (codec.FIXED_OVERHEAD + blen + tlen + plen == sizes) & (plen >= _HIDDEN)
+    skipped = n_in - int(good.sum())
+    if not good.all():
+        keep = np.flatnonzero(good)
+        positions, sizes, head, blen, tpos, tlen, ppos, plen = (
+            a[keep] for a in (positions, sizes, head, blen, tpos, tlen, ppos, plen))
+    n = len(positions)
+    abuf = pa.py_buffer(buf)
+    body = gather(buf, abuf, positions + 88, blen)
+    topic = _as_string(gather(buf, abuf, tpos + 1, tlen))
+    ulen = np.maximum(plen - _HIDDEN - 1, 0)                  # user properties without their last separator
+    props, picked = _properties(_as_string(gather(buf, abuf, ppos + 2, ulen)), n)
+    ids = np.concatenate([head[:, 64:72], head[:, 28:36]], axis=1)     # store host + commit-log offset
+    offset_ids = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32) * 32),
+                                                        pa.py_buffer(np.ascontiguousarray(_HEX[ids]))])
+    keys = pc.fill_null(pc.split_pattern(picked[codec.PROP_KEYS], codec.KEY_SEP), _EMPTY_KEYS)
+    ms = lambda a, b: pa.array(i64(a, b) * 1000, pa.timestamp("us", tz="UTC"))   # noqa: E731
+    batch = pa.RecordBatch.from_arrays([
+        topic,
+        pa.array(i32(12, 16).astype(np.int32)),
+        pa.array(i64(20, 28).astype(np.int64)),
+        pa.array(i64(28, 36).astype(np.int64)),
+        pc.coalesce(picked[codec.PROP_UNIQ_KEY], offset_ids),
+        picked[codec.PROP_TAGS],
+        keys,
+        body,
+        props,
+        ms(40, 48),
+        ms(56, 64),
+    ], schema=SCHEMA)
+    return batch, skipped
+
+
+def positions_of(sizes: np.ndarray) -> np.ndarray:
+    """Positions of records stored back to back with these sizes."""
+    sizes = np.asarray(sizes, np.int64)
+    pos = np.zeros(len(sizes), np.int64)
+    if len(sizes) > 1:
+        np.cumsum(sizes[:-1], out=pos[1:])
+    return pos

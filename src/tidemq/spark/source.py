@@ -1,0 +1,174 @@
+"""The ``tidemq`` data source for PySpark 4 (``pyspark.sql.datasource``): batch and stream reads.
+
+    spark.read.format("tidemq").option("endpoints", "127.0.0.1:8081").option("topic", "T").load()
+    spark.read.format("tidemq").option("path", "/var/lib/tidemq").option("topic", "T").load()
+    spark.readStream.format("tidemq").option("endpoints", ...).option("topic", "T").load()
+
+Options (Kafka connector style): topic / topics, startingOffsets, endingOffsets,
+startingTimestamp, endingTimestamp, failOnDataLoss (default true), maxOffsetsPerTrigger
+(streams), maxRecordsPerPartition (default 1,000,000), commitlogDirs (file mode, when
+the commit log lives outside <path>/commitlog), timeoutSeconds (broker mode). Writing:
+see tidemq.spark.sink. Executors import this module by name, so it must stay importable
+without a SparkSession.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pyspark.sql.datasource import (CaseInsensitiveDict, DataSource, DataSourceReader, DataSourceStreamReader,
+                                    InputPartition)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+
+from . import plan
+from .backend import BATCH_ROWS, DataLossError, backend_for
+from .decode import SPARK_SCHEMA
+
+log = logging.getLogger("tidemq.spark")
+
+MAX_RECORDS_PER_PARTITION = 1_000_000
+
+
+class RangePartition(InputPartition):
+    def __init__(self, r: plan.Range) -> None:
+        super().__init__((r.topic, r.queue_id, r.start, r.end))
+        self.range = r
+
+
+def _read(options: dict, part: RangePartition):
+    """The partition's records as Arrow batches (runs on an executor)."""
+    r = part.range
+    fail = plan.flag(options, "failOnDataLoss", True)
+    backend = backend_for(options)
+    skipped = 0
+    try:
+        for batch, lost in backend.read(r.topic, r.queue_id, r.start, r.end, BATCH_ROWS):
+            if lost:
+                msg = f"{lost} offsets of {r.topic} queue {r.queue_id} in [{r.start}, {r.end}) are not in the store"
+                if fail:
+                    raise DataLossError(msg + " (cleaned away or unreadable). Set failOnDataLoss=false to skip them.")
+                skipped += lost
+            if batch.num_rows:
+                yield batch
+    finally:
+        backend.close()
+    if skipped:
+        log.warning("tidemq: skipped %d offsets of %s queue %d in [%d, %d) (failOnDataLoss=false)",
+                    skipped, r.topic, r.queue_id, r.start, r.end)
+
+
+class _Planner:
+    """Option parsing shared by the batch and stream readers (runs on the driver)."""
+
+    def __init__(self, options) -> None:
+        self.options = CaseInsensitiveDict(options)      # Spark lower-cases option names
+        self.topics = plan.topics_of(self.options)
+        self.fail_on_data_loss = plan.flag(self.options, "failOnDataLoss", True)
+        self.max_per_partition = plan.int_option(self.options, "maxRecordsPerPartition", MAX_RECORDS_PER_PARTITION)
+        if self.max_per_partition < 1:
+            raise ValueError("tidemq: maxRecordsPerPartition must be at least 1")
+
+    def offsets(self, spec_name: str, ts_name: str, default: int) -> plan.Offsets:
+        backend = backend_for(self.options)
+        try:
+            return plan.resolve(backend, self.topics, self.options.get(spec_name),
+                                plan.int_option(self.options, ts_name, None), default)
+        finally:
+            backend.close()
+
+    def latest(self) -> plan.Offsets:
+        backend = backend_for(self.options)
+        try:
+            return plan.resolve(backend, self.topics, "latest", None, plan.LATEST)
+        finally:
+            backend.close()
+
+    def partitions(self, start: plan.Offsets, end: plan.Offsets) -> list[RangePartition]:
+        backend = backend_for(self.options)
+        try:
+            rs = plan.ranges(backend, start, end, self.fail_on_data_loss, self.max_per_partition)
+        finally:
+            backend.close()
+        return [RangePartition(r) for r in rs]
+
+
+class TidemqReader(DataSourceReader):
+    def __init__(self, options) -> None:
+        p = _Planner(options)
+        self.options = p.options
+        self._planner = p
+
+    def partitions(self):
+        p = self._planner
+        start = p.offsets("startingOffsets", "startingTimestamp", plan.EARLIEST)
+        end = p.offsets("endingOffsets", "endingTimestamp", plan.LATEST)
+        parts = p.partitions(start, end)
+        return parts or [RangePartition(plan.Range(p.topics[0], 0, 0, 0))]
+
+    def read(self, partition):
+        yield from _read(self.options, partition)
+
+
+class TidemqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options) -> None:
+        p = _Planner(options)
+        self.options = p.options
+        self._planner = p
+        self._target: plan.Offsets | None = None
+        self._max_rows = plan.int_option(p.options, "maxOffsetsPerTrigger", None)
+
+    def initialOffset(self) -> dict:
+        return self._planner.offsets("startingOffsets", "startingTimestamp", plan.LATEST)
+
+    def _latest(self) -> plan.Offsets:
+        return self._planner.latest()
+
+    def getDefaultReadLimit(self):
+        return ReadMaxRows(self._max_rows) if self._max_rows else ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        latest = self._latest()
+        if self._target is not None:
+            latest = plan.cap(latest, self._target)
+        if isinstance(limit, ReadMaxRows):
+            latest = plan.limit_rows(start, latest, limit.max_rows)
+        # never behind start (a queue's max cannot shrink, but a JSON start may point past it)
+        return {t: {q: max(e, start.get(t, {}).get(q, 0)) for q, e in qs.items()} for t, qs in latest.items()}
+
+    def reportLatestOffset(self):
+        return self._latest()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._latest()
+
+    def partitions(self, start: dict, end: dict):
+        return self._planner.partitions(start, end)
+
+    def read(self, partition):
+        yield from _read(self.options, partition)
+
+    def commit(self, end: dict) -> None:
+        pass                      # the stream's progress is Spark's checkpoint; nothing to release here
+
+
+class TidemqDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "tidemq"
+
+    def schema(self):
+        return SPARK_SCHEMA
+
+    def reader(self, schema):
+        return TidemqReader(self.options)
+
+    def streamReader(self, schema):
+        return TidemqStreamReader(self.options)
+
+    def writer(self, schema, overwrite: bool):
+        from .sink import TidemqWriter
+        return TidemqWriter(self.options, schema)
+
+    def streamWriter(self, schema, overwrite: bool):
+        from .sink import TidemqStreamWriter
+        return TidemqStreamWriter(self.options, schema)

@@ -1,0 +1,48 @@
+"""Spark tests: one SparkSession for the whole run (local[2], UI off, 2 shuffle partitions)
+and brokers in subprocesses on free loopback ports."""
+
+import signal
+import tempfile
+
+import pytest
+
+from tests.brokers import BrokerProcess
+
+_HOME = tempfile.mkdtemp(prefix="tidemq-spark-home-")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from tidemq.spark import session
+    # local[2,2]: two cores, and a failed task is retried once (the sink's retry test needs it)
+    s = session("local[2,2]", "tidemq-tests", spark_sql_session_timeZone="UTC")
+    s.sparkContext.setLogLevel("ERROR")
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def broker(tmp_path):
+    """A broker on a fresh store (auto-created topics); stopped by the test's teardown."""
+    started = []
+
+    def start(root=None, env=None, args=("--auto-create-topics",)):
+        b = BrokerProcess(root or str(tmp_path / "store"), dict(env or {}, HOME=_HOME), args)
+        started.append(b)
+        return b
+
+    yield start
+    for b in started:
+        if b.proc.poll() is None:
+            b.stop(signal.SIGKILL)
+
+
+def rows_by_position(df):
+    """Rows as comparable dicts ordered by (topic, queue, offset); maps as sorted item lists."""
+    out = []
+    for r in df.collect():
+        d = r.asDict()
+        d["properties"] = sorted((d["properties"] or {}).items())
+        out.append(d)
+    return sorted(out, key=lambda d: (d["topic"], d["queue_id"], d["queue_offset"]))
+

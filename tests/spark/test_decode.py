@@ -1,0 +1,101 @@
+"""Bulk decoding against the record codec, record by record (no Spark needed)."""
+
+import numpy as np
+import pytest
+
+from tidemq.spark.decode import decode, positions_of
+from tidemq.store import codec
+
+HOST = codec.encode_host("127.0.0.1:10911")
+
+
+def record(i, props, body=None, topic=b"Orders"):
+    return codec.encode_record(body=body if body is not None else b"body-%d" % i * (1 + i % 7), topic=topic,
+                               properties=codec.encode_properties(props), queue_id=i % 3, queue_offset=i,
+                               physical_offset=1000 + i * 300, born_timestamp_ms=1_700_000_000_000 + i,
+                               born_host=codec.encode_host("10.0.0.1:4242"), store_timestamp_ms=1_700_000_000_500 + i,
+                               store_host=HOST)
+
+
+def varied(n):
+    out = []
+    for i in range(n):
+        props = {}
+        if i % 2:
+            props["TAGS"] = f"t{i % 4}"
+        if i % 3:
+            props["KEYS"] = f"k{i} order-{i}"
+        if i % 5:
+            props["UNIQ_KEY"] = f"01{i:032X}"
+        if i % 7 == 0:
+            props["user"] = "ünïcode ✓ %d" % i
+        out.append(record(i, props, body=b"" if i == 11 else None))
+    return out
+
+
+def expected(rec):
+    m = codec.decode_record(rec, 0)
+    return dict(topic=m.topic, queue_id=m.queue_id, queue_offset=m.queue_offset, commitlog_offset=m.commitlog_offset,
+                msg_id=m.msg_id, tags=m.tags, keys=m.keys, body=m.body, properties=sorted(m.properties.items()),
+                born=m.born_timestamp_ms, stored=m.store_timestamp_ms)
+
+
+def actual(row):
+    return dict(topic=row["topic"], queue_id=row["queue_id"], queue_offset=row["queue_offset"],
+                commitlog_offset=row["commitlog_offset"], msg_id=row["msg_id"], tags=row["tags"], keys=row["keys"],
+                body=row["body"], properties=sorted(row["properties"]),
+                born=int(row["born_timestamp"].timestamp() * 1000), stored=int(row["store_timestamp"].timestamp() * 1000))
+
+
+def test_every_field_matches_the_codec():
+    recs = varied(200)
+    data = b"".join(recs)
+    sizes = np.array([len(r) for r in recs])
+    batch, skipped = decode(data, positions_of(sizes), sizes)
+    assert skipped == 0 and batch.num_rows == 200
+    for rec, row in zip(recs, batch.to_pylist()):
+        assert actual(row) == expected(rec)
+
+
+def test_records_at_scattered_positions_of_a_larger_buffer():
+    recs = varied(50)
+    buf = bytearray(64)
+    positions = []
+    for r in recs:
+        positions.append(len(buf))
+        buf += r + b"\x00" * 17            # other queues' records sit in between
+    batch, skipped = decode(bytes(buf), np.array(positions), np.array([len(r) for r in recs]))
+    assert skipped == 0
+    assert [actual(r) for r in batch.to_pylist()] == [expected(r) for r in recs]
+
+
+def test_malformed_records_are_skipped_and_counted():
+    recs = varied(20)
+    data = bytearray(b"".join(recs))
+    sizes = np.array([len(r) for r in recs])
+    pos = positions_of(sizes)
+    data[pos[3] + 4:pos[3] + 8] = b"\x00\x00\x00\x00"             # magic of record 3 gone
+    data[pos[7] + 84:pos[7] + 88] = (10 ** 6).to_bytes(4, "big")  # body length of record 7 beyond its size
+    sizes2 = sizes.copy()
+    sizes2[12] += 5                                               # the consume queue's size disagrees
+    batch, skipped = decode(bytes(data), pos, sizes2)
+    assert skipped == 3
+    assert [r["queue_offset"] for r in batch.to_pylist()] == [i for i in range(20) if i not in (3, 7, 12)]
+
+
+def test_positions_past_the_buffer_are_skipped():
+    recs = varied(3)
+    data = b"".join(recs)
+    sizes = np.array([len(r) for r in recs])
+    pos = positions_of(sizes)
+    pos[2] = len(data) - 10
+    batch, skipped = decode(data, pos, sizes)
+    assert (batch.num_rows, skipped) == (2, 1)
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_tiny_batches(n):
+    recs = varied(n)
+    sizes = np.array([len(r) for r in recs], np.int64)
+    batch, skipped = decode(b"".join(recs), positions_of(sizes), sizes)
+    assert (batch.num_rows, skipped) == (n, 0)

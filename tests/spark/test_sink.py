@@ -1,0 +1,66 @@
+"""df.write.format("tidemq"): rows sent in batches, read back; a retried task stores nothing twice."""
+
+import os
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def read(spark, endpoint, topic):
+    return spark.read.format("tidemq").option("endpoints", endpoint).option("topic", topic).load()
+
+
+def test_rows_are_sent_and_read_back(spark, broker):
+    b = broker()
+    rows = [(f"hello {i}", f"t{i % 2}", [f"k{i}"], {"n": str(i)}) for i in range(300)]
+    df = spark.createDataFrame(rows, "body string, tags string, keys array<string>, properties map<string,string>")
+    df.write.format("tidemq").option("endpoints", b.endpoint).option("topic", "Out").option("batchSize", "64") \
+        .mode("append").save()
+    got = read(spark, b.endpoint, "Out").collect()
+    assert len(got) == 300
+    by_body = {r.body.decode(): r for r in got}
+    r7 = by_body["hello 7"]
+    assert r7.tags == "t1" and r7.keys == ["k7"] and r7.properties["n"] == "7"
+
+
+def test_a_topic_column_routes_rows(spark, broker):
+    b = broker()
+    df = spark.createDataFrame([(f"A{i}" if i % 2 else f"B{i}", b"x%d" % i) for i in range(40)], "topic string, body binary")
+    df.write.format("tidemq").option("endpoints", b.endpoint).mode("append").save()
+    assert read(spark, b.endpoint, "A1").count() == 1 and read(spark, b.endpoint, "B0").count() == 1
+
+
+def test_a_failed_task_retried_stores_nothing_twice(spark, broker, tmp_path):
+    b = broker()
+    marker = str(tmp_path / "failed-once")
+    n = 600
+
+    @F.udf(LongType())
+    def fail_once_at_the_end(i):
+        if i == n - 1 and not os.path.exists(marker):
+            open(marker, "w").close()
+            raise RuntimeError("injected task failure after most rows were sent")
+        return i
+
+    old = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "50")     # rows go out before the failure
+    try:
+        df = spark.range(n).coalesce(1).select(fail_once_at_the_end("id").alias("id")) \
+            .select(F.format_string("m%d", "id").alias("body"))
+        df.write.format("tidemq").option("endpoints", b.endpoint).option("topic", "Retried") \
+            .option("batchSize", "50").mode("append").save()
+    finally:
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", old)
+    assert os.path.exists(marker), "the injected failure did not happen"
+    got = read(spark, b.endpoint, "Retried").select("body").collect()
+    assert sorted(r.body for r in got) == sorted(b"m%d" % i for i in range(n))
+
+
+def test_a_refused_send_fails_the_write_clearly(spark, broker):
+    b = broker(args=())                                # no auto-creation: the topic does not exist
+    df = spark.createDataFrame([("x",)], "body string")
+    with pytest.raises(Exception, match="refused.*does not exist"):
+        df.write.format("tidemq").option("endpoints", b.endpoint).option("topic", "Missing").mode("append").save()

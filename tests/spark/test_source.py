@@ -1,0 +1,117 @@
+"""spark.read.format("tidemq"): through the broker and from the store's files, with offsets options."""
+
+import json
+import os
+import time
+
+import pytest
+
+from tidemq.config import StoreConfig
+from tidemq.store import Message, MessageStore
+
+from .conftest import rows_by_position
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def fill_through_broker(endpoint, topic="Orders", batches=4, per=250):
+    from tidemq.client import Producer
+    with Producer(endpoint) as p:
+        for b in range(batches):
+            n0 = b * per
+            p.send_batch(topic, [b"order-%d" % (n0 + i) * (1 + i % 5) for i in range(per)],
+                         tags=[f"t{i % 3}" if i % 4 else None for i in range(per)],
+                         keys=[[f"k{n0 + i}", "x"] if i % 2 else [] for i in range(per)],
+                         properties=[{"n": str(n0 + i), "note": "ünï ✓"} if i % 3 else {} for i in range(per)])
+    return batches * per
+
+
+def load(spark, **options):
+    r = spark.read.format("tidemq")
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def test_the_broker_and_the_files_give_the_same_rows(spark, broker, tmp_path):
+    b = broker()
+    n = fill_through_broker(b.endpoint)
+    through_broker = rows_by_position(load(spark, endpoints=b.endpoint, topic="Orders"))
+    assert len(through_broker) == n
+    assert b.stop() == 0                                  # files read with no broker running
+    from_files = rows_by_position(load(spark, path=b.root, topic="Orders"))
+    assert from_files == through_broker
+    bodies = sorted(r["body"] for r in from_files)
+    assert bodies == sorted(b"order-%d" % i * (1 + i % 250 % 5) for i in range(n))
+    one = next(r for r in from_files if r["body"] == b"order-7" * 3)
+    assert one["tags"] == "t1" and one["keys"] == ["k7", "x"] and ("n", "7") in one["properties"]
+    assert ("note", "ünï ✓") in one["properties"] and len(one["msg_id"]) == 34
+
+
+def test_offsets_options_and_partitioning(spark, broker):
+    b = broker()
+    fill_through_broker(b.endpoint, topic="Sized", batches=2, per=400)     # 100 per queue
+    start = json.dumps({"Sized": {"0": 10, "1": -2}})
+    end = json.dumps({"Sized": {"0": 20, "1": 5, "2": -1}})
+    df = load(spark, endpoints=b.endpoint, topic="Sized", startingOffsets=start, endingOffsets=end)
+    got = {(r.queue_id, r.queue_offset) for r in df.select("queue_id", "queue_offset").collect()}
+    # queues 3..7 are left out of endingOffsets: "latest" by default; their start is "earliest"
+    want = {(0, o) for o in range(10, 20)} | {(1, o) for o in range(5)} | \
+        {(q, o) for q in range(2, 8) for o in range(100)}
+    assert got == want
+    split = load(spark, endpoints=b.endpoint, topic="Sized", maxRecordsPerPartition="30")
+    assert split.rdd.getNumPartitions() == 8 * 4                          # 100 offsets per queue in 30s
+    assert split.count() == 800
+
+
+def test_timestamps_pick_offsets(spark, broker):
+    b = broker()
+    fill_through_broker(b.endpoint, topic="Timed", batches=1, per=80)
+    time.sleep(0.05)
+    cut = int(time.time() * 1000)
+    time.sleep(0.05)
+    fill_through_broker(b.endpoint, topic="Timed", batches=1, per=40)
+    for mode in ({"endpoints": b.endpoint}, {"path": b.root}):
+        later = load(spark, topic="Timed", startingTimestamp=str(cut), **mode)
+        earlier = load(spark, topic="Timed", endingTimestamp=str(cut), **mode)
+        assert (later.count(), earlier.count()) == (40, 80)
+
+
+def small_store(root, **kw):
+    return MessageStore(StoreConfig(root_dir=str(root), segment_size_bytes=64 * 1024, flush_interval_ms=10,
+                                    file_reserved_time_hours=0, delete_when="", **kw)).start()
+
+
+def test_cleaned_offsets_fail_clearly_or_are_skipped(spark, tmp_path):
+    root = tmp_path / "store"
+    s = small_store(root)
+    s.create_topic("Old", 1)
+    s.put_batch([Message(topic="Old", body=b"m%05d" % i + b"." * 500) for i in range(600)])
+    s.shutdown()
+    segs = sorted(os.listdir(root / "commitlog"))
+    assert len(segs) >= 4
+    for name in segs[:2]:                       # what cleanup would have deleted
+        os.remove(root / "commitlog" / name)
+    everything = json.dumps({"Old": {"0": 0}})
+    with pytest.raises(Exception, match="no longer in the store.*failOnDataLoss"):
+        load(spark, path=str(root), topic="Old", startingOffsets=everything).count()
+    kept = load(spark, path=str(root), topic="Old", startingOffsets=everything, failOnDataLoss="false")
+    offsets = sorted(r.queue_offset for r in kept.select("queue_offset").collect())
+    assert offsets == list(range(offsets[0], 600)) and offsets[0] > 0
+    assert load(spark, path=str(root), topic="Old").count() == len(offsets)          # earliest: what is left
+
+
+def test_bad_options_are_clear_errors(spark, broker, tmp_path):
+    b = broker(args=())                         # topics are not created on first use
+    with pytest.raises(Exception, match="exactly one of the options 'endpoints'"):
+        load(spark, topic="T").count()
+    with pytest.raises(Exception, match="'topic'"):
+        load(spark, endpoints=b.endpoint).count()
+    with pytest.raises(Exception, match="TOPIC_NOT_FOUND|does not exist|no queue"):
+        load(spark, endpoints=b.endpoint, topic="Nope").count()
+    with pytest.raises(Exception, match="no store at"):
+        load(spark, path=str(tmp_path / "missing"), topic="T").count()
+    with pytest.raises(Exception, match="unknown topic 'Nope'"):
+        load(spark, path=b.root, topic="Nope").count()
+    with pytest.raises(Exception, match="offsets must be"):
+        load(spark, endpoints=b.endpoint, topic="T", startingOffsets="{oops").count()
