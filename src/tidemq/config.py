@@ -153,6 +153,11 @@ class StoreConfig(_Loadable):
                                                         0, 3_600_000)
     manual_delete_rounds: int = _f(20, "rounds a manual 'delete expired commit log' forces", 1, 1_000)
 
+    archive_before_delete: bool = _f(False, "delete only commit-log segments `tidemq archive` has copied out "
+                                            "(<root>/archive/manifest.json)")
+    on_unarchived_full: str = _f("refuse", "archive_before_delete at the disk's warning level: 'refuse' writes "
+                                           "(nothing is lost) or 'delete' unarchived segments and record the gap "
+                                           "in <root>/archive/gaps.json", choices=("refuse", "delete"))
     segment_size_bytes: int = _f(1 * GIB, "commit-log segment size (RocketMQ mappedFileSizeCommitLog)", 4 * KIB, 2 * GIB - 1)
     preallocate_next_segment: bool = _f(True, "create the next commit-log segment in the background before it is needed")
     consume_queue_units_per_segment: int = _f(300_000, "20-byte units per consume-queue file", 16, 10_000_000)

@@ -9,6 +9,7 @@ import click
 
 SUBCOMMANDS = {
     "alarms": ("tidemq.cli.alarms", "alarms", "resource alarms and flow control of a running broker; set limits"),
+    "archive": ("tidemq.cli.archive", "archive", "copy sealed commit-log segments to Parquet (Spark) for cleanup"),
     "demo": ("tidemq.cli.demo", "demo", "write and read messages through the embedded store"),
     "verify": ("tidemq.cli.verify", "verify", "check a store: segments, CRCs, consume queues, index"),
     "disk": ("tidemq.cli.disk", "disk", "disk usage, flags, cleanup and the forecast of a store"),

@@ -9,8 +9,10 @@ segment when every writable directory is above disk_space_clean_forcibly_ratio
 (clean immediately). Always from the head, never the active segment, never from
 the middle, at most delete_file_batch_max a round, delete_commit_log_files_interval_ms
 apart. A segment still held by a reader is retried next round and destroyed
-forcibly after destroy_mapped_file_interval_forcibly_ms. ``can_delete`` lets the
-archive pipeline hold back segments it has not archived.
+forcibly after destroy_mapped_file_interval_forcibly_ms. With archive_before_delete,
+``archive`` (store/archive.ArchiveGuard) holds back segments the archive job has not
+copied out; at the disk's warning level, on_unarchived_full="delete" deletes them anyway
+and records the gap.
 
 When space is short and nothing could be deleted, the round says why (nothing
 expired, held by a reader, only the active segment left, not archived) in
@@ -31,6 +33,7 @@ from typing import Callable
 from ..config import StoreConfig
 from ..io import Clock
 from .consume_queue import UNIT, ConsumeQueueTable
+from .archive import ArchiveGuard
 from .disk import DiskMonitor
 from .index_file import IndexService
 from .mapped_file import MappedFile
@@ -56,13 +59,13 @@ class CleanRound:
 
 class CommitLogCleaner:
     def __init__(self, config: StoreConfig, segments: SegmentQueue, disk: DiskMonitor, clock: Clock,
-                 can_delete: Callable[[MappedFile], bool] | None = None,
+                 archive: ArchiveGuard | None = None,
                  on_deleted: Callable[[MappedFile], None] | None = None) -> None:
         self.config = config
         self.segments = segments
         self.disk = disk
         self.clock = clock
-        self.can_delete = can_delete
+        self.archive = archive
         self.on_deleted = on_deleted
         self.hours = config.delete_hours()
         self.manual_rounds = 0
@@ -154,9 +157,12 @@ class CommitLogCleaner:
                                               f"{(now - mf.last_store_timestamp_ms) / 3_600_000:.1f} h old, "
                                               f"file_reserved_time_hours={cfg.file_reserved_time_hours:g}")
                 break
-            if self.can_delete is not None and not self.can_delete(mf):
-                rnd.why_not = f"segment {mf.path} is not archived yet"
-                break
+            if self.archive is not None and not self.archive.archived(mf):
+                if self.archive.on_unarchived_full != "delete" or self.disk.refusal is None:
+                    rnd.why_not = (f"segment {mf.path} is not archived yet (archive_before_delete): "
+                                   f"run `tidemq archive`")
+                    break
+                self.archive.record_gap(mf, now, f"disk at the warning level: {self.disk.refusal}")
             if not self._destroy(rnd, mf, now):
                 break
             if cfg.delete_commit_log_files_interval_ms:

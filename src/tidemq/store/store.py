@@ -36,6 +36,7 @@ from .codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, tags_hash
 from .commit_log import AppendError, CommitLog
 from .consume_queue import UNIT, ConsumeQueue, ConsumeQueueTable
 from .dispatch import Dispatcher, index_keys
+from .archive import ArchiveGuard
 from .cleaner import CommitLogCleaner, QueueCleaner
 from .disk import DiskMonitor, status_report
 from .verify import CheckReport, check_store
@@ -187,7 +188,9 @@ class MessageStore:
             self.index.mark_present()
         self._write_checkpoint()
         self.abort_file.create()
-        self.cleaner = CommitLogCleaner(cfg, self.segments, self.disk, self.clock)
+        self.archive = (ArchiveGuard(self.fio, cfg.root_dir, cfg.on_unarchived_full)
+                        if cfg.archive_before_delete else None)
+        self.cleaner = CommitLogCleaner(cfg, self.segments, self.disk, self.clock, self.archive)
         self.queue_cleaner = QueueCleaner(self.queues, self.index)
         self.disk.write_markers()
         self.check_disk()
@@ -370,7 +373,13 @@ class MessageStore:
     # Write path -----------------------------------------------------------------------
     def write_refusal(self) -> str | None:
         """Why puts are refused right now, or None."""
-        return self.refusal or self.dispatcher.error or self.disk.refusal
+        why = self.refusal or self.dispatcher.error or self.disk.refusal
+        if why is not None and self.disk.refusal is not None and self.archive is not None:
+            n = self.archive.unarchived_count(self.segments.segments)
+            if n:
+                why += (f"; {n} sealed segment(s) wait for the archive (archive_before_delete, "
+                        f"on_unarchived_full=refuse): run `tidemq archive`")
+        return why
 
     def put(self, msg: Message) -> PutResult:
         return self.put_batch([msg])[0]
@@ -381,6 +390,7 @@ class MessageStore:
         n = len(msgs)
         refusal = self.refusal or self.dispatcher.error or self.disk.refusal
         if refusal:
+            refusal = self.write_refusal() or refusal       # with what would lift it
             return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=refusal) for _ in range(n)]
         results: list = [None] * n
         now = self.clock.now_ms()
@@ -426,6 +436,7 @@ class MessageStore:
         with self._put_lock:
             reason = self.refusal or self.dispatcher.error or self.disk.refusal
             if reason:
+                reason = self.write_refusal() or reason
                 for p in prepared:
                     results[p[0]] = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=reason)
                 return results

@@ -1,0 +1,47 @@
+"""`tidemq archive`: copy sealed commit-log segments to Parquet with Spark (tidemq.spark.archive)."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from .output import emit_json, out
+
+
+@click.command()
+@click.option("--root", default="./data", show_default=True, help="store root (its archive/manifest.json is updated)")
+@click.option("--dest", default=None, help="where the Parquet goes [default: <root>/../archive]")
+@click.option("--commitlog-dirs", default="", help="commit-log directories when not <root>/commitlog (a,b)")
+@click.option("--master", default="local[*]", show_default=True, help="Spark master")
+@click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
+def archive(root, dest, commitlog_dirs, master, as_json) -> None:
+    """Write every sealed, not yet archived segment to Parquet partitioned by topic and day,
+    then record it in the manifest (what archive_before_delete lets the cleaner delete).
+    Runs next to the store (it reads the segment files); a running broker is fine."""
+    try:
+        from ..spark import archive as job
+        from ..spark import session
+    except ImportError as e:
+        raise click.ClickException(f"the archive job needs the spark extra ({e}): "
+                                   f"pip install -e '.[spark]' (./tidemq archive installs it)") from e
+    root = os.path.abspath(root)
+    dest = os.path.abspath(dest or os.path.join(os.path.dirname(root), "archive"))
+    if not os.path.isdir(root):
+        raise click.ClickException(f"no store at {root}")
+    dirs = tuple(d for d in commitlog_dirs.replace(":", ",").split(",") if d)
+    spark = session(master, "tidemq-archive")
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        report = job.run(spark, root, dest, dirs)
+    except job.ArchiveError as e:
+        raise click.ClickException(str(e)) from e
+    finally:
+        spark.stop()
+    if as_json:
+        emit_json(report)
+    elif report["archived"]:
+        out.print(f"archived {len(report['archived'])} segment(s), {report['rows']} message(s) to {dest} "
+                  f"(run {report['run']}, {report['seconds']} s)")
+    else:
+        out.print("nothing to archive: every sealed segment is in the manifest")

@@ -1,0 +1,186 @@
+"""``tidemq archive``: sealed commit-log segments to Parquet, recorded in the store's manifest.
+
+A Spark job reads every sealed segment the manifest does not hold yet (never the active
+one: a segment is sealed when it ends with its BLANK record, is full, or was sealed early
+by the store, config/sealed.json) and writes its records to
+``<dest>/run=<id>/topic=<topic>/day=<yyyy-mm-dd>/`` as Parquet (the source's columns plus
+``segment``). Only then is each segment recorded in ``<root>/archive/manifest.json``
+(name, offsets, rows, crc32 of its bytes, run), which is what lets the cleaner delete it
+when archive_before_delete is on (store/archive.py). A run that fails before the manifest
+is written leaves a ``run=`` directory nobody refers to: the next run removes it first,
+so a segment is never archived twice. ``spark.read.parquet(dest)`` reads it all back.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import mmap
+import os
+import shutil
+import time
+import uuid
+import zlib
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from ..io import OsFileIO
+from ..store import codec
+from ..store.archive import ARCHIVE_DIR, read_manifest, write_manifest
+from ..store.mapped_file import segment_name
+from .decode import SPARK_SCHEMA, decode
+from .files import StoreFiles
+
+BATCH_ROWS = 65536
+
+
+class ArchiveError(RuntimeError):
+    pass
+
+
+def walk_segment(buf, limit: int) -> tuple[list[int], list[int], int, bool, int]:
+    """Every valid record of a segment, CRCs checked: (positions, sizes, end position, ended
+    by its BLANK record, corrupt records skipped)."""
+    positions, sizes = [], []
+    pos = corrupt = 0
+    blank = False
+    check = codec.check_record
+    head = codec.SIZE_MAGIC.unpack_from
+    while pos < limit:
+        kind, size = check(buf, pos, limit)
+        if kind == codec.REC_OK:
+            positions.append(pos)
+            sizes.append(size)
+            pos += size
+            continue
+        if kind == codec.REC_BLANK:
+            blank = True
+            break
+        if kind == codec.REC_CORRUPT and pos + 8 <= limit:
+            s, magic = head(buf, pos)
+            if magic == codec.MAGIC and codec.FIXED_OVERHEAD <= s and pos + s <= limit:
+                corrupt += 1                     # kept by recovery below the flushed offset: skip it
+                pos += s
+                continue
+        break                                    # zeroes: the end of what was written
+    return positions, sizes, pos, blank, corrupt
+
+
+class _Segments(DataSourceReader):
+    def __init__(self, options) -> None:
+        self.segments = json.loads(options["segments"])        # [[path, limit, name], ...]
+
+    def partitions(self):
+        return [InputPartition(i) for i in range(len(self.segments))] or [InputPartition(-1)]
+
+    def read(self, partition):
+        if partition.value < 0:
+            return
+        path, limit, name = self.segments[partition.value]
+        data = _map(path)
+        positions, sizes, _end, _blank, _bad = walk_segment(data, limit)
+        buf = np.frombuffer(data, np.uint8)
+        for lo in range(0, len(positions), BATCH_ROWS):
+            batch, _ = decode(buf, np.array(positions[lo:lo + BATCH_ROWS]), np.array(sizes[lo:lo + BATCH_ROWS]))
+            day = pc.strftime(batch.column("store_timestamp"), format="%Y-%m-%d", locale="C")
+            seg = pa.array([name] * batch.num_rows, pa.string())
+            yield pa.RecordBatch.from_arrays(batch.columns + [day, seg], names=batch.schema.names + ["day", "segment"])
+
+
+class SegmentsSource(DataSource):
+    """Internal to the archive job: whole commit-log segments as rows."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "tidemq_segments"
+
+    def schema(self):
+        return SPARK_SCHEMA + ", day string, segment string"
+
+    def reader(self, schema):
+        return _Segments(self.options)
+
+
+def _map(path: str) -> mmap.mmap:
+    """A read-only map of a segment (unmapped when the last array over it is gone)."""
+    with open(path, "rb") as f:
+        return mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+
+
+def _early_seals(root: str) -> dict[int, int]:
+    path = os.path.join(root, "config", "sealed.json")
+    try:
+        with open(path, "rb") as f:
+            return {int(k): int(v) for k, v in json.loads(f.read()).items()}
+    except FileNotFoundError:
+        return {}
+
+
+def plan(root: str, commitlog_dirs: tuple[str, ...] = ()) -> tuple[list[dict], dict]:
+    """The sealed segments not archived yet (with rows, offsets and checksum), and the manifest."""
+    files = StoreFiles(root, commitlog_dirs)
+    manifest = read_manifest(OsFileIO(), root)
+    seals = _early_seals(root)
+    todo = []
+    for start, path in zip(files.segment_starts, files.segment_paths):
+        name = segment_name(start)
+        if name in manifest["segments"]:
+            continue
+        size = os.path.getsize(path)
+        data = _map(path)
+        limit = seals.get(start, size)
+        positions, sizes, end, blank, corrupt = walk_segment(data, limit)
+        sealed = blank or end >= size or start in seals
+        if not sealed:
+            break                        # the active segment, and nothing after it is sealed either
+        end_offset = start + (size if blank else end)
+        todo.append({"name": name, "path": path, "limit": end, "start_offset": start, "end_offset": end_offset,
+                     "rows": len(positions), "corrupt_skipped": corrupt,
+                     "crc32": zlib.crc32(memoryview(data)[:end])})
+    return todo, manifest
+
+
+def run(spark, root: str, dest: str, commitlog_dirs: tuple[str, ...] = ()) -> dict:
+    """Archive what is sealed and not archived yet; returns a report."""
+    os.makedirs(os.path.join(root, ARCHIVE_DIR), exist_ok=True)
+    lock = open(os.path.join(root, ARCHIVE_DIR, ".lock"), "w")
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ArchiveError(f"another `tidemq archive` runs on {root}") from None
+        return _run_locked(spark, root, dest, commitlog_dirs)
+    finally:
+        lock.close()
+
+
+def _run_locked(spark, root, dest, commitlog_dirs) -> dict:
+    t0 = time.monotonic()
+    todo, manifest = plan(root, commitlog_dirs)
+    runs = {e.get("run") for e in manifest["segments"].values()}
+    removed = []
+    if os.path.isdir(dest):
+        for d in os.listdir(dest):
+            if d.startswith("run=") and d[4:] not in runs:
+                shutil.rmtree(os.path.join(dest, d))          # a run that never reached the manifest
+                removed.append(d)
+    report = {"archived": [], "rows": 0, "removed_unfinished_runs": removed, "dest": dest}
+    if not todo:
+        report["seconds"] = round(time.monotonic() - t0, 3)
+        return report
+    run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+    spark.dataSource.register(SegmentsSource)
+    segments = json.dumps([[s["path"], s["limit"], s["name"]] for s in todo])
+    df = spark.read.format("tidemq_segments").option("segments", segments).load()
+    df.write.mode("append").partitionBy("topic", "day").parquet(os.path.join(dest, f"run={run_id}"))
+    now_ms = int(time.time() * 1000)
+    for s in todo:
+        manifest["segments"][s["name"]] = {k: s[k] for k in ("start_offset", "end_offset", "rows", "crc32")} | {
+            "run": run_id, "archived_at_ms": now_ms, "corrupt_skipped": s["corrupt_skipped"]}
+    write_manifest(OsFileIO(), root, manifest)
+    report.update(archived=[s["name"] for s in todo], rows=sum(s["rows"] for s in todo), run=run_id,
+                  seconds=round(time.monotonic() - t0, 3))
+    return report

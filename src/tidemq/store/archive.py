@@ -1,0 +1,99 @@
+"""What the archive job has copied out, and what cleanup deleted without it.
+
+``<root>/archive/manifest.json`` is written by ``tidemq archive`` (tidemq.spark.archive),
+one entry per archived commit-log segment::
+
+    {"segments": {"<20-digit start offset>": {"start_offset", "end_offset", "rows",
+                  "crc32", "run", "archived_at_ms"}}}
+
+With ``archive_before_delete`` on, the commit-log cleaner deletes a segment only when
+the manifest holds it (re-read whenever the file changes: the job is another process).
+When the disk reaches the warning level anyway, ``on_unarchived_full`` decides: "refuse"
+(the default: writes stay refused at the warning level, nothing is lost, the refusal says
+to run the archive) or "delete" (the segment is deleted and the gap is recorded in
+``<root>/archive/gaps.json``: segment, offsets, when, why).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+from ..io import FileIO, read_whole, write_atomic
+from .mapped_file import MappedFile, segment_name
+
+log = logging.getLogger("tidemq.store")
+
+ARCHIVE_DIR = "archive"
+MANIFEST = "manifest.json"
+GAPS = "gaps.json"
+
+
+def manifest_path(root: str) -> str:
+    return os.path.join(root, ARCHIVE_DIR, MANIFEST)
+
+
+def read_manifest(fio: FileIO, root: str) -> dict:
+    path = manifest_path(root)
+    if not fio.exists(path):
+        return {"segments": {}}
+    doc = json.loads(read_whole(fio, path).decode("utf-8"))
+    doc.setdefault("segments", {})
+    return doc
+
+
+def write_manifest(fio: FileIO, root: str, doc: dict) -> None:
+    fio.makedirs(os.path.join(root, ARCHIVE_DIR))
+    write_atomic(fio, manifest_path(root), json.dumps(doc, indent=1, sort_keys=True).encode("utf-8"))
+
+
+class ArchiveGuard:
+    """The cleaner's ``can_delete`` and gap recording for archive_before_delete."""
+
+    def __init__(self, fio: FileIO, root: str, on_unarchived_full: str) -> None:
+        self.fio = fio
+        self.root = root
+        self.on_unarchived_full = on_unarchived_full
+        self._mtime: int | None = None
+        self._segments: dict = {}
+        self.gaps_recorded = 0
+
+    def _refresh(self) -> None:
+        path = manifest_path(self.root)
+        try:
+            mtime = self.fio.mtime_ms(path) if self.fio.exists(path) else None
+        except OSError:
+            mtime = None
+        if mtime != self._mtime:
+            try:
+                self._segments = read_manifest(self.fio, self.root)["segments"]
+                self._mtime = mtime
+            except (OSError, ValueError) as e:
+                log.error("archive manifest %s is unreadable (%s): no segment counts as archived", path, e)
+                self._segments = {}
+
+    def archived(self, mf: MappedFile) -> bool:
+        self._refresh()
+        e = self._segments.get(segment_name(mf.start_offset))
+        return e is not None and e.get("end_offset", 0) >= mf.start_offset + mf.wrote_pos
+
+    def unarchived_count(self, segments: list[MappedFile]) -> int:
+        self._refresh()
+        return sum(1 for mf in segments[:-1] if not self.archived(mf))
+
+    def record_gap(self, mf: MappedFile, now_ms: int, why: str) -> None:
+        """A segment deleted before it was archived: its offsets are gone for good."""
+        path = os.path.join(self.root, ARCHIVE_DIR, GAPS)
+        try:
+            doc = json.loads(read_whole(self.fio, path).decode("utf-8")) if self.fio.exists(path) else {"gaps": []}
+        except (OSError, ValueError):
+            doc = {"gaps": []}
+        doc["gaps"].append({"segment": segment_name(mf.start_offset), "start_offset": mf.start_offset,
+                            "end_offset": mf.start_offset + mf.wrote_pos, "deleted_at_ms": now_ms, "why": why})
+        self.fio.makedirs(os.path.dirname(path))
+        write_atomic(self.fio, path, json.dumps(doc, indent=1).encode("utf-8"))
+        self.gaps_recorded += 1
+        log.error("segment %s deleted before it was archived (on_unarchived_full=delete, %s): commit-log offsets "
+                  "[%d, %d) are lost; recorded in %s", mf.path, why, mf.start_offset, mf.start_offset + mf.wrote_pos,
+                  path)

@@ -1,0 +1,103 @@
+"""`tidemq archive` and archive_before_delete on a small real disk (a 16 MiB tmpfs).
+
+Writers fill the commit log until the disk's warning level refuses them; with
+on_unarchived_full=refuse nothing can be deleted before the archive job has copied the
+segments out, so every acknowledged message is always in the store or in the archive.
+"""
+
+import json
+import os
+import time
+
+import pytest
+
+from tidemq.spark import archive
+from tidemq.store import Message, PutStatus, StoreConfig
+
+from ..tmpfs import can_mount, env  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.timeout(300)
+MIB = 1 << 20
+PAD = b"." * 2000
+
+
+def config(root, cl_dir, **kw):
+    return StoreConfig(root_dir=str(root), commitlog_dirs=(cl_dir,), segment_size_bytes=MIB,
+                       preallocate_next_segment=False, index_enabled=False, consume_queue_units_per_segment=1000,
+                       clean_resource_interval_ms=600_000, delete_commit_log_files_interval_ms=0,
+                       file_reserved_time_hours=0, delete_when=f"{(time.localtime().tm_hour + 12) % 24:02d}",
+                       archive_before_delete=True, **kw)
+
+
+def fill(store, acked: list, seq: int, batches: int) -> tuple[int, list]:
+    """Put batches of 50 (cleanup after each, as the periodic service would); the refusals seen."""
+    refusals = []
+    for _ in range(batches):
+        msgs = [Message(topic="Arch", body=b"m%08d" % (seq + i) + PAD) for i in range(50)]
+        rs = store.put_batch(msgs)
+        for m, r in zip(msgs, rs):
+            if r.status is PutStatus.PUT_OK:
+                acked.append(m.body[:9])
+            else:
+                refusals.append(r.error)
+        seq += 50
+        store.clean()
+    return seq, refusals
+
+
+def store_bodies(spark, root, cl_dir):
+    df = spark.read.format("tidemq").option("path", root).option("commitlogDirs", cl_dir).option("topic", "Arch").load()
+    return [r.body[:9] for r in df.select("body").collect()]
+
+
+def test_nothing_acknowledged_is_lost_and_cleanup_waits_for_the_archive(spark, env, tmp_path):
+    cl = env.tmpfs("cl", 16)
+    root, dest = str(tmp_path / "root"), str(tmp_path / "archive")
+    s = env.open(config(root, cl))
+    s.create_topic("Arch", 2)
+    acked: list = []
+    seq = 0
+    for cycle in range(3):
+        seq, refusals = fill(s, acked, seq, 200)          # 10,000 x 2 KiB: far more than the disk holds
+        assert refusals, "the disk never filled"
+        assert "tidemq archive" in refusals[-1] and "disk full" in refusals[-1]
+        report = archive.run(spark, root, dest, (cl,))
+        assert report["archived"] and report["rows"] > 0
+        seq, _ = fill(s, acked, seq, 1)                   # the cleaner deletes what is archived ...
+        assert len(os.listdir(cl)) < 12
+        assert s.write_refusal() is None                  # ... and writes go on
+    manifest = json.load(open(os.path.join(root, "archive", "manifest.json")))["segments"]
+    in_archive = [r.body[:9] for r in spark.read.parquet(dest).where("topic = 'Arch'").select("body").collect()]
+    assert len(in_archive) == len(set(in_archive)), "a segment was archived twice"
+    assert sum(e["rows"] for e in manifest.values()) == spark.read.parquet(dest).count()
+    everywhere = set(in_archive) | set(store_bodies(spark, root, cl))
+    assert set(acked) <= everywhere
+    assert len(acked) > 3 * 8 * 400                          # several disks' worth went through
+    assert not os.path.exists(os.path.join(root, "archive", "gaps.json"))
+    assert archive.run(spark, root, dest, (cl,))["archived"] == []     # the active segment never
+
+
+def test_delete_mode_keeps_writing_and_records_the_gap(spark, env, tmp_path):
+    cl = env.tmpfs("cl", 16)
+    root = str(tmp_path / "root")
+    s = env.open(config(root, cl, on_unarchived_full="delete"))
+    s.create_topic("Arch", 2)
+    acked: list = []
+    fill(s, acked, 0, 300)
+    assert s.write_refusal() is None
+    gaps = json.load(open(os.path.join(root, "archive", "gaps.json")))["gaps"]
+    assert gaps and all(g["end_offset"] > g["start_offset"] for g in gaps)
+    assert s.segments.min_offset == gaps[-1]["end_offset"]
+
+
+def test_an_unfinished_run_is_removed_and_redone(spark, env, tmp_path):
+    cl = env.tmpfs("cl", 16)
+    root, dest = str(tmp_path / "root"), str(tmp_path / "archive")
+    s = env.open(config(root, cl))
+    s.create_topic("Arch", 1)
+    fill(s, [], 0, 40)                                      # ~4 sealed segments
+    os.makedirs(os.path.join(dest, "run=crashed", "topic=Arch"))
+    open(os.path.join(dest, "run=crashed", "topic=Arch", "part-0.parquet"), "wb").write(b"partial")
+    report = archive.run(spark, root, dest, (cl,))
+    assert report["removed_unfinished_runs"] == ["run=crashed"]
+    assert spark.read.parquet(dest).count() == report["rows"]
