@@ -52,9 +52,10 @@ def unframe(raw: bytes) -> tuple[dict, memoryview, memoryview]:
 
 
 class Records:
-    def __init__(self, store: MessageStore, arrivals: asyncio.Event) -> None:
+    def __init__(self, store: MessageStore, arrivals: asyncio.Event, max_message_bytes: int) -> None:
         self.store = store
         self.arrivals = arrivals
+        self.max_message_bytes = max_message_bytes        # what gRPC lets the response carry
 
     async def pull(self, raw: bytes, context) -> bytes:
         try:
@@ -62,10 +63,12 @@ class Records:
             topic = str(req["topic"])
             qid, offset = int(req["queue_id"]), int(req["offset"])
             max_count = max(1, min(int(req.get("max_count", 4096)), MAX_COUNT))
-            max_bytes = max(1, min(int(req.get("max_bytes", 16 << 20)), MAX_BYTES))
+            max_bytes = int(req.get("max_bytes", 16 << 20))
             wait_s = max(0.0, min(float(req.get("wait_ms", 0)) / 1000, 60.0))
         except (ValueError, KeyError, TypeError) as e:
             return frame({"code": Code.BAD_REQUEST, "message": f"malformed PullRecords request: {e}"})
+        # the response must fit the gRPC limit: sizes, header and records together
+        max_bytes = max(1, min(max_bytes, MAX_BYTES, self.max_message_bytes - 4 * max_count - 4096))
         if not valid_topic(topic) or not 0 <= qid < self.store.queue_count(topic):
             return frame({"code": Code.TOPIC_NOT_FOUND, "message": f"no queue {qid} in topic {topic!r}"})
         remaining = context.time_remaining()

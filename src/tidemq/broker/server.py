@@ -102,7 +102,8 @@ class Broker:
         self.service = MessagingService(self.store, self.config, gate)
         sgrpc.add_MessagingServiceServicer_to_server(self.service, self.server)
         self.server.add_generic_rpc_handlers((Admin(self.store, self).handler(),
-                                              Records(self.store, self.service.consumption.arrivals).handler()))
+                                              Records(self.store, self.service.consumption.arrivals,
+                                                      c.grpc_max_message_bytes).handler()))
         address = f"{c.host}:{c.port}"
         if c.tls_enabled:
             with open(c.tls_key_file, "rb") as k, open(c.tls_cert_file, "rb") as crt:

@@ -41,8 +41,11 @@ _PICKED = (codec.PROP_TAGS, codec.PROP_KEYS, codec.PROP_UNIQ_KEY)
 _EMPTY_KEYS = pa.scalar([], pa.list_(pa.string()))
 
 
-def gather(buf: np.ndarray, arrow_buf: pa.Buffer, starts: np.ndarray, lens: np.ndarray) -> pa.Array:
-    """binary array of buf[starts[i] : starts[i] + lens[i]]: views built in numpy, copied by Arrow."""
+def gather(buf: np.ndarray, arrow_buf: pa.Buffer, starts: np.ndarray, lens: np.ndarray,
+           valid: np.ndarray | None = None) -> pa.Array:
+    """binary array of buf[starts[i] : starts[i] + lens[i]]: views built in numpy, copied by Arrow.
+    (A long value's view also has a 4-byte prefix; the cast to binary does not read it, so it
+    is left zero.)"""
     n = len(starts)
     views = np.zeros((n, 4), np.int32)
     views[:, 0] = lens
@@ -54,11 +57,17 @@ def gather(buf: np.ndarray, arrow_buf: pa.Buffer, starts: np.ndarray, lens: np.n
         inline = buf[idx]
         inline[np.arange(12)[None, :] >= lens[short, None]] = 0
         vb[short, 4:16] = inline
-    long_ = np.flatnonzero(lens > 12)
-    if len(long_):                         # a long value's view keeps its first 4 bytes as prefix
-        vb[long_, 4:8] = buf[starts[long_, None] + np.arange(4)]
-    arr = pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views), arrow_buf])
+    bitmap = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    arr = pa.Array.from_buffers(pa.binary_view(), n, [bitmap, pa.py_buffer(views), arrow_buf])
     return pc.cast(arr, pa.binary())
+
+
+def _fixed(buf: np.ndarray, arrow_buf: pa.Buffer, starts: np.ndarray, width: int) -> np.ndarray:
+    """buf[starts[i] : starts[i] + width] for every i, as an (n, width) array (copied by Arrow)."""
+    got = gather(buf, arrow_buf, starts, np.full(len(starts), width, np.int64))
+    data = np.frombuffer(got.buffers()[2], np.uint8)
+    first = int(np.frombuffer(got.buffers()[1], np.int32)[got.offset])
+    return data[first:first + len(starts) * width].reshape(len(starts), width)
 
 
 def _as_string(arr: pa.Array) -> pa.Array:
@@ -70,9 +79,33 @@ def _as_string(arr: pa.Array) -> pa.Array:
 
 
 def _properties(text: pa.Array, n: int) -> tuple[pa.MapArray, dict[str, pa.Array]]:
-    """The properties map of every record, and the values of PICKED names as columns
-    (null where a record has none), found from the flattened pairs instead of per-row lookups."""
-    items = pc.split_pattern(text, codec.PROPERTY_SEP)
+    """The properties map of every record, and the values of the _PICKED names as columns
+    (null where a record has none). ``text`` is null where a record has no properties.
+    Both separators are made one and split once: names and values alternate."""
+    parts = pc.split_pattern(pc.replace_substring(text, codec.NAME_VALUE_SEP, codec.PROPERTY_SEP),
+                             codec.PROPERTY_SEP)
+    offsets = parts.offsets.to_numpy()
+    if parts.offset or (offsets & 1).any():
+        return _properties_slow(text, n)
+    flat = parts.values
+    names = flat.take(pa.array(np.arange(0, len(flat), 2)))
+    values = flat.take(pa.array(np.arange(1, len(flat), 2)))
+    pair_offsets = (offsets >> 1).astype(np.int32)
+    parents = None
+    picked = {}
+    for name in _PICKED:
+        at = np.flatnonzero(pc.equal(names, name).to_numpy(zero_copy_only=False))
+        if parents is None:
+            parents = np.repeat(np.arange(n), np.diff(pair_offsets))
+        idx = np.full(n, -1, np.int64)
+        idx[parents[at]] = at
+        picked[name] = values.take(pa.array(idx, mask=idx < 0))
+    return pa.MapArray.from_arrays(pa.array(pair_offsets), names, values), picked
+
+
+def _properties_slow(text: pa.Array, n: int) -> tuple[pa.MapArray, dict[str, pa.Array]]:
+    """Properties that are not all name/value pairs (written by something else): item by item."""
+    items = pc.split_pattern(pc.fill_null(text, ""), codec.PROPERTY_SEP)
     parents = pc.list_parent_indices(items).to_numpy()
     kv = pc.split_pattern(pc.list_flatten(items), codec.NAME_VALUE_SEP, max_splits=1)
     ok = pc.equal(pc.list_value_length(kv), 2)
@@ -105,7 +138,8 @@ def decode(buf, positions: np.ndarray, sizes: np.ndarray) -> tuple[pa.RecordBatc
     ok = (positions >= 0) & (sizes >= codec.FIXED_OVERHEAD + _HIDDEN) & (positions + sizes <= end)
     if not ok.all():
         positions, sizes = positions[ok], sizes[ok]
-    head = buf[positions[:, None] + np.arange(88)]            # the 88 fixed bytes of every record
+    abuf = pa.py_buffer(buf)
+    head = _fixed(buf, abuf, positions, 88)                   # the 88 fixed bytes of every record
     i32 = lambda a, b: np.ascontiguousarray(head[:, a:b]).view(">i4").ravel().astype(np.int64)  # noqa: E731
     i64 = lambda a, b: np.ascontiguousarray(head[:, a:b]).view(">i8").ravel()                     # noqa: E731
     blen = i32(84, 88)
@@ -124,11 +158,14 @@ def decode(buf, positions: np.ndarray, sizes: np.ndarray) -> tuple[pa.RecordBatc
         positions, sizes, head, blen, tpos, tlen, ppos, plen = (
             a[keep] for a in (positions, sizes, head, blen, tpos, tlen, ppos, plen))
     n = len(positions)
-    abuf = pa.py_buffer(buf)
     body = gather(buf, abuf, positions + 88, blen)
-    topic = _as_string(gather(buf, abuf, tpos + 1, tlen))
+    if n and (tlen == tlen[0]).all():     # one topic (a queue's records): one string, repeated
+        t0 = int(tpos[0]) + 1
+        topic = pa.repeat(pa.scalar(bytes(buf[t0:t0 + int(tlen[0])]).decode("ascii", "replace")), n)
+    else:
+        topic = _as_string(gather(buf, abuf, tpos + 1, tlen))
     ulen = np.maximum(plen - _HIDDEN - 1, 0)                  # user properties without their last separator
-    props, picked = _properties(_as_string(gather(buf, abuf, ppos + 2, ulen)), n)
+    props, picked = _properties(_as_string(gather(buf, abuf, ppos + 2, ulen, valid=ulen > 0)), n)
     ids = np.concatenate([head[:, 64:72], head[:, 28:36]], axis=1)     # store host + commit-log offset
     offset_ids = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32) * 32),
                                                         pa.py_buffer(np.ascontiguousarray(_HEX[ids]))])
