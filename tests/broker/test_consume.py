@@ -110,7 +110,7 @@ def test_the_hold_survives_a_restart_of_the_pop_state(world):
     c = consumption()
     put(store, 0, b"a0", b"a1")
     [a0] = c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)
-    c.pop.fio.fsync(c.pop._journal)
+    c.pop.flush()
     c2 = consumption()                         # what a broker killed with -9 reads back: the journal
     assert c2.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None) == [], "still held after the restart"
     clock.advance(INVISIBLE_MS / 1000)

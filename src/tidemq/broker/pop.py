@@ -14,7 +14,8 @@ message was redelivered, or its invisible time changed since) fails the seq;
 both answer INVALID_RECEIPT_HANDLE. Acking a message that is already acked
 answers OK (a client resends an ack whose answer was lost).
 
-Durability: every change is a line in ``<root>/pop/journal`` (JSON), written
+Durability: every change is a line in ``<root>/pop/journal`` (journal.py: JSON
+lines and a snapshot; a torn last line is cut at start), written
 before the answer goes out, fsynced every second; a broker killed with -9
 loses no ack and no delivery: at start the snapshot and journal are replayed,
 in-flight messages come back when their invisible time is over, nothing acked
@@ -32,10 +33,9 @@ import os
 from dataclasses import dataclass, field
 
 from ..io import FileIO, read_whole, write_atomic
+from .journal import Journal
 
 log = logging.getLogger("tidemq.broker")
-
-JOURNAL_COMPACT_BYTES = 16 << 20
 
 
 @dataclass
@@ -67,80 +67,52 @@ class HandleError(ValueError):
 class PopState:
     def __init__(self, fio: FileIO, root: str) -> None:
         self.fio = fio
-        self.dir = os.path.join(root, "pop")
-        self.journal_path = os.path.join(self.dir, "journal")
-        self.snapshot_path = os.path.join(self.dir, "snapshot.json")
+        self.journal = Journal(fio, os.path.join(root, "pop"))
         self.secret_path = os.path.join(root, "config", "pop.secret")
         self.queues: dict[tuple[str, str, int], QueueState] = {}
         self.seq = 0
-        self._journal = None
-        self._journal_size = 0
-        self._dirty = False
 
     # Start / stop ---------------------------------------------------------------------
     def open(self) -> None:
-        self.fio.makedirs(self.dir)
         self.fio.makedirs(os.path.dirname(self.secret_path))
         if not self.fio.exists(self.secret_path):
             write_atomic(self.fio, self.secret_path, os.urandom(32).hex().encode())
         self.secret = read_whole(self.fio, self.secret_path).strip()
-        if self.fio.exists(self.snapshot_path):
-            doc = json.loads(read_whole(self.fio, self.snapshot_path))
-            self.seq = doc["seq"]
-            for key, q in doc["queues"].items():
-                g, t, qid = json.loads(key)
-                st = self.queues[(g, t, qid)] = QueueState(q["cursor"])
-                for o, (a, v, s) in q["inflight"].items():
-                    st.inflight[int(o)] = Inflight(a, v, s)
-        replayed = 0
-        if self.fio.exists(self.journal_path):
-            raw = read_whole(self.fio, self.journal_path)
-            for line in raw.split(b"\n"):
-                if not line:
-                    continue
-                try:
-                    self._apply(json.loads(line))
-                    replayed += 1
-                except (ValueError, KeyError, TypeError):
-                    break                      # a torn last line: what follows was never answered
-        self._journal = self.fio.open(self.journal_path, create=True)
-        self._journal_size = self.fio.size_of(self._journal)
+        replayed = self.journal.open(self._load, self._apply)
         if replayed:
             log.info("pop state: %d journal entries replayed, %d queue(s), %d message(s) in flight", replayed,
                      len(self.queues), sum(len(q.inflight) for q in self.queues.values()))
 
     def close(self) -> None:
-        if self._journal is not None:
-            self.compact()
-            self.fio.close(self._journal)
-            self._journal = None
+        self.journal.close(self._snapshot())
 
     def flush(self) -> None:
-        if self._dirty and self._journal is not None:
-            self._dirty = False
-            self.fio.fsync(self._journal)
-        if self._journal_size > JOURNAL_COMPACT_BYTES:
+        self.journal.flush()
+        if self.journal.wants_compaction:
             self.compact()
 
     def compact(self) -> None:
-        """Snapshot the state (atomically), then empty the journal."""
-        doc = {"seq": self.seq, "queues": {
+        self.journal.compact(self._snapshot())
+
+    def _load(self, doc: dict) -> None:
+        self.seq = doc["seq"]
+        for key, q in doc["queues"].items():
+            g, t, qid = json.loads(key)
+            st = self.queues[(g, t, qid)] = QueueState(q["cursor"])
+            for o, (a, v, s) in q["inflight"].items():
+                st.inflight[int(o)] = Inflight(a, v, s)
+
+    def _snapshot(self) -> dict:
+        return {"seq": self.seq, "queues": {
             json.dumps([g, t, q]): {"cursor": st.cursor,
                                     "inflight": {str(o): [i.attempt, i.visible_at_ms, i.seq]
                                                  for o, i in st.inflight.items()}}
             for (g, t, q), st in self.queues.items()}}
-        write_atomic(self.fio, self.snapshot_path, json.dumps(doc).encode())
-        self.fio.truncate(self._journal, 0)
-        self.fio.fsync(self._journal)
-        self._journal_size = 0
 
     # Journal ----------------------------------------------------------------------------
     def _log(self, rec: dict) -> None:
         self._apply(rec)
-        line = json.dumps(rec, separators=(",", ":")).encode() + b"\n"
-        self.fio.pwrite(self._journal, line, self._journal_size)
-        self._journal_size += len(line)
-        self._dirty = True
+        self.journal.append(rec)
 
     def _apply(self, r: dict) -> None:
         st = self.state(r["g"], r["t"], r["q"])
