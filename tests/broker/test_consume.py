@@ -28,11 +28,11 @@ def world(tmp_path):
     clock = ManualClock()
     made = []
 
-    def consumption(max_delivery_attempts=16):
+    def consumption(max_delivery_attempts=16, **settings):
         pop = PopState(store.fio, root)
         pop.open()
         made.append(pop)
-        cfg = BrokerConfig(fifo_consumer_groups=(ORDERED,), max_delivery_attempts=max_delivery_attempts)
+        cfg = BrokerConfig(fifo_consumer_groups=(ORDERED,), max_delivery_attempts=max_delivery_attempts, **settings)
         return Consumption(store, cfg, pop, clock=clock)
 
     yield store, clock, consumption

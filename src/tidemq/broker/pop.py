@@ -11,7 +11,8 @@ Receipt handle: ``topic:queue:offset:seq:mac``, the MAC an HMAC-SHA1 (first 16
 hex digits) of group, topic, queue, offset and seq under a secret kept in
 ``<root>/config/pop.secret``. A forged handle fails the MAC; a stale one (the
 message was redelivered, or its invisible time changed since) fails the seq;
-both answer INVALID_RECEIPT_HANDLE. Acking a message that is already acked
+both answer INVALID_RECEIPT_HANDLE. A renewal by the broker (renew.py) keeps the
+seq: the handle the client holds stays valid. Acking a message that is already acked
 answers OK (a client resends an ack whose answer was lost).
 
 Durability: every change is a line in ``<root>/pop/journal`` (journal.py: JSON
@@ -43,6 +44,8 @@ class Inflight:
     attempt: int
     visible_at_ms: int
     seq: int
+    client: str = ""           # auto-renewed for this client (renew.py); "" none
+    renew_until_ms: int = 0    # ... up to this time at most
 
 
 @dataclass
@@ -60,6 +63,12 @@ class QueueState:
         return any(i.visible_at_ms > now_ms for i in self.inflight.values())
 
 
+def _fields(i: Inflight) -> list:
+    """An in-flight entry in the snapshot: [attempt, visible at, seq] (+ [client, renew until])."""
+    out = [i.attempt, i.visible_at_ms, i.seq]
+    return out + [i.client, i.renew_until_ms] if i.client else out
+
+
 class HandleError(ValueError):
     """A receipt handle that is forged, malformed or stale."""
 
@@ -71,6 +80,8 @@ class PopState:
         self.secret_path = os.path.join(root, "config", "pop.secret")
         self.queues: dict[tuple[str, str, int], QueueState] = {}
         self.seq = 0
+        # client -> (group, topic, queue, offset) of its in-flight messages the broker renews
+        self.renewing: dict[str, set[tuple[str, str, int, int]]] = {}
 
     # Start / stop ---------------------------------------------------------------------
     def open(self) -> None:
@@ -99,14 +110,13 @@ class PopState:
         for key, q in doc["queues"].items():
             g, t, qid = json.loads(key)
             st = self.queues[(g, t, qid)] = QueueState(q["cursor"])
-            for o, (a, v, s) in q["inflight"].items():
-                st.inflight[int(o)] = Inflight(a, v, s)
+            for o, fields in q["inflight"].items():
+                self._set(g, t, qid, int(o), Inflight(*fields))
 
     def _snapshot(self) -> dict:
         return {"seq": self.seq, "queues": {
             json.dumps([g, t, q]): {"cursor": st.cursor,
-                                    "inflight": {str(o): [i.attempt, i.visible_at_ms, i.seq]
-                                                 for o, i in st.inflight.items()}}
+                                    "inflight": {str(o): _fields(i) for o, i in st.inflight.items()}}
             for (g, t, q), st in self.queues.items()}}
 
     # Journal ----------------------------------------------------------------------------
@@ -115,23 +125,44 @@ class PopState:
         self.journal.append(rec)
 
     def _apply(self, r: dict) -> None:
-        st = self.state(r["g"], r["t"], r["q"])
+        g, t, q, o = r["g"], r["t"], r["q"], r["o"]
+        st = self.state(g, t, q)
         op = r["op"]
         if op == "pop":           # delivered (first time or again): in flight with a new handle
-            st.inflight[r["o"]] = Inflight(r["a"], r["v"], r["s"])
-            st.cursor = max(st.cursor, r["o"] + 1)
+            self._set(g, t, q, o, Inflight(r["a"], r["v"], r["s"], r.get("c", ""), r.get("u", 0)))
+            st.cursor = max(st.cursor, o + 1)
             self.seq = max(self.seq, r["s"])
         elif op == "skip":        # the cursor moved past offsets never delivered (filtered, cleaned)
-            st.cursor = max(st.cursor, r["o"])
+            st.cursor = max(st.cursor, o)
         elif op == "ack":
-            st.inflight.pop(r["o"], None)
-        elif op == "chg":
-            cur = st.inflight.get(r["o"])
+            self._set(g, t, q, o, None)
+        elif op == "chg":         # the client's new invisible time: a new handle, no more renewal
+            cur = st.inflight.get(o)
             if cur is not None:
-                st.inflight[r["o"]] = Inflight(cur.attempt, r["v"], r["s"])
+                self._set(g, t, q, o, Inflight(cur.attempt, r["v"], r["s"]))
             self.seq = max(self.seq, r["s"])
+        elif op == "rnw":         # the broker's new invisible time (renewed, or released: c ""), same handle
+            cur = st.inflight.get(o)
+            if cur is not None and cur.seq == r["s"]:
+                c = r["c"]
+                self._set(g, t, q, o, Inflight(cur.attempt, r["v"], cur.seq, c, cur.renew_until_ms if c else 0))
         else:
             raise ValueError(op)
+
+    def _set(self, g: str, t: str, q: int, o: int, inf: Inflight | None) -> None:
+        """Put (None: remove) the in-flight entry of an offset, keeping ``renewing`` in step."""
+        inflight = self.state(g, t, q).inflight
+        old = inflight.pop(o, None)
+        if old is not None and old.client:
+            owned = self.renewing.get(old.client)
+            if owned is not None:
+                owned.discard((g, t, q, o))
+                if not owned:
+                    del self.renewing[old.client]
+        if inf is not None:
+            inflight[o] = inf
+            if inf.client:
+                self.renewing.setdefault(inf.client, set()).add((g, t, q, o))
 
     def state(self, group: str, topic: str, qid: int) -> QueueState:
         st = self.queues.get((group, topic, qid))
@@ -140,10 +171,15 @@ class PopState:
         return st
 
     # Operations -------------------------------------------------------------------------
-    def deliver(self, group: str, topic: str, qid: int, offset: int, attempt: int, visible_at_ms: int) -> str:
+    def deliver(self, group: str, topic: str, qid: int, offset: int, attempt: int, visible_at_ms: int,
+                client: str = "", renew_until_ms: int = 0) -> str:
+        """In flight until ``visible_at_ms``; with ``client``, renewed for it up to ``renew_until_ms``."""
         self.seq += 1
-        self._log({"op": "pop", "g": group, "t": topic, "q": qid, "o": offset, "a": attempt,
-                   "v": visible_at_ms, "s": self.seq})
+        rec = {"op": "pop", "g": group, "t": topic, "q": qid, "o": offset, "a": attempt, "v": visible_at_ms,
+               "s": self.seq}
+        if client:
+            rec.update(c=client, u=renew_until_ms)
+        self._log(rec)
         return self.handle(group, topic, qid, offset, self.seq)
 
     def skip_to(self, group: str, topic: str, qid: int, offset: int) -> None:
@@ -179,6 +215,13 @@ class PopState:
         self.seq += 1
         self._log({"op": "chg", "g": group, "t": topic, "q": qid, "o": offset, "v": visible_at_ms, "s": self.seq})
         return self.handle(group, topic, qid, offset, self.seq)
+
+    def renew(self, group: str, topic: str, qid: int, offset: int, visible_at_ms: int, client: str) -> None:
+        """The broker moves an in-flight message's invisible time (the handle stays valid): renewed
+        for ``client``, or with client "" no longer renewed (released, or renewed long enough)."""
+        cur = self.state(group, topic, qid).inflight[offset]
+        self._log({"op": "rnw", "g": group, "t": topic, "q": qid, "o": offset, "v": visible_at_ms, "s": cur.seq,
+                   "c": client})
 
     def drop(self, group: str, topic: str, qid: int, offset: int) -> None:
         """Done without an ack (moved to the dead-letter queue, or cleaned from the store)."""
