@@ -12,12 +12,12 @@ hex digits) of group, topic, queue, offset and seq under a secret kept in
 ``<root>/config/pop.secret``. A forged handle fails the MAC; a stale one (the
 message was redelivered, or its invisible time changed since) fails the seq;
 both answer INVALID_RECEIPT_HANDLE. A renewal by the broker (renew.py) keeps the
-seq: the handle the client holds stays valid. Acking a message that is already acked
-answers OK (a client resends an ack whose answer was lost).
+seq: the handle the client holds stays valid. Acking a message that is already
+acked answers OK (a client resends an ack whose answer was lost).
 
 Durability: every change is a line in ``<root>/pop/journal`` (journal.py: JSON
-lines and a snapshot; a torn last line is cut at start), written
-before the answer goes out, fsynced every second; a broker killed with -9
+lines and a snapshot; a torn last line is cut at start), written before the
+answer goes out, fsynced every second; a broker killed with -9
 loses no ack and no delivery: at start the snapshot and journal are replayed,
 in-flight messages come back when their invisible time is over, nothing acked
 is delivered again. Replaying an operation twice changes nothing, so a crash
@@ -109,7 +109,7 @@ class PopState:
         self.seq = doc["seq"]
         for key, q in doc["queues"].items():
             g, t, qid = json.loads(key)
-            st = self.queues[(g, t, qid)] = QueueState(q["cursor"])
+            self.queues[(g, t, qid)] = QueueState(q["cursor"])
             for o, fields in q["inflight"].items():
                 self._set(g, t, qid, int(o), Inflight(*fields))
 
