@@ -115,6 +115,14 @@ def test_replace_clamps_too(caplog):
     assert any("sync_flush_timeout_ms" in r.getMessage() for r in caplog.records)
 
 
+def test_auto_renew_ahead_is_kept_under_the_step(caplog):
+    from tidemq.config import BrokerConfig
+    with caplog.at_level(logging.WARNING, logger="tidemq.config"):
+        c = BrokerConfig(auto_renew_ahead_s=10.0, auto_renew_step_s=4.0)
+    assert c.auto_renew_ahead_s == 2.0
+    assert any("auto_renew_ahead_s" in r.getMessage() for r in caplog.records)
+
+
 # TOML -------------------------------------------------------------------------------
 
 def test_toml_top_level_keys(tmp_path):

@@ -285,6 +285,19 @@ class BrokerConfig(_Loadable):
                                                "message only once the ones handed out are acked or dead-lettered; "
                                                "'a,b'")
     invisible_duration_default_s: float = _f(30.0, "invisible time of a pop that gives none", 1.0, 43_200.0)
+    auto_renew_ahead_s: float = _f(10.0, "a message received with auto_renew (the push consumers) is renewed this "
+                                         "long before its invisible time ends, while its client is alive (the "
+                                         "RocketMQ proxy's renewAheadTimeMillis); kept under auto_renew_step_s",
+                                   0.05, 3_600.0)
+    auto_renew_step_s: float = _f(60.0, "invisible time one renewal gives, from now", 0.1, 43_200.0)
+    auto_renew_max_s: float = _f(3 * 3_600.0, "renewal of a message stops this long after it was received; its "
+                                              "invisible time then runs out and it is delivered again (the proxy's "
+                                              "renewMaxTimeMillis)", 1.0, 7 * 86_400.0)
+    auto_renew_check_interval_ms: int = _f(1_000, "how often auto-renewed messages are looked at (renewed, or "
+                                                  "released when their client is gone)", 10, 60_000)
+    client_idle_max_s: float = _f(30.0, "a client with no Telemetry stream open that sent no heartbeat or receive "
+                                        "for this long is gone (the official clients heartbeat every 10 s)",
+                                  1.0, 3_600.0)
     receive_batch_max: int = _f(256, "messages one ReceiveMessage returns at most", 1, 10_000)
     long_polling_max_s: float = _f(30.0, "longest a ReceiveMessage waits for messages", 0.0, 600.0)
     send_dedup_window: int = _f(100_000, "recent (topic, message id) pairs a resent message is recognised by",
@@ -332,6 +345,11 @@ class BrokerConfig(_Loadable):
 
     def __post_init__(self) -> None:
         self._clamp()
+        if self.auto_renew_ahead_s >= self.auto_renew_step_s:
+            ahead = self.auto_renew_step_s / 2
+            log.warning("config auto_renew_ahead_s=%r is not under auto_renew_step_s=%r (every check would renew); "
+                        "using %r", self.auto_renew_ahead_s, self.auto_renew_step_s, ahead)
+            object.__setattr__(self, "auto_renew_ahead_s", ahead)
         if bool(self.access_key) != bool(self.secret_key):
             raise ConfigError("access_key and secret_key go together: set both (authentication) or neither")
         if bool(self.tls_cert_file) != bool(self.tls_key_file):

@@ -28,11 +28,11 @@ def world(tmp_path):
     clock = ManualClock()
     made = []
 
-    def consumption(max_delivery_attempts=16):
+    def consumption(max_delivery_attempts=16, **settings):
         pop = PopState(store.fio, root)
         pop.open()
         made.append(pop)
-        cfg = BrokerConfig(fifo_consumer_groups=(ORDERED,), max_delivery_attempts=max_delivery_attempts)
+        cfg = BrokerConfig(fifo_consumer_groups=(ORDERED,), max_delivery_attempts=max_delivery_attempts, **settings)
         return Consumption(store, cfg, pop, clock=clock)
 
     yield store, clock, consumption
@@ -110,7 +110,7 @@ def test_the_hold_survives_a_restart_of_the_pop_state(world):
     c = consumption()
     put(store, 0, b"a0", b"a1")
     [a0] = c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)
-    c.pop.fio.fsync(c.pop._journal)
+    c.pop.flush()
     c2 = consumption()                         # what a broker killed with -9 reads back: the journal
     assert c2.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None) == [], "still held after the restart"
     clock.advance(INVISIBLE_MS / 1000)

@@ -8,7 +8,8 @@ is over (delivered again with attempt + 1, or moved to ``%DLQ%<group>`` once
 max_delivery_attempts deliveries were made), then new ones from the cursor.
 With nothing to give it long-polls: it waits for a send, an ack of a FIFO
 group, or the next invisible time to end, until the client's long-polling
-timeout (bounded by its deadline).
+timeout (bounded by its deadline). A receive with ``auto_renew`` (the push
+consumers) has its messages renewed while its client is alive (renew.py).
 
 FIFO consumer groups (``fifo_consumer_groups``, RocketMQ's consumeMessageOrderly)
 consume in order, as RocketMQ's orderly pop does: a message group always lands in
@@ -33,6 +34,7 @@ from ..store import GetStatus, Message, MessageStore, PutStatus
 from ..store.codec import PROP_UNIQ_KEY, valid_topic
 from .pop import HandleError, PopState
 from .proto import Code, pb, spb, status
+from .telemetry import client_id_of
 from .wire import INTERNAL, to_wire
 
 log = logging.getLogger("tidemq.broker")
@@ -83,7 +85,9 @@ class Consumption:
         log.info("message %s of %s moved to %s %s", m.msg_id, m.topic, topic, why)
         return None
 
-    def pop_batch(self, group: str, topic: str, batch: int, invisible_ms: int, tags) -> list:
+    def pop_batch(self, group: str, topic: str, batch: int, invisible_ms: int, tags, renew_for: str = "") -> list:
+        """Up to ``batch`` messages, in flight for ``invisible_ms``; with ``renew_for`` (a client id) the
+        broker renews their invisible time while that client is alive (renew.py)."""
         out: list = []
         n = self.store.queue_count(topic)
         now = self.now_ms()
@@ -93,17 +97,18 @@ class Consumption:
         for k in range(n):
             if len(out) >= batch:
                 break
-            self._pop_queue(group, topic, (start + k) % n, out, batch, now, invisible_ms, tags, in_order)
+            self._pop_queue(group, topic, (start + k) % n, out, batch, now, invisible_ms, tags, in_order, renew_for)
         return out
 
     def _pop_queue(self, group: str, topic: str, q: int, out: list, batch: int, now: int, invisible_ms: int,
-                   tags, in_order: bool) -> None:
+                   tags, in_order: bool, renew_for: str) -> None:
         """Expired in-flight messages of one queue (in offset order), then new ones from the cursor.
         In order (a FIFO group): nothing while one handed out is still invisible, and nothing past
         a message that could not be moved to the dead-letter queue."""
         st = self.pop.state(group, topic, q)
         if in_order and st.holds(now):
             return
+        renew_until = now + int(self.config.auto_renew_max_s * 1000) if renew_for else 0
         for o in sorted(o for o, i in st.inflight.items() if i.visible_at_ms <= now):
             if len(out) >= batch:
                 return
@@ -118,14 +123,14 @@ class Consumption:
                 elif in_order:
                     return
                 continue
-            h = self.pop.deliver(group, topic, q, o, inf.attempt + 1, now + invisible_ms)
+            h = self.pop.deliver(group, topic, q, o, inf.attempt + 1, now + invisible_ms, renew_for, renew_until)
             out.append(to_wire(m, inf.attempt + 1, h, invisible_ms))
         while len(out) < batch:
             cursor = st.cursor
             g = self.store.get(group, topic, q, cursor, max_count=batch - len(out), tags=tags)
             if g.status is GetStatus.FOUND:
                 for m in g.messages:
-                    h = self.pop.deliver(group, topic, q, m.queue_offset, 1, now + invisible_ms)
+                    h = self.pop.deliver(group, topic, q, m.queue_offset, 1, now + invisible_ms, renew_for, renew_until)
                     out.append(to_wire(m, 1, h, invisible_ms))
                 self.pop.skip_to(group, topic, q, g.next_offset)
             elif g.status in SKIP and g.next_offset > cursor:
@@ -173,9 +178,10 @@ class Consumption:
         if remaining is not None:
             wait_s = min(wait_s, remaining - 1.0)
         deadline = time.monotonic() + max(0.0, wait_s)
+        renew_for = client_id_of(context) if request.auto_renew else ""
         while True:
             self.arrivals.clear()
-            msgs = self.pop_batch(group, topic, batch, invisible_ms, tags)
+            msgs = self.pop_batch(group, topic, batch, invisible_ms, tags, renew_for)
             left = deadline - time.monotonic()
             if msgs or left <= 0:
                 break

@@ -11,11 +11,13 @@ Receipt handle: ``topic:queue:offset:seq:mac``, the MAC an HMAC-SHA1 (first 16
 hex digits) of group, topic, queue, offset and seq under a secret kept in
 ``<root>/config/pop.secret``. A forged handle fails the MAC; a stale one (the
 message was redelivered, or its invisible time changed since) fails the seq;
-both answer INVALID_RECEIPT_HANDLE. Acking a message that is already acked
-answers OK (a client resends an ack whose answer was lost).
+both answer INVALID_RECEIPT_HANDLE. A renewal by the broker (renew.py) keeps the
+seq: the handle the client holds stays valid. Acking a message that is already
+acked answers OK (a client resends an ack whose answer was lost).
 
-Durability: every change is a line in ``<root>/pop/journal`` (JSON), written
-before the answer goes out, fsynced every second; a broker killed with -9
+Durability: every change is a line in ``<root>/pop/journal`` (journal.py: JSON
+lines and a snapshot; a torn last line is cut at start), written before the
+answer goes out, fsynced every second; a broker killed with -9
 loses no ack and no delivery: at start the snapshot and journal are replayed,
 in-flight messages come back when their invisible time is over, nothing acked
 is delivered again. Replaying an operation twice changes nothing, so a crash
@@ -32,10 +34,9 @@ import os
 from dataclasses import dataclass, field
 
 from ..io import FileIO, read_whole, write_atomic
+from .journal import Journal
 
 log = logging.getLogger("tidemq.broker")
-
-JOURNAL_COMPACT_BYTES = 16 << 20
 
 
 @dataclass
@@ -43,6 +44,8 @@ class Inflight:
     attempt: int
     visible_at_ms: int
     seq: int
+    client: str = ""           # auto-renewed for this client (renew.py); "" none
+    renew_until_ms: int = 0    # ... up to this time at most
 
 
 @dataclass
@@ -60,6 +63,12 @@ class QueueState:
         return any(i.visible_at_ms > now_ms for i in self.inflight.values())
 
 
+def _fields(i: Inflight) -> list:
+    """An in-flight entry in the snapshot: [attempt, visible at, seq] (+ [client, renew until])."""
+    out = [i.attempt, i.visible_at_ms, i.seq]
+    return out + [i.client, i.renew_until_ms] if i.client else out
+
+
 class HandleError(ValueError):
     """A receipt handle that is forged, malformed or stale."""
 
@@ -67,99 +76,93 @@ class HandleError(ValueError):
 class PopState:
     def __init__(self, fio: FileIO, root: str) -> None:
         self.fio = fio
-        self.dir = os.path.join(root, "pop")
-        self.journal_path = os.path.join(self.dir, "journal")
-        self.snapshot_path = os.path.join(self.dir, "snapshot.json")
+        self.journal = Journal(fio, os.path.join(root, "pop"))
         self.secret_path = os.path.join(root, "config", "pop.secret")
         self.queues: dict[tuple[str, str, int], QueueState] = {}
         self.seq = 0
-        self._journal = None
-        self._journal_size = 0
-        self._dirty = False
+        # client -> (group, topic, queue, offset) of its in-flight messages the broker renews
+        self.renewing: dict[str, set[tuple[str, str, int, int]]] = {}
 
     # Start / stop ---------------------------------------------------------------------
     def open(self) -> None:
-        self.fio.makedirs(self.dir)
         self.fio.makedirs(os.path.dirname(self.secret_path))
         if not self.fio.exists(self.secret_path):
             write_atomic(self.fio, self.secret_path, os.urandom(32).hex().encode())
         self.secret = read_whole(self.fio, self.secret_path).strip()
-        if self.fio.exists(self.snapshot_path):
-            doc = json.loads(read_whole(self.fio, self.snapshot_path))
-            self.seq = doc["seq"]
-            for key, q in doc["queues"].items():
-                g, t, qid = json.loads(key)
-                st = self.queues[(g, t, qid)] = QueueState(q["cursor"])
-                for o, (a, v, s) in q["inflight"].items():
-                    st.inflight[int(o)] = Inflight(a, v, s)
-        replayed = 0
-        if self.fio.exists(self.journal_path):
-            raw = read_whole(self.fio, self.journal_path)
-            for line in raw.split(b"\n"):
-                if not line:
-                    continue
-                try:
-                    self._apply(json.loads(line))
-                    replayed += 1
-                except (ValueError, KeyError, TypeError):
-                    break                      # a torn last line: what follows was never answered
-        self._journal = self.fio.open(self.journal_path, create=True)
-        self._journal_size = self.fio.size_of(self._journal)
+        replayed = self.journal.open(self._load, self._apply)
         if replayed:
             log.info("pop state: %d journal entries replayed, %d queue(s), %d message(s) in flight", replayed,
                      len(self.queues), sum(len(q.inflight) for q in self.queues.values()))
 
     def close(self) -> None:
-        if self._journal is not None:
-            self.compact()
-            self.fio.close(self._journal)
-            self._journal = None
+        self.journal.close(self._snapshot())
 
     def flush(self) -> None:
-        if self._dirty and self._journal is not None:
-            self._dirty = False
-            self.fio.fsync(self._journal)
-        if self._journal_size > JOURNAL_COMPACT_BYTES:
+        self.journal.flush()
+        if self.journal.wants_compaction:
             self.compact()
 
     def compact(self) -> None:
-        """Snapshot the state (atomically), then empty the journal."""
-        doc = {"seq": self.seq, "queues": {
+        self.journal.compact(self._snapshot())
+
+    def _load(self, doc: dict) -> None:
+        self.seq = doc["seq"]
+        for key, q in doc["queues"].items():
+            g, t, qid = json.loads(key)
+            self.queues[(g, t, qid)] = QueueState(q["cursor"])
+            for o, fields in q["inflight"].items():
+                self._set(g, t, qid, int(o), Inflight(*fields))
+
+    def _snapshot(self) -> dict:
+        return {"seq": self.seq, "queues": {
             json.dumps([g, t, q]): {"cursor": st.cursor,
-                                    "inflight": {str(o): [i.attempt, i.visible_at_ms, i.seq]
-                                                 for o, i in st.inflight.items()}}
+                                    "inflight": {str(o): _fields(i) for o, i in st.inflight.items()}}
             for (g, t, q), st in self.queues.items()}}
-        write_atomic(self.fio, self.snapshot_path, json.dumps(doc).encode())
-        self.fio.truncate(self._journal, 0)
-        self.fio.fsync(self._journal)
-        self._journal_size = 0
 
     # Journal ----------------------------------------------------------------------------
     def _log(self, rec: dict) -> None:
         self._apply(rec)
-        line = json.dumps(rec, separators=(",", ":")).encode() + b"\n"
-        self.fio.pwrite(self._journal, line, self._journal_size)
-        self._journal_size += len(line)
-        self._dirty = True
+        self.journal.append(rec)
 
     def _apply(self, r: dict) -> None:
-        st = self.state(r["g"], r["t"], r["q"])
+        g, t, q, o = r["g"], r["t"], r["q"], r["o"]
+        st = self.state(g, t, q)
         op = r["op"]
         if op == "pop":           # delivered (first time or again): in flight with a new handle
-            st.inflight[r["o"]] = Inflight(r["a"], r["v"], r["s"])
-            st.cursor = max(st.cursor, r["o"] + 1)
+            self._set(g, t, q, o, Inflight(r["a"], r["v"], r["s"], r.get("c", ""), r.get("u", 0)))
+            st.cursor = max(st.cursor, o + 1)
             self.seq = max(self.seq, r["s"])
         elif op == "skip":        # the cursor moved past offsets never delivered (filtered, cleaned)
-            st.cursor = max(st.cursor, r["o"])
+            st.cursor = max(st.cursor, o)
         elif op == "ack":
-            st.inflight.pop(r["o"], None)
-        elif op == "chg":
-            cur = st.inflight.get(r["o"])
+            self._set(g, t, q, o, None)
+        elif op == "chg":         # the client's new invisible time: a new handle, no more renewal
+            cur = st.inflight.get(o)
             if cur is not None:
-                st.inflight[r["o"]] = Inflight(cur.attempt, r["v"], r["s"])
+                self._set(g, t, q, o, Inflight(cur.attempt, r["v"], r["s"]))
             self.seq = max(self.seq, r["s"])
+        elif op == "rnw":         # the broker's new invisible time (renewed, or released: c ""), same handle
+            cur = st.inflight.get(o)
+            if cur is not None and cur.seq == r["s"]:
+                c = r["c"]
+                self._set(g, t, q, o, Inflight(cur.attempt, r["v"], cur.seq, c, cur.renew_until_ms if c else 0))
         else:
             raise ValueError(op)
+
+    def _set(self, g: str, t: str, q: int, o: int, inf: Inflight | None) -> None:
+        """Put (None: remove) the in-flight entry of an offset, keeping ``renewing`` in step."""
+        inflight = self.state(g, t, q).inflight
+        old = inflight.pop(o, None)
+        if old is not None and old.client:
+            owned = self.renewing.get(old.client)
+            if owned is not None:
+                owned.discard((g, t, q, o))
+                if not owned:
+                    del self.renewing[old.client]
+        if inf is not None:
+            inflight[o] = inf
+            if inf.client:
+                self.renewing.setdefault(inf.client, set()).add((g, t, q, o))
 
     def state(self, group: str, topic: str, qid: int) -> QueueState:
         st = self.queues.get((group, topic, qid))
@@ -168,10 +171,15 @@ class PopState:
         return st
 
     # Operations -------------------------------------------------------------------------
-    def deliver(self, group: str, topic: str, qid: int, offset: int, attempt: int, visible_at_ms: int) -> str:
+    def deliver(self, group: str, topic: str, qid: int, offset: int, attempt: int, visible_at_ms: int,
+                client: str = "", renew_until_ms: int = 0) -> str:
+        """In flight until ``visible_at_ms``; with ``client``, renewed for it up to ``renew_until_ms``."""
         self.seq += 1
-        self._log({"op": "pop", "g": group, "t": topic, "q": qid, "o": offset, "a": attempt,
-                   "v": visible_at_ms, "s": self.seq})
+        rec = {"op": "pop", "g": group, "t": topic, "q": qid, "o": offset, "a": attempt, "v": visible_at_ms,
+               "s": self.seq}
+        if client:
+            rec.update(c=client, u=renew_until_ms)
+        self._log(rec)
         return self.handle(group, topic, qid, offset, self.seq)
 
     def skip_to(self, group: str, topic: str, qid: int, offset: int) -> None:
@@ -207,6 +215,13 @@ class PopState:
         self.seq += 1
         self._log({"op": "chg", "g": group, "t": topic, "q": qid, "o": offset, "v": visible_at_ms, "s": self.seq})
         return self.handle(group, topic, qid, offset, self.seq)
+
+    def renew(self, group: str, topic: str, qid: int, offset: int, visible_at_ms: int, client: str) -> None:
+        """The broker moves an in-flight message's invisible time (the handle stays valid): renewed
+        for ``client``, or with client "" no longer renewed (released, or renewed long enough)."""
+        cur = self.state(group, topic, qid).inflight[offset]
+        self._log({"op": "rnw", "g": group, "t": topic, "q": qid, "o": offset, "v": visible_at_ms, "s": cur.seq,
+                   "c": client})
 
     def drop(self, group: str, topic: str, qid: int, offset: int) -> None:
         """Done without an ack (moved to the dead-letter queue, or cleaned from the store)."""

@@ -119,7 +119,8 @@ class Broker:
         await self.server.start()
         self._tasks = [asyncio.create_task(self._flush_pop()), asyncio.create_task(self._check_alarms()),
                        asyncio.create_task(self.service.timer.run(in_thread=self.store_config.sync_flush)),
-                       asyncio.create_task(self.service.transactions.run())]
+                       asyncio.create_task(self.service.transactions.run()),
+                       asyncio.create_task(self.service.renewer.run())]
         return self.port
 
     async def _flush_pop(self) -> None:

@@ -5,8 +5,10 @@ ReceiveMessage / AckMessage / ChangeInvisibleDuration (pop consumption, durable,
 dead-letter queue, in order for FIFO consumer groups),
 ForwardMessageToDeadLetterQueue, PullMessage / QueryOffset / GetOffset /
 UpdateOffset, QueryAssignment (push consumers: "any queue"),
-NotifyClientTermination, TRANSACTION messages and EndTransaction with orphan
-checks over Telemetry (transaction.py, telemetry.py), DELAY messages (timer.py).
+NotifyClientTermination (clients.py: who is alive), auto-renewal of invisible
+time for the push consumers (renew.py), TRANSACTION messages and EndTransaction
+with orphan checks over Telemetry (transaction.py, telemetry.py), DELAY messages
+(timer.py).
 Every other RPC answers UNSUPPORTED with a message that says so (never gRPC
 UNIMPLEMENTED, never a hang): recall and lite topics come with their issues.
 
@@ -28,11 +30,13 @@ from google.protobuf import duration_pb2
 from ..config import BrokerConfig
 from ..store import MessageStore, PutStatus
 from ..store.codec import valid_topic
+from .clients import Clients
 from .consume import Consumption
 from .convert import SUPPORTED_TYPES, to_store
 from .flow import SendGate
 from .pop import PopState
 from .pull import GroupOffsets, Pull
+from .renew import AutoRenew
 from .proto import Code, MessageType, pb, sgrpc, spb, status
 from .sysmsg import PROP_DELIVER_MS, SCHEDULE_TOPIC, SYSTEM_TOPICS, delivery_ms, park
 from .telemetry import Sessions, client_id_of
@@ -86,7 +90,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.group_offsets = GroupOffsets(store.fio, store.config.root_dir)
         self.group_offsets.load()
         self.pulls = Pull(store, self.group_offsets, self.consumption.arrivals)
-        self.sessions = Sessions()
+        self.clients = Clients(store.clock, int(config.client_idle_max_s * 1000))
+        self.sessions = Sessions(self.clients.stream_opened, self.clients.stream_closed)
+        self.renewer = AutoRenew(self.pop, self.clients, config, store.clock, self.consumption.notify_arrival)
         self.timer = Timer(store, self.consumption.notify_arrival)
         self.timer.open()
         self.transactions = Transactions(store, config, self.sessions, self._put,
@@ -159,9 +165,13 @@ class MessagingService(sgrpc.MessagingServiceServicer):
 
     # Client lifecycle ---------------------------------------------------------------------
     async def Heartbeat(self, request, context):
+        self.clients.seen(client_id_of(context))
         return spb.HeartbeatResponse(status=status(Code.OK))
 
     async def NotifyClientTermination(self, request, context):
+        """The client is gone: the messages the broker renews for it are released now (renew.py)."""
+        self.clients.terminated(client_id_of(context))
+        self.renewer.tick()
         return spb.NotifyClientTerminationResponse(status=status(Code.OK))
 
     def settings_reply(self, s: "pb.Settings") -> "pb.Settings":
@@ -315,6 +325,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
 
     # Pop consumption (consume.py) ----------------------------------------------------------
     async def ReceiveMessage(self, request, context):
+        self.clients.seen(client_id_of(context))
         async for r in self.consumption.receive(request, context):
             yield r
 

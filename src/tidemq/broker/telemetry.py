@@ -39,9 +39,13 @@ class Session:
 
 
 class Sessions:
-    def __init__(self) -> None:
+    def __init__(self, on_open: Callable[[str], None] = lambda cid: None,
+                 on_close: Callable[[str], None] = lambda cid: None) -> None:
+        """``on_open`` / ``on_close``: told the client id of each stream that opens / ends (clients.py)."""
         self.open: dict[str, list[Session]] = {}
         self.known: dict[str, Known] = {}
+        self.on_open = on_open
+        self.on_close = on_close
 
     def _learn(self, client_id: str, s: "pb.Settings") -> None:
         if s.client_type == pb.ClientType.PRODUCER or s.HasField("publishing"):
@@ -77,6 +81,7 @@ class Sessions:
         queued commands; until the client ends it or ``closing`` is set."""
         session = Session(client_id)
         self.open.setdefault(client_id, []).append(session)
+        self.on_open(client_id)
         it = request_iterator.__aiter__()
         nxt = asyncio.ensure_future(it.__anext__())
         out = asyncio.ensure_future(session.outbox.get())
@@ -105,6 +110,7 @@ class Sessions:
                 lst.remove(session)
             if not lst:
                 self.open.pop(client_id, None)
+            self.on_close(client_id)
             # the broker stopping, or the client cancelling the call: pending reads are dropped
             # and their outcome collected (no "Task exception was never retrieved")
             for f in (nxt, out, stop):

@@ -11,16 +11,15 @@ lock assign queue offsets, append to the commit log, dispatch to the consume
 queues and index; then, with SYNC_FLUSH, wait for the group commit. One lock
 and one flush wait per batch.
 
-Read path (``get``): consume-queue units by pread, records decoded from the
-mapped segments while a hold keeps them mapped; bodies are copied out (a few
-hundred nanoseconds for 1 KiB) so a result never pins a segment and cleanup
-never waits for a slow consumer.
+Read path (``get``, reader.py): consume-queue units by pread, records decoded
+from the mapped segments while a hold keeps them mapped; bodies are copied out
+(a few hundred nanoseconds for 1 KiB) so a result never pins a segment and
+cleanup never waits for a slow consumer.
 """
 
 from __future__ import annotations
 
 import errno
-from array import array
 import logging
 import os
 import threading
@@ -34,7 +33,7 @@ from . import codec
 from .checkpoint import AbortFile, Checkpoint
 from .codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, tags_hash
 from .commit_log import AppendError, CommitLog
-from .consume_queue import UNIT, ConsumeQueue, ConsumeQueueTable
+from .consume_queue import ConsumeQueueTable
 from .dispatch import Dispatcher, index_keys
 from .archive import ArchiveGuard
 from .cleaner import CommitLogCleaner, QueueCleaner
@@ -42,6 +41,7 @@ from .disk import DiskMonitor, status_report
 from .verify import CheckReport, check_store
 from .flush import AsyncFlushService, GroupCommitService, PeriodicService
 from .index_file import IndexService
+from .reader import StoreReader
 from .recovery import RecoveryReport, recover
 from .segment_queue import SegmentQueue
 from .topics import TopicState, TopicTable
@@ -49,7 +49,6 @@ from .types import GetResult, GetStatus, Message, PutResult, PutStatus, StoreErr
 
 log = logging.getLogger("tidemq.store")
 
-FILTER_SCAN_UNITS_MAX = 16_000     # units scanned by one filtered get (RocketMQ: maxFilterMessageSize)
 LOCK_FILE = "lock"
 
 
@@ -111,6 +110,7 @@ class MessageStore:
         self.group_commit: GroupCommitService | None = None
         self.async_flush: AsyncFlushService | None = None
         self.queue_flush: PeriodicService | None = None
+        self.reader: StoreReader | None = None        # the read path (reader.py), once started
 
     # Lifecycle -----------------------------------------------------------------------
     def start(self) -> "MessageStore":
@@ -180,6 +180,8 @@ class MessageStore:
             if bad:
                 log.warning("unreadable index files removed (rebuilt from the log): %s", ", ".join(bad))
         self.dispatcher = Dispatcher(self.queues, self.index, cfg.dispatch_write_retries_max)
+        self.reader = StoreReader(cfg, self.segments, self.commit_log, self.queues, self.topics, self.index,
+                                  self._memory_budget_bytes, lambda: self._state == "running")
         self.recovery = recover(self.commit_log, self.queues, self.index, self.dispatcher,
                                 cp_state if self.checkpoint.valid else None, abnormal,
                                 cfg.recovery_scan_segments_normal, queues_lost, index_lost)
@@ -622,230 +624,30 @@ class MessageStore:
         ``tags``: only messages with one of these tags (None or '*': all). The count and
         byte limits are also capped by the in-memory / from-disk pull limits.
         """
-        cq = self._readable_queue(topic, queue_id, offset)
-        if isinstance(cq, GetResult):
-            return cq
-        mn, mx = cq.min_offset, cq.max_offset
-        wanted = None
-        if tags is not None:
-            tl = [t for t in tags if t and t != "*"]
-            if tl:
-                wanted = {}
-                for t in tl:                 # two tags can share a hash: keep them all
-                    wanted.setdefault(tags_hash(t), set()).add(t)
-        scan = min(max_count, self.config.pull_max_count_in_memory) if wanted is None else FILTER_SCAN_UNITS_MAX
-        raw = cq.read(offset, max(scan, 1))
-        if not raw:
-            nxt = cq._file_start(offset) + cq.units_per_segment
-            return GetResult(GetStatus.OFFSET_FOUND_NULL, min(nxt, mx), mn, mx)
-        log_min = self.segments.min_offset
-        log_max = self.segments.max_offset
-        first_off = UNIT.unpack_from(raw, 0)[0]
-        from_disk = log_max - first_off > self._memory_budget_bytes
-        cfg = self.config
-        if from_disk:
-            count_max = min(max_count, cfg.pull_max_count_from_disk)
-            bytes_max = min(max_bytes, cfg.pull_max_bytes_from_disk)
-        else:
-            count_max = min(max_count, cfg.pull_max_count_in_memory)
-            bytes_max = min(max_bytes, cfg.pull_max_bytes_in_memory)
-        msgs: list = []
-        total = 0
-        used = 0
-        removed = filtered = 0
-        find = self.segments.find
-        decode = codec.decode_record
-        mf = None
-        try:
-            for cl_off, size, th in UNIT.iter_unpack(raw):
-                if size <= 0 or cl_off < log_min:
-                    removed += 1
-                    used += 1
-                    continue
-                if wanted is not None and th not in wanted:
-                    filtered += 1
-                    used += 1
-                    continue
-                if msgs and (len(msgs) >= count_max or total + size > bytes_max):
-                    break
-                if mf is None or not (mf.start_offset <= cl_off < mf.start_offset + mf.wrote_pos):
-                    if mf is not None:
-                        mf.release()
-                        mf = None
-                    seg = find(cl_off)
-                    if seg is None or not seg.hold():
-                        removed += 1
-                        used += 1
-                        continue
-                    mf = seg
-                pos = cl_off - mf.start_offset
-                if pos + size > mf.wrote_pos:
-                    break          # beyond what is written (cannot happen: units follow the write)
-                try:
-                    m = decode(mf.mapping, pos, size)
-                except codec.CodecError:
-                    removed += 1           # a corrupt record kept by recovery: skipped, reported by verify
-                    used += 1
-                    continue
-                used += 1
-                if wanted is not None and m.tags not in wanted[th]:
-                    filtered += 1
-                    continue
-                msgs.append(m)
-                total += size
-        finally:
-            if mf is not None:
-                mf.release()
-        nxt = offset + used
-        if msgs:
-            status = GetStatus.FOUND
-        elif filtered:
-            status = GetStatus.NO_MATCHED_MESSAGE
-        elif removed:
-            status = GetStatus.MESSAGE_WAS_REMOVING
-        else:
-            status = GetStatus.OFFSET_FOUND_NULL
-        return GetResult(status, nxt, mn, mx, msgs, from_disk)
-
-    def _readable_queue(self, topic: str, queue_id: int, offset: int) -> ConsumeQueue | GetResult:
-        """The queue to read from ``offset``, or the GetResult that says why there is nothing to read."""
-        if self._state != "running":
+        if self.reader is None:
             return GetResult(GetStatus.SERVICE_NOT_AVAILABLE, offset, 0, 0)
-        cq = self.queues.get(topic, queue_id)
-        if cq is None:
-            t = self.topics.get(topic)
-            if t is not None and 0 <= queue_id < t.queue_count:
-                return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
-            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
-        mn, mx = cq.min_offset, cq.max_offset
-        if mx == 0:
-            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, mn, mx)
-        if offset < mn:
-            return GetResult(GetStatus.OFFSET_TOO_SMALL, mn, mn, mx)
-        if offset == mx:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, mn, mx)
-        if offset > mx:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, mx, mn, mx)
-        return cq
+        return self.reader.get(group, topic, queue_id, offset, max_count, max_bytes, tags)
 
     def get_raw(self, topic: str, queue_id: int, offset: int, max_count: int = 4096,
                 max_bytes: int = 16 << 20) -> GetResult:
-        """Up to max_count records of one queue from ``offset`` as stored bytes, for readers
-        that decode in bulk (the Spark source, tidemq.client's raw pull): the result's
-        ``records`` is (sizes, data): the records' sizes (native i32 array) and their bytes
-        back to back. Runs of records adjacent in the commit log are copied as one slice.
-        No tag filter; the store's in-memory/from-disk count limits do not apply (the
-        caller bounds the batch by max_count and max_bytes)."""
-        cq = self._readable_queue(topic, queue_id, offset)
-        if isinstance(cq, GetResult):
-            return cq
-        mn, mx = cq.min_offset, cq.max_offset
-        raw = cq.read(offset, max(1, min(max_count, mx - offset)))
-        if not raw:
-            nxt = cq._file_start(offset) + cq.units_per_segment
-            return GetResult(GetStatus.OFFSET_FOUND_NULL, min(nxt, mx), mn, mx)
-        log_min = self.segments.min_offset
-        sizes = array("i")
-        chunks: list = []
-        total = used = removed = 0
-        run_start = run_end = -1          # the pending run of adjacent records in segment mf
-        find = self.segments.find
-        mf = None
-        try:
-            for cl_off, size, _th in UNIT.iter_unpack(raw):
-                if size <= 0 or cl_off < log_min:
-                    removed += 1
-                    used += 1
-                    continue
-                if sizes and total + size > max_bytes:
-                    break
-                if mf is None or not (mf.start_offset <= cl_off and cl_off + size <= mf.start_offset + mf.wrote_pos):
-                    if mf is not None:
-                        chunks.append(mf.mapping[run_start:run_end])
-                        mf.release()
-                        mf = None
-                    seg = find(cl_off)
-                    if seg is None or not seg.hold():
-                        removed += 1
-                        used += 1
-                        continue
-                    mf = seg
-                    run_start = run_end = cl_off - mf.start_offset
-                    if run_end + size > mf.wrote_pos:
-                        break
-                pos = cl_off - mf.start_offset
-                if pos != run_end:
-                    chunks.append(mf.mapping[run_start:run_end])
-                    run_start = pos
-                run_end = pos + size
-                sizes.append(size)
-                total += size
-                used += 1
-            if mf is not None and run_end > run_start:
-                chunks.append(mf.mapping[run_start:run_end])
-        finally:
-            if mf is not None:
-                mf.release()
-        status = GetStatus.FOUND if sizes else (GetStatus.MESSAGE_WAS_REMOVING if removed
-                                                 else GetStatus.OFFSET_FOUND_NULL)
-        g = GetResult(status, offset + used, mn, mx)
-        g.records = (sizes, b"".join(chunks))
-        return g
+        """Up to max_count records of one queue from ``offset`` as stored bytes (reader.py)."""
+        if self.reader is None:
+            return GetResult(GetStatus.SERVICE_NOT_AVAILABLE, offset, 0, 0)
+        return self.reader.get_raw(topic, queue_id, offset, max_count, max_bytes)
 
     def get_by_commitlog_offset(self, offset: int, size: int | None = None) -> codec.StoredMessage | None:
         """The message whose record starts at ``offset``, or None."""
-        return self.commit_log.read_message(offset, size)
+        return self.reader.get_by_commitlog_offset(offset, size)
 
     def query_by_key(self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0,
                      end_ms: int | None = None) -> list[codec.StoredMessage]:
         """Messages of ``topic`` with this key (or unique key) stored within [begin_ms, end_ms], newest first."""
-        if self.index is None:
-            return []
-        end_ms = end_ms if end_ms is not None else (1 << 62)
-        out = []
-        for phys in self.index.lookup(f"{topic}#{key}", max_count * 2 + 8, begin_ms, end_ms):
-            if phys < self.segments.min_offset:
-                continue
-            m = self.commit_log.read_message(phys)
-            if m is None or m.topic != topic or not (begin_ms <= m.store_timestamp_ms <= end_ms):
-                continue
-            if key in m.keys or m.properties.get(PROP_UNIQ_KEY) == key:
-                out.append(m)
-                if len(out) >= max_count:
-                    break
-        return out
-
-    def _store_ts_at(self, unit_raw: bytes) -> int | None:
-        off, size, _ = UNIT.unpack(unit_raw)
-        mf = self.segments.find(off)
-        if size <= 0 or mf is None or not mf.hold():
-            return None
-        try:
-            pos = off - mf.start_offset
-            if pos + size > mf.wrote_pos:
-                return None
-            return codec.I64.unpack_from(mf.buf, pos + codec.OFF_STORETIMESTAMP)[0]
-        finally:
-            mf.release()
+        return self.reader.query_by_key(topic, key, max_count, begin_ms, end_ms)
 
     def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first queue offset whose message was stored at or after ``timestamp_ms``
         (max offset if none): a binary search on store time."""
-        cq = self.queues.get(topic, queue_id)
-        if cq is None:
-            return 0
-        lo, hi = cq.min_offset, cq.max_offset
-        while lo < hi:
-            mid = (lo + hi) // 2
-            raw = cq.read(mid, 1)
-            ts = self._store_ts_at(raw) if raw else None
-            if ts is None:
-                lo = mid + 1         # a unit whose message is gone counts as older
-            elif ts >= timestamp_ms:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+        return self.reader.offset_for_timestamp(topic, queue_id, timestamp_ms)
 
     # Introspection --------------------------------------------------------------------
     def stats(self) -> dict:

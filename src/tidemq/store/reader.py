@@ -1,0 +1,269 @@
+"""The store's read path: messages of a queue by offset (decoded, or as stored bytes), by
+commit-log offset, by key, and the queue offset of a time.
+
+``StoreReader`` is built by ``MessageStore`` once its parts are loaded and reads
+through them: consume-queue units by pread, records from the mapped commit-log
+segments while a hold keeps a segment mapped (a segment being cleaned is
+skipped, never waited for); bodies are copied out, so a result never pins a
+segment. It writes nothing. ``MessageStore.get`` and friends delegate here.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Callable, Iterable
+
+from ..config import StoreConfig
+from . import codec
+from .codec import PROP_UNIQ_KEY, tags_hash
+from .commit_log import CommitLog
+from .consume_queue import UNIT, ConsumeQueue, ConsumeQueueTable
+from .index_file import IndexService
+from .segment_queue import SegmentQueue
+from .topics import TopicTable
+from .types import GetResult, GetStatus
+
+FILTER_SCAN_UNITS_MAX = 16_000     # units scanned by one filtered get (RocketMQ: maxFilterMessageSize)
+
+
+class StoreReader:
+    def __init__(self, config: StoreConfig, segments: SegmentQueue, commit_log: CommitLog,
+                 queues: ConsumeQueueTable, topics: TopicTable, index: IndexService | None,
+                 memory_budget_bytes: int, running: Callable[[], bool]) -> None:
+        """``memory_budget_bytes``: data further than this behind the log's end counts as on disk
+        (the from-disk pull limits apply); ``running``: False once the store stops (reads then
+        answer SERVICE_NOT_AVAILABLE)."""
+        self.config = config
+        self.segments = segments
+        self.commit_log = commit_log
+        self.queues = queues
+        self.topics = topics
+        self.index = index
+        self.memory_budget_bytes = memory_budget_bytes
+        self.running = running
+
+    def get(self, group: str, topic: str, queue_id: int, offset: int, max_count: int = 32,
+            max_bytes: int = 256 * 1024, tags: Iterable[str] | None = None) -> GetResult:
+        """MessageStore.get: decoded messages of one queue from ``offset``, tag-filtered."""
+        cq = self.readable_queue(topic, queue_id, offset)
+        if isinstance(cq, GetResult):
+            return cq
+        mn, mx = cq.min_offset, cq.max_offset
+        wanted = None
+        if tags is not None:
+            tl = [t for t in tags if t and t != "*"]
+            if tl:
+                wanted = {}
+                for t in tl:                 # two tags can share a hash: keep them all
+                    wanted.setdefault(tags_hash(t), set()).add(t)
+        scan = min(max_count, self.config.pull_max_count_in_memory) if wanted is None else FILTER_SCAN_UNITS_MAX
+        raw = cq.read(offset, max(scan, 1))
+        if not raw:
+            nxt = cq._file_start(offset) + cq.units_per_segment
+            return GetResult(GetStatus.OFFSET_FOUND_NULL, min(nxt, mx), mn, mx)
+        log_min = self.segments.min_offset
+        log_max = self.segments.max_offset
+        first_off = UNIT.unpack_from(raw, 0)[0]
+        from_disk = log_max - first_off > self.memory_budget_bytes
+        cfg = self.config
+        if from_disk:
+            count_max = min(max_count, cfg.pull_max_count_from_disk)
+            bytes_max = min(max_bytes, cfg.pull_max_bytes_from_disk)
+        else:
+            count_max = min(max_count, cfg.pull_max_count_in_memory)
+            bytes_max = min(max_bytes, cfg.pull_max_bytes_in_memory)
+        msgs: list = []
+        total = 0
+        used = 0
+        removed = filtered = 0
+        find = self.segments.find
+        decode = codec.decode_record
+        mf = None
+        try:
+            for cl_off, size, th in UNIT.iter_unpack(raw):
+                if size <= 0 or cl_off < log_min:
+                    removed += 1
+                    used += 1
+                    continue
+                if wanted is not None and th not in wanted:
+                    filtered += 1
+                    used += 1
+                    continue
+                if msgs and (len(msgs) >= count_max or total + size > bytes_max):
+                    break
+                if mf is None or not (mf.start_offset <= cl_off < mf.start_offset + mf.wrote_pos):
+                    if mf is not None:
+                        mf.release()
+                        mf = None
+                    seg = find(cl_off)
+                    if seg is None or not seg.hold():
+                        removed += 1
+                        used += 1
+                        continue
+                    mf = seg
+                pos = cl_off - mf.start_offset
+                if pos + size > mf.wrote_pos:
+                    break          # beyond what is written (cannot happen: units follow the write)
+                try:
+                    m = decode(mf.mapping, pos, size)
+                except codec.CodecError:
+                    removed += 1           # a corrupt record kept by recovery: skipped, reported by verify
+                    used += 1
+                    continue
+                used += 1
+                if wanted is not None and m.tags not in wanted[th]:
+                    filtered += 1
+                    continue
+                msgs.append(m)
+                total += size
+        finally:
+            if mf is not None:
+                mf.release()
+        nxt = offset + used
+        if msgs:
+            status = GetStatus.FOUND
+        elif filtered:
+            status = GetStatus.NO_MATCHED_MESSAGE
+        elif removed:
+            status = GetStatus.MESSAGE_WAS_REMOVING
+        else:
+            status = GetStatus.OFFSET_FOUND_NULL
+        return GetResult(status, nxt, mn, mx, msgs, from_disk)
+
+    def readable_queue(self, topic: str, queue_id: int, offset: int) -> ConsumeQueue | GetResult:
+        """The queue to read from ``offset``, or the GetResult that says why there is nothing to read."""
+        if not self.running():
+            return GetResult(GetStatus.SERVICE_NOT_AVAILABLE, offset, 0, 0)
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            t = self.topics.get(topic)
+            if t is not None and 0 <= queue_id < t.queue_count:
+                return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        mn, mx = cq.min_offset, cq.max_offset
+        if mx == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, mn, mx)
+        if offset < mn:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, mn, mn, mx)
+        if offset == mx:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, mn, mx)
+        if offset > mx:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, mx, mn, mx)
+        return cq
+
+    def get_raw(self, topic: str, queue_id: int, offset: int, max_count: int = 4096,
+                max_bytes: int = 16 << 20) -> GetResult:
+        """Up to max_count records of one queue from ``offset`` as stored bytes, for readers
+        that decode in bulk (the Spark source, tidemq.client's raw pull): the result's
+        ``records`` is (sizes, data): the records' sizes (native i32 array) and their bytes
+        back to back. Runs of records adjacent in the commit log are copied as one slice.
+        No tag filter; the store's in-memory/from-disk count limits do not apply (the
+        caller bounds the batch by max_count and max_bytes)."""
+        cq = self.readable_queue(topic, queue_id, offset)
+        if isinstance(cq, GetResult):
+            return cq
+        mn, mx = cq.min_offset, cq.max_offset
+        raw = cq.read(offset, max(1, min(max_count, mx - offset)))
+        if not raw:
+            nxt = cq._file_start(offset) + cq.units_per_segment
+            return GetResult(GetStatus.OFFSET_FOUND_NULL, min(nxt, mx), mn, mx)
+        log_min = self.segments.min_offset
+        sizes = array("i")
+        chunks: list = []
+        total = used = removed = 0
+        run_start = run_end = -1          # the pending run of adjacent records in segment mf
+        find = self.segments.find
+        mf = None
+        try:
+            for cl_off, size, _th in UNIT.iter_unpack(raw):
+                if size <= 0 or cl_off < log_min:
+                    removed += 1
+                    used += 1
+                    continue
+                if sizes and total + size > max_bytes:
+                    break
+                if mf is None or not (mf.start_offset <= cl_off and cl_off + size <= mf.start_offset + mf.wrote_pos):
+                    if mf is not None:
+                        chunks.append(mf.mapping[run_start:run_end])
+                        mf.release()
+                        mf = None
+                    seg = find(cl_off)
+                    if seg is None or not seg.hold():
+                        removed += 1
+                        used += 1
+                        continue
+                    mf = seg
+                    run_start = run_end = cl_off - mf.start_offset
+                    if run_end + size > mf.wrote_pos:
+                        break
+                pos = cl_off - mf.start_offset
+                if pos != run_end:
+                    chunks.append(mf.mapping[run_start:run_end])
+                    run_start = pos
+                run_end = pos + size
+                sizes.append(size)
+                total += size
+                used += 1
+            if mf is not None and run_end > run_start:
+                chunks.append(mf.mapping[run_start:run_end])
+        finally:
+            if mf is not None:
+                mf.release()
+        status = GetStatus.FOUND if sizes else (GetStatus.MESSAGE_WAS_REMOVING if removed
+                                                 else GetStatus.OFFSET_FOUND_NULL)
+        g = GetResult(status, offset + used, mn, mx)
+        g.records = (sizes, b"".join(chunks))
+        return g
+
+    def get_by_commitlog_offset(self, offset: int, size: int | None = None) -> codec.StoredMessage | None:
+        return self.commit_log.read_message(offset, size)
+
+    def query_by_key(self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0,
+                     end_ms: int | None = None) -> list[codec.StoredMessage]:
+        """By the index; entries of cleaned segments, other topics and hash collisions are skipped."""
+        if self.index is None:
+            return []
+        end_ms = end_ms if end_ms is not None else (1 << 62)
+        out = []
+        for phys in self.index.lookup(f"{topic}#{key}", max_count * 2 + 8, begin_ms, end_ms):
+            if phys < self.segments.min_offset:
+                continue
+            m = self.commit_log.read_message(phys)
+            if m is None or m.topic != topic or not (begin_ms <= m.store_timestamp_ms <= end_ms):
+                continue
+            if key in m.keys or m.properties.get(PROP_UNIQ_KEY) == key:
+                out.append(m)
+                if len(out) >= max_count:
+                    break
+        return out
+
+    def _store_ts_at(self, unit_raw: bytes) -> int | None:
+        off, size, _ = UNIT.unpack(unit_raw)
+        mf = self.segments.find(off)
+        if size <= 0 or mf is None or not mf.hold():
+            return None
+        try:
+            pos = off - mf.start_offset
+            if pos + size > mf.wrote_pos:
+                return None
+            return codec.I64.unpack_from(mf.buf, pos + codec.OFF_STORETIMESTAMP)[0]
+        finally:
+            mf.release()
+
+    def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """Binary search of the queue on the store time of its messages."""
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return 0
+        lo, hi = cq.min_offset, cq.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            raw = cq.read(mid, 1)
+            ts = self._store_ts_at(raw) if raw else None
+            if ts is None:
+                lo = mid + 1         # a unit whose message is gone counts as older
+            elif ts >= timestamp_ms:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
