@@ -29,3 +29,57 @@ def test_reads_before_start_and_after_shutdown_answer_service_not_available(make
     s.shutdown()
     g = s.get_raw("T", 0, 0)
     assert g.status is GetStatus.SERVICE_NOT_AVAILABLE and g.next_offset == 0
+
+
+def _records(g):
+    from tidemq.store import codec
+    sizes, data = g.records
+    out, pos = [], 0
+    for size in sizes:
+        out.append(codec.decode_record(data, pos, int(size)))
+        pos += int(size)
+    return out
+
+
+def test_get_raw_reads_a_queue_scattered_in_the_log_across_segments(make_config, open_store):
+    s = open_store(make_config(segment_size_bytes=8192))
+    bodies = {q: [] for q in range(3)}
+    for i in range(300):                                   # three queues interleaved: no two records of a queue adjacent
+        body = b"q%d-%04d" % (i % 3, i) + b"." * (i % 50)
+        s.put(Message("T", body, queue_id=i % 3))
+        bodies[i % 3].append(body)
+    assert len(s.segments.segments) > 5
+    for q in range(3):
+        got, at, answers = [], 0, 0
+        while at < 100:
+            g = s.get_raw("T", q, at, max_count=64)
+            assert g.status is GetStatus.FOUND
+            msgs = _records(g)
+            assert [m.queue_offset for m in msgs] == list(range(at, at + len(msgs)))   # in order, none skipped
+            got += [m.body for m in msgs]
+            at = g.next_offset
+            answers += 1
+        assert got == bodies[q] and answers > 2            # one segment per answer
+    assert s.get_raw("T", 0, 100).status is GetStatus.OFFSET_OVERFLOW_ONE
+
+
+def test_get_raw_bounds_bytes_but_always_gives_one_record(store):
+    store.put_batch([Message("T", b"x" * 1000, queue_id=0) for _ in range(10)])
+    g = store.get_raw("T", 0, 0, max_bytes=3000)
+    assert len(g.records[0]) == 2 and g.next_offset == 2
+    g = store.get_raw("T", 0, 5, max_bytes=10)
+    assert len(g.records[0]) == 1 and g.next_offset == 6
+
+
+def test_get_raw_skips_what_cleanup_removed(make_config, open_store):
+    s = open_store(make_config(segment_size_bytes=8192, file_reserved_time_hours=0, delete_when="",
+                               delete_commit_log_files_interval_ms=0))
+    s.put_batch([Message("T", b"y" * 500, queue_id=0) for _ in range(60)])
+    s.trigger_delete_expired()
+    s.clean()
+    mn = s.min_offset("T", 0)
+    assert mn > 0
+    g = s.get_raw("T", 0, 0)
+    assert g.status is GetStatus.OFFSET_TOO_SMALL and g.next_offset == mn
+    g = s.get_raw("T", 0, mn)
+    assert g.status is GetStatus.FOUND and _records(g)[0].queue_offset == mn

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
-import sys
 import time
 
 import grpc
@@ -34,10 +33,8 @@ MAX_BYTES = 64 << 20
 
 
 def frame(header: dict, sizes=None, data: bytes = b"") -> bytes:
+    """``sizes``: a little-endian i32 numpy array (or None)."""
     h = json.dumps(header).encode()
-    if sizes is not None and sys.byteorder != "little":
-        sizes = sizes[:]
-        sizes.byteswap()
     return b"".join((HEAD.pack(len(h)), h, sizes.tobytes() if sizes is not None else b"", data))
 
 

@@ -16,12 +16,10 @@ import os
 
 import numpy as np
 
-from ..store.consume_queue import UNIT_SIZE
+from ..store.consume_queue import UNIT_DTYPE, UNIT_SIZE
 from ..store.mapped_file import parse_segment_name
 from ..store.topics import TOPICS_FILE
 
-UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
-assert UNIT_DTYPE.itemsize == UNIT_SIZE
 
 
 class StoreFilesError(RuntimeError):

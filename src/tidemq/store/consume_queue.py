@@ -26,12 +26,16 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Iterator
 
+import numpy as np
+
 from ..io import FileIO
 from .mapped_file import parse_segment_name, segment_name
 from .types import StoreError
 
 UNIT = struct.Struct(">qiq")
 assert UNIT.size == 20
+UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])   # the same, for bulk reads
+assert UNIT_DTYPE.itemsize == 20
 UNIT_SIZE = 20
 
 

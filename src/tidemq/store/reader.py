@@ -10,14 +10,16 @@ segment. It writes nothing. ``MessageStore.get`` and friends delegate here.
 
 from __future__ import annotations
 
-from array import array
 from typing import Callable, Iterable
 
+import numpy as np
+
+from ..bulk import gather_bytes
 from ..config import StoreConfig
 from . import codec
 from .codec import PROP_UNIQ_KEY, tags_hash
 from .commit_log import CommitLog
-from .consume_queue import UNIT, ConsumeQueue, ConsumeQueueTable
+from .consume_queue import UNIT, UNIT_DTYPE, ConsumeQueue, ConsumeQueueTable
 from .index_file import IndexService
 from .segment_queue import SegmentQueue
 from .topics import TopicTable
@@ -155,8 +157,9 @@ class StoreReader:
                 max_bytes: int = 16 << 20) -> GetResult:
         """Up to max_count records of one queue from ``offset`` as stored bytes, for readers
         that decode in bulk (the Spark source, tidemq.client's raw pull): the result's
-        ``records`` is (sizes, data): the records' sizes (native i32 array) and their bytes
-        back to back. Runs of records adjacent in the commit log are copied as one slice.
+        ``records`` is (sizes, data): the records' sizes (little-endian i32 numpy array) and
+        their bytes back to back, all from one segment (the caller asks again from
+        next_offset). Found with numpy over the consume-queue units, copied by Arrow.
         No tag filter; the store's in-memory/from-disk count limits do not apply (the
         caller bounds the batch by max_count and max_bytes)."""
         cq = self.readable_queue(topic, queue_id, offset)
@@ -167,52 +170,37 @@ class StoreReader:
         if not raw:
             nxt = cq._file_start(offset) + cq.units_per_segment
             return GetResult(GetStatus.OFFSET_FOUND_NULL, min(nxt, mx), mn, mx)
-        log_min = self.segments.min_offset
-        sizes = array("i")
-        chunks: list = []
-        total = used = removed = 0
-        run_start = run_end = -1          # the pending run of adjacent records in segment mf
-        find = self.segments.find
-        mf = None
+        units = np.frombuffer(raw, UNIT_DTYPE)
+        cl_off = units["offset"].astype(np.int64)
+        size = units["size"].astype(np.int64)
+        alive = (size > 0) & (cl_off >= self.segments.min_offset)
+        first = int(np.argmax(alive)) if alive.any() else len(units)
+        if first == len(units):                       # holes or records cleaned away only
+            return GetResult(GetStatus.MESSAGE_WAS_REMOVING, offset + len(units), mn, mx)
+        mf = self.segments.find(int(cl_off[first]))
+        if mf is None or not mf.hold():
+            return GetResult(GetStatus.MESSAGE_WAS_REMOVING, offset + first + 1, mn, mx)
         try:
-            for cl_off, size, _th in UNIT.iter_unpack(raw):
-                if size <= 0 or cl_off < log_min:
-                    removed += 1
-                    used += 1
-                    continue
-                if sizes and total + size > max_bytes:
-                    break
-                if mf is None or not (mf.start_offset <= cl_off and cl_off + size <= mf.start_offset + mf.wrote_pos):
-                    if mf is not None:
-                        chunks.append(mf.mapping[run_start:run_end])
-                        mf.release()
-                        mf = None
-                    seg = find(cl_off)
-                    if seg is None or not seg.hold():
-                        removed += 1
-                        used += 1
-                        continue
-                    mf = seg
-                    run_start = run_end = cl_off - mf.start_offset
-                    if run_end + size > mf.wrote_pos:
-                        break
-                pos = cl_off - mf.start_offset
-                if pos != run_end:
-                    chunks.append(mf.mapping[run_start:run_end])
-                    run_start = pos
-                run_end = pos + size
-                sizes.append(size)
-                total += size
-                used += 1
-            if mf is not None and run_end > run_start:
-                chunks.append(mf.mapping[run_start:run_end])
+            # one segment per answer: the units up to the first one outside it (the reader asks again)
+            seg_end = mf.start_offset + mf.wrote_pos
+            inside = (cl_off >= mf.start_offset) & (cl_off + size <= seg_end)
+            stop = first + int(np.argmin(inside[first:])) if not inside[first:].all() else len(units)
+            take = np.flatnonzero(alive[first:stop]) + first
+            within = np.cumsum(size[take]) <= max_bytes
+            within[0] = True                            # one record always goes, whatever its size
+            take = take[within]
+            used = int(take[-1]) + 1 if len(take) < int(alive[first:stop].sum()) else stop
+            pos = cl_off[take] - mf.start_offset
+            end = pos + size[take]
+            # runs of records adjacent in the segment are one slice; Arrow copies them (bulk.py)
+            cut = np.flatnonzero(pos[1:] != end[:-1]) + 1
+            starts = np.concatenate(([pos[0]], pos[cut]))
+            ends = np.concatenate((end[cut - 1], [end[-1]]))
+            data = gather_bytes(mf.mapping, starts, ends - starts)
         finally:
-            if mf is not None:
-                mf.release()
-        status = GetStatus.FOUND if sizes else (GetStatus.MESSAGE_WAS_REMOVING if removed
-                                                 else GetStatus.OFFSET_FOUND_NULL)
-        g = GetResult(status, offset + used, mn, mx)
-        g.records = (sizes, b"".join(chunks))
+            mf.release()
+        g = GetResult(GetStatus.FOUND, offset + used, mn, mx)
+        g.records = (size[take].astype("<i4"), data)
         return g
 
     def get_by_commitlog_offset(self, offset: int, size: int | None = None) -> codec.StoredMessage | None:

@@ -102,6 +102,7 @@ class MessageStore:
         self._lock_handle = None
         self.recovery: RecoveryReport | None = None
         self.refusal: str | None = "store not started"
+        self.archive: ArchiveGuard | None = None        # archive_before_delete (set at start)
         self.segment_error: str | None = None
         self._memory_budget_bytes = _total_memory_bytes() * config.access_message_in_memory_ratio_max_percent // 100
         self._store_host = codec.encode_host(config.store_host)
@@ -376,7 +377,7 @@ class MessageStore:
     def write_refusal(self) -> str | None:
         """Why puts are refused right now, or None."""
         why = self.refusal or self.dispatcher.error or self.disk.refusal
-        if why is not None and self.disk.refusal is not None and self.archive is not None:
+        if why is not None and self.archive is not None and self.disk.refusal is not None:
             n = self.archive.unarchived_count(self.segments.segments)
             if n:
                 why += (f"; {n} sealed segment(s) wait for the archive (archive_before_delete, "

@@ -1,0 +1,45 @@
+"""Copying many slices of one buffer without a Python loop.
+
+A ``binary_view`` array whose views point into the buffer is built with numpy, and
+Arrow's cast to ``binary`` does the copying in C: ~0.1 us a slice here, where a
+Python loop of slices and a join costs ~0.5 us. Used by the store's raw reads
+(records of one queue, scattered in the commit log) and the Spark decoder.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def gather(buf: np.ndarray, arrow_buf: pa.Buffer, starts: np.ndarray, lens: np.ndarray,
+           valid: np.ndarray | None = None) -> pa.Array:
+    """binary array of buf[starts[i] : starts[i] + lens[i]]: views built in numpy, copied by Arrow.
+    (A long value's view also has a 4-byte prefix; the cast to binary does not read it, so it
+    is left zero.)"""
+    n = len(starts)
+    views = np.zeros((n, 4), np.int32)
+    views[:, 0] = lens
+    views[:, 3] = starts
+    vb = views.view(np.uint8)
+    short = np.flatnonzero(lens <= 12)
+    if len(short):                         # short values live inside the view itself
+        idx = np.minimum(starts[short, None] + np.arange(12), len(buf) - 1)
+        inline = buf[idx]
+        inline[np.arange(12)[None, :] >= lens[short, None]] = 0
+        vb[short, 4:16] = inline
+    bitmap = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    arr = pa.Array.from_buffers(pa.binary_view(), n, [bitmap, pa.py_buffer(views), arrow_buf])
+    return pc.cast(arr, pa.binary())
+
+
+def gather_bytes(buf, starts: np.ndarray, lens: np.ndarray) -> bytes:
+    """buf[starts[0]:+lens[0]] + buf[starts[1]:+lens[1]] + ... as one bytes object."""
+    if len(starts) == 0:
+        return b""
+    arr = np.frombuffer(buf, np.uint8)
+    got = gather(arr, pa.py_buffer(buf), np.asarray(starts, np.int64), np.asarray(lens, np.int64))
+    offsets = np.frombuffer(got.buffers()[1], np.int32)
+    lo, hi = int(offsets[got.offset]), int(offsets[got.offset + len(got)])
+    return got.buffers()[2].slice(lo, hi - lo).to_pybytes()
