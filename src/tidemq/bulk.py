@@ -34,12 +34,13 @@ def gather(buf: np.ndarray, arrow_buf: pa.Buffer, starts: np.ndarray, lens: np.n
     return pc.cast(arr, pa.binary())
 
 
-def gather_bytes(buf, starts: np.ndarray, lens: np.ndarray) -> bytes:
-    """buf[starts[0]:+lens[0]] + buf[starts[1]:+lens[1]] + ... as one bytes object."""
+def gather_bytes(buf, starts: np.ndarray, lens: np.ndarray) -> pa.Buffer:
+    """buf[starts[0]:+lens[0]] + buf[starts[1]:+lens[1]] + ... in one new buffer (a pa.Buffer:
+    it has the buffer protocol, so a join or a write takes it without another copy)."""
     if len(starts) == 0:
-        return b""
+        return pa.py_buffer(b"")
     arr = np.frombuffer(buf, np.uint8)
     got = gather(arr, pa.py_buffer(buf), np.asarray(starts, np.int64), np.asarray(lens, np.int64))
     offsets = np.frombuffer(got.buffers()[1], np.int32)
     lo, hi = int(offsets[got.offset]), int(offsets[got.offset + len(got)])
-    return got.buffers()[2].slice(lo, hi - lo).to_pybytes()
+    return got.buffers()[2].slice(lo, hi - lo)

@@ -64,3 +64,25 @@ def test_a_refused_send_fails_the_write_clearly(spark, broker):
     df = spark.createDataFrame([("x",)], "body string")
     with pytest.raises(Exception, match="refused.*does not exist"):
         df.write.format("tidemq").option("endpoints", b.endpoint).option("topic", "Missing").mode("append").save()
+
+
+def test_a_stream_from_one_topic_to_another_copies_each_message_once(spark, broker, tmp_path):
+    from .test_source import fill_through_broker
+    b = broker()
+    fill_through_broker(b.endpoint, topic="In", batches=1, per=200)
+    ck = str(tmp_path / "checkpoint")
+
+    def copy():
+        q = (spark.readStream.format("tidemq").option("endpoints", b.endpoint).option("topic", "In")
+             .option("startingOffsets", "earliest").load()
+             .selectExpr("body", "tags", "keys", "msg_id")
+             .writeStream.format("tidemq").option("endpoints", b.endpoint).option("topic", "Copy")
+             .option("checkpointLocation", ck).trigger(availableNow=True).start())
+        assert q.awaitTermination(180) and q.exception() is None
+
+    copy()
+    fill_through_broker(b.endpoint, topic="In", batches=1, per=100)
+    copy()                                                  # restarted from its checkpoint
+    copied = read(spark, b.endpoint, "Copy").select("body", "msg_id").collect()
+    original = read(spark, b.endpoint, "In").select("body", "msg_id").collect()
+    assert sorted((r.body, r.msg_id) for r in copied) == sorted((r.body, r.msg_id) for r in original)

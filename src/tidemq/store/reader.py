@@ -158,7 +158,7 @@ class StoreReader:
         """Up to max_count records of one queue from ``offset`` as stored bytes, for readers
         that decode in bulk (the Spark source, tidemq.client's raw pull): the result's
         ``records`` is (sizes, data): the records' sizes (little-endian i32 numpy array) and
-        their bytes back to back, all from one segment (the caller asks again from
+        their bytes back to back (a buffer: bytes(data) for a bytes copy), all from one segment (the caller asks again from
         next_offset). Found with numpy over the consume-queue units, copied by Arrow.
         No tag filter; the store's in-memory/from-disk count limits do not apply (the
         caller bounds the batch by max_count and max_bytes)."""
