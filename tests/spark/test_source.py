@@ -62,6 +62,9 @@ def test_offsets_options_and_partitioning(spark, broker):
     split = load(spark, endpoints=b.endpoint, topic="Sized", maxRecordsPerPartition="30")
     assert split.rdd.getNumPartitions() == 8 * 4                          # 100 offsets per queue in 30s
     assert split.count() == 800
+    fill_through_broker(b.endpoint, topic="Other", batches=1, per=30)
+    both = load(spark, endpoints=b.endpoint, topics="Sized, Other")
+    assert {(r.topic, r["count"]) for r in both.groupBy("topic").count().collect()} == {("Sized", 800), ("Other", 30)}
 
 
 def test_timestamps_pick_offsets(spark, broker):

@@ -438,7 +438,7 @@ def test_directory_lost_under_a_running_store_goes_offline_once(env, tmp_path, c
         for _ in range(3):
             s.check_disk()
             s.clean()
-            assert s.cleaner.last.deleted == []
+            assert s.cleaner.last.deleted == [], s.cleaner.last.as_dict()
         time.sleep(1.2)                        # one more round of the disk-check service
     lines = [r for r in caplog.records if r.levelno >= logging.ERROR and lost in r.getMessage()]
     assert len(lines) == 1, [r.getMessage() for r in lines]
