@@ -176,13 +176,14 @@ class TidemqSystem:
         if self.broker is None or not self.broker.alive():
             raise BrokerError(f"the broker died; stderr: {self.broker.stderr_tail() if self.broker else ''}")
 
-    def produce(self, body: bytes, count: int, batch: int, max_s: float, in_flight: int = 4) -> dict:
-        """Producer.send_batches: ``batch`` messages per SendMessage, ``in_flight`` requests under
-        way; stops at ``count`` messages or ``max_s`` seconds (the batches already under way finish)."""
+    def produce(self, body: bytes, count: int, batch: int, max_s: float, in_flight: int = 4, raw: bool = True) -> dict:
+        """Producer.send_batches: ``batch`` messages per request (SendRecords; ``raw=False``:
+        SendMessage), ``in_flight`` requests under way; stops at ``count`` messages or ``max_s``
+        seconds (the batches already under way finish)."""
         from tidemq.client import Producer
         bodies = [body] * batch
         sent = 0
-        with Producer(self.broker.endpoint, max_in_flight=in_flight, timeout_s=60) as p:
+        with Producer(self.broker.endpoint, max_in_flight=in_flight, timeout_s=60, raw=raw) as p:
             p.queue_count(self.topic)            # untimed: the channel is connected
             t0 = time.perf_counter()
             end = t0 + max_s

@@ -282,7 +282,8 @@ class BrokerConfig(_Loadable):
     invisible_duration_default_s: float = _f(30.0, "invisible time of a pop that gives none", 1.0, 43_200.0)
     receive_batch_max: int = _f(256, "messages one ReceiveMessage returns at most", 1, 10_000)
     long_polling_max_s: float = _f(30.0, "longest a ReceiveMessage waits for messages", 0.0, 600.0)
-    send_dedup_window: int = _f(100_000, "recent (topic, message id) pairs a resent message is recognised by",
+    send_dedup_window: int = _f(100_000, "recent (topic, message id) pairs a resent message is recognised by "
+                                "(at least this many, at most twice; 0: off)",
                                 0, 10_000_000)
     transaction_check_interval_s: float = _f(30.0, "a half message undecided this long (since stored or last checked) "
                                                    "is checked with a producer over Telemetry", 0.05, 86_400.0)

@@ -22,6 +22,7 @@ from .auth import AuthInterceptor, Authenticator
 from .flow import SendGate
 from .proto import sgrpc
 from .records import Records
+from .send_records import RecordSends
 from .service import MessagingService
 
 log = logging.getLogger("tidemq.broker")
@@ -102,7 +103,8 @@ class Broker:
         self.service = MessagingService(self.store, self.config, gate)
         sgrpc.add_MessagingServiceServicer_to_server(self.service, self.server)
         self.server.add_generic_rpc_handlers((Admin(self.store, self).handler(),
-                                              Records(self.store, self.service.consumption.arrivals).handler()))
+                                              Records(self.store, self.service.consumption.arrivals,
+                                                      RecordSends(self.service.sends)).handler()))
         address = f"{c.host}:{c.port}"
         if c.tls_enabled:
             with open(c.tls_key_file, "rb") as k, open(c.tls_cert_file, "rb") as crt:
