@@ -272,6 +272,10 @@ class BrokerConfig(_Loadable):
     default_queue_count: int = _f(8, "queues of a topic created by auto-creation", 1, 1024)
     grpc_max_message_bytes: int = _f(4 * MIB + 512 * KIB, "largest gRPC message accepted (max body + headroom)",
                                      64 * KIB, 256 * MIB)
+    grpc_lookahead_bytes: int = _f(4 * MIB, "HTTP/2 flow-control window a stream may receive ahead "
+                                   "(grpc.http2.lookahead_bytes): a large batch arrives without waiting for "
+                                   "window updates (a do-nothing grpc.aio server: ~300 us less CPU per 256 KiB request)",
+                                   64 * KIB, 256 * MIB)
     send_executor_threads: int = _f(8, "threads that run store puts for SendMessage", 1, 256)
     shutdown_grace_s: float = _f(5.0, "seconds in-flight RPCs get at shutdown", 0.0, 600.0)
     max_delivery_attempts: int = _f(16, "deliveries of a message before it goes to %DLQ%<group>", 1, 1000)

@@ -97,7 +97,8 @@ class Broker:
                         c.send_hold_max_ms / 1000, c.inflight_requests_per_connection_max,
                         c.inflight_bytes_per_connection_max, SystemClock())
         opts = [("grpc.max_receive_message_length", c.grpc_max_message_bytes),
-                ("grpc.max_send_message_length", c.grpc_max_message_bytes)]
+                ("grpc.max_send_message_length", c.grpc_max_message_bytes),
+                ("grpc.http2.lookahead_bytes", c.grpc_lookahead_bytes)]
         interceptors = [AuthInterceptor(Authenticator(c.access_key, c.secret_key))] if c.auth_enabled else []
         self.server = grpc.aio.server(options=opts, interceptors=interceptors)
         self.service = MessagingService(self.store, self.config, gate)

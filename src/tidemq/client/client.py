@@ -83,6 +83,9 @@ class RecordsResult:
         return out
 
 
+LOOKAHEAD_BYTES = 4 << 20      # HTTP/2 flow-control lookahead of the client's streams
+
+
 class _Channel:
     """A lazily created channel, recreated after a fork (gRPC channels do not survive one).
 
@@ -122,7 +125,9 @@ class _Channel:
     @property
     def stub(self):
         if self._pid != os.getpid():
-            options = [("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20)]
+            # a large lookahead: a raw pull's response arrives without waiting for window updates
+            options = [("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20),
+                       ("grpc.http2.lookahead_bytes", LOOKAHEAD_BYTES)]
             if self._tls:
                 self._channel = grpc.secure_channel(
                     self.endpoint, grpc.ssl_channel_credentials(root_certificates=self._roots), options=options)
