@@ -280,7 +280,8 @@ class IndexService:
     def end_phy_offset(self) -> int:
         return self.files[-1].end_phy if self.files else -1
 
-    def put(self, key: str, phy_offset: int, store_ts_ms: int) -> None:
+    def _writable_file(self) -> IndexFile:
+        """The last file, or a new one when it is full (an OSError comes before anything is put)."""
         f = self.files[-1] if self.files else None
         if f is None or f.full:
             last_name = parse_segment_name(os.path.basename(f.path)) if f is not None else None
@@ -288,20 +289,16 @@ class IndexService:
             f = IndexFile.create(self.fio, self.dir, name_ms, self.slots, self.entries)
             with self._lock:
                 self.files.append(f)
-        f.put(key, phy_offset, store_ts_ms)
+        return f
+
+    def put(self, key: str, phy_offset: int, store_ts_ms: int) -> None:
+        self._writable_file().put(key, phy_offset, store_ts_ms)
 
     def put_many(self, items, start: int, store_ts_ms: int) -> int:
         """Put items[start:] ((key, phy_offset) pairs) into the last file while it has room (a
         new file first when it is full: an OSError then comes before anything is put); returns
         how many were put (>= 1). Callers loop until every item is in."""
-        f = self.files[-1] if self.files else None
-        if f is None or f.full:
-            last_name = parse_segment_name(os.path.basename(f.path)) if f is not None else None
-            name_ms = max(self.clock.now_ms(), -1 if last_name is None else last_name + 1)
-            f = IndexFile.create(self.fio, self.dir, name_ms, self.slots, self.entries)
-            with self._lock:
-                self.files.append(f)
-        return f.put_many(items, start, store_ts_ms)
+        return self._writable_file().put_many(items, start, store_ts_ms)
 
     def lookup(self, key: str, max_count: int, begin_ms: int, end_ms: int) -> list[int]:
         """Candidates, newest first. The files are held while they are read: cleanup or close
