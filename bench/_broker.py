@@ -176,13 +176,14 @@ class TidemqSystem:
         if self.broker is None or not self.broker.alive():
             raise BrokerError(f"the broker died; stderr: {self.broker.stderr_tail() if self.broker else ''}")
 
-    def produce(self, body: bytes, count: int, batch: int, max_s: float, in_flight: int = 4) -> dict:
-        """Producer.send_batches: ``batch`` messages per SendMessage, ``in_flight`` requests under
-        way; stops at ``count`` messages or ``max_s`` seconds (the batches already under way finish)."""
+    def produce(self, body: bytes, count: int, batch: int, max_s: float, in_flight: int = 4, raw: bool = True) -> dict:
+        """Producer.send_batches: ``batch`` messages per request (SendRecords; ``raw=False``:
+        SendMessage), ``in_flight`` requests under way; stops at ``count`` messages or ``max_s``
+        seconds (the batches already under way finish)."""
         from tidemq.client import Producer
         bodies = [body] * batch
         sent = 0
-        with Producer(self.broker.endpoint, max_in_flight=in_flight, timeout_s=60) as p:
+        with Producer(self.broker.endpoint, max_in_flight=in_flight, timeout_s=60, raw=raw) as p:
             p.queue_count(self.topic)            # untimed: the channel is connected
             t0 = time.perf_counter()
             end = t0 + max_s
@@ -211,13 +212,18 @@ class TidemqSystem:
     def stored(self) -> int:
         return sum(hi - lo for lo, hi in self.offsets())
 
-    def consume(self, expected: int, batch: int, max_s: float, threads: int = 1) -> dict:
-        """PullConsumer.pull over every queue from its first offset until the queue's end (queried
-        before timing), ``batch`` per pull; ``threads`` > 1: the queues split over that many threads,
-        each with its own consumer (channel)."""
+    def consume(self, expected: int, batch: int, max_s: float, threads: int = 1, api: str = "records") -> dict:
+        """Read every queue from its first offset until its end (queried before timing), ``batch``
+        per request; ``threads`` > 1: the queues split over that many threads, each with its own
+        consumer (channel). ``api``: ``records`` is PullConsumer.pull_records (one response of
+        stored records, decoded here into StoredMessage objects, each one's body and queue offset
+        read, as the peers' clients hand out per-message objects with body and id); ``pull`` is
+        PullConsumer.pull (PullMessage: the protocol's stream of one protobuf Message each)."""
         import concurrent.futures as cf
 
         from tidemq.client import PullConsumer
+        if api not in ("records", "pull"):
+            raise ValueError(f"api must be records or pull, not {api!r}")
         ranges = self.offsets()
         total = sum(hi - lo for lo, hi in ranges)
         if total < expected:
@@ -233,13 +239,22 @@ class TidemqSystem:
             for q in qids:
                 off, hi = ranges[q]
                 while off < hi and time.perf_counter() < end:
-                    r = c.pull(self.topic, q, off, batch_size=batch)
-                    if not r.messages:
-                        raise BrokerError(f"tidemq: pull of queue {q} at {off} (< end {hi}) found nothing "
+                    if api == "records":
+                        r = c.pull_records(self.topic, q, off, max_count=batch)
+                        msgs = r.messages()
+                        for m in msgs:
+                            nbytes += len(m.body)
+                            if m.queue_offset < off:
+                                raise BrokerError(f"tidemq: queue {q} offset {m.queue_offset} before {off}")
+                    else:
+                        r = c.pull(self.topic, q, off, batch_size=batch)
+                        msgs = r.messages
+                        for m in msgs:
+                            nbytes += len(m.body)
+                    if not msgs:
+                        raise BrokerError(f"tidemq: {api} of queue {q} at {off} (< end {hi}) found nothing "
                                           f"(code {r.code}, next {r.next_offset})")
-                    for m in r.messages:
-                        nbytes += len(m.body)
-                    got += len(r.messages)
+                    got += len(msgs)
                     off = r.next_offset
             return got, nbytes
 

@@ -1,5 +1,5 @@
-"""Consume throughput of the broker: tidemq.client PullConsumer.pull over every queue from the
-beginning, against a tidemq broker subprocess, versus the best durable peer (Redis streams,
+"""Consume throughput of the broker: tidemq.client PullConsumer.pull_records over every queue from
+the beginning, against a tidemq broker subprocess, versus the best durable peer (Redis streams,
 NATS JetStream) measured in the same run.
 
     .venv/bin/python bench/broker_consume.py            # 5 rounds, 200k msgs filled, <= 20 s per read
@@ -9,13 +9,19 @@ Every round takes every system once, in a rotating order, each on a fresh server
 data directory under bench/.tmp: fill it with ``--count`` 1 KiB messages (untimed, through the
 same produce path as bench/broker_produce.py), ``os.sync()``, then time reading them all back:
 
-* ``tidemq``: PullConsumer.pull(batch_size=``--batch``) over each of the 8 queues from its first
-  offset until its end offset (queried before timing), every message's body counted. The
-  broker runs with ``pull_max_count_in_memory=--batch`` and ``pull_max_bytes_in_memory=1 MiB``
-  (TIDEMQ_* settings; the defaults, 32 messages and 256 KiB per get, would cap every pull at
-  32): the peers read ``--batch`` per request too.
-* ``tidemq pull(32), broker defaults`` (for information, no goal): the same store read again
-  after a restart of the broker with its default settings, ``batch_size=32``.
+* ``tidemq``: PullConsumer.pull_records(max_count=``--batch``) (``/tidemq.Data/PullRecords``: one
+  response holding the records as stored) over each of the 8 queues from its first offset until
+  its end offset (queried before timing); every response decoded into per-message objects
+  (``RecordsResult.messages()``: StoredMessage), each one's body and queue offset read, as the
+  peers' clients return per-message objects with body and id. The peers read ``--batch`` per
+  request too.
+* ``tidemq PullMessage`` (for information, no goal): PullConsumer.pull(batch_size=``--batch``),
+  the protocol's PullMessage (a stream of one protobuf Message per message), on the same broker,
+  which runs with ``pull_max_count_in_memory=--batch`` and ``pull_max_bytes_in_memory=1 MiB``
+  (TIDEMQ_* settings; the defaults, 32 messages and 256 KiB per get, would cap every pull at 32).
+  Bounded by ``--info-seconds``: it reports the rate of what it read by then.
+* ``tidemq pull(32), broker defaults`` (for information, with ``--defaults-variant``): PullMessage
+  again after a restart of the broker with its default settings, ``batch_size=32``.
 * ``redis``: XREAD COUNT ``--batch`` from id 0 until every entry is read.
 * ``nats``: a durable pull consumer (deliver all, ack policy none), fetch(``--batch``).
 
@@ -35,6 +41,7 @@ from _report import Report, progress, scratch_dir, settle  # noqa: E402
 from peers import PEERS, ensure_installed, versions  # noqa: E402
 
 GOAL = 2.0
+PULL_VARIANT = "tidemq PullMessage"
 DEFAULTS_VARIANT = "tidemq pull(32), broker defaults"
 
 
@@ -62,9 +69,13 @@ def measure(name: str, cls, workdir: str, body: bytes, a) -> dict[str, dict]:
         r = timed_consume(s, stored, a.batch, a.max_seconds, **kw)
         r["filled"] = stored
         out[name] = r
+        if name == "tidemq" and a.pull_variant:
+            r = timed_consume(s, stored, a.batch, a.info_seconds, api="pull", **kw)
+            r["filled"] = stored
+            out[PULL_VARIANT] = r
         if name == "tidemq" and a.defaults_variant:
             s.restart(env={})
-            r = timed_consume(s, stored, 32, a.max_seconds, **kw)
+            r = timed_consume(s, stored, 32, a.info_seconds, api="pull", **kw)
             r["filled"] = stored
             out[DEFAULTS_VARIANT] = r
     for r in out.values():
@@ -84,8 +95,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="tidemq: threads pulling (queues split among them)")
     ap.add_argument("--body-bytes", type=int, default=1024)
     ap.add_argument("--peers", default="redis,nats")
-    ap.add_argument("--no-defaults-variant", dest="defaults_variant", action="store_false",
-                    help=f"skip '{DEFAULTS_VARIANT}'")
+    ap.add_argument("--info-seconds", type=float, default=5.0,
+                    help="time bound of the informational PullMessage reads")
+    ap.add_argument("--no-pull-variant", dest="pull_variant", action="store_false", help=f"skip '{PULL_VARIANT}'")
+    ap.add_argument("--defaults-variant", action="store_true", help=f"also measure '{DEFAULTS_VARIANT}'")
     ap.add_argument("--quick", action="store_true", help="1 round of 20k: a smoke run")
     a = ap.parse_args()
     if a.quick:
@@ -99,9 +112,13 @@ def main() -> None:
                  params={"body_bytes": a.body_bytes, "batch": a.batch, "threads": a.threads, "rounds": a.rounds,
                          "filled_per_sample": a.count, "max_seconds_per_read": a.max_seconds,
                          "tidemq": f"tidemq serve, ASYNC_FLUSH, pull_max_count_in_memory={a.batch}, "
-                                   "pull_max_bytes_in_memory=1 MiB, topic of 8 queues",
+                                   "pull_max_bytes_in_memory=1 MiB, topic of 8 queues; pull_records("
+                                   f"max_count={a.batch}), decoded to StoredMessage (body, queue offset)",
+                         "info_seconds": a.info_seconds,
                          "peers": versions()})
     rep.ratio("tidemq", GOAL)
+    if a.pull_variant:
+        rep.ratio(PULL_VARIANT, None)
     if a.defaults_variant:
         rep.ratio(DEFAULTS_VARIANT, None)
     syst = {"tidemq": TidemqSystem, **{p: PEERS[p] for p in peers}}
@@ -120,7 +137,8 @@ def main() -> None:
             rates = {v: r["messages"] / r["seconds"] for v, r in got.items()}
             best = max(rates[p] for p in peers)
             rep.add("best peer", best)
-            for v in ["tidemq"] + ([DEFAULTS_VARIANT] if a.defaults_variant else []) + peers:
+            for v in (["tidemq"] + ([PULL_VARIANT] if a.pull_variant else [])
+                      + ([DEFAULTS_VARIANT] if a.defaults_variant else []) + peers):
                 r = got[v]
                 rep.add(v, rates[v], ref=best, messages=r["messages"], server_cores=r["server_cores"],
                         client_cores=r["client_cores"])

@@ -209,3 +209,25 @@ def test_index_disabled(make_config, open_store):
     s.put(Message("T", b"x", keys="k"))
     assert s.index is None
     assert s.query_by_key("T", "k") == []
+
+
+def test_put_many_writes_what_put_writes_and_rolls_files(tmp_path):
+    fio = OsFileIO()
+    items = [(f"T#k{i % 7}", 100 + i) for i in range(40)]
+    one = IndexService(fio, str(tmp_path / "one"), 8, 16, ManualClock(T0))
+    many = IndexService(fio, str(tmp_path / "many"), 8, 16, ManualClock(T0))
+    for d in (one, many):
+        d.load()
+    try:
+        for k, phy in items:
+            one.put(k, phy, T0 + 1500)
+        done = 0
+        while done < len(items):
+            done += many.put_many(items, done, T0 + 1500)
+        assert len(many.files) == len(one.files) == 3                # 15 entries per file
+        for a, b in zip(one.files, many.files):
+            assert bytes(a.buf) == bytes(b.buf)                       # byte for byte
+        assert many.lookup("T#k3", 100, 0, 1 << 62) == [phy for k, phy in reversed(items) if k == "T#k3"]
+    finally:
+        for d in (one, many):
+            d.close()

@@ -1,4 +1,5 @@
-"""Raw record reads for bulk readers: ``/tidemq.Data/PullRecords``.
+"""Raw record reads for bulk readers: ``/tidemq.Data/PullRecords``; the service also
+serves ``/tidemq.Data/SendRecords``, raw batch sends (send_records.py).
 
 PullMessage streams one protobuf Message per message: right for the official
 clients, but the per-message protobuf and stream cost bounds a bulk reader at a
@@ -25,6 +26,7 @@ import grpc
 from ..store import GetStatus, MessageStore
 from ..store.codec import valid_topic
 from .proto import Code
+from .send_records import RecordSends
 
 SERVICE = "tidemq.Data"
 HEAD = struct.Struct("<I")
@@ -49,10 +51,12 @@ def unframe(raw: bytes) -> tuple[dict, memoryview, memoryview]:
 
 
 class Records:
-    def __init__(self, store: MessageStore, arrivals: asyncio.Event, max_message_bytes: int) -> None:
+    def __init__(self, store: MessageStore, arrivals: asyncio.Event, max_message_bytes: int,
+                 sends: RecordSends | None = None) -> None:
         self.store = store
         self.arrivals = arrivals
         self.max_message_bytes = max_message_bytes        # what gRPC lets the response carry
+        self.sends = sends
 
     async def pull(self, raw: bytes, context) -> bytes:
         try:
@@ -100,5 +104,7 @@ class Records:
         return frame(head)
 
     def handler(self) -> grpc.GenericRpcHandler:
-        return grpc.method_handlers_generic_handler(SERVICE, {
-            "PullRecords": grpc.unary_unary_rpc_method_handler(self.pull)})
+        methods = {"PullRecords": grpc.unary_unary_rpc_method_handler(self.pull)}
+        if self.sends is not None:
+            methods["SendRecords"] = grpc.unary_unary_rpc_method_handler(self.sends.send)
+        return grpc.method_handlers_generic_handler(SERVICE, methods)

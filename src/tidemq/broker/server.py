@@ -22,6 +22,7 @@ from .auth import AuthInterceptor, Authenticator
 from .flow import SendGate
 from .proto import sgrpc
 from .records import Records
+from .send_records import RecordSends
 from .service import MessagingService
 
 log = logging.getLogger("tidemq.broker")
@@ -96,14 +97,16 @@ class Broker:
                         c.send_hold_max_ms / 1000, c.inflight_requests_per_connection_max,
                         c.inflight_bytes_per_connection_max, SystemClock())
         opts = [("grpc.max_receive_message_length", c.grpc_max_message_bytes),
-                ("grpc.max_send_message_length", c.grpc_max_message_bytes)]
+                ("grpc.max_send_message_length", c.grpc_max_message_bytes),
+                ("grpc.http2.lookahead_bytes", c.grpc_lookahead_bytes)]
         interceptors = [AuthInterceptor(Authenticator(c.access_key, c.secret_key))] if c.auth_enabled else []
         self.server = grpc.aio.server(options=opts, interceptors=interceptors)
         self.service = MessagingService(self.store, self.config, gate)
         sgrpc.add_MessagingServiceServicer_to_server(self.service, self.server)
         self.server.add_generic_rpc_handlers((Admin(self.store, self).handler(),
                                               Records(self.store, self.service.consumption.arrivals,
-                                                      c.grpc_max_message_bytes).handler()))
+                                                      c.grpc_max_message_bytes,
+                                                      RecordSends(self.service.sends)).handler()))
         address = f"{c.host}:{c.port}"
         if c.tls_enabled:
             with open(c.tls_key_file, "rb") as k, open(c.tls_cert_file, "rb") as crt:

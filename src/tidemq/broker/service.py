@@ -22,14 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
 from google.protobuf import duration_pb2
 
 from ..config import BrokerConfig
-from ..store import MessageStore, PutStatus
-from ..store.codec import valid_topic
+from ..store import MessageStore
 from .clients import Clients
 from .consume import Consumption
 from .convert import SUPPORTED_TYPES, to_store
@@ -38,7 +36,8 @@ from .pop import PopState
 from .pull import GroupOffsets, Pull
 from .renew import AutoRenew
 from .proto import Code, MessageType, pb, sgrpc, spb, status
-from .sysmsg import PROP_DELIVER_MS, SCHEDULE_TOPIC, SYSTEM_TOPICS, delivery_ms, park
+from .send import DUPLICATE, SendPath, put_code
+from .sysmsg import PROP_DELIVER_MS, SCHEDULE_TOPIC, delivery_ms, park
 from .telemetry import Sessions, client_id_of
 from .timer import Timer
 from .transaction import Transactions
@@ -46,29 +45,6 @@ from .transaction import Transactions
 log = logging.getLogger("tidemq.broker")
 
 NOT_YET = "not supported yet by tidemq: {what}"
-
-
-def put_code(st: PutStatus, error: str | None) -> int:
-    """A store outcome as a gRPC status code (how the official clients react: see the doc)."""
-    if st is PutStatus.PUT_OK:
-        return Code.OK
-    if st is PutStatus.FLUSH_DISK_TIMEOUT:
-        return Code.MASTER_PERSISTENCE_TIMEOUT
-    if st is PutStatus.SERVICE_NOT_AVAILABLE:
-        # a full disk is a resource refusal: TOO_MANY_REQUESTS is the one code the client does not
-        # retry at once; write errors are internal (retried)
-        return Code.TOO_MANY_REQUESTS if error and error.startswith("disk full") else Code.INTERNAL_SERVER_ERROR
-    if st is PutStatus.MESSAGE_ILLEGAL:
-        if error and "exceeds max_message_size_bytes" in error:
-            return Code.MESSAGE_BODY_TOO_LARGE
-        if error and error.startswith("invalid topic"):
-            return Code.ILLEGAL_TOPIC
-        return Code.BAD_REQUEST
-    if st is PutStatus.PROPERTIES_SIZE_EXCEEDED:
-        return Code.MESSAGE_PROPERTIES_TOO_LARGE
-    if st is PutStatus.TOPIC_NOT_FOUND:
-        return Code.TOPIC_NOT_FOUND
-    return Code.INTERNAL_SERVER_ERROR
 
 
 class MessagingService(sgrpc.MessagingServiceServicer):
@@ -79,11 +55,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                                      config.send_hold_max_ms / 1000, config.inflight_requests_per_connection_max,
                                      config.inflight_bytes_per_connection_max, store.clock)
         self._puts = ThreadPoolExecutor(config.send_executor_threads, thread_name_prefix="tidemq-put")
-        self._sync = store.config.sync_flush
         self.closing = asyncio.Event()
-        # (topic, message_id) of recent stores: the official clients resend the same message id
-        # after a timeout; the retry is answered, not stored twice (in memory: not across restarts)
-        self._recent: OrderedDict[tuple[str, str], tuple[int, str]] = OrderedDict()   # -> offset, txn id
         self.pop = PopState(store.fio, store.config.root_dir)
         self.pop.open()
         self.consumption = Consumption(store, config, self.pop)
@@ -95,7 +67,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.renewer = AutoRenew(self.pop, self.clients, config, store.clock, self.consumption.notify_arrival)
         self.timer = Timer(store, self.consumption.notify_arrival)
         self.timer.open()
-        self.transactions = Transactions(store, config, self.sessions, self._put,
+        # gate, topic checks, dedup window, put: shared with SendRecords (send_records.py)
+        self.sends = SendPath(store, config, self.gate, self._puts, self._stored)
+        self.transactions = Transactions(store, config, self.sessions, self.sends.put_batch,
                                          lambda r: put_code(r.status, r.error), self.consumption.notify_arrival)
         self.transactions.open()
 
@@ -106,23 +80,13 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.timer.close()
         self.transactions.close()
 
-    async def _put(self, msgs):
-        if self._sync:
-            return await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_batch, msgs)
-        return self.store.put_batch(msgs)     # microseconds: no thread hop
+    def _stored(self) -> None:
+        self.consumption.notify_arrival()          # long-polling receives wake up
+        self.timer.wake.set()                      # a delayed message may be due before the next one
 
     # Routes -----------------------------------------------------------------------------
     def _ensure_topic(self, name: str) -> int:
-        """Queue count of the topic (0: unknown); ValueError for a name that can never be a topic."""
-        if not valid_topic(name):
-            raise ValueError(f"invalid topic name {name!r}: use 1-127 characters of [%|a-zA-Z0-9_-]")
-        if name in SYSTEM_TOPICS:
-            raise ValueError(f"{name!r} is a system topic of the broker")
-        n = self.store.queue_count(name)
-        if n == 0 and self.config.auto_create_topics:
-            self.store.create_topic(name, self.config.default_queue_count)
-            n = self.store.queue_count(name)
-        return n
+        return self.sends.ensure_topic(name)
 
     def _endpoints(self, asked: "pb.Endpoints") -> "pb.Endpoints":
         if asked.addresses:
@@ -212,19 +176,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         msgs = request.messages
         if not msgs:
             return spb.SendMessageResponse(status=status(Code.BAD_REQUEST, "no message in the request"))
-        peer = context.peer()
-        nbytes = sum(len(m.body) for m in msgs)
-        refusal = self.gate.enter(peer, nbytes)
-        if refusal is not None:
-            return self._refuse(msgs, refusal)
-        try:
-            if self.gate.blocked() is not None:          # rare: the common path makes no wait
-                refusal = await self.gate.hold(context.time_remaining())
-                if refusal is not None:
-                    return self._refuse(msgs, refusal)
-            return await self._send(msgs, context)
-        finally:
-            self.gate.leave(peer, nbytes)
+        refusal, answer = await self.sends.gated(context, sum(len(m.body) for m in msgs),
+                                                 lambda: self._send(msgs, context))
+        return answer if refusal is None else self._refuse(msgs, refusal)
 
     def _refuse(self, msgs, reason: str) -> "spb.SendMessageResponse":
         """Flow control's answer: TOO_MANY_REQUESTS, the one code the official producer does not retry at once."""
@@ -245,18 +199,13 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             if not m.body:
                 entries[i] = self._entry(Code.MESSAGE_BODY_EMPTY, "the body is empty", sp.message_id)
                 continue
-            try:
-                n = self._ensure_topic(m.topic.name)
-            except ValueError as e:
-                entries[i] = self._entry(Code.ILLEGAL_TOPIC, str(e), sp.message_id)
+            n, code, why = self.sends.topic_check(m.topic.name)
+            if code != Code.OK:
+                entries[i] = self._entry(code, why, sp.message_id)
                 continue
-            if n == 0:
-                entries[i] = self._entry(Code.TOPIC_NOT_FOUND, f"topic {m.topic.name!r} does not exist",
-                                         sp.message_id)
-                continue
-            seen = self._recent.get((m.topic.name, sp.message_id)) if sp.message_id else None
+            seen = self.sends.seen(m.topic.name, sp.message_id)
             if seen is not None:          # a retry of a send that was stored: answer it again
-                entries[i] = spb.SendResultEntry(status=status(Code.OK, "duplicate: already stored"),
+                entries[i] = spb.SendResultEntry(status=status(Code.OK, DUPLICATE),
                                                  message_id=sp.message_id, offset=seen[0], transaction_id=seen[1])
                 continue
             st = to_store(m, n)
@@ -270,18 +219,17 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             batch.append(st)
             where.append(i)
         if batch:
-            results = await self._put(batch)
+            results = await self.sends.put_batch(batch)
             for i, r in zip(where, results):
                 code = put_code(r.status, r.error)
                 txn = (r.offset_msg_id or "") if halves and i in halves else ""   # the half message's id
                 if code == Code.OK and r.uniq_key:
-                    self._remember(msgs[i].topic.name, r.uniq_key, r.queue_offset, txn)
+                    self.sends.remember(msgs[i].topic.name, r.uniq_key, r.queue_offset, txn)
                 entries[i] = spb.SendResultEntry(status=status(code, r.error or ""),
                                                  message_id=r.uniq_key or (r.msg_id or ""),
                                                  offset=max(r.queue_offset, 0), transaction_id=txn)
         if batch and any(e.status.code == Code.OK for e in entries):
-            self.consumption.notify_arrival()          # long-polling receives wake up
-            self.timer.wake.set()                      # a delayed message may be due before the next one
+            self.sends.stored()
         codes = {e.status.code for e in entries}
         if len(entries) == 1:
             top = entries[0].status
@@ -313,11 +261,6 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             return None, status(Code.TOO_MANY_REQUESTS, f"{self.timer.pending} delayed messages waiting "
                                                         f"(timer_pending_max)")
         return park(m, SCHEDULE_TOPIC), None
-
-    def _remember(self, topic: str, message_id: str, offset: int, txn: str) -> None:
-        self._recent[(topic, message_id)] = (offset, txn)
-        if len(self._recent) > self.config.send_dedup_window:
-            self._recent.popitem(last=False)
 
     @staticmethod
     def _entry(code: int, message: str, message_id: str) -> "spb.SendResultEntry":

@@ -7,11 +7,15 @@
     r = c.pull("Orders", queue_id=0, offset=0, batch_size=256)     # r.messages, r.next_offset
 
 Unlike the official client (one message per SendMessage), a batch travels in
-one request and is stored with one put_batch; ``send_batches`` keeps several
-requests in flight. Channels are created on first use, so objects can be made
-before a fork (Spark workers) and used after it.
+one request and is stored with one put: by default a compact frame through
+``/tidemq.Data/SendRecords`` (NORMAL messages; ``Producer(raw=False)`` uses the
+protocol's SendMessage), and ``send_batches`` keeps several requests in flight.
+``PullConsumer.pull_records`` reads records as stored, decoded here. Both sign
+their calls with ``access_key`` / ``secret_key`` and speak TLS with
+``root_certificates`` (or ``tls=True``). Channels are created on first use, so
+objects can be made before a fork (Spark workers) and used after it.
 """
 
-from .client import ClientError, Producer, PullConsumer, PullResult, SendResult
+from .client import ClientError, Producer, PullConsumer, PullResult, RecordsResult, SendResult
 
-__all__ = ["Producer", "PullConsumer", "PullResult", "SendResult", "ClientError"]
+__all__ = ["Producer", "PullConsumer", "PullResult", "RecordsResult", "SendResult", "ClientError"]

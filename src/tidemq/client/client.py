@@ -1,12 +1,16 @@
-"""Producer (batched SendMessage, several requests in flight) and PullConsumer
-(PullMessage by offset, QueryOffset, GetOffset / UpdateOffset)."""
+"""Producer (batches through SendRecords, or SendMessage, several requests in flight) and
+PullConsumer (PullRecords / PullMessage by offset, QueryOffset, GetOffset / UpdateOffset).
+
+Both sign every call when given an access key and secret key (the official clients'
+MQv2-HMAC-SHA1 headers, see broker/auth.py) and speak TLS when ``tls`` is set or root
+certificates are given."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
-import uuid
+import time
 from array import array
 from collections import deque
 from dataclasses import dataclass, field
@@ -15,6 +19,8 @@ from typing import Iterable, Mapping, Sequence
 import grpc
 from google.protobuf import duration_pb2, timestamp_pb2
 
+from ..broker.auth import signed_metadata
+from ..broker.batch_frame import decode_response, encode_request
 from ..broker.proto import Code, Encoding, MessageType, pb, sgrpc, spb
 from ..broker.records import SERVICE as RECORDS_SERVICE, unframe
 from ..store.codec import decode_record
@@ -34,6 +40,7 @@ class SendResult:
     offset: int
     code: int
     error: str = ""
+    queue_id: int = -1          # SendRecords answers it; SendMessage does not (-1)
 
     @property
     def ok(self) -> bool:
@@ -76,22 +83,56 @@ class RecordsResult:
         return out
 
 
-class _Channel:
-    """A lazily created channel, recreated after a fork (gRPC channels do not survive one)."""
+LOOKAHEAD_BYTES = 4 << 20      # HTTP/2 flow-control lookahead of the client's streams
 
-    def __init__(self, endpoint: str, timeout_s: float) -> None:
+
+class _Channel:
+    """A lazily created channel, recreated after a fork (gRPC channels do not survive one).
+
+    ``access_key`` / ``secret_key``: every call carries the signature headers (``metadata``).
+    ``tls`` or ``root_certificates`` (a PEM file's path, or its bytes; None: the system's
+    roots): a TLS channel."""
+
+    def __init__(self, endpoint: str, timeout_s: float, access_key: str | None = None, secret_key: str | None = None,
+                 tls: bool = False, root_certificates: str | bytes | None = None) -> None:
+        if (access_key is None) != (secret_key is None):
+            raise ValueError("give both access_key and secret_key, or neither")
         self.endpoint = endpoint
         self.timeout_s = timeout_s
+        self._keys = (access_key, secret_key) if access_key is not None else None
+        self._signed: tuple[int, list] | None = None       # (second, headers): signed once a second
+        if isinstance(root_certificates, str):
+            with open(root_certificates, "rb") as fh:
+                root_certificates = fh.read()
+        self._tls = tls or root_certificates is not None
+        self._roots = root_certificates
         self._pid = None
         self._channel = None
         self._stub = None
         self._unary: dict = {}
 
+    def metadata(self) -> list | None:
+        """The signature headers for a call now (None without keys)."""
+        if self._keys is None:
+            return None
+        now = int(time.time())
+        signed = self._signed
+        if signed is None or signed[0] != now:
+            date_time = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+            signed = self._signed = (now, signed_metadata(self._keys[0], self._keys[1], date_time))
+        return signed[1]
+
     @property
     def stub(self):
         if self._pid != os.getpid():
-            self._channel = grpc.insecure_channel(self.endpoint, options=[
-                ("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20)])
+            # a large lookahead: a raw pull's response arrives without waiting for window updates
+            options = [("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20),
+                       ("grpc.http2.lookahead_bytes", LOOKAHEAD_BYTES)]
+            if self._tls:
+                self._channel = grpc.secure_channel(
+                    self.endpoint, grpc.ssl_channel_credentials(root_certificates=self._roots), options=options)
+            else:
+                self._channel = grpc.insecure_channel(self.endpoint, options=options)
             self._stub = sgrpc.MessagingServiceStub(self._channel)
             self._unary = {}
             self._pid = os.getpid()
@@ -112,14 +153,64 @@ class _Channel:
         self._pid = None
 
 
-def _message_id() -> str:
-    return "01" + uuid.uuid4().hex.upper()
+def _raw_call(fn, request: bytes, **kw):
+    """A call of a tidemq.Data method: a refused signature (gRPC UNAUTHENTICATED, as the broker
+    answers outside MessagingService) raises ClientError(UNAUTHORIZED) like the protocol's RPCs."""
+    try:
+        return fn(request, **kw)
+    except grpc.RpcError as e:
+        if e.code() == grpc.StatusCode.UNAUTHENTICATED:
+            raise ClientError(Code.UNAUTHORIZED, e.details()) from None
+        raise
+
+
+def _result(future):
+    try:
+        return future.result()
+    except grpc.RpcError as e:
+        if e.code() == grpc.StatusCode.UNAUTHENTICATED:
+            raise ClientError(Code.UNAUTHORIZED, e.details()) from None
+        raise
+
+
+def _message_ids(n: int) -> list[bytes]:
+    """``n`` new message ids: "01" + 32 upper-case hex digits of randomness (one urandom call)."""
+    h = os.urandom(16 * n).hex().upper().encode()
+    return [b"01" + h[j:j + 32] for j in range(0, 32 * n, 32)]
+
+
+def _text(x: str | None) -> bytes:
+    return x.encode("utf-8") if x else b""
+
+
+def _keys(ks: Sequence[str] | None) -> bytes:
+    if not ks:
+        return b""
+    for k in ks:
+        if " " in k:
+            raise ValueError(f"key {k!r}: keys cannot contain spaces")
+    return " ".join(k for k in ks if k).encode("utf-8")
+
+
+def _properties(p: Mapping[str, str] | None) -> bytes:
+    return "".join(f"{k}\x01{v}\x02" for k, v in p.items()).encode("utf-8") if p else b""
 
 
 class Producer:
-    def __init__(self, endpoint: str, timeout_s: float = 10.0, max_in_flight: int = 4) -> None:
-        self._ch = _Channel(endpoint, timeout_s)
+    """Batches of messages of one topic. By default through ``/tidemq.Data/SendRecords``
+    (one compact frame per batch, stored with one put_batch; NORMAL messages); with
+    ``raw=False`` through the protocol's SendMessage (one protobuf Message each), e.g. for
+    protocol-compatibility tests. Both answer one SendResult per message.
+
+    ``access_key`` / ``secret_key``: sign every call; ``tls`` / ``root_certificates`` (a PEM
+    file or its bytes): a TLS channel (see _Channel)."""
+
+    def __init__(self, endpoint: str, timeout_s: float = 10.0, max_in_flight: int = 4, *, raw: bool = True,
+                 access_key: str | None = None, secret_key: str | None = None, tls: bool = False,
+                 root_certificates: str | bytes | None = None) -> None:
+        self._ch = _Channel(endpoint, timeout_s, access_key, secret_key, tls, root_certificates)
         self.max_in_flight = max_in_flight
+        self.raw = raw
 
     def close(self) -> None:
         self._ch.close()
@@ -130,13 +221,16 @@ class Producer:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _request(self, topic: str, bodies: Sequence[bytes], tags: str | Sequence[str | None] | None, keys: Sequence[Sequence[str]] | None,
-                 properties: Sequence[Mapping[str, str]] | None, message_ids: Sequence[str] | None):
+    # SendMessage ------------------------------------------------------------------------------
+    def _request(self, topic: str, bodies: Sequence[bytes], tags: str | Sequence[str | None] | None,
+                 keys: Sequence[Sequence[str]] | None, properties: Sequence[Mapping[str, str]] | None,
+                 message_ids: Sequence[str] | None):
         res = pb.Resource(name=topic)
         msgs = []
+        ids = message_ids or [m.decode() for m in _message_ids(len(bodies))]
         for i, body in enumerate(bodies):
-            sp = pb.SystemProperties(message_id=message_ids[i] if message_ids else _message_id(),
-                                     body_encoding=Encoding.IDENTITY, message_type=MessageType.NORMAL)
+            sp = pb.SystemProperties(message_id=ids[i], body_encoding=Encoding.IDENTITY,
+                                     message_type=MessageType.NORMAL)
             t = tags if tags is None or isinstance(tags, str) else tags[i]
             if t:
                 sp.tag = t
@@ -152,27 +246,81 @@ class Producer:
             raise ClientError(resp.status.code, resp.status.message)
         return [SendResult(e.message_id, e.offset, e.status.code, e.status.message) for e in resp.entries]
 
+    # SendRecords -------------------------------------------------------------------------------
+    def _frame(self, topic: str, bodies: Sequence[bytes], tags, keys, properties,
+               message_ids: Sequence[str] | None) -> tuple[bytes, list[bytes]]:
+        n = len(bodies)
+        ids = [m.encode("utf-8") for m in message_ids] if message_ids else _message_ids(n)
+        tg = None
+        if isinstance(tags, str):
+            tg = [tags.encode("utf-8")] * n
+        elif tags is not None:
+            tg = [_text(t) for t in tags]
+        ks = [_keys(k) for k in keys] if keys else None
+        ps = [_properties(p) for p in properties] if properties else None
+        return encode_request(topic, bodies, ids, tg, ks, ps), ids
+
+    @staticmethod
+    def _record_results(raw: bytes, ids: list[bytes]) -> list[SendResult]:
+        head, entries = decode_response(raw)
+        if not entries:
+            raise ClientError(head.get("code", Code.INTERNAL_SERVER_ERROR), head.get("message", ""))
+        if len(entries) != len(ids):
+            raise ClientError(Code.INTERNAL_SERVER_ERROR, f"{len(entries)} results for {len(ids)} messages")
+        texts = head.get("messages") or {}
+        top = head.get("message", "")
+        ok = Code.OK
+        out = []
+        for i, (code, qid, off) in enumerate(entries):
+            text = texts.get(str(i), "") if texts else ""
+            if code != ok and not text:
+                text = top
+            out.append(SendResult(ids[i].decode(), off, code, text, qid))
+        return out
+
+    def _send_records(self):
+        return self._ch.unary(f"/{RECORDS_SERVICE}/SendRecords")
+
+    # the API -------------------------------------------------------------------------------------
     def send_batch(self, topic: str, bodies: Sequence[bytes], tags: str | Sequence[str | None] | None = None,
                    keys: Sequence[Sequence[str]] | None = None, properties: Sequence[Mapping[str, str]] | None = None,
                    message_ids: Sequence[str] | None = None) -> list[SendResult]:
-        """One SendMessage with every body; one result per message. ``tags``: one for all or one
-        per message. ``message_ids`` lets a retry
-        reuse the ids of a failed attempt (they are the messages' unique keys)."""
-        req = self._request(topic, bodies, tags, keys, properties, message_ids)
-        return self._results(self._ch.stub.SendMessage(req, timeout=self._ch.timeout_s))
+        """One request with every body; one result per message. ``tags``: one for all or one
+        per message. ``message_ids`` lets a retry reuse the ids of a failed attempt (they are
+        the messages' unique keys: the broker answers a resent id from its dedup window)."""
+        if not self.raw:
+            req = self._request(topic, bodies, tags, keys, properties, message_ids)
+            return self._results(self._ch.stub.SendMessage(req, timeout=self._ch.timeout_s,
+                                                           metadata=self._ch.metadata()))
+        frame, ids = self._frame(topic, bodies, tags, keys, properties, message_ids)
+        return self._record_results(_raw_call(self._send_records(), frame, timeout=self._ch.timeout_s,
+                                              metadata=self._ch.metadata()), ids)
 
     def send_batches(self, topic: str, batches: Iterable[Sequence[bytes]], tags: str | None = None) -> list[SendResult]:
         """Send many batches with up to max_in_flight requests under way; results in order."""
-        stub = self._ch.stub
         pending: deque = deque()
         out: list[SendResult] = []
-        for bodies in batches:
-            pending.append(stub.SendMessage.future(self._request(topic, bodies, tags, None, None, None),
-                                                   timeout=self._ch.timeout_s))
-            if len(pending) >= self.max_in_flight:
+        timeout = self._ch.timeout_s
+        if not self.raw:
+            stub = self._ch.stub
+            for bodies in batches:
+                pending.append(stub.SendMessage.future(self._request(topic, bodies, tags, None, None, None),
+                                                       timeout=timeout, metadata=self._ch.metadata()))
+                if len(pending) >= self.max_in_flight:
+                    out += self._results(pending.popleft().result())
+            while pending:
                 out += self._results(pending.popleft().result())
+            return out
+        fn = self._send_records()
+        for bodies in batches:
+            frame, ids = self._frame(topic, bodies, tags, None, None, None)
+            pending.append((fn.future(frame, timeout=timeout, metadata=self._ch.metadata()), ids))
+            if len(pending) >= self.max_in_flight:
+                f, ids = pending.popleft()
+                out += self._record_results(_result(f), ids)
         while pending:
-            out += self._results(pending.popleft().result())
+            f, ids = pending.popleft()
+            out += self._record_results(_result(f), ids)
         return out
 
     def queue_count(self, topic: str) -> int:
@@ -180,15 +328,21 @@ class Producer:
 
 
 def _route(ch: _Channel, topic: str) -> int:
-    r = ch.stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name=topic)), timeout=ch.timeout_s)
+    r = ch.stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name=topic)), timeout=ch.timeout_s,
+                           metadata=ch.metadata())
     if r.status.code != Code.OK:
         raise ClientError(r.status.code, r.status.message)
     return len(r.message_queues)
 
 
 class PullConsumer:
-    def __init__(self, endpoint: str, group: str = "", timeout_s: float = 10.0) -> None:
-        self._ch = _Channel(endpoint, timeout_s)
+    """Reads by offset: ``pull_records`` (records as stored, decoded here) or ``pull``
+    (PullMessage); offsets. Keys and TLS as for Producer."""
+
+    def __init__(self, endpoint: str, group: str = "", timeout_s: float = 10.0, *, access_key: str | None = None,
+                 secret_key: str | None = None, tls: bool = False,
+                 root_certificates: str | bytes | None = None) -> None:
+        self._ch = _Channel(endpoint, timeout_s, access_key, secret_key, tls, root_certificates)
         self.group = group
 
     def close(self) -> None:
@@ -215,7 +369,8 @@ class PullConsumer:
                                      long_polling_timeout=duration_pb2.Duration(seconds=int(long_polling_s),
                                                                                 nanos=int(long_polling_s % 1 * 1e9)))
         res = PullResult(Code.CODE_UNSPECIFIED, offset)
-        for r in self._ch.stub.PullMessage(req, timeout=self._ch.timeout_s + long_polling_s):
+        for r in self._ch.stub.PullMessage(req, timeout=self._ch.timeout_s + long_polling_s,
+                                           metadata=self._ch.metadata()):
             kind = r.WhichOneof("content")
             if kind == "status":
                 res.code = r.status.code
@@ -235,7 +390,8 @@ class PullConsumer:
         fn = self._ch.unary(f"/{RECORDS_SERVICE}/PullRecords")
         req = json.dumps({"topic": topic, "queue_id": queue_id, "offset": offset, "max_count": max_count,
                           "max_bytes": max_bytes, "wait_ms": int(wait_s * 1000)}).encode()
-        head, sizes_raw, data = unframe(fn(req, timeout=self._ch.timeout_s + wait_s))
+        head, sizes_raw, data = unframe(_raw_call(fn, req, timeout=self._ch.timeout_s + wait_s,
+                                                  metadata=self._ch.metadata()))
         code = head.get("code", Code.INTERNAL_SERVER_ERROR)
         if code not in (Code.OK, Code.MESSAGE_NOT_FOUND, Code.ILLEGAL_OFFSET):
             raise ClientError(code, head.get("message", ""))
@@ -252,7 +408,7 @@ class PullConsumer:
         if timestamp_ms is not None:
             req.timestamp.CopyFrom(timestamp_pb2.Timestamp(seconds=timestamp_ms // 1000,
                                                            nanos=timestamp_ms % 1000 * 1_000_000))
-        r = self._ch.stub.QueryOffset(req, timeout=self._ch.timeout_s)
+        r = self._ch.stub.QueryOffset(req, timeout=self._ch.timeout_s, metadata=self._ch.metadata())
         if r.status.code != Code.OK:
             raise ClientError(r.status.code, r.status.message)
         return r.offset
@@ -260,7 +416,7 @@ class PullConsumer:
     def committed(self, topic: str, queue_id: int) -> int | None:
         r = self._ch.stub.GetOffset(spb.GetOffsetRequest(group=pb.Resource(name=self.group),
                                                          message_queue=self._mq(topic, queue_id)),
-                                    timeout=self._ch.timeout_s)
+                                    timeout=self._ch.timeout_s, metadata=self._ch.metadata())
         if r.status.code == Code.OFFSET_NOT_FOUND:
             return None
         if r.status.code != Code.OK:
@@ -270,6 +426,6 @@ class PullConsumer:
     def commit(self, topic: str, queue_id: int, offset: int) -> None:
         r = self._ch.stub.UpdateOffset(spb.UpdateOffsetRequest(group=pb.Resource(name=self.group),
                                                                message_queue=self._mq(topic, queue_id), offset=offset),
-                                       timeout=self._ch.timeout_s)
+                                       timeout=self._ch.timeout_s, metadata=self._ch.metadata())
         if r.status.code != Code.OK:
             raise ClientError(r.status.code, r.status.message)

@@ -225,6 +225,13 @@ def tail_crc(topic: bytes, properties: bytes) -> int:
                                                     zlib.crc32(topic, zlib.crc32(bytes((len(topic),))))))
 
 
+def tail_prefix_crc(topic: bytes, properties_len: int) -> int:
+    """crc32 of a record's tail up to its properties (TOPICLEN, TOPIC, PROPERTIESLEN), for
+    properties of ``properties_len`` bytes (the CRC tail included):
+    ``tail_crc(topic, p) == crc32(p[:-11], tail_prefix_crc(topic, len(p)))``."""
+    return zlib.crc32(PROP_LEN.pack(properties_len), zlib.crc32(topic, zlib.crc32(bytes((len(topic),)))))
+
+
 def has_record_crc(buf, pos: int, size: int) -> bool:
     return bytes(buf[pos + size - RECORD_CRC_TAIL_LEN:pos + size - 11]) == RECORD_CRC_MARK
 

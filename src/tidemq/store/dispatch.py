@@ -131,20 +131,20 @@ class Dispatcher:
                 self._retry(cq.append, cq.dir, g[0], b"".join(g[1:]) if len(g) > 2 else g[1])
             if index_items and self.index is not None:
                 index = self.index
-                for ks, phys in index_items:
-                    for k in ks:
-                        self._retry(index.put, index.dir, k, phys, now_ms)
+                flat = [(k, phys) for ks, phys in index_items for k in ks]
+                done = 0
+                while done < len(flat):      # each call fills what fits in one file
+                    done += self._retry(index.put_many, index.dir, flat, done, now_ms)
         except Exception as e:        # noqa: BLE001 - never out of a put: refuse writes until healed
             self._fail(first_phys, e if isinstance(e, OSError) else OSError(0, repr(e)))
             return
         self.dispatched_offset = end_offset
         self.last_store_timestamp_ms = now_ms
 
-    def _retry(self, fn, where: str, *args) -> None:
+    def _retry(self, fn, where: str, *args):
         for attempt in range(self.retries_max + 1):
             try:
-                fn(*args)
-                return
+                return fn(*args)
             except OSError as e:
                 self.write_failures += 1
                 if attempt >= self.retries_max:

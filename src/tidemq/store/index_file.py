@@ -148,6 +148,41 @@ class IndexFile:
         self.dirty = True
         return True
 
+    def put_many(self, items, start: int, store_ts_ms: int) -> int:
+        """``put`` of items[start:] ((key, phy_offset) pairs) while there is room; returns how many
+        were put. One header write for all; the count still moves before each slot."""
+        n = self.count
+        end = min(len(items), start + self.entries - n)
+        if end <= start:
+            return 0
+        if self.begin_ts == 0:
+            self.begin_ts = store_ts_ms
+            self.begin_phy = items[start][1]
+        diff_s = max(0, (store_ts_ms - self.begin_ts) // 1000)
+        buf = self.buf
+        slots = self.slots
+        at = self.entries_at
+        slot0 = HEADER.size
+        slot_unpack, slot_pack, entry_pack = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
+        crc = zlib.crc32
+        phy = 0
+        for j in range(start, end):
+            key, phy = items[j]
+            h = crc(key.encode("utf-8")) & 0x7FFFFFFF
+            slot_pos = slot0 + (h % slots) * 4
+            (prev,) = slot_unpack(buf, slot_pos)
+            if prev < 0 or prev >= n:
+                prev = 0
+            entry_pack(buf, at + n * 20, h, phy, diff_s, prev)
+            n += 1
+            self.count = n
+            slot_pack(buf, slot_pos, n - 1)
+        self.end_ts = store_ts_ms
+        self.end_phy = phy
+        self._write_header()
+        self.dirty = True
+        return end - start
+
     def lookup(self, key: str, max_count: int, begin_ms: int, end_ms: int) -> list[int]:
         """Physical offsets of candidate entries, newest first."""
         out: list[int] = []
@@ -245,7 +280,8 @@ class IndexService:
     def end_phy_offset(self) -> int:
         return self.files[-1].end_phy if self.files else -1
 
-    def put(self, key: str, phy_offset: int, store_ts_ms: int) -> None:
+    def _writable_file(self) -> IndexFile:
+        """The last file, or a new one when it is full (an OSError comes before anything is put)."""
         f = self.files[-1] if self.files else None
         if f is None or f.full:
             last_name = parse_segment_name(os.path.basename(f.path)) if f is not None else None
@@ -253,7 +289,16 @@ class IndexService:
             f = IndexFile.create(self.fio, self.dir, name_ms, self.slots, self.entries)
             with self._lock:
                 self.files.append(f)
-        f.put(key, phy_offset, store_ts_ms)
+        return f
+
+    def put(self, key: str, phy_offset: int, store_ts_ms: int) -> None:
+        self._writable_file().put(key, phy_offset, store_ts_ms)
+
+    def put_many(self, items, start: int, store_ts_ms: int) -> int:
+        """Put items[start:] ((key, phy_offset) pairs) into the last file while it has room (a
+        new file first when it is full: an OSError then comes before anything is put); returns
+        how many were put (>= 1). Callers loop until every item is in."""
+        return self._writable_file().put_many(items, start, store_ts_ms)
 
     def lookup(self, key: str, max_count: int, begin_ms: int, end_ms: int) -> list[int]:
         """Candidates, newest first. The files are held while they are read: cleanup or close

@@ -432,6 +432,85 @@ class MessageStore:
                  m.prepared_transaction_offset, crc32(body) & 0x7FFFFFFF, th, None, None, tcrc))
         if not prepared:
             return results
+        return self._append_prepared(prepared, results, now)
+
+    def put_encoded(self, topic: str, entries: Sequence[tuple]) -> list[PutResult]:
+        """Put messages of one topic whose properties are already encoded: the broker's raw
+        send path (broker/send_records.py), which builds them straight from its frame, with
+        no Message object and no property dict per message. One PutResult per entry, in
+        order, with the same statuses as put_batch.
+
+        Each entry is ``(body, properties, tags_hash, uniq_key, keys)``: ``body`` bytes;
+        ``properties`` the record's properties as codec.encode_properties writes them
+        (TAGS, KEYS, UNIQ_KEY and the rest), without the record CRC tail, every name and
+        value already checked by the caller (codec.check_property_text: the separators
+        would otherwise split them); ``tags_hash`` codec.tags_hash of the tags (0: none);
+        ``uniq_key`` the UNIQ_KEY value or None; ``keys`` the KEYS values or None (both
+        indexed). Queues are picked round-robin. Checked here: the topic (created when
+        auto_create_topics), body type and size, properties size, record size."""
+        n = len(entries)
+        refusal = self.refusal or self.dispatcher.error or self.disk.refusal
+        if refusal:
+            return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=refusal) for _ in range(n)]
+        results: list = [None] * n
+        t = self.topics.topics.get(topic)
+        if t is None:
+            if not isinstance(topic, str) or not codec.valid_topic(topic):
+                bad = PutResult(PutStatus.MESSAGE_ILLEGAL,
+                                error=f"invalid topic name {topic!r}: use 1-127 characters of [%|a-zA-Z0-9_-]")
+                return [bad] * n
+            if not self.config.auto_create_topics:
+                return [PutResult(PutStatus.TOPIC_NOT_FOUND, error=f"topic {topic!r} does not exist")] * n
+            t, error = self._create_topic_for_put(topic)
+            if t is None:
+                return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=error)] * n
+        now = self.clock.now_ms()
+        host = self._store_host
+        max_body = self._max_body
+        max_props = codec.USER_PROPERTIES_MAX_BYTES
+        room = self.commit_log.max_record_size - codec.FIXED_OVERHEAD - codec.RECORD_CRC_TAIL_LEN - len(t.name_bytes)
+        tail = codec.RECORD_CRC_TAIL
+        mark = codec.RECORD_CRC_MARK
+        tail_prefix = t.tail_prefix_crc
+        index = self.index is not None
+        name = t.name
+        prepared: list = []
+        add = prepared.append
+        for i, (body, props, th, uniq, keys) in enumerate(entries):
+            if type(body) is not bytes:
+                results[i] = PutResult(PutStatus.MESSAGE_ILLEGAL, error="body must be bytes")
+                continue
+            bl = len(body)
+            pl = len(props)
+            if bl > max_body:
+                results[i] = PutResult(PutStatus.MESSAGE_ILLEGAL,
+                                       error=f"body of {bl} bytes exceeds max_message_size_bytes={max_body}")
+                continue
+            if pl > max_props:
+                results[i] = PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                                       error=f"properties take {pl} bytes, more than {max_props}")
+                continue
+            if bl + pl > room:
+                results[i] = PutResult(PutStatus.MESSAGE_ILLEGAL, error="message does not fit in one segment")
+                continue
+            pre = tail_prefix.get(pl)
+            if pre is None:
+                pre = codec.tail_prefix_crc(t.name_bytes, pl + codec.RECORD_CRC_TAIL_LEN)
+                if len(tail_prefix) < 1024:
+                    tail_prefix[pl] = pre
+            ik = None
+            if index and (keys or uniq):
+                ik = index_keys(name, keys or (), uniq)
+            add((i, body, t, props + tail, None, now, host, 0, 0, 0, 0, crc32(body) & 0x7FFFFFFF, th, ik, uniq,
+                 crc32(mark, crc32(props, pre))))
+        if not prepared:
+            return results
+        return self._append_prepared(prepared, results, now)
+
+    def _append_prepared(self, prepared: list, results: list, now: int) -> list[PutResult]:
+        """The common second half of the puts: append the prepared messages under the put lock,
+        dispatch them, wait for the flush (SYNC_FLUSH), fill in ``results``."""
+        host = self._store_host
         out: list = []
         units: dict = {}
         index_items: list = []
@@ -589,7 +668,13 @@ class MessageStore:
         return pb + codec.RECORD_CRC_TAIL
 
     def _auto_create(self, m: Message, results: list, i: int) -> TopicState | None:
-        topic = m.topic
+        t, error = self._create_topic_for_put(m.topic)
+        if t is None:
+            results[i] = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=error)
+        return t
+
+    def _create_topic_for_put(self, topic: str) -> tuple[TopicState | None, str | None]:
+        """Auto-creation: (the topic, None), or (None, why it could not be saved)."""
         try:
             with self._put_lock:      # created only if still unknown: never grows a topic made meanwhile
                 if self.topics.get(topic) is None:
@@ -597,9 +682,8 @@ class MessageStore:
                     for qid in range(t.queue_count):
                         self._bind_queue(t, qid)
         except OSError as e:
-            results[i] = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=f"cannot save topic {topic!r}: {e}")
-            return None
-        return self.topics.get(topic)
+            return None, f"cannot save topic {topic!r}: {e}"
+        return self.topics.get(topic), None
 
     # Read path ------------------------------------------------------------------------
     def min_offset(self, topic: str, queue_id: int) -> int:

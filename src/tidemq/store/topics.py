@@ -22,7 +22,7 @@ TOPICS_FILE = "topics.json"
 class TopicState:
     """In-memory state of one topic for the write path."""
 
-    __slots__ = ("name", "name_bytes", "queue_count", "next_offsets", "queues", "rr", "tag_cache")
+    __slots__ = ("name", "name_bytes", "queue_count", "next_offsets", "queues", "rr", "tag_cache", "tail_prefix_crc")
 
     def __init__(self, name: str, queue_count: int) -> None:
         self.name = name
@@ -32,6 +32,7 @@ class TopicState:
         self.queues: list = [None] * queue_count  # ConsumeQueue per queue id (set by the store)
         self.rr = 0
         self.tag_cache: dict = {}   # tags -> (properties bytes, tags hash, tail CRC): the write path's cache
+        self.tail_prefix_crc: dict = {}   # properties length -> codec.tail_prefix_crc (put_encoded's cache)
 
 
 class TopicTable:
