@@ -1,5 +1,6 @@
 """A tidemq broker in a subprocess on a free loopback port, for tests that need a real one."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -32,3 +33,23 @@ class BrokerProcess:
             self.proc.wait()
             raise AssertionError("broker did not stop on SIGTERM")
         return self.proc.returncode
+
+
+@contextlib.contextmanager
+def brokers(default_root: str, home: str, default_args=()):
+    """start(root=None, env=None, args=None) -> BrokerProcess; whatever is still running at
+    the end is killed (tests stop their brokers themselves when the stop matters)."""
+    started = []
+
+    def start(root=None, env=None, args=None):
+        b = BrokerProcess(root or default_root, dict(env or {}, HOME=home),
+                          default_args if args is None else args)
+        started.append(b)
+        return b
+
+    try:
+        yield start
+    finally:
+        for b in started:
+            if b.proc.poll() is None:
+                b.stop(signal.SIGKILL)

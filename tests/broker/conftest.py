@@ -5,7 +5,6 @@ points at a scratch directory for the whole test process before anything imports
 """
 
 import os
-import signal
 import tempfile
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 _HOME = tempfile.mkdtemp(prefix="tidemq-test-home-")
 os.environ["HOME"] = _HOME
 
-from tests.brokers import REPO, BrokerProcess as _BrokerProcess  # noqa: F401 (REPO: for the tests here)
+from tests.brokers import REPO, BrokerProcess as _BrokerProcess, brokers  # noqa: F401 (REPO: for the tests here)
 
 
 def BrokerProcess(root: str, env: dict | None = None, args=()):
@@ -22,14 +21,5 @@ def BrokerProcess(root: str, env: dict | None = None, args=()):
 
 @pytest.fixture
 def broker_factory(tmp_path):
-    started = []
-
-    def start(root=None, env=None, args=()):
-        b = BrokerProcess(root or str(tmp_path / "store"), env, args)
-        started.append(b)
-        return b
-
-    yield start
-    for b in started:
-        if b.proc.poll() is None:
-            b.stop(signal.SIGKILL)
+    with brokers(str(tmp_path / "store"), _HOME) as start:
+        yield start

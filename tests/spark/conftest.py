@@ -1,12 +1,11 @@
 """Spark tests: one SparkSession for the whole run (local[2], UI off, 2 shuffle partitions)
 and brokers in subprocesses on free loopback ports."""
 
-import signal
 import tempfile
 
 import pytest
 
-from tests.brokers import BrokerProcess
+from tests.brokers import brokers
 
 _HOME = tempfile.mkdtemp(prefix="tidemq-spark-home-")
 
@@ -23,18 +22,9 @@ def spark():
 
 @pytest.fixture
 def broker(tmp_path):
-    """A broker on a fresh store (auto-created topics); stopped by the test's teardown."""
-    started = []
-
-    def start(root=None, env=None, args=("--auto-create-topics",)):
-        b = BrokerProcess(root or str(tmp_path / "store"), dict(env or {}, HOME=_HOME), args)
-        started.append(b)
-        return b
-
-    yield start
-    for b in started:
-        if b.proc.poll() is None:
-            b.stop(signal.SIGKILL)
+    """A broker on a fresh store (auto-created topics unless args say otherwise)."""
+    with brokers(str(tmp_path / "store"), _HOME, ("--auto-create-topics",)) as start:
+        yield start
 
 
 def rows_by_position(df):

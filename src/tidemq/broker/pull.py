@@ -15,10 +15,31 @@ import os
 import time
 
 from ..io import FileIO, read_whole, write_atomic
-from ..store import GetStatus, MessageStore
+from ..store import GetResult, GetStatus, MessageStore
 from ..store.codec import valid_topic
 from .proto import Code, pb, spb, status
 from .wire import to_wire
+
+
+async def long_poll(fetch, arrivals: asyncio.Event, wait_s: float, context) -> GetResult:
+    """``fetch()`` until it finds something or ``wait_s`` (bounded by the call's deadline) has
+    passed; a put wakes it through ``arrivals``. PullMessage's and PullRecords' long polling."""
+    remaining = context.time_remaining()
+    if remaining is not None:
+        wait_s = min(wait_s, remaining - 0.5)
+    deadline = time.monotonic() + max(0.0, wait_s)
+    while True:
+        arrivals.clear()
+        g = fetch()
+        if g.status is not GetStatus.OFFSET_OVERFLOW_ONE and g.status is not GetStatus.NO_MESSAGE_IN_QUEUE:
+            return g
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return g
+        try:
+            await asyncio.wait_for(arrivals.wait(), timeout=left)
+        except asyncio.TimeoutError:
+            pass
 
 
 class GroupOffsets:
@@ -70,23 +91,9 @@ class Pull:
         batch = request.batch_size if request.batch_size > 0 else 32
         group = request.group.name or "%pull"
         wait_s = request.long_polling_timeout.seconds + request.long_polling_timeout.nanos / 1e9
-        remaining = context.time_remaining()
-        if remaining is not None:
-            wait_s = min(wait_s, remaining - 0.5)
-        deadline = time.monotonic() + max(0.0, wait_s)
         offset = request.offset
-        while True:
-            self.arrivals.clear()
-            g = self.store.get(group, topic, qid, offset, max_count=batch, max_bytes=64 << 20, tags=tags)
-            if g.status is not GetStatus.OFFSET_OVERFLOW_ONE and g.status is not GetStatus.NO_MESSAGE_IN_QUEUE:
-                break
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            try:
-                await asyncio.wait_for(self.arrivals.wait(), timeout=left)
-            except asyncio.TimeoutError:
-                pass
+        g = await long_poll(lambda: self.store.get(group, topic, qid, offset, max_count=batch, max_bytes=64 << 20,
+                                                   tags=tags), self.arrivals, wait_s, context)
         if g.status is GetStatus.FOUND:
             yield spb.PullMessageResponse(status=status(Code.OK))
             for m in g.messages:

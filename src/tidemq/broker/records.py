@@ -19,13 +19,13 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
-import time
 
 import grpc
 
 from ..store import GetStatus, MessageStore
 from ..store.codec import valid_topic
 from .proto import Code
+from .pull import long_poll
 from .send_records import RecordSends
 
 SERVICE = "tidemq.Data"
@@ -72,22 +72,8 @@ class Records:
         max_bytes = max(1, min(max_bytes, MAX_BYTES, self.max_message_bytes - 4 * max_count - 4096))
         if not valid_topic(topic) or not 0 <= qid < self.store.queue_count(topic):
             return frame({"code": Code.TOPIC_NOT_FOUND, "message": f"no queue {qid} in topic {topic!r}"})
-        remaining = context.time_remaining()
-        if remaining is not None:
-            wait_s = min(wait_s, remaining - 0.5)
-        deadline = time.monotonic() + wait_s
-        while True:
-            self.arrivals.clear()
-            g = self.store.get_raw(topic, qid, offset, max_count, max_bytes)
-            if g.status is not GetStatus.OFFSET_OVERFLOW_ONE and g.status is not GetStatus.NO_MESSAGE_IN_QUEUE:
-                break
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            try:
-                await asyncio.wait_for(self.arrivals.wait(), timeout=left)
-            except asyncio.TimeoutError:
-                pass
+        g = await long_poll(lambda: self.store.get_raw(topic, qid, offset, max_count, max_bytes), self.arrivals,
+                            wait_s, context)
         head = {"status": g.status.name, "next_offset": g.next_offset, "min_offset": g.min_offset,
                 "max_offset": g.max_offset, "count": 0}
         if g.status is GetStatus.FOUND:
