@@ -158,8 +158,9 @@ class StoreReader:
         """Up to max_count records of one queue from ``offset`` as stored bytes, for readers
         that decode in bulk (the Spark source, tidemq.client's raw pull): the result's
         ``records`` is (sizes, data): the records' sizes (little-endian i32 numpy array) and
-        their bytes back to back (a buffer: bytes(data) for a bytes copy), all from one segment (the caller asks again from
-        next_offset). Found with numpy over the consume-queue units, copied by Arrow.
+        their bytes back to back (a buffer: bytes(data) for a bytes copy), all from one
+        segment (the caller asks again from next_offset). Found with numpy over the
+        consume-queue units, copied by Arrow.
         No tag filter; the store's in-memory/from-disk count limits do not apply (the
         caller bounds the batch by max_count and max_bytes)."""
         cq = self.readable_queue(topic, queue_id, offset)
@@ -185,6 +186,8 @@ class StoreReader:
             seg_end = mf.start_offset + mf.wrote_pos
             inside = (cl_off >= mf.start_offset) & (cl_off + size <= seg_end)
             stop = first + int(np.argmin(inside[first:])) if not inside[first:].all() else len(units)
+            if stop == first:       # a unit beyond what is written (cannot happen: units follow the write)
+                return GetResult(GetStatus.OFFSET_FOUND_NULL, offset + first, mn, mx)
             take = np.flatnonzero(alive[first:stop]) + first
             within = np.cumsum(size[take]) <= max_bytes
             within[0] = True                            # one record always goes, whatever its size
