@@ -20,11 +20,15 @@ def spark():
     s.stop()
 
 
+# small segments and index: the defaults preallocate 2 GiB of segments and 400 MiB of index per store
+SMALL = {"TIDEMQ_SEGMENT_SIZE_BYTES": str(4 << 20), "TIDEMQ_INDEX_SLOTS": "1000", "TIDEMQ_INDEX_ENTRIES": "4000"}
+
+
 @pytest.fixture
 def broker(tmp_path):
-    """A broker on a fresh store (auto-created topics unless args say otherwise)."""
+    """A broker on a fresh, small store (auto-created topics unless args say otherwise)."""
     with brokers(str(tmp_path / "store"), _HOME, ("--auto-create-topics",)) as start:
-        yield start
+        yield lambda root=None, env=None, args=None: start(root, {**SMALL, **(env or {})}, args)
 
 
 def rows_by_position(df):

@@ -90,14 +90,53 @@ def test_delete_mode_keeps_writing_and_records_the_gap(spark, env, tmp_path):
     assert s.segments.min_offset == gaps[-1]["end_offset"]
 
 
-def test_an_unfinished_run_is_removed_and_redone(spark, env, tmp_path):
+def test_an_unfinished_run_is_removed_and_redone_and_other_runs_are_kept(spark, env, tmp_path):
     cl = env.tmpfs("cl", 16)
     root, dest = str(tmp_path / "root"), str(tmp_path / "archive")
     s = env.open(config(root, cl))
     s.create_topic("Arch", 1)
     fill(s, [], 0, 40)                                      # ~4 sealed segments
-    os.makedirs(os.path.join(dest, "run=crashed", "topic=Arch"))
-    open(os.path.join(dest, "run=crashed", "topic=Arch", "part-0.parquet"), "wb").write(b"partial")
+    for run in ("crashed", "another-stores"):               # a shared destination: only ours is ours
+        os.makedirs(os.path.join(dest, f"run={run}", "topic=Arch"))
+        open(os.path.join(dest, f"run={run}", "topic=Arch", "part-0.parquet"), "wb").write(b"partial")
+    os.makedirs(os.path.join(root, "archive"), exist_ok=True)
+    json.dump({"run": "crashed", "dest": dest}, open(os.path.join(root, "archive", "pending.json"), "w"))
     report = archive.run(spark, root, dest, (cl,))
     assert report["removed_unfinished_runs"] == ["run=crashed"]
-    assert spark.read.parquet(dest).count() == report["rows"]
+    assert os.path.isdir(os.path.join(dest, "run=another-stores"))
+    assert not os.path.exists(os.path.join(root, "archive", "pending.json"))
+    assert spark.read.parquet(os.path.join(dest, f"run={report['run']}")).count() == report["rows"]
+
+
+def test_several_topics_in_one_segment_keep_their_topics(spark, tmp_path):
+    from tidemq.store import MessageStore
+    root, dest = str(tmp_path / "root"), str(tmp_path / "archive")
+    s = MessageStore(StoreConfig(root_dir=root, segment_size_bytes=64 * 1024, index_enabled=False)).start()
+    s.put_batch([Message(topic="Orders" if i % 2 else "Refund", body=b"%s-%d" % (b"o" if i % 2 else b"r", i))
+                 for i in range(3000)])
+    s.shutdown()
+    report = archive.run(spark, root, dest)
+    assert report["archived"]
+    rows = spark.read.parquet(dest).select("topic", "body").collect()
+    assert rows and all(r.body.startswith(b"o" if r.topic == "Orders" else b"r") for r in rows)
+
+
+def test_an_early_sealed_segment_counts_as_archived(spark, tmp_path):
+    from tidemq.store import MessageStore
+    from tidemq.store.archive import ArchiveGuard
+    from tidemq.io import OsFileIO
+    root, dest = str(tmp_path / "root"), str(tmp_path / "archive")
+    s = MessageStore(StoreConfig(root_dir=root, segment_size_bytes=64 * 1024, index_enabled=False)).start()
+    s.put_batch([Message(topic="T", body=b"x" * 100) for _ in range(50)])
+    first = s.segments.segments[0]
+    s.commit_log.seal_early(first) if hasattr(s.commit_log, "seal_early") else pytest.skip("no early seal here")
+    s.put_batch([Message(topic="T", body=b"y" * 100) for _ in range(50)])
+    report = archive.run(spark, root, dest)
+    assert segment_name_of(first) in report["archived"]
+    assert ArchiveGuard(OsFileIO(), root, "refuse").archived(first)
+    s.shutdown()
+
+
+def segment_name_of(mf):
+    from tidemq.store.mapped_file import segment_name
+    return segment_name(mf.start_offset)

@@ -99,3 +99,22 @@ def test_tiny_batches(n):
     sizes = np.array([len(r) for r in recs], np.int64)
     batch, skipped = decode(b"".join(recs), positions_of(sizes), sizes)
     assert (batch.num_rows, skipped) == (n, 0)
+
+
+def test_records_of_several_topics_of_the_same_length_keep_their_topics():
+    recs = [record(i, {}, topic=b"Orders" if i % 2 else b"Refund") for i in range(10)]
+    sizes = np.array([len(r) for r in recs])
+    batch, _ = decode(b"".join(recs), positions_of(sizes), sizes)
+    assert batch.column("topic").to_pylist() == ["Orders" if i % 2 else "Refund" for i in range(10)]
+
+
+def test_odd_keys_unique_keys_and_non_utf8_properties_read_as_the_codec_reads_them():
+    recs = [record(0, {"KEYS": "a  b ", "UNIQ_KEY": ""}), record(1, {"KEYS": ""}), record(2, {}),
+            codec.encode_record(body=b"x", topic=b"T", properties=b"bad\x01\xff\xfe\x02", queue_id=0, queue_offset=3,
+                                physical_offset=0, born_timestamp_ms=0, born_host=HOST, store_timestamp_ms=0,
+                                store_host=HOST)]
+    sizes = np.array([len(r) for r in recs])
+    batch, skipped = decode(b"".join(recs), positions_of(sizes), sizes)
+    assert skipped == 0
+    for rec, row in zip(recs, batch.to_pylist()):
+        assert actual(row) == expected(rec)

@@ -82,7 +82,7 @@ def test_timestamps_pick_offsets(spark, broker):
 
 def small_store(root, **kw):
     return MessageStore(StoreConfig(root_dir=str(root), segment_size_bytes=64 * 1024, flush_interval_ms=10,
-                                    file_reserved_time_hours=0, delete_when="", **kw)).start()
+                                    index_enabled=False, file_reserved_time_hours=0, delete_when="", **kw)).start()
 
 
 def test_cleaned_offsets_fail_clearly_or_are_skipped(spark, tmp_path):

@@ -4,11 +4,15 @@ A Spark job reads every sealed segment the manifest does not hold yet (never the
 one: a segment is sealed when it ends with its BLANK record, is full, or was sealed early
 by the store, config/sealed.json) and writes its records to
 ``<dest>/run=<id>/topic=<topic>/day=<yyyy-mm-dd>/`` as Parquet (the source's columns plus
-``segment``). Only then is each segment recorded in ``<root>/archive/manifest.json``
-(name, offsets, rows, crc32 of its bytes, run), which is what lets the cleaner delete it
-when archive_before_delete is on (store/archive.py). A run that fails before the manifest
-is written leaves a ``run=`` directory nobody refers to: the next run removes it first,
-so a segment is never archived twice. ``spark.read.parquet(dest)`` reads it all back.
+``segment``), fsyncs it, and only then records each segment in
+``<root>/archive/manifest.json`` (name, offsets, rows, crc32 of its bytes, run), which is
+what lets the cleaner delete it when archive_before_delete is on (store/archive.py). The
+run id is written to ``<root>/archive/pending.json`` before any file: a run that dies
+before its manifest entry is removed by the next run of the same store (never another
+store's, if several share a destination), so a segment is never archived twice.
+``spark.read.parquet(dest)`` reads it all back. The job reads the segment files, so it
+runs next to the store (a local master or executors that see the store's disks) and
+writes to a local destination.
 """
 
 from __future__ import annotations
@@ -110,6 +114,16 @@ def _map(path: str) -> mmap.mmap:
         return mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
 
 
+def _has_data(path: str) -> bool:
+    """A segment whose first record has been written (a pre-made next segment is zeroes)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except FileNotFoundError:
+        return False
+    return len(head) == 8 and codec.SIZE_MAGIC.unpack(head)[1] == codec.MAGIC
+
+
 def _early_seals(root: str) -> dict[int, int]:
     path = os.path.join(root, "config", "sealed.json")
     try:
@@ -125,20 +139,26 @@ def plan(root: str, commitlog_dirs: tuple[str, ...] = ()) -> tuple[list[dict], d
     manifest = read_manifest(OsFileIO(), root)
     seals = _early_seals(root)
     todo = []
-    for start, path in zip(files.segment_starts, files.segment_paths):
+    listing = list(zip(files.segment_starts, files.segment_paths))
+    for i, (start, path) in enumerate(listing):
         name = segment_name(start)
         if name in manifest["segments"]:
             continue
-        size = os.path.getsize(path)
-        data = _map(path)
+        try:
+            size = os.path.getsize(path)
+            data = _map(path)
+        except FileNotFoundError:
+            continue                     # deleted since the listing (cleanup without archive_before_delete)
         limit = seals.get(start, size)
         positions, sizes, end, blank, corrupt = walk_segment(data, limit)
-        sealed = blank or end >= size or start in seals
+        # sealed: its BLANK record, full, sealed early by the store, or a later segment holds data
+        # (a damaged header stops the walk early; it must not make the segment look active forever)
+        sealed = blank or end >= size or start in seals or any(_has_data(p) for _, p in listing[i + 1:i + 3])
         if not sealed:
             break                        # the active segment, and nothing after it is sealed either
-        end_offset = start + (size if blank else end)
-        todo.append({"name": name, "path": path, "limit": end, "start_offset": start, "end_offset": end_offset,
-                     "rows": len(positions), "corrupt_skipped": corrupt,
+        # the store counts a sealed segment as written to its end (BLANK, full or early seal)
+        todo.append({"name": name, "path": path, "limit": end, "start_offset": start, "end_offset": start + size,
+                     "rows": len(positions), "corrupt_skipped": corrupt, "stopped_at": end,
                      "crc32": zlib.crc32(memoryview(data)[:end])})
     return todo, manifest
 
@@ -157,30 +177,73 @@ def run(spark, root: str, dest: str, commitlog_dirs: tuple[str, ...] = ()) -> di
         lock.close()
 
 
-def _run_locked(spark, root, dest, commitlog_dirs) -> dict:
-    t0 = time.monotonic()
-    todo, manifest = plan(root, commitlog_dirs)
+def _pending_path(root: str) -> str:
+    return os.path.join(root, ARCHIVE_DIR, "pending.json")
+
+
+def _remove_unfinished(root: str, manifest: dict) -> list[str]:
+    """The run this store started and never recorded: its files go (only this store's own run,
+    so a destination shared by several stores is safe)."""
+    path = _pending_path(root)
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        pending = json.load(f)
     runs = {e.get("run") for e in manifest["segments"].values()}
     removed = []
-    if os.path.isdir(dest):
-        for d in os.listdir(dest):
-            if d.startswith("run=") and d[4:] not in runs:
-                shutil.rmtree(os.path.join(dest, d))          # a run that never reached the manifest
-                removed.append(d)
+    if pending["run"] not in runs:
+        d = os.path.join(pending["dest"], f"run={pending['run']}")
+        if os.path.isdir(d):
+            shutil.rmtree(d)
+            removed.append(f"run={pending['run']}")
+    os.remove(path)
+    return removed
+
+
+def _fsync_tree(top: str) -> None:
+    """The run's files and directories durable before the manifest says they exist."""
+    for d, _dirs, files in os.walk(top, topdown=False):
+        for name in files:
+            fd = os.open(os.path.join(d, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _run_locked(spark, root, dest, commitlog_dirs) -> dict:
+    if "://" in dest:
+        raise ArchiveError(f"the archive destination must be a local path (it is fsynced before the manifest "
+                           f"records it), not {dest!r}")
+    t0 = time.monotonic()
+    todo, manifest = plan(root, commitlog_dirs)
+    removed = _remove_unfinished(root, manifest)
     report = {"archived": [], "rows": 0, "removed_unfinished_runs": removed, "dest": dest}
     if not todo:
         report["seconds"] = round(time.monotonic() - t0, 3)
         return report
     run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+    with open(_pending_path(root), "w") as f:       # before any file of the run exists
+        json.dump({"run": run_id, "dest": dest}, f)
+        f.flush()
+        os.fsync(f.fileno())
     spark.dataSource.register(SegmentsSource)
-    segments = json.dumps([[s["path"], s["limit"], s["name"]] for s in todo])
+    segments = json.dumps([[s["path"], s["stopped_at"], s["name"]] for s in todo])
     df = spark.read.format("tidemq_segments").option("segments", segments).load()
-    df.write.mode("append").partitionBy("topic", "day").parquet(os.path.join(dest, f"run={run_id}"))
+    out = os.path.join(dest, f"run={run_id}")
+    df.write.mode("append").partitionBy("topic", "day").parquet(out)
+    _fsync_tree(out)
     now_ms = int(time.time() * 1000)
     for s in todo:
         manifest["segments"][s["name"]] = {k: s[k] for k in ("start_offset", "end_offset", "rows", "crc32")} | {
             "run": run_id, "archived_at_ms": now_ms, "corrupt_skipped": s["corrupt_skipped"]}
     write_manifest(OsFileIO(), root, manifest)
+    os.remove(_pending_path(root))
     report.update(archived=[s["name"] for s in todo], rows=sum(s["rows"] for s in todo), run=run_id,
                   seconds=round(time.monotonic() - t0, 3))
     return report

@@ -82,11 +82,19 @@ class FileBackend(Backend):
     def read(self, topic, qid, start, end, batch_rows=BATCH_ROWS):
         files = self.files
         at = start
+        first = files.first_unit(topic, qid)
+        if first is not None and at < first:             # its head files were cleaned away meanwhile
+            yield _EMPTY, min(first, end) - at
+            at = first
+        log_end = files.log_end()
         while at < end:
             units = files.units(topic, qid, at, min(end, at + batch_rows))
             if len(units) == 0:
                 yield _EMPTY, end - at                   # the queue's files end before `end`
                 return
+            if len(units) and int(units["offset"].max()) >= log_end:
+                raise ValueError(f"tidemq: {topic} queue {qid} points past the last commit-log segment found in "
+                                 f"{', '.join(files.commitlog_dirs)}: is the option commitlogDirs complete?")
             at += len(units)
             offsets = units["offset"].astype(np.int64)
             sizes = units["size"].astype(np.int64)

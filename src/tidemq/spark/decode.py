@@ -53,7 +53,24 @@ def _as_string(arr: pa.Array) -> pa.Array:
     try:
         return arr.cast(pa.string())
     except pa.ArrowInvalid:
-        return pa.array([b.decode("utf-8", "replace") for b in arr.to_pylist()], pa.string())
+        return pa.array([None if b is None else b.decode("utf-8", "replace") for b in arr.to_pylist()], pa.string())
+
+
+def _empty_as_null(arr: pa.Array) -> pa.Array:
+    return pc.if_else(pc.equal(arr, ""), pa.scalar(None, pa.string()), arr)
+
+
+def _keys(text: pa.Array, n: int) -> pa.Array:
+    """KEYS split on spaces, empty pieces dropped, [] where there is none (as the codec reads them)."""
+    parts = pc.fill_null(pc.split_pattern(text, codec.KEY_SEP), _EMPTY_KEYS)
+    flat = pc.list_flatten(parts)
+    keep = pc.not_equal(flat, "")
+    if pc.all(keep).as_py() is not False:
+        return parts
+    parents = pc.list_parent_indices(parts).to_numpy()[keep.to_numpy(zero_copy_only=False)]
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(np.bincount(parents, minlength=n), out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), flat.filter(keep))
 
 
 def _properties(text: pa.Array, n: int) -> tuple[pa.MapArray, dict[str, pa.Array]]:
@@ -137,9 +154,9 @@ def decode(buf, positions: np.ndarray, sizes: np.ndarray) -> tuple[pa.RecordBatc
             a[keep] for a in (positions, sizes, head, blen, tpos, tlen, ppos, plen))
     n = len(positions)
     body = gather(buf, abuf, positions + 88, blen)
-    if n and (tlen == tlen[0]).all():     # one topic (a queue's records): one string, repeated
-        t0 = int(tpos[0]) + 1
-        topic = pa.repeat(pa.scalar(bytes(buf[t0:t0 + int(tlen[0])]).decode("ascii", "replace")), n)
+    names = _fixed(buf, abuf, tpos + 1, int(tlen[0])) if n and (tlen == tlen[0]).all() else None
+    if names is not None and (names == names[0]).all():      # one topic (a queue's records): repeated
+        topic = pa.repeat(pa.scalar(names[0].tobytes().decode("ascii", "replace")), n)
     else:
         topic = _as_string(gather(buf, abuf, tpos + 1, tlen))
     ulen = np.maximum(plen - _HIDDEN - 1, 0)                  # user properties without their last separator
@@ -147,14 +164,14 @@ def decode(buf, positions: np.ndarray, sizes: np.ndarray) -> tuple[pa.RecordBatc
     ids = np.concatenate([head[:, 64:72], head[:, 28:36]], axis=1)     # store host + commit-log offset
     offset_ids = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32) * 32),
                                                         pa.py_buffer(np.ascontiguousarray(_HEX[ids]))])
-    keys = pc.fill_null(pc.split_pattern(picked[codec.PROP_KEYS], codec.KEY_SEP), _EMPTY_KEYS)
+    keys = _keys(picked[codec.PROP_KEYS], n)
     ms = lambda a, b: pa.array(i64(a, b) * 1000, pa.timestamp("us", tz="UTC"))   # noqa: E731
     batch = pa.RecordBatch.from_arrays([
         topic,
         pa.array(i32(12, 16).astype(np.int32)),
         pa.array(i64(20, 28).astype(np.int64)),
         pa.array(i64(28, 36).astype(np.int64)),
-        pc.coalesce(picked[codec.PROP_UNIQ_KEY], offset_ids),
+        pc.coalesce(_empty_as_null(picked[codec.PROP_UNIQ_KEY]), offset_ids),
         picked[codec.PROP_TAGS],
         keys,
         body,

@@ -105,6 +105,20 @@ class StoreFiles:
             mn += len(units)
         return mx, mx
 
+    def first_unit(self, topic: str, qid: int) -> int | None:
+        """The queue offset of the first unit its files still hold (None: no file)."""
+        files = self._cq_files(topic, qid)
+        return files[0][0] // UNIT_SIZE if files else None
+
+    def log_end(self) -> int:
+        """One past the last byte the listed segments can hold."""
+        if not self.segment_paths:
+            return 0
+        try:
+            return self.segment_starts[-1] + os.path.getsize(self.segment_paths[-1])
+        except FileNotFoundError:
+            return self.segment_starts[-1]
+
     def units(self, topic: str, qid: int, start: int, end: int) -> np.ndarray:
         """Consume-queue units [start, end) (fewer if the files end first)."""
         files = self._cq_files(topic, qid)

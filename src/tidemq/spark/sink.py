@@ -9,9 +9,15 @@ No duplicates on retry: every message carries a unique key, the ``msg_id`` colum
 given, otherwise one derived from (write id, micro-batch id, partition, row number). A
 failed task that Spark runs again sends the same rows with the same keys and the broker
 answers the repeats from its de-duplication window (``send_dedup_window``) instead of
-storing them twice. The write id is made once per batch write on the driver; for a
-stream it is the option ``writerId`` (default: the target topic), so a micro-batch
-replayed after a restart from the checkpoint gets the same keys as well.
+storing them twice. The write id is made once per batch write on the driver. For a stream
+give the option ``writerId`` (unique to the query, the same across its restarts): a
+micro-batch replayed after a restart from the checkpoint then gets the same keys too.
+Without it each run of the query has its own id (replays after a restart may be stored
+twice: at least once, never dropped; two queries can never take each other's keys).
+Limits: the window is in memory and bounded (a retry after a broker restart, or after
+more than send_dedup_window other sends, is stored again), and derived keys follow row
+order, so they hold for inputs whose order is deterministic; a ``msg_id`` column has
+neither limit on the key side.
 """
 
 from __future__ import annotations
@@ -105,6 +111,16 @@ class _Sender:
         return Sent(part, sent, dups)
 
 
+def _log_sent(messages) -> None:
+    sent = sum(m.messages for m in messages if m)
+    dups = sum(m.duplicates for m in messages if m)
+    if dups:
+        log.warning("tidemq sink: %d messages sent, %d of them answered as duplicates of messages already "
+                    "stored (a retried task, or keys reused: check writerId / msg_id)", sent, dups)
+    else:
+        log.info("tidemq sink: %d messages sent", sent)
+
+
 class TidemqWriter(DataSourceArrowWriter):
     def __init__(self, options, schema) -> None:
         self.sender = _Sender(options, uuid.uuid4().hex)      # made on the driver: shared by task retries
@@ -113,8 +129,7 @@ class TidemqWriter(DataSourceArrowWriter):
         return self.sender.send(iterator, "batch")
 
     def commit(self, messages) -> None:
-        total = sum(m.messages for m in messages if m)
-        log.info("tidemq sink: %d messages sent", total)
+        _log_sent(messages)
 
     def abort(self, messages) -> None:
         sent = sum(m.messages for m in messages if m)
@@ -125,7 +140,7 @@ class TidemqWriter(DataSourceArrowWriter):
 class TidemqStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options, schema) -> None:
         opts = CaseInsensitiveDict(options)
-        self.sender = _Sender(opts, opts.get("writerId") or f"stream:{opts.get('topic', '')}")
+        self.sender = _Sender(opts, opts.get("writerId") or f"stream-run:{uuid.uuid4().hex}")
 
     def write(self, iterator):
         from pyspark import TaskContext
@@ -134,7 +149,7 @@ class TidemqStreamWriter(DataSourceStreamArrowWriter):
         return self.sender.send(iterator, batch_id)
 
     def commit(self, messages, batchId: int) -> None:
-        pass
+        _log_sent(messages)
 
     def abort(self, messages, batchId: int) -> None:
         log.warning("tidemq sink: micro-batch %d aborted; its replay reuses the same message keys", batchId)
