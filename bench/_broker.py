@@ -212,12 +212,14 @@ class TidemqSystem:
     def stored(self) -> int:
         return sum(hi - lo for lo, hi in self.offsets())
 
-    def consume(self, expected: int, batch: int, max_s: float, threads: int = 1, api: str = "records") -> dict:
+    def consume(self, expected: int, batch: int, max_s: float, threads: int = 1, api: str = "records",
+                prefetch: int = 2) -> dict:
         """Read every queue from its first offset until its end (queried before timing), ``batch``
         per request; ``threads`` > 1: the queues split over that many threads, each with its own
-        consumer (channel). ``api``: ``records`` is PullConsumer.pull_records (one response of
-        stored records, decoded here into StoredMessage objects, each one's body and queue offset
-        read, as the peers' clients hand out per-message objects with body and id); ``pull`` is
+        consumer (channel). ``api``: ``records`` is PullConsumer.iter_records (raw pulls, with
+        ``prefetch`` more pulls under way while a response is decoded here into StoredMessage
+        objects, each one's body and queue offset read, as the peers' clients hand out
+        per-message objects with body and id; ``prefetch=0``: one pull at a time); ``pull`` is
         PullConsumer.pull (PullMessage: the protocol's stream of one protobuf Message each)."""
         import concurrent.futures as cf
 
@@ -238,19 +240,28 @@ class TidemqSystem:
             got = nbytes = 0
             for q in qids:
                 off, hi = ranges[q]
-                while off < hi and time.perf_counter() < end:
-                    if api == "records":
-                        r = c.pull_records(self.topic, q, off, max_count=batch)
+                if api == "records":
+                    if off >= hi or time.perf_counter() >= end:
+                        continue
+                    for r in c.iter_records(self.topic, q, off, hi, max_count=batch, prefetch=prefetch):
                         msgs = r.messages()
                         for m in msgs:
                             nbytes += len(m.body)
                             if m.queue_offset < off:
                                 raise BrokerError(f"tidemq: queue {q} offset {m.queue_offset} before {off}")
-                    else:
-                        r = c.pull(self.topic, q, off, batch_size=batch)
-                        msgs = r.messages
-                        for m in msgs:
-                            nbytes += len(m.body)
+                        if not msgs:
+                            raise BrokerError(f"tidemq: records of queue {q} at {off} (< end {hi}) found nothing "
+                                              f"(code {r.code}, next {r.next_offset})")
+                        got += len(msgs)
+                        off = r.next_offset
+                        if time.perf_counter() >= end:
+                            break                   # closes the iteration: the pulls under way are cancelled
+                    continue
+                while off < hi and time.perf_counter() < end:
+                    r = c.pull(self.topic, q, off, batch_size=batch)
+                    msgs = r.messages
+                    for m in msgs:
+                        nbytes += len(m.body)
                     if not msgs:
                         raise BrokerError(f"tidemq: {api} of queue {q} at {off} (< end {hi}) found nothing "
                                           f"(code {r.code}, next {r.next_offset})")

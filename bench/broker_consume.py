@@ -9,12 +9,16 @@ Every round takes every system once, in a rotating order, each on a fresh server
 data directory under bench/.tmp: fill it with ``--count`` 1 KiB messages (untimed, through the
 same produce path as bench/broker_produce.py), ``os.sync()``, then time reading them all back:
 
-* ``tidemq``: PullConsumer.pull_records(max_count=``--batch``) (``/tidemq.Data/PullRecords``: one
-  response holding the records as stored) over each of the 8 queues from its first offset until
-  its end offset (queried before timing); every response decoded into per-message objects
-  (``RecordsResult.messages()``: StoredMessage), each one's body and queue offset read, as the
-  peers' clients return per-message objects with body and id. The peers read ``--batch`` per
-  request too.
+* ``tidemq``: PullConsumer.iter_records(max_count=``--batch``, prefetch=``--prefetch``)
+  (``/tidemq.Data/PullRecords``: one response holding the records as stored; ``--prefetch`` (2)
+  more pulls under way while the client decodes a response) over each of the 8 queues from its
+  first offset until its end offset (queried before timing); every response decoded into
+  per-message objects (``RecordsResult.messages()``: StoredMessage), each one's body and queue
+  offset read, as the peers' clients return per-message objects with body and id. The peers
+  read ``--batch`` per request too.
+* ``tidemq one pull at a time`` (for information, no goal; skip with ``--no-serial-variant``):
+  the same with prefetch 0 (the next pull is sent when the caller is done with a response), on
+  the same broker.
 * ``tidemq PullMessage`` (for information, no goal): PullConsumer.pull(batch_size=``--batch``),
   the protocol's PullMessage (a stream of one protobuf Message per message), on the same broker,
   which runs with ``pull_max_count_in_memory=--batch`` and ``pull_max_bytes_in_memory=1 MiB``
@@ -42,6 +46,7 @@ from peers import PEERS, ensure_installed, versions  # noqa: E402
 
 GOAL = 2.0
 PULL_VARIANT = "tidemq PullMessage"
+SERIAL_VARIANT = "tidemq one pull at a time"
 DEFAULTS_VARIANT = "tidemq pull(32), broker defaults"
 
 
@@ -66,9 +71,13 @@ def measure(name: str, cls, workdir: str, body: bytes, a) -> dict[str, dict]:
         if stored != f["messages"]:
             raise RuntimeError(f"{name}: holds {stored} messages after {f['messages']} were acknowledged")
         kw = {"threads": a.threads} if name == "tidemq" else {}
-        r = timed_consume(s, stored, a.batch, a.max_seconds, **kw)
+        r = timed_consume(s, stored, a.batch, a.max_seconds, **kw, **({"prefetch": a.prefetch} if kw else {}))
         r["filled"] = stored
         out[name] = r
+        if name == "tidemq" and a.serial_variant:
+            r = timed_consume(s, stored, a.batch, a.max_seconds, prefetch=0, **kw)
+            r["filled"] = stored
+            out[SERIAL_VARIANT] = r
         if name == "tidemq" and a.pull_variant:
             r = timed_consume(s, stored, a.batch, a.info_seconds, api="pull", **kw)
             r["filled"] = stored
@@ -93,6 +102,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=256, help="messages per pull / XREAD / fetch")
     ap.add_argument("--in-flight", type=int, default=4, help="fill: requests / batches under way")
     ap.add_argument("--threads", type=int, default=1, help="tidemq: threads pulling (queues split among them)")
+    ap.add_argument("--prefetch", type=int, default=2, help="tidemq: pulls under way while a response is decoded")
+    ap.add_argument("--no-serial-variant", dest="serial_variant", action="store_false",
+                    help=f"skip '{SERIAL_VARIANT}'")
+    ap.add_argument("--name", default="broker_consume", help="results under bench/results/NAME.{json,md}")
     ap.add_argument("--body-bytes", type=int, default=1024)
     ap.add_argument("--peers", default="redis,nats")
     ap.add_argument("--info-seconds", type=float, default=5.0,
@@ -106,17 +119,20 @@ def main() -> None:
     peers = [p for p in a.peers.split(",") if p]
     ensure_installed(progress)
     body = os.urandom(a.body_bytes)
-    rep = Report("broker_consume", unit="msgs/s", reference="best peer",
+    rep = Report(a.name, unit="msgs/s", reference="best peer",
                  reference_doc="the higher consume rate of the durable peers in the same round: "
                                + "; ".join(PEERS[p].label for p in peers),
-                 params={"body_bytes": a.body_bytes, "batch": a.batch, "threads": a.threads, "rounds": a.rounds,
+                 params={"body_bytes": a.body_bytes, "batch": a.batch, "prefetch": a.prefetch, "threads": a.threads,
+                         "rounds": a.rounds,
                          "filled_per_sample": a.count, "max_seconds_per_read": a.max_seconds,
                          "tidemq": f"tidemq serve, ASYNC_FLUSH, pull_max_count_in_memory={a.batch}, "
-                                   "pull_max_bytes_in_memory=1 MiB, topic of 8 queues; pull_records("
-                                   f"max_count={a.batch}), decoded to StoredMessage (body, queue offset)",
+                                   "pull_max_bytes_in_memory=1 MiB, topic of 8 queues; iter_records("
+                                   f"max_count={a.batch}, prefetch={a.prefetch}), decoded to StoredMessage (body, queue offset)",
                          "info_seconds": a.info_seconds,
                          "peers": versions()})
     rep.ratio("tidemq", GOAL)
+    if a.serial_variant:
+        rep.ratio(SERIAL_VARIANT, None)
     if a.pull_variant:
         rep.ratio(PULL_VARIANT, None)
     if a.defaults_variant:
@@ -137,7 +153,8 @@ def main() -> None:
             rates = {v: r["messages"] / r["seconds"] for v, r in got.items()}
             best = max(rates[p] for p in peers)
             rep.add("best peer", best)
-            for v in (["tidemq"] + ([PULL_VARIANT] if a.pull_variant else [])
+            for v in (["tidemq"] + ([SERIAL_VARIANT] if a.serial_variant else [])
+                      + ([PULL_VARIANT] if a.pull_variant else [])
                       + ([DEFAULTS_VARIANT] if a.defaults_variant else []) + peers):
                 r = got[v]
                 rep.add(v, rates[v], ref=best, messages=r["messages"], server_cores=r["server_cores"],

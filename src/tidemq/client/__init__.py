@@ -10,7 +10,9 @@ Unlike the official client (one message per SendMessage), a batch travels in
 one request and is stored with one put: by default a compact frame through
 ``/tidemq.Data/SendRecords`` (NORMAL messages; ``Producer(raw=False)`` uses the
 protocol's SendMessage), and ``send_batches`` keeps several requests in flight.
-``PullConsumer.pull_records`` reads records as stored, decoded here. Both sign
+``PullConsumer.pull_records`` reads records as stored, decoded here, and
+``PullConsumer.iter_records`` reads a stretch of a queue with the next pulls
+already under way while the caller works on a response. Both sign
 their calls with ``access_key`` / ``secret_key`` and speak TLS with
 ``root_certificates`` (or ``tls=True``). Channels are created on first use, so
 objects can be made before a fork (Spark workers) and used after it.

@@ -14,7 +14,7 @@ import time
 from array import array
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import grpc
 from google.protobuf import duration_pb2, timestamp_pb2
@@ -68,6 +68,7 @@ class RecordsResult:
     max_offset: int
     sizes: array          # i32 per record
     data: memoryview      # the records
+    offset: int = -1      # the offset it was pulled from (iter_records: results follow on without gaps)
 
     @property
     def found(self) -> bool:
@@ -84,6 +85,7 @@ class RecordsResult:
 
 
 LOOKAHEAD_BYTES = 4 << 20      # HTTP/2 flow-control lookahead of the client's streams
+PREFETCH_MAX = 8               # iter_records: pulls under way at most while the caller works
 
 
 class _Channel:
@@ -382,16 +384,14 @@ class PullConsumer:
                 res.next_offset = r.next_offset
         return res
 
-    def pull_records(self, topic: str, queue_id: int, offset: int, max_count: int = 4096, max_bytes: int = 16 << 20,
-                     wait_s: float = 0.0) -> RecordsResult:
-        """Up to max_count records from ``offset`` in one response, as stored (no per-message
-        protobuf): the fast path for bulk readers. Raises ClientError for an unknown queue or a
-        bad request; an offset outside the queue answers ILLEGAL_OFFSET with its bounds."""
-        fn = self._ch.unary(f"/{RECORDS_SERVICE}/PullRecords")
-        req = json.dumps({"topic": topic, "queue_id": queue_id, "offset": offset, "max_count": max_count,
-                          "max_bytes": max_bytes, "wait_ms": int(wait_s * 1000)}).encode()
-        head, sizes_raw, data = unframe(_raw_call(fn, req, timeout=self._ch.timeout_s + wait_s,
-                                                  metadata=self._ch.metadata()))
+    def _records_request(self, topic: str, queue_id: int, offset: int, max_count: int, max_bytes: int,
+                         wait_s: float) -> bytes:
+        return json.dumps({"topic": topic, "queue_id": queue_id, "offset": offset, "max_count": max_count,
+                           "max_bytes": max_bytes, "wait_ms": int(wait_s * 1000)}).encode()
+
+    @staticmethod
+    def _records_result(raw: bytes, offset: int) -> RecordsResult:
+        head, sizes_raw, data = unframe(raw)
         code = head.get("code", Code.INTERNAL_SERVER_ERROR)
         if code not in (Code.OK, Code.MESSAGE_NOT_FOUND, Code.ILLEGAL_OFFSET):
             raise ClientError(code, head.get("message", ""))
@@ -400,7 +400,106 @@ class PullConsumer:
         if sys.byteorder != "little":
             sizes.byteswap()
         return RecordsResult(code, head.get("message", ""), head.get("next_offset", offset),
-                             head.get("min_offset", 0), head.get("max_offset", 0), sizes, data)
+                             head.get("min_offset", 0), head.get("max_offset", 0), sizes, data, offset)
+
+    def pull_records(self, topic: str, queue_id: int, offset: int, max_count: int = 4096, max_bytes: int = 16 << 20,
+                     wait_s: float = 0.0) -> RecordsResult:
+        """Up to max_count records from ``offset`` in one response, as stored (no per-message
+        protobuf): the fast path for bulk readers. Raises ClientError for an unknown queue or a
+        bad request; an offset outside the queue answers ILLEGAL_OFFSET with its bounds."""
+        fn = self._ch.unary(f"/{RECORDS_SERVICE}/PullRecords")
+        req = self._records_request(topic, queue_id, offset, max_count, max_bytes, wait_s)
+        return self._records_result(_raw_call(fn, req, timeout=self._ch.timeout_s + wait_s,
+                                              metadata=self._ch.metadata()), offset)
+
+    def iter_records(self, topic: str, queue_id: int, start: int, end: int | None = None, max_count: int = 4096,
+                     max_bytes: int = 16 << 20, prefetch: int = 2, wait_s: float = 0.0) -> Iterator[RecordsResult]:
+        """The raw pulls of [start, end) in order, with up to ``prefetch`` (0 .. PREFETCH_MAX)
+        more pulls under way while the caller works on the result it was handed.
+
+        The results follow on without gaps (each one's ``offset`` is the one before's
+        ``next_offset``). A result without records (``found`` False) is a stretch of offsets
+        that holds none: holes (MESSAGE_NOT_FOUND) or records cleaned away (ILLEGAL_OFFSET,
+        next_offset = the queue's first offset); its ``next_offset`` is at most ``end``.
+
+        It stops at ``end``; without ``end``, or when the queue ends first, at the queue's end
+        as the last response saw it; with ``wait_s`` > 0 a pull at the queue's end instead waits
+        up to ``wait_s`` for new records, and the iteration goes on until ``end`` (forever
+        without one). An error (ClientError, grpc.RpcError) is raised where the iteration
+        reaches the pull that failed; the pulls under way are cancelled when the iteration
+        ends or is closed early.
+
+        The next pulls are sent before their offset is known: the one after a pull from ``o``
+        of ``n`` records is asked from ``o + n``. A response that stops short (the byte limit,
+        a segment's end, the queue's end) makes the pulls after it useless: they are
+        cancelled and asked again, and the later pulls ask for 3/4 of what that response
+        held. Without ``end`` nothing is asked beyond the last known end of the queue."""
+        if not 0 <= prefetch <= PREFETCH_MAX:
+            raise ValueError(f"prefetch {prefetch} outside 0 .. {PREFETCH_MAX}")
+        if max_count < 1:
+            raise ValueError(f"max_count {max_count} must be >= 1")
+        return self._iter_records(topic, queue_id, start, end, max_count, max_bytes, prefetch, wait_s)
+
+    def _iter_records(self, topic, queue_id, start, end, max_count, max_bytes, prefetch, wait_s):
+        method = f"/{RECORDS_SERVICE}/PullRecords"
+        timeout = self._ch.timeout_s + wait_s
+        pending: deque = deque()            # (offset, count asked, future), in offset order
+        pid = os.getpid()
+        at = start
+        known_end: int | None = None        # the queue's end offset, as the last response saw it
+        count = max_count
+
+        def send(offset: int) -> None:
+            n = count if end is None else min(count, end - offset)
+            req = self._records_request(topic, queue_id, offset, n, max_bytes, wait_s)
+            fut = self._ch.unary(method).future(req, timeout=timeout, metadata=self._ch.metadata())
+            pending.append((offset, n, fut))
+
+        def drop() -> None:
+            if pid == os.getpid():          # a parent's futures are not touched after a fork
+                for p in pending:
+                    p[2].cancel()
+            pending.clear()
+
+        try:
+            while end is None or at < end:
+                if pid != os.getpid():      # forked: the channel is new here, ask again
+                    drop()
+                    pid = os.getpid()
+                if not pending:
+                    send(at)
+                off, asked, fut = pending.popleft()
+                r = self._records_result(_result(fut), off)
+                known_end = r.max_offset
+                nxt = r.next_offset
+                if r.found:
+                    if nxt - off < asked and nxt < known_end:      # short: fewer from now on
+                        count = max(1, (nxt - off) * 3 // 4)
+                elif nxt > off:                                    # holes, or cleaned away
+                    if end is not None and nxt > end:
+                        nxt = r.next_offset = end
+                elif r.code == Code.ILLEGAL_OFFSET and wait_s > 0:    # beyond the queue's end
+                    raise ClientError(r.code, r.message)
+                elif wait_s > 0:                                   # at the end: poll again
+                    drop()
+                    continue
+                else:
+                    return
+                at = nxt
+                if pending and pending[0][0] != at:
+                    drop()
+                done = (end is not None and at >= end) or (wait_s <= 0 and at >= known_end)
+                if not done:
+                    limit = known_end if end is None else min(end, known_end)
+                    following = pending[-1][0] + pending[-1][1] if pending else at
+                    while len(pending) < prefetch and following < limit:
+                        send(following)
+                        following += pending[-1][1]
+                yield r
+                if done:
+                    return
+        finally:
+            drop()
 
     def query_offset(self, topic: str, queue_id: int, policy: str = "END", timestamp_ms: int | None = None) -> int:
         req = spb.QueryOffsetRequest(message_queue=self._mq(topic, queue_id),

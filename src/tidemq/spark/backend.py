@@ -20,6 +20,7 @@ from .files import StoreFiles, StoreFilesError
 log = logging.getLogger("tidemq.spark")
 
 BATCH_ROWS = 65536
+READ_PREFETCH = 1       # broker mode: pulls under way while a batch is decoded (each up to 16 MiB)
 _EMPTY = pa.RecordBatch.from_pylist([], schema=SCHEMA)
 
 
@@ -139,24 +140,18 @@ class BrokerBackend(Backend):
         return self.consumer.query_offset(topic, qid, "TIMESTAMP", timestamp_ms)
 
     def read(self, topic, qid, start, end, batch_rows=BATCH_ROWS):
+        # the next pull is under way while this one is decoded (and while Spark takes the batch)
         at = start
-        while at < end:
-            r = self.consumer.pull_records(topic, qid, at, max_count=min(batch_rows, end - at))
+        for r in self.consumer.iter_records(topic, qid, start, end, max_count=batch_rows, prefetch=READ_PREFETCH):
             if r.found:
                 sizes = np.frombuffer(r.sizes, np.int32)
                 batch, bad = decode(np.frombuffer(r.data, np.uint8), positions_of(sizes), sizes)
                 yield batch, r.next_offset - at - len(sizes) + bad
-                nxt = r.next_offset
-            elif r.next_offset > at:                      # holes or removed records only
-                nxt = min(r.next_offset, end)
-                yield _EMPTY, nxt - at
-            elif at < r.min_offset:                       # cleaned away under us
-                nxt = min(r.min_offset, end)
-                yield _EMPTY, nxt - at
-            else:
-                yield _EMPTY, end - at                    # the queue ends before `end`
-                return
-            at = nxt
+            else:                                         # holes, or cleaned away under us
+                yield _EMPTY, r.next_offset - at
+            at = r.next_offset
+        if at < end:
+            yield _EMPTY, end - at                        # the queue ends before `end`
 
     def close(self) -> None:
         self.consumer.close()

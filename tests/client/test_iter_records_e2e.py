@@ -1,0 +1,56 @@
+"""PullConsumer.iter_records against `tidemq serve`: every record once and in order with pulls
+under way, bounded by `end` or the queue's end, a long poll at the end woken by a send, a
+broker killed mid-stream raising at the next result, and an iterator carried over a fork."""
+
+import os
+import signal
+import threading
+
+import grpc
+import pytest
+
+from tidemq.client import Producer, PullConsumer
+
+from ..broker.test_send_e2e import SMALL, make_topic
+
+
+def bodies(rs):
+    return [m.body for r in rs for m in r.messages()]
+
+
+def test_prefetched_pulls_in_order_bounds_wait_and_fork(tmp_path, broker_factory):
+    root = str(tmp_path / "store")
+    make_topic(root, "P", 1)
+    b = broker_factory(root, env=SMALL)
+    sent = [b"p-%d" % i for i in range(3000)]
+    with Producer(b.endpoint) as p, PullConsumer(b.endpoint) as c:
+        for i in range(0, 3000, 500):          # one at a time: stored in this order
+            p.send_batch("P", sent[i:i + 500])
+        rs = list(c.iter_records("P", 0, 0, max_count=128, prefetch=3))
+        assert bodies(rs) == sent and rs[-1].next_offset == 3000
+        assert [m.queue_offset for m in rs[5].messages()] == list(range(640, 768))
+        assert bodies(c.iter_records("P", 0, 100, 250, max_count=64)) == sent[100:250]
+        # at the end: waits, and a send wakes it
+        it = c.iter_records("P", 0, 2990, 3002, max_count=64, wait_s=5)
+        assert bodies([next(it)]) == sent[2990:]
+        threading.Timer(0.3, lambda: p.send_batch("P", [b"late-0", b"late-1"])).start()
+        assert bodies(it) == [b"late-0", b"late-1"]
+        # forked with pulls under way: the child asks again on a channel of its own
+        it = c.iter_records("P", 0, 0, 3000, max_count=100, prefetch=2)
+        first = next(it)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os._exit(0 if bodies([first, *it]) == sent else 1)
+            except BaseException:
+                os._exit(2)
+        assert bodies([first, *it]) == sent
+        assert os.waitpid(pid, 0)[1] == 0
+        # the broker dies mid-stream: the error comes where the iteration gets to it
+        it = c.iter_records("P", 0, 0, max_count=10, prefetch=2)
+        next(it)
+        os.kill(b.proc.pid, signal.SIGKILL)
+        b.proc.wait()
+        with pytest.raises(grpc.RpcError):
+            for _ in it:
+                pass
