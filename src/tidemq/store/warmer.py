@@ -82,9 +82,12 @@ class SegmentWarmer(_Service):
         past it, a chunk at a time. Returns the bytes warmed."""
         done = 0
         self._wait_s = IDLE_WAIT_S
-        while not self._stop.is_set():
+        for _ in range(self.ahead_bytes // self.chunk_bytes + 4):   # a chunk per round, a few skips
+            if self._stop.is_set():
+                break
+            last = self.segments.last
             end = self.segments.max_offset
-            floor = end - end % PAGE_SIZE          # the page the writer is in: present already
+            floor = end - (end - (last.start_offset if last else 0)) % PAGE_SIZE   # the writer's page
             if self.warmed_to is None or self.warmed_to > end + self.ahead_bytes:
                 self.warmed_to = floor             # first pass, or the log was cut back
             elif self.warmed_to < end:
@@ -92,7 +95,7 @@ class SegmentWarmer(_Service):
                 self.overtaken_bytes_total += end - self.warmed_to
                 self.warmed_to = floor
             off = self.warmed_to
-            target = end + self.ahead_bytes
+            target = floor + self.ahead_bytes
             if off >= target:
                 break
             mf = self.segments.tail_segment(off)
@@ -100,9 +103,11 @@ class SegmentWarmer(_Service):
                 self._wait_s = BLOCKED_WAIT_S
                 break
             n = min(self.chunk_bytes, target - off, mf.end_offset - off)
-            if mf.is_full or not mf.hold():         # sealed early, or being deleted: nothing to warm
+            if mf.is_full:                          # sealed early, or about to roll: nothing to warm
                 self.warmed_to = mf.end_offset
                 continue
+            if not mf.hold():                       # being deleted (the log cut back): next pass
+                break
             try:
                 got = self.fio.populate(mf.mapping, off - mf.start_offset, n)
             except (OSError, ValueError) as e:
