@@ -37,7 +37,8 @@ from .segment_queue import SegmentQueue
 
 log = logging.getLogger("tidemq.store")
 
-CHUNK_BYTES = 1 << 20          # one populate call: ~2-8 ms here, so a stop or a new target is seen soon
+CHUNK_BYTES = 4 << 20          # one populate call (~10-30 ms here, without the GIL): a writer holding the GIL
+                               # lets the warmer in every 5 ms (sys.getswitchinterval), a chunk per turn
 IDLE_WAIT_S = 0.5              # without a wake (writer idle): look again this often
 BLOCKED_WAIT_S = 0.02          # the window reaches a next segment that does not exist yet
 
