@@ -98,6 +98,15 @@ def test_window_goes_on_into_the_premade_segment(queue):
     assert w.warmed_to == SEG + 40 * KIB + AHEAD and w.overtaken_total == 0
 
 
+def test_an_empty_log_waits_for_the_first_append(queue):
+    q = queue()
+    w = SegmentWarmer(q, q.fio, AHEAD, CHUNK)
+    assert w.warm_once() == 0 and q.fio.calls == [] and w._wait_s > BLOCKED_WAIT_S
+    assert w.wake_offset <= 0                   # the first append wakes it
+    q.new_segment(0)
+    assert w.warm_once() == AHEAD
+
+
 def test_ahead_is_at_most_a_segment_and_page_aligned(queue):
     q = queue()
     assert SegmentWarmer(q, q.fio, 10 * MIB).ahead_bytes == SEG

@@ -101,7 +101,8 @@ class SegmentWarmer(_Service):
                 break
             mf = self.segments.tail_segment(off)
             if mf is None:                          # the next segment is not made yet
-                self._wait_s = BLOCKED_WAIT_S
+                if last is not None:                # (an empty log: the first append wakes us)
+                    self._wait_s = BLOCKED_WAIT_S
                 break
             n = min(self.chunk_bytes, target - off, mf.end_offset - off)
             if mf.is_full:                          # sealed early, or about to roll: nothing to warm
