@@ -63,6 +63,7 @@ class CommitLog:
         self.flushed_offset = 0
         self._flush_lock = threading.Lock()
         self.max_record_size = config.segment_size_bytes - BLANK_MIN
+        self.warmer = None              # a SegmentWarmer (warmer.py): woken when the log's end passes its mark
 
     # Write ------------------------------------------------------------------------
     def append(self, batch: list[Prepared], now_ms: int, out: list, units: dict, index_items: list) -> None:
@@ -91,6 +92,9 @@ class CommitLog:
         mf = segs.last
         mf.wrote_pos = pos
         mf.last_store_timestamp_ms = now_ms
+        w = self.warmer
+        if w is not None and mf.start_offset + pos >= w.wake_offset:
+            w.wake()
 
     @staticmethod
     def _pos_after(out: list, mf: MappedFile) -> int:

@@ -134,6 +134,19 @@ class SegmentQueue:
     def __len__(self) -> int:
         return len(self.segments)
 
+    def tail_segment(self, offset: int) -> MappedFile | None:
+        """The active (last) segment or the pre-made next one, if either holds ``offset`` (the
+        warmer's view of the log's end; no lock: a segment it gets may be deleted meanwhile,
+        which hold() tells)."""
+        segs = self.segments
+        last = segs[-1] if segs else None
+        if last is not None and last.start_offset <= offset < last.end_offset:
+            return last
+        nxt = self._next
+        if nxt is not None and nxt.start_offset <= offset < nxt.end_offset:
+            return nxt
+        return None
+
     # Growth -------------------------------------------------------------------
     def pick_dir(self, exclude: set[str] = frozenset()) -> str:
         """The allowed directory (see DiskMonitor.placement_candidates) with the most free space."""

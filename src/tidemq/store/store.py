@@ -27,7 +27,7 @@ from functools import lru_cache
 from typing import Callable, Iterable, Sequence
 from zlib import crc32
 
-from ..config import StoreConfig
+from ..config import MIB, StoreConfig
 from ..io import Clock, FileIO, OsFileIO, SystemClock
 from . import codec
 from .checkpoint import AbortFile, Checkpoint
@@ -46,6 +46,7 @@ from .recovery import RecoveryReport, recover
 from .segment_queue import SegmentQueue
 from .topics import TopicState, TopicTable
 from .types import GetResult, GetStatus, Message, PutResult, PutStatus, StoreError
+from .warmer import SegmentWarmer
 
 log = logging.getLogger("tidemq.store")
 
@@ -112,6 +113,7 @@ class MessageStore:
         self.async_flush: AsyncFlushService | None = None
         self.queue_flush: PeriodicService | None = None
         self.reader: StoreReader | None = None        # the read path (reader.py), once started
+        self.warmer: SegmentWarmer | None = None      # commitlog_warm_enabled (warmer.py)
 
     # Lifecycle -----------------------------------------------------------------------
     def start(self) -> "MessageStore":
@@ -229,6 +231,11 @@ class MessageStore:
 
     def _start_services(self) -> None:
         cfg = self.config
+        if cfg.commitlog_warm_enabled:
+            # first: stopped before the segments close (a pre-made segment it holds is deleted then)
+            self.warmer = SegmentWarmer(self.segments, self.fio, cfg.commitlog_warm_ahead_mib * MIB)
+            self.commit_log.warmer = self.warmer
+            self._services.append(self.warmer)
         if cfg.sync_flush:
             self.group_commit = GroupCommitService(self.commit_log.flush, lambda: self.commit_log.flushed_offset)
             self._services.append(self.group_commit)
@@ -747,6 +754,7 @@ class MessageStore:
             "dispatched_offset": self.dispatcher.dispatched_offset,
             "write_refusal": self.write_refusal(),
             "fsyncs": (self.group_commit or self.async_flush).fsyncs if (self.group_commit or self.async_flush) else 0,
+            "warm": self.warmer.stats() if self.warmer is not None else {"enabled": False},
         }
 
     def check(self, progress: Callable[[int, int], None] | None = None) -> CheckReport:

@@ -322,6 +322,11 @@ class FaultyFileIO:
     def unmap(self, mapping) -> None:
         pass
 
+    def populate(self, mapping, offset: int, length: int) -> int:
+        """Nothing to warm in memory (and not an operation: a warming thread must not move
+        the operation count that crash_after() and the seeded simulation depend on)."""
+        return 0
+
     def lock(self, path: str):
         with self._lock:
             self._op("lock", path)
