@@ -116,5 +116,13 @@ def test_bad_options_are_clear_errors(spark, broker, tmp_path):
         load(spark, path=str(tmp_path / "missing"), topic="T").count()
     with pytest.raises(Exception, match="unknown topic 'Nope'"):
         load(spark, path=b.root, topic="Nope").count()
+    b2 = broker(root=str(tmp_path / "other"))
+    fill_through_broker(b2.endpoint, topic="T", batches=1, per=16)
+    with pytest.raises(Exception, match="startingOffsets='latest' is for streams"):
+        load(spark, endpoints=b2.endpoint, topic="T", startingOffsets="latest").count()
+    with pytest.raises(Exception, match="endingOffsets='earliest' reads nothing"):
+        load(spark, endpoints=b2.endpoint, topic="T", endingOffsets="earliest").count()
+    with pytest.raises(Exception, match="past its end 2"):
+        load(spark, endpoints=b2.endpoint, topic="T", endingOffsets='{"T": {"0": 99}}').count()
     with pytest.raises(Exception, match="offsets must be"):
         load(spark, endpoints=b.endpoint, topic="T", startingOffsets="{oops").count()

@@ -100,8 +100,21 @@ class TidemqReader(DataSourceReader):
 
     def partitions(self):
         p = self._planner
+        # as Spark's Kafka source: a batch cannot start at "latest" nor end at "earliest"
+        if (p.options.get("startingOffsets") or "").strip() == "latest":
+            raise ValueError("tidemq: startingOffsets='latest' is for streams; a batch read starts at "
+                             "'earliest', a JSON of offsets or startingTimestamp")
+        if (p.options.get("endingOffsets") or "").strip() == "earliest":
+            raise ValueError("tidemq: endingOffsets='earliest' reads nothing; use 'latest', a JSON of "
+                             "offsets or endingTimestamp")
         start = p.offsets("startingOffsets", "startingTimestamp", plan.EARLIEST)
         end = p.offsets("endingOffsets", "endingTimestamp", plan.LATEST)
+        latest = p.latest()
+        for t, qs in end.items():
+            for q, e in qs.items():
+                if e > latest.get(t, {}).get(q, 0):
+                    raise ValueError(f"tidemq: endingOffsets asks for {t} queue {q} up to {e}, past its end "
+                                     f"{latest.get(t, {}).get(q, 0)}")
         parts = p.partitions(start, end)
         return parts or [RangePartition(plan.Range(p.topics[0], 0, 0, 0))]
 
