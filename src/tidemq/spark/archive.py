@@ -45,19 +45,20 @@ class ArchiveError(RuntimeError):
     pass
 
 
-def walk_segment(buf, limit: int) -> tuple[list[int], list[int], int, bool, int]:
-    """Every valid record of a segment, CRCs checked: (positions, sizes, end position, ended
-    by its BLANK record, corrupt records skipped)."""
-    positions, sizes = [], []
+def walk_segment(buf, limit: int) -> tuple[list[int], np.ndarray, int, bool, int]:
+    """Every valid record of a segment, CRCs checked (codec.scan_run's tight loop): (positions,
+    sizes, end position, ended by its BLANK record, corrupt records skipped)."""
+    positions: list[int] = []
     pos = corrupt = 0
     blank = False
-    check = codec.check_record
     head = codec.SIZE_MAGIC.unpack_from
     while pos < limit:
-        kind, size = check(buf, pos, limit)
-        if kind == codec.REC_OK:
+        pos, _n, _ = codec.scan_run(buf, pos, limit, positions)
+        if pos >= limit:
+            break
+        kind, size = codec.check_record(buf, pos, limit)
+        if kind == codec.REC_OK:                 # valid, but not the plain kind scan_run takes
             positions.append(pos)
-            sizes.append(size)
             pos += size
             continue
         if kind == codec.REC_BLANK:
@@ -70,6 +71,9 @@ def walk_segment(buf, limit: int) -> tuple[list[int], list[int], int, bool, int]
                 pos += s
                 continue
         break                                    # zeroes: the end of what was written
+    at = np.asarray(positions, np.int64)
+    arr = np.frombuffer(buf, np.uint8)
+    sizes = arr[at[:, None] + np.arange(4)].view(">i4").ravel().astype(np.int64) if len(at) else at
     return positions, sizes, pos, blank, corrupt
 
 
@@ -88,7 +92,7 @@ class _Segments(DataSourceReader):
         positions, sizes, _end, _blank, _bad = walk_segment(data, limit)
         buf = np.frombuffer(data, np.uint8)
         for lo in range(0, len(positions), BATCH_ROWS):
-            batch, _ = decode(buf, np.array(positions[lo:lo + BATCH_ROWS]), np.array(sizes[lo:lo + BATCH_ROWS]))
+            batch, _ = decode(buf, np.array(positions[lo:lo + BATCH_ROWS]), sizes[lo:lo + BATCH_ROWS])
             day = pc.strftime(batch.column("store_timestamp"), format="%Y-%m-%d", locale="C")
             seg = pa.array([name] * batch.num_rows, pa.string())
             yield pa.RecordBatch.from_arrays(batch.columns + [day, seg], names=batch.schema.names + ["day", "segment"])

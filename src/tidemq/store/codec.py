@@ -421,11 +421,12 @@ def decode_meta(buf, pos: int) -> tuple[int, int, int, str, bytes]:
 _HEAD3 = struct.Struct(">iii")
 
 
-def scan_run(buf, pos: int, limit: int) -> tuple[int, int, int]:
+def scan_run(buf, pos: int, limit: int, positions: list | None = None) -> tuple[int, int, int]:
     """Verify consecutive records from ``pos`` as fast as Python allows (one tight loop,
     CRCs in C). Stops at the first record that is not plainly valid and returns
     (position, records verified, bytes of their bodies). The caller classifies what is at
-    the returned position with check_record (BLANK, end, torn, corrupt)."""
+    the returned position with check_record (BLANK, end, torn, corrupt). ``positions``:
+    where each verified record starts is appended to it."""
     head = _HEAD3.unpack_from
     i32 = I32.unpack_from
     crc32 = zlib.crc32
@@ -445,6 +446,8 @@ def scan_run(buf, pos: int, limit: int) -> tuple[int, int, int]:
         # so a record without the mark fails here and check_record says why
         if buf[end - 11:end - 1] != b"%010d" % crc32(buf[pos:pos + 88], crc32(buf[b_end:end - 11])):
             break
+        if positions is not None:
+            positions.append(pos)
         pos = end
         n += 1
         body_bytes += blen
