@@ -86,16 +86,8 @@ def _properties(text: pa.Array, n: int) -> tuple[pa.MapArray, dict[str, pa.Array
     names = flat.take(pa.array(np.arange(0, len(flat), 2)))
     values = flat.take(pa.array(np.arange(1, len(flat), 2)))
     pair_offsets = (offsets >> 1).astype(np.int32)
-    parents = None
-    picked = {}
-    for name in _PICKED:
-        at = np.flatnonzero(pc.equal(names, name).to_numpy(zero_copy_only=False))
-        if parents is None:
-            parents = np.repeat(np.arange(n), np.diff(pair_offsets))
-        idx = np.full(n, -1, np.int64)
-        idx[parents[at]] = at
-        picked[name] = values.take(pa.array(idx, mask=idx < 0))
-    return pa.MapArray.from_arrays(pa.array(pair_offsets), names, values), picked
+    parents = np.repeat(np.arange(n), np.diff(pair_offsets))
+    return pa.MapArray.from_arrays(pa.array(pair_offsets), names, values), _pick(names, values, parents, n)
 
 
 def _properties_slow(text: pa.Array, n: int) -> tuple[pa.MapArray, dict[str, pa.Array]]:
@@ -109,13 +101,19 @@ def _properties_slow(text: pa.Array, n: int) -> tuple[pa.MapArray, dict[str, pa.
     offsets = np.zeros(n + 1, np.int32)
     np.cumsum(np.bincount(parents, minlength=n), out=offsets[1:])
     names, values = pc.list_element(kv, 0), pc.list_element(kv, 1)
+    return pa.MapArray.from_arrays(pa.array(offsets), names, values), _pick(names, values, parents, n)
+
+
+def _pick(names: pa.Array, values: pa.Array, parents: np.ndarray, n: int) -> dict[str, pa.Array]:
+    """Per record, the value of each _PICKED name (null where it has none); ``parents``: the
+    record of every name/value pair."""
     picked = {}
     for name in _PICKED:
         at = np.flatnonzero(pc.equal(names, name).to_numpy(zero_copy_only=False))
         idx = np.full(n, -1, np.int64)
         idx[parents[at]] = at
         picked[name] = values.take(pa.array(idx, mask=idx < 0))
-    return pa.MapArray.from_arrays(pa.array(offsets), names, values), picked
+    return picked
 
 
 def decode(buf, positions: np.ndarray, sizes: np.ndarray) -> tuple[pa.RecordBatch, int]:

@@ -58,8 +58,9 @@ def int_option(options, name: str, default: int | None) -> int | None:
 
 
 def resolve(backend: Backend, topics: list[str], spec: str | None, timestamp_ms: int | None,
-            default: int) -> Offsets:
-    """Per-queue offsets for a starting/ending spec (a JSON spec may leave queues out: they get default)."""
+            default: int, name: str | None = None) -> Offsets:
+    """Per-queue offsets for a starting/ending spec (a JSON spec may leave queues out: they get default).
+    ``name``: the option's name, given where an offset past a queue's end is an error (endingOffsets)."""
     given: dict = {}
     if spec and spec not in ("earliest", "latest"):
         try:
@@ -83,6 +84,8 @@ def resolve(backend: Backend, topics: list[str], spec: str | None, timestamp_ms:
             elif want == LATEST:
                 per[str(q)] = mx
             else:
+                if name is not None and want > mx:
+                    raise ValueError(f"tidemq: {name} asks for {t} queue {q} up to {want}, past its end {mx}")
                 per[str(q)] = want
         out[t] = per
     return out

@@ -68,11 +68,12 @@ class _Planner:
         if self.max_per_partition < 1:
             raise ValueError("tidemq: maxRecordsPerPartition must be at least 1")
 
-    def offsets(self, spec_name: str, ts_name: str, default: int) -> plan.Offsets:
+    def offsets(self, spec_name: str, ts_name: str, default: int, past_end_is_error: bool = False) -> plan.Offsets:
         backend = backend_for(self.options)
         try:
             return plan.resolve(backend, self.topics, self.options.get(spec_name),
-                                plan.int_option(self.options, ts_name, None), default)
+                                plan.int_option(self.options, ts_name, None), default,
+                                spec_name if past_end_is_error else None)
         finally:
             backend.close()
 
@@ -108,13 +109,7 @@ class TidemqReader(DataSourceReader):
             raise ValueError("tidemq: endingOffsets='earliest' reads nothing; use 'latest', a JSON of "
                              "offsets or endingTimestamp")
         start = p.offsets("startingOffsets", "startingTimestamp", plan.EARLIEST)
-        end = p.offsets("endingOffsets", "endingTimestamp", plan.LATEST)
-        latest = p.latest()
-        for t, qs in end.items():
-            for q, e in qs.items():
-                if e > latest.get(t, {}).get(q, 0):
-                    raise ValueError(f"tidemq: endingOffsets asks for {t} queue {q} up to {e}, past its end "
-                                     f"{latest.get(t, {}).get(q, 0)}")
+        end = p.offsets("endingOffsets", "endingTimestamp", plan.LATEST, past_end_is_error=True)
         parts = p.partitions(start, end)
         return parts or [RangePartition(plan.Range(p.topics[0], 0, 0, 0))]
 
