@@ -34,15 +34,12 @@ Reference: **the best peer of each round**. Goal (issue 6): tidemq >= 2 x the be
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
-import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _broker import TidemqSystem, proc_cpu_seconds  # noqa: E402
-from _report import Report, progress, scratch_dir, settle  # noqa: E402
-from peers import PEERS, ensure_installed, versions  # noqa: E402
+from _broker import TidemqSystem
+from _common import Options, best_peer_doc, broker_rounds, cores_note, install_peers, timed_sample
+from _report import Report, scratch_dir
+from peers import PEERS, versions
 
 GOAL = 2.0
 PULL_VARIANT = "tidemq PullMessage"
@@ -51,11 +48,7 @@ DEFAULTS_VARIANT = "tidemq pull(32), broker defaults"
 
 
 def timed_consume(s, expected: int, batch: int, max_s: float, **kw) -> dict:
-    settle()
-    srv0, cli0 = proc_cpu_seconds(s.pid), time.process_time()
-    r = s.consume(expected, batch, max_s, **kw)
-    r["server_cores"] = (proc_cpu_seconds(s.pid) - srv0) / r["seconds"]
-    r["client_cores"] = (time.process_time() - cli0) / r["seconds"]
+    r = timed_sample(s, s.consume, expected, batch, max_s, **kw)
     if r["messages"] < expected and r["seconds"] < max_s:
         raise RuntimeError(f"{s.name}: read {r['messages']} of {expected} messages in {r['seconds']:.1f}s")
     return r
@@ -94,34 +87,23 @@ def measure(name: str, cls, workdir: str, body: bytes, a) -> dict[str, dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--count", type=int, default=200_000, help="messages filled in per system per round")
-    ap.add_argument("--max-seconds", type=float, default=20.0, help="time bound of one timed read")
+    ap = Options(__doc__, rounds=5, count=200_000, count_help="messages filled in per system per round",
+                 max_seconds=20.0, max_seconds_help="time bound of one timed read",
+                 quick={"rounds": 1, "count": 20_000}, quick_help="1 round of 20k: a smoke run")
+    ap.broker_options(batch_help="messages per pull / XREAD / fetch", in_flight_help="fill: requests / batches under way",
+                      info_seconds_help="time bound of the informational PullMessage reads")
     ap.add_argument("--fill-seconds", type=float, default=60.0, help="time bound of the (untimed) fill")
-    ap.add_argument("--batch", type=int, default=256, help="messages per pull / XREAD / fetch")
-    ap.add_argument("--in-flight", type=int, default=4, help="fill: requests / batches under way")
     ap.add_argument("--threads", type=int, default=1, help="tidemq: threads pulling (queues split among them)")
     ap.add_argument("--prefetch", type=int, default=2, help="tidemq: pulls under way while a response is decoded")
     ap.add_argument("--no-serial-variant", dest="serial_variant", action="store_false",
                     help=f"skip '{SERIAL_VARIANT}'")
     ap.add_argument("--name", default="broker_consume", help="results under bench/results/NAME.{json,md}")
-    ap.add_argument("--body-bytes", type=int, default=1024)
-    ap.add_argument("--peers", default="redis,nats")
-    ap.add_argument("--info-seconds", type=float, default=5.0,
-                    help="time bound of the informational PullMessage reads")
     ap.add_argument("--no-pull-variant", dest="pull_variant", action="store_false", help=f"skip '{PULL_VARIANT}'")
     ap.add_argument("--defaults-variant", action="store_true", help=f"also measure '{DEFAULTS_VARIANT}'")
-    ap.add_argument("--quick", action="store_true", help="1 round of 20k: a smoke run")
     a = ap.parse_args()
-    if a.quick:
-        a.rounds, a.count = 1, 20_000
-    peers = [p for p in a.peers.split(",") if p]
-    ensure_installed(progress)
+    peers = install_peers(a)
     body = os.urandom(a.body_bytes)
-    rep = Report(a.name, unit="msgs/s", reference="best peer",
-                 reference_doc="the higher consume rate of the durable peers in the same round: "
-                               + "; ".join(PEERS[p].label for p in peers),
+    rep = Report(a.name, unit="msgs/s", reference="best peer", reference_doc=best_peer_doc("consume", peers),
                  params={"body_bytes": a.body_bytes, "batch": a.batch, "prefetch": a.prefetch, "threads": a.threads,
                          "rounds": a.rounds,
                          "filled_per_sample": a.count, "max_seconds_per_read": a.max_seconds,
@@ -130,39 +112,16 @@ def main() -> None:
                                    f"max_count={a.batch}, prefetch={a.prefetch}), decoded to StoredMessage (body, queue offset)",
                          "info_seconds": a.info_seconds,
                          "peers": versions()})
+    info = [v for v, on in ((SERIAL_VARIANT, a.serial_variant), (PULL_VARIANT, a.pull_variant),
+                            (DEFAULTS_VARIANT, a.defaults_variant)) if on]     # measure() adds them to tidemq's
     rep.ratio("tidemq", GOAL)
-    if a.serial_variant:
-        rep.ratio(SERIAL_VARIANT, None)
-    if a.pull_variant:
-        rep.ratio(PULL_VARIANT, None)
-    if a.defaults_variant:
-        rep.ratio(DEFAULTS_VARIANT, None)
+    for v in info:
+        rep.ratio(v, None)
     syst = {"tidemq": TidemqSystem, **{p: PEERS[p] for p in peers}}
-    names = list(syst)
+    run = {n: (lambda d, n=n: measure(n, syst[n], d, body, a)) for n in syst}
     with scratch_dir("broker_consume") as tmp:
-        for rnd in range(a.rounds):
-            order = names[rnd % len(names):] + names[:rnd % len(names)]
-            got = {}
-            for n in order:
-                res = measure(n, syst[n], os.path.join(tmp, f"{n}-{rnd}"), body, a)
-                for v, r in res.items():
-                    got[v] = r
-                    progress(f"round {rnd + 1}/{a.rounds} {v}: {r['messages'] / r['seconds']:,.0f} msgs/s "
-                             f"({r['messages']} of {r['filled']} in {r['seconds']:.2f}s; server "
-                             f"{r['server_cores']:.2f} cores, client {r['client_cores']:.2f})")
-            rates = {v: r["messages"] / r["seconds"] for v, r in got.items()}
-            best = max(rates[p] for p in peers)
-            rep.add("best peer", best)
-            for v in (["tidemq"] + ([SERIAL_VARIANT] if a.serial_variant else [])
-                      + ([PULL_VARIANT] if a.pull_variant else [])
-                      + ([DEFAULTS_VARIANT] if a.defaults_variant else []) + peers):
-                r = got[v]
-                rep.add(v, rates[v], ref=best, messages=r["messages"], server_cores=r["server_cores"],
-                        client_cores=r["client_cores"])
-            progress(f"round {rnd + 1}/{a.rounds}: tidemq / best peer = {rates['tidemq'] / best:.2f}")
-        rep.note("server_cores / client_cores: CPU seconds of the server process / of this benchmark process "
-                 "(the client, with gRPC's threads) per second of the read; the machine has "
-                 f"{os.cpu_count()} CPUs. A read that hit the time bound reports the messages it got.")
+        broker_rounds(rep, tmp, a.rounds, run, ["tidemq", *info, *peers], peers)
+        rep.note(cores_note("read") + " A read that hit the time bound reports the messages it got.")
         rep.write(tmp)
 
 

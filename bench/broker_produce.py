@@ -25,15 +25,12 @@ CPU cores used by the server process and by this (client) process during each sa
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
-import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _broker import TidemqSystem, proc_cpu_seconds  # noqa: E402
-from _report import Report, progress, scratch_dir, settle  # noqa: E402
-from peers import PEERS, ensure_installed, versions  # noqa: E402
+from _broker import TidemqSystem
+from _common import Options, best_peer_doc, broker_rounds, cores_note, install_peers, timed_sample
+from _report import Report, scratch_dir
+from peers import PEERS, versions
 
 GOAL = 2.0
 WARMUP = 1024
@@ -54,11 +51,8 @@ def measure(cls, workdir: str, body: bytes, a, info: bool = False) -> dict:
         w = s.produce(body, WARMUP, a.batch, 30.0, a.in_flight, **kw)   # untimed: first segment / file, connections
         if w["messages"] != WARMUP:
             raise RuntimeError(f"{s.name}: warm-up sent {w['messages']}")
-        settle()
-        srv0, cli0 = proc_cpu_seconds(s.pid), time.process_time()
-        r = s.produce(body, a.count, a.batch, a.info_seconds if info else a.max_seconds, a.in_flight, **kw)
-        r["server_cores"] = (proc_cpu_seconds(s.pid) - srv0) / r["seconds"]
-        r["client_cores"] = (time.process_time() - cli0) / r["seconds"]
+        r = timed_sample(s, s.produce, body, a.count, a.batch, a.info_seconds if info else a.max_seconds,
+                         a.in_flight, **kw)
         stored = s.stored()
         if stored != WARMUP + r["messages"]:
             raise RuntimeError(f"{s.name}: holds {stored} messages after {WARMUP} + {r['messages']} were acknowledged")
@@ -66,26 +60,16 @@ def measure(cls, workdir: str, body: bytes, a, info: bool = False) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--count", type=int, default=300_000, help="messages per sample (upper bound)")
-    ap.add_argument("--max-seconds", type=float, default=15.0, help="time bound per sample")
-    ap.add_argument("--batch", type=int, default=256, help="messages per request / pipeline / publish batch")
-    ap.add_argument("--in-flight", type=int, default=4, help="requests (tidemq) / batches (nats) under way")
-    ap.add_argument("--body-bytes", type=int, default=1024)
-    ap.add_argument("--peers", default="redis,nats")
-    ap.add_argument("--info-seconds", type=float, default=5.0, help=f"time bound of '{INFO_VARIANT}'")
+    ap = Options(__doc__, rounds=5, count=300_000, count_help="messages per sample (upper bound)", max_seconds=15.0,
+                 quick={"rounds": 1, "count": 20_000}, quick_help="1 round of 20k: a smoke run")
+    ap.broker_options(batch_help="messages per request / pipeline / publish batch",
+                      in_flight_help="requests (tidemq) / batches (nats) under way",
+                      info_seconds_help=f"time bound of '{INFO_VARIANT}'")
     ap.add_argument("--no-info-variant", dest="info_variant", action="store_false", help=f"skip '{INFO_VARIANT}'")
-    ap.add_argument("--quick", action="store_true", help="1 round of 20k: a smoke run")
     a = ap.parse_args()
-    if a.quick:
-        a.rounds, a.count = 1, 20_000
-    peers = [p for p in a.peers.split(",") if p]
-    ensure_installed(progress)
+    peers = install_peers(a)
     body = os.urandom(a.body_bytes)
-    rep = Report("broker_produce", unit="msgs/s", reference="best peer",
-                 reference_doc="the higher produce rate of the durable peers in the same round: "
-                               + "; ".join(PEERS[p].label for p in peers),
+    rep = Report("broker_produce", unit="msgs/s", reference="best peer", reference_doc=best_peer_doc("produce", peers),
                  params={"body_bytes": a.body_bytes, "batch": a.batch, "in_flight": a.in_flight,
                          "rounds": a.rounds, "count_per_sample_max": a.count, "max_seconds_per_sample": a.max_seconds,
                          "tidemq": "tidemq serve, defaults (ASYNC_FLUSH, 1 GiB segments, index on), topic of 8 queues; "
@@ -96,28 +80,10 @@ def main() -> None:
     if a.info_variant:
         rep.ratio(INFO_VARIANT, None)
     syst = systems(peers, a.info_variant)
-    names = list(syst)
+    run = {n: (lambda d, n=n: {n: measure(syst[n], d, body, a, info=n == INFO_VARIANT)}) for n in syst}
     with scratch_dir("broker_produce") as tmp:
-        for r in range(a.rounds):
-            order = names[r % len(names):] + names[:r % len(names)]
-            got = {}
-            for n in order:
-                res = measure(syst[n], os.path.join(tmp, f"{n.replace(' ', '_')}-{r}"), body, a,
-                              info=n == INFO_VARIANT)
-                got[n] = res
-                progress(f"round {r + 1}/{a.rounds} {n}: {res['messages'] / res['seconds']:,.0f} msgs/s "
-                         f"({res['messages']} in {res['seconds']:.2f}s; server {res['server_cores']:.2f} cores, "
-                         f"client {res['client_cores']:.2f})")
-            rates = {n: got[n]["messages"] / got[n]["seconds"] for n in names}
-            best = max(rates[p] for p in peers)
-            rep.add("best peer", best)
-            for n in names:
-                rep.add(n, rates[n], ref=best, messages=got[n]["messages"], server_cores=got[n]["server_cores"],
-                        client_cores=got[n]["client_cores"])
-            progress(f"round {r + 1}/{a.rounds}: tidemq / best peer = {rates['tidemq'] / best:.2f}")
-        rep.note("server_cores / client_cores: CPU seconds of the server process / of this benchmark process "
-                 "(the client, with gRPC's threads) per second of the sample; the machine has "
-                 f"{os.cpu_count()} CPUs.")
+        broker_rounds(rep, tmp, a.rounds, run, list(syst), peers)
+        rep.note(cores_note("sample"))
         rep.write(tmp)
 
 

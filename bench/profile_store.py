@@ -22,27 +22,22 @@ import gc
 import json
 import mmap
 import os
-import sys
 import time
 import zlib
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _report import RESULTS_DIR, machine, progress, scratch_dir  # noqa: E402
-from store_append import QUEUES, TOPIC, make_bodies, message_pool  # noqa: E402
-from store_read import fill, get_all  # noqa: E402
+from _report import RESULTS_DIR, machine, progress, scratch_dir
+from _store import QUEUES, TOPIC, fill, get_all, make_bodies, message_pool, store_config
 
-from tidemq.config import MIB, StoreConfig  # noqa: E402
-from tidemq.store import Message, MessageStore, PutResult, PutStatus  # noqa: E402
-from tidemq.store import codec  # noqa: E402
-from tidemq.store.consume_queue import UNIT  # noqa: E402
+from tidemq.config import MIB
+from tidemq.store import Message, MessageStore, PutResult, PutStatus
+from tidemq.store import codec
+from tidemq.store.consume_queue import UNIT
 
 SEG = 1024 * MIB
 
 
 def make_store(root: str) -> MessageStore:
-    cfg = StoreConfig(root_dir=root, segment_size_bytes=SEG, index_enabled=False, flush_disk_type="ASYNC_FLUSH",
-                      default_queue_count=QUEUES, pull_max_count_in_memory=256, pull_max_bytes_in_memory=1 * MIB)
-    s = MessageStore(cfg).start()
+    s = MessageStore(store_config(root, SEG, pull_max_count_in_memory=256, pull_max_bytes_in_memory=1 * MIB)).start()
     s.create_topic(TOPIC, QUEUES)
     assert s.put(Message(topic=TOPIC, body=b"x" * 1024, queue_id=0)).ok
     return s

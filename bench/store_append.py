@@ -20,33 +20,23 @@ Goal (DESIGN.md section 7): put_batch >= 0.7 x floor.
 
 from __future__ import annotations
 
-import argparse
 import mmap
 import os
-import random
 import struct
-import sys
 import time
 import zlib
+from typing import NamedTuple
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _report import Report, clear_dir, progress, scratch_dir, settle  # noqa: E402
+from _common import Options, Sample, only, paired_rounds
+from _report import Report, progress, scratch_dir, settle
+from _store import BODY_SIZE, POOL, QUEUES, TOPIC, make_bodies, message_pool, store_config
 
-from tidemq.config import MIB, StoreConfig  # noqa: E402
-from tidemq.store import Message, MessageStore  # noqa: E402
-from tidemq.store.types import PutStatus  # noqa: E402
+from tidemq.config import MIB
+from tidemq.store import Message, MessageStore
+from tidemq.store.types import PutStatus
 
-TOPIC = "Bench"
-QUEUES = 8
-BODY_SIZE = 1024
 FLOOR_HEADER = struct.Struct(">iiiiiqqqqii")      # size, magic, crc, qid, flag, qoff, phys, born, store, sysflag, bodylen
 assert FLOOR_HEADER.size == 60
-POOL = 1024
-
-
-def make_bodies(n: int = 16, size: int = BODY_SIZE) -> list[bytes]:
-    rnd = random.Random(42)
-    return [rnd.randbytes(size) for _ in range(n)]
 
 
 # Reference ---------------------------------------------------------------------------
@@ -97,16 +87,6 @@ def floor_round(path: str, file_size: int, bodies: list[bytes], count: int, max_
 
 
 # Store -------------------------------------------------------------------------------
-def store_config(root: str, segment_bytes: int, **overrides) -> StoreConfig:
-    return StoreConfig(root_dir=root, segment_size_bytes=segment_bytes, flush_disk_type="ASYNC_FLUSH",
-                       index_enabled=False, default_queue_count=QUEUES, **overrides)
-
-
-def message_pool(bodies: list[bytes], explicit_qid: bool) -> list[Message]:
-    return [Message(topic=TOPIC, body=bodies[i % len(bodies)], queue_id=(i % QUEUES) if explicit_qid else None)
-            for i in range(POOL)]
-
-
 def store_round(root: str, segment_bytes: int, bodies: list[bytes], batch: int, explicit_qid: bool,
                 count: int, max_s: float, **overrides) -> dict:
     """messages, seconds, async fsyncs during the run, record bytes, CPU share of the putting thread."""
@@ -156,34 +136,35 @@ def store_round(root: str, segment_bytes: int, bodies: list[bytes], batch: int, 
         store.shutdown()
 
 
+class Variant(NamedTuple):
+    name: str
+    batch: int                   # 1: put, else put_batch of that many
+    explicit_qid: bool           # queue i % 8 (else None: round-robin)
+    goal: float | None
+    overrides: dict              # store config
+
+
 VARIANTS = [
-    # name, batch, explicit queue ids, goal, store config overrides
-    ("put", 1, False, None, {}),
-    ("put_batch(128)", 128, False, 0.7, {}),
-    ("put_batch(1024)", 1024, False, 0.7, {}),
-    ("put_batch(1024) queue_id=i%8", 1024, True, 0.7, {}),
+    Variant("put", 1, False, None, {}),
+    Variant("put_batch(128)", 128, False, 0.7, {}),
+    Variant("put_batch(1024)", 1024, False, 0.7, {}),
+    Variant("put_batch(1024) queue_id=i%8", 1024, True, 0.7, {}),
     # information: the same without the warmer (what the store did before it), against the same floor
-    ("put_batch(1024) warm off", 1024, False, None, {"commitlog_warm_enabled": False}),
+    Variant("put_batch(1024) warm off", 1024, False, None, {"commitlog_warm_enabled": False}),
 ]
 # information: the floor itself with its pages populated before timing (the reference is unchanged)
 FLOOR_POPULATED = "floor, pages populated before timing"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--count", type=int, default=300_000, help="messages per variant per round (upper bound)")
-    ap.add_argument("--max-seconds", type=float, default=8.0, help="time bound per variant per round")
-    ap.add_argument("--segment-mib", type=int, default=1024, choices=(256, 1024))
-    ap.add_argument("--only", default="", help="comma-separated variant names (default: all)")
-    ap.add_argument("--quick", action="store_true", help="2 rounds of 50k: a smoke run")
+    ap = Options(__doc__, rounds=7, count=300_000, count_help="messages per variant per round (upper bound)",
+                 max_seconds=8.0, max_seconds_help="time bound per variant per round",
+                 quick={"rounds": 2, "count": 50_000}, quick_help="2 rounds of 50k: a smoke run").store_options()
     ap.add_argument("--no-floor-populated", dest="floor_populated", action="store_false",
                     help=f"skip the information row {FLOOR_POPULATED!r}")
     a = ap.parse_args()
-    if a.quick:
-        a.rounds, a.count = 2, 50_000
     seg = a.segment_mib * MIB
-    variants = [v for v in VARIANTS if not a.only or v[0] in a.only.split(",")]
+    variants = only(VARIANTS, a.only)
     bodies = make_bodies()
     rep = Report("store_append", unit="msgs/s", reference="floor",
                  reference_doc="Python loop over an mmap of a posix_fallocate'd file: per 1 KiB message "
@@ -192,36 +173,44 @@ def main() -> None:
                          "count_per_round_max": a.count, "max_seconds_per_round": a.max_seconds,
                          "segment_size_bytes": seg, "flush_disk_type": "ASYNC_FLUSH", "index_enabled": False,
                          "floor_record_bytes": 60 + BODY_SIZE})
-    for name, _b, _q, goal, _o in variants:
-        rep.ratio(name, goal)
+    for v in variants:
+        rep.ratio(v.name, v.goal)
     if a.floor_populated:
         rep.ratio(FLOOR_POPULATED, None)
+    record_bytes = 0.0
     with scratch_dir("store_append") as tmp:
-        floor_round(os.path.join(tmp, "floor"), seg, bodies, 20_000, 2.0)          # warm-up, not reported
-        record_bytes = 0.0
-        for r in range(a.rounds):
-            if a.floor_populated:
-                n, dt, cpu = floor_round(os.path.join(tmp, "floor"), seg, bodies, a.count, a.max_seconds)
-                floor = n / dt
-                n2, dt2, cpu2 = floor_round(os.path.join(tmp, "floor"), seg, bodies, a.count, a.max_seconds,
-                                            populated_bytes=(a.count + POOL) * (60 + BODY_SIZE))
-                rep.add(FLOOR_POPULATED, n2 / dt2, ref=floor, messages=n2, cpu_share=cpu2)
-                progress(f"round {r + 1}/{a.rounds}: floor {floor:,.0f}, {FLOOR_POPULATED} {n2 / dt2:,.0f} "
-                         f"msgs/s: {n2 / dt2 / floor:.3f} x")
-            for name, batch, qid, _goal, overrides in variants:
-                n, dt, cpu = floor_round(os.path.join(tmp, "floor"), seg, bodies, a.count, a.max_seconds)
-                floor = n / dt
-                rep.add("floor", floor, messages=n, cpu_share=cpu)
-                root = os.path.join(tmp, "store")
-                res = store_round(root, seg, bodies, batch, qid, a.count, a.max_seconds, **overrides)
-                clear_dir(tmp)
-                n, dt, fs = res["messages"], res["seconds"], res["fsyncs"]
-                record_bytes = res["record_bytes"]
-                rep.add(name, n / dt, ref=floor, messages=n, async_fsyncs=fs, cpu_share=res["cpu_share"],
-                        warm_overtaken_bytes=res["warm_overtaken_bytes"])
-                progress(f"round {r + 1}/{a.rounds}: floor {floor:,.0f} (cpu {cpu:.2f}), {name} {n / dt:,.0f} "
-                         f"msgs/s ({n} in {dt:.2f}s, cpu {res['cpu_share']:.2f}, {fs} background fsyncs): "
-                         f"{n / dt / floor:.3f} x")
+        floor_path = os.path.join(tmp, "floor")
+
+        def floor_populated(r: int) -> None:
+            if not a.floor_populated:
+                return
+            n, dt, cpu = floor_round(floor_path, seg, bodies, a.count, a.max_seconds)
+            floor = n / dt
+            n2, dt2, cpu2 = floor_round(floor_path, seg, bodies, a.count, a.max_seconds,
+                                        populated_bytes=(a.count + POOL) * (60 + BODY_SIZE))
+            rep.add(FLOOR_POPULATED, n2 / dt2, ref=floor, messages=n2, cpu_share=cpu2)
+            progress(f"round {r + 1}/{a.rounds}: floor {floor:,.0f}, {FLOOR_POPULATED} {n2 / dt2:,.0f} "
+                     f"msgs/s: {n2 / dt2 / floor:.3f} x")
+
+        def floor() -> Sample:
+            n, dt, cpu = floor_round(floor_path, seg, bodies, a.count, a.max_seconds)
+            return Sample(n / dt, {"messages": n, "cpu_share": cpu}, f"floor {n / dt:,.0f} (cpu {cpu:.2f})")
+
+        def store(v: Variant) -> dict:
+            return store_round(os.path.join(tmp, "store"), seg, bodies, v.batch, v.explicit_qid, a.count,
+                               a.max_seconds, **v.overrides)
+
+        def row(v: Variant, ref: Sample, res: dict) -> Sample:
+            nonlocal record_bytes
+            n, dt, fs = res["messages"], res["seconds"], res["fsyncs"]
+            record_bytes = res["record_bytes"]
+            return Sample(n / dt, {"messages": n, "async_fsyncs": fs, "cpu_share": res["cpu_share"],
+                                   "warm_overtaken_bytes": res["warm_overtaken_bytes"]},
+                          f"{v.name} {n / dt:,.0f} msgs/s ({n} in {dt:.2f}s, cpu {res['cpu_share']:.2f}, "
+                          f"{fs} background fsyncs): {n / dt / ref.value:.3f} x")
+
+        floor_round(floor_path, seg, bodies, 20_000, 2.0)          # warm-up, not reported
+        paired_rounds(rep, a.rounds, variants, floor, store, row, scratch=tmp, round_start=floor_populated)
         rep.params["store_record_bytes"] = round(record_bytes, 1)
         rep.note("The floor is measured right before every variant sample (a fresh file each time), the variant "
                  "on a fresh store; ratio = median over rounds of variant / the floor measured next to it.")

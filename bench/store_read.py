@@ -24,37 +24,22 @@ Goal (DESIGN.md section 7): >= 0.5 x the raw scan.
 
 from __future__ import annotations
 
-import argparse
 import mmap
 import os
 import struct
-import sys
 import time
+from typing import NamedTuple
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _report import Report, progress, scratch_dir, settle  # noqa: E402
-from store_append import BODY_SIZE, QUEUES, TOPIC, make_bodies  # noqa: E402
+from _common import Options, Sample, only, paired_rounds
+from _report import Report, progress, scratch_dir, settle
+from _store import BODY_SIZE, QUEUES, TOPIC, fill, get_all, make_bodies, store_config
 
-from tidemq.config import MIB, StoreConfig  # noqa: E402
-from tidemq.store import Message, MessageStore  # noqa: E402
-from tidemq.store.types import GetStatus  # noqa: E402
+from tidemq.config import MIB
+from tidemq.store import MessageStore
 
 HEADER = struct.Struct(">iiiiiqqiq8sq8siqi")   # TOTALSIZE .. BODYLEN (RocketMQ v1)
 assert HEADER.size == 88
 MAGIC = 0xDAA320A7 - (1 << 32)
-
-
-def fill(store: MessageStore, bodies: list[bytes], count: int) -> float:
-    pool = [Message(topic=TOPIC, body=bodies[i % len(bodies)]) for i in range(1024)]
-    t0 = time.perf_counter()
-    done = 0
-    while done < count:
-        k = min(1024, count - done)
-        rs = store.put_batch(pool[:k])
-        if not rs[-1].ok:
-            raise RuntimeError(f"put_batch failed: {rs[-1]}")
-        done += k
-    return time.perf_counter() - t0
 
 
 def map_segments(commitlog_dir: str) -> list[mmap.mmap]:
@@ -91,47 +76,25 @@ def raw_scan(maps: list[mmap.mmap]) -> tuple[int, int]:
     return n, nbytes
 
 
-def get_all(store: MessageStore, max_count: int, max_bytes: int, max_s: float) -> tuple[int, int, int]:
-    """(messages, body bytes, get calls) reading every queue from offset 0 to its end."""
-    get = store.get
-    found = GetStatus.FOUND
-    n = nbytes = calls = 0
-    end = time.perf_counter() + max_s
-    for q in range(QUEUES):
-        off = 0
-        while True:
-            g = get("BenchGroup", TOPIC, q, off, max_count=max_count, max_bytes=max_bytes)
-            calls += 1
-            if g.status is not found:
-                break
-            ms = g.messages
-            n += len(ms)
-            for m in ms:
-                nbytes += len(m.body)
-            off = g.next_offset
-            if time.perf_counter() >= end:
-                return n, nbytes, calls
-    return n, nbytes, calls
+class Variant(NamedTuple):
+    name: str
+    max_count: int
+    max_bytes: int
+    goal: float | None
 
 
 VARIANTS = [
-    # name, max_count, max_bytes, goal
-    ("get(max_count=32)", 32, 256 * 1024, 0.5),
-    ("get(max_count=256)", 256, 1 * MIB, 0.5),
+    Variant("get(max_count=32)", 32, 256 * 1024, 0.5),
+    Variant("get(max_count=256)", 256, 1 * MIB, 0.5),
 ]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--count", type=int, default=1_000_000, help="messages written, then read back")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--max-seconds", type=float, default=30.0, help="time bound per sample")
-    ap.add_argument("--segment-mib", type=int, default=1024, choices=(256, 1024))
-    ap.add_argument("--quick", action="store_true", help="100k messages, 2 rounds")
+    ap = Options(__doc__, rounds=5, count=1_000_000, count_help="messages written, then read back", max_seconds=30.0,
+                 quick={"count": 100_000, "rounds": 2}, quick_help="100k messages, 2 rounds").store_options()
     a = ap.parse_args()
-    if a.quick:
-        a.count, a.rounds = 100_000, 2
     seg = a.segment_mib * MIB
+    variants = only(VARIANTS, a.only)
     bodies = make_bodies()
     rep = Report("store_read", unit="msgs/s", reference="raw scan",
                  reference_doc="Python loop over read-only mmaps of the same commit-log segment files: per record "
@@ -140,14 +103,35 @@ def main() -> None:
                  params={"messages": a.count, "body_bytes": BODY_SIZE, "queues": QUEUES, "rounds": a.rounds,
                          "segment_size_bytes": seg, "index_enabled": False, "pull_max_count_in_memory": 256,
                          "pull_max_bytes_in_memory": 1 * MIB, "max_seconds_per_sample": a.max_seconds})
-    for name, _c, _b, goal in VARIANTS:
-        rep.ratio(name, goal)
+    for v in variants:
+        rep.ratio(v.name, v.goal)
     with scratch_dir("store_read") as tmp:
-        cfg = StoreConfig(root_dir=os.path.join(tmp, "store"), segment_size_bytes=seg, index_enabled=False,
-                          flush_disk_type="ASYNC_FLUSH", default_queue_count=QUEUES,
-                          pull_max_count_in_memory=256, pull_max_bytes_in_memory=1 * MIB)
+        cfg = store_config(os.path.join(tmp, "store"), seg, pull_max_count_in_memory=256,
+                           pull_max_bytes_in_memory=1 * MIB)
         store = MessageStore(cfg).start()
         maps: list[mmap.mmap] = []
+
+        def scan() -> Sample:
+            c0 = time.thread_time()
+            t0 = time.perf_counter()
+            n, _nb = raw_scan(maps)
+            dt = time.perf_counter() - t0
+            return Sample(n / dt, {"cpu_share": (time.thread_time() - c0) / dt}, f"raw scan {n / dt:,.0f} msgs/s")
+
+        def get(v: Variant) -> tuple[int, int, float, float]:
+            c0 = time.thread_time()
+            t0 = time.perf_counter()
+            n, _nb, calls = get_all(store, v.max_count, v.max_bytes, a.max_seconds)
+            dt = time.perf_counter() - t0
+            return n, calls, dt, (time.thread_time() - c0) / dt
+
+        def row(v: Variant, ref: Sample, res: tuple[int, int, float, float]) -> Sample:
+            n, calls, dt, cpu = res
+            if n != a.count and dt < a.max_seconds:
+                raise RuntimeError(f"get returned {n} messages, {a.count} were written")
+            return Sample(n / dt, {"messages": n, "get_calls": calls, "msgs_per_call": n / calls, "cpu_share": cpu},
+                          f"{v.name} {n / dt:,.0f} msgs/s ({calls:,} calls): {n / dt / ref.value:.3f} x")
+
         try:
             store.create_topic(TOPIC, QUEUES)
             dt = fill(store, bodies, a.count)
@@ -162,25 +146,7 @@ def main() -> None:
                 raise RuntimeError(f"raw scan found {n} records, {a.count} were written")
             get_all(store, 32, 256 * 1024, 10.0)      # warm-up: consume-queue files and code paths
             settle(1.0)                                # the fill's dirty pages written back before timing
-            for r in range(a.rounds):
-                for name, mc, mb, _goal in VARIANTS:
-                    c0 = time.thread_time()
-                    t0 = time.perf_counter()
-                    n, nb = raw_scan(maps)
-                    dt = time.perf_counter() - t0
-                    ref = n / dt
-                    rep.add("raw scan", ref, cpu_share=(time.thread_time() - c0) / dt)
-                    c0 = time.thread_time()
-                    t0 = time.perf_counter()
-                    n, nb2, calls = get_all(store, mc, mb, a.max_seconds)
-                    dt = time.perf_counter() - t0
-                    cpu = (time.thread_time() - c0) / dt
-                    if n != a.count and dt < a.max_seconds:
-                        raise RuntimeError(f"get returned {n} messages, {a.count} were written")
-                    rep.add(name, n / dt, ref=ref, messages=n, get_calls=calls, msgs_per_call=n / calls,
-                            cpu_share=cpu)
-                    progress(f"round {r + 1}/{a.rounds}: raw scan {ref:,.0f} msgs/s, {name} {n / dt:,.0f} msgs/s "
-                             f"({calls:,} calls): {n / dt / ref:.3f} x")
+            paired_rounds(rep, a.rounds, variants, scan, get, row)
         finally:
             for mm in maps:
                 mm.close()

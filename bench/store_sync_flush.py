@@ -23,21 +23,20 @@ Goal (DESIGN.md section 7): >= 0.5 x the reference.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
-import sys
 import threading
 import time
+from typing import NamedTuple
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _report import Report, clear_dir, percentile, progress, scratch_dir, settle  # noqa: E402
-from store_append import BODY_SIZE, QUEUES, TOPIC, make_bodies  # noqa: E402
+from _common import Options, Sample, only, paired_rounds
+from _report import Report, percentile, scratch_dir, settle
+from _store import BODY_SIZE, QUEUES, TOPIC, make_bodies, store_config
 
-from tidemq.config import MIB, StoreConfig  # noqa: E402
-from tidemq.io import OsFileIO  # noqa: E402
-from tidemq.store import Message, MessageStore  # noqa: E402
-from tidemq.store.types import PutStatus  # noqa: E402
+from tidemq.config import MIB
+from tidemq.io import OsFileIO
+from tidemq.store import Message, MessageStore
+from tidemq.store.types import PutStatus
 
 REF_BATCH = 1000
 
@@ -99,10 +98,8 @@ def reference_round(path: str, file_size: int, bodies: list[bytes], count: int, 
 
 def store_round(root: str, segment_bytes: int, bodies: list[bytes], threads: int, batch: int,
                 count_per_thread: int, max_s: float) -> dict:
-    cfg = StoreConfig(root_dir=root, segment_size_bytes=segment_bytes, flush_disk_type="SYNC_FLUSH",
-                      index_enabled=False, default_queue_count=QUEUES)
     fio = TimedFileIO()
-    store = MessageStore(cfg, fio=fio).start()
+    store = MessageStore(store_config(root, segment_bytes, flush_disk_type="SYNC_FLUSH"), fio=fio).start()
     try:
         store.create_topic(TOPIC, QUEUES)
         assert store.put(Message(topic=TOPIC, body=bodies[0], queue_id=0)).ok   # first segment, first fsync
@@ -178,28 +175,27 @@ def store_round(root: str, segment_bytes: int, bodies: list[bytes], threads: int
         store.shutdown()
 
 
+class Variant(NamedTuple):
+    name: str
+    batch: int                   # 1: put, else put_batch of that many
+    goal: float | None
+
+
 VARIANTS = [
-    # name, batch, goal
-    ("8 threads x put", 1, 0.5),
-    ("8 threads x put_batch(16)", 16, 0.5),
-    ("8 threads x put_batch(128)", 128, None),      # for information: how far group commit + batching go
+    Variant("8 threads x put", 1, 0.5),
+    Variant("8 threads x put_batch(16)", 16, 0.5),
+    Variant("8 threads x put_batch(128)", 128, None),     # for information: how far group commit + batching go
 ]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap = Options(__doc__, rounds=5, count=400_000,
+                 count_help="messages per sample at most (reference; store: split over threads)", max_seconds=5.0,
+                 quick={"rounds": 2, "max_seconds": 2.0}, quick_help="2 rounds of 2 s").store_options()
     ap.add_argument("--threads", type=int, default=8)
-    ap.add_argument("--max-seconds", type=float, default=5.0, help="time bound per sample")
-    ap.add_argument("--count", type=int, default=400_000, help="messages per sample at most (reference; store: split over threads)")
-    ap.add_argument("--segment-mib", type=int, default=1024, choices=(256, 1024))
-    ap.add_argument("--only", default="", help="comma-separated variant names (default: all)")
-    ap.add_argument("--quick", action="store_true", help="2 rounds of 2 s")
     a = ap.parse_args()
-    if a.quick:
-        a.rounds, a.max_seconds = 2, 2.0
     seg = a.segment_mib * MIB
-    variants = [v for v in VARIANTS if not a.only or v[0] in a.only.split(",")]
+    variants = only(VARIANTS, a.only)
     bodies = make_bodies()
     rep = Report("store_sync_flush", unit="msgs/s", reference="write+fdatasync/1000",
                  reference_doc="one thread, os.write of 1000 x 1 KiB (~1 MiB) then os.fdatasync, "
@@ -207,34 +203,39 @@ def main() -> None:
                  params={"body_bytes": BODY_SIZE, "queues": QUEUES, "threads": a.threads, "rounds": a.rounds,
                          "max_seconds_per_sample": a.max_seconds, "count_per_sample_max": a.count,
                          "segment_size_bytes": seg, "flush_disk_type": "SYNC_FLUSH", "index_enabled": False})
-    for name, _b, goal in variants:
-        rep.ratio(name, goal)
+    for v in variants:
+        rep.ratio(v.name, v.goal)
     with scratch_dir("store_sync_flush") as tmp:
-        reference_round(os.path.join(tmp, "ref"), seg, bodies, 20_000, 1.0)       # warm-up
-        for r in range(a.rounds):
-            for name, batch, _goal in variants:
-                n, dt, fs = reference_round(os.path.join(tmp, "ref"), seg, bodies, a.count, a.max_seconds)
-                ref = n / dt
-                rep.add("write+fdatasync/1000", ref, fsyncs_per_msg=fs / n, ms_per_fsync_round=dt / fs * 1e3)
-                res = store_round(os.path.join(tmp, "store"), seg, bodies, a.threads, batch,
-                                  max(a.count // a.threads, batch), a.max_seconds)
-                clear_dir(tmp)
-                rate = res["messages"] / res["seconds"]
-                # the group-commit ceiling: every producer's put in one fsync (threads x batch per fsync)
-                cn, cdt, _cfs = reference_round(os.path.join(tmp, "ref"), seg, bodies, a.count,
-                                                min(a.max_seconds, 2.0), batch=a.threads * batch)
-                ceiling = cn / cdt
-                rep.add(name, rate, ref=ref, fsyncs_per_msg=res["fsyncs"] / res["messages"],
-                        msgs_per_fsync=res["messages"] / max(res["fsyncs"], 1),
-                        ms_per_fsync_round=res["seconds"] / max(res["fsyncs"], 1) * 1e3,
-                        log_fsync_ms=res["log_fsync_ms"], log_fsync_busy=res["log_fsync_busy"],
-                        lat_p50_ms=res["lat_p50_ms"], lat_p99_ms=res["lat_p99_ms"], not_ok=res["not_ok"],
-                        ceiling_msgs_per_s=ceiling, vs_ceiling=rate / ceiling)
-                progress(f"round {r + 1}/{a.rounds}: reference {ref:,.0f} msgs/s ({dt / fs * 1e3:.2f} ms per "
-                         f"write+fsync), {name} {rate:,.0f} msgs/s, {res['messages'] / max(res['fsyncs'], 1):.1f} "
-                         f"msgs/fsync, log fsync {res['log_fsync_ms']:.2f} ms (busy {res['log_fsync_busy']:.0%}), "
-                         f"p50 {res['lat_p50_ms']:.2f} ms p99 {res['lat_p99_ms']:.2f} ms: {rate / ref:.3f} x; "
-                         f"ceiling (write+fdatasync per {a.threads * batch}) {ceiling:,.0f}: {rate / ceiling:.3f} x")
+        ref_path = os.path.join(tmp, "ref")
+
+        def reference() -> Sample:
+            n, dt, fs = reference_round(ref_path, seg, bodies, a.count, a.max_seconds)
+            return Sample(n / dt, {"fsyncs_per_msg": fs / n, "ms_per_fsync_round": dt / fs * 1e3},
+                          f"reference {n / dt:,.0f} msgs/s ({dt / fs * 1e3:.2f} ms per write+fsync)")
+
+        def store(v: Variant) -> dict:
+            return store_round(os.path.join(tmp, "store"), seg, bodies, a.threads, v.batch,
+                               max(a.count // a.threads, v.batch), a.max_seconds)
+
+        def row(v: Variant, ref: Sample, res: dict) -> Sample:
+            rate = res["messages"] / res["seconds"]
+            # the group-commit ceiling: every producer's put in one fsync (threads x batch per fsync)
+            cn, cdt, _cfs = reference_round(ref_path, seg, bodies, a.count, min(a.max_seconds, 2.0),
+                                            batch=a.threads * v.batch)
+            ceiling = cn / cdt
+            return Sample(rate, {"fsyncs_per_msg": res["fsyncs"] / res["messages"],
+                                 "msgs_per_fsync": res["messages"] / max(res["fsyncs"], 1),
+                                 "ms_per_fsync_round": res["seconds"] / max(res["fsyncs"], 1) * 1e3,
+                                 "log_fsync_ms": res["log_fsync_ms"], "log_fsync_busy": res["log_fsync_busy"],
+                                 "lat_p50_ms": res["lat_p50_ms"], "lat_p99_ms": res["lat_p99_ms"],
+                                 "not_ok": res["not_ok"], "ceiling_msgs_per_s": ceiling, "vs_ceiling": rate / ceiling},
+                          f"{v.name} {rate:,.0f} msgs/s, {res['messages'] / max(res['fsyncs'], 1):.1f} "
+                          f"msgs/fsync, log fsync {res['log_fsync_ms']:.2f} ms (busy {res['log_fsync_busy']:.0%}), "
+                          f"p50 {res['lat_p50_ms']:.2f} ms p99 {res['lat_p99_ms']:.2f} ms: {rate / ref.value:.3f} x; "
+                          f"ceiling (write+fdatasync per {a.threads * v.batch}) {ceiling:,.0f}: {rate / ceiling:.3f} x")
+
+        reference_round(ref_path, seg, bodies, 20_000, 1.0)       # warm-up
+        paired_rounds(rep, a.rounds, variants, reference, store, row, scratch=tmp)
         rep.note("The reference is measured right before every store sample (fresh file); each store sample "
                  "uses a fresh store. ratio = median over rounds of store / the reference next to it.")
         rep.note("ms_per_fsync_round: sample time / fsyncs (reference: one write of ~1 MiB + fdatasync; store: "
