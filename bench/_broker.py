@@ -16,8 +16,7 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _report import BENCH_SRC  # noqa: E402
+from _report import BENCH_SRC
 
 READY = "ready on "
 

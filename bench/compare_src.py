@@ -23,8 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _report import BENCH_DIR, RESULTS_DIR, TMP_PARENT, machine, progress  # noqa: E402
+from _report import BENCH_DIR, RESULTS_DIR, TMP_PARENT, machine, progress
 
 
 def label(snap: str) -> str:

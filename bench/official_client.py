@@ -35,8 +35,7 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _report import BENCH_SRC, Report, progress, scratch_dir  # noqa: E402
+from _report import BENCH_SRC, Report, progress, scratch_dir
 
 GOAL = 0.9
 TOPIC = "Bench"

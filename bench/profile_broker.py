@@ -24,9 +24,8 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _broker import TidemqSystem, proc_cpu_seconds  # noqa: E402
-from _report import RESULTS_DIR, TMP_PARENT, machine, progress, settle  # noqa: E402
+from _broker import TidemqSystem, proc_cpu_seconds
+from _report import RESULTS_DIR, TMP_PARENT, machine, progress, settle
 
 
 def pyspy_bin() -> str:

@@ -31,16 +31,14 @@ import mmap
 import os
 import shutil
 import struct
-import sys
 import time
 import zlib
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _report import Report, progress, scratch_dir, settle  # noqa: E402
+from _report import Report, progress, scratch_dir, settle
 
-from tidemq.config import MIB, StoreConfig  # noqa: E402
-from tidemq.store import Message, MessageStore  # noqa: E402
-from tidemq.store.recovery import RecoveryReport, find_log_end  # noqa: E402
+from tidemq.config import MIB, StoreConfig
+from tidemq.store import Message, MessageStore
+from tidemq.store.recovery import RecoveryReport, find_log_end
 
 HEAD = struct.Struct(">iii")
 MAGIC = 0xDAA320A7 - (1 << 32)

@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _broker import BrokerProcess  # noqa: E402
-from _report import Report, progress, scratch_dir  # noqa: E402
+from _broker import BrokerProcess
+from _report import Report, progress, scratch_dir
 
-from tidemq.config import StoreConfig  # noqa: E402
-from tidemq.store import Message, MessageStore  # noqa: E402
+from tidemq.config import StoreConfig
+from tidemq.store import Message, MessageStore
 
 TOPIC = "Bench"
 QUEUES = 8
