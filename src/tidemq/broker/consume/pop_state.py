@@ -34,7 +34,7 @@ import os
 from dataclasses import dataclass, field
 
 from ...io import FileIO, read_whole, write_atomic
-from ..state.journal import Journal
+from ..state.journal import COMPACT_BYTES, Journal
 from ..state.layout import StateLayout
 
 log = logging.getLogger("tidemq.broker")
@@ -75,11 +75,12 @@ class HandleError(ValueError):
 
 
 class PopState:
-    def __init__(self, fio: FileIO, state_dir: str) -> None:
-        """``state_dir``: the broker's state directory (state/layout.py); the pop state is its pop/."""
+    def __init__(self, fio: FileIO, state_dir: str, compact_bytes: int = COMPACT_BYTES) -> None:
+        """``state_dir``: the broker's state directory (state/layout.py); the pop state is its pop/.
+        ``compact_bytes``: the journal is folded into the snapshot beyond this size."""
         self.fio = fio
         layout = StateLayout(state_dir)
-        self.journal = Journal(fio, layout.pop_dir)
+        self.journal = Journal(fio, layout.pop_dir, compact_bytes)
         self.secret_path = layout.pop_secret
         self.queues: dict[tuple[str, str, int], QueueState] = {}
         self.seq = 0

@@ -41,7 +41,7 @@ from ...protocol.stubs import Code, pb, spb, status
 from ...store import Message, MessageStore, PutResult
 from ...store.codec import CodecError, StoredMessage, parse_offset_msg_id
 from ..sessions.telemetry import Sessions
-from ..state.journal import Journal
+from ..state.journal import COMPACT_BYTES, Journal
 from ..state.layout import StateLayout, state_dir as state_dir_of
 from ..wire import to_wire
 from . import parking
@@ -69,7 +69,7 @@ class Transactions:
                  put: Callable[[Sequence[Message]], Awaitable[list[PutResult]]],
                  code_of: Callable[[PutResult], int], on_moved: Callable[[], None] = lambda: None,
                  state_dir: str | None = None, scan_max: int = SCAN_MAX,
-                 checks_per_round_max: int = CHECKS_PER_ROUND_MAX) -> None:
+                 checks_per_round_max: int = CHECKS_PER_ROUND_MAX, compact_bytes: int = COMPACT_BYTES) -> None:
         """``state_dir``: the broker's state directory (default: the store root's, state/layout.py)."""
         self.store = store
         self.config = config
@@ -80,7 +80,7 @@ class Transactions:
         self.scan_max = scan_max
         self.checks_per_round_max = checks_per_round_max
         layout = StateLayout(state_dir or state_dir_of(store.config.root_dir))
-        self.journal = Journal(store.fio, layout.transactions_dir)
+        self.journal = Journal(store.fio, layout.transactions_dir, compact_bytes)
         self.low = 0
         self.ended: dict[int, str] = {}
         self.checks: dict[int, int] = {}
