@@ -187,7 +187,7 @@ def start_server(kind: str, workdir: str, env: dict) -> _Proc:
     if kind == "tidemq":
         p = _Proc([sys.executable, "-m", "tidemq.cli.main", "serve", "--root", os.path.join(workdir, "store"),
                    "--port", "0"], "ready on ", env, workdir, os.path.join(workdir, "server.log"))
-        from tidemq.broker.admin import call
+        from tidemq.protocol.admin import call
         r = call(p.endpoint, "CreateTopic", {"name": TOPIC, "queues": 8})
         if not r.get("ok"):
             p.stop()
@@ -254,7 +254,7 @@ def main() -> None:
         os.makedirs(home)
         env = dict(os.environ, HOME=home, PYTHONUNBUFFERED="1")
         env["PYTHONPATH"] = BENCH_SRC + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        os.environ["HOME"] = home         # this process imports tidemq.broker.admin only, but to be safe
+        os.environ["HOME"] = home         # this process imports tidemq.protocol.admin only, but to be safe
         for r in range(a.rounds):
             order = kinds if r % 2 == 0 else kinds[::-1]
             got = {}

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from .conftest import REPO
-from .test_send_e2e import SMALL, make_topic
+from .produce.test_send_message_e2e import SMALL, make_topic
 
 CLIENT = "rocketmq-client-nodejs"
 VERSION = "1.0.8"

@@ -11,11 +11,11 @@ import sys
 import grpc
 import pytest
 
-from tidemq.broker.proto import Code, pb, sgrpc, spb
+from tidemq.protocol.stubs import Code, pb, sgrpc, spb
 
 from .conftest import _HOME, REPO
-from .test_auth_e2e import AUTH
-from .test_send_e2e import make_topic
+from .protection.test_auth_e2e import AUTH
+from .produce.test_send_message_e2e import make_topic
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def test_official_client_over_tls(tmp_path, broker_factory, certificate):
     assert out["bodies"] == ["over-tls-0", "over-tls-1", "over-tls-2"]
 
     route = spb.QueryRouteRequest(topic=pb.Resource(name="Tls"))
-    from tidemq.broker.auth import signed_metadata
+    from tidemq.protocol.signing import signed_metadata
     md = signed_metadata("tidemq-ak", "s3cret-sk", "20260101T000000Z")
     with open(cert, "rb") as f:
         trusted = grpc.ssl_channel_credentials(root_certificates=f.read())

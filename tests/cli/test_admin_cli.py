@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from tidemq.cli.main import cli
 
 from ..broker.conftest import broker_factory  # noqa: F401
-from ..broker.test_auth_e2e import AUTH
+from ..broker.protection.test_auth_e2e import AUTH
 from ..broker.test_tls_e2e import certificate  # noqa: F401  (fixture)
 
 
@@ -23,7 +23,7 @@ def test_topics_and_disk_through_the_broker(tmp_path, broker_factory):
     assert r.exit_code == 0 and "3 queue(s)" in r.output
     r = run(["topic", "list", "--endpoint", b.endpoint, "--json"])
     doc = json.loads(r.output)
-    from tidemq.broker.sysmsg import SYSTEM_TOPICS
+    from tidemq.broker.deferred.parking import SYSTEM_TOPICS
     user = [d for d in doc if d["topic"] not in SYSTEM_TOPICS]     # the broker's own are listed too
     assert [d["topic"] for d in user] == ["Made"] and len(user[0]["queues"]) == 3
     assert {d["topic"] for d in doc} - {"Made"} == SYSTEM_TOPICS

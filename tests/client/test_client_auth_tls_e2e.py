@@ -6,11 +6,11 @@ plaintext client gets no answer."""
 import grpc
 import pytest
 
-from tidemq.broker.proto import Code
+from tidemq.protocol.stubs import Code
 from tidemq.client import ClientError, Producer, PullConsumer
 
-from ..broker.test_auth_e2e import AUTH
-from ..broker.test_send_e2e import make_topic
+from ..broker.protection.test_auth_e2e import AUTH
+from ..broker.produce.test_send_message_e2e import make_topic
 from ..broker.test_tls_e2e import certificate  # noqa: F401  (fixture)
 
 KEYS = {"access_key": "tidemq-ak", "secret_key": "s3cret-sk"}

@@ -6,9 +6,9 @@ import time
 import pytest
 
 from tidemq.client import ClientError, Producer, PullConsumer
-from tidemq.broker.proto import pb
+from tidemq.protocol.stubs import pb
 
-from ..broker.test_send_e2e import SMALL, make_topic, stored
+from ..broker.produce.test_send_message_e2e import SMALL, make_topic, stored
 
 
 def pull_all(c, topic, n_queues, batch=100):

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from tidemq.broker.proto import Code
-from tidemq.broker.records import frame
+from tidemq.protocol.stubs import Code
+from tidemq.protocol.pull_frame import encode_response as frame
 from tidemq.client import ClientError, PullConsumer
 from tidemq.client.client import PREFETCH_MAX
 

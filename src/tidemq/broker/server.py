@@ -1,8 +1,12 @@
 """Run the broker: a MessageStore and a grpc.aio server over it, stopped cleanly on SIGTERM.
 
 The server listens on BrokerConfig.host (loopback unless configured), with TLS
-when a certificate and key are configured, and checks signatures (auth.py) when
-an access key is; the resource alarms (alarms.py) run as a task of the loop.
+when a certificate and key are configured, and checks signatures (protection/auth.py)
+when an access key is. It serves apache.rocketmq.v2.MessagingService (service.py),
+tidemq.Data (SendRecords: produce/send_records.py, PullRecords: consume/pull_records.py)
+and tidemq.Admin (admin.py). Background tasks of the loop: the resource alarms
+(protection/alarms.py), the timer, the transaction checker, auto-renewal, and the
+flush of the broker's state every second.
 """
 
 from __future__ import annotations
@@ -15,14 +19,15 @@ import grpc
 
 from ..config import BrokerConfig, StoreConfig
 from ..io import SystemClock
+from ..protocol import data
+from ..protocol.stubs import sgrpc
 from ..store import MessageStore
 from .admin import Admin
-from .alarms import ResourceAlarms, free_bytes_reader, human, read_rss_bytes, total_memory_bytes
-from .auth import AuthInterceptor, Authenticator
-from .flow import SendGate
-from .proto import sgrpc
-from .records import Records
-from .send_records import RecordSends
+from .consume.pull_records import Records
+from .produce.send_records import RecordSends
+from .protection.alarms import ResourceAlarms, free_bytes_reader, human, read_rss_bytes, total_memory_bytes
+from .protection.auth import AuthInterceptor, Authenticator
+from .protection.flow import SendGate
 from .service import MessagingService
 
 log = logging.getLogger("tidemq.broker")
@@ -103,10 +108,11 @@ class Broker:
         self.server = grpc.aio.server(options=opts, interceptors=interceptors)
         self.service = MessagingService(self.store, self.config, gate)
         sgrpc.add_MessagingServiceServicer_to_server(self.service, self.server)
-        self.server.add_generic_rpc_handlers((Admin(self.store, self).handler(),
-                                              Records(self.store, self.service.consumption.arrivals,
-                                                      c.grpc_max_message_bytes,
-                                                      RecordSends(self.service.sends)).handler()))
+        records = Records(self.store, self.service.consumption.arrivals, c.grpc_max_message_bytes)
+        record_sends = RecordSends(self.service.sends)
+        self.server.add_generic_rpc_handlers((Admin(self.store, self).handler(), grpc.method_handlers_generic_handler(
+            data.SERVICE, {data.PULL_RECORDS: grpc.unary_unary_rpc_method_handler(records.pull),
+                           data.SEND_RECORDS: grpc.unary_unary_rpc_method_handler(record_sends.send)})))
         address = f"{c.host}:{c.port}"
         if c.tls_enabled:
             with open(c.tls_key_file, "rb") as k, open(c.tls_cert_file, "rb") as crt:

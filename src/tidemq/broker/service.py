@@ -1,50 +1,48 @@
-"""apache.rocketmq.v2.MessagingService over a MessageStore (see docs/broker-protocol.md).
+"""apache.rocketmq.v2.MessagingService over a MessageStore (see docs/broker-protocol.md):
+builds the parts that serve the RPCs and hands each RPC to its part.
 
-Served now: QueryRoute, Heartbeat, Telemetry (settings), SendMessage,
-ReceiveMessage / AckMessage / ChangeInvisibleDuration (pop consumption, durable,
-dead-letter queue, in order for FIFO consumer groups),
-ForwardMessageToDeadLetterQueue, PullMessage / QueryOffset / GetOffset /
-UpdateOffset, QueryAssignment (push consumers: "any queue"),
-NotifyClientTermination (clients.py: who is alive), auto-renewal of invisible
-time for the push consumers (renew.py), TRANSACTION messages and EndTransaction
-with orphan checks over Telemetry (transaction.py, telemetry.py), DELAY messages
-(timer.py).
-Every other RPC answers UNSUPPORTED with a message that says so (never gRPC
-UNIMPLEMENTED, never a hang): recall and lite topics come with their issues.
+Served now: QueryRoute, QueryAssignment (push consumers: "any queue"), Heartbeat,
+Telemetry (settings; sessions/telemetry.py), NotifyClientTermination (sessions/clients.py:
+who is alive); SendMessage (produce/send_message.py; DELAY messages through
+deferred/timer.py, TRANSACTION messages and EndTransaction with orphan checks over
+Telemetry through deferred/transactions.py); ReceiveMessage / AckMessage /
+ChangeInvisibleDuration / ForwardMessageToDeadLetterQueue (pop consumption, durable,
+dead-letter queue, in order for FIFO consumer groups: consume/receive.py; auto-renewal
+of invisible time for the push consumers: consume/renew.py); PullMessage / QueryOffset /
+GetOffset / UpdateOffset (consume/pull.py). Every other RPC answers UNSUPPORTED with a
+message that says so (never gRPC UNIMPLEMENTED, never a hang): recall and lite topics
+come with their issues.
 
 The store is synchronous: puts run on a thread pool so a SYNC_FLUSH wait never
-blocks the event loop. Sends go through flow control first (flow.SendGate:
+blocks the event loop. Sends go through flow control first (protection/flow.SendGate:
 per-connection in-flight bounds, resource alarms, flush backlog); nothing else
-does, so consumers drain while producers wait.
+does, so consumers drain while producers wait. The broker's own state lives under
+``<root>/broker/`` (state/layout.py); state of an older layout is moved there first.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from google.protobuf import duration_pb2
 
 from ..config import BrokerConfig
+from ..protocol.stubs import Code, pb, sgrpc, spb, status
 from ..store import MessageStore
-from .clients import Clients
-from .consume import Consumption
-from .convert import SUPPORTED_TYPES, to_store
-from .flow import SendGate
-from .pop import PopState
-from .pull import GroupOffsets, Pull
-from .renew import AutoRenew
-from .proto import Code, MessageType, pb, sgrpc, spb, status
-from .send import DUPLICATE, SendPath, put_code
-from .sysmsg import PROP_DELIVER_MS, SCHEDULE_TOPIC, delivery_ms, park
-from .telemetry import Sessions, client_id_of
-from .timer import Timer
-from .transaction import Transactions
-
-log = logging.getLogger("tidemq.broker")
-
-NOT_YET = "not supported yet by tidemq: {what}"
+from .consume.group_offsets import GroupOffsets
+from .consume.pop_state import PopState
+from .consume.pull import Pull
+from .consume.receive import Consumption
+from .consume.renew import AutoRenew
+from .deferred.timer import Timer
+from .deferred.transactions import Transactions
+from .produce.send_message import NOT_YET, MessageSends
+from .produce.send_path import SendPath, put_code
+from .protection.flow import SendGate
+from .sessions.clients import Clients
+from .sessions.telemetry import Sessions, client_id_of
+from .state.layout import migrate, state_dir
 
 
 class MessagingService(sgrpc.MessagingServiceServicer):
@@ -56,22 +54,26 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                                      config.inflight_bytes_per_connection_max, store.clock)
         self._puts = ThreadPoolExecutor(config.send_executor_threads, thread_name_prefix="tidemq-put")
         self.closing = asyncio.Event()
-        self.pop = PopState(store.fio, store.config.root_dir)
+        migrate(store.fio, store.config.root_dir)       # state of the layout before <root>/broker/
+        self.state_dir = state_dir(store.config.root_dir)
+        self.pop = PopState(store.fio, self.state_dir)
         self.pop.open()
         self.consumption = Consumption(store, config, self.pop)
-        self.group_offsets = GroupOffsets(store.fio, store.config.root_dir)
+        self.group_offsets = GroupOffsets(store.fio, self.state_dir)
         self.group_offsets.load()
         self.pulls = Pull(store, self.group_offsets, self.consumption.arrivals)
         self.clients = Clients(store.clock, int(config.client_idle_max_s * 1000))
         self.sessions = Sessions(self.clients.stream_opened, self.clients.stream_closed)
         self.renewer = AutoRenew(self.pop, self.clients, config, store.clock, self.consumption.notify_arrival)
-        self.timer = Timer(store, self.consumption.notify_arrival)
+        self.timer = Timer(store, self.consumption.notify_arrival, self.state_dir)
         self.timer.open()
-        # gate, topic checks, dedup window, put: shared with SendRecords (send_records.py)
+        # gate, topic checks, dedup window, put: shared with SendRecords (produce/send_records.py)
         self.sends = SendPath(store, config, self.gate, self._puts, self._stored)
         self.transactions = Transactions(store, config, self.sessions, self.sends.put_batch,
-                                         lambda r: put_code(r.status, r.error), self.consumption.notify_arrival)
+                                         lambda r: put_code(r.status, r.error), self.consumption.notify_arrival,
+                                         self.state_dir)
         self.transactions.open()
+        self.send_messages = MessageSends(self.sends, config, store.clock, self.timer, self.transactions)
 
     def close(self) -> None:
         self._puts.shutdown(wait=True)
@@ -84,7 +86,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.consumption.notify_arrival()          # long-polling receives wake up
         self.timer.wake.set()                      # a delayed message may be due before the next one
 
-    # Routes -----------------------------------------------------------------------------
+    # Routes ----------------------------------------------------------------------------------
     def _ensure_topic(self, name: str) -> int:
         return self.sends.ensure_topic(name)
 
@@ -127,13 +129,13 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                              accept_message_types=[pb.MessageType.NORMAL, pb.MessageType.FIFO])
         return spb.QueryAssignmentResponse(status=status(Code.OK), assignments=[pb.Assignment(message_queue=mq)])
 
-    # Client lifecycle ---------------------------------------------------------------------
+    # Client lifecycle ------------------------------------------------------------------------
     async def Heartbeat(self, request, context):
         self.clients.seen(client_id_of(context))
         return spb.HeartbeatResponse(status=status(Code.OK))
 
     async def NotifyClientTermination(self, request, context):
-        """The client is gone: the messages the broker renews for it are released now (renew.py)."""
+        """The client is gone: the messages the broker renews for it are released now (consume/renew.py)."""
         self.clients.terminated(client_id_of(context))
         self.renewer.tick()
         return spb.NotifyClientTerminationResponse(status=status(Code.OK))
@@ -166,107 +168,16 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     async def Telemetry(self, request_iterator, context):
         """Answer every settings command with OK and the merged settings, write orphan checks;
         keep the stream open until the client ends it or the broker stops (then it ends at once,
-        not after the grace). See telemetry.py."""
+        not after the grace). See sessions/telemetry.py."""
         async for cmd in self.sessions.serve(client_id_of(context), request_iterator, self.closing,
                                              self.settings_reply):
             yield cmd
 
-    # Send ---------------------------------------------------------------------------------
+    # Send (produce/) -------------------------------------------------------------------------
     async def SendMessage(self, request, context):
-        msgs = request.messages
-        if not msgs:
-            return spb.SendMessageResponse(status=status(Code.BAD_REQUEST, "no message in the request"))
-        refusal, answer = await self.sends.gated(context, sum(len(m.body) for m in msgs),
-                                                 lambda: self._send(msgs, context))
-        return answer if refusal is None else self._refuse(msgs, refusal)
+        return await self.send_messages.send(request, context)
 
-    def _refuse(self, msgs, reason: str) -> "spb.SendMessageResponse":
-        """Flow control's answer: TOO_MANY_REQUESTS, the one code the official producer does not retry at once."""
-        st = status(Code.TOO_MANY_REQUESTS, reason)
-        return spb.SendMessageResponse(status=st, entries=[
-            spb.SendResultEntry(status=st, message_id=m.system_properties.message_id) for m in msgs])
-
-    async def _send(self, msgs, context):
-        entries: list = [None] * len(msgs)
-        batch, where = [], []
-        halves: set[int] = set()           # request indexes of TRANSACTION messages
-        for i, m in enumerate(msgs):
-            sp = m.system_properties
-            if sp.message_type not in SUPPORTED_TYPES and sp.message_type != MessageType.MESSAGE_TYPE_UNSPECIFIED:
-                entries[i] = self._entry(Code.UNSUPPORTED, NOT_YET.format(
-                    what=f"{pb.MessageType.Name(sp.message_type)} messages"), sp.message_id)
-                continue
-            if not m.body:
-                entries[i] = self._entry(Code.MESSAGE_BODY_EMPTY, "the body is empty", sp.message_id)
-                continue
-            n, code, why = self.sends.topic_check(m.topic.name)
-            if code != Code.OK:
-                entries[i] = self._entry(code, why, sp.message_id)
-                continue
-            seen = self.sends.seen(m.topic.name, sp.message_id)
-            if seen is not None:          # a retry of a send that was stored: answer it again
-                entries[i] = spb.SendResultEntry(status=status(Code.OK, DUPLICATE),
-                                                 message_id=sp.message_id, offset=seen[0], transaction_id=seen[1])
-                continue
-            st = to_store(m, n)
-            if sp.message_type == MessageType.DELAY or sp.message_type == MessageType.TRANSACTION:
-                st, refusal = self._divert(sp, st, context)
-                if refusal is not None:
-                    entries[i] = spb.SendResultEntry(status=refusal, message_id=sp.message_id)
-                    continue
-                if sp.message_type == MessageType.TRANSACTION:
-                    halves.add(i)
-            batch.append(st)
-            where.append(i)
-        if batch:
-            results = await self.sends.put_batch(batch)
-            for i, r in zip(where, results):
-                code = put_code(r.status, r.error)
-                txn = (r.offset_msg_id or "") if halves and i in halves else ""   # the half message's id
-                if code == Code.OK and r.uniq_key:
-                    self.sends.remember(msgs[i].topic.name, r.uniq_key, r.queue_offset, txn)
-                entries[i] = spb.SendResultEntry(status=status(code, r.error or ""),
-                                                 message_id=r.uniq_key or (r.msg_id or ""),
-                                                 offset=max(r.queue_offset, 0), transaction_id=txn)
-        if batch and any(e.status.code == Code.OK for e in entries):
-            self.sends.stored()
-        codes = {e.status.code for e in entries}
-        if len(entries) == 1:
-            top = entries[0].status
-        elif codes == {Code.OK}:
-            top = status(Code.OK)
-        else:
-            top = status(Code.MULTIPLE_RESULTS)
-        return spb.SendMessageResponse(status=top, entries=entries)
-
-    def _divert(self, sp, m, context) -> tuple:
-        """A DELAY message due later goes to the schedule topic, a TRANSACTION message to the
-        half topic (sysmsg.py): (the message to put, None) or (None, the refusal)."""
-        if sp.message_type == MessageType.TRANSACTION:
-            if self.transactions.undecided >= self.config.transaction_undecided_max:
-                return None, status(Code.TOO_MANY_REQUESTS, f"{self.transactions.undecided} transactions undecided "
-                                                            f"(transaction_undecided_max)")
-            return self.transactions.half(m, client_id_of(context)), None
-        if not sp.HasField("delivery_timestamp"):
-            return m, None                             # no time: deliver now
-        due = delivery_ms(sp.delivery_timestamp)
-        now = self.store.clock.now_ms()
-        if due - now > self.config.timer_max_delay_s * 1000:
-            return None, status(Code.ILLEGAL_DELIVERY_TIME, f"delivery time {due} ms is more than "
-                                                          f"timer_max_delay_s={self.config.timer_max_delay_s:g} away")
-        m.properties[PROP_DELIVER_MS] = str(due)
-        if due <= now:
-            return m, None
-        if self.timer.pending >= self.config.timer_pending_max:
-            return None, status(Code.TOO_MANY_REQUESTS, f"{self.timer.pending} delayed messages waiting "
-                                                        f"(timer_pending_max)")
-        return park(m, SCHEDULE_TOPIC), None
-
-    @staticmethod
-    def _entry(code: int, message: str, message_id: str) -> "spb.SendResultEntry":
-        return spb.SendResultEntry(status=status(code, message), message_id=message_id)
-
-    # Pop consumption (consume.py) ----------------------------------------------------------
+    # Pop consumption (consume/receive.py) ----------------------------------------------------
     async def ReceiveMessage(self, request, context):
         self.clients.seen(client_id_of(context))
         async for r in self.consumption.receive(request, context):
@@ -278,14 +189,14 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     async def ChangeInvisibleDuration(self, request, context):
         return self.consumption.change_invisible(request)
 
-    # Transactions (transaction.py) -----------------------------------------------------------
-    async def EndTransaction(self, request, context):
-        return spb.EndTransactionResponse(status=await self.transactions.end(request))
-
     async def ForwardMessageToDeadLetterQueue(self, request, context):
         return self.consumption.forward_to_dlq(request)
 
-    # Offset-based consumption (pull.py) ----------------------------------------------------
+    # Transactions (deferred/transactions.py) -------------------------------------------------
+    async def EndTransaction(self, request, context):
+        return spb.EndTransactionResponse(status=await self.transactions.end(request))
+
+    # Offset-based consumption (consume/pull.py) ------------------------------------------------
     async def PullMessage(self, request, context):
         async for r in self.pulls.pull(request, context):
             yield r

@@ -1,25 +1,73 @@
-"""A stored message as the clients receive it (apache.rocketmq.v2.Message).
+"""A message between the wire (apache.rocketmq.v2.Message) and the store, both directions.
 
-The body digest is MD5 in upper-case hex: the one digest the Python, Node and
-Java clients all verify the same way (docs/broker-protocol.md, 5.2; DESIGN.md
-said CRC32, which only the Python client checks as we would write it).
+Wire -> store (:func:`to_store`, a sent message): what the store keeps besides topic,
+body, tags and keys is the client's message id as UNIQ_KEY (RocketMQ's name, so it is
+indexed and is the message id on delivery), the message group as ``__SHARDINGKEY``
+(RocketMQ's name), the type as ``__MSGTYPE``, and the born host string as ``__BORNHOST``
+when it is not an ipv4 address. Body encoding GZIP is sys flag bit 0x1 (RocketMQ's
+COMPRESSED_FLAG). A FIFO message's group picks its queue (:func:`fifo_queue`).
+
+Store -> wire (:func:`to_wire`, a delivered message): the properties above become system
+properties again; the ones the broker writes itself (INTERNAL) are not shown to the
+client. The body digest is MD5 in upper-case hex: the one digest the Python, Node and
+Java clients all verify the same way (docs/broker-protocol.md, 5.2; DESIGN.md said
+CRC32, which only the Python client checks as we would write it).
 """
 
 from __future__ import annotations
 
 import hashlib
+import zlib
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
+from ..protocol.stubs import MESSAGE_TYPE_NAMES, DigestType, Encoding, MessageType, pb
+from ..store import Message
 from ..store.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage
-from .convert import PROP_BORN_HOST, PROP_MESSAGE_GROUP, PROP_MESSAGE_TYPE, SYS_FLAG_COMPRESSED
-from .proto import DigestType, Encoding, MessageType, pb
-from .sysmsg import PARKING, PROP_DELIVER_MS
+from .deferred.parking import PARKING, PROP_DELIVER_MS
 
+PROP_MESSAGE_GROUP = "__SHARDINGKEY"
+PROP_MESSAGE_TYPE = "__MSGTYPE"
+PROP_BORN_HOST = "__BORNHOST"
+SYS_FLAG_COMPRESSED = 0x1
+
+SUPPORTED_TYPES = (MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION)
 INTERNAL = frozenset((PROP_TAGS, PROP_KEYS, PROP_UNIQ_KEY, PROP_MESSAGE_GROUP, PROP_MESSAGE_TYPE, PROP_BORN_HOST,
                       PROP_DELIVER_MS, *PARKING))
 
 
+def fifo_queue(message_group: str, queue_count: int) -> int:
+    """FIFO: a stable hash of the group picks the queue, so one group stays in order."""
+    return zlib.crc32(message_group.encode("utf-8")) % queue_count
+
+
+# Wire -> store ----------------------------------------------------------------------------
+def to_store(m: "pb.Message", queue_count: int) -> Message:
+    sp = m.system_properties
+    props = dict(m.user_properties)
+    if sp.message_id:
+        props[PROP_UNIQ_KEY] = sp.message_id
+    qid = None
+    if sp.HasField("message_group") and sp.message_group:
+        props[PROP_MESSAGE_GROUP] = sp.message_group
+        qid = fifo_queue(sp.message_group, queue_count)
+    props[PROP_MESSAGE_TYPE] = MESSAGE_TYPE_NAMES.get(sp.message_type or MessageType.NORMAL, "NORMAL")
+    born_ms = sp.born_timestamp.seconds * 1000 + sp.born_timestamp.nanos // 1_000_000 if sp.HasField(
+        "born_timestamp") else None
+    born_host = None
+    if sp.born_host:
+        parts = sp.born_host.split(".")
+        if len(parts) == 4 and all(p.isdigit() and int(p) < 256 for p in parts):
+            born_host = sp.born_host + ":0"
+        else:
+            props[PROP_BORN_HOST] = sp.born_host
+    return Message(topic=m.topic.name, body=m.body, tags=sp.tag if sp.HasField("tag") and sp.tag else None,
+                   keys=[k for k in sp.keys if k] or None, properties=props, queue_id=qid,
+                   born_timestamp_ms=born_ms, born_host=born_host,
+                   sys_flag=SYS_FLAG_COMPRESSED if sp.body_encoding == Encoding.GZIP else 0)
+
+
+# Store -> wire ----------------------------------------------------------------------------
 def _ts(ms: int) -> timestamp_pb2.Timestamp:
     return timestamp_pb2.Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
 

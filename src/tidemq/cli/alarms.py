@@ -26,11 +26,11 @@ def _mib(n: int) -> str:
 @click.option("--json", "as_json", is_flag=True, help="print the status as JSON")
 def alarms(endpoint, config_file, mem_bytes, mem_ratio, disk_bytes, as_json) -> None:
     """Are sends held or refused, and why."""
+    from ..protocol import admin as api
     from .topic import _admin
     quiet_logs()
-    changes = {k: v for k, v in (("memory_high_watermark_bytes", mem_bytes), ("memory_high_watermark_ratio", mem_ratio),
-                                 ("disk_free_limit_bytes", disk_bytes)) if v is not None}
-    st = _admin(endpoint, "SetAlarmLimits" if changes else "Alarms", changes or None, config_file)["alarms"]
+    changes = {k: v for k, v in zip(api.ALARM_LIMITS, (mem_bytes, mem_ratio, disk_bytes)) if v is not None}
+    st = _admin(endpoint, api.SET_ALARM_LIMITS if changes else api.ALARMS, changes or None, config_file)["alarms"]
     if as_json:
         emit_json(st)
         return

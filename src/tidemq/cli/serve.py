@@ -20,7 +20,7 @@ def serve(root, config_file, host, port, auto_create_topics, verbose) -> None:
     import asyncio
 
     from ..config import BrokerConfig, ConfigError
-    from ..broker import proto  # noqa: F401  (imports the client package: before logging is set up)
+    from ..protocol import stubs  # noqa: F401  (imports the official client package: before logging is set up)
     from ..broker.server import serve as run
 
     quiet_logs(verbose)

@@ -24,12 +24,13 @@ endpoint_option = click.option("--endpoint", default=None, envvar="TIDEMQ_ENDPOI
 def _admin(endpoint: str, method: str, request: dict | None = None, config_file: str | None = None) -> dict:
     """Call the broker's admin service; signed and over TLS when the broker settings (TIDEMQ_* or the
     TOML file's [broker] section) say so: the TLS certificate is the one trusted."""
-    import datetime
+    import time
 
     import grpc
 
-    from ..broker.admin import call
     from ..config import BrokerConfig, ConfigError
+    from ..protocol.admin import call
+    from ..protocol.signing import date_time, signed_metadata
     try:
         cfg = BrokerConfig.load(toml_path=config_file, section="broker")
         roots = None
@@ -40,9 +41,7 @@ def _admin(endpoint: str, method: str, request: dict | None = None, config_file:
         fail(f"broker settings: {e}", code=2)
     md = None
     if cfg.auth_enabled:
-        from ..broker.auth import signed_metadata      # imports the client package: only when needed
-        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        md = signed_metadata(cfg.access_key, cfg.secret_key, now)
+        md = signed_metadata(cfg.access_key, cfg.secret_key, date_time(time.time()))
     try:
         r = call(endpoint, method, request, metadata=md, root_certificates=roots)
     except grpc.RpcError as e:
@@ -62,7 +61,8 @@ def create(name, queues, endpoint, root, config_file) -> None:
     """Create topic NAME (or grow it to --queues queues)."""
     quiet_logs()
     if endpoint:
-        r = _admin(endpoint, "CreateTopic", {"name": name, "queues": queues}, config_file)
+        from ..protocol import admin as api
+        r = _admin(endpoint, api.CREATE_TOPIC, {"name": name, "queues": queues}, config_file)
         click.echo(f"topic {name}: {r['queues']} queue(s)")
         return
     store = _open(root, config_file)
@@ -84,7 +84,8 @@ def list_(endpoint, root, config_file, as_json) -> None:
     """Topics with their queues' min / max offsets."""
     quiet_logs()
     if endpoint:
-        doc = _admin(endpoint, "ListTopics", config_file=config_file)["topics"]
+        from ..protocol import admin as api
+        doc = _admin(endpoint, api.LIST_TOPICS, config_file=config_file)["topics"]
     else:
         doc = _list_offline(root, config_file)
     if as_json:

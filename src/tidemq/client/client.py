@@ -2,12 +2,12 @@
 PullConsumer (PullRecords / PullMessage by offset, QueryOffset, GetOffset / UpdateOffset).
 
 Both sign every call when given an access key and secret key (the official clients'
-MQv2-HMAC-SHA1 headers, see broker/auth.py) and speak TLS when ``tls`` is set or root
-certificates are given."""
+MQv2-HMAC-SHA1 headers, protocol/signing.py) and speak TLS when ``tls`` is set or root
+certificates are given. What is said on the wire is tidemq.protocol; this package imports
+nothing of the broker or of the store engine (only the record codec, to decode raw pulls)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -19,10 +19,9 @@ from typing import Iterable, Iterator, Mapping, Sequence
 import grpc
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from ..broker.auth import signed_metadata
-from ..broker.batch_frame import decode_response, encode_request
-from ..broker.proto import Code, Encoding, MessageType, pb, sgrpc, spb
-from ..broker.records import SERVICE as RECORDS_SERVICE, unframe
+from ..protocol import data, pull_frame, send_frame
+from ..protocol.signing import date_time, signed_metadata
+from ..protocol.stubs import Code, Encoding, MessageType, code_name, pb, sgrpc, spb
 from ..store.codec import decode_record
 
 
@@ -30,17 +29,21 @@ class ClientError(RuntimeError):
     """An answer that is not OK: ``code`` is the protocol's status code."""
 
     def __init__(self, code: int, message: str) -> None:
-        super().__init__(f"{pb.Code.Name(code) if code in pb.Code.values() else code}: {message}")
+        super().__init__(f"{code_name(code)}: {message}")
         self.code = code
 
 
 @dataclass
 class SendResult:
+    """One message's answer. ``duplicate``: the broker recognised a resend of a message it had
+    stored (same message id, within its dedup window) and stored nothing: ``offset`` is the
+    first store's (``code`` OK, ``queue_id`` -1). ``error`` is text for people."""
     message_id: str
     offset: int
     code: int
     error: str = ""
     queue_id: int = -1          # SendRecords answers it; SendMessage does not (-1)
+    duplicate: bool = False
 
     @property
     def ok(self) -> bool:
@@ -60,7 +63,7 @@ class PullResult:
 
 @dataclass
 class RecordsResult:
-    """A raw pull: the records as stored, back to back (see tidemq.broker.records)."""
+    """A raw pull: the records as stored, back to back (protocol/pull_frame.py)."""
     code: int
     message: str
     next_offset: int
@@ -85,6 +88,7 @@ class RecordsResult:
 
 
 LOOKAHEAD_BYTES = 4 << 20      # HTTP/2 flow-control lookahead of the client's streams
+MESSAGE_MAX_BYTES = 256 << 20  # the largest request / response the client's channel carries
 PREFETCH_MAX = 8               # iter_records: pulls under way at most while the caller works
 
 
@@ -96,11 +100,14 @@ class _Channel:
     roots): a TLS channel."""
 
     def __init__(self, endpoint: str, timeout_s: float, access_key: str | None = None, secret_key: str | None = None,
-                 tls: bool = False, root_certificates: str | bytes | None = None) -> None:
+                 tls: bool = False, root_certificates: str | bytes | None = None,
+                 message_max_bytes: int = MESSAGE_MAX_BYTES, lookahead_bytes: int = LOOKAHEAD_BYTES) -> None:
         if (access_key is None) != (secret_key is None):
             raise ValueError("give both access_key and secret_key, or neither")
         self.endpoint = endpoint
         self.timeout_s = timeout_s
+        self.message_max_bytes = message_max_bytes
+        self.lookahead_bytes = lookahead_bytes
         self._keys = (access_key, secret_key) if access_key is not None else None
         self._signed: tuple[int, list] | None = None       # (second, headers): signed once a second
         if isinstance(root_certificates, str):
@@ -120,16 +127,16 @@ class _Channel:
         now = int(time.time())
         signed = self._signed
         if signed is None or signed[0] != now:
-            date_time = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-            signed = self._signed = (now, signed_metadata(self._keys[0], self._keys[1], date_time))
+            signed = self._signed = (now, signed_metadata(self._keys[0], self._keys[1], date_time(now)))
         return signed[1]
 
     @property
     def stub(self):
         if self._pid != os.getpid():
             # a large lookahead: a raw pull's response arrives without waiting for window updates
-            options = [("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20),
-                       ("grpc.http2.lookahead_bytes", LOOKAHEAD_BYTES)]
+            options = [("grpc.max_receive_message_length", self.message_max_bytes),
+                       ("grpc.max_send_message_length", self.message_max_bytes),
+                       ("grpc.http2.lookahead_bytes", self.lookahead_bytes)]
             if self._tls:
                 self._channel = grpc.secure_channel(
                     self.endpoint, grpc.ssl_channel_credentials(root_certificates=self._roots), options=options)
@@ -243,10 +250,13 @@ class Producer:
         return spb.SendMessageRequest(messages=msgs)
 
     @staticmethod
-    def _results(resp) -> list[SendResult]:
+    def _results(resp, call) -> list[SendResult]:
+        """``call``: the finished call, whose trailing metadata names the duplicates (protocol/data.py)."""
         if not resp.entries:
             raise ClientError(resp.status.code, resp.status.message)
-        return [SendResult(e.message_id, e.offset, e.status.code, e.status.message) for e in resp.entries]
+        dups = data.duplicates_of(call.trailing_metadata())
+        return [SendResult(e.message_id, e.offset, e.status.code, e.status.message, duplicate=i in dups)
+                for i, e in enumerate(resp.entries)]
 
     # SendRecords -------------------------------------------------------------------------------
     def _frame(self, topic: str, bodies: Sequence[bytes], tags, keys, properties,
@@ -260,28 +270,29 @@ class Producer:
             tg = [_text(t) for t in tags]
         ks = [_keys(k) for k in keys] if keys else None
         ps = [_properties(p) for p in properties] if properties else None
-        return encode_request(topic, bodies, ids, tg, ks, ps), ids
+        return send_frame.encode_request(topic, bodies, ids, tg, ks, ps), ids
 
     @staticmethod
     def _record_results(raw: bytes, ids: list[bytes]) -> list[SendResult]:
-        head, entries = decode_response(raw)
+        head, entries = send_frame.decode_response(raw)
         if not entries:
             raise ClientError(head.get("code", Code.INTERNAL_SERVER_ERROR), head.get("message", ""))
         if len(entries) != len(ids):
             raise ClientError(Code.INTERNAL_SERVER_ERROR, f"{len(entries)} results for {len(ids)} messages")
         texts = head.get("messages") or {}
         top = head.get("message", "")
+        dups = send_frame.duplicates(head)
         ok = Code.OK
         out = []
         for i, (code, qid, off) in enumerate(entries):
             text = texts.get(str(i), "") if texts else ""
             if code != ok and not text:
                 text = top
-            out.append(SendResult(ids[i].decode(), off, code, text, qid))
+            out.append(SendResult(ids[i].decode(), off, code, text, qid, i in dups))
         return out
 
     def _send_records(self):
-        return self._ch.unary(f"/{RECORDS_SERVICE}/SendRecords")
+        return self._ch.unary(data.SEND_RECORDS_PATH)
 
     # the API -------------------------------------------------------------------------------------
     def send_batch(self, topic: str, bodies: Sequence[bytes], tags: str | Sequence[str | None] | None = None,
@@ -292,8 +303,8 @@ class Producer:
         the messages' unique keys: the broker answers a resent id from its dedup window)."""
         if not self.raw:
             req = self._request(topic, bodies, tags, keys, properties, message_ids)
-            return self._results(self._ch.stub.SendMessage(req, timeout=self._ch.timeout_s,
-                                                           metadata=self._ch.metadata()))
+            return self._results(*self._ch.stub.SendMessage.with_call(req, timeout=self._ch.timeout_s,
+                                                                      metadata=self._ch.metadata()))
         frame, ids = self._frame(topic, bodies, tags, keys, properties, message_ids)
         return self._record_results(_raw_call(self._send_records(), frame, timeout=self._ch.timeout_s,
                                               metadata=self._ch.metadata()), ids)
@@ -309,9 +320,11 @@ class Producer:
                 pending.append(stub.SendMessage.future(self._request(topic, bodies, tags, None, None, None),
                                                        timeout=timeout, metadata=self._ch.metadata()))
                 if len(pending) >= self.max_in_flight:
-                    out += self._results(pending.popleft().result())
+                    f = pending.popleft()
+                    out += self._results(f.result(), f)
             while pending:
-                out += self._results(pending.popleft().result())
+                f = pending.popleft()
+                out += self._results(f.result(), f)
             return out
         fn = self._send_records()
         for bodies in batches:
@@ -343,9 +356,10 @@ class PullConsumer:
 
     def __init__(self, endpoint: str, group: str = "", timeout_s: float = 10.0, *, access_key: str | None = None,
                  secret_key: str | None = None, tls: bool = False,
-                 root_certificates: str | bytes | None = None) -> None:
+                 root_certificates: str | bytes | None = None, prefetch_max: int = PREFETCH_MAX) -> None:
         self._ch = _Channel(endpoint, timeout_s, access_key, secret_key, tls, root_certificates)
         self.group = group
+        self.prefetch_max = prefetch_max
 
     def close(self) -> None:
         self._ch.close()
@@ -386,12 +400,11 @@ class PullConsumer:
 
     def _records_request(self, topic: str, queue_id: int, offset: int, max_count: int, max_bytes: int,
                          wait_s: float) -> bytes:
-        return json.dumps({"topic": topic, "queue_id": queue_id, "offset": offset, "max_count": max_count,
-                           "max_bytes": max_bytes, "wait_ms": int(wait_s * 1000)}).encode()
+        return pull_frame.encode_request(topic, queue_id, offset, max_count, max_bytes, int(wait_s * 1000))
 
     @staticmethod
     def _records_result(raw: bytes, offset: int) -> RecordsResult:
-        head, sizes_raw, data = unframe(raw)
+        head, sizes_raw, records = pull_frame.decode_response(raw)
         code = head.get("code", Code.INTERNAL_SERVER_ERROR)
         if code not in (Code.OK, Code.MESSAGE_NOT_FOUND, Code.ILLEGAL_OFFSET):
             raise ClientError(code, head.get("message", ""))
@@ -400,21 +413,21 @@ class PullConsumer:
         if sys.byteorder != "little":
             sizes.byteswap()
         return RecordsResult(code, head.get("message", ""), head.get("next_offset", offset),
-                             head.get("min_offset", 0), head.get("max_offset", 0), sizes, data, offset)
+                             head.get("min_offset", 0), head.get("max_offset", 0), sizes, records, offset)
 
     def pull_records(self, topic: str, queue_id: int, offset: int, max_count: int = 4096, max_bytes: int = 16 << 20,
                      wait_s: float = 0.0) -> RecordsResult:
         """Up to max_count records from ``offset`` in one response, as stored (no per-message
         protobuf): the fast path for bulk readers. Raises ClientError for an unknown queue or a
         bad request; an offset outside the queue answers ILLEGAL_OFFSET with its bounds."""
-        fn = self._ch.unary(f"/{RECORDS_SERVICE}/PullRecords")
+        fn = self._ch.unary(data.PULL_RECORDS_PATH)
         req = self._records_request(topic, queue_id, offset, max_count, max_bytes, wait_s)
         return self._records_result(_raw_call(fn, req, timeout=self._ch.timeout_s + wait_s,
                                               metadata=self._ch.metadata()), offset)
 
     def iter_records(self, topic: str, queue_id: int, start: int, end: int | None = None, max_count: int = 4096,
                      max_bytes: int = 16 << 20, prefetch: int = 2, wait_s: float = 0.0) -> Iterator[RecordsResult]:
-        """The raw pulls of [start, end) in order, with up to ``prefetch`` (0 .. PREFETCH_MAX)
+        """The raw pulls of [start, end) in order, with up to ``prefetch`` (0 .. prefetch_max)
         more pulls under way while the caller works on the result it was handed.
 
         The results follow on without gaps (each one's ``offset`` is the one before's
@@ -434,14 +447,14 @@ class PullConsumer:
         a segment's end, the queue's end) makes the pulls after it useless: they are
         cancelled and asked again, and the later pulls ask for 3/4 of what that response
         held. Without ``end`` nothing is asked beyond the last known end of the queue."""
-        if not 0 <= prefetch <= PREFETCH_MAX:
-            raise ValueError(f"prefetch {prefetch} outside 0 .. {PREFETCH_MAX}")
+        if not 0 <= prefetch <= self.prefetch_max:
+            raise ValueError(f"prefetch {prefetch} outside 0 .. {self.prefetch_max}")
         if max_count < 1:
             raise ValueError(f"max_count {max_count} must be >= 1")
         return self._iter_records(topic, queue_id, start, end, max_count, max_bytes, prefetch, wait_s)
 
     def _iter_records(self, topic, queue_id, start, end, max_count, max_bytes, prefetch, wait_s):
-        method = f"/{RECORDS_SERVICE}/PullRecords"
+        method = data.PULL_RECORDS_PATH
         timeout = self._ch.timeout_s + wait_s
         pending: deque = deque()            # (offset, count asked, future), in offset order
         pid = os.getpid()

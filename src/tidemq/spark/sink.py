@@ -106,7 +106,7 @@ class _Sender:
                             raise SinkError(f"tidemq sink: {len(bad)} of {len(idx)} messages to {topic!r} refused: "
                                             f"{bad[0].error}")
                         sent += len(results)
-                        dups += sum(1 for r in results if "duplicate" in r.error.lower())
+                        dups += sum(1 for r in results if r.duplicate)
                 row += n
         return Sent(part, sent, dups)
 

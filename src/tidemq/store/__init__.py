@@ -1,9 +1,42 @@
-"""The embedded storage engine: no network, no asyncio."""
+"""The embedded storage engine: no network, no asyncio.
 
-from ..config import StoreConfig
-from .codec import StoredMessage
-from .store import CheckReport, MessageStore
-from .types import GetResult, GetStatus, Message, PutResult, PutStatus, StoreError
+The public names below are loaded on first use (PEP 562), so that ``import
+tidemq.store.codec`` (what a client needs to decode raw records) does not load the
+engine, numpy or pyarrow.
+"""
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:                    # what type checkers and IDEs see; at run time __getattr__ loads them
+    from ..config import StoreConfig
+    from .codec import StoredMessage
+    from .store import CheckReport, MessageStore
+    from .types import GetResult, GetStatus, Message, PutResult, PutStatus, StoreError
+
+_EXPORTS = {
+    "MessageStore": ".store", "CheckReport": ".store",
+    "StoredMessage": ".codec",
+    "Message": ".types", "PutStatus": ".types", "PutResult": ".types", "GetStatus": ".types",
+    "GetResult": ".types", "StoreError": ".types",
+}
+_FROM_CONFIG = ("StoreConfig",)
 
 __all__ = ["MessageStore", "StoreConfig", "Message", "PutStatus", "PutResult", "GetStatus", "GetResult",
            "StoredMessage", "StoreError", "CheckReport"]
+
+
+def __getattr__(name: str):
+    if name in _FROM_CONFIG:
+        from ..config import StoreConfig
+        value = StoreConfig
+    elif name in _EXPORTS:
+        value = getattr(import_module(_EXPORTS[name], __name__), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value          # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

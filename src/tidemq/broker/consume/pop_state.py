@@ -1,0 +1,250 @@
+"""Pop consumption (what the SimpleConsumer and PushConsumer use): state, handles, journal.
+
+Per (group, topic, queue) the broker keeps a *cursor* (the next offset never
+handed out) and the *in-flight* messages (offset -> delivery attempt, the time
+they become visible again, the sequence number of their current receipt
+handle). A message is done when it leaves the in-flight set by an ack; the
+group's committed offset of a queue is min(in-flight offsets, cursor).
+Messages a tag filter skips are never in flight, so they count as consumed.
+
+Receipt handle: ``topic:queue:offset:seq:mac``, the MAC an HMAC-SHA1 (first 16
+hex digits) of group, topic, queue, offset and seq under a secret kept in
+``<root>/broker/pop/secret`` (state/layout.py). A forged handle fails the MAC; a stale
+one (the message was redelivered, or its invisible time changed since) fails the seq;
+both answer INVALID_RECEIPT_HANDLE. A renewal by the broker (renew.py) keeps the
+seq: the handle the client holds stays valid. Acking a message that is already
+acked answers OK (a client resends an ack whose answer was lost).
+
+Durability: every change is a line in ``<root>/broker/pop/journal`` (state/journal.py:
+JSON lines and a snapshot; a torn last line is cut at start), written before the
+answer goes out, fsynced every second; a broker killed with -9
+loses no ack and no delivery: at start the snapshot and journal are replayed,
+in-flight messages come back when their invisible time is over, nothing acked
+is delivered again. Replaying an operation twice changes nothing, so a crash
+between a snapshot and the journal's truncation is harmless.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+
+from ...io import FileIO, read_whole, write_atomic
+from ..state.journal import COMPACT_BYTES, Journal
+from ..state.layout import StateLayout
+
+log = logging.getLogger("tidemq.broker")
+
+
+@dataclass
+class Inflight:
+    attempt: int
+    visible_at_ms: int
+    seq: int
+    client: str = ""           # auto-renewed for this client (renew.py); "" none
+    renew_until_ms: int = 0    # ... up to this time at most
+
+
+@dataclass
+class QueueState:
+    cursor: int = 0
+    inflight: dict[int, Inflight] = field(default_factory=dict)
+
+    @property
+    def committed(self) -> int:
+        return min(min(self.inflight, default=self.cursor), self.cursor)
+
+    def holds(self, now_ms: int) -> bool:
+        """In-order consumption: while a message handed out is still invisible (not acked, its
+        invisible time not over) the queue gives the group nothing, not even an expired one."""
+        return any(i.visible_at_ms > now_ms for i in self.inflight.values())
+
+
+def _fields(i: Inflight) -> list:
+    """An in-flight entry in the snapshot: [attempt, visible at, seq] (+ [client, renew until])."""
+    out = [i.attempt, i.visible_at_ms, i.seq]
+    return out + [i.client, i.renew_until_ms] if i.client else out
+
+
+class HandleError(ValueError):
+    """A receipt handle that is forged, malformed or stale."""
+
+
+class PopState:
+    def __init__(self, fio: FileIO, state_dir: str, compact_bytes: int = COMPACT_BYTES) -> None:
+        """``state_dir``: the broker's state directory (state/layout.py); the pop state is its pop/.
+        ``compact_bytes``: the journal is folded into the snapshot beyond this size."""
+        self.fio = fio
+        layout = StateLayout(state_dir)
+        self.journal = Journal(fio, layout.pop_dir, compact_bytes)
+        self.secret_path = layout.pop_secret
+        self.queues: dict[tuple[str, str, int], QueueState] = {}
+        self.seq = 0
+        # client -> (group, topic, queue, offset) of its in-flight messages the broker renews
+        self.renewing: dict[str, set[tuple[str, str, int, int]]] = {}
+
+    # Start / stop ---------------------------------------------------------------------
+    def open(self) -> None:
+        self.fio.makedirs(os.path.dirname(self.secret_path))
+        if not self.fio.exists(self.secret_path):
+            write_atomic(self.fio, self.secret_path, os.urandom(32).hex().encode())
+        self.secret = read_whole(self.fio, self.secret_path).strip()
+        replayed = self.journal.open(self._load, self._apply)
+        if replayed:
+            log.info("pop state: %d journal entries replayed, %d queue(s), %d message(s) in flight", replayed,
+                     len(self.queues), sum(len(q.inflight) for q in self.queues.values()))
+
+    def close(self) -> None:
+        self.journal.close(self._snapshot())
+
+    def flush(self) -> None:
+        self.journal.flush()
+        if self.journal.wants_compaction:
+            self.compact()
+
+    def compact(self) -> None:
+        self.journal.compact(self._snapshot())
+
+    def _load(self, doc: dict) -> None:
+        self.seq = doc["seq"]
+        for key, q in doc["queues"].items():
+            g, t, qid = json.loads(key)
+            self.queues[(g, t, qid)] = QueueState(q["cursor"])
+            for o, fields in q["inflight"].items():
+                self._set(g, t, qid, int(o), Inflight(*fields))
+
+    def _snapshot(self) -> dict:
+        return {"seq": self.seq, "queues": {
+            json.dumps([g, t, q]): {"cursor": st.cursor,
+                                    "inflight": {str(o): _fields(i) for o, i in st.inflight.items()}}
+            for (g, t, q), st in self.queues.items()}}
+
+    # Journal ----------------------------------------------------------------------------
+    def _log(self, rec: dict) -> None:
+        self._apply(rec)
+        self.journal.append(rec)
+
+    def _apply(self, r: dict) -> None:
+        g, t, q, o = r["g"], r["t"], r["q"], r["o"]
+        st = self.state(g, t, q)
+        op = r["op"]
+        if op == "pop":           # delivered (first time or again): in flight with a new handle
+            self._set(g, t, q, o, Inflight(r["a"], r["v"], r["s"], r.get("c", ""), r.get("u", 0)))
+            st.cursor = max(st.cursor, o + 1)
+            self.seq = max(self.seq, r["s"])
+        elif op == "skip":        # the cursor moved past offsets never delivered (filtered, cleaned)
+            st.cursor = max(st.cursor, o)
+        elif op == "ack":
+            self._set(g, t, q, o, None)
+        elif op == "chg":         # the client's new invisible time: a new handle, no more renewal
+            cur = st.inflight.get(o)
+            if cur is not None:
+                self._set(g, t, q, o, Inflight(cur.attempt, r["v"], r["s"]))
+            self.seq = max(self.seq, r["s"])
+        elif op == "rnw":         # the broker's new invisible time (renewed, or released: c ""), same handle
+            cur = st.inflight.get(o)
+            if cur is not None and cur.seq == r["s"]:
+                c = r["c"]
+                self._set(g, t, q, o, Inflight(cur.attempt, r["v"], cur.seq, c, cur.renew_until_ms if c else 0))
+        else:
+            raise ValueError(op)
+
+    def _set(self, g: str, t: str, q: int, o: int, inf: Inflight | None) -> None:
+        """Put (None: remove) the in-flight entry of an offset, keeping ``renewing`` in step."""
+        inflight = self.state(g, t, q).inflight
+        old = inflight.pop(o, None)
+        if old is not None and old.client:
+            owned = self.renewing.get(old.client)
+            if owned is not None:
+                owned.discard((g, t, q, o))
+                if not owned:
+                    del self.renewing[old.client]
+        if inf is not None:
+            inflight[o] = inf
+            if inf.client:
+                self.renewing.setdefault(inf.client, set()).add((g, t, q, o))
+
+    def state(self, group: str, topic: str, qid: int) -> QueueState:
+        st = self.queues.get((group, topic, qid))
+        if st is None:
+            st = self.queues[(group, topic, qid)] = QueueState()
+        return st
+
+    # Operations -------------------------------------------------------------------------
+    def deliver(self, group: str, topic: str, qid: int, offset: int, attempt: int, visible_at_ms: int,
+                client: str = "", renew_until_ms: int = 0) -> str:
+        """In flight until ``visible_at_ms``; with ``client``, renewed for it up to ``renew_until_ms``."""
+        self.seq += 1
+        rec = {"op": "pop", "g": group, "t": topic, "q": qid, "o": offset, "a": attempt, "v": visible_at_ms,
+               "s": self.seq}
+        if client:
+            rec.update(c=client, u=renew_until_ms)
+        self._log(rec)
+        return self.handle(group, topic, qid, offset, self.seq)
+
+    def skip_to(self, group: str, topic: str, qid: int, offset: int) -> None:
+        if offset > self.state(group, topic, qid).cursor:
+            self._log({"op": "skip", "g": group, "t": topic, "q": qid, "o": offset})
+
+    def current(self, group: str, handle: str) -> tuple[str, int, int, bool]:
+        """(topic, queue, offset, in flight) of the delivery a handle names: in flight False once
+        the message is done (acked, dead-lettered). HandleError if forged, unknown or stale."""
+        topic, qid, offset, seq = self.parse(group, handle)
+        st = self.state(group, topic, qid)
+        cur = st.inflight.get(offset)
+        if cur is None:
+            if offset < st.cursor:
+                return topic, qid, offset, False
+            raise HandleError("no such delivery")
+        if cur.seq != seq:
+            raise HandleError("the receipt handle is stale (the message was delivered again or its "
+                              "invisible time changed since)")
+        return topic, qid, offset, True
+
+    def ack(self, group: str, handle: str) -> tuple[str, int, int]:
+        topic, qid, offset, inflight = self.current(group, handle)
+        if inflight:                               # else acked already: OK again
+            self._log({"op": "ack", "g": group, "t": topic, "q": qid, "o": offset})
+        return topic, qid, offset
+
+    def change_invisible(self, group: str, handle: str, visible_at_ms: int) -> str:
+        topic, qid, offset, seq = self.parse(group, handle)
+        cur = self.state(group, topic, qid).inflight.get(offset)
+        if cur is None or cur.seq != seq:
+            raise HandleError("the receipt handle is stale or the message was acked")
+        self.seq += 1
+        self._log({"op": "chg", "g": group, "t": topic, "q": qid, "o": offset, "v": visible_at_ms, "s": self.seq})
+        return self.handle(group, topic, qid, offset, self.seq)
+
+    def renew(self, group: str, topic: str, qid: int, offset: int, visible_at_ms: int, client: str) -> None:
+        """The broker moves an in-flight message's invisible time (the handle stays valid): renewed
+        for ``client``, or with client "" no longer renewed (released, or renewed long enough)."""
+        cur = self.state(group, topic, qid).inflight[offset]
+        self._log({"op": "rnw", "g": group, "t": topic, "q": qid, "o": offset, "v": visible_at_ms, "s": cur.seq,
+                   "c": client})
+
+    def drop(self, group: str, topic: str, qid: int, offset: int) -> None:
+        """Done without an ack (moved to the dead-letter queue, or cleaned from the store)."""
+        self._log({"op": "ack", "g": group, "t": topic, "q": qid, "o": offset})
+
+    # Handles ----------------------------------------------------------------------------
+    def _mac(self, group: str, topic: str, qid: int, offset: int, seq: int) -> str:
+        msg = f"{group}|{topic}|{qid}|{offset}|{seq}".encode()
+        return hmac.new(self.secret, msg, hashlib.sha1).hexdigest()[:16]
+
+    def handle(self, group: str, topic: str, qid: int, offset: int, seq: int) -> str:
+        return f"{topic}:{qid}:{offset}:{seq}:{self._mac(group, topic, qid, offset, seq)}"
+
+    def parse(self, group: str, handle: str) -> tuple[str, int, int, int]:
+        try:
+            topic, qid, offset, seq, mac = handle.rsplit(":", 4)
+            qid, offset, seq = int(qid), int(offset), int(seq)
+        except ValueError:
+            raise HandleError("malformed receipt handle") from None
+        if not hmac.compare_digest(mac, self._mac(group, topic, qid, offset, seq)):
+            raise HandleError("forged receipt handle, or one of another consumer group")
+        return topic, qid, offset, seq

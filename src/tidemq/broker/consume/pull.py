@@ -1,0 +1,117 @@
+"""Offset-based consumption (PullMessage, QueryOffset) and consumer-group offsets
+(GetOffset, UpdateOffset, kept by group_offsets.py): what tidemq.client and the Spark
+source use. :func:`long_poll` is PullMessage's and PullRecords' (pull_records.py) wait
+for new messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from ...protocol.stubs import Code, pb, spb, status
+from ...store import GetResult, GetStatus, MessageStore
+from ...store.codec import valid_topic
+from ..wire import to_wire
+from .group_offsets import GroupOffsets
+
+PULL_BYTES_MAX = 64 << 20       # message bytes one PullMessage answers at most
+
+
+async def long_poll(fetch, arrivals: asyncio.Event, wait_s: float, context) -> GetResult:
+    """``fetch()`` until it finds something or ``wait_s`` (bounded by the call's deadline) has
+    passed; a put wakes it through ``arrivals``. PullMessage's and PullRecords' long polling."""
+    remaining = context.time_remaining()
+    if remaining is not None:
+        wait_s = min(wait_s, remaining - 0.5)
+    deadline = time.monotonic() + max(0.0, wait_s)
+    while True:
+        arrivals.clear()
+        g = fetch()
+        if g.status is not GetStatus.OFFSET_OVERFLOW_ONE and g.status is not GetStatus.NO_MESSAGE_IN_QUEUE:
+            return g
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return g
+        try:
+            await asyncio.wait_for(arrivals.wait(), timeout=left)
+        except asyncio.TimeoutError:
+            pass
+
+
+class Pull:
+    def __init__(self, store: MessageStore, offsets: GroupOffsets, arrivals: asyncio.Event,
+                 bytes_max: int = PULL_BYTES_MAX) -> None:
+        self.store = store
+        self.offsets = offsets
+        self.arrivals = arrivals
+        self.bytes_max = bytes_max
+
+    def _queue(self, mq) -> tuple[str, int, "pb.Status | None"]:
+        topic, qid = mq.topic.name, mq.id
+        if not valid_topic(topic) or not 0 <= qid < self.store.queue_count(topic):
+            return topic, qid, status(Code.TOPIC_NOT_FOUND, f"no queue {qid} in topic {topic!r}")
+        return topic, qid, None
+
+    async def pull(self, request, context):
+        topic, qid, bad = self._queue(request.message_queue)
+        if bad is not None:
+            yield spb.PullMessageResponse(status=bad)
+            return
+        fe = request.filter_expression
+        expr = fe.expression.strip()
+        tags = None if not expr or expr == "*" else [t.strip() for t in expr.split("||") if t.strip()]
+        batch = request.batch_size if request.batch_size > 0 else 32
+        group = request.group.name or "%pull"
+        wait_s = request.long_polling_timeout.seconds + request.long_polling_timeout.nanos / 1e9
+        offset = request.offset
+        g = await long_poll(lambda: self.store.get(group, topic, qid, offset, max_count=batch, max_bytes=self.bytes_max,
+                                                   tags=tags), self.arrivals, wait_s, context)
+        if g.status is GetStatus.FOUND:
+            yield spb.PullMessageResponse(status=status(Code.OK))
+            for m in g.messages:
+                yield spb.PullMessageResponse(message=to_wire(m, 1, "", 0))
+        elif g.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
+            yield spb.PullMessageResponse(status=status(Code.ILLEGAL_OFFSET, f"{g.status.name}: queue holds "
+                                                        f"[{g.min_offset}, {g.max_offset})"))
+        elif g.status is GetStatus.SERVICE_NOT_AVAILABLE:
+            yield spb.PullMessageResponse(status=status(Code.INTERNAL_SERVER_ERROR, "the store is not running"))
+        else:
+            yield spb.PullMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, g.status.name))
+        yield spb.PullMessageResponse(next_offset=g.next_offset)
+
+    def query_offset(self, request):
+        topic, qid, bad = self._queue(request.message_queue)
+        if bad is not None:
+            return spb.QueryOffsetResponse(status=bad)
+        policy = request.query_offset_policy
+        if policy == pb.QueryOffsetPolicy.BEGINNING:
+            off = self.store.min_offset(topic, qid)
+        elif policy == pb.QueryOffsetPolicy.END:
+            off = self.store.max_offset(topic, qid)
+        else:
+            ts = request.timestamp
+            off = self.store.offset_for_timestamp(topic, qid, ts.seconds * 1000 + ts.nanos // 1_000_000)
+        return spb.QueryOffsetResponse(status=status(Code.OK), offset=off)
+
+    def get_offset(self, request):
+        topic, qid, bad = self._queue(request.message_queue)
+        if bad is not None:
+            return spb.GetOffsetResponse(status=bad)
+        if not request.group.name:
+            return spb.GetOffsetResponse(status=status(Code.ILLEGAL_CONSUMER_GROUP, "no group"))
+        off = self.offsets.get(request.group.name, topic, qid)
+        if off is None:
+            return spb.GetOffsetResponse(status=status(Code.OFFSET_NOT_FOUND, "no offset committed"))
+        return spb.GetOffsetResponse(status=status(Code.OK), offset=off)
+
+    def update_offset(self, request):
+        topic, qid, bad = self._queue(request.message_queue)
+        if bad is not None:
+            return spb.UpdateOffsetResponse(status=bad)
+        if not request.group.name or not valid_topic(request.group.name):
+            return spb.UpdateOffsetResponse(status=status(Code.ILLEGAL_CONSUMER_GROUP, "bad group"))
+        if request.offset < 0:
+            return spb.UpdateOffsetResponse(status=status(Code.ILLEGAL_OFFSET, "negative offset"))
+        self.offsets.set(request.group.name, topic, qid, request.offset)
+        return spb.UpdateOffsetResponse(status=status(Code.OK))

@@ -1,0 +1,59 @@
+"""``/tidemq.Data/PullRecords``: raw record reads for bulk readers (the frames:
+protocol/pull_frame.py).
+
+PullMessage streams one protobuf Message per message: right for the official
+clients, but the per-message protobuf and stream cost bounds a bulk reader at a
+few thousand messages a second. This method answers a pull with the records as
+the commit log stores them, back to back in one response, which tidemq.client
+and the Spark source decode in bulk (store/codec's layout, spark/decode).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ...protocol.data import FrameError
+from ...protocol.pull_frame import BYTES_MAX, decode_request, encode_response
+from ...protocol.stubs import Code
+from ...store import GetStatus, MessageStore
+from ...store.codec import valid_topic
+from .pull import long_poll
+
+RESPONSE_SLACK_BYTES = 4096     # the response's header and gRPC framing, besides sizes and records
+
+
+class Records:
+    def __init__(self, store: MessageStore, arrivals: asyncio.Event, max_message_bytes: int,
+                 bytes_max: int = BYTES_MAX) -> None:
+        self.store = store
+        self.arrivals = arrivals
+        self.max_message_bytes = max_message_bytes        # what gRPC lets the response carry
+        self.bytes_max = bytes_max                        # record bytes one response carries at most
+
+    async def pull(self, raw: bytes, context) -> bytes:
+        try:
+            req = decode_request(raw)
+        except FrameError as e:
+            return encode_response({"code": Code.BAD_REQUEST, "message": str(e)})
+        topic, qid, offset, max_count = req.topic, req.queue_id, req.offset, req.max_count
+        # the response must fit the gRPC limit: sizes, header and records together
+        max_bytes = max(1, min(req.max_bytes, self.bytes_max,
+                               self.max_message_bytes - 4 * max_count - RESPONSE_SLACK_BYTES))
+        if not valid_topic(topic) or not 0 <= qid < self.store.queue_count(topic):
+            return encode_response({"code": Code.TOPIC_NOT_FOUND, "message": f"no queue {qid} in topic {topic!r}"})
+        g = await long_poll(lambda: self.store.get_raw(topic, qid, offset, max_count, max_bytes), self.arrivals,
+                            req.wait_ms / 1000, context)
+        head = {"status": g.status.name, "next_offset": g.next_offset, "min_offset": g.min_offset,
+                "max_offset": g.max_offset, "count": 0}
+        if g.status is GetStatus.FOUND:
+            sizes, data = g.records
+            head.update(code=Code.OK, count=len(sizes))
+            return encode_response(head, sizes, data)
+        if g.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
+            head.update(code=Code.ILLEGAL_OFFSET,
+                        message=f"{g.status.name}: queue holds [{g.min_offset}, {g.max_offset})")
+        elif g.status is GetStatus.SERVICE_NOT_AVAILABLE:
+            head.update(code=Code.INTERNAL_SERVER_ERROR, message="the store is not running")
+        else:
+            head.update(code=Code.MESSAGE_NOT_FOUND, message=g.status.name)
+        return encode_response(head)

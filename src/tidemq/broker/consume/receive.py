@@ -1,0 +1,268 @@
+"""ReceiveMessage / AckMessage / ChangeInvisibleDuration / ForwardMessageToDeadLetterQueue over
+PopState and the store.
+
+A receive pops from every queue of the topic for the group, starting at a
+rotating queue (the clients pick a queue at random: the broker must not answer
+"empty" while another queue has messages): first messages whose invisible time
+is over (delivered again with attempt + 1, or moved to ``%DLQ%<group>`` once
+max_delivery_attempts deliveries were made), then new ones from the cursor.
+With nothing to give it long-polls: it waits for a send, an ack of a FIFO
+group, or the next invisible time to end, until the client's long-polling
+timeout (bounded by its deadline). A receive with ``auto_renew`` (the push
+consumers) has its messages renewed while its client is alive (renew.py). The state
+of who has what in flight is pop_state.py.
+
+FIFO consumer groups (``fifo_consumer_groups``, RocketMQ's consumeMessageOrderly)
+consume in order, as RocketMQ's orderly pop does: a message group always lands in
+one queue (wire.fifo_queue), and a queue gives the group nothing while a
+message it handed out is still invisible. A batch may carry several consecutive
+messages of a queue, in order; once all of them are acked (or dead-lettered) the
+queue moves on; when an invisible time runs out, the un-acked ones come back
+first, in offset order, with attempt + 1. Message groups that share a queue wait
+for each other; other queues and other groups are not held. The hold is derived
+from the in-flight state alone, which the pop journal keeps across a kill -9.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from ...config import BrokerConfig
+from ...io import Clock
+from ...protocol.stubs import Code, pb, spb, status
+from ...store import GetStatus, Message, MessageStore, PutStatus
+from ...store.codec import PROP_UNIQ_KEY, valid_topic
+from ..sessions.telemetry import client_id_of
+from ..wire import INTERNAL, to_wire
+from .pop_state import HandleError, PopState
+
+log = logging.getLogger("tidemq.broker")
+
+SKIP = (GetStatus.OFFSET_TOO_SMALL, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING,
+        GetStatus.OFFSET_FOUND_NULL)
+
+
+def dlq_topic(group: str) -> str:
+    return f"%DLQ%{group}"
+
+
+class Consumption:
+    def __init__(self, store: MessageStore, config: BrokerConfig, pop: PopState, clock: Clock | None = None) -> None:
+        self.store = store
+        self.clock = clock or store.clock
+        self.config = config
+        self.pop = pop
+        self.fifo_groups = frozenset(config.fifo_consumer_groups)
+        self.arrivals = asyncio.Event()
+        self._rr: dict[tuple[str, str], int] = {}
+
+    def notify_arrival(self) -> None:
+        self.arrivals.set()
+
+    def now_ms(self) -> int:
+        return self.clock.now_ms()
+
+    # Popping ----------------------------------------------------------------------------
+    def _read(self, topic: str, qid: int, offset: int):
+        g = self.store.get("%pop", topic, qid, offset, max_count=1)
+        if g.status is GetStatus.FOUND and g.messages[0].queue_offset == offset:
+            return g.messages[0]
+        return None
+
+    def _to_dlq(self, group: str, m, why: str) -> str | None:
+        """Store ``m`` in ``%DLQ%<group>``; None when done, else what went wrong."""
+        topic = dlq_topic(group)
+        if self.store.queue_count(topic) == 0:
+            self.store.create_topic(topic, 1)
+        props = {k: v for k, v in m.properties.items() if k not in INTERNAL}
+        props.update({PROP_UNIQ_KEY: m.msg_id, "ORIGIN_TOPIC": m.topic, "ORIGIN_QUEUE_OFFSET": str(m.queue_offset)})
+        r = self.store.put(Message(topic=topic, body=m.body, tags=m.tags, keys=m.keys or None, properties=props,
+                                   queue_id=0))
+        if r.status is not PutStatus.PUT_OK:
+            log.error("cannot move message %s to %s: %s %s", m.msg_id, topic, r.status.name, r.error)
+            return f"{r.status.name} {r.error or ''}".strip()
+        log.info("message %s of %s moved to %s %s", m.msg_id, m.topic, topic, why)
+        return None
+
+    def pop_batch(self, group: str, topic: str, batch: int, invisible_ms: int, tags, renew_for: str = "") -> list:
+        """Up to ``batch`` messages, in flight for ``invisible_ms``; with ``renew_for`` (a client id) the
+        broker renews their invisible time while that client is alive (renew.py)."""
+        out: list = []
+        n = self.store.queue_count(topic)
+        now = self.now_ms()
+        in_order = group in self.fifo_groups
+        start = self._rr.get((group, topic), 0)
+        self._rr[(group, topic)] = start + 1
+        for k in range(n):
+            if len(out) >= batch:
+                break
+            self._pop_queue(group, topic, (start + k) % n, out, batch, now, invisible_ms, tags, in_order, renew_for)
+        return out
+
+    def _pop_queue(self, group: str, topic: str, q: int, out: list, batch: int, now: int, invisible_ms: int,
+                   tags, in_order: bool, renew_for: str) -> None:
+        """Expired in-flight messages of one queue (in offset order), then new ones from the cursor.
+        In order (a FIFO group): nothing while one handed out is still invisible, and nothing past
+        a message that could not be moved to the dead-letter queue."""
+        st = self.pop.state(group, topic, q)
+        if in_order and st.holds(now):
+            return
+        renew_until = now + int(self.config.auto_renew_max_s * 1000) if renew_for else 0
+        for o in sorted(o for o, i in st.inflight.items() if i.visible_at_ms <= now):
+            if len(out) >= batch:
+                return
+            inf = st.inflight[o]
+            m = self._read(topic, q, o)
+            if m is None:                                   # cleaned from the store meanwhile
+                self.pop.drop(group, topic, q, o)
+                continue
+            if inf.attempt >= self.config.max_delivery_attempts:
+                if self._to_dlq(group, m, f"after {inf.attempt} deliveries") is None:
+                    self.pop.drop(group, topic, q, o)
+                elif in_order:
+                    return
+                continue
+            h = self.pop.deliver(group, topic, q, o, inf.attempt + 1, now + invisible_ms, renew_for, renew_until)
+            out.append(to_wire(m, inf.attempt + 1, h, invisible_ms))
+        while len(out) < batch:
+            cursor = st.cursor
+            g = self.store.get(group, topic, q, cursor, max_count=batch - len(out), tags=tags)
+            if g.status is GetStatus.FOUND:
+                for m in g.messages:
+                    h = self.pop.deliver(group, topic, q, m.queue_offset, 1, now + invisible_ms, renew_for, renew_until)
+                    out.append(to_wire(m, 1, h, invisible_ms))
+                self.pop.skip_to(group, topic, q, g.next_offset)
+            elif g.status in SKIP and g.next_offset > cursor:
+                self.pop.skip_to(group, topic, q, g.next_offset)
+            else:
+                break
+            if g.next_offset <= cursor:
+                break
+
+    def next_visible_ms(self, group: str, topic: str) -> int | None:
+        best = None
+        for q in range(self.store.queue_count(topic)):
+            for i in self.pop.state(group, topic, q).inflight.values():
+                if best is None or i.visible_at_ms < best:
+                    best = i.visible_at_ms
+        return best
+
+    # RPCs -------------------------------------------------------------------------------
+    async def receive(self, request, context):
+        group = request.group.name
+        topic = request.message_queue.topic.name
+        if not group or not valid_topic(group):
+            yield spb.ReceiveMessageResponse(status=status(Code.ILLEGAL_CONSUMER_GROUP, f"bad group {group!r}"))
+            return
+        if not valid_topic(topic) or self.store.queue_count(topic) == 0:
+            yield spb.ReceiveMessageResponse(status=status(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
+            return
+        fe = request.filter_expression
+        if fe.type == pb.FilterType.SQL:
+            yield spb.ReceiveMessageResponse(status=status(Code.UNSUPPORTED, "SQL filters are not supported yet"))
+            return
+        expr = fe.expression.strip()
+        tags = None if not expr or expr == "*" else [t.strip() for t in expr.split("||") if t.strip()]
+        batch = request.batch_size if request.batch_size > 0 else 32
+        batch = min(batch, self.config.receive_batch_max)
+        if request.HasField("invisible_duration") and (request.invisible_duration.seconds or
+                                                       request.invisible_duration.nanos):
+            d = request.invisible_duration
+            invisible_ms = d.seconds * 1000 + d.nanos // 1_000_000
+        else:
+            invisible_ms = int(self.config.invisible_duration_default_s * 1000)
+        wait_s = min(request.long_polling_timeout.seconds + request.long_polling_timeout.nanos / 1e9,
+                     self.config.long_polling_max_s)
+        remaining = context.time_remaining()
+        if remaining is not None:
+            wait_s = min(wait_s, remaining - 1.0)
+        deadline = time.monotonic() + max(0.0, wait_s)
+        renew_for = client_id_of(context) if request.auto_renew else ""
+        while True:
+            self.arrivals.clear()
+            msgs = self.pop_batch(group, topic, batch, invisible_ms, tags, renew_for)
+            left = deadline - time.monotonic()
+            if msgs or left <= 0:
+                break
+            nxt = self.next_visible_ms(group, topic)
+            if nxt is not None:
+                left = min(left, max(0.01, (nxt - self.now_ms()) / 1000))
+            try:
+                await asyncio.wait_for(self.arrivals.wait(), timeout=left)
+            except asyncio.TimeoutError:
+                pass
+        now = self.now_ms()
+        ts = pb.Message().system_properties.store_timestamp.__class__(seconds=now // 1000,
+                                                                      nanos=(now % 1000) * 1_000_000)
+        if msgs:
+            yield spb.ReceiveMessageResponse(status=status(Code.OK))
+            for m in msgs:
+                yield spb.ReceiveMessageResponse(message=m)
+        else:
+            yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
+        yield spb.ReceiveMessageResponse(delivery_timestamp=ts)
+
+    def ack(self, request):
+        group = request.group.name
+        entries = []
+        for e in request.entries:
+            try:
+                self.pop.ack(group, e.receipt_handle)
+                code, msg = Code.OK, ""
+            except HandleError as err:
+                code, msg = Code.INVALID_RECEIPT_HANDLE, str(err)
+            entries.append(spb.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle,
+                                                     status=status(code, msg)))
+        if group in self.fifo_groups:
+            self.notify_arrival()          # an ack can free a queue held for the group: waiting receives look again
+        if not entries:
+            return spb.AckMessageResponse(status=status(Code.BAD_REQUEST, "no entry to ack"))
+        if len(entries) == 1:
+            top = entries[0].status
+        elif all(x.status.code == Code.OK for x in entries):
+            top = status(Code.OK)
+        else:
+            top = status(Code.MULTIPLE_RESULTS)
+        return spb.AckMessageResponse(status=top, entries=entries)
+
+    def change_invisible(self, request):
+        d = request.invisible_duration
+        ms = d.seconds * 1000 + d.nanos // 1_000_000
+        if ms <= 0:
+            return spb.ChangeInvisibleDurationResponse(status=status(Code.ILLEGAL_INVISIBLE_TIME, "must be > 0"),
+                                                       receipt_handle=request.receipt_handle)
+        try:
+            h = self.pop.change_invisible(request.group.name, request.receipt_handle, self.now_ms() + ms)
+        except HandleError as err:
+            return spb.ChangeInvisibleDurationResponse(status=status(Code.INVALID_RECEIPT_HANDLE, str(err)),
+                                                       receipt_handle=request.receipt_handle)
+        if request.group.name in self.fifo_groups:
+            self.notify_arrival()          # a held queue may now free sooner than a waiting receive thinks
+        return spb.ChangeInvisibleDurationResponse(status=status(Code.OK), receipt_handle=h)
+
+    def forward_to_dlq(self, request):
+        """ForwardMessageToDeadLetterQueue (the FIFO push consumer, once its local retries are spent):
+        the message goes to ``%DLQ%<group>`` and is done for the group, as if acked. A repeated
+        forward of a message already done answers OK (the client resends until it sees OK)."""
+        group = request.group.name
+        try:
+            topic, qid, offset, inflight = self.pop.current(group, request.receipt_handle)
+        except HandleError as err:
+            return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.INVALID_RECEIPT_HANDLE, str(err)))
+        if inflight:
+            m = self._read(topic, qid, offset)
+            if m is None:
+                log.warning("message at %s:%d:%d of group %s was cleaned from the store before it could be "
+                            "dead-lettered", topic, qid, offset, group)
+            else:
+                why = f"by the client after {request.delivery_attempt} attempt(s)"
+                err = self._to_dlq(group, m, why)
+                if err is not None:
+                    return spb.ForwardMessageToDeadLetterQueueResponse(status=status(
+                        Code.INTERNAL_SERVER_ERROR, f"cannot store the message in {dlq_topic(group)}: {err}"))
+            self.pop.drop(group, topic, qid, offset)
+            if group in self.fifo_groups:
+                self.notify_arrival()
+        return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.OK))

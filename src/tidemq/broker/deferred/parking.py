@@ -1,0 +1,102 @@
+"""Messages parked in a system topic until the broker moves them to their real topic.
+
+Delayed messages wait in the schedule topic (timer.py), transaction half messages
+in the half topic (transactions.py), as RocketMQ does: one queue each, the real
+topic and queue in properties (RocketMQ's names REAL_TOPIC / REAL_QID). Moving one
+back is a put of a copy into the real topic with the same UNIQ_KEY (the client's
+message id) and without the parking properties.
+
+Exactly once across kill -9: a move is a put, then a durable note that it was
+done. A crash between the two leaves a message that looks unmoved; the services
+ask :func:`already_moved` (the store's hash index: is there a message with this
+UNIQ_KEY in the real topic?) for every message that may have been moved before
+the restart. The original send never went to the real topic, so a hit is the move.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Iterator
+
+from ...store import Message, MessageStore
+from ...store.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage
+
+log = logging.getLogger("tidemq.broker")
+
+SCHEDULE_TOPIC = "rmq_sys_wheel_timer"              # RocketMQ 5's timer topic
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"             # RocketMQ's half-message topic
+SYSTEM_TOPICS = frozenset((SCHEDULE_TOPIC, HALF_TOPIC))
+
+PROP_REAL_TOPIC = "REAL_TOPIC"
+PROP_REAL_QID = "REAL_QID"
+PROP_DELIVER_MS = "TIMER_DELIVER_MS"                # epoch ms a delayed message becomes visible
+PROP_TXN_CLIENT = "TRAN_CLIENT_ID"                  # x-mq-client-id of the half message's sender
+PARKING = frozenset((PROP_REAL_TOPIC, PROP_REAL_QID, PROP_TXN_CLIENT))
+
+
+def delivery_ms(ts) -> int:
+    """A Timestamp as epoch ms. The Python client puts epoch *milliseconds* in ``seconds``
+    (docs/broker-protocol.md, P11): a value above 1e11 seconds (year 5138) is read as ms."""
+    if ts.seconds > 10**11:
+        return ts.seconds
+    return ts.seconds * 1000 + ts.nanos // 1_000_000
+
+
+def park(m: Message, topic: str, extra: dict[str, str] | None = None) -> Message:
+    """``m`` (bound for its real topic) as a message of system topic ``topic``, queue 0."""
+    props = dict(m.properties or {})
+    if not props.get(PROP_UNIQ_KEY):
+        props[PROP_UNIQ_KEY] = uuid.uuid4().hex.upper()     # a move is recognised by it
+    props[PROP_REAL_TOPIC] = m.topic
+    if m.queue_id is not None:
+        props[PROP_REAL_QID] = str(m.queue_id)
+    if extra:
+        props.update(extra)
+    return Message(topic=topic, body=m.body, tags=m.tags, keys=m.keys or None, properties=props, queue_id=0,
+                   flag=m.flag, sys_flag=m.sys_flag, born_timestamp_ms=m.born_timestamp_ms, born_host=m.born_host)
+
+
+def unpark(s: StoredMessage, queue_count: int) -> Message:
+    """The parked message ``s`` as the message of its real topic (same UNIQ_KEY)."""
+    props = {k: v for k, v in s.properties.items() if k not in PARKING and k not in (PROP_TAGS, PROP_KEYS)}
+    qid = s.properties.get(PROP_REAL_QID)
+    q = int(qid) if qid is not None and qid.isdigit() and int(qid) < queue_count else None
+    return Message(topic=s.properties[PROP_REAL_TOPIC], body=s.body, tags=s.tags, keys=s.keys or None,
+                   properties=props, queue_id=q, flag=s.flag, sys_flag=s.sys_flag,
+                   born_timestamp_ms=s.born_timestamp_ms, born_host=s.born_host)
+
+
+def already_moved(store: MessageStore, s: StoredMessage) -> bool:
+    """Whether the parked message ``s`` was put into its real topic already (by UNIQ_KEY).
+    Without the hash index this cannot be known: False (at-least-once), said in the log."""
+    if not store.config.index_enabled:
+        log.warning("index disabled: message %s may be moved to its topic twice after a crash", s.msg_id)
+        return False
+    topic = s.properties.get(PROP_REAL_TOPIC, "")
+    return bool(store.query_by_key(topic, s.msg_id, max_count=1, begin_ms=s.store_timestamp_ms))
+
+
+def batches(store: MessageStore, topic: str, offset: int, limit: int) -> Iterator[tuple[int, list[StoredMessage]]]:
+    """Queue 0 of a system topic read from ``offset``, at most ``limit`` offsets on:
+    (the next offset, the messages) per batch."""
+    start = offset
+    while offset - start < limit:
+        g = store.get("%sys", topic, 0, offset, max_count=min(32, limit - (offset - start)))
+        if g.next_offset <= offset:
+            return
+        offset = g.next_offset
+        yield offset, g.messages
+
+
+def read_at(store: MessageStore, topic: str, offset: int) -> StoredMessage | None:
+    """The message at ``offset`` of queue 0 of a system topic (None: cleaned away)."""
+    g = store.get("%sys", topic, 0, offset, max_count=1)
+    if g.messages and g.messages[0].queue_offset == offset:
+        return g.messages[0]
+    return None
+
+
+def ensure_topic(store: MessageStore, topic: str) -> None:
+    if store.queue_count(topic) == 0:
+        store.create_topic(topic, 1)

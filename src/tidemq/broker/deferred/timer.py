@@ -1,0 +1,205 @@
+"""Delayed messages: parked in the schedule topic, moved to their topic when due.
+
+A DELAY message whose delivery time is in the future is stored in
+``rmq_sys_wheel_timer`` (one queue; the real topic and the time in properties,
+see parking.py), so it is durable like any message and invisible to consumers.
+ONE task per broker (:meth:`Timer.run`) reads that queue in order into a
+time-ordered index (a heap of ``(deliver_ms, schedule offset)``: 16 bytes of
+data per waiting message, no timer each) and, as entries fall due, puts the
+messages into their real topics in batches.
+
+Progress, ``<root>/broker/timer/checkpoint.json`` (state/layout.py; written atomically at
+most once a second, and at shutdown)::
+
+    {"enqueued": E, "low": L, "delivered_before_ms": T}
+
+meaning: every schedule message at an offset below E whose time is below T was
+moved, and every offset below L was moved. At start the queue is read again
+from L: offsets below E with a time below T are skipped, the rest are waiting.
+What was moved after the last checkpoint looks unmoved; for every entry due by
+the start time :func:`parking.already_moved` asks the index before putting it
+again, so a kill -9 neither loses nor doubles a message. A message due while the
+broker was down is moved in the first round after the start.
+
+Bounds: at most ``timer_pending_max`` waiting messages (a send beyond is refused
+by the service), ``round_max`` (ROUND_MAX) reads or moves per round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import json
+import logging
+import os
+from typing import Callable
+
+from ...io import read_whole, write_atomic
+from ...store import MessageStore
+from ..state.layout import StateLayout, state_dir as state_dir_of
+from . import parking
+from .parking import PROP_DELIVER_MS, SCHEDULE_TOPIC
+
+log = logging.getLogger("tidemq.broker")
+
+ROUND_MAX = 1024                # schedule messages read, or moved, per round at most
+CHECKPOINT_INTERVAL_S = 1.0
+RETRY_AFTER_FAILURE_S = 1.0
+NEVER = 1 << 62
+
+
+class Timer:
+    def __init__(self, store: MessageStore, on_moved: Callable[[], None] = lambda: None, state_dir: str | None = None,
+                 round_max: int = ROUND_MAX) -> None:
+        """``state_dir``: the broker's state directory (default: the store root's, state/layout.py)."""
+        self.store = store
+        self.on_moved = on_moved
+        self.round_max = round_max
+        self.path = StateLayout(state_dir or state_dir_of(store.config.root_dir)).timer_checkpoint
+        self.heap: list[tuple[int, int]] = []      # (deliver_ms, schedule offset), waiting
+        self._offsets: list[int] = []              # offsets of the heap's entries (min: "low"), lazily pruned
+        self._moved: set[int] = set()              # moved offsets still in _offsets
+        self.read_offset = 0                       # next schedule offset to read into the heap
+        self._skip_below = (0, 0)                  # (E, T) of the checkpoint the start read
+        self.recover_until_ms = 0                  # entries due by then may have been moved before a crash
+        self.wake = asyncio.Event()
+        self._saved: tuple | None = None
+        self._saved_at = 0.0
+
+    # Start / stop ---------------------------------------------------------------------
+    def open(self) -> None:
+        parking.ensure_topic(self.store, SCHEDULE_TOPIC)
+        self.store.fio.makedirs(os.path.dirname(self.path))
+        low = self.store.min_offset(SCHEDULE_TOPIC, 0)
+        if self.store.fio.exists(self.path):
+            doc = json.loads(read_whole(self.store.fio, self.path))
+            self._skip_below = (doc["enqueued"], doc["delivered_before_ms"])
+            low = max(low, doc["low"])
+            self._saved = (doc["enqueued"], doc["low"], doc["delivered_before_ms"])
+        self.read_offset = low
+        self.recover_until_ms = self.store.clock.now_ms()
+
+    def close(self) -> None:
+        self.checkpoint(force=True)
+
+    @property
+    def pending(self) -> int:
+        return len(self.heap) + max(0, self.store.max_offset(SCHEDULE_TOPIC, 0) - self.read_offset)
+
+    def next_due_ms(self) -> int | None:
+        return self.heap[0][0] if self.heap else None
+
+    # Reading the schedule queue -------------------------------------------------------
+    def enqueue(self, limit: int | None = None) -> int:
+        """Read up to ``limit`` (default round_max) new schedule messages into the heap; how many were read."""
+        limit = self.round_max if limit is None else limit
+        e, t = self._skip_below
+        first = self.read_offset
+        for nxt, msgs in parking.batches(self.store, SCHEDULE_TOPIC, self.read_offset, limit):
+            for m in msgs:
+                d = int(m.properties.get(PROP_DELIVER_MS, "0"))
+                if not (m.queue_offset < e and d < t):          # not moved before the last checkpoint
+                    heapq.heappush(self.heap, (d, m.queue_offset))
+                    heapq.heappush(self._offsets, m.queue_offset)
+            self.read_offset = nxt
+        return self.read_offset - first
+
+    # Moving due messages --------------------------------------------------------------
+    def move_due(self, now_ms: int, limit: int | None = None) -> tuple[int, bool]:
+        """Put the messages due by ``now_ms`` (at most ``limit``, default round_max) into their topics.
+        Returns (moved, failed): failed means a put was refused (they wait for a retry)."""
+        limit = self.round_max if limit is None else limit
+        due: list[tuple[int, int]] = []
+        while self.heap and self.heap[0][0] <= now_ms and len(due) < limit:
+            due.append(heapq.heappop(self.heap))
+        if not due:
+            return 0, False
+        msgs, which = [], []
+        for d, o in due:
+            s = parking.read_at(self.store, SCHEDULE_TOPIC, o)
+            if s is None:
+                log.error("delayed message at schedule offset %d is gone from the store (retention?)", o)
+                self._done(o)
+                continue
+            if d <= self.recover_until_ms and parking.already_moved(self.store, s):
+                self._done(o)                                    # moved just before a crash
+                continue
+            real = s.properties.get(parking.PROP_REAL_TOPIC, "")
+            n = self.store.queue_count(real)
+            if n == 0:
+                log.error("delayed message %s: its topic %r no longer exists; dropped", s.msg_id, real)
+                self._done(o)
+                continue
+            msgs.append(parking.unpark(s, n))
+            which.append((d, o))
+        failed = False
+        moved = 0
+        if msgs:
+            for (d, o), r in zip(which, self.store.put_batch(msgs)):
+                if r.ok:
+                    self._done(o)
+                    moved += 1
+                else:
+                    failed = True
+                    heapq.heappush(self.heap, (d, o))
+                    log.warning("delayed message at schedule offset %d not moved yet: %s %s", o,
+                                r.status.name, r.error or "")
+        if moved:
+            self.on_moved()
+        return moved, failed
+
+    def _done(self, offset: int) -> None:
+        self._moved.add(offset)
+        offs = self._offsets
+        while offs and offs[0] in self._moved:
+            self._moved.discard(heapq.heappop(offs))
+
+    # Progress -------------------------------------------------------------------------
+    def checkpoint(self, force: bool = False) -> None:
+        low = self._offsets[0] if self._offsets else self.read_offset
+        t = self.heap[0][0] if self.heap else NEVER
+        if self.read_offset < self._skip_below[0]:          # still re-reading what the last checkpoint covered
+            return
+        state = (self.read_offset, low, t)
+        if state == self._saved or (not force and self.store.clock.monotonic_s() - self._saved_at < CHECKPOINT_INTERVAL_S):
+            return
+        write_atomic(self.store.fio, self.path,
+                     json.dumps({"enqueued": state[0], "low": state[1], "delivered_before_ms": state[2]}).encode())
+        self._saved = state
+        self._saved_at = self.store.clock.monotonic_s()
+
+    # The one task -----------------------------------------------------------------------
+    async def run(self, in_thread: bool = False) -> None:
+        """Read, move, checkpoint; sleep until the next due time or a new delayed message."""
+        loop = asyncio.get_running_loop()
+        while True:
+            self.wake.clear()
+            try:
+                if in_thread:             # SYNC_FLUSH puts wait for the disk: not on the event loop
+                    fut = loop.run_in_executor(None, self._round)
+                    try:
+                        busy, failed = await asyncio.shield(fut)
+                    except asyncio.CancelledError:
+                        await fut         # stopping: the round ends before the checkpoint is written
+                        raise
+                else:
+                    busy, failed = self._round()
+                self.checkpoint()
+            except Exception:  # noqa: BLE001 - the task must outlive one bad round
+                log.exception("timer round failed")
+                busy, failed = False, True
+            if busy and not failed:
+                await asyncio.sleep(0)
+                continue
+            nxt = self.next_due_ms()
+            wait = CHECKPOINT_INTERVAL_S if nxt is None else (nxt - self.store.clock.now_ms()) / 1000
+            wait = min(max(wait, 0.0), RETRY_AFTER_FAILURE_S if failed else CHECKPOINT_INTERVAL_S)
+            try:
+                await asyncio.wait_for(self.wake.wait(), timeout=wait)
+            except asyncio.TimeoutError:
+                pass
+
+    def _round(self) -> tuple[bool, bool]:
+        read = self.enqueue()
+        moved, failed = self.move_due(self.store.clock.now_ms())
+        return read >= self.round_max or moved >= self.round_max, failed

@@ -1,0 +1,263 @@
+"""Transactional messages: half messages, EndTransaction, the orphan check.
+
+A TRANSACTION send is stored in ``RMQ_SYS_TRANS_HALF_TOPIC`` (one queue; the real
+topic in properties, parking.py), so consumers never see it. Its transaction id
+is the half message's offset message id (store host + commit-log offset), so
+EndTransaction finds it with one read. COMMIT puts a copy into the real topic,
+then records the decision; ROLLBACK records it; nothing is put twice.
+
+Decisions, ``<root>/broker/transactions/`` (state/layout.py; state/journal.py: snapshot +
+JSON lines, written before the answer, fsynced every second)::
+
+    {"op":"end","o":<half offset>,"r":"c"|"r"|"d"}    commit / rollback / discarded after the checks
+    {"op":"chk","o":<half offset>,"n":<checks so far>}
+    {"op":"low","o":<offset>}                         every half offset below is decided
+    snapshot: {"low": L, "ended": {offset: r}, "checks": {offset: n}}
+
+ONE task (:meth:`Transactions.run`) reads the half queue from ``low`` and keeps
+the undecided ones. One left undecided for ``transaction_check_interval_s``
+(since it was stored or last checked) is checked: a
+RecoverOrphanedTransactionCommand goes on a live Telemetry stream of its sender,
+or of a producer that declared its topic; the client answers with EndTransaction
+(source SERVER_CHECK). Without such a stream the check waits (a Python producer
+re-opens its stream only ~300 s after a broker restart) and is not counted.
+After ``transaction_check_max`` checks it is discarded, as RocketMQ does.
+
+Across kill -9: a commit whose decision line was lost after its put looks
+undecided; every half message stored before the start is first looked up in
+the real topic by its message id (parking.already_moved) and, if found, recorded
+as committed, never put again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Awaitable, Callable, Sequence
+
+from ...config import BrokerConfig
+from ...protocol.stubs import Code, pb, spb, status
+from ...store import Message, MessageStore, PutResult
+from ...store.codec import CodecError, StoredMessage, parse_offset_msg_id
+from ..sessions.telemetry import Sessions
+from ..state.journal import COMPACT_BYTES, Journal
+from ..state.layout import StateLayout, state_dir as state_dir_of
+from ..wire import to_wire
+from . import parking
+from .parking import HALF_TOPIC, PROP_REAL_TOPIC, PROP_TXN_CLIENT
+
+log = logging.getLogger("tidemq.broker")
+
+SCAN_MAX = 1024             # half messages read per round at most
+CHECKS_PER_ROUND_MAX = 256  # orphan checks sent per round at most
+RESOLUTIONS = {pb.TransactionResolution.COMMIT: "c", pb.TransactionResolution.ROLLBACK: "r"}
+WORDS = {"c": "committed", "r": "rolled back", "d": "discarded after the maximum number of checks",
+         "r|d": "rolled back or discarded"}
+
+
+@dataclass
+class Half:
+    commitlog_offset: int
+    topic: str
+    client_id: str
+    since_ms: int          # stored, or last checked
+
+
+class Transactions:
+    def __init__(self, store: MessageStore, config: BrokerConfig, sessions: Sessions,
+                 put: Callable[[Sequence[Message]], Awaitable[list[PutResult]]],
+                 code_of: Callable[[PutResult], int], on_moved: Callable[[], None] = lambda: None,
+                 state_dir: str | None = None, scan_max: int = SCAN_MAX,
+                 checks_per_round_max: int = CHECKS_PER_ROUND_MAX, compact_bytes: int = COMPACT_BYTES) -> None:
+        """``state_dir``: the broker's state directory (default: the store root's, state/layout.py)."""
+        self.store = store
+        self.config = config
+        self.sessions = sessions
+        self.put = put
+        self.code_of = code_of
+        self.on_moved = on_moved
+        self.scan_max = scan_max
+        self.checks_per_round_max = checks_per_round_max
+        layout = StateLayout(state_dir or state_dir_of(store.config.root_dir))
+        self.journal = Journal(store.fio, layout.transactions_dir, compact_bytes)
+        self.low = 0
+        self.ended: dict[int, str] = {}
+        self.checks: dict[int, int] = {}
+        self.pending: dict[int, Half] = {}
+        self.scan_offset = 0
+        self.recover_below = 0
+        self._busy: dict[int, asyncio.Event] = {}
+
+    # Start / stop ---------------------------------------------------------------------
+    def open(self) -> None:
+        parking.ensure_topic(self.store, HALF_TOPIC)
+
+        def load(doc: dict) -> None:
+            self.low = doc["low"]
+            self.ended = {int(o): r for o, r in doc["ended"].items()}
+            self.checks = {int(o): n for o, n in doc["checks"].items()}
+
+        replayed = self.journal.open(load, self._apply)
+        self.low = max(self.low, self.store.min_offset(HALF_TOPIC, 0))
+        self.scan_offset = self.low
+        self.recover_below = self.store.max_offset(HALF_TOPIC, 0)
+        if replayed:
+            log.info("transactions: %d journal entries replayed, %d decided above offset %d", replayed,
+                     len(self.ended), self.low)
+
+    def close(self) -> None:
+        self.journal.close(self._snapshot())
+
+    def _snapshot(self) -> dict:
+        return {"low": self.low, "ended": {str(o): r for o, r in self.ended.items()},
+                "checks": {str(o): n for o, n in self.checks.items()}}
+
+    def flush(self) -> None:
+        """Every second: move ``low`` past decided offsets, fsync, compact when large."""
+        low = min(self.pending, default=self.scan_offset)
+        if low > self.low:
+            self._log({"op": "low", "o": low})
+        self.journal.flush()
+        if self.journal.wants_compaction:
+            self.journal.compact(self._snapshot())
+
+    # Journal ----------------------------------------------------------------------------
+    def _log(self, rec: dict) -> None:
+        self._apply(rec)
+        self.journal.append(rec)
+
+    def _apply(self, r: dict) -> None:
+        op, o = r["op"], r["o"]
+        if op == "end":
+            self.ended[o] = r["r"]
+            self.checks.pop(o, None)
+            self.pending.pop(o, None)
+        elif op == "chk":
+            self.checks[o] = max(self.checks.get(o, 0), r["n"])
+        elif op == "low":
+            self.low = max(self.low, o)
+            for d in (self.ended, self.checks):
+                for k in [k for k in d if k < self.low]:
+                    del d[k]
+        else:
+            raise ValueError(op)
+
+    # Sending a half message -------------------------------------------------------------
+    def half(self, m: Message, client_id: str) -> Message:
+        return parking.park(m, HALF_TOPIC, {PROP_TXN_CLIENT: client_id} if client_id else None)
+
+    @property
+    def undecided(self) -> int:
+        return len(self.pending) + max(0, self.store.max_offset(HALF_TOPIC, 0) - self.scan_offset)
+
+    # EndTransaction ---------------------------------------------------------------------
+    def _find(self, request) -> tuple[StoredMessage | None, str]:
+        try:
+            _, phys = parse_offset_msg_id(request.transaction_id)
+        except (CodecError, ValueError):
+            return None, f"transaction id {request.transaction_id!r} is not one this broker gave"
+        s = self.store.get_by_commitlog_offset(phys) if phys >= self.store.commitlog_min_offset else None
+        if s is None or s.topic != HALF_TOPIC:
+            return None, f"no half message for transaction {request.transaction_id!r} (unknown, or cleaned away)"
+        if (request.message_id and s.msg_id != request.message_id) or \
+                s.properties.get(PROP_REAL_TOPIC) != request.topic.name:
+            return None, f"transaction {request.transaction_id!r} is not message {request.message_id!r} " \
+                         f"of topic {request.topic.name!r}"
+        return s, ""
+
+    async def end(self, request) -> "pb.Status":
+        s, why = self._find(request)
+        if s is None:
+            return status(Code.INVALID_TRANSACTION_ID, why)
+        r = RESOLUTIONS.get(request.resolution)
+        if r is None:                                 # the checker did not know: check again later
+            return status(Code.OK, "no resolution: the transaction will be checked again")
+        o = s.queue_offset
+        while o in self._busy:                        # a commit of it is being put right now
+            await self._busy[o].wait()
+        prior = self.ended.get(o)
+        if prior is None and o < self.low:             # decided, and forgotten: the real topic tells
+            prior = "c" if parking.already_moved(self.store, s) else ("r" if r == "r" else "r|d")
+        if prior is not None:
+            if prior == r:
+                return status(Code.OK)                # a resent answer
+            return status(Code.INVALID_TRANSACTION_ID, f"transaction {request.transaction_id!r} was already "
+                                                       f"{WORDS[prior]}")
+        self._busy[o] = asyncio.Event()
+        try:
+            if r == "c" and not (o < self.recover_below and parking.already_moved(self.store, s)):
+                n = self.store.queue_count(s.properties[PROP_REAL_TOPIC])
+                if n == 0:
+                    return status(Code.TOPIC_NOT_FOUND, f"topic {request.topic.name!r} does not exist any more")
+                res = (await self.put([parking.unpark(s, n)]))[0]
+                if not res.ok:
+                    return status(self.code_of(res), res.error or res.status.name)
+                self.on_moved()
+            self._log({"op": "end", "o": o, "r": r})
+            return status(Code.OK)
+        finally:
+            self._busy.pop(o).set()
+
+    # The checker ------------------------------------------------------------------------
+    def scan(self, limit: int | None = None) -> int:
+        """Read new half messages (at most ``limit``, default scan_max); undecided ones become
+        pending. How many were read."""
+        limit = self.scan_max if limit is None else limit
+        first = self.scan_offset
+        for nxt, msgs in parking.batches(self.store, HALF_TOPIC, self.scan_offset, limit):
+            for s in msgs:
+                o = s.queue_offset
+                if o in self.ended or o < self.low:
+                    continue
+                if o < self.recover_below and parking.already_moved(self.store, s):
+                    self._log({"op": "end", "o": o, "r": "c"})     # committed just before a crash
+                    continue
+                self.pending[o] = Half(s.commitlog_offset, s.properties.get(PROP_REAL_TOPIC, ""),
+                                       s.properties.get(PROP_TXN_CLIENT, ""), s.store_timestamp_ms)
+            self.scan_offset = nxt
+        return self.scan_offset - first
+
+    def check(self, now_ms: int) -> int:
+        """Send the orphan checks that are due; discard what was checked too often. Checks sent."""
+        interval_ms = int(self.config.transaction_check_interval_s * 1000)
+        sent = 0
+        for o, h in list(self.pending.items()):
+            if sent >= self.checks_per_round_max:
+                break
+            if now_ms - h.since_ms < interval_ms or o in self._busy:
+                continue
+            n = self.checks.get(o, 0)
+            if n >= self.config.transaction_check_max:
+                log.warning("half message at offset %d of topic %r discarded: unresolved after %d checks", o,
+                            h.topic, n)
+                self._log({"op": "end", "o": o, "r": "d"})
+                continue
+            session = self.sessions.producer_for(h.topic, h.client_id)
+            if session is None:
+                continue                                 # no producer reachable: not counted, wait
+            s = self.store.get_by_commitlog_offset(h.commitlog_offset)
+            if s is None:
+                log.error("half message at offset %d is gone from the store; discarded", o)
+                self._log({"op": "end", "o": o, "r": "d"})
+                continue
+            msg = to_wire(s, 1, "", 0)
+            msg.topic.name = h.topic
+            cmd = spb.TelemetryCommand(recover_orphaned_transaction_command=spb.RecoverOrphanedTransactionCommand(
+                message=msg, transaction_id=s.offset_msg_id))
+            if self.sessions.send(session, cmd):
+                self._log({"op": "chk", "o": o, "n": n + 1})
+                h.since_ms = now_ms
+                sent += 1
+        return sent
+
+    async def run(self) -> None:
+        period = min(self.config.transaction_check_interval_s / 2, 1.0)
+        while True:
+            try:
+                busy = self.scan() >= self.scan_max
+                self.check(self.store.clock.now_ms())
+            except Exception:  # noqa: BLE001 - the task must outlive one bad round
+                log.exception("transaction check round failed")
+                busy = False
+            await asyncio.sleep(0 if busy else period)

@@ -1,0 +1,134 @@
+"""SendMessage, the protocol's send (the official clients; ``Producer(raw=False)``).
+
+Each message is checked (type, body, topic), answered from the dedup window when it is
+a resend of one already stored (status OK with the first store's offset and transaction
+id, as the official clients expect; its request index in the ``tidemq-duplicates``
+trailer, protocol/data.py), converted (wire.to_store) and stored with the others of the
+request in one put. A DELAY message due later is parked in the schedule topic, a
+TRANSACTION message in the half topic (deferred/). The whole request first passes the
+send path's gate (send_path.py): refused there, every message is answered
+TOO_MANY_REQUESTS with the reason.
+"""
+
+from __future__ import annotations
+
+from ...config import BrokerConfig
+from ...io import Clock
+from ...protocol.data import duplicates_trailer
+from ...protocol.stubs import Code, MessageType, pb, spb, status
+from ..deferred.parking import PROP_DELIVER_MS, SCHEDULE_TOPIC, delivery_ms, park
+from ..deferred.timer import Timer
+from ..deferred.transactions import Transactions
+from ..sessions.telemetry import client_id_of
+from ..wire import SUPPORTED_TYPES, to_store
+from .send_path import DUPLICATE, SendPath, put_code
+
+NOT_YET = "not supported yet by tidemq: {what}"
+
+
+class MessageSends:
+    def __init__(self, sends: SendPath, config: BrokerConfig, clock: Clock, timer: Timer,
+                 transactions: Transactions) -> None:
+        self.sends = sends
+        self.config = config
+        self.clock = clock
+        self.timer = timer
+        self.transactions = transactions
+
+    async def send(self, request, context) -> "spb.SendMessageResponse":
+        msgs = request.messages
+        if not msgs:
+            return spb.SendMessageResponse(status=status(Code.BAD_REQUEST, "no message in the request"))
+        refusal, answer = await self.sends.gated(context, sum(len(m.body) for m in msgs),
+                                                 lambda: self._send(msgs, context))
+        return answer if refusal is None else self._refuse(msgs, refusal)
+
+    def _refuse(self, msgs, reason: str) -> "spb.SendMessageResponse":
+        """Flow control's answer: TOO_MANY_REQUESTS, the one code the official producer does not retry at once."""
+        st = status(Code.TOO_MANY_REQUESTS, reason)
+        return spb.SendMessageResponse(status=st, entries=[
+            spb.SendResultEntry(status=st, message_id=m.system_properties.message_id) for m in msgs])
+
+    async def _send(self, msgs, context):
+        entries: list = [None] * len(msgs)
+        batch, where = [], []
+        halves: set[int] = set()           # request indexes of TRANSACTION messages
+        duplicates: list[int] = []
+        for i, m in enumerate(msgs):
+            sp = m.system_properties
+            if sp.message_type not in SUPPORTED_TYPES and sp.message_type != MessageType.MESSAGE_TYPE_UNSPECIFIED:
+                entries[i] = self._entry(Code.UNSUPPORTED, NOT_YET.format(
+                    what=f"{pb.MessageType.Name(sp.message_type)} messages"), sp.message_id)
+                continue
+            if not m.body:
+                entries[i] = self._entry(Code.MESSAGE_BODY_EMPTY, "the body is empty", sp.message_id)
+                continue
+            n, code, why = self.sends.topic_check(m.topic.name)
+            if code != Code.OK:
+                entries[i] = self._entry(code, why, sp.message_id)
+                continue
+            seen = self.sends.seen(m.topic.name, sp.message_id)
+            if seen is not None:          # a retry of a send that was stored: answer it again
+                entries[i] = spb.SendResultEntry(status=status(Code.OK, DUPLICATE),
+                                                 message_id=sp.message_id, offset=seen[0], transaction_id=seen[1])
+                duplicates.append(i)
+                continue
+            st = to_store(m, n)
+            if sp.message_type == MessageType.DELAY or sp.message_type == MessageType.TRANSACTION:
+                st, refusal = self._divert(sp, st, context)
+                if refusal is not None:
+                    entries[i] = spb.SendResultEntry(status=refusal, message_id=sp.message_id)
+                    continue
+                if sp.message_type == MessageType.TRANSACTION:
+                    halves.add(i)
+            batch.append(st)
+            where.append(i)
+        if batch:
+            results = await self.sends.put_batch(batch)
+            for i, r in zip(where, results):
+                code = put_code(r.status, r.error)
+                txn = (r.offset_msg_id or "") if halves and i in halves else ""   # the half message's id
+                if code == Code.OK and r.uniq_key:
+                    self.sends.remember(msgs[i].topic.name, r.uniq_key, r.queue_offset, txn)
+                entries[i] = spb.SendResultEntry(status=status(code, r.error or ""),
+                                                 message_id=r.uniq_key or (r.msg_id or ""),
+                                                 offset=max(r.queue_offset, 0), transaction_id=txn)
+        if batch and any(e.status.code == Code.OK for e in entries):
+            self.sends.stored()
+        if duplicates:
+            context.set_trailing_metadata(duplicates_trailer(duplicates))
+        codes = {e.status.code for e in entries}
+        if len(entries) == 1:
+            top = entries[0].status
+        elif codes == {Code.OK}:
+            top = status(Code.OK)
+        else:
+            top = status(Code.MULTIPLE_RESULTS)
+        return spb.SendMessageResponse(status=top, entries=entries)
+
+    def _divert(self, sp, m, context) -> tuple:
+        """A DELAY message due later goes to the schedule topic, a TRANSACTION message to the
+        half topic (deferred/parking.py): (the message to put, None) or (None, the refusal)."""
+        if sp.message_type == MessageType.TRANSACTION:
+            if self.transactions.undecided >= self.config.transaction_undecided_max:
+                return None, status(Code.TOO_MANY_REQUESTS, f"{self.transactions.undecided} transactions undecided "
+                                                            f"(transaction_undecided_max)")
+            return self.transactions.half(m, client_id_of(context)), None
+        if not sp.HasField("delivery_timestamp"):
+            return m, None                             # no time: deliver now
+        due = delivery_ms(sp.delivery_timestamp)
+        now = self.clock.now_ms()
+        if due - now > self.config.timer_max_delay_s * 1000:
+            return None, status(Code.ILLEGAL_DELIVERY_TIME, f"delivery time {due} ms is more than "
+                                                          f"timer_max_delay_s={self.config.timer_max_delay_s:g} away")
+        m.properties[PROP_DELIVER_MS] = str(due)
+        if due <= now:
+            return m, None
+        if self.timer.pending >= self.config.timer_pending_max:
+            return None, status(Code.TOO_MANY_REQUESTS, f"{self.timer.pending} delayed messages waiting "
+                                                        f"(timer_pending_max)")
+        return park(m, SCHEDULE_TOPIC), None
+
+    @staticmethod
+    def _entry(code: int, message: str, message_id: str) -> "spb.SendResultEntry":
+        return spb.SendResultEntry(status=status(code, message), message_id=message_id)

@@ -1,0 +1,134 @@
+"""What every send goes through, whatever its wire format (SendMessage in send_message.py,
+SendRecords in send_records.py):
+
+* flow control first (protection/flow.SendGate: the connection's in-flight bounds, then resource
+  alarms and the flush backlog, holding the send within its deadline): ``gated``;
+* topic checks: a valid name, not a system topic, known or auto-created: ``topic_check``;
+* the dedup window (dedup.py): (topic, message id) of recent stores, so that a resend after
+  a timeout is answered with the first store's offset instead of being stored twice, and
+  flagged as a duplicate (the SendRecords frame's ``duplicates``, SendMessage's
+  ``tidemq-duplicates`` trailer: protocol/data.py), with the text DUPLICATE for people:
+  ``seen`` / ``remember``;
+* the put (on a thread under SYNC_FLUSH, inline otherwise) and the store outcome as a
+  protocol status code: ``put_batch`` / ``put_encoded``, ``put_code``;
+* waking long-polling consumers and the timer after a store: ``stored``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from typing import Awaitable, Callable, TypeVar
+
+from ...config import BrokerConfig
+from ...protocol.stubs import Code
+from ...store import MessageStore, PutStatus
+from ...store.codec import valid_topic
+from ..deferred.parking import SYSTEM_TOPICS
+from ..protection.flow import SendGate
+from .dedup import DedupWindow
+
+T = TypeVar("T")
+DUPLICATE = "duplicate: already stored"
+
+
+def put_code(st: PutStatus, error: str | None) -> int:
+    """A store outcome as a gRPC status code (how the official clients react: see the doc)."""
+    if st is PutStatus.PUT_OK:
+        return Code.OK
+    if st is PutStatus.FLUSH_DISK_TIMEOUT:
+        return Code.MASTER_PERSISTENCE_TIMEOUT
+    if st is PutStatus.SERVICE_NOT_AVAILABLE:
+        # a full disk is a resource refusal: TOO_MANY_REQUESTS is the one code the client does not
+        # retry at once; write errors are internal (retried)
+        return Code.TOO_MANY_REQUESTS if error and error.startswith("disk full") else Code.INTERNAL_SERVER_ERROR
+    if st is PutStatus.MESSAGE_ILLEGAL:
+        if error and "exceeds max_message_size_bytes" in error:
+            return Code.MESSAGE_BODY_TOO_LARGE
+        if error and error.startswith("invalid topic"):
+            return Code.ILLEGAL_TOPIC
+        return Code.BAD_REQUEST
+    if st is PutStatus.PROPERTIES_SIZE_EXCEEDED:
+        return Code.MESSAGE_PROPERTIES_TOO_LARGE
+    if st is PutStatus.TOPIC_NOT_FOUND:
+        return Code.TOPIC_NOT_FOUND
+    return Code.INTERNAL_SERVER_ERROR
+
+
+class SendPath:
+    def __init__(self, store: MessageStore, config: BrokerConfig, gate: SendGate, puts: ThreadPoolExecutor,
+                 on_stored: Callable[[], None]) -> None:
+        self.store = store
+        self.config = config
+        self.gate = gate
+        self._puts = puts
+        self._sync = store.config.sync_flush
+        self._on_stored = on_stored
+        self.recent = DedupWindow(config.send_dedup_window)
+
+    # flow control ---------------------------------------------------------------------------
+    async def gated(self, context, nbytes: int, send: Callable[[], Awaitable[T]]) -> tuple[str | None, T | None]:
+        """(None, what ``send`` returned) once the gate lets the send through, or (the refusal,
+        None): TOO_MANY_REQUESTS for the caller to answer for every message."""
+        peer = context.peer()
+        refusal = self.gate.enter(peer, nbytes)
+        if refusal is not None:
+            return refusal, None
+        try:
+            if self.gate.blocked() is not None:          # rare: the common path makes no wait
+                refusal = await self.gate.hold(context.time_remaining())
+                if refusal is not None:
+                    return refusal, None
+            return None, await send()
+        finally:
+            self.gate.leave(peer, nbytes)
+
+    # topics -----------------------------------------------------------------------------------
+    def ensure_topic(self, name: str) -> int:
+        """Queue count of the topic (0: unknown); ValueError for a name that can never be a topic."""
+        if not valid_topic(name):
+            raise ValueError(f"invalid topic name {name!r}: use 1-127 characters of [%|a-zA-Z0-9_-]")
+        if name in SYSTEM_TOPICS:
+            raise ValueError(f"{name!r} is a system topic of the broker")
+        n = self.store.queue_count(name)
+        if n == 0 and self.config.auto_create_topics:
+            self.store.create_topic(name, self.config.default_queue_count)
+            n = self.store.queue_count(name)
+        return n
+
+    def topic_check(self, name: str) -> tuple[int, int, str]:
+        """(queue count, Code.OK, "") for a topic messages can be sent to, else (0, code, why)."""
+        try:
+            n = self.ensure_topic(name)
+        except ValueError as e:
+            return 0, Code.ILLEGAL_TOPIC, str(e)
+        if n == 0:
+            return 0, Code.TOPIC_NOT_FOUND, f"topic {name!r} does not exist"
+        return n, Code.OK, ""
+
+    # dedup window ---------------------------------------------------------------------------
+    def seen(self, topic: str, message_id: str) -> tuple[int, str] | None:
+        """(queue offset, transaction id) of a recent store of this message id, or None."""
+        return self.recent.get(topic, message_id) if message_id else None
+
+    def remember(self, topic: str, message_id: str, offset: int, txn: str = "") -> None:
+        self.recent.put(topic, message_id, offset, txn)
+
+    def remember_many(self, topic: str, stored) -> None:
+        """``stored``: (message id, queue offset) of messages just stored (every id non-empty)."""
+        self.recent.put_many(topic, stored)
+
+    # the put ------------------------------------------------------------------------------------
+    async def put_batch(self, msgs):
+        if self._sync:
+            return await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_batch, msgs)
+        return self.store.put_batch(msgs)     # microseconds: no thread hop
+
+    async def put_encoded(self, topic: str, entries):
+        if self._sync:
+            return await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_encoded, topic, entries)
+        return self.store.put_encoded(topic, entries)
+
+    def stored(self) -> None:
+        """Something was stored: long-polling receives and the timer wake up."""
+        self._on_stored()

@@ -1,0 +1,87 @@
+"""The admin service of a running broker: ``/tidemq.Admin/<Method>``, JSON in and out.
+
+No .proto of our own (a second descriptor set would only add risk, see
+docs/broker-protocol.md P1): generic unary methods with UTF-8 JSON bodies. Served by
+broker/admin.py; called by the CLI (``tidemq topic --endpoint``, ``tidemq alarms``), the
+benchmarks and tests through :func:`call`. Loopback only by default, like the broker
+itself; signed like every call when authentication is on (``metadata``:
+signing.signed_metadata). Every answer has ``ok``; ``ok: false`` comes with ``error``
+(text for people).
+
+    method          request                                     answer (ok: true)
+    CreateTopic     {"name": str, "queues": int = 8}            {"topic", "queues": int}
+    ListTopics      {}                                          {"topics": [{"topic", "queues":
+                                                                  [{"id", "min_offset", "max_offset"}]}]}
+    DiskStatus      {}                                          {"status": the store's disk status}
+    DeleteExpired   {}                                          {} (the cleaner is triggered)
+    Alarms          {}                                          {"alarms": ALARMS}
+    SetAlarmLimits  any of ALARM_LIMITS: {"memory_high_watermark_bytes": int >= 0,
+                    "memory_high_watermark_ratio": 0 < float < 1, "disk_free_limit_bytes": int >= 0}
+                                                                {"alarms": ALARMS}
+
+ALARMS: {"memory": ALARM, "disk": ALARM, "refusal": str | null, "checks": int,
+"flow": {"flush_backlog_bytes", "flush_backlog_high_bytes", "connections_sending",
+"inflight_requests", "inflight_bytes", "held_total", "refused_total"}, "auth": bool,
+"tls": bool}; ALARM: {"resource", "raised", "reading_bytes", "limit_bytes", "where",
+"message", "raised_count"}. SetAlarmLimits changes the limits until the broker restarts
+(RabbitMQ's set_vm_memory_high_watermark / set_disk_free_limit).
+"""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+
+SERVICE = "tidemq.Admin"
+
+CREATE_TOPIC = "CreateTopic"
+LIST_TOPICS = "ListTopics"
+DISK_STATUS = "DiskStatus"
+DELETE_EXPIRED = "DeleteExpired"
+ALARMS = "Alarms"
+SET_ALARM_LIMITS = "SetAlarmLimits"
+METHODS = (CREATE_TOPIC, LIST_TOPICS, DISK_STATUS, DELETE_EXPIRED, ALARMS, SET_ALARM_LIMITS)
+
+QUEUES_DEFAULT = 8
+ALARM_LIMITS = ("memory_high_watermark_bytes", "memory_high_watermark_ratio", "disk_free_limit_bytes")
+
+
+def dumps(obj) -> bytes:
+    return json.dumps(obj, default=str).encode()
+
+
+loads = json.loads
+
+
+def create_topic_request(req: dict) -> tuple[str, int]:
+    """(name, queues) of a CreateTopic request; KeyError / ValueError / TypeError when it is not one."""
+    return req["name"], int(req.get("queues", QUEUES_DEFAULT))
+
+
+def alarm_limits(req: dict) -> dict:
+    """The limits a SetAlarmLimits request sets (ratio as float, bytes as int); ValueError or
+    TypeError saying what is wrong when it is not one."""
+    args = {k: (float(v) if k.endswith("ratio") else int(v)) for k, v in req.items() if k in ALARM_LIMITS}
+    if len(args) != len(req) or not args:
+        raise ValueError(f"give some of {', '.join(ALARM_LIMITS)} (got {sorted(req)})")
+    if any(v < 0 for v in args.values()) or not 0 < args.get("memory_high_watermark_ratio", 0.5) < 1:
+        raise ValueError("limits are >= 0 and the ratio is in (0, 1)")
+    return args
+
+
+def refused(error: str) -> dict:
+    return {"ok": False, "error": error}
+
+
+def call(endpoint: str, method: str, request: dict | None = None, timeout_s: float = 10.0,
+         metadata=None, root_certificates: bytes | None = None) -> dict:
+    """Call an admin method of a running broker (metadata: signing.signed_metadata(...) when auth is
+    on; root_certificates: the PEM to trust when the broker speaks TLS)."""
+    if root_certificates is not None:
+        channel = grpc.secure_channel(endpoint, grpc.ssl_channel_credentials(root_certificates=root_certificates))
+    else:
+        channel = grpc.insecure_channel(endpoint)
+    with channel as ch:
+        fn = ch.unary_unary(f"/{SERVICE}/{method}", request_serializer=dumps, response_deserializer=loads)
+        return fn(request or {}, timeout=timeout_s, metadata=metadata)

@@ -1,0 +1,81 @@
+"""The frames of ``/tidemq.Data/PullRecords``: records of one queue by offset, as the commit
+log stores them, back to back in one response (no protobuf per message). Bytes in, values
+out; no I/O.
+
+Request: UTF-8 JSON ``{"topic", "queue_id", "offset", "max_count", "max_bytes", "wait_ms"}``;
+the last three may be left out (4096, 16 MiB, 0). ``max_count`` is clamped to
+1 .. COUNT_MAX, ``wait_ms`` to 0 .. WAIT_MS_MAX; the broker clamps ``max_bytes`` to what it
+can answer (BYTES_MAX and its gRPC message limit).
+
+Response::
+
+    u32 LE    header length h
+    h         header, UTF-8 JSON: {"code", "message", "status", "next_offset", "min_offset",
+              "max_offset", "count"}
+    4*count   record sizes, i32 LE
+    ...       the records, back to back, in the commit-log layout of store/codec.py
+
+``code`` is the protocol's Code (OK, MESSAGE_NOT_FOUND, ILLEGAL_OFFSET, TOPIC_NOT_FOUND,
+BAD_REQUEST, INTERNAL_SERVER_ERROR), ``status`` the store's GetStatus name; what each code
+means and where ``next_offset`` points: docs/broker-protocol.md, 4.11.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import NamedTuple
+
+from .data import FrameError
+
+HEAD = struct.Struct("<I")
+assert HEAD.size == 4
+COUNT_MAX = 65536
+BYTES_MAX = 64 << 20
+WAIT_MS_MAX = 60_000
+COUNT_DEFAULT = 4096
+BYTES_DEFAULT = 16 << 20
+
+
+class PullRequest(NamedTuple):
+    topic: str
+    queue_id: int
+    offset: int
+    max_count: int = COUNT_DEFAULT
+    max_bytes: int = BYTES_DEFAULT
+    wait_ms: float = 0.0
+
+
+def encode_request(topic: str, queue_id: int, offset: int, max_count: int = COUNT_DEFAULT,
+                   max_bytes: int = BYTES_DEFAULT, wait_ms: float = 0) -> bytes:
+    return json.dumps({"topic": topic, "queue_id": queue_id, "offset": offset, "max_count": max_count,
+                       "max_bytes": max_bytes, "wait_ms": wait_ms}).encode()
+
+
+def decode_request(raw: bytes) -> PullRequest:
+    """The request, ``max_count`` and ``wait_ms`` clamped; FrameError when it is not one."""
+    try:
+        req = json.loads(raw)
+        return PullRequest(str(req["topic"]), int(req["queue_id"]), int(req["offset"]),
+                           max(1, min(int(req.get("max_count", COUNT_DEFAULT)), COUNT_MAX)),
+                           int(req.get("max_bytes", BYTES_DEFAULT)),
+                           max(0.0, min(float(req.get("wait_ms", 0)), WAIT_MS_MAX)))
+    except (ValueError, KeyError, TypeError) as e:
+        raise FrameError(f"malformed PullRecords request: {e}") from None
+
+
+def encode_response(header: dict, sizes=None, data: bytes = b"") -> bytes:
+    """``sizes``: the record sizes as little-endian i32 (anything with ``tobytes()``: a numpy
+    array, array("i")), or None for a response without records."""
+    h = json.dumps(header).encode()
+    return b"".join((HEAD.pack(len(h)), h, sizes.tobytes() if sizes is not None else b"", data))
+
+
+def decode_response(raw: bytes) -> tuple[dict, memoryview, memoryview]:
+    """(header, sizes bytes (i32 little-endian), records bytes)."""
+    (hl,) = HEAD.unpack_from(raw, 0)
+    header = json.loads(bytes(raw[4:4 + hl]))
+    mv = memoryview(raw)
+    s0 = 4 + hl
+    s1 = s0 + 4 * int(header.get("count", 0))
+    return header, mv[s0:s1], mv[s1:]

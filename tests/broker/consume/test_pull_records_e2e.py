@@ -1,0 +1,76 @@
+"""PullRecords (tidemq.client's raw pulls): records decoded client-side, statuses (end of queue,
+ILLEGAL_OFFSET with the queue's bounds, unknown topic or queue, malformed request), a long poll
+woken by a send, and holes in a queue skipped (in process, on a store with a lost unit)."""
+
+import asyncio
+import json
+import threading
+import time
+
+import grpc
+import pytest
+
+from tidemq.protocol.stubs import Code
+from tidemq.broker.consume.pull_records import Records
+from tidemq.protocol.pull_frame import decode_response as unframe
+from tidemq.client import ClientError, Producer, PullConsumer
+from tidemq.store import Message, MessageStore, StoreConfig
+
+from ..produce.test_send_message_e2e import SMALL, make_topic
+
+
+def test_pull_records_statuses(tmp_path, broker_factory):
+    root = str(tmp_path / "store")
+    make_topic(root, "R", 2)
+    b = broker_factory(root, env=SMALL)
+    with Producer(b.endpoint) as p, PullConsumer(b.endpoint) as c:
+        rs = p.send_batch("R", [b"r-%d" % i for i in range(10)], tags="T")
+        r = c.pull_records("R", 0, 0, max_count=3)
+        assert r.found and len(r.sizes) == 3 and r.next_offset == 3 and (r.min_offset, r.max_offset) == (0, 5)
+        ms = r.messages()
+        assert [m.body for m in ms] == [b"r-0", b"r-2", b"r-4"] and [m.queue_offset for m in ms] == [0, 1, 2]
+        assert ms[0].msg_id == rs[0].message_id and ms[0].tags == "T"
+        rest = c.pull_records("R", 0, 3)
+        assert [m.body for m in rest.messages()] == [b"r-6", b"r-8"] and rest.next_offset == 5
+        end = c.pull_records("R", 0, 5)
+        assert end.code == Code.MESSAGE_NOT_FOUND and end.next_offset == 5 and not end.messages()
+        past = c.pull_records("R", 0, 9)
+        assert past.code == Code.ILLEGAL_OFFSET and "queue holds [0, 5)" in past.message and past.max_offset == 5
+        for topic, q in (("Nope", 0), ("R", 2), ("bad topic!", 0)):
+            with pytest.raises(ClientError) as e:
+                c.pull_records(topic, q, 0)
+            assert e.value.code == Code.TOPIC_NOT_FOUND
+        # a long poll at the end returns as soon as something arrives
+        threading.Timer(0.3, lambda: p.send_batch("R", [b"late-%d" % i for i in range(2)])).start()
+        t0 = time.monotonic()
+        woke = c.pull_records("R", 0, 5, wait_s=5)
+        assert woke.found and [m.body for m in woke.messages()] == [b"late-0"] and time.monotonic() - t0 < 3
+    with grpc.insecure_channel(b.endpoint) as ch:
+        head, _, _ = unframe(ch.unary_unary("/tidemq.Data/PullRecords")(b"{not json", timeout=5))
+        assert head["code"] == Code.BAD_REQUEST and "malformed PullRecords request" in head["message"]
+
+
+class _Context:
+    def time_remaining(self):
+        return 5.0
+
+
+def test_holes_are_skipped(tmp_path):
+    s = MessageStore(StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=1 << 20, index_slots=100,
+                                 index_entries=400)).start()
+    try:
+        s.create_topic("H", 1)
+        s.put_batch([Message("H", b"h-%d" % i) for i in range(5)])
+        s.queues.get("H", 0).put_unit_checked(1, 0, 0, 0)         # the unit of a lost message
+        records = Records(s, asyncio.Event(), 4 << 20)
+
+        def pull(offset, max_count=10):
+            req = json.dumps({"topic": "H", "queue_id": 0, "offset": offset, "max_count": max_count}).encode()
+            return unframe(asyncio.run(records.pull(req, _Context())))
+
+        head, sizes, data = pull(0)
+        assert head["code"] == Code.OK and head["count"] == 4 and head["next_offset"] == 5
+        hole = pull(1, max_count=1)[0]                              # only the hole: nothing, but move past it
+        assert hole["code"] != Code.OK and hole["next_offset"] == 2
+    finally:
+        s.shutdown()

@@ -1,0 +1,202 @@
+"""Pop consumption without a server: Consumption over a real store, PopState and a manual clock.
+
+In order (a FIFO consumer group): a queue hands out nothing while a message it gave is
+invisible, moves on after the ack, gives the held-up message back first (attempt + 1) once
+its invisible time is over, keeps that across a restart of the pop state; other queues and
+other groups are not held. ForwardMessageToDeadLetterQueue moves and acks.
+"""
+
+import pytest
+
+from tidemq.broker.consume.receive import Consumption
+from tidemq.broker.consume.pop_state import PopState
+from tidemq.protocol.stubs import Code, pb, spb
+from tidemq.config import KIB, BrokerConfig
+from tidemq.io import ManualClock
+from tidemq.store import Message, MessageStore, StoreConfig
+
+INVISIBLE_MS = 10_000
+ORDERED = "ordered"
+
+
+@pytest.fixture
+def world(tmp_path):
+    root = str(tmp_path / "store")
+    store = MessageStore(StoreConfig(root_dir=root, segment_size_bytes=256 * KIB, index_slots=1000,
+                                     index_entries=4000, preallocate_next_segment=False)).start()
+    store.create_topic("T", 2)
+    clock = ManualClock()
+    made = []
+
+    def consumption(max_delivery_attempts=16, **settings):
+        pop = PopState(store.fio, root)
+        pop.open()
+        made.append(pop)
+        cfg = BrokerConfig(fifo_consumer_groups=(ORDERED,), max_delivery_attempts=max_delivery_attempts, **settings)
+        return Consumption(store, cfg, pop, clock=clock)
+
+    yield store, clock, consumption
+    for p in made:
+        p.close()
+    store.shutdown()
+
+
+def put(store, queue, *bodies):
+    for b in bodies:
+        r = store.put(Message(topic="T", body=b, queue_id=queue))
+        assert r.status.name == "PUT_OK"
+
+
+def bodies(msgs):
+    return [m.body for m in msgs]
+
+
+def ack(c, group, m):
+    r = c.ack(spb.AckMessageRequest(group=pb.Resource(name=group), topic=m.topic, entries=[
+        spb.AckMessageEntry(message_id=m.system_properties.message_id,
+                            receipt_handle=m.system_properties.receipt_handle)]))
+    assert r.status.code == Code.OK
+
+
+def test_a_queue_holds_its_next_message_while_one_is_in_flight(world):
+    store, clock, consumption = world
+    c = consumption()
+    put(store, 0, b"a0", b"a1", b"a2")
+    put(store, 1, b"b0", b"b1")
+    first = c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None) + c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)
+    assert sorted(bodies(first)) == [b"a0", b"b0"], "the head of each queue"
+    assert c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None) == [], "both queues held while their heads are out"
+    a0 = next(m for m in first if m.body == b"a0")
+    ack(c, ORDERED, a0)
+    assert bodies(c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None)) == [b"a1", b"a2"], \
+        "after the ack queue 0 moves on (a batch takes consecutive messages, in order); queue 1 still held"
+    other = c.pop_batch("unordered", "T", 8, INVISIBLE_MS, None)
+    assert sorted(bodies(other)) == [b"a0", b"a1", b"a2", b"b0", b"b1"], "another group is not held"
+
+
+def test_after_the_invisible_time_the_held_up_message_comes_back_first(world):
+    store, clock, consumption = world
+    c = consumption()
+    put(store, 0, b"a0", b"a1")
+    [a0] = c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)
+    clock.advance(INVISIBLE_MS / 1000 - 0.001)
+    assert c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None) == []
+    clock.advance(0.002)
+    again = c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None)
+    assert [(m.body, m.system_properties.delivery_attempt) for m in again] == [(b"a0", 2), (b"a1", 1)], \
+        "the expired one first, then what follows it"
+
+
+def test_only_the_unacked_part_of_a_batch_comes_back_and_the_queue_waits_for_it(world):
+    store, clock, consumption = world
+    c = consumption()
+    put(store, 0, b"a0", b"a1", b"a2")
+    got = c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None)
+    assert bodies(got) == [b"a0", b"a1", b"a2"]
+    ack(c, ORDERED, got[0])
+    ack(c, ORDERED, got[2])
+    put(store, 0, b"a3")
+    assert c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None) == [], "a1 is still out: a3 waits"
+    clock.advance(INVISIBLE_MS / 1000)
+    again = c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)
+    assert [(m.body, m.system_properties.delivery_attempt) for m in again] == [(b"a1", 2)]
+    assert c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None) == []
+    ack(c, ORDERED, again[0])
+    assert bodies(c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None)) == [b"a3"]
+
+
+def test_the_hold_survives_a_restart_of_the_pop_state(world):
+    store, clock, consumption = world
+    c = consumption()
+    put(store, 0, b"a0", b"a1")
+    [a0] = c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)
+    c.pop.flush()
+    c2 = consumption()                         # what a broker killed with -9 reads back: the journal
+    assert c2.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None) == [], "still held after the restart"
+    clock.advance(INVISIBLE_MS / 1000)
+    again = c2.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None)
+    assert [(m.body, m.system_properties.delivery_attempt) for m in again] == [(b"a0", 2), (b"a1", 1)]
+
+
+def test_after_max_deliveries_the_head_goes_to_the_dead_letter_queue_and_the_queue_moves_on(world):
+    store, clock, consumption = world
+    c = consumption(max_delivery_attempts=2)
+    put(store, 0, b"a0", b"a1")
+    assert bodies(c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)) == [b"a0"]
+    clock.advance(INVISIBLE_MS / 1000)
+    assert bodies(c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)) == [b"a0"]
+    clock.advance(INVISIBLE_MS / 1000)
+    assert bodies(c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)) == [b"a1"]
+    assert [m.body for m in store.get("x", "%DLQ%ordered", 0, 0).messages] == [b"a0"]
+
+
+def forward(c, group, handle):
+    return c.forward_to_dlq(spb.ForwardMessageToDeadLetterQueueRequest(
+        group=pb.Resource(name=group), topic=pb.Resource(name="T"), receipt_handle=handle, message_id="m",
+        delivery_attempt=3, max_delivery_attempts=3)).status.code
+
+
+def test_forward_to_the_dead_letter_queue_moves_acks_and_frees_the_queue(world):
+    store, clock, consumption = world
+    c = consumption()
+    put(store, 0, b"a0", b"a1")
+    [a0] = c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)
+    handle = a0.system_properties.receipt_handle
+    assert forward(c, ORDERED, handle) == Code.OK
+    dead = store.get("x", "%DLQ%ordered", 0, 0).messages
+    assert [(m.body, m.msg_id) for m in dead] == [(b"a0", a0.system_properties.message_id)]
+    assert forward(c, ORDERED, handle) == Code.OK, "a resent forward: done already, stored once"
+    assert len(store.get("x", "%DLQ%ordered", 0, 0).messages) == 1
+    assert bodies(c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None)) == [b"a1"], "acked: the queue moves on"
+    clock.advance(INVISIBLE_MS / 1000)
+    [a1] = c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None)
+    assert a1.body == b"a1" and a1.system_properties.delivery_attempt == 2
+
+
+def test_forward_with_a_forged_or_stale_handle_is_refused(world):
+    store, clock, consumption = world
+    c = consumption()
+    put(store, 0, b"a0")
+    [a0] = c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)
+    old = a0.system_properties.receipt_handle
+    assert forward(c, ORDERED, "T:0:0:1:0123456789abcdef") == Code.INVALID_RECEIPT_HANDLE
+    assert forward(c, "another-group", old) == Code.INVALID_RECEIPT_HANDLE
+    r = c.change_invisible(spb.ChangeInvisibleDurationRequest(
+        group=pb.Resource(name=ORDERED), topic=pb.Resource(name="T"), receipt_handle=old,
+        invisible_duration={"seconds": 5}, message_id="m"))
+    assert r.status.code == Code.OK
+    assert forward(c, ORDERED, old) == Code.INVALID_RECEIPT_HANDLE, "superseded by the change"
+    assert store.queue_count("%DLQ%ordered") == 0
+    assert forward(c, ORDERED, r.receipt_handle) == Code.OK
+
+
+def test_a_waiting_receive_of_a_fifo_group_wakes_up_on_the_ack_that_frees_its_queue(world):
+    import asyncio
+    import time
+
+    store, clock, consumption = world
+    c = consumption()
+    put(store, 0, b"a0", b"a1")
+    [a0] = c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)
+
+    class Context:
+        def time_remaining(self):
+            return 30.0
+
+    req = spb.ReceiveMessageRequest(group=pb.Resource(name=ORDERED), message_queue=pb.MessageQueue(
+        topic=pb.Resource(name="T")), batch_size=8, invisible_duration={"seconds": 10},
+        long_polling_timeout={"seconds": 20})
+
+    async def scenario():
+        async def receive():
+            return [r async for r in c.receive(req, Context())]
+        waiting = asyncio.ensure_future(receive())
+        await asyncio.sleep(0.05)
+        assert not waiting.done(), "held: the receive waits"
+        t0 = time.monotonic()
+        ack(c, ORDERED, a0)
+        resps = await asyncio.wait_for(waiting, 5)
+        return resps, time.monotonic() - t0
+
+    resps, waited_s = asyncio.run(scenario())
+    assert [r.message.body for r in resps if r.HasField("message")] == [b"a1"] and waited_s < 1

@@ -1,0 +1,136 @@
+"""The timer without a server: a MessageStore on a manual clock, the Timer driven by hand."""
+
+import json
+import os
+
+import pytest
+
+from tidemq.broker.deferred.parking import PROP_DELIVER_MS, SCHEDULE_TOPIC, park
+from tidemq.broker.deferred.timer import Timer
+from tidemq.io import ManualClock
+from tidemq.store import Message, MessageStore, StoreConfig
+
+
+def config(root):
+    return StoreConfig(root_dir=str(root), segment_size_bytes=256 << 10, index_slots=1000, index_entries=4000,
+                       consume_queue_units_per_segment=64, preallocate_next_segment=False)
+
+
+@pytest.fixture
+def stores(tmp_path):
+    """stores(clock) -> a started store under tmp_path/store; every one is killed or shut down after."""
+    made = []
+
+    def start(clock):
+        s = MessageStore(config(tmp_path / "store"), clock=clock).start()
+        made.append(s)
+        return s
+
+    yield start
+    for s in made:
+        if s._state == "running":
+            s.shutdown()
+
+
+def schedule(store, topic, body, due_ms, uniq):
+    m = Message(topic=topic, body=body, properties={"UNIQ_KEY": uniq, PROP_DELIVER_MS: str(due_ms)})
+    r = store.put(park(m, SCHEDULE_TOPIC))
+    assert r.ok
+    return r
+
+
+def bodies(store, topic):
+    out = []
+    for q in range(store.queue_count(topic)):
+        off = 0
+        while True:
+            g = store.get("t", topic, q, off, max_count=32)
+            if not g.messages:
+                break
+            out += [m.body for m in g.messages]
+            off = g.next_offset
+    return sorted(out)
+
+
+def timer_on(stores, queues):
+    """(clock, store with topic T of ``queues`` queues, an open Timer over it)."""
+    clock = ManualClock()
+    s = stores(clock)
+    s.create_topic("T", queues)
+    t = Timer(s)
+    t.open()
+    return clock, s, t
+
+
+def test_messages_move_when_due_in_time_order_and_once(stores):
+    clock, s, t = timer_on(stores, 2)
+    now = clock.now_ms()
+    for i, due in enumerate((3000, 1000, 2000)):
+        schedule(s, "T", b"m%d" % i, now + due, "U%d" % i)
+    assert t.enqueue() == 3 and t.pending == 3 and t.next_due_ms() == now + 1000
+    assert t.move_due(clock.now_ms()) == (0, False) and bodies(s, "T") == []
+    clock.advance(2.0)
+    assert t.move_due(clock.now_ms()) == (2, False)
+    assert bodies(s, "T") == [b"m1", b"m2"]
+    m = s.get("g", "T", 0, 0).messages + s.get("g", "T", 1, 0).messages
+    assert {x.properties["UNIQ_KEY"] for x in m} == {"U1", "U2"}
+    assert all("REAL_TOPIC" not in x.properties and x.topic == "T" for x in m)
+    clock.advance(1.0)
+    assert t.move_due(clock.now_ms()) == (1, False) and t.pending == 0
+    assert t.move_due(clock.now_ms() + 10_000) == (0, False)
+
+
+def test_checkpoint_and_restart_skip_what_was_moved(stores, tmp_path):
+    clock, s, t = timer_on(stores, 1)
+    now = clock.now_ms()
+    for i in range(5):
+        schedule(s, "T", b"m%d" % i, now + 1000 * (i + 1), "U%d" % i)
+    t.enqueue()
+    clock.advance(2.5)
+    assert t.move_due(clock.now_ms()) == (2, False)
+    t.checkpoint(force=True)
+    doc = json.loads(open(os.path.join(str(tmp_path / "store"), "broker", "timer", "checkpoint.json")).read())
+    assert doc == {"enqueued": 5, "low": 2, "delivered_before_ms": now + 3000}
+    s.shutdown()
+    s2 = stores(clock)
+    t2 = Timer(s2)
+    t2.open()
+    assert t2.enqueue() == 3 and t2.pending == 3, "read again from low, the moved ones skipped"
+    clock.advance(10)
+    assert t2.move_due(clock.now_ms()) == (3, False)
+    assert bodies(s2, "T") == [b"m%d" % i for i in range(5)]
+
+
+def test_a_kill_after_a_move_before_the_checkpoint_moves_nothing_twice(stores):
+    clock, s, t = timer_on(stores, 1)
+    now = clock.now_ms()
+    for i in range(4):
+        schedule(s, "T", b"m%d" % i, now + 1000, "U%d" % i)
+    schedule(s, "T", b"later", now + 60_000, "UL")
+    t.enqueue()
+    t.checkpoint(force=True)                       # progress saved before the move
+    clock.advance(1.0)
+    assert t.move_due(clock.now_ms()) == (4, False)
+    s.kill()                                       # the checkpoint after the move is lost
+    s.fio.unlock(s._lock_handle)                   # as the dying process's exit would
+    clock.advance(5.0)
+    s2 = stores(clock)
+    t2 = Timer(s2)
+    t2.open()
+    t2.enqueue()
+    assert t2.move_due(clock.now_ms()) == (0, False), "the index says they were moved"
+    assert bodies(s2, "T") == [b"m0", b"m1", b"m2", b"m3"]
+    clock.advance(60)
+    assert t2.move_due(clock.now_ms()) == (1, False)
+    assert bodies(s2, "T") == [b"later", b"m0", b"m1", b"m2", b"m3"]
+
+
+def test_a_refused_put_waits_and_is_retried(stores):
+    clock, s, t = timer_on(stores, 1)
+    schedule(s, "T", b"m", clock.now_ms() + 100, "U")
+    t.enqueue()
+    clock.advance(1)
+    s.refusal = "test: writes refused"
+    assert t.move_due(clock.now_ms()) == (0, True) and t.pending == 1
+    s.refusal = None
+    assert t.move_due(clock.now_ms()) == (1, False) and bodies(s, "T") == [b"m"]

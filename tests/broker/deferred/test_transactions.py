@@ -1,0 +1,118 @@
+"""Transaction state without a server: half messages, EndTransaction, checks, the journal."""
+
+import asyncio
+
+from tidemq.protocol.stubs import Code, pb, spb
+from tidemq.broker.sessions.telemetry import Known, Session, Sessions
+from tidemq.broker.deferred.transactions import Transactions
+from tidemq.config import BrokerConfig
+from tidemq.io import ManualClock
+from tidemq.store import Message
+
+from .test_timer import bodies, stores  # noqa: F401 - a fixture
+
+COMMIT, ROLLBACK = pb.TransactionResolution.COMMIT, pb.TransactionResolution.ROLLBACK
+
+
+def service(store, sessions=None, **cfg):
+    async def put(msgs):
+        return store.put_batch(msgs)
+
+    t = Transactions(store, BrokerConfig(**cfg), sessions or Sessions(), put, lambda r: Code.INTERNAL_SERVER_ERROR)
+    t.open()
+    return t
+
+
+def send_half(store, t, body, uniq, client="c1"):
+    r = store.put(t.half(Message(topic="T", body=body, properties={"UNIQ_KEY": uniq}), client))
+    assert r.ok
+    return r.offset_msg_id
+
+
+def end(t, txid, uniq, resolution):
+    req = spb.EndTransactionRequest(topic=pb.Resource(name="T"), message_id=uniq, transaction_id=txid,
+                                    resolution=resolution)
+    return asyncio.run(t.end(req))
+
+
+def test_commit_puts_once_rollback_puts_nothing_and_conflicts_are_refused(stores):
+    s = stores(ManualClock())
+    s.create_topic("T", 2)
+    t = service(s)
+    a = send_half(s, t, b"a", "UA")
+    b = send_half(s, t, b"b", "UB")
+    assert bodies(s, "T") == []
+    assert end(t, a, "UA", COMMIT).code == Code.OK
+    assert end(t, b, "UB", ROLLBACK).code == Code.OK
+    assert bodies(s, "T") == [b"a"]
+    assert end(t, a, "UA", COMMIT).code == Code.OK, "a resent commit"
+    st = end(t, a, "UA", ROLLBACK)
+    assert st.code == Code.INVALID_TRANSACTION_ID and "already committed" in st.message
+    assert end(t, b, "UB", COMMIT).code == Code.INVALID_TRANSACTION_ID
+    assert end(t, a, "UB", COMMIT).code == Code.INVALID_TRANSACTION_ID, "the id of another message"
+    assert end(t, "nonsense", "UA", COMMIT).code == Code.INVALID_TRANSACTION_ID
+    assert end(t, a, "UA", pb.TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED).code == Code.OK
+    t.scan()
+    t.flush()                                      # every half decided: low moves past them, forgotten
+    assert t.low == 2 and t.ended == {}
+    assert end(t, a, "UA", COMMIT).code == Code.OK, "the real topic still tells a resent commit"
+    assert end(t, b, "UB", COMMIT).code == Code.INVALID_TRANSACTION_ID
+    assert bodies(s, "T") == [b"a"]
+
+
+def test_orphans_are_checked_over_telemetry_then_discarded_and_decisions_survive_a_restart(stores):
+    clock = ManualClock()
+    s = stores(clock)
+    s.create_topic("T", 1)
+    sessions = Sessions()
+    t = service(s, sessions, transaction_check_interval_s=1.0, transaction_check_max=2)
+    orphan = send_half(s, t, b"o", "UO", client="gone")
+    done = send_half(s, t, b"d", "UD")
+    assert end(t, done, "UD", ROLLBACK).code == Code.OK
+    assert t.scan() == 2 and list(t.pending) == [0]
+    clock.advance(1.5)
+    assert t.check(clock.now_ms()) == 0, "no producer stream: waits, not counted"
+    assert t.checks == {}
+    sess = Session("p2")
+    sessions.open["p2"] = [sess]
+    sessions.known["p2"] = Known(True, frozenset({"T"}))
+    assert t.check(clock.now_ms()) == 1
+    cmd = sess.outbox.get_nowait().recover_orphaned_transaction_command
+    assert cmd.transaction_id == orphan and cmd.message.topic.name == "T"
+    assert cmd.message.system_properties.message_id == "UO" and cmd.message.body == b"o"
+    assert dict(cmd.message.user_properties) == {}, "no parking properties leak"
+    assert t.check(clock.now_ms()) == 0, "not again before the interval"
+    t.flush()
+    t.close()
+    s.shutdown()
+
+    s2 = stores(clock)
+    t2 = service(s2, sessions, transaction_check_interval_s=1.0, transaction_check_max=2)
+    assert t2.checks == {0: 1} and t2.ended == {1: "r"}
+    t2.scan()
+    assert list(t2.pending) == [0]
+    clock.advance(1.5)
+    assert t2.check(clock.now_ms()) == 1 and t2.checks == {0: 2}
+    clock.advance(1.5)
+    assert t2.check(clock.now_ms()) == 0 and t2.pending == {} and t2.ended[0] == "d", "discarded"
+    st = end(t2, orphan, "UO", COMMIT)
+    assert st.code == Code.INVALID_TRANSACTION_ID and "discarded" in st.message
+    assert bodies(s2, "T") == []
+
+
+def test_a_commit_whose_decision_was_lost_is_not_put_again(stores):
+    clock = ManualClock()
+    s = stores(clock)
+    s.create_topic("T", 1)
+    t = service(s)
+    a = send_half(s, t, b"a", "UA")
+    assert end(t, a, "UA", COMMIT).code == Code.OK
+    t.journal.fio.truncate(t.journal._h, 0)        # the decision line never reached the file
+    s.kill()
+    s.fio.unlock(s._lock_handle)
+    s2 = stores(clock)
+    t2 = service(s2)
+    t2.scan()
+    assert t2.pending == {} and t2.ended == {0: "c"}, "the real topic has it: committed"
+    assert end(t2, a, "UA", COMMIT).code == Code.OK
+    assert bodies(s2, "T") == [b"a"]

@@ -1,0 +1,132 @@
+"""ResourceAlarms with fake readings and a manual clock: raise, clear, messages, adaptive interval."""
+
+import pytest
+
+from tidemq.broker.protection.alarms import (FAST_RATE_BYTES_PER_S, ResourceAlarms, free_bytes_reader, human, read_rss_bytes,
+                                  total_memory_bytes)
+from tidemq.io import DiskUsage, ManualClock
+
+MIB = 1 << 20
+GIB = 1 << 30
+
+
+class Readings:
+    def __init__(self, rss=100 * MIB, free=None):
+        self.rss = rss
+        self.free = free if free is not None else {"/data": 50 * GIB}
+
+    def memory(self):
+        return self.rss
+
+    def disk(self):
+        return self.free
+
+
+def make(r: Readings, memory_limit=1 * GIB, disk_limit=2 * GIB, lo=0.1, hi=10.0, clock=None):
+    return ResourceAlarms(memory_limit, disk_limit, r.memory, r.disk, clock or ManualClock(), lo, hi,
+                          memory_limit_doc="memory_high_watermark_ratio 0.4 of 2.5 GiB RAM")
+
+
+def test_no_alarm_far_from_the_limits_checks_every_max_interval():
+    r = Readings()
+    a = make(r, memory_limit=4 * GIB)
+    assert a.check() == 10.0
+    assert a.refusal is None and not a.memory.raised and not a.disk.raised
+
+
+def test_memory_alarm_raises_names_the_numbers_and_clears_by_itself():
+    r = Readings(rss=1100 * MIB)
+    a = make(r)
+    a.check()
+    assert a.memory.raised and not a.disk.raised
+    assert a.refusal.startswith("memory alarm: broker resident memory 1.1 GiB > high watermark 1.0 GiB "
+                                "(memory_high_watermark_ratio 0.4 of 2.5 GiB RAM)")
+    r.rss = 900 * MIB
+    a.check()
+    assert not a.memory.raised and a.refusal is None and a.memory.raised_count == 1
+
+
+def test_disk_alarm_names_the_directory_with_the_least_free_space():
+    r = Readings(free={"/data": 5 * GIB, "/data/commitlog2": 1 * GIB})
+    a = make(r)
+    a.check()
+    assert a.disk.raised and a.disk.where == "/data/commitlog2"
+    assert "disk alarm: free 1.0 GiB < disk_free_limit_bytes 2.0 GiB under /data/commitlog2" in a.refusal
+    r.free["/data/commitlog2"] = 3 * GIB
+    a.check()
+    assert not a.disk.raised and a.refusal is None
+
+
+def test_both_alarms_are_named():
+    a = make(Readings(rss=2 * GIB, free={"/d": 1}))
+    a.check()
+    assert "memory alarm" in a.refusal and "disk alarm" in a.refusal
+
+
+def test_the_interval_shrinks_as_a_limit_nears_and_stays_within_bounds():
+    r = Readings(rss=100 * MIB, free={"/d": 100 * GIB})
+    a = make(r, memory_limit=1 * GIB)
+    far = a.check()                       # 924 MiB away: 7.4 s
+    r.rss = 10 * MIB
+    a.memory_limit_bytes = 8 * GIB
+    farther = a.check()
+    a.memory_limit_bytes = 1 * GIB
+    r.rss = 1 * GIB - 250 * MIB            # 250 MiB away: 2 s at the fast rate
+    near = a.check()
+    r.rss = 1 * GIB - 1                   # at the limit
+    at = a.check()
+    assert far == pytest.approx(2 * 924 * MIB / FAST_RATE_BYTES_PER_S) and farther == 10.0
+    assert near == pytest.approx(2 * 250 * MIB / FAST_RATE_BYTES_PER_S)
+    assert at == 0.1
+    r.rss = 1 * GIB + 50 * MIB            # raised, close above: checked often, so it clears soon
+    assert a.check() == pytest.approx(0.4)
+
+
+def test_due_follows_the_clock():
+    clock = ManualClock()
+    a = make(Readings(), clock=clock)
+    assert a.due()
+    interval = a.check()
+    assert not a.due()
+    clock.advance(interval)
+    assert a.due()
+
+
+def test_limits_change_at_run_time_and_the_check_is_due_at_once():
+    clock = ManualClock()
+    r = Readings(rss=300 * MIB)
+    a = make(r, memory_limit=200 * MIB, clock=clock)
+    a.check()
+    assert a.memory.raised and not a.due()
+    a.set_limits(memory_limit_bytes=400 * MIB, memory_limit_doc="memory_high_watermark_bytes")
+    assert a.due()
+    a.check()
+    assert not a.memory.raised
+
+
+def test_a_failing_reading_is_skipped_not_fatal():
+    def broken():
+        raise OSError("no /proc")
+    a = ResourceAlarms(1, 2 * GIB, broken, lambda: {"/d": 1}, ManualClock())
+    a.check()
+    assert not a.memory.raised and a.disk.raised
+
+
+def test_real_readings_are_plausible(tmp_path):
+    rss = read_rss_bytes()
+    assert 1 * MIB < rss < total_memory_bytes()
+    (tmp_path / "a").mkdir()
+    read = free_bytes_reader([str(tmp_path), str(tmp_path / "a"), str(tmp_path / "missing")],
+                             lambda p: DiskUsage(10, 5, 5))
+    assert read() == {str(tmp_path): 5}      # one entry per file system, missing directories skipped
+
+
+def test_cgroup_limit_below_ram_counts(tmp_path):
+    (tmp_path / "memory.max").write_text("1048576\n")
+    assert total_memory_bytes(str(tmp_path)) == 1048576
+    (tmp_path / "memory.max").write_text("max\n")
+    assert total_memory_bytes(str(tmp_path)) > 1048576
+
+
+def test_human():
+    assert human(512) == "512 B" and human(1536) == "1.5 KiB" and human(3 * GIB) == "3.0 GiB"

@@ -1,0 +1,108 @@
+"""Authentication end to end: with an access key and secret configured, the official client with
+the right secret sends and receives; a wrong secret, no credentials, a missing or malformed
+authorization header are answered UNAUTHORIZED in the status of every kind of RPC (unary,
+server stream, the Telemetry stream), and the admin service answers gRPC UNAUTHENTICATED."""
+
+import logging
+
+import grpc
+import pytest
+
+from tidemq.protocol import admin
+from tidemq.protocol.signing import sign, signed_metadata
+from tidemq.protocol.stubs import Code, pb, sgrpc, spb
+
+from ..consume.test_receive_e2e import clients, receive_all  # noqa: F401  (fixture)
+from ..produce.test_send_message_e2e import SMALL, make_topic, msg
+
+AUTH = {**SMALL, "TIDEMQ_ACCESS_KEY": "tidemq-ak", "TIDEMQ_SECRET_KEY": "s3cret-sk"}
+DATE = "20260101T120000Z"
+
+
+def official(endpoint, ak, sk, topic):
+    from rocketmq import ClientConfiguration, Credentials, Producer
+    p = Producer(ClientConfiguration(endpoint, Credentials(ak, sk), request_timeout=5), (topic,))
+    p.startup()
+    return p
+
+
+def test_the_right_secret_is_accepted_and_a_wrong_one_refused(tmp_path, broker_factory, caplog):
+    from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
+    root = str(tmp_path / "store")
+    make_topic(root, "Secure", 2)
+    b = broker_factory(root, env=AUTH)
+    p = official(b.endpoint, "tidemq-ak", "s3cret-sk", "Secure")
+    c = SimpleConsumer(ClientConfiguration(b.endpoint, Credentials("tidemq-ak", "s3cret-sk"), request_timeout=5),
+                       "g", {"Secure": FilterExpression("*")}, await_duration=1)
+    c.startup()
+    try:
+        ids = {p.send(msg("Secure", b"m%d" % i)).message_id for i in range(3)}
+        got = receive_all(c, 3)
+        assert {m.message_id for m in got} == ids
+        for m in got:
+            c.ack(m)
+    finally:
+        c.shutdown()
+        p.shutdown()
+
+    caplog.set_level(logging.ERROR)
+    for ak, sk in (("tidemq-ak", "wrong"), ("other-ak", "s3cret-sk"), ("", "")):
+        bad = official(b.endpoint, ak, sk, "Secure")   # starts: the client only logs a failed route
+        try:
+            with pytest.raises(Exception, match="failed to fetch topic:Secure route"):
+                bad.send(msg("Secure", b"never"))
+        finally:
+            bad.shutdown()
+    assert "40100, unauthorized: unknown access key or wrong signature" in caplog.text
+    assert "40100, unauthorized: the authorization header needs Credential" in caplog.text
+
+
+def test_every_kind_of_rpc_answers_unauthorized(tmp_path, broker_factory):
+    root = str(tmp_path / "store")
+    make_topic(root, "Secure", 1)
+    b = broker_factory(root, env=AUTH)
+    topic = pb.Resource(name="Secure")
+    good = signed_metadata("tidemq-ak", "s3cret-sk", DATE)
+    java_style = [("x-mq-date-time", DATE), ("authorization", "MQv2-HMAC-SHA1 Credential=tidemq-ak/region, "
+                  f"SignedHeaders=x-mq-date-time, Signature={sign('s3cret-sk', DATE).upper()}")]
+    wrong_date = [("x-mq-date-time", "20260101T120001Z"), good[1][:]]    # signed for another date
+    refused = {
+        "no header": None,
+        "wrong secret": signed_metadata("tidemq-ak", "nope", DATE),
+        "wrong access key": signed_metadata("someone", "s3cret-sk", DATE),
+        "another date": wrong_date,
+        "other scheme": [("x-mq-date-time", DATE), ("authorization", "Basic dGlkZW1xOg==")],
+        "no date": [good[1]],
+    }
+    with grpc.insecure_channel(b.endpoint) as ch:
+        stub = sgrpc.MessagingServiceStub(ch)
+        send = spb.SendMessageRequest(messages=[pb.Message(topic=topic, body=b"x", system_properties=pb.SystemProperties(
+            message_id="01AB", message_type=pb.MessageType.NORMAL, body_encoding=pb.Encoding.IDENTITY))])
+        for md in (good, java_style):
+            assert stub.QueryRoute(spb.QueryRouteRequest(topic=topic), metadata=md).status.code == Code.OK
+            assert stub.SendMessage(send, metadata=md).status.code == Code.OK
+        for why, md in refused.items():
+            r = stub.QueryRoute(spb.QueryRouteRequest(topic=topic), metadata=md)
+            assert r.status.code == Code.UNAUTHORIZED and r.status.message.startswith("unauthorized"), why
+            assert stub.SendMessage(send, metadata=md).status.code == Code.UNAUTHORIZED, why
+        md = refused["wrong secret"]
+        recv = list(stub.ReceiveMessage(spb.ReceiveMessageRequest(
+            group=pb.Resource(name="g"), message_queue=pb.MessageQueue(topic=topic), batch_size=1), metadata=md,
+            timeout=5))
+        assert [r.status.code for r in recv] == [Code.UNAUTHORIZED]
+        pulled = list(stub.PullMessage(spb.PullMessageRequest(
+            group=pb.Resource(name="g"), message_queue=pb.MessageQueue(topic=topic, id=0)), metadata=md, timeout=5))
+        assert [r.status.code for r in pulled] == [Code.UNAUTHORIZED]
+        settings = spb.TelemetryCommand(settings=pb.Settings(client_type=pb.ClientType.PRODUCER))
+        tele = list(stub.Telemetry(iter([settings]), metadata=md, timeout=5))
+        assert [(t.status.code, t.HasField("settings")) for t in tele] == [(Code.UNAUTHORIZED, False)]
+        tele = stub.Telemetry(iter([settings]), metadata=good, timeout=5)
+        first = next(tele)
+        assert first.status.code == Code.OK and first.HasField("settings")
+        tele.cancel()
+
+    with pytest.raises(grpc.RpcError) as e:
+        admin.call(b.endpoint, "ListTopics")
+    assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert admin.call(b.endpoint, "ListTopics", metadata=good)["ok"]
+    assert admin.call(b.endpoint, "Alarms", metadata=good)["alarms"]["auth"] is True
