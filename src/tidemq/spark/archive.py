@@ -57,7 +57,7 @@ def walk_segment(buf, limit: int) -> tuple[list[int], np.ndarray, int, bool, int
         if pos >= limit:
             break
         kind, size = codec.check_record(buf, pos, limit)
-        if kind == codec.REC_OK:                 # valid, but not the plain kind scan_run takes
+        if kind == codec.REC_OK:                 # cannot happen (scan_run takes every valid record): a guard
             positions.append(pos)
             pos += size
             continue

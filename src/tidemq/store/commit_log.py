@@ -22,7 +22,7 @@ from zlib import crc32
 from ..config import StoreConfig
 from ..io import FileIO, read_whole, write_atomic
 from . import codec
-from .codec import _RECORD_STRUCTS, BLANK_MAGIC, BLANK_MIN, MAGIC, SIZE_MAGIC, record_struct
+from .codec import BLANK_MAGIC, BLANK_MIN, CRC_DIGITS_BACK, MAGIC, OFF_BODY, RECORD_STRUCTS, SIZE_MAGIC, record_struct
 from .consume_queue import UNIT
 from .mapped_file import MappedFile
 from .segment_queue import SegmentQueue
@@ -110,7 +110,8 @@ class CommitLog:
         base = mf.start_offset
         store_host = self.store_host
         append_out = out.append
-        structs = _RECORD_STRUCTS
+        structs = RECORD_STRUCTS
+        off_body, back = OFF_BODY, CRC_DIGITS_BACK
         unit_pack = UNIT.pack
         units_get = units.get
         for (i, body, t, props, qid, born_ts, born_host, flag, sys_flag, reconsume, prep_tx, crc, th, ik,
@@ -140,7 +141,7 @@ class CommitLog:
             s.pack_into(buf, pos, n, MAGIC, crc, qid, flag, qoff, phys, sys_flag, born_ts, born_host, now_ms,
                         store_host, reconsume, prep_tx, bl, body, tl, topic, pl, props)
             end = pos + n    # the record CRC (see codec): crc32(header, crc32(tail))
-            buf[end - 11:end - 1] = b"%010d" % crc32(buf[pos:pos + 88], tcrc)
+            buf[end - back:end - 1] = b"%010d" % crc32(buf[pos:pos + off_body], tcrc)
             pos = end
             offsets[qid] = qoff + 1
             cq = t.queues[qid]
