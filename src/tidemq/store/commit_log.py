@@ -21,7 +21,7 @@ from zlib import crc32
 
 from ..config import StoreConfig
 from ..io import FileIO, read_whole, write_atomic
-from . import codec
+from . import codec, layout
 from .codec import BLANK_MAGIC, BLANK_MIN, CRC_DIGITS_BACK, MAGIC, OFF_BODY, RECORD_STRUCTS, SIZE_MAGIC, record_struct
 from .consume_queue import UNIT
 from .mapped_file import MappedFile
@@ -36,6 +36,16 @@ log = logging.getLogger("tidemq.store")
 # The append assigns the queue id (round-robin when None) and the queue offset, as
 # RocketMQ's CommitLog does with its topic-queue table, so both follow log order.
 Prepared = tuple
+
+
+def read_sealed(fio: FileIO, root: str) -> dict[int, int]:
+    """The early seals of a store (``config/sealed.json``): segment start offset -> position
+    of the seal, where readers go on to the next segment. {} when there are none."""
+    path = layout.sealed_path(root)
+    if not fio.exists(path):
+        return {}
+    doc = json.loads(read_whole(fio, path).decode("utf-8"))
+    return {int(k): int(v) for k, v in doc.items()}
 
 
 class AppendError(Exception):
@@ -59,7 +69,7 @@ class CommitLog:
         # read-only): start offset -> position of the seal; kept in config/sealed.json so recovery
         # and every reader go on to the next segment there instead of taking it for the log's end
         self.sealed: dict[int, int] = {}
-        self._sealed_path = os.path.join(config.config_path, "sealed.json")
+        self._sealed_path = layout.sealed_path(config.root_dir)
         self.flushed_offset = 0
         self._flush_lock = threading.Lock()
         self.max_record_size = config.segment_size_bytes - BLANK_MIN
@@ -172,9 +182,7 @@ class CommitLog:
 
     # Early seals --------------------------------------------------------------------------
     def load_sealed(self) -> None:
-        if self.fio.exists(self._sealed_path):
-            doc = json.loads(read_whole(self.fio, self._sealed_path).decode("utf-8"))
-            self.sealed = {int(k): int(v) for k, v in doc.items()}
+        self.sealed = read_sealed(self.fio, self.config.root_dir)
 
     def _save_sealed(self) -> None:
         self.fio.makedirs(os.path.dirname(self._sealed_path))

@@ -14,9 +14,9 @@ import threading
 
 from ..io import FileIO, read_whole, write_atomic
 from . import codec
+from .layout import TOPICS_FILE
 from .types import StoreError
 
-TOPICS_FILE = "topics.json"
 
 
 class TopicState:
