@@ -70,7 +70,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         # gate, topic checks, dedup window, put: shared with SendRecords (send_records.py)
         self.sends = SendPath(store, config, self.gate, self._puts, self._stored)
         self.transactions = Transactions(store, config, self.sessions, self.sends.put_batch,
-                                         lambda r: put_code(r.status, r.error), self.consumption.notify_arrival)
+                                         lambda r: put_code(r.status, r.reason), self.consumption.notify_arrival)
         self.transactions.open()
 
     def close(self) -> None:
@@ -221,7 +221,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         if batch:
             results = await self.sends.put_batch(batch)
             for i, r in zip(where, results):
-                code = put_code(r.status, r.error)
+                code = put_code(r.status, r.reason)
                 txn = (r.offset_msg_id or "") if halves and i in halves else ""   # the half message's id
                 if code == Code.OK and r.uniq_key:
                     self.sends.remember(msgs[i].topic.name, r.uniq_key, r.queue_offset, txn)

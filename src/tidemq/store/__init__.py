@@ -3,7 +3,8 @@
 from ..config import StoreConfig
 from .codec import StoredMessage
 from .store import CheckReport, MessageStore
-from .types import GetResult, GetStatus, Message, PutResult, PutStatus, StoreError
+from .types import (GetResult, GetStatus, Message, PutReason, PutResult, PutStatus, StoreError, StoreNotRunning,
+                    StoreState)
 
 __all__ = ["MessageStore", "StoreConfig", "Message", "PutStatus", "PutResult", "GetStatus", "GetResult",
-           "StoredMessage", "StoreError", "CheckReport"]
+           "StoredMessage", "StoreError", "CheckReport", "PutReason", "StoreNotRunning", "StoreState"]
