@@ -243,7 +243,7 @@ def micro() -> None:
             props = getattr(codec, "RECORD_CRC_TAIL", b"")
             s = codec.record_struct(len(body), len(topic_b), len(props))
             size = s.size
-            host = store._store_host
+            host = codec.encode_host(store.config.store_host)
 
             # --- write path pieces ---
             def crc(n):

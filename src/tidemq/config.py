@@ -243,30 +243,36 @@ class StoreConfig(_Loadable):
             out[os.path.normpath(path)] = (a2, b2, c2)
         return out
 
-    # Derived locations -----------------------------------------------------------
+    # Derived locations (the store root's layout: tidemq/store/layout.py) -----------
     @property
     def commitlog_paths(self) -> tuple[str, ...]:
-        return self.commitlog_dirs or (os.path.join(self.root_dir, "commitlog"),)
+        from .store import layout
+        return self.commitlog_dirs or (layout.commitlog_dir(self.root_dir),)
 
     @property
     def consumequeue_path(self) -> str:
-        return os.path.join(self.root_dir, "consumequeue")
+        from .store import layout
+        return layout.consumequeue_dir(self.root_dir)
 
     @property
     def index_path(self) -> str:
-        return os.path.join(self.root_dir, "index")
+        from .store import layout
+        return layout.index_dir(self.root_dir)
 
     @property
     def config_path(self) -> str:
-        return os.path.join(self.root_dir, "config")
+        from .store import layout
+        return layout.config_dir(self.root_dir)
 
     @property
     def checkpoint_path(self) -> str:
-        return os.path.join(self.root_dir, "checkpoint")
+        from .store import layout
+        return layout.checkpoint_path(self.root_dir)
 
     @property
     def abort_path(self) -> str:
-        return os.path.join(self.root_dir, "abort")
+        from .store import layout
+        return layout.abort_path(self.root_dir)
 
     @property
     def sync_flush(self) -> bool:

@@ -82,3 +82,32 @@ def test_injected_errors_and_enospc():
         fio.allocate(h, 2000)
     assert e.value.errno == errno.ENOSPC
     assert fio.disk_usage("/d").free_bytes == 1000
+
+
+def test_lock_is_exclusive_per_path_until_unlocked():
+    from tidemq.io import LockedError
+    fio = FaultyFileIO()
+    h = fio.lock("/s/lock")
+    with pytest.raises(LockedError, match="in use"):
+        fio.lock("/s/lock")
+    with pytest.raises(LockedError):
+        fio.lock("/s/./lock")                     # the same path, spelled otherwise
+    other = fio.lock("/t/lock")                   # another root
+    fio.unlock(h)
+    fio.unlock(h)                                 # twice is harmless
+    h2 = fio.lock("/s/lock")                      # free again
+    fio.unlock(other)
+    fio.unlock(h2)
+    assert "lock" not in fio.listdir("/") and not fio.exists("/s/lock"), "no file is written for a lock"
+
+
+def test_a_crash_releases_every_lock():
+    fio = FaultyFileIO()
+    fio.makedirs("/s")
+    fio.lock("/s/lock")
+    power = FaultyFileIO()
+    power.lock("/s/lock")
+    for survivor in (fio.after_crash(), power.after_power_loss(random.Random(1))):
+        survivor.unlock(survivor.lock("/s/lock"))
+    with pytest.raises(SimulatedCrash):
+        fio.lock("/t/lock")                       # the dead process takes no lock

@@ -70,7 +70,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         # gate, topic checks, dedup window, put: shared with SendRecords (produce/send_records.py)
         self.sends = SendPath(store, config, self.gate, self._puts, self._stored)
         self.transactions = Transactions(store, config, self.sessions, self.sends.put_batch,
-                                         lambda r: put_code(r.status, r.error), self.consumption.notify_arrival,
+                                         lambda r: put_code(r.status, r.reason), self.consumption.notify_arrival,
                                          self.state_dir)
         self.transactions.open()
         self.send_messages = MessageSends(self.sends, config, store.clock, self.timer, self.transactions)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import mmap
 import os
 import shutil
 import time
@@ -31,10 +30,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from ..io import OsFileIO
-from ..store import codec
-from ..store.archive import ARCHIVE_DIR, read_manifest, write_manifest
-from ..store.mapped_file import segment_name
+from ..io import FileIO, OsFileIO
+from ..store import codec, layout
+from ..store.archive import read_manifest, write_manifest
+from ..store.commit_log import read_sealed
+from ..store.layout import segment_name
 from .decode import SPARK_SCHEMA, decode
 from .files import StoreFiles
 
@@ -57,7 +57,7 @@ def walk_segment(buf, limit: int) -> tuple[list[int], np.ndarray, int, bool, int
         if pos >= limit:
             break
         kind, size = codec.check_record(buf, pos, limit)
-        if kind == codec.REC_OK:                 # valid, but not the plain kind scan_run takes
+        if kind == codec.REC_OK:                 # cannot happen (scan_run takes every valid record): a guard
             positions.append(pos)
             pos += size
             continue
@@ -112,36 +112,34 @@ class SegmentsSource(DataSource):
         return _Segments(self.options)
 
 
-def _map(path: str) -> mmap.mmap:
+def _map(path: str, fio: FileIO | None = None):
     """A read-only map of a segment (unmapped when the last array over it is gone)."""
-    with open(path, "rb") as f:
-        return mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    fio = fio or OsFileIO()
+    h = fio.open(path, readonly=True)
+    try:
+        return fio.map(h, fio.size_of(h), readonly=True)
+    finally:
+        fio.close(h)
 
 
-def _has_data(path: str) -> bool:
+def _has_data(path: str, fio: FileIO) -> bool:
     """A segment whose first record has been written (a pre-made next segment is zeroes)."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(8)
+        h = fio.open(path, readonly=True)
     except FileNotFoundError:
         return False
-    return len(head) == 8 and codec.SIZE_MAGIC.unpack(head)[1] == codec.MAGIC
-
-
-def _early_seals(root: str) -> dict[int, int]:
-    path = os.path.join(root, "config", "sealed.json")
     try:
-        with open(path, "rb") as f:
-            return {int(k): int(v) for k, v in json.loads(f.read()).items()}
-    except FileNotFoundError:
-        return {}
+        head = fio.pread(h, 8, 0)
+    finally:
+        fio.close(h)
+    return len(head) == 8 and codec.SIZE_MAGIC.unpack(head)[1] == codec.MAGIC
 
 
 def plan(root: str, commitlog_dirs: tuple[str, ...] = ()) -> tuple[list[dict], dict]:
     """The sealed segments not archived yet (with rows, offsets and checksum), and the manifest."""
     files = StoreFiles(root, commitlog_dirs)
     manifest = read_manifest(OsFileIO(), root)
-    seals = _early_seals(root)
+    seals = read_sealed(files.fio, root)
     todo = []
     listing = list(zip(files.segment_starts, files.segment_paths))
     for i, (start, path) in enumerate(listing):
@@ -149,15 +147,15 @@ def plan(root: str, commitlog_dirs: tuple[str, ...] = ()) -> tuple[list[dict], d
         if name in manifest["segments"]:
             continue
         try:
-            size = os.path.getsize(path)
-            data = _map(path)
+            size = files.fio.file_size(path)
+            data = _map(path, files.fio)
         except FileNotFoundError:
             continue                     # deleted since the listing (cleanup without archive_before_delete)
         limit = seals.get(start, size)
         positions, sizes, end, blank, corrupt = walk_segment(data, limit)
         # sealed: its BLANK record, full, sealed early by the store, or a later segment holds data
         # (a damaged header stops the walk early; it must not make the segment look active forever)
-        sealed = blank or end >= size or start in seals or any(_has_data(p) for _, p in listing[i + 1:i + 3])
+        sealed = blank or end >= size or start in seals or any(_has_data(p, files.fio) for _, p in listing[i + 1:i + 3])
         if not sealed:
             break                        # the active segment, and nothing after it is sealed either
         # the store counts a sealed segment as written to its end (BLANK, full or early seal)
@@ -169,8 +167,8 @@ def plan(root: str, commitlog_dirs: tuple[str, ...] = ()) -> tuple[list[dict], d
 
 def run(spark, root: str, dest: str, commitlog_dirs: tuple[str, ...] = ()) -> dict:
     """Archive what is sealed and not archived yet; returns a report."""
-    os.makedirs(os.path.join(root, ARCHIVE_DIR), exist_ok=True)
-    lock = open(os.path.join(root, ARCHIVE_DIR, ".lock"), "w")
+    os.makedirs(layout.archive_dir(root), exist_ok=True)
+    lock = open(layout.archive_lock_path(root), "w")
     try:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -181,14 +179,10 @@ def run(spark, root: str, dest: str, commitlog_dirs: tuple[str, ...] = ()) -> di
         lock.close()
 
 
-def _pending_path(root: str) -> str:
-    return os.path.join(root, ARCHIVE_DIR, "pending.json")
-
-
 def _remove_unfinished(root: str, manifest: dict) -> list[str]:
     """The run this store started and never recorded: its files go (only this store's own run,
     so a destination shared by several stores is safe)."""
-    path = _pending_path(root)
+    path = layout.pending_path(root)
     if not os.path.exists(path):
         return []
     with open(path) as f:
@@ -232,7 +226,7 @@ def _run_locked(spark, root, dest, commitlog_dirs) -> dict:
         report["seconds"] = round(time.monotonic() - t0, 3)
         return report
     run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
-    with open(_pending_path(root), "w") as f:       # before any file of the run exists
+    with open(layout.pending_path(root), "w") as f:       # before any file of the run exists
         json.dump({"run": run_id, "dest": dest}, f)
         f.flush()
         os.fsync(f.fileno())
@@ -247,7 +241,7 @@ def _run_locked(spark, root, dest, commitlog_dirs) -> dict:
         manifest["segments"][s["name"]] = {k: s[k] for k in ("start_offset", "end_offset", "rows", "crc32")} | {
             "run": run_id, "archived_at_ms": now_ms, "corrupt_skipped": s["corrupt_skipped"]}
     write_manifest(OsFileIO(), root, manifest)
-    os.remove(_pending_path(root))
+    os.remove(layout.pending_path(root))
     report.update(archived=[s["name"] for s in todo], rows=sum(s["rows"] for s in todo), run=run_id,
                   seconds=round(time.monotonic() - t0, 3))
     return report

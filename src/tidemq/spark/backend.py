@@ -14,6 +14,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
+from ..store import codec
 from .decode import SCHEMA, decode, positions_of
 from .files import StoreFiles, StoreFilesError
 
@@ -77,7 +78,7 @@ class FileBackend(Backend):
         if seg < 0:
             return None
         buf = self.files.segment(seg)
-        p = int(u["offset"][0]) - self.files.segment_starts[seg] + 56
+        p = int(u["offset"][0]) - self.files.segment_starts[seg] + codec.OFF_STORETIMESTAMP
         return int(buf[p:p + 8].view(">i8")[0])
 
     def read(self, topic, qid, start, end, batch_rows=BATCH_ROWS):

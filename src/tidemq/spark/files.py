@@ -11,68 +11,54 @@ from __future__ import annotations
 
 import bisect
 import json
-import mmap
-import os
 
 import numpy as np
 
+from ..io import FileIO, OsFileIO, read_whole
+from ..store import layout
 from ..store.consume_queue import UNIT_DTYPE, UNIT_SIZE
-from ..store.mapped_file import parse_segment_name
-from ..store.topics import TOPICS_FILE
-
 
 
 class StoreFilesError(RuntimeError):
     """A store directory that cannot be read as one (missing, unknown topic, bad files)."""
 
 
-def _listing(directory: str) -> list[tuple[int, str]]:
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
-    out = []
-    for name in names:
-        start = parse_segment_name(name)
-        if start is not None:
-            out.append((start, os.path.join(directory, name)))
-    return sorted(out)
-
-
 class StoreFiles:
-    """One store root (plus its commit-log directories when they are elsewhere)."""
+    """One store root (plus its commit-log directories when they are elsewhere), read through
+    the FileIO seam (``fio``: the real file system unless a test gives another) and laid out
+    as store/layout.py says."""
 
-    def __init__(self, root: str, commitlog_dirs: tuple[str, ...] = ()) -> None:
-        if not os.path.isdir(root):
+    def __init__(self, root: str, commitlog_dirs: tuple[str, ...] = (), fio: FileIO | None = None) -> None:
+        self.fio: FileIO = fio or OsFileIO()
+        if not self.fio.is_dir(root):
             raise StoreFilesError(f"no store at {root!r}")
         self.root = root
-        self.commitlog_dirs = tuple(commitlog_dirs) or (os.path.join(root, "commitlog"),)
-        self._maps: dict[str, tuple[mmap.mmap, np.ndarray]] = {}
+        self.commitlog_dirs = tuple(commitlog_dirs) or (layout.commitlog_dir(root),)
+        self._maps: dict[str, tuple[object, np.ndarray]] = {}
         self.refresh()
 
     def refresh(self) -> None:
         """Re-read the segment listing (a running broker adds and deletes segments)."""
         segs: list[tuple[int, str]] = []
         for d in self.commitlog_dirs:
-            segs += _listing(d)
+            segs += layout.list_segments(self.fio, d)
         segs.sort()
         self.segment_starts = [s for s, _ in segs]
         self.segment_paths = [p for _, p in segs]
 
     # Topics and queues ------------------------------------------------------------
     def topics(self) -> dict[str, int]:
-        path = os.path.join(self.root, "config", TOPICS_FILE)
+        fio = self.fio
+        path = layout.topics_path(self.root)
         try:
-            with open(path, "rb") as f:
-                doc = json.loads(f.read())
-        except FileNotFoundError:
-            return {}
+            doc = json.loads(read_whole(fio, path)) if fio.exists(path) else {}
         except (OSError, ValueError) as e:
             raise StoreFilesError(f"{path} is unreadable: {e}") from e
         topics = {name: int(v["queue_count"]) for name, v in doc.get("topics", {}).items()}
-        cq = os.path.join(self.root, "consumequeue")      # queues on disk count even if topics.json lags
-        for name in (os.listdir(cq) if os.path.isdir(cq) else ()):
-            qids = [int(q) for q in os.listdir(os.path.join(cq, name)) if q.isdigit()]
+        cq = layout.consumequeue_dir(self.root)      # queues on disk count even if topics.json lags
+        for name in (fio.listdir(cq) if fio.is_dir(cq) else ()):
+            tdir = layout.topic_dir(cq, name)
+            qids = [int(q) for q in (fio.listdir(tdir) if fio.is_dir(tdir) else ()) if q.isdigit()]
             if qids:
                 topics[name] = max(topics.get(name, 0), max(qids) + 1)
         return topics
@@ -84,7 +70,7 @@ class StoreFiles:
         return n
 
     def _cq_files(self, topic: str, qid: int) -> list[tuple[int, str]]:
-        return _listing(os.path.join(self.root, "consumequeue", topic, str(qid)))
+        return layout.list_segments(self.fio, layout.queue_dir(layout.consumequeue_dir(self.root), topic, qid))
 
     def queue_range(self, topic: str, qid: int) -> tuple[int, int]:
         """(min, max) queue offsets: min the first unit whose record is still in the log."""
@@ -92,7 +78,7 @@ class StoreFiles:
         if not files:
             return 0, 0
         last_start, last_path = files[-1]
-        mx = (last_start + os.path.getsize(last_path)) // UNIT_SIZE
+        mx = (last_start + self.fio.file_size(last_path)) // UNIT_SIZE
         mn = files[0][0] // UNIT_SIZE
         log_min = self.segment_starts[0] if self.segment_starts else None
         while mn < mx:                        # skip units whose records were cleaned away
@@ -115,7 +101,7 @@ class StoreFiles:
         if not self.segment_paths:
             return 0
         try:
-            return self.segment_starts[-1] + os.path.getsize(self.segment_paths[-1])
+            return self.segment_starts[-1] + self.fio.file_size(self.segment_paths[-1])
         except FileNotFoundError:
             return self.segment_starts[-1]
 
@@ -128,9 +114,11 @@ class StoreFiles:
         i = bisect.bisect_right(starts, at) - 1
         while at < end and 0 <= i < len(files):
             f0 = starts[i]
-            with open(files[i][1], "rb") as f:
-                f.seek((at - f0) * UNIT_SIZE)
-                raw = f.read((end - at) * UNIT_SIZE)
+            h = self.fio.open(files[i][1], readonly=True)
+            try:
+                raw = self.fio.pread(h, (end - at) * UNIT_SIZE, (at - f0) * UNIT_SIZE)
+            finally:
+                self.fio.close(h)
             got = len(raw) // UNIT_SIZE
             if got == 0:
                 break
@@ -148,11 +136,16 @@ class StoreFiles:
 
     # Records ----------------------------------------------------------------------
     def segment(self, i: int) -> np.ndarray:
+        """Segment ``i`` mapped read-only, as bytes (FileNotFoundError: deleted since the listing)."""
         path = self.segment_paths[i]
         got = self._maps.get(path)
         if got is None:
-            with open(path, "rb") as f:
-                m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+            fio = self.fio
+            h = fio.open(path, readonly=True)
+            try:
+                m = fio.map(h, fio.size_of(h), readonly=True)
+            finally:
+                fio.close(h)          # the mapping keeps the file's pages
             got = self._maps[path] = (m, np.frombuffer(m, np.uint8))
         return got[1]
 
@@ -165,6 +158,6 @@ class StoreFiles:
         for m, arr in maps.values():
             del arr
             try:
-                m.close()
+                self.fio.unmap(m)
             except BufferError:
                 pass            # an Arrow array still points into it: unmapped when that goes

@@ -12,18 +12,20 @@ if TYPE_CHECKING:                    # what type checkers and IDEs see; at run t
     from ..config import StoreConfig
     from .codec import StoredMessage
     from .store import CheckReport, MessageStore
-    from .types import GetResult, GetStatus, Message, PutResult, PutStatus, StoreError
+    from .types import (GetResult, GetStatus, Message, PutReason, PutResult, PutStatus, StoreError,
+                        StoreNotRunning, StoreState)
 
 _EXPORTS = {
     "MessageStore": ".store", "CheckReport": ".store",
     "StoredMessage": ".codec",
     "Message": ".types", "PutStatus": ".types", "PutResult": ".types", "GetStatus": ".types",
-    "GetResult": ".types", "StoreError": ".types",
+    "GetResult": ".types", "StoreError": ".types", "PutReason": ".types", "StoreNotRunning": ".types",
+    "StoreState": ".types",
 }
 _FROM_CONFIG = ("StoreConfig",)
 
 __all__ = ["MessageStore", "StoreConfig", "Message", "PutStatus", "PutResult", "GetStatus", "GetResult",
-           "StoredMessage", "StoreError", "CheckReport"]
+           "StoredMessage", "StoreError", "CheckReport", "PutReason", "StoreNotRunning", "StoreState"]
 
 
 def __getattr__(name: str):

@@ -21,17 +21,10 @@ import logging
 import os
 
 from ..io import FileIO, read_whole, write_atomic
-from .mapped_file import MappedFile, segment_name
+from .layout import archive_dir, gaps_path, manifest_path, segment_name
+from .mapped_file import MappedFile
 
 log = logging.getLogger("tidemq.store")
-
-ARCHIVE_DIR = "archive"
-MANIFEST = "manifest.json"
-GAPS = "gaps.json"
-
-
-def manifest_path(root: str) -> str:
-    return os.path.join(root, ARCHIVE_DIR, MANIFEST)
 
 
 def read_manifest(fio: FileIO, root: str) -> dict:
@@ -44,7 +37,7 @@ def read_manifest(fio: FileIO, root: str) -> dict:
 
 
 def write_manifest(fio: FileIO, root: str, doc: dict) -> None:
-    fio.makedirs(os.path.join(root, ARCHIVE_DIR))
+    fio.makedirs(archive_dir(root))
     write_atomic(fio, manifest_path(root), json.dumps(doc, indent=1, sort_keys=True).encode("utf-8"))
 
 
@@ -84,7 +77,7 @@ class ArchiveGuard:
 
     def record_gap(self, mf: MappedFile, now_ms: int, why: str) -> None:
         """A segment deleted before it was archived: its offsets are gone for good."""
-        path = os.path.join(self.root, ARCHIVE_DIR, GAPS)
+        path = gaps_path(self.root)
         try:
             doc = json.loads(read_whole(self.fio, path).decode("utf-8")) if self.fio.exists(path) else {"gaps": []}
         except (OSError, ValueError):

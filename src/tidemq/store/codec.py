@@ -55,19 +55,30 @@ MAGIC_BYTES = struct.pack(">I", 0xDAA320A7)
 
 HEADER = struct.Struct(">iiiiiqqiq8sq8siqi")   # up to and including BODYLEN
 assert HEADER.size == 88
-FIXED_OVERHEAD = HEADER.size + 1 + 2
+OFF_BODY = HEADER.size                      # the body starts right after the header (BODYLEN its last field)
+TOPIC_LEN = struct.Struct(">B")
+PROP_LEN = struct.Struct(">h")
+FIXED_OVERHEAD = HEADER.size + TOPIC_LEN.size + PROP_LEN.size
 assert FIXED_OVERHEAD == 91
 SIZE_MAGIC = struct.Struct(">ii")
 assert SIZE_MAGIC.size == 8
-BLANK_MIN = 8                               # room always kept for the BLANK record
-PROP_LEN = struct.Struct(">h")
+BLANK_MIN = SIZE_MAGIC.size                 # room always kept for the BLANK record
 
 PROPERTIES_MAX_BYTES = 32767
 RECORD_CRC_NAME = "__CRC32#"
 RECORD_CRC_MARK = b"__CRC32#\x01"
-RECORD_CRC_TAIL = RECORD_CRC_MARK + b"0000000000\x02"      # appended to every record's properties
+RECORD_CRC_DIGITS = 10                      # the record CRC as 10 decimal digits
+RECORD_CRC_TAIL = RECORD_CRC_MARK + b"0" * RECORD_CRC_DIGITS + b"\x02"   # ends every record's properties
 RECORD_CRC_TAIL_LEN = len(RECORD_CRC_TAIL)
 assert RECORD_CRC_TAIL_LEN == 20
+# the digits sit CRC_DIGITS_BACK bytes before a record's end: record[end - 11:end - 1]
+CRC_DIGITS_BACK = RECORD_CRC_DIGITS + 1
+assert CRC_DIGITS_BACK == 11
+# after the body, a record holds at least TOPICLEN, PROPERTIESLEN and the record-CRC tail
+TAIL_MIN = TOPIC_LEN.size + PROP_LEN.size + RECORD_CRC_TAIL_LEN
+assert TAIL_MIN == 23
+RECORD_MIN = FIXED_OVERHEAD + RECORD_CRC_TAIL_LEN   # the smallest valid record: empty body and topic
+assert RECORD_MIN == 111
 USER_PROPERTIES_MAX_BYTES = PROPERTIES_MAX_BYTES - RECORD_CRC_TAIL_LEN
 TOPIC_MAX_BYTES = 127
 
@@ -89,6 +100,9 @@ OFF_QUEUEOFFSET = 20
 OFF_PHYSICALOFFSET = 28
 OFF_STORETIMESTAMP = 56
 OFF_BODYLEN = 84
+assert OFF_BODYLEN == struct.calcsize(">iiiiiqqiq8sq8siq") == OFF_BODY - 4
+assert OFF_QUEUEOFFSET == struct.calcsize(">iiiii") and OFF_PHYSICALOFFSET == struct.calcsize(">iiiiiq")
+assert OFF_STORETIMESTAMP == struct.calcsize(">iiiiiqqiq8s")
 I32 = struct.Struct(">i")
 I64 = struct.Struct(">q")
 
@@ -103,6 +117,14 @@ def body_crc(body) -> int:
 
 def valid_topic(topic: str) -> bool:
     return TOPIC_RE.fullmatch(topic) is not None
+
+
+def topic_problem(topic) -> str | None:
+    """What is wrong with ``topic`` as a topic name, for a human; None when it is a valid one.
+    The one place this rule is worded (the store's puts, topic creation, the broker's send path)."""
+    if not isinstance(topic, str) or TOPIC_RE.fullmatch(topic) is None:
+        return f"invalid topic name {topic!r}: use 1-{TOPIC_MAX_BYTES} characters of [%|a-zA-Z0-9_-]"
+    return None
 
 
 def encode_host(host: str) -> bytes:
@@ -162,7 +184,7 @@ def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
     if not raw:
         return {}
     raw = bytes(raw)
-    if raw.endswith(b"\x02") and raw[-RECORD_CRC_TAIL_LEN:-11] == RECORD_CRC_MARK:
+    if raw.endswith(b"\x02") and raw[-RECORD_CRC_TAIL_LEN:-CRC_DIGITS_BACK] == RECORD_CRC_MARK:
         raw = raw[:-RECORD_CRC_TAIL_LEN]
     text = raw.decode("utf-8", errors="replace")
     out: dict[str, str] = {}
@@ -179,18 +201,20 @@ def check_property_text(s: str) -> bool:
     return NAME_VALUE_SEP not in s and PROPERTY_SEP not in s
 
 
-_RECORD_STRUCTS: dict[tuple[int, int, int], struct.Struct] = {}
+# (body length, topic length, properties length) -> the whole-record Struct (record_struct's cache;
+# the commit log's append loop reads it directly: a dict lookup is cheaper than a call)
+RECORD_STRUCTS: dict[tuple[int, int, int], struct.Struct] = {}
 
 
 def record_struct(body_len: int, topic_len: int, props_len: int) -> struct.Struct:
     """The whole-record Struct for these lengths (cached: one C call writes a record)."""
     key = (body_len, topic_len, props_len)
-    s = _RECORD_STRUCTS.get(key)
+    s = RECORD_STRUCTS.get(key)
     if s is None:
-        if len(_RECORD_STRUCTS) > 4096:
-            _RECORD_STRUCTS.clear()
+        if len(RECORD_STRUCTS) > 4096:
+            RECORD_STRUCTS.clear()
         s = struct.Struct(f">iiiiiqqiq8sq8siqi{body_len}sB{topic_len}sh{props_len}s")
-        _RECORD_STRUCTS[key] = s
+        RECORD_STRUCTS[key] = s
     return s
 
 
@@ -216,12 +240,13 @@ def encode_record(*, body: bytes, topic: bytes, properties: bytes, queue_id: int
 
 def record_crc(buf, pos: int, size: int, body_len: int) -> int:
     """The record CRC: crc32(header, crc32(tail)) (see the module docstring)."""
-    return zlib.crc32(buf[pos:pos + 88], zlib.crc32(buf[pos + 88 + body_len:pos + size - 11]))
+    return zlib.crc32(buf[pos:pos + OFF_BODY],
+                      zlib.crc32(buf[pos + OFF_BODY + body_len:pos + size - CRC_DIGITS_BACK]))
 
 
 def tail_crc(topic: bytes, properties: bytes) -> int:
     """crc32 of a record's tail (TOPICLEN .. properties before the CRC digits)."""
-    return zlib.crc32(properties[:-11], zlib.crc32(PROP_LEN.pack(len(properties)),
+    return zlib.crc32(properties[:-CRC_DIGITS_BACK], zlib.crc32(PROP_LEN.pack(len(properties)),
                                                     zlib.crc32(topic, zlib.crc32(bytes((len(topic),))))))
 
 
@@ -233,13 +258,13 @@ def tail_prefix_crc(topic: bytes, properties_len: int) -> int:
 
 
 def has_record_crc(buf, pos: int, size: int) -> bool:
-    return bytes(buf[pos + size - RECORD_CRC_TAIL_LEN:pos + size - 11]) == RECORD_CRC_MARK
+    return bytes(buf[pos + size - RECORD_CRC_TAIL_LEN:pos + size - CRC_DIGITS_BACK]) == RECORD_CRC_MARK
 
 
 def seal_record(buf, pos: int, size: int, body_len: int) -> None:
     """Write the record CRC digits into a packed record whose properties end with RECORD_CRC_TAIL."""
     end = pos + size
-    buf[end - 11:end - 1] = b"%010d" % record_crc(buf, pos, size, body_len)
+    buf[end - CRC_DIGITS_BACK:end - 1] = b"%010d" % record_crc(buf, pos, size, body_len)
 
 
 def encode_blank(remaining: int) -> bytes:
@@ -272,8 +297,8 @@ def check_record(buf, pos: int, limit: int, verify_crc: bool = True) -> tuple[in
     (blen,) = I32.unpack_from(buf, pos + OFF_BODYLEN)
     if blen < 0 or FIXED_OVERHEAD + blen > size:
         return REC_CORRUPT, 0
-    tlen = buf[pos + 88 + blen]
-    pend = pos + 88 + blen + 1 + tlen
+    tlen = buf[pos + OFF_BODY + blen]
+    pend = pos + OFF_BODY + blen + TOPIC_LEN.size + tlen
     if pend + 2 > pos + size:
         return REC_CORRUPT, 0
     (plen,) = PROP_LEN.unpack_from(buf, pend)
@@ -281,11 +306,11 @@ def check_record(buf, pos: int, limit: int, verify_crc: bool = True) -> tuple[in
         return REC_CORRUPT, 0
     if verify_crc:
         (crc,) = I32.unpack_from(buf, pos + OFF_BODYCRC)
-        if zlib.crc32(buf[pos + 88:pos + 88 + blen]) & 0x7FFFFFFF != crc:
+        if zlib.crc32(buf[pos + OFF_BODY:pos + OFF_BODY + blen]) & 0x7FFFFFFF != crc:
             return REC_CORRUPT, 0
         if plen < RECORD_CRC_TAIL_LEN or not has_record_crc(buf, pos, size):
             return REC_CORRUPT, 0
-        digits = bytes(buf[pos + size - 11:pos + size - 1])
+        digits = bytes(buf[pos + size - CRC_DIGITS_BACK:pos + size - 1])
         if not digits.isdigit() or int(digits) != record_crc(buf, pos, size, blen):
             return REC_CORRUPT, 0
     return REC_OK, size
@@ -377,7 +402,7 @@ class StoredMessage:
 
 
 _SIZE_MAGIC_BODYLEN = struct.Struct(">ii76xi")
-assert _SIZE_MAGIC_BODYLEN.size == 88
+assert _SIZE_MAGIC_BODYLEN.size == OFF_BODY
 
 
 def decode_record(buf, pos: int, size: int | None = None) -> StoredMessage:
@@ -390,7 +415,7 @@ def decode_record(buf, pos: int, size: int | None = None) -> StoredMessage:
         raise CodecError(f"short record at {pos}") from e
     if size is None:
         size = rsize
-    b0 = pos + 88
+    b0 = pos + OFF_BODY
     b1 = b0 + blen
     if magic != MAGIC or rsize != size or blen < 0 or b1 + 3 > pos + size:
         raise CodecError(f"not a record at {pos}")
@@ -411,14 +436,15 @@ def decode_meta(buf, pos: int) -> tuple[int, int, int, str, bytes]:
     _size, _magic, _crc, qid, _flag, qoff, _phys = META.unpack_from(buf, pos)
     (store_ts,) = I64.unpack_from(buf, pos + OFF_STORETIMESTAMP)
     (blen,) = I32.unpack_from(buf, pos + OFF_BODYLEN)
-    t0 = pos + 89 + blen
+    t0 = pos + OFF_BODY + TOPIC_LEN.size + blen
     tlen = buf[t0 - 1]
     (plen,) = PROP_LEN.unpack_from(buf, t0 + tlen)
     p0 = t0 + tlen + 2
     return qid, qoff, store_ts, str(buf[t0:t0 + tlen], "ascii"), bytes(buf[p0:p0 + plen])
 
 
-_HEAD3 = struct.Struct(">iii")
+_HEAD3 = struct.Struct(">iii")        # TOTALSIZE, MAGIC, BODYCRC
+assert _HEAD3.size == OFF_QUEUEID
 
 
 def scan_run(buf, pos: int, limit: int, positions: list | None = None) -> tuple[int, int, int]:
@@ -426,25 +452,33 @@ def scan_run(buf, pos: int, limit: int, positions: list | None = None) -> tuple[
     CRCs in C). Stops at the first record that is not plainly valid and returns
     (position, records verified, bytes of their bodies). The caller classifies what is at
     the returned position with check_record (BLANK, end, torn, corrupt). ``positions``:
-    where each verified record starts is appended to it."""
+    where each verified record starts is appended to it.
+
+    It agrees with check_record(verify_crc=True): every record it passes is REC_OK there,
+    and where it stops check_record says what is there instead (tests/store/
+    test_codec_scan_run.py holds the two to that on random and damaged input). TOPICLEN and
+    PROPERTIESLEN are not read here: the record CRC covers them."""
     head = _HEAD3.unpack_from
     i32 = I32.unpack_from
     crc32 = zlib.crc32
     magic_ok = MAGIC
+    # the layout's offsets and sizes as locals (named in the module's constants)
+    fixed, rec_min, off_blen, off_body = FIXED_OVERHEAD, RECORD_MIN, OFF_BODYLEN, OFF_BODY
+    tail_min, back = TAIL_MIN, CRC_DIGITS_BACK
     n = 0
     body_bytes = 0
-    while pos + 91 <= limit:
+    while pos + fixed <= limit:
         size, magic, bcrc = head(buf, pos)
-        if magic != magic_ok or size < 111 or pos + size > limit:
+        if magic != magic_ok or size < rec_min or pos + size > limit:
             break
-        (blen,) = i32(buf, pos + 84)
-        b_end = pos + 88 + blen
+        (blen,) = i32(buf, pos + off_blen)
+        b_end = pos + off_body + blen
         end = pos + size
-        if blen < 0 or b_end + 23 > end or crc32(buf[pos + 88:b_end]) & 0x7FFFFFFF != bcrc:
+        if blen < 0 or b_end + tail_min > end or crc32(buf[pos + off_body:b_end]) & 0x7FFFFFFF != bcrc:
             break
         # the digits must match the record CRC; the CRC covers the '__CRC32#' mark before them,
         # so a record without the mark fails here and check_record says why
-        if buf[end - 11:end - 1] != b"%010d" % crc32(buf[pos:pos + 88], crc32(buf[b_end:end - 11])):
+        if buf[end - back:end - 1] != b"%010d" % crc32(buf[pos:pos + off_body], crc32(buf[b_end:end - back])):
             break
         if positions is not None:
             positions.append(pos)

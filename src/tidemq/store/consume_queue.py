@@ -29,7 +29,7 @@ from typing import Iterator
 import numpy as np
 
 from ..io import FileIO
-from .mapped_file import parse_segment_name, segment_name
+from .layout import list_segments, queue_dir, segment_name, topic_dir
 from .types import StoreError
 
 UNIT = struct.Struct(">qiq")
@@ -122,7 +122,7 @@ class ConsumeQueue:
         self.fio = fio
         self.topic = topic
         self.queue_id = queue_id
-        self.dir = os.path.join(root, topic, str(queue_id))
+        self.dir = queue_dir(root, topic, queue_id)
         self.units_per_segment = units_per_segment
         self.seg_bytes = units_per_segment * UNIT_SIZE
         self.handles = handles
@@ -140,16 +140,12 @@ class ConsumeQueue:
             return
         self._dir_made = True
         starts = []
-        for name in self.fio.listdir(self.dir):
-            b = parse_segment_name(name)
-            if b is None:
-                continue
+        for b, path in list_segments(self.fio, self.dir):
             if b % self.seg_bytes:
-                raise StoreError(f"consume-queue file {os.path.join(self.dir, name)} does not start at a multiple "
+                raise StoreError(f"consume-queue file {path} does not start at a multiple "
                                  f"of {self.seg_bytes} bytes: consume_queue_units_per_segment differs from the one "
                                  f"the store was written with")
             starts.append(b // UNIT_SIZE)
-        starts.sort()
         self.files = starts
         if starts:
             last = starts[-1]
@@ -168,7 +164,8 @@ class ConsumeQueue:
             p = self._paths[start_unit] = os.path.join(self.dir, segment_name(start_unit * UNIT_SIZE))
         return p
 
-    def _file_start(self, offset: int) -> int:
+    def file_start(self, offset: int) -> int:
+        """The queue offset of the first unit of the file that holds ``offset``."""
         return offset - offset % self.units_per_segment
 
     # Write ----------------------------------------------------------------------
@@ -183,7 +180,7 @@ class ConsumeQueue:
         view = memoryview(data)
         off = queue_offset
         while view:
-            start = self._file_start(off)
+            start = self.file_start(off)
             room = (start + self.units_per_segment - off) * UNIT_SIZE
             chunk = view[:room]
             if not self._dir_made:
@@ -278,7 +275,7 @@ class ConsumeQueue:
         end = min(offset + count, self.max_offset)
         parts = []
         while offset < end:
-            start = self._file_start(offset)
+            start = self.file_start(offset)
             stop = min(end, start + self.units_per_segment)
             try:
                 entry = self.handles.acquire(self._path(start))
@@ -343,7 +340,7 @@ class ConsumeQueueTable:
     def load(self) -> None:
         self.fio.makedirs(self.root)
         for topic in self.fio.listdir(self.root):
-            tdir = os.path.join(self.root, topic)
+            tdir = topic_dir(self.root, topic)
             if not self.fio.is_dir(tdir):
                 continue
             for q in self.fio.listdir(tdir):

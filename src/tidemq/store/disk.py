@@ -39,10 +39,10 @@ from dataclasses import dataclass, field
 
 from ..config import StoreConfig
 from ..io import Clock, DiskUsage, FileIO
+from .layout import DIR_MARKER
 
 log = logging.getLogger("tidemq.store")
 
-MARKER = ".tidemq-dir"
 ERRORS_BEFORE_OFFLINE = 3
 RATE_TIME_CONSTANT_S = 300.0
 
@@ -147,7 +147,7 @@ class DiskMonitor:
                 self.mark_offline(d, f"cannot write to it: {e}")
 
     def _write_marker(self, d: str, token: bytes) -> None:
-        h = self.fio.open(os.path.join(d, MARKER), create=True)
+        h = self.fio.open(os.path.join(d, DIR_MARKER), create=True)
         try:
             self.fio.truncate(h, 0)
             self.fio.pwrite(h, token, 0)
@@ -158,7 +158,7 @@ class DiskMonitor:
         token = self._markers.get(d)
         if token is None:
             return None
-        path = os.path.join(d, MARKER)
+        path = os.path.join(d, DIR_MARKER)
         try:
             h = self.fio.open(path)
         except FileNotFoundError:

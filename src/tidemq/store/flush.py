@@ -29,7 +29,11 @@ log = logging.getLogger("tidemq.store")
 PAGE_SIZE = 4096
 
 
-class _Service:
+class Service:
+    """A background thread of the store: ``start()`` runs ``run()`` in a daemon thread until
+    ``stop()``; an error that ends it is logged and kept (``dead``, ``last_error``).
+    Subclasses implement ``run()`` (looping until ``self._stop`` is set) and ``wake()``."""
+
     name = "service"
 
     def __init__(self) -> None:
@@ -66,7 +70,7 @@ class _Service:
         pass
 
 
-class GroupCommitService(_Service):
+class GroupCommitService(Service):
     name = "group-commit"
 
     def __init__(self, flush: Callable[[], int], durable_offset: Callable[[], int]) -> None:
@@ -119,7 +123,7 @@ class GroupCommitService(_Service):
             self._cv.notify_all()
 
 
-class AsyncFlushService(_Service):
+class AsyncFlushService(Service):
     name = "async-flush"
 
     def __init__(self, flush: Callable[[], int], dirty_bytes: Callable[[], int], clock: Clock,
@@ -160,7 +164,7 @@ class AsyncFlushService(_Service):
                 self.last_error = f"fsync failed: {e}"
 
 
-class PeriodicService(_Service):
+class PeriodicService(Service):
     """Calls ``tick`` every ``interval_ms`` (queue flush + checkpoint, disk checks, cleanup).
     An OSError is logged once per distinct message and the service keeps running."""
 

@@ -29,16 +29,13 @@ import threading
 import zlib
 
 from ..io import FileIO, write_atomic
-from .mapped_file import parse_segment_name, segment_name
+from .layout import INDEX_MARKER, list_segments, parse_segment_name, segment_name
 
 HEADER = struct.Struct(">qqqqii")
 assert HEADER.size == 40
 SLOT = struct.Struct(">i")
 ENTRY = struct.Struct(">iqii")
 assert ENTRY.size == 20
-
-
-INDEX_MARKER = ".tidemq-index"     # written at start; an index/ without it was emptied or lost
 
 
 def key_hash(key: str) -> int:
@@ -256,10 +253,7 @@ class IndexService:
         self.fio.makedirs(self.dir)
         self.was_lost = not self.fio.exists(os.path.join(self.dir, INDEX_MARKER))
         bad = []
-        for name in sorted(self.fio.listdir(self.dir)):
-            if parse_segment_name(name) is None:
-                continue
-            path = os.path.join(self.dir, name)
+        for _start, path in list_segments(self.fio, self.dir):
             try:
                 self.files.append(IndexFile.open(self.fio, path, self.slots, self.entries))
             except (ValueError, OSError):

@@ -23,21 +23,10 @@ import os
 import threading
 
 from ..io import FileIO
+from .layout import parse_segment_name, segment_name  # noqa: F401 - parse_segment_name: for older importers
 from .types import StoreError
 
 log = logging.getLogger("tidemq.store")
-
-NAME_DIGITS = 20
-
-
-def segment_name(start_offset: int) -> str:
-    return f"{start_offset:0{NAME_DIGITS}d}"
-
-
-def parse_segment_name(name: str) -> int | None:
-    if len(name) == NAME_DIGITS and name.isdigit():
-        return int(name)
-    return None
 
 
 class MappedFile:

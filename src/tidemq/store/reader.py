@@ -61,7 +61,7 @@ class StoreReader:
         scan = min(max_count, self.config.pull_max_count_in_memory) if wanted is None else FILTER_SCAN_UNITS_MAX
         raw = cq.read(offset, max(scan, 1))
         if not raw:
-            nxt = cq._file_start(offset) + cq.units_per_segment
+            nxt = cq.file_start(offset) + cq.units_per_segment
             return GetResult(GetStatus.OFFSET_FOUND_NULL, min(nxt, mx), mn, mx)
         log_min = self.segments.min_offset
         log_max = self.segments.max_offset
@@ -169,7 +169,7 @@ class StoreReader:
         mn, mx = cq.min_offset, cq.max_offset
         raw = cq.read(offset, max(1, min(max_count, mx - offset)))
         if not raw:
-            nxt = cq._file_start(offset) + cq.units_per_segment
+            nxt = cq.file_start(offset) + cq.units_per_segment
             return GetResult(GetStatus.OFFSET_FOUND_NULL, min(nxt, mx), mn, mx)
         units = np.frombuffer(raw, UNIT_DTYPE)
         cl_off = units["offset"].astype(np.int64)

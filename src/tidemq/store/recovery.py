@@ -187,7 +187,7 @@ def _cut_queue(cq: ConsumeQueue, commit_log: CommitLog, log_end: int, verify_fro
     at a record of another queue or offset. Returns the number of units dropped."""
     new_max = cq.max_offset
     while new_max > cq.min_offset:
-        lo = max(cq.min_offset, cq._file_start(new_max - 1), new_max - 4096)
+        lo = max(cq.min_offset, cq.file_start(new_max - 1), new_max - 4096)
         raw = cq.read(lo, new_max - lo)
         k = len(raw) // UNIT_SIZE
         while k > 0:

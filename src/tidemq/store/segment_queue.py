@@ -23,7 +23,8 @@ import threading
 from typing import Callable, Sequence
 
 from ..io import FileIO
-from .mapped_file import MappedFile, parse_segment_name, segment_name
+from .layout import list_segments, segment_name
+from .mapped_file import MappedFile
 from .types import StoreError
 
 log = logging.getLogger("tidemq.store")
@@ -67,13 +68,9 @@ class SegmentQueue:
         for d in self.dirs + self.readonly_dirs:
             if not self.fio.is_dir(d):
                 continue
-            for name in self.fio.listdir(d):
-                start = parse_segment_name(name)
-                if start is None:
-                    continue
-                path = os.path.join(d, name)
+            for start, path in list_segments(self.fio, d):
                 if start in found:
-                    raise StoreError(f"segment {name} exists in two directories ({found[start]} and {path}); "
+                    raise StoreError(f"segment {segment_name(start)} exists in two directories ({found[start]} and {path}); "
                                      f"remove the stale copy before starting")
                 found[start] = path
         starts = sorted(found)

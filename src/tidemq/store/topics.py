@@ -14,9 +14,9 @@ import threading
 
 from ..io import FileIO, read_whole, write_atomic
 from . import codec
+from .layout import TOPICS_FILE
 from .types import StoreError
 
-TOPICS_FILE = "topics.json"
 
 
 class TopicState:
@@ -64,12 +64,14 @@ class TopicTable:
         return self.topics.get(name)
 
     def create(self, name: str, queue_count: int, save: bool = True) -> TopicState:
-        if not codec.valid_topic(name):
-            raise ValueError(f"invalid topic name {name!r}: use 1-127 characters of [%|a-zA-Z0-9_-]")
+        problem = codec.topic_problem(name)
+        if problem is not None:
+            raise ValueError(problem)
         if queue_count < 1:
             raise ValueError("a topic needs at least one queue")
         with self._lock:
             t = self.topics.get(name)
+            was = None if t is None else t.queue_count
             if t is None:
                 t = self.topics[name] = TopicState(name, queue_count)
             elif queue_count > t.queue_count:
@@ -80,5 +82,15 @@ class TopicTable:
             else:
                 save = False
         if save:
-            self.save()
+            try:
+                self.save()
+            except OSError:
+                # not saved: not created (nor grown), so nobody puts into queues that were never bound
+                with self._lock:
+                    if was is None:
+                        self.topics.pop(name, None)
+                    else:
+                        del t.next_offsets[was:], t.queues[was:]
+                        t.queue_count = was
+                raise
         return t

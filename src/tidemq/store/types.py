@@ -55,22 +55,71 @@ class PutStatus(enum.Enum):
         return self is PutStatus.PUT_OK
 
 
+class PutReason(enum.Enum):
+    """Why a put is not PUT_OK: the typed outcome callers switch on (``PutResult.error`` is the
+    same for humans). Each reason comes with one status (``status``)."""
+
+    FLUSH_TIMEOUT = "FLUSH_TIMEOUT"                # appended, not durable within sync_flush_timeout_ms
+    NOT_RUNNING = "NOT_RUNNING"                    # store not started, stopped, killed or failed to start
+    SHUTTING_DOWN = "SHUTTING_DOWN"                # store shutting down
+    DISK_FULL = "DISK_FULL"                        # a directory at the warning ratio, or no room for a segment
+    ARCHIVE_PENDING = "ARCHIVE_PENDING"            # disk full, and sealed segments wait for `tidemq archive`
+    DISPATCH_ERROR = "DISPATCH_ERROR"              # consume queue / index write failed (healed in the background)
+    WRITE_ERROR = "WRITE_ERROR"                    # a commit-log segment could not be created (I/O error)
+    TOPIC_CREATE_FAILED = "TOPIC_CREATE_FAILED"    # auto-creation could not save config/topics.json
+    INVALID_TOPIC = "INVALID_TOPIC"                # not a topic name (codec.topic_problem)
+    TOPIC_NOT_FOUND = "TOPIC_NOT_FOUND"            # unknown topic, auto_create_topics off
+    BAD_BODY = "BAD_BODY"                          # body is not bytes
+    BODY_TOO_LARGE = "BODY_TOO_LARGE"              # body over max_message_size_bytes
+    PROPERTIES_TOO_LARGE = "PROPERTIES_TOO_LARGE"  # encoded properties over codec.USER_PROPERTIES_MAX_BYTES
+    RECORD_TOO_LARGE = "RECORD_TOO_LARGE"          # the record does not fit in one segment
+    BAD_QUEUE_ID = "BAD_QUEUE_ID"                  # queue_id not a queue of the topic
+    BAD_PROPERTY = "BAD_PROPERTY"                  # tags, keys or a property name / value not allowed
+    BAD_FIELD = "BAD_FIELD"                        # a numeric field out of its range, born_host not ipv4:port
+    ENCODE_FAILED = "ENCODE_FAILED"                # the record could not be packed
+
+    @property
+    def status(self) -> "PutStatus":
+        return _REASON_STATUS[self]
+
+
+_REASON_STATUS = {
+    PutReason.FLUSH_TIMEOUT: PutStatus.FLUSH_DISK_TIMEOUT,
+    PutReason.WRITE_ERROR: PutStatus.CREATE_MAPPED_FILE_FAILED,
+    PutReason.TOPIC_NOT_FOUND: PutStatus.TOPIC_NOT_FOUND,
+    PutReason.PROPERTIES_TOO_LARGE: PutStatus.PROPERTIES_SIZE_EXCEEDED,
+    **{r: PutStatus.SERVICE_NOT_AVAILABLE for r in (
+        PutReason.NOT_RUNNING, PutReason.SHUTTING_DOWN, PutReason.DISK_FULL, PutReason.ARCHIVE_PENDING,
+        PutReason.DISPATCH_ERROR, PutReason.TOPIC_CREATE_FAILED)},
+    **{r: PutStatus.MESSAGE_ILLEGAL for r in (
+        PutReason.INVALID_TOPIC, PutReason.BAD_BODY, PutReason.BODY_TOO_LARGE, PutReason.RECORD_TOO_LARGE,
+        PutReason.BAD_QUEUE_ID, PutReason.BAD_PROPERTY, PutReason.BAD_FIELD, PutReason.ENCODE_FAILED)},
+}
+assert set(_REASON_STATUS) == set(PutReason)
+
+
 _PR_FIELDS = ("status", "commitlog_offset", "queue_id", "queue_offset", "size", "store_timestamp_ms",
-              "error", "uniq_key", "store_host_raw")
+              "error", "uniq_key", "store_host_raw", "reason")
 
 
 class PutResult(tuple):
     """The outcome of one put. A tuple underneath (a batch makes one per message, so it
     must be cheap): status, commitlog_offset, queue_id, queue_offset, size,
-    store_timestamp_ms, error, uniq_key, store_host_raw."""
+    store_timestamp_ms, error, uniq_key, store_host_raw, reason. ``reason`` (a PutReason)
+    says why a put is not PUT_OK, ``error`` the same for humans; both None when it is."""
 
     __slots__ = ()
 
     def __new__(cls, status: PutStatus, commitlog_offset: int = -1, queue_id: int = -1, queue_offset: int = -1,
                 size: int = 0, store_timestamp_ms: int = 0, error: str | None = None,
-                uniq_key: str | None = None, store_host: bytes = b""):
+                uniq_key: str | None = None, store_host: bytes = b"", reason: PutReason | None = None):
         return tuple.__new__(cls, (status, commitlog_offset, queue_id, queue_offset, size, store_timestamp_ms,
-                                   error, uniq_key, store_host))
+                                   error, uniq_key, store_host, reason))
+
+    @classmethod
+    def refused(cls, reason: PutReason, error: str) -> "PutResult":
+        """A put that was not done (or not made durable in time): its reason's status, the text."""
+        return tuple.__new__(cls, (reason.status, -1, -1, -1, 0, 0, error, None, b"", reason))
 
     status = property(itemgetter(0))
     commitlog_offset = property(itemgetter(1))
@@ -81,6 +130,7 @@ class PutResult(tuple):
     error = property(itemgetter(6))
     uniq_key = property(itemgetter(7))
     store_host_raw = property(itemgetter(8))
+    reason = property(itemgetter(9))
 
     @property
     def ok(self) -> bool:
@@ -98,7 +148,7 @@ class PutResult(tuple):
         return self[7] or self.offset_msg_id
 
     def __repr__(self) -> str:
-        extra = f", error={self.error!r}" if self.error else ""
+        extra = f", reason={self.reason.name}, error={self.error!r}" if self.reason or self.error else ""
         return (f"PutResult({self.status.name}, commitlog_offset={self.commitlog_offset}, queue_id={self.queue_id}, "
                 f"queue_offset={self.queue_offset}{extra})")
 
@@ -138,5 +188,30 @@ class StoreError(Exception):
     """A store that cannot start or continue: the message says why and what to do."""
 
 
-__all__ = ["Message", "PutStatus", "PutResult", "GetStatus", "GetResult", "StoredMessage", "StoreError",
-           "PROP_UNIQ_KEY"]
+class StoreNotRunning(StoreError):
+    """A call that needs a running store (one with no status to answer with) made before
+    start() or after shutdown() / kill() / a failed start. Calls that answer with a status
+    (put*, get, get_raw) answer SERVICE_NOT_AVAILABLE instead."""
+
+    def __init__(self, state: "StoreState", call: str) -> None:
+        super().__init__(f"store is {state.value}: {call}() needs a running store")
+        self.state = state
+        self.call = call
+
+
+class StoreState(enum.StrEnum):
+    """A store's lifecycle: NEW -> STARTING -> RUNNING -> STOPPING -> STOPPED; STARTING ->
+    FAILED when start() fails; KILLED by kill() (a test's simulated crash). Only a NEW store
+    starts; only a RUNNING one serves (see MessageStore)."""
+
+    NEW = "new"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    KILLED = "killed"
+    FAILED = "failed"
+
+
+__all__ = ["Message", "PutStatus", "PutReason", "PutResult", "GetStatus", "GetResult", "StoredMessage", "StoreError",
+           "StoreNotRunning", "StoreState", "PROP_UNIQ_KEY"]

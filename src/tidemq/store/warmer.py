@@ -32,7 +32,7 @@ import logging
 import threading
 
 from ..io import PAGE_SIZE, FileIO
-from .flush import _Service
+from .flush import Service
 from .segment_queue import SegmentQueue
 
 log = logging.getLogger("tidemq.store")
@@ -43,7 +43,7 @@ IDLE_WAIT_S = 0.5              # without a wake (writer idle): look again this o
 BLOCKED_WAIT_S = 0.02          # the window reaches a next segment that does not exist yet
 
 
-class SegmentWarmer(_Service):
+class SegmentWarmer(Service):
     name = "segment-warmer"
 
     def __init__(self, segments: SegmentQueue, fio: FileIO, ahead_bytes: int,

@@ -31,7 +31,7 @@ import random
 import threading
 from dataclasses import dataclass, field
 
-from ..io import DiskUsage
+from ..io import DiskUsage, LockedError
 
 PAGE = 4096
 
@@ -68,6 +68,13 @@ class _Handle:
         self.gen = gen
 
 
+class _LockHandle:
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+
 @dataclass
 class _Fault:
     op: str
@@ -101,6 +108,7 @@ class FaultyFileIO:
         self._dead = False
         self._lock = threading.RLock()
         self._gen = 0
+        self.locks: dict[str, _LockHandle] = {}    # path -> the handle holding it (lock / unlock)
 
     # Fault control ----------------------------------------------------------------
     def crash_after(self, n_ops: int) -> None:
@@ -327,13 +335,25 @@ class FaultyFileIO:
         the operation count that crash_after() and the seeded simulation depend on)."""
         return 0
 
-    def lock(self, path: str):
+    def lock(self, path: str) -> "_LockHandle":
+        """An exclusive lock held in memory, like OsFileIO's flock: a second lock of the same path
+        on this file system (a second store on the same root) raises LockedError until unlock().
+        A crash releases every lock (after_crash / after_power_loss start with none held), as the
+        kernel drops a dead process's flocks. No lock file is written (the namespace and the
+        operation count stay what they were before locks were kept)."""
         with self._lock:
             self._op("lock", path)
-            return path
+            p = _norm(path)
+            if p in self.locks:
+                raise LockedError(f"{os.path.dirname(path) or '.'} is in use by another process (lock file {path})")
+            h = _LockHandle(p)
+            self.locks[p] = h
+            return h
 
-    def unlock(self, handle) -> None:
-        pass
+    def unlock(self, handle: "_LockHandle") -> None:
+        with self._lock:
+            if self.locks.get(handle.path) is handle:
+                del self.locks[handle.path]
 
     # Crashes ----------------------------------------------------------------------
     def after_crash(self) -> "FaultyFileIO":

@@ -86,7 +86,7 @@ class MessageSends:
         if batch:
             results = await self.sends.put_batch(batch)
             for i, r in zip(where, results):
-                code = put_code(r.status, r.error)
+                code = put_code(r.status, r.reason)
                 txn = (r.offset_msg_id or "") if halves and i in halves else ""   # the half message's id
                 if code == Code.OK and r.uniq_key:
                     self.sends.remember(msgs[i].topic.name, r.uniq_key, r.queue_offset, txn)

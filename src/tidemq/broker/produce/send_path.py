@@ -22,8 +22,8 @@ from typing import Awaitable, Callable, TypeVar
 
 from ...config import BrokerConfig
 from ...protocol.stubs import Code
-from ...store import MessageStore, PutStatus
-from ...store.codec import valid_topic
+from ...store import MessageStore, PutReason, PutStatus
+from ...store.codec import topic_problem
 from ..deferred.parking import SYSTEM_TOPICS
 from ..protection.flow import SendGate
 from .dedup import DedupWindow
@@ -32,26 +32,27 @@ T = TypeVar("T")
 DUPLICATE = "duplicate: already stored"
 
 
-def put_code(st: PutStatus, error: str | None) -> int:
-    """A store outcome as a gRPC status code (how the official clients react: see the doc)."""
+def put_code(st: PutStatus, reason: PutReason | None) -> int:
+    """A store outcome (PutResult.status, PutResult.reason) as a gRPC status code (how the
+    official clients react: see the doc)."""
     if st is PutStatus.PUT_OK:
         return Code.OK
     if st is PutStatus.FLUSH_DISK_TIMEOUT:
         return Code.MASTER_PERSISTENCE_TIMEOUT
-    if st is PutStatus.SERVICE_NOT_AVAILABLE:
-        # a full disk is a resource refusal: TOO_MANY_REQUESTS is the one code the client does not
-        # retry at once; write errors are internal (retried)
-        return Code.TOO_MANY_REQUESTS if error and error.startswith("disk full") else Code.INTERNAL_SERVER_ERROR
-    if st is PutStatus.MESSAGE_ILLEGAL:
-        if error and "exceeds max_message_size_bytes" in error:
-            return Code.MESSAGE_BODY_TOO_LARGE
-        if error and error.startswith("invalid topic"):
-            return Code.ILLEGAL_TOPIC
-        return Code.BAD_REQUEST
-    if st is PutStatus.PROPERTIES_SIZE_EXCEEDED:
+    # a full disk is a resource refusal: TOO_MANY_REQUESTS is the one code the client does not
+    # retry at once; the store not running, write and dispatch errors are internal (retried)
+    if reason is PutReason.DISK_FULL or reason is PutReason.ARCHIVE_PENDING:
+        return Code.TOO_MANY_REQUESTS
+    if reason is PutReason.BODY_TOO_LARGE:
+        return Code.MESSAGE_BODY_TOO_LARGE
+    if reason is PutReason.INVALID_TOPIC:
+        return Code.ILLEGAL_TOPIC
+    if reason is PutReason.PROPERTIES_TOO_LARGE or st is PutStatus.PROPERTIES_SIZE_EXCEEDED:
         return Code.MESSAGE_PROPERTIES_TOO_LARGE
-    if st is PutStatus.TOPIC_NOT_FOUND:
+    if reason is PutReason.TOPIC_NOT_FOUND or st is PutStatus.TOPIC_NOT_FOUND:
         return Code.TOPIC_NOT_FOUND
+    if st is PutStatus.MESSAGE_ILLEGAL:       # bad body, queue id, property, field; record too large
+        return Code.BAD_REQUEST
     return Code.INTERNAL_SERVER_ERROR
 
 
@@ -86,8 +87,9 @@ class SendPath:
     # topics -----------------------------------------------------------------------------------
     def ensure_topic(self, name: str) -> int:
         """Queue count of the topic (0: unknown); ValueError for a name that can never be a topic."""
-        if not valid_topic(name):
-            raise ValueError(f"invalid topic name {name!r}: use 1-127 characters of [%|a-zA-Z0-9_-]")
+        problem = topic_problem(name)
+        if problem is not None:
+            raise ValueError(problem)
         if name in SYSTEM_TOPICS:
             raise ValueError(f"{name!r} is a system topic of the broker")
         n = self.store.queue_count(name)

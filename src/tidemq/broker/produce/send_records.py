@@ -148,7 +148,7 @@ class RecordSends:
                     entries[i] = (Code.OK, r[2], r[3])
                     stored.append((r[7], r[3]))
                 else:
-                    entries[i] = (put_code(r[0], r[6]), -1, -1)
+                    entries[i] = (put_code(r[0], r[9]), -1, -1)
                     texts[i] = r[6] or r[0].name
             if stored:
                 self.sends.remember_many(topic, stored)

@@ -1,0 +1,477 @@
+"""The store's write path: refusal, validation, encoding, append, dispatch, flush wait.
+
+``StoreWriter`` is built by ``MessageStore`` once its parts are loaded and its flush
+service made, and writes through them; ``MessageStore.put`` / ``put_batch`` /
+``put_encoded`` delegate here. Per batch:
+
+1. one refusal check (``refusal()``): the store stopping or stopped, a failed dispatch,
+   a full disk (with the archive when that is what would free it);
+2. outside the put lock, every message is validated and encoded into a
+   ``commit_log.Prepared``: the common case (a known topic, a bytes body, tags only;
+   put_encoded's pre-encoded entries) inline, with a cheap bounds test; anything else
+   (and anything the bounds test doubts) through the validators below, which word every
+   rule once and answer a ``PutResult`` with its ``PutReason``;
+3. under the put lock: the refusal check again, the append (queue offsets assigned in
+   log order, commit_log.append), the dispatch to the consume queues and the index;
+4. with SYNC_FLUSH, one wait for the group commit.
+
+One lock and one flush wait per batch; the Python cost per message is the number to
+drive down (bench/store_append.py).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import threading
+from functools import lru_cache
+from typing import Callable, Sequence
+from zlib import crc32
+
+from ..config import StoreConfig
+from ..io import Clock
+from . import codec
+from .archive import ArchiveGuard
+from .codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, tags_hash
+from .commit_log import AppendError, CommitLog
+from .consume_queue import ConsumeQueueTable
+from .disk import DiskMonitor
+from .dispatch import Dispatcher, index_keys
+from .flush import GroupCommitService
+from .index_file import IndexService
+from .segment_queue import SegmentQueue
+from .topics import TopicState, TopicTable
+from .types import Message, PutReason, PutResult, PutStatus
+
+log = logging.getLogger("tidemq.store")
+
+_new = tuple.__new__      # a PutResult from a tuple, without the Python-level __new__
+
+
+# Validators: each rule worded once; each answers None (fine) or the PutResult that refuses ---------
+def check_topic(topic, auto_create: bool) -> PutResult | None:
+    """An unknown topic: not a topic name, or one that may not be created here."""
+    problem = codec.topic_problem(topic)
+    if problem is not None:
+        return PutResult.refused(PutReason.INVALID_TOPIC, problem)
+    if not auto_create:
+        return PutResult.refused(PutReason.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist")
+    return None
+
+
+def check_body(body, max_body: int) -> PutResult | None:
+    """The body: bytes, at most max_message_size_bytes."""
+    if type(body) is not bytes:
+        return PutResult.refused(PutReason.BAD_BODY, "body must be bytes")
+    if len(body) > max_body:
+        return PutResult.refused(PutReason.BODY_TOO_LARGE,
+                                 f"body of {len(body)} bytes exceeds max_message_size_bytes={max_body}")
+    return None
+
+
+def check_properties_size(props_len: int) -> PutResult | None:
+    """The encoded properties (without the record-CRC tail): at most USER_PROPERTIES_MAX_BYTES."""
+    if props_len > codec.USER_PROPERTIES_MAX_BYTES:
+        return PutResult.refused(PutReason.PROPERTIES_TOO_LARGE,
+                                 f"properties take {props_len} bytes, more than {codec.USER_PROPERTIES_MAX_BYTES}")
+    return None
+
+
+def check_record_size(body_len: int, topic_len: int, props_len: int, max_record: int) -> PutResult | None:
+    """The whole record (``props_len`` with the record-CRC tail) fits in one segment."""
+    if codec.record_size(body_len, topic_len, props_len) > max_record:
+        return PutResult.refused(PutReason.RECORD_TOO_LARGE, "message does not fit in one segment")
+    return None
+
+
+def check_sizes(body, max_body: int, topic_len: int, props_len: int, max_record: int) -> PutResult | None:
+    """check_body, check_properties_size and check_record_size in turn (``props_len`` without the
+    record-CRC tail): what a fast path calls when its bounds test doubts a message."""
+    return (check_body(body, max_body) or check_properties_size(props_len)
+            or check_record_size(len(body), topic_len, props_len + codec.RECORD_CRC_TAIL_LEN, max_record))
+
+
+_I32 = (-(1 << 31), (1 << 31) - 1)
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def check_numbers(m: Message) -> PutResult | None:
+    """The numeric fields, packed as i32 / i64."""
+    for name, (lo, hi) in (("flag", _I32), ("sys_flag", _I32), ("reconsume_times", _I32),
+                           ("prepared_transaction_offset", _I64), ("born_timestamp_ms", _I64)):
+        v = getattr(m, name)
+        if v is None and name == "born_timestamp_ms":
+            continue
+        if type(v) is not int or not lo <= v <= hi:
+            return PutResult.refused(PutReason.BAD_FIELD, f"{name} must be an integer in [{lo}, {hi}], not {v!r}")
+    return None
+
+
+def check_queue_id(qid, t: TopicState) -> PutResult | None:
+    """An explicit queue id: one of the topic's queues (None: round-robin)."""
+    if qid is not None and not (type(qid) is int and 0 <= qid < t.queue_count):
+        return PutResult.refused(PutReason.BAD_QUEUE_ID,
+                                 f"queue_id {qid} out of range: topic {t.name} has {t.queue_count} queues")
+    return None
+
+
+def check_tags(tags) -> PutResult | None:
+    if tags is not None and (not isinstance(tags, str) or not codec.check_property_text(tags)):
+        return PutResult.refused(PutReason.BAD_PROPERTY, "tags must be a string without \\x01 or \\x02")
+    return None
+
+
+def encode_properties(m: Message) -> bytes | PutResult:
+    """The record's properties of a general message (user properties, TAGS, KEYS) with the
+    record-CRC tail, or the PutResult that refuses them."""
+    merged: dict[str, str] = {}
+    if m.properties:
+        for k, v in m.properties.items():
+            if not isinstance(k, str) or not isinstance(v, str) or not k or k == codec.RECORD_CRC_NAME \
+                    or not codec.check_property_text(k) or not codec.check_property_text(v):
+                return PutResult.refused(PutReason.BAD_PROPERTY,
+                                         f"property {k!r} must be a non-empty string without \\x01 / \\x02, "
+                                         f"with a string value")
+            merged[k] = v
+    if m.tags:
+        merged[PROP_TAGS] = m.tags
+    if m.keys:
+        for k in m.keys:
+            if not isinstance(k, str) or not k or " " in k or not codec.check_property_text(k):
+                return PutResult.refused(PutReason.BAD_PROPERTY, f"key {k!r} must be a non-empty string without spaces")
+        merged[PROP_KEYS] = codec.KEY_SEP.join(m.keys)
+    pb = codec.encode_properties(merged)
+    bad = check_properties_size(len(pb))
+    if bad is not None:
+        return bad
+    return pb + codec.RECORD_CRC_TAIL
+
+
+@lru_cache(maxsize=256)
+def _host_bytes(host: str) -> bytes:
+    return codec.encode_host(host)
+
+
+@lru_cache(maxsize=4096)
+def _tags_props(tags: str) -> bytes | None:
+    """Properties of a message with tags only (None: the tags need the general path)."""
+    if not isinstance(tags, str) or not codec.check_property_text(tags):
+        return None
+    pb = f"{PROP_TAGS}\x01{tags}\x02".encode("utf-8")
+    return pb + codec.RECORD_CRC_TAIL if len(pb) <= codec.USER_PROPERTIES_MAX_BYTES else None
+
+
+_NO_PROPS = codec.RECORD_CRC_TAIL
+
+
+def tags_encoding(t: TopicState, tags: str | None) -> tuple:
+    """(properties bytes or None, tags hash, tail CRC) of a tags-only message, cached per topic
+    (None properties: the tags need the general path)."""
+    pb = _tags_props(tags) if tags else _NO_PROPS
+    enc = (pb, tags_hash(tags) if tags else 0, codec.tail_crc(t.name_bytes, pb) if pb is not None else 0)
+    if len(t.tag_cache) < 4096:
+        t.tag_cache[tags] = enc
+    return enc
+
+
+def bind_queues(queues: ConsumeQueueTable, t: TopicState) -> None:
+    """Give every queue of ``t`` its consume queue and next queue offset (new queues and at start)."""
+    for qid in range(t.queue_count):
+        if t.queues[qid] is None:
+            cq = queues.get_or_create(t.name, qid)
+            t.queues[qid] = cq
+            t.next_offsets[qid] = cq.max_offset
+
+
+class StoreWriter:
+    def __init__(self, config: StoreConfig, topics: TopicTable, queues: ConsumeQueueTable, commit_log: CommitLog,
+                 segments: SegmentQueue, dispatcher: Dispatcher, disk: DiskMonitor, index: IndexService | None,
+                 clock: Clock, put_lock: threading.Lock, group_commit: GroupCommitService | None = None,
+                 archive: ArchiveGuard | None = None, check_disk: Callable[[], None] | None = None) -> None:
+        """``put_lock``: the store's (topic creation and the queue flush's dispatch healing take it
+        too); ``group_commit``: the SYNC_FLUSH service (None: ASYNC_FLUSH, no wait);
+        ``check_disk``: measures the disks at once after a segment could not be made."""
+        self.config = config
+        self.topics = topics
+        self.queues = queues
+        self.commit_log = commit_log
+        self.segments = segments
+        self.dispatcher = dispatcher
+        self.disk = disk
+        self.index = index
+        self.clock = clock
+        self.put_lock = put_lock
+        self.group_commit = group_commit
+        self.archive = archive
+        self.check_disk = check_disk or disk.refresh
+        self.store_host = codec.encode_host(config.store_host)
+        self.max_body = config.max_message_size_bytes
+        # set by the store when it stops (reason, text): every put is refused with it
+        self.stopped: tuple[PutReason, str] | None = None
+        # why the last segment could not be made (cleared by the next successful append)
+        self.segment_error: str | None = None
+
+    # Refusal --------------------------------------------------------------------------
+    def refusal(self) -> tuple[PutReason, str] | None:
+        """Why puts are refused right now, as (reason, text for humans), or None: the one check
+        every put makes, before validation and again under the put lock."""
+        stopped = self.stopped
+        if stopped is not None:
+            return stopped
+        error = self.dispatcher.error
+        if error is not None:
+            return PutReason.DISPATCH_ERROR, error
+        full = self.disk.refusal
+        if full is None:
+            return None
+        if self.archive is not None:
+            n = self.archive.unarchived_count(self.segments.segments)
+            if n:
+                return PutReason.ARCHIVE_PENDING, (
+                    f"{full}; {n} sealed segment(s) wait for the archive (archive_before_delete, "
+                    f"on_unarchived_full=refuse): run `tidemq archive`")
+        return PutReason.DISK_FULL, full
+
+    # Puts ----------------------------------------------------------------------------
+    def put_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
+        """Put many messages with one lock, one append pass and one flush wait.
+        Returns one PutResult per message, in order."""
+        n = len(msgs)
+        why = self.refusal()
+        if why is not None:
+            return [PutResult.refused(*why)] * n
+        results: list = [None] * n
+        now = self.clock.now_ms()
+        prepared: list = []
+        add = prepared.append
+        topics = self.topics.topics
+        host = self.store_host
+        room = self.commit_log.max_record_size - codec.FIXED_OVERHEAD
+        max_body = self.max_body
+        for i, m in enumerate(msgs):
+            # the common case inline (tags only, bytes body, known topic); the rest in prepare()
+            t = topics.get(m.topic)
+            body = m.body
+            tags = m.tags
+            qid = m.queue_id
+            if (t is None or type(body) is not bytes or m.keys or m.properties or m.born_host
+                    or (tags is not None and type(tags) is not str)
+                    or (qid is not None and (type(qid) is not int or not 0 <= qid < t.queue_count))
+                    or m.flag or m.sys_flag or m.reconsume_times or m.prepared_transaction_offset
+                    or (m.born_timestamp_ms is not None and type(m.born_timestamp_ms) is not int)):
+                p = self.prepare(m, i, now)
+                if type(p) is tuple:
+                    add(p)
+                else:
+                    results[i] = p
+                continue
+            enc = t.tag_cache.get(tags)
+            if enc is None:
+                enc = tags_encoding(t, tags)
+            pb, th, tcrc = enc
+            bl = len(body)
+            if pb is None or bl > max_body or bl + len(t.name_bytes) + len(pb) > room:
+                p = self.prepare(m, i, now)     # the validators say what is wrong (if anything)
+                if type(p) is tuple:
+                    add(p)
+                else:
+                    results[i] = p
+                continue
+            # a Prepared, in its field order, as a plain tuple (see commit_log.Prepared: why)
+            add((i, body, t, pb, qid, m.born_timestamp_ms or now, host, m.flag, m.sys_flag, m.reconsume_times,
+                 m.prepared_transaction_offset, crc32(body) & 0x7FFFFFFF, th, None, None, tcrc))
+        if not prepared:
+            return results
+        return self.append(prepared, results, now)
+
+    def put_encoded(self, topic: str, entries: Sequence[tuple]) -> list[PutResult]:
+        """Put messages of one topic whose properties are already encoded: the broker's raw
+        send path, which builds them straight from its frame, with no Message object and no
+        property dict per message. One PutResult per entry, in order, with the same statuses
+        and reasons as put_batch.
+
+        Each entry is ``(body, properties, tags_hash, uniq_key, keys)``: ``body`` bytes;
+        ``properties`` the record's properties as codec.encode_properties writes them
+        (TAGS, KEYS, UNIQ_KEY and the rest), without the record CRC tail, every name and
+        value already checked by the caller (codec.check_property_text: the separators
+        would otherwise split them); ``tags_hash`` codec.tags_hash of the tags (0: none);
+        ``uniq_key`` the UNIQ_KEY value or None; ``keys`` the KEYS values or None (both
+        indexed). Queues are picked round-robin. Checked here: the topic (created when
+        auto_create_topics), body type and size, properties size, record size."""
+        n = len(entries)
+        why = self.refusal()
+        if why is not None:
+            return [PutResult.refused(*why)] * n
+        results: list = [None] * n
+        t = self.topics.topics.get(topic)
+        if t is None:
+            bad = check_topic(topic, self.config.auto_create_topics)
+            if bad is None:
+                t, bad = self.create_topic_for_put(topic)
+            if bad is not None:
+                return [bad] * n
+        now = self.clock.now_ms()
+        host = self.store_host
+        max_body = self.max_body
+        max_props = codec.USER_PROPERTIES_MAX_BYTES
+        max_record = self.commit_log.max_record_size
+        tl = len(t.name_bytes)
+        room = max_record - codec.FIXED_OVERHEAD - codec.RECORD_CRC_TAIL_LEN - tl
+        tail = codec.RECORD_CRC_TAIL
+        mark = codec.RECORD_CRC_MARK
+        tail_prefix = t.tail_prefix_crc
+        index = self.index is not None
+        name = t.name
+        prepared: list = []
+        add = prepared.append
+        for i, (body, props, th, uniq, keys) in enumerate(entries):
+            pl = len(props)
+            if type(body) is not bytes or len(body) > max_body or pl > max_props or len(body) + pl > room:
+                bad = check_sizes(body, max_body, tl, pl, max_record)   # the bounds test doubts it: ask
+                if bad is not None:
+                    results[i] = bad
+                    continue
+            pre = tail_prefix.get(pl)
+            if pre is None:
+                pre = codec.tail_prefix_crc(t.name_bytes, pl + codec.RECORD_CRC_TAIL_LEN)
+                if len(tail_prefix) < 1024:
+                    tail_prefix[pl] = pre
+            ik = None
+            if index and (keys or uniq):
+                ik = index_keys(name, keys or (), uniq)
+            # a Prepared, in its field order, as a plain tuple (see commit_log.Prepared: why)
+            add((i, body, t, props + tail, None, now, host, 0, 0, 0, 0, crc32(body) & 0x7FFFFFFF, th, ik, uniq,
+                 crc32(mark, crc32(props, pre))))
+        if not prepared:
+            return results
+        return self.append(prepared, results, now)
+
+    def prepare(self, m: Message, i: int, now: int) -> tuple | PutResult:
+        """Validate and encode one message (the general case): the message as a Prepared
+        (a plain tuple in Prepared's field order), or the PutResult that refuses it. An
+        unknown topic is created (when allowed) only once the message is valid."""
+        t = self.topics.topics.get(m.topic)
+        if t is None:
+            bad = check_topic(m.topic, self.config.auto_create_topics)
+            if bad is not None:
+                return bad
+            t = TopicState(m.topic, self.config.default_queue_count)    # provisional, for the checks
+        body = m.body
+        if type(body) is not bytes and isinstance(body, (bytes, bytearray, memoryview)):
+            body = bytes(body)
+        bad = (check_body(body, self.max_body) or check_numbers(m) or check_queue_id(m.queue_id, t)
+               or check_tags(m.tags))
+        if bad is not None:
+            return bad
+        tags, props, uniq = m.tags, m.properties, None
+        pb = encode_properties(m)
+        if type(pb) is not bytes:
+            return pb
+        if props:
+            uniq = props.get(PROP_UNIQ_KEY)
+        bad = check_record_size(len(body), len(t.name_bytes), len(pb), self.commit_log.max_record_size)
+        if bad is not None:
+            return bad
+        born_host = self.store_host
+        if m.born_host:
+            try:
+                born_host = _host_bytes(m.born_host)
+            except (codec.CodecError, ValueError):
+                return PutResult.refused(PutReason.BAD_FIELD, f"born_host {m.born_host!r} is not ipv4:port")
+        if self.topics.topics.get(t.name) is not t:
+            t, bad = self.create_topic_for_put(m.topic)
+            if bad is not None:
+                return bad
+        ik = None
+        if self.index is not None and (m.keys or uniq):
+            ik = index_keys(t.name, m.keys, uniq)
+        # index, body, topic, properties, queue_id, born_timestamp_ms, born_host, flag, sys_flag,
+        # reconsume_times, prepared_transaction_offset, body_crc, tags_hash, index_keys, uniq_key, tail_crc
+        return (i, body, t, pb, m.queue_id, m.born_timestamp_ms or now, born_host, m.flag, m.sys_flag,
+                m.reconsume_times, m.prepared_transaction_offset, crc32(body) & 0x7FFFFFFF,
+                tags_hash(tags) if tags else 0, ik, uniq, codec.tail_crc(t.name_bytes, pb))
+
+    def append(self, prepared: list[tuple], results: list, now: int) -> list[PutResult]:
+        """The common second half of the puts: append the prepared messages under the put lock,
+        dispatch them, wait for the flush (SYNC_FLUSH), fill in ``results``."""
+        host = self.store_host
+        out: list = []
+        units: dict = {}
+        index_items: list = []
+        failure: AppendError | None = None
+        with self.put_lock:
+            why = self.refusal()
+            if why is not None:
+                refused = PutResult.refused(*why)
+                for p in prepared:
+                    results[p[0]] = refused
+                return results
+            last = self.segments.last
+            try:
+                self.commit_log.append(prepared, now, out, units, index_items)
+            except AppendError as e:
+                failure = e
+            if out:
+                self.dispatcher.dispatch_batch(units, index_items, now, out[0][1], self.segments.max_offset)
+                end = out[-1][1] + out[-1][2]
+            if failure is None:
+                self.segment_error = None
+                if self.segments.last is not last:
+                    # a new segment took its space (segments are preallocated: the usage moves only
+                    # here and at deletion): measure now, so a directory that reached the warning
+                    # ratio refuses the next put instead of filling up before the next disk check
+                    self.disk.refresh()
+        status, error, reason = PutStatus.PUT_OK, None, None
+        if out and self.group_commit is not None:
+            timeout_ms = self.config.sync_flush_timeout_ms
+            if not self.group_commit.wait_durable(end, timeout_ms / 1000):
+                status, reason = PutStatus.FLUSH_DISK_TIMEOUT, PutReason.FLUSH_TIMEOUT
+                error = f"appended, but not on disk within sync_flush_timeout_ms={timeout_ms}"
+        new, cls = _new, PutResult
+        for i, phys, size, qid, qoff, uniq in out:
+            results[i] = new(cls, (status, phys, qid, qoff, size, now, error, uniq, host, reason))
+        if failure is not None and not isinstance(failure.cause, OSError):
+            text = f"message could not be encoded: {failure.cause!r}"
+            log.error("%s", text)
+            refused = PutResult.refused(PutReason.ENCODE_FAILED, text)
+            for p in prepared[len(out):]:
+                results[p[0]] = refused
+            failure = None
+        if failure is not None:
+            self._segment_failed(failure, prepared[len(out):], results)
+        return results
+
+    def _segment_failed(self, failure: AppendError, left: list[tuple], results: list) -> None:
+        """No segment could be made for ``left``: no room is a refusal like DISK_FULL (clients
+        retry elsewhere); other errors say so (CREATE_MAPPED_FILE_FAILED)."""
+        full = getattr(failure.cause, "errno", None) == errno.ENOSPC
+        text = f"{'disk full: ' if full else ''}cannot create a commit-log segment: {failure.cause}"
+        self.segment_error = text
+        log.error("%s", text)
+        try:
+            self.check_disk()          # the flags follow at once, not at the next check
+        except OSError:
+            pass
+        if full and self.disk.refusal:
+            text = self.disk.refusal   # names the directories and how full they are
+        refused = PutResult.refused(PutReason.DISK_FULL if full else PutReason.WRITE_ERROR, text)
+        for p in left:
+            results[p[0]] = refused
+
+    # Topics --------------------------------------------------------------------------
+    def create_topic(self, name: str, queue_count: int) -> TopicState:
+        """Create a topic or grow its queue count (ValueError: not a topic name, no queue)."""
+        with self.put_lock:
+            t = self.topics.create(name, queue_count)
+            bind_queues(self.queues, t)
+        return t
+
+    def create_topic_for_put(self, topic: str) -> tuple[TopicState | None, PutResult | None]:
+        """Auto-creation: (the topic, None), or (None, the PutResult saying why it could not be saved)."""
+        try:
+            with self.put_lock:      # created only if still unknown: never grows a topic made meanwhile
+                if self.topics.get(topic) is None:
+                    bind_queues(self.queues, self.topics.create(topic, self.config.default_queue_count))
+        except OSError as e:
+            return None, PutResult.refused(PutReason.TOPIC_CREATE_FAILED, f"cannot save topic {topic!r}: {e}")
+        return self.topics.get(topic), None

@@ -1,0 +1,197 @@
+"""MessageStore's lifecycle (StoreState) and its one rule for calls made while it is not
+running: calls that answer with a status answer SERVICE_NOT_AVAILABLE (puts with a typed
+reason), every other call raises StoreNotRunning. Every public method is tried before
+start, after shutdown, after kill and after a failed start."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+from tidemq.io import LockedError
+from tidemq.store import (GetStatus, Message, MessageStore, PutReason, PutStatus, StoreError, StoreNotRunning,
+                          StoreState)
+from tidemq.testing.faulty_io import FaultyFileIO
+
+from .conftest import small_config
+
+# the calls that answer with a status, and how they answer it
+STATUS_CALLS = {
+    "put": lambda s: [s.put(Message("T", b"x"))],
+    "put_batch": lambda s: s.put_batch([Message("T", b"x"), Message("T", b"y")]),
+    "put_encoded": lambda s: s.put_encoded("T", [(b"x", b"", 0, None, None)]),
+}
+GET_CALLS = {
+    "get": lambda s: s.get("G", "T", 0, 0),
+    "get_raw": lambda s: s.get_raw("T", 0, 0),
+}
+# the puts' verdict: answered, never raised
+VERDICT_CALLS = {
+    "put_refusal": lambda s: s.put_refusal(),
+    "write_refusal": lambda s: s.write_refusal(),
+    "refusal": lambda s: s.refusal,
+}
+# every other call raises StoreNotRunning
+RAISING_CALLS = {
+    "check": lambda s: s.check(),
+    "check_disk": lambda s: s.check_disk(),
+    "clean": lambda s: s.clean(),
+    "commitlog_max_offset": lambda s: s.commitlog_max_offset,
+    "commitlog_min_offset": lambda s: s.commitlog_min_offset,
+    "create_topic": lambda s: s.create_topic("T", 1),
+    "disk_status": lambda s: s.disk_status(),
+    "flush_queues": lambda s: s.flush_queues(),
+    "get_by_commitlog_offset": lambda s: s.get_by_commitlog_offset(0),
+    "max_offset": lambda s: s.max_offset("T", 0),
+    "min_offset": lambda s: s.min_offset("T", 0),
+    "offset_for_timestamp": lambda s: s.offset_for_timestamp("T", 0, 0),
+    "query_by_key": lambda s: s.query_by_key("T", "k"),
+    "queue_count": lambda s: s.queue_count("T"),
+    "stats": lambda s: s.stats(),
+    "topic_names": lambda s: s.topic_names(),
+    "trigger_delete_expired": lambda s: s.trigger_delete_expired(),
+}
+# the lifecycle itself (its own rules, tested below)
+LIFECYCLE = {"start", "shutdown", "kill", "install_signal_handlers", "state"}
+
+
+def test_every_public_method_has_a_rule():
+    public = {n for n in vars(MessageStore) if not n.startswith("_")}
+    ruled = set(STATUS_CALLS) | set(GET_CALLS) | set(VERDICT_CALLS) | set(RAISING_CALLS) | LIFECYCLE
+    assert public == ruled, f"without a rule: {public - ruled}; gone: {ruled - public}"
+
+
+def assert_not_serving(s: MessageStore, reason: PutReason) -> None:
+    for name, call in STATUS_CALLS.items():
+        rs = call(s)
+        assert rs and all(r.status is PutStatus.SERVICE_NOT_AVAILABLE and r.reason is reason and r.error
+                          for r in rs), (name, rs)
+    for name, call in GET_CALLS.items():
+        assert call(s).status is GetStatus.SERVICE_NOT_AVAILABLE, name
+    assert s.put_refusal()[0] is reason and s.write_refusal() == s.put_refusal()[1] == s.refusal
+    for name, call in RAISING_CALLS.items():
+        with pytest.raises(StoreNotRunning) as ei:
+            call(s)
+        assert ei.value.state is s.state and ei.value.call == name, name
+        assert isinstance(ei.value, StoreError) and name in str(ei.value)
+
+
+def serving(s: MessageStore) -> None:
+    """Every call answers normally on a running store."""
+    assert s.state is StoreState.RUNNING and s.refusal is None and s.put_refusal() is None
+    assert all(r.ok for name, call in STATUS_CALLS.items() for r in call(s))
+    assert all(call(s).status is GetStatus.FOUND for call in GET_CALLS.values())
+    for name, call in RAISING_CALLS.items():
+        call(s)
+
+
+def test_before_start(tmp_path):
+    s = MessageStore(small_config(tmp_path / "s"))
+    assert s.state is StoreState.NEW
+    assert_not_serving(s, PutReason.NOT_RUNNING)
+    assert s.refusal == "store not started"
+    s.shutdown()                                   # nothing to stop: nothing happens
+    s.kill()
+    assert s.state is StoreState.NEW
+    with pytest.raises(StoreNotRunning):
+        s.refusal = "a hold"                        # nothing to hold yet
+
+
+def test_running_then_after_shutdown(tmp_path):
+    s = MessageStore(small_config(tmp_path / "s")).start()
+    try:
+        serving(s)
+        assert s.stats()["state"] == "running"
+    finally:
+        s.shutdown()
+    assert s.state is StoreState.STOPPED
+    assert_not_serving(s, PutReason.NOT_RUNNING)
+    assert s.refusal == "store is stopped"
+    s.shutdown()                                   # twice is harmless
+    s.kill()
+    assert s.state is StoreState.STOPPED
+    with pytest.raises(StoreError, match="already stopped"):
+        s.start()                                  # a store starts once: make a new one
+
+
+def test_after_kill(tmp_path):
+    fio = FaultyFileIO()
+    s = MessageStore(small_config("/s"), fio=fio).start()
+    assert s.put(Message("T", b"x")).ok
+    s.kill()
+    assert s.state is StoreState.KILLED
+    assert_not_serving(s, PutReason.NOT_RUNNING)
+    assert s.refusal == "store was killed"
+    s.shutdown()                                   # does nothing: the killed store wrote nothing more
+    assert s.state is StoreState.KILLED
+
+
+def test_after_a_failed_start(tmp_path):
+    fio = FaultyFileIO()
+    fio.fail("open", errno.EIO, path_contains="checkpoint")
+    s = MessageStore(small_config("/s"), fio=fio)
+    with pytest.raises(OSError):
+        s.start()
+    assert s.state is StoreState.FAILED
+    assert_not_serving(s, PutReason.NOT_RUNNING)
+    assert s.refusal == "store failed to start"
+    with pytest.raises(StoreError, match="already failed"):
+        s.start()
+    s2 = MessageStore(small_config("/s"), fio=fio).start()     # the failed start let go of the root
+    try:
+        serving(s2)
+    finally:
+        s2.shutdown()
+
+
+def test_a_hold_refuses_puts_until_lifted(tmp_path):
+    s = MessageStore(small_config(tmp_path / "s")).start()
+    try:
+        s.refusal = "held by the test"
+        r = s.put(Message("T", b"x"))
+        assert r.status is PutStatus.SERVICE_NOT_AVAILABLE and r.error == "held by the test"
+        s.refusal = None
+        assert s.put(Message("T", b"x")).ok
+    finally:
+        s.shutdown()
+
+
+def test_context_manager(tmp_path):
+    with MessageStore(small_config(tmp_path / "s")) as s:
+        assert s.state is StoreState.RUNNING
+        assert s.put(Message("T", b"x")).ok
+    assert s.state is StoreState.STOPPED
+
+
+# The root lock through the FileIO seam ----------------------------------------------------------
+
+def test_a_second_store_on_the_same_root_is_refused_on_the_in_memory_file_system():
+    fio = FaultyFileIO()
+    s = MessageStore(small_config("/s"), fio=fio).start()
+    try:
+        other = MessageStore(small_config("/s"), fio=fio)
+        with pytest.raises(LockedError, match="in use"):
+            other.start()
+        assert other.state is StoreState.FAILED
+        assert s.put(Message("T", b"still mine")).ok
+        elsewhere = MessageStore(small_config("/t"), fio=fio).start()      # another root is another lock
+        elsewhere.shutdown()
+    finally:
+        s.shutdown()
+    again = MessageStore(small_config("/s"), fio=fio).start()            # free once the first shut down
+    again.shutdown()
+
+
+def test_a_killed_store_keeps_its_lock_until_its_process_is_gone():
+    fio = FaultyFileIO()
+    s = MessageStore(small_config("/s"), fio=fio).start()
+    s.kill()
+    with pytest.raises(LockedError):
+        MessageStore(small_config("/s"), fio=fio).start()
+    survivor = fio.after_crash()                    # the process died: the kernel drops its locks
+    s2 = MessageStore(small_config("/s"), fio=survivor).start()
+    try:
+        assert s2.recovery is not None and s2.put(Message("T", b"after")).ok
+    finally:
+        s2.shutdown()
