@@ -11,7 +11,7 @@ import pytest
 
 from tidemq.client import Producer, PullConsumer
 
-from ..broker.test_send_e2e import SMALL, make_topic
+from ..support.brokers import SMALL, make_topic
 
 
 def bodies(rs):
