@@ -7,7 +7,7 @@ import signal
 import pytest
 
 from ..support.brokers import SMALL, make_topic, stored, topic_end
-from ..support.official import REQUEST_TIMEOUT_S, msg, receive_all, receive_some
+from ..support.official import REQUEST_TIMEOUT_S, msg, receive_all, receive_some, start
 from ..support.wait import PATIENCE_S, wait_until
 
 
@@ -134,9 +134,8 @@ def test_push_consumer_consumes_everything(tmp_path, broker_factory, clients):
                     done.set()
             return ConsumeResult.SUCCESS
 
-    pc = PushConsumer(ClientConfiguration(b.endpoint, Credentials(), request_timeout=REQUEST_TIMEOUT_S), "pushers",
-                      Listener(), {"Pushed": FilterExpression()})
-    pc.startup()
+    pc = start(lambda: PushConsumer(ClientConfiguration(b.endpoint, Credentials(), request_timeout=REQUEST_TIMEOUT_S),
+                                    "pushers", Listener(), {"Pushed": FilterExpression()}))
     try:
         assert done.wait(PATIENCE_S), f"push consumer saw {len(seen)} of {len(ids)}"
     finally:
@@ -249,9 +248,8 @@ def test_fifo_push_consumer_keeps_order_and_forwards_a_failing_message_to_the_dl
                     done.set()
             return ConsumeResult.FAILURE if body == "A-1" else ConsumeResult.SUCCESS
 
-    pc = PushConsumer(ClientConfiguration(b.endpoint, Credentials(), request_timeout=REQUEST_TIMEOUT_S),
-                      "ordered-push", Listener(), {"OrderedPush": FilterExpression()})
-    pc.startup()
+    pc = start(lambda: PushConsumer(ClientConfiguration(b.endpoint, Credentials(), request_timeout=REQUEST_TIMEOUT_S),
+                                    "ordered-push", Listener(), {"OrderedPush": FilterExpression()}))
     try:
         assert pc.fifo, "the Telemetry settings said subscription.fifo"
         assert done.wait(PATIENCE_S), f"consumed so far: {consumed}"

@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 
 from ..support.brokers import SMALL, make_topic
-from ..support.official import REQUEST_TIMEOUT_S, msg
+from ..support.official import REQUEST_TIMEOUT_S, msg, start
 from ..support.wait import PATIENCE_S, wait_until
 
 # renewed when less than 59 s of its 60 s are left: about every second, for the client that has it
@@ -68,9 +68,8 @@ def test_a_slow_push_listener_gets_its_message_renewed_and_no_redelivery(tmp_pat
                     done.set()
             return ConsumeResult.SUCCESS
 
-    pc = PushConsumer(ClientConfiguration(b.endpoint, Credentials(), request_timeout=REQUEST_TIMEOUT_S), group,
-                      Listener(), {"Slow": FilterExpression()})
-    pc.startup()
+    pc = start(lambda: PushConsumer(ClientConfiguration(b.endpoint, Credentials(), request_timeout=REQUEST_TIMEOUT_S),
+                                    group, Listener(), {"Slow": FilterExpression()}))
     try:
         assert pc.fifo == (group == "slow-fifo")
         assert done.wait(PATIENCE_S), f"consumed so far: {consumed}"

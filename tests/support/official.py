@@ -37,6 +37,40 @@ def msg(topic, body, tag=None, keys=None, group=None, props=None):
     return m
 
 
+def telemetry_open(client) -> bool:
+    """Whether an official client has its Telemetry stream to the broker (its settings, the
+    broker's commands: orphan checks, FIFO settings of push consumers)."""
+    return any(ch.telemetry_stream_stream_call is not None for ch in client.rpc_client.channels.values())
+
+
+def start(make, attempts: int = 3):
+    """``make()`` -> an official client (Producer, SimpleConsumer, PushConsumer), started, with its
+    Telemetry stream open.
+
+    rocketmq-python-client 5.x has a startup race of its own: it starts the first route query on
+    its I/O loop and then adds the query's done-callback; when the query has already finished by
+    then (the starting thread was descheduled: a busy CPU), the callback runs in the starting
+    thread, which has no asyncio loop, so the Telemetry stream is never made ("create
+    stream_steam_call ... no current event loop in thread 'MainThread'" in its log) and a push
+    consumer fails with "failed to receive initial settings from server within 10s". Only that
+    is tried again, with a new client; any other failure is raised as it is."""
+    for _ in range(attempts):
+        c = make()
+        try:
+            c.startup()
+        except Exception as e:  # noqa: BLE001 - told apart just below
+            if "failed to receive initial settings" not in f"{e} {e.__context__}":
+                raise
+        else:
+            if telemetry_open(c):
+                return c
+        try:
+            c.shutdown()
+        except Exception:  # noqa: BLE001 - a client that did not start
+            pass
+    raise AssertionError(f"the official client did not start with a Telemetry stream in {attempts} attempts")
+
+
 def receive_all(consumer, want, invisible_s=LONG_INVISIBLE_S, timeout_s=PATIENCE_S):
     """Receive until ``want`` messages came, asking each time for at most the ones still missing
     (a long poll answers as soon as there is something); AssertionError if they did not come
@@ -69,16 +103,14 @@ def clients():
         from rocketmq import ClientConfiguration, Credentials, Producer
         conf = ClientConfiguration(endpoint, Credentials(), request_timeout=int(request_timeout_s))   # an int: it
         # becomes a protobuf Duration's seconds
-        p = Producer(conf, tuple(topics)) if checker is None else Producer(conf, tuple(topics), checker)
-        p.startup()
+        p = start(lambda: Producer(conf, tuple(topics)) if checker is None else Producer(conf, tuple(topics), checker))
         made.append(p)
         return p
 
     def consumer(endpoint, group, topic, await_s=1, request_timeout_s=REQUEST_TIMEOUT_S):
         from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
-        c = SimpleConsumer(ClientConfiguration(endpoint, Credentials(), request_timeout=int(request_timeout_s)), group,
-                           {topic: FilterExpression("*")}, await_duration=await_s)
-        c.startup()
+        conf = ClientConfiguration(endpoint, Credentials(), request_timeout=int(request_timeout_s))
+        c = start(lambda: SimpleConsumer(conf, group, {topic: FilterExpression("*")}, await_duration=await_s))
         made.append(c)
         return c
 
