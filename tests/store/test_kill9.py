@@ -41,6 +41,22 @@ def read_acked(p, n: int) -> list[str]:
     return lines
 
 
+def end_child(p, sig, lines: list[str]) -> tuple[dict[int, int], str]:
+    """Signal the child, read the rest of what it printed (through the same buffered stream the
+    first lines came from: communicate() would read the pipe beneath it and lose, or cut, what
+    readline() had buffered already); {id: commit-log offset} of every whole line, and stderr."""
+    p.send_signal(sig)
+    rest = p.stdout.read()
+    err = p.stderr.read()
+    p.wait(timeout=PATIENCE_S)
+    acked = {}
+    for line in (*lines, *rest.splitlines(keepends=True)):
+        if line.endswith("\n") and line.strip():        # a put's line is written whole, or not at all
+            i, off = line.split()
+            acked[int(i)] = int(off)
+    return acked, err
+
+
 def read_all(root):
     """All messages of topic Kill9: id -> list of commit-log offsets (exactly once means one)."""
     store = MessageStore(config(root)).start()
@@ -74,12 +90,8 @@ def test_kill9_loses_no_acknowledged_message(tmp_path):
         try:
             lines = read_acked(p, rng.randint(20, 400))
         finally:
-            p.send_signal(signal.SIGKILL)
-        out, _err = p.communicate(timeout=PATIENCE_S)
-        for line in lines + out.splitlines():      # every line was printed after its put returned PUT_OK
-            if line.strip():
-                i, off = line.split()
-                acked[int(i)] = int(off)
+            got, _err = end_child(p, signal.SIGKILL, lines)
+        acked.update(got)                            # every line was printed after its put returned PUT_OK
         seen, rec = read_all(root)
         recoveries.append(rec)
         assert rec.abnormal, "a killed process leaves the abort file: recovery must be abnormal"
@@ -100,11 +112,10 @@ def test_sigterm_shuts_down_cleanly(tmp_path):
     try:
         lines = read_acked(p, 50)
     finally:
-        p.send_signal(signal.SIGTERM)
-    out, err = p.communicate(timeout=PATIENCE_S)
+        got, err = end_child(p, signal.SIGTERM, lines)
     assert p.returncode == 128 + signal.SIGTERM, err
     assert not os.path.exists(os.path.join(root, "abort")), "clean shutdown removes the abort file"
-    acked = {int(line.split()[0]) for line in lines + out.splitlines() if line.strip()}
+    acked = set(got)
     assert len(acked) >= 50
     seen, rec = read_all(root)
     assert not rec.abnormal
