@@ -6,6 +6,8 @@ import pytest
 
 from tidemq.protocol.stubs import pb, sgrpc, spb
 
+from ..support.wait import PATIENCE_S
+
 
 @pytest.fixture
 def stub(tmp_path, broker_factory):
@@ -23,13 +25,13 @@ UNARY = ["QueryRoute", "Heartbeat", "SendMessage", "AckMessage", "ChangeInvisibl
 @pytest.mark.parametrize("rpc", UNARY)
 def test_unary_rpcs_answer_a_status_for_an_empty_request(stub, rpc):
     req = getattr(spb, f"{rpc}Request")()
-    resp = getattr(stub, rpc)(req, timeout=5)
+    resp = getattr(stub, rpc)(req, timeout=30)
     assert resp.status.code != 0, f"{rpc} answered code 0"
 
 
 @pytest.mark.parametrize("rpc", ["ReceiveMessage", "PullMessage"])
 def test_streaming_rpcs_answer_a_status_and_end(stub, rpc):
-    resps = list(getattr(stub, rpc)(getattr(spb, f"{rpc}Request")(), timeout=5))
+    resps = list(getattr(stub, rpc)(getattr(spb, f"{rpc}Request")(), timeout=30))
     assert resps and resps[0].status.code not in (0, pb.Code.OK)
     assert resps[0].status.code in (pb.Code.TOPIC_NOT_FOUND, pb.Code.ILLEGAL_CONSUMER_GROUP)  # names nothing
 
@@ -38,22 +40,22 @@ def test_forged_and_malformed_receipt_handles_are_invalid(stub):
     for handle in ("nonsense", "T:0:0:1:0123456789abcdef"):
         r = stub.AckMessage(spb.AckMessageRequest(group=pb.Resource(name="G"), topic=pb.Resource(name="T"),
                                                   entries=[spb.AckMessageEntry(message_id="m", receipt_handle=handle)]),
-                            timeout=5)
+                            timeout=30)
         assert r.status.code == pb.Code.INVALID_RECEIPT_HANDLE
         r = stub.ChangeInvisibleDuration(spb.ChangeInvisibleDurationRequest(
             group=pb.Resource(name="G"), topic=pb.Resource(name="T"), receipt_handle=handle,
-            invisible_duration={"seconds": 5}, message_id="m"), timeout=5)
+            invisible_duration={"seconds": 5}, message_id="m"), timeout=30)
         assert r.status.code == pb.Code.INVALID_RECEIPT_HANDLE and r.receipt_handle == handle
 
 
 def test_send_of_malformed_messages(stub):
     r = stub.SendMessage(spb.SendMessageRequest(messages=[pb.Message(topic=pb.Resource(name="bad topic!"),
-                                                                     body=b"x")]), timeout=5)
+                                                                     body=b"x")]), timeout=30)
     assert r.status.code == pb.Code.ILLEGAL_TOPIC and len(r.entries) == 1
     r = stub.SendMessage(spb.SendMessageRequest(messages=[pb.Message(topic=pb.Resource(name="T"), body=b"")]),
-                         timeout=5)
+                         timeout=30)
     assert r.status.code == pb.Code.MESSAGE_BODY_EMPTY
-    r = stub.SendMessage(spb.SendMessageRequest(), timeout=5)
+    r = stub.SendMessage(spb.SendMessageRequest(), timeout=30)
     assert r.status.code == pb.Code.BAD_REQUEST
 
 
@@ -66,9 +68,9 @@ def test_telemetry_answers_settings_and_stays_open(stub):
     def requests():
         yield spb.TelemetryCommand(settings=settings)
         yield spb.TelemetryCommand(settings=settings)
-        done.wait(10)                 # the client keeps the stream open until it is done
+        done.wait(PATIENCE_S)         # the client keeps the stream open until it is done
 
-    stream = stub.Telemetry(requests(), timeout=20)
+    stream = stub.Telemetry(requests(), timeout=PATIENCE_S)
     for _ in range(2):
         r = next(stream)
         assert r.status.code == pb.Code.OK

@@ -4,7 +4,6 @@ not served, and a TLS client that does not trust the certificate is refused."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -13,22 +12,10 @@ import pytest
 
 from tidemq.protocol.stubs import Code, pb, sgrpc, spb
 
-from .conftest import _HOME, REPO
-from .protection.test_auth_e2e import AUTH
-from .produce.test_send_message_e2e import make_topic
 
 
-@pytest.fixture
-def certificate(tmp_path):
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command is not installed")
-    key, cert = str(tmp_path / "key.pem"), str(tmp_path / "cert.pem")
-    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                        "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost",
-                        "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-                       capture_output=True, text=True, timeout=30)
-    assert r.returncode == 0, r.stderr
-    return cert, key
+from ..support.auth import AUTH
+from ..support.brokers import CLIENT_HOME, REPO, make_topic
 
 
 def test_official_client_over_tls(tmp_path, broker_factory, certificate):
@@ -38,8 +25,8 @@ def test_official_client_over_tls(tmp_path, broker_factory, certificate):
     b = broker_factory(root, env={**AUTH, "TIDEMQ_TLS_CERT_FILE": cert, "TIDEMQ_TLS_KEY_FILE": key})
 
     child = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "tls_client.py"), b.endpoint,
-                            "Tls"], capture_output=True, text=True, timeout=120, cwd=REPO,
-                           env=dict(os.environ, HOME=_HOME, GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=cert))
+                            "Tls"], capture_output=True, text=True, timeout=240, cwd=REPO,
+                           env=dict(os.environ, HOME=CLIENT_HOME, GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=cert))
     assert child.returncode == 0, child.stderr[-3000:]
     out = json.loads(child.stdout.strip().splitlines()[-1])
     assert sorted(out["received"]) == sorted(out["sent"]) and len(out["sent"]) == 3
@@ -51,7 +38,7 @@ def test_official_client_over_tls(tmp_path, broker_factory, certificate):
     with open(cert, "rb") as f:
         trusted = grpc.ssl_channel_credentials(root_certificates=f.read())
     with grpc.secure_channel(b.endpoint, trusted) as ch:
-        assert sgrpc.MessagingServiceStub(ch).QueryRoute(route, metadata=md, timeout=5).status.code == Code.OK
+        assert sgrpc.MessagingServiceStub(ch).QueryRoute(route, metadata=md, timeout=30).status.code == Code.OK
     with grpc.insecure_channel(b.endpoint) as ch:           # plaintext: no gRPC answer at all
         with pytest.raises(grpc.RpcError) as e:
             sgrpc.MessagingServiceStub(ch).QueryRoute(route, metadata=md, timeout=3)

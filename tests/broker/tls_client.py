@@ -11,7 +11,7 @@ import sys
 
 def main(endpoint: str, topic: str) -> None:
     from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
-    conf = ClientConfiguration(endpoint, Credentials("tidemq-ak", "s3cret-sk"), request_timeout=5)
+    conf = ClientConfiguration(endpoint, Credentials("tidemq-ak", "s3cret-sk"), request_timeout=30)
     p = Producer(conf, (topic,), tls_enable=True)
     p.startup()
     c = SimpleConsumer(conf, "tls-group", {topic: FilterExpression("*")}, await_duration=1, tls_enable=True)

@@ -7,9 +7,7 @@ from click.testing import CliRunner
 
 from tidemq.cli.main import cli
 
-from ..broker.conftest import broker_factory  # noqa: F401
-from ..broker.protection.test_auth_e2e import AUTH
-from ..broker.test_tls_e2e import certificate  # noqa: F401  (fixture)
+from ..support.auth import AUTH
 
 
 def run(args):

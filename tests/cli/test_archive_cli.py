@@ -9,12 +9,12 @@ import pytest
 
 from tidemq.store import Message, MessageStore, StoreConfig
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(900)
 
 
 def archive_cli(*args):
     return subprocess.run([sys.executable, "-m", "tidemq.cli.main", "archive", *args], capture_output=True,
-                          text=True, timeout=240, env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1"))
+                          text=True, timeout=600, env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1"))
 
 
 def test_archive_writes_parquet_and_the_manifest(tmp_path):

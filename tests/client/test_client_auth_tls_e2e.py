@@ -9,9 +9,8 @@ import pytest
 from tidemq.protocol.stubs import Code
 from tidemq.client import ClientError, Producer, PullConsumer
 
-from ..broker.protection.test_auth_e2e import AUTH
-from ..broker.produce.test_send_message_e2e import make_topic
-from ..broker.test_tls_e2e import certificate  # noqa: F401  (fixture)
+from ..support.auth import AUTH
+from ..support.brokers import make_topic
 
 KEYS = {"access_key": "tidemq-ak", "secret_key": "s3cret-sk"}
 

@@ -8,7 +8,7 @@ import pytest
 from tidemq.client import ClientError, Producer, PullConsumer
 from tidemq.protocol.stubs import pb
 
-from ..broker.produce.test_send_message_e2e import SMALL, make_topic, stored
+from ..support.brokers import SMALL, make_topic, stored
 
 
 def pull_all(c, topic, n_queues, batch=100):

@@ -1,9 +1,12 @@
 """PullConsumer.iter_records against `tidemq serve`: every record once and in order with pulls
-under way, bounded by `end` or the queue's end, a long poll at the end woken by a send, a
-broker killed mid-stream raising at the next result, and an iterator carried over a fork."""
+under way, bounded by `end` or the queue's end, polls at the end going on until a send brings
+the rest, an iterator carried over a fork (with gRPC's fork support on), a broker killed
+mid-stream raising at the next result."""
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 
 import grpc
@@ -11,7 +14,8 @@ import pytest
 
 from tidemq.client import Producer, PullConsumer
 
-from ..broker.produce.test_send_message_e2e import SMALL, make_topic
+from ..support.brokers import REPO, SMALL, make_topic
+from ..support.wait import PATIENCE_S
 
 
 def bodies(rs):
@@ -35,17 +39,12 @@ def test_prefetched_pulls_in_order_bounds_wait_and_fork(tmp_path, broker_factory
         assert bodies([next(it)]) == sent[2990:]
         threading.Timer(0.3, lambda: p.send_batch("P", [b"late-0", b"late-1"])).start()
         assert bodies(it) == [b"late-0", b"late-1"]
-        # forked with pulls under way: the child asks again on a channel of its own
-        it = c.iter_records("P", 0, 0, 3000, max_count=100, prefetch=2)
-        first = next(it)
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os._exit(0 if bodies([first, *it]) == sent else 1)
-            except BaseException:
-                os._exit(2)
-        assert bodies([first, *it]) == sent
-        assert os.waitpid(pid, 0)[1] == 0
+        # forked with pulls under way: the child asks again on a channel of its own (in a process
+        # of its own, with gRPC's fork support on: see tests/support/fork_child.py)
+        child = subprocess.run([sys.executable, "-m", "tests.support.fork_child", b.endpoint, "P", "3000"],
+                               capture_output=True, text=True, timeout=PATIENCE_S, cwd=REPO,
+                               env=dict(os.environ, GRPC_ENABLE_FORK_SUPPORT="1"))
+        assert child.returncode == 0, child.stdout + child.stderr[-3000:]
         # the broker dies mid-stream: the error comes where the iteration gets to it
         it = c.iter_records("P", 0, 0, max_count=10, prefetch=2)
         next(it)

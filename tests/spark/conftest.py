@@ -5,7 +5,7 @@ import tempfile
 
 import pytest
 
-from tests.brokers import brokers
+from ..support.brokers import SMALL, brokers
 
 _HOME = tempfile.mkdtemp(prefix="tidemq-spark-home-")
 
@@ -20,23 +20,9 @@ def spark():
     s.stop()
 
 
-# small segments and index: the defaults preallocate 2 GiB of segments and 400 MiB of index per store
-SMALL = {"TIDEMQ_SEGMENT_SIZE_BYTES": str(4 << 20), "TIDEMQ_INDEX_SLOTS": "1000", "TIDEMQ_INDEX_ENTRIES": "4000"}
-
-
 @pytest.fixture
 def broker(tmp_path):
     """A broker on a fresh, small store (auto-created topics unless args say otherwise)."""
     with brokers(str(tmp_path / "store"), _HOME, ("--auto-create-topics",)) as start:
         yield lambda root=None, env=None, args=None: start(root, {**SMALL, **(env or {})}, args)
-
-
-def rows_by_position(df):
-    """Rows as comparable dicts ordered by (topic, queue, offset); maps as sorted item lists."""
-    out = []
-    for r in df.collect():
-        d = r.asDict()
-        d["properties"] = sorted((d["properties"] or {}).items())
-        out.append(d)
-    return sorted(out, key=lambda d: (d["topic"], d["queue_id"], d["queue_offset"]))
 

@@ -14,9 +14,8 @@ import pytest
 from tidemq.spark import archive
 from tidemq.store import Message, PutStatus, StoreConfig
 
-from ..tmpfs import can_mount, env  # noqa: F401  (fixtures)
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(900)
 MIB = 1 << 20
 PAD = b"." * 2000
 

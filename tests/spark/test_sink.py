@@ -6,7 +6,9 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
-pytestmark = pytest.mark.timeout(300)
+from ..support.spark import fill_through_broker
+
+pytestmark = pytest.mark.timeout(900)
 
 
 def read(spark, endpoint, topic):
@@ -67,7 +69,6 @@ def test_a_refused_send_fails_the_write_clearly(spark, broker):
 
 
 def test_a_stream_from_one_topic_to_another_copies_each_message_once(spark, broker, tmp_path):
-    from .test_source import fill_through_broker
     b = broker()
     fill_through_broker(b.endpoint, topic="In", batches=1, per=200)
     ck = str(tmp_path / "checkpoint")
@@ -78,7 +79,7 @@ def test_a_stream_from_one_topic_to_another_copies_each_message_once(spark, brok
              .selectExpr("body", "tags", "keys", "msg_id")
              .writeStream.format("tidemq").option("endpoints", b.endpoint).option("topic", "Copy")
              .option("checkpointLocation", ck).trigger(availableNow=True).start())
-        assert q.awaitTermination(180) and q.exception() is None
+        assert q.awaitTermination(600) and q.exception() is None
 
     copy()
     fill_through_broker(b.endpoint, topic="In", batches=1, per=100)

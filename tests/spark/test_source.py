@@ -9,21 +9,9 @@ import pytest
 from tidemq.config import StoreConfig
 from tidemq.store import Message, MessageStore
 
-from .conftest import rows_by_position
+from ..support.spark import fill_through_broker, rows_by_position
 
-pytestmark = pytest.mark.timeout(300)
-
-
-def fill_through_broker(endpoint, topic="Orders", batches=4, per=250):
-    from tidemq.client import Producer
-    with Producer(endpoint) as p:
-        for b in range(batches):
-            n0 = b * per
-            p.send_batch(topic, [b"order-%d" % (n0 + i) * (1 + i % 5) for i in range(per)],
-                         tags=[f"t{i % 3}" if i % 4 else None for i in range(per)],
-                         keys=[[f"k{n0 + i}", "x"] if i % 2 else [] for i in range(per)],
-                         properties=[{"n": str(n0 + i), "note": "ünï ✓"} if i % 3 else {} for i in range(per)])
-    return batches * per
+pytestmark = pytest.mark.timeout(900)
 
 
 def load(spark, **options):

@@ -2,9 +2,9 @@
 
 import pytest
 
-from .test_source import fill_through_broker
+from ..support.spark import fill_through_broker
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(900)
 
 
 def run_available_now(spark, endpoint, out, checkpoint, **options):
@@ -13,7 +13,7 @@ def run_available_now(spark, endpoint, out, checkpoint, **options):
         r = r.option(k, v)
     q = (r.load().writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(checkpoint))
          .trigger(availableNow=True).start())
-    assert q.awaitTermination(180), "the availableNow query did not finish"
+    assert q.awaitTermination(600), "the availableNow query did not finish"
     assert q.exception() is None
     return q
 

@@ -1,39 +1,14 @@
-"""Shared fixtures for the store tests: small configurations and stores that are
-always shut down."""
+"""Shared fixtures for the store tests: small configurations and stores that are always shut
+down, on the real file system or in memory (FaultyFileIO)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tidemq.config import KIB
-from tidemq.io import OsFileIO
+from tidemq.io import ManualClock
 from tidemq.store import MessageStore, StoreConfig
 
-# Small sizes: every store a test makes is cheap to create, fill and delete.
-SMALL = dict(
-    segment_size_bytes=64 * KIB,
-    index_slots=1000,
-    index_entries=4000,
-    consume_queue_units_per_segment=64,
-    preallocate_next_segment=False,
-)
-
-
-def small_config(root, **overrides) -> StoreConfig:
-    """A StoreConfig under ``root`` with the small test sizes (overrides win)."""
-    values = dict(SMALL)
-    values.update(overrides)
-    return StoreConfig(root_dir=str(root), **values)
-
-
-class NoSyncFileIO(OsFileIO):
-    """The real file system without fsync: for tests where durability is not the subject."""
-
-    def fsync(self, handle) -> None:
-        pass
-
-    def fsync_dir(self, path: str) -> None:
-        pass
+from ..support.store import NoSyncFileIO, small_config
 
 
 @pytest.fixture
@@ -72,3 +47,22 @@ def nosync_fio() -> NoSyncFileIO:
 def store(make_config, open_store) -> MessageStore:
     """A started store with the small sizes on the real file system."""
     return open_store(make_config())
+
+
+@pytest.fixture
+def stores():
+    """stores(cfg, fio, clock=None) -> a started store (default clock: a ManualClock); every one is
+    shut down after the test, including those a test broke on purpose (killed, crashed)."""
+    made: list[MessageStore] = []
+
+    def start(cfg, fio, clock=None) -> MessageStore:
+        s = MessageStore(cfg, fio=fio, clock=clock or ManualClock())
+        made.append(s)
+        return s.start()
+
+    yield start
+    for s in reversed(made):
+        try:
+            s.shutdown()
+        except Exception:       # noqa: BLE001 - a store a test broke on purpose
+            pass

@@ -14,6 +14,9 @@ from tidemq.io import DiskUsage, OsFileIO
 from tidemq.store import GetStatus, Message, PutStatus, codec
 from tidemq.store.codec import FIXED_OVERHEAD, REC_BLANK, REC_OK, check_record, record_size
 from tidemq.store.mapped_file import segment_name
+from tidemq.testing.faulty_io import FaultyFileIO
+
+from ..support.store import memory_config
 
 SEG = 64 * 1024
 # tidemq appends a record CRC to every record's properties (see codec.py)
@@ -273,3 +276,16 @@ def test_restart_after_a_segment_filled_exactly(make_config, open_store):
     assert bytes(s2.segments.segments[0].buf[SEG - 8:SEG]) == struct.pack(">i", 8) + BLANK_MAGIC_BYTES
     assert [m.body[:1] for m in s2.get("G", "T", 0, 0).messages] == [b"\x01", b"n"]
     assert s2.check().ok
+
+
+def test_the_last_segment_in_a_readonly_directory_is_not_written(stores):
+    """readonly_commitlog_dirs are read, never written: when the log's last segment lies in one,
+    the next append starts a segment in a writable directory."""
+    fio = FaultyFileIO()
+    s = stores(memory_config(commitlog_dirs=("/old",)), fio)
+    assert s.put(Message("T", b"a")).ok
+    s.shutdown()
+    s = stores(memory_config(commitlog_dirs=("/new",), readonly_commitlog_dirs=("/old",)), fio)
+    r = s.put(Message("T", b"b"))
+    assert r.ok
+    assert s.segments.find(r.commitlog_offset).directory == "/new"

@@ -3,16 +3,20 @@ bounded open file handles, truncation, reads across files."""
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 
 import pytest
 
 from tidemq.io import OsFileIO
-from tidemq.store import GetStatus, Message
+from tidemq.store import GetStatus, Message, StoreError
 from tidemq.store.codec import tags_hash
 from tidemq.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue, HandleCache
 from tidemq.store.mapped_file import segment_name
+from tidemq.testing.faulty_io import FaultyFileIO
+
+from ..support.store import NothingUnsyncedSurvives, memory_config
 
 UNITS = 16
 
@@ -248,3 +252,83 @@ def test_ten_thousand_queues_with_bounded_open_files(make_config, open_store, no
     assert len(s.queues.handles._open) <= OPEN_MAX
     s.shutdown()
     assert fd_count() <= before + 1
+
+
+# Durability of the units (in memory, FaultyFileIO: power loss) -------------------------------
+
+def test_a_failed_fsync_leaves_every_dirty_file_dirty_for_the_next_round(stores):
+    """One file's fsync fails in a queue-flush round: that file and every dirty file after it are
+    fsynced in the next round before its checkpoint claims them; after a power loss every
+    acknowledged (SYNC_FLUSH) message keeps its unit."""
+    cfg = memory_config(flush_disk_type="SYNC_FLUSH")         # 16 units per consume-queue file
+    fio = FaultyFileIO()
+    s = stores(cfg, fio)
+    for i in range(10):
+        assert s.put(Message("T", b"m%d" % i)).ok
+    s.flush_queues()
+    for i in range(10, 20):                                    # units 10..15 in file 0, 16..19 in file 1
+        assert s.put(Message("T", b"m%d" % i)).ok              # acknowledged: durable in the log
+    fio.fail("fsync", errno.EIO, "consumequeue/T/0/" + "0" * 20, times=1)
+    faults = fio.stats.faults_raised
+    try:
+        s.flush_queues()                                       # the queue-flush round that meets the EIO
+    except OSError:
+        pass
+    assert fio.stats.faults_raised == faults + 1, "the fsync failed"
+    s.flush_queues()                                           # next round: succeeds, writes the checkpoint
+    s.kill()
+    fio = fio.after_power_loss(NothingUnsyncedSurvives())
+    s = stores(cfg, fio)
+    assert s.max_offset("T", 0) == 20, "units of acknowledged messages lost"
+    g = s.get("g", "T", 0, 0, max_count=32)
+    assert [m.body for m in g.messages] == [b"m%d" % i for i in range(20)]
+
+
+def test_a_dirty_mark_is_made_under_the_lock_the_flush_swaps_the_set_under(stores):
+    """A file marked dirty outside the lock could land in the set a concurrent flush already took
+    and never be fsynced, while the next checkpoint covers its units."""
+    cfg = memory_config(flush_disk_type="SYNC_FLUSH")
+    fio = FaultyFileIO()
+    s = stores(cfg, fio)
+    for i in range(16):                                # units 0..15 fill consume-queue file 0
+        assert s.put(Message("T", b"m%d" % i)).ok
+    cq = s.queues.get("T", 0)
+    assert cq._dirty == {0}                            # file 0 waits for the next queue flush
+    marks = []
+
+    class MustHoldTheLock(set):
+        def add(self, x):
+            assert cq._lock.locked(), "dirty mark made outside the lock flush() swaps the set under"
+            marks.append(x)
+            super().add(x)
+
+    cq._dirty = MustHoldTheLock({0})
+    assert s.put(Message("T", b"m16")).ok              # unit 16 opens file 1; acknowledged (SYNC_FLUSH)
+    assert marks == [16], "the put marked its file (the one from unit 16) dirty"
+    s.flush_queues()                                   # next round: the checkpoint covers m16
+    s.kill()
+    fio = fio.after_power_loss(NothingUnsyncedSurvives())
+    s = stores(cfg, fio)
+    assert s.max_offset("T", 0) == 17, "the unit of an acknowledged message was never fsynced"
+
+
+def test_changed_units_per_segment_is_refused_or_keeps_every_message(stores):
+    """consume_queue_units_per_segment changed between runs (segment_size_bytes is checked the
+    same way): a clear refusal, or every message still reachable."""
+    fio = FaultyFileIO()
+    s = stores(memory_config(consume_queue_units_per_segment=16), fio)
+    for i in range(40):
+        assert s.put(Message("T", b"m%d" % i)).ok
+    s.shutdown()
+    try:
+        s = stores(memory_config(consume_queue_units_per_segment=32), fio)
+    except StoreError:
+        return                                  # a clear refusal is fine
+    got, off = [], 0
+    while off < s.max_offset("T", 0):
+        g = s.get("g", "T", 0, off, max_count=32)
+        got += [m.body for m in g.messages]
+        if g.next_offset <= off:
+            break
+        off = g.next_offset
+    assert got == [b"m%d" % i for i in range(40)], f"{40 - len(got)} messages unreachable"

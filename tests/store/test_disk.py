@@ -1,5 +1,6 @@
 """Disk thresholds, flags, placement, cleanup and forecast with a fake disk and a fake clock."""
 
+import errno
 import os
 import time
 
@@ -8,6 +9,9 @@ import pytest
 from tidemq.io import DiskUsage, ManualClock, OsFileIO
 from tidemq.store import GetStatus, Message, MessageStore, PutStatus, StoreConfig
 from tidemq.store.disk import DirState
+from tidemq.testing.faulty_io import FaultyFileIO
+
+from ..support.store import MEMORY_ROOT, memory_config
 
 SEG = 64 * 1024
 GB = 1 << 30
@@ -297,3 +301,21 @@ def test_forecast_answers_when_to_add_disk(env):
     fio.percent[dirs[0]] = 76
     s.check_disk()
     assert s.disk_status()["forecast"]["seconds_until_percent"]["75"] == 0
+
+
+def test_one_transient_eio_does_not_refuse_writes_until_a_restart(stores):
+    """A single EIO while a segment is made fails that put; the directory passes the next disk
+    checks and writes go on, no restart."""
+    fio = FaultyFileIO()
+    s = stores(memory_config(segment_size_bytes=8 * 1024), fio)
+    for _ in range(100):
+        fio.fail("fsync_dir", errno.EIO, MEMORY_ROOT + "/commitlog", times=1)   # armed for the next segment
+        r = s.put(Message("T", b"x" * 1000))
+        fio.clear_faults()
+        if not r.ok:
+            break
+    assert not r.ok, "a segment creation met the EIO"
+    for _ in range(3):
+        s.check_disk()                          # the disk-check service runs: the directory is fine
+    r = s.put(Message("T", b"y"))
+    assert r.ok, r.error

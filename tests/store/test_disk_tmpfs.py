@@ -26,7 +26,6 @@ import logging
 import os
 import random
 import struct
-import subprocess
 import threading
 import time
 from collections import Counter
@@ -36,9 +35,13 @@ from click.testing import CliRunner
 
 from tidemq.cli.main import cli
 from tidemq.config import MIB
+from tidemq.io import ManualClock
 from tidemq.store import GetStatus, Message, MessageStore, PutStatus, StoreConfig
 from tidemq.store.disk import DirState
 from tidemq.store.mapped_file import parse_segment_name
+
+from ..support.tmpfs import mounted, run
+from ..support.wait import PATIENCE_S
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
                                 reason="mounting tmpfs needs root")
@@ -46,9 +49,6 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
 SEG = 1 * MIB
 BODY_PAD = b"p" * (1024 - 8)
 TOPIC = "T"
-
-
-from ..tmpfs import Env, _mounted, _mounts_under, _run, can_mount, env  # noqa: F401  (fixtures)
 
 
 # Helpers --------------------------------------------------------------------------------
@@ -61,9 +61,10 @@ def fs_usage(d: str) -> tuple[int, int, int, float]:
     return used + free, used, free, 100.0 * used / (used + free)
 
 
-def not_now_hour() -> str:
-    """A delete_when hour the test cannot run in: only the space trigger deletes."""
-    return "%02d" % ((time.localtime().tm_hour + 12) % 24)
+def not_now_hour(now_ms: float | None = None) -> str:
+    """A delete_when hour the test cannot run in (by the store's clock): only the space trigger deletes."""
+    t = time.time() if now_ms is None else now_ms / 1000
+    return "%02d" % ((time.localtime(t).tm_hour + 12) % 24)
 
 
 def store_config(root, dirs, **kw) -> StoreConfig:
@@ -289,13 +290,11 @@ def test_four_times_the_disk_with_short_retention(env, tmp_path, preallocate):
     refused_since: float | None = None
     cursor = 0
     cursor_statuses: Counter = Counter()
-    deadline = time.monotonic() + 40
     batches = 0
     try:
         while w.ok_bytes < 4 * cap:
             batches += 1
-            assert batches < 20_000 and time.monotonic() < deadline, \
-                f"bounded: {batches} batches, {w.ok_bytes / MIB:.0f} MiB accepted, {w.statuses}"
+            assert batches < 20_000, f"bounded: {batches} batches, {w.ok_bytes / MIB:.0f} MiB accepted, {w.statuses}"
             rs = w.put()
             kinds = {r.status for r in rs}
             assert kinds <= {PutStatus.PUT_OK, PutStatus.SERVICE_NOT_AVAILABLE}, \
@@ -341,7 +340,8 @@ def test_four_times_the_disk_with_short_retention(env, tmp_path, preallocate):
                     assert rnd.triggers == ["space"], rnd.triggers
     finally:
         reader.stop.set()
-        reader.join(10)
+        reader.join(PATIENCE_S)
+    assert not reader.is_alive() and reader.statuses, "the reader ran and stopped"
     assert not reader.errors, reader.errors[:5]
     assert w.statuses[PutStatus.CREATE_MAPPED_FILE_FAILED] == 0
     assert refused > 0 and episodes, "the test must reach the warning ratio"
@@ -383,11 +383,11 @@ def _make_read_only(d: str) -> str:
     """Remount read-only. A plain `remount,ro` is refused (EBUSY) while the store holds
     segments open for writing, so then a read-only bind mount goes on top of the directory:
     every new open through the path fails with EROFS, the open segments stay mapped."""
-    r = _run("mount", "-o", "remount,ro", d)
+    r = run("mount", "-o", "remount,ro", d)
     if r.returncode == 0:
         return "remount,ro"
-    assert _run("mount", "--bind", d, d).returncode == 0
-    r = _run("mount", "-o", "remount,bind,ro", d)
+    assert run("mount", "--bind", d, d).returncode == 0
+    r = run("mount", "-o", "remount,bind,ro", d)
     assert r.returncode == 0, r.stderr
     return "read-only bind mount"
 
@@ -414,7 +414,7 @@ def test_directory_lost_under_a_running_store_goes_offline_once(env, tmp_path, c
     old_in_lost = [mf.start_offset for mf in s.segments.segments if mf.directory == lost]
     assert old_in_lost
     if how == "umount-lazy":
-        r = _run("umount", "-l", lost)
+        r = run("umount", "-l", lost)
         assert r.returncode == 0, r.stderr
         detail = "lazy unmount"
     else:
@@ -430,16 +430,16 @@ def test_directory_lost_under_a_running_store_goes_offline_once(env, tmp_path, c
         assert st[other]["state"] == "writable"
         assert s.write_refusal() is None, "the other directory takes the writes"
         n = len(s.segments)
-        t0 = time.monotonic()
-        while len(s.segments) < n + 3:         # the sealed segment and new ones, all in the other directory
+        for _ in range(200):                   # the sealed segment and new ones, all in the other directory
+            if len(s.segments) >= n + 3:
+                break
             rs = w.put()
             assert all(r.ok for r in rs), rs[0]
-            assert time.monotonic() - t0 < 20
+        assert len(s.segments) >= n + 3
         for _ in range(3):
-            s.check_disk()
+            s.check_disk()                     # what every round of the disk-check service does
             s.clean()
             assert s.cleaner.last.deleted == [], s.cleaner.last.as_dict()
-        time.sleep(1.2)                        # one more round of the disk-check service
     lines = [r for r in caplog.records if r.levelno >= logging.ERROR and lost in r.getMessage()]
     assert len(lines) == 1, [r.getMessage() for r in lines]
     assert "offline" in lines[0].getMessage()
@@ -486,10 +486,10 @@ def test_directory_lost_under_a_running_store_goes_offline_once(env, tmp_path, c
         # the disk is writable again; the files the warnings name are removed: a restart takes it back
         s.shutdown()
         if detail == "remount,ro":
-            assert _run("mount", "-o", "remount,rw", lost).returncode == 0
+            assert run("mount", "-o", "remount,rw", lost).returncode == 0
         else:
-            assert _run("umount", lost).returncode == 0      # the read-only bind mount on top
-        assert _mounted(lost) and "rw" in _mount_options(lost)
+            assert run("umount", lost).returncode == 0      # the read-only bind mount on top
+        assert mounted(lost) and "rw" in _mount_options(lost)
         for f in left:
             os.unlink(os.path.join(lost, f))
         s2 = env.open(cfg)
@@ -547,16 +547,16 @@ def test_disk_status_fields_and_cli(env, tmp_path):
     hours of retention possible). Then `tidemq disk --json` on the stopped store prints it."""
     a, b = env.tmpfs("cla", 16), env.tmpfs("clb", 16)
     root = tmp_path / "root"
-    cfg = store_config(root, [a, b])
-    s = env.open(cfg)
+    clock = ManualClock()                # the forecast's rates: measured over the clock's time
+    cfg = store_config(root, [a, b], delete_when=not_now_hour(clock.now_ms()))
+    s = env.open(cfg, clock=clock)
     w = Writer(s)
     while len(s.segments) < 4:           # two segments in each directory
         w.put()
-    time.sleep(0.6)                      # the ingest rate needs two measurements 0.5 s apart
-    s.check_disk()
-    for _ in range(8):                   # a few MB/s: the ratios are seconds away, not instants
+    s.check_disk()                       # (the disk-check service measures too: on this clock, at the same time)
+    for _ in range(8):                   # 64 batches of 64 KiB in 1.6 s: ~2.6 MB/s, the ratios are seconds away
         w.put()
-        time.sleep(0.075)
+    clock.advance(1.6)
     s.check_disk()
     st = s.disk_status()
     dirs = {d["path"]: d for d in st["directories"]}

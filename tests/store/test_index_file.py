@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 
 import pytest
 
 from tidemq.io import ManualClock, OsFileIO
-from tidemq.store import Message
+from tidemq.store import Message, index_file
 from tidemq.store.index_file import ENTRY, HEADER, IndexFile, IndexService, index_file_size, key_hash
 from tidemq.store.mapped_file import parse_segment_name
+from tidemq.testing.faulty_io import FaultyFileIO
+
+from ..support.store import MEMORY_ROOT, NothingUnsyncedSurvives, memory_config
 
 T0 = 1_700_000_000_000
 
@@ -231,3 +235,82 @@ def test_put_many_writes_what_put_writes_and_rolls_files(tmp_path):
     finally:
         for d in (one, many):
             d.close()
+
+
+# Durability and concurrency (in memory, FaultyFileIO) --------------------------------------
+
+def test_a_failed_index_fsync_keeps_the_file_dirty_until_one_succeeds(stores):
+    """The fsync fails: the file stays dirty, the next round fsyncs it before its checkpoint
+    claims the index durable; after a power loss every acknowledged key is found."""
+    cfg = memory_config(flush_disk_type="SYNC_FLUSH")
+    fio = FaultyFileIO()
+    s = stores(cfg, fio)
+    for i in range(5):
+        assert s.put(Message("T", b"m%d" % i, keys=[f"k{i}"])).ok
+    s.flush_queues()
+    for i in range(5, 10):
+        assert s.put(Message("T", b"m%d" % i, keys=[f"k{i}"])).ok
+    fio.fail("fsync", errno.EIO, MEMORY_ROOT + "/index/", times=1)
+    faults = fio.stats.faults_raised
+    try:
+        s.flush_queues()
+    except OSError:
+        pass
+    assert fio.stats.faults_raised == faults + 1, "the index fsync failed"
+    s.flush_queues()                                  # succeeds: checkpoint says the index is durable
+    s.kill()
+    fio = fio.after_power_loss(NothingUnsyncedSurvives())
+    s = stores(cfg, fio)
+    assert [i for i in range(10) if not s.query_by_key("T", f"k{i}")] == []
+
+
+def test_query_by_key_racing_the_cleanup_of_an_index_file(stores, monkeypatch):
+    """The cleanup deletes (unmaps) an index file while a lookup walks the files: the lookup holds
+    them, it answers instead of raising."""
+    clock = ManualClock()
+    s = stores(memory_config(segment_size_bytes=8 * 1024, index_slots=16, index_entries=16), FaultyFileIO(), clock)
+    i = 0
+    while len(s.segments) < 4:
+        assert s.put(Message("T", b"x" * 1000, keys=[f"k{i}"])).ok
+        i += 1
+    assert len(s.index.files) == 2
+    clock.advance(73 * 3600)
+    s.trigger_delete_expired()
+    real = index_file.IndexFile.lookup
+    cleaned = []
+
+    def lookup_racing_clean(self, *a):
+        if not cleaned:                         # the clean service's round runs between two index files
+            s.clean()
+            cleaned.append(len(s.index.files))
+        return real(self, *a)
+
+    monkeypatch.setattr(index_file.IndexFile, "lookup", lookup_racing_clean)
+    s.query_by_key("T", f"k{i - 1}")
+    assert cleaned and cleaned[0] < 2, "the cleanup deleted an index file during the lookup"
+
+
+def test_query_by_key_while_a_colliding_key_is_indexed(stores, monkeypatch):
+    """put() stores the slot before it raises the entry count: a lookup in between must still walk
+    the chain to the older entries of that slot."""
+    slots = 16
+    s = stores(memory_config(index_slots=slots), FaultyFileIO())
+    other = next(f"n{i}" for i in range(10_000) if key_hash(f"T#n{i}") % slots == key_hash("T#old") % slots)
+    assert s.put(Message("T", b"acknowledged long ago", keys=["old"])).ok
+    real = index_file.SLOT
+    seen = []
+
+    class SlotThenReader:
+        size = real.size
+
+        def unpack_from(self, *a):
+            return real.unpack_from(*a)
+
+        def pack_into(self, *a):
+            real.pack_into(*a)
+            if not seen:                        # the writer is preempted here; a reader runs
+                seen.append(s.query_by_key("T", "old"))
+
+    monkeypatch.setattr(index_file, "SLOT", SlotThenReader())
+    assert s.put(Message("T", b"new", keys=[other])).ok
+    assert seen and len(seen[0]) == 1, "the old, acknowledged message was not found"

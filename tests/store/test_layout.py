@@ -11,7 +11,7 @@ from tidemq.store import Message, MessageStore, layout
 from tidemq.store.commit_log import read_sealed
 from tidemq.testing.faulty_io import FaultyFileIO
 
-from .conftest import small_config
+from ..support.store import small_config
 
 
 def test_segment_names_are_20_digits_and_parse_back():

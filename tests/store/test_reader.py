@@ -1,7 +1,10 @@
 """StoreReader (the read path) on its own, and how MessageStore answers reads when it is not running."""
 
-from tidemq.store import GetStatus, Message, MessageStore
+from tidemq.store import GetStatus, Message, MessageStore, codec
 from tidemq.store.reader import StoreReader
+from tidemq.testing.faulty_io import FaultyFileIO
+
+from ..support.store import MEMORY_ROOT, memory_config
 
 
 def test_a_reader_built_from_the_parts_reads_what_the_store_reads(store):
@@ -83,3 +86,27 @@ def test_get_raw_skips_what_cleanup_removed(make_config, open_store):
     assert g.status is GetStatus.OFFSET_TOO_SMALL and g.next_offset == mn
     g = s.get_raw("T", 0, mn)
     assert g.status is GetStatus.FOUND and _records(g)[0].queue_offset == mn
+
+
+def test_get_over_a_kept_corrupt_record_answers_a_status(stores):
+    """A record recovery kept although invalid (corruption below the durable offset): a get from
+    before it answers with the messages around it, never a CodecError."""
+    cfg = memory_config()
+    fio = FaultyFileIO()
+    s = stores(cfg, fio)
+    rs = [s.put(Message("T", b"m%02d" % i + b"x" * 200)) for i in range(30)]
+    s.shutdown()
+    fio.files[MEMORY_ROOT + "/commitlog/" + "0" * 20].data[rs[10].commitlog_offset + 4] ^= 0xFF   # MAGIC bit rot
+    s = stores(cfg, fio)
+    assert s.recovery.problems                   # kept and reported, as designed
+    g = s.get("g", "T", 0, 0, max_count=32)
+    assert len(g.messages) >= 10
+
+
+def test_two_requested_tags_with_the_same_hash_are_both_served(stores):
+    assert codec.tags_hash("Aa") == codec.tags_hash("BB")
+    s = stores(memory_config(), FaultyFileIO())
+    s.put(Message("T", b"1", tags="Aa"))
+    s.put(Message("T", b"2", tags="BB"))
+    g = s.get("g", "T", 0, 0, tags=["Aa", "BB"])
+    assert [m.body for m in g.messages] == [b"1", b"2"]

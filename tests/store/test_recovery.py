@@ -2,12 +2,15 @@
 checkpoint fallbacks, self-healing dispatch errors."""
 
 import errno
+import random
 
 import pytest
 
-from tidemq.store import GetStatus, Message, MessageStore, PutStatus, StoreConfig
-from tidemq.store.checkpoint import SLOT_BYTES, Checkpoint
+from tidemq.io import DiskUsage
+from tidemq.store import GetStatus, Message, MessageStore, PutStatus, StoreConfig, StoreError
 from tidemq.testing.faulty_io import FaultyFileIO
+
+from ..support.store import MEMORY_ROOT, memory_config
 
 ROOT = "/r"
 
@@ -132,23 +135,6 @@ def test_lost_index_directory_is_rebuilt_from_the_log():
         s.shutdown()
 
 
-def test_torn_checkpoint_falls_back_to_the_older_slot():
-    fio = FaultyFileIO()
-    cp = Checkpoint(fio, "/cp")
-    fio.makedirs("/")
-    cp.open()
-    cp.update(physic_offset=111, logics_offset=100, index_offset=90)
-    cp.flush()
-    cp.update(physic_offset=222, logics_offset=200, index_offset=190)
-    cp.flush()
-    h = fio.open("/cp")
-    slot = cp._seq % 2                 # the newest slot: tear it
-    fio.pwrite(h, b"\xff" * 20, slot * SLOT_BYTES + 10)
-    cp2 = Checkpoint(fio, "/cp")
-    st = cp2.open()
-    assert cp2.valid and st.physic_offset == 111 and st.dispatch_safe_offset == 90
-
-
 def test_consume_queue_write_errors_refuse_puts_then_heal_by_themselves():
     fio = FaultyFileIO()
     s = start(fio, dispatch_write_retries_max=2)
@@ -224,3 +210,100 @@ def test_crash_during_segment_roll(crash_at):
     finally:
         s.shutdown()
     assert len(acked) == 20
+
+
+# The index and consume queues rebuilt; missing tail segments -------------------------------
+
+def test_an_emptied_index_directory_is_rebuilt_from_the_log(stores):
+    cfg = memory_config()
+    fio = FaultyFileIO()
+    s = stores(cfg, fio)
+    for i in range(10):
+        assert s.put(Message("T", b"m%d" % i, keys=[f"k{i}"])).ok
+    assert len(s.query_by_key("T", "k3")) == 1
+    s.shutdown()
+    removed = [p for p in fio.files if p.startswith(MEMORY_ROOT + "/index/")]
+    assert removed
+    for p in removed:
+        fio.unlink(p)                                          # index/ is still there, empty
+    s = stores(cfg, fio)
+    assert [len(s.query_by_key("T", f"k{i}")) for i in range(10)] == [1] * 10
+
+
+def test_keys_of_acknowledged_messages_survive_power_loss(stores):
+    """The index header page can reach the disk before its slot and entry pages: recovery re-indexes
+    from the checkpoint, not from the header's end offset (seeded power losses)."""
+    cfg = memory_config(flush_disk_type="SYNC_FLUSH", index_slots=2048)   # slots span pages 0-1, entries page 2
+    lost = {}
+    for seed in range(10):
+        fio = FaultyFileIO()
+        s = stores(cfg, fio)
+        for i in range(5):
+            assert s.put(Message("T", b"m%d" % i, keys=[f"k{i}"])).ok
+        s.flush_queues()                                      # checkpoint: index durable up to here
+        for i in range(5, 10):
+            assert s.put(Message("T", b"m%d" % i, keys=[f"k{i}"])).ok   # acknowledged, durable in the log
+        s.kill()
+        fio = fio.after_power_loss(random.Random(seed))
+        s = stores(cfg, fio)
+        assert len(s.get("g", "T", 0, 0).messages) == 10      # the messages themselves are there
+        missing = [i for i in range(10) if not s.query_by_key("T", f"k{i}")]
+        s.shutdown()
+        if missing:
+            lost[seed] = missing
+    assert not lost, f"keys not found after power loss (seed: message numbers): {lost}"
+
+
+def test_lost_consume_queues_are_rebuilt_past_a_kept_corrupt_record(stores):
+    """A record recovery kept although invalid (below the durable offset) does not end the rebuild:
+    every message after it is reachable again."""
+    cfg = memory_config()
+    fio = FaultyFileIO()
+    s = stores(cfg, fio)
+    rs = [s.put(Message("T", b"m%02d" % i + b"x" * 200)) for i in range(30)]
+    s.shutdown()
+    fio.files[MEMORY_ROOT + "/commitlog/" + "0" * 20].data[rs[10].commitlog_offset + 4] ^= 0xFF   # MAGIC bit rot
+    fio.remove_tree(MEMORY_ROOT + "/consumequeue")
+    s = stores(cfg, fio)
+    assert s.recovery.consume_queues_rebuilt_all
+    assert s.commit_log.max_offset == rs[-1].commitlog_offset + rs[-1].size      # nothing was cut
+    assert s.max_offset("T", 0) >= 29, (f"rebuilt queue ends at {s.max_offset('T', 0)}: messages after the "
+                                        f"corrupt record 10 are unreachable")
+
+
+class TwoDisks(FaultyFileIO):
+    """/b reports more free space once prefer_b is set (placement then picks it)."""
+    prefer_b = False
+
+    def disk_usage(self, path):
+        u = super().disk_usage(path)
+        if self.prefer_b and path.startswith("/b"):
+            return DiskUsage(u.total_bytes, u.used_bytes // 2, u.total_bytes - u.used_bytes // 2)
+        return u
+
+
+def test_start_with_missing_tail_segments_is_refused_or_keeps_every_acknowledged_message(stores):
+    """The newest segments are missing at start (their directory is not mounted): a clear refusal,
+    never a silently shorter log whose offsets would be reused."""
+    cfg = memory_config(commitlog_dirs=("/a", "/b"), segment_size_bytes=8 * 1024, flush_disk_type="SYNC_FLUSH")
+    fio = TwoDisks()
+    s = stores(cfg, fio)
+    acked = 0
+    while len(s.segments) < 2:
+        assert s.put(Message("T", b"x" * 1000)).ok
+        acked += 1
+    fio.prefer_b = True
+    while len(s.segments) < 3:
+        assert s.put(Message("T", b"y" * 1000)).ok
+        acked += 1
+    assert s.segments.last.directory == "/b"
+    s.shutdown()
+    fio.remove_tree("/b")                    # the disk behind /b is not mounted at the next start
+    fio.prefer_b = False
+    try:
+        s = stores(cfg, fio)
+    except StoreError:
+        return                               # refusing to start with a clear error is fine
+    assert s.max_offset("T", 0) == acked, (
+        f"started silently with {s.max_offset('T', 0)} of {acked} acknowledged messages; "
+        f"recovery: {s.recovery.summary()}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import errno
 import os
-import time
 
 import pytest
 
@@ -13,6 +12,8 @@ from tidemq.io import DiskUsage, OsFileIO
 from tidemq.store.mapped_file import segment_name
 from tidemq.store.segment_queue import SegmentQueue
 from tidemq.store.types import StoreError
+
+from ..support.wait import wait_until
 
 SIZE = 64 * 1024
 GB = 1 << 30
@@ -236,21 +237,12 @@ def test_no_room_for_a_segment_is_enospc(queues, tmp_path):
     assert os.listdir(a) == [] and os.listdir(b) == []
 
 
-def wait_for(cond, timeout=5.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.005)
-    return cond()
-
-
 def test_preallocated_next_segment_is_used(queues, tmp_path):
     d = str(tmp_path / "cl")
     q = queues(OsFileIO(), [d], SIZE, preallocate=True)
     q.load()
     q.new_segment(0)
-    assert wait_for(lambda: q._next is not None)
+    wait_until(lambda: q._next is not None, "the next segment to be made ahead")
     premade = q._next
     assert premade.start_offset == SIZE
     assert os.path.exists(os.path.join(d, segment_name(SIZE)))
@@ -265,7 +257,7 @@ def test_preallocated_segment_goes_where_its_own_placement_says(queues, tmp_path
     fio.free[b] = 90 * GB
     first = q.new_segment(0)
     assert first.directory == b
-    assert wait_for(lambda: q._next is not None)
+    wait_until(lambda: q._next is not None, "the next segment to be made ahead")
     assert q._next.directory == b and q._next.start_offset == SIZE
 
 
@@ -274,7 +266,7 @@ def test_unused_preallocated_segment_is_removed_at_stop(tmp_path):
     q = SegmentQueue(OsFileIO(), [d], SIZE, preallocate=True)
     q.load()
     q.new_segment(0)
-    assert wait_for(lambda: q._next is not None)
+    wait_until(lambda: q._next is not None, "the next segment to be made ahead")
     q.close()
     assert os.listdir(d) == [segment_name(0)]
 

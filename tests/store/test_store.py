@@ -11,10 +11,14 @@ import zlib
 import pytest
 
 from tidemq.store import GetStatus, Message, MessageStore, PutStatus, StoreConfig
-from tidemq.io import LockedError, ManualClock
+from tidemq.io import LockedError, ManualClock, OsFileIO
 from tidemq.store import codec
 from tidemq.store.codec import encode_host, offset_msg_id, parse_offset_msg_id
 from tidemq.store.mapped_file import segment_name
+from tidemq.testing.faulty_io import FaultyFileIO
+
+from ..support.store import memory_config
+from ..support.wait import PATIENCE_S
 
 T0 = 1_700_000_000_000
 USER_PROPS_MAX = getattr(codec, "USER_PROPERTIES_MAX_BYTES", codec.PROPERTIES_MAX_BYTES)
@@ -639,7 +643,8 @@ def test_readers_never_see_a_half_written_record(make_config, open_store):
     finally:
         done.set()
         for t in readers:
-            t.join(30)
+            t.join(PATIENCE_S)
+    assert not any(t.is_alive() for t in readers)
     assert not errors, errors
     assert seen[0] == total
     assert len(s.segments) > 2
@@ -678,3 +683,66 @@ def test_stats(store):
     assert st["commitlog_max_offset"] == store.commitlog_max_offset > 0
     assert st["topics"] == 1 and st["queues"] == 8
     assert st["write_refusal"] is None
+
+
+# Bad numbers in a batch; reads around shutdown ----------------------------------------------
+
+def test_an_out_of_range_field_in_a_batch_is_message_illegal_and_the_queue_stays_dense(stores):
+    s = stores(memory_config(), FaultyFileIO())
+    assert s.put(Message("T", b"a", queue_id=0)).ok
+    rs = s.put_batch([Message("T", b"b", queue_id=0), Message("T", b"c", queue_id=0, flag=1 << 31)])
+    assert rs[0].status is PutStatus.PUT_OK and rs[1].status is PutStatus.MESSAGE_ILLEGAL
+    # the queue keeps working and its offsets stay dense
+    r = s.put(Message("T", b"d", queue_id=0))
+    assert r.ok and r.queue_offset == 2
+    g = s.get("g", "T", 0, 0)
+    assert g.status is GetStatus.FOUND and [m.body for m in g.messages] == [b"a", b"b", b"d"]
+
+
+def test_a_float_queue_id_is_message_illegal(stores):
+    s = stores(memory_config(default_queue_count=2), FaultyFileIO())
+    rs = s.put_batch([Message("T", b"a", queue_id=0), Message("T", b"b", queue_id=1.0)])
+    assert rs[0].ok and rs[1].status is PutStatus.MESSAGE_ILLEGAL
+    assert s.put(Message("T", b"c", queue_id=0)).queue_offset == 1
+
+
+def test_a_get_racing_shutdown_answers_without_raising(tmp_path, monkeypatch):
+    """Shutdown runs (to its end) while a reader is inside get(), holding a segment: segments,
+    consume-queue handles and index files are closed only once no reader uses them."""
+    s = MessageStore(memory_config(root_dir=str(tmp_path / "store")), fio=OsFileIO(), clock=ManualClock()).start()
+    try:
+        for i in range(5):
+            assert s.put(Message("T", b"m%d" % i)).ok
+        real = codec.decode_record
+        fired = []
+
+        def decode_then_shutdown(buf, pos, size=None):
+            if not fired:                       # the reader holds the segment; another thread shuts down
+                fired.append(1)
+                t = threading.Thread(target=s.shutdown)
+                t.start()
+                t.join()
+            return real(buf, pos, size)
+
+        monkeypatch.setattr(codec, "decode_record", decode_then_shutdown)
+        s.get("g", "T", 0, 0)
+        assert fired == [1], "the shutdown ran while the get was reading"
+    finally:
+        s.shutdown()
+
+
+def test_a_get_after_shutdown_neither_skips_nor_leaks(tmp_path):
+    """A broker still draining after the store stopped: the answer tells no consumer to skip
+    messages, and no descriptor is opened for it."""
+    s = MessageStore(memory_config(root_dir=str(tmp_path / "store")), fio=OsFileIO(), clock=ManualClock()).start()
+    try:
+        for i in range(5):
+            assert s.put(Message("T", b"m%d" % i)).ok
+    finally:
+        s.shutdown()
+    fds = len(os.listdir("/proc/self/fd"))
+    g = s.get("g", "T", 0, 0)
+    leaked = len(os.listdir("/proc/self/fd")) - fds
+    assert not (g.status is GetStatus.MESSAGE_WAS_REMOVING and g.next_offset > 0), \
+        f"a stopped store tells the consumer to skip to {g.next_offset}: {g}"
+    assert leaked == 0, f"{leaked} descriptor(s) opened by a get on a stopped store"

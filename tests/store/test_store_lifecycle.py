@@ -14,7 +14,7 @@ from tidemq.store import (GetStatus, Message, MessageStore, PutReason, PutStatus
                           StoreState)
 from tidemq.testing.faulty_io import FaultyFileIO
 
-from .conftest import small_config
+from ..support.store import small_config
 
 # the calls that answer with a status, and how they answer it
 STATUS_CALLS = {

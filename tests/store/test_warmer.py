@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import mmap
 import os
-import time
 
 import pytest
 
@@ -21,7 +20,8 @@ from tidemq.store.segment_queue import SegmentQueue
 from tidemq.store.warmer import BLOCKED_WAIT_S, SegmentWarmer
 from tidemq.testing.faulty_io import FaultyFileIO
 
-from ..tmpfs import can_mount, env  # noqa: F401  (fixtures)
+from ..support.wait import PATIENCE_S, wait_until
+
 
 SEG = 256 * KIB
 AHEAD = 64 * KIB
@@ -55,10 +55,7 @@ def queue(tmp_path):
 
 
 def wait_premade(q: SegmentQueue) -> None:
-    deadline = time.monotonic() + 10
-    while q._next is None:
-        assert time.monotonic() < deadline, q.last_alloc_error
-        time.sleep(0.005)
+    wait_until(lambda: q._next is not None, f"the next segment to be made ahead ({q.last_alloc_error})")
 
 
 def test_runs_ahead_of_the_writer_and_stops_at_the_segment_end(queue):
@@ -253,12 +250,10 @@ def fill(store, n: int, body: bytes = b"x" * 1000) -> None:
 def test_the_store_warms_in_the_background_and_stops(tmp_path, open_store):
     s = open_store(small(tmp_path))
     fill(s, 40)                                 # ~650 KiB: rolls twice
-    deadline = time.monotonic() + 10
-    while s.stats()["warm"]["bytes_warmed_total"] < s.stats()["commitlog_max_offset"]:
-        assert time.monotonic() < deadline, s.stats()["warm"]
-        fill(s, 1)
-        time.sleep(0.01)
+    # the writer stops: the warmer gets a whole window ahead of the log's end (into the pre-made segment)
+    wait_until(lambda: s.stats()["warm"]["warm_ahead_bytes"] > SEG - 4096, "the warmer to run a window ahead")
     st = s.stats()["warm"]
+    assert st["bytes_warmed_total"] >= SEG - 4096
     assert st["enabled"] and st["populate_mode"] == "madvise" and st["errors_total"] == 0
     assert st["ahead_bytes"] == SEG             # 1 MiB asked, a segment at most
     report = s.check()
@@ -278,7 +273,8 @@ def test_disabled(tmp_path, open_store):
 def test_in_memory_file_io_turns_it_off(tmp_path, open_store):
     s = open_store(small(tmp_path, root_dir="/store"), fio=FaultyFileIO())
     fill(s, 4)
-    s.warmer._thread.join(timeout=10)
+    s.warmer._thread.join(PATIENCE_S)            # it stops by itself: nothing to populate
+    assert not s.warmer._thread.is_alive()
     assert s.warmer.unsupported and s.stats()["warm"]["populate_mode"] == "none"
 
 

@@ -18,7 +18,7 @@ from tidemq.store.writer import (StoreWriter, check_body, check_numbers, check_p
 from tidemq.store.topics import TopicState
 from tidemq.testing.faulty_io import FaultyFileIO
 
-from .conftest import small_config
+from ..support.store import small_config
 
 
 def writer_of(s: MessageStore, **kw) -> StoreWriter:

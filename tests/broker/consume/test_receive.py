@@ -6,56 +6,12 @@ its invisible time is over, keeps that across a restart of the pop state; other 
 other groups are not held. ForwardMessageToDeadLetterQueue moves and acks.
 """
 
-import pytest
-
-from tidemq.broker.consume.receive import Consumption
-from tidemq.broker.consume.pop_state import PopState
 from tidemq.protocol.stubs import Code, pb, spb
-from tidemq.config import KIB, BrokerConfig
-from tidemq.io import ManualClock
-from tidemq.store import Message, MessageStore, StoreConfig
+
+from ...support.pop import ORDERED, ack, bodies, put
+from ...support.wait import PATIENCE_S
 
 INVISIBLE_MS = 10_000
-ORDERED = "ordered"
-
-
-@pytest.fixture
-def world(tmp_path):
-    root = str(tmp_path / "store")
-    store = MessageStore(StoreConfig(root_dir=root, segment_size_bytes=256 * KIB, index_slots=1000,
-                                     index_entries=4000, preallocate_next_segment=False)).start()
-    store.create_topic("T", 2)
-    clock = ManualClock()
-    made = []
-
-    def consumption(max_delivery_attempts=16, **settings):
-        pop = PopState(store.fio, root)
-        pop.open()
-        made.append(pop)
-        cfg = BrokerConfig(fifo_consumer_groups=(ORDERED,), max_delivery_attempts=max_delivery_attempts, **settings)
-        return Consumption(store, cfg, pop, clock=clock)
-
-    yield store, clock, consumption
-    for p in made:
-        p.close()
-    store.shutdown()
-
-
-def put(store, queue, *bodies):
-    for b in bodies:
-        r = store.put(Message(topic="T", body=b, queue_id=queue))
-        assert r.status.name == "PUT_OK"
-
-
-def bodies(msgs):
-    return [m.body for m in msgs]
-
-
-def ack(c, group, m):
-    r = c.ack(spb.AckMessageRequest(group=pb.Resource(name=group), topic=m.topic, entries=[
-        spb.AckMessageEntry(message_id=m.system_properties.message_id,
-                            receipt_handle=m.system_properties.receipt_handle)]))
-    assert r.status.code == Code.OK
 
 
 def test_a_queue_holds_its_next_message_while_one_is_in_flight(world):
@@ -170,33 +126,67 @@ def test_forward_with_a_forged_or_stale_handle_is_refused(world):
     assert forward(c, ORDERED, r.receipt_handle) == Code.OK
 
 
-def test_a_waiting_receive_of_a_fifo_group_wakes_up_on_the_ack_that_frees_its_queue(world):
-    import asyncio
-    import time
-
+def test_a_changed_invisible_time_is_the_one_that_counts_and_the_old_handle_is_stale(world):
     store, clock, consumption = world
     c = consumption()
+    put(store, 0, b"a0")
+    [a0] = c.pop_batch("g", "T", 1, INVISIBLE_MS, None)
+    old = a0.system_properties.receipt_handle
+
+    def change(handle, seconds):
+        return c.change_invisible(spb.ChangeInvisibleDurationRequest(
+            group=pb.Resource(name="g"), topic=pb.Resource(name="T"), receipt_handle=handle,
+            invisible_duration={"seconds": seconds}, message_id="m"))
+
+    r = change(old, 60)
+    assert r.status.code == Code.OK and r.receipt_handle != old
+    clock.advance(INVISIBLE_MS / 1000)
+    assert c.pop_batch("g", "T", 8, INVISIBLE_MS, None) == [], "lengthened: not back after the first time"
+    assert change(old, 60).status.code == Code.INVALID_RECEIPT_HANDLE, "the handle before the change is stale"
+    clock.advance(60 - INVISIBLE_MS / 1000 - 0.001)
+    assert c.pop_batch("g", "T", 8, INVISIBLE_MS, None) == []
+    clock.advance(0.001)
+    again = c.pop_batch("g", "T", 8, INVISIBLE_MS, None)
+    assert [(m.body, m.system_properties.delivery_attempt) for m in again] == [(b"a0", 2)]
+
+
+def test_a_waiting_receive_of_a_fifo_group_wakes_up_on_the_ack_that_frees_its_queue(world):
+    """The receive waits (long polling up to 10 minutes, the held message invisible for an hour):
+    only the ack's wake can end it within the test's own bound."""
+    import asyncio
+
+    store, clock, consumption = world
+    c = consumption(long_polling_max_s=600.0)
     put(store, 0, b"a0", b"a1")
-    [a0] = c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)
+    [a0] = c.pop_batch(ORDERED, "T", 1, 3_600_000, None)
+    pops = []
+    real_pop = c.pop_batch
+
+    def counting_pop(*a, **kw):
+        got = real_pop(*a, **kw)
+        pops.append(bodies(got))
+        return got
+
+    c.pop_batch = counting_pop
 
     class Context:
         def time_remaining(self):
-            return 30.0
+            return 3600.0
 
     req = spb.ReceiveMessageRequest(group=pb.Resource(name=ORDERED), message_queue=pb.MessageQueue(
         topic=pb.Resource(name="T")), batch_size=8, invisible_duration={"seconds": 10},
-        long_polling_timeout={"seconds": 20})
+        long_polling_timeout={"seconds": 600})
 
     async def scenario():
         async def receive():
             return [r async for r in c.receive(req, Context())]
         waiting = asyncio.ensure_future(receive())
-        await asyncio.sleep(0.05)
-        assert not waiting.done(), "held: the receive waits"
-        t0 = time.monotonic()
+        while not pops:                       # the receive ran until it waits (no thread: nothing else runs)
+            await asyncio.sleep(0)
+        assert pops == [[]] and not waiting.done(), "held: the receive found nothing and waits"
         ack(c, ORDERED, a0)
-        resps = await asyncio.wait_for(waiting, 5)
-        return resps, time.monotonic() - t0
+        return await asyncio.wait_for(waiting, PATIENCE_S)
 
-    resps, waited_s = asyncio.run(scenario())
-    assert [r.message.body for r in resps if r.HasField("message")] == [b"a1"] and waited_s < 1
+    resps = asyncio.run(scenario())
+    assert [r.message.body for r in resps if r.HasField("message")] == [b"a1"]
+    assert pops == [[], [b"a1"]], "woken once, by the ack"

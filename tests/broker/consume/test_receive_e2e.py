@@ -3,46 +3,19 @@ receive and ack, change_invisible_duration, redelivery with attempt + 1, the dea
 queue, and a broker killed with -9 that loses no ack and redelivers what was not acked."""
 
 import signal
-import time
 
 import pytest
 
-from ..produce.test_send_message_e2e import SMALL, make_topic, msg, stored
 
 
-@pytest.fixture
-def clients():
-    made = []
-
-    def producer(endpoint, topics):
-        from rocketmq import ClientConfiguration, Credentials, Producer
-        p = Producer(ClientConfiguration(endpoint, Credentials(), request_timeout=5), tuple(topics))
-        p.startup()
-        made.append(p)
-        return p
-
-    def consumer(endpoint, group, topic, await_s=1):
-        from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
-        c = SimpleConsumer(ClientConfiguration(endpoint, Credentials(), request_timeout=5), group,
-                           {topic: FilterExpression("*")}, await_duration=await_s)
-        c.startup()
-        made.append(c)
-        return c
-
-    yield producer, consumer
-    for c in made:
-        try:
-            c.shutdown()
-        except Exception:  # noqa: BLE001 - a client of a broker the test killed
-            pass
 
 
-def receive_all(consumer, want, invisible_s=30, seconds=20):
-    got = []
-    end = time.time() + seconds
-    while len(got) < want and time.time() < end:
-        got += consumer.receive(32, invisible_s)
-    return got
+
+
+
+from ...support.brokers import SMALL, make_topic, stored, topic_end
+from ...support.official import REQUEST_TIMEOUT_S, msg, receive_all, receive_some, start
+from ...support.wait import PATIENCE_S, wait_until
 
 
 def test_receive_and_ack_every_message_once(tmp_path, broker_factory, clients):
@@ -73,20 +46,28 @@ def test_redelivery_after_the_invisible_time_then_dead_letter_queue(tmp_path, br
     mid = p.send(msg("Flaky", b"poison")).message_id
     c = consumer(b.endpoint, "g1", "Flaky")
     attempts = []
-    end = time.time() + 30
-    while time.time() < end and len(attempts) < 3:
-        for m in c.receive(8, 1):                 # never acked: comes back after 1 s
+    while len(attempts) < 3:
+        for m in receive_some(c, 8, invisible_s=1):   # never acked: comes back once its 1 s is over
             assert m.message_id == mid
             attempts.append(m.delivery_attempt)
     assert attempts == [1, 2, 3]
-    time.sleep(1.2)
-    assert c.receive(8, 1) == [], "after max attempts the message goes to the dead-letter queue"
+
+    def dead_lettered():
+        # the receive that finds the third invisible time over moves the message to the dead-letter queue
+        assert c.receive(8, 1) == [], "after max attempts it is not delivered to the group again"
+        return topic_end(b.endpoint, "%DLQ%g1") == 1
+
+    wait_until(dead_lettered, "the message to go to the dead-letter queue")
     dlq = consumer(b.endpoint, "dlq-reader", "%DLQ%g1")
-    dead = receive_all(dlq, 1, seconds=10)
+    dead = receive_all(dlq, 1)
     assert [m.body for m in dead] == [b"poison"] and dead[0].message_id == mid
 
 
 def test_change_invisible_duration_and_stale_handles(tmp_path, broker_factory, clients):
+    """A change answers a new handle and makes the old one stale; the changed time is the one that
+    counts: shortened, the message comes back (attempt + 1). That a lengthened time holds a message
+    past its first one is checked on a manual clock (tests/broker/test_consume.py)."""
+    from rocketmq.v5.exception import BadRequestException
     producer, consumer = clients
     root = str(tmp_path / "store")
     make_topic(root, "Slow", 1)
@@ -94,19 +75,20 @@ def test_change_invisible_duration_and_stale_handles(tmp_path, broker_factory, c
     p = producer(b.endpoint, ["Slow"])
     p.send(msg("Slow", b"long job"))
     c = consumer(b.endpoint, "g", "Slow")
-    [m] = receive_all(c, 1, invisible_s=1)
+    [m] = receive_all(c, 1)
     old = m.receipt_handle
-    c.change_invisible_duration(m, 5)         # needs more time: not redelivered after 1 s
+    c.change_invisible_duration(m, 600)       # needs more time
     assert m.receipt_handle != old
-    time.sleep(1.5)
-    assert c.receive(8, 1) == []
-    from rocketmq.v5.exception import BadRequestException
     stale = type(m)()
     stale.__dict__.update(m.__dict__)
     stale.receipt_handle = old
     with pytest.raises(BadRequestException):
         c.ack(stale)                           # the handle before the change is stale
-    c.ack(m)
+    c.change_invisible_duration(m, 1)         # ... or less: back once its 1 s is over
+    [again] = receive_all(c, 1)
+    assert (again.message_id, again.body, again.delivery_attempt) == (m.message_id, b"long job", 2)
+    c.ack(again)
+    assert c.receive(8, 1) == []
 
 
 def test_kill9_loses_no_ack_and_redelivers_what_was_not_acked(tmp_path, broker_factory, clients):
@@ -118,17 +100,18 @@ def test_kill9_loses_no_ack_and_redelivers_what_was_not_acked(tmp_path, broker_f
     p = producer(b.endpoint, ["Durable"])
     ids = [p.send(msg("Durable", b"d-%d" % i)).message_id for i in range(20)]
     c = consumer(b.endpoint, "g", "Durable")
-    got = receive_all(c, 20, invisible_s=2)
-    assert len(got) == 20
+    got = receive_all(c, 20)
+    assert sorted(m.message_id for m in got) == sorted(ids)
     acked = {m.message_id for m in got[:12]}
     for m in got[:12]:
         c.ack(m)
+    for m in got[12:]:
+        c.change_invisible_duration(m, 1)      # in flight at the kill, visible again 1 s later
     b.stop(signal.SIGKILL)
     c.shutdown()
     b2 = broker_factory(root, env=env)
     c2 = consumer(b2.endpoint, "g", "Durable")
-    time.sleep(2.2)                            # the un-acked ones become visible again
-    again = receive_all(c2, 8, invisible_s=30, seconds=15)
+    again = receive_all(c2, 8)
     assert {m.message_id for m in again} == set(ids) - acked, "exactly the un-acked messages come back"
     assert all(m.delivery_attempt == 2 for m in again)
     for m in again:
@@ -158,11 +141,10 @@ def test_push_consumer_consumes_everything(tmp_path, broker_factory, clients):
                     done.set()
             return ConsumeResult.SUCCESS
 
-    pc = PushConsumer(ClientConfiguration(b.endpoint, Credentials(), request_timeout=5), "pushers", Listener(),
-                      {"Pushed": FilterExpression()})
-    pc.startup()
+    pc = start(lambda: PushConsumer(ClientConfiguration(b.endpoint, Credentials(), request_timeout=REQUEST_TIMEOUT_S),
+                                    "pushers", Listener(), {"Pushed": FilterExpression()}))
     try:
-        assert done.wait(30), f"push consumer saw {len(seen)} of {len(ids)}"
+        assert done.wait(PATIENCE_S), f"push consumer saw {len(seen)} of {len(ids)}"
     finally:
         pc.shutdown()
 
@@ -178,8 +160,8 @@ def test_a_resent_message_id_is_stored_once(tmp_path, broker_factory):
                    system_properties=pb.SystemProperties(message_id="01ABC", message_type=pb.MessageType.NORMAL))
     with grpc.insecure_channel(b.endpoint) as ch:
         stub = sgrpc.MessagingServiceStub(ch)
-        r1 = stub.SendMessage(spb.SendMessageRequest(messages=[m]), timeout=5)
-        r2 = stub.SendMessage(spb.SendMessageRequest(messages=[m]), timeout=5)   # the client's retry
+        r1 = stub.SendMessage(spb.SendMessageRequest(messages=[m]), timeout=REQUEST_TIMEOUT_S)
+        r2 = stub.SendMessage(spb.SendMessageRequest(messages=[m]), timeout=REQUEST_TIMEOUT_S)   # the client's retry
     assert r1.status.code == r2.status.code == pb.Code.OK and r1.entries[0].offset == r2.entries[0].offset
     b.stop()
     assert len(stored(root, "Once")) == 1
@@ -188,15 +170,6 @@ def test_a_resent_message_id_is_stored_once(tmp_path, broker_factory):
 # In order: FIFO consumer groups -----------------------------------------------------------
 
 ORDERED_ENV = {**SMALL, "TIDEMQ_FLUSH_DISK_TYPE": "SYNC_FLUSH", "TIDEMQ_FIFO_CONSUMER_GROUPS": "ordered,ordered-push"}
-
-
-def receive_some(consumer, batch, invisible_s, seconds=15):
-    end = time.time() + seconds
-    while time.time() < end:
-        got = consumer.receive(batch, invisible_s)
-        if got:
-            return got
-    raise AssertionError("nothing received")
 
 
 def test_fifo_group_gets_each_message_group_in_order_across_expiry_and_kill9(tmp_path, broker_factory, clients):
@@ -214,34 +187,36 @@ def test_fifo_group_gets_each_message_group_in_order_across_expiry_and_kill9(tmp
     c = consumer(b.endpoint, "ordered", "Ordered")
     seen = []                                  # (body, delivery attempt), in the order handed out
 
-    def take(cons, batch, invisible_s):
-        got = receive_some(cons, batch, invisible_s)
+    def take(cons, batch):
+        got = receive_some(cons, batch)
         seen.extend((m.body.decode(), m.delivery_attempt) for m in got)
         return got
 
-    heads = take(c, 1, 30) + take(c, 1, 30) + take(c, 1, 30)
+    heads = take(c, 1) + take(c, 1) + take(c, 1)
     assert sorted(m.body for m in heads) == [b"A-0", b"B-0", b"D-0"], "the head of each message group"
     assert c.receive(8, 30) == [], "every group has a message in flight: nothing more"
     a0 = next(m for m in heads if m.body == b"A-0")
     c.ack(a0)
-    [a1] = take(c, 1, 3)
+    [a1] = take(c, 1)
     assert a1.body == b"A-1" and a1.delivery_attempt == 1, "after the ack, the next of that group"
     assert c.receive(8, 30) == [], "A-1 in flight holds A-2"
-    [again] = take(c, 1, 30)                   # once A-1's 3 s are over
+    c.change_invisible_duration(a1, 1)         # A-1's time runs out (B-0 and D-0 stay invisible)
+    [again] = take(c, 1)
     assert (again.body, again.delivery_attempt) == (b"A-1", 2), "the held-up message first, attempt + 1"
     c.ack(again)
-    [a2] = take(c, 1, 3)
+    [a2] = take(c, 1)
     assert a2.body == b"A-2"
     for m in heads:
         if m.body != b"A-0":
             c.ack(m)
-    b.stop(signal.SIGKILL)                     # A-2 is in flight
+    c.change_invisible_duration(a2, 1)         # in flight at the kill, visible again 1 s later
+    b.stop(signal.SIGKILL)
     c.shutdown()
     b2 = broker_factory(root, env=ORDERED_ENV)
     c2 = consumer(b2.endpoint, "ordered", "Ordered")
     left = 8                                   # A-2 again, A-3, B-1..3, D-1..3
     while left:
-        got = take(c2, 32, 30)
+        got = take(c2, 32)
         left -= len(got)
         for m in got:
             c2.ack(m)
@@ -280,18 +255,17 @@ def test_fifo_push_consumer_keeps_order_and_forwards_a_failing_message_to_the_dl
                     done.set()
             return ConsumeResult.FAILURE if body == "A-1" else ConsumeResult.SUCCESS
 
-    pc = PushConsumer(ClientConfiguration(b.endpoint, Credentials(), request_timeout=5), "ordered-push",
-                      Listener(), {"OrderedPush": FilterExpression()})
-    pc.startup()
+    pc = start(lambda: PushConsumer(ClientConfiguration(b.endpoint, Credentials(), request_timeout=REQUEST_TIMEOUT_S),
+                                    "ordered-push", Listener(), {"OrderedPush": FilterExpression()}))
     try:
         assert pc.fifo, "the Telemetry settings said subscription.fifo"
-        assert done.wait(30), f"consumed so far: {consumed}"
+        assert done.wait(PATIENCE_S), f"consumed so far: {consumed}"
     finally:
         pc.shutdown()
     assert [x for x in consumed if x.startswith("A")] == ["A-0", "A-1", "A-1", "A-2", "A-3"]
     assert [x for x in consumed if x.startswith("B")] == ["B-0", "B-1", "B-2", "B-3"]
     dlq = consumer(b.endpoint, "dlq-reader", "%DLQ%ordered-push")
-    dead = receive_all(dlq, 1, seconds=10)
+    dead = receive_all(dlq, 1)
     assert [(m.body, m.message_id) for m in dead] == [(b"A-1", ids["A-1"])]
     b.stop()
     from tidemq.broker.consume.pop_state import PopState

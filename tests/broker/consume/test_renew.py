@@ -9,7 +9,7 @@ from tidemq.broker.sessions.clients import Clients
 from tidemq.protocol.stubs import Code, pb, spb
 from tidemq.broker.consume.renew import AutoRenew
 
-from .test_receive import ORDERED, ack, bodies, put, world  # noqa: F401 - world is a fixture
+from ...support.pop import ORDERED, ack, bodies, put
 
 INVISIBLE_MS = 5_000
 SETTINGS = dict(auto_renew_ahead_s=2.0, auto_renew_step_s=10.0, auto_renew_max_s=120.0, client_idle_max_s=30.0)

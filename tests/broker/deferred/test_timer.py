@@ -3,33 +3,13 @@
 import json
 import os
 
-import pytest
 
 from tidemq.broker.deferred.parking import PROP_DELIVER_MS, SCHEDULE_TOPIC, park
 from tidemq.broker.deferred.timer import Timer
 from tidemq.io import ManualClock
-from tidemq.store import Message, MessageStore, StoreConfig
+from tidemq.store import Message
 
-
-def config(root):
-    return StoreConfig(root_dir=str(root), segment_size_bytes=256 << 10, index_slots=1000, index_entries=4000,
-                       consume_queue_units_per_segment=64, preallocate_next_segment=False)
-
-
-@pytest.fixture
-def stores(tmp_path):
-    """stores(clock) -> a started store under tmp_path/store; every one is killed or shut down after."""
-    made = []
-
-    def start(clock):
-        s = MessageStore(config(tmp_path / "store"), clock=clock).start()
-        made.append(s)
-        return s
-
-    yield start
-    for s in made:
-        if s._state == "running":
-            s.shutdown()
+from ...support.store import topic_bodies as bodies
 
 
 def schedule(store, topic, body, due_ms, uniq):
@@ -37,19 +17,6 @@ def schedule(store, topic, body, due_ms, uniq):
     r = store.put(park(m, SCHEDULE_TOPIC))
     assert r.ok
     return r
-
-
-def bodies(store, topic):
-    out = []
-    for q in range(store.queue_count(topic)):
-        off = 0
-        while True:
-            g = store.get("t", topic, q, off, max_count=32)
-            if not g.messages:
-                break
-            out += [m.body for m in g.messages]
-            off = g.next_offset
-    return sorted(out)
 
 
 def timer_on(stores, queues):

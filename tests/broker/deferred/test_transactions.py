@@ -9,7 +9,7 @@ from tidemq.config import BrokerConfig
 from tidemq.io import ManualClock
 from tidemq.store import Message
 
-from .test_timer import bodies, stores  # noqa: F401 - a fixture
+from ...support.store import topic_bodies as bodies
 
 COMMIT, ROLLBACK = pb.TransactionResolution.COMMIT, pb.TransactionResolution.ROLLBACK
 

@@ -8,7 +8,7 @@ from tidemq.client import Producer
 from tidemq.protocol.data import DUPLICATES_TRAILER
 from tidemq.protocol.stubs import Code, MessageType, pb, sgrpc, spb
 
-from .test_send_message_e2e import SMALL, make_topic, stored
+from ...support.brokers import SMALL, make_topic, stored
 
 
 def test_resends_are_flagged_as_duplicates_on_both_paths(tmp_path, broker_factory):

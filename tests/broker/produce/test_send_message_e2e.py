@@ -4,79 +4,21 @@ import time
 
 import pytest
 
-from tidemq.store import MessageStore, StoreConfig
-
-SMALL = {"TIDEMQ_SEGMENT_SIZE_BYTES": str(4 << 20), "TIDEMQ_INDEX_SLOTS": "1000", "TIDEMQ_INDEX_ENTRIES": "4000"}
-
-
-def make_topic(root, name, queues=4):
-    s = MessageStore(StoreConfig(root_dir=root, segment_size_bytes=4 << 20, index_slots=1000,
-                                 index_entries=4000)).start()
-    try:
-        s.create_topic(name, queues)
-    finally:
-        s.shutdown()
+from ...support.brokers import SMALL, make_topic, stored
+from ...support.official import msg
+from ...support.wait import PATIENCE_S
 
 
-def stored(root, topic):
-    s = MessageStore(StoreConfig(root_dir=root, segment_size_bytes=4 << 20, index_slots=1000,
-                                 index_entries=4000)).start()
-    try:
-        out = []
-        for q in range(s.queue_count(topic)):
-            off = s.min_offset(topic, q)
-            while True:
-                g = s.get("t", topic, q, off, max_count=32)
-                if not g.messages:
-                    break
-                out += g.messages
-                off = g.next_offset
-        return out
-    finally:
-        s.shutdown()
-
-
-@pytest.fixture
-def producer_for():
-    made = []
-
-    def make(endpoint, topics):
-        from rocketmq import ClientConfiguration, Credentials, Producer
-        p = Producer(ClientConfiguration(endpoint, Credentials(), request_timeout=5), tuple(topics))
-        p.startup()
-        made.append(p)
-        return p
-
-    yield make
-    for p in made:
-        p.shutdown()
-
-
-def msg(topic, body, tag=None, keys=None, group=None, props=None):
-    from rocketmq import Message
-    m = Message()
-    m.topic = topic
-    m.body = body
-    if tag:
-        m.tag = tag
-    if keys:
-        m.keys = keys
-    if group:
-        m.message_group = group
-    for k, v in (props or {}).items():
-        m.add_property(k, v)
-    return m
-
-
-def test_official_producer_sends_and_the_store_has_it(tmp_path, broker_factory, producer_for):
+def test_official_producer_sends_and_the_store_has_it(tmp_path, broker_factory, clients):
+    producer, _consumer = clients
     root = str(tmp_path / "store")
     make_topic(root, "Orders", 4)
     b = broker_factory(root, env=SMALL)
-    p = producer_for(b.endpoint, ["Orders"])
+    p = producer(b.endpoint, ["Orders"])
     receipts = [p.send(msg("Orders", b"order-%d" % i, tag="TagA", keys="k%d" % i, props={"p": "v%d" % i}))
                 for i in range(20)]
     fut = p.send_async(msg("Orders", b"async-1", tag="TagB"))
-    receipts.append(fut.result(timeout=10))
+    receipts.append(fut.result(timeout=PATIENCE_S))
     assert len({r.message_id for r in receipts}) == 21
     assert b.stop() == 0
     got = {m.msg_id: m for m in stored(root, "Orders")}
@@ -89,11 +31,12 @@ def test_official_producer_sends_and_the_store_has_it(tmp_path, broker_factory, 
     assert got[receipts[20].message_id].tags == "TagB"
 
 
-def test_fifo_message_group_stays_in_one_queue_in_order(tmp_path, broker_factory, producer_for):
+def test_fifo_message_group_stays_in_one_queue_in_order(tmp_path, broker_factory, clients):
+    producer, _consumer = clients
     root = str(tmp_path / "store")
     make_topic(root, "Fifo", 4)
     b = broker_factory(root, env=SMALL)
-    p = producer_for(b.endpoint, ["Fifo"])
+    p = producer(b.endpoint, ["Fifo"])
     for g in ("g1", "g2", "g3"):
         for i in range(10):
             p.send(msg("Fifo", f"{g}-{i}".encode(), group=g))
@@ -106,11 +49,12 @@ def test_fifo_message_group_stays_in_one_queue_in_order(tmp_path, broker_factory
         assert [m.body for m in sorted(ms, key=lambda m: m.queue_offset)] == [f"{g}-{i}".encode() for i in range(10)]
 
 
-def test_unknown_topic_and_bad_delivery_times_get_clear_errors(tmp_path, broker_factory, producer_for):
+def test_unknown_topic_and_bad_delivery_times_get_clear_errors(tmp_path, broker_factory, clients):
+    producer, _consumer = clients
     root = str(tmp_path / "store")
     make_topic(root, "Known", 2)
     b = broker_factory(root, env=SMALL)
-    p = producer_for(b.endpoint, ["Known"])
+    p = producer(b.endpoint, ["Known"])
     with pytest.raises(Exception, match="failed to fetch topic:Nope route"):
         p.send(msg("Nope", b"x"))
     delayed = msg("Known", b"much later")
@@ -123,9 +67,10 @@ def test_unknown_topic_and_bad_delivery_times_get_clear_errors(tmp_path, broker_
     assert p.send(msg("Known", b"still fine")).message_id
 
 
-def test_auto_created_topics_when_enabled(tmp_path, broker_factory, producer_for):
+def test_auto_created_topics_when_enabled(tmp_path, broker_factory, clients):
+    producer, _consumer = clients
     b = broker_factory(str(tmp_path / "store"), env=SMALL, args=("--auto-create-topics",))
-    p = producer_for(b.endpoint, ["Fresh"])
+    p = producer(b.endpoint, ["Fresh"])
     assert p.send(msg("Fresh", b"hello")).message_id
     b.stop()
     assert [m.body for m in stored(str(tmp_path / "store"), "Fresh")] == [b"hello"]

@@ -6,21 +6,19 @@ malformed frames, resource alarm and flush backlog) with the same codes."""
 import grpc
 import pytest
 
-from tidemq.protocol import admin
 from tidemq.protocol.send_frame import HEAD, MAGIC, decode_response, encode_request
 from tidemq.protocol.stubs import Code
 from tidemq.client import ClientError, Producer, PullConsumer
 
-from ..protection.test_alarms_e2e import wait_for
-from ..protection.test_flow_e2e import NO_FLUSH
-from .test_send_message_e2e import SMALL, make_topic, stored
+from ...support.brokers import NO_FLUSH, SMALL, admin_call, make_topic, stored
+from ...support.wait import wait_until
 
 KIB = 1 << 10
 
 
 def raw_send(endpoint, frame: bytes):
     with grpc.insecure_channel(endpoint) as ch:
-        return decode_response(ch.unary_unary("/tidemq.Data/SendRecords")(frame, timeout=5))
+        return decode_response(ch.unary_unary("/tidemq.Data/SendRecords")(frame, timeout=30))
 
 
 def test_round_trip_results_dedup_and_refusals(tmp_path, broker_factory):
@@ -84,7 +82,7 @@ def test_round_trip_results_dedup_and_refusals(tmp_path, broker_factory):
 
 def raw_send_bytes(endpoint, frame: bytes) -> bytes:
     with grpc.insecure_channel(endpoint) as ch:
-        return ch.unary_unary("/tidemq.Data/SendRecords")(frame, timeout=5)
+        return ch.unary_unary("/tidemq.Data/SendRecords")(frame, timeout=30)
 
 
 def test_alarm_and_flush_backlog_refuse_raw_sends(tmp_path, broker_factory):
@@ -93,12 +91,12 @@ def test_alarm_and_flush_backlog_refuse_raw_sends(tmp_path, broker_factory):
     b = broker_factory(root, env={**NO_FLUSH, "TIDEMQ_SEND_HOLD_MAX_MS": "300",
                                   "TIDEMQ_ALARM_CHECK_INTERVAL_MAX_MS": "200"})
     with Producer(b.endpoint) as p:
-        admin.call(b.endpoint, "SetAlarmLimits", {"memory_high_watermark_bytes": 1 << 20})
+        admin_call(b.endpoint, "SetAlarmLimits", {"memory_high_watermark_bytes": 1 << 20})
         rs = p.send_batch("Held", [b"a", b"b"])
         assert [r.code for r in rs] == [Code.TOO_MANY_REQUESTS] * 2
         assert "memory" in rs[0].error and "then refused" in rs[0].error
-        admin.call(b.endpoint, "SetAlarmLimits", {"memory_high_watermark_bytes": 0, "memory_high_watermark_ratio": 0.9})
-        wait_for(lambda: p.send_batch("Held", [b"c"])[0].ok, what="the alarm to clear")
+        admin_call(b.endpoint, "SetAlarmLimits", {"memory_high_watermark_bytes": 0, "memory_high_watermark_ratio": 0.9})
+        wait_until(lambda: p.send_batch("Held", [b"c"])[0].ok, "the alarm to clear")
         assert all(r.ok for r in p.send_batch("Held", [b"x" * (8 * KIB)] * 10))   # 80 KiB > 64 KiB backlog bound
         rs = p.send_batch("Held", [b"d"])
         assert rs[0].code == Code.TOO_MANY_REQUESTS and "flush backlog" in rs[0].error

@@ -12,16 +12,16 @@ from tidemq.protocol import admin
 from tidemq.protocol.signing import sign, signed_metadata
 from tidemq.protocol.stubs import Code, pb, sgrpc, spb
 
-from ..consume.test_receive_e2e import clients, receive_all  # noqa: F401  (fixture)
-from ..produce.test_send_message_e2e import SMALL, make_topic, msg
 
-AUTH = {**SMALL, "TIDEMQ_ACCESS_KEY": "tidemq-ak", "TIDEMQ_SECRET_KEY": "s3cret-sk"}
+from ...support.auth import AUTH
+from ...support.brokers import make_topic
+from ...support.official import REQUEST_TIMEOUT_S, msg, receive_all
 DATE = "20260101T120000Z"
 
 
 def official(endpoint, ak, sk, topic):
     from rocketmq import ClientConfiguration, Credentials, Producer
-    p = Producer(ClientConfiguration(endpoint, Credentials(ak, sk), request_timeout=5), (topic,))
+    p = Producer(ClientConfiguration(endpoint, Credentials(ak, sk), request_timeout=REQUEST_TIMEOUT_S), (topic,))
     p.startup()
     return p
 
@@ -32,8 +32,8 @@ def test_the_right_secret_is_accepted_and_a_wrong_one_refused(tmp_path, broker_f
     make_topic(root, "Secure", 2)
     b = broker_factory(root, env=AUTH)
     p = official(b.endpoint, "tidemq-ak", "s3cret-sk", "Secure")
-    c = SimpleConsumer(ClientConfiguration(b.endpoint, Credentials("tidemq-ak", "s3cret-sk"), request_timeout=5),
-                       "g", {"Secure": FilterExpression("*")}, await_duration=1)
+    c = SimpleConsumer(ClientConfiguration(b.endpoint, Credentials("tidemq-ak", "s3cret-sk"),
+                                           request_timeout=REQUEST_TIMEOUT_S), "g", {"Secure": FilterExpression("*")}, await_duration=1)
     c.startup()
     try:
         ids = {p.send(msg("Secure", b"m%d" % i)).message_id for i in range(3)}
@@ -88,15 +88,15 @@ def test_every_kind_of_rpc_answers_unauthorized(tmp_path, broker_factory):
         md = refused["wrong secret"]
         recv = list(stub.ReceiveMessage(spb.ReceiveMessageRequest(
             group=pb.Resource(name="g"), message_queue=pb.MessageQueue(topic=topic), batch_size=1), metadata=md,
-            timeout=5))
+            timeout=30))
         assert [r.status.code for r in recv] == [Code.UNAUTHORIZED]
         pulled = list(stub.PullMessage(spb.PullMessageRequest(
-            group=pb.Resource(name="g"), message_queue=pb.MessageQueue(topic=topic, id=0)), metadata=md, timeout=5))
+            group=pb.Resource(name="g"), message_queue=pb.MessageQueue(topic=topic, id=0)), metadata=md, timeout=30))
         assert [r.status.code for r in pulled] == [Code.UNAUTHORIZED]
         settings = spb.TelemetryCommand(settings=pb.Settings(client_type=pb.ClientType.PRODUCER))
-        tele = list(stub.Telemetry(iter([settings]), metadata=md, timeout=5))
+        tele = list(stub.Telemetry(iter([settings]), metadata=md, timeout=30))
         assert [(t.status.code, t.HasField("settings")) for t in tele] == [(Code.UNAUTHORIZED, False)]
-        tele = stub.Telemetry(iter([settings]), metadata=good, timeout=5)
+        tele = stub.Telemetry(iter([settings]), metadata=good, timeout=30)
         first = next(tele)
         assert first.status.code == Code.OK and first.HasField("settings")
         tele.cancel()

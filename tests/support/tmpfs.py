@@ -15,33 +15,34 @@ import pytest
 
 from tidemq.store import MessageStore, StoreConfig
 
-def _mounted(path: str) -> bool:
+
+def mounted(path: str) -> bool:
     path = os.path.realpath(path)
     with open("/proc/self/mounts") as f:
         return any(line.split()[1] == path for line in f)
 
 
-def _mounts_under(base: str) -> list[str]:
+def mounts_under(base: str) -> list[str]:
     base = os.path.realpath(base)
     with open("/proc/self/mounts") as f:
         return [line.split()[1] for line in f
                 if line.split()[1] == base or line.split()[1].startswith(base + os.sep)]
 
 
-def _run(*cmd: str) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+def run(*cmd: str) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
 
 
 @pytest.fixture(scope="module")
 def can_mount(tmp_path_factory):
     """Skip the module (with the reason) when tmpfs cannot be mounted here."""
     probe = tmp_path_factory.mktemp("tmpfs-probe")
-    r = _run("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(probe))
+    r = run("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(probe))
     if r.returncode != 0:
         pytest.skip(f"cannot mount tmpfs: {r.stderr.strip() or r.returncode}")
-    r = _run("umount", str(probe))
+    r = run("umount", str(probe))
     if r.returncode != 0:
-        _run("umount", "-l", str(probe))
+        run("umount", "-l", str(probe))
     return True
 
 
@@ -56,14 +57,14 @@ class Env:
     def tmpfs(self, name: str, size_mib: int) -> str:
         d = os.path.join(str(self.base), name)
         os.makedirs(d, exist_ok=True)
-        r = _run("mount", "-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs", d)
+        r = run("mount", "-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs", d)
         if r.returncode != 0:
             pytest.skip(f"cannot mount tmpfs on {d}: {r.stderr.strip()}")
         self.points.append(d)
         return d
 
-    def open(self, cfg: StoreConfig) -> MessageStore:
-        s = MessageStore(cfg)
+    def open(self, cfg: StoreConfig, clock=None) -> MessageStore:
+        s = MessageStore(cfg, clock=clock)
         self.stores.append(s)
         return s.start()
 
@@ -75,14 +76,14 @@ class Env:
                 logging.getLogger(__name__).error("shutdown in teardown failed: %r", e)
         for d in reversed(self.points):
             for _ in range(5):            # a bind mount may sit on top of the tmpfs
-                if not _mounted(d):
+                if not mounted(d):
                     break
-                if _run("umount", d).returncode != 0:
-                    _run("umount", "-l", d)
-        left = _mounts_under(str(self.base))
+                if run("umount", d).returncode != 0:
+                    run("umount", "-l", d)
+        left = mounts_under(str(self.base))
         if left:
             for d in left:
-                _run("umount", "-l", d)
+                run("umount", "-l", d)
             pytest.fail(f"mounts left after the test: {left}")
 
 

@@ -1,1 +1,0 @@
-from tests.broker.conftest import broker_factory  # noqa: F401  (the broker subprocess fixture)

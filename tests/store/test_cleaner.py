@@ -1,0 +1,232 @@
+"""Cleanup: CommitLogCleaner built directly (config, segments, disk probe, manual clock) over
+in-memory segments, and through the store: which trigger deletes what, from the head only,
+never the active segment, a batch at a time, readers holding a segment, saying why nothing was
+deleted; deletions that survive a power loss; QueueCleaner behind the log."""
+
+from __future__ import annotations
+
+import random
+import time
+
+from tidemq.io import ManualClock
+from tidemq.store import GetStatus, Message, StoreError
+from tidemq.store.cleaner import CommitLogCleaner, QueueCleaner
+from tidemq.store.disk import DiskMonitor
+from tidemq.store.segment_queue import SegmentQueue
+from tidemq.testing.faulty_io import FaultyFileIO
+
+from ..support.store import memory_config
+
+SEG = 8 * 1024
+HOUR_S = 3600
+
+
+def hour_of(ms: float, later_h: int = 0) -> str:
+    return "%02d" % ((time.localtime(ms / 1000).tm_hour + later_h) % 24)
+
+
+def other_hour(clock: ManualClock) -> str:
+    """A delete_when hour the clock is not in (nor in the next few hours): the time trigger stays off."""
+    return hour_of(clock.now_ms(), 12)
+
+
+class World:
+    """An in-memory disk, a manual clock, ``n_sealed`` sealed segments written an hour apart and
+    an active one written an hour before the cleaner is made, and a CommitLogCleaner over them.
+    ``at_the_delete_hour``: delete_when is the hour the cleaner starts in."""
+
+    def __init__(self, n_sealed: int = 4, at_the_delete_hour: bool = False, **cfg) -> None:
+        self.clock = ManualClock()
+        start = self.clock.now_ms()
+        cfg["delete_when"] = hour_of(start + (n_sealed + 1) * HOUR_S * 1000) if at_the_delete_hour else \
+            hour_of(start, 12)
+        cfg.setdefault("delete_commit_log_files_interval_ms", 0)
+        self.cfg = memory_config(segment_size_bytes=SEG, **cfg)
+        self.fio = FaultyFileIO()
+        for d in (*self.cfg.commitlog_paths, self.cfg.consumequeue_path):
+            self.fio.makedirs(d)
+        self.segments = SegmentQueue(self.fio, self.cfg.commitlog_paths, SEG, preallocate=False)
+        self.segments.load()
+        for i in range(n_sealed + 1):
+            mf = self.segments.new_segment(i * SEG)
+            mf.wrote_pos = SEG if i < n_sealed else 100
+            mf.last_store_timestamp_ms = self.clock.now_ms()
+            self.clock.advance(HOUR_S)
+        self.disk = DiskMonitor(self.cfg, self.fio, self.clock)
+        self.deleted: list[int] = []
+        self.cleaner = CommitLogCleaner(self.cfg, self.segments, self.disk, self.clock,
+                                        on_deleted=lambda mf: self.deleted.append(mf.start_offset))
+
+    def used(self, ratio_percent: float) -> None:
+        """Make the disk that full (FaultyFileIO: capacity moved around what the files use)."""
+        used = self.fio.disk_usage("/").used_bytes
+        self.fio.capacity_bytes = int(used * 100 / ratio_percent)
+        self.disk.refresh()
+
+    def starts(self) -> list[int]:
+        return [mf.start_offset for mf in self.segments.segments]
+
+
+def test_no_trigger_no_deletion():
+    w = World(file_reserved_time_hours=0)
+    w.disk.refresh()
+    rnd = w.cleaner.run_round()
+    assert rnd.triggers == [] and rnd.deleted == [] and w.starts() == [0, SEG, 2 * SEG, 3 * SEG, 4 * SEG]
+
+
+def test_at_the_delete_hour_expired_segments_go_from_the_head_never_the_active_one():
+    w = World(file_reserved_time_hours=2.5, at_the_delete_hour=True)
+    w.disk.refresh()
+    # last written 5, 4, 3, 2 (sealed) and 1 h ago (active): those older than 2.5 h are expired
+    rnd = w.cleaner.run_round()
+    assert rnd.triggers == ["time"] and not rnd.clean_immediately
+    assert w.deleted == [0, SEG, 2 * SEG] and w.starts() == [3 * SEG, 4 * SEG]
+    assert rnd.deleted_bytes == 3 * SEG == w.cleaner.deleted_bytes_total
+    assert "nothing expired" in rnd.why_not and "2.0 h old" in rnd.why_not
+    w.clock.advance(10 * HOUR_S)
+    w.cleaner.trigger_manual()
+    rnd = w.cleaner.run_round()
+    assert rnd.deleted and w.starts() == [4 * SEG], "the active segment stays, however old"
+    assert w.cleaner.run_round().why_not == "only the active segment is left"
+
+
+def test_space_short_deletes_expired_segments_and_says_why_when_none_is():
+    w = World(file_reserved_time_hours=72)
+    w.used(80)                                         # above disk_max_used_space_ratio (75 %)
+    rnd = w.cleaner.run_round()
+    assert rnd.triggers == ["space"] and rnd.deleted == [] and not rnd.clean_immediately
+    assert rnd.why_not.startswith("nothing expired: the oldest segment") and "file_reserved_time_hours=72" in rnd.why_not
+    assert w.cleaner.last_effective is rnd
+    w.clock.advance(72 * HOUR_S)                       # all sealed ones expired now
+    rnd = w.cleaner.run_round()
+    assert rnd.triggers == ["space"] and w.deleted == [0, SEG, 2 * SEG, 3 * SEG]
+
+
+def test_above_clean_forcibly_everywhere_deletes_even_unexpired_segments_a_batch_a_round():
+    w = World(file_reserved_time_hours=72, delete_file_batch_max=3)
+    w.used(86)                                         # above disk_space_clean_forcibly_ratio (85 %)
+    rnd = w.cleaner.run_round()
+    assert rnd.triggers == ["space"] and rnd.clean_immediately
+    assert w.deleted == [0, SEG, 2 * SEG], "at most delete_file_batch_max a round"
+    w.cleaner.run_round()
+    assert w.deleted == [0, SEG, 2 * SEG, 3 * SEG] and w.starts() == [4 * SEG]
+
+
+def test_a_manual_trigger_forces_the_next_rounds_only():
+    w = World(file_reserved_time_hours=1, manual_delete_rounds=2, delete_file_batch_max=1)
+    w.disk.refresh()
+    w.cleaner.trigger_manual()
+    assert [w.cleaner.run_round().triggers for _ in range(3)] == [["manual"], ["manual"], []]
+    assert w.deleted == [0, SEG]
+
+
+def test_the_pause_between_deletions_is_on_the_clock():
+    w = World(file_reserved_time_hours=0, delete_commit_log_files_interval_ms=500)
+    w.cleaner.trigger_manual()
+    w.disk.refresh()
+    t0 = w.clock.monotonic_s()
+    assert len(w.cleaner.run_round().deleted) == 4
+    assert w.clock.monotonic_s() - t0 == 4 * 0.5
+
+
+def test_a_segment_held_by_a_reader_waits_then_goes_even_without_a_trigger():
+    """Held: out of service, retried; released, the next round finishes its deletion whatever its
+    triggers (else it would stay the log's head, unreadable)."""
+    w = World(file_reserved_time_hours=0)
+    head = w.segments.segments[0]
+    assert head.hold()
+    w.cleaner.trigger_manual()
+    w.disk.refresh()
+    rnd = w.cleaner.run_round()
+    assert rnd.deleted == [] and "is held by 1 reader(s)" in rnd.why_not and not head.available
+    head.release()
+    w.cleaner.manual_rounds = 0
+    rnd = w.cleaner.run_round()
+    assert rnd.triggers == [] and rnd.deleted == [head.path] and w.starts()[0] == SEG
+
+
+def test_a_held_segment_is_deleted_forcibly_after_the_interval():
+    w = World(file_reserved_time_hours=0, destroy_mapped_file_interval_forcibly_ms=120_000)
+    head = w.segments.segments[0]
+    assert head.hold()
+    w.cleaner.trigger_manual()
+    w.disk.refresh()
+    assert w.cleaner.run_round().deleted == []
+    w.clock.advance(119)
+    assert w.cleaner.run_round().deleted == []
+    w.clock.advance(1)
+    assert w.cleaner.run_round().deleted[0] == head.path
+    head.release()
+
+
+# Through the store ---------------------------------------------------------------------------
+
+def test_a_segment_held_during_a_cleanup_is_later_deleted_or_readable(stores):
+    """A head segment a reader held while the cleaner wanted it, released when space is no longer
+    short: deleted, or still the readable head of the log, never in between."""
+    clock = ManualClock()
+    cfg = memory_config(segment_size_bytes=SEG, delete_when=other_hour(clock))
+    fio = FaultyFileIO()
+    s = stores(cfg, fio, clock)
+    while len(s.segments) < 3:
+        assert s.put(Message("T", b"x" * 1000)).ok
+    head = s.segments.first
+    assert head.hold()                                     # a reader is reading the head segment
+    fio.capacity_bytes = int(fio.disk_usage("/").used_bytes / 0.87)   # above clean-forcibly, below warning
+    s.clean()
+    assert "held" in (s.cleaner.last.why_not or "")
+    head.release()                                         # the reader is done
+    fio.capacity_bytes = 1 << 40                           # space is no longer short
+    s.clean()
+    s.check_disk()
+    deleted = s.segments.min_offset > 0
+    g = s.get("g", "T", 0, 0)
+    readable = bool(g.messages) and g.messages[0].queue_offset == 0
+    assert deleted or readable, (f"segment {head.path} is still the head of the log but unreadable: "
+                                 f"get(0) -> {g}, first queue offset returned "
+                                 f"{g.messages[0].queue_offset if g.messages else None}")
+
+
+def test_the_store_starts_after_a_power_loss_that_follows_a_cleanup(stores):
+    """Deleted head segments stay deleted in order (the directory is fsynced after each): never a
+    log with a hole that the store refuses to start with (seeded power losses)."""
+    cfg = memory_config(segment_size_bytes=SEG, flush_disk_type="SYNC_FLUSH")
+    refused = {}
+    for seed in range(6):
+        fio, clock = FaultyFileIO(), ManualClock()
+        s = stores(cfg, fio, clock)
+        while len(s.segments) < 5:
+            assert s.put(Message("T", b"x" * 1000)).ok
+        clock.advance(73 * HOUR_S)                    # every sealed segment expired
+        s.trigger_delete_expired()
+        s.clean()                                     # deletes the 4 sealed head segments
+        assert len(s.segments) == 1
+        s.kill()
+        fio = fio.after_power_loss(random.Random(seed))
+        try:
+            stores(cfg, fio, clock).shutdown()
+        except StoreError as e:
+            refused[seed] = str(e)[:90]
+    assert not refused, f"store refuses to start after a power loss: {refused}"
+
+
+def test_queue_files_and_index_files_behind_the_log_go_and_minimums_follow(stores):
+    clock = ManualClock()
+    s = stores(memory_config(segment_size_bytes=SEG, consume_queue_units_per_segment=16, index_slots=16,
+                             index_entries=16, delete_when=other_hour(clock)), FaultyFileIO(), clock)
+    for i in range(60):
+        assert s.put(Message("T", b"m%02d" % i + b"x" * 400, keys=[f"k{i}"])).ok
+    cq = s.queues.get("T", 0)
+    assert len(cq.file_starts()) == 4 and len(s.index.files) > 1
+    clock.advance(73 * HOUR_S)
+    s.trigger_delete_expired()
+    s.clean()                                           # the commit log first, then what lies behind it
+    log_min = s.segments.min_offset
+    assert log_min > 0
+    assert QueueCleaner(s.queues, s.index).run_round(log_min) == 0, "the store's round did it already"
+    assert len(cq.file_starts()) < 4
+    mn = s.min_offset("T", 0)
+    assert mn > 0 and s.get("g", "T", 0, 0).status is GetStatus.OFFSET_TOO_SMALL
+    g = s.get("g", "T", 0, mn)
+    assert g.status is GetStatus.FOUND and g.messages[0].commitlog_offset >= log_min
+    assert s.query_by_key("T", "k59") and not s.query_by_key("T", "k0")

@@ -1,0 +1,88 @@
+"""Dispatch: consume-queue units and index entries in log order, inline at put and read back
+from the log (idempotent: units already there are skipped, a damaged one is rewritten, a lost
+queue is rebuilt); a failed write refuses puts and holds later batches until heal() redoes it."""
+
+from __future__ import annotations
+
+import errno
+
+from tidemq.store import GetStatus, Message, PutStatus
+from tidemq.store.consume_queue import UNIT
+from tidemq.store.dispatch import index_keys
+from tidemq.testing.faulty_io import FaultyFileIO
+
+from ..support.store import MEMORY_ROOT, memory_config
+
+
+def put_n(s, n, start=0, topic="T"):
+    rs = [s.put(Message(topic, b"m%03d" % i, keys=[f"k{i}"])) for i in range(start, start + n)]
+    assert all(r.ok for r in rs)
+    return rs
+
+
+def bodies(s, topic="T", queue=0):
+    return [m.body for m in s.get("g", topic, queue, s.min_offset(topic, queue), max_count=64).messages]
+
+
+def test_index_keys_are_per_topic_and_include_the_unique_id():
+    assert index_keys("T", ["a", "", "b"], "U1") == ["T#a", "T#b", "T#U1"]
+    assert index_keys("T", (), None) == []
+
+
+def test_the_put_path_dispatches_in_log_order(stores):
+    s = stores(memory_config(default_queue_count=2), FaultyFileIO())
+    rs = put_n(s, 10)
+    for q in (0, 1):
+        raw = s.queues.get("T", q).read(0, 10)
+        phys = [UNIT.unpack_from(raw, i)[0] for i in range(0, len(raw), 20)]
+        assert phys == sorted(phys) and phys == [r.commitlog_offset for r in rs if r.queue_id == q]
+    assert s.dispatcher.dispatched_offset == s.commitlog_max_offset
+    assert [len(s.query_by_key("T", f"k{i}")) for i in range(10)] == [1] * 10
+
+
+def test_redispatching_what_is_there_changes_nothing(stores):
+    s = stores(memory_config(), FaultyFileIO())
+    put_n(s, 12)
+    rep = s.dispatcher.redispatch(s.commit_log, s.commit_log.min_offset)
+    assert (rep.records, rep.units_skipped, rep.units_appended, rep.units_fixed) == (12, 12, 0, 0)
+    assert rep.end_offset == s.commitlog_max_offset and rep.queues_rebuilt == []
+    assert bodies(s) == [b"m%03d" % i for i in range(12)]
+
+
+def test_a_damaged_unit_is_rewritten_from_the_log(stores):
+    s = stores(memory_config(), FaultyFileIO())
+    rs = put_n(s, 5)
+    cq = s.queues.get("T", 0)
+    assert cq.put_unit_checked(2, rs[0].commitlog_offset, rs[0].size, 0) == "fixed"   # now at the wrong record
+    assert [m.body for m in s.get("g", "T", 0, 2, max_count=1).messages] == [b"m000"]
+    rep = s.dispatcher.redispatch(s.commit_log, rs[2].commitlog_offset)
+    assert (rep.records, rep.units_fixed, rep.units_skipped) == (3, 1, 2)
+    assert bodies(s) == [b"m%03d" % i for i in range(5)]
+
+
+def test_a_lost_queue_is_rebuilt_from_the_log(stores):
+    s = stores(memory_config(), FaultyFileIO())
+    put_n(s, 8)
+    s.queues.get("T", 0).reset_to(0)                # every unit gone
+    assert s.max_offset("T", 0) == 0
+    rep = s.dispatcher.redispatch(s.commit_log, s.commit_log.min_offset, rebuild=True)
+    assert rep.units_appended == 8
+    assert bodies(s) == [b"m%03d" % i for i in range(8)]
+
+
+def test_a_failed_write_refuses_puts_holds_later_batches_and_heals(stores):
+    s = stores(memory_config(dispatch_write_retries_max=1), FaultyFileIO())
+    fio = s.fio
+    put_n(s, 3)
+    fio.fail("pwrite", errno.EIO, MEMORY_ROOT + "/consumequeue/T/0/", times=2)    # the write and its retry
+    r = s.put(Message("T", b"m003"))
+    assert r.ok, "the record is in the log; its unit is not"
+    d = s.dispatcher
+    assert d.error and "consume queue / index write failed" in d.error and d.pending_from == r.commitlog_offset
+    refused = s.put(Message("T", b"refused"))
+    assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert s.max_offset("T", 0) == 3
+    assert d.heal(s.commit_log) and d.error is None and d.pending_from is None
+    put_n(s, 2, start=4)
+    assert bodies(s) == [b"m%03d" % i for i in range(6)]
+    assert s.get("g", "T", 0, 6).status is GetStatus.OFFSET_OVERFLOW_ONE

@@ -1,0 +1,135 @@
+"""A tidemq broker in a subprocess on a free loopback port, for tests that need a real one; the
+``broker_factory`` fixture; environment presets for small stores; a topic made and a store read
+while no broker holds it.
+
+The official client writes logs under ~/logs/rocketmq_python/ when imported: HOME points at a
+scratch directory for the whole test process (set when this module is imported, by the root
+conftest.py, before anything imports the client); brokers get it too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from tidemq.store import MessageStore, StoreConfig
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+CLIENT_HOME = tempfile.mkdtemp(prefix="tidemq-test-home-")
+os.environ["HOME"] = CLIENT_HOME
+
+KIB = 1 << 10
+# small segments and index: the defaults preallocate 2 GiB of segments and 400 MiB of index per store
+SMALL = {"TIDEMQ_SEGMENT_SIZE_BYTES": str(4 << 20), "TIDEMQ_INDEX_SLOTS": "1000", "TIDEMQ_INDEX_ENTRIES": "4000"}
+# nothing is flushed for ten minutes (no round finds enough dirty pages before the thorough one):
+# every byte sent stays in the flush backlog
+NO_FLUSH = {**SMALL, "TIDEMQ_FLUSH_INTERVAL_MS": "60000", "TIDEMQ_FLUSH_LEAST_PAGES": "1000000",
+            "TIDEMQ_FLUSH_THOROUGH_INTERVAL_MS": "600000",
+            "TIDEMQ_FLUSH_BACKLOG_HIGH_BYTES": str(64 * KIB), "TIDEMQ_SEND_HOLD_MAX_MS": "600"}
+
+
+class BrokerProcess:
+    def __init__(self, root: str, env: dict | None = None, args=()) -> None:
+        self.root = root
+        e = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+        self.proc = subprocess.Popen([sys.executable, "-m", "tidemq.cli.main", "serve", "--root", root, "--port", "0",
+                                      *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e,
+                                     cwd=REPO)
+        line = self.proc.stdout.readline()
+        if "ready on" not in line:
+            self.proc.kill()
+            raise AssertionError(f"broker did not start: {line!r} {self.proc.stderr.read()}")
+        self.port = int(line.split("ready on ")[1].split()[0].rsplit(":", 1)[1])
+        self.endpoint = f"127.0.0.1:{self.port}"
+
+    def stop(self, sig=signal.SIGTERM, timeout=60) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"broker did not stop on signal {sig} within {timeout} s")
+        return self.proc.returncode
+
+
+@contextlib.contextmanager
+def brokers(default_root: str, home: str = CLIENT_HOME, default_args=()):
+    """start(root=None, env=None, args=None) -> BrokerProcess; whatever is still running at
+    the end is killed (tests stop their brokers themselves when the stop matters)."""
+    started = []
+
+    def start(root=None, env=None, args=None):
+        b = BrokerProcess(root or default_root, dict(env or {}, HOME=home),
+                          default_args if args is None else args)
+        started.append(b)
+        return b
+
+    try:
+        yield start
+    finally:
+        for b in started:
+            if b.proc.poll() is None:
+                b.stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def broker_factory(tmp_path):
+    """broker_factory(root=None, env=None, args=None) -> a started BrokerProcess (default root:
+    tmp_path / "store"); every one still running at the end is killed."""
+    with brokers(str(tmp_path / "store")) as start:
+        yield start
+
+
+def _small_store(root: str) -> MessageStore:
+    return MessageStore(StoreConfig(root_dir=root, segment_size_bytes=4 << 20, index_slots=1000,
+                                    index_entries=4000)).start()
+
+
+def make_topic(root, name, queues=4):
+    """Create a topic in the store at ``root`` (no broker may hold it)."""
+    s = _small_store(root)
+    try:
+        s.create_topic(name, queues)
+    finally:
+        s.shutdown()
+
+
+def stored(root, topic):
+    """Every message of ``topic`` in the store at ``root`` (no broker may hold it), queue by queue."""
+    s = _small_store(root)
+    try:
+        out = []
+        for q in range(s.queue_count(topic)):
+            off = s.min_offset(topic, q)
+            while True:
+                g = s.get("t", topic, q, off, max_count=32)
+                if not g.messages:
+                    break
+                out += g.messages
+                off = g.next_offset
+        return out
+    finally:
+        s.shutdown()
+
+
+def admin_call(endpoint: str, method: str, request: dict | None = None) -> dict:
+    """tidemq.protocol.admin.call with a deadline no stall reaches."""
+    from tidemq.protocol import admin
+    return admin.call(endpoint, method, request, timeout_s=60.0)
+
+
+def topic_end(endpoint: str, topic: str) -> int:
+    """The number of messages ``topic`` holds on the broker (0 while it does not exist)."""
+    for t in admin_call(endpoint, "ListTopics")["topics"]:
+        if t["topic"] == topic:
+            return sum(q["max_offset"] for q in t["queues"])
+    return 0

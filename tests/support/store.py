@@ -1,0 +1,83 @@
+"""Stores in tests: small configurations (on the real file system, or in memory over
+FaultyFileIO with every background service quiet), a file layer without fsync, a pessimistic
+power loss, reading a topic back.
+
+Fixtures over these live in tests/store/conftest.py.
+"""
+
+from __future__ import annotations
+
+import random
+
+from tidemq.config import KIB
+from tidemq.io import OsFileIO
+from tidemq.store import MessageStore, StoreConfig
+
+# Small sizes: every store a test makes is cheap to create, fill and delete.
+SMALL = dict(
+    segment_size_bytes=64 * KIB,
+    index_slots=1000,
+    index_entries=4000,
+    consume_queue_units_per_segment=64,
+    preallocate_next_segment=False,
+)
+
+MEMORY_ROOT = "/r"      # the root of the in-memory stores (FaultyFileIO)
+
+
+def small_config(root, **overrides) -> StoreConfig:
+    """A StoreConfig under ``root`` with the small test sizes (overrides win)."""
+    values = dict(SMALL)
+    values.update(overrides)
+    return StoreConfig(root_dir=str(root), **values)
+
+
+def memory_config(**overrides) -> StoreConfig:
+    """A tiny StoreConfig rooted at MEMORY_ROOT for a FaultyFileIO, one queue per topic, whose
+    background services (flush, queue flush, checkpoint, cleanup) wait a minute or more: the test
+    calls flush_queues() / clean() itself."""
+    base = dict(root_dir=MEMORY_ROOT, segment_size_bytes=32 * KIB, preallocate_next_segment=False,
+                consume_queue_units_per_segment=16, index_slots=64, index_entries=512, default_queue_count=1,
+                flush_interval_ms=60_000, flush_thorough_interval_ms=600_000,
+                flush_consume_queue_interval_ms=60_000, checkpoint_interval_ms=60_000,
+                clean_resource_interval_ms=3_600_000, delete_commit_log_files_interval_ms=0)
+    base.update(overrides)
+    return StoreConfig(**base)
+
+
+class NoSyncFileIO(OsFileIO):
+    """The real file system without fsync: for tests where durability is not the subject."""
+
+    def fsync(self, handle) -> None:
+        pass
+
+    def fsync_dir(self, path: str) -> None:
+        pass
+
+
+class NothingUnsyncedSurvives(random.Random):
+    """An rng for FaultyFileIO.after_power_loss that picks the most pessimistic legal outcome:
+    every page and file length that was not fsynced goes back to what the disk had."""
+
+    def random(self):
+        return 0.99
+
+    def choice(self, seq):
+        return seq[-1]
+
+    def randrange(self, *a, **k):
+        return 0
+
+
+def topic_bodies(store: MessageStore, topic: str) -> list[bytes]:
+    """The bodies of every message of ``topic``, all queues, sorted."""
+    out = []
+    for q in range(store.queue_count(topic)):
+        off = 0
+        while True:
+            g = store.get("t", topic, q, off, max_count=32)
+            if not g.messages:
+                break
+            out += [m.body for m in g.messages]
+            off = g.next_offset
+    return sorted(out)
