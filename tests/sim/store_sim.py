@@ -39,7 +39,7 @@ def sim_config(sync: bool) -> StoreConfig:
         flush_disk_type="SYNC_FLUSH" if sync else "ASYNC_FLUSH",
         flush_interval_ms=60_000, flush_thorough_interval_ms=600_000,
         flush_consume_queue_interval_ms=60_000, checkpoint_interval_ms=60_000,
-        sync_flush_timeout_ms=5_000, default_queue_count=2, dispatch_write_retries_max=2,
+        sync_flush_timeout_ms=5_000, topic_queues_default=2, dispatch_write_retries_max=2,
     )
 
 

@@ -315,7 +315,7 @@ def test_store_on_a_nearly_full_tmpfs(env, tmp_path):
     """Writing a tmpfs to its end with warming on: segments are fallocated, so warming never
     fails there; puts are refused when no segment can be made, nothing crashes, all is readable."""
     d = env.tmpfs("cl", 2)
-    s = env.open(small(tmp_path, commitlog_dirs=(d,), disk_space_warning_level_ratio=90))
+    s = env.open(small(tmp_path, commitlog_dirs=(d,), disk_space_warning_level_percent=90))
     ok = 0
     for _ in range(200):
         rs = s.put_batch([Message(topic="T", body=b"y" * 1000) for _ in range(16)])

@@ -28,11 +28,11 @@ def world(tmp_path):
     clock = ManualClock()
     made = []
 
-    def consumption(max_delivery_attempts=16, **settings):
+    def consumption(delivery_attempts_max=16, **settings):
         pop = PopState(store.fio, root)
         pop.open()
         made.append(pop)
-        cfg = BrokerConfig(fifo_consumer_groups=(ORDERED,), max_delivery_attempts=max_delivery_attempts, **settings)
+        cfg = BrokerConfig(fifo_consumer_groups=(ORDERED,), delivery_attempts_max=delivery_attempts_max, **settings)
         return Consumption(store, cfg, pop, clock=clock)
 
     yield store, clock, consumption
@@ -120,7 +120,7 @@ def test_the_hold_survives_a_restart_of_the_pop_state(world):
 
 def test_after_max_deliveries_the_head_goes_to_the_dead_letter_queue_and_the_queue_moves_on(world):
     store, clock, consumption = world
-    c = consumption(max_delivery_attempts=2)
+    c = consumption(delivery_attempts_max=2)
     put(store, 0, b"a0", b"a1")
     assert bodies(c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)) == [b"a0"]
     clock.advance(INVISIBLE_MS / 1000)
@@ -133,7 +133,7 @@ def test_after_max_deliveries_the_head_goes_to_the_dead_letter_queue_and_the_que
 def forward(c, group, handle):
     return c.forward_to_dlq(spb.ForwardMessageToDeadLetterQueueRequest(
         group=pb.Resource(name=group), topic=pb.Resource(name="T"), receipt_handle=handle, message_id="m",
-        delivery_attempt=3, max_delivery_attempts=3)).status.code
+        delivery_attempt=3, delivery_attempts_max=3)).status.code
 
 
 def test_forward_to_the_dead_letter_queue_moves_acks_and_frees_the_queue(world):

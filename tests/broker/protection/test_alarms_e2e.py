@@ -15,7 +15,7 @@ from ..consume.test_receive_e2e import clients, receive_all  # noqa: F401  (fixt
 from ..produce.test_send_message_e2e import make_topic, msg
 
 MIB = 1 << 20
-FAST = {"TIDEMQ_ALARM_CHECK_INTERVAL_MAX_MS": "200", "TIDEMQ_SEND_HOLD_MAX_MS": "1000"}
+FAST = {"TIDEMQ_ALARM_CHECK_INTERVAL_MS_MAX": "200", "TIDEMQ_SEND_HOLD_MS_MAX": "1000"}
 
 
 def alarm_status(b) -> dict:

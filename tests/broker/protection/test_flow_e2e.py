@@ -18,7 +18,7 @@ KIB = 1 << 10
 # nothing is flushed for a minute: every byte sent stays in the backlog
 NO_FLUSH = {"TIDEMQ_SEGMENT_SIZE_BYTES": str(4 << 20), "TIDEMQ_INDEX_SLOTS": "1000", "TIDEMQ_INDEX_ENTRIES": "4000",
             "TIDEMQ_FLUSH_INTERVAL_MS": "60000", "TIDEMQ_FLUSH_THOROUGH_INTERVAL_MS": "600000",
-            "TIDEMQ_FLUSH_BACKLOG_HIGH_BYTES": str(64 * KIB), "TIDEMQ_SEND_HOLD_MAX_MS": "600"}
+            "TIDEMQ_FLUSH_BACKLOG_HIGH_BYTES": str(64 * KIB), "TIDEMQ_SEND_HOLD_MS_MAX": "600"}
 
 
 def test_flush_backlog_throttles_the_official_producer(tmp_path, broker_factory, clients):
@@ -43,7 +43,7 @@ def test_flush_backlog_throttles_the_official_producer(tmp_path, broker_factory,
 def test_in_flight_requests_and_bytes_per_connection(tmp_path, broker_factory):
     root = str(tmp_path / "store")
     make_topic(root, "Busy", 2)
-    b = broker_factory(root, env={**NO_FLUSH, "TIDEMQ_SEND_HOLD_MAX_MS": "1500",
+    b = broker_factory(root, env={**NO_FLUSH, "TIDEMQ_SEND_HOLD_MS_MAX": "1500",
                                   "TIDEMQ_FLUSH_BACKLOG_HIGH_BYTES": str(4 * KIB),
                                   "TIDEMQ_INFLIGHT_REQUESTS_PER_CONNECTION_MAX": "2",
                                   "TIDEMQ_INFLIGHT_BYTES_PER_CONNECTION_MAX": str(24 * KIB)})

@@ -15,7 +15,7 @@ ROOT = "/r"
 
 def small_cfg(**kw) -> StoreConfig:
     base = dict(root_dir=ROOT, segment_size_bytes=32 * 1024, preallocate_next_segment=False,
-                consume_queue_units_per_segment=16, index_slots=64, index_entries=512, default_queue_count=1,
+                consume_queue_units_per_segment=16, index_slots=64, index_entries=512, topic_queues_default=1,
                 flush_interval_ms=60_000, flush_thorough_interval_ms=600_000,
                 flush_consume_queue_interval_ms=60_000, checkpoint_interval_ms=60_000,
                 clean_resource_interval_ms=3_600_000, delete_commit_log_files_interval_ms=0)

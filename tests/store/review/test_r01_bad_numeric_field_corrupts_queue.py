@@ -24,7 +24,7 @@ def test_bad_flag_in_a_batch_gets_a_status_and_does_not_break_the_queue(stores):
 
 
 def test_float_queue_id_is_message_illegal(stores):
-    s = stores(small_cfg(default_queue_count=2), FaultyFileIO())
+    s = stores(small_cfg(topic_queues_default=2), FaultyFileIO())
     try:
         rs = s.put_batch([Message("T", b"a", queue_id=0), Message("T", b"b", queue_id=1.0)])
     except Exception as e:          # noqa: BLE001
