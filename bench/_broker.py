@@ -2,7 +2,7 @@
 --port 0`` on loopback, running the code being measured (TIDEMQ_BENCH_SRC or the checkout's src/),
 with HOME in a scratch directory (importing the official client package writes ~/logs/).
 
-    with BrokerProcess(root, home, env={"TIDEMQ_PULL_MAX_COUNT_IN_MEMORY": "256"}) as b:
+    with BrokerProcess(root, home, env={"TIDEMQ_PULL_IN_MEMORY_COUNT_MAX": "256"}) as b:
         b.create_topic("Bench", 8)
         ... b.endpoint ...
 """

@@ -31,7 +31,7 @@ def make_bodies(n: int = 16, size: int = BODY_SIZE) -> list[bytes]:
 
 def store_config(root: str, segment_bytes: int, flush_disk_type: str = "ASYNC_FLUSH", **overrides) -> StoreConfig:
     return StoreConfig(root_dir=root, segment_size_bytes=segment_bytes, flush_disk_type=flush_disk_type,
-                       index_enabled=False, default_queue_count=QUEUES, **overrides)
+                       index_enabled=False, topic_queues_default=QUEUES, **overrides)
 
 
 def message_pool(bodies: list[bytes], explicit_qid: bool) -> list[Message]:

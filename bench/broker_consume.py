@@ -21,7 +21,7 @@ same produce path as bench/broker_produce.py), ``os.sync()``, then time reading 
   the same broker.
 * ``tidemq PullMessage`` (for information, no goal): PullConsumer.pull(batch_size=``--batch``),
   the protocol's PullMessage (a stream of one protobuf Message per message), on the same broker,
-  which runs with ``pull_max_count_in_memory=--batch`` and ``pull_max_bytes_in_memory=1 MiB``
+  which runs with ``pull_in_memory_count_max=--batch`` and ``pull_in_memory_bytes_max=1 MiB``
   (TIDEMQ_* settings; the defaults, 32 messages and 256 KiB per get, would cap every pull at 32).
   Bounded by ``--info-seconds``: it reports the rate of what it read by then.
 * ``tidemq pull(32), broker defaults`` (for information, with ``--defaults-variant``): PullMessage
@@ -56,7 +56,7 @@ def timed_consume(s, expected: int, batch: int, max_s: float, **kw) -> dict:
 
 def measure(name: str, cls, workdir: str, body: bytes, a) -> dict[str, dict]:
     out = {}
-    env = {"TIDEMQ_PULL_MAX_COUNT_IN_MEMORY": str(a.batch), "TIDEMQ_PULL_MAX_BYTES_IN_MEMORY": str(1 << 20)}
+    env = {"TIDEMQ_PULL_IN_MEMORY_COUNT_MAX": str(a.batch), "TIDEMQ_PULL_IN_MEMORY_BYTES_MAX": str(1 << 20)}
     s = cls(workdir, env=env) if name == "tidemq" else cls(workdir)
     with s:
         f = s.produce(body, a.count, a.batch, a.fill_seconds, a.in_flight)
@@ -107,8 +107,8 @@ def main() -> None:
                  params={"body_bytes": a.body_bytes, "batch": a.batch, "prefetch": a.prefetch, "threads": a.threads,
                          "rounds": a.rounds,
                          "filled_per_sample": a.count, "max_seconds_per_read": a.max_seconds,
-                         "tidemq": f"tidemq serve, ASYNC_FLUSH, pull_max_count_in_memory={a.batch}, "
-                                   "pull_max_bytes_in_memory=1 MiB, topic of 8 queues; iter_records("
+                         "tidemq": f"tidemq serve, ASYNC_FLUSH, pull_in_memory_count_max={a.batch}, "
+                                   "pull_in_memory_bytes_max=1 MiB, topic of 8 queues; iter_records("
                                    f"max_count={a.batch}, prefetch={a.prefetch}), decoded to StoredMessage (body, queue offset)",
                          "info_seconds": a.info_seconds,
                          "peers": versions()})

@@ -118,7 +118,7 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="profile_broker-", dir=TMP_PARENT)
     raw_broker = os.path.join(TMP_PARENT, f"pyspy_broker_{a.what}.broker.txt")
     raw_client = os.path.join(TMP_PARENT, f"pyspy_broker_{a.what}.client.txt")
-    env = {"TIDEMQ_PULL_MAX_COUNT_IN_MEMORY": str(a.batch), "TIDEMQ_PULL_MAX_BYTES_IN_MEMORY": str(1 << 20)}
+    env = {"TIDEMQ_PULL_IN_MEMORY_COUNT_MAX": str(a.batch), "TIDEMQ_PULL_IN_MEMORY_BYTES_MAX": str(1 << 20)}
     try:
         with TidemqSystem(tmp, env=env) as s:
             if a.what == "consume":

@@ -37,7 +37,7 @@ SEG = 1024 * MIB
 
 
 def make_store(root: str) -> MessageStore:
-    s = MessageStore(store_config(root, SEG, pull_max_count_in_memory=256, pull_max_bytes_in_memory=1 * MIB)).start()
+    s = MessageStore(store_config(root, SEG, pull_in_memory_count_max=256, pull_in_memory_bytes_max=1 * MIB)).start()
     s.create_topic(TOPIC, QUEUES)
     assert s.put(Message(topic=TOPIC, body=b"x" * 1024, queue_id=0)).ok
     return s

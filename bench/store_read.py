@@ -6,7 +6,7 @@
 Set-up (timed for information only): 1 M messages of 1 KiB into topic "Bench"
 with 8 queues (put_batch of 1024, round-robin), ASYNC_FLUSH, 1 GiB segments.
 The data stays in the page cache (the store counts it "in memory": well within
-access_message_in_memory_ratio_max_percent of RAM).
+access_message_in_memory_percent_max of RAM).
 
 Reference ("raw scan"), measured right before every store sample: a Python loop
 over read-only mmaps of the store's commit-log segment files (mapped and touched
@@ -16,8 +16,8 @@ copies bodies out), then on to pos + TOTALSIZE. Log order, no consume queue.
 
 Variants: every message of every queue read back by ``get`` (queue by queue,
 offset 0 to the end, following next_offset) with max_count=32 (RocketMQ's
-default pull size) and max_count=256 (pull_max_count_in_memory raised to 256,
-pull_max_bytes_in_memory and max_bytes to 1 MiB).
+default pull size) and max_count=256 (pull_in_memory_count_max raised to 256,
+pull_in_memory_bytes_max and max_bytes to 1 MiB).
 
 Goal (DESIGN.md section 7): >= 0.5 x the raw scan.
 """
@@ -101,13 +101,13 @@ def main() -> None:
                                "HEADER.unpack_from (88 bytes, TOTALSIZE..BODYLEN) and a bytes slice of the body, "
                                "in log order",
                  params={"messages": a.count, "body_bytes": BODY_SIZE, "queues": QUEUES, "rounds": a.rounds,
-                         "segment_size_bytes": seg, "index_enabled": False, "pull_max_count_in_memory": 256,
-                         "pull_max_bytes_in_memory": 1 * MIB, "max_seconds_per_sample": a.max_seconds})
+                         "segment_size_bytes": seg, "index_enabled": False, "pull_in_memory_count_max": 256,
+                         "pull_in_memory_bytes_max": 1 * MIB, "max_seconds_per_sample": a.max_seconds})
     for v in variants:
         rep.ratio(v.name, v.goal)
     with scratch_dir("store_read") as tmp:
-        cfg = store_config(os.path.join(tmp, "store"), seg, pull_max_count_in_memory=256,
-                           pull_max_bytes_in_memory=1 * MIB)
+        cfg = store_config(os.path.join(tmp, "store"), seg, pull_in_memory_count_max=256,
+                           pull_in_memory_bytes_max=1 * MIB)
         store = MessageStore(cfg).start()
         maps: list[mmap.mmap] = []
 

@@ -1,4 +1,4 @@
-"""StoreConfig: defaults, clamping, TOML, environment, errors."""
+"""StoreConfig / BrokerConfig: defaults, bounds, TOML, environment, renamed settings, errors."""
 
 from __future__ import annotations
 
@@ -28,12 +28,12 @@ def test_defaults_follow_rocketmq():
     assert c.flush_least_pages == 4
     assert c.flush_thorough_interval_ms == 10_000
     assert c.sync_flush_timeout_ms == 5_000
-    assert c.max_message_size_bytes == 4 * MIB == 4 * 1024 * 1024
-    assert c.pull_max_count_in_memory == 32
-    assert c.pull_max_bytes_in_memory == 256 * KIB
-    assert c.pull_max_count_from_disk == 8
-    assert c.pull_max_bytes_from_disk == 64 * KIB
-    assert c.access_message_in_memory_ratio_max_percent == 40
+    assert c.message_body_bytes_max == 4 * MIB == 4 * 1024 * 1024
+    assert c.pull_in_memory_count_max == 32
+    assert c.pull_in_memory_bytes_max == 256 * KIB
+    assert c.pull_from_disk_count_max == 8
+    assert c.pull_from_disk_bytes_max == 64 * KIB
+    assert c.access_message_in_memory_percent_max == 40
     assert c.consume_queue_units_per_segment == 300_000
     assert c.flush_disk_type == "ASYNC_FLUSH"
     assert c.sync_flush is False
@@ -70,25 +70,18 @@ def test_describe_lists_every_setting_with_doc_and_bounds():
     assert rows["segment_size_bytes"][2] == 4 * KIB
 
 
-# Clamping ---------------------------------------------------------------------------
+# Bounds and mistakes ---------------------------------------------------------------------------
 
-def test_value_below_min_is_clamped_with_a_warning(caplog):
-    with caplog.at_level(logging.WARNING, logger="tidemq.config"):
-        c = StoreConfig(segment_size_bytes=100)
-    assert c.segment_size_bytes == 4 * KIB
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1
-    assert "segment_size_bytes" in warnings[0].getMessage()
+def test_value_below_min_is_refused_naming_the_bounds():
+    with pytest.raises(ConfigError, match=r"segment_size_bytes: 100 is outside \[4096, "):
+        StoreConfig(segment_size_bytes=100)
 
 
-def test_value_above_max_is_clamped_with_a_warning(caplog):
-    with caplog.at_level(logging.WARNING, logger="tidemq.config"):
-        c = StoreConfig(access_message_in_memory_ratio_max_percent=250, flush_interval_ms=10 ** 9)
-    assert c.access_message_in_memory_ratio_max_percent == 100
-    assert c.flush_interval_ms == 60_000
-    msgs = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
-    assert "access_message_in_memory_ratio_max_percent" in msgs
-    assert "flush_interval_ms" in msgs
+def test_value_above_max_is_refused():
+    with pytest.raises(ConfigError, match="access_message_in_memory_percent_max: 250 is outside"):
+        StoreConfig(access_message_in_memory_percent_max=250)
+    with pytest.raises(ConfigError, match="flush_interval_ms"):
+        StoreConfig(flush_interval_ms=10 ** 9)
 
 
 def test_value_in_bounds_logs_nothing(caplog):
@@ -99,20 +92,77 @@ def test_value_in_bounds_logs_nothing(caplog):
     assert not [r for r in caplog.records if r.name == "tidemq.config"]
 
 
-def test_clamp_applies_to_values_from_env_and_toml(tmp_path, caplog):
+def test_bounds_apply_to_values_from_env_and_toml(tmp_path):
     p = write_toml(tmp_path, "consume_queue_units_per_segment = 1\n")
-    with caplog.at_level(logging.WARNING, logger="tidemq.config"):
-        c = StoreConfig.load(toml_path=p, env={"TIDEMQ_INDEX_SLOTS": "3"})
-    assert c.consume_queue_units_per_segment == 16
-    assert c.index_slots == 16
-    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 2
+    with pytest.raises(ConfigError, match="consume_queue_units_per_segment"):
+        StoreConfig.load(toml_path=p, env=NO_ENV)
+    with pytest.raises(ConfigError, match="index_slots"):
+        StoreConfig.load(env={"TIDEMQ_INDEX_SLOTS": "3"})
 
 
-def test_replace_clamps_too(caplog):
+def test_replace_checks_too():
+    with pytest.raises(ConfigError, match="sync_flush_timeout_ms"):
+        StoreConfig().replace(sync_flush_timeout_ms=0)
+
+
+def test_a_fraction_is_never_truncated_and_a_percent_says_what_it_means(tmp_path):
+    p = write_toml(tmp_path, "[store]\ndisk_space_clean_forcibly_percent = 0.85\n")
+    with pytest.raises(ConfigError, match=r"85 means 85 %\): did you mean 85\?"):
+        StoreConfig.load(toml_path=p, env=NO_ENV, section="store")
+    with pytest.raises(ConfigError, match="flush_interval_ms: 2.5 is not a whole number"):
+        StoreConfig.load(env={"TIDEMQ_FLUSH_INTERVAL_MS": "2.5"})
+    assert StoreConfig.load(env={"TIDEMQ_FLUSH_INTERVAL_MS": "250.0"}).flush_interval_ms == 250
+
+
+def test_renamed_settings_are_read_under_their_old_names_with_a_warning(tmp_path, caplog):
+    p = write_toml(tmp_path, "[store]\nmax_message_size_bytes = 1024\ndisk_space_clean_forcibly_ratio = 0.8\n"
+                             "disk_max_used_space_ratio = 70\n")
+    with caplog.at_level(logging.WARNING, logger="tidemq.config"), pytest.warns(DeprecationWarning):
+        c = StoreConfig.load(toml_path=p, env={"TIDEMQ_PULL_MAX_COUNT_IN_MEMORY": "64"}, section="store")
+    assert c.message_body_bytes_max == 1024
+    assert c.disk_space_clean_forcibly_percent == 80, "a fraction under an old *_ratio name is understood"
+    assert c.disk_used_space_percent_max == 70
+    assert c.pull_in_memory_count_max == 64
+    assert "'max_message_size_bytes' is now 'message_body_bytes_max'" in caplog.text
+    from tidemq.config import BrokerConfig
+    with pytest.warns(DeprecationWarning):
+        assert BrokerConfig.load(env={"TIDEMQ_SEND_HOLD_MAX_MS": "5"}).send_hold_ms_max == 5
+    # the new name wins over the old one
+    with pytest.warns(DeprecationWarning):
+        c = StoreConfig.load(toml_path=p, env={"TIDEMQ_MESSAGE_BODY_BYTES_MAX": "2048"}, section="store")
+    assert c.message_body_bytes_max == 2048
+
+
+def test_unknown_section_variable_and_setting_say_what_was_meant(tmp_path):
+    p = write_toml(tmp_path, "[stor]\nflush_interval_ms = 3\n")
+    with pytest.raises(ConfigError, match=r"unknown section \[stor\] \(did you mean \[store\]\?\)"):
+        StoreConfig.load(toml_path=p, env=NO_ENV, section="store")
+    with pytest.raises(ConfigError, match="TIDEMQ_FLUSH_INTERVALL_MS is not a tidemq setting "
+                                          r"\(did you mean TIDEMQ_FLUSH_INTERVAL_MS\?\)"):
+        StoreConfig.load(env={"TIDEMQ_FLUSH_INTERVALL_MS": "3"})
+    p = write_toml(tmp_path, "[store]\nflush_intervall_ms = 3\n", name="b.toml")
+    with pytest.raises(ConfigError, match=r"did you mean flush_interval_ms\?"):
+        StoreConfig.load(toml_path=p, env=NO_ENV, section="store")
+
+
+def test_broken_or_missing_files_are_config_errors(tmp_path):
+    p = write_toml(tmp_path, "[store\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        StoreConfig.load(toml_path=p, env=NO_ENV)
+    with pytest.raises(ConfigError, match="cannot read"):
+        StoreConfig.load(toml_path=str(tmp_path / "missing.toml"), env=NO_ENV)
+
+
+def test_auto_creation_is_one_store_setting_and_the_old_broker_keys_still_work(tmp_path, caplog):
+    from tidemq.config import BrokerConfig
+    assert StoreConfig().auto_create_topics is False
+    assert not hasattr(BrokerConfig(), "auto_create_topics")
+    p = write_toml(tmp_path, "[store]\n[broker]\nauto_create_topics = true\ndefault_queue_count = 3\nport = 9000\n")
     with caplog.at_level(logging.WARNING, logger="tidemq.config"):
-        c = StoreConfig().replace(sync_flush_timeout_ms=0)
-    assert c.sync_flush_timeout_ms == 1
-    assert any("sync_flush_timeout_ms" in r.getMessage() for r in caplog.records)
+        s = StoreConfig.load(toml_path=p, env=NO_ENV, section="store")
+        b = BrokerConfig.load(toml_path=p, env=NO_ENV, section="broker")
+    assert s.auto_create_topics is True and s.topic_queues_default == 3 and b.port == 9000
+    assert "[broker] auto_create_topics is now [store] auto_create_topics" in caplog.text
 
 
 def test_auto_renew_ahead_is_kept_under_the_step(caplog):
@@ -285,12 +335,14 @@ def test_broker_protection_defaults_and_clamping(caplog):
     c = BrokerConfig.load(env={})
     assert c.host == "127.0.0.1", "nothing listens beyond loopback unless configured"
     assert (c.memory_high_watermark_ratio, c.memory_high_watermark_bytes, c.disk_free_limit_bytes) == (0.4, 0, 0)
-    assert (c.alarm_check_interval_max_ms, c.alarm_check_interval_min_ms, c.send_hold_max_ms) == (10_000, 100, 2_000)
+    assert (c.alarm_check_interval_ms_max, c.alarm_check_interval_ms_min, c.send_hold_ms_max) == (10_000, 100, 2_000)
     assert not c.auth_enabled and not c.tls_enabled
-    with caplog.at_level(logging.WARNING, logger="tidemq.config"):
-        c = BrokerConfig.load(env={"TIDEMQ_MEMORY_HIGH_WATERMARK_RATIO": "1.5", "TIDEMQ_SEND_HOLD_MAX_MS": "-1"})
-    assert c.memory_high_watermark_ratio == 0.95 and c.send_hold_max_ms == 0
-    assert "memory_high_watermark_ratio" in caplog.text
+    with pytest.raises(ConfigError, match="memory_high_watermark_ratio: 1.5 is outside"):
+        BrokerConfig.load(env={"TIDEMQ_MEMORY_HIGH_WATERMARK_RATIO": "1.5"})
+    with pytest.raises(ConfigError, match="send_hold_ms_max: -1 is outside"):
+        BrokerConfig.load(env={"TIDEMQ_SEND_HOLD_MS_MAX": "-1"})
+    with pytest.raises(ConfigError, match=r"port: 70000 is outside \[0, 65535\]"):
+        BrokerConfig.load(env={"TIDEMQ_PORT": "70000"})
 
 
 def test_broker_keys_and_tls_files_go_in_pairs_and_the_secret_is_not_shown():

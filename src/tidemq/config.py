@@ -1,22 +1,31 @@
-"""One typed, frozen configuration per component, clamped in one place.
+"""One typed, frozen configuration per component, checked in one place.
 
-Every field carries its unit in its name, its default, its bounds and a doc
-string (in the field metadata). Values outside the bounds are clamped once, in
-``__post_init__``, with a logged warning; nothing else in the code base reads
-the environment. Sources, weakest first: defaults, a TOML file, ``TIDEMQ_*``
-environment variables, explicit keyword overrides.
+Every field carries its unit in its name (qualifier last: ``segment_size_bytes``,
+``send_hold_ms_max``), its default, its bounds and a doc string (in the field
+metadata). Sources, weakest first: defaults, a TOML file (one ``[section]`` per
+component: ``[store]``, ``[broker]``), ``TIDEMQ_*`` environment variables, explicit
+keyword overrides; nothing else in the code base reads the environment.
 
-    cfg = StoreConfig.load(toml_path="tidemq.toml", root_dir="/var/lib/tidemq")
+Mistakes are errors (ConfigError, one line, with "did you mean" where a name is
+close to a known one), never silently ignored or bent: an unknown section, setting
+or ``TIDEMQ_*`` variable; a value of the wrong type (``0.85`` for a whole number is
+refused, never truncated; a ``*_percent`` setting says "85 means 85 %"); a value
+outside its bounds (Kafka's ConfigDef does the same). Settings renamed since are
+still read under their old names, with a deprecation warning (``RENAMED``).
+
+    cfg = StoreConfig.load(toml_path="tidemq.toml", section="store", root_dir="/var/lib/tidemq")
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 import os
 import tomllib
+import warnings
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 log = logging.getLogger("tidemq.config")
 
@@ -25,6 +34,9 @@ MIB = 1024 * KIB
 GIB = 1024 * MIB
 
 ENV_PREFIX = "TIDEMQ_"
+# TIDEMQ_* variables that are not settings of a config class (command options' twins, benchmarks)
+ENV_NOT_SETTINGS = frozenset({"TIDEMQ_CONFIG", "TIDEMQ_ENDPOINT", "TIDEMQ_BENCH_SRC", "TIDEMQ_BENCH_RESULTS"})
+SECTIONS: dict[str, type] = {}       # TOML section -> config class (filled by the classes below)
 
 
 def _f(default: Any, doc: str, lo: float | None = None, hi: float | None = None,
@@ -36,7 +48,33 @@ def _f(default: Any, doc: str, lo: float | None = None, hi: float | None = None,
 
 
 class ConfigError(ValueError):
-    """A configuration value that cannot be used (wrong type, unknown key or choice)."""
+    """A configuration that cannot be used (unknown name, wrong type or choice, out of bounds)."""
+
+
+def did_you_mean(name: str, known) -> str:
+    """' (did you mean X?)' for the closest known name, or ''."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _whole(name: str, value: Any) -> int:
+    """An int from an int, an integral float or a string of one; never truncated."""
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        value = value.strip().replace("_", "")
+        try:
+            return int(value)
+        except ValueError:
+            value = float(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    hint = ""
+    if name.endswith("_percent") and isinstance(value, float) and 0 < value < 1:
+        hint = f": this setting is a percent (85 means 85 %): did you mean {value * 100:g}?"
+    raise ConfigError(f"{name}: {value!r} is not a whole number{hint}")
 
 
 def _coerce(name: str, typ: Any, value: Any) -> Any:
@@ -48,6 +86,8 @@ def _coerce(name: str, typ: Any, value: Any) -> Any:
                 # RocketMQ users write "a:b:c"; others "a,b,c".
                 sep = "," if "," in value else ":"
                 return tuple(p.strip() for p in value.split(sep) if p.strip())
+            if not isinstance(value, (list, tuple)):
+                raise ValueError(value)
             return tuple(str(v) for v in value)
         if t == "bool":
             if isinstance(value, str):
@@ -57,24 +97,47 @@ def _coerce(name: str, typ: Any, value: Any) -> Any:
                 if v in ("0", "false", "no", "off"):
                     return False
                 raise ValueError(value)
+            if not isinstance(value, (bool, int)):
+                raise ValueError(value)
             return bool(value)
         if t == "int":
+            return _whole(name, value)
+        if t == "float":
             if isinstance(value, bool):
                 raise ValueError(value)
-            return int(value)
-        if t == "float":
             return float(value)
         if t == "str":
+            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+                raise ValueError(value)
             return str(value)
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, OverflowError) as e:
+        if isinstance(e, ConfigError):
+            raise
         raise ConfigError(f"{name}: cannot use {value!r} as {t}") from e
     return value
 
 
-class _Loadable:
-    """Shared loading and clamping for the config dataclasses."""
+def _old_ratio(old: str, new: str, value: Any) -> Any:
+    """A deprecated ``*_ratio`` name holding a percent: a fraction (0.85) is understood as 85 %."""
+    if old.endswith("_ratio") and new.endswith("_percent") and not isinstance(value, bool):
+        try:
+            f = float(value)
+        except (TypeError, ValueError):
+            return value
+        if 0 < f <= 1:
+            return f * 100
+    return value
 
-    def _clamp(self) -> None:
+
+class _Loadable:
+    """Shared loading and checking for the config dataclasses."""
+
+    SECTION: ClassVar[str] = ""
+    RENAMED: ClassVar[Mapping[str, str]] = {}       # old name -> new name, read with a deprecation warning
+    MOVED_IN: ClassVar[Mapping[str, tuple[str, str]]] = {}   # old key -> (its old section, new name here)
+    MOVED_OUT: ClassVar[frozenset[str]] = frozenset()       # keys of this section now read by another
+
+    def _check(self) -> None:
         for f in fields(self):  # type: ignore[arg-type]
             meta = f.metadata
             v = getattr(self, f.name)
@@ -83,14 +146,20 @@ class _Loadable:
                 raise ConfigError(f"{f.name}: {v!r} is not one of {', '.join(choices)}")
             lo, hi = meta.get("min"), meta.get("max")
             if isinstance(v, (int, float)) and not isinstance(v, bool):
-                nv = v
-                if lo is not None and v < lo:
-                    nv = type(v)(lo)
-                if hi is not None and v > hi:
-                    nv = type(v)(hi)
-                if nv != v:
-                    log.warning("config %s=%r is outside [%s, %s]; using %r", f.name, v, lo, hi, nv)
-                    object.__setattr__(self, f.name, nv)
+                if f.type in ("int", int) and isinstance(v, float):
+                    object.__setattr__(self, f.name, v := _whole(f.name, v))
+                if v != v or (lo is not None and v < lo) or (hi is not None and v > hi):
+                    raise ConfigError(f"{f.name}: {v!r} is outside [{_num(lo)}, {_num(hi)}]")
+
+    @classmethod
+    def _renamed(cls, name: str, where: str) -> str:
+        new = cls.RENAMED.get(name)
+        if new is None:
+            return name
+        msg = f"{where}: setting {name!r} is now {new!r}; the old name will stop working in a later release"
+        log.warning("%s", msg)
+        warnings.warn(msg, DeprecationWarning, stacklevel=3)
+        return new
 
     @classmethod
     def load(cls, toml_path: str | None = None, env: Mapping[str, str] | None = None,
@@ -99,25 +168,36 @@ class _Loadable:
         known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
         values: dict[str, Any] = {}
         if toml_path:
-            with open(toml_path, "rb") as fh:
-                doc = tomllib.load(fh)
-            if section and isinstance(doc.get(section), dict):
-                doc = doc[section]
-            for k, v in doc.items():
-                if isinstance(v, dict):
-                    continue  # another component's section
-                if k not in known:
-                    raise ConfigError(f"{toml_path}: unknown setting {k!r}")
-                values[k] = _coerce(k, known[k].type, v)
+            settings = _toml_settings(toml_path, section)
+            for k, (sect, new) in cls.MOVED_IN.items():      # e.g. [broker] auto_create_topics, now [store]'s
+                v = _toml_settings(toml_path, sect, top_level=False).get(k)
+                if v is not None and new not in settings:
+                    log.warning("%s: [%s] %s is now [%s] %s: read from there", toml_path, sect, k, cls.SECTION, new)
+                    settings[new] = v
+            for k in cls.MOVED_OUT:
+                if settings.pop(k, None) is not None:
+                    log.warning("%s: %s is now a setting of [store]: read there", toml_path, k)
+            for k, v in settings.items():
+                name = cls._renamed(k, toml_path)
+                if name not in known:
+                    raise ConfigError(f"{toml_path}: unknown setting {k!r}" + did_you_mean(k, known))
+                values[name] = _coerce(name, known[name].type, _old_ratio(k, name, v))
         env = os.environ if env is None else env
+        check_env(env)
+        for old, new in cls.RENAMED.items():
+            ev = env.get(ENV_PREFIX + old.upper())
+            if ev is not None and ENV_PREFIX + new.upper() not in env:
+                cls._renamed(old, ENV_PREFIX + old.upper())
+                values[new] = _coerce(new, known[new].type, _old_ratio(old, new, ev))
         for k, f in known.items():
             ev = env.get(ENV_PREFIX + k.upper())
             if ev is not None:
                 values[k] = _coerce(k, f.type, ev)
         for k, v in overrides.items():
-            if k not in known:
-                raise ConfigError(f"unknown setting {k!r}")
-            values[k] = v
+            name = cls._renamed(k, "argument")
+            if name not in known:
+                raise ConfigError(f"unknown setting {k!r}" + did_you_mean(k, known))
+            values[name] = v
         return cls(**values)
 
     def replace(self, **changes: Any):
@@ -130,8 +210,61 @@ class _Loadable:
                 for f in fields(cls)]  # type: ignore[arg-type]
 
 
+def _num(x: float | None) -> str:
+    return "-inf" if x is None else f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def _toml_settings(path: str, section: str | None, top_level: bool = True) -> dict[str, Any]:
+    """The settings a TOML file gives one section: its ``[section]`` table, or, in a file without
+    it, its top-level keys (unless ``top_level`` is false). An unknown section is an error."""
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the configuration file: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    for k, v in doc.items():
+        if isinstance(v, dict) and k not in SECTIONS:
+            raise ConfigError(f"{path}: unknown section [{k}]" + did_you_mean(k, SECTIONS).replace(
+                "mean ", "mean [").replace("?)", "]?)"))
+    if section and isinstance(doc.get(section), dict):
+        return dict(doc[section])
+    return {k: v for k, v in doc.items() if not isinstance(v, dict)} if top_level else {}
+
+
+def check_env(env: Mapping[str, str]) -> None:
+    """Every TIDEMQ_* variable must name a setting of some component (or be one of
+    ENV_NOT_SETTINGS): a misspelled one is an error, not silently ignored."""
+    names = set(ENV_NOT_SETTINGS)
+    for c in SECTIONS.values():
+        names.update(ENV_PREFIX + f.name.upper() for f in fields(c))
+        names.update(ENV_PREFIX + old.upper() for old in c.RENAMED)
+    for k in env:
+        if k.startswith(ENV_PREFIX) and k not in names:
+            raise ConfigError(f"environment variable {k} is not a tidemq setting" + did_you_mean(k, names))
+
+
 @dataclass(frozen=True)
 class StoreConfig(_Loadable):
+    SECTION: ClassVar[str] = "store"
+    RENAMED: ClassVar[Mapping[str, str]] = {
+        "disk_max_used_space_ratio": "disk_used_space_percent_max",
+        "disk_space_clean_forcibly_ratio": "disk_space_clean_forcibly_percent",
+        "disk_space_warning_level_ratio": "disk_space_warning_level_percent",
+        "max_message_size_bytes": "message_body_bytes_max",
+        "default_queue_count": "topic_queues_default",
+        "pull_max_count_in_memory": "pull_in_memory_count_max",
+        "pull_max_bytes_in_memory": "pull_in_memory_bytes_max",
+        "pull_max_count_from_disk": "pull_from_disk_count_max",
+        "pull_max_bytes_from_disk": "pull_from_disk_bytes_max",
+        "access_message_in_memory_ratio_max_percent": "access_message_in_memory_percent_max",
+    }
+    MOVED_IN: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "auto_create_topics": ("broker", "auto_create_topics"),
+        "default_queue_count": ("broker", "topic_queues_default"),
+    }
+
     root_dir: str = _f("./data", "store root: commitlog/, consumequeue/, index/, config/, checkpoint, abort")
     commitlog_dirs: tuple[str, ...] = _f((), "commit-log directories (empty: <root>/commitlog); 'a:b' or 'a,b' accepted")
 
@@ -140,10 +273,13 @@ class StoreConfig(_Loadable):
                                                  "';' separates entries in an environment variable")
 
     # Disk space (RocketMQ's three ratios, in percent of each directory's file system)
-    disk_max_used_space_ratio: int = _f(75, "percent: above it, expired commit-log segments are deleted", 10, 95)
-    disk_space_clean_forcibly_ratio: int = _f(85, "percent: a directory above it takes no new segments; above it on "
-                                                  "every writable directory, unexpired segments are deleted too", 30, 85)
-    disk_space_warning_level_ratio: int = _f(90, "percent: DISK_FULL, puts are refused (reads go on)", 35, 90)
+    disk_used_space_percent_max: int = _f(75, "percent: above it, expired commit-log segments are deleted "
+                                              "(RocketMQ diskMaxUsedSpaceRatio)", 10, 95)
+    disk_space_clean_forcibly_percent: int = _f(85, "percent: a directory above it takes no new segments; above it "
+                                                    "on every writable directory, unexpired segments are deleted "
+                                                    "too (RocketMQ diskSpaceCleanForciblyRatio)", 30, 85)
+    disk_space_warning_level_percent: int = _f(90, "percent: DISK_FULL, puts are refused (reads go on) "
+                                                   "(RocketMQ diskSpaceWarningLevelRatio)", 35, 90)
     clean_resource_interval_ms: int = _f(10_000, "period of the cleanup services and disk checks", 10, 3_600_000)
     delete_when: str = _f("04", "hours (local time) when expired segments are deleted, e.g. '04;16'")
     file_reserved_time_hours: float = _f(72.0, "segments older than this are expired", 0.0, 24 * 365 * 10)
@@ -172,9 +308,14 @@ class StoreConfig(_Loadable):
     index_entries: int = _f(20_000_000, "entries per index file", 16, 200_000_000)
     index_enabled: bool = _f(True, "build the key / unique-key hash index")
 
-    max_message_size_bytes: int = _f(4 * MIB, "largest accepted message body", 1, 128 * MIB)
-    default_queue_count: int = _f(8, "queues of an auto-created topic", 1, 1024)
-    auto_create_topics: bool = _f(True, "a put to an unknown topic creates it (off: TOPIC_NOT_FOUND)")
+    message_body_bytes_max: int = _f(4 * MIB, "largest accepted message body", 1, 128 * MIB)
+    topic_queues_default: int = _f(8, "queues of a topic created without a queue count (auto-creation, "
+                                      "topic create without --queues)", 1, 1024)
+    auto_create_topics: bool = _f(False, "a put, send or route query for an unknown topic creates it with "
+                                         "topic_queues_default queues (off: TOPIC_NOT_FOUND); the demo `./tidemq` "
+                                         "and `tidemq serve --auto-create-topics` turn it on")
+    topic_tag_cache_max: int = _f(4_096, "distinct tags per topic whose record encoding is remembered by the "
+                                         "write path", 0, 10_000_000)
     store_host: str = _f("127.0.0.1:10911", "ipv4:port written as STOREHOST and used in offset message ids")
 
     flush_disk_type: str = _f("ASYNC_FLUSH", "SYNC_FLUSH: put returns once durable; ASYNC_FLUSH: flushed in the background",
@@ -186,11 +327,11 @@ class StoreConfig(_Loadable):
     flush_consume_queue_interval_ms: int = _f(1_000, "flush period of consume queues and index", 1, 60_000)
     checkpoint_interval_ms: int = _f(1_000, "the checkpoint file is flushed at least this often", 10, 60_000)
 
-    pull_max_count_in_memory: int = _f(32, "messages per get when the data is likely in the page cache", 1, 100_000)
-    pull_max_bytes_in_memory: int = _f(256 * KIB, "bytes per get when the data is likely in the page cache", 1, 1 * GIB)
-    pull_max_count_from_disk: int = _f(8, "messages per get when the data is likely on disk", 1, 100_000)
-    pull_max_bytes_from_disk: int = _f(64 * KIB, "bytes per get when the data is likely on disk", 1, 1 * GIB)
-    access_message_in_memory_ratio_max_percent: int = _f(40, "data within this % of RAM of the log's end counts as in memory", 1, 100)
+    pull_in_memory_count_max: int = _f(32, "messages per get when the data is likely in the page cache", 1, 100_000)
+    pull_in_memory_bytes_max: int = _f(256 * KIB, "bytes per get when the data is likely in the page cache", 1, 1 * GIB)
+    pull_from_disk_count_max: int = _f(8, "messages per get when the data is likely on disk", 1, 100_000)
+    pull_from_disk_bytes_max: int = _f(64 * KIB, "bytes per get when the data is likely on disk", 1, 1 * GIB)
+    access_message_in_memory_percent_max: int = _f(40, "data within this % of RAM of the log's end counts as in memory", 1, 100)
 
     recovery_scan_segments_normal: int = _f(3, "segments checked at the log's end after a clean shutdown", 1, 1_000)
     dispatch_write_retries_max: int = _f(3, "retries of a failed consume-queue / index write before writes are refused", 0, 100)
@@ -202,7 +343,7 @@ class StoreConfig(_Loadable):
         if isinstance(self.per_dir_thresholds, str):
             object.__setattr__(self, "per_dir_thresholds",
                                tuple(p.strip() for p in self.per_dir_thresholds.split(";") if p.strip()))
-        self._clamp()
+        self._check()
         self.delete_hours()
         self.dir_thresholds()
 
@@ -219,13 +360,15 @@ class StoreConfig(_Loadable):
         return frozenset(hours)
 
     def thresholds(self) -> tuple[int, int, int]:
-        """(max used, clean forcibly, warning) in percent, in a sane order."""
-        w = self.disk_space_warning_level_ratio
-        f = min(self.disk_space_clean_forcibly_ratio, w)
-        return min(self.disk_max_used_space_ratio, f), f, w
+        """(max used, clean forcibly, warning) in percent, in a sane order (a lower warning level
+        pulls the other two down with it)."""
+        w = self.disk_space_warning_level_percent
+        f = min(self.disk_space_clean_forcibly_percent, w)
+        return min(self.disk_used_space_percent_max, f), f, w
 
     def dir_thresholds(self) -> dict[str, tuple[int, int, int]]:
-        """Per-directory (max used, clean forcibly, warning) overrides, clamped like the global ones."""
+        """Per-directory (max used, clean forcibly, warning) overrides, in the global ones' bounds and
+        put in the same sane order."""
         out: dict[str, tuple[int, int, int]] = {}
         for entry in self.per_dir_thresholds:
             path, sep, vals = entry.rpartition("=")
@@ -235,12 +378,14 @@ class StoreConfig(_Loadable):
                 raise ConfigError(f"per_dir_thresholds: {entry!r} is not DIR=max,forcibly,warning") from None
             if not sep or not path:
                 raise ConfigError(f"per_dir_thresholds: {entry!r} is not DIR=max,forcibly,warning")
-            c2 = min(max(c, 35), 90)
-            b2 = min(max(b, 30), 85, c2)
-            a2 = min(max(a, 10), 95, b2)
-            if (a2, b2, c2) != (a, b, c):
-                log.warning("config per_dir_thresholds %s=%d,%d,%d clamped to %d,%d,%d", path, a, b, c, a2, b2, c2)
-            out[os.path.normpath(path)] = (a2, b2, c2)
+            for v, name in ((a, "disk_used_space_percent_max"), (b, "disk_space_clean_forcibly_percent"),
+                            (c, "disk_space_warning_level_percent")):
+                meta = _FIELDS_BY_NAME[name].metadata
+                if not meta["min"] <= v <= meta["max"]:
+                    raise ConfigError(f"per_dir_thresholds: {entry!r}: {v} is outside [{meta['min']}, "
+                                      f"{meta['max']}], the bounds of {name}")
+            b = min(b, c)
+            out[os.path.normpath(path)] = (min(a, b), b, c)
         return out
 
     # Derived locations (the store root's layout: tidemq/store/layout.py) -----------
@@ -281,13 +426,27 @@ class StoreConfig(_Loadable):
 
 @dataclass(frozen=True)
 class BrokerConfig(_Loadable):
+    SECTION: ClassVar[str] = "broker"
+    RENAMED: ClassVar[Mapping[str, str]] = {
+        "grpc_max_message_bytes": "grpc_message_bytes_max",
+        "max_delivery_attempts": "delivery_attempts_max",
+        "long_polling_max_s": "long_polling_s_max",
+        "auto_renew_max_s": "auto_renew_s_max",
+        "client_idle_max_s": "client_idle_s_max",
+        "send_dedup_window": "send_dedup_window_entries",
+        "timer_max_delay_s": "timer_delay_s_max",
+        "send_hold_max_ms": "send_hold_ms_max",
+        "alarm_check_interval_max_ms": "alarm_check_interval_ms_max",
+        "alarm_check_interval_min_ms": "alarm_check_interval_ms_min",
+    }
+    # auto-creation moved to [store] (one meaning, one default): read there, not here
+    MOVED_OUT: ClassVar[frozenset[str]] = frozenset({"auto_create_topics", "default_queue_count"})
+
     host: str = _f("127.0.0.1", "address the gRPC server binds (loopback unless configured)")
     port: int = _f(8081, "gRPC port (0: any free port)", 0, 65535)
     advertised_endpoint: str = _f("", "host:port given to clients in routes when they did not say how they reached us")
     broker_name: str = _f("tidemq", "broker name in routes")
-    auto_create_topics: bool = _f(False, "QueryRoute / SendMessage to an unknown topic creates it")
-    default_queue_count: int = _f(8, "queues of a topic created by auto-creation", 1, 1024)
-    grpc_max_message_bytes: int = _f(4 * MIB + 512 * KIB, "largest gRPC message accepted (max body + headroom)",
+    grpc_message_bytes_max: int = _f(4 * MIB + 512 * KIB, "largest gRPC message accepted (max body + headroom)",
                                      64 * KIB, 256 * MIB)
     grpc_lookahead_bytes: int = _f(4 * MIB, "HTTP/2 flow-control window a stream may receive ahead "
                                    "(grpc.http2.lookahead_bytes): a large batch arrives without waiting for "
@@ -295,7 +454,7 @@ class BrokerConfig(_Loadable):
                                    64 * KIB, 256 * MIB)
     send_executor_threads: int = _f(8, "threads that run store puts for SendMessage", 1, 256)
     shutdown_grace_s: float = _f(5.0, "seconds in-flight RPCs get at shutdown", 0.0, 600.0)
-    max_delivery_attempts: int = _f(16, "deliveries of a message before it goes to %DLQ%<group>", 1, 1000)
+    delivery_attempts_max: int = _f(16, "deliveries of a message before it goes to %DLQ%<group>", 1, 1000)
     fifo_consumer_groups: tuple[str, ...] = _f((), "consumer groups that consume in order (RocketMQ's "
                                                "consumeMessageOrderly): a queue gives such a group its next "
                                                "message only once the ones handed out are acked or dead-lettered; "
@@ -306,17 +465,17 @@ class BrokerConfig(_Loadable):
                                          "RocketMQ proxy's renewAheadTimeMillis); kept under auto_renew_step_s",
                                    0.05, 3_600.0)
     auto_renew_step_s: float = _f(60.0, "invisible time one renewal gives, from now", 0.1, 43_200.0)
-    auto_renew_max_s: float = _f(3 * 3_600.0, "renewal of a message stops this long after it was received; its "
+    auto_renew_s_max: float = _f(3 * 3_600.0, "renewal of a message stops this long after it was received; its "
                                               "invisible time then runs out and it is delivered again (the proxy's "
                                               "renewMaxTimeMillis)", 1.0, 7 * 86_400.0)
     auto_renew_check_interval_ms: int = _f(1_000, "how often auto-renewed messages are looked at (renewed, or "
                                                   "released when their client is gone)", 10, 60_000)
-    client_idle_max_s: float = _f(30.0, "a client with no Telemetry stream open that sent no heartbeat or receive "
+    client_idle_s_max: float = _f(30.0, "a client with no Telemetry stream open that sent no heartbeat or receive "
                                         "for this long is gone (the official clients heartbeat every 10 s)",
                                   1.0, 3_600.0)
     receive_batch_max: int = _f(256, "messages one ReceiveMessage returns at most", 1, 10_000)
-    long_polling_max_s: float = _f(30.0, "longest a ReceiveMessage waits for messages", 0.0, 600.0)
-    send_dedup_window: int = _f(100_000, "recent (topic, message id) pairs a resent message is recognised by "
+    long_polling_s_max: float = _f(30.0, "longest a ReceiveMessage waits for messages", 0.0, 600.0)
+    send_dedup_window_entries: int = _f(100_000, "recent (topic, message id) pairs a resent message is recognised by "
                                 "(at least this many, at most twice; 0: off)",
                                 0, 10_000_000)
     transaction_check_interval_s: float = _f(30.0, "a half message undecided this long (since stored or last checked) "
@@ -325,7 +484,7 @@ class BrokerConfig(_Loadable):
                                         "(RocketMQ transactionCheckMax)", 1, 1000)
     transaction_undecided_max: int = _f(100_000, "undecided half messages held at most; a TRANSACTION send beyond "
                                                  "is refused (TOO_MANY_REQUESTS)", 1, 10_000_000)
-    timer_max_delay_s: float = _f(3 * 86_400.0, "furthest delivery time of a DELAY message from now (RocketMQ "
+    timer_delay_s_max: float = _f(3 * 86_400.0, "furthest delivery time of a DELAY message from now (RocketMQ "
                                                 "timerMaxDelaySec); keep it under the store's retention",
                                   1.0, 365 * 86_400.0)
     timer_pending_max: int = _f(1_000_000, "delayed messages waiting at most (~100 bytes of memory each); a DELAY "
@@ -339,10 +498,10 @@ class BrokerConfig(_Loadable):
     disk_free_limit_bytes: int = _f(0, "disk alarm when free space under a store directory falls under this; 0: two "
                                        "commit-log segments (2 GiB with the default segment_size_bytes; RabbitMQ's "
                                        "50 MB would not hold the next segment)", 0, 1 << 50)
-    alarm_check_interval_max_ms: int = _f(10_000, "alarm checks, far from the limits (closer: more often)",
+    alarm_check_interval_ms_max: int = _f(10_000, "alarm checks, far from the limits (closer: more often)",
                                           10, 600_000)
-    alarm_check_interval_min_ms: int = _f(100, "alarm checks, at the limits", 10, 600_000)
-    send_hold_max_ms: int = _f(2_000, "longest a send waits on an alarm or the flush backlog before it is refused "
+    alarm_check_interval_ms_min: int = _f(100, "alarm checks, at the limits", 10, 600_000)
+    send_hold_ms_max: int = _f(2_000, "longest a send waits on an alarm or the flush backlog before it is refused "
                                       "with TOO_MANY_REQUESTS (never past its deadline minus 0.25 s)", 0, 60_000)
     # Flow control
     flush_backlog_high_bytes: int = _f(256 * MIB, "sends are held while more commit-log bytes than this are written "
@@ -360,8 +519,24 @@ class BrokerConfig(_Loadable):
     tls_cert_file: str = _f("", "PEM certificate (chain): with tls_key_file, the port speaks TLS only")
     tls_key_file: str = _f("", "PEM private key of tls_cert_file")
 
+    # Bounds on what clients can make the broker remember or do per round
+    clients_max: int = _f(10_000, "client ids whose liveness is remembered at most (oldest idle forgotten first)",
+                          16, 10_000_000)
+    telemetry_outbox_max: int = _f(1_024, "commands queued for one Telemetry stream at most", 16, 1_000_000)
+    telemetry_known_clients_max: int = _f(10_000, "client ids whose Telemetry settings are remembered at most",
+                                          16, 10_000_000)
+    send_records_tag_cache_max: int = _f(4_096, "distinct tags whose SendRecords encoding is remembered", 0,
+                                         10_000_000)
+    state_journal_compact_bytes: int = _f(16 * MIB, "a broker state journal (pop state, transactions) larger than "
+                                                    "this is compacted into its snapshot", 64 * KIB, 1 << 40)
+    timer_round_messages_max: int = _f(1_024, "DELAY messages read or moved per timer round at most", 1, 1_000_000)
+    transaction_scan_max: int = _f(1_024, "half messages read per transaction-check round at most", 1, 1_000_000)
+    transaction_checks_per_round_max: int = _f(256, "orphan checks sent per round at most", 1, 1_000_000)
+    pull_message_bytes_max: int = _f(64 * MIB, "message bytes one PullMessage answers at most", 64 * KIB, 1 << 40)
+    pull_records_bytes_max: int = _f(64 * MIB, "record bytes one PullRecords answers at most", 64 * KIB, 1 << 40)
+
     def __post_init__(self) -> None:
-        self._clamp()
+        self._check()
         if self.auto_renew_ahead_s >= self.auto_renew_step_s:
             ahead = self.auto_renew_step_s / 2
             log.warning("config auto_renew_ahead_s=%r is not under auto_renew_step_s=%r (every check would renew); "
@@ -379,3 +554,8 @@ class BrokerConfig(_Loadable):
     @property
     def tls_enabled(self) -> bool:
         return bool(self.tls_cert_file)
+
+
+for _c in (StoreConfig, BrokerConfig):
+    SECTIONS[_c.SECTION] = _c
+_FIELDS_BY_NAME = {f.name: f for f in fields(StoreConfig)}

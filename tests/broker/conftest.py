@@ -20,7 +20,7 @@ def stores(tmp_path):
     made = []
 
     def start(clock):
-        cfg = StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=256 << 10, index_slots=1000,
+        cfg = StoreConfig(root_dir=str(tmp_path / "store"), auto_create_topics=True, segment_size_bytes=256 << 10, index_slots=1000,
                           index_entries=4000, consume_queue_units_per_segment=64, preallocate_next_segment=False)
         s = MessageStore(cfg, clock=clock).start()
         made.append(s)
@@ -34,7 +34,7 @@ def stores(tmp_path):
 
 @pytest.fixture
 def world(tmp_path):
-    """(store with topic T of 2 queues, ManualClock, consumption(max_delivery_attempts=16, **settings)
+    """(store with topic T of 2 queues, ManualClock, consumption(delivery_attempts_max=16, **settings)
     -> a Consumption over a fresh PopState of the store: a new one reads back what the last journaled)."""
     root = str(tmp_path / "store")
     store = MessageStore(StoreConfig(root_dir=root, segment_size_bytes=256 * KIB, index_slots=1000,
@@ -43,11 +43,11 @@ def world(tmp_path):
     clock = ManualClock()
     made = []
 
-    def consumption(max_delivery_attempts=16, **settings):
+    def consumption(delivery_attempts_max=16, **settings):
         pop = PopState(store.fio, root)
         pop.open()
         made.append(pop)
-        cfg = BrokerConfig(fifo_consumer_groups=(ORDERED,), max_delivery_attempts=max_delivery_attempts, **settings)
+        cfg = BrokerConfig(fifo_consumer_groups=(ORDERED,), delivery_attempts_max=delivery_attempts_max, **settings)
         return Consumption(store, cfg, pop, clock=clock)
 
     yield store, clock, consumption

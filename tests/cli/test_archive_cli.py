@@ -19,7 +19,7 @@ def archive_cli(*args):
 
 def test_archive_writes_parquet_and_the_manifest(tmp_path):
     root = tmp_path / "data"
-    s = MessageStore(StoreConfig(root_dir=str(root), segment_size_bytes=64 * 1024, index_enabled=False)).start()
+    s = MessageStore(StoreConfig(root_dir=str(root), auto_create_topics=True, segment_size_bytes=64 * 1024, index_enabled=False)).start()
     s.put_batch([Message(topic="T", body=b"x" * 1000, tags="a") for _ in range(200)])    # ~3 sealed segments
     s.shutdown()
     r = archive_cli("--root", str(root), "--json", "--master", "local[1]")

@@ -65,7 +65,7 @@ def test_batches_and_pulls(tmp_path, broker_factory):
 def test_a_batch_with_a_bad_message_answers_per_message(tmp_path, broker_factory):
     root = str(tmp_path / "store")
     make_topic(root, "Mixed", 1)
-    b = broker_factory(root, env={**SMALL, "TIDEMQ_MAX_MESSAGE_SIZE_BYTES": "1000"})
+    b = broker_factory(root, env={**SMALL, "TIDEMQ_MESSAGE_BODY_BYTES_MAX": "1000"})
     with Producer(b.endpoint) as p:
         rs = p.send_batch("Mixed", [b"ok", b"x" * 2000, b"ok2"])
         assert [r.ok for r in rs] == [True, False, True]

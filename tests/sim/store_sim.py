@@ -34,12 +34,12 @@ TOPICS = {"SimA": 3, "SimB": 2}
 
 def sim_config(sync: bool) -> StoreConfig:
     return StoreConfig(
-        root_dir=ROOT, segment_size_bytes=16 * 1024, preallocate_next_segment=False,
+        root_dir=ROOT, auto_create_topics=True, segment_size_bytes=16 * 1024, preallocate_next_segment=False,
         consume_queue_units_per_segment=32, index_slots=64, index_entries=256,
         flush_disk_type="SYNC_FLUSH" if sync else "ASYNC_FLUSH",
         flush_interval_ms=60_000, flush_thorough_interval_ms=600_000,
         flush_consume_queue_interval_ms=60_000, checkpoint_interval_ms=60_000,
-        sync_flush_timeout_ms=5_000, default_queue_count=2, dispatch_write_retries_max=2,
+        sync_flush_timeout_ms=5_000, topic_queues_default=2, dispatch_write_retries_max=2,
     )
 
 

@@ -110,7 +110,7 @@ def test_an_unfinished_run_is_removed_and_redone_and_other_runs_are_kept(spark, 
 def test_several_topics_in_one_segment_keep_their_topics(spark, tmp_path):
     from tidemq.store import MessageStore
     root, dest = str(tmp_path / "root"), str(tmp_path / "archive")
-    s = MessageStore(StoreConfig(root_dir=root, segment_size_bytes=64 * 1024, index_enabled=False)).start()
+    s = MessageStore(StoreConfig(root_dir=root, auto_create_topics=True, segment_size_bytes=64 * 1024, index_enabled=False)).start()
     s.put_batch([Message(topic="Orders" if i % 2 else "Refund", body=b"%s-%d" % (b"o" if i % 2 else b"r", i))
                  for i in range(3000)])
     s.shutdown()
@@ -125,7 +125,7 @@ def test_an_early_sealed_segment_counts_as_archived(spark, tmp_path):
     from tidemq.store.archive import ArchiveGuard
     from tidemq.io import OsFileIO
     root, dest = str(tmp_path / "root"), str(tmp_path / "archive")
-    s = MessageStore(StoreConfig(root_dir=root, segment_size_bytes=64 * 1024, index_enabled=False)).start()
+    s = MessageStore(StoreConfig(root_dir=root, auto_create_topics=True, segment_size_bytes=64 * 1024, index_enabled=False)).start()
     s.put_batch([Message(topic="T", body=b"x" * 100) for _ in range(50)])
     first = s.segments.segments[0]
     s.commit_log.seal_early(first) if hasattr(s.commit_log, "seal_early") else pytest.skip("no early seal here")

@@ -92,7 +92,7 @@ def test_at_the_delete_hour_expired_segments_go_from_the_head_never_the_active_o
 
 def test_space_short_deletes_expired_segments_and_says_why_when_none_is():
     w = World(file_reserved_time_hours=72)
-    w.used(80)                                         # above disk_max_used_space_ratio (75 %)
+    w.used(80)                                         # above disk_used_space_percent_max (75 %)
     rnd = w.cleaner.run_round()
     assert rnd.triggers == ["space"] and rnd.deleted == [] and not rnd.clean_immediately
     assert rnd.why_not.startswith("nothing expired: the oldest segment") and "file_reserved_time_hours=72" in rnd.why_not
@@ -104,7 +104,7 @@ def test_space_short_deletes_expired_segments_and_says_why_when_none_is():
 
 def test_above_clean_forcibly_everywhere_deletes_even_unexpired_segments_a_batch_a_round():
     w = World(file_reserved_time_hours=72, delete_file_batch_max=3)
-    w.used(86)                                         # above disk_space_clean_forcibly_ratio (85 %)
+    w.used(86)                                         # above disk_space_clean_forcibly_percent (85 %)
     rnd = w.cleaner.run_round()
     assert rnd.triggers == ["space"] and rnd.clean_immediately
     assert w.deleted == [0, SEG, 2 * SEG], "at most delete_file_batch_max a round"

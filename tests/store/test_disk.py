@@ -42,10 +42,10 @@ def env(tmp_path):
     def make(n_dirs=1, clock=None, **kw):
         fio = FakeDisk()
         dirs = [str(tmp_path / f"cl{i}") for i in range(n_dirs)]
-        base = dict(root_dir=str(tmp_path / "root"), commitlog_dirs=dirs, segment_size_bytes=SEG,
+        base = dict(root_dir=str(tmp_path / "root"), auto_create_topics=True, commitlog_dirs=dirs, segment_size_bytes=SEG,
                     preallocate_next_segment=False, index_slots=64, index_entries=1024,
                     consume_queue_units_per_segment=16, clean_resource_interval_ms=3_600_000,
-                    delete_commit_log_files_interval_ms=0, default_queue_count=1)
+                    delete_commit_log_files_interval_ms=0, topic_queues_default=1)
         base.update(kw)
         clock = clock or ManualClock(local_ms(2026, 11, 21, 12))
         s = MessageStore(StoreConfig(**base), fio=fio, clock=clock).start()

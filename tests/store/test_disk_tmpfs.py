@@ -68,10 +68,10 @@ def not_now_hour(now_ms: float | None = None) -> str:
 
 
 def store_config(root, dirs, **kw) -> StoreConfig:
-    base = dict(root_dir=str(root), commitlog_dirs=tuple(dirs), segment_size_bytes=SEG,
+    base = dict(root_dir=str(root), auto_create_topics=True, commitlog_dirs=tuple(dirs), segment_size_bytes=SEG,
                 consume_queue_units_per_segment=1000, index_enabled=False, preallocate_next_segment=False,
                 clean_resource_interval_ms=600_000, delete_commit_log_files_interval_ms=0,
-                delete_when=not_now_hour(), default_queue_count=4)
+                delete_when=not_now_hour(), topic_queues_default=4)
     base.update(kw)
     return StoreConfig(**base)
 

@@ -30,7 +30,7 @@ def test_index_keys_are_per_topic_and_include_the_unique_id():
 
 
 def test_the_put_path_dispatches_in_log_order(stores):
-    s = stores(memory_config(default_queue_count=2), FaultyFileIO())
+    s = stores(memory_config(topic_queues_default=2), FaultyFileIO())
     rs = put_n(s, 10)
     for q in (0, 1):
         raw = s.queues.get("T", q).read(0, 10)

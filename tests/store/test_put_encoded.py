@@ -36,7 +36,7 @@ def test_records_match_put_batch_and_verify(store: MessageStore):
 
 
 def test_refusals_are_per_message(make_config, open_store):
-    s = open_store(make_config(max_message_size_bytes=100, auto_create_topics=False))
+    s = open_store(make_config(message_body_bytes_max=100, auto_create_topics=False))
     assert [r.status for r in s.put_encoded("Nope", [(b"x", b"", 0, None, None)] * 2)] == [PutStatus.TOPIC_NOT_FOUND] * 2
     assert s.put_encoded("bad topic!", [(b"x", b"", 0, None, None)])[0].status is PutStatus.MESSAGE_ILLEGAL
     s.create_topic("T", 1)
@@ -45,7 +45,7 @@ def test_refusals_are_per_message(make_config, open_store):
                              (b"ok2", big_props, 0, None, None), (bytearray(b"no"), b"", 0, None, None)])
     assert [r.status for r in rs] == [PutStatus.PUT_OK, PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED,
                                       PutStatus.MESSAGE_ILLEGAL]
-    assert "exceeds max_message_size_bytes=100" in rs[1].error
+    assert "exceeds message_body_bytes_max=100" in rs[1].error
     assert [r.queue_offset for r in rs if r.ok] == [0]
     s.refusal = "test refusal"
     assert s.put_encoded("T", [(b"x", b"", 0, None, None)])[0].status is PutStatus.SERVICE_NOT_AVAILABLE
@@ -53,7 +53,7 @@ def test_refusals_are_per_message(make_config, open_store):
 
 
 def test_auto_create(make_config, open_store):
-    s = open_store(make_config(auto_create_topics=True, default_queue_count=3))
+    s = open_store(make_config(auto_create_topics=True, topic_queues_default=3))
     assert s.put_encoded("New", [(b"x", b"", 0, None, None)])[0].ok
     assert s.queue_count("New") == 3
 

@@ -16,10 +16,10 @@ ROOT = "/r"
 
 
 def cfg(**kw):
-    base = dict(root_dir=ROOT, segment_size_bytes=32 * 1024, preallocate_next_segment=False,
+    base = dict(root_dir=ROOT, auto_create_topics=True, segment_size_bytes=32 * 1024, preallocate_next_segment=False,
                 consume_queue_units_per_segment=64, index_slots=64, index_entries=512,
                 flush_interval_ms=60_000, flush_consume_queue_interval_ms=60_000, checkpoint_interval_ms=60_000,
-                flush_thorough_interval_ms=600_000, default_queue_count=2)
+                flush_thorough_interval_ms=600_000, topic_queues_default=2)
     base.update(kw)
     return StoreConfig(**base)
 

@@ -124,7 +124,7 @@ def test_round_robin_queue_choice(store):
 
 
 def test_auto_created_topic_has_default_queue_count(make_config, open_store):
-    s = open_store(make_config(default_queue_count=3))
+    s = open_store(make_config(topic_queues_default=3))
     rs = [s.put(Message("Auto", b"x")) for _ in range(4)]
     assert s.queue_count("Auto") == 3
     assert [r.queue_id for r in rs] == [0, 1, 2, 0]
@@ -281,12 +281,12 @@ def test_get_default_limit_is_32(store):
 
 
 def test_config_pull_limits_in_memory(make_config, open_store):
-    s = open_store(make_config(pull_max_count_in_memory=4))
+    s = open_store(make_config(pull_in_memory_count_max=4))
     rs = s.put_batch([Message("T", b"x" * 100, queue_id=0) for _ in range(20)])
     g = s.get("G", "T", 0, 0, max_count=100)
     assert g.from_disk is False
     assert len(g.messages) == 4
-    s2_cfg = make_config(root_dir=str(make_config().root_dir) + "2", pull_max_bytes_in_memory=3 * rs[0].size)
+    s2_cfg = make_config(root_dir=str(make_config().root_dir) + "2", pull_in_memory_bytes_max=3 * rs[0].size)
     s2 = open_store(s2_cfg)
     s2.put_batch([Message("T", b"x" * 100, queue_id=0) for _ in range(20)])
     assert len(s2.get("G", "T", 0, 0, max_count=100, max_bytes=1 << 30).messages) == 3
@@ -299,12 +299,12 @@ def test_config_pull_limits_from_disk(make_config, open_store, monkeypatch):
     rs = s.put_batch([Message("T", b"x" * 1000, queue_id=0) for _ in range(200)])
     g = s.get("G", "T", 0, 0, max_count=100, max_bytes=1 << 30)
     assert g.from_disk is True
-    assert len(g.messages) == 8                     # pull_max_count_from_disk
+    assert len(g.messages) == 8                     # pull_from_disk_count_max
     tail = s.get("G", "T", 0, 195, max_count=100)
     assert tail.from_disk is False and len(tail.messages) == 5
     size = rs[0].size
     s2 = open_store(make_config(root_dir=str(make_config().root_dir) + "2", segment_size_bytes=1024 * 1024,
-                                pull_max_bytes_from_disk=3 * size))
+                                pull_from_disk_bytes_max=3 * size))
     s2.put_batch([Message("T", b"x" * 1000, queue_id=0) for _ in range(200)])
     g = s2.get("G", "T", 0, 0, max_count=100, max_bytes=1 << 30)
     assert g.from_disk is True and len(g.messages) == 3
@@ -342,7 +342,7 @@ BAD = [
 
 @pytest.mark.parametrize("what, make_msg, status", BAD, ids=[b[0] for b in BAD])
 def test_bad_input_gets_a_status_and_writes_nothing(make_config, open_store, what, make_msg, status):
-    s = open_store(make_config(max_message_size_bytes=1024))
+    s = open_store(make_config(message_body_bytes_max=1024))
     s.put(Message("T", b"first", queue_id=0))
     before = snapshot(s)
     r = s.put(make_msg())
@@ -356,7 +356,7 @@ def test_bad_input_gets_a_status_and_writes_nothing(make_config, open_store, wha
 
 
 def test_limits_themselves_are_accepted(make_config, open_store):
-    s = open_store(make_config(max_message_size_bytes=1024))
+    s = open_store(make_config(message_body_bytes_max=1024))
     assert s.put(Message("T", b"x" * 1024)).ok
     assert s.put(Message("t" * 127, b"x")).ok
     assert s.put(Message("%RETRY%g|a_b-C9", b"x")).ok
@@ -384,7 +384,7 @@ def test_oversized_tags_are_properties_size_exceeded(store):
 
 
 def test_rejected_message_does_not_create_its_topic(make_config, open_store):
-    cfg = make_config(max_message_size_bytes=1024)
+    cfg = make_config(message_body_bytes_max=1024)
     s = open_store(cfg)
     r = s.put(Message("NewTopic", b"x" * 2000))
     assert r.status is PutStatus.MESSAGE_ILLEGAL
@@ -396,7 +396,7 @@ def test_rejected_message_does_not_create_its_topic(make_config, open_store):
 
 
 def test_bad_message_in_a_batch_does_not_stop_the_others(make_config, open_store):
-    s = open_store(make_config(max_message_size_bytes=1024))
+    s = open_store(make_config(message_body_bytes_max=1024))
     rs = s.put_batch([Message("T", b"a", queue_id=0), Message("T", b"x" * 2000, queue_id=0),
                       Message("T", b"b", queue_id=0), Message("bad topic", b"c"),
                       Message("T", b"c", queue_id=0)])
@@ -700,7 +700,7 @@ def test_an_out_of_range_field_in_a_batch_is_message_illegal_and_the_queue_stays
 
 
 def test_a_float_queue_id_is_message_illegal(stores):
-    s = stores(memory_config(default_queue_count=2), FaultyFileIO())
+    s = stores(memory_config(topic_queues_default=2), FaultyFileIO())
     rs = s.put_batch([Message("T", b"a", queue_id=0), Message("T", b"b", queue_id=1.0)])
     assert rs[0].ok and rs[1].status is PutStatus.MESSAGE_ILLEGAL
     assert s.put(Message("T", b"c", queue_id=0)).queue_offset == 1

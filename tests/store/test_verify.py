@@ -13,7 +13,7 @@ SEG = 8 * 1024
 
 
 def filled(stores, n=30):
-    s = stores(memory_config(segment_size_bytes=SEG, default_queue_count=2), FaultyFileIO())
+    s = stores(memory_config(segment_size_bytes=SEG, topic_queues_default=2), FaultyFileIO())
     rs = [s.put(Message("T", b"m%02d" % i + b"x" * 500, keys=[f"k{i}"])) for i in range(n)]
     assert all(r.ok for r in rs)
     return s, rs

@@ -235,7 +235,7 @@ def test_einval_where_the_advice_works_is_an_error_not_a_fallback(tmp_path):
 
 # Through the store ---------------------------------------------------------------------------
 def small(tmp_path, **kw) -> StoreConfig:
-    values = dict(root_dir=str(tmp_path / "store"), segment_size_bytes=SEG, index_enabled=False,
+    values = dict(root_dir=str(tmp_path / "store"), auto_create_topics=True, segment_size_bytes=SEG, index_enabled=False,
                   preallocate_next_segment=True, commitlog_warm_ahead_mib=1, consume_queue_units_per_segment=1024)
     values.update(kw)
     return StoreConfig(**values)
@@ -311,7 +311,7 @@ def test_store_on_a_nearly_full_tmpfs(env, tmp_path):
     """Writing a tmpfs to its end with warming on: segments are fallocated, so warming never
     fails there; puts are refused when no segment can be made, nothing crashes, all is readable."""
     d = env.tmpfs("cl", 2)
-    s = env.open(small(tmp_path, commitlog_dirs=(d,), disk_space_warning_level_ratio=90))
+    s = env.open(small(tmp_path, commitlog_dirs=(d,), disk_space_warning_level_percent=90))
     ok = 0
     for _ in range(200):
         rs = s.put_batch([Message(topic="T", body=b"y" * 1000) for _ in range(16)])

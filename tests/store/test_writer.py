@@ -172,7 +172,7 @@ def refused(r: PutResult, reason: PutReason) -> bool:
 
 
 def test_invalid_message_reasons_on_every_path(make_config, open_store):
-    s = open_store(make_config(max_message_size_bytes=100, segment_size_bytes=64 * 1024))
+    s = open_store(make_config(message_body_bytes_max=100, segment_size_bytes=64 * 1024))
     s.create_topic("T", 2)
     big_props = codec.encode_properties({"p": "v" * 33_000})
     cases = [
@@ -208,7 +208,7 @@ def test_invalid_message_reasons_on_every_path(make_config, open_store):
 
 
 def test_record_too_large_for_a_segment(make_config, open_store):
-    s = open_store(make_config(max_message_size_bytes=1 << 20, segment_size_bytes=64 * 1024))
+    s = open_store(make_config(message_body_bytes_max=1 << 20, segment_size_bytes=64 * 1024))
     s.create_topic("T", 1)
     body = b"x" * (64 * 1024)
     assert refused(s.put(Message("T", body)), PutReason.RECORD_TOO_LARGE)
@@ -241,7 +241,7 @@ def test_topic_not_found_and_topic_create_failed(tmp_path):
         fio.fail("open", errno.EIO, path_contains="topics.json", times=1)
         with pytest.raises(OSError):
             s.create_topic("New", 16)                       # growing it, not saved: not grown
-        assert s.queue_count("New") == s.config.default_queue_count
+        assert s.queue_count("New") == s.config.topic_queues_default
     finally:
         s.shutdown()
 

@@ -13,8 +13,10 @@ from tidemq.config import KIB
 from tidemq.io import OsFileIO
 from tidemq.store import MessageStore, StoreConfig
 
-# Small sizes: every store a test makes is cheap to create, fill and delete.
+# Small sizes: every store a test makes is cheap to create, fill and delete. Topics are created on
+# first put (auto_create_topics), as most store tests put to a topic they never created.
 SMALL = dict(
+    auto_create_topics=True,
     segment_size_bytes=64 * KIB,
     index_slots=1000,
     index_entries=4000,
@@ -37,7 +39,7 @@ def memory_config(**overrides) -> StoreConfig:
     background services (flush, queue flush, checkpoint, cleanup) wait a minute or more: the test
     calls flush_queues() / clean() itself."""
     base = dict(root_dir=MEMORY_ROOT, segment_size_bytes=32 * KIB, preallocate_next_segment=False,
-                consume_queue_units_per_segment=16, index_slots=64, index_entries=512, default_queue_count=1,
+                consume_queue_units_per_segment=16, index_slots=64, index_entries=512, topic_queues_default=1, auto_create_topics=True,
                 flush_interval_ms=60_000, flush_thorough_interval_ms=600_000,
                 flush_consume_queue_interval_ms=60_000, checkpoint_interval_ms=60_000,
                 clean_resource_interval_ms=3_600_000, delete_commit_log_files_interval_ms=0)

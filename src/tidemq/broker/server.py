@@ -49,7 +49,7 @@ class Broker:
         paths = [sc.root_dir, *sc.commitlog_paths, sc.consumequeue_path, sc.index_path]
         return ResourceAlarms(0, c.disk_free_limit_bytes or 2 * sc.segment_size_bytes, read_rss_bytes,
                               free_bytes_reader(paths, store.fio.disk_usage), SystemClock(),
-                              c.alarm_check_interval_min_ms / 1000, c.alarm_check_interval_max_ms / 1000)
+                              c.alarm_check_interval_ms_min / 1000, c.alarm_check_interval_ms_max / 1000)
 
     def set_alarm_limits(self, memory_high_watermark_bytes: int | None = None,
                          memory_high_watermark_ratio: float | None = None,
@@ -84,7 +84,7 @@ class Broker:
                 interval = await asyncio.to_thread(self.alarms.check)
             except Exception as e:  # noqa: BLE001 - the checks must go on
                 log.error("alarm check failed: %r", e)
-                interval = self.config.alarm_check_interval_max_ms / 1000
+                interval = self.config.alarm_check_interval_ms_max / 1000
             try:
                 await asyncio.wait_for(self._alarm_wake.wait(), interval)
             except asyncio.TimeoutError:
@@ -99,17 +99,18 @@ class Broker:
         self.alarms.check()                 # the state is known before the first request
         c = self.config
         gate = SendGate(self.alarms, self.store.commit_log.dirty_bytes, c.flush_backlog_high_bytes,
-                        c.send_hold_max_ms / 1000, c.inflight_requests_per_connection_max,
+                        c.send_hold_ms_max / 1000, c.inflight_requests_per_connection_max,
                         c.inflight_bytes_per_connection_max, SystemClock())
-        opts = [("grpc.max_receive_message_length", c.grpc_max_message_bytes),
-                ("grpc.max_send_message_length", c.grpc_max_message_bytes),
+        opts = [("grpc.max_receive_message_length", c.grpc_message_bytes_max),
+                ("grpc.max_send_message_length", c.grpc_message_bytes_max),
                 ("grpc.http2.lookahead_bytes", c.grpc_lookahead_bytes)]
         interceptors = [AuthInterceptor(Authenticator(c.access_key, c.secret_key))] if c.auth_enabled else []
         self.server = grpc.aio.server(options=opts, interceptors=interceptors)
         self.service = MessagingService(self.store, self.config, gate)
         sgrpc.add_MessagingServiceServicer_to_server(self.service, self.server)
-        records = Records(self.store, self.service.consumption.arrivals, c.grpc_max_message_bytes)
-        record_sends = RecordSends(self.service.sends)
+        records = Records(self.store, self.service.consumption.arrivals, c.grpc_message_bytes_max,
+                          c.pull_records_bytes_max)
+        record_sends = RecordSends(self.service.sends, c.send_records_tag_cache_max)
         self.server.add_generic_rpc_handlers((Admin(self.store, self).handler(), grpc.method_handlers_generic_handler(
             data.SERVICE, {data.PULL_RECORDS: grpc.unary_unary_rpc_method_handler(records.pull),
                            data.SEND_RECORDS: grpc.unary_unary_rpc_method_handler(record_sends.send)})))

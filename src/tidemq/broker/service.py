@@ -50,28 +50,30 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.store = store
         self.config = config
         self.gate = gate or SendGate(None, store.commit_log.dirty_bytes, config.flush_backlog_high_bytes,
-                                     config.send_hold_max_ms / 1000, config.inflight_requests_per_connection_max,
+                                     config.send_hold_ms_max / 1000, config.inflight_requests_per_connection_max,
                                      config.inflight_bytes_per_connection_max, store.clock)
         self._puts = ThreadPoolExecutor(config.send_executor_threads, thread_name_prefix="tidemq-put")
         self.closing = asyncio.Event()
         migrate(store.fio, store.config.root_dir)       # state of the layout before <root>/broker/
         self.state_dir = state_dir(store.config.root_dir)
-        self.pop = PopState(store.fio, self.state_dir)
+        self.pop = PopState(store.fio, self.state_dir, config.state_journal_compact_bytes)
         self.pop.open()
         self.consumption = Consumption(store, config, self.pop)
         self.group_offsets = GroupOffsets(store.fio, self.state_dir)
         self.group_offsets.load()
-        self.pulls = Pull(store, self.group_offsets, self.consumption.arrivals)
-        self.clients = Clients(store.clock, int(config.client_idle_max_s * 1000))
-        self.sessions = Sessions(self.clients.stream_opened, self.clients.stream_closed)
+        self.pulls = Pull(store, self.group_offsets, self.consumption.arrivals, config.pull_message_bytes_max)
+        self.clients = Clients(store.clock, int(config.client_idle_s_max * 1000), config.clients_max)
+        self.sessions = Sessions(self.clients.stream_opened, self.clients.stream_closed,
+                                 config.telemetry_outbox_max, config.telemetry_known_clients_max)
         self.renewer = AutoRenew(self.pop, self.clients, config, store.clock, self.consumption.notify_arrival)
-        self.timer = Timer(store, self.consumption.notify_arrival, self.state_dir)
+        self.timer = Timer(store, self.consumption.notify_arrival, self.state_dir, config.timer_round_messages_max)
         self.timer.open()
         # gate, topic checks, dedup window, put: shared with SendRecords (produce/send_records.py)
         self.sends = SendPath(store, config, self.gate, self._puts, self._stored)
         self.transactions = Transactions(store, config, self.sessions, self.sends.put_batch,
                                          lambda r: put_code(r.status, r.reason), self.consumption.notify_arrival,
-                                         self.state_dir)
+                                         self.state_dir, config.transaction_scan_max,
+                                         config.transaction_checks_per_round_max, config.state_journal_compact_bytes)
         self.transactions.open()
         self.send_messages = MessageSends(self.sends, config, store.clock, self.timer, self.transactions)
 
@@ -149,13 +151,13 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             out.backoff_policy.CopyFrom(pb.RetryPolicy(max_attempts=3, exponential_backoff=pb.ExponentialBackoff(
                 initial=duration_pb2.Duration(nanos=10_000_000), max=duration_pb2.Duration(seconds=1),
                 multiplier=2.0)))
-            out.publishing.max_body_size = self.store.config.max_message_size_bytes   # never the client's value
+            out.publishing.max_body_size = self.store.config.message_body_bytes_max   # never the client's value
             out.publishing.validate_message_type = True
         else:
             # max_attempts: the proxy sends the group's retryMaxTimes + 1; a FIFO push consumer tries a
             # message that many times locally, then forwards it to the dead-letter queue
             out.backoff_policy.CopyFrom(pb.RetryPolicy(
-                max_attempts=self.config.max_delivery_attempts + 1, customized_backoff=pb.CustomizedBackoff(
+                max_attempts=self.config.delivery_attempts_max + 1, customized_backoff=pb.CustomizedBackoff(
                     next=[duration_pb2.Duration(seconds=x) for x in
                           (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)])))
             out.subscription.receive_batch_size = 32

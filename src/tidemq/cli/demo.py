@@ -31,7 +31,7 @@ def demo(root, config_file, topic, count, body_size, as_json, verbose) -> None:
     try:
         rec = store.recovery
         out.print(f"store {cfg.root_dir}: {rec.summary() if rec else ''}")
-        queues = store.queue_count(topic) or cfg.default_queue_count
+        queues = store.queue_count(topic) or cfg.topic_queues_default
         store.create_topic(topic, queues)
         starts = [store.max_offset(topic, q) for q in range(queues)]
         t0 = time.perf_counter()

@@ -24,9 +24,9 @@ def serve(root, config_file, host, port, auto_create_topics, verbose) -> None:
     from ..broker.server import serve as run
 
     quiet_logs(verbose)
-    store_cfg = load_store_config(root, config_file)
-    overrides = {k: v for k, v in (("host", host), ("port", port), ("auto_create_topics", auto_create_topics))
-                 if v is not None}
+    store_overrides = {} if auto_create_topics is None else {"auto_create_topics": auto_create_topics}
+    store_cfg = load_store_config(root, config_file, **store_overrides)
+    overrides = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
     try:
         cfg = BrokerConfig.load(toml_path=config_file, section="broker", **overrides)
     except (ConfigError, OSError) as e:

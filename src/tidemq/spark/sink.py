@@ -8,14 +8,14 @@ messages per request (option, default 1000), to the broker at ``endpoints``.
 No duplicates on retry: every message carries a unique key, the ``msg_id`` column when
 given, otherwise one derived from (write id, micro-batch id, partition, row number). A
 failed task that Spark runs again sends the same rows with the same keys and the broker
-answers the repeats from its de-duplication window (``send_dedup_window``) instead of
+answers the repeats from its de-duplication window (``send_dedup_window_entries``) instead of
 storing them twice. The write id is made once per batch write on the driver. For a stream
 give the option ``writerId`` (unique to the query, the same across its restarts): a
 micro-batch replayed after a restart from the checkpoint then gets the same keys too.
 Without it each run of the query has its own id (replays after a restart may be stored
 twice: at least once, never dropped; two queries can never take each other's keys).
 Limits: the window is in memory and bounded (a retry after a broker restart, or after
-more than send_dedup_window other sends, is stored again), and derived keys follow row
+more than send_dedup_window_entries other sends, is stored again), and derived keys follow row
 order, so they hold for inputs whose order is deterministic; a ``msg_id`` column has
 neither limit on the key side.
 """

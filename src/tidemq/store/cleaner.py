@@ -2,10 +2,10 @@
 
 CommitLogCleaner (RocketMQ's CleanCommitLogService), one round every
 clean_resource_interval_ms. A round deletes when it is time (an hour in
-delete_when), when space is short (a directory above disk_max_used_space_ratio),
+delete_when), when space is short (a directory above disk_used_space_percent_max),
 or by hand (``trigger_manual()`` forces the next manual_delete_rounds rounds).
 It deletes expired segments (older than file_reserved_time_hours), or any
-segment when every writable directory is above disk_space_clean_forcibly_ratio
+segment when every writable directory is above disk_space_clean_forcibly_percent
 (clean immediately). Always from the head, never the active segment, never from
 the middle, at most delete_file_batch_max a round, delete_commit_log_files_interval_ms
 apart. A segment still held by a reader is retried next round and destroyed

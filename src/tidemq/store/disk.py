@@ -4,9 +4,9 @@ Each store directory (every commit-log directory, read-only ones too, and the
 consume-queue directory) is measured through the FileIO seam and gets a state:
 
     writable         takes new segments
-    no-new-segments  above disk_space_clean_forcibly_ratio: new segments go elsewhere
+    no-new-segments  above disk_space_clean_forcibly_percent: new segments go elsewhere
                      (unless every writable directory is above it)
-    full             at or above disk_space_warning_level_ratio
+    full             at or above disk_space_warning_level_percent
     read-only        configured read-only (readonly_commitlog_dirs)
     offline          missing, unmounted or failing I/O: reported once, never written again
                      in this run; its segments are still read where the OS allows
@@ -344,7 +344,7 @@ class DiskMonitor:
             return (f"the disks hold {hours:.1f} h of data at {ingest / 1e6:.2f} MB/s, less than "
                     f"file_reserved_time_hours={f.file_reserved_time_hours:g}: segments will be deleted for space "
                     f"(at {mx}%) before they expire, {when}. Add {max(0, need - cap) / 2**30:.1f} GiB to keep "
-                    f"{f.file_reserved_time_hours:g} h; {self.config.disk_space_warning_level_ratio}% refuses writes")
+                    f"{f.file_reserved_time_hours:g} h; {self.config.disk_space_warning_level_percent}% refuses writes")
         return (f"the disks hold {hours:.1f} h at {ingest / 1e6:.2f} MB/s, more than the "
                 f"{f.file_reserved_time_hours:g} h kept: time-based cleanup keeps usage below {mx}%")
 

@@ -58,7 +58,7 @@ class StoreReader:
                 wanted = {}
                 for t in tl:                 # two tags can share a hash: keep them all
                     wanted.setdefault(tags_hash(t), set()).add(t)
-        scan = min(max_count, self.config.pull_max_count_in_memory) if wanted is None else FILTER_SCAN_UNITS_MAX
+        scan = min(max_count, self.config.pull_in_memory_count_max) if wanted is None else FILTER_SCAN_UNITS_MAX
         raw = cq.read(offset, max(scan, 1))
         if not raw:
             nxt = cq.file_start(offset) + cq.units_per_segment
@@ -69,11 +69,11 @@ class StoreReader:
         from_disk = log_max - first_off > self.memory_budget_bytes
         cfg = self.config
         if from_disk:
-            count_max = min(max_count, cfg.pull_max_count_from_disk)
-            bytes_max = min(max_bytes, cfg.pull_max_bytes_from_disk)
+            count_max = min(max_count, cfg.pull_from_disk_count_max)
+            bytes_max = min(max_bytes, cfg.pull_from_disk_bytes_max)
         else:
-            count_max = min(max_count, cfg.pull_max_count_in_memory)
-            bytes_max = min(max_bytes, cfg.pull_max_bytes_in_memory)
+            count_max = min(max_count, cfg.pull_in_memory_count_max)
+            bytes_max = min(max_bytes, cfg.pull_in_memory_bytes_max)
         msgs: list = []
         total = 0
         used = 0

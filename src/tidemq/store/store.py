@@ -80,7 +80,7 @@ class MessageStore:
         self._lock_handle = None                       # FileIO.lock's handle on <root>/lock
         self.recovery: RecoveryReport | None = None
         self.archive: ArchiveGuard | None = None        # archive_before_delete (set at start)
-        self._memory_budget_bytes = _total_memory_bytes() * config.access_message_in_memory_ratio_max_percent // 100
+        self._memory_budget_bytes = _total_memory_bytes() * config.access_message_in_memory_percent_max // 100
         self._services: list = []
         self.group_commit: GroupCommitService | None = None
         self.async_flush: AsyncFlushService | None = None
@@ -371,7 +371,7 @@ class MessageStore:
     def create_topic(self, name: str, queue_count: int | None = None) -> None:
         """Create a topic, or grow its queue count (ValueError: not a topic name)."""
         self._running("create_topic")
-        self.writer.create_topic(name, queue_count or self.config.default_queue_count)
+        self.writer.create_topic(name, queue_count or self.config.topic_queues_default)
 
     def topic_names(self) -> list[str]:
         self._running("topic_names")

@@ -70,7 +70,7 @@ class PutReason(enum.Enum):
     INVALID_TOPIC = "INVALID_TOPIC"                # not a topic name (codec.topic_problem)
     TOPIC_NOT_FOUND = "TOPIC_NOT_FOUND"            # unknown topic, auto_create_topics off
     BAD_BODY = "BAD_BODY"                          # body is not bytes
-    BODY_TOO_LARGE = "BODY_TOO_LARGE"              # body over max_message_size_bytes
+    BODY_TOO_LARGE = "BODY_TOO_LARGE"              # body over message_body_bytes_max
     PROPERTIES_TOO_LARGE = "PROPERTIES_TOO_LARGE"  # encoded properties over codec.USER_PROPERTIES_MAX_BYTES
     RECORD_TOO_LARGE = "RECORD_TOO_LARGE"          # the record does not fit in one segment
     BAD_QUEUE_ID = "BAD_QUEUE_ID"                  # queue_id not a queue of the topic

@@ -60,12 +60,12 @@ def check_topic(topic, auto_create: bool) -> PutResult | None:
 
 
 def check_body(body, max_body: int) -> PutResult | None:
-    """The body: bytes, at most max_message_size_bytes."""
+    """The body: bytes, at most message_body_bytes_max."""
     if type(body) is not bytes:
         return PutResult.refused(PutReason.BAD_BODY, "body must be bytes")
     if len(body) > max_body:
         return PutResult.refused(PutReason.BODY_TOO_LARGE,
-                                 f"body of {len(body)} bytes exceeds max_message_size_bytes={max_body}")
+                                 f"body of {len(body)} bytes exceeds message_body_bytes_max={max_body}")
     return None
 
 
@@ -164,12 +164,12 @@ def _tags_props(tags: str) -> bytes | None:
 _NO_PROPS = codec.RECORD_CRC_TAIL
 
 
-def tags_encoding(t: TopicState, tags: str | None) -> tuple:
+def tags_encoding(t: TopicState, tags: str | None, cache_max: int = 4096) -> tuple:
     """(properties bytes or None, tags hash, tail CRC) of a tags-only message, cached per topic
-    (None properties: the tags need the general path)."""
+    (None properties: the tags need the general path); at most ``cache_max`` per topic."""
     pb = _tags_props(tags) if tags else _NO_PROPS
     enc = (pb, tags_hash(tags) if tags else 0, codec.tail_crc(t.name_bytes, pb) if pb is not None else 0)
-    if len(t.tag_cache) < 4096:
+    if len(t.tag_cache) < cache_max:
         t.tag_cache[tags] = enc
     return enc
 
@@ -205,7 +205,7 @@ class StoreWriter:
         self.archive = archive
         self.check_disk = check_disk or disk.refresh
         self.store_host = codec.encode_host(config.store_host)
-        self.max_body = config.max_message_size_bytes
+        self.max_body = config.message_body_bytes_max
         # set by the store when it stops (reason, text): every put is refused with it
         self.stopped: tuple[PutReason, str] | None = None
         # why the last segment could not be made (cleared by the next successful append)
@@ -267,7 +267,7 @@ class StoreWriter:
                 continue
             enc = t.tag_cache.get(tags)
             if enc is None:
-                enc = tags_encoding(t, tags)
+                enc = tags_encoding(t, tags, self.config.topic_tag_cache_max)
             pb, th, tcrc = enc
             bl = len(body)
             if pb is None or bl > max_body or bl + len(t.name_bytes) + len(pb) > room:
@@ -355,7 +355,7 @@ class StoreWriter:
             bad = check_topic(m.topic, self.config.auto_create_topics)
             if bad is not None:
                 return bad
-            t = TopicState(m.topic, self.config.default_queue_count)    # provisional, for the checks
+            t = TopicState(m.topic, self.config.topic_queues_default)    # provisional, for the checks
         body = m.body
         if type(body) is not bytes and isinstance(body, (bytes, bytearray, memoryview)):
             body = bytes(body)
@@ -471,7 +471,7 @@ class StoreWriter:
         try:
             with self.put_lock:      # created only if still unknown: never grows a topic made meanwhile
                 if self.topics.get(topic) is None:
-                    bind_queues(self.queues, self.topics.create(topic, self.config.default_queue_count))
+                    bind_queues(self.queues, self.topics.create(topic, self.config.topic_queues_default))
         except OSError as e:
             return None, PutResult.refused(PutReason.TOPIC_CREATE_FAILED, f"cannot save topic {topic!r}: {e}")
         return self.topics.get(topic), None

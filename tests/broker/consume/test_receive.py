@@ -76,7 +76,7 @@ def test_the_hold_survives_a_restart_of_the_pop_state(world):
 
 def test_after_max_deliveries_the_head_goes_to_the_dead_letter_queue_and_the_queue_moves_on(world):
     store, clock, consumption = world
-    c = consumption(max_delivery_attempts=2)
+    c = consumption(delivery_attempts_max=2)
     put(store, 0, b"a0", b"a1")
     assert bodies(c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)) == [b"a0"]
     clock.advance(INVISIBLE_MS / 1000)
@@ -156,7 +156,7 @@ def test_a_waiting_receive_of_a_fifo_group_wakes_up_on_the_ack_that_frees_its_qu
     import asyncio
 
     store, clock, consumption = world
-    c = consumption(long_polling_max_s=600.0)
+    c = consumption(long_polling_s_max=600.0)
     put(store, 0, b"a0", b"a1")
     [a0] = c.pop_batch(ORDERED, "T", 1, 3_600_000, None)
     pops = []

@@ -41,7 +41,7 @@ def test_redelivery_after_the_invisible_time_then_dead_letter_queue(tmp_path, br
     producer, consumer = clients
     root = str(tmp_path / "store")
     make_topic(root, "Flaky", 2)
-    b = broker_factory(root, env={**SMALL, "TIDEMQ_MAX_DELIVERY_ATTEMPTS": "3"})
+    b = broker_factory(root, env={**SMALL, "TIDEMQ_DELIVERY_ATTEMPTS_MAX": "3"})
     p = producer(b.endpoint, ["Flaky"])
     mid = p.send(msg("Flaky", b"poison")).message_id
     c = consumer(b.endpoint, "g1", "Flaky")
@@ -238,7 +238,7 @@ def test_fifo_push_consumer_keeps_order_and_forwards_a_failing_message_to_the_dl
     root = str(tmp_path / "store")
     make_topic(root, "OrderedPush", 4)
     # 1 delivery: settings give the push consumer max_attempts 2, so one local retry (1 s) then the forward
-    b = broker_factory(root, env={**ORDERED_ENV, "TIDEMQ_MAX_DELIVERY_ATTEMPTS": "1"})
+    b = broker_factory(root, env={**ORDERED_ENV, "TIDEMQ_DELIVERY_ATTEMPTS_MAX": "1"})
     p = producer(b.endpoint, ["OrderedPush"])
     ids = {}
     for i in range(4):

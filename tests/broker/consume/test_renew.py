@@ -1,5 +1,5 @@
 """Auto-renewal with a manual clock: a message received with auto_renew stays invisible while its
-client is alive (its original handle still acks), up to auto_renew_max_s; it comes back once the
+client is alive (its original handle still acks), up to auto_renew_s_max; it comes back once the
 client is gone (terminated, stream closed, heartbeats stopped) or nacks; the pop journal keeps
 the renewals and whom they are for across a restart."""
 
@@ -12,7 +12,7 @@ from tidemq.broker.consume.renew import AutoRenew
 from ...support.pop import ORDERED, ack, bodies, put
 
 INVISIBLE_MS = 5_000
-SETTINGS = dict(auto_renew_ahead_s=2.0, auto_renew_step_s=10.0, auto_renew_max_s=120.0, client_idle_max_s=30.0)
+SETTINGS = dict(auto_renew_ahead_s=2.0, auto_renew_step_s=10.0, auto_renew_s_max=120.0, client_idle_s_max=30.0)
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def renewing(world):
 
     def make():
         c = consumption(**SETTINGS)
-        clients = Clients(clock, int(SETTINGS["client_idle_max_s"] * 1000))
+        clients = Clients(clock, int(SETTINGS["client_idle_s_max"] * 1000))
         return c, clients, AutoRenew(c.pop, clients, c.config, clock)
 
     return store, clock, make
@@ -97,7 +97,7 @@ def test_renewal_stops_after_auto_renew_max_s(renewing):
     assert c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None) == []
     run_for(clock, renewer, 1, heartbeat="c1")
     assert [m.system_properties.delivery_attempt for m in c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None)] == [2], \
-        "invisible until received + auto_renew_max_s, not longer"
+        "invisible until received + auto_renew_s_max, not longer"
 
 
 def test_a_nack_ends_the_renewal(renewing):
@@ -137,6 +137,6 @@ def test_after_a_restart_a_client_that_does_not_come_back_loses_its_messages(ren
     c.pop.flush()
     c2, clients2, renewer2 = make()
     run_for(clock, renewer2, 30)
-    assert c2.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None) == [], "client_idle_max_s to come back"
+    assert c2.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None) == [], "client_idle_s_max to come back"
     run_for(clock, renewer2, 1)
     assert bodies(c2.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None)) == [b"a0"]

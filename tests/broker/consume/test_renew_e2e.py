@@ -15,6 +15,8 @@ from collections import Counter
 
 import pytest
 
+from tidemq.broker.state.layout import state_dir
+
 from ...support.brokers import SMALL, make_topic
 from ...support.official import REQUEST_TIMEOUT_S, msg, start
 from ...support.wait import PATIENCE_S, wait_until
@@ -29,7 +31,7 @@ def renewals(root, group) -> Counter:
     """(topic, queue, offset) -> renewals for a client, from the broker's pop journal."""
     out = Counter()
     try:
-        with open(os.path.join(root, "pop", "journal"), "rb") as f:
+        with open(os.path.join(state_dir(root), "pop", "journal"), "rb") as f:
             lines = f.read().split(b"\n")[:-1]             # the part after the last newline may be torn
     except FileNotFoundError:
         return out

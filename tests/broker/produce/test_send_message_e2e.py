@@ -61,7 +61,7 @@ def test_unknown_topic_and_bad_delivery_times_get_clear_errors(tmp_path, broker_
     delayed.delivery_timestamp = int(time.time() * 1000) + 10 * 86_400_000
     with pytest.raises(Exception) as e:
         p.send(delayed)
-    assert "timer_max_delay_s" in str(e.value) and str(e.value).startswith("40012")   # ILLEGAL_DELIVERY_TIME
+    assert "timer_delay_s_max" in str(e.value) and str(e.value).startswith("40012")   # ILLEGAL_DELIVERY_TIME
     with pytest.raises(Exception, match="failed to fetch topic:RMQ_SYS_TRANS_HALF_TOPIC route"):
         p.send(msg("RMQ_SYS_TRANS_HALF_TOPIC", b"x"))
     assert p.send(msg("Known", b"still fine")).message_id

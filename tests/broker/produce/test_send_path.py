@@ -35,7 +35,7 @@ def test_every_reason_has_a_code():
 
 @pytest.mark.parametrize("reason", list(PutReason), ids=lambda r: r.name)
 def test_the_code_follows_the_reason_not_the_text(reason):
-    for text in ("disk full: a text that says otherwise", "invalid topic", "exceeds max_message_size_bytes", ""):
+    for text in ("disk full: a text that says otherwise", "invalid topic", "exceeds message_body_bytes_max", ""):
         r = PutResult.refused(reason, text)
         assert put_code(r.status, r.reason) == CODE_OF[reason], text
         assert put_code(r[0], r[9]) == CODE_OF[reason]          # as send_records reads a result

@@ -24,7 +24,7 @@ def raw_send(endpoint, frame: bytes):
 def test_round_trip_results_dedup_and_refusals(tmp_path, broker_factory):
     root = str(tmp_path / "store")
     make_topic(root, "Raw", 2)
-    b = broker_factory(root, env={**SMALL, "TIDEMQ_MAX_MESSAGE_SIZE_BYTES": "1000"})
+    b = broker_factory(root, env={**SMALL, "TIDEMQ_MESSAGE_BODY_BYTES_MAX": "1000"})
     with Producer(b.endpoint) as p, PullConsumer(b.endpoint) as c:
         rs = p.send_batch("Raw", [b"m-%d" % i for i in range(6)], tags=["A", None, "B", "A", None, "ü"],
                           keys=[["k1", "k2"], None, [], ["k3"], None, None],
@@ -49,7 +49,7 @@ def test_round_trip_results_dedup_and_refusals(tmp_path, broker_factory):
                              properties=[None, None, None, None, {"UNIQ_KEY": "forged"}, {"__MSGTYPE": "DELAY"}])
         assert [r.code for r in mixed] == [Code.OK, Code.MESSAGE_BODY_TOO_LARGE, Code.MESSAGE_BODY_EMPTY, Code.OK,
                                            Code.BAD_REQUEST, Code.BAD_REQUEST]
-        assert "exceeds max_message_size_bytes=1000" in mixed[1].error
+        assert "exceeds message_body_bytes_max=1000" in mixed[1].error
         assert "'UNIQ_KEY' is reserved" in mixed[4].error and "NORMAL messages only" in mixed[5].error
         big = p.send_batch("Raw", [b"b"], properties=[{"p": "v" * 33_000}])
         assert big[0].code == Code.MESSAGE_PROPERTIES_TOO_LARGE
@@ -88,8 +88,8 @@ def raw_send_bytes(endpoint, frame: bytes) -> bytes:
 def test_alarm_and_flush_backlog_refuse_raw_sends(tmp_path, broker_factory):
     root = str(tmp_path / "store")
     make_topic(root, "Held", 2)
-    b = broker_factory(root, env={**NO_FLUSH, "TIDEMQ_SEND_HOLD_MAX_MS": "300",
-                                  "TIDEMQ_ALARM_CHECK_INTERVAL_MAX_MS": "200"})
+    b = broker_factory(root, env={**NO_FLUSH, "TIDEMQ_SEND_HOLD_MS_MAX": "300",
+                                  "TIDEMQ_ALARM_CHECK_INTERVAL_MS_MAX": "200"})
     with Producer(b.endpoint) as p:
         admin_call(b.endpoint, "SetAlarmLimits", {"memory_high_watermark_bytes": 1 << 20})
         rs = p.send_batch("Held", [b"a", b"b"])

@@ -14,7 +14,7 @@ from ...support.official import msg, receive_all
 from ...support.wait import PATIENCE_S, wait_until
 
 MIB = 1 << 20
-FAST = {"TIDEMQ_ALARM_CHECK_INTERVAL_MAX_MS": "200", "TIDEMQ_SEND_HOLD_MAX_MS": "1000"}
+FAST = {"TIDEMQ_ALARM_CHECK_INTERVAL_MS_MAX": "200", "TIDEMQ_SEND_HOLD_MS_MAX": "1000"}
 SMALL_STORE = {"TIDEMQ_SEGMENT_SIZE_BYTES": str(4 * MIB), "TIDEMQ_INDEX_SLOTS": "1000", "TIDEMQ_INDEX_ENTRIES": "4000"}
 
 
@@ -23,7 +23,7 @@ def alarm_status(b) -> dict:
 
 
 def refused_after_hold(p, topic):
-    """A send while an alarm is raised: held send_hold_max_ms (1 s here), then refused."""
+    """A send while an alarm is raised: held send_hold_ms_max (1 s here), then refused."""
     from rocketmq.v5.exception import TooManyRequestsException
     t0 = time.monotonic()
     with pytest.raises(TooManyRequestsException) as e:
@@ -79,7 +79,7 @@ def test_a_send_held_while_the_alarm_clears_goes_through(tmp_path, broker_factor
     producer, _consumer = clients
     root = str(tmp_path / "store")
     make_topic(root, "Mem", 2)
-    b = broker_factory(root, env={**SMALL_STORE, "TIDEMQ_SEND_HOLD_MAX_MS": "60000"})
+    b = broker_factory(root, env={**SMALL_STORE, "TIDEMQ_SEND_HOLD_MS_MAX": "60000"})
     p = producer(b.endpoint, ["Mem"], request_timeout_s=PATIENCE_S)
     assert p.send(msg("Mem", b"before")).message_id
     admin_call(b.endpoint, "SetAlarmLimits", {"memory_high_watermark_bytes": 1 * MIB})

@@ -36,7 +36,7 @@ def test_flush_backlog_throttles_the_official_producer(tmp_path, broker_factory,
             sent += 1
     assert 7 <= sent <= 9
     assert "flush backlog: " in str(e.value) and "> flush_backlog_high_bytes 64.0 KiB" in str(e.value)
-    assert held_s(str(e.value)) >= 0.6, "held send_hold_max_ms, then refused"
+    assert held_s(str(e.value)) >= 0.6, "held send_hold_ms_max, then refused"
     c = consumer(b.endpoint, "g", "Backlog")        # consumers are not throttled
     assert len(receive_all(c, sent)) == sent
 
@@ -48,7 +48,7 @@ def test_in_flight_requests_and_bytes_per_connection(tmp_path, broker_factory):
     when the alarm clears."""
     root = str(tmp_path / "store")
     make_topic(root, "Busy", 2)
-    b = broker_factory(root, env={**SMALL, "TIDEMQ_SEND_HOLD_MAX_MS": "60000",
+    b = broker_factory(root, env={**SMALL, "TIDEMQ_SEND_HOLD_MS_MAX": "60000",
                                   "TIDEMQ_INFLIGHT_REQUESTS_PER_CONNECTION_MAX": "2",
                                   "TIDEMQ_INFLIGHT_BYTES_PER_CONNECTION_MAX": str(24 * KIB)})
 

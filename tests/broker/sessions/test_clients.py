@@ -1,4 +1,4 @@
-"""Who is alive: an open Telemetry stream, or a heartbeat / receive within client_idle_max_s;
+"""Who is alive: an open Telemetry stream, or a heartbeat / receive within client_idle_s_max;
 gone at once on NotifyClientTermination or when its last stream ends, unless heard from again."""
 
 from tidemq.broker.sessions.clients import Clients

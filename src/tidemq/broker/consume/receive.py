@@ -5,7 +5,7 @@ A receive pops from every queue of the topic for the group, starting at a
 rotating queue (the clients pick a queue at random: the broker must not answer
 "empty" while another queue has messages): first messages whose invisible time
 is over (delivered again with attempt + 1, or moved to ``%DLQ%<group>`` once
-max_delivery_attempts deliveries were made), then new ones from the cursor.
+delivery_attempts_max deliveries were made), then new ones from the cursor.
 With nothing to give it long-polls: it waits for a send, an ack of a FIFO
 group, or the next invisible time to end, until the client's long-polling
 timeout (bounded by its deadline). A receive with ``auto_renew`` (the push
@@ -109,7 +109,7 @@ class Consumption:
         st = self.pop.state(group, topic, q)
         if in_order and st.holds(now):
             return
-        renew_until = now + int(self.config.auto_renew_max_s * 1000) if renew_for else 0
+        renew_until = now + int(self.config.auto_renew_s_max * 1000) if renew_for else 0
         for o in sorted(o for o, i in st.inflight.items() if i.visible_at_ms <= now):
             if len(out) >= batch:
                 return
@@ -118,7 +118,7 @@ class Consumption:
             if m is None:                                   # cleaned from the store meanwhile
                 self.pop.drop(group, topic, q, o)
                 continue
-            if inf.attempt >= self.config.max_delivery_attempts:
+            if inf.attempt >= self.config.delivery_attempts_max:
                 if self._to_dlq(group, m, f"after {inf.attempt} deliveries") is None:
                     self.pop.drop(group, topic, q, o)
                 elif in_order:
@@ -174,7 +174,7 @@ class Consumption:
         else:
             invisible_ms = int(self.config.invisible_duration_default_s * 1000)
         wait_s = min(request.long_polling_timeout.seconds + request.long_polling_timeout.nanos / 1e9,
-                     self.config.long_polling_max_s)
+                     self.config.long_polling_s_max)
         remaining = context.time_remaining()
         if remaining is not None:
             wait_s = min(wait_s, remaining - 1.0)

@@ -5,7 +5,7 @@ it expects the server to keep its messages invisible while it consumes them (a
 listener may take longer than any invisible time), and to give them to someone
 else once it is gone. A receive with ``auto_renew`` hands its messages to the
 calling client (``x-mq-client-id``): the pop state records the client and the time
-renewal ends (received + ``auto_renew_max_s``). Every ``auto_renew_check_interval_ms``:
+renewal ends (received + ``auto_renew_s_max``). Every ``auto_renew_check_interval_ms``:
 
 * client alive (sessions/clients.py) and the invisible time ends within ``auto_renew_ahead_s``:
   invisible until min(now + ``auto_renew_step_s``, renewal end); the receipt handle
@@ -13,12 +13,12 @@ renewal ends (received + ``auto_renew_max_s``). Every ``auto_renew_check_interva
 * renewal end reached: no more renewal; the invisible time runs out and the message
   is delivered again (the proxy nacks it instead; the effect is the same);
 * client gone (NotifyClientTermination, its Telemetry stream ended, or no heartbeat
-  for ``client_idle_max_s``): each message it held is released, visible at once.
+  for ``client_idle_s_max``): each message it held is released, visible at once.
 
 An ack, a ChangeInvisibleDuration (the push consumer's nack: its own backoff) or a
 forward to the dead-letter queue ends the renewal of a message. Renewals and
 releases are pop journal lines (op ``rnw``): after a restart (kill -9 too) the
-broker goes on renewing for the clients that come back within ``client_idle_max_s``.
+broker goes on renewing for the clients that come back within ``client_idle_s_max``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class AutoRenew:
         self.on_release = on_release
         self.ahead_ms = int(config.auto_renew_ahead_s * 1000)
         self.step_ms = int(config.auto_renew_step_s * 1000)
-        self.max_ms = int(config.auto_renew_max_s * 1000)
+        self.max_ms = int(config.auto_renew_s_max * 1000)
         self.interval_s = config.auto_renew_check_interval_ms / 1000
 
     def tick(self) -> tuple[int, int]:

@@ -118,9 +118,9 @@ class MessageSends:
             return m, None                             # no time: deliver now
         due = delivery_ms(sp.delivery_timestamp)
         now = self.clock.now_ms()
-        if due - now > self.config.timer_max_delay_s * 1000:
+        if due - now > self.config.timer_delay_s_max * 1000:
             return None, status(Code.ILLEGAL_DELIVERY_TIME, f"delivery time {due} ms is more than "
-                                                          f"timer_max_delay_s={self.config.timer_max_delay_s:g} away")
+                                                          f"timer_delay_s_max={self.config.timer_delay_s_max:g} away")
         m.properties[PROP_DELIVER_MS] = str(due)
         if due <= now:
             return m, None

@@ -65,7 +65,7 @@ class SendPath:
         self._puts = puts
         self._sync = store.config.sync_flush
         self._on_stored = on_stored
-        self.recent = DedupWindow(config.send_dedup_window)
+        self.recent = DedupWindow(config.send_dedup_window_entries)
 
     # flow control ---------------------------------------------------------------------------
     async def gated(self, context, nbytes: int, send: Callable[[], Awaitable[T]]) -> tuple[str | None, T | None]:
@@ -93,8 +93,8 @@ class SendPath:
         if name in SYSTEM_TOPICS:
             raise ValueError(f"{name!r} is a system topic of the broker")
         n = self.store.queue_count(name)
-        if n == 0 and self.config.auto_create_topics:
-            self.store.create_topic(name, self.config.default_queue_count)
+        if n == 0 and self.store.config.auto_create_topics:
+            self.store.create_topic(name)
             n = self.store.queue_count(name)
         return n
 

@@ -15,7 +15,7 @@ drain the backlog while producers wait.
    are dirty pages that grow as fast as producers send. That is the backlog
    measured here (under SYNC_FLUSH every put waits for its fsync, so it stays
    small by itself). While blocked, a send is held, re-checked every
-   HOLD_POLL_S, for at most send_hold_max_ms and never past its deadline minus
+   HOLD_POLL_S, for at most send_hold_ms_max and never past its deadline minus
    DEADLINE_MARGIN_S (a client whose deadline passes retries; one that is
    answered TOO_MANY_REQUESTS backs off). Still blocked then, it is refused
    with TOO_MANY_REQUESTS and the reason, with numbers.

@@ -1,13 +1,13 @@
 """Which clients are alive, by ``x-mq-client-id`` (what auto-renewal asks: consume/renew.py).
 
 A client is *alive* while one of its Telemetry streams is open, or while it sent a
-heartbeat or a receive in the last ``client_idle_max_s`` (the official clients
+heartbeat or a receive in the last ``client_idle_s_max`` (the official clients
 heartbeat every 10 s). It *leaves* at once when it says NotifyClientTermination or
 when its last Telemetry stream ends (the stream lives as long as the client: it
 ends when the process does), unless it is heard from again after that: a later
 heartbeat, receive or stream makes it alive again.
 
-After a broker restart nothing is known: a client is given ``client_idle_max_s``
+After a broker restart nothing is known: a client is given ``client_idle_s_max``
 from the start to be heard from (a Python client's Telemetry stream only comes
 back minutes after a restart, docs/broker-protocol.md P10; its heartbeats within
 10 s). At most ``clients_max`` (CLIENTS_MAX) clients are remembered; the least recently heard
