@@ -38,10 +38,19 @@ def session(master: str = "local[*]", app: str = "tidemq", **conf):
     return spark
 
 
-def register(spark) -> None:
-    """Register the ``tidemq`` data source with this session."""
-    from .source import TidemqDataSource
-    spark.dataSource.register(TidemqDataSource)
+def register(spark, ship: bool = True) -> None:
+    """Register the ``tidemq`` data source with this session and, unless ``ship=False``, send the
+    tidemq package to the executors (a zip of the package this driver imports: SparkContext.addPyFile,
+    or the session's artifacts through Spark Connect). The executors still need tidemq's
+    dependencies installed (README, Spark); without ship, tidemq itself too."""
+    from pyspark import cloudpickle
+
+    from . import entry
+    cloudpickle.register_pickle_by_value(entry)       # the classes Spark pickles unpickle without tidemq
+    if ship:
+        from .ship import ship_package
+        ship_package(spark)
+    spark.dataSource.register(entry.TidemqDataSource)
 
 
 __all__ = ["register", "session", "spark_env"]

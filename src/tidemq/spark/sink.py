@@ -122,8 +122,9 @@ def _log_sent(messages) -> None:
 
 
 class TidemqWriter(DataSourceArrowWriter):
-    def __init__(self, options, schema) -> None:
-        self.sender = _Sender(options, uuid.uuid4().hex)      # made on the driver: shared by task retries
+    def __init__(self, options, schema, write_id: str | None = None) -> None:
+        self.write_id = write_id or uuid.uuid4().hex           # made on the driver: shared by task retries
+        self.sender = _Sender(options, self.write_id)
 
     def write(self, iterator):
         return self.sender.send(iterator, "batch")
@@ -138,9 +139,10 @@ class TidemqWriter(DataSourceArrowWriter):
 
 
 class TidemqStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, options, schema) -> None:
+    def __init__(self, options, schema, write_id: str | None = None) -> None:
         opts = CaseInsensitiveDict(options)
-        self.sender = _Sender(opts, opts.get("writerId") or f"stream-run:{uuid.uuid4().hex}")
+        self.write_id = write_id or opts.get("writerId") or f"stream-run:{uuid.uuid4().hex}"
+        self.sender = _Sender(opts, self.write_id)
 
     def write(self, iterator):
         from pyspark import TaskContext

@@ -8,36 +8,35 @@ Options (Kafka connector style): topic / topics, startingOffsets, endingOffsets,
 startingTimestamp, endingTimestamp, failOnDataLoss (default true), maxOffsetsPerTrigger
 (streams), maxRecordsPerPartition (default 1,000,000), commitlogDirs (file mode, when
 the commit log lives outside <path>/commitlog), timeoutSeconds (broker mode). Writing:
-see tidemq.spark.sink. Executors import this module by name, so it must stay importable
-without a SparkSession.
+see tidemq.spark.sink. The DataSource Spark pickles is tidemq.spark.entry's, which calls
+into this module where it runs (so it must stay importable without a SparkSession).
 """
 
 from __future__ import annotations
 
 import logging
 
-from pyspark.sql.datasource import (CaseInsensitiveDict, DataSource, DataSourceReader, DataSourceStreamReader,
+from pyspark.sql.datasource import (CaseInsensitiveDict, DataSourceReader, DataSourceStreamReader,
                                     InputPartition)
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
 from . import plan
 from .backend import BATCH_ROWS, DataLossError, backend_for
-from .decode import SPARK_SCHEMA
 
 log = logging.getLogger("tidemq.spark")
 
 MAX_RECORDS_PER_PARTITION = 1_000_000
 
 
-class RangePartition(InputPartition):
-    def __init__(self, r: plan.Range) -> None:
-        super().__init__((r.topic, r.queue_id, r.start, r.end))
-        self.range = r
+def _partition(r: plan.Range) -> InputPartition:
+    """Pyspark's own class, its value plain data: it unpickles on any worker (see tidemq.spark.entry)."""
+    return InputPartition((r.topic, r.queue_id, r.start, r.end))
 
 
-def _read(options: dict, part: RangePartition):
+def read_partition(options, part: InputPartition):
     """The partition's records as Arrow batches (runs on an executor)."""
-    r = part.range
+    options = CaseInsensitiveDict(options)
+    r = plan.Range(*part.value)
     fail = plan.flag(options, "failOnDataLoss", True)
     backend = backend_for(options)
     skipped = 0
@@ -84,13 +83,13 @@ class _Planner:
         finally:
             backend.close()
 
-    def partitions(self, start: plan.Offsets, end: plan.Offsets) -> list[RangePartition]:
+    def partitions(self, start: plan.Offsets, end: plan.Offsets) -> list[InputPartition]:
         backend = backend_for(self.options)
         try:
             rs = plan.ranges(backend, start, end, self.fail_on_data_loss, self.max_per_partition)
         finally:
             backend.close()
-        return [RangePartition(r) for r in rs]
+        return [_partition(r) for r in rs]
 
 
 class TidemqReader(DataSourceReader):
@@ -111,10 +110,10 @@ class TidemqReader(DataSourceReader):
         start = p.offsets("startingOffsets", "startingTimestamp", plan.EARLIEST)
         end = p.offsets("endingOffsets", "endingTimestamp", plan.LATEST, past_end_is_error=True)
         parts = p.partitions(start, end)
-        return parts or [RangePartition(plan.Range(p.topics[0], 0, 0, 0))]
+        return parts or [_partition(plan.Range(p.topics[0], 0, 0, 0))]
 
     def read(self, partition):
-        yield from _read(self.options, partition)
+        yield from read_partition(self.options, partition)
 
 
 class TidemqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -153,30 +152,7 @@ class TidemqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._planner.partitions(start, end)
 
     def read(self, partition):
-        yield from _read(self.options, partition)
+        yield from read_partition(self.options, partition)
 
     def commit(self, end: dict) -> None:
         pass                      # the stream's progress is Spark's checkpoint; nothing to release here
-
-
-class TidemqDataSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return "tidemq"
-
-    def schema(self):
-        return SPARK_SCHEMA
-
-    def reader(self, schema):
-        return TidemqReader(self.options)
-
-    def streamReader(self, schema):
-        return TidemqStreamReader(self.options)
-
-    def writer(self, schema, overwrite: bool):
-        from .sink import TidemqWriter
-        return TidemqWriter(self.options, schema)
-
-    def streamWriter(self, schema, overwrite: bool):
-        from .sink import TidemqStreamWriter
-        return TidemqStreamWriter(self.options, schema)

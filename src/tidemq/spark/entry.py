@@ -1,0 +1,169 @@
+"""The ``tidemq`` data source as Spark pickles it: thin classes sent *by value*, tidemq imported where used.
+
+Spark pickles the registered DataSource class, and the readers and writers it makes, to
+Python workers (the driver's planning workers and the executors). A class of an importable
+module is pickled by reference, so a worker whose Python has no ``tidemq`` fails in
+pyspark's own unpickling with a bare ``ModuleNotFoundError``. These classes are registered
+with cloudpickle *by value* (tidemq.spark.register does it): they arrive anywhere, and
+import tidemq's real reader and writer (tidemq.spark.source, tidemq.spark.sink) only when
+called, so a worker that cannot import them says so in one line, with the fix.
+
+This module imports nothing of tidemq at its top (what a by-value class references must
+unpickle on a worker with pyspark alone). The planning state (a stream's availableNow
+target) lives in the real object on the side that made it; what is pickled is the options.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader, DataSourceStreamArrowWriter,
+                                    DataSourceStreamReader)
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+FIX = ("call tidemq.spark.register(spark) (it ships the tidemq package to the executors), or submit with "
+       "`spark-submit --py-files tidemq.zip`, or install tidemq in the executors' Python; they also need "
+       "the dependencies pinned in tidemq's pyproject.toml (grpcio, protobuf, rocketmq-python-client, numpy, "
+       "pyarrow) installed, or a packed environment through spark.archives")
+
+
+class MissingOnWorker(RuntimeError):
+    """A Spark worker's Python cannot import tidemq or one of its dependencies."""
+
+
+def _module(name: str):
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        missing = e.name or str(e)
+        raise MissingOnWorker(f"tidemq: this Spark worker's Python ({sys.executable}) cannot import {missing!r} "
+                              f"({e}): {FIX}") from None
+
+
+def _source():
+    return _module("tidemq.spark.source")
+
+
+def _sink():
+    return _module("tidemq.spark.sink")
+
+
+class _Lazy:
+    """The real object, made on first use on whichever side uses it; pickled as its options only."""
+
+    def __init__(self, options, schema=None) -> None:
+        self.options = options
+        self.schema = schema
+        self._impl = None
+
+    def __getstate__(self) -> dict:
+        return {"options": self.options, "schema": self.schema, "_impl": None}
+
+    def _real(self):
+        if self._impl is None:
+            self._impl = self._make()
+        return self._impl
+
+    def _make(self):
+        raise NotImplementedError
+
+
+class Reader(_Lazy, DataSourceReader):
+    def _make(self):
+        return _source().TidemqReader(self.options)
+
+    def partitions(self):
+        return self._real().partitions()
+
+    def read(self, partition):
+        return _source().read_partition(self.options, partition)
+
+
+class StreamReader(_Lazy, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def _make(self):
+        return _source().TidemqStreamReader(self.options)
+
+    def initialOffset(self) -> dict:
+        return self._real().initialOffset()
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        return self._real().latestOffset(start, limit)
+
+    def getDefaultReadLimit(self):
+        return self._real().getDefaultReadLimit()
+
+    def reportLatestOffset(self):
+        return self._real().reportLatestOffset()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._real().prepareForTriggerAvailableNow()
+
+    def partitions(self, start: dict, end: dict):
+        return self._real().partitions(start, end)
+
+    def read(self, partition):
+        return _source().read_partition(self.options, partition)
+
+    def commit(self, end: dict) -> None:
+        self._real().commit(end)
+
+
+class _Writing(_Lazy):
+    """Made on the driver, where its write id (the root of its message keys) is fixed: pickled with it."""
+
+    def __init__(self, options, schema=None) -> None:
+        super().__init__(options, schema)
+        self.write_id = self._real().write_id
+
+    def __getstate__(self) -> dict:
+        return {**super().__getstate__(), "write_id": self.write_id}
+
+
+class Writer(_Writing, DataSourceArrowWriter):
+    def _make(self):
+        return _sink().TidemqWriter(self.options, self.schema, getattr(self, "write_id", None))
+
+    def write(self, iterator):
+        return self._real().write(iterator)
+
+    def commit(self, messages) -> None:
+        self._real().commit(messages)
+
+    def abort(self, messages) -> None:
+        self._real().abort(messages)
+
+
+class StreamWriter(_Writing, DataSourceStreamArrowWriter):
+    def _make(self):
+        return _sink().TidemqStreamWriter(self.options, self.schema, getattr(self, "write_id", None))
+
+    def write(self, iterator):
+        return self._real().write(iterator)
+
+    def commit(self, messages, batchId: int) -> None:
+        self._real().commit(messages, batchId)
+
+    def abort(self, messages, batchId: int) -> None:
+        self._real().abort(messages, batchId)
+
+
+class TidemqDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "tidemq"
+
+    def schema(self):
+        return _module("tidemq.spark.decode").SPARK_SCHEMA
+
+    def reader(self, schema):
+        return Reader(self.options)
+
+    def streamReader(self, schema):
+        return StreamReader(self.options)
+
+    def writer(self, schema, overwrite: bool):
+        return Writer(self.options, schema)            # made here, on the driver: task retries share its write id
+
+    def streamWriter(self, schema, overwrite: bool):
+        return StreamWriter(self.options, schema)

@@ -1,0 +1,37 @@
+"""The driver of test_cluster.py, run as its own process (one SparkContext per process): on a
+standalone master, read topic In through the broker and write every row to topic Out through the
+sink. Prints one JSON line: {"ok": true, "rows": N} or {"ok": false, "error": "..."}.
+
+    python cluster_job.py MASTER ENDPOINT ship|noship
+"""
+
+import json
+import sys
+
+from pyspark.sql import SparkSession
+
+import tidemq.spark
+
+
+def main(master: str, endpoint: str, ship: str) -> None:
+    spark = (SparkSession.builder.master(master).appName("tidemq-cluster-test")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
+             .config("spark.executor.memory", "512m").config("spark.cores.max", "1")
+             .config("spark.sql.shuffle.partitions", "1").config("spark.task.maxFailures", "1")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        tidemq.spark.register(spark, ship=(ship == "ship"))
+        df = (spark.read.format("tidemq").option("endpoints", endpoint).option("topic", "In").load()
+              .selectExpr("body", "tags", "keys", "map_filter(properties, (k, v) -> k IN ('n', 'note')) AS properties"))
+        df.write.format("tidemq").option("endpoints", endpoint).option("topic", "Out").mode("append").save()
+        print(json.dumps({"ok": True}), flush=True)
+    except Exception as e:   # noqa: BLE001 - reported to the test
+        print(json.dumps({"ok": False, "error": str(e)}), flush=True)
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

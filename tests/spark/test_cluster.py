@@ -1,0 +1,119 @@
+"""tidemq on a Spark standalone cluster (a master and one worker on 127.0.0.1, started and stopped
+here) whose executors' Python does not have tidemq: register() ships the package, and without
+shipping the job fails with tidemq's one-line error naming the fix.
+
+The executors' Python is a venv of the same interpreter with no tidemq: its site-packages has a
+.pth line naming this venv's site-packages (so grpcio, numpy, pyarrow, pyspark ... import), but
+the editable install's own .pth there is not processed, so `import tidemq` fails."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import sysconfig
+import urllib.request
+
+import pytest
+
+from ..support.spark import fill_through_broker
+from ..support.wait import wait_until
+
+pytestmark = pytest.mark.timeout(900)
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory):
+    """A Python that imports tidemq's dependencies and pyspark, and not tidemq."""
+    d = tmp_path_factory.mktemp("executor-venv")
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(d)], check=True, timeout=300)
+    py = str(d / "bin" / "python")
+    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    with open(os.path.join(site, "deps.pth"), "w") as f:
+        f.write(sysconfig.get_paths()["purelib"] + "\n")
+    probe = "import grpc, numpy, pyarrow, pyspark, google.protobuf, rocketmq\ntry:\n import tidemq\nexcept ImportError:\n print('no tidemq')"
+    r = subprocess.run([py, "-c", probe], capture_output=True, text=True, cwd=str(d), env=_clean_env())
+    assert r.stdout.strip() == "no tidemq", r.stderr
+    return py
+
+
+def _clean_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    return {**env, "SPARK_LOCAL_IP": "127.0.0.1", **extra}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A standalone master and one worker (1 core, 1 GiB) on loopback; the master's URL."""
+    import pyspark
+    home = os.path.dirname(pyspark.__file__)
+    d = tmp_path_factory.mktemp("cluster")
+    env = _clean_env(SPARK_HOME=home, SPARK_LOG_DIR=str(d / "logs"), SPARK_WORKER_DIR=str(d / "work"),
+                     SPARK_NO_DAEMONIZE="1")
+    port, ui = free_port(), free_port()
+    cls = os.path.join(home, "bin", "spark-class")
+    procs = []
+    try:
+        procs.append(subprocess.Popen([cls, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                       "--port", str(port), "--webui-port", str(ui)], env=env, cwd=str(d),
+                                      stdout=open(d / "master.log", "w"), stderr=subprocess.STDOUT))
+        master = f"spark://127.0.0.1:{port}"
+        procs.append(subprocess.Popen([cls, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                                       "--webui-port", str(free_port()), "--cores", "1", "--memory", "1g", master],
+                                      env=env, cwd=str(d), stdout=open(d / "worker.log", "w"),
+                                      stderr=subprocess.STDOUT))
+
+        def alive_workers():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as r:
+                    return json.load(r).get("aliveworkers", 0)
+            except OSError:
+                assert all(p.poll() is None for p in procs), (d / "master.log").read_text()[-2000:]
+                return 0
+
+        wait_until(alive_workers, "the worker to register with the master")
+        yield master
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def run_job(master, endpoint, ship, python) -> dict:
+    r = subprocess.run([sys.executable, os.path.join(HERE, "cluster_job.py"), master, endpoint, ship],
+                       capture_output=True, text=True, timeout=600, cwd="/",
+                       env=_clean_env(PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=sys.executable))
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    assert lines, f"the driver printed no result (rc {r.returncode}): {r.stderr[-3000:]}"
+    return json.loads(lines[-1])
+
+
+def test_register_ships_the_package_to_executors_without_tidemq(spark, broker, cluster, bare_python):
+    b = broker()
+    n = fill_through_broker(b.endpoint, topic="In", batches=1, per=300)
+    failed = run_job(cluster, b.endpoint, "noship", bare_python)
+    assert not failed["ok"]
+    line = next(ln for ln in failed["error"].splitlines() if "MissingOnWorker: tidemq:" in ln)
+    assert "cannot import 'tidemq'" in line and "register(spark)" in line and "--py-files" in line
+    done = run_job(cluster, b.endpoint, "ship", bare_python)
+    assert done["ok"], done.get("error", "")[-3000:]
+    read = lambda t: spark.read.format("tidemq").option("endpoints", b.endpoint).option("topic", t).load()  # noqa: E731
+    user = lambda r: {k: v for k, v in (r.properties or {}).items() if k in ("n", "note")}  # noqa: E731
+    row = lambda r: (r.body, r.tags, r.keys, sorted(user(r).items()))                       # noqa: E731
+    original = sorted(row(r) for r in read("In").collect())
+    copied = sorted(row(r) for r in read("Out").collect())
+    assert len(original) == n and copied == original
