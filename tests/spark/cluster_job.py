@@ -1,5 +1,5 @@
 """The driver of test_cluster.py, run as its own process (one SparkContext per process): on a
-standalone master, read topic In through the broker and write every row to topic Out through the
+standalone master or through a Spark Connect server (MASTER sc://...), read topic In through the broker and write every row to topic Out through the
 sink. Prints one JSON line: {"ok": true, "rows": N} or {"ok": false, "error": "..."}.
 
     python cluster_job.py MASTER ENDPOINT ship|noship
@@ -14,6 +14,9 @@ import tidemq.spark
 
 
 def main(master: str, endpoint: str, ship: str) -> None:
+    if master.startswith("sc://"):                  # a Spark Connect server
+        spark = SparkSession.builder.remote(master).getOrCreate()
+        return job(spark, endpoint, ship)
     spark = (SparkSession.builder.master(master).appName("tidemq-cluster-test")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
@@ -21,6 +24,10 @@ def main(master: str, endpoint: str, ship: str) -> None:
              .config("spark.sql.shuffle.partitions", "1").config("spark.task.maxFailures", "1")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    job(spark, endpoint, ship)
+
+
+def job(spark, endpoint: str, ship: str) -> None:
     try:
         tidemq.spark.register(spark, ship=(ship == "ship"))
         df = (spark.read.format("tidemq").option("endpoints", endpoint).option("topic", "In").load()

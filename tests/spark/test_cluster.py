@@ -1,6 +1,6 @@
 """tidemq on a Spark standalone cluster (a master and one worker on 127.0.0.1, started and stopped
-here) whose executors' Python does not have tidemq: register() ships the package, and without
-shipping the job fails with tidemq's one-line error naming the fix.
+here), and through a Spark Connect server, whose workers' Python does not have tidemq: register()
+ships the package, and without shipping the job fails with tidemq's one-line error naming the fix.
 
 The executors' Python is a venv of the same interpreter with no tidemq: its site-packages has a
 .pth line naming this venv's site-packages (so grpcio, numpy, pyarrow, pyspark ... import), but
@@ -8,6 +8,7 @@ the editable install's own .pth there is not processed, so `import tidemq` fails
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -102,14 +103,43 @@ def run_job(master, endpoint, ship, python) -> dict:
     return json.loads(lines[-1])
 
 
-def test_register_ships_the_package_to_executors_without_tidemq(spark, broker, cluster, bare_python):
+@pytest.fixture(scope="module")
+def connect_server(tmp_path_factory, bare_python):
+    """pyspark's start-connect-server.sh (local[1], workers on bare_python) on a free loopback port."""
+    import pyspark
+    home = os.path.dirname(pyspark.__file__)
+    d = tmp_path_factory.mktemp("connect")
+    port = free_port()
+    env = _clean_env(SPARK_HOME=home, SPARK_LOG_DIR=str(d / "logs"), SPARK_PID_DIR=str(d), PYSPARK_PYTHON=bare_python)
+    log = d / "server.log"
+    p = subprocess.Popen([os.path.join(home, "sbin", "start-connect-server.sh"), "--wait", "--master", "local[1]",
+                          "--conf", f"spark.connect.grpc.binding.port={port}",
+                          "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", "spark.ui.enabled=false"],
+                         env=env, cwd=str(d), stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        def listening():
+            assert p.poll() is None, log.read_text()[-3000:]
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+        wait_until(listening, "the Spark Connect server to listen")
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)           # the script's group: the script and its java
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def check_shipping(spark, broker, master, python):
     b = broker()
     n = fill_through_broker(b.endpoint, topic="In", batches=1, per=300)
-    failed = run_job(cluster, b.endpoint, "noship", bare_python)
+    failed = run_job(master, b.endpoint, "noship", python)
     assert not failed["ok"]
     line = next(ln for ln in failed["error"].splitlines() if "MissingOnWorker: tidemq:" in ln)
     assert "cannot import 'tidemq'" in line and "register(spark)" in line and "--py-files" in line
-    done = run_job(cluster, b.endpoint, "ship", bare_python)
+    done = run_job(master, b.endpoint, "ship", python)
     assert done["ok"], done.get("error", "")[-3000:]
     read = lambda t: spark.read.format("tidemq").option("endpoints", b.endpoint).option("topic", t).load()  # noqa: E731
     user = lambda r: {k: v for k, v in (r.properties or {}).items() if k in ("n", "note")}  # noqa: E731
@@ -117,3 +147,11 @@ def test_register_ships_the_package_to_executors_without_tidemq(spark, broker, c
     original = sorted(row(r) for r in read("In").collect())
     copied = sorted(row(r) for r in read("Out").collect())
     assert len(original) == n and copied == original
+
+
+def test_register_ships_the_package_to_executors_without_tidemq(spark, broker, cluster, bare_python):
+    check_shipping(spark, broker, cluster, bare_python)
+
+
+def test_through_spark_connect(spark, broker, connect_server, bare_python):
+    check_shipping(spark, broker, connect_server, bare_python)
