@@ -239,7 +239,8 @@ def _run_locked(spark, root, dest, commitlog_dirs) -> dict:
     now_ms = int(time.time() * 1000)
     for s in todo:
         manifest["segments"][s["name"]] = {k: s[k] for k in ("start_offset", "end_offset", "rows", "crc32")} | {
-            "run": run_id, "archived_at_ms": now_ms, "corrupt_skipped": s["corrupt_skipped"]}
+            "run": run_id, "dest": dest, "archived_at_ms": now_ms, "corrupt_skipped": s["corrupt_skipped"]}
+    manifest["dest"] = dest                               # where tiered reads find the archive
     write_manifest(OsFileIO(), root, manifest)
     os.remove(layout.pending_path(root))
     report.update(archived=[s["name"] for s in todo], rows=sum(s["rows"] for s in todo), run=run_id,

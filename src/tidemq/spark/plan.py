@@ -28,6 +28,7 @@ class Range:
     queue_id: int
     start: int
     end: int
+    archived: bool = False          # read from the archive (tidemq.spark.tiered), not the live log
 
 
 def topics_of(options) -> list[str]:
@@ -58,9 +59,10 @@ def int_option(options, name: str, default: int | None) -> int | None:
 
 
 def resolve(backend: Backend, topics: list[str], spec: str | None, timestamp_ms: int | None,
-            default: int, name: str | None = None) -> Offsets:
+            default: int, name: str | None = None, tiered: bool = False) -> Offsets:
     """Per-queue offsets for a starting/ending spec (a JSON spec may leave queues out: they get default).
-    ``name``: the option's name, given where an offset past a queue's end is an error (endingOffsets)."""
+    ``name``: the option's name, given where an offset past a queue's end is an error (endingOffsets).
+    ``tiered``: the archive holds what the log lost, so "earliest" is a queue's first offset ever, 0."""
     given: dict = {}
     if spec and spec not in ("earliest", "latest"):
         try:
@@ -80,7 +82,7 @@ def resolve(backend: Backend, topics: list[str], spec: str | None, timestamp_ms:
             if timestamp_ms is not None and str(q) not in given.get(t, {}):
                 per[str(q)] = backend.offset_at(t, q, timestamp_ms)
             elif want == EARLIEST:
-                per[str(q)] = mn
+                per[str(q)] = 0 if tiered else mn
             elif want == LATEST:
                 per[str(q)] = mx
             else:
@@ -92,8 +94,9 @@ def resolve(backend: Backend, topics: list[str], spec: str | None, timestamp_ms:
 
 
 def ranges(backend: Backend, start: Offsets, end: Offsets, fail_on_data_loss: bool,
-           max_per_partition: int) -> list[Range]:
-    """The (split) ranges between two offset sets, with start offsets checked against what is left."""
+           max_per_partition: int, tiered: bool = False) -> list[Range]:
+    """The (split) ranges between two offset sets, with start offsets checked against what is left;
+    ``tiered``: offsets below what is left are read from the archive (which checks they are there)."""
     out = []
     for t, queues in end.items():
         for q, e in queues.items():
@@ -101,7 +104,12 @@ def ranges(backend: Backend, start: Offsets, end: Offsets, fail_on_data_loss: bo
             if e <= s:
                 continue
             mn, _ = backend.queue_range(t, int(q))
-            if s < mn:
+            if s < mn and tiered:
+                cut = min(mn, e)
+                out += [Range(t, int(q), lo, min(cut, lo + max_per_partition), True)
+                        for lo in range(s, cut, max_per_partition)]
+                s = cut
+            elif s < mn:
                 msg = (f"offsets [{s}, {min(mn, e)}) of {t} queue {q} are no longer in the store "
                        f"(cleaned away; the queue now starts at {mn})")
                 if fail_on_data_loss:

@@ -7,7 +7,8 @@
 Options (Kafka connector style): topic / topics, startingOffsets, endingOffsets,
 startingTimestamp, endingTimestamp, failOnDataLoss (default true), maxOffsetsPerTrigger
 (streams), maxRecordsPerPartition (default 1,000,000), commitlogDirs (file mode, when
-the commit log lives outside <path>/commitlog), timeoutSeconds (broker mode). Writing:
+the commit log lives outside <path>/commitlog), timeoutSeconds (broker mode), archivePath
+(tiered reads: tidemq.spark.tiered). Writing:
 see tidemq.spark.sink. The DataSource Spark pickles is tidemq.spark.entry's, which calls
 into this module where it runs (so it must stay importable without a SparkSession).
 """
@@ -20,7 +21,7 @@ from pyspark.sql.datasource import (CaseInsensitiveDict, DataSourceReader, DataS
                                     InputPartition)
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
-from . import plan
+from . import plan, tiered
 from .backend import BATCH_ROWS, DataLossError, backend_for
 
 log = logging.getLogger("tidemq.spark")
@@ -28,29 +29,42 @@ log = logging.getLogger("tidemq.spark")
 MAX_RECORDS_PER_PARTITION = 1_000_000
 
 
-def _partition(r: plan.Range) -> InputPartition:
-    """Pyspark's own class, its value plain data: it unpickles on any worker (see tidemq.spark.entry)."""
-    return InputPartition((r.topic, r.queue_id, r.start, r.end))
+def _partition(r: plan.Range, archive: tiered.Archive | None) -> InputPartition:
+    """Pyspark's own class, its value plain data: it unpickles on any worker (see tidemq.spark.entry).
+    An archived range carries the archive as the driver found it (dest, runs)."""
+    where = (archive.dest, archive.runs, archive.gaps_file) if r.archived and archive else None
+    return InputPartition((r.topic, r.queue_id, r.start, r.end, where))
 
 
 def read_partition(options, part: InputPartition):
     """The partition's records as Arrow batches (runs on an executor)."""
     options = CaseInsensitiveDict(options)
-    r = plan.Range(*part.value)
+    topic, qid, start, end, where = part.value
+    r = plan.Range(topic, qid, start, end, where is not None)
     fail = plan.flag(options, "failOnDataLoss", True)
-    backend = backend_for(options)
+    if where is not None:
+        archive = tiered.Archive(*where)
+        backend = None
+        batches = tiered.read(archive, r.topic, r.queue_id, r.start, r.end, BATCH_ROWS)
+        why = (f"in neither the store nor the archive at {archive.dest} (deleted before they were archived"
+               + (f"? see {archive.gaps_file}" if archive.gaps_file else "?") + ")")
+    else:
+        backend = backend_for(options)
+        batches = backend.read(r.topic, r.queue_id, r.start, r.end, BATCH_ROWS)
+        why = "not in the store (cleaned away or unreadable)"
     skipped = 0
     try:
-        for batch, lost in backend.read(r.topic, r.queue_id, r.start, r.end, BATCH_ROWS):
+        for batch, lost in batches:
             if lost:
-                msg = f"{lost} offsets of {r.topic} queue {r.queue_id} in [{r.start}, {r.end}) are not in the store"
+                msg = f"{lost} offsets of {r.topic} queue {r.queue_id} in [{r.start}, {r.end}) are {why}"
                 if fail:
-                    raise DataLossError(msg + " (cleaned away or unreadable). Set failOnDataLoss=false to skip them.")
+                    raise DataLossError(msg + ". Set failOnDataLoss=false to skip them.")
                 skipped += lost
             if batch.num_rows:
                 yield batch
     finally:
-        backend.close()
+        if backend is not None:
+            backend.close()
     if skipped:
         log.warning("tidemq: skipped %d offsets of %s queue %d in [%d, %d) (failOnDataLoss=false)",
                     skipped, r.topic, r.queue_id, r.start, r.end)
@@ -66,13 +80,14 @@ class _Planner:
         self.max_per_partition = plan.int_option(self.options, "maxRecordsPerPartition", MAX_RECORDS_PER_PARTITION)
         if self.max_per_partition < 1:
             raise ValueError("tidemq: maxRecordsPerPartition must be at least 1")
+        self.archive = tiered.archive_of(self.options)
 
     def offsets(self, spec_name: str, ts_name: str, default: int, past_end_is_error: bool = False) -> plan.Offsets:
         backend = backend_for(self.options)
         try:
             return plan.resolve(backend, self.topics, self.options.get(spec_name),
                                 plan.int_option(self.options, ts_name, None), default,
-                                spec_name if past_end_is_error else None)
+                                spec_name if past_end_is_error else None, self.archive is not None)
         finally:
             backend.close()
 
@@ -86,10 +101,12 @@ class _Planner:
     def partitions(self, start: plan.Offsets, end: plan.Offsets) -> list[InputPartition]:
         backend = backend_for(self.options)
         try:
-            rs = plan.ranges(backend, start, end, self.fail_on_data_loss, self.max_per_partition)
+            archive = tiered.archive_of(self.options) if self.archive else None   # runs archived since
+            rs = plan.ranges(backend, start, end, self.fail_on_data_loss, self.max_per_partition,
+                             archive is not None)
         finally:
             backend.close()
-        return [_partition(r) for r in rs]
+        return [_partition(r, archive) for r in rs]
 
 
 class TidemqReader(DataSourceReader):
@@ -110,7 +127,7 @@ class TidemqReader(DataSourceReader):
         start = p.offsets("startingOffsets", "startingTimestamp", plan.EARLIEST)
         end = p.offsets("endingOffsets", "endingTimestamp", plan.LATEST, past_end_is_error=True)
         parts = p.partitions(start, end)
-        return parts or [_partition(plan.Range(p.topics[0], 0, 0, 0))]
+        return parts or [_partition(plan.Range(p.topics[0], 0, 0, 0), None)]
 
     def read(self, partition):
         yield from read_partition(self.options, partition)

@@ -1,0 +1,113 @@
+"""Tiered reads: a topic's history across the Parquet archive and the live log, each message once.
+
+A small real disk (tmpfs) goes through several fill / archive / clean cycles (archive_before_delete),
+so a queue's oldest offsets are only in the archive; reads from "earliest" must give every
+acknowledged message exactly once, in a batch and in a stream restarted from its checkpoint after
+more of the log was archived and deleted under it."""
+
+import json
+import os
+
+import pytest
+
+from tidemq.spark import archive
+
+from .test_archive import config, fill
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def tiered(spark, root, cl, **options):
+    r = spark.read.format("tidemq").option("path", root).option("commitlogDirs", cl).option("topic", "Arch")
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def cycle(spark, s, root, dest, cl, acked, seq):
+    seq, refusals = fill(s, acked, seq, 200)             # until the disk's warning level refuses writes
+    assert refusals, "the disk never filled"
+    assert archive.run(spark, root, dest, (cl,))["archived"]
+    seq, _ = fill(s, acked, seq, 1)                      # the cleaner deletes what is archived
+    return seq
+
+
+def live_min(spark, root, cl):
+    return tiered(spark, root, cl, archivePath="").groupBy("queue_id").min("queue_offset").collect()
+
+
+def check_once(rows, acked):
+    """Every acknowledged body once; per queue, offsets 0..n-1 each once."""
+    bodies = [r[2] for r in rows]
+    assert len(bodies) == len(set(bodies)) and set(bodies) == set(acked)
+    per: dict = {}
+    for q, o, _ in rows:
+        per.setdefault(q, []).append(o)
+    for q, offs in per.items():
+        assert sorted(offs) == list(range(len(offs))), f"queue {q}: offsets missing or twice"
+
+
+def test_batch_and_restarted_stream_read_the_archive_then_the_log(spark, env, tmp_path):
+    cl = env.tmpfs("cl", 16)
+    root, dest = str(tmp_path / "root"), str(tmp_path / "archive")
+    out, ck = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+    s = env.open(config(root, cl))
+    s.create_topic("Arch", 2)
+    acked: list = []
+    seq = cycle(spark, s, root, dest, cl, acked, 0)
+
+    def stream():
+        q = (spark.readStream.format("tidemq").option("path", root).option("commitlogDirs", cl)
+             .option("topic", "Arch").option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "4000")
+             .load().selectExpr("queue_id", "queue_offset", "substring(body, 1, 9) AS b")
+             .writeStream.format("parquet").option("path", out).option("checkpointLocation", ck)
+             .trigger(availableNow=True).start())
+        assert q.awaitTermination(600) and q.exception() is None
+        return q
+
+    stream()                                              # what is there after one cycle
+    first_end = len(acked)
+    read_up_to = dict(spark.read.parquet(out).groupBy("queue_id").max("queue_offset").collect())
+    for _ in range(2):
+        seq = cycle(spark, s, root, dest, cl, acked, seq)
+    mins = dict(live_min(spark, root, cl))
+    assert all(mins[q] > read_up_to[q] + 1 for q in (0, 1)), "the restart must begin below the live log"
+    q = stream()                                          # restarted: its start is now below the live log
+    assert sum(p["numInputRows"] for p in q.recentProgress) == len(acked) - first_end
+    check_once([(r.queue_id, r.queue_offset, r.b) for r in spark.read.parquet(out).collect()], acked)
+
+    df = tiered(spark, root, cl)                          # the archive the manifest records, by default
+    rows = [(r.queue_id, r.queue_offset, r.body[:9]) for r in df.select("queue_id", "queue_offset", "body").collect()]
+    check_once(rows, acked)
+    assert df.schema == tiered(spark, root, cl, archivePath="").schema
+    assert len(rows) > tiered(spark, root, cl, archivePath="").count()      # the archive mattered
+    archived = tiered(spark, root, cl, archivePath=dest, endingOffsets=json.dumps({"Arch": {"0": 5, "1": 5}}))
+    got = archived.collect()
+    assert sorted((r.queue_id, r.queue_offset) for r in got) == [(q, o) for q in (0, 1) for o in range(5)]
+    assert all(r.msg_id and r.store_timestamp and r.topic == "Arch" for r in got)
+
+
+def test_offsets_in_neither_tier_are_a_data_loss(spark, env, tmp_path):
+    cl = env.tmpfs("cl", 16)
+    root, dest = str(tmp_path / "root"), str(tmp_path / "archive")
+    s = env.open(config(root, cl))
+    s.create_topic("Arch", 1)
+    acked: list = []
+    cycle(spark, s, root, dest, cl, acked, 0)
+    manifest = json.load(open(os.path.join(root, "archive", "manifest.json")))
+    run = next(iter(manifest["segments"].values()))["run"]
+    lost = spark.read.parquet(os.path.join(dest, f"run={run}")).where("queue_offset < 100").count()
+    assert lost == 100
+    import shutil                                          # as if the first segments were never archived
+    kept = str(tmp_path / "kept")
+    shutil.copytree(dest, kept)
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+    for f in ds.dataset(os.path.join(kept, f"run={run}"), format="parquet").files:
+        t = pq.read_table(f)
+        pq.write_table(t.filter(t.column("queue_offset").to_numpy() >= 100), f)
+    with pytest.raises(Exception, match="DataLossError"):
+        tiered(spark, root, cl, archivePath=kept).count()
+    skipped = tiered(spark, root, cl, archivePath=kept, failOnDataLoss="false")
+    offs = sorted(r.queue_offset for r in skipped.select("queue_offset").collect())
+    assert offs == list(range(100, len(acked)))
