@@ -44,16 +44,22 @@ def fill(store, acked: list, seq: int, batches: int) -> tuple[int, list]:
     return seq, refusals
 
 
+def archiving_store(env, tmp_path, queues: int, **kw):
+    """A store whose commit log is on a 16 MiB tmpfs, topic Arch: (store, root, archive dest, log dir)."""
+    cl = env.tmpfs("cl", 16)
+    root, dest = str(tmp_path / "root"), str(tmp_path / "archive")
+    s = env.open(config(root, cl, **kw))
+    s.create_topic("Arch", queues)
+    return s, root, dest, cl
+
+
 def store_bodies(spark, root, cl_dir):
     df = spark.read.format("tidemq").option("path", root).option("commitlogDirs", cl_dir).option("topic", "Arch").load()
     return [r.body[:9] for r in df.select("body").collect()]
 
 
 def test_nothing_acknowledged_is_lost_and_cleanup_waits_for_the_archive(spark, env, tmp_path):
-    cl = env.tmpfs("cl", 16)
-    root, dest = str(tmp_path / "root"), str(tmp_path / "archive")
-    s = env.open(config(root, cl))
-    s.create_topic("Arch", 2)
+    s, root, dest, cl = archiving_store(env, tmp_path, 2)
     acked: list = []
     seq = 0
     for cycle in range(3):
@@ -118,6 +124,29 @@ def test_several_topics_in_one_segment_keep_their_topics(spark, tmp_path):
     assert report["archived"]
     rows = spark.read.parquet(dest).select("topic", "body").collect()
     assert rows and all(r.body.startswith(b"o" if r.topic == "Orders" else b"r") for r in rows)
+
+
+def test_numeric_topic_names_read_back_as_strings(spark, tmp_path):
+    from tidemq.store import MessageStore
+    root, dest = str(tmp_path / "root"), str(tmp_path / "archive")
+    s = MessageStore(StoreConfig(root_dir=root, auto_create_topics=True, segment_size_bytes=64 * 1024, index_enabled=False)).start()
+    names = ("42", "007")                         # partition discovery alone would read 42 and 7 (int)
+    s.put_batch([Message(topic=names[i % 2], body=b"%d" % i + PAD) for i in range(300)])
+    s.shutdown()
+    report = archive.run(spark, root, dest)
+    df = spark.read.parquet(dest)
+    assert dict(df.dtypes)["topic"] == "string"
+    got = {r.topic: r["count"] for r in df.groupBy("topic").count().collect()}
+    assert set(got) == set(names) and sum(got.values()) == report["rows"]
+    for name in report["archived"]:                                    # what cleanup would delete
+        os.remove(os.path.join(root, "commitlog", name))
+    assert tidemq_rows(spark, root, dest) == 300                       # the tiered reader finds them too
+    assert tidemq_rows(spark, root, "") == 300 - report["rows"]
+
+
+def tidemq_rows(spark, root, dest):
+    return sum(spark.read.format("tidemq").option("path", root).option("topic", t).option("archivePath", dest)
+               .load().count() for t in ("42", "007"))
 
 
 def test_an_early_sealed_segment_counts_as_archived(spark, tmp_path):

@@ -7,12 +7,15 @@ more of the log was archived and deleted under it."""
 
 import json
 import os
+import shutil
 
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 
 from tidemq.spark import archive
 
-from .test_archive import config, fill
+from .test_archive import archiving_store, fill
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -48,11 +51,8 @@ def check_once(rows, acked):
 
 
 def test_batch_and_restarted_stream_read_the_archive_then_the_log(spark, env, tmp_path):
-    cl = env.tmpfs("cl", 16)
-    root, dest = str(tmp_path / "root"), str(tmp_path / "archive")
+    s, root, dest, cl = archiving_store(env, tmp_path, 2)
     out, ck = str(tmp_path / "out"), str(tmp_path / "checkpoint")
-    s = env.open(config(root, cl))
-    s.create_topic("Arch", 2)
     acked: list = []
     seq = cycle(spark, s, root, dest, cl, acked, 0)
 
@@ -88,21 +88,15 @@ def test_batch_and_restarted_stream_read_the_archive_then_the_log(spark, env, tm
 
 
 def test_offsets_in_neither_tier_are_a_data_loss(spark, env, tmp_path):
-    cl = env.tmpfs("cl", 16)
-    root, dest = str(tmp_path / "root"), str(tmp_path / "archive")
-    s = env.open(config(root, cl))
-    s.create_topic("Arch", 1)
+    s, root, dest, cl = archiving_store(env, tmp_path, 1)
     acked: list = []
     cycle(spark, s, root, dest, cl, acked, 0)
     manifest = json.load(open(os.path.join(root, "archive", "manifest.json")))
     run = next(iter(manifest["segments"].values()))["run"]
     lost = spark.read.parquet(os.path.join(dest, f"run={run}")).where("queue_offset < 100").count()
     assert lost == 100
-    import shutil                                          # as if the first segments were never archived
     kept = str(tmp_path / "kept")
-    shutil.copytree(dest, kept)
-    import pyarrow.dataset as ds
-    import pyarrow.parquet as pq
+    shutil.copytree(dest, kept)                          # as if the first offsets were never archived
     for f in ds.dataset(os.path.join(kept, f"run={run}"), format="parquet").files:
         t = pq.read_table(f)
         pq.write_table(t.filter(t.column("queue_offset").to_numpy() >= 100), f)

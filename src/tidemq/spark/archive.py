@@ -198,6 +198,18 @@ def _remove_unfinished(root: str, manifest: dict) -> list[str]:
     return removed
 
 
+def _topic_dirs_as_strings(out: str) -> None:
+    """``topic=<name>`` directories whose name Spark's partition discovery would read as a number or
+    a date (``42``, ``2024-01-01``, ``5d``, ``NaN``) get their first character %-escaped: Spark and
+    pyarrow unescape it, and the value is a string (``spark.read.parquet(dest)`` gives topic as one)."""
+    for name in os.listdir(out):
+        if not name.startswith("topic="):
+            continue
+        value = name[len("topic="):]
+        if value[:1].isdigit() or value[:1] in "+-." or value in ("NaN", "Infinity"):
+            os.rename(os.path.join(out, name), os.path.join(out, f"topic=%{ord(value[0]):02X}{value[1:]}"))
+
+
 def _fsync_tree(top: str) -> None:
     """The run's files and directories durable before the manifest says they exist."""
     for d, _dirs, files in os.walk(top, topdown=False):
@@ -235,6 +247,7 @@ def _run_locked(spark, root, dest, commitlog_dirs) -> dict:
     df = spark.read.format("tidemq_segments").option("segments", segments).load()
     out = os.path.join(dest, f"run={run_id}")
     df.write.mode("append").partitionBy("topic", "day").parquet(out)
+    _topic_dirs_as_strings(out)
     _fsync_tree(out)
     now_ms = int(time.time() * 1000)
     for s in todo:
