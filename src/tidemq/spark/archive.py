@@ -5,11 +5,14 @@ one: a segment is sealed when it ends with its BLANK record, is full, or was sea
 by the store, config/sealed.json) and writes its records to
 ``<dest>/run=<id>/topic=<topic>/day=<yyyy-mm-dd>/`` as Parquet (the source's columns plus
 ``segment``), fsyncs it, and only then records each segment in
-``<root>/archive/manifest.json`` (name, offsets, rows, crc32 of its bytes, run), which is
+``<root>/archive/manifest.json`` (name, offsets, rows, crc32 of its bytes, run, dest), which is
 what lets the cleaner delete it when archive_before_delete is on (store/archive.py). The
 run id is written to ``<root>/archive/pending.json`` before any file: a run that dies
 before its manifest entry is removed by the next run of the same store (never another
-store's, if several share a destination), so a segment is never archived twice.
+store's, if several share a destination), so a segment is never archived twice. Each segment is
+walked (CRCs checked) once, by the executor that writes it, which reports its rows and checksum
+in a small file the driver reads into the manifest; the driver only decides which segments are
+sealed (walking at most the last one).
 ``spark.read.parquet(dest)`` reads it all back. The job reads the segment files, so it
 runs next to the store (a local master or executors that see the store's disks) and
 writes to a local destination.
@@ -80,6 +83,7 @@ def walk_segment(buf, limit: int) -> tuple[list[int], np.ndarray, int, bool, int
 class _Segments(DataSourceReader):
     def __init__(self, options) -> None:
         self.segments = json.loads(options["segments"])        # [[path, limit, name], ...]
+        self.reports = options["reports"]
 
     def partitions(self):
         return [InputPartition(i) for i in range(len(self.segments))] or [InputPartition(-1)]
@@ -89,13 +93,24 @@ class _Segments(DataSourceReader):
             return
         path, limit, name = self.segments[partition.value]
         data = _map(path)
-        positions, sizes, _end, _blank, _bad = walk_segment(data, limit)
+        positions, sizes, end, _blank, corrupt = walk_segment(data, limit)
         buf = np.frombuffer(data, np.uint8)
         for lo in range(0, len(positions), BATCH_ROWS):
             batch, _ = decode(buf, np.array(positions[lo:lo + BATCH_ROWS]), sizes[lo:lo + BATCH_ROWS])
             day = pc.strftime(batch.column("store_timestamp"), format="%Y-%m-%d", locale="C")
             seg = pa.array([name] * batch.num_rows, pa.string())
             yield pa.RecordBatch.from_arrays(batch.columns + [day, seg], names=batch.schema.names + ["day", "segment"])
+        # what the driver records in the manifest, from this one walk (a retried task writes the same)
+        _write_json(os.path.join(self.reports, f"{name}.json"), {
+            "rows": len(positions), "corrupt_skipped": corrupt, "stopped_at": end,
+            "crc32": zlib.crc32(memoryview(data)[:end])})
+
+
+def _write_json(path: str, doc: dict) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f)
+    os.replace(tmp, path)
 
 
 class SegmentsSource(DataSource):
@@ -136,7 +151,10 @@ def _has_data(path: str, fio: FileIO) -> bool:
 
 
 def plan(root: str, commitlog_dirs: tuple[str, ...] = ()) -> tuple[list[dict], dict]:
-    """The sealed segments not archived yet (with rows, offsets and checksum), and the manifest."""
+    """The sealed segments not archived yet, and the manifest. A segment is sealed when the store
+    sealed it early (config/sealed.json) or a later segment holds data; only the last segment with
+    data is walked here (ended by its BLANK record, or full: sealed). Rows and checksums come from
+    the executors' walk (run)."""
     files = StoreFiles(root, commitlog_dirs)
     manifest = read_manifest(OsFileIO(), root)
     seals = read_sealed(files.fio, root)
@@ -148,20 +166,21 @@ def plan(root: str, commitlog_dirs: tuple[str, ...] = ()) -> tuple[list[dict], d
             continue
         try:
             size = files.fio.file_size(path)
-            data = _map(path, files.fio)
         except FileNotFoundError:
             continue                     # deleted since the listing (cleanup without archive_before_delete)
         limit = seals.get(start, size)
-        positions, sizes, end, blank, corrupt = walk_segment(data, limit)
-        # sealed: its BLANK record, full, sealed early by the store, or a later segment holds data
-        # (a damaged header stops the walk early; it must not make the segment look active forever)
-        sealed = blank or end >= size or start in seals or any(_has_data(p, files.fio) for _, p in listing[i + 1:i + 3])
+        # a damaged header stops a walk early; it must not make the segment look active forever
+        sealed = start in seals or any(_has_data(p, files.fio) for _, p in listing[i + 1:i + 3])
+        if not sealed:
+            try:
+                _pos, _sizes, end, blank, _bad = walk_segment(_map(path, files.fio), limit)
+            except FileNotFoundError:
+                continue
+            sealed = blank or end >= size
         if not sealed:
             break                        # the active segment, and nothing after it is sealed either
         # the store counts a sealed segment as written to its end (BLANK, full or early seal)
-        todo.append({"name": name, "path": path, "limit": end, "start_offset": start, "end_offset": start + size,
-                     "rows": len(positions), "corrupt_skipped": corrupt, "stopped_at": end,
-                     "crc32": zlib.crc32(memoryview(data)[:end])})
+        todo.append({"name": name, "path": path, "limit": limit, "start_offset": start, "end_offset": start + size})
     return todo, manifest
 
 
@@ -189,6 +208,7 @@ def _remove_unfinished(root: str, manifest: dict) -> list[str]:
         pending = json.load(f)
     runs = {e.get("run") for e in manifest["segments"].values()}
     removed = []
+    shutil.rmtree(os.path.join(pending["dest"], f"_reports-{pending['run']}"), ignore_errors=True)
     if pending["run"] not in runs:
         d = os.path.join(pending["dest"], f"run={pending['run']}")
         if os.path.isdir(d):
@@ -243,10 +263,21 @@ def _run_locked(spark, root, dest, commitlog_dirs) -> dict:
         f.flush()
         os.fsync(f.fileno())
     spark.dataSource.register(SegmentsSource)
-    segments = json.dumps([[s["path"], s["stopped_at"], s["name"]] for s in todo])
-    df = spark.read.format("tidemq_segments").option("segments", segments).load()
     out = os.path.join(dest, f"run={run_id}")
+    reports = os.path.join(dest, f"_reports-{run_id}")            # not read as data ("_" prefix)
+    os.makedirs(reports, exist_ok=True)
+    segments = json.dumps([[s["path"], s["limit"], s["name"]] for s in todo])
+    df = spark.read.format("tidemq_segments").option("segments", segments).option("reports", reports).load()
     df.write.mode("append").partitionBy("topic", "day").parquet(out)
+    try:
+        for s in todo:
+            with open(os.path.join(reports, f"{s['name']}.json")) as f:
+                s.update(json.load(f))
+    except FileNotFoundError as e:
+        raise ArchiveError(f"an executor wrote no report for a segment ({e.filename}): the run is not recorded "
+                           f"and is redone by the next run") from None
+    finally:
+        shutil.rmtree(reports, ignore_errors=True)
     _topic_dirs_as_strings(out)
     _fsync_tree(out)
     now_ms = int(time.time() * 1000)
