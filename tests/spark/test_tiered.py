@@ -125,3 +125,27 @@ def test_broker_mode_reads_the_archive_it_is_given(spark, broker, tmp_path):
     assert sorted(r.body for r in rows) == sorted(b"order-%d" % i * (1 + i % 250 % 5) for i in range(n))
     assert len({(r.queue_id, r.queue_offset) for r in rows}) == n
     assert read().count() < n                             # without the archive: what the log still holds
+
+
+def test_a_live_range_cleaned_after_planning_is_read_from_the_archive(spark, tmp_path):
+    """Planned while the log held everything; the archived head deleted before the executor reads it."""
+    from tidemq.spark.backend import DataLossError
+    from tidemq.spark.source import TidemqReader, read_partition
+    from tidemq.store import Message, MessageStore, StoreConfig
+    root, dest = str(tmp_path / "root"), str(tmp_path / "archive")
+    s = MessageStore(StoreConfig(root_dir=root, segment_size_bytes=64 * 1024, index_enabled=False)).start()
+    s.create_topic("T", 1)
+    s.put_batch([Message(topic="T", body=b"%05d" % i + b"." * 500) for i in range(600)])
+    s.shutdown()
+    report = archive.run(spark, root, dest)
+    reader = TidemqReader({"path": root, "topic": "T"})
+    parts = reader.partitions()
+    assert all(not p.value[-1] for p in parts)               # nothing planned from the archive yet
+    without = TidemqReader({"path": root, "topic": "T", "archivePath": ""})
+    untiered = without.partitions()
+    for name in report["archived"]:
+        os.remove(os.path.join(root, "commitlog", name))
+    rows = [b for p in parts for batch in read_partition(reader.options, p) for b in batch.column("body").to_pylist()]
+    assert [b[:5] for b in rows] == [b"%05d" % i for i in range(600)]
+    with pytest.raises(DataLossError):
+        [b for p in untiered for b in read_partition(without.options, p)]

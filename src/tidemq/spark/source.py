@@ -31,25 +31,38 @@ MAX_RECORDS_PER_PARTITION = 1_000_000
 
 def _partition(r: plan.Range, archive: tiered.Archive | None) -> InputPartition:
     """Pyspark's own class, its value plain data: it unpickles on any worker (see tidemq.spark.entry).
-    An archived range carries the archive as the driver found it (dest, runs)."""
-    where = (archive.dest, archive.runs, archive.gaps_file) if r.archived and archive else None
-    return InputPartition((r.topic, r.queue_id, r.start, r.end, where))
+    With tiering every range carries the archive as the driver found it (dest, runs): a live range
+    whose head the cleaner deleted since planning reads that head from the archive."""
+    where = (archive.dest, archive.runs, archive.gaps_file) if archive else None
+    return InputPartition((r.topic, r.queue_id, r.start, r.end, where, r.archived))
+
+
+def _tiered_batches(backend, archive: tiered.Archive, r: plan.Range):
+    """A live range read with the archive behind it: offsets below the queue's minimum now (cleaned
+    since planning) from the archive, the rest from the log."""
+    if r.archived:
+        cut = r.end
+    else:
+        cut = min(r.end, max(r.start, backend.queue_range(r.topic, r.queue_id)[0]))
+    if cut > r.start:
+        yield from tiered.read(archive, r.topic, r.queue_id, r.start, cut, BATCH_ROWS)
+    if cut < r.end:
+        yield from backend.read(r.topic, r.queue_id, cut, r.end, BATCH_ROWS)
 
 
 def read_partition(options, part: InputPartition):
     """The partition's records as Arrow batches (runs on an executor)."""
     options = CaseInsensitiveDict(options)
-    topic, qid, start, end, where = part.value
-    r = plan.Range(topic, qid, start, end, where is not None)
+    topic, qid, start, end, where, archived = part.value
+    r = plan.Range(topic, qid, start, end, archived)
     fail = plan.flag(options, "failOnDataLoss", True)
+    backend = None if archived else backend_for(options)
     if where is not None:
         archive = tiered.Archive(*where)
-        backend = None
-        batches = tiered.read(archive, r.topic, r.queue_id, r.start, r.end, BATCH_ROWS)
+        batches = _tiered_batches(backend, archive, r)
         why = (f"in neither the store nor the archive at {archive.dest} (deleted before they were archived"
                + (f"? see {archive.gaps_file}" if archive.gaps_file else "?") + ")")
     else:
-        backend = backend_for(options)
         batches = backend.read(r.topic, r.queue_id, r.start, r.end, BATCH_ROWS)
         why = "not in the store (cleaned away or unreadable)"
     skipped = 0
