@@ -2,7 +2,9 @@
 standalone master or through a Spark Connect server (MASTER sc://...), read topic In through the broker and write every row to topic Out through the
 sink. Prints one JSON line: {"ok": true, "rows": N} or {"ok": false, "error": "..."}.
 
-    python cluster_job.py MASTER ENDPOINT ship|noship
+    python cluster_job.py MASTER ENDPOINT ship|noship [CHECKPOINT]
+
+With CHECKPOINT the copy is a stream (availableNow) checkpointed there.
 """
 
 import json
@@ -13,10 +15,10 @@ from pyspark.sql import SparkSession
 import tidemq.spark
 
 
-def main(master: str, endpoint: str, ship: str) -> None:
+def main(master: str, endpoint: str, ship: str, checkpoint: str | None = None) -> None:
     if master.startswith("sc://"):                  # a Spark Connect server
         spark = SparkSession.builder.remote(master).getOrCreate()
-        return job(spark, endpoint, ship)
+        return job(spark, endpoint, ship, checkpoint)
     spark = (SparkSession.builder.master(master).appName("tidemq-cluster-test")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
@@ -24,15 +26,24 @@ def main(master: str, endpoint: str, ship: str) -> None:
              .config("spark.sql.shuffle.partitions", "1").config("spark.task.maxFailures", "1")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    job(spark, endpoint, ship)
+    job(spark, endpoint, ship, checkpoint)
 
 
-def job(spark, endpoint: str, ship: str) -> None:
+def job(spark, endpoint: str, ship: str, checkpoint: str | None) -> None:
     try:
         tidemq.spark.register(spark, ship=(ship == "ship"))
-        df = (spark.read.format("tidemq").option("endpoints", endpoint).option("topic", "In").load()
+        reader = spark.readStream if checkpoint else spark.read
+        df = (reader.format("tidemq").option("endpoints", endpoint).option("topic", "In")
+              .option("startingOffsets", "earliest").load()
               .selectExpr("body", "tags", "keys", "map_filter(properties, (k, v) -> k IN ('n', 'note')) AS properties"))
-        df.write.format("tidemq").option("endpoints", endpoint).option("topic", "Out").mode("append").save()
+        if checkpoint:
+            q = (df.writeStream.format("tidemq").option("endpoints", endpoint).option("topic", "Out")
+                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+            q.awaitTermination()
+            if q.exception() is not None:
+                raise RuntimeError(str(q.exception()))
+        else:
+            df.write.format("tidemq").option("endpoints", endpoint).option("topic", "Out").mode("append").save()
         print(json.dumps({"ok": True}), flush=True)
     except Exception as e:   # noqa: BLE001 - reported to the test
         print(json.dumps({"ok": False, "error": str(e)}), flush=True)

@@ -94,8 +94,8 @@ def cluster(tmp_path_factory):
                 p.wait()
 
 
-def run_job(master, endpoint, ship, python) -> dict:
-    r = subprocess.run([sys.executable, os.path.join(HERE, "cluster_job.py"), master, endpoint, ship],
+def run_job(master, endpoint, ship, python, *more) -> dict:
+    r = subprocess.run([sys.executable, os.path.join(HERE, "cluster_job.py"), master, endpoint, ship, *more],
                        capture_output=True, text=True, timeout=600, cwd="/",
                        env=_clean_env(PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=sys.executable))
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
@@ -132,6 +132,21 @@ def connect_server(tmp_path_factory, bare_python):
             p.wait()
 
 
+def why(result: dict) -> str:
+    """A failed job's error without the JVM stack frames."""
+    return "\n".join(ln for ln in result.get("error", "").splitlines() if not ln.lstrip().startswith("at "))[-4000:]
+
+
+def copied_rows(spark, endpoint, n):
+    """Topic Out holds topic In's rows (body, tags, keys, user properties), each once."""
+    read = lambda t: spark.read.format("tidemq").option("endpoints", endpoint).option("topic", t).load()  # noqa: E731
+    user = lambda r: {k: v for k, v in (r.properties or {}).items() if k in ("n", "note")}  # noqa: E731
+    row = lambda r: (r.body, r.tags, r.keys, sorted(user(r).items()))                       # noqa: E731
+    original = sorted(row(r) for r in read("In").collect())
+    copied = sorted(row(r) for r in read("Out").collect())
+    assert len(original) == n and copied == original
+
+
 def check_shipping(spark, broker, master, python):
     b = broker()
     n = fill_through_broker(b.endpoint, topic="In", batches=1, per=300)
@@ -140,13 +155,8 @@ def check_shipping(spark, broker, master, python):
     line = next(ln for ln in failed["error"].splitlines() if "MissingOnWorker: tidemq:" in ln)
     assert "cannot import 'tidemq'" in line and "register(spark)" in line and "--py-files" in line
     done = run_job(master, b.endpoint, "ship", python)
-    assert done["ok"], done.get("error", "")[-3000:]
-    read = lambda t: spark.read.format("tidemq").option("endpoints", b.endpoint).option("topic", t).load()  # noqa: E731
-    user = lambda r: {k: v for k, v in (r.properties or {}).items() if k in ("n", "note")}  # noqa: E731
-    row = lambda r: (r.body, r.tags, r.keys, sorted(user(r).items()))                       # noqa: E731
-    original = sorted(row(r) for r in read("In").collect())
-    copied = sorted(row(r) for r in read("Out").collect())
-    assert len(original) == n and copied == original
+    assert done["ok"], why(done)
+    copied_rows(spark, b.endpoint, n)
 
 
 def test_register_ships_the_package_to_executors_without_tidemq(spark, broker, cluster, bare_python):
@@ -155,3 +165,11 @@ def test_register_ships_the_package_to_executors_without_tidemq(spark, broker, c
 
 def test_through_spark_connect(spark, broker, connect_server, bare_python):
     check_shipping(spark, broker, connect_server, bare_python)
+
+
+def test_a_stream_through_spark_connect(spark, broker, connect_server, bare_python, tmp_path):
+    b = broker()
+    n = fill_through_broker(b.endpoint, topic="In", batches=1, per=300)
+    done = run_job(connect_server, b.endpoint, "ship", bare_python, str(tmp_path / "checkpoint"))
+    assert done["ok"], why(done)
+    copied_rows(spark, b.endpoint, n)

@@ -47,9 +47,11 @@ def register(spark, ship: bool = True) -> None:
 
     from . import entry
     cloudpickle.register_pickle_by_value(entry)       # the classes Spark pickles unpickle without tidemq
+    entry.TidemqDataSource.package = None
     if ship:
         from .ship import ship_package
-        ship_package(spark)
+        with open(ship_package(spark), "rb") as f:
+            entry.TidemqDataSource.package = f.read()   # for the stream runner, which gets no pyFiles
     spark.dataSource.register(entry.TidemqDataSource)
 
 

@@ -15,8 +15,11 @@ target) lives in the real object on the side that made it; what is pickled is th
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import os
 import sys
+import tempfile
 
 from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader, DataSourceStreamArrowWriter,
                                     DataSourceStreamReader)
@@ -49,20 +52,49 @@ def _sink():
     return _module("tidemq.spark.sink")
 
 
-class _Lazy:
-    """The real object, made on first use on whichever side uses it; pickled as its options only."""
+def _use_package(package: bytes) -> None:
+    """Put the shipped package's zip (its bytes) first on this process's path."""
+    path = os.path.join(tempfile.gettempdir(), f"tidemq-{hashlib.sha1(package).hexdigest()[:12]}.zip")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(package)
+        os.replace(tmp, path)
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    importlib.invalidate_caches()
 
-    def __init__(self, options, schema=None) -> None:
+
+class _Lazy:
+    """The real object, made on first use on whichever side uses it; pickled as its options only.
+    ``package``: the shipped zip's bytes, for a driver-side process Spark gives no pyFiles to (the
+    streaming source runner, through Spark Connect): used there only if tidemq does not import."""
+
+    def __init__(self, options, schema=None, package: bytes | None = None) -> None:
         self.options = options
         self.schema = schema
+        self.package = package
         self._impl = None
 
+    keeps_package = False       # streams: through Spark Connect their tasks get no session artifacts either
+
     def __getstate__(self) -> dict:
-        return {"options": self.options, "schema": self.schema, "_impl": None}
+        return {"options": self.options, "schema": self.schema, "_impl": None,
+                "package": self.package if self.keeps_package else None}
+
+    def _with_package(self, fn):
+        """fn(), or, where tidemq does not import and the package came along, fn() with it."""
+        try:
+            return fn()
+        except MissingOnWorker:
+            if not self.package:
+                raise
+            _use_package(self.package)
+            return fn()
 
     def _real(self):
         if self._impl is None:
-            self._impl = self._make()
+            self._impl = self._with_package(self._make)
         return self._impl
 
     def _make(self):
@@ -81,6 +113,13 @@ class Reader(_Lazy, DataSourceReader):
 
 
 class StreamReader(_Lazy, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Keeps the package's bytes when pickled: through Spark Connect a stream's read tasks get no
+    session artifacts either (a couple of hundred KiB per task, where a shipped package is used)."""
+    keeps_package = True
+
+    def read(self, partition):
+        return self._with_package(_source).read_partition(self.options, partition)
+
     def _make(self):
         return _source().TidemqStreamReader(self.options)
 
@@ -102,9 +141,6 @@ class StreamReader(_Lazy, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict):
         return self._real().partitions(start, end)
 
-    def read(self, partition):
-        return _source().read_partition(self.options, partition)
-
     def commit(self, end: dict) -> None:
         self._real().commit(end)
 
@@ -112,8 +148,8 @@ class StreamReader(_Lazy, DataSourceStreamReader, SupportsTriggerAvailableNow):
 class _Writing(_Lazy):
     """Made on the driver, where its write id (the root of its message keys) is fixed: pickled with it."""
 
-    def __init__(self, options, schema=None) -> None:
-        super().__init__(options, schema)
+    def __init__(self, options, schema=None, package: bytes | None = None) -> None:
+        super().__init__(options, schema, package)
         self.write_id = self._real().write_id
 
     def __getstate__(self) -> dict:
@@ -135,6 +171,8 @@ class Writer(_Writing, DataSourceArrowWriter):
 
 
 class StreamWriter(_Writing, DataSourceStreamArrowWriter):
+    keeps_package = True
+
     def _make(self):
         return _sink().TidemqStreamWriter(self.options, self.schema, getattr(self, "write_id", None))
 
@@ -149,6 +187,8 @@ class StreamWriter(_Writing, DataSourceStreamArrowWriter):
 
 
 class TidemqDataSource(DataSource):
+    package: bytes | None = None          # set by register(ship=True): pickled with the class (by value)
+
     @classmethod
     def name(cls) -> str:
         return "tidemq"
@@ -160,10 +200,10 @@ class TidemqDataSource(DataSource):
         return Reader(self.options)
 
     def streamReader(self, schema):
-        return StreamReader(self.options)
+        return StreamReader(self.options, package=type(self).package)
 
     def writer(self, schema, overwrite: bool):
         return Writer(self.options, schema)            # made here, on the driver: task retries share its write id
 
     def streamWriter(self, schema, overwrite: bool):
-        return StreamWriter(self.options, schema)
+        return StreamWriter(self.options, schema, type(self).package)
