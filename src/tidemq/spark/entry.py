@@ -11,6 +11,10 @@ called, so a worker that cannot import them says so in one line, with the fix.
 This module imports nothing of tidemq at its top (what a by-value class references must
 unpickle on a worker with pyspark alone). The planning state (a stream's availableNow
 target) lives in the real object on the side that made it; what is pickled is the options.
+A stream's reader and writer also carry the shipped package's zip (its bytes, when
+register shipped it): pyspark gives the streaming source runner, and through Spark Connect
+a stream's tasks, no pyFiles / session artifacts, so they put it on their path themselves
+where tidemq does not import.
 """
 
 from __future__ import annotations
