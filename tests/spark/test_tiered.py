@@ -149,3 +149,19 @@ def test_a_live_range_cleaned_after_planning_is_read_from_the_archive(spark, tmp
     assert [b[:5] for b in rows] == [b"%05d" % i for i in range(600)]
     with pytest.raises(DataLossError):
         [b for p in untiered for b in read_partition(without.options, p)]
+
+
+def test_segments_deleted_unarchived_are_reported_as_lost(spark, env, tmp_path):
+    """on_unarchived_full=delete: the head went before any archive ran (gaps.json); the archive
+    taken afterwards and the log hold the rest."""
+    s, root, dest, cl = archiving_store(env, tmp_path, 1, on_unarchived_full="delete")
+    acked: list = []
+    fill(s, acked, 0, 300)
+    assert os.path.exists(os.path.join(root, "archive", "gaps.json"))
+    assert archive.run(spark, root, dest, (cl,))["archived"]
+    with pytest.raises(Exception, match="gaps.json"):
+        tiered(spark, root, cl).count()
+    kept = tiered(spark, root, cl, failOnDataLoss="false").select("queue_offset", "body").collect()
+    offs = sorted(r.queue_offset for r in kept)
+    assert offs == list(range(offs[0], offs[0] + len(offs))) and offs[0] > 0        # one stretch, each once
+    assert [r.body[:9] for r in sorted(kept, key=lambda r: r.queue_offset)] == acked[offs[0]:]   # 1 queue: in order
