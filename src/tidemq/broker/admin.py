@@ -31,7 +31,10 @@ class Admin:
                                     for q in range(s.queue_count(t))]} for t in s.topic_names()]}
 
     def disk_status(self, req: dict) -> dict:
-        return {"ok": True, "status": self.store.disk_status()}
+        out = {"ok": True, "status": self.store.disk_status()}
+        if self.broker is not None and self.broker.observer is not None:
+            out["verdict"] = self.broker.observer.verdict()       # the one verdict, alarms included
+        return out
 
     def delete_expired(self, req: dict) -> dict:
         self.store.trigger_delete_expired()
@@ -47,6 +50,18 @@ class Admin:
             return api.refused(str(e))
         return {"ok": True, "alarms": self.broker.set_alarm_limits(**args)}
 
+    def status(self, req: dict) -> dict:
+        return {"ok": True, "status": self.broker.observer.status()}
+
+    def groups(self, req: dict) -> dict:
+        from .observe.lag import groups_summary
+        try:
+            group = api.group_request(req)
+        except ValueError as e:
+            return api.refused(str(e))
+        rows = self.broker.observer.lag(group)
+        return {"ok": True, "lag": rows, "groups": groups_summary(rows)}
+
     def handler(self) -> grpc.GenericRpcHandler:
         def unary(fn):
             return grpc.unary_unary_rpc_method_handler(lambda req, ctx: fn(req), request_deserializer=api.loads,
@@ -54,4 +69,5 @@ class Admin:
         return grpc.method_handlers_generic_handler(api.SERVICE, {
             api.CREATE_TOPIC: unary(self.create_topic), api.LIST_TOPICS: unary(self.list_topics),
             api.DISK_STATUS: unary(self.disk_status), api.DELETE_EXPIRED: unary(self.delete_expired),
-            api.ALARMS: unary(self.alarms), api.SET_ALARM_LIMITS: unary(self.set_alarm_limits)})
+            api.ALARMS: unary(self.alarms), api.SET_ALARM_LIMITS: unary(self.set_alarm_limits),
+            api.STATUS: unary(self.status), api.GROUPS: unary(self.groups)})

@@ -25,6 +25,14 @@ ALARMS: {"memory": ALARM, "disk": ALARM, "refusal": str | null, "checks": int,
 "tls": bool}; ALARM: {"resource", "raised", "reading_bytes", "limit_bytes", "where",
 "message", "raised_count"}. SetAlarmLimits changes the limits until the broker restarts
 (RabbitMQ's set_vm_memory_high_watermark / set_disk_free_limit).
+
+    Status          {}                                          {"status": the broker at a glance
+                                                                  (broker/observe/status.py)}
+    Groups          {"group": str | null}                       {"lag": [{"group", "topic", "queue",
+                                                                  "kind", "committed_offset", "max_offset",
+                                                                  "min_offset", "lag", "inflight"}],
+                                                                 "groups": [{"group", "topics", "lag",
+                                                                  "inflight"}]}
 """
 
 from __future__ import annotations
@@ -41,7 +49,9 @@ DISK_STATUS = "DiskStatus"
 DELETE_EXPIRED = "DeleteExpired"
 ALARMS = "Alarms"
 SET_ALARM_LIMITS = "SetAlarmLimits"
-METHODS = (CREATE_TOPIC, LIST_TOPICS, DISK_STATUS, DELETE_EXPIRED, ALARMS, SET_ALARM_LIMITS)
+STATUS = "Status"
+GROUPS = "Groups"
+METHODS = (CREATE_TOPIC, LIST_TOPICS, DISK_STATUS, DELETE_EXPIRED, ALARMS, SET_ALARM_LIMITS, STATUS, GROUPS)
 
 QUEUES_DEFAULT = 8
 ALARM_LIMITS = ("memory_high_watermark_bytes", "memory_high_watermark_ratio", "disk_free_limit_bytes")
@@ -68,6 +78,14 @@ def alarm_limits(req: dict) -> dict:
     if any(v < 0 for v in args.values()) or not 0 < args.get("memory_high_watermark_ratio", 0.5) < 1:
         raise ValueError("limits are >= 0 and the ratio is in (0, 1)")
     return args
+
+
+def group_request(req: dict) -> str | None:
+    """The group a Groups request names (None: every group); ValueError when it is not one."""
+    g = req.get("group") if isinstance(req, dict) else None
+    if g is not None and (not isinstance(g, str) or not g or len(g) > 255):
+        raise ValueError("group is a non-empty string of at most 255 characters")
+    return g
 
 
 def refused(error: str) -> dict:
