@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ..deferred.parking import SYSTEM_TOPICS
 from . import page
 from .lag import groups_summary
 from .metrics import registry_for
@@ -30,7 +31,7 @@ log = logging.getLogger("tidemq.broker")
 
 def topics_table(store) -> list[dict]:
     out = []
-    for t in sorted(store.topic_names()):
+    for t in sorted(set(store.topic_names()) - SYSTEM_TOPICS):
         n = store.queue_count(t)
         lo = [store.min_offset(t, q) for q in range(n)]
         hi = [store.max_offset(t, q) for q in range(n)]

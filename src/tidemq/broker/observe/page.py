@@ -21,7 +21,6 @@ h1{font-size:1.4em} h2{font-size:1.1em;margin-top:1.5em}
 .fill{height:100%;border-radius:4px} .ok .fill{background:#4caf50} .warn .fill{background:#f0ad4e}
 .danger .fill{background:#d9534f}
 .line{position:absolute;top:-3px;bottom:-3px;width:2px;background:#333;opacity:.6}
-.label{position:absolute;top:-1.3em;font-size:.7em;transform:translateX(-50%)}
 table{border-collapse:collapse;margin-top:.5em} td,th{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:left}
 .disk td{vertical-align:middle} .muted{color:#777}
 """
@@ -61,13 +60,13 @@ def _disks(disk: dict) -> str:
     rows = []
     for d in disk["directories"]:
         pct = d["used_ratio_percent"]
-        lines = "".join(f'<div class="line" style="left:{r}%"></div><div class="label" style="left:{r}%">{r}%</div>'
-                        for r in RATIOS)
+        lines = "".join(f'<div class="line" style="left:{r}%" title="{r} %"></div>' for r in RATIOS)
         rows.append(f'<tr class="disk {_level(pct)}" data-used="{pct:.2f}"><td>{escape(d["path"])}</td>'
                     f'<td>{escape(d["role"])}</td><td>{escape(d["state"])}</td>'
                     f'<td style="width:40%"><div class="bar"><div class="fill" style="width:{min(pct, 100):.1f}%">'
                     f'</div>{lines}</div></td><td>{pct:.1f} %</td><td>{_bytes(d["free_bytes"])} free</td></tr>')
-    return ('<table id="disks"><tr><th>directory</th><th>role</th><th>state</th><th>used</th><th></th><th></th></tr>'
+    return ('<table id="disks"><tr><th>directory</th><th>role</th><th>state</th>'
+            '<th>used (marks at 75 / 85 / 90 %)</th><th></th><th></th></tr>'
             + "".join(rows) + "</table>")
 
 
@@ -96,10 +95,13 @@ def _chart(series: list[dict], forecast: dict, now_s: float, w: int = 720, h: in
             fc += (f'<line class="forecast" x1="{x(last_t):.1f}" y1="{y(last_p):.1f}" x2="{x(now_s + s):.1f}" '
                    f'y2="{y(r):.1f}" stroke="#e65100" stroke-dasharray="6 4"/>'
                    f'<text x="{x(now_s + s) - 30:.1f}" y="{y(r) - 4:.1f}" font-size="10">{r}% in {_duration(s)}</text>')
+    axis = (f'<text x="40" y="{h - 5}" font-size="10">{_duration(now_s - t0)} ago</text>'
+            f'<line x1="{x(now_s):.1f}" x2="{x(now_s):.1f}" y1="10" y2="{h - 20}" stroke="#999" stroke-dasharray="2 2"/>'
+            f'<text x="{x(now_s) - 10:.1f}" y="{h - 5}" font-size="10">now</text>')
     return (f'<svg id="chart" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" '
-            f'aria-label="disk usage over time and forecast">'
+            f'aria-label="disk usage (fullest directory) over time and the forecast to each ratio">'
             f'<rect x="40" y="10" width="{w - 50}" height="{h - 30}" fill="#fafafa" stroke="#ddd"/>'
-            f'{grid}{used}{fc}</svg>')
+            f'{grid}{axis}{used}{fc}</svg>')
 
 
 def _table(id_: str, cols: list[str], rows: list[list]) -> str:
