@@ -78,3 +78,50 @@ def test_status_exits_non_zero_while_writes_are_held(broker):
 def test_commands_say_clearly_when_no_broker_answers():
     r = run("status", "--endpoint", "127.0.0.1:1")
     assert r.exit_code == 2 and "UNAVAILABLE" in r.output
+
+
+def test_query_by_key_id_offset_and_time(broker):
+    ep = ("--endpoint", broker.endpoint)
+    sent = json.loads(run("send", T, "alpha", "--key", "order-7", "--json", *ep).output)[0]
+    run("send", T, "beta", *ep)
+    r = run("query", "--topic", T, "--key", "order-7", "--json", *ep)
+    found = json.loads(r.output)
+    assert r.exit_code == 0 and [m["body"] for m in found] == ["alpha"] and found[0]["keys"] == ["order-7"]
+    m = found[0]
+    assert m["msg_id"] == sent["message_id"] and m["queue"] == sent["queue"] and m["queue_offset"] == sent["offset"]
+    by_id = json.loads(run("query", "--topic", T, "--id", sent["message_id"], "--json", *ep).output)
+    assert [x["commitlog_offset"] for x in by_id] == [m["commitlog_offset"]]
+    by_offset = json.loads(run("query", "--topic", T, "--offset", m["commitlog_offset"], "--json", *ep).output)
+    assert [x["body"] for x in by_offset] == ["alpha"]
+    by_time = json.loads(run("query", "--topic", T, "--queue", m["queue"], "--time", m["store_timestamp_ms"],
+                             "--json", *ep).output)
+    assert by_time[0]["body"] == "alpha"
+    r = run("query", "--topic", T, "--key", "nobody", *ep)
+    assert r.exit_code == 1 and "no message found" in r.output
+    assert run("query", "--topic", T, "--offset", m["commitlog_offset"] + 1, *ep).exit_code == 1, "inside a record"
+    assert run("query", "--topic", T, "--key", "a", "--id", "b", *ep).exit_code == 2
+
+
+def test_topic_status_config_and_clean(broker, tmp_path):
+    ep = ("--endpoint", broker.endpoint)
+    run("send", T, "a", "b", "c", *ep)
+    run("receive", T, "--group", "g", "--count", 1, *ep)
+    doc = json.loads(run("topic", "status", T, "--json", *ep).output)
+    assert doc["messages"] == 3 and len(doc["queues"]) == 8
+    assert [(g["group"], g["lag"]) for g in doc["groups"]] == [("g", 2)]
+    r = run("topic", "status", "nope", *ep)
+    assert r.exit_code == 1 and "does not exist" in r.output
+
+    doc = json.loads(run("config", "show", "--json", *ep).output)
+    assert doc["store"]["root_dir"] == broker.root and doc["broker"]["metrics_port"] == 0
+    r = run("config", "set", "disk_free_limit_bytes", 12345, *ep)
+    assert r.exit_code == 0 and "until it restarts" in r.output
+    assert json.loads(run("alarms", "--json", *ep).output)["disk"]["limit_bytes"] == 12345
+    r = run("config", "set", "segment_size_bytes", 1, *ep)
+    assert r.exit_code == 1 and "cannot change at run time" in r.output
+
+    r = run("clean", "--force", *ep, input="n\n")
+    assert r.exit_code == 1 and "Aborted" in r.output
+    r = run("clean", "--force", "--yes", "--json", *ep)
+    rep = json.loads(r.output)
+    assert r.exit_code == 0 and rep["deleted_segments"] == 0, "nothing expired in a new store"

@@ -62,6 +62,31 @@ class Admin:
         rows = self.broker.observer.lag(group)
         return {"ok": True, "lag": rows, "groups": groups_summary(rows)}
 
+    def query(self, req: dict) -> dict:
+        from .observe.query import query
+        try:
+            topic, by, what, n = api.query_request(req)
+        except ValueError as e:
+            return api.refused(str(e))
+        return {"ok": True, "messages": query(self.store, topic, by, what, n)}
+
+    def topic_status(self, req: dict) -> dict:
+        from .observe.query import topic_status
+        try:
+            topic = api.topic_request(req)
+        except ValueError as e:
+            return api.refused(str(e))
+        if self.store.queue_count(topic) == 0:
+            return api.refused(f"topic {topic!r} does not exist")
+        lag = self.broker.observer.lag() if self.broker is not None and self.broker.observer is not None else []
+        return {"ok": True, **topic_status(self.store, topic, lag)}
+
+    def config(self, req: dict) -> dict:
+        from .observe.query import settings
+        b = self.broker
+        return {"ok": True, "store": settings(self.store.config),
+                "broker": settings(b.config) if b is not None else {}}
+
     def handler(self) -> grpc.GenericRpcHandler:
         def unary(fn):
             return grpc.unary_unary_rpc_method_handler(lambda req, ctx: fn(req), request_deserializer=api.loads,
@@ -70,4 +95,5 @@ class Admin:
             api.CREATE_TOPIC: unary(self.create_topic), api.LIST_TOPICS: unary(self.list_topics),
             api.DISK_STATUS: unary(self.disk_status), api.DELETE_EXPIRED: unary(self.delete_expired),
             api.ALARMS: unary(self.alarms), api.SET_ALARM_LIMITS: unary(self.set_alarm_limits),
-            api.STATUS: unary(self.status), api.GROUPS: unary(self.groups)})
+            api.STATUS: unary(self.status), api.GROUPS: unary(self.groups), api.QUERY: unary(self.query),
+            api.TOPIC_STATUS: unary(self.topic_status), api.CONFIG: unary(self.config)})
