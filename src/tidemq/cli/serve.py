@@ -33,7 +33,18 @@ def serve(root, config_file, host, port, metrics_port, auto_create_topics, verbo
         cfg = BrokerConfig.load(toml_path=config_file, section="broker", **overrides)
     except (ConfigError, OSError) as e:
         raise click.ClickException(str(e)) from e
+    check_root(store_cfg.root_dir)
     try:
         asyncio.run(run(store_cfg, cfg, ready=lambda line: print(line, flush=True)))
     except OSError as e:            # a port in use, a root that cannot be opened: one line, exit 1
-        raise click.ClickException(str(e)) from e
+        text = f"{e.strerror}: {e.filename}" if e.strerror and e.filename else str(e)
+        raise click.ClickException(text) from e
+
+
+def check_root(root: str) -> None:
+    """A root that is a file is an error; a new one is said, never made silently."""
+    import os
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise click.ClickException(f"the store root {root} is a file, not a directory (--root / root_dir)")
+    if not os.path.exists(root):
+        click.echo(f"tidemq: no store at {root}: creating a new one", err=True)
