@@ -26,6 +26,14 @@ def _eta(s) -> str:
     return f"{s:.0f} s"
 
 
+def last_cleanup(lc: dict, now_ms: float) -> str:
+    """The last cleanup that deleted something (it stays until the next one that does)."""
+    if not lc.get("deleted"):
+        return "last cleanup: nothing deleted since start" + (f" ({lc['why_not']})" if lc.get("why_not") else "")
+    return (f"last cleanup: deleted {len(lc['deleted'])} segment(s), {lc['deleted_bytes'] / 2**20:.1f} MiB, "
+            f"{_eta((now_ms - lc['at_ms']) / 1000)} ago, reason: {'+'.join(lc['triggers']) or '-'}")
+
+
 def print_verdict(v: dict) -> None:
     colour = {"accepted": "green", "held": "yellow", "refused": "red"}[v["writes"]]
     out.print(f"writes: [{colour}]{v['writes']}[/]")
@@ -57,6 +65,7 @@ def status(endpoint, config_file, as_json) -> None:
     table("disks", ["path", "role", "state", "used", "free MiB", "75/85/90"],
           [[x["path"], x["role"], x["state"], _pct(x), f"{x['free_bytes'] / 2**20:.1f}",
             "/".join(str(v) for v in th.values())] for x in d["directories"]])
+    out.print(last_cleanup(d["last_cleanup"], st["started_ms"] + st["uptime_s"] * 1000))
     eta = d["forecast"]["seconds_until_percent"]
     out.print("forecast: " + ", ".join(f"{k} % {_eta(v)}" for k, v in eta.items()) + f"; {d['forecast']['advice']}")
     out.print(f"rates (last {r['window_s']:.0f} s): put {r['put_per_s']:.1f}/s, got {r['got_per_s']:.1f}/s, "

@@ -522,6 +522,7 @@ class MessageStore:
             "dispatched_offset": self.dispatcher.dispatched_offset,
             "write_refusal": self.write_refusal(),
             "fsyncs": flush.fsyncs if flush is not None else 0,
+            "fsync_seconds": flush.fsync_seconds if flush is not None else 0.0,
             "warm": self.warmer.stats() if self.warmer is not None else {"enabled": False},
         }
 

@@ -13,6 +13,7 @@ counted twice and the hot path pays nothing but the put-latency bucket (latency.
     tidemq_disk_forecast_seconds{ratio}       time until the disks reach 75 / 85 / 90 %
     tidemq_segments_deleted_bytes_total       commit-log bytes cleanup has deleted
     tidemq_consumer_lag_messages{group,topic,queue}
+    tidemq_flushes_total / _flush_seconds_total  commit-log fsyncs and the time they took
     tidemq_recovery_seconds                   how long the store took to start
     tidemq_up                                 1
 """
@@ -83,6 +84,10 @@ class BrokerCollector(Collector):
         for r in o.lag():
             lag.add_metric([r["group"], r["topic"], str(r["queue"])], r["lag"])
         yield lag
+        stats = o.store.stats()
+        yield CounterMetricFamily("tidemq_flushes", "commit-log flushes (fsync)", value=stats["fsyncs"])
+        yield CounterMetricFamily("tidemq_flush_seconds", "time spent in commit-log flushes (rate / flushes rate: "
+                                  "mean flush latency)", value=stats["fsync_seconds"])
         yield GaugeMetricFamily("tidemq_recovery_seconds", "time the store took to start",
                                 value=st["recovery"]["seconds"])
 

@@ -45,6 +45,13 @@ def _duration(s: float | None) -> str:
     return f"{s:.0f} s"
 
 
+def _cleanup(lc: dict, now_s: float) -> str:
+    if not lc.get("deleted"):
+        return "Last cleanup: nothing deleted since start."
+    return (f"Last cleanup: deleted {len(lc['deleted'])} segment(s), {_bytes(lc['deleted_bytes'])}, "
+            f"{_duration(now_s - lc['at_ms'] / 1000)} ago (reason: {'+'.join(lc['triggers']) or '-'}).")
+
+
 def _level(pct: float) -> str:
     return "danger" if pct >= RATIOS[1] else "warn" if pct >= RATIOS[0] else "ok"
 
@@ -124,6 +131,7 @@ def render(st: dict, series: list[dict], topics: list[dict], groups: list[dict],
 got {r['got_per_s']:.1f}/s, in {_bytes(r['bytes_in_per_s'])}/s; {st['topics']} topics, {st['groups']} groups</p>
 <h2>Disks</h2>{_disks(disk)}
 <h2>Usage and forecast</h2>{_chart(series, f, st['started_ms'] / 1000 + st['uptime_s'])}
+<p id="cleanup">{escape(_cleanup(disk['last_cleanup'], st['started_ms'] / 1000 + st['uptime_s']))}</p>
 <p id="forecast">{escape(eta)} &mdash; {escape(f['advice'])}</p>
 <h2>Alarms</h2>{_table('alarms', ['alarm', 'state', 'why'], alarms)}
 <h2>Topics</h2>{_table('topics', ['topic', 'queues', 'messages', 'min..max offsets'],
