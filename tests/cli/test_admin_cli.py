@@ -53,11 +53,14 @@ def test_alarms_command_signed_and_over_tls(tmp_path, broker_factory, certificat
                                                      "TIDEMQ_TLS_KEY_FILE")}
     runner = CliRunner()
     r = runner.invoke(cli, ["alarms", "--endpoint", b.endpoint], env=cli_env, catch_exceptions=False)
-    assert r.exit_code == 0 and "sends: accepted" in r.output and "authentication on, TLS on" in r.output
+    assert r.exit_code == 0 and "writes: accepted" in r.output and "authentication on, TLS on" in r.output
     r = runner.invoke(cli, ["alarms", "--endpoint", b.endpoint, "--set-memory-high-watermark-bytes", "1048576",
                             "--json"], env=cli_env, catch_exceptions=False)
     st = json.loads(r.output)
     assert st["memory"]["raised"] and st["refusal"].startswith("memory alarm")
+    assert r.exit_code == 0, "a change was asked for and made"
+    r = runner.invoke(cli, ["alarms", "--endpoint", b.endpoint], env=cli_env, catch_exceptions=False)
+    assert r.exit_code == 1 and "writes: held" in r.output and "MEMORY_ALARM" in r.output, "check_local_alarms"
     r = runner.invoke(cli, ["topic", "list", "--endpoint", b.endpoint], env=cli_env, catch_exceptions=False)
     assert r.exit_code == 0
     r = runner.invoke(cli, ["alarms", "--endpoint", b.endpoint], env={**cli_env, "TIDEMQ_SECRET_KEY": "wrong"},

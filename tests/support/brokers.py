@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -35,10 +36,18 @@ NO_FLUSH = {**SMALL, "TIDEMQ_FLUSH_INTERVAL_MS": "60000", "TIDEMQ_FLUSH_LEAST_PA
             "TIDEMQ_FLUSH_BACKLOG_HIGH_BYTES": str(64 * KIB), "TIDEMQ_SEND_HOLD_MS_MAX": "600"}
 
 
+def free_port() -> int:
+    """A port nothing listens on now (for a second port of a broker: its metrics)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class BrokerProcess:
     def __init__(self, root: str, env: dict | None = None, args=()) -> None:
         self.root = root
-        e = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+        # no metrics port unless a test asks for one (the default 8082 is one port for the whole machine)
+        e = {**os.environ, "PYTHONUNBUFFERED": "1", "TIDEMQ_METRICS_PORT": "0", **(env or {})}
         self.proc = subprocess.Popen([sys.executable, "-m", "tidemq.cli.main", "serve", "--root", root, "--port", "0",
                                       *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e,
                                      cwd=REPO)
@@ -48,6 +57,8 @@ class BrokerProcess:
             raise AssertionError(f"broker did not start: {line!r} {self.proc.stderr.read()}")
         self.port = int(line.split("ready on ")[1].split()[0].rsplit(":", 1)[1])
         self.endpoint = f"127.0.0.1:{self.port}"
+        self.metrics_port = int(line.split("metrics on ")[1].split()[0].rstrip(")").rsplit(":", 1)[1]) \
+            if "metrics on " in line else 0
 
     def stop(self, sig=signal.SIGTERM, timeout=60) -> int:
         if self.proc.poll() is None:

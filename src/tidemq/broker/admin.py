@@ -31,7 +31,10 @@ class Admin:
                                     for q in range(s.queue_count(t))]} for t in s.topic_names()]}
 
     def disk_status(self, req: dict) -> dict:
-        return {"ok": True, "status": self.store.disk_status()}
+        out = {"ok": True, "status": self.store.disk_status()}
+        if self.broker is not None and self.broker.observer is not None:
+            out["verdict"] = self.broker.observer.verdict()       # the one verdict, alarms included
+        return out
 
     def delete_expired(self, req: dict) -> dict:
         self.store.trigger_delete_expired()
@@ -47,6 +50,43 @@ class Admin:
             return api.refused(str(e))
         return {"ok": True, "alarms": self.broker.set_alarm_limits(**args)}
 
+    def status(self, req: dict) -> dict:
+        return {"ok": True, "status": self.broker.observer.status()}
+
+    def groups(self, req: dict) -> dict:
+        from .observe.lag import groups_summary
+        try:
+            group = api.group_request(req)
+        except ValueError as e:
+            return api.refused(str(e))
+        rows = self.broker.observer.lag(group)
+        return {"ok": True, "lag": rows, "groups": groups_summary(rows)}
+
+    def query(self, req: dict) -> dict:
+        from .observe.query import query
+        try:
+            topic, by, what, n = api.query_request(req)
+        except ValueError as e:
+            return api.refused(str(e))
+        return {"ok": True, "messages": query(self.store, topic, by, what, n)}
+
+    def topic_status(self, req: dict) -> dict:
+        from .observe.query import topic_status
+        try:
+            topic = api.topic_request(req)
+        except ValueError as e:
+            return api.refused(str(e))
+        if self.store.queue_count(topic) == 0:
+            return api.refused(f"topic {topic!r} does not exist")
+        lag = self.broker.observer.lag() if self.broker is not None and self.broker.observer is not None else []
+        return {"ok": True, **topic_status(self.store, topic, lag)}
+
+    def config(self, req: dict) -> dict:
+        from .observe.query import settings
+        b = self.broker
+        return {"ok": True, "store": settings(self.store.config),
+                "broker": settings(b.config) if b is not None else {}}
+
     def handler(self) -> grpc.GenericRpcHandler:
         def unary(fn):
             return grpc.unary_unary_rpc_method_handler(lambda req, ctx: fn(req), request_deserializer=api.loads,
@@ -54,4 +94,6 @@ class Admin:
         return grpc.method_handlers_generic_handler(api.SERVICE, {
             api.CREATE_TOPIC: unary(self.create_topic), api.LIST_TOPICS: unary(self.list_topics),
             api.DISK_STATUS: unary(self.disk_status), api.DELETE_EXPIRED: unary(self.delete_expired),
-            api.ALARMS: unary(self.alarms), api.SET_ALARM_LIMITS: unary(self.set_alarm_limits)})
+            api.ALARMS: unary(self.alarms), api.SET_ALARM_LIMITS: unary(self.set_alarm_limits),
+            api.STATUS: unary(self.status), api.GROUPS: unary(self.groups), api.QUERY: unary(self.query),
+            api.TOPIC_STATUS: unary(self.topic_status), api.CONFIG: unary(self.config)})

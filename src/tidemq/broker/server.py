@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 
 import grpc
 
@@ -24,6 +25,8 @@ from ..protocol.stubs import sgrpc
 from ..store import MessageStore
 from .admin import Admin
 from .consume.pull_records import Records
+from .observe.http import OpsServer
+from .observe.status import Observer
 from .produce.send_records import RecordSends
 from .protection.alarms import ResourceAlarms, free_bytes_reader, human, read_rss_bytes, total_memory_bytes
 from .protection.auth import AuthInterceptor, Authenticator
@@ -42,6 +45,9 @@ class Broker:
         self.service: MessagingService | None = None
         self.alarms: ResourceAlarms | None = None
         self.port = 0
+        self.metrics_port = 0
+        self.ops: OpsServer | None = None           # the HTTP port: metrics, health, status page
+        self.observer: Observer | None = None       # what every status view reads (observe/)
         self._tasks: list[asyncio.Task] = []
 
     def _make_alarms(self, store: MessageStore) -> ResourceAlarms:
@@ -73,7 +79,7 @@ class Broker:
                                    memory_limit_doc=f"memory_high_watermark_ratio {ratio:g} of {human(ram)} RAM")
 
     def alarm_status(self) -> dict:
-        return {**self.alarms.status(), "flow": self.service.gate.status(),
+        return {**self.alarms.status(), "flow": self.service.gate.status(), "verdict": self.observer.verdict(),
                 "auth": self.config.auth_enabled, "tls": self.config.tls_enabled}
 
     async def _check_alarms(self) -> None:
@@ -91,7 +97,16 @@ class Broker:
                 pass
 
     async def start(self) -> int:
+        if self.config.metrics_port:
+            try:        # before recovery, so that /readyz can say "recovering"
+                self.ops = OpsServer(self.config.host, self.config.metrics_port)
+            except OSError as e:
+                raise OSError(f"cannot serve metrics on {self.config.host}:{self.config.metrics_port}: "
+                              f"{e.strerror or e} (metrics_port; 0 turns it off)") from e
+            self.metrics_port = self.ops.port
+        began = time.monotonic()
         self.store = await asyncio.to_thread(MessageStore(self.store_config).start)
+        recovery_s = time.monotonic() - began
         self._loop = asyncio.get_running_loop()
         self._alarm_wake = asyncio.Event()
         self.alarms = self._make_alarms(self.store)
@@ -127,11 +142,24 @@ class Broker:
             self.config = self.config.replace(port=self.port)
             self.service.config = self.config
         await self.server.start()
-        self._tasks = [asyncio.create_task(self._flush_pop()), asyncio.create_task(self._check_alarms()),
+        self.observer = Observer(self, SystemClock(), recovery_s)
+        self.service.sends.latency = self.observer.put_latency
+        if self.ops is not None:
+            self.ops.ready(self.observer)
+        self._tasks = [asyncio.create_task(self._sample()), asyncio.create_task(self._flush_pop()), asyncio.create_task(self._check_alarms()),
                        asyncio.create_task(self.service.timer.run(in_thread=self.store_config.sync_flush)),
                        asyncio.create_task(self.service.transactions.run()),
                        asyncio.create_task(self.service.renewer.run())]
         return self.port
+
+    async def _sample(self) -> None:
+        """The status history (rates, the status page's chart): one sample per interval."""
+        while True:
+            try:
+                await asyncio.to_thread(self.observer.tick)
+            except Exception as e:  # noqa: BLE001 - sampling must go on
+                log.error("status sample failed: %r", e)
+            await asyncio.sleep(self.config.status_sample_interval_s)
 
     async def _flush_pop(self) -> None:
         """The pop and transaction journals are fsynced every second (kill -9 loses nothing
@@ -146,6 +174,8 @@ class Broker:
                 log.error("pop / transaction journal or consumer offsets flush failed: %s", e)
 
     async def stop(self) -> None:
+        if self.ops is not None:
+            self.ops.stopping()
         for t in getattr(self, "_tasks", ()):
             t.cancel()
         for t in getattr(self, "_tasks", ()):
@@ -161,6 +191,8 @@ class Broker:
             self.service.close()
         if self.store is not None:
             await asyncio.to_thread(self.store.shutdown)
+        if self.ops is not None:
+            self.ops.close()
 
 
 async def serve(store_config: StoreConfig, config: BrokerConfig, ready=print) -> None:
@@ -174,6 +206,8 @@ async def serve(store_config: StoreConfig, config: BrokerConfig, ready=print) ->
         port = await broker.start()
         extras = "".join(f", {x}" for x, on in (("TLS", config.tls_enabled), ("authentication", config.auth_enabled))
                          if on)
+        if broker.metrics_port:
+            extras += f", metrics on {config.host}:{broker.metrics_port}"
         ready(f"tidemq broker ready on {config.host}:{port} (store {store_config.root_dir}{extras})")
         await stop.wait()
     finally:

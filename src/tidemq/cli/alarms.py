@@ -25,23 +25,27 @@ def _mib(n: int) -> str:
               help="disk alarm when free space falls under this")
 @click.option("--json", "as_json", is_flag=True, help="print the status as JSON")
 def alarms(endpoint, config_file, mem_bytes, mem_ratio, disk_bytes, as_json) -> None:
-    """Are sends held or refused, and why."""
+    """Are sends held or refused, and why; exit 1 while they are (rabbitmq-diagnostics check_local_alarms)."""
     from ..protocol import admin as api
+    from .status import print_verdict
     from .topic import _admin
     quiet_logs()
     changes = {k: v for k, v in zip(api.ALARM_LIMITS, (mem_bytes, mem_ratio, disk_bytes)) if v is not None}
     st = _admin(endpoint, api.SET_ALARM_LIMITS if changes else api.ALARMS, changes or None, config_file)["alarms"]
+    blocked = st["verdict"]["writes"] != "accepted"
     if as_json:
         emit_json(st)
-        return
+        raise SystemExit(1 if blocked and not changes else 0)
     m, d, f = st["memory"], st["disk"], st["flow"]
     table("alarms", ["alarm", "state", "reading", "limit", "raised (times)"], [
         ["memory", "RAISED" if m["raised"] else "clear", _mib(m["reading_bytes"]) + " resident",
          _mib(m["limit_bytes"]), m["raised_count"]],
         ["disk", "RAISED" if d["raised"] else "clear", f"{_mib(d['reading_bytes'])} free under {d['where']}",
          _mib(d["limit_bytes"]), d["raised_count"]]])
-    out.print(f"sends: {'[red]held, then refused: ' + st['refusal'] + '[/]' if st['refusal'] else '[green]accepted[/]'}")
+    print_verdict(st["verdict"])
     out.print(f"flush backlog {_mib(f['flush_backlog_bytes'])} (high {_mib(f['flush_backlog_high_bytes'])}); "
               f"in flight: {f['inflight_requests']} send(s), {_mib(f['inflight_bytes'])} on "
               f"{f['connections_sending']} connection(s); held {f['held_total']}, refused {f['refused_total']} "
               f"since start; authentication {'on' if st['auth'] else 'off'}, TLS {'on' if st['tls'] else 'off'}")
+    if blocked and not changes:
+        raise SystemExit(1)

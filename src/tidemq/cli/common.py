@@ -41,3 +41,24 @@ def open_store(root: str | None, config_file: str | None, locked_hint: str = "")
 def quiet_logs(verbose: bool = False) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def client_options(config_file: str | None) -> dict:
+    """access_key / secret_key / root_certificates for tidemq.client from the broker settings
+    (TIDEMQ_* or the TOML file's [broker] section), as `alarms` and `topic --endpoint` sign."""
+    from ..config import BrokerConfig
+    from .output import fail
+    try:
+        cfg = BrokerConfig.load(toml_path=config_file, section="broker")
+    except (ConfigError, OSError) as e:
+        fail(f"broker settings: {e}", code=2)
+    out: dict = {}
+    if cfg.auth_enabled:
+        out.update(access_key=cfg.access_key, secret_key=cfg.secret_key)
+    if cfg.tls_enabled:
+        out["root_certificates"] = cfg.tls_cert_file
+    return out
+
+
+endpoint_option = click.option("--endpoint", default="127.0.0.1:8081", show_default=True, envvar="TIDEMQ_ENDPOINT",
+                               help="HOST:PORT of a running broker")

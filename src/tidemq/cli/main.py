@@ -10,11 +10,18 @@ import click
 SUBCOMMANDS = {
     "alarms": ("tidemq.cli.alarms", "alarms", "resource alarms and flow control of a running broker; set limits"),
     "archive": ("tidemq.cli.archive", "archive", "copy sealed commit-log segments to Parquet (Spark) for cleanup"),
+    "clean": ("tidemq.cli.clean", "clean", "run a running broker's cleanup now (--force) and say what it freed"),
+    "config": ("tidemq.cli.config", "config", "settings of a running broker: show, set the run-time ones"),
     "demo": ("tidemq.cli.demo", "demo", "write and read messages through the embedded store"),
     "verify": ("tidemq.cli.verify", "verify", "check a store: segments, CRCs, consume queues, index"),
     "disk": ("tidemq.cli.disk", "disk", "disk usage, flags, cleanup and the forecast of a store"),
+    "group": ("tidemq.cli.group", "group", "consumer groups of a running broker: lag per queue, reset offsets"),
+    "query": ("tidemq.cli.query", "query", "find messages by key, id, commit-log offset or queue and time"),
+    "receive": ("tidemq.cli.receive", "receive", "print messages of a topic (a group's, or from an offset)"),
+    "send": ("tidemq.cli.send", "send", "send messages (arguments or stdin lines) to a running broker"),
+    "status": ("tidemq.cli.status", "status", "a running broker at a glance; exit 1 while writes are refused"),
     "serve": ("tidemq.cli.serve", "serve", "run the broker (RocketMQ 5 gRPC protocol) over the store"),
-    "topic": ("tidemq.cli.topic", "topic", "create and list topics of a store directory"),
+    "topic": ("tidemq.cli.topic", "topic", "create, list topics; a topic's queues and groups (status)"),
 }
 
 

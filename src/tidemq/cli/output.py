@@ -9,8 +9,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# into a pipe or a file, rich would cut tables to 80 columns ("./dat…"): there, lines are as long
+# as they need to be
+WIDE = 1 << 16
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else WIDE)
+err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else WIDE)
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:

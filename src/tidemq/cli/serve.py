@@ -12,10 +12,12 @@ from .common import config_option, load_store_config, quiet_logs, root_option
 @config_option
 @click.option("--host", default=None, envvar="TIDEMQ_HOST", help="bind address (default 127.0.0.1)")
 @click.option("--port", type=int, default=None, envvar="TIDEMQ_PORT", help="port (default 8081; 0: any free)")
+@click.option("--metrics-port", type=int, default=None, envvar="TIDEMQ_METRICS_PORT",
+              help="HTTP port of /metrics, /healthz, /readyz and the status page (default 8082; 0: off)")
 @click.option("--auto-create-topics/--no-auto-create-topics", default=None,
               help="create unknown topics on first use (off by default)")
 @click.option("-v", "--verbose", is_flag=True)
-def serve(root, config_file, host, port, auto_create_topics, verbose) -> None:
+def serve(root, config_file, host, port, metrics_port, auto_create_topics, verbose) -> None:
     """Start the broker; prints one line when ready; stops cleanly on SIGTERM / Ctrl-C."""
     import asyncio
 
@@ -26,9 +28,23 @@ def serve(root, config_file, host, port, auto_create_topics, verbose) -> None:
     quiet_logs(verbose)
     store_overrides = {} if auto_create_topics is None else {"auto_create_topics": auto_create_topics}
     store_cfg = load_store_config(root, config_file, **store_overrides)
-    overrides = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    overrides = {k: v for k, v in (("host", host), ("port", port), ("metrics_port", metrics_port)) if v is not None}
     try:
         cfg = BrokerConfig.load(toml_path=config_file, section="broker", **overrides)
     except (ConfigError, OSError) as e:
         raise click.ClickException(str(e)) from e
-    asyncio.run(run(store_cfg, cfg, ready=lambda line: print(line, flush=True)))
+    check_root(store_cfg.root_dir)
+    try:
+        asyncio.run(run(store_cfg, cfg, ready=lambda line: print(line, flush=True)))
+    except OSError as e:            # a port in use, a root that cannot be opened: one line, exit 1
+        text = f"{e.strerror}: {e.filename}" if e.strerror and e.filename else str(e)
+        raise click.ClickException(text) from e
+
+
+def check_root(root: str) -> None:
+    """A root that is a file is an error; a new one is said, never made silently."""
+    import os
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise click.ClickException(f"the store root {root} is a file, not a directory (--root / root_dir)")
+    if not os.path.exists(root):
+        click.echo(f"tidemq: no store at {root}: creating a new one", err=True)

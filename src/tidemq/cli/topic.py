@@ -1,4 +1,5 @@
-"""`tidemq topic create|list`: topics of a store directory that no broker holds."""
+"""`tidemq topic create|list|status`: topics of a running broker (--endpoint) or of a store
+directory that no broker holds (--root)."""
 
 from __future__ import annotations
 
@@ -104,3 +105,33 @@ def _list_offline(root, config_file) -> list:
                for t in store.topic_names()]
     finally:
         store.shutdown()
+
+
+@topic.command("status")
+@click.argument("name")
+@endpoint_option
+@root_option
+@config_option
+@click.option("--json", "as_json", is_flag=True)
+def status(name, endpoint, root, config_file, as_json) -> None:
+    """Queues of topic NAME (min / max offsets, messages) and, through a broker, its groups' lag."""
+    quiet_logs()
+    if endpoint:
+        from ..protocol import admin as api
+        doc = _admin(endpoint, api.TOPIC_STATUS, {"topic": name}, config_file)
+    else:
+        from ..broker.observe.query import topic_status
+        store = _open(root, config_file)
+        try:
+            if store.queue_count(name) == 0:
+                fail(f"topic {name!r} does not exist")
+            doc = topic_status(store, name, [])
+        finally:
+            store.shutdown()
+    if as_json:
+        emit_json(doc)
+        return
+    table(f"topic {name}: {doc['messages']} message(s)", ["queue", "min offset", "max offset", "messages"],
+          [[q["id"], q["min_offset"], q["max_offset"], q["messages"]] for q in doc["queues"]])
+    if doc["groups"]:
+        table("groups", ["group", "lag", "in flight"], [[g["group"], g["lag"], g["inflight"]] for g in doc["groups"]])

@@ -25,6 +25,26 @@ ALARMS: {"memory": ALARM, "disk": ALARM, "refusal": str | null, "checks": int,
 "tls": bool}; ALARM: {"resource", "raised", "reading_bytes", "limit_bytes", "where",
 "message", "raised_count"}. SetAlarmLimits changes the limits until the broker restarts
 (RabbitMQ's set_vm_memory_high_watermark / set_disk_free_limit).
+
+    Status          {}                                          {"status": the broker at a glance
+                                                                  (broker/observe/status.py)}
+    Groups          {"group": str | null}                       {"lag": [{"group", "topic", "queue",
+                                                                  "kind", "committed_offset", "max_offset",
+                                                                  "min_offset", "lag", "inflight"}],
+                                                                 "groups": [{"group", "topics", "lag",
+                                                                  "inflight"}]}
+    Query           {"topic": str, one of "key": str, "id": str,  {"messages": [MESSAGE]}, at most "max"
+                    "commitlog_offset": int, "queue": int with    (<= QUERY_MAX); newest first by key / id
+                    "timestamp_ms": int; "max": int = 16}
+    TopicStatus     {"topic": str}                              {"topic", "queues": [{"id", "min_offset",
+                                                                  "max_offset", "messages"}], "messages",
+                                                                  "groups": [{"group", "lag", "inflight"}]}
+    Config          {}                                          {"store": {name: value}, "broker": {name:
+                                                                  value}} (secrets as "***")
+
+MESSAGE: {"topic", "queue", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys",
+"properties", "born_timestamp_ms", "store_timestamp_ms", "body_bytes", "body" (UTF-8, undecodable
+bytes escaped)}.
 """
 
 from __future__ import annotations
@@ -41,7 +61,15 @@ DISK_STATUS = "DiskStatus"
 DELETE_EXPIRED = "DeleteExpired"
 ALARMS = "Alarms"
 SET_ALARM_LIMITS = "SetAlarmLimits"
-METHODS = (CREATE_TOPIC, LIST_TOPICS, DISK_STATUS, DELETE_EXPIRED, ALARMS, SET_ALARM_LIMITS)
+STATUS = "Status"
+GROUPS = "Groups"
+QUERY = "Query"
+TOPIC_STATUS = "TopicStatus"
+CONFIG = "Config"
+METHODS = (CREATE_TOPIC, LIST_TOPICS, DISK_STATUS, DELETE_EXPIRED, ALARMS, SET_ALARM_LIMITS, STATUS, GROUPS, QUERY,
+           TOPIC_STATUS, CONFIG)
+QUERY_MAX = 64
+QUERY_BY = ("key", "id", "commitlog_offset", "queue")
 
 QUEUES_DEFAULT = 8
 ALARM_LIMITS = ("memory_high_watermark_bytes", "memory_high_watermark_ratio", "disk_free_limit_bytes")
@@ -68,6 +96,55 @@ def alarm_limits(req: dict) -> dict:
     if any(v < 0 for v in args.values()) or not 0 < args.get("memory_high_watermark_ratio", 0.5) < 1:
         raise ValueError("limits are >= 0 and the ratio is in (0, 1)")
     return args
+
+
+def group_request(req: dict) -> str | None:
+    """The group a Groups request names (None: every group); ValueError when it is not one."""
+    g = req.get("group") if isinstance(req, dict) else None
+    if g is not None and (not isinstance(g, str) or not g or len(g) > 255):
+        raise ValueError("group is a non-empty string of at most 255 characters")
+    return g
+
+
+def _int(req: dict, name: str, lo: int = 0, hi: int = (1 << 63) - 1) -> int:
+    v = req.get(name)
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise ValueError(f"{name} is an integer in [{lo}, {hi}]")
+    return v
+
+
+def _name(req: dict, name: str) -> str:
+    v = req.get(name)
+    if not isinstance(v, str) or not v or len(v) > 255:
+        raise ValueError(f"{name} is a non-empty string of at most 255 characters")
+    return v
+
+
+def query_request(req: dict) -> tuple[str, str, object, int]:
+    """(topic, by, what, max) of a Query request: by is one of QUERY_BY, what the key / id /
+    offset / (queue, timestamp_ms); ValueError saying what is wrong when it is not one."""
+    if not isinstance(req, dict):
+        raise ValueError("a Query request is a JSON object")
+    topic = _name(req, "topic")
+    given = [b for b in QUERY_BY if b in req]
+    if len(given) != 1:
+        raise ValueError(f"give exactly one of {', '.join(QUERY_BY)} (got {given or 'none'})")
+    by = given[0]
+    what: object
+    if by in ("key", "id"):
+        what = _name(req, by)
+    elif by == "commitlog_offset":
+        what = _int(req, by)
+    else:
+        what = (_int(req, "queue", 0, 1 << 20), _int(req, "timestamp_ms"))
+    n = _int(req, "max", 1, QUERY_MAX) if "max" in req else 16
+    return topic, by, what, n
+
+
+def topic_request(req: dict) -> str:
+    if not isinstance(req, dict):
+        raise ValueError("a request is a JSON object")
+    return _name(req, "topic")
 
 
 def refused(error: str) -> dict:

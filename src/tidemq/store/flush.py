@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Callable
 
 from ..io import Clock
@@ -80,6 +81,7 @@ class GroupCommitService(Service):
         self._requested = 0
         self.flushed = durable_offset()
         self.fsyncs = 0
+        self.fsync_seconds = 0.0      # time spent in the flushes (metrics: mean flush latency)
 
     def wait_durable(self, offset: int, timeout_s: float) -> bool:
         """Block until everything before ``offset`` is on disk. False on timeout or failure."""
@@ -103,7 +105,9 @@ class GroupCommitService(Service):
                 if self._stop.is_set() and self._requested <= self.flushed:
                     return
             try:
+                began = time.perf_counter()
                 done = self._flush()
+                self.fsync_seconds += time.perf_counter() - began
                 self.last_error = None
             except Exception as e:    # noqa: BLE001 - the flush thread must not die: retry
                 if self.last_error is None:
@@ -137,6 +141,7 @@ class AsyncFlushService(Service):
         self.thorough_s = thorough_interval_ms / 1000
         self._last_thorough = clock.monotonic_s()
         self.fsyncs = 0
+        self.fsync_seconds = 0.0      # time spent in the flushes (metrics: mean flush latency)
 
     def tick(self) -> bool:
         """One round (tests call it directly). True when it flushed."""
@@ -147,7 +152,9 @@ class AsyncFlushService(Service):
             if thorough:
                 self._last_thorough = now
             return False
+        began = time.perf_counter()
         self._flush()
+        self.fsync_seconds += time.perf_counter() - began
         self.fsyncs += 1
         if thorough:
             self._last_thorough = now

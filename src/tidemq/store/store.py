@@ -88,6 +88,7 @@ class MessageStore:
         self.reader: StoreReader | None = None        # the read path (reader.py), once started
         self.writer: StoreWriter | None = None        # the write path (writer.py), once started
         self.warmer: SegmentWarmer | None = None      # commitlog_warm_enabled (warmer.py)
+        self.read_counts: dict[str, list[int]] = {}   # topic -> [messages, bytes] read since start
 
     @property
     def state(self) -> StoreState:
@@ -466,14 +467,28 @@ class MessageStore:
         """
         if self.reader is None:
             return GetResult(GetStatus.SERVICE_NOT_AVAILABLE, offset, 0, 0)
-        return self.reader.get(group, topic, queue_id, offset, max_count, max_bytes, tags)
+        r = self.reader.get(group, topic, queue_id, offset, max_count, max_bytes, tags)
+        if r.messages:
+            self._count_read(topic, len(r.messages), sum(len(m.body) for m in r.messages))
+        return r
 
     def get_raw(self, topic: str, queue_id: int, offset: int, max_count: int = 4096,
                 max_bytes: int = 16 << 20) -> GetResult:
         """Up to max_count records of one queue from ``offset`` as stored bytes (reader.py)."""
         if self.reader is None:
             return GetResult(GetStatus.SERVICE_NOT_AVAILABLE, offset, 0, 0)
-        return self.reader.get_raw(topic, queue_id, offset, max_count, max_bytes)
+        r = self.reader.get_raw(topic, queue_id, offset, max_count, max_bytes)
+        if r.records is not None and len(r.records[0]):
+            self._count_read(topic, len(r.records[0]), len(r.records[1]))
+        return r
+
+    def _count_read(self, topic: str, n: int, nbytes: int) -> None:
+        """Messages and bytes handed to readers, per topic, since start (metrics: got / bytes out)."""
+        c = self.read_counts.get(topic)
+        if c is None:
+            c = self.read_counts[topic] = [0, 0]
+        c[0] += n
+        c[1] += nbytes
 
     def get_by_commitlog_offset(self, offset: int, size: int | None = None) -> codec.StoredMessage | None:
         """The message whose record starts at ``offset``, or None."""
@@ -507,6 +522,7 @@ class MessageStore:
             "dispatched_offset": self.dispatcher.dispatched_offset,
             "write_refusal": self.write_refusal(),
             "fsyncs": flush.fsyncs if flush is not None else 0,
+            "fsync_seconds": flush.fsync_seconds if flush is not None else 0.0,
             "warm": self.warmer.stats() if self.warmer is not None else {"enabled": False},
         }
 

@@ -17,6 +17,7 @@ SendRecords in send_records.py):
 from __future__ import annotations
 
 import asyncio
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Awaitable, Callable, TypeVar
 
@@ -66,6 +67,7 @@ class SendPath:
         self._sync = store.config.sync_flush
         self._on_stored = on_stored
         self.recent = DedupWindow(config.send_dedup_window_entries)
+        self.latency = None          # observe/latency.LatencyBuckets of the puts, once the broker observes
 
     # flow control ---------------------------------------------------------------------------
     async def gated(self, context, nbytes: int, send: Callable[[], Awaitable[T]]) -> tuple[str | None, T | None]:
@@ -122,14 +124,24 @@ class SendPath:
 
     # the put ------------------------------------------------------------------------------------
     async def put_batch(self, msgs):
+        began = time.perf_counter()
         if self._sync:
-            return await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_batch, msgs)
-        return self.store.put_batch(msgs)     # microseconds: no thread hop
+            out = await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_batch, msgs)
+        else:
+            out = self.store.put_batch(msgs)     # microseconds: no thread hop
+        if self.latency is not None:
+            self.latency.observe(time.perf_counter() - began)
+        return out
 
     async def put_encoded(self, topic: str, entries):
+        began = time.perf_counter()
         if self._sync:
-            return await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_encoded, topic, entries)
-        return self.store.put_encoded(topic, entries)
+            out = await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_encoded, topic, entries)
+        else:
+            out = self.store.put_encoded(topic, entries)
+        if self.latency is not None:
+            self.latency.observe(time.perf_counter() - began)
+        return out
 
     def stored(self) -> None:
         """Something was stored: long-polling receives and the timer wake up."""

@@ -1,0 +1,98 @@
+"""Prometheus metrics of a running broker, read from the Observer at scrape time: nothing is
+counted twice and the hot path pays nothing but the put-latency bucket (latency.py).
+
+    tidemq_messages_put_total{topic}          messages stored (sum of its queues' max offsets)
+    tidemq_messages_got_total{topic}          messages handed to consumers since start
+    tidemq_bytes_in_total / _bytes_out_total  commit-log bytes appended / message bytes read
+    tidemq_sends_held_total / _refused_total  sends held by flow control / refused by it
+    tidemq_put_latency_seconds                histogram of store puts (one per request)
+    tidemq_writes_refused{reason}             1 while writes are not accepted, one series per reason
+    tidemq_writes_held                        1 while sends are held (alarm, backlog), 0 else
+    tidemq_alarm{resource}                    1 while the memory / disk alarm is raised
+    tidemq_disk_used_ratio{dir,state}         used fraction of each store directory
+    tidemq_disk_forecast_seconds{ratio}       time until the disks reach 75 / 85 / 90 %
+    tidemq_segments_deleted_bytes_total       commit-log bytes cleanup has deleted
+    tidemq_consumer_lag_messages{group,topic,queue}
+    tidemq_flushes_total / _flush_seconds_total  commit-log fsyncs and the time they took
+    tidemq_recovery_seconds                   how long the store took to start
+    tidemq_up                                 1
+"""
+
+from __future__ import annotations
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from .verdict import ACCEPTED, HELD
+
+
+class BrokerCollector(Collector):
+    def __init__(self, observer) -> None:
+        self.observer = observer
+
+    def collect(self):
+        o = self.observer
+        st = o.status()
+        yield GaugeMetricFamily("tidemq_up", "the broker answers", value=1)
+        put = CounterMetricFamily("tidemq_messages_put", "messages stored, by topic", labels=["topic"])
+        for t, n in sorted(o.put_totals().items()):
+            put.add_metric([t], n)
+        yield put
+        got = CounterMetricFamily("tidemq_messages_got", "messages handed to consumers since start, by topic",
+                                  labels=["topic"])
+        for t, (n, _b) in sorted(o.read_totals().items()):
+            got.add_metric([t], n)
+        yield got
+        tot = st["totals"]
+        yield CounterMetricFamily("tidemq_bytes_in", "commit-log bytes appended", value=tot["bytes_in"])
+        yield CounterMetricFamily("tidemq_bytes_out", "message bytes read since start", value=tot["bytes_out"])
+        yield CounterMetricFamily("tidemq_sends_held", "sends held by flow control", value=tot["held"])
+        yield CounterMetricFamily("tidemq_sends_refused", "sends refused by flow control", value=tot["refused"])
+        lat = o.put_latency
+        yield HistogramMetricFamily("tidemq_put_latency_seconds", "store put time per request",
+                                    buckets=lat.cumulative(), sum_value=lat.sum_s)
+        v = st["verdict"]
+        refused = GaugeMetricFamily("tidemq_writes_refused", "1 while writes are not accepted, by reason",
+                                    labels=["reason"])
+        if v["writes"] == ACCEPTED:
+            refused.add_metric([""], 0)
+        for r in v["reasons"]:
+            refused.add_metric([r["code"]], 1)
+        yield refused
+        yield GaugeMetricFamily("tidemq_writes_held", "1 while sends are held (then refused)",
+                                value=1 if v["writes"] == HELD else 0)
+        alarm = GaugeMetricFamily("tidemq_alarm", "1 while a resource alarm is raised", labels=["resource"])
+        for name, a in st["alarms"].items():
+            alarm.add_metric([name], 1 if a["raised"] else 0)
+        yield alarm
+        disk = st["disk"]
+        used = GaugeMetricFamily("tidemq_disk_used_ratio", "used fraction of a store directory's file system",
+                                 labels=["dir", "role", "state"])
+        for d in disk["directories"]:
+            used.add_metric([d["path"], d["role"], d["state"]], d["used_ratio_percent"] / 100)
+        yield used
+        fc = GaugeMetricFamily("tidemq_disk_forecast_seconds", "seconds until the disks reach a ratio at the "
+                               "measured ingest rate (absent: never at this rate)", labels=["ratio"])
+        for ratio, s in disk["forecast"]["seconds_until_percent"].items():
+            if s is not None:
+                fc.add_metric([ratio], s)
+        yield fc
+        yield CounterMetricFamily("tidemq_segments_deleted_bytes", "commit-log bytes deleted by cleanup",
+                                  value=disk["commitlog"]["deleted_bytes_total"])
+        lag = GaugeMetricFamily("tidemq_consumer_lag_messages", "messages a group has not consumed",
+                                labels=["group", "topic", "queue"])
+        for r in o.lag():
+            lag.add_metric([r["group"], r["topic"], str(r["queue"])], r["lag"])
+        yield lag
+        stats = o.store.stats()
+        yield CounterMetricFamily("tidemq_flushes", "commit-log flushes (fsync)", value=stats["fsyncs"])
+        yield CounterMetricFamily("tidemq_flush_seconds", "time spent in commit-log flushes (rate / flushes rate: "
+                                  "mean flush latency)", value=stats["fsync_seconds"])
+        yield GaugeMetricFamily("tidemq_recovery_seconds", "time the store took to start",
+                                value=st["recovery"]["seconds"])
+
+
+def registry_for(observer) -> CollectorRegistry:
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(BrokerCollector(observer))
+    return reg

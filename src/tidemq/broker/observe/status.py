@@ -1,0 +1,103 @@
+"""The broker at a glance, as plain data: what `tidemq status`, the metrics and the status page
+show (one source, so they agree).
+
+    {"version", "started_ms", "uptime_s", "endpoint", "metrics_endpoint", "root", "ready",
+     "recovery": {"seconds", "abnormal", ...}, "verdict": verdict.py, "alarms": {"memory", "disk"},
+     "disk": the store's disk status, "rates": history.rates, "totals": {"put", "got", "bytes_in",
+     "bytes_out", "held", "refused"}, "topics": int, "groups": int}
+
+The Observer is built by the broker once its store has started; ``sample()`` runs every
+status_sample_interval_s on the broker's loop (its history feeds rates and the chart).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ... import __version__
+from ...io import Clock
+from ..deferred.parking import SYSTEM_TOPICS
+from .history import History, Sample
+from .lag import group_lag, groups_summary
+from .latency import LatencyBuckets
+from .verdict import write_verdict
+
+
+class Observer:
+    def __init__(self, broker, clock: Clock, recovery_s: float) -> None:
+        self.broker = broker
+        self.clock = clock
+        self.started_ms = clock.now_ms()
+        self.recovery_s = recovery_s
+        c = broker.config
+        self.history = History(c.status_history_s, c.status_sample_interval_s)
+        self.put_latency = LatencyBuckets()
+
+    # the parts --------------------------------------------------------------------------------
+    @property
+    def store(self):
+        return self.broker.store
+
+    @property
+    def service(self):
+        return self.broker.service
+
+    def put_totals(self) -> dict[str, int]:
+        """Messages stored per topic since the store began: the sum of its queues' max offsets."""
+        s = self.store
+        return {t: sum(s.max_offset(t, q) for q in range(s.queue_count(t))) for t in s.topic_names()}
+
+    def read_totals(self) -> dict[str, list[int]]:
+        return {t: list(c) for t, c in list(self.store.read_counts.items())}
+
+    def used_percent(self, disk: dict) -> dict[str, float]:
+        return {d["path"]: d["used_ratio_percent"] for d in disk["directories"]}
+
+    def sample(self, disk: dict | None = None) -> Sample:
+        disk = disk if disk is not None else self.store.disk_status()
+        reads = self.read_totals()
+        return Sample(self.clock.now_ms() / 1000, self.used_percent(disk), sum(self.put_totals().values()),
+                      sum(c[0] for c in reads.values()), self.store.commitlog_max_offset)
+
+    def tick(self) -> None:
+        """One sample into the history (the broker's sampling task)."""
+        self.history.add(self.sample())
+
+    def verdict(self) -> dict:
+        return write_verdict(self.service.gate, self.store)
+
+    def lag(self, group: str | None = None) -> list[dict]:
+        svc = self.service
+        return group_lag(self.store, svc.group_offsets, svc.pop, group)
+
+    # the whole picture ------------------------------------------------------------------------
+    def status(self) -> dict:
+        b, store = self.broker, self.store
+        disk = store.disk_status()
+        now = self.sample(disk)
+        alarms = b.alarms.status() if b.alarms is not None else {}
+        flow = self.service.gate.status()
+        reads = self.read_totals()
+        rec = store.recovery
+        c = b.config
+        return {
+            "version": __version__,
+            "started_ms": self.started_ms,
+            "uptime_s": round((self.clock.now_ms() - self.started_ms) / 1000, 1),
+            "endpoint": f"{c.host}:{b.port}",
+            "metrics_endpoint": f"{c.host}:{b.metrics_port}" if b.metrics_port else None,
+            "root": store.config.root_dir,
+            "ready": True,
+            "recovery": {"seconds": round(self.recovery_s, 3),
+                         **({k: v for k, v in dataclasses.asdict(rec).items() if not isinstance(v, list)}
+                            if rec is not None else {})},
+            "verdict": self.verdict(),
+            "alarms": {k: alarms[k] for k in ("memory", "disk") if k in alarms},
+            "disk": disk,
+            "rates": self.history.rates(now),
+            "totals": {"put": now.put_total, "got": now.got_total, "bytes_in": now.bytes_in_total,
+                       "bytes_out": sum(c[1] for c in reads.values()), "held": flow["held_total"],
+                       "refused": flow["refused_total"]},
+            "topics": len([t for t in store.topic_names() if t not in SYSTEM_TOPICS]),
+            "groups": len(groups_summary(self.lag())),
+        }

@@ -1,0 +1,57 @@
+"""`tidemq config show|set`: the settings of a running broker.
+
+`show` prints every store and broker setting in effect (secrets masked). `set` changes the
+settings that can change at run time: today the alarm limits (memory_high_watermark_bytes,
+memory_high_watermark_ratio, disk_free_limit_bytes). Such a change lasts until the broker
+restarts; to keep it, put it in the broker's TOML file or TIDEMQ_* variables — `set` says so."""
+
+from __future__ import annotations
+
+import click
+
+from .common import config_option, endpoint_option, quiet_logs
+from .output import emit_json, fail, out, table
+
+
+@click.group()
+def config() -> None:
+    """Settings of a running broker: show them, change the ones that change at run time."""
+
+
+@config.command("show")
+@endpoint_option
+@config_option
+@click.option("--json", "as_json", is_flag=True)
+def show(endpoint, config_file, as_json) -> None:
+    """Every setting in effect."""
+    from .topic import _admin
+    quiet_logs()
+    r = _admin(endpoint, "Config", config_file=config_file)
+    doc = {"store": r["store"], "broker": r["broker"]}
+    if as_json:
+        emit_json(doc)
+        return
+    table("settings", ["section", "setting", "value"],
+          [[sec, k, v] for sec in ("store", "broker") for k, v in doc[sec].items()])
+
+
+@config.command("set")
+@click.argument("key")
+@click.argument("value")
+@endpoint_option
+@config_option
+def set_(key, value, endpoint, config_file) -> None:
+    """Change KEY to VALUE on the running broker (until it restarts)."""
+    from ..protocol import admin as api
+    from .topic import _admin
+    quiet_logs()
+    if key not in api.ALARM_LIMITS:
+        fail(f"{key} cannot change at run time; those that can: {', '.join(api.ALARM_LIMITS)} "
+             f"(the others: the TOML file or TIDEMQ_* variables, then a restart)")
+    try:
+        v = float(value) if key.endswith("ratio") else int(value)
+    except ValueError:
+        fail(f"{key}: {value!r} is not a number")
+    _admin(endpoint, api.SET_ALARM_LIMITS, {key: v}, config_file)
+    out.print(f"{key} = {v} on {endpoint} until it restarts; to keep it, set it in [broker] of the TOML file "
+              f"or TIDEMQ_{key.upper()}")

@@ -1,0 +1,45 @@
+"""`tidemq query --topic T (--key K | --id ID | --offset COMMITLOG_OFFSET | --queue Q --time TS)`:
+messages of a running broker found through its index (mqadmin queryMsgByKey / queryMsgById /
+queryMsgByOffset), printed with their offsets and properties. Exit 1 when nothing is found."""
+
+from __future__ import annotations
+
+import click
+
+from .common import config_option, endpoint_option, quiet_logs
+from .output import emit_json, fail, table
+
+
+@click.command()
+@click.option("--topic", required=True)
+@click.option("--key", default=None, help="a message key")
+@click.option("--id", "msg_id", default=None, help="a message id (the producer's)")
+@click.option("--offset", type=click.IntRange(0), default=None, help="a commit-log offset")
+@click.option("--queue", type=click.IntRange(0), default=None, help="with --time: a queue")
+@click.option("--time", "ts", type=click.IntRange(0), default=None, help="with --queue: a store time in ms")
+@click.option("--max", "n", type=click.IntRange(1, 64), default=16, show_default=True)
+@endpoint_option
+@config_option
+@click.option("--json", "as_json", is_flag=True)
+def query(topic, key, msg_id, offset, queue, ts, n, endpoint, config_file, as_json) -> None:
+    """Find messages by key, id, commit-log offset or queue and time."""
+    from .topic import _admin
+    quiet_logs()
+    if (queue is None) != (ts is None):
+        raise click.UsageError("--queue and --time go together")
+    given = {k: v for k, v in (("key", key), ("id", msg_id), ("commitlog_offset", offset)) if v is not None}
+    if queue is not None:
+        given.update(queue=queue, timestamp_ms=ts)
+    if len(set(given) - {"timestamp_ms"}) != 1:
+        raise click.UsageError("give one of --key, --id, --offset, --queue with --time")
+    msgs = _admin(endpoint, "Query", {"topic": topic, "max": n, **given}, config_file)["messages"]
+    if as_json:
+        emit_json(msgs)
+    else:
+        table(f"{topic}: {len(msgs)} message(s)", ["queue", "offset", "commit-log offset", "msg id", "tags", "keys",
+                                                     "stored (ms)", "body", "properties"],
+              [[m["queue"], m["queue_offset"], m["commitlog_offset"], m["msg_id"], m["tags"] or "",
+                ",".join(m["keys"]), m["store_timestamp_ms"], m["body"],
+                " ".join(f"{k}={v}" for k, v in m["properties"].items())] for m in msgs])
+    if not msgs:
+        fail("no message found", code=1)

@@ -1,0 +1,134 @@
+"""`tidemq status`, `send`, `receive` and `group` against a real broker, through click's
+CliRunner: human and --json output, exit codes."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from tidemq.cli.main import cli
+
+from ..support.brokers import SMALL
+
+T = "ops"
+
+
+def run(*args, input=None):
+    return CliRunner().invoke(cli, [str(a) for a in args], input=input, catch_exceptions=False)
+
+
+@pytest.fixture
+def broker(broker_factory):
+    b = broker_factory(env=SMALL, args=["--auto-create-topics"])
+    yield b
+    assert b.stop() == 0
+
+
+def test_send_receive_and_group_lag(broker):
+    ep = ("--endpoint", broker.endpoint)
+    r = run("send", T, "one", "two", "--tag", "t1", "--key", "k1", "--property", "color=red", *ep)
+    assert r.exit_code == 0 and r.output.count(" OK ") == 2
+    r = run("send", T, *ep, "--json", input="three\nfour\n")
+    sent = json.loads(r.output)
+    assert r.exit_code == 0 and [s["status"] for s in sent] == ["OK", "OK"] and not any(s["duplicate"] for s in sent)
+    r = run("send", T, "x", "--property", "novalue", *ep)
+    assert r.exit_code == 2 and "KEY=VALUE" in r.output
+
+    r = run("receive", T, "--from", "beginning", "--count", 10, "--json", *ep)   # reads, commits nothing
+    bodies = sorted(m["body"] for m in json.loads(r.output))
+    assert r.exit_code == 0 and bodies == ["four", "one", "three", "two"]
+    tagged = [m for m in json.loads(r.output) if m["body"] == "one"][0]
+    assert tagged["tag"] == "t1" and tagged["keys"] == ["k1"] and tagged["properties"] == {"color": "red"}
+    assert run("group", "status", "g", *ep).exit_code == 1, "nothing consumed by g yet"
+
+    r = run("receive", T, "--group", "g", "--count", 3, "--json", *ep)            # reads and commits
+    assert r.exit_code == 0 and len(json.loads(r.output)) == 3
+    r = run("group", "status", "g", "--json", *ep)
+    rows = json.loads(r.output)
+    assert r.exit_code == 0 and sum(x["lag"] for x in rows) == 1 and {x["kind"] for x in rows} == {"pull"}
+    r = run("group", "list", *ep)
+    assert r.exit_code == 0 and "g" in r.output
+    r = run("receive", T, "--group", "g", "--count", 10, "--json", *ep)           # the one left
+    assert len(json.loads(r.output)) == 1
+    assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 0
+
+    r = run("group", "reset", "g", "--topic", T, "--to", "earliest", "--json", *ep)
+    assert r.exit_code == 0 and all(d["to"] == 0 for d in json.loads(r.output))
+    assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 4
+    assert run("group", "reset", "g", "--topic", T, "--to", "soon", *ep).exit_code == 2
+
+
+def test_status_exits_non_zero_while_writes_are_held(broker):
+    ep = ("--endpoint", broker.endpoint)
+    r = run("status", *ep)
+    assert r.exit_code == 0 and "writes: accepted" in r.output and broker.endpoint in r.output
+    st = json.loads(run("status", "--json", *ep).output)
+    assert st["verdict"]["writes"] == "accepted" and st["topics"] == 0
+    assert {"version", "uptime_s", "root", "alarms", "disk", "rates", "totals", "recovery"} <= set(st)
+    # the disk alarm at a limit no disk can meet: sends are held, and every view says so
+    assert run("alarms", "--set-disk-free-limit-bytes", 1 << 49, *ep).exit_code == 0
+    r = run("status", *ep)
+    assert r.exit_code == 1 and "writes: held" in r.output and "DISK_ALARM" in r.output
+    st = json.loads(run("status", "--json", *ep).output)
+    assert st["verdict"]["writes"] == "held" and [x["code"] for x in st["verdict"]["reasons"]] == ["DISK_ALARM"]
+    assert run("alarms", "--set-disk-free-limit-bytes", 0, *ep).exit_code == 0
+    assert run("status", *ep).exit_code == 0
+
+
+def test_commands_say_clearly_when_no_broker_answers():
+    r = run("status", "--endpoint", "127.0.0.1:1")
+    assert r.exit_code == 2 and "UNAVAILABLE" in r.output
+
+
+def test_query_by_key_id_offset_and_time(broker):
+    ep = ("--endpoint", broker.endpoint)
+    sent = json.loads(run("send", T, "alpha", "--key", "order-7", "--json", *ep).output)[0]
+    run("send", T, "beta", *ep)
+    r = run("query", "--topic", T, "--key", "order-7", "--json", *ep)
+    found = json.loads(r.output)
+    assert r.exit_code == 0 and [m["body"] for m in found] == ["alpha"] and found[0]["keys"] == ["order-7"]
+    m = found[0]
+    assert m["msg_id"] == sent["message_id"] and m["queue"] == sent["queue"] and m["queue_offset"] == sent["offset"]
+    by_id = json.loads(run("query", "--topic", T, "--id", sent["message_id"], "--json", *ep).output)
+    assert [x["commitlog_offset"] for x in by_id] == [m["commitlog_offset"]]
+    by_offset = json.loads(run("query", "--topic", T, "--offset", m["commitlog_offset"], "--json", *ep).output)
+    assert [x["body"] for x in by_offset] == ["alpha"]
+    by_time = json.loads(run("query", "--topic", T, "--queue", m["queue"], "--time", m["store_timestamp_ms"],
+                             "--json", *ep).output)
+    assert by_time[0]["body"] == "alpha"
+    r = run("query", "--topic", T, "--key", "nobody", *ep)
+    assert r.exit_code == 1 and "no message found" in r.output
+    assert run("query", "--topic", T, "--offset", m["commitlog_offset"] + 1, *ep).exit_code == 1, "inside a record"
+    assert run("query", "--topic", T, "--key", "a", "--id", "b", *ep).exit_code == 2
+
+
+def test_topic_status_config_and_clean(broker, tmp_path):
+    ep = ("--endpoint", broker.endpoint)
+    run("send", T, "a", "b", "c", *ep)
+    run("receive", T, "--group", "g", "--count", 1, *ep)
+    doc = json.loads(run("topic", "status", T, "--json", *ep).output)
+    assert doc["messages"] == 3 and len(doc["queues"]) == 8
+    assert [(g["group"], g["lag"]) for g in doc["groups"]] == [("g", 2)]
+    r = run("topic", "status", "nope", *ep)
+    assert r.exit_code == 1 and "does not exist" in r.output
+
+    doc = json.loads(run("config", "show", "--json", *ep).output)
+    assert doc["store"]["root_dir"] == broker.root and doc["broker"]["metrics_port"] == 0
+    r = run("config", "set", "disk_free_limit_bytes", 12345, *ep)
+    assert r.exit_code == 0 and "until it restarts" in r.output
+    assert json.loads(run("alarms", "--json", *ep).output)["disk"]["limit_bytes"] == 12345
+    r = run("config", "set", "segment_size_bytes", 1, *ep)
+    assert r.exit_code == 1 and "cannot change at run time" in r.output
+
+    r = run("clean", "--force", *ep, input="n\n")
+    assert r.exit_code == 1 and "Aborted" in r.output
+    r = run("clean", "--force", "--yes", "--json", *ep)
+    rep = json.loads(r.output)
+    assert r.exit_code == 0 and rep["deleted_segments"] == 0, "nothing expired in a new store"
+
+
+def test_serve_refuses_a_root_that_is_a_file_in_one_line(tmp_path):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    r = run("serve", "--root", f, "--port", 0, "--metrics-port", 0)
+    assert r.exit_code == 1 and "is a file, not a directory" in r.output and "Traceback" not in r.output
