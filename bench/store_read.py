@@ -19,6 +19,9 @@ offset 0 to the end, following next_offset) with max_count=32 (RocketMQ's
 default pull size) and max_count=256 (pull_in_memory_count_max raised to 256,
 pull_in_memory_bytes_max and max_bytes to 1 MiB).
 
+A third variant reads every queue with ``get_raw`` (max_count=4096, 16 MiB: the records as
+stored bytes, what PullRecords and the Spark source read); no goal, for information.
+
 Goal (DESIGN.md section 7): >= 0.5 x the raw scan.
 """
 
@@ -81,12 +84,33 @@ class Variant(NamedTuple):
     max_count: int
     max_bytes: int
     goal: float | None
+    raw: bool = False            # get_raw (records as stored bytes, PullRecords / Spark) instead of get
 
 
 VARIANTS = [
     Variant("get(max_count=32)", 32, 256 * 1024, 0.5),
     Variant("get(max_count=256)", 256, 1 * MIB, 0.5),
+    Variant("get_raw(max_count=4096)", 4096, 16 * MIB, None, raw=True),
 ]
+
+
+def get_raw_all(store: MessageStore, max_count: int, max_bytes: int, max_s: float) -> tuple[int, int, int]:
+    """(records, record bytes, get_raw calls) reading every queue from offset 0 to its end."""
+    n = nbytes = calls = 0
+    end = time.perf_counter() + max_s
+    for q in range(QUEUES):
+        off = 0
+        while True:
+            g = store.get_raw(TOPIC, q, off, max_count=max_count, max_bytes=max_bytes)
+            calls += 1
+            if g.records is None:
+                break
+            n += len(g.records[0])
+            nbytes += len(g.records[1])
+            off = g.next_offset
+            if time.perf_counter() >= end:
+                return n, nbytes, calls
+    return n, nbytes, calls
 
 
 def main() -> None:
@@ -121,7 +145,7 @@ def main() -> None:
         def get(v: Variant) -> tuple[int, int, float, float]:
             c0 = time.thread_time()
             t0 = time.perf_counter()
-            n, _nb, calls = get_all(store, v.max_count, v.max_bytes, a.max_seconds)
+            n, _nb, calls = (get_raw_all if v.raw else get_all)(store, v.max_count, v.max_bytes, a.max_seconds)
             dt = time.perf_counter() - t0
             return n, calls, dt, (time.thread_time() - c0) / dt
 
