@@ -196,17 +196,7 @@ class CommitLog:
     @staticmethod
     def _next_valid(mf: MappedFile, pos: int) -> int | None:
         """The next position in ``mf`` holding a whole valid record that says it is there."""
-        buf = mf.mapping
-        while True:
-            i = buf.find(codec.MAGIC_BYTES, pos + 4, mf.wrote_pos)
-            if i < 0:
-                return None
-            cand = i - 4
-            kind, _ = codec.check_record(buf, cand, mf.size, True)
-            if kind == codec.REC_OK and codec.I64.unpack_from(buf, cand + codec.OFF_PHYSICALOFFSET)[0] == \
-                    mf.start_offset + cand:
-                return cand
-            pos = cand + 1
+        return codec.next_valid_record(mf.mapping, pos + 1, mf.wrote_pos, mf.start_offset)
 
     # Early seals --------------------------------------------------------------------------
     def load_sealed(self) -> None:

@@ -9,7 +9,15 @@ consume queues and the index agree with the log again.
   RocketMQ's rule, the newest segment whose first record is not newer than the
   checkpoint's minimum timestamp less a safety margin; with no valid checkpoint,
   the first segment. Verify every record from there (magic, lengths, CRC32 of
-  the body) and cut the log at the first invalid or torn one.
+  the body and of the record).
+
+In both cases the log is cut only at a torn tail: after the last valid record,
+with no valid record anywhere after it (and, with a valid checkpoint, above its
+durable offset, where a power loss may have dropped any page). A bad record
+followed by a valid one is damage: skipped up to the next valid record (found
+by its magic and checked in full), kept, counted in the report and logged at
+WARNING with its offsets and segment. A segment is deleted only when nothing
+valid follows the log's end (see ``find_log_end``).
 
 Then, in both cases: consume-queue units and index files past the log's end are
 removed; every record after the last position whose dispatch was durable is
@@ -48,6 +56,9 @@ class RecoveryReport:
     log_end_offset: int = 0
     end_reason: str = "end of data"
     bytes_cut: int = 0
+    damaged_regions: int = 0          # bad records skipped (kept, not cut): regions up to the next valid record
+    damaged_bytes: int = 0
+    records_dropped_after_tear: int = 0   # valid records after a tear above the durable offset (cut)
     queue_units_cut: int = 0
     queues_rebuilt: list[str] = field(default_factory=list)
     consume_queues_rebuilt_all: bool = False
@@ -67,6 +78,9 @@ class RecoveryReport:
                  f"{self.log_end_offset} ({self.end_reason})"]
         if self.bytes_cut:
             parts.append(f"cut {self.bytes_cut} byte(s) after the last valid record")
+        if self.damaged_regions:
+            parts.append(f"skipped {self.damaged_regions} damaged region(s), {self.damaged_bytes} byte(s), "
+                         f"kept in the log (never served)")
         if self.queue_units_cut:
             parts.append(f"dropped {self.queue_units_cut} consume-queue unit(s) past the log's end")
         if self.consume_queues_rebuilt_all:
@@ -122,44 +136,123 @@ def _scan_segment(mf, pos: int, rep: RecoveryReport) -> tuple[int, int, int]:
         pos += size
 
 
-def find_log_end(commit_log: CommitLog, from_offset: int, rep: RecoveryReport, durable_floor: int = 0) -> int:
+def _resync(segments: list, i: int, pos: int) -> tuple[int, int] | None:
+    """The next fully valid record after position ``pos`` of ``segments[i]``, in that segment or a
+    later one: (segment index, position), or None when no later byte of the log holds one (the
+    proof that what follows may be cut)."""
+    for k in range(i, len(segments)):
+        mf = segments[k]
+        if not mf.hold():
+            continue
+        try:
+            at = codec.next_valid_record(mf.mapping, pos + 1 if k == i else 0, mf.size, mf.start_offset)
+        finally:
+            mf.release()
+        if at is not None:
+            return k, at
+    return None
+
+
+def _valid_records_from(segments: list, k: int, pos: int) -> int:
+    """How many valid records the log holds from position ``pos`` of ``segments[k]`` on."""
+    n = 0
+    found: tuple[int, int] | None = (k, pos)
+    while found is not None:
+        k, pos = found
+        mf = segments[k]
+        if not mf.hold():
+            break
+        try:
+            pos, m, _ = codec.scan_run(mf.mapping, pos, mf.size)
+        finally:
+            mf.release()
+        n += m
+        found = _resync(segments, k, pos)
+    return n
+
+
+DAMAGE_LOG_MAX = 20          # damaged regions logged one by one at a start; the rest are counted
+
+
+def _note_damage(rep: RecoveryReport, mf, start: int, end: int, end_path: str) -> None:
+    rep.damaged_regions += 1
+    rep.damaged_bytes += end - start
+    where = mf.path if end_path == mf.path else f"{mf.path} to {end_path}"
+    text = (f"damaged record(s) at commit-log offsets [{start}, {end}) ({end - start} bytes, {where}): "
+            f"skipped, kept, not cut; the next valid record is at {end}; run `tidemq verify`")
+    if len(rep.problems) < 1000:
+        rep.problems.append(text)
+    if rep.damaged_regions <= DAMAGE_LOG_MAX:
+        log.warning("commit log: %s", text)
+    elif rep.damaged_regions == DAMAGE_LOG_MAX + 1:
+        log.warning("commit log: more damaged regions; only counted from here (see the recovery summary)")
+
+
+def find_log_end(commit_log: CommitLog, from_offset: int, rep: RecoveryReport,
+                 durable_floor: int | None = None) -> int:
     """Verify records from ``from_offset``; returns the end of the last valid one.
 
-    A bad record below ``durable_floor`` (the checkpoint's fsynced offset) cannot be a
-    torn write: it is corruption of acknowledged data. Cutting the log there would drop
-    every message after it, so it is kept and reported (``tidemq verify`` shows it) and
-    the scan goes on from the floor, which is a record boundary.
+    A record that does not verify ends the log only where it is a torn tail: no valid record
+    follows it anywhere in the log (``_resync`` looked at every later byte, so later segments
+    that are cut hold nothing valid). A bad record followed by a valid one is damage: the
+    region up to the next valid record (magic, lengths, body and record CRC, its own offset)
+    is skipped, kept, counted and reported, never a reason to cut.
+
+    ``durable_floor``: the checkpoint's fsynced offset when the checkpoint is valid, else None.
+    Above it (data never made durable, where a power loss can drop any page) a bad record is a
+    tear and the log is cut there even when records that survived follow it: the log stays a
+    prefix of what was written, as after any power loss; the report counts the records so
+    dropped. Below it, a bad record with nothing valid after is kept up to the floor (acknowledged
+    data; cutting it would reuse its offsets).
     """
     end = from_offset
     segments = [mf for mf in commit_log.segments.segments if mf.end_offset > from_offset]
     i = 0
+    pos = max(0, from_offset - segments[0].start_offset) if segments else 0
+    floor = durable_floor if durable_floor is not None else -1
     while i < len(segments):
         mf = segments[i]
         if not mf.hold():
             break
         try:
-            kind, pos, size = _scan_segment(mf, max(0, from_offset - mf.start_offset), rep)
+            kind, pos, size = _scan_segment(mf, pos, rep)
         finally:
             mf.release()
-        rep.segments_scanned += 1
         phys = mf.start_offset + pos
         if kind != codec.REC_BLANK and commit_log.sealed_at(mf, pos):
             kind, size = codec.REC_BLANK, mf.size - pos      # sealed early: the log goes on next segment
         if kind == codec.REC_BLANK:
+            rep.segments_scanned += 1
             end = phys + size
-            i += 1
+            i, pos = i + 1, 0
             continue
-        if phys < durable_floor:
-            rep.problems.append(f"invalid record at {phys} below the durable offset {durable_floor} "
-                                f"({mf.path}): kept, not cut; run `tidemq verify`")
-            log.error("commit log: %s", rep.problems[-1])
-            from_offset = durable_floor
-            segments = [m for m in segments if m.end_offset > durable_floor]
-            i = 0
+        nxt = _resync(segments, i, pos)
+        if nxt is None and phys < floor:
+            # acknowledged data up to the floor and nothing valid after it: keep it (never cut
+            # below the durable offset), the floor is a record boundary
+            j = next((k for k, m in enumerate(segments) if m.start_offset <= floor < m.end_offset), None)
+            _note_damage(rep, mf, phys, floor, segments[j].path if j is not None else mf.path)
+            end = floor
+            if j is None:
+                break
+            rep.segments_scanned += j - i
+            i, pos = j, floor - segments[j].start_offset
             continue
+        if nxt is not None and (durable_floor is None or phys < floor):
+            j, npos = nxt
+            _note_damage(rep, mf, phys, segments[j].start_offset + npos, segments[j].path)
+            rep.segments_scanned += j - i
+            i, pos = j, npos
+            continue
+        rep.segments_scanned += 1
         end = phys
         rep.end_reason = {codec.REC_END: "end of data", codec.REC_TORN: f"torn record at {phys}",
                           codec.REC_CORRUPT: f"invalid record at {phys}"}[kind]
+        if nxt is not None:        # a tear above the durable offset with survivors after it
+            rep.records_dropped_after_tear = _valid_records_from(segments, *nxt)
+            rep.end_reason += (f" above the durable offset {durable_floor}: a tear; "
+                               f"{rep.records_dropped_after_tear} never-flushed record(s) after it dropped")
+            log.warning("commit log: %s", rep.end_reason)
         break
     return end
 
@@ -241,10 +334,10 @@ def recover(commit_log: CommitLog, queues: ConsumeQueueTable, index: IndexServic
     for mf in segs.segments:            # everything before the scan is trusted and durable
         if mf.end_offset <= start:
             mf.wrote_pos = mf.flushed_pos = mf.size
-    floor = 0
+    floor = None
     if cp is not None and segs.segments:
         floor = min(cp.physic_offset, segs.segments[-1].end_offset)
-        floor = floor if floor >= segs.min_offset else 0
+        floor = floor if floor >= segs.min_offset else None      # says nothing about this log
     end = find_log_end(commit_log, start, rep, floor) if segs.segments else 0
     if cp is not None and cp.physic_offset > max(end, segs.min_offset):
         raise StoreError(
