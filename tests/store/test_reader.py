@@ -110,3 +110,67 @@ def test_two_requested_tags_with_the_same_hash_are_both_served(stores):
     s.put(Message("T", b"2", tags="BB"))
     g = s.get("g", "T", 0, 0, tags=["Aa", "BB"])
     assert [m.body for m in g.messages] == [b"1", b"2"]
+
+
+# Damaged records are never served (issue 12) ------------------------------------------------
+
+def _damaged_store(stores, where: int, n: int = 30, victims=(10,)):
+    """A stopped store of ``n`` messages (one queue) whose records ``victims`` have one byte
+    flipped ``where`` bytes into the record (88+: the body; 20: QUEUEOFFSET; -15: properties)."""
+    cfg = memory_config()
+    fio = FaultyFileIO()
+    s = stores(cfg, fio)
+    rs = s.put_batch([Message("T", b"m%02d" % i + b"x" * 200, tags="a") for i in range(n)])
+    s.shutdown()
+    seg = fio.files[MEMORY_ROOT + "/commitlog/" + "0" * 20].data
+    for v in victims:
+        at = rs[v].commitlog_offset + (where if where >= 0 else rs[v].size + where)
+        seg[at] ^= 0x01
+    return stores(cfg, fio), rs
+
+
+def test_get_skips_a_damaged_record_counts_it_and_serves_the_rest(stores, caplog):
+    for where in (100, 20, -15):                        # body, header, properties
+        s, rs = _damaged_store(stores, where)
+        got, off = [], 0
+        while off < s.max_offset("T", 0):
+            g = s.get("g", "T", 0, off, max_count=4)
+            assert g.next_offset > off
+            got += [m.body[:3] for m in g.messages]
+            off = g.next_offset
+        assert got == [b"m%02d" % i for i in range(30) if i != 10], where
+        assert s.stats()["records_damaged"] == 1
+        assert s.get_by_commitlog_offset(rs[10].commitlog_offset) is None
+        assert s.get_by_commitlog_offset(rs[11].commitlog_offset).body[:3] == b"m11"
+        only = s.get("g", "T", 0, 10, max_count=1)
+        assert only.status is GetStatus.MESSAGE_DAMAGED and only.next_offset == 11 and not only.messages
+        s.shutdown()
+
+
+def test_get_raw_never_returns_a_record_that_fails_its_crc(stores):
+    s, rs = _damaged_store(stores, 150, victims=(3, 4, 17))
+    got, off = [], 0
+    while off < 30:
+        g = s.get_raw("T", 0, off, max_count=5)
+        assert g.next_offset > off
+        if g.status is GetStatus.FOUND:
+            msgs = _records(g)
+            assert all(m.intact() for m in msgs)
+            got += [m.queue_offset for m in msgs]
+        else:
+            assert g.status is GetStatus.MESSAGE_DAMAGED and g.records is None
+        off = g.next_offset
+    assert got == [i for i in range(30) if i not in (3, 4, 17)]
+    assert s.stats()["records_damaged"] == 3
+    g = s.get_raw("T", 0, 3, max_count=2)
+    assert g.status is GetStatus.MESSAGE_DAMAGED and g.next_offset == 5
+
+
+def test_damaged_record_log_lines_are_rate_limited(caplog):
+    from tidemq.store.reader import DamageCounter
+    d = DamageCounter(interval_s=3600)
+    with caplog.at_level("WARNING", logger="tidemq.store"):
+        for i in range(50):
+            d.note("T", 0, i, 1000 + i)
+    assert d.total == 50
+    assert len([r for r in caplog.records if r.name == "tidemq.store"]) == 1

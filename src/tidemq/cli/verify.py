@@ -34,6 +34,7 @@ def verify(root, config_file, as_json, verbose) -> None:
             rep = store.check(on_progress)
         doc = {"ok": rep.ok, "segments": rep.segments, "records": rep.records, "bytes": rep.bytes,
                "queues": rep.queues, "units": rep.units, "index_files": rep.index_files,
+               "damaged_regions": rep.damaged_regions,
                "problems": rep.problems,
                "recovery": store.recovery.summary() if store.recovery else None}
     finally:
@@ -44,6 +45,9 @@ def verify(root, config_file, as_json, verbose) -> None:
         out.print(f"recovery: {doc['recovery']}")
         out.print(f"{rep.segments} segment(s), {rep.records} record(s), {rep.bytes} bytes; "
                   f"{rep.queues} queue(s), {rep.units} unit(s); {rep.index_files} index file(s)")
+        if rep.damaged_regions:
+            out.print(f"[red]{rep.damaged_regions} damaged region(s)[/] in the commit log: their records are "
+                      f"never served (readers skip them); every other record is")
         if rep.ok:
             out.print("[green]OK[/]: no problem found")
         else:

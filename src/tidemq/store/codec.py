@@ -401,6 +401,13 @@ class StoredMessage:
         k = self.properties.get(PROP_KEYS)
         return [x for x in k.split(KEY_SEP) if x] if k else []
 
+    def intact(self) -> bool:
+        """Do the body CRC and the record CRC hold (header, body, topic and properties as written)?"""
+        head, tail = self._head, self._tail
+        crc32 = zlib.crc32
+        return (crc32(self.body) & 0x7FFFFFFF == I32.unpack_from(head, OFF_BODYCRC)[0]
+                and tail[-CRC_DIGITS_BACK:-1] == b"%010d" % crc32(head, crc32(tail[:-CRC_DIGITS_BACK])))
+
     @property
     def offset_msg_id(self) -> str:
         return offset_msg_id(self.store_host_raw, self.commitlog_offset)
@@ -467,6 +474,30 @@ def decode_meta(buf, pos: int) -> tuple[int, int, int, str, bytes]:
 
 _HEAD3 = struct.Struct(">iii")        # TOTALSIZE, MAGIC, BODYCRC
 assert _HEAD3.size == OFF_QUEUEID
+
+
+def damaged_records(buf, starts: Iterable[int], sizes: Iterable[int]) -> list[int]:
+    """Indices of the records at ``starts`` (of ``sizes`` bytes, as consume-queue units say; each
+    within ``buf``) that do not verify: TOTALSIZE, MAGIC, BODYLEN, the body CRC and the record
+    CRC (which covers the header and the tail). The read paths' check before serving bytes."""
+    head = _HEAD3.unpack_from
+    i32 = I32.unpack_from
+    crc32 = zlib.crc32
+    magic_ok, rec_min, off_blen, off_body, tail_min, back = MAGIC, RECORD_MIN, OFF_BODYLEN, OFF_BODY, TAIL_MIN, CRC_DIGITS_BACK
+    bad = []
+    for k, (pos, size) in enumerate(zip(starts, sizes)):
+        if size < rec_min:
+            bad.append(k)
+            continue
+        rsize, magic, bcrc = head(buf, pos)
+        (blen,) = i32(buf, pos + off_blen)
+        b_end = pos + off_body + blen
+        end = pos + size
+        if rsize != size or magic != magic_ok or blen < 0 or b_end + tail_min > end \
+                or crc32(buf[pos + off_body:b_end]) & 0x7FFFFFFF != bcrc \
+                or buf[end - back:end - 1] != b"%010d" % crc32(buf[pos:pos + off_body], crc32(buf[b_end:end - back])):
+            bad.append(k)
+    return bad
 
 
 def scan_run(buf, pos: int, limit: int, positions: list | None = None) -> tuple[int, int, int]:

@@ -265,7 +265,8 @@ class CommitLog:
                 size = codec.I32.unpack_from(mf.buf, pos)[0]
             if size < codec.FIXED_OVERHEAD or pos + size > mf.wrote_pos:
                 return None
-            return codec.decode_record(mf.mapping, pos, size)
+            m = codec.decode_record(mf.mapping, pos, size)
+            return m if m.intact() else None       # a damaged record is never served
         except codec.CodecError:
             return None
         finally:

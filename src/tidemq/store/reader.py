@@ -10,6 +10,8 @@ segment. It writes nothing. ``MessageStore.get`` and friends delegate here.
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Callable, Iterable
 
 import numpy as np
@@ -25,7 +27,35 @@ from .segment_queue import SegmentQueue
 from .topics import TopicTable
 from .types import GetResult, GetStatus
 
+log = logging.getLogger("tidemq.store")
+
 FILTER_SCAN_UNITS_MAX = 16_000     # units scanned by one filtered get (RocketMQ: maxFilterMessageSize)
+DAMAGE_LOG_INTERVAL_S = 10.0       # at most one log line per interval about damaged records read
+
+
+class DamageCounter:
+    """Records a read path refused to serve because they fail their CRC (or are not records at
+    all): counted (``total``: the store's stats()["records_damaged"], the broker's
+    tidemq_records_damaged_total) and logged at WARNING with their offsets, one line per
+    DAMAGE_LOG_INTERVAL_S at most (a corrupt segment read over and over does not flood the log)."""
+
+    def __init__(self, interval_s: float = DAMAGE_LOG_INTERVAL_S) -> None:
+        self.total = 0
+        self.interval_s = interval_s
+        self._next_log = 0.0
+        self._unlogged = 0
+
+    def note(self, topic: str, queue_id: int, queue_offset: int, commitlog_offset: int) -> None:
+        self.total += 1
+        now = time.monotonic()
+        if now < self._next_log:
+            self._unlogged += 1
+            return
+        more, self._unlogged = self._unlogged, 0
+        self._next_log = now + self.interval_s
+        log.warning("damaged record not served (fails its CRC): %s/%d queue offset %d, commit-log offset %d; "
+                    "skipped, readers go on after it%s; run `tidemq verify`", topic, queue_id, queue_offset,
+                    commitlog_offset, f" ({more} more since the last line)" if more else "")
 
 
 class StoreReader:
@@ -43,6 +73,7 @@ class StoreReader:
         self.index = index
         self.memory_budget_bytes = memory_budget_bytes
         self.running = running
+        self.damage = DamageCounter()
 
     def get(self, group: str, topic: str, queue_id: int, offset: int, max_count: int = 32,
             max_bytes: int = 256 * 1024, tags: Iterable[str] | None = None) -> GetResult:
@@ -77,7 +108,7 @@ class StoreReader:
         msgs: list = []
         total = 0
         used = 0
-        removed = filtered = 0
+        removed = filtered = damaged = 0
         find = self.segments.find
         decode = codec.decode_record
         mf = None
@@ -109,10 +140,12 @@ class StoreReader:
                 try:
                     m = decode(mf.mapping, pos, size)
                 except codec.CodecError:
-                    removed += 1           # a corrupt record kept by recovery: skipped, reported by verify
-                    used += 1
-                    continue
+                    m = None
                 used += 1
+                if m is None or not m.intact():    # damage kept by recovery: skipped, counted, logged
+                    damaged += 1
+                    self.damage.note(topic, queue_id, offset + used - 1, cl_off)
+                    continue
                 if wanted is not None and m.tags not in wanted[th]:
                     filtered += 1
                     continue
@@ -126,6 +159,8 @@ class StoreReader:
             status = GetStatus.FOUND
         elif filtered:
             status = GetStatus.NO_MATCHED_MESSAGE
+        elif damaged:
+            status = GetStatus.MESSAGE_DAMAGED
         elif removed:
             status = GetStatus.MESSAGE_WAS_REMOVING
         else:
@@ -194,6 +229,15 @@ class StoreReader:
             take = take[within]
             used = int(take[-1]) + 1 if len(take) < int(alive[first:stop].sum()) else stop
             pos = cl_off[take] - mf.start_offset
+            bad = codec.damaged_records(mf.mapping, pos.tolist(), size[take].tolist())
+            if bad:                                     # never served: skipped, counted, logged
+                for k in bad:
+                    self.damage.note(topic, queue_id, offset + int(take[k]), int(cl_off[take[k]]))
+                keep = np.ones(len(take), dtype=bool)
+                keep[bad] = False
+                take, pos = take[keep], pos[keep]
+                if not len(take):
+                    return GetResult(GetStatus.MESSAGE_DAMAGED, offset + used, mn, mx)
             end = pos + size[take]
             # runs of records adjacent in the segment are one slice; Arrow copies them (bulk.py)
             cut = np.flatnonzero(pos[1:] != end[:-1]) + 1

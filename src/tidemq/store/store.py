@@ -520,6 +520,7 @@ class MessageStore:
             "topics": len(self.topics.topics),
             "queues": len(self.queues.all()),
             "dispatched_offset": self.dispatcher.dispatched_offset,
+            "records_damaged": self.reader.damage.total,     # read but not served: they fail their CRC
             "write_refusal": self.write_refusal(),
             "fsyncs": flush.fsyncs if flush is not None else 0,
             "fsync_seconds": flush.fsync_seconds if flush is not None else 0.0,

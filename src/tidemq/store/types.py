@@ -164,6 +164,8 @@ class GetStatus(enum.Enum):
     NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"  # unknown topic or queue
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"      # queue exists, never had a message
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"  # the store is not running: retry the same offset
+    MESSAGE_DAMAGED = "MESSAGE_DAMAGED"              # only records failing their CRC there: skipped, go on
+                                                     # at next_offset (counted in stats()["records_damaged"])
 
 
 class GetResult:

@@ -29,6 +29,7 @@ class CheckReport:
     queues: int = 0
     units: int = 0
     index_files: int = 0
+    damaged_regions: int = 0        # stretches of the log that fail their checks (skipped by readers)
     problems: list[str] = field(default_factory=list)
 
     def problem(self, text: str) -> None:
@@ -56,6 +57,7 @@ def check_store(store: "MessageStore", progress: Callable[[int, int], None] | No
         elif kind == codec.REC_BLANK:
             expected = phys + size
         elif phys < log_end:
+            rep.damaged_regions += 1
             what = {codec.REC_END: "zeroes", codec.REC_TORN: "a torn record", codec.REC_CORRUPT: "an invalid record"}
             rep.problem(f"log: {what[kind]} at {phys} ({mf.path}, position {pos}) before the log's end {log_end}")
         if progress is not None and rep.records % 65536 == 0:

@@ -41,7 +41,7 @@ from .pop_state import HandleError, PopState
 log = logging.getLogger("tidemq.broker")
 
 SKIP = (GetStatus.OFFSET_TOO_SMALL, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING,
-        GetStatus.OFFSET_FOUND_NULL)
+        GetStatus.OFFSET_FOUND_NULL, GetStatus.MESSAGE_DAMAGED)
 
 
 def dlq_topic(group: str) -> str:
