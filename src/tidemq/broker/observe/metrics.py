@@ -15,6 +15,7 @@ counted twice and the hot path pays nothing but the put-latency bucket (latency.
     tidemq_consumer_lag_messages{group,topic,queue}
     tidemq_flushes_total / _flush_seconds_total  commit-log fsyncs and the time they took
     tidemq_recovery_seconds                   how long the store took to start
+    tidemq_records_damaged_total              records read but not served: they fail their CRC
     tidemq_up                                 1
 """
 
@@ -88,6 +89,8 @@ class BrokerCollector(Collector):
         yield CounterMetricFamily("tidemq_flushes", "commit-log flushes (fsync)", value=stats["fsyncs"])
         yield CounterMetricFamily("tidemq_flush_seconds", "time spent in commit-log flushes (rate / flushes rate: "
                                   "mean flush latency)", value=stats["fsync_seconds"])
+        yield CounterMetricFamily("tidemq_records_damaged", "records read but not served since start: they fail "
+                                  "their CRC (skipped; `tidemq verify` names them)", value=stats["records_damaged"])
         yield GaugeMetricFamily("tidemq_recovery_seconds", "time the store took to start",
                                 value=st["recovery"]["seconds"])
 
