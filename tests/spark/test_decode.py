@@ -83,6 +83,21 @@ def test_malformed_records_are_skipped_and_counted():
     assert [r["queue_offset"] for r in batch.to_pylist()] == [i for i in range(20) if i not in (3, 7, 12)]
 
 
+def test_records_failing_their_crc_are_skipped_and_counted():
+    """Well-formed but damaged (a body byte, a header field, a property byte flipped): never
+    decoded as valid rows (issue 12)."""
+    recs = varied(20)
+    data = bytearray(b"".join(recs))
+    sizes = np.array([len(r) for r in recs])
+    pos = positions_of(sizes)
+    data[pos[2] + 90] ^= 0x01                                     # a body byte (or TOPICLEN if empty)
+    data[pos[9] + 20] ^= 0x01                                     # QUEUEOFFSET
+    data[pos[15] + sizes[15] - 15] ^= 0x01                        # inside the record-CRC property's mark
+    batch, skipped = decode(bytes(data), pos, sizes)
+    assert skipped == 3
+    assert [r["queue_offset"] for r in batch.to_pylist()] == [i for i in range(20) if i not in (2, 9, 15)]
+
+
 def test_positions_past_the_buffer_are_skipped():
     recs = varied(3)
     data = b"".join(recs)

@@ -118,8 +118,9 @@ def _pick(names: pa.Array, values: pa.Array, parents: np.ndarray, n: int) -> dic
 
 def decode(buf, positions: np.ndarray, sizes: np.ndarray) -> tuple[pa.RecordBatch, int]:
     """The records at ``positions`` (their stored ``sizes``) of ``buf`` (bytes, mmap, numpy
-    uint8) as a RecordBatch of SCHEMA, and how many were skipped as not well-formed (a
-    corrupt record kept by recovery is skipped, as the store's own reads do)."""
+    uint8) as a RecordBatch of SCHEMA, and how many were skipped as not well-formed or failing
+    their body or record CRC (damage kept by recovery is skipped, as the store's own reads do;
+    the source counts them as offsets not in the store: failOnDataLoss)."""
     if not isinstance(buf, np.ndarray):
         buf = np.frombuffer(buf, np.uint8)
     positions = np.asarray(positions, np.int64)
@@ -145,6 +146,10 @@ def decode(buf, positions: np.ndarray, sizes: np.ndarray) -> tuple[pa.RecordBatc
     pp = np.where(good, ppos, positions)
     plen = (buf[pp].astype(np.int64) << 8) | buf[pp + 1]
     good &= (codec.FIXED_OVERHEAD + blen + tlen + plen == sizes) & (plen >= _HIDDEN)
+    idx = np.flatnonzero(good)               # well-formed: their body and record CRCs must hold too
+    damaged = codec.damaged_records(memoryview(buf), positions[idx].tolist(), sizes[idx].tolist())
+    if damaged:
+        good[idx[damaged]] = False
     skipped = n_in - int(good.sum())
     if not good.all():
         keep = np.flatnonzero(good)
