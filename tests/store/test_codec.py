@@ -426,24 +426,3 @@ def test_valid_topic_rejects_a_trailing_newline():
     # "$" in a regex also matches before a final newline: the whole name must match
     assert not codec.valid_topic("abc\n")
     assert not codec.valid_topic("t" * 127 + "\n")
-
-
-def test_a_flip_of_any_byte_but_the_last_separator_fails_the_read_paths_checks():
-    """damaged_records (get_raw, Spark) and StoredMessage.intact (get) catch a flipped byte
-    anywhere in the header, body, topic, properties or CRC digits (issue 12)."""
-    rec = codec.encode_record(body=b"hello world" * 5, topic=b"Topic", properties=b"KEYS\x01k1\x02",
-                              queue_id=1, queue_offset=7, physical_offset=64, born_timestamp_ms=1,
-                              born_host=bytes(8), store_timestamp_ms=2, store_host=bytes(8))
-    buf = bytes(64) + rec + bytes(17)
-    assert codec.damaged_records(buf, [64], [len(rec)]) == []
-    assert codec.decode_record(buf, 64, len(rec)).intact()
-    for i in range(len(rec) - 1):
-        b = bytearray(buf)
-        b[64 + i] ^= 0x10
-        assert codec.damaged_records(bytes(b), [0, 64], [64, len(rec)]) == [0, 1], i
-        try:
-            m = codec.decode_record(bytes(b), 64, len(rec))
-        except codec.CodecError:
-            continue
-        assert not m.intact(), i
-    assert codec.damaged_records(buf, [64, 64], [len(rec) + 1, len(rec) - 1]) == [0, 1]   # a unit's size wrong

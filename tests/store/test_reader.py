@@ -165,12 +165,3 @@ def test_get_raw_never_returns_a_record_that_fails_its_crc(stores):
     g = s.get_raw("T", 0, 3, max_count=2)
     assert g.status is GetStatus.MESSAGE_DAMAGED and g.next_offset == 5
 
-
-def test_damaged_record_log_lines_are_rate_limited(caplog):
-    from tidemq.store.reader import DamageCounter
-    d = DamageCounter(interval_s=3600)
-    with caplog.at_level("WARNING", logger="tidemq.store"):
-        for i in range(50):
-            d.note("T", 0, i, 1000 + i)
-    assert d.total == 50
-    assert len([r for r in caplog.records if r.name == "tidemq.store"]) == 1

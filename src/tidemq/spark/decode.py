@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from ..bulk import gather
 from ..store import codec
+from ..store.integrity import damaged_records
 
 SCHEMA = pa.schema([
     ("topic", pa.string()),
@@ -147,7 +148,7 @@ def decode(buf, positions: np.ndarray, sizes: np.ndarray) -> tuple[pa.RecordBatc
     plen = (buf[pp].astype(np.int64) << 8) | buf[pp + 1]
     good &= (codec.FIXED_OVERHEAD + blen + tlen + plen == sizes) & (plen >= _HIDDEN)
     idx = np.flatnonzero(good)               # well-formed: their body and record CRCs must hold too
-    damaged = codec.damaged_records(memoryview(buf), positions[idx].tolist(), sizes[idx].tolist())
+    damaged = damaged_records(buf, positions[idx], sizes[idx])
     if damaged:
         good[idx[damaged]] = False
     skipped = n_in - int(good.sum())

@@ -476,38 +476,6 @@ _HEAD3 = struct.Struct(">iii")        # TOTALSIZE, MAGIC, BODYCRC
 assert _HEAD3.size == OFF_QUEUEID
 
 
-_BODYCRC_BODYLEN = struct.Struct(">8xi72xi")     # BODYCRC and BODYLEN of a record's header
-assert _BODYCRC_BODYLEN.size == OFF_BODY
-
-
-def damaged_records(buf, starts: Iterable[int], sizes: Iterable[int]) -> list[int]:
-    """Indices of the records at ``starts`` (of ``sizes`` bytes, as consume-queue units say; each
-    within ``buf``) that do not verify: the body CRC and the record CRC (which covers the header,
-    TOTALSIZE, MAGIC and BODYLEN among it, and the tail, so the digits match only for the record
-    written at that position with that size). The read paths' check before serving bytes: one
-    loop, CRCs in C over memoryview slices (no copy)."""
-    mv = memoryview(buf)
-    unpack = _BODYCRC_BODYLEN.unpack_from
-    crc32 = zlib.crc32
-    rec_min, off_body, tail_min, back = RECORD_MIN, OFF_BODY, TAIL_MIN, CRC_DIGITS_BACK
-    bad = []
-    try:
-        for k, (pos, size) in enumerate(zip(starts, sizes)):
-            if size < rec_min:
-                bad.append(k)
-                continue
-            bcrc, blen = unpack(mv, pos)
-            b0 = pos + off_body
-            b1 = b0 + blen
-            d = pos + size - back
-            if blen < 0 or b1 + tail_min > pos + size or crc32(mv[b0:b1]) & 0x7FFFFFFF != bcrc \
-                    or mv[d:d + 10] != b"%010d" % crc32(mv[pos:b0], crc32(mv[b1:d])):
-                bad.append(k)
-    finally:
-        mv.release()
-    return bad
-
-
 def scan_run(buf, pos: int, limit: int, positions: list | None = None) -> tuple[int, int, int]:
     """Verify consecutive records from ``pos`` as fast as Python allows (one tight loop,
     CRCs in C). Stops at the first record that is not plainly valid and returns

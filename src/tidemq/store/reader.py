@@ -10,8 +10,6 @@ segment. It writes nothing. ``MessageStore.get`` and friends delegate here.
 
 from __future__ import annotations
 
-import logging
-import time
 from typing import Callable, Iterable
 
 import numpy as np
@@ -23,39 +21,12 @@ from .codec import PROP_UNIQ_KEY, tags_hash
 from .commit_log import CommitLog
 from .consume_queue import UNIT, UNIT_DTYPE, ConsumeQueue, ConsumeQueueTable
 from .index_file import IndexService
+from .integrity import DamageCounter, damaged_records
 from .segment_queue import SegmentQueue
 from .topics import TopicTable
 from .types import GetResult, GetStatus
 
-log = logging.getLogger("tidemq.store")
-
 FILTER_SCAN_UNITS_MAX = 16_000     # units scanned by one filtered get (RocketMQ: maxFilterMessageSize)
-DAMAGE_LOG_INTERVAL_S = 10.0       # at most one log line per interval about damaged records read
-
-
-class DamageCounter:
-    """Records a read path refused to serve because they fail their CRC (or are not records at
-    all): counted (``total``: the store's stats()["records_damaged"], the broker's
-    tidemq_records_damaged_total) and logged at WARNING with their offsets, one line per
-    DAMAGE_LOG_INTERVAL_S at most (a corrupt segment read over and over does not flood the log)."""
-
-    def __init__(self, interval_s: float = DAMAGE_LOG_INTERVAL_S) -> None:
-        self.total = 0
-        self.interval_s = interval_s
-        self._next_log = 0.0
-        self._unlogged = 0
-
-    def note(self, topic: str, queue_id: int, queue_offset: int, commitlog_offset: int) -> None:
-        self.total += 1
-        now = time.monotonic()
-        if now < self._next_log:
-            self._unlogged += 1
-            return
-        more, self._unlogged = self._unlogged, 0
-        self._next_log = now + self.interval_s
-        log.warning("damaged record not served (fails its CRC): %s/%d queue offset %d, commit-log offset %d; "
-                    "skipped, readers go on after it%s; run `tidemq verify`", topic, queue_id, queue_offset,
-                    commitlog_offset, f" ({more} more since the last line)" if more else "")
 
 
 class StoreReader:
@@ -229,7 +200,7 @@ class StoreReader:
             take = take[within]
             used = int(take[-1]) + 1 if len(take) < int(alive[first:stop].sum()) else stop
             pos = cl_off[take] - mf.start_offset
-            bad = codec.damaged_records(mf.mapping, pos.tolist(), size[take].tolist())
+            bad = damaged_records(mf.mapping, pos, size[take])
             if bad:                                     # never served: skipped, counted, logged
                 for k in bad:
                     self.damage.note(topic, queue_id, offset + int(take[k]), int(cl_off[take[k]]))
