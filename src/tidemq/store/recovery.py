@@ -188,8 +188,21 @@ def _note_damage(rep: RecoveryReport, mf, start: int, end: int, end_path: str) -
         log.warning("commit log: more damaged regions; only counted from here (see the recovery summary)")
 
 
+def dispatched_end(queues: ConsumeQueueTable) -> int:
+    """The end of the furthest record a consume-queue unit points at: the log was written at
+    least up to here (0 when no queue says so)."""
+    end = 0
+    for cq in queues.all():
+        if cq.max_offset > cq.min_offset:
+            raw = cq.read(cq.max_offset - 1, 1)
+            if raw:
+                off, size, _ = UNIT.unpack(raw)
+                end = max(end, off + size)
+    return end
+
+
 def find_log_end(commit_log: CommitLog, from_offset: int, rep: RecoveryReport,
-                 durable_floor: int | None = None) -> int:
+                 durable_floor: int | None = None, written_end: int | None = None) -> int:
     """Verify records from ``from_offset``; returns the end of the last valid one.
 
     A record that does not verify ends the log only where it is a torn tail: no valid record
@@ -204,6 +217,12 @@ def find_log_end(commit_log: CommitLog, from_offset: int, rep: RecoveryReport,
     prefix of what was written, as after any power loss; the report counts the records so
     dropped. Below it, a bad record with nothing valid after is kept up to the floor (acknowledged
     data; cutting it would reuse its offsets).
+
+    ``written_end``: how far the log is known to have been written (the consume queues'
+    furthest unit, the durable floor); None: unknown. In the last segment, the end of the data
+    at or past it is the log's end without a search for records after it (the search reads every
+    later byte: the never-written rest of the segment, up to a whole segment of page faults at
+    every start). Segments are never deleted without the search.
     """
     end = from_offset
     segments = [mf for mf in commit_log.segments.segments if mf.end_offset > from_offset]
@@ -226,7 +245,8 @@ def find_log_end(commit_log: CommitLog, from_offset: int, rep: RecoveryReport,
             end = phys + size
             i, pos = i + 1, 0
             continue
-        nxt = _resync(segments, i, pos)
+        at_tail = written_end is not None and phys >= written_end and i == len(segments) - 1
+        nxt = None if at_tail else _resync(segments, i, pos)
         if nxt is None and phys < floor:
             # acknowledged data up to the floor and nothing valid after it: keep it (never cut
             # below the durable offset), the floor is a record boundary
@@ -338,7 +358,8 @@ def recover(commit_log: CommitLog, queues: ConsumeQueueTable, index: IndexServic
     if cp is not None and segs.segments:
         floor = min(cp.physic_offset, segs.segments[-1].end_offset)
         floor = floor if floor >= segs.min_offset else None      # says nothing about this log
-    end = find_log_end(commit_log, start, rep, floor) if segs.segments else 0
+    written = None if queues_lost else max(dispatched_end(queues), floor or 0)
+    end = find_log_end(commit_log, start, rep, floor, written) if segs.segments else 0
     if cp is not None and cp.physic_offset > max(end, segs.min_offset):
         raise StoreError(
             f"the commit log ends at {end} but the checkpoint says everything up to {cp.physic_offset} was on "
