@@ -14,7 +14,7 @@ fields by one struct.unpack_from, the body length, zlib.crc32 of the body compar
 with BODYCRC, on to the next record; BLANK ends a segment.
 
 Variants:
-* ``log verification`` — recovery's scan of the commit log alone (find_log_end:
+* ``log verification`` — recovery's scan of the commit log alone (find_log_end, with the consume queues' end as its hint, as at a start:
   magic, lengths, body CRC and the record CRC), the part the goal is about;
 * ``abnormal start`` — MessageStore.start() as a whole (scan, consume-queue check,
   re-dispatch of every record, idempotent), messages per second of log;
@@ -38,7 +38,7 @@ from _report import Report, progress, scratch_dir, settle
 
 from tidemq.config import MIB, StoreConfig
 from tidemq.store import Message, MessageStore
-from tidemq.store.recovery import RecoveryReport, find_log_end
+from tidemq.store.recovery import RecoveryReport, dispatched_end, find_log_end
 
 HEAD = struct.Struct(">iii")
 MAGIC = 0xDAA320A7 - (1 << 32)
@@ -128,11 +128,16 @@ def main() -> None:
             segs = SegmentQueue(s.fio, cfg.commitlog_paths, cfg.segment_size_bytes, preallocate=False)
             segs.load()
             cl = CommitLog(cfg, s.fio, segs)
+            from tidemq.store.consume_queue import ConsumeQueueTable
+            queues = ConsumeQueueTable(s.fio, cfg.consumequeue_path, cfg.consume_queue_units_per_segment,
+                                       cfg.consume_queue_open_files_max)
+            queues.load()
             settle()
             t = time.perf_counter()
             rr = RecoveryReport()
-            find_log_end(cl, 0, rr)
+            find_log_end(cl, 0, rr, None, dispatched_end(queues))    # as recover() calls it, no checkpoint
             vdt = time.perf_counter() - t
+            queues.close()
             segs.close()
             rep.add("log verification", rr.records_scanned / vdt, ref=ref, seconds=vdt)
 
