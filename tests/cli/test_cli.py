@@ -49,6 +49,26 @@ def test_verify_reports_corruption(tmp_path):
     assert "problem" in r.output
 
 
+def test_verify_after_a_crash_with_an_unreadable_checkpoint_reports_the_damage(tmp_path):
+    """Issue 12: abort file, empty checkpoint, a flipped record in the first of several segments:
+    nothing is cut, and verify names the damage (exit 1, never "OK")."""
+    root = str(tmp_path / "s")
+    assert run(["demo", "--root", root, "--count", "4000", "--size", "400"]).exit_code == 0
+    assert len([n for n in os.listdir(os.path.join(root, "commitlog")) if n.isdigit()]) >= 2
+    with open(os.path.join(root, "commitlog", "0" * 20), "r+b") as f:
+        f.seek((1 << 19) + 7)
+        old = f.read(64)
+        f.seek((1 << 19) + 7)
+        f.write(bytes(b ^ 0xFF for b in old))
+    open(os.path.join(root, "abort"), "wb").close()
+    open(os.path.join(root, "checkpoint"), "wb").close()
+    r = run(["verify", "--root", root, "--json"])
+    assert r.exit_code == 1, r.output
+    rep = json.loads(r.output)
+    assert not rep["ok"] and rep["damaged_regions"] >= 1
+    assert rep["records"] >= 4000 - 2, "every record after the damage is still in the log"
+
+
 def test_verify_on_locked_store_fails_clearly(tmp_path):
     from tidemq.store import MessageStore, StoreConfig
     root = str(tmp_path / "s")
