@@ -190,3 +190,21 @@ def test_a_waiting_receive_of_a_fifo_group_wakes_up_on_the_ack_that_frees_its_qu
     resps = asyncio.run(scenario())
     assert [r.message.body for r in resps if r.HasField("message")] == [b"a1"]
     assert pops == [[], [b"a1"]], "woken once, by the ack"
+
+
+def test_a_damaged_record_is_never_delivered_and_does_not_hold_its_queue(world):
+    """Issue 12: a record failing its CRC (damaged on disk under the running store) is skipped by
+    ReceiveMessage, counted, and the queue goes on after it, in order too."""
+    store, clock, consumption = world
+    c = consumption()
+    put(store, 0, b"a0", b"a1", b"a2")
+    g = store.get("g", "T", 0, 1, max_count=1)
+    a1 = g.messages[0]
+    seg = store.segments.find(a1.commitlog_offset)
+    seg.mapping[a1.commitlog_offset - seg.start_offset + 88] ^= 0x01      # the body's first byte
+    assert bodies(c.pop_batch("unordered", "T", 8, INVISIBLE_MS, None)) == [b"a0", b"a2"]
+    first = c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)
+    assert bodies(first) == [b"a0"]
+    ack(c, ORDERED, first[0])
+    assert bodies(c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None)) == [b"a2"], "in order, past the damaged one"
+    assert store.stats()["records_damaged"] >= 2
