@@ -200,3 +200,37 @@ def test_lost_consume_queues_are_rebuilt_past_damage_without_a_checkpoint(tmp_pa
         assert s.get("g", TOPIC, 0, s.max_offset(TOPIC, 0) - 1).status is GetStatus.FOUND
     finally:
         s.shutdown()
+
+
+def test_a_bad_record_above_a_valid_checkpoints_durable_offset_is_a_tear(stores):
+    """The one place the checkpoint matters: above its durable offset nothing was flushed, a power
+    loss may drop any page there, and a bad record is a tear: the log is cut at it even when
+    records that survived follow (the log stays a prefix of what was written, as the crash
+    simulation requires), and the report counts them. Below it the same damage is kept."""
+    from tidemq.testing.faulty_io import FaultyFileIO
+
+    from ..support.store import MEMORY_ROOT, memory_config
+    cfg = memory_config(segment_size_bytes=64 * 1024)
+    fio = FaultyFileIO()
+    s = stores(cfg, fio)
+    rs = s.put_batch([Message("T", b"m%02d" % i + b"x" * 200) for i in range(60)])
+    s.commit_log.flush()
+    s.flush_queues()                                   # checkpoint: durable up to record 59's end
+    assert s.checkpoint.state.physic_offset == rs[-1].commitlog_offset + rs[-1].size
+    more = s.put_batch([Message("T", b"m%02d" % i + b"x" * 200) for i in range(60, 100)])   # not flushed
+    s.kill()
+    fio = fio.after_crash()
+    seg = fio.files[MEMORY_ROOT + "/commitlog/" + "0" * 20].data
+    seg[rs[20].commitlog_offset + 100] ^= 0xFF         # below the durable offset: damage, kept
+    seg[more[10].commitlog_offset + 100] ^= 0xFF       # above it: a tear
+    s = stores(cfg, fio)
+    rep = s.recovery
+    assert rep.abnormal and rep.checkpoint_valid
+    assert s.commit_log.max_offset == more[10].commitlog_offset, rep.summary()
+    assert rep.records_dropped_after_tear == 29 and rep.damaged_regions == 1, rep.summary()
+    got, off = [], 0
+    while off < s.max_offset("T", 0):
+        g = s.get("g", "T", 0, off, max_count=32)
+        got += [m.body[:3] for m in g.messages]
+        off = g.next_offset
+    assert got == [b"m%02d" % i for i in range(70) if i != 20]
