@@ -338,6 +338,11 @@ def next_valid_record(buf, pos: int, limit: int, base_offset: int) -> int | None
         i += 1
 
 
+_crc32 = zlib.crc32
+_BODYCRC_AT = struct.Struct(">8xi").unpack_from      # BODYCRC of a record's header
+assert struct.calcsize(">8x") == OFF_BODYCRC
+
+
 def _field(i: int):
     def get(self):
         f = self._f
@@ -404,9 +409,10 @@ class StoredMessage:
     def intact(self) -> bool:
         """Do the body CRC and the record CRC hold (header, body, topic and properties as written)?"""
         head, tail = self._head, self._tail
-        crc32 = zlib.crc32
-        return (crc32(self.body) & 0x7FFFFFFF == I32.unpack_from(head, OFF_BODYCRC)[0]
-                and tail[-CRC_DIGITS_BACK:-1] == b"%010d" % crc32(head, crc32(tail[:-CRC_DIGITS_BACK])))
+        if _crc32(self.body) & 0x7FFFFFFF != _BODYCRC_AT(head)[0]:
+            return False
+        digits = tail[-CRC_DIGITS_BACK:-1]
+        return digits.isdigit() and int(digits) == _crc32(head, _crc32(tail[:-CRC_DIGITS_BACK]))
 
     @property
     def offset_msg_id(self) -> str:
