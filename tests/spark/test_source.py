@@ -92,6 +92,28 @@ def test_cleaned_offsets_fail_clearly_or_are_skipped(spark, tmp_path):
     assert load(spark, path=str(root), topic="Old").count() == len(offsets)          # earliest: what is left
 
 
+def test_damaged_records_in_file_mode_are_never_rows(spark, tmp_path):
+    """Issue 12: records failing their CRC (bytes flipped in the files by hand) are never decoded
+    as rows: a data loss (failOnDataLoss), or skipped with every other record read."""
+    root = tmp_path / "store"
+    s = small_store(root)
+    s.create_topic("Dmg", 1)
+    rs = s.put_batch([Message(topic="Dmg", body=b"m%05d" % i + b"." * 500) for i in range(600)])
+    s.shutdown()
+    for i in (5, 300, 301):
+        seg_start = rs[i].commitlog_offset // s.config.segment_size_bytes * s.config.segment_size_bytes
+        with open(root / "commitlog" / ("%020d" % seg_start), "r+b") as f:
+            f.seek(rs[i].commitlog_offset - seg_start + 100)
+            old = f.read(4)
+            f.seek(rs[i].commitlog_offset - seg_start + 100)
+            f.write(bytes(b ^ 0xFF for b in old))
+    with pytest.raises(Exception, match="DataLossError"):
+        load(spark, path=str(root), topic="Dmg").count()
+    rows = load(spark, path=str(root), topic="Dmg", failOnDataLoss="false").select("queue_offset", "body").collect()
+    assert sorted(r.queue_offset for r in rows) == [i for i in range(600) if i not in (5, 300, 301)]
+    assert all(r.body == b"m%05d" % r.queue_offset + b"." * 500 for r in rows)
+
+
 def test_bad_options_are_clear_errors(spark, broker, tmp_path):
     b = broker(args=())                         # topics are not created on first use
     with pytest.raises(Exception, match="exactly one of the options 'endpoints'"):
