@@ -196,11 +196,13 @@ def main() -> None:
     if a.json:
         print(json.dumps(rows, indent=1))
         return
-    print("| damage | abort | checkpoint | records hit | intact lost | damaged served | start s | segments after |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| damage | abort | checkpoint | records hit | intact lost | damaged served | damaged reads counted | "
+          "start s | segments after |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['damage']} | {r['abort']} | {r['checkpoint']} | {r['records_hit']} | {r.get('intact_lost', '-')} | "
-              f"{r.get('damaged_served', '-')} | {r['start_s']} | {r.get('segments_after', r.get('start_error'))} |")
+              f"{r.get('damaged_served', '-')} | {r.get('records_damaged_counted', '-')} | {r['start_s']} | "
+              f"{r.get('segments_after', r.get('start_error'))} |")
 
 
 if __name__ == "__main__":
