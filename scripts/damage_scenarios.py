@@ -1,6 +1,6 @@
 """Issue 12's damage scenarios, measured: intact messages lost, damaged records served, start time.
 
-    .venv/bin/python scripts/damage_scenarios.py [--messages 30000] [--json]
+    .venv/bin/python scripts/damage_scenarios.py [--messages 30000] [--json] [--broker]
     PYTHONPATH=bench/.tmp/src-<tree> .venv/bin/python scripts/damage_scenarios.py   # an older src/ (before)
 
 Each scenario builds a store of 4 MiB segments holding ``--messages`` messages of ~400 bytes
@@ -10,7 +10,8 @@ record), leaves the files as a crash would (an ``abort`` file; the checkpoint ke
 random bytes), starts it again (timed) and reads every queue back through ``get``. Counted:
 intact messages (records the damage did not touch) not served exactly once as sent, and records
 served that are not exactly as sent. Uses only MessageStore's public calls, so it runs against
-any version of src/.
+any version of src/. ``--broker``: a real broker (``tidemq serve``) starts on the damaged store
+instead (timed until it prints "ready"), and every queue is read back through PullMessage.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ import json
 import os
 import random
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -126,6 +130,45 @@ def read_back(s: MessageStore) -> list:
     return out
 
 
+def broker_read_back(root: str) -> tuple[float, list]:
+    """Start ``tidemq serve`` on ``root``: (seconds until ready, every message read back through
+    PullMessage as (body, queue id, queue offset))."""
+    from tidemq.client import PullConsumer
+    from tidemq.protocol.stubs import Code
+    env = {**os.environ, "TIDEMQ_SEGMENT_SIZE_BYTES": str(SEG), "TIDEMQ_INDEX_SLOTS": "1000",
+           "TIDEMQ_INDEX_ENTRIES": "4000", "TIDEMQ_METRICS_PORT": "0",
+           "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "tidemq.cli.main", "serve", "--root", root, "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        start_s = time.perf_counter() - t0
+        if "ready on " not in line:
+            raise RuntimeError(f"broker did not start: {line!r}")
+        endpoint = line.split("ready on ")[1].split()[0]
+        out = []
+        with PullConsumer(endpoint, timeout_s=60) as c:
+            for q in range(QUEUES):
+                off = 0
+                while True:
+                    r = c.pull(TOPIC, q, off, batch_size=32)
+                    out += [(m.body, q, m.system_properties.queue_offset) for m in r.messages]
+                    if r.next_offset <= off:
+                        break                       # the queue's end (or stuck)
+                    off = r.next_offset
+                    if r.code != Code.OK and r.code != Code.MESSAGE_NOT_FOUND:
+                        break
+        return start_s, out
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 SCENARIOS = [
     # (damage, abort file, checkpoint)
     ("flip-mid-segment0", True, "empty"),
@@ -141,7 +184,22 @@ SCENARIOS = [
 ]
 
 
-def run(n: int) -> list[dict]:
+def count_served(recs: dict, hit: set, got: list) -> dict:
+    """intact_lost / damaged_served of what a read back returned: (body, queue id, queue offset)."""
+    by_body = {body_of(i): i for i in recs}
+    served: dict[int, int] = {}
+    bad = 0
+    for body, qid, qoff in got:
+        i = by_body.get(body)
+        if i is None or (qid, qoff) != recs[i][2:]:
+            bad += 1
+            continue
+        served[i] = served.get(i, 0) + 1
+    lost = sum(1 for i in recs if i not in hit and served.get(i) != 1)
+    return {"intact_lost": lost, "damaged_served": bad + sum(1 for i in hit if i in served)}
+
+
+def run(n: int, broker: bool = False) -> list[dict]:
     rows = []
     base = tempfile.mkdtemp(prefix="tidemq-damage-")
     try:
@@ -156,6 +214,17 @@ def run(n: int) -> list[dict]:
             hit = {i for i, (p, sz, _q, _o) in recs.items() if p < hi and lo < p + sz}
             t0 = time.perf_counter()
             row = {"damage": damage, "abort": abort, "checkpoint": checkpoint, "records_hit": len(hit)}
+            if broker:
+                try:
+                    row["start_s"], got = broker_read_back(root)
+                except Exception as e:  # noqa: BLE001 - a refusal to start is an outcome too
+                    row.update(start_s=round(time.perf_counter() - t0, 3), start_error=repr(e)[:200])
+                    rows.append(row)
+                    continue
+                row["start_s"] = round(row["start_s"], 3)
+                row.update(count_served(recs, hit, got))
+                rows.append(row)
+                continue
             try:
                 s = MessageStore(config(root)).start()
             except Exception as e:  # noqa: BLE001 - a refusal to start is an outcome too
@@ -164,18 +233,9 @@ def run(n: int) -> list[dict]:
                 continue
             row["start_s"] = round(time.perf_counter() - t0, 3)
             try:
-                by_body = {body_of(i): i for i in recs}
-                served: dict[int, int] = {}
-                bad = 0
-                for m in read_back(s):
-                    i = by_body.get(m.body)
-                    if i is None or (m.queue_id, m.queue_offset) != recs[i][2:] or m.topic != TOPIC:
-                        bad += 1
-                        continue
-                    served[i] = served.get(i, 0) + 1
-                lost = sum(1 for i in recs if i not in hit and served.get(i) != 1)
-                row.update(intact_lost=lost, damaged_served=bad + sum(1 for i in hit if i in served),
-                           segments_after=len(s.segments), recovery=s.recovery.summary()[:300])
+                row.update(count_served(recs, hit, [(m.body, m.queue_id, m.queue_offset) for m in read_back(s)
+                                                    if m.topic == TOPIC]))
+                row.update(segments_after=len(s.segments), recovery=s.recovery.summary()[:300])
                 st = s.stats()
                 if "records_damaged" in st:
                     row["records_damaged_counted"] = st["records_damaged"]
@@ -191,8 +251,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=30_000)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--broker", action="store_true", help="start a real broker, read back through PullMessage")
     a = ap.parse_args()
-    rows = run(a.messages)
+    rows = run(a.messages, a.broker)
     if a.json:
         print(json.dumps(rows, indent=1))
         return
@@ -202,7 +263,7 @@ def main() -> None:
     for r in rows:
         print(f"| {r['damage']} | {r['abort']} | {r['checkpoint']} | {r['records_hit']} | {r.get('intact_lost', '-')} | "
               f"{r.get('damaged_served', '-')} | {r.get('records_damaged_counted', '-')} | {r['start_s']} | "
-              f"{r.get('segments_after', r.get('start_error'))} |")
+              f"{r.get('segments_after', r.get('start_error', '-'))} |")
 
 
 if __name__ == "__main__":
