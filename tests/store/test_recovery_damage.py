@@ -87,12 +87,13 @@ def check_outcome(s: MessageStore, recs: dict, hit: tuple[int, int]) -> tuple[se
 
 
 SCENARIOS = {
-    # name: (checkpoint, abort file, segment damaged, how)
+    # name: (checkpoint, abort file, segment damaged (negative: from the last), how)
     "abort-empty-checkpoint-flip-segment0": ("empty", True, 0, "flip"),
     "abort-random-checkpoint-flip-segment0": ("random", True, 0, "flip"),
     "abort-valid-checkpoint-flip-middle": ("valid", True, 1, "flip"),
-    "no-abort-valid-checkpoint-flip-middle": ("valid", False, 2, "flip"),
-    "no-abort-random-checkpoint-flip-middle": ("random", False, 1, "flip"),
+    # (a normal start checks the last three segments: -2, the one before the last)
+    "no-abort-valid-checkpoint-flip-middle": ("valid", False, -2, "flip"),
+    "no-abort-random-checkpoint-flip-middle": ("random", False, -2, "flip"),
     "abort-empty-checkpoint-zeroes-middle": ("empty", True, 1, "zero"),
     "abort-random-checkpoint-magic-segment0": ("random", True, 0, "magic"),
 }
@@ -103,6 +104,8 @@ def test_damage_inside_the_log_is_skipped_kept_and_counted(tmp_path, name):
     checkpoint, abort, seg, how = SCENARIOS[name]
     root = tmp_path / "store"
     recs = fill(root)
+    if seg < 0:
+        seg += len([n for n in os.listdir(os.path.join(str(root), "commitlog")) if n.isdigit()])
     mid = seg * SEG + SEG // 2
     victim = next(i for i, (p, n) in recs.items() if p <= mid < p + n)
     p, n = recs[victim]
