@@ -17,17 +17,20 @@ def _record(i: int = 7, body: bytes = b"hello world" * 5) -> bytes:
                                store_timestamp_ms=2, store_host=bytes(8))
 
 
-def test_a_flip_of_any_byte_but_the_last_separator_fails_both_read_path_checks():
+def test_a_flip_of_any_byte_fails_both_read_path_checks_and_recoverys():
     """damaged_records (get_raw, Spark) and StoredMessage.intact (get) catch a flipped byte
-    anywhere in the header, body, topic, properties or CRC digits."""
+    anywhere in the header, body, topic, properties, CRC digits or the separator after them; so do
+    check_record and scan_run (recovery, verify)."""
     rec = _record()
     buf = bytes(64) + rec + bytes(17)
     assert damaged_records(buf, [64], [len(rec)]) == []
     assert codec.decode_record(buf, 64, len(rec)).intact()
-    for i in range(len(rec) - 1):
+    for i in range(len(rec)):
         b = bytearray(buf)
         b[64 + i] ^= 0x10
         assert damaged_records(bytes(b), [0, 64], [64, len(rec)]) == [0, 1], i
+        assert codec.check_record(bytes(b), 64, len(b))[0] != codec.REC_OK, i
+        assert codec.scan_run(bytes(b), 64, len(b))[1] == 0, i
         try:
             m = codec.decode_record(bytes(b), 64, len(rec))
         except codec.CodecError:

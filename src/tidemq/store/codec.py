@@ -33,7 +33,9 @@ bytes up to BODYLEN (BODYCRC among them, so the body is covered through it) and
 depends only on topic and properties, so the writer computes it once per
 (topic, properties) and per record pays for 88 bytes of CRC. Readers hide the property.
 Verification requires it: a record without it is invalid (a tear that zeroed the
-tail of the properties must not pass as "a record without the property").
+tail of the properties must not pass as "a record without the property"). The last
+byte, the ``\x02`` after the digits, is outside the CRC: every check requires it as
+written.
 
 A segment that cannot take the next record ends with a BLANK record:
 ``[i32 remaining bytes][i32 0xCBD43194]`` followed by anything; readers go to
@@ -311,8 +313,8 @@ def check_record(buf, pos: int, limit: int, verify_crc: bool = True) -> tuple[in
         if plen < RECORD_CRC_TAIL_LEN or not has_record_crc(buf, pos, size):
             return REC_CORRUPT, 0
         digits = bytes(buf[pos + size - CRC_DIGITS_BACK:pos + size - 1])
-        if not digits.isdigit() or int(digits) != record_crc(buf, pos, size, blen):
-            return REC_CORRUPT, 0
+        if not digits.isdigit() or int(digits) != record_crc(buf, pos, size, blen) or buf[pos + size - 1] != 2:
+            return REC_CORRUPT, 0            # (the last byte, the tail's separator, is outside the CRC)
     return REC_OK, size
 
 
@@ -412,7 +414,7 @@ class StoredMessage:
         if _crc32(self.body) & 0x7FFFFFFF != _BODYCRC_AT(head)[0]:
             return False
         digits = tail[-CRC_DIGITS_BACK:-1]
-        return digits.isdigit() and int(digits) == _crc32(head, _crc32(tail[:-CRC_DIGITS_BACK]))
+        return digits.isdigit() and int(digits) == _crc32(head, _crc32(tail[:-CRC_DIGITS_BACK])) and tail[-1] == 2
 
     @property
     def offset_msg_id(self) -> str:
@@ -513,7 +515,8 @@ def scan_run(buf, pos: int, limit: int, positions: list | None = None) -> tuple[
             break
         # the digits must match the record CRC; the CRC covers the '__CRC32#' mark before them,
         # so a record without the mark fails here and check_record says why
-        if buf[end - back:end - 1] != b"%010d" % crc32(buf[pos:pos + off_body], crc32(buf[b_end:end - back])):
+        if buf[end - back:end - 1] != b"%010d" % crc32(buf[pos:pos + off_body], crc32(buf[b_end:end - back])) \
+                or buf[end - 1] != 2:
             break
         if positions is not None:
             positions.append(pos)

@@ -27,6 +27,7 @@ DAMAGE_LOG_INTERVAL_S = 10.0       # at most one log line per interval about dam
 _BE32 = np.array([1 << 24, 1 << 16, 1 << 8, 1], np.int64)
 _DIGITS = np.arange(RECORD_CRC_DIGITS, dtype=np.int64)
 _POW10 = 10 ** _DIGITS[::-1]
+_TAIL_END = np.arange(CRC_DIGITS_BACK, dtype=np.int64)        # the digits and the separator after them
 _CRC_AND_LEN = np.r_[np.arange(OFF_BODYCRC, OFF_BODYCRC + 4), np.arange(OFF_BODYLEN, OFF_BODYLEN + 4)]
 
 
@@ -43,11 +44,13 @@ def damaged_records(buf, starts, sizes) -> list[int]:
     p, ends = starts[idx], starts[idx] + sizes[idx]
     a = np.frombuffer(buf, np.uint8) if not isinstance(buf, np.ndarray) else buf
     try:
-        digits = a[(ends - CRC_DIGITS_BACK)[:, None] + _DIGITS].astype(np.int64) - ord("0")
+        last = a[(ends - CRC_DIGITS_BACK)[:, None] + _TAIL_END].astype(np.int64)
         fixed = a[p[:, None] + _CRC_AND_LEN].astype(np.int64)
     finally:
         del a                                   # no numpy view may pin an mmap past this call
-    stored = np.where(((digits >= 0) & (digits <= 9)).all(axis=1), digits @ _POW10, -1)
+    digits = last[:, :RECORD_CRC_DIGITS] - ord("0")
+    ok = ((digits >= 0) & (digits <= 9)).all(axis=1) & (last[:, RECORD_CRC_DIGITS] == 2)   # the separator
+    stored = np.where(ok, digits @ _POW10, -1)
     body_crc, body_len = fixed[:, :4] @ _BE32, fixed[:, 4:] @ _BE32      # unsigned: a negative length is huge
     b1 = p + OFF_BODY + body_len
     crc32 = zlib.crc32
