@@ -33,7 +33,7 @@ from ..io import Clock, FileIO, OsFileIO, SystemClock
 from . import codec, layout
 from .archive import ArchiveGuard
 from .checkpoint import AbortFile, Checkpoint
-from .cleaner import CommitLogCleaner, QueueCleaner
+from .cleaner import CommitLogCleaner, QueueCleaner, log_deletion
 from .commit_log import CommitLog
 from .consume_queue import ConsumeQueueTable
 from .disk import DiskMonitor, status_report
@@ -268,9 +268,10 @@ class MessageStore:
         self._check_disk()
         rnd = self.cleaner.run_round()
         if rnd.deleted:
-            self.queue_cleaner.run_round(self.segments.min_offset)
+            self.queue_cleaner.run_round(self.segments.min_offset, rnd.lost)
             self.commit_log.prune_sealed()
             self._check_disk()
+            log_deletion(rnd)
 
     def trigger_delete_expired(self) -> None:
         """The admin's 'delete expired commit log': the next manual_delete_rounds rounds delete."""
