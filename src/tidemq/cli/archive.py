@@ -12,7 +12,7 @@ from .output import emit_json, out
 @click.command()
 @click.option("--root", default="./data", show_default=True, help="store root (its archive/manifest.json is updated)")
 @click.option("--dest", default=None, help="where the Parquet goes [default: <root>/../archive]")
-@click.option("--commitlog-dirs", default="", help="commit-log directories when not <root>/commitlog (a,b)")
+@click.option("--commitlog-dirs", default="", help="commit-log directories (a,b); default: those the store remembers from its last start, else <root>/commitlog")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 def archive(root, dest, commitlog_dirs, master, as_json) -> None:

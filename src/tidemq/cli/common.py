@@ -15,10 +15,14 @@ config_option = click.option("--config", "config_file", default=None, type=click
 
 
 def load_store_config(root: str | None, config_file: str | None, **overrides) -> StoreConfig:
+    """The store's settings: those it remembers from its last start (``<root>/config/store.json``,
+    so ``--root`` alone is enough), under the configuration file, TIDEMQ_* and ``overrides``."""
+    from ..store import remembered
     if root is not None:
         overrides["root_dir"] = root
     try:
-        return StoreConfig.load(toml_path=config_file, section="store", **overrides)
+        where = root or StoreConfig.load(toml_path=config_file, section="store").root_dir
+        return StoreConfig.load(toml_path=config_file, section="store", base=remembered.recall(where), **overrides)
     except (ConfigError, OSError) as e:
         raise click.ClickException(str(e)) from e
 

@@ -30,7 +30,7 @@ from typing import Callable, Iterable, Sequence
 
 from ..config import MIB, StoreConfig
 from ..io import Clock, FileIO, OsFileIO, SystemClock
-from . import codec, layout
+from . import codec, layout, remembered
 from .archive import ArchiveGuard
 from .checkpoint import AbortFile, Checkpoint
 from .cleaner import CommitLogCleaner, QueueCleaner, log_deletion
@@ -135,6 +135,7 @@ class MessageStore:
         self._lock_handle = fio.lock(layout.lock_path(cfg.root_dir))
         self.topics = TopicTable(fio, cfg.config_path)
         self.topics.load()
+        remembered.remember(fio, cfg)
         self.checkpoint = Checkpoint(fio, cfg.checkpoint_path)
         cp_state = self.checkpoint.open()
         self.abort_file = AbortFile(fio, cfg.abort_path, cfg.root_dir)
