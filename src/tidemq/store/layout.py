@@ -26,6 +26,7 @@ Store root (``StoreConfig.root_dir``)::
         manifest.json                 archived segments (store/archive.py)
         gaps.json                     segments deleted before they were archived
         pending.json                  the run under way (removed once its manifest entry is written)
+        spark.log                     what Spark's JVM printed during `tidemq archive`
         .lock                         one archive job per store
 
 The broker keeps its own state under the same root (consumer offsets, pop state,
