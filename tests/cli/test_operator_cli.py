@@ -46,6 +46,9 @@ def test_send_receive_and_group_lag(broker):
     r = run("group", "status", "g", "--json", *ep)
     rows = json.loads(r.output)
     assert r.exit_code == 0 and sum(x["lag"] for x in rows) == 1 and {x["kind"] for x in rows} == {"pull"}
+    assert any(x["last_consumed_ms"] for x in rows) and all(x["redelivering"] == 0 for x in rows)
+    r = run("group", "status", "g", *ep)
+    assert "ago" in r.output and "dead letters 0 (topic %DLQ%g)" in r.output
     r = run("group", "list", *ep)
     assert r.exit_code == 0 and "g" in r.output
     r = run("receive", T, "--group", "g", "--count", 10, "--json", *ep)           # the one left

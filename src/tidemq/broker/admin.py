@@ -5,6 +5,8 @@ protocol/admin.py.
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 
 from ..protocol import admin as api
@@ -60,7 +62,7 @@ class Admin:
         except ValueError as e:
             return api.refused(str(e))
         rows = self.broker.observer.lag(group)
-        return {"ok": True, "lag": rows, "groups": groups_summary(rows)}
+        return {"ok": True, "lag": rows, "groups": groups_summary(rows, self.store)}
 
     def query(self, req: dict) -> dict:
         from .observe.query import query
@@ -87,6 +89,27 @@ class Admin:
         return {"ok": True, "store": settings(self.store.config),
                 "broker": settings(b.config) if b is not None else {}}
 
+    def reset_group(self, req: dict) -> dict:
+        """Move a group's pull offsets and pop cursors on every queue of a topic, on the broker's
+        event loop (where consumers change them too)."""
+        try:
+            group, topic, to = api.reset_request(req)
+        except ValueError as e:
+            return api.refused(str(e))
+        if self.store.queue_count(topic) == 0:
+            return api.refused(f"topic {topic!r} does not exist")
+        b = self.broker
+        svc = b.service
+
+        def reset() -> list[dict]:
+            return reset_group(self.store, svc.group_offsets, svc.pop, group, topic, to)
+        try:
+            asyncio.get_running_loop()
+            rows = reset()
+        except RuntimeError:                  # a handler thread: hand the work to the loop
+            rows = asyncio.run_coroutine_threadsafe(_call(reset), b._loop).result(timeout=30)
+        return {"ok": True, "reset": rows}
+
     def handler(self) -> grpc.GenericRpcHandler:
         def unary(fn):
             return grpc.unary_unary_rpc_method_handler(lambda req, ctx: fn(req), request_deserializer=api.loads,
@@ -96,4 +119,38 @@ class Admin:
             api.DISK_STATUS: unary(self.disk_status), api.DELETE_EXPIRED: unary(self.delete_expired),
             api.ALARMS: unary(self.alarms), api.SET_ALARM_LIMITS: unary(self.set_alarm_limits),
             api.STATUS: unary(self.status), api.GROUPS: unary(self.groups), api.QUERY: unary(self.query),
-            api.TOPIC_STATUS: unary(self.topic_status), api.CONFIG: unary(self.config)})
+            api.TOPIC_STATUS: unary(self.topic_status), api.CONFIG: unary(self.config),
+            api.RESET_GROUP: unary(self.reset_group)})
+
+
+async def _call(fn):
+    return fn()
+
+
+def reset_group(store, offsets, pop, group: str, topic: str, to) -> list[dict]:
+    """kafka-consumer-groups --reset-offsets for one topic: a pull group's committed offsets and
+    a pop group's cursors (both when the group consumed both ways; pull when it consumed none)."""
+    keys = set(pop.queues)
+    pops = any(g == group and t == topic for (g, t, _q) in keys)
+    pulls = any(g == group and t == topic for (g, t, _q) in list(offsets.offsets)) or not pops
+    rows = []
+    for q in range(store.queue_count(topic)):
+        lo, hi = store.min_offset(topic, q), store.max_offset(topic, q)
+        if to == "earliest":
+            target = lo
+        elif to == "latest":
+            target = hi
+        elif to >= api.TIMESTAMP_MS_MIN:
+            target = store.offset_for_timestamp(topic, q, to)
+        else:
+            target = min(max(to, lo), hi)
+        if pulls:
+            rows.append({"topic": topic, "queue": q, "kind": "pull", "from": offsets.get(group, topic, q),
+                         "to": target})
+            offsets.set(group, topic, q, target)
+        if pops:
+            st = pop.queues.get((group, topic, q))
+            rows.append({"topic": topic, "queue": q, "kind": "pop", "from": st.committed if st else None,
+                         "to": target})
+            pop.reset(group, topic, q, target)
+    return rows
