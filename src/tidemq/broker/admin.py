@@ -89,6 +89,39 @@ class Admin:
         return {"ok": True, "store": settings(self.store.config),
                 "broker": settings(b.config) if b is not None else {}}
 
+    def delete_topic(self, req: dict) -> dict:
+        """mqadmin deleteTopic: the store forgets the topic; the groups' offsets and pop cursors of
+        it go too (a topic created again with the name starts from nothing)."""
+        from .deferred.parking import SYSTEM_TOPICS
+        try:
+            topic = api.topic_request(req)
+        except ValueError as e:
+            return api.refused(str(e))
+        if topic in SYSTEM_TOPICS:
+            return api.refused(f"{topic!r} is a system topic of the broker")
+        b = self.broker
+
+        def delete() -> dict | None:
+            done = self.store.delete_topic(topic)
+            if done is not None and b is not None and b.service is not None:
+                forget_topic(b.service.group_offsets, b.service.pop, topic)
+            return done
+        done = self._on_loop(delete)
+        if done is None:
+            return api.refused(f"topic {topic!r} does not exist")
+        return {"ok": True, **done}
+
+    def _on_loop(self, fn):
+        """Run ``fn`` where consumers change offsets: on the broker's event loop."""
+        b = self.broker
+        try:
+            asyncio.get_running_loop()
+            return fn()
+        except RuntimeError:
+            if b is None or getattr(b, "_loop", None) is None:
+                return fn()
+            return asyncio.run_coroutine_threadsafe(_call(fn), b._loop).result(timeout=30)
+
     def reset_group(self, req: dict) -> dict:
         """Move a group's pull offsets and pop cursors on every queue of a topic, on the broker's
         event loop (where consumers change them too)."""
@@ -101,13 +134,7 @@ class Admin:
         b = self.broker
         svc = b.service
 
-        def reset() -> list[dict]:
-            return reset_group(self.store, svc.group_offsets, svc.pop, group, topic, to)
-        try:
-            asyncio.get_running_loop()
-            rows = reset()
-        except RuntimeError:                  # a handler thread: hand the work to the loop
-            rows = asyncio.run_coroutine_threadsafe(_call(reset), b._loop).result(timeout=30)
+        rows = self._on_loop(lambda: reset_group(self.store, svc.group_offsets, svc.pop, group, topic, to))
         return {"ok": True, "reset": rows}
 
     def handler(self) -> grpc.GenericRpcHandler:
@@ -120,11 +147,18 @@ class Admin:
             api.ALARMS: unary(self.alarms), api.SET_ALARM_LIMITS: unary(self.set_alarm_limits),
             api.STATUS: unary(self.status), api.GROUPS: unary(self.groups), api.QUERY: unary(self.query),
             api.TOPIC_STATUS: unary(self.topic_status), api.CONFIG: unary(self.config),
-            api.RESET_GROUP: unary(self.reset_group)})
+            api.RESET_GROUP: unary(self.reset_group), api.DELETE_TOPIC: unary(self.delete_topic)})
 
 
 async def _call(fn):
     return fn()
+
+
+def forget_topic(offsets, pop, topic: str) -> None:
+    """A deleted topic's committed offsets go; its pop cursors go back to 0, nothing in flight."""
+    offsets.forget_topic(topic)
+    for (g, t, q) in [k for k in pop.queues if k[1] == topic]:
+        pop.reset(g, t, q, 0)
 
 
 def reset_group(store, offsets, pop, group: str, topic: str, to) -> list[dict]:

@@ -41,6 +41,9 @@ ALARMS: {"memory": ALARM, "disk": ALARM, "refusal": str | null, "checks": int,
                                                                   "groups": [{"group", "lag", "inflight"}]}
     Config          {}                                          {"store": {name: value}, "broker": {name:
                                                                   value}} (secrets as "***")
+    DeleteTopic     {"topic": str}                              {"topic", "queues", "messages", "log_end"}:
+                                                                  queues deleted, records dead in the log
+                                                                  until cleanup, groups' offsets dropped
     ResetGroup      {"group": str, "topic": str, "to":          {"reset": [{"topic", "queue", "kind",
                     "earliest" | "latest" | int (>= 10**12: a     "from", "to"}]}: pull offsets and pop
                     time in ms, else an offset)}                  cursors (in-flight messages forgotten)
@@ -70,8 +73,9 @@ QUERY = "Query"
 TOPIC_STATUS = "TopicStatus"
 CONFIG = "Config"
 RESET_GROUP = "ResetGroup"
+DELETE_TOPIC = "DeleteTopic"
 METHODS = (CREATE_TOPIC, LIST_TOPICS, DISK_STATUS, DELETE_EXPIRED, ALARMS, SET_ALARM_LIMITS, STATUS, GROUPS, QUERY,
-           TOPIC_STATUS, CONFIG, RESET_GROUP)
+           TOPIC_STATUS, CONFIG, RESET_GROUP, DELETE_TOPIC)
 TIMESTAMP_MS_MIN = 10**12          # --to: a number from here on is a time in ms, below it an offset
 QUERY_MAX = 64
 QUERY_BY = ("key", "id", "commitlog_offset", "queue")

@@ -173,6 +173,7 @@ class MessageStore:
             if bad:
                 log.warning("unreadable index files removed (rebuilt from the log): %s", ", ".join(bad))
         self.dispatcher = Dispatcher(self.queues, self.index, cfg.dispatch_write_retries_max)
+        self.dispatcher.is_dead = self.topics.is_dead
         self.reader = StoreReader(cfg, self.segments, self.commit_log, self.queues, self.topics, self.index,
                                   self._memory_budget_bytes, lambda: self._state is StoreState.RUNNING)
         self.recovery = recover(self.commit_log, self.queues, self.index, self.dispatcher,
@@ -203,6 +204,11 @@ class MessageStore:
 
     def _restore_topic_state(self) -> None:
         changed = False
+        for topic in {cq.topic for cq in self.queues.all()}:
+            if topic in self.topics.deleted and self.topics.get(topic) is None:
+                # deleted, then a crash before its queues were: finish the deletion
+                log.warning("consume queues of deleted topic %r found: deleted", topic)
+                self.queues.drop_topic(topic)
         for cq in self.queues.all():
             t = self.topics.get(cq.topic)
             if t is None or cq.queue_id >= t.queue_count:
@@ -270,6 +276,7 @@ class MessageStore:
         rnd = self.cleaner.run_round()
         if rnd.deleted:
             self.queue_cleaner.run_round(self.segments.min_offset, rnd.lost)
+            self.topics.forget_deleted_before(self.segments.min_offset)
             self.commit_log.prune_sealed()
             self._check_disk()
             log_deletion(rnd)
@@ -375,6 +382,12 @@ class MessageStore:
         """Create a topic, or grow its queue count (ValueError: not a topic name)."""
         self._running("create_topic")
         self.writer.create_topic(name, queue_count or self.config.topic_queues_default)
+
+    def delete_topic(self, name: str) -> dict | None:
+        """Delete a topic (mqadmin deleteTopic): its queues go at once, its records stay in the log,
+        dead, until cleanup; a topic of that name created later starts empty. None if unknown."""
+        self._running("delete_topic")
+        return self.writer.delete_topic(name)
 
     def topic_names(self) -> list[str]:
         self._running("topic_names")

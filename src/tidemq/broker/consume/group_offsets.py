@@ -39,6 +39,13 @@ class GroupOffsets:
         self.committed_at_ms[(group, topic, qid)] = int(time.time() * 1000)
         self._dirty = True
 
+    def forget_topic(self, topic: str) -> None:
+        """A deleted topic: every group's offsets of it go."""
+        for key in [k for k in self.offsets if k[1] == topic]:
+            del self.offsets[key]
+            self.committed_at_ms.pop(key, None)
+            self._dirty = True
+
     def flush(self) -> None:
         if self._dirty:
             self._dirty = False
