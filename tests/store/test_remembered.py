@@ -70,3 +70,12 @@ def test_written_only_when_changed_and_an_unreadable_file_is_ignored(tmp_path):
     start(cfg).shutdown()                          # the store starts and writes it again
     assert remembered.recall(str(root))["file_reserved_time_hours"] == cfg.file_reserved_time_hours
     assert OsFileIO().exists(p)
+
+
+def test_a_start_without_a_directory_the_store_used_is_said(tmp_path, caplog):
+    root = tmp_path / "root"
+    start(small_config(root, commitlog_dirs=(str(tmp_path / "a"), str(tmp_path / "b")))).shutdown()
+    with caplog.at_level("WARNING", logger="tidemq.store"):
+        start(small_config(root, commitlog_dirs=(str(tmp_path / "a"),))).shutdown()
+    said = [r.getMessage() for r in caplog.records if "last ran with" in r.getMessage()]
+    assert len(said) == 1 and str(tmp_path / "b") in said[0] and str(tmp_path / "a") + "," not in said[0]

@@ -27,7 +27,7 @@ def serve(root, config_file, host, port, metrics_port, auto_create_topics, verbo
 
     quiet_logs(verbose)
     store_overrides = {} if auto_create_topics is None else {"auto_create_topics": auto_create_topics}
-    store_cfg = load_store_config(root, config_file, **store_overrides)
+    store_cfg = load_store_config(root, config_file, remembered=False, **store_overrides)
     overrides = {k: v for k, v in (("host", host), ("port", port), ("metrics_port", metrics_port)) if v is not None}
     try:
         cfg = BrokerConfig.load(toml_path=config_file, section="broker", **overrides)

@@ -47,8 +47,11 @@ def remember(fio: FileIO, cfg: StoreConfig) -> None:
     p = path(cfg.root_dir)
     data = json.dumps(doc, indent=1, sort_keys=True).encode("utf-8")
     try:
-        if fio.exists(p) and read_whole(fio, p) == data:
-            return
+        if fio.exists(p):
+            old = read_whole(fio, p)
+            if old == data:
+                return
+            _say_moved_dirs(old, doc["settings"])
         write_atomic(fio, p, data)
     except OSError as e:        # a convenience for offline commands: never a reason not to start
         log.warning("cannot remember the store's settings in %s: %s", p, e)
@@ -67,3 +70,17 @@ def recall(root: str) -> dict:
         return {}
     known = {f.name for f in dataclasses.fields(StoreConfig)}
     return {k: v for k, v in settings.items() if k in known and k not in NOT_REMEMBERED}
+
+
+def _say_moved_dirs(old: bytes, new: dict) -> None:
+    """Starting without a commit-log directory the store last ran with leaves its segments unread:
+    say so (a configuration file forgotten is the usual cause)."""
+    try:
+        before = json.loads(old.decode("utf-8"))["settings"]
+    except (ValueError, KeyError, TypeError):
+        return
+    gone = [d for d in (before.get("commitlog_dirs") or []) + (before.get("readonly_commitlog_dirs") or [])
+            if d not in (new.get("commitlog_dirs") or []) + (new.get("readonly_commitlog_dirs") or [])]
+    if gone:
+        log.warning("this store last ran with commit-log directories it is not given now: %s; segments "
+                    "there are not read (was the configuration file left out?)", ", ".join(gone))
