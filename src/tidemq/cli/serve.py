@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from .common import config_option, load_store_config, quiet_logs, root_option
@@ -35,7 +37,8 @@ def serve(root, config_file, host, port, metrics_port, auto_create_topics, verbo
         raise click.ClickException(str(e)) from e
     check_root(store_cfg.root_dir)
     try:
-        asyncio.run(run(store_cfg, cfg, ready=lambda line: print(line, flush=True)))
+        asyncio.run(run(store_cfg, cfg, ready=lambda line: print(line, flush=True),
+                        progress=lambda line: print(line, file=sys.stderr, flush=True)))
     except OSError as e:            # a port in use, a root that cannot be opened: one line, exit 1
         text = f"{e.strerror}: {e.filename}" if e.strerror and e.filename else str(e)
         raise click.ClickException(text) from e
