@@ -163,10 +163,11 @@ class _Loadable:
 
     @classmethod
     def load(cls, toml_path: str | None = None, env: Mapping[str, str] | None = None,
-             section: str | None = None, **overrides: Any):
-        """Defaults < TOML file (optionally one [section]) < TIDEMQ_* env < overrides."""
+             section: str | None = None, base: Mapping[str, Any] | None = None, **overrides: Any):
+        """Defaults < base (e.g. the settings a store remembers) < TOML file (optionally one
+        [section]) < TIDEMQ_* env < overrides."""
         known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = {k: _coerce(k, known[k].type, v) for k, v in (base or {}).items() if k in known}
         if toml_path:
             settings = _toml_settings(toml_path, section)
             for k, (sect, new) in cls.MOVED_IN.items():      # e.g. [broker] auto_create_topics, now [store]'s

@@ -32,6 +32,9 @@ def test_archive_writes_parquet_and_the_manifest(tmp_path):
     assert os.path.isdir(tmp_path / "archive" / f"run={report['run']}" / "topic=T")
     again = archive_cli("--root", str(root), "--master", "local[1]")
     assert again.returncode == 0 and "nothing to archive" in again.stdout
+    for run in (r, again):               # Spark's banner and warnings go to a file, not the terminal
+        assert "log4j" not in run.stderr and "NativeCodeLoader" not in run.stderr, run.stderr
+    assert "log4j" in (root / "archive" / "spark.log").read_text()
 
 
 def test_archive_of_a_missing_store_is_a_clear_error(tmp_path):

@@ -46,6 +46,9 @@ def test_send_receive_and_group_lag(broker):
     r = run("group", "status", "g", "--json", *ep)
     rows = json.loads(r.output)
     assert r.exit_code == 0 and sum(x["lag"] for x in rows) == 1 and {x["kind"] for x in rows} == {"pull"}
+    assert any(x["last_consumed_ms"] for x in rows) and all(x["redelivering"] == 0 for x in rows)
+    r = run("group", "status", "g", *ep)
+    assert "ago" in r.output and "dead letters 0 (topic %DLQ%g)" in r.output
     r = run("group", "list", *ep)
     assert r.exit_code == 0 and "g" in r.output
     r = run("receive", T, "--group", "g", "--count", 10, "--json", *ep)           # the one left
@@ -132,3 +135,25 @@ def test_serve_refuses_a_root_that_is_a_file_in_one_line(tmp_path):
     f.write_text("x")
     r = run("serve", "--root", f, "--port", 0, "--metrics-port", 0)
     assert r.exit_code == 1 and "is a file, not a directory" in r.output and "Traceback" not in r.output
+
+
+def test_topic_delete_asks_then_deletes_and_the_groups_forget_it(broker):
+    ep = ("--endpoint", broker.endpoint)
+    assert run("send", "doomed", "a", "b", "c", *ep).exit_code == 0
+    assert run("receive", "doomed", "--group", "g", "--count", 2, *ep).exit_code == 0
+    assert run("group", "status", "g", *ep).exit_code == 0
+    r = run("topic", "delete", "doomed", *ep, input="n\n")
+    assert r.exit_code == 1 and "nothing deleted" in r.output
+    r = run("topic", "delete", "doomed", "--yes", "--json", *ep)
+    done = json.loads(r.output)
+    assert r.exit_code == 0 and done["messages"] == 3 and done["topic"] == "doomed"
+    assert "doomed" not in run("topic", "list", *ep).output
+    assert run("group", "status", "g", *ep).exit_code == 1, "its offsets went with it"
+    r = run("topic", "delete", "doomed", "--yes", *ep)
+    assert r.exit_code == 1 and "does not exist" in r.output
+    r = run("topic", "delete", "rmq_sys_wheel_timer", "--yes", *ep)
+    assert r.exit_code == 1 and "system topic" in r.output
+    # sent again (auto-created): a new topic, its messages only
+    assert run("send", "doomed", "new", *ep).exit_code == 0
+    r = run("receive", "doomed", "--from", "beginning", "--count", 10, "--json", *ep)
+    assert [m["body"] for m in json.loads(r.output)] == ["new"]

@@ -126,6 +126,22 @@ def test_several_topics_in_one_segment_keep_their_topics(spark, tmp_path):
     assert rows and all(r.body.startswith(b"o" if r.topic == "Orders" else b"r") for r in rows)
 
 
+def test_records_of_a_deleted_topic_are_not_archived(spark, tmp_path):
+    from tidemq.store import MessageStore
+    root, dest = str(tmp_path / "root"), str(tmp_path / "archive")
+    s = MessageStore(StoreConfig(root_dir=root, auto_create_topics=True, segment_size_bytes=64 * 1024,
+                                 index_enabled=False)).start()
+    s.put_batch([Message(topic="Gone" if i % 2 else "Kept", body=b"old-%d" % i) for i in range(2000)])
+    s.delete_topic("Gone")
+    s.put_batch([Message(topic="Gone", body=b"new-%d" % i) for i in range(1000)])   # created again
+    s.shutdown()
+    assert archive.run(spark, root, dest)["archived"]
+    rows = spark.read.parquet(dest).select("topic", "body").collect()
+    gone = [r.body for r in rows if r.topic == "Gone"]
+    assert rows and all(b.startswith(b"new-") for b in gone), "the deleted topic's records were archived"
+    assert sum(1 for r in rows if r.topic == "Kept") > 0
+
+
 def test_numeric_topic_names_read_back_as_strings(spark, tmp_path):
     from tidemq.store import MessageStore
     root, dest = str(tmp_path / "root"), str(tmp_path / "archive")

@@ -10,7 +10,7 @@ import time
 
 from tidemq.io import ManualClock
 from tidemq.store import GetStatus, Message, StoreError
-from tidemq.store.cleaner import CommitLogCleaner, QueueCleaner
+from tidemq.store.cleaner import CommitLogCleaner, DeleteReason, NotFreed, QueueCleaner
 from tidemq.store.disk import DiskMonitor
 from tidemq.store.segment_queue import SegmentQueue
 from tidemq.testing.faulty_io import FaultyFileIO
@@ -96,7 +96,8 @@ def test_space_short_deletes_expired_segments_and_says_why_when_none_is():
     rnd = w.cleaner.run_round()
     assert rnd.triggers == ["space"] and rnd.deleted == [] and not rnd.clean_immediately
     assert rnd.why_not.startswith("nothing expired: the oldest segment") and "file_reserved_time_hours=72" in rnd.why_not
-    assert w.cleaner.last_effective is rnd
+    assert rnd.why_not_code is NotFreed.NOTHING_EXPIRED
+    assert w.cleaner.last is rnd and w.cleaner.last_deleted is not rnd, "a no-op round is not the last cleanup"
     w.clock.advance(72 * HOUR_S)                       # all sealed ones expired now
     rnd = w.cleaner.run_round()
     assert rnd.triggers == ["space"] and w.deleted == [0, SEG, 2 * SEG, 3 * SEG]
@@ -230,3 +231,60 @@ def test_queue_files_and_index_files_behind_the_log_go_and_minimums_follow(store
     g = s.get("g", "T", 0, mn)
     assert g.status is GetStatus.FOUND and g.messages[0].commitlog_offset >= log_min
     assert s.query_by_key("T", "k59") and not s.query_by_key("T", "k0")
+
+
+# What an operator is told -------------------------------------------------------------------
+
+def test_space_short_is_logged_when_it_changes_not_every_round(caplog):
+    w = World(file_reserved_time_hours=72)
+    w.used(80)
+    with caplog.at_level("WARNING", logger="tidemq.store"):
+        for _ in range(5):
+            assert w.cleaner.run_round().why_not_code is NotFreed.NOTHING_EXPIRED
+    said = [r for r in caplog.records if "space is short" in r.getMessage()]
+    assert len(said) == 1, [r.getMessage() for r in caplog.records]
+    assert w.cleaner.not_freed_rounds[NotFreed.NOTHING_EXPIRED] == 5, "every such round counts in the metrics"
+    caplog.clear()
+    w.fio.capacity_bytes = 1 << 40                     # space is no longer short
+    w.disk.refresh()
+    with caplog.at_level("WARNING", logger="tidemq.store"):
+        w.cleaner.run_round()
+        w.cleaner.run_round()
+    assert [r.getMessage() for r in caplog.records] == ["space is no longer blocked: usage fell"]
+
+
+def test_segments_deleted_are_counted_by_reason_and_the_last_deletion_stays_visible():
+    w = World(n_sealed=4, file_reserved_time_hours=2.5, at_the_delete_hour=True)
+    w.disk.refresh()
+    rnd = w.cleaner.run_round()                        # 5, 4, 3 h old: expired; 2 h old: not yet
+    assert rnd.reasons == [DeleteReason.EXPIRED] * 3 and len(rnd.deleted) == 3, rnd.as_dict()
+    w.cleaner.hours = set()                            # past the delete hour
+    w.used(86)                                         # above clean-forcibly: the unexpired one goes
+    rnd2 = w.cleaner.run_round()
+    assert rnd2.reasons == [DeleteReason.SPACE], rnd2.as_dict()
+    assert w.cleaner.deleted_segments == {DeleteReason.EXPIRED: 3, DeleteReason.SPACE: 1}
+    w.fio.capacity_bytes = 1 << 40
+    w.disk.refresh()
+    w.cleaner.run_round()                              # a round with nothing to do
+    assert w.cleaner.last_deleted is rnd2, "a no-op round does not hide the last deletion"
+
+
+def test_a_deletion_is_logged_at_warning_with_the_messages_it_took(stores, caplog):
+    clock = ManualClock()
+    s = stores(memory_config(segment_size_bytes=SEG, consume_queue_units_per_segment=16,
+                             delete_when=other_hour(clock)), FaultyFileIO(), clock)
+    s.create_topic("T", 2)
+    for i in range(40):
+        assert s.put(Message("T", b"x" * 400, queue_id=i % 2)).ok
+    clock.advance(73 * HOUR_S)
+    s.trigger_delete_expired()
+    with caplog.at_level("WARNING", logger="tidemq.store"):
+        s.clean()
+    rnd = s.cleaner.last
+    assert rnd.deleted and rnd.lost
+    lost = {(r.topic, r.queue_id): (r.first, r.end) for r in rnd.lost}
+    for q in (0, 1):
+        assert lost[("T", q)] == (0, s.min_offset("T", q)), lost
+    said = [r.getMessage() for r in caplog.records if "cleanup deleted" in r.getMessage()]
+    assert len(said) == 1 and f"T/0 0..{s.min_offset('T', 0) - 1}" in said[0] and "expired" in said[0], said
+    assert s.disk_status()["last_cleanup"]["lost"][0]["topic"] == "T"

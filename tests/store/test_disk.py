@@ -164,7 +164,7 @@ def test_space_above_forcibly_deletes_unexpired(env):
     fio.percent[dirs[0]] = 80
     s.clean()
     assert s.cleaner.last.deleted == [] and "nothing expired" in s.cleaner.last.why_not
-    assert s.disk_status()["last_cleanup"]["why_not"], "the status says why nothing was deleted"
+    assert s.disk_status()["last_round"]["why_not_code"] == "nothing-expired", "the status says why nothing was deleted"
     fio.percent[dirs[0]] = 86
     s.clean()
     assert s.cleaner.last.clean_immediately and len(s.cleaner.last.deleted) == 3
@@ -301,6 +301,39 @@ def test_forecast_answers_when_to_add_disk(env):
     fio.percent[dirs[0]] = 76
     s.check_disk()
     assert s.disk_status()["forecast"]["seconds_until_percent"]["75"] == 0
+
+
+def test_a_change_of_rate_shows_in_the_forecast_within_a_minute(env):
+    s, fio, clock, dirs = env(file_reserved_time_hours=72)
+    fio.percent[dirs[0]] = 40
+    s.check_disk()
+
+    def write(seconds: int, batches_per_s: int) -> float:
+        for _ in range(seconds):
+            for _ in range(batches_per_s):
+                s.put_batch([Message("T", b"z" * 1000) for _ in range(10)])
+            clock.advance(1.0)
+            s.check_disk()
+        return s.disk_status()["forecast"]["ingest_bytes_per_s"]
+
+    slow = write(300, 1)                 # five minutes at one rate
+    fast = write(60, 4)                  # then a minute at four times the rate
+    assert 3.5 * slow <= fast <= 4.5 * slow, (slow, fast)
+    assert write(61, 0) == 0, "a stop shows as no ingest"
+    assert s.disk_status()["forecast"]["advice"].startswith("nothing written")
+
+
+def test_while_writes_are_refused_the_forecast_says_now(env):
+    s, fio, clock, dirs = env(file_reserved_time_hours=72)
+    for p in dirs:
+        fio.percent[p] = 91              # every commit-log directory at the warning level
+    s.check_disk()
+    assert s.write_refusal() is not None
+    st = s.disk_status()
+    assert st["forecast"]["seconds_until_percent"]["90"] == 0
+    assert st["forecast"]["advice"].startswith("writes are refused now")
+    per = {d["path"]: d["seconds_until_percent"] for d in st["directories"]}
+    assert all(per[p]["90"] == 0 for p in dirs)
 
 
 def test_one_transient_eio_does_not_refuse_writes_until_a_restart(stores):

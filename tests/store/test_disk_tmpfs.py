@@ -584,15 +584,20 @@ def test_disk_status_fields_and_cli(env, tmp_path):
     want = (0.75 * cap - used) / f["ingest_bytes_per_s"]
     assert abs(eta["75"] - want) <= 0.02 * want + 0.2, (eta["75"], want)
     assert f["retention_hours_possible"] is not None and f["retention_hours_possible"] < 72
-    assert f["file_reserved_time_hours"] == 72 and "Add" in f["advice"]
+    assert f["file_reserved_time_hours"] == 72
+    assert "deleted before they expire" in f["advice"] and "add " in f["advice"] and "0.0 h" not in f["advice"]
+    for d in (a, b):                     # per directory: its own growth over the window, its own ratios
+        per = dirs[d]["seconds_until_percent"]
+        assert set(per) == {"75", "85", "90"}
+        assert dirs[d]["growth_bytes_per_s"] > 0 and 0 < per["75"] < per["85"] < per["90"], dirs[d]
 
     # space short, nothing expired (72 h): the status says why nothing was deleted
     while fs_usage(a)[3] < 80 or fs_usage(b)[3] < 80:
         assert all(r.ok for r in w.put())
     s.clean()
-    lc = s.disk_status()["last_cleanup"]
+    lc = s.disk_status()["last_round"]
     assert lc["triggers"] == ["space"] and lc["deleted"] == []
-    assert lc["why_not"] and "nothing expired" in lc["why_not"]
+    assert lc["why_not_code"] == "nothing-expired" and "nothing expired" in lc["why_not"]
     segs = len(s.segments)
     s.shutdown()
 

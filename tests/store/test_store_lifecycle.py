@@ -6,6 +6,7 @@ start, after shutdown, after kill and after a failed start."""
 from __future__ import annotations
 
 import errno
+import random
 
 import pytest
 
@@ -40,6 +41,7 @@ RAISING_CALLS = {
     "commitlog_max_offset": lambda s: s.commitlog_max_offset,
     "commitlog_min_offset": lambda s: s.commitlog_min_offset,
     "create_topic": lambda s: s.create_topic("T", 1),
+    "delete_topic": lambda s: s.delete_topic("T"),
     "disk_status": lambda s: s.disk_status(),
     "flush_queues": lambda s: s.flush_queues(),
     "get_by_commitlog_offset": lambda s: s.get_by_commitlog_offset(0),
@@ -53,7 +55,7 @@ RAISING_CALLS = {
     "trigger_delete_expired": lambda s: s.trigger_delete_expired(),
 }
 # the lifecycle itself (its own rules, tested below)
-LIFECYCLE = {"start", "shutdown", "kill", "install_signal_handlers", "state"}
+LIFECYCLE = {"start", "shutdown", "kill", "install_signal_handlers", "state", "start_progress"}
 
 
 def test_every_public_method_has_a_rule():
@@ -193,5 +195,42 @@ def test_a_killed_store_keeps_its_lock_until_its_process_is_gone():
     s2 = MessageStore(small_config("/s"), fio=survivor).start()
     try:
         assert s2.recovery is not None and s2.put(Message("T", b"after")).ok
+    finally:
+        s2.shutdown()
+
+
+def test_a_long_start_says_what_it_does_and_how_far_it_got(tmp_path, monkeypatch):
+    """start_progress() while the log is walked after a crash: the phase and a share that grows."""
+    from tidemq.store import commit_log
+    from tidemq.store.store import MessageStore as Store
+    from tidemq.testing.faulty_io import FaultyFileIO
+
+    from ..support.store import memory_config
+
+    cfg = memory_config(segment_size_bytes=16 * 1024, flush_disk_type="SYNC_FLUSH")
+    fio = FaultyFileIO()
+    s = Store(cfg, fio=fio).start()
+    while len(s.segments) < 5:
+        assert s.put(Message("T", b"x" * 1000)).ok
+    assert s.start_progress() == "running"
+    s.kill()
+    fio = fio.after_power_loss(random.Random(1))
+    seen: list[str] = []
+    s2 = Store(cfg, fio=fio)
+    walk = commit_log.CommitLog.iter_records
+
+    def watched(self, *a, **k):
+        for rec in walk(self, *a, **k):
+            seen.append(s2.start_progress())
+            yield rec
+
+    monkeypatch.setattr(commit_log.CommitLog, "iter_records", watched)
+    s2.start()
+    try:
+        walked = [x for x in seen if "of log walked" in x]
+        assert walked and all(x.startswith("recovering: the last run did not stop cleanly") for x in walked)
+        shares = [int(x.rsplit("(", 1)[1].split(" ")[0]) for x in walked]
+        assert shares == sorted(shares) and shares[0] < shares[-1] <= 100, shares
+        assert s2.start_progress() == "running"
     finally:
         s2.shutdown()

@@ -5,6 +5,8 @@ protocol/admin.py.
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 
 from ..protocol import admin as api
@@ -60,7 +62,7 @@ class Admin:
         except ValueError as e:
             return api.refused(str(e))
         rows = self.broker.observer.lag(group)
-        return {"ok": True, "lag": rows, "groups": groups_summary(rows)}
+        return {"ok": True, "lag": rows, "groups": groups_summary(rows, self.store)}
 
     def query(self, req: dict) -> dict:
         from .observe.query import query
@@ -87,6 +89,54 @@ class Admin:
         return {"ok": True, "store": settings(self.store.config),
                 "broker": settings(b.config) if b is not None else {}}
 
+    def delete_topic(self, req: dict) -> dict:
+        """mqadmin deleteTopic: the store forgets the topic; the groups' offsets and pop cursors of
+        it go too (a topic created again with the name starts from nothing)."""
+        from .deferred.parking import SYSTEM_TOPICS
+        try:
+            topic = api.topic_request(req)
+        except ValueError as e:
+            return api.refused(str(e))
+        if topic in SYSTEM_TOPICS:
+            return api.refused(f"{topic!r} is a system topic of the broker")
+        b = self.broker
+
+        def delete() -> dict | None:
+            done = self.store.delete_topic(topic)
+            if done is not None and b is not None and b.service is not None:
+                forget_topic(b.service.group_offsets, b.service.pop, topic)
+            return done
+        done = self._on_loop(delete)
+        if done is None:
+            return api.refused(f"topic {topic!r} does not exist")
+        return {"ok": True, **done}
+
+    def _on_loop(self, fn):
+        """Run ``fn`` where consumers change offsets: on the broker's event loop."""
+        b = self.broker
+        try:
+            asyncio.get_running_loop()
+            return fn()
+        except RuntimeError:
+            if b is None or getattr(b, "_loop", None) is None:
+                return fn()
+            return asyncio.run_coroutine_threadsafe(_call(fn), b._loop).result(timeout=30)
+
+    def reset_group(self, req: dict) -> dict:
+        """Move a group's pull offsets and pop cursors on every queue of a topic, on the broker's
+        event loop (where consumers change them too)."""
+        try:
+            group, topic, to = api.reset_request(req)
+        except ValueError as e:
+            return api.refused(str(e))
+        if self.store.queue_count(topic) == 0:
+            return api.refused(f"topic {topic!r} does not exist")
+        b = self.broker
+        svc = b.service
+
+        rows = self._on_loop(lambda: reset_group(self.store, svc.group_offsets, svc.pop, group, topic, to))
+        return {"ok": True, "reset": rows}
+
     def handler(self) -> grpc.GenericRpcHandler:
         def unary(fn):
             return grpc.unary_unary_rpc_method_handler(lambda req, ctx: fn(req), request_deserializer=api.loads,
@@ -96,4 +146,45 @@ class Admin:
             api.DISK_STATUS: unary(self.disk_status), api.DELETE_EXPIRED: unary(self.delete_expired),
             api.ALARMS: unary(self.alarms), api.SET_ALARM_LIMITS: unary(self.set_alarm_limits),
             api.STATUS: unary(self.status), api.GROUPS: unary(self.groups), api.QUERY: unary(self.query),
-            api.TOPIC_STATUS: unary(self.topic_status), api.CONFIG: unary(self.config)})
+            api.TOPIC_STATUS: unary(self.topic_status), api.CONFIG: unary(self.config),
+            api.RESET_GROUP: unary(self.reset_group), api.DELETE_TOPIC: unary(self.delete_topic)})
+
+
+async def _call(fn):
+    return fn()
+
+
+def forget_topic(offsets, pop, topic: str) -> None:
+    """A deleted topic's committed offsets go; its pop cursors go back to 0, nothing in flight."""
+    offsets.forget_topic(topic)
+    for (g, t, q) in [k for k in pop.queues if k[1] == topic]:
+        pop.reset(g, t, q, 0)
+
+
+def reset_group(store, offsets, pop, group: str, topic: str, to) -> list[dict]:
+    """kafka-consumer-groups --reset-offsets for one topic: a pull group's committed offsets and
+    a pop group's cursors (both when the group consumed both ways; pull when it consumed none)."""
+    keys = set(pop.queues)
+    pops = any(g == group and t == topic for (g, t, _q) in keys)
+    pulls = any(g == group and t == topic for (g, t, _q) in list(offsets.offsets)) or not pops
+    rows = []
+    for q in range(store.queue_count(topic)):
+        lo, hi = store.min_offset(topic, q), store.max_offset(topic, q)
+        if to == "earliest":
+            target = lo
+        elif to == "latest":
+            target = hi
+        elif to >= api.TIMESTAMP_MS_MIN:
+            target = store.offset_for_timestamp(topic, q, to)
+        else:
+            target = min(max(to, lo), hi)
+        if pulls:
+            rows.append({"topic": topic, "queue": q, "kind": "pull", "from": offsets.get(group, topic, q),
+                         "to": target})
+            offsets.set(group, topic, q, target)
+        if pops:
+            st = pop.queues.get((group, topic, q))
+            rows.append({"topic": topic, "queue": q, "kind": "pop", "from": st.committed if st else None,
+                         "to": target})
+            pop.reset(group, topic, q, target)
+    return rows

@@ -35,11 +35,14 @@ from .service import MessagingService
 
 log = logging.getLogger("tidemq.broker")
 
+START_PROGRESS_S = 5.0
+
 
 class Broker:
-    def __init__(self, store_config: StoreConfig, config: BrokerConfig) -> None:
+    def __init__(self, store_config: StoreConfig, config: BrokerConfig, progress=None) -> None:
         self.store_config = store_config
         self.config = config
+        self.progress = progress or (lambda line: log.info("%s", line))   # how a long start is said
         self.store: MessageStore | None = None
         self.server: grpc.aio.Server | None = None
         self.service: MessagingService | None = None
@@ -96,6 +99,16 @@ class Broker:
             except asyncio.TimeoutError:
                 pass
 
+    async def _start_store(self, store: MessageStore) -> MessageStore:
+        """Start the store in a thread; while it takes long (a recovery), say every
+        START_PROGRESS_S what it does and how far it got."""
+        task = asyncio.ensure_future(asyncio.to_thread(store.start))
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=START_PROGRESS_S)
+            if done:
+                return task.result()
+            self.progress(f"tidemq: starting: {store.start_progress()}")
+
     async def start(self) -> int:
         if self.config.metrics_port:
             try:        # before recovery, so that /readyz can say "recovering"
@@ -105,7 +118,7 @@ class Broker:
                               f"{e.strerror or e} (metrics_port; 0 turns it off)") from e
             self.metrics_port = self.ops.port
         began = time.monotonic()
-        self.store = await asyncio.to_thread(MessageStore(self.store_config).start)
+        self.store = await self._start_store(MessageStore(self.store_config))
         recovery_s = time.monotonic() - began
         self._loop = asyncio.get_running_loop()
         self._alarm_wake = asyncio.Event()
@@ -195,9 +208,10 @@ class Broker:
             self.ops.close()
 
 
-async def serve(store_config: StoreConfig, config: BrokerConfig, ready=print) -> None:
-    """Serve until SIGTERM / SIGINT; then stop RPCs, flush and close the store."""
-    broker = Broker(store_config, config)
+async def serve(store_config: StoreConfig, config: BrokerConfig, ready=print, progress=None) -> None:
+    """Serve until SIGTERM / SIGINT; then stop RPCs, flush and close the store. ``progress``: how
+    a long start is said (default: logged)."""
+    broker = Broker(store_config, config, progress)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -2,17 +2,38 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import click
 
-from .output import emit_json, out
+from .output import emit_json, err, out
+
+
+@contextlib.contextmanager
+def _nothing():
+    yield None
+
+
+@contextlib.contextmanager
+def _stderr_to(path: str):
+    """File descriptor 2 goes to ``path`` while the body runs (Spark's JVM, started in it, keeps
+    writing there: its start-up banner and warnings stay out of the terminal); then it comes back."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as f:
+            os.dup2(f.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 @click.command()
 @click.option("--root", default="./data", show_default=True, help="store root (its archive/manifest.json is updated)")
 @click.option("--dest", default=None, help="where the Parquet goes [default: <root>/../archive]")
-@click.option("--commitlog-dirs", default="", help="commit-log directories when not <root>/commitlog (a,b)")
+@click.option("--commitlog-dirs", default="", help="commit-log directories (a,b); default: those the store remembers from its last start, else <root>/commitlog")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 def archive(root, dest, commitlog_dirs, master, as_json) -> None:
@@ -30,14 +51,19 @@ def archive(root, dest, commitlog_dirs, master, as_json) -> None:
     if not os.path.isdir(root):
         raise click.ClickException(f"no store at {root}")
     dirs = tuple(d for d in commitlog_dirs.replace(":", ",").split(",") if d)
-    spark = session(master, "tidemq-archive")
-    spark.sparkContext.setLogLevel("ERROR")
-    try:
-        report = job.run(spark, root, dest, dirs)
-    except job.ArchiveError as e:
-        raise click.ClickException(str(e)) from e
-    finally:
-        spark.stop()
+    log_path = os.path.join(root, "archive", "spark.log")
+    with err.status(f"starting Spark (its log: {log_path})", spinner="line") if not as_json else _nothing() as st:
+        with _stderr_to(log_path):           # the JVM and its Python workers inherit this stderr
+            spark = session(master, "tidemq-archive")
+        spark.sparkContext.setLogLevel("ERROR")
+        if st is not None:
+            st.update("archiving sealed segments")
+        try:
+            report = job.run(spark, root, dest, dirs)
+        except job.ArchiveError as e:
+            raise click.ClickException(str(e)) from e
+        finally:
+            spark.stop()
     if as_json:
         emit_json(report)
     elif report["archived"]:

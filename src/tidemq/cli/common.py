@@ -14,11 +14,20 @@ config_option = click.option("--config", "config_file", default=None, type=click
                              envvar="TIDEMQ_CONFIG", help="TOML file with settings")
 
 
-def load_store_config(root: str | None, config_file: str | None, **overrides) -> StoreConfig:
+def load_store_config(root: str | None, config_file: str | None, remembered: bool = True,
+                      **overrides) -> StoreConfig:
+    """The store's settings from the configuration file, TIDEMQ_* and ``overrides``; for commands
+    on a stopped store (``remembered``) over those it remembers from its last start
+    (``<root>/config/store.json``, so ``--root`` alone is enough). The broker itself runs with
+    what its configuration says, nothing else."""
+    from ..store.remembered import recall
     if root is not None:
         overrides["root_dir"] = root
     try:
-        return StoreConfig.load(toml_path=config_file, section="store", **overrides)
+        base = {}
+        if remembered:
+            base = recall(root or StoreConfig.load(toml_path=config_file, section="store").root_dir)
+        return StoreConfig.load(toml_path=config_file, section="store", base=base, **overrides)
     except (ConfigError, OSError) as e:
         raise click.ClickException(str(e)) from e
 

@@ -23,7 +23,7 @@ def demo(root, config_file, topic, count, body_size, as_json, verbose) -> None:
     from ..store import Message, MessageStore, PutStatus, StoreError
 
     quiet_logs(verbose)
-    cfg = load_store_config(root, config_file)
+    cfg = load_store_config(root, config_file, remembered=False)
     try:
         store = MessageStore(cfg).start()
     except (StoreError, OSError) as e:

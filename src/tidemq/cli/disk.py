@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import click
 
 from .common import config_option, open_store, quiet_logs, root_option
+from ..words import cleanup_summary, human_bytes, until
 from .output import emit_json, out, table
-
-
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB"
 
 
 def _offline_status(root, config_file) -> dict:
@@ -18,14 +17,6 @@ def _offline_status(root, config_file) -> dict:
         return store.disk_status()
     finally:
         store.shutdown()
-
-
-def _eta(s) -> str:
-    if s is None:
-        return "-"
-    if s == 0:
-        return "now"
-    return f"{s / 3600:.1f} h"
 
 
 @click.command()
@@ -50,24 +41,37 @@ def disk(root, config_file, endpoint, as_json, verbose) -> None:
     if as_json:
         emit_json(st if verdict is None else {**st, "verdict": verdict})
         raise SystemExit(1 if blocked else 0)
-    rows = [[d["path"], d["role"], d["state"], _gib(d["capacity_bytes"]), _gib(d["used_bytes"]),
-             f"{d['used_ratio_percent']:.1f}%", _gib(d["free_bytes"]),
-             "/".join(str(v) for v in d["thresholds_percent"].values()), d["segments"]]
+    rows = [[d["path"], d["role"], d["state"], human_bytes(d["capacity_bytes"]), human_bytes(d["used_bytes"]),
+             f"{d['used_ratio_percent']:.1f}%", human_bytes(d["free_bytes"]),
+             "/".join(str(v) for v in d["thresholds_percent"].values()), d["segments"],
+             _dir_eta(d)]
             for d in st["directories"]]
-    table("directories", ["path", "role", "state", "capacity", "used", "ratio", "free", "75/85/90", "segments"], rows)
+    table("directories", ["path", "role", "state", "capacity", "used", "ratio", "free", "75/85/90", "segments",
+                          "next ratio"], rows)
     if verdict is not None:
         from .status import print_verdict
         print_verdict(verdict)
     else:
         out.print(f"writes: {'[red]refused: ' + refusal + '[/]' if refusal else '[green]accepted[/]'}")
-    lc = st["last_cleanup"]
-    if lc["deleted"] or lc["why_not"]:
-        out.print(f"last cleanup: deleted {len(lc['deleted'])} segment(s) ({'+'.join(lc['triggers'])})"
-                  + (f"; could not delete more: {lc['why_not']}" if lc["why_not"] else ""))
+    now_s = time.time()
+    out.print("last cleanup: " + cleanup_summary(st["last_cleanup"], now_s))
+    last = st.get("last_round") or {}
+    if last.get("why_not"):
+        out.print(f"last round could not free space: {last['why_not']}")
     f = st["forecast"]
     eta = f["seconds_until_percent"]
-    out.print(f"ingest {f['ingest_bytes_per_s'] / 1e6:.2f} MB/s, cleanup {f['cleanup_bytes_per_s'] / 1e6:.2f} MB/s; "
-              + ", ".join(f"{k}% {_eta(v)}" for k, v in eta.items()))
+    out.print(f"ingest {human_bytes(f['ingest_bytes_per_s'])}/s, cleanup {human_bytes(f['cleanup_bytes_per_s'])}/s "
+              f"(last {f.get('window_s', 60):g} s); all commit-log disks: "
+              + ", ".join(f"{k}% {until(v)}" for k, v in eta.items()))
     out.print(f"forecast: {f['advice']}")
     if blocked:
         raise SystemExit(1)
+
+
+def _dir_eta(d: dict) -> str:
+    """The next of the directory's ratios it will reach, and when, at its growth of the last minute."""
+    eta = d.get("seconds_until_percent") or {}
+    for ratio, s in eta.items():
+        if s != 0:
+            return f"{ratio}% {until(s)}"
+    return f"{list(eta)[-1]}% now" if eta else "-"

@@ -5,14 +5,17 @@ consumerProgress).
     tidemq group status G                   per topic and queue: committed offset, max offset, lag,
                                             in flight (popped, not acked); exit 1 when G is unknown
     tidemq group reset G --topic T --to earliest|latest|TIMESTAMP_MS|OFFSET
-                                            move G's committed offsets (pull consumers: UpdateOffset)
+                                            move G's committed offsets and pop cursors
 """
 
 from __future__ import annotations
 
+import time
+
 import click
 
-from .common import client_options, config_option, endpoint_option, quiet_logs
+from .common import config_option, endpoint_option, quiet_logs
+from ..words import human_seconds
 from .output import emit_json, fail, out, table
 
 
@@ -37,8 +40,8 @@ def list_(endpoint, config_file, as_json) -> None:
     if as_json:
         emit_json(gs)
         return
-    table("groups", ["group", "topics", "lag", "in flight"],
-          [[g["group"], ",".join(g["topics"]), g["lag"], g["inflight"]] for g in gs])
+    table("groups", ["group", "topics", "lag", "in flight", "dead letters"],
+          [[g["group"], ",".join(g["topics"]), g["lag"], g["inflight"], g.get("dlq_messages", "-")] for g in gs])
 
 
 @group.command("status")
@@ -47,60 +50,58 @@ def list_(endpoint, config_file, as_json) -> None:
 @config_option
 @click.option("--json", "as_json", is_flag=True)
 def status(name, endpoint, config_file, as_json) -> None:
-    """Per topic and queue: committed offset, max offset, lag, in flight."""
+    """Per topic and queue: committed offset, max offset, lag, in flight (and of those, delivered
+    again), last consumed; the group's dead letters."""
     quiet_logs()
-    rows = _lag(endpoint, config_file, name)["lag"]
+    answer = _lag(endpoint, config_file, name)
+    rows = answer["lag"]
     if as_json:
         emit_json(rows)
     else:
-        table(f"group {name}", ["topic", "queue", "kind", "committed", "max", "lag", "in flight"],
-              [[r["topic"], r["queue"], r["kind"], r["committed_offset"], r["max_offset"], r["lag"], r["inflight"]]
-               for r in rows])
-        out.print(f"total lag {sum(r['lag'] for r in rows)}")
+        now_ms = time.time() * 1000
+        table(f"group {name}", ["topic", "queue", "kind", "committed", "max", "lag", "in flight", "again",
+                                "last consumed"],
+              [[r["topic"], r["queue"], r["kind"], r["committed_offset"], r["max_offset"], r["lag"], r["inflight"],
+                r.get("redelivering", 0), _ago(r.get("last_consumed_ms"), now_ms)] for r in rows])
+        dlq = sum(g.get("dlq_messages", 0) for g in answer["groups"])
+        out.print(f"total lag {sum(r['lag'] for r in rows)}; dead letters {dlq} (topic %DLQ%{name})")
     if not rows:
         fail(f"group {name!r} has consumed nothing on this broker", code=1)
 
 
-def target_offset(consumer, topic: str, q: int, to: str) -> int:
-    """earliest | latest | a timestamp in ms (13 digits or more) | an offset."""
-    if to == "earliest":
-        return consumer.query_offset(topic, q, "BEGINNING")
-    if to == "latest":
-        return consumer.query_offset(topic, q, "END")
+def _ago(ms: int | None, now_ms: float) -> str:
+    return "not since start" if ms is None else f"{human_seconds(max(0.0, now_ms - ms) / 1000)} ago"
+
+
+def _to(value: str) -> str | int:
+    if value in ("earliest", "latest"):
+        return value
     try:
-        n = int(to)
+        n = int(value)
     except ValueError:
-        raise click.BadParameter(f"{to!r}: give earliest, latest, a timestamp in ms or an offset", param_hint="--to")
+        raise click.BadParameter(f"{value!r}: give earliest, latest, a timestamp in ms or an offset",
+                                 param_hint="--to") from None
     if n < 0:
         raise click.BadParameter("offsets and timestamps are >= 0", param_hint="--to")
-    if n >= 10**12:
-        return consumer.query_offset(topic, q, "TIMESTAMP", timestamp_ms=n)
-    return min(max(n, consumer.query_offset(topic, q, "BEGINNING")), consumer.query_offset(topic, q, "END"))
+    return n
 
 
 @group.command("reset")
 @click.argument("name")
 @click.option("--topic", required=True)
-@click.option("--to", "to", required=True, help="earliest | latest | TIMESTAMP_MS | OFFSET")
+@click.option("--to", "to", required=True, help="earliest | latest | TIMESTAMP_MS (13 digits) | OFFSET")
 @endpoint_option
 @config_option
 @click.option("--json", "as_json", is_flag=True)
 def reset(name, topic, to, endpoint, config_file, as_json) -> None:
-    """Move the group's committed offsets of every queue of TOPIC (kafka-consumer-groups --reset-offsets)."""
-    from ..client import ClientError, PullConsumer
+    """Move the group's position on every queue of TOPIC (kafka-consumer-groups --reset-offsets):
+    committed offsets of pull consumers, the cursor of pop consumers (their in-flight messages
+    are forgotten: delivered again from there)."""
+    from .topic import _admin
     quiet_logs()
-    done = []
-    try:
-        with PullConsumer(endpoint, group=name, **client_options(config_file)) as c:
-            for q in range(c.queue_count(topic)):
-                before = c.committed(topic, q)
-                off = target_offset(c, topic, q, to)
-                c.commit(topic, q, off)
-                done.append({"topic": topic, "queue": q, "from": before, "to": off})
-    except ClientError as e:
-        fail(f"broker at {endpoint}: {e}", code=2)
+    done = _admin(endpoint, "ResetGroup", {"group": name, "topic": topic, "to": _to(to)}, config_file)["reset"]
     if as_json:
         emit_json(done)
         return
-    table(f"group {name} reset", ["topic", "queue", "from", "to"],
-          [[d["topic"], d["queue"], "-" if d["from"] is None else d["from"], d["to"]] for d in done])
+    table(f"group {name} reset", ["topic", "queue", "kind", "from", "to"],
+          [[d["topic"], d["queue"], d["kind"], "-" if d["from"] is None else d["from"], d["to"]] for d in done])

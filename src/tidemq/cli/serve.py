@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from .common import config_option, load_store_config, quiet_logs, root_option
@@ -27,7 +29,7 @@ def serve(root, config_file, host, port, metrics_port, auto_create_topics, verbo
 
     quiet_logs(verbose)
     store_overrides = {} if auto_create_topics is None else {"auto_create_topics": auto_create_topics}
-    store_cfg = load_store_config(root, config_file, **store_overrides)
+    store_cfg = load_store_config(root, config_file, remembered=False, **store_overrides)
     overrides = {k: v for k, v in (("host", host), ("port", port), ("metrics_port", metrics_port)) if v is not None}
     try:
         cfg = BrokerConfig.load(toml_path=config_file, section="broker", **overrides)
@@ -35,7 +37,8 @@ def serve(root, config_file, host, port, metrics_port, auto_create_topics, verbo
         raise click.ClickException(str(e)) from e
     check_root(store_cfg.root_dir)
     try:
-        asyncio.run(run(store_cfg, cfg, ready=lambda line: print(line, flush=True)))
+        asyncio.run(run(store_cfg, cfg, ready=lambda line: print(line, flush=True),
+                        progress=lambda line: print(line, file=sys.stderr, flush=True)))
     except OSError as e:            # a port in use, a root that cannot be opened: one line, exit 1
         text = f"{e.strerror}: {e.filename}" if e.strerror and e.filename else str(e)
         raise click.ClickException(text) from e

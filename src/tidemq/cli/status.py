@@ -8,30 +8,12 @@ from __future__ import annotations
 import click
 
 from .common import config_option, endpoint_option, quiet_logs
+from ..words import cleanup_summary, human_seconds, until
 from .output import emit_json, out, table
 
 
 def _pct(d: dict) -> str:
     return f"{d['used_ratio_percent']:.1f} %"
-
-
-def _eta(s) -> str:
-    if s is None:
-        return "not at this rate"
-    if s <= 0:
-        return "now"
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if s >= size:
-            return f"{s / size:.1f} {unit}"
-    return f"{s:.0f} s"
-
-
-def last_cleanup(lc: dict, now_ms: float) -> str:
-    """The last cleanup that deleted something (it stays until the next one that does)."""
-    if not lc.get("deleted"):
-        return "last cleanup: nothing deleted since start" + (f" ({lc['why_not']})" if lc.get("why_not") else "")
-    return (f"last cleanup: deleted {len(lc['deleted'])} segment(s), {lc['deleted_bytes'] / 2**20:.1f} MiB, "
-            f"{_eta((now_ms - lc['at_ms']) / 1000)} ago, reason: {'+'.join(lc['triggers']) or '-'}")
 
 
 def print_verdict(v: dict) -> None:
@@ -55,7 +37,7 @@ def status(endpoint, config_file, as_json) -> None:
         emit_json(st)
         raise SystemExit(0 if accepted else 1)
     r = st["rates"]
-    out.print(f"tidemq {st['version']} on {st['endpoint']}, up {_eta(st['uptime_s'])}, store {st['root']}"
+    out.print(f"tidemq {st['version']} on {st['endpoint']}, up {human_seconds(st['uptime_s'])}, store {st['root']}"
               + (f", metrics on {st['metrics_endpoint']}" if st["metrics_endpoint"] else ""))
     print_verdict(st["verdict"])
     al = st["alarms"]
@@ -65,9 +47,9 @@ def status(endpoint, config_file, as_json) -> None:
     table("disks", ["path", "role", "state", "used", "free MiB", "75/85/90"],
           [[x["path"], x["role"], x["state"], _pct(x), f"{x['free_bytes'] / 2**20:.1f}",
             "/".join(str(v) for v in th.values())] for x in d["directories"]])
-    out.print(last_cleanup(d["last_cleanup"], st["started_ms"] + st["uptime_s"] * 1000))
+    out.print("last cleanup: " + cleanup_summary(d["last_cleanup"], st["started_ms"] / 1000 + st["uptime_s"]))
     eta = d["forecast"]["seconds_until_percent"]
-    out.print("forecast: " + ", ".join(f"{k} % {_eta(v)}" for k, v in eta.items()) + f"; {d['forecast']['advice']}")
+    out.print("forecast: " + ", ".join(f"{k} % {until(v)}" for k, v in eta.items()) + f"; {d['forecast']['advice']}")
     out.print(f"rates (last {r['window_s']:.0f} s): put {r['put_per_s']:.1f}/s, got {r['got_per_s']:.1f}/s, "
               f"in {r['bytes_in_per_s'] / 2**20:.2f} MiB/s; {st['topics']} topics, {st['groups']} groups; "
               f"recovery took {st['recovery']['seconds']:.2f} s")

@@ -76,6 +76,36 @@ def create(name, queues, endpoint, root, config_file) -> None:
         store.shutdown()
 
 
+@topic.command("delete")
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="do not ask")
+@endpoint_option
+@root_option
+@config_option
+@click.option("--json", "as_json", is_flag=True)
+def delete(name, yes, endpoint, root, config_file, as_json) -> None:
+    """Delete topic NAME (mqadmin deleteTopic): its queues at once, its messages are never served
+    again (the log keeps their bytes until cleanup); the groups' offsets of it go. Asks first."""
+    quiet_logs()
+    if not yes and not click.confirm(f"delete topic {name} and every message in it?", default=False):
+        fail("nothing deleted", code=1)
+    if endpoint:
+        from ..protocol import admin as api
+        done = _admin(endpoint, api.DELETE_TOPIC, {"topic": name}, config_file)
+    else:
+        store = _open(root, config_file)
+        try:
+            done = store.delete_topic(name)
+        finally:
+            store.shutdown()
+        if done is None:
+            fail(f"topic {name!r} does not exist", code=1)
+    if as_json:
+        emit_json(done)
+    else:
+        click.echo(f"deleted topic {name}: {done['queues']} queue(s), {done['messages']} message(s)")
+
+
 @topic.command("list")
 @endpoint_option
 @root_option

@@ -41,6 +41,12 @@ ALARMS: {"memory": ALARM, "disk": ALARM, "refusal": str | null, "checks": int,
                                                                   "groups": [{"group", "lag", "inflight"}]}
     Config          {}                                          {"store": {name: value}, "broker": {name:
                                                                   value}} (secrets as "***")
+    DeleteTopic     {"topic": str}                              {"topic", "queues", "messages", "log_end"}:
+                                                                  queues deleted, records dead in the log
+                                                                  until cleanup, groups' offsets dropped
+    ResetGroup      {"group": str, "topic": str, "to":          {"reset": [{"topic", "queue", "kind",
+                    "earliest" | "latest" | int (>= 10**12: a     "from", "to"}]}: pull offsets and pop
+                    time in ms, else an offset)}                  cursors (in-flight messages forgotten)
 
 MESSAGE: {"topic", "queue", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys",
 "properties", "born_timestamp_ms", "store_timestamp_ms", "body_bytes", "body" (UTF-8, undecodable
@@ -66,8 +72,11 @@ GROUPS = "Groups"
 QUERY = "Query"
 TOPIC_STATUS = "TopicStatus"
 CONFIG = "Config"
+RESET_GROUP = "ResetGroup"
+DELETE_TOPIC = "DeleteTopic"
 METHODS = (CREATE_TOPIC, LIST_TOPICS, DISK_STATUS, DELETE_EXPIRED, ALARMS, SET_ALARM_LIMITS, STATUS, GROUPS, QUERY,
-           TOPIC_STATUS, CONFIG)
+           TOPIC_STATUS, CONFIG, RESET_GROUP, DELETE_TOPIC)
+TIMESTAMP_MS_MIN = 10**12          # --to: a number from here on is a time in ms, below it an offset
 QUERY_MAX = 64
 QUERY_BY = ("key", "id", "commitlog_offset", "queue")
 
@@ -139,6 +148,16 @@ def query_request(req: dict) -> tuple[str, str, object, int]:
         what = (_int(req, "queue", 0, 1 << 20), _int(req, "timestamp_ms"))
     n = _int(req, "max", 1, QUERY_MAX) if "max" in req else 16
     return topic, by, what, n
+
+
+def reset_request(req: dict) -> tuple[str, str, str | int]:
+    """(group, topic, to) of a ResetGroup request; ValueError saying what is wrong when it is not one."""
+    if not isinstance(req, dict):
+        raise ValueError("a request is a JSON object")
+    to = req.get("to")
+    if to not in ("earliest", "latest"):
+        to = _int(req, "to")
+    return _name(req, "group"), _name(req, "topic"), to
 
 
 def topic_request(req: dict) -> str:

@@ -84,6 +84,7 @@ class _Segments(DataSourceReader):
     def __init__(self, options) -> None:
         self.segments = json.loads(options["segments"])        # [[path, limit, name], ...]
         self.reports = options["reports"]
+        self.dead = json.loads(options.get("dead") or "{}")    # deleted topic -> where its records end
 
     def partitions(self):
         return [InputPartition(i) for i in range(len(self.segments))] or [InputPartition(-1)]
@@ -97,6 +98,7 @@ class _Segments(DataSourceReader):
         buf = np.frombuffer(data, np.uint8)
         for lo in range(0, len(positions), BATCH_ROWS):
             batch, _ = decode(buf, np.array(positions[lo:lo + BATCH_ROWS]), sizes[lo:lo + BATCH_ROWS])
+            batch = _without_dead(batch, self.dead)
             day = pc.strftime(batch.column("store_timestamp"), format="%Y-%m-%d", locale="C")
             seg = pa.array([name] * batch.num_rows, pa.string())
             yield pa.RecordBatch.from_arrays(batch.columns + [day, seg], names=batch.schema.names + ["day", "segment"])
@@ -104,6 +106,26 @@ class _Segments(DataSourceReader):
         _write_json(os.path.join(self.reports, f"{name}.json"), {
             "rows": len(positions), "corrupt_skipped": corrupt, "stopped_at": end,
             "crc32": zlib.crc32(memoryview(data)[:end])})
+
+
+def _without_dead(batch: pa.RecordBatch, dead: dict) -> pa.RecordBatch:
+    """Records of deleted topics (store/topics.py: before where the topic ended) are not archived."""
+    if not dead or not batch.num_rows:
+        return batch
+    topic, offset = batch.column("topic"), batch.column("commitlog_offset")
+    keep = None
+    for name, end in dead.items():
+        gone = pc.and_(pc.equal(topic, name), pc.less(offset, end))
+        keep = pc.invert(gone) if keep is None else pc.and_(keep, pc.invert(gone))
+    return batch.filter(keep)
+
+
+def _deleted_topics(root: str) -> dict:
+    try:
+        with open(layout.topics_path(root)) as f:
+            return {str(k): int(v) for k, v in json.load(f).get("deleted", {}).items()}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
 
 
 def _write_json(path: str, doc: dict) -> None:
@@ -267,7 +289,8 @@ def _run_locked(spark, root, dest, commitlog_dirs) -> dict:
     reports = os.path.join(dest, f"_reports-{run_id}")            # not read as data ("_" prefix)
     os.makedirs(reports, exist_ok=True)
     segments = json.dumps([[s["path"], s["limit"], s["name"]] for s in todo])
-    df = spark.read.format("tidemq_segments").option("segments", segments).option("reports", reports).load()
+    df = (spark.read.format("tidemq_segments").option("segments", segments).option("reports", reports)
+          .option("dead", json.dumps(_deleted_topics(root))).load())
     df.write.mode("append").partitionBy("topic", "day").parquet(out)
     try:
         for s in todo:

@@ -23,6 +23,13 @@ class StoreFilesError(RuntimeError):
     """A store directory that cannot be read as one (missing, unknown topic, bad files)."""
 
 
+def _remembered_dirs(root: str) -> tuple[str, ...]:
+    """The commit-log directories the store last ran with (store/remembered.py), read-only ones too."""
+    from ..store import remembered
+    r = remembered.recall(root)
+    return tuple(r.get("commitlog_dirs") or ()) + tuple(r.get("readonly_commitlog_dirs") or ())
+
+
 class StoreFiles:
     """One store root (plus its commit-log directories when they are elsewhere), read through
     the FileIO seam (``fio``: the real file system unless a test gives another) and laid out
@@ -33,7 +40,7 @@ class StoreFiles:
         if not self.fio.is_dir(root):
             raise StoreFilesError(f"no store at {root!r}")
         self.root = root
-        self.commitlog_dirs = tuple(commitlog_dirs) or (layout.commitlog_dir(root),)
+        self.commitlog_dirs = tuple(commitlog_dirs) or _remembered_dirs(root) or (layout.commitlog_dir(root),)
         self._maps: dict[str, tuple[object, np.ndarray]] = {}
         self.refresh()
 

@@ -25,6 +25,7 @@ minimum offset is corrected so a get below it answers OFFSET_TOO_SMALL.
 
 from __future__ import annotations
 
+import enum
 import logging
 import time
 from dataclasses import dataclass, field
@@ -43,6 +44,33 @@ from .segment_queue import SegmentQueue
 log = logging.getLogger("tidemq.store")
 
 
+class NotFreed(str, enum.Enum):
+    """Why a round that should have deleted (or deleted more) did not."""
+    NOTHING_EXPIRED = "nothing-expired"
+    HELD_BY_READER = "held-by-reader"
+    ACTIVE_ONLY = "active-only"
+    NOT_ARCHIVED = "not-archived"
+    DELETE_FAILED = "delete-failed"
+
+
+class DeleteReason(str, enum.Enum):
+    """Why a segment was deleted: it expired, or space was short enough to delete it unexpired."""
+    EXPIRED = "expired"
+    SPACE = "space"
+
+
+@dataclass
+class LostRange:
+    """Messages of one queue that a cleanup took away: queue offsets [first, end)."""
+    topic: str
+    queue_id: int
+    first: int
+    end: int
+
+    def as_dict(self) -> dict:
+        return {"topic": self.topic, "queue_id": self.queue_id, "first": self.first, "end": self.end}
+
+
 @dataclass
 class CleanRound:
     at_ms: int = 0
@@ -50,11 +78,35 @@ class CleanRound:
     clean_immediately: bool = False
     deleted: list[str] = field(default_factory=list)
     deleted_bytes: int = 0
+    reasons: list[DeleteReason] = field(default_factory=list)   # one per deleted segment
     why_not: str | None = None                            # space short but nothing deleted: why
+    why_not_code: NotFreed | None = None
+    lost: list[LostRange] = field(default_factory=list)   # filled behind the log by QueueCleaner
+
+    def not_freed(self, code: NotFreed, text: str) -> None:
+        self.why_not_code, self.why_not = code, text
 
     def as_dict(self) -> dict:
         return {"at_ms": self.at_ms, "triggers": self.triggers, "clean_immediately": self.clean_immediately,
-                "deleted": self.deleted, "deleted_bytes": self.deleted_bytes, "why_not": self.why_not}
+                "deleted": self.deleted, "deleted_bytes": self.deleted_bytes,
+                "reasons": [r.value for r in self.reasons], "why_not": self.why_not,
+                "why_not_code": self.why_not_code.value if self.why_not_code else None,
+                "lost": [r.as_dict() for r in self.lost]}
+
+
+LOST_RANGES_LOGGED = 20
+
+
+def log_deletion(rnd: CleanRound) -> None:
+    """A deletion is news an operator must see: at WARNING, with the messages it took."""
+    ranges = [f"{r.topic}/{r.queue_id} {r.first}..{r.end - 1}" for r in rnd.lost]
+    more = len(ranges) - LOST_RANGES_LOGGED
+    reasons = sorted({r.value for r in rnd.reasons})
+    log.warning("cleanup deleted %d commit-log segment(s), %.1f MiB (%s; trigger %s%s); messages gone: %s%s",
+                len(rnd.deleted), rnd.deleted_bytes / 2**20, "+".join(reasons), "+".join(rnd.triggers),
+                ", clean immediately" if rnd.clean_immediately else "",
+                ", ".join(ranges[:LOST_RANGES_LOGGED]) or "none (no queue lost a unit)",
+                f" and {more} more queue(s)" if more > 0 else "")
 
 
 class CommitLogCleaner:
@@ -70,8 +122,11 @@ class CommitLogCleaner:
         self.hours = config.delete_hours()
         self.manual_rounds = 0
         self.deleted_bytes_total = 0
+        self.deleted_segments: dict[DeleteReason, int] = {r: 0 for r in DeleteReason}
+        self.not_freed_rounds: dict[NotFreed, int] = {r: 0 for r in NotFreed}  # space short, not freed
         self.last = CleanRound()
-        self.last_effective = CleanRound()
+        self.last_deleted = CleanRound()     # the last round that deleted something: it stays visible
+        self._short: NotFreed | None = None  # logged on change, not every round
 
     def trigger_manual(self) -> None:
         """RocketMQ's `deleteExpiredCommitLog`: the next rounds delete expired segments now."""
@@ -88,7 +143,8 @@ class CommitLogCleaner:
             if not self._destroy(rnd, mf, now):
                 break
 
-    def _destroy(self, rnd: CleanRound, mf: MappedFile, now: int) -> bool:
+    def _destroy(self, rnd: CleanRound, mf: MappedFile, now: int,
+                 reason: DeleteReason = DeleteReason.EXPIRED) -> bool:
         """Delete the head segment; False (and why_not set) if it must wait."""
         cfg = self.config
         size = mf.size
@@ -96,7 +152,7 @@ class CommitLogCleaner:
             gone = mf.destroy(now, cfg.destroy_mapped_file_interval_forcibly_ms)
         except OSError as e:
             if not self.disk.is_offline(mf.directory):
-                rnd.why_not = f"cannot delete segment {mf.path}: {e}; retried next round"
+                rnd.not_freed(NotFreed.DELETE_FAILED, f"cannot delete segment {mf.path}: {e}; retried next round")
                 return False
             # its directory is offline (read-only, failing): the log goes on without the
             # segment, the file stays there; retrying would stop all cleanup for good
@@ -105,7 +161,8 @@ class CommitLogCleaner:
                         mf.directory, e)
             gone = True
         if not gone:
-            rnd.why_not = f"segment {mf.path} is held by {mf.refs} reader(s); retried next round"
+            rnd.not_freed(NotFreed.HELD_BY_READER, f"segment {mf.path} is held by {mf.refs} reader(s); "
+                                                   f"retried next round")
             return False
         self.segments.remove_head(mf)
         try:
@@ -115,8 +172,10 @@ class CommitLogCleaner:
         except OSError:
             pass
         rnd.deleted.append(mf.path)
+        rnd.reasons.append(reason)
         rnd.deleted_bytes += size
         self.deleted_bytes_total += size
+        self.deleted_segments[reason] += 1
         if self.on_deleted is not None:
             self.on_deleted(mf)
         return True
@@ -134,16 +193,31 @@ class CommitLogCleaner:
             self.manual_rounds -= 1
             rnd.triggers.append("manual")
         if not rnd.triggers:
+            self._say_space(False, rnd, over)
             self.last = rnd
             return rnd
         rnd.clean_immediately = forcibly
         self._delete(rnd, now)
-        if space and not rnd.deleted and rnd.why_not:
-            log.warning("space is short (%s) but no segment could be deleted: %s", ", ".join(over), rnd.why_not)
+        self._say_space(space, rnd, over)
         self.last = rnd
-        if rnd.deleted or rnd.why_not:
-            self.last_effective = rnd
+        if rnd.deleted:
+            self.last_deleted = rnd
         return rnd
+
+    def _say_space(self, space: bool, rnd: CleanRound, over: list[str]) -> None:
+        """Log a change of state (space short and why nothing could be freed, space no longer
+        short), not every round: the state itself is in `tidemq disk` and the metrics."""
+        short = rnd.why_not_code if space and not rnd.deleted else None
+        if short is not None:
+            self.not_freed_rounds[short] += 1
+        if short is self._short:
+            return
+        if short is not None:
+            log.warning("space is short (%s) but no segment could be deleted: %s (said again when this changes)",
+                        ", ".join(over), rnd.why_not)
+        elif self._short is not None:
+            log.warning("space is no longer blocked: %s", "segments deleted" if rnd.deleted else "usage fell")
+        self._short = short
 
     def _delete(self, rnd: CleanRound, now: int) -> None:
         cfg = self.config
@@ -153,26 +227,25 @@ class CommitLogCleaner:
                 break
             expired = now >= mf.last_store_timestamp_ms + reserved_ms
             if not expired and not rnd.clean_immediately:
-                rnd.why_not = rnd.why_not or (f"nothing expired: the oldest segment {mf.path} is "
-                                              f"{(now - mf.last_store_timestamp_ms) / 3_600_000:.1f} h old, "
-                                              f"file_reserved_time_hours={cfg.file_reserved_time_hours:g}")
+                if rnd.why_not is None:
+                    rnd.not_freed(NotFreed.NOTHING_EXPIRED,
+                                  f"nothing expired: the oldest segment {mf.path} is "
+                                  f"{(now - mf.last_store_timestamp_ms) / 3_600_000:.1f} h old, "
+                                  f"file_reserved_time_hours={cfg.file_reserved_time_hours:g}")
                 break
             if self.archive is not None and not self.archive.archived(mf):
                 if self.archive.on_unarchived_full != "delete" or self.disk.refusal is None:
-                    rnd.why_not = (f"segment {mf.path} is not archived yet (archive_before_delete): "
-                                   f"run `tidemq archive`")
+                    rnd.not_freed(NotFreed.NOT_ARCHIVED, f"segment {mf.path} is not archived yet "
+                                                         f"(archive_before_delete): run `tidemq archive`")
                     break
                 self.archive.record_gap(mf, now, f"disk at the warning level: {self.disk.refusal}")
-            if not self._destroy(rnd, mf, now):
+            if not self._destroy(rnd, mf, now, DeleteReason.EXPIRED if expired else DeleteReason.SPACE):
                 break
             if cfg.delete_commit_log_files_interval_ms:
                 self.clock.sleep(cfg.delete_commit_log_files_interval_ms / 1000)
         else:
             if not rnd.deleted:
-                rnd.why_not = "only the active segment is left"
-        if rnd.deleted:
-            log.info("deleted %d commit-log segment(s) (%s%s): %s", len(rnd.deleted), "+".join(rnd.triggers),
-                     ", clean immediately" if rnd.clean_immediately else "", ", ".join(rnd.deleted))
+                rnd.not_freed(NotFreed.ACTIVE_ONLY, "only the active segment is left")
 
 
 class QueueCleaner:
@@ -181,10 +254,12 @@ class QueueCleaner:
         self.index = index
         self.deleted_files = 0
 
-    def run_round(self, log_min_offset: int) -> int:
-        """Delete consume-queue and index files wholly before the log; correct minimum offsets."""
+    def run_round(self, log_min_offset: int, lost: list[LostRange] | None = None) -> int:
+        """Delete consume-queue and index files wholly before the log; correct minimum offsets.
+        Each queue whose minimum moved is added to ``lost`` with the offsets that went."""
         n = 0
         for cq in self.queues.all():
+            before = cq.min_offset
             starts = cq.file_starts()
             for start in starts[:-1]:          # the newest file of a queue stays: it takes appends
                 raw = cq.read(start + cq.units_per_segment - 1, 1)
@@ -196,6 +271,8 @@ class QueueCleaner:
                 cq.delete_file(start)
                 n += 1
             correct_min_offset(cq, log_min_offset)
+            if lost is not None and cq.min_offset > before:
+                lost.append(LostRange(cq.topic, cq.queue_id, before, cq.min_offset))
         if self.index is not None:
             n += self.index.delete_before(log_min_offset)
         self.deleted_files += n

@@ -99,6 +99,7 @@ class CommitLog:
         self.sealed: dict[int, int] = {}
         self._sealed_path = layout.sealed_path(config.root_dir)
         self.flushed_offset = 0
+        self.walked_offset = 0          # where the last walk of the log (recovery, re-dispatch) got to
         self._flush_lock = threading.Lock()
         self.max_record_size = config.segment_size_bytes - BLANK_MIN
         self.warmer = None              # a SegmentWarmer (warmer.py): woken when the log's end passes its mark
@@ -282,6 +283,7 @@ class CommitLog:
         for mf in list(self.segments.segments):
             if mf.end_offset <= from_offset:
                 continue
+            self.walked_offset = max(from_offset, mf.start_offset)
             if not mf.hold():
                 continue
             try:

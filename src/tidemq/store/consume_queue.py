@@ -365,6 +365,20 @@ class ConsumeQueueTable:
                     t[queue_id] = cq
         return cq
 
+    def drop_topic(self, topic: str) -> int:
+        """Close and delete every consume queue of a topic (its directory included); units removed."""
+        with self._lock:
+            queues = self.queues.pop(topic, {})
+        units = 0
+        for cq in queues.values():
+            units += max(0, cq.max_offset - cq.min_offset)
+            cq.close()
+        tdir = topic_dir(self.root, topic)
+        if self.fio.is_dir(tdir):
+            self.fio.rmtree(tdir)
+            self.fio.fsync_dir(self.root)
+        return units
+
     def all(self) -> list[ConsumeQueue]:
         with self._lock:
             return [cq for t in self.queues.values() for cq in t.values()]

@@ -21,17 +21,18 @@ A directory counts as unmounted when the marker file tidemq wrote into it at
 start (``.tidemq-dir``, holding a random id) is gone or holds another id; the
 marker is rewritten at every check, so a read-only remount or an EIO shows too.
 
-Forecast: exponentially weighted rates (time constant 5 minutes) of ingest
-(commit-log bytes appended) and cleanup (bytes deleted) give the time until the
-three ratios are reached and how many hours of data the disks can hold: the
-answer to "when must we add disk?".
+Forecast: the rates of the last minute (WINDOW_S) of ingest (commit-log bytes
+appended), cleanup (bytes deleted) and, per directory, usage growth give the time
+until the three ratios are reached, overall and per directory (zero while writes
+are refused), and how long the disks hold data before the clean-forcibly ratio
+deletes it unexpired: the answer to "when must we add disk?".
 """
 
 from __future__ import annotations
 
+import collections
 import enum
 import logging
-import math
 import os
 import threading
 import uuid
@@ -39,12 +40,13 @@ from dataclasses import dataclass, field
 
 from ..config import StoreConfig
 from ..io import Clock, DiskUsage, FileIO
+from ..words import human_bytes, human_seconds
 from .layout import DIR_MARKER
 
 log = logging.getLogger("tidemq.store")
 
 ERRORS_BEFORE_OFFLINE = 3
-RATE_TIME_CONSTANT_S = 300.0
+WINDOW_S = 60.0          # rates for the forecast: over the last minute
 
 
 class DirState(str, enum.Enum):
@@ -69,6 +71,8 @@ class DirStatus:
     segment_bytes: int = 0
     offline_reason: str | None = None
     device: int | None = None        # st_dev: directories on one file system count once in the forecast
+    growth_bytes_per_s: float = 0.0  # how fast its usage grew over the last WINDOW_S (negative: shrank)
+    seconds_until_percent: dict[int, float | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -89,23 +93,26 @@ def _device(path: str) -> int | None:
         return None
 
 
-class _Ewma:
+class _Window:
+    """The rate of a growing total over the last WINDOW_S seconds: a change of rate shows within
+    the window (an average over minutes would hide it), and a stop shows as zero."""
+
     def __init__(self) -> None:
-        self.rate = 0.0
-        self.last_t: float | None = None
-        self.last_v = 0.0
+        self.samples: collections.deque[tuple[float, float]] = collections.deque()
 
     def observe(self, t: float, total: float) -> None:
-        if self.last_t is None:
-            self.last_t, self.last_v = t, total
+        if self.samples and t - self.samples[-1][0] < 0.5:
             return
-        dt = t - self.last_t
-        if dt < 0.5:
-            return
-        inst = max(0.0, (total - self.last_v) / dt)
-        a = 1 - math.exp(-dt / RATE_TIME_CONSTANT_S)
-        self.rate = inst if self.rate == 0.0 else a * inst + (1 - a) * self.rate
-        self.last_t, self.last_v = t, total
+        self.samples.append((t, total))
+        while len(self.samples) > 2 and t - self.samples[1][0] >= WINDOW_S:
+            self.samples.popleft()
+
+    @property
+    def rate(self) -> float:
+        if len(self.samples) < 2:
+            return 0.0
+        (t0, v0), (t1, v1) = self.samples[0], self.samples[-1]
+        return (v1 - v0) / (t1 - t0) if t1 > t0 else 0.0
 
 
 class DiskMonitor:
@@ -130,8 +137,9 @@ class DiskMonitor:
         self._errors: dict[str, int] = {}          # consecutive I/O errors per directory
         self._lock = threading.Lock()
         self._refresh_lock = threading.Lock()   # one measurement at a time: a late one never undoes a newer
-        self._ingest = _Ewma()
-        self._cleanup = _Ewma()
+        self._ingest = _Window()
+        self._cleanup = _Window()
+        self._growth: dict[str, _Window] = {d: _Window() for d in self.dirs}
         self.refusal: str | None = None
 
     # Markers and offline directories --------------------------------------------------
@@ -236,6 +244,9 @@ class DiskMonitor:
                 continue
             st.device = _device(d)
             self._apply(st, usage)
+            g = self._growth[d]
+            g.observe(self.clock.monotonic_s(), usage.used_bytes)
+            st.growth_bytes_per_s = g.rate
         self._update_refusal()
 
     def _apply(self, st: DirStatus, usage: DiskUsage) -> None:
@@ -308,6 +319,9 @@ class DiskMonitor:
         self._cleanup.observe(t, deleted_bytes_total)
 
     def forecast(self) -> Forecast:
+        """When the ratios are reached at the rates of the last minute, overall (commit-log file
+        systems counted once) and per directory; zero for a ratio reached or while writes are
+        refused (nothing more can be written: the time is now)."""
         cfg = self.config
         cl = [st for st in self.dirs.values() if st.role == "commitlog" and st.path not in self._offline]
         seen_fs: dict[tuple[int | None, int, int], DirStatus] = {}
@@ -316,37 +330,58 @@ class DiskMonitor:
         cap = sum(st.capacity_bytes for st in seen_fs.values())
         used = sum(st.used_bytes for st in seen_fs.values())
         log_bytes = sum(st.segment_bytes for st in cl)
-        ingest, cleanup = self._ingest.rate, self._cleanup.rate
+        ingest, cleanup = max(0.0, self._ingest.rate), max(0.0, self._cleanup.rate)
         f = Forecast(ingest_bytes_per_s=ingest, cleanup_bytes_per_s=cleanup,
                      file_reserved_time_hours=cfg.file_reserved_time_hours)
         mx, forcibly, warning = cfg.thresholds()
+        refused = self.refusal is not None
         for pct in (mx, forcibly, warning):
-            room = pct / 100 * cap - used
-            f.seconds_until_percent[pct] = 0.0 if room <= 0 else (room / ingest if ingest > 0 else None)
+            f.seconds_until_percent[pct] = _until(pct / 100 * cap - used, ingest, refused and pct == warning)
+        for st in self.dirs.values():
+            st.seconds_until_percent = {
+                pct: _until(pct / 100 * st.capacity_bytes - st.used_bytes, st.growth_bytes_per_s,
+                            pct == st.thresholds_percent[2] and st.state is DirState.FULL)
+                for pct in st.thresholds_percent}
         other = max(0, used - log_bytes)
-        usable = mx / 100 * cap - other
+        usable = forcibly / 100 * cap - other
         if ingest > 0 and cap > 0:
             f.retention_hours_possible = max(0.0, usable) / ingest / 3600
-        f.advice = self._advice(f, cap, other, ingest, mx)
+        f.advice = self._advice(f, cap, other, ingest)
         return f
 
-    def _advice(self, f: Forecast, cap: int, other: int, ingest: float, mx: int) -> str:
+    def _advice(self, f: Forecast, cap: int, other: int, ingest: float) -> str:
+        """What will happen, in the words of what the cleaner and the alarm do: above the max-used
+        ratio only expired segments are deleted (at once, not at delete_when); above the
+        clean-forcibly ratio segments are deleted before they expire; at the warning ratio writes
+        are refused."""
+        mx, forcibly, warning = self.config.thresholds()
         if cap <= 0:
             return "no commit-log directory can be measured"
+        if self.refusal is not None:
+            return f"writes are refused now ({self.refusal}): free space or add disk"
         if ingest <= 0:
-            return "no ingest measured yet: no forecast"
-        want_s = f.file_reserved_time_hours * 3600
-        need = ingest * want_s / (mx / 100) + other
+            return "nothing written in the last minute: no forecast"
+        keep_h = f.file_reserved_time_hours
         hours = f.retention_hours_possible or 0.0
-        until = f.seconds_until_percent.get(mx)
-        when = "now" if until == 0 else (f"in {until / 3600:.1f} h" if until else "not at this rate")
-        if hours + 1e-9 < f.file_reserved_time_hours:
-            return (f"the disks hold {hours:.1f} h of data at {ingest / 1e6:.2f} MB/s, less than "
-                    f"file_reserved_time_hours={f.file_reserved_time_hours:g}: segments will be deleted for space "
-                    f"(at {mx}%) before they expire, {when}. Add {max(0, need - cap) / 2**30:.1f} GiB to keep "
-                    f"{f.file_reserved_time_hours:g} h; {self.config.disk_space_warning_level_percent}% refuses writes")
-        return (f"the disks hold {hours:.1f} h at {ingest / 1e6:.2f} MB/s, more than the "
-                f"{f.file_reserved_time_hours:g} h kept: time-based cleanup keeps usage below {mx}%")
+        rate = f"{human_bytes(ingest)}/s"
+        if hours + 1e-9 < keep_h:
+            need = ingest * keep_h * 3600 / (forcibly / 100) + other
+            until = f.seconds_until_percent.get(forcibly)
+            when = "now" if until == 0 else (f"in {human_seconds(until)}" if until else "")
+            return (f"at {rate} the disks hold {human_seconds(hours * 3600)} of data, less than "
+                    f"file_reserved_time_hours={keep_h:g}: at {forcibly}% (reached {when or 'not at this rate'}) "
+                    f"segments are deleted before they expire, read or not; add {human_bytes(max(0, need - cap))} "
+                    f"to keep {keep_h:g} h; at {warning}% writes are refused")
+        return (f"at {rate} the disks hold {human_seconds(hours * 3600)}, more than the {keep_h:g} h kept: "
+                f"expired segments are deleted and usage stays below {forcibly}%, where unexpired ones would go")
+
+
+def _until(room: float, rate: float, now: bool) -> float | None:
+    """Seconds until ``room`` bytes are filled at ``rate``: 0 when none is left (or ``now``),
+    None when the usage does not grow."""
+    if now or room <= 0:
+        return 0.0
+    return room / rate if rate > 0 else None
 
 
 def status_report(disk: DiskMonitor, cleaner, segments, flags: dict) -> dict:
@@ -360,14 +395,19 @@ def status_report(disk: DiskMonitor, cleaner, segments, flags: dict) -> dict:
              "thresholds_percent": {"max_used": st.thresholds_percent[0],
                                     "clean_forcibly": st.thresholds_percent[1],
                                     "warning": st.thresholds_percent[2]},
-             "segments": st.segments, "segment_bytes": st.segment_bytes, "offline_reason": st.offline_reason}
+             "segments": st.segments, "segment_bytes": st.segment_bytes, "offline_reason": st.offline_reason,
+             "growth_bytes_per_s": round(st.growth_bytes_per_s, 1),
+             "seconds_until_percent": {str(k): (round(v, 1) if v is not None else None)
+                                       for k, v in st.seconds_until_percent.items()}}
             for st in disk.dirs.values()],
         "flags": flags,
-        "last_cleanup": cleaner.last_effective.as_dict(),
+        "last_cleanup": cleaner.last_deleted.as_dict(),
         "last_round": cleaner.last.as_dict(),
         "manual_rounds_left": cleaner.manual_rounds,
         "commitlog": {"min_offset": segments.min_offset, "max_offset": segments.max_offset,
-                      "deleted_bytes_total": cleaner.deleted_bytes_total},
+                      "deleted_bytes_total": cleaner.deleted_bytes_total,
+                      "deleted_segments_by_reason": {r.value: n for r, n in cleaner.deleted_segments.items()},
+                      "not_freed_rounds_by_reason": {r.value: n for r, n in cleaner.not_freed_rounds.items()}},
         "forecast": {"ingest_bytes_per_s": round(f.ingest_bytes_per_s, 1),
                      "cleanup_bytes_per_s": round(f.cleanup_bytes_per_s, 1),
                      "seconds_until_percent": {str(k): (round(v, 1) if v is not None else None)
@@ -375,5 +415,5 @@ def status_report(disk: DiskMonitor, cleaner, segments, flags: dict) -> dict:
                      "retention_hours_possible": (round(f.retention_hours_possible, 2)
                                                   if f.retention_hours_possible is not None else None),
                      "file_reserved_time_hours": f.file_reserved_time_hours,
-                     "advice": f.advice},
+                     "window_s": WINDOW_S, "advice": f.advice},
     }

@@ -113,6 +113,7 @@ class Dispatcher:
         self.pending_from: int | None = None
         self.error: str | None = None
         self.write_failures = 0
+        self.is_dead = lambda topic, phys: False   # TopicTable.is_dead: records of deleted topics
 
     # Inline path --------------------------------------------------------------------
     def dispatch_batch(self, units: dict, index_items: list, now_ms: int, first_phys: int,
@@ -213,7 +214,7 @@ class Dispatcher:
                 rep.end_offset = phys + size if kind == codec.REC_BLANK else phys
                 continue
             qid, qoff, store_ts, topic, props_raw = codec.decode_meta(mf.mapping, pos)
-            if only is not None and (topic, qid) not in only:
+            if (only is not None and (topic, qid) not in only) or self.is_dead(topic, phys):
                 rep.end_offset = phys + size
                 continue
             props = codec.decode_properties(props_raw) if props_raw else {}

@@ -20,10 +20,13 @@ Store root (``StoreConfig.root_dir``)::
       config/
         topics.json                   topics and their queue counts (topics.py)
         sealed.json                   segments sealed early, start offset -> position (commit_log.py)
+        store.json                    the settings the store last ran with, for commands given
+                                      only --root (remembered.py)
       archive/                        written by ``tidemq archive`` (tidemq.spark.archive)
         manifest.json                 archived segments (store/archive.py)
         gaps.json                     segments deleted before they were archived
         pending.json                  the run under way (removed once its manifest entry is written)
+        spark.log                     what Spark's JVM printed during `tidemq archive`
         .lock                         one archive job per store
 
 The broker keeps its own state under the same root (consumer offsets, pop state,

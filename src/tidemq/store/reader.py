@@ -232,7 +232,7 @@ class StoreReader:
         end_ms = end_ms if end_ms is not None else (1 << 62)
         out = []
         for phys in self.index.lookup(f"{topic}#{key}", max_count * 2 + 8, begin_ms, end_ms):
-            if phys < self.segments.min_offset:
+            if phys < self.segments.min_offset or self.topics.is_dead(topic, phys):
                 continue
             m = self.commit_log.read_message(phys)
             if m is None or m.topic != topic or not (begin_ms <= m.store_timestamp_ms <= end_ms):

@@ -41,6 +41,9 @@ class TopicTable:
         self.dir = config_dir
         self.path = os.path.join(config_dir, TOPICS_FILE)
         self.topics: dict[str, TopicState] = {}
+        # deleted topics: name -> the log's end when it was deleted; its records before that offset
+        # belong to the deleted topic (never dispatched again, never found), even once re-created
+        self.deleted: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def load(self) -> None:
@@ -51,6 +54,7 @@ class TopicTable:
             doc = json.loads(read_whole(self.fio, self.path).decode("utf-8"))
             for name, t in doc.get("topics", {}).items():
                 self.topics[name] = TopicState(name, int(t["queue_count"]))
+            self.deleted = {str(n): int(o) for n, o in doc.get("deleted", {}).items()}
         except (ValueError, KeyError, TypeError) as e:
             raise StoreError(f"{self.path} is unreadable ({e}); restore it or remove it "
                              f"(queues found on disk are added back)") from e
@@ -58,7 +62,41 @@ class TopicTable:
     def save(self) -> None:
         with self._lock:
             doc = {"topics": {n: {"queue_count": t.queue_count} for n, t in sorted(self.topics.items())}}
+            if self.deleted:
+                doc["deleted"] = dict(sorted(self.deleted.items()))
         write_atomic(self.fio, self.path, json.dumps(doc, indent=1).encode("utf-8"))
+
+    def delete(self, name: str, log_end: int) -> TopicState | None:
+        """Forget a topic (None if unknown); its records before ``log_end`` stay dead. Saved before
+        it returns (OSError: nothing changed)."""
+        with self._lock:
+            t = self.topics.pop(name, None)
+            if t is None:
+                return None
+            was = self.deleted.get(name)
+            self.deleted[name] = log_end
+        try:
+            self.save()
+        except OSError:
+            with self._lock:
+                self.topics[name] = t
+                if was is None:
+                    self.deleted.pop(name, None)
+                else:
+                    self.deleted[name] = was
+            raise
+        return t
+
+    def is_dead(self, topic: str, phys: int) -> bool:
+        """Whether the record of ``topic`` at log offset ``phys`` belongs to a deleted topic."""
+        return phys < self.deleted.get(topic, -1)
+
+    def forget_deleted_before(self, log_min: int) -> None:
+        """Deleted topics whose every record the cleaner has removed need no remembering."""
+        if any(end <= log_min for end in self.deleted.values()):
+            with self._lock:
+                self.deleted = {n: end for n, end in self.deleted.items() if end > log_min}
+            self.save()
 
     def get(self, name: str) -> TopicState | None:
         return self.topics.get(name)

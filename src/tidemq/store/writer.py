@@ -466,6 +466,17 @@ class StoreWriter:
             bind_queues(self.queues, t)
         return t
 
+    def delete_topic(self, name: str) -> dict | None:
+        """Delete a topic: forgotten (saved first), its consume queues deleted; its records stay
+        in the log until cleanup, dead. None if there is no such topic."""
+        with self.put_lock:           # every record put so far is dispatched: the end is exact
+            log_end = self.segments.max_offset
+            t = self.topics.delete(name, log_end)
+            if t is None:
+                return None
+            messages = self.queues.drop_topic(name)
+        return {"topic": name, "queues": t.queue_count, "messages": messages, "log_end": log_end}
+
     def create_topic_for_put(self, topic: str) -> tuple[TopicState | None, PutResult | None]:
         """Auto-creation: (the topic, None), or (None, the PutResult saying why it could not be saved)."""
         try:

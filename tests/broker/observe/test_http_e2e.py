@@ -65,6 +65,9 @@ def test_health_readiness_and_a_scrape_that_moves_under_load(broker):
     assert lag[(("group", "readers"), ("queue", str(queues[0])), ("topic", T))] == 0
     dirs = [k for k in after if k[0] == "tidemq_disk_used_ratio"]
     assert dirs and all(0 < after[k] < 1 for k in dirs)
+    for reason in ("expired", "space"):
+        assert after[("tidemq_segments_deleted_total", (("reason", reason),))] == 0
+    assert after[("tidemq_cleanup_not_freed_total", (("reason", "nothing-expired"),))] == 0
 
 
 def test_status_json_and_page_show_the_verdict(broker):

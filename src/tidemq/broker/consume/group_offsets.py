@@ -11,6 +11,7 @@ messages.
 from __future__ import annotations
 
 import json
+import time
 
 from ...io import FileIO, read_whole, write_atomic
 from ..state.layout import StateLayout
@@ -22,6 +23,7 @@ class GroupOffsets:
         self.fio = fio
         self.path = StateLayout(state_dir).consumer_offsets
         self.offsets: dict[tuple[str, str, int], int] = {}
+        self.committed_at_ms: dict[tuple[str, str, int], int] = {}   # since start: for `group status`
         self._dirty = False
 
     def load(self) -> None:
@@ -34,7 +36,15 @@ class GroupOffsets:
 
     def set(self, group: str, topic: str, qid: int, offset: int) -> None:
         self.offsets[(group, topic, qid)] = offset
+        self.committed_at_ms[(group, topic, qid)] = int(time.time() * 1000)
         self._dirty = True
+
+    def forget_topic(self, topic: str) -> None:
+        """A deleted topic: every group's offsets of it go."""
+        for key in [k for k in self.offsets if k[1] == topic]:
+            del self.offsets[key]
+            self.committed_at_ms.pop(key, None)
+            self._dirty = True
 
     def flush(self) -> None:
         if self._dirty:

@@ -31,6 +31,7 @@ import hmac
 import json
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 
 from ...io import FileIO, read_whole, write_atomic
@@ -86,6 +87,7 @@ class PopState:
         self.seq = 0
         # client -> (group, topic, queue, offset) of its in-flight messages the broker renews
         self.renewing: dict[str, set[tuple[str, str, int, int]]] = {}
+        self.touched_ms: dict[tuple[str, str, int], int] = {}   # last delivery or ack since start
 
     # Start / stop ---------------------------------------------------------------------
     def open(self) -> None:
@@ -125,6 +127,8 @@ class PopState:
 
     # Journal ----------------------------------------------------------------------------
     def _log(self, rec: dict) -> None:
+        if rec["op"] in ("pop", "ack"):          # live operations only (not a replay at start)
+            self.touched_ms[(rec["g"], rec["t"], rec["q"])] = int(time.time() * 1000)
         self._apply(rec)
         self.journal.append(rec)
 
@@ -145,6 +149,10 @@ class PopState:
             if cur is not None:
                 self._set(g, t, q, o, Inflight(cur.attempt, r["v"], r["s"]))
             self.seq = max(self.seq, r["s"])
+        elif op == "rst":         # reset by an operator: nothing in flight, the cursor where it says
+            for off in list(st.inflight):
+                self._set(g, t, q, off, None)
+            st.cursor = o
         elif op == "rnw":         # the broker's new invisible time (renewed, or released: c ""), same handle
             cur = st.inflight.get(o)
             if cur is not None and cur.seq == r["s"]:
@@ -226,6 +234,11 @@ class PopState:
         cur = self.state(group, topic, qid).inflight[offset]
         self._log({"op": "rnw", "g": group, "t": topic, "q": qid, "o": offset, "v": visible_at_ms, "s": cur.seq,
                    "c": client})
+
+    def reset(self, group: str, topic: str, qid: int, offset: int) -> None:
+        """`tidemq group reset`: the group's next message is ``offset``; what it had in flight is
+        forgotten (its handles are stale), so it is delivered again if at or after ``offset``."""
+        self._log({"op": "rst", "g": group, "t": topic, "q": qid, "o": offset})
 
     def drop(self, group: str, topic: str, qid: int, offset: int) -> None:
         """Done without an ack (moved to the dead-letter queue, or cleaned from the store)."""

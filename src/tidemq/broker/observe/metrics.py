@@ -10,8 +10,10 @@ counted twice and the hot path pays nothing but the put-latency bucket (latency.
     tidemq_writes_held                        1 while sends are held (alarm, backlog), 0 else
     tidemq_alarm{resource}                    1 while the memory / disk alarm is raised
     tidemq_disk_used_ratio{dir,state}         used fraction of each store directory
-    tidemq_disk_forecast_seconds{ratio}       time until the disks reach 75 / 85 / 90 %
+    tidemq_disk_forecast_seconds{dir,ratio}   time until a directory (or all) reaches 75 / 85 / 90 %
     tidemq_segments_deleted_bytes_total       commit-log bytes cleanup has deleted
+    tidemq_segments_deleted_total{reason}     segments deleted: expired, or space (before expiry)
+    tidemq_cleanup_not_freed_total{reason}    rounds with space short and nothing deleted, by why
     tidemq_consumer_lag_messages{group,topic,queue}
     tidemq_flushes_total / _flush_seconds_total  commit-log fsyncs and the time they took
     tidemq_recovery_seconds                   how long the store took to start
@@ -72,14 +74,30 @@ class BrokerCollector(Collector):
         for d in disk["directories"]:
             used.add_metric([d["path"], d["role"], d["state"]], d["used_ratio_percent"] / 100)
         yield used
-        fc = GaugeMetricFamily("tidemq_disk_forecast_seconds", "seconds until the disks reach a ratio at the "
-                               "measured ingest rate (absent: never at this rate)", labels=["ratio"])
+        fc = GaugeMetricFamily("tidemq_disk_forecast_seconds", "seconds until a directory (dir=\"all\": the "
+                               "commit-log disks together) reaches a ratio at the rate of the last minute; 0 while "
+                               "writes are refused; absent: not at this rate", labels=["dir", "ratio"])
         for ratio, s in disk["forecast"]["seconds_until_percent"].items():
             if s is not None:
-                fc.add_metric([ratio], s)
+                fc.add_metric(["all", ratio], s)
+        for d in disk["directories"]:
+            for ratio, s in (d.get("seconds_until_percent") or {}).items():
+                if s is not None:
+                    fc.add_metric([d["path"], ratio], s)
         yield fc
         yield CounterMetricFamily("tidemq_segments_deleted_bytes", "commit-log bytes deleted by cleanup",
                                   value=disk["commitlog"]["deleted_bytes_total"])
+        cl = disk["commitlog"]
+        deleted = CounterMetricFamily("tidemq_segments_deleted", "commit-log segments deleted by cleanup, by reason "
+                                      "(expired, or space: deleted before it expired)", labels=["reason"])
+        for reason, n in cl["deleted_segments_by_reason"].items():
+            deleted.add_metric([reason], n)
+        yield deleted
+        not_freed = CounterMetricFamily("tidemq_cleanup_not_freed", "cleanup rounds that found space short and "
+                                        "could delete nothing, by reason", labels=["reason"])
+        for reason, n in cl["not_freed_rounds_by_reason"].items():
+            not_freed.add_metric([reason], n)
+        yield not_freed
         lag = GaugeMetricFamily("tidemq_consumer_lag_messages", "messages a group has not consumed",
                                 labels=["group", "topic", "queue"])
         for r in o.lag():

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from html import escape
 
+from ...words import cleanup_summary, human_bytes, human_seconds, until
+
 RATIOS = (75, 85, 90)
 CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;max-width:70em}
@@ -24,32 +26,6 @@ h1{font-size:1.4em} h2{font-size:1.1em;margin-top:1.5em}
 table{border-collapse:collapse;margin-top:.5em} td,th{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:left}
 .disk td{vertical-align:middle} .muted{color:#777}
 """
-
-
-def _bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
-
-
-def _duration(s: float | None) -> str:
-    if s is None:
-        return "not at this rate"
-    if s <= 0:
-        return "now"
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if s >= size:
-            return f"{s / size:.1f} {unit}"
-    return f"{s:.0f} s"
-
-
-def _cleanup(lc: dict, now_s: float) -> str:
-    if not lc.get("deleted"):
-        return "Last cleanup: nothing deleted since start."
-    return (f"Last cleanup: deleted {len(lc['deleted'])} segment(s), {_bytes(lc['deleted_bytes'])}, "
-            f"{_duration(now_s - lc['at_ms'] / 1000)} ago (reason: {'+'.join(lc['triggers']) or '-'}).")
 
 
 def _level(pct: float) -> str:
@@ -71,7 +47,7 @@ def _disks(disk: dict) -> str:
         rows.append(f'<tr class="disk {_level(pct)}" data-used="{pct:.2f}"><td>{escape(d["path"])}</td>'
                     f'<td>{escape(d["role"])}</td><td>{escape(d["state"])}</td>'
                     f'<td style="width:40%"><div class="bar"><div class="fill" style="width:{min(pct, 100):.1f}%">'
-                    f'</div>{lines}</div></td><td>{pct:.1f} %</td><td>{_bytes(d["free_bytes"])} free</td></tr>')
+                    f'</div>{lines}</div></td><td>{pct:.1f} %</td><td>{human_bytes(d["free_bytes"])} free</td></tr>')
     return ('<table id="disks"><tr><th>directory</th><th>role</th><th>state</th>'
             '<th>used (marks at 75 / 85 / 90 %)</th><th></th><th></th></tr>'
             + "".join(rows) + "</table>")
@@ -101,8 +77,8 @@ def _chart(series: list[dict], forecast: dict, now_s: float, w: int = 720, h: in
         for r, s in sorted(eta.items()):
             fc += (f'<line class="forecast" x1="{x(last_t):.1f}" y1="{y(last_p):.1f}" x2="{x(now_s + s):.1f}" '
                    f'y2="{y(r):.1f}" stroke="#e65100" stroke-dasharray="6 4"/>'
-                   f'<text x="{x(now_s + s) - 30:.1f}" y="{y(r) - 4:.1f}" font-size="10">{r}% in {_duration(s)}</text>')
-    axis = (f'<text x="40" y="{h - 5}" font-size="10">{_duration(now_s - t0)} ago</text>'
+                   f'<text x="{x(now_s + s) - 30:.1f}" y="{y(r) - 4:.1f}" font-size="10">{r}% in {until(s)}</text>')
+    axis = (f'<text x="40" y="{h - 5}" font-size="10">{human_seconds(now_s - t0)} ago</text>'
             f'<line x1="{x(now_s):.1f}" x2="{x(now_s):.1f}" y1="10" y2="{h - 20}" stroke="#999" stroke-dasharray="2 2"/>'
             f'<text x="{x(now_s) - 10:.1f}" y="{h - 5}" font-size="10">now</text>')
     return (f'<svg id="chart" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" '
@@ -121,17 +97,17 @@ def render(st: dict, series: list[dict], topics: list[dict], groups: list[dict],
     disk = st["disk"]
     f = disk["forecast"]
     alarms = [[name, "RAISED" if a["raised"] else "clear", a["message"] or "-"] for name, a in st["alarms"].items()]
-    eta = ", ".join(f"{k} % {_duration(v)}" for k, v in f["seconds_until_percent"].items())
+    eta = ", ".join(f"{k} % {until(v)}" for k, v in f["seconds_until_percent"].items())
     r = st["rates"]
     return f"""<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="refresh" content="{refresh_s}">
 <title>tidemq {escape(st['endpoint'])}</title><style>{CSS}</style></head><body>
 <h1>tidemq {escape(st['version'])} on {escape(st['endpoint'])}</h1>
 {_verdict(st['verdict'])}
-<p class="muted">store {escape(st['root'])}, up {_duration(st['uptime_s'])}; put {r['put_per_s']:.1f}/s,
-got {r['got_per_s']:.1f}/s, in {_bytes(r['bytes_in_per_s'])}/s; {st['topics']} topics, {st['groups']} groups</p>
+<p class="muted">store {escape(st['root'])}, up {human_seconds(st['uptime_s'])}; put {r['put_per_s']:.1f}/s,
+got {r['got_per_s']:.1f}/s, in {human_bytes(r['bytes_in_per_s'])}/s; {st['topics']} topics, {st['groups']} groups</p>
 <h2>Disks</h2>{_disks(disk)}
 <h2>Usage and forecast</h2>{_chart(series, f, st['started_ms'] / 1000 + st['uptime_s'])}
-<p id="cleanup">{escape(_cleanup(disk['last_cleanup'], st['started_ms'] / 1000 + st['uptime_s']))}</p>
+<p id="cleanup">{escape('Last cleanup: ' + cleanup_summary(disk['last_cleanup'], st['started_ms'] / 1000 + st['uptime_s']))}</p>
 <p id="forecast">{escape(eta)} &mdash; {escape(f['advice'])}</p>
 <h2>Alarms</h2>{_table('alarms', ['alarm', 'state', 'why'], alarms)}
 <h2>Topics</h2>{_table('topics', ['topic', 'queues', 'messages', 'min..max offsets'],

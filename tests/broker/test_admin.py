@@ -1,0 +1,71 @@
+"""Admin methods over real parts: ResetGroup moves pull offsets and pop cursors (in-flight
+messages forgotten, delivered again), survives a restart of the pop state, refuses bad requests."""
+
+import pytest
+
+from tidemq.broker.admin import reset_group
+from tidemq.broker.consume.group_offsets import GroupOffsets
+from tidemq.broker.consume.pop_state import HandleError, PopState
+from tidemq.io import OsFileIO
+from tidemq.protocol import admin as api
+from tidemq.store import Message, MessageStore
+
+from ..support.store import small_config
+
+T = "orders"
+
+
+@pytest.fixture
+def parts(tmp_path):
+    store = MessageStore(small_config(tmp_path / "store", topic_queues_default=2)).start()
+    for i in range(10):
+        assert store.put(Message(T, b"m%d" % i, queue_id=i % 2)).ok
+    offsets = GroupOffsets(OsFileIO(), str(tmp_path / "state"))
+    pop = PopState(OsFileIO(), str(tmp_path / "state"))
+    pop.open()
+    yield store, offsets, pop, tmp_path
+    pop.close()
+    store.shutdown()
+
+
+def test_a_pop_group_is_reset_and_what_it_had_in_flight_comes_again(parts):
+    store, offsets, pop, tmp_path = parts
+    handles = [pop.deliver("g", T, 0, o, 1, visible_at_ms=2**62) for o in range(3)]
+    pop.ack("g", handles[0])
+    assert pop.state("g", T, 0).committed == 1 and len(pop.state("g", T, 0).inflight) == 2
+    rows = reset_group(store, offsets, pop, "g", T, "earliest")
+    assert {(r["queue"], r["kind"], r["to"]) for r in rows} == {(0, "pop", 0), (1, "pop", 0)}
+    assert [r["from"] for r in rows if r["queue"] == 0] == [1]
+    st = pop.state("g", T, 0)
+    assert st.cursor == 0 and not st.inflight, "nothing in flight: delivered again from 0"
+    with pytest.raises(HandleError):
+        pop.ack("g", handles[1])                         # its handle is stale
+    assert offsets.get("g", T, 0) is None, "a pop-only group gets no pull offsets"
+
+    rows = reset_group(store, offsets, pop, "g", T, "latest")
+    assert [r["to"] for r in rows] == [5, 5]
+    pop.close()                                         # the reset is in the journal
+    again = PopState(OsFileIO(), str(tmp_path / "state"))
+    again.open()
+    assert again.state("g", T, 0).cursor == 5 and again.state("g", T, 1).cursor == 5
+    again.close()
+
+
+def test_a_pull_group_and_offsets_or_times_given(parts):
+    store, offsets, pop, _ = parts
+    offsets.set("p", T, 0, 4)
+    rows = reset_group(store, offsets, pop, "p", T, 2)
+    assert [(r["kind"], r["from"], r["to"]) for r in rows] == [("pull", 4, 2), ("pull", None, 2)]
+    assert reset_group(store, offsets, pop, "p", T, 99)[0]["to"] == 5, "an offset past the end: the end"
+    first_ms = store.get("x", T, 0, 0).messages[0].store_timestamp_ms
+    assert reset_group(store, offsets, pop, "p", T, first_ms)[0]["to"] == 0
+    assert reset_group(store, offsets, pop, "p", T, 2**62)[0]["to"] == 5
+
+
+def test_bad_reset_requests_are_refused_with_a_reason():
+    for bad in ({}, {"group": "g", "topic": T}, {"group": "g", "topic": T, "to": "soon"},
+                {"group": "g", "topic": T, "to": -1}, {"group": "", "topic": T, "to": 0},
+                {"group": "g", "topic": T, "to": True}, []):
+        with pytest.raises(ValueError):
+            api.reset_request(bad)
+    assert api.reset_request({"group": "g", "topic": T, "to": "latest"}) == ("g", T, "latest")
