@@ -26,13 +26,13 @@ import os
 import shutil
 import time
 import uuid
-import zlib
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from ..crc import crc32
 from ..io import FileIO, OsFileIO
 from ..store import codec, layout
 from ..store.archive import read_manifest, write_manifest
@@ -105,7 +105,7 @@ class _Segments(DataSourceReader):
         # what the driver records in the manifest, from this one walk (a retried task writes the same)
         _write_json(os.path.join(self.reports, f"{name}.json"), {
             "rows": len(positions), "corrupt_skipped": corrupt, "stopped_at": end,
-            "crc32": zlib.crc32(memoryview(data)[:end])})
+            "crc32": crc32(memoryview(data)[:end])})
 
 
 def _without_dead(batch: pa.RecordBatch, dead: dict) -> pa.RecordBatch:

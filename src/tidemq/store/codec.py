@@ -47,9 +47,10 @@ from __future__ import annotations
 
 import re
 import struct
-import zlib
 from functools import lru_cache
 from typing import Iterable, Mapping
+
+from ..crc import crc32
 
 MAGIC = 0xDAA320A7 - (1 << 32)          # as a signed i32
 BLANK_MAGIC = 0xCBD43194 - (1 << 32)
@@ -114,7 +115,7 @@ class CodecError(ValueError):
 
 
 def body_crc(body) -> int:
-    return zlib.crc32(body) & 0x7FFFFFFF
+    return crc32(body) & 0x7FFFFFFF
 
 
 def valid_topic(topic: str) -> bool:
@@ -242,21 +243,21 @@ def encode_record(*, body: bytes, topic: bytes, properties: bytes, queue_id: int
 
 def record_crc(buf, pos: int, size: int, body_len: int) -> int:
     """The record CRC: crc32(header, crc32(tail)) (see the module docstring)."""
-    return zlib.crc32(buf[pos:pos + OFF_BODY],
-                      zlib.crc32(buf[pos + OFF_BODY + body_len:pos + size - CRC_DIGITS_BACK]))
+    return crc32(buf[pos:pos + OFF_BODY],
+                      crc32(buf[pos + OFF_BODY + body_len:pos + size - CRC_DIGITS_BACK]))
 
 
 def tail_crc(topic: bytes, properties: bytes) -> int:
     """crc32 of a record's tail (TOPICLEN .. properties before the CRC digits)."""
-    return zlib.crc32(properties[:-CRC_DIGITS_BACK], zlib.crc32(PROP_LEN.pack(len(properties)),
-                                                    zlib.crc32(topic, zlib.crc32(bytes((len(topic),))))))
+    return crc32(properties[:-CRC_DIGITS_BACK], crc32(PROP_LEN.pack(len(properties)),
+                                                    crc32(topic, crc32(bytes((len(topic),))))))
 
 
 def tail_prefix_crc(topic: bytes, properties_len: int) -> int:
     """crc32 of a record's tail up to its properties (TOPICLEN, TOPIC, PROPERTIESLEN), for
     properties of ``properties_len`` bytes (the CRC tail included):
     ``tail_crc(topic, p) == crc32(p[:-11], tail_prefix_crc(topic, len(p)))``."""
-    return zlib.crc32(PROP_LEN.pack(properties_len), zlib.crc32(topic, zlib.crc32(bytes((len(topic),)))))
+    return crc32(PROP_LEN.pack(properties_len), crc32(topic, crc32(bytes((len(topic),)))))
 
 
 def has_record_crc(buf, pos: int, size: int) -> bool:
@@ -308,7 +309,7 @@ def check_record(buf, pos: int, limit: int, verify_crc: bool = True) -> tuple[in
         return REC_CORRUPT, 0
     if verify_crc:
         (crc,) = I32.unpack_from(buf, pos + OFF_BODYCRC)
-        if zlib.crc32(buf[pos + OFF_BODY:pos + OFF_BODY + blen]) & 0x7FFFFFFF != crc:
+        if crc32(buf[pos + OFF_BODY:pos + OFF_BODY + blen]) & 0x7FFFFFFF != crc:
             return REC_CORRUPT, 0
         if plen < RECORD_CRC_TAIL_LEN or not has_record_crc(buf, pos, size):
             return REC_CORRUPT, 0
@@ -340,7 +341,7 @@ def next_valid_record(buf, pos: int, limit: int, base_offset: int) -> int | None
         i += 1
 
 
-_crc32 = zlib.crc32
+_crc32 = crc32
 _BODYCRC_AT = struct.Struct(">8xi").unpack_from      # BODYCRC of a record's header
 assert struct.calcsize(">8x") == OFF_BODYCRC
 
@@ -497,7 +498,7 @@ def scan_run(buf, pos: int, limit: int, positions: list | None = None) -> tuple[
     PROPERTIESLEN are not read here: the record CRC covers them."""
     head = _HEAD3.unpack_from
     i32 = I32.unpack_from
-    crc32 = zlib.crc32
+    crc32 = _crc32
     magic_ok = MAGIC
     # the layout's offsets and sizes as locals (named in the module's constants)
     fixed, rec_min, off_blen, off_body = FIXED_OVERHEAD, RECORD_MIN, OFF_BODYLEN, OFF_BODY

@@ -17,7 +17,7 @@ import logging
 import os
 import threading
 from typing import TYPE_CHECKING, Iterator, NamedTuple
-from zlib import crc32
+from ..crc import crc32
 
 from ..config import StoreConfig
 from ..io import FileIO, read_whole, write_atomic

@@ -26,8 +26,8 @@ from __future__ import annotations
 import os
 import struct
 import threading
-import zlib
 
+from ..crc import crc32
 from ..io import FileIO, write_atomic
 from .layout import INDEX_MARKER, list_segments, parse_segment_name, segment_name
 
@@ -39,7 +39,7 @@ assert ENTRY.size == 20
 
 
 def key_hash(key: str) -> int:
-    return zlib.crc32(key.encode("utf-8")) & 0x7FFFFFFF
+    return crc32(key.encode("utf-8")) & 0x7FFFFFFF
 
 
 def index_file_size(slots: int, entries: int) -> int:
@@ -161,7 +161,7 @@ class IndexFile:
         at = self.entries_at
         slot0 = HEADER.size
         slot_unpack, slot_pack, entry_pack = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
-        crc = zlib.crc32
+        crc = crc32
         phy = 0
         for j in range(start, end):
             key, phy = items[j]

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import logging
 import time
-import zlib
 
 import numpy as np
 
+from ..crc import crc32 as _crc32
 from .codec import CRC_DIGITS_BACK, OFF_BODY, OFF_BODYCRC, OFF_BODYLEN, RECORD_CRC_DIGITS, RECORD_MIN, TAIL_MIN
 
 log = logging.getLogger("tidemq.store")
@@ -53,7 +53,7 @@ def damaged_records(buf, starts, sizes) -> list[int]:
     stored = np.where(ok, digits @ _POW10, -1)
     body_crc, body_len = fixed[:, :4] @ _BE32, fixed[:, 4:] @ _BE32      # unsigned: a negative length is huge
     b1 = p + OFF_BODY + body_len
-    crc32 = zlib.crc32
+    crc32 = _crc32
     mv = memoryview(buf)
     try:
         for k, pos, e1, d, bc, rc in zip(idx.tolist(), p.tolist(), b1.tolist(), (ends - CRC_DIGITS_BACK).tolist(),

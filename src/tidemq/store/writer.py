@@ -26,7 +26,7 @@ import logging
 import threading
 from functools import lru_cache
 from typing import Callable, Sequence
-from zlib import crc32
+from ..crc import crc32
 
 from ..config import StoreConfig
 from ..io import Clock
