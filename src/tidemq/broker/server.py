@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
 import time
 
 import grpc
@@ -117,6 +118,7 @@ class Broker:
                 raise OSError(f"cannot serve metrics on {self.config.host}:{self.config.metrics_port}: "
                               f"{e.strerror or e} (metrics_port; 0 turns it off)") from e
             self.metrics_port = self.ops.port
+        check_port_free(self.config.host, self.config.port)   # before the store: a second broker touches nothing
         began = time.monotonic()
         self.store = await self._start_store(MessageStore(self.store_config))
         recovery_s = time.monotonic() - began
@@ -131,7 +133,8 @@ class Broker:
                         c.inflight_bytes_per_connection_max, SystemClock())
         opts = [("grpc.max_receive_message_length", c.grpc_message_bytes_max),
                 ("grpc.max_send_message_length", c.grpc_message_bytes_max),
-                ("grpc.http2.lookahead_bytes", c.grpc_lookahead_bytes)]
+                ("grpc.http2.lookahead_bytes", c.grpc_lookahead_bytes),
+                ("grpc.so_reuseport", 0)]          # gRPC's default lets a second server share the port
         interceptors = [AuthInterceptor(Authenticator(c.access_key, c.secret_key))] if c.auth_enabled else []
         self.server = grpc.aio.server(options=opts, interceptors=interceptors)
         self.service = MessagingService(self.store, self.config, gate)
@@ -146,11 +149,16 @@ class Broker:
         if c.tls_enabled:
             with open(c.tls_key_file, "rb") as k, open(c.tls_cert_file, "rb") as crt:
                 creds = grpc.ssl_server_credentials([(k.read(), crt.read())])
-            self.port = self.server.add_secure_port(address, creds)
-        else:
-            self.port = self.server.add_insecure_port(address)
+        try:
+            if c.tls_enabled:
+                self.port = self.server.add_secure_port(address, creds)
+            else:
+                self.port = self.server.add_insecure_port(address)
+        except RuntimeError:                 # grpc: "Failed to bind"
+            self.port = 0
         if self.port == 0:
-            raise OSError(f"cannot listen on {self.config.host}:{self.config.port}")
+            raise OSError(f"cannot listen on {self.config.host}:{self.config.port}: in use, or not an address "
+                          f"of this machine (port, host)")
         if self.config.port == 0:
             self.config = self.config.replace(port=self.port)
             self.service.config = self.config
@@ -206,6 +214,25 @@ class Broker:
             await asyncio.to_thread(self.store.shutdown)
         if self.ops is not None:
             self.ops.close()
+
+
+def check_port_free(host: str, port: int) -> None:
+    """OSError (one line) when ``host:port`` cannot be bound: another broker (or anything) has it.
+    gRPC would otherwise share the port through SO_REUSEPORT and split the clients between two
+    stores. (Port 0: any free port, nothing to check.)"""
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise OSError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)    # as gRPC: TIME_WAIT is no conflict
+        try:
+            sock.bind(addr)
+        except OSError as e:
+            raise OSError(f"cannot listen on {host}:{port}: {e.strerror} (another broker? choose --port)") from None
 
 
 async def serve(store_config: StoreConfig, config: BrokerConfig, ready=print, progress=None) -> None:
