@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import socket
 import time
@@ -29,7 +30,7 @@ from .consume.pull_records import Records
 from .observe.http import OpsServer
 from .observe.status import Observer
 from .produce.send_records import RecordSends
-from .protection.alarms import ResourceAlarms, free_bytes_reader, human, read_rss_bytes, total_memory_bytes
+from .protection.alarms import ResourceAlarms, human, read_rss_bytes, store_disk_reader, total_memory_bytes
 from .protection.auth import AuthInterceptor, Authenticator
 from .protection.flow import SendGate
 from .service import MessagingService
@@ -56,9 +57,12 @@ class Broker:
 
     def _make_alarms(self, store: MessageStore) -> ResourceAlarms:
         c, sc = self.config, self.store_config
-        paths = [sc.root_dir, *sc.commitlog_paths, sc.consumequeue_path, sc.index_path]
-        return ResourceAlarms(0, c.disk_free_limit_bytes or 2 * sc.segment_size_bytes, read_rss_bytes,
-                              free_bytes_reader(paths, store.fio.disk_usage), SystemClock(),
+        per_dir, base = sc.dir_thresholds(), sc.thresholds()
+        read = store_disk_reader(store.disk.placement_candidates, [sc.root_dir, sc.consumequeue_path, sc.index_path],
+                                 store.fio.disk_usage,
+                                 lambda d: per_dir.get(os.path.normpath(d), base)[1])
+        return ResourceAlarms(0, c.disk_free_limit_bytes or 2 * sc.segment_size_bytes, read_rss_bytes, read,
+                              SystemClock(),
                               c.alarm_check_interval_ms_min / 1000, c.alarm_check_interval_ms_max / 1000)
 
     def set_alarm_limits(self, memory_high_watermark_bytes: int | None = None,

@@ -2,8 +2,8 @@
 
 import pytest
 
-from tidemq.broker.protection.alarms import (FAST_RATE_BYTES_PER_S, ResourceAlarms, free_bytes_reader, human, read_rss_bytes,
-                                  total_memory_bytes)
+from tidemq.broker.protection.alarms import (FAST_RATE_BYTES_PER_S, DiskReading, ResourceAlarms, human,
+                                             read_rss_bytes, store_disk_reader, total_memory_bytes)
 from tidemq.io import DiskUsage, ManualClock
 
 MIB = 1 << 20
@@ -116,9 +116,45 @@ def test_real_readings_are_plausible(tmp_path):
     rss = read_rss_bytes()
     assert 1 * MIB < rss < total_memory_bytes()
     (tmp_path / "a").mkdir()
-    read = free_bytes_reader([str(tmp_path), str(tmp_path / "a"), str(tmp_path / "missing")],
-                             lambda p: DiskUsage(10, 5, 5))
-    assert read() == {str(tmp_path): 5}      # one entry per file system, missing directories skipped
+    read = store_disk_reader(lambda: [], [str(tmp_path), str(tmp_path / "a"), str(tmp_path / "missing")],
+                             lambda p: DiskUsage(100, 50, 50), lambda d: 85)
+    assert read() == [DiskReading(str(tmp_path), 50, 15)]   # one per file system, missing ones skipped
+
+
+def test_one_commit_log_directory_with_room_is_enough(tmp_path):
+    """The issue's case: of two commit-log directories one is nearly full, the other has room for
+    new segments: no alarm (it used to hold, then refuse, every send for good)."""
+    da, db = str(tmp_path / "a"), str(tmp_path / "b")
+    for d in (da, db):
+        (tmp_path / d).mkdir()
+    free = {da: 4 * MIB, db: 20 * MIB}
+    cap = {da: 64 * MIB, db: 128 * MIB}
+    writable = [da, db]
+    read = store_disk_reader(lambda: writable, [], lambda p: DiskUsage(cap[p], cap[p] - free[p], free[p]),
+                             lambda d: 85)
+    a = ResourceAlarms(1 * GIB, 8 * MIB, lambda: 1, read, ManualClock())
+    a.check()
+    assert not a.disk.raised and a.disk.where == db
+    free[db] = 6 * MIB                                 # every writable directory short: raised
+    a.check()
+    assert a.disk.raised and a.disk.reading_bytes == 6 * MIB
+    writable.remove(da)                                # a takes no new segments: only b counts
+    free[db] = 30 * MIB
+    a.check()
+    assert not a.disk.raised
+
+
+def test_the_limit_is_capped_where_cleanup_frees_space():
+    """A small disk and a large limit: the alarm holds only above the clean-forcibly ratio, where
+    segments are deleted for space (below it nothing would ever clear it)."""
+    r = [DiskReading("/small", 30 * MIB, cap_bytes=64 * MIB * 15 // 100, group="commitlog")]
+    a = ResourceAlarms(1 * GIB, 32 * MIB, lambda: 1, lambda: r, ManualClock())
+    a.check()
+    assert not a.disk.raised, "at 53 % used, nothing would ever free space"
+    r[0] = DiskReading("/small", 9 * MIB, cap_bytes=64 * MIB * 15 // 100, group="commitlog")
+    a.check()
+    assert a.disk.raised and a.disk.limit_bytes == 64 * MIB * 15 // 100
+    assert "capped at the clean-forcibly ratio" in a.disk.message
 
 
 def test_cgroup_limit_below_ram_counts(tmp_path):

@@ -107,12 +107,16 @@ def test_disk_alarm_on_a_small_tmpfs_raises_and_clears_by_itself(env, broker_fac
         p.send(msg("Disk", b"before-%d" % i))
     free = os.statvfs(root).f_bavail * os.statvfs(root).f_frsize
     ballast = os.path.join(root, "ballast")
-    with open(ballast, "wb") as f:                 # leaves ~4 MiB: under the limit, far from the store's 90 %
-        f.write(b"\0" * (free - 4 * MIB))
+    # leaves 3 MiB (87.5 % used): under the limit, which is capped at what the disk has free at its
+    # clean-forcibly ratio (85 %: 3.6 MiB; below that ratio nothing would ever clear the alarm), and
+    # below the store's own 90 %
+    with open(ballast, "wb") as f:
+        f.write(b"\0" * (free - 3 * MIB))
     wait_until(lambda: alarm_status(b)["disk"]["raised"], "the disk alarm")
 
     text = refused_after_hold(p, "Disk")
-    assert "disk alarm: free " in text and "< disk_free_limit_bytes 6.0 MiB under " + root in text
+    assert "disk alarm: free " in text and "< disk_free_limit_bytes 3.6 MiB (capped at the clean-forcibly " \
+        "ratio) under " + root in text, text
     c = consumer(b.endpoint, "drainers", "Disk")
     drains(b, c, "Disk", 6)
 
@@ -120,3 +124,35 @@ def test_disk_alarm_on_a_small_tmpfs_raises_and_clears_by_itself(env, broker_fac
     wait_until(lambda: not alarm_status(b)["disk"]["raised"], "the disk alarm to clear")
     assert p.send(msg("Disk", b"after")).message_id
     b.stop()
+
+
+def test_one_full_commit_log_directory_does_not_hold_sends_while_another_has_room(env, broker_factory):
+    """The issue's case, smaller: commit-log directories of 16 and 32 MiB (1 MiB segments). The
+    small one fills past 85 % (it takes no new segments) and its free space falls under
+    disk_free_limit_bytes (two segments); the large one has room: sends go on, no alarm, and the
+    verdict stays accepted."""
+    from tidemq.client import Producer
+
+    a, b_dir = env.tmpfs("cla", 16), env.tmpfs("clb", 32)
+    root = os.path.join(os.path.dirname(a), "root")
+    b = broker_factory(root, env={"TIDEMQ_SEGMENT_SIZE_BYTES": str(1 * MIB), "TIDEMQ_INDEX_SLOTS": "1000",
+                                  "TIDEMQ_INDEX_ENTRIES": "4000", "TIDEMQ_COMMITLOG_DIRS": f"{a},{b_dir}",
+                                  "TIDEMQ_AUTO_CREATE_TOPICS": "true", **FAST})
+    body = b"x" * 8000
+    with Producer(b.endpoint) as p:
+        for _ in range(2000):                        # bounded: ~16 MiB would fill a twice over
+            st = os.statvfs(a)
+            if st.f_bavail * st.f_frsize < 2 * MIB and os.listdir(a):
+                break
+            assert all(r.ok for r in p.send_batch("Fill", [body] * 16))
+        else:
+            raise AssertionError("directory a never came under the free limit")
+        used_a = 1 - os.statvfs(a).f_bavail / os.statvfs(a).f_blocks
+        assert used_a > 0.85, used_a
+        seen = alarm_status(b)["checks"]             # three alarm checks (every 0.2 s at most) pass
+        wait_until(lambda: alarm_status(b)["checks"] >= seen + 3, "three alarm checks")
+        results = p.send_batch("Fill", [body] * 64)  # half a MiB more: goes to the large directory
+        assert all(r.ok for r in results), [r.status for r in results if not r.ok][:3]
+    st = alarm_status(b)
+    assert not st["disk"]["raised"] and st["verdict"]["writes"] == "accepted", st
+    assert b.stop() == 0

@@ -2,8 +2,10 @@
 
     memory  the broker's own resident memory passes the high watermark
             (memory_high_watermark_ratio of RAM, or memory_high_watermark_bytes)
-    disk    free space of the file system under any store directory falls under
-            disk_free_limit_bytes (default: two commit-log segments)
+    disk    free space falls under disk_free_limit_bytes (default: two commit-log segments)
+            where writes need it: in *every* commit-log directory that can take a new segment
+            (one with room is enough: new segments go there), or under the store's other
+            directories (root, consume queues, index) on a file system of their own
 
 While an alarm is raised, sends are held and then refused (``flow.SendGate``);
 receives, pulls and acks go on, so consumers can drain the backlog. An alarm
@@ -21,6 +23,12 @@ Check interval (RabbitMQ's rabbit_disk_monitor): the time the distance between
 reading and limit would take to close at FAST_RATE_BYTES_PER_S, doubled, kept
 within [interval_min_s, interval_max_s] (defaults 0.1 s and 10 s). Far from
 its limits the broker checks every 10 s; near one, every 100 ms.
+
+An alarm that holds writes must be one that something will clear. Consuming frees nothing in
+this store (the log is kept by time, as RocketMQ's), so for each directory the limit is capped at
+the free space the directory has at its clean-forcibly ratio (85 %): the alarm can only hold writes
+once segments are deleted for space, which frees it; a small disk with a large limit would
+otherwise be held for good at 50 % (``DiskReading.cap_bytes``).
 
 Readings come from callables and time from a ``Clock``: tests give fakes.
 """
@@ -71,6 +79,16 @@ def total_memory_bytes(cgroup_root: str = "/sys/fs/cgroup") -> int:
         if v.isdigit() and 0 < int(v) < total:
             total = int(v)
     return total
+
+
+@dataclass
+class DiskReading:
+    """Free bytes of one directory; ``cap_bytes`` caps the limit it is judged against (None: the
+    configured limit); readings of one ``group`` ("commitlog") alarm only when all of them do."""
+    where: str
+    free_bytes: int
+    cap_bytes: int | None = None
+    group: str | None = None
 
 
 @dataclass
@@ -142,12 +160,13 @@ class ResourceAlarms:
             self._update(self.memory, rss > limit, rss, limit, "",
                          f"memory alarm: broker resident memory {human(rss)} > high watermark {human(limit)}{doc}")
             distances.append(abs(rss - limit))
-        free = self._free()
-        if free:
-            where, least = min(free.items(), key=lambda kv: kv[1])
-            limit = self.disk_free_limit_bytes
-            self._update(self.disk, least < limit, least, limit, where,
-                         f"disk alarm: free {human(least)} < disk_free_limit_bytes {human(limit)} under {where}")
+        judged = self._judge(self._free())
+        if judged:
+            over, where, least, limit = judged
+            self._update(self.disk, over, least, limit, where,
+                         f"disk alarm: free {human(least)} < disk_free_limit_bytes {human(limit)}"
+                         f"{'' if limit == self.disk_free_limit_bytes else ' (capped at the clean-forcibly ratio)'}"
+                         f" under {where}")
             distances.append(abs(least - limit))
         raised = [a.message for a in (self.memory, self.disk) if a.raised]
         self.refusal = "; ".join(raised) + "; sends resume when it clears" if raised else None
@@ -158,12 +177,37 @@ class ResourceAlarms:
         self.next_check_s = self.clock.monotonic_s() + interval
         return interval
 
-    def _free(self) -> dict[str, int]:
+    def _free(self) -> list[DiskReading]:
         try:
-            return dict(self.read_free())
+            got = self.read_free()
         except OSError as e:
             log.warning("disk alarm: cannot measure free space: %s", e)
-            return {}
+            return []
+        if isinstance(got, Mapping):              # {where: free bytes}: each judged alone
+            return [DiskReading(w, f) for w, f in got.items()]
+        return list(got)
+
+    def _judge(self, readings: list[DiskReading]) -> tuple[bool, str, int, int] | None:
+        """(raised, where, free, limit) of the reading that decides: the worst of those judged
+        alone, or of a group its best member (a group is over only when every member is)."""
+        if not readings:
+            return None
+        base = self.disk_free_limit_bytes
+
+        def limit(r: DiskReading) -> int:
+            return base if r.cap_bytes is None else max(0, min(base, r.cap_bytes))
+
+        deciders: list[DiskReading] = []
+        groups: dict[str, list[DiskReading]] = {}
+        for r in readings:
+            if r.group:
+                groups.setdefault(r.group, []).append(r)
+            else:
+                deciders.append(r)
+        for members in groups.values():
+            deciders.append(max(members, key=lambda r: r.free_bytes - limit(r)))
+        worst = min(deciders, key=lambda r: r.free_bytes - limit(r))
+        return worst.free_bytes < limit(worst), worst.where, worst.free_bytes, limit(worst)
 
     @staticmethod
     def _update(a: AlarmState, over: bool, reading: int, limit: int, where: str, message: str) -> None:
@@ -185,19 +229,36 @@ class ResourceAlarms:
                 "checks": self.checks}
 
 
-def free_bytes_reader(paths: list[str], disk_usage) -> Callable[[], dict[str, int]]:
-    """Free bytes per file system of the given directories (one entry per device, the first path names it)."""
-    def read() -> dict[str, int]:
-        out: dict[str, int] = {}
-        seen: set[int] = set()
-        for p in paths:
+def store_disk_reader(commitlog_dirs: Callable[[], list[str]], other_dirs: list[str], disk_usage,
+                      forcibly_percent: Callable[[str], int]) -> Callable[[], list[DiskReading]]:
+    """The readings the disk alarm judges for a store: each commit-log directory that can take a
+    new segment (``commitlog_dirs()``, asked at every check: offline and read-only ones are not),
+    as one group, and the other directories on file systems without a commit-log directory (the
+    first path names a file system). Every limit is capped at the free space the directory has at
+    its clean-forcibly ratio (``forcibly_percent(dir)``)."""
+    def read() -> list[DiskReading]:
+        out: list[DiskReading] = []
+        devices: set[int] = set()
+        for d in commitlog_dirs():
             try:
-                dev = os.stat(p).st_dev
-                if dev in seen:
-                    continue
-                out[p] = disk_usage(p).free_bytes
-                seen.add(dev)
+                u = disk_usage(d)
+                devices.add(os.stat(d).st_dev)
             except OSError:
-                continue      # missing or failing: the store's disk monitor reports it (offline)
+                continue      # the store's disk monitor takes it offline
+            out.append(DiskReading(d, u.free_bytes, _cap(u.total_bytes, forcibly_percent(d)), "commitlog"))
+        for d in other_dirs:
+            try:
+                dev = os.stat(d).st_dev
+                if dev in devices:
+                    continue
+                devices.add(dev)
+                u = disk_usage(d)
+            except OSError:
+                continue
+            out.append(DiskReading(d, u.free_bytes, _cap(u.total_bytes, forcibly_percent(d))))
         return out
     return read
+
+
+def _cap(total_bytes: int, forcibly_percent: int) -> int:
+    return total_bytes * (100 - forcibly_percent) // 100
