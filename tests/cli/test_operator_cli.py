@@ -68,13 +68,14 @@ def test_status_exits_non_zero_while_writes_are_held(broker):
     st = json.loads(run("status", "--json", *ep).output)
     assert st["verdict"]["writes"] == "accepted" and st["topics"] == 0
     assert {"version", "uptime_s", "root", "alarms", "disk", "rates", "totals", "recovery"} <= set(st)
-    # the disk alarm at a limit no disk can meet: sends are held, and every view says so
-    assert run("alarms", "--set-disk-free-limit-bytes", 1 << 49, *ep).exit_code == 0
+    # the memory alarm at a watermark the broker is above: sends are held, and every view says so
+    # (a disk limit no disk can meet would not do: it is capped where cleanup frees space)
+    assert run("alarms", "--set-memory-high-watermark-bytes", 1 << 20, *ep).exit_code == 0
     r = run("status", *ep)
-    assert r.exit_code == 1 and "writes: held" in r.output and "DISK_ALARM" in r.output
+    assert r.exit_code == 1 and "writes: held" in r.output and "MEMORY_ALARM" in r.output
     st = json.loads(run("status", "--json", *ep).output)
-    assert st["verdict"]["writes"] == "held" and [x["code"] for x in st["verdict"]["reasons"]] == ["DISK_ALARM"]
-    assert run("alarms", "--set-disk-free-limit-bytes", 0, *ep).exit_code == 0
+    assert st["verdict"]["writes"] == "held" and [x["code"] for x in st["verdict"]["reasons"]] == ["MEMORY_ALARM"]
+    assert run("alarms", "--set-memory-high-watermark-ratio", 0.9, *ep).exit_code == 0
     assert run("status", *ep).exit_code == 0
 
 

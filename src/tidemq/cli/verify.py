@@ -36,6 +36,7 @@ def verify(root, config_file, as_json, verbose) -> None:
                "queues": rep.queues, "units": rep.units, "index_files": rep.index_files,
                "damaged_regions": rep.damaged_regions,
                "problems": rep.problems,
+               "corrected": list(store.recovery.queues_rebuilt) if store.recovery else [],
                "recovery": store.recovery.summary() if store.recovery else None}
     finally:
         store.shutdown()
@@ -48,10 +49,15 @@ def verify(root, config_file, as_json, verbose) -> None:
         if rep.damaged_regions:
             out.print(f"[red]{rep.damaged_regions} damaged region(s)[/] in the commit log: their records are "
                       f"never served (readers skip them); every other record is")
-        if rep.ok:
+        if doc["corrected"]:
+            out.print(f"[yellow]corrected at start[/]: consume queues rebuilt from the log: "
+                      f"{', '.join(doc['corrected'])}")
+        if rep.ok and not doc["corrected"]:
             out.print("[green]OK[/]: no problem found")
+        elif rep.ok:
+            out.print("[yellow]OK now[/]: the store had to be corrected (exit 1, as fsck after a correction)")
         else:
             out.print(f"[red]{len(rep.problems)} problem(s)[/]:")
             for p in rep.problems:
                 out.print(f"  - {p}")
-    raise SystemExit(0 if rep.ok else 1)
+    raise SystemExit(0 if rep.ok and not doc["corrected"] else 1)

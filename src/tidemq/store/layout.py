@@ -20,6 +20,8 @@ Store root (``StoreConfig.root_dir``)::
       config/
         topics.json                   topics and their queue counts (topics.py)
         sealed.json                   segments sealed early, start offset -> position (commit_log.py)
+        queues.json                   every queue's end as of a checkpoint: a queue that lost
+                                      units is rebuilt at start (heal.py)
         store.json                    the settings the store last ran with, for commands given
                                       only --root (remembered.py)
       archive/                        written by ``tidemq archive`` (tidemq.spark.archive)

@@ -31,7 +31,7 @@ from typing import Callable, Iterable, Sequence
 from ..config import MIB, StoreConfig
 from ..io import Clock, FileIO, OsFileIO, SystemClock
 from ..words import human_bytes
-from . import codec, layout, remembered
+from . import codec, heal, layout, remembered
 from .archive import ArchiveGuard
 from .checkpoint import AbortFile, Checkpoint
 from .cleaner import CommitLogCleaner, QueueCleaner, log_deletion
@@ -79,6 +79,7 @@ class MessageStore:
         self._put_lock = threading.Lock()
         self._state = StoreState.NEW
         self.start_phase = "not started"    # what start() is doing (start_progress: for people)
+        self._summary_due_s = 0.0           # when the checkpoint next remembers the queues' ends (heal.py)
         self._lock_handle = None                       # FileIO.lock's handle on <root>/lock
         self.recovery: RecoveryReport | None = None
         self.archive: ArchiveGuard | None = None        # archive_before_delete (set at start)
@@ -196,6 +197,10 @@ class MessageStore:
         self.recovery = recover(self.commit_log, self.queues, self.index, self.dispatcher,
                                 cp_state if self.checkpoint.valid else None, abnormal,
                                 cfg.recovery_scan_segments_normal, queues_lost, index_lost)
+        self.start_phase = "checking the consume queues"
+        self.queue_summary = heal.QueueSummary(fio, cfg.root_dir)
+        self.recovery.queues_rebuilt += heal.heal(self.queues, self.topics, self.dispatcher, self.commit_log,
+                                                  self.queue_summary.load())
         self.start_phase = "starting services"
         self._restore_topic_state()
         if self.index is not None:
@@ -313,11 +318,14 @@ class MessageStore:
             "write_refusal": self.write_refusal(), "disk_full": self.disk.refusal,
             "dispatch_error": self.dispatcher.error, "segment_error": self.writer.segment_error})
 
-    def _write_checkpoint(self) -> None:
+    def _write_checkpoint(self, summary: bool = False) -> None:
         d = self.dispatcher
         dispatched, ts = d.dispatched_offset, d.last_store_timestamp_ms
         if d.pending_from is not None:
             dispatched = min(dispatched, d.pending_from)
+        now = self.clock.monotonic_s()
+        summary = summary or now >= self._summary_due_s
+        ends = heal.snapshot(self.queues) if summary else None   # before the flush: what it makes durable
         self.queues.flush()
         if self.index is not None:
             self.index.flush()
@@ -327,6 +335,9 @@ class MessageStore:
                                logics_offset=dispatched, logics_timestamp_ms=ts,
                                index_offset=dispatched, index_timestamp_ms=ts)
         self.checkpoint.flush()
+        if ends is not None:
+            self.queue_summary.save(ends)
+            self._summary_due_s = now + heal.SUMMARY_INTERVAL_S
 
     def shutdown(self) -> None:
         """Flush, dispatch, checkpoint; remove the abort file only if all of that succeeded.
@@ -344,7 +355,7 @@ class MessageStore:
             self.commit_log.flush()
             if self.dispatcher.error is not None:
                 self.dispatcher.heal(self.commit_log)
-            self._write_checkpoint()
+            self._write_checkpoint(summary=True)
             clean = self.dispatcher.error is None and self.commit_log.flushed_offset >= self.segments.max_offset
         except OSError as e:
             clean = False

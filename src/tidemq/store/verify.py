@@ -44,6 +44,7 @@ def check_store(store: "MessageStore", progress: Callable[[int, int], None] | No
     log_min, log_end = segs.min_offset, segs.max_offset
     total = max(1, log_end - log_min)
     expected = log_min
+    ends: dict[tuple[str, int], int] = {}      # per queue: the queue offset after its last record in the log
     for kind, phys, size, mf, pos in store.commit_log.iter_records(log_min, verify_crc=True):
         if phys != expected:
             rep.problem(f"log: record at {phys}, expected the next one at {expected}")
@@ -53,6 +54,11 @@ def check_store(store: "MessageStore", progress: Callable[[int, int], None] | No
             (stored_phys,) = codec.I64.unpack_from(mf.buf, pos + codec.OFF_PHYSICALOFFSET)
             if stored_phys != phys:
                 rep.problem(f"log: record at {phys} says its offset is {stored_phys}")
+            qid, qoff, _ts, topic, _props = codec.decode_meta(mf.mapping, pos)
+            if not store.topics.is_dead(topic, phys):
+                key = (topic, qid)
+                if qoff + 1 > ends.get(key, 0):
+                    ends[key] = qoff + 1
             expected = phys + size
         elif kind == codec.REC_BLANK:
             expected = phys + size
@@ -94,6 +100,7 @@ def check_store(store: "MessageStore", progress: Callable[[int, int], None] | No
                     rep.problem(f"queue {cq.topic}/{cq.queue_id}: unit {qoff} points at {m.topic}/{m.queue_id}"
                                 f"@{m.queue_offset}")
             off += len(raw) // UNIT_SIZE
+    check_queue_ends(store, ends, rep)
     if store.index is not None:
         for f in store.index.files:
             rep.index_files += 1
@@ -102,3 +109,15 @@ def check_store(store: "MessageStore", progress: Callable[[int, int], None] | No
     if progress is not None:
         progress(total, total)
     return rep
+
+
+def check_queue_ends(store: "MessageStore", ends: dict[tuple[str, int], int], rep: CheckReport) -> None:
+    """Every queue the log has records of exists and reaches its last record (a queue missing or
+    cut short makes messages unreachable)."""
+    for (topic, qid), end in sorted(ends.items()):
+        cq = store.queues.get(topic, qid)
+        if cq is None or not cq.files and cq.max_offset == 0:
+            rep.problem(f"queue {topic}/{qid}: missing; the log holds its messages up to queue offset {end - 1}")
+        elif cq.max_offset < end:
+            rep.problem(f"queue {topic}/{qid}: short: its units end at {cq.max_offset}, the log holds its "
+                        f"messages up to queue offset {end - 1}")
