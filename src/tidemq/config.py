@@ -312,6 +312,8 @@ class StoreConfig(_Loadable):
     message_body_bytes_max: int = _f(4 * MIB, "largest accepted message body", 1, 128 * MIB)
     topic_queues_default: int = _f(8, "queues of a topic created without a queue count (auto-creation, "
                                       "topic create without --queues)", 1, 1024)
+    topic_queues_max: int = _f(1024, "queues a topic may have at most (CreateTopic asking for more is refused: a "
+                                  "million queues cost gigabytes of memory at every start)", 1, 65_536)
     auto_create_topics: bool = _f(False, "a put, send or route query for an unknown topic creates it with "
                                          "topic_queues_default queues (off: TOPIC_NOT_FOUND); the demo `./tidemq` "
                                          "and `tidemq serve --auto-create-topics` turn it on")
@@ -345,6 +347,9 @@ class StoreConfig(_Loadable):
             object.__setattr__(self, "per_dir_thresholds",
                                tuple(p.strip() for p in self.per_dir_thresholds.split(";") if p.strip()))
         self._check()
+        if self.topic_queues_default > self.topic_queues_max:
+            raise ConfigError(f"topic_queues_default ({self.topic_queues_default}) is above topic_queues_max "
+                              f"({self.topic_queues_max})")
         self.delete_hours()
         self.dir_thresholds()
 

@@ -6,11 +6,14 @@ protocol/admin.py.
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import grpc
 
 from ..protocol import admin as api
 from ..store import MessageStore
+
+log = logging.getLogger("tidemq.broker")
 
 
 class Admin:
@@ -139,7 +142,8 @@ class Admin:
 
     def handler(self) -> grpc.GenericRpcHandler:
         def unary(fn):
-            return grpc.unary_unary_rpc_method_handler(lambda req, ctx: fn(req), request_deserializer=api.loads,
+            return grpc.unary_unary_rpc_method_handler(lambda req, ctx: answer(fn, req),
+                                                       request_deserializer=api.loads,
                                                        response_serializer=api.dumps)
         return grpc.method_handlers_generic_handler(api.SERVICE, {
             api.CREATE_TOPIC: unary(self.create_topic), api.LIST_TOPICS: unary(self.list_topics),
@@ -148,6 +152,18 @@ class Admin:
             api.STATUS: unary(self.status), api.GROUPS: unary(self.groups), api.QUERY: unary(self.query),
             api.TOPIC_STATUS: unary(self.topic_status), api.CONFIG: unary(self.config),
             api.RESET_GROUP: unary(self.reset_group), api.DELETE_TOPIC: unary(self.delete_topic)})
+
+
+def answer(fn, req) -> dict:
+    """Every admin request gets a typed answer: a refusal for one that is not a JSON request, and
+    for one a handler could not take (logged in one line, never a traceback to the caller)."""
+    if api.is_bad(req):
+        return api.refused("the request is not a JSON object (or is nested too deep)")
+    try:
+        return fn(req)
+    except (KeyError, ValueError, TypeError, OverflowError, RecursionError, AttributeError) as e:
+        log.info("admin %s refused a request it could not take: %r", getattr(fn, "__name__", fn), e)
+        return api.refused(f"bad request: {type(e).__name__}: {e}")
 
 
 async def _call(fn):

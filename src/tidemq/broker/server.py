@@ -32,6 +32,7 @@ from .observe.status import Observer
 from .produce.send_records import RecordSends
 from .protection.alarms import ResourceAlarms, human, read_rss_bytes, store_disk_reader, total_memory_bytes
 from .protection.auth import AuthInterceptor, Authenticator
+from .protection.decoding import TypedDecoding
 from .protection.flow import SendGate
 from .service import MessagingService
 
@@ -140,6 +141,7 @@ class Broker:
                 ("grpc.http2.lookahead_bytes", c.grpc_lookahead_bytes),
                 ("grpc.so_reuseport", 0)]          # gRPC's default lets a second server share the port
         interceptors = [AuthInterceptor(Authenticator(c.access_key, c.secret_key))] if c.auth_enabled else []
+        interceptors.append(TypedDecoding())          # after auth: an unsigned request is refused first
         self.server = grpc.aio.server(options=opts, interceptors=interceptors)
         self.service = MessagingService(self.store, self.config, gate)
         sgrpc.add_MessagingServiceServicer_to_server(self.service, self.server)

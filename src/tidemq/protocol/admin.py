@@ -88,22 +88,50 @@ def dumps(obj) -> bytes:
     return json.dumps(obj, default=str).encode()
 
 
-loads = json.loads
+class _Bad(dict):
+    """What ``loads`` gives for bytes that are not a JSON request (answered with a refusal)."""
+
+
+def loads(data: bytes):
+    """A request's JSON; a ``_Bad`` (empty dict) when it is not JSON, nested too deep, or not UTF-8."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError, TypeError):
+        return _Bad()
+
+
+def is_bad(req) -> bool:
+    return isinstance(req, _Bad)
 
 
 def create_topic_request(req: dict) -> tuple[str, int]:
-    """(name, queues) of a CreateTopic request; KeyError / ValueError / TypeError when it is not one."""
-    return req["name"], int(req.get("queues", QUEUES_DEFAULT))
+    """(name, queues) of a CreateTopic request; ValueError when it is not one."""
+    if not isinstance(req, dict):
+        raise ValueError("a request is a JSON object")
+    return _name(req, "name"), _int(req, "queues", 1, 1 << 31) if "queues" in req else QUEUES_DEFAULT
 
 
 def alarm_limits(req: dict) -> dict:
     """The limits a SetAlarmLimits request sets (ratio as float, bytes as int); ValueError or
     TypeError saying what is wrong when it is not one."""
-    args = {k: (float(v) if k.endswith("ratio") else int(v)) for k, v in req.items() if k in ALARM_LIMITS}
-    if len(args) != len(req) or not args:
-        raise ValueError(f"give some of {', '.join(ALARM_LIMITS)} (got {sorted(req)})")
-    if any(v < 0 for v in args.values()) or not 0 < args.get("memory_high_watermark_ratio", 0.5) < 1:
-        raise ValueError("limits are >= 0 and the ratio is in (0, 1)")
+    if not isinstance(req, dict):
+        raise ValueError(f"give some of {', '.join(ALARM_LIMITS)} in a JSON object")
+    args: dict = {}
+    for k, v in req.items():
+        if k not in ALARM_LIMITS:
+            raise ValueError(f"give some of {', '.join(ALARM_LIMITS)} (got {sorted(map(str, req))})")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
+            raise ValueError(f"{k} is a finite number")
+        if k.endswith("ratio"):
+            args[k] = float(v)
+        elif isinstance(v, float) and not v.is_integer():
+            raise ValueError(f"{k} is a whole number of bytes")
+        else:
+            args[k] = int(v)
+    if not args:
+        raise ValueError(f"give some of {', '.join(ALARM_LIMITS)}")
+    if any(v < 0 or v > 1 << 62 for v in args.values()) or not 0 < args.get("memory_high_watermark_ratio", 0.5) < 1:
+        raise ValueError("limits are in [0, 2^62] bytes and the ratio is in (0, 1)")
     return args
 
 

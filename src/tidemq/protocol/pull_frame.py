@@ -56,12 +56,15 @@ def decode_request(raw: bytes) -> PullRequest:
     """The request, ``max_count`` and ``wait_ms`` clamped; FrameError when it is not one."""
     try:
         req = json.loads(raw)
+        wait_ms = float(req.get("wait_ms", 0))
+        if wait_ms != wait_ms:
+            raise ValueError("wait_ms is not a number")
         return PullRequest(str(req["topic"]), int(req["queue_id"]), int(req["offset"]),
                            max(1, min(int(req.get("max_count", COUNT_DEFAULT)), COUNT_MAX)),
                            int(req.get("max_bytes", BYTES_DEFAULT)),
-                           max(0.0, min(float(req.get("wait_ms", 0)), WAIT_MS_MAX)))
-    except (ValueError, KeyError, TypeError) as e:
-        raise FrameError(f"malformed PullRecords request: {e}") from None
+                           max(0.0, min(wait_ms, WAIT_MS_MAX)))
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as e:
+        raise FrameError(f"malformed PullRecords request: {type(e).__name__}: {e}") from None
 
 
 def encode_response(header: dict, sizes=None, data: bytes = b"") -> bytes:

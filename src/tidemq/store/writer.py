@@ -461,6 +461,9 @@ class StoreWriter:
     # Topics --------------------------------------------------------------------------
     def create_topic(self, name: str, queue_count: int) -> TopicState:
         """Create a topic or grow its queue count (ValueError: not a topic name, no queue)."""
+        if queue_count > self.config.topic_queues_max:
+            raise ValueError(f"{queue_count} queues: a topic has at most topic_queues_max="
+                             f"{self.config.topic_queues_max}")
         with self.put_lock:
             t = self.topics.create(name, queue_count)
             bind_queues(self.queues, t)

@@ -58,7 +58,7 @@ class MessageSends:
             sp = m.system_properties
             if sp.message_type not in SUPPORTED_TYPES and sp.message_type != MessageType.MESSAGE_TYPE_UNSPECIFIED:
                 entries[i] = self._entry(Code.UNSUPPORTED, NOT_YET.format(
-                    what=f"{pb.MessageType.Name(sp.message_type)} messages"), sp.message_id)
+                    what=f"{_type_name(sp.message_type)} messages"), sp.message_id)
                 continue
             if not m.body:
                 entries[i] = self._entry(Code.MESSAGE_BODY_EMPTY, "the body is empty", sp.message_id)
@@ -132,3 +132,11 @@ class MessageSends:
     @staticmethod
     def _entry(code: int, message: str, message_id: str) -> "spb.SendResultEntry":
         return spb.SendResultEntry(status=status(code, message), message_id=message_id)
+
+
+def _type_name(t: int) -> str:
+    """The message type's name, or its number when the enum has none (a client sent 7..9)."""
+    try:
+        return pb.MessageType.Name(t)
+    except ValueError:
+        return f"message type {t}"

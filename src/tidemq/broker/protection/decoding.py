@@ -1,0 +1,89 @@
+"""Requests that are not what their method takes get a typed answer: INVALID_ARGUMENT, never
+gRPC's UNKNOWN with a traceback in the broker's log.
+
+gRPC decodes a request with the method's deserializer (``SendMessageRequest.FromString`` for
+the RocketMQ service) before any handler runs; bytes that are not that message raise there, and
+gRPC answers UNKNOWN and logs the exception with its traceback, once per request: a client
+sending garbage fills the log. This interceptor gives every handler a deserializer that turns a
+decoding failure into a marker, and a behaviour that answers the marker with INVALID_ARGUMENT
+naming the method (for streamed requests: at the message that is not one)."""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+log = logging.getLogger("tidemq.broker")
+
+
+class _Undecodable:
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _tolerant(deserialize):
+    if deserialize is None:
+        return None
+
+    def decode(raw: bytes):
+        try:
+            return deserialize(raw)
+        except Exception as e:  # noqa: BLE001 - whatever a deserializer raises, the request is not one
+            return _Undecodable(e)
+    return decode
+
+
+async def _refuse(context, method: str, bad: _Undecodable) -> None:
+    log.info("%s: a request that is not one (%s)", method, bad.error)
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{method}: the request is not a valid message of "
+                                                          f"this method ({type(bad.error).__name__})")
+
+
+class TypedDecoding(grpc.aio.ServerInterceptor):
+    """For the methods under ``prefix`` (the RocketMQ service: protobuf requests, async handlers;
+    tidemq's own services take raw bytes or JSON and answer bad ones themselves)."""
+
+    def __init__(self, prefix: str = "/apache.rocketmq.v2.") -> None:
+        self.prefix = prefix
+
+    async def intercept_service(self, continuation, details):
+        handler = await continuation(details)
+        method = details.method
+        if handler is None or not method.startswith(self.prefix):
+            return handler
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
+
+            async def unary_unary(request, context):
+                if isinstance(request, _Undecodable):
+                    await _refuse(context, method, request)
+                return await inner(request, context)
+            return grpc.unary_unary_rpc_method_handler(unary_unary, _tolerant(handler.request_deserializer),
+                                                       handler.response_serializer)
+        if handler.unary_stream is not None:
+            inner_us = handler.unary_stream
+
+            async def unary_stream(request, context):
+                if isinstance(request, _Undecodable):
+                    await _refuse(context, method, request)
+                async for item in inner_us(request, context):
+                    yield item
+            return grpc.unary_stream_rpc_method_handler(unary_stream, _tolerant(handler.request_deserializer),
+                                                        handler.response_serializer)
+        if handler.stream_stream is not None:
+            inner_ss = handler.stream_stream
+
+            async def stream_stream(requests, context):
+                async def checked():
+                    async for r in requests:
+                        if isinstance(r, _Undecodable):
+                            await _refuse(context, method, r)
+                        yield r
+                async for item in inner_ss(checked(), context):
+                    yield item
+            return grpc.stream_stream_rpc_method_handler(stream_stream, _tolerant(handler.request_deserializer),
+                                                         handler.response_serializer)
+        return handler
