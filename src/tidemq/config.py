@@ -528,6 +528,9 @@ class BrokerConfig(_Loadable):
                              "signature (else UNAUTHORIZED)")
     secret_key: str = _f("", "secret key the clients sign x-mq-date-time with (give it through TIDEMQ_SECRET_KEY "
                              "or a TOML file only the broker reads)", secret=True)
+    signature_window_s: float = _f(900.0, "a signed request's x-mq-date-time must be this close to the broker's "
+                                          "clock, read as UTC or as local time (the Python client's); older is "
+                                          "refused as a replay", 1.0, 7 * 86_400.0)
     tls_cert_file: str = _f("", "PEM certificate (chain): with tls_key_file, the port speaks TLS only")
     tls_key_file: str = _f("", "PEM private key of tls_cert_file")
 

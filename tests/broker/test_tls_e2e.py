@@ -33,8 +33,10 @@ def test_official_client_over_tls(tmp_path, broker_factory, certificate):
     assert out["bodies"] == ["over-tls-0", "over-tls-1", "over-tls-2"]
 
     route = spb.QueryRouteRequest(topic=pb.Resource(name="Tls"))
-    from tidemq.protocol.signing import signed_metadata
-    md = signed_metadata("tidemq-ak", "s3cret-sk", "20260101T000000Z")
+    import time
+
+    from tidemq.protocol.signing import date_time, signed_metadata
+    md = signed_metadata("tidemq-ak", "s3cret-sk", date_time(time.time()))
     with open(cert, "rb") as f:
         trusted = grpc.ssl_channel_credentials(root_certificates=f.read())
     with grpc.secure_channel(b.endpoint, trusted) as ch:

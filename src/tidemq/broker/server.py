@@ -140,7 +140,8 @@ class Broker:
                 ("grpc.max_send_message_length", c.grpc_message_bytes_max),
                 ("grpc.http2.lookahead_bytes", c.grpc_lookahead_bytes),
                 ("grpc.so_reuseport", 0)]          # gRPC's default lets a second server share the port
-        interceptors = [AuthInterceptor(Authenticator(c.access_key, c.secret_key))] if c.auth_enabled else []
+        interceptors = ([AuthInterceptor(Authenticator(c.access_key, c.secret_key, c.signature_window_s))]
+                        if c.auth_enabled else [])
         interceptors.append(TypedDecoding())          # after auth: an unsigned request is refused first
         self.server = grpc.aio.server(options=opts, interceptors=interceptors)
         self.service = MessagingService(self.store, self.config, gate)

@@ -2,10 +2,19 @@
 
 import pytest
 
-from tidemq.broker.protection.auth import Authenticator
+import calendar
+import time
+
+from tidemq.broker.protection.auth import Authenticator as _Authenticator
 from tidemq.protocol.signing import sign, signed_metadata
 
 DATE = "20260102T030405Z"
+DATE_S = calendar.timegm(time.strptime(DATE, "%Y%m%dT%H%M%SZ"))
+
+
+def Authenticator(ak, sk, window_s=900.0, now_s=lambda: DATE_S):
+    """The broker's authenticator with its clock at DATE (the signatures below are made at DATE)."""
+    return _Authenticator(ak, sk, window_s, now_s)
 
 
 def client_metadata(ak, sk, date=DATE):
@@ -64,3 +73,19 @@ def test_a_signature_is_bound_to_its_date():
     md = dict(signed_metadata("ak", "sk", DATE))
     md["x-mq-date-time"] = "20260102T030406Z"
     assert Authenticator("ak", "sk").verify(list(md.items())) is not None
+
+
+def test_a_stale_or_undated_signature_is_a_replay():
+    late = Authenticator("ak", "sk", now_s=lambda: DATE_S + 901)
+    r = late.verify(signed_metadata("ak", "sk", DATE))
+    assert r is not None and "signature_window_s=900" in r
+    assert Authenticator("ak", "sk", now_s=lambda: DATE_S + 899).verify(signed_metadata("ak", "sk", DATE)) is None
+    assert Authenticator("ak", "sk", now_s=lambda: DATE_S - 899).verify(signed_metadata("ak", "sk", DATE)) is None
+    for bad in ("not-a-date", "20000101T000000Z"):
+        r = Authenticator("ak", "sk").verify(signed_metadata("ak", "sk", bad))
+        assert r is not None and r.startswith("unauthorized"), (bad, r)
+
+
+def test_local_time_marked_utc_is_accepted_as_the_python_client_sends_it():
+    local = time.strftime("%Y%m%dT%H%M%SZ", time.localtime(DATE_S))   # what the Python client writes
+    assert Authenticator("ak", "sk").verify(signed_metadata("ak", "sk", local)) is None

@@ -4,19 +4,19 @@ authorization header are answered UNAUTHORIZED in the status of every kind of RP
 server stream, the Telemetry stream), and the admin service answers gRPC UNAUTHENTICATED."""
 
 import logging
+import time
 
 import grpc
 import pytest
 
 from tidemq.protocol import admin
-from tidemq.protocol.signing import sign, signed_metadata
+from tidemq.protocol.signing import date_time, sign, signed_metadata
 from tidemq.protocol.stubs import Code, pb, sgrpc, spb
 
 
 from ...support.auth import AUTH
 from ...support.brokers import make_topic
 from ...support.official import REQUEST_TIMEOUT_S, msg, receive_all
-DATE = "20260101T120000Z"
 
 
 def official(endpoint, ak, sk, topic):
@@ -62,16 +62,17 @@ def test_every_kind_of_rpc_answers_unauthorized(tmp_path, broker_factory):
     make_topic(root, "Secure", 1)
     b = broker_factory(root, env=AUTH)
     topic = pb.Resource(name="Secure")
-    good = signed_metadata("tidemq-ak", "s3cret-sk", DATE)
-    java_style = [("x-mq-date-time", DATE), ("authorization", "MQv2-HMAC-SHA1 Credential=tidemq-ak/region, "
-                  f"SignedHeaders=x-mq-date-time, Signature={sign('s3cret-sk', DATE).upper()}")]
+    signed_at = date_time(time.time())          # signed now: a stale date is refused (test_auth.py)
+    good = signed_metadata("tidemq-ak", "s3cret-sk", signed_at)
+    java_style = [("x-mq-date-time", signed_at), ("authorization", "MQv2-HMAC-SHA1 Credential=tidemq-ak/region, "
+                  f"SignedHeaders=x-mq-date-time, Signature={sign('s3cret-sk', signed_at).upper()}")]
     wrong_date = [("x-mq-date-time", "20260101T120001Z"), good[1][:]]    # signed for another date
     refused = {
         "no header": None,
-        "wrong secret": signed_metadata("tidemq-ak", "nope", DATE),
-        "wrong access key": signed_metadata("someone", "s3cret-sk", DATE),
+        "wrong secret": signed_metadata("tidemq-ak", "nope", signed_at),
+        "wrong access key": signed_metadata("someone", "s3cret-sk", signed_at),
         "another date": wrong_date,
-        "other scheme": [("x-mq-date-time", DATE), ("authorization", "Basic dGlkZW1xOg==")],
+        "other scheme": [("x-mq-date-time", signed_at), ("authorization", "Basic dGlkZW1xOg==")],
         "no date": [good[1]],
     }
     with grpc.insecure_channel(b.endpoint) as ch:

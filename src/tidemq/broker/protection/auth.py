@@ -4,9 +4,10 @@ signature (the headers and how they are computed: protocol/signing.py).
 When access_key and secret_key are set, every call (the MessagingService, tidemq.Data and
 the admin service) must carry a signature made with them. Both the lower-case (Python
 client) and upper-case (Java client) hex digits are accepted. Keys and signatures are
-compared in constant time. Like the proxy, the date is not checked against the clock
-(the Python client writes local time with a 'Z'), so a captured header can be replayed:
-TLS keeps it from being captured.
+compared in constant time. The signed date must be fresh: within ``signature_window_s``
+(15 min) of now, read as UTC *or* as the broker's local time (the official Python client
+writes local time with a 'Z'; Java and Node write UTC), so a captured header is refused once
+the window has passed; within it, TLS keeps it from being captured.
 
 A refused call answers UNAUTHORIZED the way each RPC reports a status: unary
 RPCs in the response's status, ReceiveMessage / PullMessage as their one status
@@ -16,9 +17,11 @@ own services (raw bytes or JSON, no status field) with gRPC UNAUTHENTICATED.
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import hmac
-from typing import Iterable
+import time
+from typing import Callable, Iterable
 
 import grpc
 
@@ -28,10 +31,26 @@ from ...protocol.stubs import Code, spb, status
 SERVICE_PREFIX = "/apache.rocketmq.v2.MessagingService/"
 
 
+DATE_FORMAT = "%Y%m%dT%H%M%SZ"
+WINDOW_S_DEFAULT = 900.0
+
+
+def signed_at(date_time: str) -> tuple[float, float] | None:
+    """The moments a signed date can mean: (read as UTC, read as local time); None if not a date."""
+    try:
+        t = time.strptime(date_time, DATE_FORMAT)
+        return float(calendar.timegm(t)), time.mktime(t)
+    except (ValueError, OverflowError):
+        return None
+
+
 class Authenticator:
-    def __init__(self, access_key: str, secret_key: str) -> None:
+    def __init__(self, access_key: str, secret_key: str, window_s: float = WINDOW_S_DEFAULT,
+                 now_s: Callable[[], float] = time.time) -> None:
         self.access_key = access_key.encode()
         self.secret_key = secret_key.encode()
+        self.window_s = window_s
+        self.now_s = now_s
 
     def verify(self, metadata: Iterable[tuple[str, str | bytes]] | None) -> str | None:
         """None when the call is signed with our keys; otherwise why it is refused."""
@@ -51,6 +70,13 @@ class Authenticator:
         good = hmac.compare_digest(signature.lower().encode(), expected)
         if not (known and good):
             return "unauthorized: unknown access key or wrong signature"
+        when = signed_at(date_time)
+        if when is None:
+            return f"unauthorized: {DATE_HEADER} {date_time[:40]!r} is not a date ({DATE_FORMAT})"
+        now = self.now_s()
+        if min(abs(now - when[0]), abs(now - when[1])) > self.window_s:
+            return (f"unauthorized: the request was signed at {date_time}, not within signature_window_s="
+                    f"{self.window_s:g} of the broker's clock (a replay, or a clock that is wrong)")
         return None
 
 
