@@ -490,6 +490,10 @@ class BrokerConfig(_Loadable):
     send_dedup_window_entries: int = _f(100_000, "recent (topic, message id) pairs a resent message is recognised by "
                                 "(at least this many, at most twice; 0: off)",
                                 0, 10_000_000)
+    send_dedup_after_restart_s: float = _f(300.0, "for this long after a start, a message id the in-memory window "
+                                                  "does not know is looked up in the store's index (sends stored "
+                                                  "this long before the start count): a retry across a restart or "
+                                                  "kill -9 is answered, not stored twice; 0: off", 0.0, 86_400.0)
     transaction_check_interval_s: float = _f(30.0, "a half message undecided this long (since stored or last checked) "
                                                    "is checked with a producer over Telemetry", 0.05, 86_400.0)
     transaction_check_max: int = _f(15, "orphan checks of a half message before it is discarded "

@@ -1,7 +1,8 @@
 """The send dedup window: (topic, message id) -> (queue offset, transaction id) of recent
 stores. The official clients resend a message with the same id after a timeout; the
-retry is answered from here instead of being stored twice. In memory: not across
-restarts.
+retry is answered from here instead of being stored twice. In memory; across a restart
+(or kill -9) the send path looks ids it misses up in the store's index for
+send_dedup_after_restart_s after the start (send_path.SendPath.seen).
 
 Two generations of per-topic dicts: entries go into the newer one; when it holds
 ``size`` entries it becomes the older one and the previous older one is dropped. So at

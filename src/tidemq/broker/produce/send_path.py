@@ -24,7 +24,7 @@ from typing import Awaitable, Callable, TypeVar
 from ...config import BrokerConfig
 from ...protocol.stubs import Code
 from ...store import MessageStore, PutReason, PutStatus
-from ...store.codec import topic_problem
+from ...store.codec import PROP_UNIQ_KEY, topic_problem
 from ..deferred.parking import SYSTEM_TOPICS
 from ..protection.flow import SendGate
 from .dedup import DedupWindow
@@ -67,6 +67,11 @@ class SendPath:
         self._sync = store.config.sync_flush
         self._on_stored = on_stored
         self.recent = DedupWindow(config.send_dedup_window_entries)
+        # after a start the window is empty: until then, ids it does not know are looked up in the
+        # index (durable, rebuilt by recovery) among messages stored from ``_index_from_ms`` on
+        span_s = config.send_dedup_after_restart_s if config.send_dedup_window_entries else 0.0
+        self._index_until_s = time.monotonic() + span_s
+        self._index_from_ms = store.clock.now_ms() - int(span_s * 1000)
         self.latency = None          # observe/latency.LatencyBuckets of the puts, once the broker observes
 
     # flow control ---------------------------------------------------------------------------
@@ -113,7 +118,25 @@ class SendPath:
     # dedup window ---------------------------------------------------------------------------
     def seen(self, topic: str, message_id: str) -> tuple[int, str] | None:
         """(queue offset, transaction id) of a recent store of this message id, or None."""
-        return self.recent.get(topic, message_id) if message_id else None
+        if not message_id:
+            return None
+        earlier = self.recent.get(topic, message_id)
+        if earlier is None and self._index_until_s and time.monotonic() < self._index_until_s:
+            earlier = self._stored_before_start(topic, message_id)
+        return earlier
+
+    def _stored_before_start(self, topic: str, message_id: str) -> tuple[int, str] | None:
+        """A message of this id stored shortly before the broker started (the index has its
+        UNIQ_KEY), remembered in the window; None when there is none (or no index)."""
+        if self.store.index is None:
+            return None
+        found = [m for m in self.store.query_by_key(topic, message_id, 4, self._index_from_ms)
+                 if m.properties.get(PROP_UNIQ_KEY) == message_id]      # its id, not a key of another
+        if not found:
+            return None
+        offset = found[0].queue_offset
+        self.recent.put(topic, message_id, offset)
+        return offset, ""
 
     def remember(self, topic: str, message_id: str, offset: int, txn: str = "") -> None:
         self.recent.put(topic, message_id, offset, txn)

@@ -97,7 +97,7 @@ class RecordSends:
         duplicates: list[int] = []
         batch: list = []
         where: list = []
-        seen = self.sends.recent.get
+        seen = self.sends.seen
         for i, (mid_b, tg, ks, ps, body) in enumerate(msgs):
             why = None
             if not body:
