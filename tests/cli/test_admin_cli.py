@@ -27,7 +27,7 @@ def test_topics_and_disk_through_the_broker(tmp_path, broker_factory):
     assert {d["topic"] for d in doc} - {"Made"} == SYSTEM_TOPICS
     r = run(["disk", "--endpoint", b.endpoint, "--json"])
     st = json.loads(r.output)
-    assert {d["role"] for d in st["directories"]} == {"commitlog", "consumequeue"}
+    assert {d["role"] for d in st["directories"]} == {"commitlog", "consumequeue", "index"}
     assert "forecast" in st and st["flags"]["write_refusal"] is None
     r = run(["topic", "create", "bad name!", "--endpoint", b.endpoint])
     assert r.exit_code == 1 and "invalid topic name" in r.output

@@ -218,7 +218,7 @@ OPEN_MAX = 64
 def test_ten_thousand_queues_with_bounded_open_files(make_config, open_store, nosync_fio):
     """10,000 queues written and read back; consume-queue handles stay within
     consume_queue_open_files_max (fsync off: durability is not the subject here)."""
-    cfg = make_config(consume_queue_open_files_max=OPEN_MAX, segment_size_bytes=1024 * 1024,
+    cfg = make_config(consume_queue_open_files_max=OPEN_MAX, segment_size_bytes=1024 * 1024, topic_queues_max=QUEUES,
                       index_enabled=False, flush_consume_queue_interval_ms=60_000,
                       checkpoint_interval_ms=60_000)
     before = fd_count()

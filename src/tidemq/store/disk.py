@@ -46,6 +46,7 @@ from .layout import DIR_MARKER
 log = logging.getLogger("tidemq.store")
 
 ERRORS_BEFORE_OFFLINE = 3
+DERIVED_ROLES = ("consumequeue", "index")      # derived data written with every message
 WINDOW_S = 60.0          # rates for the forecast: over the last minute
 
 
@@ -60,7 +61,7 @@ class DirState(str, enum.Enum):
 @dataclass
 class DirStatus:
     path: str
-    role: str                        # commitlog | commitlog-readonly | consumequeue
+    role: str                        # commitlog | commitlog-readonly | consumequeue | index
     state: DirState = DirState.WRITABLE
     capacity_bytes: int = 0
     used_bytes: int = 0
@@ -131,6 +132,10 @@ class DiskMonitor:
         cq = config.consumequeue_path
         self.dirs.setdefault(cq, DirStatus(cq, "consumequeue", thresholds_percent=per_dir.get(os.path.normpath(cq),
                                                                                                 base)))
+        if config.index_enabled:        # index files are written with every message too
+            ix = config.index_path
+            self.dirs.setdefault(ix, DirStatus(ix, "index", thresholds_percent=per_dir.get(os.path.normpath(ix),
+                                                                                             base)))
         self._full: set[str] = set()
         self._offline: dict[str, str] = {}
         self._markers: dict[str, bytes] = {}
@@ -230,6 +235,8 @@ class DiskMonitor:
                 continue
             try:
                 if not self.fio.is_dir(d):
+                    if st.role == "index":
+                        continue            # not made yet, or lost: the store rebuilds it at start
                     raise FileNotFoundError(2, "directory is missing", d)
                 problem = self._check_marker(d) if st.role == "commitlog" else None
                 usage = self.fio.disk_usage(d)
@@ -283,9 +290,11 @@ class DiskMonitor:
                       "no commit-log directory can take writes: ") + ", ".join(parts)
         else:
             for st in self.dirs.values():
-                if st.role == "consumequeue" and st.path in self._full:
-                    reason = (f"disk full: consume-queue directory {st.path} is at {st.used_ratio_percent:.1f}% "
+                if st.role in DERIVED_ROLES and st.path in self._full:
+                    what = "consume-queue" if st.role == "consumequeue" else st.role
+                    reason = (f"disk full: {what} directory {st.path} is at {st.used_ratio_percent:.1f}% "
                               f"(warning level {st.thresholds_percent[2]}%)")
+                    break
         self.refusal = reason
 
     # Decisions -------------------------------------------------------------------------
@@ -304,7 +313,7 @@ class DiskMonitor:
         cl = [st for st in self.dirs.values() if st.role == "commitlog" and st.path not in self._offline]
         over = [st.path for st in cl if st.used_ratio_percent >= st.thresholds_percent[0]]
         forcibly = bool(cl) and all(st.used_ratio_percent >= st.thresholds_percent[1] for st in cl)
-        cq = [st for st in self.dirs.values() if st.role == "consumequeue"]
+        cq = [st for st in self.dirs.values() if st.role in DERIVED_ROLES]
         for st in cq:
             if st.used_ratio_percent >= st.thresholds_percent[0]:
                 over.append(st.path)

@@ -46,6 +46,22 @@ def index_file_size(slots: int, entries: int) -> int:
     return HEADER.size + slots * SLOT.size + entries * ENTRY.size
 
 
+INDEX_DISK_SHARE = 0.1      # an index file takes at most this share of its disk (two may exist at once)
+INDEX_SLOTS_MIN, INDEX_ENTRIES_MIN = 1_000, 4_000
+
+
+def fitted(slots: int, entries: int, capacity_bytes: int) -> tuple[int, int]:
+    """(slots, entries) scaled down, in proportion, until one index file takes at most
+    INDEX_DISK_SHARE of a disk of ``capacity_bytes`` (the defaults, ~420 MB a file, filled a 32 MiB
+    disk at 25 % of its use: the hash slots are touched all over the file)."""
+    room = int(capacity_bytes * INDEX_DISK_SHARE)
+    size = index_file_size(slots, entries)
+    if capacity_bytes <= 0 or size <= room:
+        return slots, entries
+    scale = max(0.0, (room - HEADER.size)) / (size - HEADER.size)
+    return max(INDEX_SLOTS_MIN, int(slots * scale)), max(INDEX_ENTRIES_MIN, int(entries * scale))
+
+
 class IndexFile:
     def __init__(self, fio: FileIO, path: str, slots: int, entries: int, handle, mapping, created: bool) -> None:
         self.fio = fio

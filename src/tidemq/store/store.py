@@ -40,7 +40,8 @@ from .consume_queue import ConsumeQueueTable
 from .disk import DiskMonitor, status_report
 from .dispatch import Dispatcher
 from .flush import AsyncFlushService, GroupCommitService, PeriodicService
-from .index_file import IndexService
+from .index_file import IndexService, index_file_size
+from .index_file import fitted as index_fitted
 from .reader import StoreReader
 from .recovery import RecoveryReport, recover
 from .segment_queue import SegmentQueue
@@ -163,6 +164,7 @@ class MessageStore:
                 if fio.is_dir(d):
                     fio.sync_filesystem(d)
 
+        self._check_sizes()
         self.disk = DiskMonitor(cfg, fio, self.clock)
         self.segments = SegmentQueue(fio, cfg.commitlog_paths, cfg.segment_size_bytes,
                                      readonly_dirs=cfg.readonly_commitlog_dirs,
@@ -182,7 +184,8 @@ class MessageStore:
         index_lost = False
         if cfg.index_enabled:
             had_dir = fio.is_dir(cfg.index_path)
-            self.index = IndexService(fio, cfg.index_path, cfg.index_slots, cfg.index_entries, self.clock)
+            slots, entries = self._index_size()
+            self.index = IndexService(fio, cfg.index_path, slots, entries, self.clock)
             bad = self.index.load()
             # lost: no index/ at all, an index/ emptied of its files (marker gone), or files unreadable
             index_lost = not had_dir or self.index.was_lost or bool(bad)
@@ -220,6 +223,38 @@ class MessageStore:
         self._state = StoreState.RUNNING
         self.start_phase = "running"
         return self
+
+    def _check_sizes(self) -> None:
+        """Preallocations must fit: two commit-log segments below the clean-forcibly ratio of some
+        commit-log directory (else a StoreError naming the setting to lower)."""
+        cfg = self.config
+        caps = []
+        for d in cfg.commitlog_paths:
+            try:
+                self.fio.makedirs(d)
+                caps.append((self.fio.disk_usage(d).total_bytes, d))
+            except OSError:
+                continue                      # missing or failing: the disk monitor takes it offline
+        forcibly = cfg.thresholds()[1]
+        if caps and all(cap * forcibly // 200 < cfg.segment_size_bytes for cap, _d in caps):
+            cap, d = max(caps)
+            raise StoreError(f"segment_size_bytes={cfg.segment_size_bytes} does not fit: the largest commit-log "
+                             f"directory, {d}, holds {cap} bytes, and two segments must fit below its "
+                             f"clean-forcibly ratio ({forcibly}%) for cleanup to free space; lower "
+                             f"segment_size_bytes (to {cap * forcibly // 200} or less here)")
+
+    def _index_size(self) -> tuple[int, int]:
+        """index_slots / index_entries, scaled down to fit the index directory's disk (logged)."""
+        cfg = self.config
+        try:
+            cap = self.fio.disk_usage(cfg.root_dir).total_bytes
+        except OSError:
+            return cfg.index_slots, cfg.index_entries
+        slots, entries = index_fitted(cfg.index_slots, cfg.index_entries, cap)
+        if (slots, entries) != (cfg.index_slots, cfg.index_entries):
+            log.warning("index files sized to index_slots=%d, index_entries=%d (%d bytes each) to fit a disk of %d "
+                        "bytes; set them to silence this", slots, entries, index_file_size(slots, entries), cap)
+        return slots, entries
 
     def _unlock_root(self) -> None:
         if self._lock_handle is not None:
