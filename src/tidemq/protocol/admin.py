@@ -108,6 +108,8 @@ def create_topic_request(req: dict) -> tuple[str, int]:
     """(name, queues) of a CreateTopic request; ValueError when it is not one."""
     if not isinstance(req, dict):
         raise ValueError("a request is a JSON object")
+    if isinstance(req.get("queues"), str) and req["queues"].isdigit() and len(req["queues"]) < 12:
+        req = {**req, "queues": int(req["queues"])}             # a count given as text
     return _name(req, "name"), _int(req, "queues", 1, 1 << 31) if "queues" in req else QUEUES_DEFAULT
 
 
@@ -120,6 +122,11 @@ def alarm_limits(req: dict) -> dict:
     for k, v in req.items():
         if k not in ALARM_LIMITS:
             raise ValueError(f"give some of {', '.join(ALARM_LIMITS)} (got {sorted(map(str, req))})")
+        if isinstance(v, str) and len(v) < 40:       # "0.5", "10": numbers given as text
+            try:
+                v = float(v) if any(c in v for c in ".eEnN") else int(v)
+            except ValueError:
+                raise ValueError(f"{k} is a number (got {v!r})") from None
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
             raise ValueError(f"{k} is a finite number")
         if k.endswith("ratio"):
