@@ -71,7 +71,11 @@ class QueueSummary:
     def save(self, ends: dict[str, dict[str, int]]) -> None:
         if ends == self.written:
             return
-        write_atomic(self.fio, self.path, json.dumps({"ends": ends}, sort_keys=True).encode("utf-8"))
+        try:
+            write_atomic(self.fio, self.path, json.dumps({"ends": ends}, sort_keys=True).encode("utf-8"))
+        except OSError as e:        # a check for the next start, never a reason to fail a checkpoint
+            log.warning("cannot remember the queues' ends in %s: %s", self.path, e)
+            return
         self.written = ends
 
 
