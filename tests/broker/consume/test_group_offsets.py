@@ -4,7 +4,7 @@ damaged file never read as offsets."""
 import os
 
 from tidemq.broker.consume.group_offsets import GroupOffsets
-from tidemq.broker.state.checked import Source
+from tidemq.checked import Source
 from tidemq.io import OsFileIO
 
 

@@ -5,7 +5,7 @@ import os
 
 from tidemq.broker.deferred.parking import PROP_DELIVER_MS, SCHEDULE_TOPIC, park
 from tidemq.broker.deferred.timer import Timer
-from tidemq.broker.state import checked
+from tidemq import checked
 from tidemq.io import ManualClock
 from tidemq.store import Message
 

@@ -17,7 +17,7 @@ import json
 import time
 
 from ...io import FileIO
-from ..state import checked
+from ... import checked
 from ..state.layout import StateLayout
 
 

@@ -36,7 +36,7 @@ import os
 from typing import Callable
 
 from ...store import MessageStore
-from ..state import checked
+from ... import checked
 from ..state.layout import StateLayout, state_dir as state_dir_of
 from . import parking
 from .parking import PROP_DELIVER_MS, SCHEDULE_TOPIC

@@ -29,7 +29,7 @@ from typing import Callable
 
 from ...crc import crc32
 from ...io import FileIO, read_whole
-from . import checked
+from ... import checked
 
 log = logging.getLogger("tidemq.broker")
 

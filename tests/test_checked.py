@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from tidemq.broker.state import checked
-from tidemq.broker.state.checked import Source
+from tidemq import checked
+from tidemq.checked import Source
 from tidemq.io import OsFileIO
 
 FIO = OsFileIO()
@@ -40,7 +40,7 @@ def test_damage_falls_back_to_the_previous_version(tmp_path, caplog, damage):
     bad = {"flipped digit": raw.replace(b"2000", b"9000"), "random": os.urandom(40), "empty": b"",
            "cut short": raw[:-5]}[damage]
     open(path, "wb").write(bad)
-    with caplog.at_level(logging.WARNING, "tidemq.broker"):
+    with caplog.at_level(logging.WARNING, "tidemq"):
         got = checked.load(FIO, path, "offsets")
     assert (got.doc, got.source) == ({"offset": 1000}, Source.BACKUP), "a flipped digit is never read as a value"
     assert "offsets" in caplog.text and "previous version" in caplog.text
@@ -54,7 +54,7 @@ def test_both_damaged_is_lost_said_at_error_and_the_next_write_starts_over(tmp_p
     checked.write(FIO, path, {"v": 2})
     for p in (path, path + ".bak"):
         open(p, "wb").write(b"\x00garbage")
-    with caplog.at_level(logging.ERROR, "tidemq.broker"):
+    with caplog.at_level(logging.ERROR, "tidemq"):
         got = checked.load(FIO, path, "timer progress")
     assert (got.doc, got.source) == (None, Source.LOST) and "timer progress" in caplog.text
     checked.write(FIO, path, {"v": 3})

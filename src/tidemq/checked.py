@@ -1,7 +1,8 @@
 """Small state files that a damaged disk cannot turn into a crash or into a wrong value.
 
 The broker's own state (committed offsets, the timer's progress, the snapshots of the pop and
-transaction journals) is small JSON rewritten atomically. Atomic writes protect it from a
+transaction journals) and the store's small records (early seals, the archive manifest and its
+gaps) are small JSON rewritten atomically. Atomic writes protect it from a
 crash; they do not protect it from the disk: a file of random bytes, an empty file or a flipped
 digit (an offset of 1000 read as 9000 makes a group skip 8000 messages) must be recognised, and
 a broker must still start.
@@ -34,10 +35,10 @@ import json
 import logging
 from typing import Any, Callable, NamedTuple
 
-from ...crc import crc32
-from ...io import FileIO, read_whole, write_atomic
+from .crc import crc32
+from .io import FileIO, read_whole, write_atomic
 
-log = logging.getLogger("tidemq.broker")
+log = logging.getLogger("tidemq")
 
 _PREFIX = b'{"crc32":"'
 _MIDDLE = b'","doc":'
