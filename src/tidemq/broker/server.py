@@ -75,7 +75,7 @@ class Broker:
                                    memory_high_watermark_ratio or self.config.memory_high_watermark_ratio)
         if disk_free_limit_bytes is not None:
             self.alarms.set_limits(disk_free_limit_bytes=disk_free_limit_bytes)
-        self.alarms.check()                                   # the answer shows the new state
+        self.check_alarms_now()                               # the answer shows the new state
         self._loop.call_soon_threadsafe(self._alarm_wake.set)  # and the periodic check starts over
         return self.alarm_status()
 
@@ -91,12 +91,20 @@ class Broker:
         return {**self.alarms.status(), "flow": self.service.gate.status(), "verdict": self.observer.verdict(),
                 "auth": self.config.auth_enabled, "tls": self.config.tls_enabled}
 
+    def check_alarms_now(self) -> float:
+        """Measure the alarms once; the disk forecast learns whether the disk alarm holds sends
+        (its time to the warning ratio is then "now"). Seconds until the next check."""
+        interval = self.alarms.check()
+        d = self.alarms.disk
+        self.store.disk.writes_held = d.message if d.raised else None
+        return interval
+
     async def _check_alarms(self) -> None:
         """Measure, then sleep the interval the alarms ask for (or until the limits change)."""
         while True:
             self._alarm_wake.clear()
             try:
-                interval = await asyncio.to_thread(self.alarms.check)
+                interval = await asyncio.to_thread(self.check_alarms_now)
             except Exception as e:  # noqa: BLE001 - the checks must go on
                 log.error("alarm check failed: %r", e)
                 interval = self.config.alarm_check_interval_ms_max / 1000
@@ -131,7 +139,7 @@ class Broker:
         self._alarm_wake = asyncio.Event()
         self.alarms = self._make_alarms(self.store)
         self._set_memory_limit(self.config.memory_high_watermark_bytes, self.config.memory_high_watermark_ratio)
-        self.alarms.check()                 # the state is known before the first request
+        self.check_alarms_now()             # the state is known before the first request
         c = self.config
         gate = SendGate(self.alarms, self.store.commit_log.dirty_bytes, c.flush_backlog_high_bytes,
                         c.send_hold_ms_max / 1000, c.inflight_requests_per_connection_max,
