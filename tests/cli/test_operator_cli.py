@@ -131,13 +131,6 @@ def test_topic_status_config_and_clean(broker, tmp_path):
     assert r.exit_code == 0 and rep["deleted_segments"] == 0, "nothing expired in a new store"
 
 
-def test_serve_refuses_a_root_that_is_a_file_in_one_line(tmp_path):
-    f = tmp_path / "afile"
-    f.write_text("x")
-    r = run("serve", "--root", f, "--port", 0, "--metrics-port", 0)
-    assert r.exit_code == 1 and "is a file, not a directory" in r.output and "Traceback" not in r.output
-
-
 def test_topic_delete_asks_then_deletes_and_the_groups_forget_it(broker):
     ep = ("--endpoint", broker.endpoint)
     assert run("send", "doomed", "a", "b", "c", *ep).exit_code == 0

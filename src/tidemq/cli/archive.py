@@ -40,16 +40,18 @@ def archive(root, dest, commitlog_dirs, master, as_json) -> None:
     """Write every sealed, not yet archived segment to Parquet partitioned by topic and day,
     then record it in the manifest (what archive_before_delete lets the cleaner delete).
     Runs next to the store (it reads the segment files); a running broker is fine."""
+    from ..store.layout import root_problem
+    root = os.path.abspath(root)
+    problem = root_problem(root)
+    if problem is not None:
+        raise click.ClickException(f"{problem} (--root)")
     try:
         from ..spark import archive as job
         from ..spark import session
     except ImportError as e:
         raise click.ClickException(f"the archive job needs the spark extra ({e}): "
                                    f"pip install -e '.[spark]' (./tidemq archive installs it)") from e
-    root = os.path.abspath(root)
     dest = os.path.abspath(dest or os.path.join(os.path.dirname(root), "archive"))
-    if not os.path.isdir(root):
-        raise click.ClickException(f"no store at {root}")
     dirs = tuple(d for d in commitlog_dirs.replace(":", ",").split(",") if d)
     log_path = os.path.join(root, "archive", "spark.log")
     with err.status(f"starting Spark (its log: {log_path})", spinner="line") if not as_json else _nothing() as st:

@@ -41,13 +41,24 @@ def serve(root, config_file, host, port, metrics_port, auto_create_topics, verbo
                         progress=lambda line: print(line, file=sys.stderr, flush=True)))
     except OSError as e:            # a port in use, a root that cannot be opened: one line, exit 1
         text = f"{e.strerror}: {e.filename}" if e.strerror and e.filename else str(e)
+        if e.filename and str(e.filename).startswith(str(store_cfg.root_dir)):
+            text = f"cannot use the store at {store_cfg.root_dir}: {text}"
         raise click.ClickException(text) from e
 
 
 def check_root(root: str) -> None:
-    """A root that is a file is an error; a new one is said, never made silently."""
+    """A root that is a file is an error; a new store is said, never made silently."""
     import os
+
+    from ..store.layout import root_problem
+    problem = root_problem(root)
+    if problem is None:
+        return
     if os.path.exists(root) and not os.path.isdir(root):
-        raise click.ClickException(f"the store root {root} is a file, not a directory (--root / root_dir)")
+        raise click.ClickException(f"{problem} (--root / root_dir)")
     if not os.path.exists(root):
         click.echo(f"tidemq: no store at {root}: creating a new one", err=True)
+    elif os.listdir(root):
+        click.echo(f"tidemq: {root} holds no store: creating a new one in it", err=True)
+    else:
+        click.echo(f"tidemq: {root} is empty: creating a new store in it", err=True)
