@@ -155,7 +155,7 @@ class Broker:
         self.service = MessagingService(self.store, self.config, gate)
         sgrpc.add_MessagingServiceServicer_to_server(self.service, self.server)
         records = Records(self.store, self.service.consumption.arrivals, c.grpc_message_bytes_max,
-                          c.pull_records_bytes_max)
+                          c.pull_records_bytes_max, self.service.got)
         record_sends = RecordSends(self.service.sends, c.send_records_tag_cache_max)
         self.server.add_generic_rpc_handlers((Admin(self.store, self).handler(), grpc.method_handlers_generic_handler(
             data.SERVICE, {data.PULL_RECORDS: grpc.unary_unary_rpc_method_handler(records.pull),
@@ -180,6 +180,7 @@ class Broker:
         await self.server.start()
         self.observer = Observer(self, SystemClock(), recovery_s)
         self.service.sends.latency = self.observer.put_latency
+        self.store.observe_flushes(self.observer.flush_latency.observe)
         if self.ops is not None:
             self.ops.ready(self.observer)
         self._tasks = [asyncio.create_task(self._sample()), asyncio.create_task(self._flush_pop()), asyncio.create_task(self._check_alarms()),

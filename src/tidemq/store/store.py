@@ -607,6 +607,13 @@ class MessageStore:
             "warm": self.warmer.stats() if self.warmer is not None else {"enabled": False},
         }
 
+    def observe_flushes(self, on_flush_s: Callable[[float], None] | None) -> None:
+        """``on_flush_s(seconds)`` after every commit-log flush (the broker's flush-latency histogram)."""
+        self._running("observe_flushes")
+        flush = self.group_commit or self.async_flush
+        if flush is not None:
+            flush.on_flush_s = on_flush_s
+
     def check(self, progress: Callable[[int, int], None] | None = None) -> CheckReport:
         """Walk every segment (magic, lengths, CRC), every consume-queue unit and the index;
         returns what is wrong (nothing, on a healthy store)."""

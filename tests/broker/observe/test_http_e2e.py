@@ -12,8 +12,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tidemq.client import Producer, PullConsumer
+from tidemq.protocol.stubs import Code
 
-from tests.support.brokers import REPO, SMALL, free_port
+from tests.support.brokers import REPO, SMALL, admin_call, free_port
+from tests.support.wait import wait_until
 
 T = "metered"
 
@@ -55,9 +57,14 @@ def test_health_readiness_and_a_scrape_that_moves_under_load(broker):
     with PullConsumer(broker.endpoint, group="readers") as c:
         got = c.pull(T, queues[0], 0, batch_size=1000)
         c.commit(T, queues[0], got.next_offset)
-    after = scrape(port)
-    assert after[("tidemq_messages_put_total", (("topic", T),))] == 40
-    assert after[("tidemq_messages_got_total", (("topic", T),))] == len(got.messages) > 0
+    with Producer(broker.endpoint) as p:        # sent again with their ids: answered, not stored twice
+        again = p.send_batch(T, [b"m0", b"m1"], message_ids=[r.message_id for r in results[:2]])
+    assert all(r.ok and r.duplicate for r in again)
+    after = wait_until(lambda: (lambda m: m if m.get(("tidemq_flush_latency_seconds_count", ())) else None)(
+        scrape(port)), "a commit-log flush in the histogram")
+    assert after[("tidemq_messages_put_total", (("status", "OK"), ("topic", T)))] == 40
+    assert after[("tidemq_messages_put_total", (("status", "DUPLICATE"), ("topic", T)))] == 2
+    assert after[("tidemq_messages_got_total", (("status", "OK"), ("topic", T)))] == len(got.messages) > 0
     assert after[("tidemq_bytes_in_total", ())] > before[("tidemq_bytes_in_total", ())]
     assert after[("tidemq_put_latency_seconds_count", ())] >= 1
     lag = {k[1]: v for k, v in after.items() if k[0] == "tidemq_consumer_lag_messages"}
@@ -68,6 +75,33 @@ def test_health_readiness_and_a_scrape_that_moves_under_load(broker):
     for reason in ("expired", "space"):
         assert after[("tidemq_segments_deleted_total", (("reason", reason),))] == 0
     assert after[("tidemq_cleanup_not_freed_total", (("reason", "nothing-expired"),))] == 0
+    assert after[("tidemq_flush_latency_seconds_count", ())] >= 1
+    assert after[("tidemq_writes_held", (("reason", ""),))] == 0
+
+
+def test_a_refused_put_is_counted_by_its_status_and_a_hold_is_not_a_refusal(broker):
+    """Sends held by the memory alarm: tidemq_writes_held{reason="MEMORY_ALARM"} 1 and
+    tidemq_writes_refused stays 0 (the store refuses nothing); a send held past send_hold_ms_max is
+    answered TOO_MANY_REQUESTS and counted so; once the alarm clears, sends are OK again."""
+    port = broker.metrics_port
+    with Producer(broker.endpoint) as p:
+        assert all(r.ok for r in p.send_batch(T, [b"before"]))
+        admin_call(broker.endpoint, "SetAlarmLimits", {"memory_high_watermark_bytes": 1 << 20})
+        m = scrape(port)
+        assert m[("tidemq_writes_held", (("reason", "MEMORY_ALARM"),))] == 1
+        assert m[("tidemq_writes_refused", (("reason", ""),))] == 0, "held, not refused by the store"
+        refused = p.send_batch(T, [b"held", b"then refused"])
+        assert [r.code for r in refused] == [Code.TOO_MANY_REQUESTS] * 2
+        admin_call(broker.endpoint, "SetAlarmLimits", {"memory_high_watermark_ratio": 0.9})
+        assert all(r.ok for r in p.send_batch(T, [b"after"]))
+    m = scrape(port)
+    assert m[("tidemq_messages_put_total", (("status", "TOO_MANY_REQUESTS"), ("topic", T)))] == 2
+    assert m[("tidemq_messages_put_total", (("status", "OK"), ("topic", T)))] == 2
+    assert m[("tidemq_writes_held", (("reason", ""),))] == 0
+    assert m[("tidemq_sends_refused_total", ())] >= 1
+    with Producer(broker.endpoint) as p:        # a topic that does not exist: counted under topic ""
+        assert [r.code for r in p.send_batch("no!such topic", [b"x"])] == [Code.ILLEGAL_TOPIC]
+    assert scrape(port)[("tidemq_messages_put_total", (("status", "ILLEGAL_TOPIC"), ("topic", "")))] == 1
 
 
 def test_status_json_and_page_show_the_verdict(broker):

@@ -32,6 +32,7 @@ class Observer:
         c = broker.config
         self.history = History(c.status_history_s, c.status_sample_interval_s)
         self.put_latency = LatencyBuckets()
+        self.flush_latency = LatencyBuckets()       # every commit-log flush (fsync), the store calls it
 
     # the parts --------------------------------------------------------------------------------
     @property
@@ -49,6 +50,14 @@ class Observer:
 
     def read_totals(self) -> dict[str, list[int]]:
         return {t: list(c) for t, c in list(self.store.read_counts.items())}
+
+    def put_outcomes(self) -> dict[tuple[str, str], int]:
+        """Messages answered by the send path since start, by (topic, status) (observe/outcomes.py)."""
+        return self.service.sends.outcomes.snapshot()
+
+    def got_outcomes(self) -> dict[tuple[str, str], int]:
+        """Messages handed out by the read paths since start, by (topic, status)."""
+        return self.service.got.snapshot()
 
     def used_percent(self, disk: dict) -> dict[str, float]:
         return {d["path"]: d["used_ratio_percent"] for d in disk["directories"]}
