@@ -126,9 +126,9 @@ class Broker:
     async def start(self) -> int:
         if self.config.metrics_port:
             try:        # before recovery, so that /readyz can say "recovering"
-                self.ops = OpsServer(self.config.host, self.config.metrics_port)
+                self.ops = OpsServer(self.config.metrics_host, self.config.metrics_port)
             except OSError as e:
-                raise OSError(f"cannot serve metrics on {self.config.host}:{self.config.metrics_port}: "
+                raise OSError(f"cannot serve metrics on {self.config.metrics_host}:{self.config.metrics_port}: "
                               f"{e.strerror or e} (metrics_port; 0 turns it off)") from e
             self.metrics_port = self.ops.port
         check_port_free(self.config.host, self.config.port)   # before the store: a second broker touches nothing
@@ -264,7 +264,7 @@ async def serve(store_config: StoreConfig, config: BrokerConfig, ready=print, pr
         extras = "".join(f", {x}" for x, on in (("TLS", config.tls_enabled), ("authentication", config.auth_enabled))
                          if on)
         if broker.metrics_port:
-            extras += f", metrics on {config.host}:{broker.metrics_port}"
+            extras += f", metrics on {config.metrics_host}:{broker.metrics_port}"
         ready(f"tidemq broker ready on {config.host}:{port} (store {store_config.root_dir}{extras})")
         await stop.wait()
     finally:

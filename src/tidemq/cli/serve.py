@@ -16,10 +16,12 @@ from .common import config_option, load_store_config, quiet_logs, root_option
 @click.option("--port", type=int, default=None, envvar="TIDEMQ_PORT", help="port (default 8081; 0: any free)")
 @click.option("--metrics-port", type=int, default=None, envvar="TIDEMQ_METRICS_PORT",
               help="HTTP port of /metrics, /healthz, /readyz and the status page (default 8082; 0: off)")
+@click.option("--metrics-host", default=None, envvar="TIDEMQ_METRICS_HOST",
+              help="address the metrics port binds (default 127.0.0.1, whatever --host)")
 @click.option("--auto-create-topics/--no-auto-create-topics", default=None,
               help="create unknown topics on first use (off by default)")
 @click.option("-v", "--verbose", is_flag=True)
-def serve(root, config_file, host, port, metrics_port, auto_create_topics, verbose) -> None:
+def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create_topics, verbose) -> None:
     """Start the broker; prints one line when ready; stops cleanly on SIGTERM / Ctrl-C."""
     import asyncio
 
@@ -30,7 +32,8 @@ def serve(root, config_file, host, port, metrics_port, auto_create_topics, verbo
     quiet_logs(verbose)
     store_overrides = {} if auto_create_topics is None else {"auto_create_topics": auto_create_topics}
     store_cfg = load_store_config(root, config_file, remembered=False, **store_overrides)
-    overrides = {k: v for k, v in (("host", host), ("port", port), ("metrics_port", metrics_port)) if v is not None}
+    overrides = {k: v for k, v in (("host", host), ("port", port), ("metrics_port", metrics_port),
+                                   ("metrics_host", metrics_host)) if v is not None}
     try:
         cfg = BrokerConfig.load(toml_path=config_file, section="broker", **overrides)
     except (ConfigError, OSError) as e:

@@ -124,3 +124,39 @@ def test_a_metrics_port_in_use_is_a_start_up_error(tmp_path):
                            timeout=120, cwd=REPO, env={**SMALL, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert r.returncode == 1 and "ready" not in r.stdout
     assert f"cannot serve metrics on 127.0.0.1:{taken}" in r.stderr and "Traceback" not in r.stderr
+
+
+def listening_on(port: int) -> set[str]:
+    """The addresses sockets listen on at ``port`` (/proc/net/tcp and tcp6; IPv4-mapped IPv6, as
+    gRPC binds an IPv4 address, read as IPv4)."""
+    out = set()
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(name) as f:
+            for line in f.readlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                addr, p = local.split(":")
+                if int(p, 16) != port or state != "0A":
+                    continue
+                raw = b"".join(bytes.fromhex(addr[i:i + 8])[::-1] for i in range(0, len(addr), 8))
+                if len(raw) == 16 and raw[:12] == b"\0" * 10 + b"\xff\xff":
+                    raw = raw[12:]
+                out.add(socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw))
+    return out
+
+
+def test_the_metrics_port_binds_loopback_whatever_the_grpc_host(broker_factory):
+    """metrics_host (default 127.0.0.1) decides where the page and /status.json are served, not
+    the gRPC host (loopback addresses both, as tests bind)."""
+    b = broker_factory(env=SMALL, args=["--host", "127.0.0.2", "--metrics-port", str(free_port())])
+    try:
+        assert listening_on(b.metrics_port) == {"127.0.0.1"}
+        assert listening_on(b.port) == {"127.0.0.2"}
+        st = json.loads(get(b.metrics_port, "/status.json")[1])
+        assert st["metrics_endpoint"] == f"127.0.0.1:{b.metrics_port}" and st["endpoint"] == f"127.0.0.2:{b.port}"
+    finally:
+        assert b.stop() == 0
+    b = broker_factory(env=SMALL, args=["--metrics-host", "127.0.0.3", "--metrics-port", str(free_port())])
+    try:
+        assert listening_on(b.metrics_port) == {"127.0.0.3"}
+    finally:
+        assert b.stop() == 0

@@ -1,4 +1,4 @@
-"""The broker's HTTP port (metrics_port, on the gRPC host): Prometheus and orchestrators.
+"""The broker's HTTP port (metrics_port on metrics_host, loopback by default): Prometheus and orchestrators.
 
     GET /metrics       Prometheus text format (metrics.py)
     GET /healthz       200 "ok": the process answers

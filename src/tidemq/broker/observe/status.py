@@ -94,7 +94,7 @@ class Observer:
             "started_ms": self.started_ms,
             "uptime_s": round((self.clock.now_ms() - self.started_ms) / 1000, 1),
             "endpoint": f"{c.host}:{b.port}",
-            "metrics_endpoint": f"{c.host}:{b.metrics_port}" if b.metrics_port else None,
+            "metrics_endpoint": f"{c.metrics_host}:{b.metrics_port}" if b.metrics_port else None,
             "root": store.config.root_dir,
             "ready": True,
             "recovery": {"seconds": round(self.recovery_s, 3),
