@@ -5,35 +5,17 @@ import json
 import socket
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tidemq.client import Producer, PullConsumer
 from tidemq.protocol.stubs import Code
 
 from tests.support.brokers import REPO, SMALL, admin_call, free_port
+from tests.support.scrape import get, scrape
 from tests.support.wait import wait_until
 
 T = "metered"
-
-
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=60) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
-def scrape(port: int) -> dict:
-    """{(name, labels as a sorted tuple): value} of one scrape, parsed by prometheus-client."""
-    code, text = get(port, "/metrics")
-    assert code == 200
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for fam in text_string_to_metric_families(text) for s in fam.samples}
 
 
 @pytest.fixture
