@@ -100,7 +100,10 @@ def test_status_exits_non_zero_while_writes_are_held(broker):
     assert {"version", "uptime_s", "root", "alarms", "disk", "rates", "totals", "recovery"} <= set(st)
     # the memory alarm at a watermark the broker is above: sends are held, and every view says so
     # (a disk limit no disk can meet would not do: it is capped where cleanup frees space)
-    assert run("alarms", "--set-memory-high-watermark-bytes", 1 << 20, *ep).exit_code == 0
+    r = run("alarms", "--set-memory-high-watermark-bytes", 1 << 20, *ep)
+    assert r.exit_code == 0, "a change was asked for and made"
+    assert f"memory_high_watermark_bytes = {1 << 20} on {broker.endpoint} until it restarts; to keep it, set it in " \
+           "[broker] of the TOML file or TIDEMQ_MEMORY_HIGH_WATERMARK_BYTES" in r.output
     r = run("status", *ep)
     assert r.exit_code == 1 and "writes: held" in r.output and "MEMORY_ALARM" in r.output
     st = json.loads(run("status", "--json", *ep).output)
@@ -148,6 +151,13 @@ def test_topic_status_config_and_clean(broker, tmp_path):
 
     doc = json.loads(run("config", "show", "--json", *ep).output)
     assert doc["store"]["root_dir"] == broker.root and doc["broker"]["metrics_port"] == 0
+    assert set(doc["changeable_at_run_time"]) == {"memory_high_watermark_bytes", "memory_high_watermark_ratio",
+                                                  "disk_free_limit_bytes"}
+    shown = run("config", "show", *ep).output
+    marked = {line.split("│")[2].strip() for line in shown.splitlines()
+              if line.count("│") >= 5 and "config set (until restart)" in line}
+    assert marked == set(doc["changeable_at_run_time"]), shown
+    assert "changeable at run time, until the broker restarts" in shown
     r = run("config", "set", "disk_free_limit_bytes", 12345, *ep)
     assert r.exit_code == 0 and "until it restarts" in r.output
     assert json.loads(run("alarms", "--json", *ep).output)["disk"]["limit_bytes"] == 12345
