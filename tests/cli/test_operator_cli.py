@@ -145,6 +145,9 @@ def test_topic_status_config_and_clean(broker, tmp_path):
     run("receive", T, "--group", "g", "--count", 1, *ep)
     doc = json.loads(run("topic", "status", T, "--json", *ep).output)
     assert doc["messages"] == 3 and len(doc["queues"]) == 8
+    assert doc["bytes"] == sum(q["bytes"] for q in doc["queues"]) > 3 * 91 and doc["bytes_exact"]
+    r = run("topic", "status", T, *ep)
+    assert f"topic {T}: 3 message(s), {doc['bytes']} B" in r.output and "size" in r.output, r.output
     assert [(g["group"], g["lag"]) for g in doc["groups"]] == [("g", 2)]
     r = run("topic", "status", "nope", *ep)
     assert r.exit_code == 1 and "does not exist" in r.output

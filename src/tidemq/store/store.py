@@ -528,6 +528,13 @@ class MessageStore:
         cq = self.queues.get(topic, queue_id)
         return cq.max_offset if cq is not None else 0
 
+    def queue_bytes(self, topic: str, queue_id: int, units_max: int = 4096) -> tuple[int, bool]:
+        """(record bytes the queue holds, exact): exact up to ``units_max`` messages, estimated from
+        the last ``units_max`` beyond (a bounded read; ConsumeQueue.message_bytes)."""
+        self._running("queue_bytes")
+        cq = self.queues.get(topic, queue_id)
+        return cq.message_bytes(units_max) if cq is not None else (0, True)
+
     @property
     def commitlog_min_offset(self) -> int:
         self._running("commitlog_min_offset")

@@ -87,6 +87,10 @@ def _chart(series: list[dict], forecast: dict, now_s: float, w: int = 720, h: in
             f'{grid}{axis}{used}{fc}</svg>')
 
 
+def _size(t: dict) -> str:
+    return ("" if t.get("bytes_exact", True) else "~") + human_bytes(t.get("bytes", 0))
+
+
 def _table(id_: str, cols: list[str], rows: list[list]) -> str:
     head = "".join(f"<th>{escape(c)}</th>" for c in cols)
     body = "".join("<tr>" + "".join(f"<td>{escape(str(v))}</td>" for v in r) + "</tr>" for r in rows)
@@ -110,8 +114,8 @@ got {r['got_per_s']:.1f}/s, in {human_bytes(r['bytes_in_per_s'])}/s; {st['topics
 <p id="cleanup">{escape('Last cleanup: ' + cleanup_summary(disk['last_cleanup'], st['started_ms'] / 1000 + st['uptime_s']))}</p>
 <p id="forecast">{escape(eta)} &mdash; {escape(f['advice'])}</p>
 <h2>Alarms</h2>{_table('alarms', ['alarm', 'state', 'why'], alarms)}
-<h2>Topics</h2>{_table('topics', ['topic', 'queues', 'messages', 'min..max offsets'],
-                       [[t['topic'], t['queues'], t['messages'], t['range']] for t in topics])}
+<h2>Topics</h2>{_table('topics', ['topic', 'queues', 'messages', 'size', 'min..max offsets'],
+                       [[t['topic'], t['queues'], t['messages'], _size(t), t['range']] for t in topics])}
 <h2>Groups</h2>{_table('groups', ['group', 'topics', 'lag', 'in flight'],
                        [[g['group'], ', '.join(g['topics']), g['lag'], g['inflight']] for g in groups])}
 </body></html>"""
