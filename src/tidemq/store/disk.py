@@ -413,7 +413,8 @@ class DiskMonitor:
         for pct in (mx, forcibly, warning):
             s = eta.get(pct)
             if s is not None:
-                steps.append(f"{pct}% {'now' if s == 0 else 'in ' + human_seconds(s)} ({words[pct]})")
+                steps.append(f"above {pct}% now ({words[pct]})" if s == 0 else
+                             f"{pct}% in {human_seconds(s)} ({words[pct]})")
         head = f"the disks fill at {human_bytes(fill)}/s"
         if ingest <= 0:
             head += " and nothing is written to the log: something else fills them"
