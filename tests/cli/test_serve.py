@@ -101,3 +101,44 @@ def test_a_missing_root_is_said_and_made(tmp_path, broker_factory):
     assert b.stop() == 0
     assert f"tidemq: no store at {root}: creating a new one" in b.proc.stderr.read()
     assert (root / "checkpoint").exists()
+
+
+def test_a_long_start_is_said_in_place_on_a_terminal_and_in_lines_elsewhere(capsys):
+    import io
+
+    from rich.console import Console
+
+    from tidemq.cli.serve import StartReporter
+
+    line = "tidemq: starting: recovering: walking the log, 1.0 MiB of 4.0 MiB of log walked (25 %)"
+    tty = io.StringIO()
+    said = StartReporter(Console(file=tty, force_terminal=True, width=200))
+    assert said.interval_s < 1, "redrawn often on a terminal"
+    said.progress(line)
+    said.progress(line.replace("25 %", "50 %"))
+    said.ready("tidemq broker ready on 127.0.0.1:1")
+    shown = tty.getvalue()
+    assert "50 %" in shown and ("\r" in shown or "\x1b[" in shown), repr(shown)
+    assert capsys.readouterr().out == "tidemq broker ready on 127.0.0.1:1\n"
+
+    log = io.StringIO()
+    said = StartReporter(Console(file=log, force_terminal=False))
+    assert said.interval_s is None, "the broker's START_PROGRESS_S between lines"
+    said.progress(line)
+    said.progress(line)
+    said.ready("tidemq broker ready on 127.0.0.1:1")
+    assert log.getvalue() == f"{line}\n{line}\n"
+
+
+def test_a_root_another_process_holds(tmp_path):
+    from tidemq.store import MessageStore, StoreConfig
+    root = tmp_path / "held"
+    s = MessageStore(StoreConfig(root_dir=str(root), segment_size_bytes=1 << 20, index_slots=100,
+                                 index_entries=400)).start()
+    try:
+        r = serve_process(root)
+    finally:
+        s.shutdown()
+    assert r.returncode == 1 and "ready" not in r.stdout
+    line = the_error(r.stderr)
+    assert "is in use by another process" in line and "another broker on this root?" in line

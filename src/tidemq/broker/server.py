@@ -42,10 +42,12 @@ START_PROGRESS_S = 5.0
 
 
 class Broker:
-    def __init__(self, store_config: StoreConfig, config: BrokerConfig, progress=None) -> None:
+    def __init__(self, store_config: StoreConfig, config: BrokerConfig, progress=None,
+                 progress_interval_s: float | None = None) -> None:
         self.store_config = store_config
         self.config = config
         self.progress = progress or (lambda line: log.info("%s", line))   # how a long start is said
+        self.progress_interval_s = progress_interval_s                    # and how often (None: START_PROGRESS_S)
         self.store: MessageStore | None = None
         self.server: grpc.aio.Server | None = None
         self.service: MessagingService | None = None
@@ -118,7 +120,7 @@ class Broker:
         START_PROGRESS_S what it does and how far it got."""
         task = asyncio.ensure_future(asyncio.to_thread(store.start))
         while True:
-            done, _ = await asyncio.wait({task}, timeout=START_PROGRESS_S)
+            done, _ = await asyncio.wait({task}, timeout=self.progress_interval_s or START_PROGRESS_S)
             if done:
                 return task.result()
             self.progress(f"tidemq: starting: {store.start_progress()}")
@@ -251,10 +253,11 @@ def check_port_free(host: str, port: int) -> None:
             raise OSError(f"cannot listen on {host}:{port}: {e.strerror} (another broker? choose --port)") from None
 
 
-async def serve(store_config: StoreConfig, config: BrokerConfig, ready=print, progress=None) -> None:
+async def serve(store_config: StoreConfig, config: BrokerConfig, ready=print, progress=None,
+                progress_interval_s: float | None = None) -> None:
     """Serve until SIGTERM / SIGINT; then stop RPCs, flush and close the store. ``progress``: how
-    a long start is said (default: logged)."""
-    broker = Broker(store_config, config, progress)
+    a long start is said (default: logged), every ``progress_interval_s`` (default START_PROGRESS_S)."""
+    broker = Broker(store_config, config, progress, progress_interval_s)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from .common import config_option, load_store_config, quiet_logs, root_option
@@ -26,6 +24,7 @@ def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create
     import asyncio
 
     from ..config import BrokerConfig, ConfigError
+    from ..io import LockedError
     from ..protocol import stubs  # noqa: F401  (imports the official client package: before logging is set up)
     from ..broker.server import serve as run
 
@@ -39,14 +38,54 @@ def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create
     except (ConfigError, OSError) as e:
         raise click.ClickException(str(e)) from e
     check_root(store_cfg.root_dir)
+    said = StartReporter()
     try:
-        asyncio.run(run(store_cfg, cfg, ready=lambda line: print(line, flush=True),
-                        progress=lambda line: print(line, file=sys.stderr, flush=True)))
+        asyncio.run(run(store_cfg, cfg, ready=said.ready, progress=said.progress,
+                        progress_interval_s=said.interval_s))
+    except LockedError as e:        # another broker (or a command) has the store open
+        raise click.ClickException(f"{e} (another broker on this root? stop it, or give another --root)") from e
     except OSError as e:            # a port in use, a root that cannot be opened: one line, exit 1
         text = f"{e.strerror}: {e.filename}" if e.strerror and e.filename else str(e)
         if e.filename and str(e.filename).startswith(str(store_cfg.root_dir)):
             text = f"cannot use the store at {store_cfg.root_dir}: {text}"
         raise click.ClickException(text) from e
+    finally:
+        said.stop()
+
+
+class StartReporter:
+    """How a long start (a recovery) is said: on a terminal, one line of rich's redrawn in place
+    four times a second (what it does and how far, as `verify` shows its walk); elsewhere (a log,
+    a pipe) a plain line every few seconds. The ready line goes to stdout either way."""
+
+    def __init__(self, console=None) -> None:
+        from .output import err
+        self.console = console or err
+        self.live = self.console.is_terminal
+        self.interval_s = 0.25 if self.live else None      # None: the broker's START_PROGRESS_S
+        self._status = None
+
+    def progress(self, line: str) -> None:
+        if not self.live:
+            print(line, file=self.console.file, flush=True)
+            return
+        from rich.console import Group
+        text = Group(line)      # a renderable, not text: the spinner sets it in a grid, wrapped, never cut
+                                # (how far the start got is at the end of the line)
+        if self._status is None:
+            self._status = self.console.status(text, spinner="line")
+            self._status.start()
+        else:
+            self._status.update(text)
+
+    def ready(self, line: str) -> None:
+        self.stop()
+        print(line, flush=True)
+
+    def stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
 
 
 def check_root(root: str) -> None:
