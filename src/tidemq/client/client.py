@@ -206,7 +206,22 @@ def _properties(p: Mapping[str, str] | None) -> bytes:
     return "".join(f"{k}\x01{v}\x02" for k, v in p.items()).encode("utf-8") if p else b""
 
 
-class Producer:
+class _Owner:
+    """Owns a _Channel: ``close()`` it, or use the object in a ``with``."""
+
+    _ch: _Channel
+
+    def close(self) -> None:
+        self._ch.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Producer(_Owner):
     """Batches of messages of one topic. By default through ``/tidemq.Data/SendRecords``
     (one compact frame per batch, stored with one put_batch; NORMAL messages); with
     ``raw=False`` through the protocol's SendMessage (one protobuf Message each), e.g. for
@@ -221,15 +236,6 @@ class Producer:
         self._ch = _Channel(endpoint, timeout_s, access_key, secret_key, tls, root_certificates)
         self.max_in_flight = max_in_flight
         self.raw = raw
-
-    def close(self) -> None:
-        self._ch.close()
-
-    def __enter__(self) -> "Producer":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     # SendMessage ------------------------------------------------------------------------------
     def _request(self, topic: str, bodies: Sequence[bytes], tags: str | Sequence[str | None] | None,
@@ -351,7 +357,7 @@ def _route(ch: _Channel, topic: str) -> int:
     return len(r.message_queues)
 
 
-class PullConsumer:
+class PullConsumer(_Owner):
     """Reads by offset: ``pull_records`` (records as stored, decoded here) or ``pull``
     (PullMessage); offsets. Keys and TLS as for Producer."""
 
@@ -361,15 +367,6 @@ class PullConsumer:
         self._ch = _Channel(endpoint, timeout_s, access_key, secret_key, tls, root_certificates)
         self.group = group
         self.prefetch_max = prefetch_max
-
-    def close(self) -> None:
-        self._ch.close()
-
-    def __enter__(self) -> "PullConsumer":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     @staticmethod
     def _mq(topic: str, queue_id: int):
@@ -544,7 +541,7 @@ class PullConsumer:
             raise ClientError(r.status.code, r.status.message)
 
 
-class PopConsumer:
+class PopConsumer(_Owner):
     """A consumer group's messages the way the official simple consumer takes them: ``receive``
     pops messages from any queue of the topic (each invisible to the group for ``invisible_s``,
     then delivered again unless acked), ``ack`` says they are done. Keys and TLS as for Producer."""
@@ -554,15 +551,6 @@ class PopConsumer:
                  root_certificates: str | bytes | None = None) -> None:
         self._ch = _Channel(endpoint, timeout_s, access_key, secret_key, tls, root_certificates)
         self.group = group
-
-    def close(self) -> None:
-        self._ch.close()
-
-    def __enter__(self) -> "PopConsumer":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def receive(self, topic: str, batch_size: int = 32, invisible_s: float = 30.0, wait_s: float = 0.0,
                 tags: str = "*") -> list:
