@@ -90,8 +90,9 @@ class BrokerCollector(Collector):
             used.add_metric([d["path"], d["role"], d["state"]], d["used_ratio_percent"] / 100)
         yield used
         fc = GaugeMetricFamily("tidemq_disk_forecast_seconds", "seconds until a directory (dir=\"all\": the "
-                               "commit-log disks together) reaches a ratio at the rate of the last minute; 0 while "
-                               "writes are refused; absent: not at this rate", labels=["dir", "ratio"])
+                               "commit-log disks together) reaches a ratio at the pace its file system filled over "
+                               "the last minute; 0: reached, or (the warning ratio) writes refused or held by the "
+                               "disk alarm; absent: not at this pace", labels=["dir", "ratio"])
         for ratio, s in disk["forecast"]["seconds_until_percent"].items():
             if s is not None:
                 fc.add_metric(["all", ratio], s)
