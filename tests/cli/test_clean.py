@@ -49,3 +49,22 @@ def test_clean_force_deletes_expired_segments_and_says_what_it_freed(broker_fact
         assert rep["commitlog_min_offset"] == {"before": sealed << 20, "after": sealed << 20}
     finally:
         assert b.stop() == 0
+
+
+def test_a_segment_a_reader_held_is_waited_for_and_counted(monkeypatch):
+    """The first forced round could not delete a segment a reader held ("retried next round"):
+    the command waits for the next round and reports what both freed."""
+    from tidemq.cli import topic
+
+    def status(at_ms, deleted, why_not_code=None, left=20, min_offset=0):
+        return {"status": {"last_round": {"at_ms": at_ms, "deleted": ["s"] * deleted, "deleted_bytes": deleted << 20,
+                                          "why_not": "segment x is held by 1 reader(s); retried next round"
+                                          if why_not_code else None, "why_not_code": why_not_code,
+                                          "triggers": ["manual"]},
+                           "manual_rounds_left": left, "commitlog": {"min_offset": min_offset}}}
+    answers = iter([status(1, 0), {"ok": True}, status(1, 0), status(2, 1, "held-by-reader", 19, 1 << 20),
+                    status(3, 3, None, 18, 4 << 20)])
+    monkeypatch.setattr(topic, "_admin", lambda *a, **k: next(answers))
+    r = run("clean", "--force", "--yes", "--endpoint", "127.0.0.1:1")
+    assert r.exit_code == 0, r.output
+    assert r.output.strip() == "deleted 4 segment(s), 4.0 MiB; commit log now starts at 4194304"
