@@ -450,8 +450,11 @@ class BrokerConfig(_Loadable):
 
     host: str = _f("127.0.0.1", "address the gRPC server binds (loopback unless configured)")
     port: int = _f(8081, "gRPC port (0: any free port)", 0, 65535)
-    metrics_port: int = _f(8082, "HTTP port of /metrics (Prometheus), /healthz, /readyz and the status page /, on "
-                                 "the same host as the gRPC port (0: off)", 0, 65535)
+    metrics_port: int = _f(8082, "HTTP port of /metrics (Prometheus), /healthz, /readyz and the status page / "
+                                 "(0: off)", 0, 65535)
+    metrics_host: str = _f("127.0.0.1", "address the metrics port binds: loopback unless configured, whatever "
+                                        "the gRPC host (the status page and /status.json show the store's paths "
+                                        "and settings; no authentication)")
     status_history_s: float = _f(6 * 3_600.0, "how far back the status page's disk chart reaches (one sample "
                                               "per status_sample_interval_s)", 60.0, 7 * 86_400.0)
     status_sample_interval_s: float = _f(10.0, "how often disk usage and the rates are sampled for the status "

@@ -58,6 +58,8 @@ def test_alarms_command_signed_and_over_tls(tmp_path, broker_factory, certificat
                             "--json"], env=cli_env, catch_exceptions=False)
     st = json.loads(r.output)
     assert st["memory"]["raised"] and st["refusal"].startswith("memory alarm")
+    assert st["changed"] == [f"memory_high_watermark_bytes = 1048576 on {b.endpoint} until it restarts; to keep it, "
+                             f"set it in [broker] of the TOML file or TIDEMQ_MEMORY_HIGH_WATERMARK_BYTES"]
     assert r.exit_code == 0, "a change was asked for and made"
     r = runner.invoke(cli, ["alarms", "--endpoint", b.endpoint], env=cli_env, catch_exceptions=False)
     assert r.exit_code == 1 and "writes: held" in r.output and "MEMORY_ALARM" in r.output, "check_local_alarms"

@@ -122,8 +122,12 @@ def test_several_topics_in_one_segment_keep_their_topics(spark, tmp_path):
     s.put_batch([Message(topic="Orders" if i % 2 else "Refund", body=b"%s-%d" % (b"o" if i % 2 else b"r", i))
                  for i in range(3000)])
     s.shutdown()
-    report = archive.run(spark, root, dest)
+    said: list = []
+    report = archive.run(spark, root, dest, progress=lambda done, total: said.append((done, total)))
     assert report["archived"]
+    n = len(report["archived"])           # how far it got, as the executors finish segments
+    assert said[0] == (0, n) and said[-1] == (n, n) and all(t == n for _, t in said)
+    assert [d for d, _ in said] == sorted(d for d, _ in said)
     rows = spark.read.parquet(dest).select("topic", "body").collect()
     assert rows and all(r.body.startswith(b"o" if r.topic == "Orders" else b"r") for r in rows)
 

@@ -37,6 +37,7 @@ from .consume.receive import Consumption
 from .consume.renew import AutoRenew
 from .deferred.timer import Timer
 from .deferred.transactions import Transactions
+from .observe.outcomes import Outcomes
 from .produce.send_message import NOT_YET, MessageSends
 from .produce.send_path import SendPath, put_code
 from .protection.flow import SendGate
@@ -58,10 +59,12 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.state_dir = state_dir(store.config.root_dir)
         self.pop = PopState(store.fio, self.state_dir, config.state_journal_compact_bytes)
         self.pop.open()
-        self.consumption = Consumption(store, config, self.pop)
+        self.got = Outcomes()             # messages handed to consumers, by topic and status (the metrics)
+        self.consumption = Consumption(store, config, self.pop, got=self.got)
         self.group_offsets = GroupOffsets(store.fio, self.state_dir)
         self.group_offsets.load()
-        self.pulls = Pull(store, self.group_offsets, self.consumption.arrivals, config.pull_message_bytes_max)
+        self.pulls = Pull(store, self.group_offsets, self.consumption.arrivals, config.pull_message_bytes_max,
+                          self.got)
         self.clients = Clients(store.clock, int(config.client_idle_s_max * 1000), config.clients_max)
         self.sessions = Sessions(self.clients.stream_opened, self.clients.stream_closed,
                                  config.telemetry_outbox_max, config.telemetry_known_clients_max)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from .common import config_option, open_store, quiet_logs, root_option
+from ..words import human_bytes
 from .output import emit_json, fail, table
 
 
@@ -161,7 +162,10 @@ def status(name, endpoint, root, config_file, as_json) -> None:
     if as_json:
         emit_json(doc)
         return
-    table(f"topic {name}: {doc['messages']} message(s)", ["queue", "min offset", "max offset", "messages"],
-          [[q["id"], q["min_offset"], q["max_offset"], q["messages"]] for q in doc["queues"]])
+    def size(d: dict) -> str:
+        return ("" if d["bytes_exact"] else "~") + human_bytes(d["bytes"])
+    table(f"topic {name}: {doc['messages']} message(s), {size(doc)}",
+          ["queue", "min offset", "max offset", "messages", "size"],
+          [[q["id"], q["min_offset"], q["max_offset"], q["messages"], size(q)] for q in doc["queues"]])
     if doc["groups"]:
         table("groups", ["group", "lag", "in flight"], [[g["group"], g["lag"], g["inflight"]] for g in doc["groups"]])

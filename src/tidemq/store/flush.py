@@ -82,6 +82,7 @@ class GroupCommitService(Service):
         self.flushed = durable_offset()
         self.fsyncs = 0
         self.fsync_seconds = 0.0      # time spent in the flushes (metrics: mean flush latency)
+        self.on_flush_s = None        # called with each flush's seconds (the broker's latency histogram)
 
     def wait_durable(self, offset: int, timeout_s: float) -> bool:
         """Block until everything before ``offset`` is on disk. False on timeout or failure."""
@@ -107,7 +108,10 @@ class GroupCommitService(Service):
             try:
                 began = time.perf_counter()
                 done = self._flush()
-                self.fsync_seconds += time.perf_counter() - began
+                took = time.perf_counter() - began
+                self.fsync_seconds += took
+                if self.on_flush_s is not None:
+                    self.on_flush_s(took)
                 self.last_error = None
             except Exception as e:    # noqa: BLE001 - the flush thread must not die: retry
                 if self.last_error is None:
@@ -142,6 +146,7 @@ class AsyncFlushService(Service):
         self._last_thorough = clock.monotonic_s()
         self.fsyncs = 0
         self.fsync_seconds = 0.0      # time spent in the flushes (metrics: mean flush latency)
+        self.on_flush_s = None        # called with each flush's seconds (the broker's latency histogram)
 
     def tick(self) -> bool:
         """One round (tests call it directly). True when it flushed."""
@@ -154,8 +159,11 @@ class AsyncFlushService(Service):
             return False
         began = time.perf_counter()
         self._flush()
-        self.fsync_seconds += time.perf_counter() - began
+        took = time.perf_counter() - began
+        self.fsync_seconds += took
         self.fsyncs += 1
+        if self.on_flush_s is not None:
+            self.on_flush_s(took)
         if thorough:
             self._last_thorough = now
         return True

@@ -528,6 +528,13 @@ class MessageStore:
         cq = self.queues.get(topic, queue_id)
         return cq.max_offset if cq is not None else 0
 
+    def queue_bytes(self, topic: str, queue_id: int, units_max: int = 4096) -> tuple[int, bool]:
+        """(record bytes the queue holds, exact): exact up to ``units_max`` messages, estimated from
+        the last ``units_max`` beyond (a bounded read; ConsumeQueue.message_bytes)."""
+        self._running("queue_bytes")
+        cq = self.queues.get(topic, queue_id)
+        return cq.message_bytes(units_max) if cq is not None else (0, True)
+
     @property
     def commitlog_min_offset(self) -> int:
         self._running("commitlog_min_offset")
@@ -606,6 +613,13 @@ class MessageStore:
             "fsync_seconds": flush.fsync_seconds if flush is not None else 0.0,
             "warm": self.warmer.stats() if self.warmer is not None else {"enabled": False},
         }
+
+    def observe_flushes(self, on_flush_s: Callable[[float], None] | None) -> None:
+        """``on_flush_s(seconds)`` after every commit-log flush (the broker's flush-latency histogram)."""
+        self._running("observe_flushes")
+        flush = self.group_commit or self.async_flush
+        if flush is not None:
+            flush.on_flush_s = on_flush_s
 
     def check(self, progress: Callable[[int, int], None] | None = None) -> CheckReport:
         """Walk every segment (magic, lengths, CRC), every consume-queue unit and the index;

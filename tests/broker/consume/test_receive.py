@@ -84,6 +84,8 @@ def test_after_max_deliveries_the_head_goes_to_the_dead_letter_queue_and_the_que
     clock.advance(INVISIBLE_MS / 1000)
     assert bodies(c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)) == [b"a1"]
     assert [m.body for m in store.get("x", "%DLQ%ordered", 0, 0).messages] == [b"a0"]
+    # what the metrics count (tidemq_messages_got_total{topic,status})
+    assert c.got.snapshot() == {("T", "OK"): 2, ("T", "REDELIVERED"): 1, ("T", "DEAD_LETTERED"): 1}
 
 
 def forward(c, group, handle):

@@ -34,6 +34,7 @@ from ...io import Clock
 from ...protocol.stubs import Code, pb, spb, status
 from ...store import GetStatus, Message, MessageStore, PutStatus
 from ...store.codec import PROP_UNIQ_KEY, valid_topic
+from ..observe.outcomes import DEAD_LETTERED, OK, REDELIVERED, Outcomes
 from ..sessions.telemetry import client_id_of
 from ..wire import INTERNAL, to_wire
 from .pop_state import HandleError, PopState
@@ -49,8 +50,10 @@ def dlq_topic(group: str) -> str:
 
 
 class Consumption:
-    def __init__(self, store: MessageStore, config: BrokerConfig, pop: PopState, clock: Clock | None = None) -> None:
+    def __init__(self, store: MessageStore, config: BrokerConfig, pop: PopState, clock: Clock | None = None,
+                 got: Outcomes | None = None) -> None:
         self.store = store
+        self.got = got if got is not None else Outcomes()     # messages handed out, by topic and status
         self.clock = clock or store.clock
         self.config = config
         self.pop = pop
@@ -121,11 +124,13 @@ class Consumption:
             if inf.attempt >= self.config.delivery_attempts_max:
                 if self._to_dlq(group, m, f"after {inf.attempt} deliveries") is None:
                     self.pop.drop(group, topic, q, o)
+                    self.got.add(topic, DEAD_LETTERED)
                 elif in_order:
                     return
                 continue
             h = self.pop.deliver(group, topic, q, o, inf.attempt + 1, now + invisible_ms, renew_for, renew_until)
             out.append(to_wire(m, inf.attempt + 1, h, invisible_ms))
+            self.got.add(topic, REDELIVERED)
         while len(out) < batch:
             cursor = st.cursor
             g = self.store.get(group, topic, q, cursor, max_count=batch - len(out), tags=tags)
@@ -133,6 +138,7 @@ class Consumption:
                 for m in g.messages:
                     h = self.pop.deliver(group, topic, q, m.queue_offset, 1, now + invisible_ms, renew_for, renew_until)
                     out.append(to_wire(m, 1, h, invisible_ms))
+                self.got.add(topic, OK, len(g.messages))
                 self.pop.skip_to(group, topic, q, g.next_offset)
             elif g.status in SKIP and g.next_offset > cursor:
                 self.pop.skip_to(group, topic, q, g.next_offset)

@@ -41,7 +41,10 @@ class MessageSends:
             return spb.SendMessageResponse(status=status(Code.BAD_REQUEST, "no message in the request"))
         refusal, answer = await self.sends.gated(context, sum(len(m.body) for m in msgs),
                                                  lambda: self._send(msgs, context))
-        return answer if refusal is None else self._refuse(msgs, refusal)
+        if refusal is not None:
+            answer = self._refuse(msgs, refusal)
+            self.sends.answered([m.topic.name for m in msgs], [Code.TOO_MANY_REQUESTS] * len(msgs))
+        return answer
 
     def _refuse(self, msgs, reason: str) -> "spb.SendMessageResponse":
         """Flow control's answer: TOO_MANY_REQUESTS, the one code the official producer does not retry at once."""
@@ -97,6 +100,7 @@ class MessageSends:
             self.sends.stored()
         if duplicates:
             context.set_trailing_metadata(duplicates_trailer(duplicates))
+        self.sends.answered([m.topic.name for m in msgs], [e.status.code for e in entries], duplicates)
         codes = {e.status.code for e in entries}
         if len(entries) == 1:
             top = entries[0].status

@@ -11,7 +11,9 @@ SendRecords in send_records.py):
   ``seen`` / ``remember``;
 * the put (on a thread under SYNC_FLUSH, inline otherwise) and the store outcome as a
   protocol status code: ``put_batch`` / ``put_encoded``, ``put_code``;
-* waking long-polling consumers and the timer after a store: ``stored``.
+* waking long-polling consumers and the timer after a store: ``stored``;
+* what each message was answered, counted by topic and status (observe/outcomes.py, the
+  metric tidemq_messages_put_total): ``answered``.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from typing import Awaitable, Callable, TypeVar
 
 from ...config import BrokerConfig
 from ...protocol.stubs import Code
-from ...store import MessageStore, PutReason, PutStatus
+from ...store import MessageStore, PutReason, PutStatus, StoreNotRunning
 from ...store.codec import PROP_UNIQ_KEY, topic_problem
 from ..deferred.parking import SYSTEM_TOPICS
+from ..observe.outcomes import DUPLICATE as DUPLICATE_STATUS
+from ..observe.outcomes import Outcomes
 from ..protection.flow import SendGate
 from .dedup import DedupWindow
 
@@ -73,6 +77,29 @@ class SendPath:
         self._index_until_s = time.monotonic() + span_s
         self._index_from_ms = store.clock.now_ms() - int(span_s * 1000)
         self.latency = None          # observe/latency.LatencyBuckets of the puts, once the broker observes
+        self.outcomes = Outcomes(self._queue_count)     # messages by topic and the status they were answered
+
+    def _queue_count(self, topic: str) -> int:
+        try:
+            return self.store.queue_count(topic)
+        except StoreNotRunning:
+            return 0
+
+    def answered(self, topics, codes: list[int], duplicates=()) -> None:
+        """Count the answers to one request's messages: ``topics`` one per message (or one topic
+        for all), ``codes`` one per message, ``duplicates`` the indexes answered from the dedup
+        window (counted as DUPLICATE, not OK)."""
+        out = self.outcomes
+        if isinstance(topics, str) and not duplicates and len(set(codes)) == 1:
+            out.add_code(topics, codes[0], len(codes))      # the common case: one update
+            return
+        dup = set(duplicates)
+        for i, c in enumerate(codes):
+            t = topics if isinstance(topics, str) else topics[i]
+            if i in dup:
+                out.add(t, DUPLICATE_STATUS)
+            else:
+                out.add_code(t, c)
 
     # flow control ---------------------------------------------------------------------------
     async def gated(self, context, nbytes: int, send: Callable[[], Awaitable[T]]) -> tuple[str | None, T | None]:

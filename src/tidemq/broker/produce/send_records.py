@@ -70,6 +70,7 @@ class RecordSends:
             return encode_response(Code.BAD_REQUEST, f"malformed SendRecords frame: {e}")
         refusal, answer = await self.sends.gated(context, len(raw), lambda: self._send(topic, msgs))
         if refusal is not None:
+            self.sends.answered(topic, [Code.TOO_MANY_REQUESTS] * len(msgs))
             return encode_response(Code.TOO_MANY_REQUESTS, refusal, [(Code.TOO_MANY_REQUESTS, -1, -1)] * len(msgs))
         return answer
 
@@ -91,6 +92,7 @@ class RecordSends:
         n = len(msgs)
         _, code, why = self.sends.topic_check(topic)
         if code != Code.OK:
+            self.sends.answered(topic, [code] * n)
             return encode_response(code, why, [(code, -1, -1)] * n)
         entries: list = [None] * n
         texts: dict[int, str] = {}
@@ -154,6 +156,10 @@ class RecordSends:
                 self.sends.remember_many(topic, stored)
                 self.sends.stored()
         codes = {e[0] for e in entries}
+        if len(codes) == 1 and not duplicates:
+            self.sends.outcomes.add_code(topic, entries[0][0], n)       # the common case: one update
+        else:
+            self.sends.answered(topic, [e[0] for e in entries], duplicates)
         if n == 1:
             top, message = entries[0][0], texts.get(0, "")
         elif codes == {Code.OK}:
