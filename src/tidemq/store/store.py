@@ -366,7 +366,8 @@ class MessageStore:
             dispatched = min(dispatched, d.pending_from)
         now = self.clock.monotonic_s()
         summary = summary or now >= self._summary_due_s
-        ends = heal.snapshot(self.queues) if summary else None   # before the flush: what it makes durable
+        # before the flush: what it makes durable; every record before ``dispatched`` is in it
+        ends = heal.snapshot(self.queues, dispatched) if summary else None
         self.queues.flush()
         if self.index is not None:
             self.index.flush()
