@@ -486,7 +486,7 @@ class BrokerConfig(_Loadable):
                                         "for this long is gone (the official clients heartbeat every 10 s)",
                                   1.0, 3_600.0)
     receive_batch_max: int = _f(256, "messages one ReceiveMessage returns at most", 1, 10_000)
-    long_polling_s_max: float = _f(30.0, "longest a ReceiveMessage waits for messages", 0.0, 600.0)
+    long_polling_s_max: float = _f(30.0, "longest a ReceiveMessage or PullMessage waits for messages", 0.0, 600.0)
     send_dedup_window_entries: int = _f(100_000, "recent (topic, message id) pairs a resent message is recognised by "
                                 "(at least this many, at most twice; 0: off)",
                                 0, 10_000_000)

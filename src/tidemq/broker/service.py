@@ -64,7 +64,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.group_offsets.load()
         # the store's cleanup learns what groups consumed (space policy, losses per group)
         store.set_consumer_positions(lambda topic: consumed_positions(self.group_offsets, self.pop, topic))
-        self.pulls = Pull(store, self.group_offsets, self.consumption.arrivals, config.pull_message_bytes_max)
+        self.pulls = Pull(store, self.group_offsets, self.consumption.arrivals, config.pull_message_bytes_max,
+                          config.long_polling_s_max)
         self.clients = Clients(store.clock, int(config.client_idle_s_max * 1000), config.clients_max)
         self.sessions = Sessions(self.clients.stream_opened, self.clients.stream_closed,
                                  config.telemetry_outbox_max, config.telemetry_known_clients_max)
