@@ -538,6 +538,40 @@ def test_full_consume_queue_directory_refuses_puts_and_clears_by_itself(env, tmp
     assert s.check().ok
 
 
+def test_full_index_directory_refuses_puts_and_clears_by_itself(env, tmp_path):
+    """The index directory on its own 4 MiB tmpfs, filled past 90 % by another file: puts are
+    refused naming the index directory (never an 'index write failed' that stays), reads and key
+    queries go on; once the file is gone the next check clears the flag, no restart."""
+    cl = env.tmpfs("cl", 16)
+    root = str(tmp_path / "root")
+    index = env.tmpfs(os.path.join(root, "index"), 4)          # an absolute name: mounted there
+    s = env.open(store_config(root, [cl], index_enabled=True, index_slots=1000, index_entries=4000))
+    w = Writer(s)
+    assert all(r.ok for r in w.put())
+    s.check_disk()
+    assert dir_states(s)[os.path.join(root, "index")] == "writable"
+    cap, used, _free, _ = fs_usage(index)
+    ballast = os.path.join(index, "ballast")
+    fd = os.open(ballast, os.O_CREAT | os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, 0, int(cap * 0.93) - used)
+    finally:
+        os.close(fd)
+    s.check_disk()
+    rs = w.put()
+    assert all(r.status is PutStatus.SERVICE_NOT_AVAILABLE for r in rs), rs[0]
+    assert "index directory" in rs[0].error and "disk full" in rs[0].error, rs[0].error
+    assert dir_states(s)[os.path.join(root, "index")] == "full"
+    g = s.get("g", TOPIC, 0, 0)
+    assert g.status is GetStatus.FOUND
+    w.verify(g)
+    os.unlink(ballast)
+    s.check_disk()
+    assert s.write_refusal() is None
+    assert all(r.ok for r in w.put())
+    assert s.check().ok
+
+
 # disk_status() and `tidemq disk` ----------------------------------------------------------
 
 def test_disk_status_fields_and_cli(env, tmp_path):
