@@ -31,32 +31,31 @@ def pristine(tmp_path_factory):
     return d.build(str(tmp_path_factory.mktemp("damage") / "pristine"))
 
 
-def read_pull_message(endpoint: str) -> list[tuple[bytes, int, int]]:
+def read_back(endpoint: str, pull) -> list[tuple[bytes, int, int]]:
+    """Every queue from offset 0 to its end: ``pull(consumer, queue, offset)`` -> (served as
+    (body, queue, queue offset), the next offset, whether the queue ended)."""
     out = []
     with PullConsumer(endpoint, timeout_s=60) as c:
         for q in range(d.QUEUES):
             off = 0
             while True:
-                r = c.pull(d.TOPIC, q, off, batch_size=64)
-                out += [(m.body, q, m.system_properties.queue_offset) for m in r.messages]
-                if r.next_offset <= off or r.code == Code.ILLEGAL_OFFSET:
-                    break                       # the queue's end
-                off = r.next_offset
-    return out
-
-
-def read_pull_records(endpoint: str) -> list[tuple[bytes, int, int]]:
-    out = []
-    with PullConsumer(endpoint, timeout_s=60) as c:
-        for q in range(d.QUEUES):
-            off = 0
-            while True:
-                r = c.pull_records(d.TOPIC, q, off, max_count=512)
-                out += [(m.body, m.queue_id, m.queue_offset) for m in r.messages()]
-                if r.next_offset <= off or off >= r.max_offset:
+                got, nxt, ended = pull(c, q, off)
+                out += got
+                if ended or nxt <= off:
                     break
-                off = r.next_offset
+                off = nxt
     return out
+
+
+def by_pull_message(c, q, off):
+    r = c.pull(d.TOPIC, q, off, batch_size=64)
+    return ([(m.body, q, m.system_properties.queue_offset) for m in r.messages], r.next_offset,
+            r.code == Code.ILLEGAL_OFFSET)
+
+
+def by_pull_records(c, q, off):
+    r = c.pull_records(d.TOPIC, q, off, max_count=512)
+    return [(m.body, m.queue_id, m.queue_offset) for m in r.messages()], r.next_offset, off >= r.max_offset
 
 
 def cp_half(root, sent):
@@ -116,8 +115,8 @@ def test_a_damaged_store_serves_every_intact_message_and_nothing_damaged(pristin
     t0 = time.perf_counter()
     b = broker_factory(root, env=d.ENV)
     start_s = time.perf_counter() - t0
-    by_pull = d.counts(pristine.sent, hit, read_pull_message(b.endpoint))
-    by_records = d.counts(pristine.sent, hit, read_pull_records(b.endpoint))
+    by_pull = d.counts(pristine.sent, hit, read_back(b.endpoint, by_pull_message))
+    by_records = d.counts(pristine.sent, hit, read_back(b.endpoint, by_pull_records))
     print(f"\n{name}: start {start_s:.2f} s, records touched {len(hit)}, PullMessage {by_pull}, "
           f"PullRecords {by_records}")
     assert by_pull == {"intact_lost": 0, "damaged_served": 0}, by_pull
