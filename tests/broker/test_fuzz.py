@@ -262,6 +262,13 @@ def test_well_formed_requests_with_absurd_numbers_get_typed_statuses(broker_fact
             if e.code() not in TYPED:
                 bad.append(("Telemetry absurd", e.code(), e.details()))
     assert not bad, bad[:10]
+    # a million queues: refused before anything is made, with a typed code
+    from ..support.brokers import admin_call
+    r = admin_call(b.endpoint, api.CREATE_TOPIC, {"name": "million", "queues": 1_000_000})
+    assert r["ok"] is False and r["code"] == api.Refusal.LIMIT_EXCEEDED.value and "topic_queues_max" in r["error"], r
+    assert "million" not in {t["topic"] for t in admin_call(b.endpoint, api.LIST_TOPICS)["topics"]}
+    r = admin_call(b.endpoint, api.QUERY, {"topic": topic, "key": "k", "max": 10_000})
+    assert r["ok"] is False and r["code"] == api.Refusal.LIMIT_EXCEEDED.value, r
     with Producer(b.endpoint) as p:                       # still serving
         assert all(r.ok for r in p.send_batch("after", [b"a"]))
     assert b.stop() == 0
