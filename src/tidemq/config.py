@@ -489,7 +489,7 @@ class BrokerConfig(_Loadable):
                                         "for this long is gone (the official clients heartbeat every 10 s)",
                                   1.0, 3_600.0)
     receive_batch_max: int = _f(256, "messages one ReceiveMessage returns at most", 1, 10_000)
-    long_polling_s_max: float = _f(30.0, "longest a ReceiveMessage waits for messages", 0.0, 600.0)
+    long_polling_s_max: float = _f(30.0, "longest a ReceiveMessage or PullMessage waits for messages", 0.0, 600.0)
     send_dedup_window_entries: int = _f(100_000, "recent (topic, message id) pairs a resent message is recognised by "
                                 "(at least this many, at most twice; 0: off)",
                                 0, 10_000_000)
@@ -556,6 +556,13 @@ class BrokerConfig(_Loadable):
     transaction_checks_per_round_max: int = _f(256, "orphan checks sent per round at most", 1, 1_000_000)
     pull_message_bytes_max: int = _f(64 * MIB, "message bytes one PullMessage answers at most", 64 * KIB, 1 << 40)
     pull_records_bytes_max: int = _f(64 * MIB, "record bytes one PullRecords answers at most", 64 * KIB, 1 << 40)
+    query_messages_max: int = _f(64, "messages one admin Query answers at most (asking for more: LIMIT_EXCEEDED)",
+                                 1, 10_000)
+    ack_entries_max: int = _f(1_024, "receipt handles one AckMessage may carry (the official clients send one); "
+                                     "more: PAYLOAD_TOO_LARGE, nothing acked", 1, 1_000_000)
+    invisible_duration_s_max: float = _f(43_200.0, "longest invisible time a ReceiveMessage or "
+                                                   "ChangeInvisibleDuration may ask for (the RocketMQ proxy's 12 h); "
+                                                   "more, or none > 0: ILLEGAL_INVISIBLE_TIME", 1.0, 7 * 86_400.0)
 
     def __post_init__(self) -> None:
         self._check()

@@ -32,6 +32,7 @@ from ..protocol.stubs import Code, pb, sgrpc, spb, status
 from ..store import MessageStore
 from .consume.group_offsets import GroupOffsets
 from .consume.pop_state import PopState
+from .consume.positions import consumed_positions
 from .consume.pull import Pull
 from .consume.receive import Consumption
 from .consume.renew import AutoRenew
@@ -63,8 +64,10 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.consumption = Consumption(store, config, self.pop, got=self.got)
         self.group_offsets = GroupOffsets(store.fio, self.state_dir)
         self.group_offsets.load()
+        # the store's cleanup learns what groups consumed (space policy, losses per group)
+        store.set_consumer_positions(lambda topic: consumed_positions(self.group_offsets, self.pop, topic))
         self.pulls = Pull(store, self.group_offsets, self.consumption.arrivals, config.pull_message_bytes_max,
-                          self.got)
+                          self.got, config.long_polling_s_max)
         self.clients = Clients(store.clock, int(config.client_idle_s_max * 1000), config.clients_max)
         self.sessions = Sessions(self.clients.stream_opened, self.clients.stream_closed,
                                  config.telemetry_outbox_max, config.telemetry_known_clients_max)

@@ -475,7 +475,9 @@ def status_report(disk: DiskMonitor, cleaner, segments, flags: dict) -> dict:
         "commitlog": {"min_offset": segments.min_offset, "max_offset": segments.max_offset,
                       "deleted_bytes_total": cleaner.deleted_bytes_total,
                       "deleted_segments_by_reason": {r.value: n for r, n in cleaner.deleted_segments.items()},
-                      "not_freed_rounds_by_reason": {r.value: n for r, n in cleaner.not_freed_rounds.items()}},
+                      "not_freed_rounds_by_reason": {r.value: n for r, n in cleaner.not_freed_rounds.items()},
+                      "evicted_by_group": [{"group": g, "topic": t, "messages": n}
+                                           for (g, t), n in sorted(cleaner.evicted_by_group.items())]},
         "forecast": {"ingest_bytes_per_s": round(f.ingest_bytes_per_s, 1),
                      "cleanup_bytes_per_s": round(f.cleanup_bytes_per_s, 1),
                      "fill_bytes_per_s": round(f.fill_bytes_per_s, 1),

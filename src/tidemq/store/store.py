@@ -33,6 +33,7 @@ from ..io import Clock, FileIO, OsFileIO, SystemClock
 from ..words import human_bytes
 from . import codec, heal, layout, remembered
 from .archive import ArchiveGuard
+from .backlog import BacklogGuard, Positions
 from .checkpoint import AbortFile, Checkpoint
 from .cleaner import CommitLogCleaner, QueueCleaner, log_deletion
 from .commit_log import CommitLog
@@ -93,6 +94,8 @@ class MessageStore:
         self.writer: StoreWriter | None = None        # the write path (writer.py), once started
         self.warmer: SegmentWarmer | None = None      # commitlog_warm_enabled (warmer.py)
         self.read_counts: dict[str, list[int]] = {}   # topic -> [messages, bytes] read since start
+        self.consumer_positions: Positions | None = None   # the broker's (set_consumer_positions)
+        self.backlog: BacklogGuard | None = None
 
     @property
     def state(self) -> StoreState:
@@ -212,14 +215,16 @@ class MessageStore:
         self.abort_file.create()
         self.archive = (ArchiveGuard(self.fio, cfg.root_dir, cfg.on_unarchived_full)
                         if cfg.archive_before_delete else None)
-        self.cleaner = CommitLogCleaner(cfg, self.segments, self.disk, self.clock, self.archive)
+        self.backlog = BacklogGuard(self.topics, self.queues, self.consumer_positions)
+        self.cleaner = CommitLogCleaner(cfg, self.segments, self.disk, self.clock, self.archive,
+                                        backlog=self.backlog)
         self.queue_cleaner = QueueCleaner(self.queues, self.index)
         self.disk.write_markers()
         self._check_disk()
         self._start_services()
         self.writer = StoreWriter(cfg, self.topics, self.queues, self.commit_log, self.segments, self.dispatcher,
                                   self.disk, self.index, self.clock, self._put_lock, self.group_commit,
-                                  self.archive, self._check_disk)
+                                  self.archive, self._check_disk, self.cleaner)
         self._state = StoreState.RUNNING
         self.start_phase = "running"
         return self
@@ -335,6 +340,7 @@ class MessageStore:
         rnd = self.cleaner.run_round()
         if rnd.deleted:
             self.queue_cleaner.run_round(self.segments.min_offset, rnd.lost)
+            self.cleaner.account(rnd)
             self.topics.forget_deleted_before(self.segments.min_offset)
             self.commit_log.prune_sealed()
             self._check_disk()
@@ -360,7 +366,8 @@ class MessageStore:
             dispatched = min(dispatched, d.pending_from)
         now = self.clock.monotonic_s()
         summary = summary or now >= self._summary_due_s
-        ends = heal.snapshot(self.queues) if summary else None   # before the flush: what it makes durable
+        # before the flush: what it makes durable; every record before ``dispatched`` is in it
+        ends = heal.snapshot(self.queues, dispatched) if summary else None
         self.queues.flush()
         if self.index is not None:
             self.index.flush()
@@ -442,11 +449,27 @@ class MessageStore:
     def __exit__(self, *exc) -> None:
         self.shutdown()
 
+    def set_consumer_positions(self, positions: Positions | None) -> None:
+        """How the store learns what consumer groups have consumed (store/backlog.py: ``positions(topic)``
+        -> {group: {queue id: first offset not consumed}}), for the space policy and the report of
+        what cleanup took from each group. The broker passes its own; None: no group is known."""
+        self.consumer_positions = positions
+        if self.backlog is not None:
+            self.backlog.positions = positions
+
     # Topics --------------------------------------------------------------------------
-    def create_topic(self, name: str, queue_count: int | None = None) -> None:
-        """Create a topic, or grow its queue count (ValueError: not a topic name)."""
+    def create_topic(self, name: str, queue_count: int | None = None, space_policy: str | None = None) -> None:
+        """Create a topic, grow its queue count, or set its space policy ("evict" / "refuse",
+        topics.SpacePolicy; None: a new topic's is evict, an existing one's stays). ValueError: not a
+        topic name, too many queues, not a policy."""
         self._running("create_topic")
-        self.writer.create_topic(name, queue_count or self.config.topic_queues_default)
+        self.writer.create_topic(name, queue_count or self.config.topic_queues_default, space_policy)
+
+    def space_policy(self, topic: str) -> str | None:
+        """A topic's space policy ("evict" / "refuse"), None if there is no such topic."""
+        self._running("space_policy")
+        t = self.topics.get(topic)
+        return t.space_policy.value if t is not None else None
 
     def delete_topic(self, name: str) -> dict | None:
         """Delete a topic (mqadmin deleteTopic): its queues go at once, its records stay in the log,

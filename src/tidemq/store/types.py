@@ -64,6 +64,8 @@ class PutReason(enum.Enum):
     SHUTTING_DOWN = "SHUTTING_DOWN"                # store shutting down
     DISK_FULL = "DISK_FULL"                        # a directory at the warning ratio, or no room for a segment
     ARCHIVE_PENDING = "ARCHIVE_PENDING"            # disk full, and sealed segments wait for `tidemq archive`
+    UNCONSUMED_BACKLOG = "UNCONSUMED_BACKLOG"      # space short, the oldest segment holds messages of a topic
+                                                   # with space_policy=refuse that subscribed groups have not consumed
     DISPATCH_ERROR = "DISPATCH_ERROR"              # consume queue / index write failed (healed in the background)
     WRITE_ERROR = "WRITE_ERROR"                    # a commit-log segment could not be created (I/O error)
     TOPIC_CREATE_FAILED = "TOPIC_CREATE_FAILED"    # auto-creation could not save config/topics.json
@@ -90,7 +92,7 @@ _REASON_STATUS = {
     PutReason.PROPERTIES_TOO_LARGE: PutStatus.PROPERTIES_SIZE_EXCEEDED,
     **{r: PutStatus.SERVICE_NOT_AVAILABLE for r in (
         PutReason.NOT_RUNNING, PutReason.SHUTTING_DOWN, PutReason.DISK_FULL, PutReason.ARCHIVE_PENDING,
-        PutReason.DISPATCH_ERROR, PutReason.TOPIC_CREATE_FAILED)},
+        PutReason.UNCONSUMED_BACKLOG, PutReason.DISPATCH_ERROR, PutReason.TOPIC_CREATE_FAILED)},
     **{r: PutStatus.MESSAGE_ILLEGAL for r in (
         PutReason.INVALID_TOPIC, PutReason.BAD_BODY, PutReason.BODY_TOO_LARGE, PutReason.RECORD_TOO_LARGE,
         PutReason.BAD_QUEUE_ID, PutReason.BAD_PROPERTY, PutReason.BAD_FIELD, PutReason.ENCODE_FAILED)},

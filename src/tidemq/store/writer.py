@@ -5,7 +5,8 @@ service made, and writes through them; ``MessageStore.put`` / ``put_batch`` /
 ``put_encoded`` delegate here. Per batch:
 
 1. one refusal check (``refusal()``): the store stopping or stopped, a failed dispatch,
-   a full disk (with the archive when that is what would free it);
+   space held by consumers' backlog (space_policy=refuse: cleaner.hold), a full disk (with the
+   archive when that is what would free it);
 2. outside the put lock, every message is validated and encoded into a
    ``commit_log.Prepared``: the common case (a known topic, a bytes body, tags only;
    put_encoded's pre-encoded entries) inline, with a cheap bounds test; anything else
@@ -187,10 +188,12 @@ class StoreWriter:
     def __init__(self, config: StoreConfig, topics: TopicTable, queues: ConsumeQueueTable, commit_log: CommitLog,
                  segments: SegmentQueue, dispatcher: Dispatcher, disk: DiskMonitor, index: IndexService | None,
                  clock: Clock, put_lock: threading.Lock, group_commit: GroupCommitService | None = None,
-                 archive: ArchiveGuard | None = None, check_disk: Callable[[], None] | None = None) -> None:
+                 archive: ArchiveGuard | None = None, check_disk: Callable[[], None] | None = None,
+                 cleaner=None) -> None:
         """``put_lock``: the store's (topic creation and the queue flush's dispatch healing take it
         too); ``group_commit``: the SYNC_FLUSH service (None: ASYNC_FLUSH, no wait);
-        ``check_disk``: measures the disks at once after a segment could not be made."""
+        ``check_disk``: measures the disks at once after a segment could not be made;
+        ``cleaner``: the CommitLogCleaner whose ``hold`` (space_policy=refuse) refuses puts."""
         self.config = config
         self.topics = topics
         self.queues = queues
@@ -204,6 +207,7 @@ class StoreWriter:
         self.group_commit = group_commit
         self.archive = archive
         self.check_disk = check_disk or disk.refresh
+        self.cleaner = cleaner
         self.store_host = codec.encode_host(config.store_host)
         self.max_body = config.message_body_bytes_max
         # set by the store when it stops (reason, text): every put is refused with it
@@ -221,6 +225,9 @@ class StoreWriter:
         error = self.dispatcher.error
         if error is not None:
             return PutReason.DISPATCH_ERROR, error
+        hold = self.cleaner.hold if self.cleaner is not None else None
+        if hold is not None:
+            return PutReason.UNCONSUMED_BACKLOG, hold.text
         full = self.disk.refusal
         if full is None:
             return None
@@ -459,13 +466,14 @@ class StoreWriter:
             results[p[0]] = refused
 
     # Topics --------------------------------------------------------------------------
-    def create_topic(self, name: str, queue_count: int) -> TopicState:
-        """Create a topic or grow its queue count (ValueError: not a topic name, no queue)."""
+    def create_topic(self, name: str, queue_count: int, space_policy=None) -> TopicState:
+        """Create a topic, grow its queue count or set its space policy (ValueError: not a topic
+        name, no queue, too many, not a policy)."""
         if queue_count > self.config.topic_queues_max:
             raise ValueError(f"{queue_count} queues: a topic has at most topic_queues_max="
                              f"{self.config.topic_queues_max}")
         with self.put_lock:
-            t = self.topics.create(name, queue_count)
+            t = self.topics.create(name, queue_count, space_policy=space_policy)
             bind_queues(self.queues, t)
         return t
 

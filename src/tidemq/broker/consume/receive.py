@@ -177,6 +177,10 @@ class Consumption:
                                                        request.invisible_duration.nanos):
             d = request.invisible_duration
             invisible_ms = d.seconds * 1000 + d.nanos // 1_000_000
+            bad = self._invisible_problem(invisible_ms)
+            if bad is not None:
+                yield spb.ReceiveMessageResponse(status=status(Code.ILLEGAL_INVISIBLE_TIME, bad))
+                return
         else:
             invisible_ms = int(self.config.invisible_duration_default_s * 1000)
         wait_s = min(request.long_polling_timeout.seconds + request.long_polling_timeout.nanos / 1e9,
@@ -210,8 +214,20 @@ class Consumption:
             yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
         yield spb.ReceiveMessageResponse(delivery_timestamp=ts)
 
+    def _invisible_problem(self, ms: int) -> str | None:
+        """Why an invisible time a client asks for is refused (ILLEGAL_INVISIBLE_TIME), or None."""
+        most = self.config.invisible_duration_s_max
+        if ms <= 0 or ms > most * 1000:
+            return f"invisible duration must be > 0 and at most invisible_duration_s_max={most:g} s (got {ms} ms)"
+        return None
+
     def ack(self, request):
         group = request.group.name
+        most = self.config.ack_entries_max
+        if len(request.entries) > most:         # bounded before any is looked at: nothing acked
+            return spb.AckMessageResponse(status=status(
+                Code.PAYLOAD_TOO_LARGE, f"{len(request.entries)} entries: one AckMessage carries at most "
+                                        f"ack_entries_max={most}; nothing acked"))
         entries = []
         for e in request.entries:
             try:
@@ -236,8 +252,9 @@ class Consumption:
     def change_invisible(self, request):
         d = request.invisible_duration
         ms = d.seconds * 1000 + d.nanos // 1_000_000
-        if ms <= 0:
-            return spb.ChangeInvisibleDurationResponse(status=status(Code.ILLEGAL_INVISIBLE_TIME, "must be > 0"),
+        bad = self._invisible_problem(ms)
+        if bad is not None:
+            return spb.ChangeInvisibleDurationResponse(status=status(Code.ILLEGAL_INVISIBLE_TIME, bad),
                                                        receipt_handle=request.receipt_handle)
         try:
             h = self.pop.change_invisible(request.group.name, request.receipt_handle, self.now_ms() + ms)

@@ -20,6 +20,8 @@ counted twice and the hot path pays nothing but the put-latency bucket (latency.
     tidemq_segments_deleted_bytes_total       commit-log bytes cleanup has deleted
     tidemq_segments_deleted_total{reason}     segments deleted: expired, or space (before expiry)
     tidemq_cleanup_not_freed_total{reason}    rounds with space short and nothing deleted, by why
+    tidemq_group_messages_evicted_total{group,topic}  messages cleanup deleted before a subscribed group
+                                              consumed them (space_policy=evict, or expired)
     tidemq_consumer_lag_messages{group,topic,queue}
     tidemq_flushes_total / _flush_seconds_total  commit-log fsyncs and the time they took (the histogram
                                               above has their spread)
@@ -114,6 +116,12 @@ class BrokerCollector(Collector):
         for reason, n in cl["not_freed_rounds_by_reason"].items():
             not_freed.add_metric([reason], n)
         yield not_freed
+        evicted = CounterMetricFamily("tidemq_group_messages_evicted", "messages cleanup deleted before a subscribed "
+                                      "group consumed them, since start (space_policy=evict, or expired)",
+                                      labels=["group", "topic"])
+        for e in cl.get("evicted_by_group", []):
+            evicted.add_metric([e["group"], e["topic"]], e["messages"])
+        yield evicted
         lag = GaugeMetricFamily("tidemq_consumer_lag_messages", "messages a group has not consumed",
                                 labels=["group", "topic", "queue"])
         for r in o.lag():

@@ -53,7 +53,8 @@ def topic_status(store, topic: str, lag: list[dict]) -> dict:
             g = groups.setdefault(r["group"], {"group": r["group"], "lag": 0, "inflight": 0})
             g["lag"] += r["lag"]
             g["inflight"] += r["inflight"]
-    return {"topic": topic, "queues": queues, "messages": sum(q["messages"] for q in queues),
+    return {"topic": topic, "space_policy": store.space_policy(topic), "queues": queues,
+            "messages": sum(q["messages"] for q in queues),
             "bytes": sum(q["bytes"] for q in queues), "bytes_exact": all(q["bytes_exact"] for q in queues),
             "groups": [groups[g] for g in sorted(groups)]}
 

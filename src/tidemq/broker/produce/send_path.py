@@ -37,6 +37,9 @@ T = TypeVar("T")
 DUPLICATE = "duplicate: already stored"
 
 
+_RESOURCE_REFUSALS = frozenset((PutReason.DISK_FULL, PutReason.ARCHIVE_PENDING, PutReason.UNCONSUMED_BACKLOG))
+
+
 def put_code(st: PutStatus, reason: PutReason | None) -> int:
     """A store outcome (PutResult.status, PutResult.reason) as a gRPC status code (how the
     official clients react: see the doc)."""
@@ -44,9 +47,10 @@ def put_code(st: PutStatus, reason: PutReason | None) -> int:
         return Code.OK
     if st is PutStatus.FLUSH_DISK_TIMEOUT:
         return Code.MASTER_PERSISTENCE_TIMEOUT
-    # a full disk is a resource refusal: TOO_MANY_REQUESTS is the one code the client does not
-    # retry at once; the store not running, write and dispatch errors are internal (retried)
-    if reason is PutReason.DISK_FULL or reason is PutReason.ARCHIVE_PENDING:
+    # a full disk (or space kept for consumers' backlog) is a resource refusal: TOO_MANY_REQUESTS is
+    # the one code the client does not retry at once; the store not running, write and dispatch
+    # errors are internal (retried)
+    if reason in _RESOURCE_REFUSALS:
         return Code.TOO_MANY_REQUESTS
     if reason is PutReason.BODY_TOO_LARGE:
         return Code.MESSAGE_BODY_TOO_LARGE
