@@ -6,6 +6,7 @@ import json
 from click.testing import CliRunner
 
 from tidemq.cli.main import cli
+from tidemq.store import MessageStore, StoreConfig
 
 from ..support.auth import AUTH
 
@@ -54,6 +55,8 @@ def test_topics_and_disk_through_the_broker(tmp_path, broker_factory):
 
 def test_the_space_policy_of_a_stopped_store(tmp_path):
     root = str(tmp_path / "store")
+    MessageStore(StoreConfig(root_dir=root, segment_size_bytes=1 << 20, index_slots=100,
+                             index_entries=400)).start().shutdown()    # offline commands never make a store
     r = run(["topic", "create", "Held", "--queues", "2", "--space-policy", "refuse", "--root", root])
     assert r.exit_code == 0 and "space policy refuse" in r.output, r.output
     r = run(["topic", "create", "Free", "--root", root])
