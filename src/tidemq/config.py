@@ -35,8 +35,17 @@ GIB = 1024 * MIB
 
 ENV_PREFIX = "TIDEMQ_"
 # TIDEMQ_* variables that are not settings of a config class (command options' twins, benchmarks)
-ENV_NOT_SETTINGS = frozenset({"TIDEMQ_CONFIG", "TIDEMQ_ENDPOINT", "TIDEMQ_BENCH_SRC", "TIDEMQ_BENCH_RESULTS"})
+ENV_NOT_SETTINGS = frozenset({"TIDEMQ_CONFIG", "TIDEMQ_ENDPOINT", "TIDEMQ_BENCH_SRC", "TIDEMQ_BENCH_RESULTS",
+                              "TIDEMQ_ACCEL"})
 SECTIONS: dict[str, type] = {}       # TOML section -> config class (filled by the classes below)
+
+
+def accel_wanted(env: Mapping[str, str] | None = None) -> bool:
+    """TIDEMQ_ACCEL: "0" runs the pure-Python record loops even where the compiled ones
+    (tidemq._accel) are built (tidemq/accel.py; CI runs the suite both ways); anything else, or
+    unset, uses the compiled ones when they are there. Read once, at import of tidemq.accel."""
+    v = (os.environ if env is None else env).get("TIDEMQ_ACCEL", "1").strip().lower()
+    return v not in ("0", "false", "no", "off")
 
 
 def _f(default: Any, doc: str, lo: float | None = None, hi: float | None = None,

@@ -46,7 +46,7 @@ from .reader import StoreReader
 from .recovery import RecoveryReport, recover
 from .segment_queue import SegmentQueue
 from .topics import TopicTable
-from .types import (GetResult, GetStatus, Message, PutReason, PutResult, StoreError, StoreNotRunning,
+from .types import (GetResult, GetStatus, Message, PutReason, PutResult, PutResults, StoreError, StoreNotRunning,
                     StoreState)
 from .verify import CheckReport, check_store
 from .warmer import SegmentWarmer
@@ -492,8 +492,8 @@ class MessageStore:
         why = self.put_refusal()
         return why[1] if why is not None else None
 
-    def _refused(self, n: int) -> list[PutResult]:
-        return [PutResult.refused(*_NOT_SERVING[self._state])] * n
+    def _refused(self, n: int) -> PutResults:
+        return PutResults.all_refused(n, PutResult.refused(*_NOT_SERVING[self._state]))
 
     def put(self, msg: Message) -> PutResult:
         w = self.writer
@@ -501,7 +501,7 @@ class MessageStore:
             return self._refused(1)[0]
         return w.put_batch([msg])[0]
 
-    def put_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
+    def put_batch(self, msgs: Sequence[Message]) -> PutResults:
         """Put many messages with one lock, one append pass and one flush wait.
         Returns one PutResult per message, in order (writer.py)."""
         w = self.writer
@@ -509,7 +509,7 @@ class MessageStore:
             return self._refused(len(msgs))
         return w.put_batch(msgs)
 
-    def put_encoded(self, topic: str, entries: Sequence[tuple]) -> list[PutResult]:
+    def put_encoded(self, topic: str, entries: Sequence[tuple]) -> PutResults:
         """Put messages of one topic whose properties are already encoded (the broker's raw
         send path): see StoreWriter.put_encoded."""
         w = self.writer

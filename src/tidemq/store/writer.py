@@ -41,11 +41,9 @@ from .flush import GroupCommitService
 from .index_file import IndexService
 from .segment_queue import SegmentQueue
 from .topics import TopicState, TopicTable
-from .types import Message, PutReason, PutResult, PutStatus
+from .types import Message, PutReason, PutResult, PutResults, PutStatus
 
 log = logging.getLogger("tidemq.store")
-
-_new = tuple.__new__      # a PutResult from a tuple, without the Python-level __new__
 
 
 # Validators: each rule worded once; each answers None (fine) or the PutResult that refuses ---------
@@ -233,15 +231,15 @@ class StoreWriter:
         return PutReason.DISK_FULL, full
 
     # Puts ----------------------------------------------------------------------------
-    def put_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
+    def put_batch(self, msgs: Sequence[Message]) -> PutResults:
         """Put many messages with one lock, one append pass and one flush wait.
-        Returns one PutResult per message, in order."""
+        Returns one PutResult per message, in order (a PutResults)."""
         n = len(msgs)
         why = self.refusal()
         if why is not None:
-            return [PutResult.refused(*why)] * n
-        results: list = [None] * n
+            return PutResults.all_refused(n, PutResult.refused(*why))
         now = self.clock.now_ms()
+        results = PutResults(n, now, self.store_host)
         prepared: list = []
         add = prepared.append
         topics = self.topics.topics
@@ -263,7 +261,7 @@ class StoreWriter:
                 if type(p) is tuple:
                     add(p)
                 else:
-                    results[i] = p
+                    results.refuse(i, p)
                 continue
             enc = t.tag_cache.get(tags)
             if enc is None:
@@ -275,7 +273,7 @@ class StoreWriter:
                 if type(p) is tuple:
                     add(p)
                 else:
-                    results[i] = p
+                    results.refuse(i, p)
                 continue
             # a Prepared, in its field order, as a plain tuple (see commit_log.Prepared: why)
             add((i, body, t, pb, qid, m.born_timestamp_ms or now, host, m.flag, m.sys_flag, m.reconsume_times,
@@ -284,7 +282,7 @@ class StoreWriter:
             return results
         return self.append(prepared, results, now)
 
-    def put_encoded(self, topic: str, entries: Sequence[tuple]) -> list[PutResult]:
+    def put_encoded(self, topic: str, entries: Sequence[tuple]) -> PutResults:
         """Put messages of one topic whose properties are already encoded: the broker's raw
         send path, which builds them straight from its frame, with no Message object and no
         property dict per message. One PutResult per entry, in order, with the same statuses
@@ -301,16 +299,16 @@ class StoreWriter:
         n = len(entries)
         why = self.refusal()
         if why is not None:
-            return [PutResult.refused(*why)] * n
-        results: list = [None] * n
+            return PutResults.all_refused(n, PutResult.refused(*why))
         t = self.topics.topics.get(topic)
         if t is None:
             bad = check_topic(topic, self.config.auto_create_topics)
             if bad is None:
                 t, bad = self.create_topic_for_put(topic)
             if bad is not None:
-                return [bad] * n
+                return PutResults.all_refused(n, bad)
         now = self.clock.now_ms()
+        results = PutResults(n, now, self.store_host)
         host = self.store_host
         max_body = self.max_body
         max_props = codec.USER_PROPERTIES_MAX_BYTES
@@ -329,7 +327,7 @@ class StoreWriter:
             if type(body) is not bytes or len(body) > max_body or pl > max_props or len(body) + pl > room:
                 bad = check_sizes(body, max_body, tl, pl, max_record)   # the bounds test doubts it: ask
                 if bad is not None:
-                    results[i] = bad
+                    results.refuse(i, bad)
                     continue
             pre = tail_prefix.get(pl)
             if pre is None:
@@ -391,29 +389,31 @@ class StoreWriter:
                 m.reconsume_times, m.prepared_transaction_offset, crc32(body) & 0x7FFFFFFF,
                 tags_hash(tags) if tags else 0, ik, uniq, codec.tail_crc(t.name_bytes, pb))
 
-    def append(self, prepared: list[tuple], results: list, now: int) -> list[PutResult]:
+    def append(self, prepared: list[tuple], results: PutResults, now: int) -> PutResults:
         """The common second half of the puts: append the prepared messages under the put lock,
-        dispatch them, wait for the flush (SYNC_FLUSH), fill in ``results``."""
-        host = self.store_host
-        out: list = []
+        dispatch them, wait for the flush (SYNC_FLUSH), complete ``results``."""
         units: dict = {}
         index_items: list = []
         failure: AppendError | None = None
+        appended = 0
         with self.put_lock:
             why = self.refusal()
             if why is not None:
                 refused = PutResult.refused(*why)
                 for p in prepared:
-                    results[p[0]] = refused
+                    results.refuse(p[0], refused)
                 return results
             last = self.segments.last
             try:
-                self.commit_log.append(prepared, now, out, units, index_items)
+                appended = self.commit_log.append(prepared, now, results, units, index_items)
             except AppendError as e:
                 failure = e
-            if out:
-                self.dispatcher.dispatch_batch(units, index_items, now, out[0][1], self.segments.max_offset)
-                end = out[-1][1] + out[-1][2]
+                appended = e.appended
+            if appended:
+                first, final = prepared[0][0], prepared[appended - 1][0]
+                self.dispatcher.dispatch_batch(units, index_items, now, results.phys[first],
+                                               self.segments.max_offset)
+                end = results.phys[final] + results.size[final]
             if failure is None:
                 self.segment_error = None
                 if self.segments.last is not last:
@@ -421,27 +421,23 @@ class StoreWriter:
                     # here and at deletion): measure now, so a directory that reached the warning
                     # ratio refuses the next put instead of filling up before the next disk check
                     self.disk.refresh()
-        status, error, reason = PutStatus.PUT_OK, None, None
-        if out and self.group_commit is not None:
+        if appended and self.group_commit is not None:
             timeout_ms = self.config.sync_flush_timeout_ms
             if not self.group_commit.wait_durable(end, timeout_ms / 1000):
-                status, reason = PutStatus.FLUSH_DISK_TIMEOUT, PutReason.FLUSH_TIMEOUT
-                error = f"appended, but not on disk within sync_flush_timeout_ms={timeout_ms}"
-        new, cls = _new, PutResult
-        for i, phys, size, qid, qoff, uniq in out:
-            results[i] = new(cls, (status, phys, qid, qoff, size, now, error, uniq, host, reason))
+                results.status, results.reason = PutStatus.FLUSH_DISK_TIMEOUT, PutReason.FLUSH_TIMEOUT
+                results.error = f"appended, but not on disk within sync_flush_timeout_ms={timeout_ms}"
         if failure is not None and not isinstance(failure.cause, OSError):
             text = f"message could not be encoded: {failure.cause!r}"
             log.error("%s", text)
             refused = PutResult.refused(PutReason.ENCODE_FAILED, text)
-            for p in prepared[len(out):]:
-                results[p[0]] = refused
+            for p in prepared[appended:]:
+                results.refuse(p[0], refused)
             failure = None
         if failure is not None:
-            self._segment_failed(failure, prepared[len(out):], results)
+            self._segment_failed(failure, prepared[appended:], results)
         return results
 
-    def _segment_failed(self, failure: AppendError, left: list[tuple], results: list) -> None:
+    def _segment_failed(self, failure: AppendError, left: list[tuple], results: PutResults) -> None:
         """No segment could be made for ``left``: no room is a refusal like DISK_FULL (clients
         retry elsewhere); other errors say so (CREATE_MAPPED_FILE_FAILED)."""
         full = getattr(failure.cause, "errno", None) == errno.ENOSPC
@@ -456,7 +452,7 @@ class StoreWriter:
             text = self.disk.refusal   # names the directories and how full they are
         refused = PutResult.refused(PutReason.DISK_FULL if full else PutReason.WRITE_ERROR, text)
         for p in left:
-            results[p[0]] = refused
+            results.refuse(p[0], refused)
 
     # Topics --------------------------------------------------------------------------
     def create_topic(self, name: str, queue_count: int) -> TopicState:

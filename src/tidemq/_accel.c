@@ -1,0 +1,550 @@
+/* tidemq._accel: the per-record loops of the write and read paths, compiled.
+
+   Optional: tidemq/accel.py selects these functions when this module is built (``pip install``
+   builds it with the machine's C compiler; setup.py marks it optional) and TIDEMQ_ACCEL is not
+   0, and the pure-Python versions otherwise. Both produce the same bytes and the same outcomes:
+   tests/test_accel.py holds them to it (random batches, damaged input), and CI runs the suite
+   both ways. Nothing here does I/O, allocates segments or decides policy: bytes in, bytes out.
+
+   The commit-log record, big-endian (the RocketMQ v1 layout, tidemq/store/codec.py):
+
+       off  size  field
+         0   4    TOTALSIZE                  whole record
+         4   4    MAGIC                      0xDAA320A7 (BLANK: 0xCBD43194)
+         8   4    BODYCRC                    crc32(body) & 0x7FFFFFFF
+        12   4    QUEUEID
+        16   4    FLAG
+        20   8    QUEUEOFFSET
+        28   8    PHYSICALOFFSET             commit-log offset of this record
+        36   4    SYSFLAG
+        40   8    BORNTIMESTAMP
+        48   8    BORNHOST
+        56   8    STORETIMESTAMP
+        64   8    STOREHOST
+        72   4    RECONSUMETIMES
+        76   8    PREPAREDTRANSACTIONOFFSET
+        84   4    BODYLEN
+        88   n    BODY
+      88+n   1    TOPICLEN (u8)
+             t    TOPIC
+             2    PROPERTIESLEN (i16)
+             p    PROPERTIES, ending with "__CRC32#\x01" + 10 decimal digits + "\x02"
+
+   The digits are the record CRC: crc32(header[0:88], crc32(tail)), tail = TOPICLEN up to the
+   digits (the last byte, the "\x02" after them, is outside every CRC and checked as written).
+   A consume-queue unit is 20 bytes: commit-log offset i64 | size i32 | tags hash i64.
+
+   Functions:
+     crc32(data, value=0)                    zlib's CRC-32 (ISA-L's when tidemq.crc found it)
+     use_crc(address)                        take ISA-L's crc32_gzip_refl at this address
+     append(...)                             pack prepared messages into a segment (commit_log.py)
+     scan_run(buf, pos, limit, positions)    verify consecutive records (codec.scan_run)
+     damaged(buf, starts, sizes)             which records fail their CRCs (integrity.py)
+   Each one's contract is in its Python twin's docstring; the argument lists are below. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define ACCEL_VERSION 1
+
+#define MAGIC_U32 0xDAA320A7u
+#define OFF_BODY 88
+#define FIXED_OVERHEAD 91
+#define CRC_DIGITS_BACK 11
+#define RECORD_MIN 111
+#define TAIL_MIN 23
+#define UNIT_SIZE 20
+
+/* ---------------------------------------------------------------------------------------- CRC */
+
+static uint32_t crc_table[8][256];
+typedef uint32_t (*crc_fn)(uint32_t, const unsigned char *, uint64_t);
+static crc_fn isal_crc = NULL;
+
+static void crc_init_tables(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = crc_table[0][n];
+        for (int k = 1; k < 8; k++) {
+            c = crc_table[0][c & 0xff] ^ (c >> 8);
+            crc_table[k][n] = c;
+        }
+    }
+}
+
+/* slice-by-8 (little-endian machines read 8 bytes at a time; others byte by byte) */
+static uint32_t crc_tables(uint32_t crc, const unsigned char *p, size_t n) {
+    crc = ~crc;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        w ^= crc;
+        crc = crc_table[7][w & 0xff] ^ crc_table[6][(w >> 8) & 0xff] ^ crc_table[5][(w >> 16) & 0xff] ^
+              crc_table[4][(w >> 24) & 0xff] ^ crc_table[3][(w >> 32) & 0xff] ^ crc_table[2][(w >> 40) & 0xff] ^
+              crc_table[1][(w >> 48) & 0xff] ^ crc_table[0][w >> 56];
+        p += 8;
+        n -= 8;
+    }
+#endif
+    while (n--) crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+static inline uint32_t crc32_of(uint32_t crc, const unsigned char *p, size_t n) {
+    if (isal_crc != NULL && n >= 64) return isal_crc(crc, p, (uint64_t)n);
+    return crc_tables(crc, p, n);
+}
+
+/* ------------------------------------------------------------------------------- byte helpers */
+
+static inline void be32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16); p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+static inline void be64(unsigned char *p, uint64_t v) {
+    be32(p, (uint32_t)(v >> 32));
+    be32(p + 4, (uint32_t)v);
+}
+static inline uint32_t rd32(const unsigned char *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+static inline uint64_t rd64(const unsigned char *p) { return ((uint64_t)rd32(p) << 32) | rd32(p + 4); }
+
+/* the 10 decimal digits of a CRC (b"%010d" % crc) */
+static inline void digits10(unsigned char *p, uint32_t v) {
+    for (int k = 9; k >= 0; k--) {
+        p[k] = (unsigned char)('0' + v % 10);
+        v /= 10;
+    }
+}
+/* the value of 10 digits, or -1 when one is not a digit */
+static inline int64_t read_digits10(const unsigned char *p) {
+    int64_t v = 0;
+    for (int k = 0; k < 10; k++) {
+        if (p[k] < '0' || p[k] > '9') return -1;
+        v = v * 10 + (p[k] - '0');
+    }
+    return v;
+}
+
+/* -------------------------------------------------------------------------------- crc32() */
+
+static PyObject *py_crc32(PyObject *self, PyObject *args) {
+    Py_buffer b;
+    unsigned long value = 0;
+    if (!PyArg_ParseTuple(args, "y*|k:crc32", &b, &value)) return NULL;
+    uint32_t c = crc32_of((uint32_t)value, (const unsigned char *)b.buf, (size_t)b.len);
+    PyBuffer_Release(&b);
+    return PyLong_FromUnsignedLong(c);
+}
+
+static PyObject *py_use_crc(PyObject *self, PyObject *arg) {
+    /* address of ISA-L's crc32_gzip_refl(init, buf, len) (tidemq/accel.py finds it in the isal
+       package's module); 0 goes back to the tables. Checked against the tables before use. */
+    unsigned long long addr = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred()) return NULL;
+    if (addr == 0) {
+        isal_crc = NULL;
+        Py_RETURN_FALSE;
+    }
+    crc_fn f = (crc_fn)(uintptr_t)addr;
+    unsigned char probe[300];
+    for (int k = 0; k < 300; k++) probe[k] = (unsigned char)(k * 131 + 7);
+    for (int n = 0; n <= 300; n += 37) {
+        if (f(0x12345678u, probe, (uint64_t)n) != crc_tables(0x12345678u, probe, (size_t)n)) Py_RETURN_FALSE;
+    }
+    isal_crc = f;
+    Py_RETURN_TRUE;
+}
+
+/* ------------------------------------------------------------------------------------ append() */
+
+static PyObject *s_rr, *s_queue_count, *s_next_offsets, *s_queues, *s_name_bytes;
+
+typedef struct {                 /* the write-path state of the topic being written (TopicState) */
+    PyObject *t;                 /* borrowed from the batch item */
+    PyObject *offsets;           /* list, new reference */
+    PyObject *queues;            /* list, new reference */
+    PyObject *name;              /* bytes, new reference */
+    long long rr;
+    Py_ssize_t qc;
+} topic_cur;
+
+static void topic_clear(topic_cur *c) {
+    Py_CLEAR(c->offsets);
+    Py_CLEAR(c->queues);
+    Py_CLEAR(c->name);
+    c->t = NULL;
+}
+
+/* write back the round-robin counter; 0 or -1 (exception set) */
+static int topic_flush(topic_cur *c) {
+    if (c->t == NULL) return 0;
+    PyObject *v = PyLong_FromLongLong(c->rr);
+    if (v == NULL) return -1;
+    int r = PyObject_SetAttr(c->t, s_rr, v);
+    Py_DECREF(v);
+    return r;
+}
+
+static int topic_load(topic_cur *c, PyObject *t) {
+    if (topic_flush(c) < 0) return -1;
+    topic_clear(c);
+    PyObject *rr = PyObject_GetAttr(t, s_rr);
+    if (rr == NULL) return -1;
+    c->rr = PyLong_AsLongLong(rr);
+    Py_DECREF(rr);
+    if (c->rr == -1 && PyErr_Occurred()) return -1;
+    PyObject *qc = PyObject_GetAttr(t, s_queue_count);
+    if (qc == NULL) return -1;
+    c->qc = PyLong_AsSsize_t(qc);
+    Py_DECREF(qc);
+    if (c->qc == -1 && PyErr_Occurred()) return -1;
+    c->offsets = PyObject_GetAttr(t, s_next_offsets);
+    c->queues = PyObject_GetAttr(t, s_queues);
+    c->name = PyObject_GetAttr(t, s_name_bytes);
+    if (c->offsets == NULL || c->queues == NULL || c->name == NULL) return -1;
+    if (!PyList_Check(c->offsets) || !PyList_Check(c->queues) || !PyBytes_Check(c->name) ||
+        PyList_GET_SIZE(c->offsets) < c->qc || PyList_GET_SIZE(c->queues) < c->qc || c->qc <= 0 ||
+        PyBytes_GET_SIZE(c->name) > 255) {
+        PyErr_SetString(PyExc_TypeError, "topic state: next_offsets / queues / name_bytes of the wrong shape");
+        return -1;
+    }
+    c->t = t;
+    return 0;
+}
+
+static int as_i64(PyObject *o, long long *out) {
+    *out = PyLong_AsLongLong(o);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+static int as_i32(PyObject *o, long long *out) {
+    if (as_i64(o, out) < 0) return -1;
+    if (*out < INT32_MIN || *out > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "a 32-bit field out of range");
+        return -1;
+    }
+    return 0;
+}
+
+/* units: {consume queue: [first queue offset, bytearray of units]}; appends one unit */
+static int add_unit(PyObject *units, PyObject *cq, long long qoff, const unsigned char *unit) {
+    PyObject *u = PyDict_GetItemWithError(units, cq);
+    if (u == NULL) {
+        if (PyErr_Occurred()) return -1;
+        PyObject *first = PyLong_FromLongLong(qoff);
+        PyObject *ba = PyByteArray_FromStringAndSize((const char *)unit, UNIT_SIZE);
+        PyObject *pair = (first && ba) ? PyList_New(2) : NULL;
+        if (pair == NULL) {
+            Py_XDECREF(first);
+            Py_XDECREF(ba);
+            return -1;
+        }
+        PyList_SET_ITEM(pair, 0, first);
+        PyList_SET_ITEM(pair, 1, ba);
+        int r = PyDict_SetItem(units, cq, pair);
+        Py_DECREF(pair);
+        return r;
+    }
+    PyObject *ba = PyList_GET_ITEM(u, 1);
+    Py_ssize_t n = PyByteArray_GET_SIZE(ba);
+    if (PyByteArray_Resize(ba, n + UNIT_SIZE) < 0) return -1;
+    memcpy(PyByteArray_AS_STRING(ba) + n, unit, UNIT_SIZE);
+    return 0;
+}
+
+/* append(batch, start, buf, pos, limit, base, now_ms, store_host, units, index_items,
+          res_phys, res_size, res_qid, res_qoff, res_uniq) -> (next, pos, error)
+
+   Packs batch[start:] (commit_log.Prepared tuples) into ``buf`` from ``pos`` while a record
+   ends at or before ``limit``; returns where it stopped: the index of the first item not packed
+   (len(batch): all), the position after the last record packed, and None, or the exception that
+   stopped it at that item (nothing of that item is written). Per item packed: its queue id
+   (round-robin over the topic's queues when None) and queue offset taken from its TopicState,
+   the record written and sealed with its record CRC, its unit added to ``units``, (index keys,
+   physical offset) to ``index_items`` when it has keys, and at its message index i (item[0]):
+   res_phys[i] (int64), res_size[i] (int32), res_qid[i] (int32), res_qoff[i] (int64) and
+   res_uniq[i] (a list) set. */
+static PyObject *py_append(PyObject *self, PyObject *args) {
+    PyObject *batch, *units, *index_items, *res_uniq;
+    Py_ssize_t start, pos, limit;
+    long long base, now_ms;
+    Py_buffer buf, host, rphys, rsize, rqid, rqoff;
+    if (!PyArg_ParseTuple(args, "O!nw*nnLLy*O!O!w*w*w*w*O!:append", &PyList_Type, &batch, &start, &buf, &pos,
+                          &limit, &base, &now_ms, &host, &PyDict_Type, &units, &PyList_Type, &index_items,
+                          &rphys, &rsize, &rqid, &rqoff, &PyList_Type, &res_uniq))
+        return NULL;
+    PyObject *error = NULL, *result = NULL;
+    topic_cur cur = {0};
+    Py_ssize_t nres = PyList_GET_SIZE(res_uniq);
+    int64_t *o_phys = (int64_t *)rphys.buf, *o_qoff = (int64_t *)rqoff.buf;
+    int32_t *o_size = (int32_t *)rsize.buf, *o_qid = (int32_t *)rqid.buf;
+    unsigned char *b = (unsigned char *)buf.buf;
+    Py_ssize_t k = start, nb = PyList_GET_SIZE(batch);
+    if (host.len != 8 || rphys.len < nres * 8 || rqoff.len < nres * 8 || rsize.len < nres * 4 ||
+        rqid.len < nres * 4 || limit > buf.len || pos < 0 || pos > limit) {
+        PyErr_SetString(PyExc_ValueError, "append: buffers of the wrong size");
+        goto done;
+    }
+    for (; k < nb; k++) {
+        PyObject *it = PyList_GET_ITEM(batch, k);
+        if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 16) {
+            PyErr_SetString(PyExc_TypeError, "a prepared message must be a tuple of 16 fields");
+            goto item_error;
+        }
+        PyObject **f = &PyTuple_GET_ITEM(it, 0);
+        Py_ssize_t i = PyLong_AsSsize_t(f[0]);
+        if (i == -1 && PyErr_Occurred()) goto item_error;
+        if (i < 0 || i >= nres) {
+            PyErr_SetString(PyExc_IndexError, "message index outside the results");
+            goto item_error;
+        }
+        PyObject *body = f[1], *t = f[2], *props = f[3], *bh = f[6];
+        if (!PyBytes_Check(body) || !PyBytes_Check(props) || !PyBytes_Check(bh) || PyBytes_GET_SIZE(bh) != 8) {
+            PyErr_SetString(PyExc_TypeError, "body, properties and born host must be bytes (8 for the host)");
+            goto item_error;
+        }
+        if (t != cur.t && topic_load(&cur, t) < 0) goto item_error;
+        Py_ssize_t bl = PyBytes_GET_SIZE(body), tl = PyBytes_GET_SIZE(cur.name), pl = PyBytes_GET_SIZE(props);
+        Py_ssize_t n = FIXED_OVERHEAD + bl + tl + pl;
+        if (pos + n > limit) break;                         /* the caller ends the segment here */
+        long long born_ts, flag, sys_flag, reconsume, prep_tx, crc, th, tcrc, qid;
+        if (as_i64(f[5], &born_ts) < 0 || as_i32(f[7], &flag) < 0 || as_i32(f[8], &sys_flag) < 0 ||
+            as_i32(f[9], &reconsume) < 0 || as_i64(f[10], &prep_tx) < 0 || as_i64(f[12], &th) < 0 ||
+            as_i64(f[15], &tcrc) < 0)
+            goto item_error;
+        const unsigned char *bp = (const unsigned char *)PyBytes_AS_STRING(body);
+        if (pl < CRC_DIGITS_BACK || pl > 32767 || bl > INT32_MAX - 1024) {
+            PyErr_SetString(PyExc_ValueError, "properties must end with the record-CRC tail and fit 32767 bytes");
+            goto item_error;
+        }
+        if (f[11] == Py_None) {
+            crc = crc32_of(0, bp, (size_t)bl) & 0x7FFFFFFF;
+        } else if (as_i64(f[11], &crc) < 0) {
+            goto item_error;
+        }
+        if (f[4] == Py_None) {
+            qid = cur.rr % cur.qc;
+            cur.rr++;
+        } else {
+            qid = PyLong_AsLongLong(f[4]);
+            if (qid == -1 && PyErr_Occurred()) goto item_error;
+            if (qid < 0 || qid >= cur.qc) {
+                PyErr_SetString(PyExc_ValueError, "queue id outside the topic's queues");
+                goto item_error;
+            }
+        }
+        long long qoff;
+        if (as_i64(PyList_GET_ITEM(cur.offsets, qid), &qoff) < 0) goto item_error;
+        PyObject *next = PyLong_FromLongLong(qoff + 1);
+        if (next == NULL) goto item_error;
+        PyObject *cq = PyList_GET_ITEM(cur.queues, qid);
+        unsigned char unit[UNIT_SIZE];
+        long long phys = base + pos;
+        be64(unit, (uint64_t)phys);
+        be32(unit + 8, (uint32_t)n);
+        be64(unit + 12, (uint64_t)th);
+        Py_ssize_t nidx = PyList_GET_SIZE(index_items);
+        if (f[13] != Py_None) {            /* (index keys, physical offset): first, undone on a failure */
+            PyObject *ph = PyLong_FromLongLong(phys);
+            PyObject *pair = ph ? PyTuple_Pack(2, f[13], ph) : NULL;
+            Py_XDECREF(ph);
+            int bad = pair ? PyList_Append(index_items, pair) : -1;
+            Py_XDECREF(pair);
+            if (bad < 0) {
+                Py_DECREF(next);
+                goto item_error;
+            }
+        }
+        Py_INCREF(cq);
+        int bad = add_unit(units, cq, qoff, unit);
+        Py_DECREF(cq);
+        if (bad < 0) {
+            PyList_SetSlice(index_items, nidx, PyList_GET_SIZE(index_items), NULL);
+            Py_DECREF(next);
+            goto item_error;
+        }
+        /* nothing can fail from here on: the record goes in */
+        PyList_SetItem(cur.offsets, qid, next);              /* steals next */
+        unsigned char *r = b + pos;
+        be32(r, (uint32_t)n);
+        be32(r + 4, MAGIC_U32);
+        be32(r + 8, (uint32_t)crc);
+        be32(r + 12, (uint32_t)qid);
+        be32(r + 16, (uint32_t)flag);
+        be64(r + 20, (uint64_t)qoff);
+        be64(r + 28, (uint64_t)phys);
+        be32(r + 36, (uint32_t)sys_flag);
+        be64(r + 40, (uint64_t)born_ts);
+        memcpy(r + 48, PyBytes_AS_STRING(bh), 8);
+        be64(r + 56, (uint64_t)now_ms);
+        memcpy(r + 64, host.buf, 8);
+        be32(r + 72, (uint32_t)reconsume);
+        be64(r + 76, (uint64_t)prep_tx);
+        be32(r + 84, (uint32_t)bl);
+        memcpy(r + OFF_BODY, bp, (size_t)bl);
+        unsigned char *q = r + OFF_BODY + bl;
+        q[0] = (unsigned char)tl;
+        memcpy(q + 1, PyBytes_AS_STRING(cur.name), (size_t)tl);
+        q[1 + tl] = (unsigned char)(pl >> 8);
+        q[2 + tl] = (unsigned char)pl;
+        memcpy(q + 3 + tl, PyBytes_AS_STRING(props), (size_t)pl);
+        digits10(r + n - CRC_DIGITS_BACK, crc32_of((uint32_t)tcrc, r, OFF_BODY));
+        o_phys[i] = phys;
+        o_size[i] = (int32_t)n;
+        o_qid[i] = (int32_t)qid;
+        o_qoff[i] = qoff;
+        PyObject *uq = f[14];
+        Py_INCREF(uq);
+        PyList_SetItem(res_uniq, i, uq);
+        pos += n;
+        continue;
+    item_error: {
+            PyObject *et, *ev, *tb;
+            PyErr_Fetch(&et, &ev, &tb);
+            PyErr_NormalizeException(&et, &ev, &tb);
+            Py_XDECREF(et);
+            Py_XDECREF(tb);
+            error = ev;
+            break;
+        }
+    }
+    if (topic_flush(&cur) < 0) goto done;
+    result = Py_BuildValue("nnO", k, pos, error ? error : Py_None);
+done:
+    topic_clear(&cur);
+    Py_XDECREF(error);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&host);
+    PyBuffer_Release(&rphys);
+    PyBuffer_Release(&rsize);
+    PyBuffer_Release(&rqid);
+    PyBuffer_Release(&rqoff);
+    return result;
+}
+
+/* ---------------------------------------------------------------------------- record checks */
+
+/* Is the record at p (size bytes, within the buffer) intact: its body CRC and record CRC hold,
+   the "\x02" after the digits is there? (integrity.damaged_records / StoredMessage.intact) */
+static int record_intact(const unsigned char *p, int64_t size) {
+    if (size < RECORD_MIN) return 0;
+    uint32_t bcrc = rd32(p + 8);
+    int64_t blen = (int32_t)rd32(p + 84);
+    if (blen < 0 || OFF_BODY + blen + TAIL_MIN > size) return 0;
+    if ((crc32_of(0, p + OFF_BODY, (size_t)blen) & 0x7FFFFFFF) != bcrc) return 0;
+    const unsigned char *end = p + size;
+    if (end[-1] != 2) return 0;
+    int64_t stored = read_digits10(end - CRC_DIGITS_BACK);
+    if (stored < 0) return 0;
+    const unsigned char *tail = p + OFF_BODY + blen;
+    uint32_t tc = crc32_of(0, tail, (size_t)(end - CRC_DIGITS_BACK - tail));
+    return (int64_t)crc32_of(tc, p, OFF_BODY) == stored;
+}
+
+/* scan_run(buf, pos, limit, positions=None) -> (pos, records, body bytes): codec.scan_run */
+static PyObject *py_scan_run(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t pos, limit;
+    PyObject *positions = Py_None;
+    if (!PyArg_ParseTuple(args, "y*nn|O:scan_run", &buf, &pos, &limit, &positions)) return NULL;
+    if (positions != Py_None && !PyList_Check(positions)) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_TypeError, "positions must be a list or None");
+        return NULL;
+    }
+    if (limit > buf.len) limit = buf.len;
+    const unsigned char *b = (const unsigned char *)buf.buf;
+    Py_ssize_t n = 0;
+    long long body_bytes = 0;
+    while (pos >= 0 && pos + FIXED_OVERHEAD <= limit) {
+        const unsigned char *p = b + pos;
+        int64_t size = (int32_t)rd32(p);
+        if (rd32(p + 4) != MAGIC_U32 || size < RECORD_MIN || pos + size > limit) break;
+        if (!record_intact(p, size)) break;
+        if (positions != Py_None) {
+            PyObject *v = PyLong_FromSsize_t(pos);
+            if (v == NULL || PyList_Append(positions, v) < 0) {
+                Py_XDECREF(v);
+                PyBuffer_Release(&buf);
+                return NULL;
+            }
+            Py_DECREF(v);
+        }
+        body_bytes += (int32_t)rd32(p + 84);
+        pos += size;
+        n++;
+    }
+    PyBuffer_Release(&buf);
+    return Py_BuildValue("nnL", pos, n, body_bytes);
+}
+
+/* damaged(buf, starts, sizes) -> list of indexes: integrity.damaged_records (starts, sizes:
+   int64 buffers of the same length; every record within buf) */
+static PyObject *py_damaged(PyObject *self, PyObject *args) {
+    Py_buffer buf, st, sz;
+    if (!PyArg_ParseTuple(args, "y*y*y*:damaged", &buf, &st, &sz)) return NULL;
+    PyObject *out = NULL;
+    if (st.len != sz.len || st.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "damaged: starts and sizes must be int64 arrays of one length");
+        goto done;
+    }
+    out = PyList_New(0);
+    if (out == NULL) goto done;
+    const int64_t *s = (const int64_t *)st.buf, *z = (const int64_t *)sz.buf;
+    const unsigned char *b = (const unsigned char *)buf.buf;
+    for (Py_ssize_t k = 0; k < st.len / 8; k++) {
+        int ok = s[k] >= 0 && z[k] >= RECORD_MIN && s[k] + z[k] <= buf.len && record_intact(b + s[k], z[k]);
+        if (!ok) {
+            PyObject *v = PyLong_FromSsize_t(k);
+            if (v == NULL || PyList_Append(out, v) < 0) {
+                Py_XDECREF(v);
+                Py_CLEAR(out);
+                goto done;
+            }
+            Py_DECREF(v);
+        }
+    }
+done:
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&st);
+    PyBuffer_Release(&sz);
+    return out;
+}
+
+/* ------------------------------------------------------------------------------------ module */
+
+static PyMethodDef methods[] = {
+    {"crc32", py_crc32, METH_VARARGS, "crc32(data, value=0): zlib's CRC-32"},
+    {"use_crc", py_use_crc, METH_O, "use_crc(address): ISA-L's crc32_gzip_refl (0: the tables); True if taken"},
+    {"append", py_append, METH_VARARGS, "pack prepared messages into a segment (commit_log.py)"},
+    {"scan_run", py_scan_run, METH_VARARGS, "verify consecutive records (codec.scan_run)"},
+    {"damaged", py_damaged, METH_VARARGS, "indexes of the records that fail their CRCs (integrity.py)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "tidemq._accel", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__accel(void) {
+    crc_init_tables();
+    s_rr = PyUnicode_InternFromString("rr");
+    s_queue_count = PyUnicode_InternFromString("queue_count");
+    s_next_offsets = PyUnicode_InternFromString("next_offsets");
+    s_queues = PyUnicode_InternFromString("queues");
+    s_name_bytes = PyUnicode_InternFromString("name_bytes");
+    if (!s_rr || !s_queue_count || !s_next_offsets || !s_queues || !s_name_bytes) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "VERSION", ACCEL_VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
