@@ -40,6 +40,7 @@
      append(...)                             pack prepared messages into a segment (commit_log.py)
      scan_run(buf, pos, limit, positions)    verify consecutive records (codec.scan_run)
      damaged(buf, starts, sizes)             which records fail their CRCs (integrity.py)
+     index_put(...)                          the index entries of a batch (index_file.py)
    Each one's contract is in its Python twin's docstring; the argument lists are below. */
 
 #define PY_SSIZE_T_CLEAN
@@ -430,6 +431,61 @@ done:
     return result;
 }
 
+/* --------------------------------------------------------------------------------- index_put() */
+
+/* index_put(buf, slots, entries_at, count, end, items, start, diff_s) -> (count, last offset)
+
+   index_file.IndexFile.put_many's loop: items[start:end] ((key str, physical offset) pairs) go
+   in as entries count, count + 1, ...: the key's hash crc32(utf-8) & 0x7FFFFFFF, its 20-byte
+   entry (hash i32, offset i64, diff_s i32, previous entry i32: the slot's value when it names an
+   entry before this one, else 0) at entries_at + count * 20, then the slot set to it. The caller
+   checked that they fit. */
+static PyObject *py_index_put(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t slots, at, count, end, start;
+    long long diff_s;
+    PyObject *items;
+    if (!PyArg_ParseTuple(args, "w*nnnO!nnL:index_put", &buf, &slots, &at, &count, &PyList_Type, &items, &start,
+                          &end, &diff_s))
+        return NULL;
+    PyObject *result = NULL;
+    unsigned char *b = (unsigned char *)buf.buf;
+    long long phys = -1;
+    if (end > PyList_GET_SIZE(items)) end = PyList_GET_SIZE(items);
+    if (slots <= 0 || at < 40 + slots * 4 || count < 1 || start < 0 || (end - start + count) * 20 + at > buf.len) {
+        PyErr_SetString(PyExc_ValueError, "index_put: a file of the wrong shape");
+        goto done;
+    }
+    for (Py_ssize_t k = start; k < end; k++) {
+        PyObject *it = PyList_GET_ITEM(items, k);
+        if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 2) {
+            PyErr_SetString(PyExc_TypeError, "index items are (key, physical offset)");
+            goto done;
+        }
+        long long ph = PyLong_AsLongLong(PyTuple_GET_ITEM(it, 1));
+        if (ph == -1 && PyErr_Occurred()) goto done;
+        Py_ssize_t len;
+        const char *key = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(it, 0), &len);
+        if (key == NULL) goto done;
+        uint32_t h = crc32_of(0, (const unsigned char *)key, (size_t)len) & 0x7FFFFFFF;
+        unsigned char *slot = b + 40 + (h % (uint32_t)slots) * 4;
+        int64_t prev = (int32_t)rd32(slot);
+        if (prev < 0 || prev >= count) prev = 0;
+        unsigned char *e = b + at + count * 20;
+        be32(e, h);
+        be64(e + 4, (uint64_t)ph);
+        be32(e + 12, (uint32_t)diff_s);
+        be32(e + 16, (uint32_t)prev);
+        be32(slot, (uint32_t)count);
+        count++;
+        phys = ph;
+    }
+    result = Py_BuildValue("nL", count, phys);
+done:
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 /* ---------------------------------------------------------------------------- record checks */
 
 /* Is the record at p (size bytes, within the buffer) intact: its body CRC and record CRC hold,
@@ -525,6 +581,7 @@ static PyMethodDef methods[] = {
     {"crc32", py_crc32, METH_VARARGS, "crc32(data, value=0): zlib's CRC-32"},
     {"use_crc", py_use_crc, METH_O, "use_crc(address): ISA-L's crc32_gzip_refl (0: the tables); True if taken"},
     {"append", py_append, METH_VARARGS, "pack prepared messages into a segment (commit_log.py)"},
+    {"index_put", py_index_put, METH_VARARGS, "index entries of many items (index_file.py)"},
     {"scan_run", py_scan_run, METH_VARARGS, "verify consecutive records (codec.scan_run)"},
     {"damaged", py_damaged, METH_VARARGS, "indexes of the records that fail their CRCs (integrity.py)"},
     {NULL, NULL, 0, NULL},

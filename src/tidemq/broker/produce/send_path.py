@@ -70,6 +70,8 @@ class SendPath:
         # after a start the window is empty: until then, ids it does not know are looked up in the
         # index (durable, rebuilt by recovery) among messages stored from ``_index_from_ms`` on
         span_s = config.send_dedup_after_restart_s if config.send_dedup_window_entries else 0.0
+        if store.commitlog_max_offset == store.commitlog_min_offset:
+            span_s = 0.0             # nothing was stored before this start: nothing to look up
         self._index_until_s = time.monotonic() + span_s
         self._index_from_ms = store.clock.now_ms() - int(span_s * 1000)
         self.latency = None          # observe/latency.LatencyBuckets of the puts, once the broker observes
