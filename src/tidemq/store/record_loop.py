@@ -13,7 +13,8 @@ Per item packed: the queue id (round-robin over the topic's queues when None) an
 offset are taken from its TopicState, the record is written, ``units[cq]`` (``[first queue
 offset, bytearray of 20-byte units]``) and ``index_items`` ((keys, physical offset), for items
 with keys) are extended, and at its message index ``i = item[0]``: ``res_phys[i]``,
-``res_size[i]``, ``res_qid[i]``, ``res_qoff[i]``, ``res_uniq[i]``. A body CRC of None is computed.
+``res_size[i]``, ``res_qid[i]``, ``res_qoff[i]``, ``res_uniq[i]``. A body CRC or a tail CRC of
+None is computed here.
 
 Two implementations with one contract: ``tidemq._accel.append`` (compiled, src/tidemq/_accel.c)
 and ``py_append`` here; ``append`` is the one tidemq.accel selected. tests/test_accel.py holds
@@ -61,6 +62,8 @@ def py_append(batch, start, buf, pos, limit, base, now_ms, store_host, units, in
             s.pack_into(buf, pos, n, MAGIC, crc, q, flag, qoff, phys, sys_flag, born_ts, born_host, now_ms,
                         store_host, reconsume, prep_tx, bl, body, tl, topic, pl, props)
             end = pos + n    # the record CRC (see codec): crc32(header, crc32(tail))
+            if tcrc is None:        # the tail's CRC: TOPICLEN up to the digits
+                tcrc = crc32(buf[pos + off_body + bl:end - back])
             buf[end - back:end - 1] = b"%010d" % crc32(buf[pos:pos + off_body], tcrc)
             t.rr = rr
             offsets[q] = qoff + 1

@@ -517,6 +517,15 @@ class MessageStore:
             return self._refused(len(entries))
         return w.put_encoded(topic, entries)
 
+    def put_columns(self, topic: str, bodies: list, properties: list, tags_hashes: list, uniq_keys: list,
+                    keys: list, skip=None) -> PutResults:
+        """Put messages of one topic given as columns (the broker's SendRecords path): see
+        StoreWriter.put_columns."""
+        w = self.writer
+        if w is None:
+            return self._refused(len(bodies))
+        return w.put_columns(topic, bodies, properties, tags_hashes, uniq_keys, keys, skip)
+
     # Read path (reader.py) ----------------------------------------------------------------
     def min_offset(self, topic: str, queue_id: int) -> int:
         self._running("min_offset")

@@ -127,6 +127,17 @@ class SendPath:
             earlier = self._stored_before_start(topic, message_id)
         return earlier
 
+    def seen_many(self, topic: str, message_ids: list) -> dict[int, tuple[int, str]]:
+        """``seen`` of many ids (None: skipped): {index: (queue offset, transaction id)}."""
+        found = self.recent.find_many(topic, message_ids)
+        if self._index_until_s and time.monotonic() < self._index_until_s:
+            for i, m in enumerate(message_ids):
+                if m and i not in found:
+                    earlier = self._stored_before_start(topic, m)
+                    if earlier is not None:
+                        found[i] = earlier
+        return found
+
     def _stored_before_start(self, topic: str, message_id: str) -> tuple[int, str] | None:
         """A message of this id stored shortly before the broker started (the index has its
         UNIQ_KEY), remembered in the window; None when there is none (or no index)."""
@@ -164,6 +175,17 @@ class SendPath:
             out = await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_encoded, topic, entries)
         else:
             out = self.store.put_encoded(topic, entries)
+        if self.latency is not None:
+            self.latency.observe(time.perf_counter() - began)
+        return out
+
+    async def put_columns(self, topic: str, *columns, skip=None):
+        began = time.perf_counter()
+        if self._sync:
+            out = await asyncio.get_running_loop().run_in_executor(
+                self._puts, lambda: self.store.put_columns(topic, *columns, skip=skip))
+        else:
+            out = self.store.put_columns(topic, *columns, skip=skip)
         if self.latency is not None:
             self.latency.observe(time.perf_counter() - began)
         return out
