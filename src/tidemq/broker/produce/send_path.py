@@ -59,7 +59,7 @@ def put_code(st: PutStatus, reason: PutReason | None) -> int:
 
 class SendPath:
     def __init__(self, store: MessageStore, config: BrokerConfig, gate: SendGate, puts: ThreadPoolExecutor,
-                 on_stored: Callable[[], None]) -> None:
+                 on_stored: Callable[..., None]) -> None:
         self.store = store
         self.config = config
         self.gate = gate
@@ -190,6 +190,7 @@ class SendPath:
             self.latency.observe(time.perf_counter() - began)
         return out
 
-    def stored(self) -> None:
-        """Something was stored: long-polling receives and the timer wake up."""
-        self._on_stored()
+    def stored(self, parked: bool = False) -> None:
+        """Something was stored: long-polling receives wake up, and the timer when a delayed
+        message was parked (``parked``)."""
+        self._on_stored(parked)
