@@ -43,12 +43,14 @@
      index_put(...)                          the index entries of a batch (index_file.py)
      send_frame(raw, reserved, id_max)       a SendRecords frame, checked, as store columns
      prepare_columns(...)                    those columns as prepared messages (writer.py)
+     decode_run(cls, data, sizes)            records back to back as StoredMessage objects
    Each one's contract is in its Python twin's docstring; the argument lists are below. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <structmember.h>
 
 #define ACCEL_VERSION 1
 
@@ -947,6 +949,95 @@ done:
     return out;
 }
 
+/* ------------------------------------------------------------------------------- decode_run() */
+
+/* decode_run(cls, data, sizes) -> list: codec.decode_records. ``cls`` is codec.StoredMessage
+   (a __slots__ class: _head, body, _tail, _f, _topic, _props); one instance per record of
+   ``data`` (records back to back, ``sizes`` an int32 buffer), made as its __init__ would
+   (copies of the header, body and tail; the lazy fields None), each record's framing checked
+   as decode_record checks it (ValueError naming the position otherwise). */
+static Py_ssize_t slot_off[6];
+static PyObject *slot_cls = NULL;
+static const char *slot_names[6] = {"_head", "body", "_tail", "_f", "_topic", "_props"};
+
+static int slots_of(PyObject *cls) {
+    if (cls == slot_cls) return 0;
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "decode_run: cls must be a class");
+        return -1;
+    }
+    for (int k = 0; k < 6; k++) {
+        PyObject *d = PyObject_GetAttrString(cls, slot_names[k]);
+        if (d == NULL) return -1;
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) &&
+                 ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
+        if (ok) slot_off[k] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "decode_run: %s is not a slot", slot_names[k]);
+            return -1;
+        }
+    }
+    Py_XDECREF(slot_cls);
+    Py_INCREF(cls);
+    slot_cls = cls;
+    return 0;
+}
+
+static PyObject *py_decode_run(PyObject *self, PyObject *args) {
+    PyObject *cls;
+    Py_buffer data, sizes;
+    if (!PyArg_ParseTuple(args, "Oy*y*:decode_run", &cls, &data, &sizes)) return NULL;
+    PyObject *out = NULL;
+    if (slots_of(cls) < 0) goto done;
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    Py_ssize_t n = sizes.len / 4;
+    out = PyList_New(n);
+    if (out == NULL) goto done;
+    const unsigned char *b = (const unsigned char *)data.buf;
+    const int32_t *sz = (const int32_t *)sizes.buf;
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int64_t size = sz[k];
+        const unsigned char *p = b + pos;
+        if (size < OFF_BODY || pos + size > data.len) {
+            PyErr_Format(PyExc_ValueError, "short record at %zd", pos);
+            goto fail;
+        }
+        int64_t blen = (int32_t)rd32(p + 84);
+        int64_t b1 = OFF_BODY + blen;
+        if (rd32(p + 4) != MAGIC_U32 || (int32_t)rd32(p) != size || blen < 0 || b1 + 3 > size) {
+            PyErr_Format(PyExc_ValueError, "not a record at %zd", pos);
+            goto fail;
+        }
+        int64_t tl = p[b1], tail_len = size - b1;
+        if (tl + 3 > tail_len || tl + 3 + (int16_t)((p[b1 + 1 + tl] << 8) | p[b1 + 2 + tl]) != tail_len) {
+            PyErr_Format(PyExc_ValueError, "inconsistent lengths at %zd", pos);
+            goto fail;
+        }
+        PyObject *m = tp->tp_alloc(tp, 0);
+        if (m == NULL) goto fail;
+        PyList_SET_ITEM(out, k, m);
+        PyObject *v[3] = {PyBytes_FromStringAndSize((const char *)p, OFF_BODY),
+                          PyBytes_FromStringAndSize((const char *)p + OFF_BODY, blen),
+                          PyBytes_FromStringAndSize((const char *)p + b1, tail_len)};
+        for (int j = 0; j < 3; j++) *(PyObject **)((char *)m + slot_off[j]) = v[j];
+        for (int j = 3; j < 6; j++) {
+            Py_INCREF(Py_None);
+            *(PyObject **)((char *)m + slot_off[j]) = Py_None;
+        }
+        if (!v[0] || !v[1] || !v[2]) goto fail;
+        pos += size;
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&sizes);
+    return out;
+}
+
 /* ------------------------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -955,6 +1046,7 @@ static PyMethodDef methods[] = {
     {"append", py_append, METH_VARARGS, "pack prepared messages into a segment (commit_log.py)"},
     {"send_frame", py_send_frame, METH_VARARGS, "a SendRecords frame, checked (protocol/send_frame.py)"},
     {"prepare_columns", py_prepare_columns, METH_VARARGS, "columns as prepared messages (writer.py)"},
+    {"decode_run", py_decode_run, METH_VARARGS, "records back to back as StoredMessage objects (codec.py)"},
     {"index_put", py_index_put, METH_VARARGS, "index entries of many items (index_file.py)"},
     {"scan_run", py_scan_run, METH_VARARGS, "verify consecutive records (codec.scan_run)"},
     {"damaged", py_damaged, METH_VARARGS, "indexes of the records that fail their CRCs (integrity.py)"},
