@@ -288,7 +288,8 @@ class MessageStore:
             self.commit_log.warmer = self.warmer
             self._services.append(self.warmer)
         if cfg.sync_flush:
-            self.group_commit = GroupCommitService(self.commit_log.flush, lambda: self.commit_log.flushed_offset)
+            self.group_commit = GroupCommitService(self.commit_log.flush, lambda: self.commit_log.flushed_offset,
+                                                   cfg.sync_flush_gather_us_max / 1e6)
             self._services.append(self.group_commit)
         else:
             self.async_flush = AsyncFlushService(self.commit_log.flush, self.commit_log.dirty_bytes, self.clock,
