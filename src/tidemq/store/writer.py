@@ -323,18 +323,10 @@ class StoreWriter:
         indexed). Queues are picked round-robin. Checked here: the topic (created when
         auto_create_topics), body type and size, properties size, record size."""
         n = len(entries)
-        why = self.refusal()
-        if why is not None:
-            return PutResults.all_refused(n, PutResult.refused(*why))
-        t = self.topics.topics.get(topic)
+        t, results = self._topic_batch(topic, n)
         if t is None:
-            bad = check_topic(topic, self.config.auto_create_topics)
-            if bad is None:
-                t, bad = self.create_topic_for_put(topic)
-            if bad is not None:
-                return PutResults.all_refused(n, bad)
-        now = self.clock.now_ms()
-        results = PutResults(n, now, self.store_host)
+            return results
+        now = results.now
         host = self.store_host
         max_body = self.max_body
         max_props = codec.USER_PROPERTIES_MAX_BYTES
@@ -370,6 +362,21 @@ class StoreWriter:
             return results
         return self.append(prepared, results, now)
 
+    def _topic_batch(self, topic: str, n: int) -> tuple[TopicState | None, PutResults]:
+        """The start of a put of ``n`` messages of one topic: (the topic, its empty results), or
+        (None, every message refused: the store's refusal, or the topic's)."""
+        why = self.refusal()
+        if why is not None:
+            return None, PutResults.all_refused(n, PutResult.refused(*why))
+        t = self.topics.topics.get(topic)
+        if t is None:
+            bad = check_topic(topic, self.config.auto_create_topics)
+            if bad is None:
+                t, bad = self.create_topic_for_put(topic)
+            if bad is not None:
+                return None, PutResults.all_refused(n, bad)
+        return t, PutResults(n, self.clock.now_ms(), self.store_host)
+
     def put_columns(self, topic: str, bodies: list, properties: list, tags_hashes: list, uniq_keys: list,
                     keys: list, skip=None) -> PutResults:
         """Put messages of one topic given as columns (the broker's SendRecords path, built by
@@ -380,18 +387,10 @@ class StoreWriter:
         picked round-robin. The same checks, statuses and reasons as put_encoded, with no
         Python work per message when tidemq.accel has the compiled loops."""
         n = len(bodies)
-        why = self.refusal()
-        if why is not None:
-            return PutResults.all_refused(n, PutResult.refused(*why))
-        t = self.topics.topics.get(topic)
+        t, results = self._topic_batch(topic, n)
         if t is None:
-            bad = check_topic(topic, self.config.auto_create_topics)
-            if bad is None:
-                t, bad = self.create_topic_for_put(topic)
-            if bad is not None:
-                return PutResults.all_refused(n, bad)
-        now = self.clock.now_ms()
-        results = PutResults(n, now, self.store_host)
+            return results
+        now = results.now
         max_record = self.commit_log.max_record_size
         tl = len(t.name_bytes)
         tail = codec.RECORD_CRC_TAIL_LEN
