@@ -174,7 +174,7 @@ class MessageStore:
         self.segments.load()
         readonly = {os.path.normpath(d) for d in cfg.readonly_commitlog_dirs}
         self.commit_log = CommitLog(cfg, fio, self.segments, dir_offline=lambda d: self.disk.is_offline(d)
-                                    or os.path.normpath(d) in readonly)
+                                    or (bool(readonly) and os.path.normpath(d) in readonly))
         self.commit_log.load_sealed()
         queues_lost = not fio.is_dir(cfg.consumequeue_path) or not fio.listdir(cfg.consumequeue_path)
         self.queues = ConsumeQueueTable(fio, cfg.consumequeue_path, cfg.consume_queue_units_per_segment,
