@@ -13,7 +13,9 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
+from tidemq.io import OsFileIO
 from tidemq.spark import archive
+from tidemq.store.archive import read_manifest
 
 from .test_archive import archiving_store, fill
 
@@ -91,7 +93,7 @@ def test_offsets_in_neither_tier_are_a_data_loss(spark, env, tmp_path):
     s, root, dest, cl = archiving_store(env, tmp_path, 1)
     acked: list = []
     cycle(spark, s, root, dest, cl, acked, 0)
-    manifest = json.load(open(os.path.join(root, "archive", "manifest.json")))
+    manifest = read_manifest(OsFileIO(), root)
     run = next(iter(manifest["segments"].values()))["run"]
     lost = spark.read.parquet(os.path.join(dest, f"run={run}")).where("queue_offset < 100").count()
     assert lost == 100

@@ -12,14 +12,14 @@ The record layout is in ``codec.py``.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
 from typing import TYPE_CHECKING, Iterator, NamedTuple
 
+from .. import checked
 from ..config import StoreConfig
-from ..io import FileIO, read_whole, write_atomic
+from ..io import FileIO
 from . import codec, layout, record_loop
 from .codec import BLANK_MAGIC, BLANK_MIN, SIZE_MAGIC
 from .mapped_file import MappedFile
@@ -67,10 +67,14 @@ class Prepared(NamedTuple):
 def read_sealed(fio: FileIO, root: str) -> dict[int, int]:
     """The early seals of a store (``config/sealed.json``): segment start offset -> position
     of the seal, where readers go on to the next segment. {} when there are none."""
-    path = layout.sealed_path(root)
-    if not fio.exists(path):
-        return {}
-    doc = json.loads(read_whole(fio, path).decode("utf-8"))
+    doc = checked.load(fio, layout.sealed_path(root), "early seals", check=_seals).doc
+    return _seals(doc) if doc is not None else {}
+
+
+def _seals(doc) -> dict[int, int]:
+    """The seals a document holds (a checked document, tidemq/checked.py); raises on anything else.
+    Lost seals (file and backup damaged) are not lost data: recovery and the scans find the
+    next valid record after a seal by its magic and CRC."""
     return {int(k): int(v) for k, v in doc.items()}
 
 
@@ -154,8 +158,7 @@ class CommitLog:
 
     def _save_sealed(self) -> None:
         self.fio.makedirs(os.path.dirname(self._sealed_path))
-        write_atomic(self.fio, self._sealed_path,
-                     json.dumps({str(k): v for k, v in sorted(self.sealed.items())}).encode("utf-8"))
+        checked.write(self.fio, self._sealed_path, {str(k): v for k, v in sorted(self.sealed.items())})
 
     def seal_early(self, mf: MappedFile) -> None:
         """End ``mf`` here: recorded durably (the BLANK written into a failing directory may never
