@@ -336,10 +336,11 @@ class StoreConfig(_Loadable):
     flush_least_pages: int = _f(4, "async flush waits for this many dirty 4 KiB pages", 0, 1_000_000)
     flush_thorough_interval_ms: int = _f(10_000, "async flush flushes everything at least this often", 1, 600_000)
     sync_flush_timeout_ms: int = _f(5_000, "a SYNC_FLUSH put not durable by then answers FLUSH_DISK_TIMEOUT", 1, 600_000)
-    sync_flush_gather_us_max: int = _f(1_000, "SYNC_FLUSH group commit: before an fsync, wait at most this long (and at "
-                                              "most half the last fsync) for the writers the last one released to "
-                                              "append again, so one fsync covers them all (0: fsync at once)",
-                                       0, 100_000)
+    sync_flush_gather_us_max: int = _f(0, "SYNC_FLUSH group commit: before an fsync, wait at most this long (and at "
+                                          "most half the last fsync) for the writers the last one released to "
+                                          "append again, so one fsync covers them all (fewer fsyncs per message; "
+                                          "on a disk busy with fsyncs no faster: off by default; 0: fsync at once)",
+                                   0, 100_000)
     flush_consume_queue_interval_ms: int = _f(1_000, "flush period of consume queues and index", 1, 60_000)
     checkpoint_interval_ms: int = _f(1_000, "the checkpoint file is flushed at least this often", 10, 60_000)
 
