@@ -138,6 +138,28 @@ def src_revision() -> dict[str, Any]:
     return out
 
 
+def _build_accel(tmp: str) -> bool:
+    """Build the snapshot's compiled part (tidemq/_accel.c, as setup.py does) next to its sources:
+    the code measured is what `pip install` makes of that revision. False when it has none or it
+    cannot be built (then the snapshot runs the Python twins, as an install would)."""
+    src = os.path.join(tmp, "tidemq", "_accel.c")
+    if not os.path.exists(src):
+        return False
+    try:
+        from setuptools import Distribution, Extension
+        dist = Distribution({"ext_modules": [Extension("tidemq._accel", [src], extra_compile_args=["-O2", "-std=c11"])]})
+        cmd = dist.get_command_obj("build_ext")
+        cmd.build_lib = tmp
+        cmd.build_temp = os.path.join(tmp, ".build")
+        cmd.ensure_finalized()
+        cmd.run()
+        shutil.rmtree(cmd.build_temp, ignore_errors=True)
+        return True
+    except Exception as e:  # noqa: BLE001 - a snapshot without it still measures the Python twins
+        progress(f"snapshot: tidemq._accel not built ({e}): the Python twins will run")
+        return False
+
+
 def snapshot(worktree: bool = False, rev: str = "HEAD") -> str:
     """Freeze the code to measure: by default src/tidemq as committed at ``rev`` (HEAD; ``git
     archive``: reproducible by checking the commit out), with ``worktree`` the working tree as it
@@ -160,6 +182,8 @@ def snapshot(worktree: bool = False, rev: str = "HEAD") -> str:
         subprocess.run(["tar", "-x", "-C", tmp, "--strip-components=1"], input=archive, check=True)
         info = {"head": head, "src_dirty": False, "from": f"git archive {rev}"}
     info["tree_sha1"] = tree_sha1(tmp)
+    if not worktree:
+        info["accel"] = _build_accel(tmp)
     info["taken"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     with open(os.path.join(tmp, "REVISION.json"), "w") as fh:
         json.dump(info, fh, indent=2)

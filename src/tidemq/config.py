@@ -35,8 +35,17 @@ GIB = 1024 * MIB
 
 ENV_PREFIX = "TIDEMQ_"
 # TIDEMQ_* variables that are not settings of a config class (command options' twins, benchmarks)
-ENV_NOT_SETTINGS = frozenset({"TIDEMQ_CONFIG", "TIDEMQ_ENDPOINT", "TIDEMQ_BENCH_SRC", "TIDEMQ_BENCH_RESULTS"})
+ENV_NOT_SETTINGS = frozenset({"TIDEMQ_CONFIG", "TIDEMQ_ENDPOINT", "TIDEMQ_BENCH_SRC", "TIDEMQ_BENCH_RESULTS",
+                              "TIDEMQ_ACCEL"})
 SECTIONS: dict[str, type] = {}       # TOML section -> config class (filled by the classes below)
+
+
+def accel_wanted(env: Mapping[str, str] | None = None) -> bool:
+    """TIDEMQ_ACCEL: "0" runs the pure-Python record loops even where the compiled ones
+    (tidemq._accel) are built (tidemq/accel.py; CI runs the suite both ways); anything else, or
+    unset, uses the compiled ones when they are there. Read once, at import of tidemq.accel."""
+    v = (os.environ if env is None else env).get("TIDEMQ_ACCEL", "1").strip().lower()
+    return v not in ("0", "false", "no", "off")
 
 
 def _f(default: Any, doc: str, lo: float | None = None, hi: float | None = None,
@@ -327,6 +336,11 @@ class StoreConfig(_Loadable):
     flush_least_pages: int = _f(4, "async flush waits for this many dirty 4 KiB pages", 0, 1_000_000)
     flush_thorough_interval_ms: int = _f(10_000, "async flush flushes everything at least this often", 1, 600_000)
     sync_flush_timeout_ms: int = _f(5_000, "a SYNC_FLUSH put not durable by then answers FLUSH_DISK_TIMEOUT", 1, 600_000)
+    sync_flush_gather_us_max: int = _f(0, "SYNC_FLUSH group commit: before an fsync, wait at most this long (and at "
+                                          "most half the last fsync) for the writers the last one released to "
+                                          "append again, so one fsync covers them all (fewer fsyncs per message; "
+                                          "on a disk busy with fsyncs no faster: off by default; 0: fsync at once)",
+                                   0, 100_000)
     flush_consume_queue_interval_ms: int = _f(1_000, "flush period of consume queues and index", 1, 60_000)
     checkpoint_interval_ms: int = _f(1_000, "the checkpoint file is flushed at least this often", 10, 60_000)
 

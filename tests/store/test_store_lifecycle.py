@@ -11,7 +11,7 @@ import random
 import pytest
 
 from tidemq.io import LockedError
-from tidemq.store import (GetStatus, Message, MessageStore, PutReason, PutStatus, StoreError, StoreNotRunning,
+from tidemq.store import (GetStatus, codec, Message, MessageStore, PutReason, PutStatus, StoreError, StoreNotRunning,
                           StoreState)
 from tidemq.testing.faulty_io import FaultyFileIO
 
@@ -22,6 +22,7 @@ STATUS_CALLS = {
     "put": lambda s: [s.put(Message("T", b"x"))],
     "put_batch": lambda s: s.put_batch([Message("T", b"x"), Message("T", b"y")]),
     "put_encoded": lambda s: s.put_encoded("T", [(b"x", b"", 0, None, None)]),
+    "put_columns": lambda s: s.put_columns("T", [b"x"], [codec.RECORD_CRC_TAIL], [0], [None], [None]),
 }
 GET_CALLS = {
     "get": lambda s: s.get("G", "T", 0, 0),

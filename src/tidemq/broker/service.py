@@ -90,9 +90,10 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.timer.close()
         self.transactions.close()
 
-    def _stored(self) -> None:
+    def _stored(self, parked: bool = False) -> None:
         self.consumption.notify_arrival()          # long-polling receives wake up
-        self.timer.wake.set()                      # a delayed message may be due before the next one
+        if parked:                                 # a delayed message may be due before the next one
+            self.timer.wake.set()                  # (woken per send, its round cost every send ~0.1 ms)
 
     # Routes ----------------------------------------------------------------------------------
     def _ensure_topic(self, name: str) -> int:

@@ -23,7 +23,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from ..protocol import data, pull_frame, send_frame
 from ..protocol.signing import date_time, signed_metadata
 from ..protocol.stubs import Code, Encoding, MessageType, code_name, pb, sgrpc, spb
-from ..store.codec import decode_record
+from ..store.codec import decode_records
 
 
 class ClientError(RuntimeError):
@@ -80,12 +80,7 @@ class RecordsResult:
 
     def messages(self) -> list:
         """The records decoded one by one (StoredMessage); bulk readers decode ``data`` themselves."""
-        out = []
-        pos = 0
-        for size in self.sizes:
-            out.append(decode_record(self.data, pos, size))
-            pos += size
-        return out
+        return decode_records(self.data, self.sizes)
 
 
 LOOKAHEAD_BYTES = 4 << 20      # HTTP/2 flow-control lookahead of the client's streams

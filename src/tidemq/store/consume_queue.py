@@ -187,8 +187,11 @@ class ConsumeQueue:
                 self.fio.makedirs(self.dir)
                 self._dir_made = True
             new = not self.files or start > self.files[-1]
-            with self.handles.use(self._path(start), create=new) as h:
-                self.fio.pwrite(h, chunk, (off - start) * UNIT_SIZE)
+            entry = self.handles.acquire(self._path(start), create=new)     # (use() without its generator)
+            try:
+                self.fio.pwrite(entry[0], chunk, (off - start) * UNIT_SIZE)
+            finally:
+                self.handles.release(entry)
             if new:
                 if not self.files:
                     self.fio.fsync_dir(os.path.dirname(self.dir))

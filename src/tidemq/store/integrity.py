@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from ..accel import ACCEL
 from ..crc import crc32 as _crc32
 from .codec import CRC_DIGITS_BACK, OFF_BODY, OFF_BODYCRC, OFF_BODYLEN, RECORD_CRC_DIGITS, RECORD_MIN, TAIL_MIN
 
@@ -33,7 +34,15 @@ _TAIL_ROOM = TAIL_MIN - CRC_DIGITS_BACK     # bytes a record needs after its bod
 
 def damaged_records(buf, starts, sizes) -> list[int]:
     """Indices of the records at ``starts`` (of ``sizes`` bytes, as consume-queue units say;
-    each within ``buf``: an mmap, bytes or a numpy uint8 array) that fail their checks."""
+    each within ``buf``: an mmap, bytes or a numpy uint8 array) that fail their checks: one C
+    loop (tidemq._accel.damaged) when tidemq.accel has it, else py_damaged_records."""
+    if ACCEL is None:
+        return py_damaged_records(buf, starts, sizes)
+    return ACCEL.damaged(buf, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(sizes, np.int64))
+
+
+def py_damaged_records(buf, starts, sizes) -> list[int]:
+    """damaged_records in Python: the fixed fields with numpy, the CRCs per record."""
     starts = np.asarray(starts, np.int64)
     sizes = np.asarray(sizes, np.int64)
     small = sizes < RECORD_MIN

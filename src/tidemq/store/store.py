@@ -47,7 +47,7 @@ from .reader import StoreReader
 from .recovery import RecoveryReport, recover
 from .segment_queue import SegmentQueue
 from .topics import TopicTable
-from .types import (GetResult, GetStatus, Message, PutReason, PutResult, StoreError, StoreNotRunning,
+from .types import (GetResult, GetStatus, Message, PutReason, PutResult, PutResults, StoreError, StoreNotRunning,
                     StoreState)
 from .verify import CheckReport, check_store
 from .warmer import SegmentWarmer
@@ -177,7 +177,7 @@ class MessageStore:
         self.segments.load()
         readonly = {os.path.normpath(d) for d in cfg.readonly_commitlog_dirs}
         self.commit_log = CommitLog(cfg, fio, self.segments, dir_offline=lambda d: self.disk.is_offline(d)
-                                    or os.path.normpath(d) in readonly)
+                                    or (bool(readonly) and os.path.normpath(d) in readonly))
         self.commit_log.load_sealed()
         queues_lost = not fio.is_dir(cfg.consumequeue_path) or not fio.listdir(cfg.consumequeue_path)
         self.queues = ConsumeQueueTable(fio, cfg.consumequeue_path, cfg.consume_queue_units_per_segment,
@@ -293,7 +293,8 @@ class MessageStore:
             self.commit_log.warmer = self.warmer
             self._services.append(self.warmer)
         if cfg.sync_flush:
-            self.group_commit = GroupCommitService(self.commit_log.flush, lambda: self.commit_log.flushed_offset)
+            self.group_commit = GroupCommitService(self.commit_log.flush, lambda: self.commit_log.flushed_offset,
+                                                   cfg.sync_flush_gather_us_max / 1e6)
             self._services.append(self.group_commit)
         else:
             self.async_flush = AsyncFlushService(self.commit_log.flush, self.commit_log.dirty_bytes, self.clock,
@@ -515,8 +516,8 @@ class MessageStore:
         why = self.put_refusal()
         return why[1] if why is not None else None
 
-    def _refused(self, n: int) -> list[PutResult]:
-        return [PutResult.refused(*_NOT_SERVING[self._state])] * n
+    def _refused(self, n: int) -> PutResults:
+        return PutResults.all_refused(n, PutResult.refused(*_NOT_SERVING[self._state]))
 
     def put(self, msg: Message) -> PutResult:
         w = self.writer
@@ -524,7 +525,7 @@ class MessageStore:
             return self._refused(1)[0]
         return w.put_batch([msg])[0]
 
-    def put_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
+    def put_batch(self, msgs: Sequence[Message]) -> PutResults:
         """Put many messages with one lock, one append pass and one flush wait.
         Returns one PutResult per message, in order (writer.py)."""
         w = self.writer
@@ -532,13 +533,22 @@ class MessageStore:
             return self._refused(len(msgs))
         return w.put_batch(msgs)
 
-    def put_encoded(self, topic: str, entries: Sequence[tuple]) -> list[PutResult]:
+    def put_encoded(self, topic: str, entries: Sequence[tuple]) -> PutResults:
         """Put messages of one topic whose properties are already encoded (the broker's raw
         send path): see StoreWriter.put_encoded."""
         w = self.writer
         if w is None:
             return self._refused(len(entries))
         return w.put_encoded(topic, entries)
+
+    def put_columns(self, topic: str, bodies: list, properties: list, tags_hashes: list, uniq_keys: list,
+                    keys: list, skip=None) -> PutResults:
+        """Put messages of one topic given as columns (the broker's SendRecords path): see
+        StoreWriter.put_columns."""
+        w = self.writer
+        if w is None:
+            return self._refused(len(bodies))
+        return w.put_columns(topic, bodies, properties, tags_hashes, uniq_keys, keys, skip)
 
     # Read path (reader.py) ----------------------------------------------------------------
     def min_offset(self, topic: str, queue_id: int) -> int:

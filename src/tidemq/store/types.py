@@ -6,8 +6,9 @@ Expected outcomes are values (PutStatus / GetStatus), not exceptions.
 from __future__ import annotations
 
 import enum
+from array import array
 from operator import itemgetter
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from .codec import StoredMessage, offset_msg_id, PROP_UNIQ_KEY
 
@@ -155,6 +156,88 @@ class PutResult(tuple):
                 f"queue_offset={self.queue_offset}{extra})")
 
 
+_new = tuple.__new__
+
+
+class PutResults(Sequence):
+    """The outcomes of a batch put, one per message in order: a Sequence of PutResult, built on
+    demand from arrays filled by the append (store/record_loop.py), not one object per message
+    (a batch of 1024 made 1024 tuples and woke the cyclic GC). Bulk readers (the broker's
+    SendRecords) read the arrays: ``phys`` / ``qoff`` (int64), ``size`` / ``qid`` (int32), indexed
+    by message; ``refused`` maps the index of every message not appended to its PutResult.
+
+    A message is appended when its ``size`` is > 0; the appended ones share ``status``, ``error``
+    and ``reason`` (PUT_OK, or FLUSH_DISK_TIMEOUT when the flush wait timed out)."""
+
+    __slots__ = ("phys", "size", "qid", "qoff", "uniq", "refused", "status", "error", "reason", "now", "host")
+
+    def __init__(self, n: int, now_ms: int = 0, store_host: bytes = b"") -> None:
+        self.phys = array("q", bytes(8 * n))
+        self.size = array("i", bytes(4 * n))
+        self.qid = array("i", bytes(4 * n))
+        self.qoff = array("q", bytes(8 * n))
+        self.uniq: list = [None] * n
+        self.refused: dict[int, PutResult] = {}
+        self.status = PutStatus.PUT_OK
+        self.error: str | None = None
+        self.reason: PutReason | None = None
+        self.now = now_ms
+        self.host = store_host
+
+    @classmethod
+    def all_refused(cls, n: int, result: "PutResult") -> "PutResults":
+        r = cls(n)
+        r.refused = dict.fromkeys(range(n), result)
+        return r
+
+    def refuse(self, i: int, result: "PutResult") -> None:
+        self.refused[i] = result
+
+    def __len__(self) -> int:
+        return len(self.uniq)
+
+    def _one(self, i: int) -> "PutResult":
+        r = self.refused.get(i)
+        if r is not None:
+            return r
+        return _new(PutResult, (self.status, self.phys[i], self.qid[i], self.qoff[i], self.size[i], self.now,
+                                self.error, self.uniq[i], self.host, self.reason))
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._one(k) for k in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("PutResults index out of range")
+        return self._one(i)
+
+    def __iter__(self) -> Iterator["PutResult"]:
+        one = self._one
+        return (one(i) for i in range(len(self)))
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (list, tuple, PutResults)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None
+
+    def __add__(self, other) -> list:
+        return list(self) + list(other)
+
+    def __radd__(self, other) -> list:
+        return list(other) + list(self)
+
+    def all_ok(self) -> bool:
+        """Was every message appended and made durable as asked (PUT_OK)?"""
+        return not self.refused and self.status is PutStatus.PUT_OK and len(self) > 0 and min(self.size) > 0
+
+    def __repr__(self) -> str:
+        return f"PutResults({list(self)!r})"
+
+
 class GetStatus(enum.Enum):
     FOUND = "FOUND"
     NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"        # messages there, none matched the tag filter
@@ -217,5 +300,5 @@ class StoreState(enum.StrEnum):
     FAILED = "failed"
 
 
-__all__ = ["Message", "PutStatus", "PutReason", "PutResult", "GetStatus", "GetResult", "StoredMessage", "StoreError",
+__all__ = ["Message", "PutStatus", "PutReason", "PutResult", "PutResults", "GetStatus", "GetResult", "StoredMessage", "StoreError",
            "StoreNotRunning", "StoreState", "PROP_UNIQ_KEY"]

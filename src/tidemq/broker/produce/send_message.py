@@ -56,6 +56,7 @@ class MessageSends:
         entries: list = [None] * len(msgs)
         batch, where = [], []
         halves: set[int] = set()           # request indexes of TRANSACTION messages
+        parked = False                     # a DELAY message went to the schedule topic: wake the timer
         duplicates: list[int] = []
         for i, m in enumerate(msgs):
             sp = m.system_properties
@@ -82,6 +83,7 @@ class MessageSends:
                 if refusal is not None:
                     entries[i] = spb.SendResultEntry(status=refusal, message_id=sp.message_id)
                     continue
+                parked = parked or st.topic == SCHEDULE_TOPIC
                 if sp.message_type == MessageType.TRANSACTION:
                     halves.add(i)
             batch.append(st)
@@ -97,7 +99,7 @@ class MessageSends:
                                                  message_id=r.uniq_key or (r.msg_id or ""),
                                                  offset=max(r.queue_offset, 0), transaction_id=txn)
         if batch and any(e.status.code == Code.OK for e in entries):
-            self.sends.stored()
+            self.sends.stored(parked)
         if duplicates:
             context.set_trailing_metadata(duplicates_trailer(duplicates))
         self.sends.answered([m.topic.name for m in msgs], [e.status.code for e in entries], duplicates)

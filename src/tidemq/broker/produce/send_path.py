@@ -67,7 +67,7 @@ def put_code(st: PutStatus, reason: PutReason | None) -> int:
 
 class SendPath:
     def __init__(self, store: MessageStore, config: BrokerConfig, gate: SendGate, puts: ThreadPoolExecutor,
-                 on_stored: Callable[[], None]) -> None:
+                 on_stored: Callable[..., None]) -> None:
         self.store = store
         self.config = config
         self.gate = gate
@@ -78,6 +78,8 @@ class SendPath:
         # after a start the window is empty: until then, ids it does not know are looked up in the
         # index (durable, rebuilt by recovery) among messages stored from ``_index_from_ms`` on
         span_s = config.send_dedup_after_restart_s if config.send_dedup_window_entries else 0.0
+        if store.commitlog_max_offset == store.commitlog_min_offset:
+            span_s = 0.0             # nothing was stored before this start: nothing to look up
         self._index_until_s = time.monotonic() + span_s
         self._index_from_ms = store.clock.now_ms() - int(span_s * 1000)
         self.latency = None          # observe/latency.LatencyBuckets of the puts, once the broker observes
@@ -156,6 +158,17 @@ class SendPath:
             earlier = self._stored_before_start(topic, message_id)
         return earlier
 
+    def seen_many(self, topic: str, message_ids: list) -> dict[int, tuple[int, str]]:
+        """``seen`` of many ids (None: skipped): {index: (queue offset, transaction id)}."""
+        found = self.recent.find_many(topic, message_ids)
+        if self._index_until_s and time.monotonic() < self._index_until_s:
+            for i, m in enumerate(message_ids):
+                if m and i not in found:
+                    earlier = self._stored_before_start(topic, m)
+                    if earlier is not None:
+                        found[i] = earlier
+        return found
+
     def _stored_before_start(self, topic: str, message_id: str) -> tuple[int, str] | None:
         """A message of this id stored shortly before the broker started (the index has its
         UNIQ_KEY), remembered in the window; None when there is none (or no index)."""
@@ -197,6 +210,18 @@ class SendPath:
             self.latency.observe(time.perf_counter() - began)
         return out
 
-    def stored(self) -> None:
-        """Something was stored: long-polling receives and the timer wake up."""
-        self._on_stored()
+    async def put_columns(self, topic: str, *columns, skip=None):
+        began = time.perf_counter()
+        if self._sync:
+            out = await asyncio.get_running_loop().run_in_executor(
+                self._puts, lambda: self.store.put_columns(topic, *columns, skip=skip))
+        else:
+            out = self.store.put_columns(topic, *columns, skip=skip)
+        if self.latency is not None:
+            self.latency.observe(time.perf_counter() - began)
+        return out
+
+    def stored(self, parked: bool = False) -> None:
+        """Something was stored: long-polling receives wake up, and the timer when a delayed
+        message was parked (``parked``)."""
+        self._on_stored(parked)
