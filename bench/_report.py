@@ -139,15 +139,20 @@ def src_revision() -> dict[str, Any]:
 
 
 def _build_accel(tmp: str) -> bool:
-    """Build the snapshot's compiled part (tidemq/_accel.c, as setup.py does) next to its sources:
+    """Build the snapshot's compiled part (tidemq/accel_c/*.c, or tidemq/_accel.c before it was split,
+    as setup.py does) next to its sources:
     the code measured is what `pip install` makes of that revision. False when it has none or it
     cannot be built (then the snapshot runs the Python twins, as an install would)."""
-    src = os.path.join(tmp, "tidemq", "_accel.c")
-    if not os.path.exists(src):
+    parts = os.path.join(tmp, "tidemq", "accel_c")
+    if os.path.isdir(parts):
+        sources = sorted(os.path.join(parts, f) for f in os.listdir(parts) if f.endswith(".c"))
+    else:
+        sources = [os.path.join(tmp, "tidemq", "_accel.c")]
+    if not all(os.path.exists(s) for s in sources):
         return False
     try:
         from setuptools import Distribution, Extension
-        dist = Distribution({"ext_modules": [Extension("tidemq._accel", [src], extra_compile_args=["-O2", "-std=c11"])]})
+        dist = Distribution({"ext_modules": [Extension("tidemq._accel", sources, extra_compile_args=["-O2", "-std=c11"])]})
         cmd = dist.get_command_obj("build_ext")
         cmd.build_lib = tmp
         cmd.build_temp = os.path.join(tmp, ".build")

@@ -1,4 +1,4 @@
-"""The compiled record loops (tidemq._accel, src/tidemq/_accel.c) and their pure-Python twins give
+"""The compiled record loops (tidemq._accel, src/tidemq/accel_c/) and their pure-Python twins give
 the same bytes and the same outcomes: random batches, random frames, damaged records. The rest
 of the suite runs against whichever tidemq.accel selected (.ci/run runs it both ways)."""
 

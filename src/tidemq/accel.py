@@ -1,4 +1,4 @@
-"""Which per-record loops run: the compiled ones (``tidemq._accel``, src/tidemq/_accel.c) or
+"""Which per-record loops run: the compiled ones (``tidemq._accel``, src/tidemq/accel_c/) or
 their pure-Python twins.
 
 The compiled module is built from source by the project's own ``pip install`` (setup.py; it is
@@ -20,7 +20,7 @@ from .config import accel_wanted
 
 log = logging.getLogger("tidemq")
 
-VERSION = 1           # _accel.c's ACCEL_VERSION this code is written against
+VERSION = 1           # accel_c/accel.h's ACCEL_VERSION this code is written against
 ACCEL = None
 CRC = "none"          # the compiled loops' CRC: "isal", "tables" (or "none": no compiled loops)
 

@@ -16,7 +16,7 @@ with keys) are extended, and at its message index ``i = item[0]``: ``res_phys[i]
 ``res_size[i]``, ``res_qid[i]``, ``res_qoff[i]``, ``res_uniq[i]``. A body CRC or a tail CRC of
 None is computed here.
 
-Two implementations with one contract: ``tidemq._accel.append`` (compiled, src/tidemq/_accel.c)
+Two implementations with one contract: ``tidemq._accel.append`` (compiled, src/tidemq/accel_c/write.c)
 and ``py_append`` here; ``append`` is the one tidemq.accel selected. tests/test_accel.py holds
 them to the same bytes and outcomes.
 """
