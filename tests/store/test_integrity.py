@@ -68,3 +68,16 @@ def test_damaged_record_log_lines_are_rate_limited(caplog):
             d.note("T", 0, i, 1000 + i)
     assert d.total == 50
     assert len([r for r in caplog.records if r.name == "tidemq.store"]) == 1
+
+
+def test_a_batch_larger_than_one_copy_is_checked_in_chunks(monkeypatch):
+    import tidemq.store.integrity as integrity
+    recs = [_record(i, b"x" * 5000) for i in range(50)]
+    data = bytearray(b"".join(recs))
+    sizes = np.array([len(r) for r in recs])
+    starts = np.concatenate(([0], np.cumsum(sizes[:-1])))
+    data[int(starts[17]) + 100] ^= 0x01
+    data[int(starts[49]) + 3000] ^= 0x01
+    monkeypatch.setattr(integrity, "_CHUNK_BYTES", 12_000)         # two records a chunk
+    assert len(integrity._chunks(sizes)) == 25
+    assert damaged_records(bytes(data), starts, sizes) == [17, 49]
