@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.lib.stride_tricks import sliding_window_view
 
 from ..bulk import gather
 from ..store import codec
@@ -175,7 +176,9 @@ def decode(buf, positions: np.ndarray, sizes: np.ndarray, crc_checked: bool = Fa
             a[keep] for a in (positions, sizes, h, blen, tpos, tlen, ppos, plen))
     n = len(positions)
     body = gather(buf, abuf, positions + codec.OFF_BODY, blen)
-    names = _fixed(buf, abuf, tpos + 1, int(tlen[0])) if n and (tlen == tlen[0]).all() else None
+    names = None
+    if n and tlen[0] and (tlen == tlen[0]).all():              # each record's topic as a row of a window
+        names = sliding_window_view(buf, int(tlen[0]))[tpos + 1]
     if names is not None and (names == names[0]).all():      # one topic (a queue's records): repeated
         topic = pa.repeat(pa.scalar(names[0].tobytes().decode("ascii", "replace")), n)
     else:
