@@ -45,6 +45,7 @@ assert _HEAD.itemsize == codec.OFF_BODY and _HEAD.fields["body_len"][1] == codec
 assert _HEAD.fields["store_ms"][1] == codec.OFF_STORETIMESTAMP
 _HEX = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), np.uint8).reshape(256, 2)
 _PICKED = (codec.PROP_TAGS, codec.PROP_KEYS, codec.PROP_UNIQ_KEY)
+_PICKED_SET = pa.array(_PICKED, pa.string())
 _EMPTY_KEYS = pa.scalar([], pa.list_(pa.string()))
 
 
@@ -112,8 +113,9 @@ def _pick(names: pa.Array, values: pa.Array, parents: np.ndarray, n: int) -> dic
     """Per record, the value of each _PICKED name (null where it has none); ``parents``: the
     record of every name/value pair."""
     picked = {}
-    for name in _PICKED:
-        at = np.flatnonzero(pc.equal(names, name).to_numpy(zero_copy_only=False))
+    which = pc.fill_null(pc.index_in(names, value_set=_PICKED_SET), -1).to_numpy()     # one pass over the names
+    for k, name in enumerate(_PICKED):
+        at = np.flatnonzero(which == k)
         idx = np.full(n, -1, np.int64)
         idx[parents[at]] = at
         picked[name] = values.take(pa.array(idx, mask=idx < 0))
