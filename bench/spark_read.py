@@ -115,8 +115,9 @@ def broker_decode_only(endpoint: str, broker_pid: int) -> tuple[float, float]:
 
 
 def tree_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process and its living descendants (Spark's JVM and its Python
-    workers), from /proc."""
+    """User + system CPU seconds of a process and its descendants (Spark's JVM and its Python
+    workers), from /proc: of the living ones, their own and that of their children they reaped (a
+    worker that ended counts in its parent's)."""
     parents: dict[int, int] = {}
     cpu: dict[int, float] = {}
     for name in os.listdir("/proc"):
@@ -127,7 +128,7 @@ def tree_cpu_seconds(pid: int) -> float:
             except OSError:
                 continue
             parents[int(name)] = int(parts[1])
-            cpu[int(name)] = (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
+            cpu[int(name)] = sum(int(x) for x in parts[11:15]) / os.sysconf("SC_CLK_TCK")
     total, todo = 0.0, [pid]
     while todo:
         p = todo.pop()
