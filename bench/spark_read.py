@@ -182,7 +182,8 @@ def main() -> None:
         timed(passthrough)
         java = spark.sparkContext._gateway.proc.pid
         cpu: dict[str, list[float]] = {}                          # CPU seconds per read, by what
-        with BrokerProcess(root, os.path.join(d, "home")) as broker:
+        # no HTTP port: on a shared machine another broker may hold the default one
+        with BrokerProcess(root, os.path.join(d, "home"), env={"TIDEMQ_METRICS_PORT": "0"}) as broker:
             via_broker = spark.read.format("tidemq").option("endpoints", broker.endpoint).option("topic", TOPIC).load()
             parquet = spark.read.parquet(pq)
             variants = [("parquet", parquet), ("file mode", files), ("broker mode", via_broker)]
