@@ -32,7 +32,7 @@ import statistics
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from _report import Report, progress, scratch_dir
+from _report import RESULTS_DIR, Report, progress, scratch_dir
 
 import spark_read as b
 from tidemq.spark import session
@@ -129,9 +129,15 @@ def main() -> None:
                  f"{us[ALL]:.2f} us; in 8192-row batches {us[SMALL]:.2f} us; with the properties map holding "
                  f"only the user's properties (not TAGS, KEYS and UNIQ_KEY, which are the columns tags, keys and "
                  f"msg_id too) {us[USER]:.2f} us")
-        for kind in KINDS:
-            rep.note(f"{kind}: {us[ALL] - us[f'without {kind}']:.2f} us per row (all columns minus without it)")
+        rep.note("what each column kind costs: the table below (all columns minus without it, CPU us per row)")
         rep.write(d)
+        table = ["", "| column kind | CPU per row, handed to Spark (all columns minus without it) |", "|---|---|"]
+        table += [f"| {kind} | {us[ALL] - us[f'without {kind}']:.2f} us |" for kind in KINDS]
+        table += [f"| (all columns) | {us[ALL]:.2f} us |", f"| (Spark's Parquet read, all columns) | {us['parquet']:.2f} us |",
+                  ""]
+        with open(os.path.join(RESULTS_DIR, "spark_jvm_columns.md"), "a") as fh:
+            fh.write("\n".join(table))
+        print("\n".join(table))
 
 
 if __name__ == "__main__":
