@@ -301,6 +301,7 @@ class Report:
         self.paired_ref: dict[str, list[float]] = {}           # variant -> the reference measured next to each sample
         self.extra: dict[str, dict[str, list[float]]] = {}     # variant -> metric -> samples
         self.goals: dict[str, float] = {}
+        self.goal_on: dict[str, str] = {}                     # variant -> "median" or "p10"
         self.notes: list[str] = []
         self.src_at_start = src_revision()
 
@@ -313,8 +314,11 @@ class Report:
         for k, v in extra.items():
             self.extra.setdefault(variant, {}).setdefault(k, []).append(v)
 
-    def ratio(self, variant: str, goal: float | None) -> None:
+    def ratio(self, variant: str, goal: float | None, on: str = "median") -> None:
+        """The variant's goal, judged on the median of the rounds' ratios or (``on="p10"``: the goal
+        with margin) on their 10th percentile."""
         self.goals[variant] = goal if goal is not None else float("nan")
+        self.goal_on[variant] = on
 
     def note(self, text: str) -> None:
         self.notes.append(text)
@@ -327,13 +331,16 @@ class Report:
         med_x = statistics.median(xs) if xs else float("nan")
         goal = self.goals.get(variant)
         ratio = statistics.median(paired) if paired else float("nan")
+        p10 = percentile(paired, 10) if paired else float("nan")
+        judged = p10 if self.goal_on.get(variant) == "p10" else ratio
         return {
             "ratio": ratio,                               # median of per-round ratios
-            "ratio_p10": percentile(paired, 10) if paired else float("nan"),
+            "ratio_p10": p10,
             "ratio_of_medians": med_x / med_ref if med_ref else float("nan"),
             "round_ratios": [round(p, 4) for p in paired],
             "goal": goal,
-            "meets_goal": (ratio >= goal) if goal is not None and goal == goal else None,
+            "goal_on": self.goal_on.get(variant, "median"),
+            "meets_goal": (judged >= goal) if goal is not None and goal == goal else None,
         }
 
     def to_dict(self, data_dir: str | None) -> dict[str, Any]:
@@ -393,7 +400,8 @@ class Report:
             else:
                 goal = row.get("goal")
                 cells += [f"{row['ratio']:.3f}", f"{row['ratio_p10']:.3f}", f"{row['ratio_of_medians']:.3f}",
-                          f">= {goal:g}" if goal is not None and goal == goal else "",
+                          (f">= {goal:g}" + (" (p10)" if row.get("goal_on") == "p10" else ""))
+                          if goal is not None and goal == goal else "",
                           {True: "yes", False: "**no**", None: ""}[row["meets_goal"]]]
             for k in extra_keys:
                 cells.append(_fmt(row[k]["median"]) if k in row else "")

@@ -12,6 +12,7 @@ import grpc
 
 from ..protocol import admin as api
 from ..store import MessageStore
+from ..store.archive import archive_summary
 
 log = logging.getLogger("tidemq.broker")
 
@@ -154,6 +155,9 @@ class Admin:
         rows = self._on_loop(lambda: reset_group(self.store, svc.group_offsets, svc.pop, group, topic, to))
         return {"ok": True, "reset": rows}
 
+    def archive(self, req: dict) -> dict:
+        return {"ok": True, **archive_summary(self.store.fio, self.store.config.root_dir)}
+
     def handler(self) -> grpc.GenericRpcHandler:
         def unary(fn):
             return grpc.unary_unary_rpc_method_handler(lambda req, ctx: answer(fn, req),
@@ -165,7 +169,8 @@ class Admin:
             api.ALARMS: unary(self.alarms), api.SET_ALARM_LIMITS: unary(self.set_alarm_limits),
             api.STATUS: unary(self.status), api.GROUPS: unary(self.groups), api.QUERY: unary(self.query),
             api.TOPIC_STATUS: unary(self.topic_status), api.CONFIG: unary(self.config),
-            api.RESET_GROUP: unary(self.reset_group), api.DELETE_TOPIC: unary(self.delete_topic)})
+            api.RESET_GROUP: unary(self.reset_group), api.DELETE_TOPIC: unary(self.delete_topic),
+            api.ARCHIVE: unary(self.archive)})
 
 
 def answer(fn, req) -> dict:

@@ -73,6 +73,9 @@ class RecordsResult:
     sizes: array          # i32 per record
     data: memoryview      # the records
     offset: int = -1      # the offset it was pulled from (iter_records: results follow on without gaps)
+    # the frame's CRC held: the records are as the broker sent them, and it sends only records whose
+    # own CRCs it checked. False: the broker sent no frame CRC (older): check each record's CRCs
+    checked: bool = False
 
     @property
     def found(self) -> bool:
@@ -401,12 +404,17 @@ class PullConsumer(_Owner):
         code = head.get("code", Code.INTERNAL_SERVER_ERROR)
         if code not in (Code.OK, Code.MESSAGE_NOT_FOUND, Code.ILLEGAL_OFFSET):
             raise ClientError(code, head.get("message", ""))
+        sent_crc = head.get("crc32")
+        if sent_crc is not None and pull_frame.frame_crc(sizes_raw, records) != sent_crc:
+            raise ClientError(Code.MESSAGE_CORRUPTED, f"a PullRecords response from offset {offset} fails its "
+                                                      "frame CRC: damaged on the way (pull again)")
         sizes = array("i")
         sizes.frombytes(sizes_raw)
         if sys.byteorder != "little":
             sizes.byteswap()
         return RecordsResult(code, head.get("message", ""), head.get("next_offset", offset),
-                             head.get("min_offset", 0), head.get("max_offset", 0), sizes, records, offset)
+                             head.get("min_offset", 0), head.get("max_offset", 0), sizes, records, offset,
+                             sent_crc is not None)
 
     def pull_records(self, topic: str, queue_id: int, offset: int, max_count: int = 4096, max_bytes: int = 16 << 20,
                      wait_s: float = 0.0) -> RecordsResult:

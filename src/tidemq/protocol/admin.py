@@ -53,6 +53,11 @@ ALARMS: {"memory": ALARM, "disk": ALARM, "refusal": str | null, "checks": int,
                     "earliest" | "latest" | int (>= 10**12: a     "from", "to"}]}: pull offsets and pop
                     time in ms, else an offset)}                  cursors (in-flight messages forgotten)
 
+    Archive         {}                                          {"manifest", "dest": str | null, "runs":
+                                                                  [str], "gaps_file", "gaps": int}: where
+                                                                  the store's archive is (paths on the
+                                                                  broker's host; store/archive.py)
+
 MESSAGE: {"topic", "queue", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys",
 "properties", "born_timestamp_ms", "store_timestamp_ms", "body_bytes", "body" (UTF-8, undecodable
 bytes escaped)}.
@@ -80,8 +85,9 @@ TOPIC_STATUS = "TopicStatus"
 CONFIG = "Config"
 RESET_GROUP = "ResetGroup"
 DELETE_TOPIC = "DeleteTopic"
+ARCHIVE = "Archive"
 METHODS = (CREATE_TOPIC, LIST_TOPICS, DISK_STATUS, DELETE_EXPIRED, ALARMS, SET_ALARM_LIMITS, STATUS, GROUPS, QUERY,
-           TOPIC_STATUS, CONFIG, RESET_GROUP, DELETE_TOPIC)
+           TOPIC_STATUS, CONFIG, RESET_GROUP, DELETE_TOPIC, ARCHIVE)
 TIMESTAMP_MS_MIN = 10**12          # --to: a number from here on is a time in ms, below it an offset
 QUERY_MAX = 64                     # the default of BrokerConfig.query_messages_max
 QUERY_BY = ("key", "id", "commitlog_offset", "queue")

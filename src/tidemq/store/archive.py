@@ -43,6 +43,30 @@ def _is_manifest(doc) -> None:
         raise checked.Damaged("not an archive manifest")
 
 
+def recorded_runs(manifest: dict, dest: str | None = None) -> tuple[str, ...]:
+    """The run directories (``<dest>/run=<id>``) the manifest records, under ``dest`` only when
+    given (an absolute path): what a reader of the archive reads (a run that died before its
+    manifest entry is not among them)."""
+    out = set()
+    for e in manifest["segments"].values():
+        d = e.get("dest") or manifest.get("dest")
+        if e.get("run") and d and (dest is None or os.path.abspath(d) == dest):
+            out.add(os.path.join(d, f"run={e['run']}"))
+    return tuple(sorted(out))
+
+
+def archive_summary(fio: FileIO, root: str) -> dict:
+    """Where the store's archive is, for readers (the Spark source's tiered reads; the broker's
+    admin method Archive): {"manifest": its path, "dest": the destination of the last run (None
+    before any), "runs": the run directories it records, "gaps_file": gaps.json's path, "gaps": how
+    many segments it records as deleted before they were archived}."""
+    manifest = read_manifest(fio, root)
+    path = gaps_path(root)
+    gaps = len(read_gaps(fio, root)["gaps"])
+    return {"manifest": manifest_path(root), "dest": manifest.get("dest"), "runs": list(recorded_runs(manifest)),
+            "gaps_file": path, "gaps": gaps}
+
+
 def write_manifest(fio: FileIO, root: str, doc: dict) -> None:
     fio.makedirs(archive_dir(root))
     checked.write(fio, manifest_path(root), doc)
