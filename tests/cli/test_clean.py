@@ -51,20 +51,38 @@ def test_clean_force_deletes_expired_segments_and_says_what_it_freed(broker_fact
         assert b.stop() == 0
 
 
+def _status(at_ms, deleted, total, why_not_code=None, left=20, min_offset=0, triggers=("manual",)):
+    """An admin DiskStatus answer: the last round (``deleted`` segments), the cleaner's totals."""
+    return {"status": {"last_round": {"at_ms": at_ms, "deleted": ["s"] * deleted, "deleted_bytes": deleted << 20,
+                                      "why_not": "segment x is held by 1 reader(s); retried next round"
+                                      if why_not_code else None, "why_not_code": why_not_code,
+                                      "triggers": list(triggers)},
+                       "manual_rounds_left": left,
+                       "commitlog": {"min_offset": min_offset, "deleted_segments_by_reason": {"expired": total},
+                                     "deleted_bytes_total": total << 20}}}
+
+
+def clean_with(monkeypatch, answers):
+    from tidemq.cli import topic
+    it = iter(answers)
+    monkeypatch.setattr(topic, "_admin", lambda *a, **k: next(it))
+    return run("clean", "--force", "--yes", "--endpoint", "127.0.0.1:1")
+
+
 def test_a_segment_a_reader_held_is_waited_for_and_counted(monkeypatch):
     """The first forced round could not delete a segment a reader held ("retried next round"):
     the command waits for the next round and reports what both freed."""
-    from tidemq.cli import topic
+    r = clean_with(monkeypatch, [_status(1, 0, 0), {"ok": True}, _status(1, 0, 0),
+                                 _status(2, 1, 1, "held-by-reader", 19, 1 << 20), _status(3, 3, 4, None, 18, 4 << 20)])
+    assert r.exit_code == 0, r.output
+    assert r.output.strip() == "deleted 4 segment(s), 4.0 MiB; commit log now starts at 4194304"
 
-    def status(at_ms, deleted, why_not_code=None, left=20, min_offset=0):
-        return {"status": {"last_round": {"at_ms": at_ms, "deleted": ["s"] * deleted, "deleted_bytes": deleted << 20,
-                                          "why_not": "segment x is held by 1 reader(s); retried next round"
-                                          if why_not_code else None, "why_not_code": why_not_code,
-                                          "triggers": ["manual"]},
-                           "manual_rounds_left": left, "commitlog": {"min_offset": min_offset}}}
-    answers = iter([status(1, 0), {"ok": True}, status(1, 0), status(2, 1, "held-by-reader", 19, 1 << 20),
-                    status(3, 3, None, 18, 4 << 20)])
-    monkeypatch.setattr(topic, "_admin", lambda *a, **k: next(answers))
-    r = run("clean", "--force", "--yes", "--endpoint", "127.0.0.1:1")
+
+def test_what_a_round_freed_counts_though_a_later_round_replaced_it(monkeypatch):
+    """On a busy machine the command looks late: the forced round that deleted was followed by
+    another that found nothing. A round that began before the request is not the forced one."""
+    r = clean_with(monkeypatch, [_status(1, 0, 0), {"ok": True},
+                                 _status(2, 0, 0, triggers=("time",)),           # began before the request
+                                 _status(4, 0, 4, None, 18, 4 << 20)])            # round 3 deleted 4, round 4 none
     assert r.exit_code == 0, r.output
     assert r.output.strip() == "deleted 4 segment(s), 4.0 MiB; commit log now starts at 4194304"

@@ -33,7 +33,7 @@ def clean(force, yes, wait_s, endpoint, config_file, as_json) -> None:
     since = before["last_round"]["at_ms"]
     _admin(endpoint, "DeleteExpired", config_file=config_file)
     end = time.monotonic() + wait_s
-    rounds: list[dict] = []
+    rounds = 0
     st = before
     while True:        # the cleanup service runs the forced rounds within its interval
         got = _next_round(endpoint, config_file, since, end)
@@ -43,14 +43,18 @@ def clean(force, yes, wait_s, endpoint, config_file, as_json) -> None:
             fail(f"no cleanup round ran within {wait_s:.0f} s (the broker's clean_resource_interval_ms)", code=2)
         st = got
         rnd = st["last_round"]
-        rounds.append(rnd)
         since = rnd["at_ms"]
+        if "manual" not in rnd["triggers"]:
+            continue                    # a round that began before the request: the forced ones follow
+        rounds += 1
         # a segment a reader held (or a failed unlink) is retried by the next forced round: wait for it
         if rnd["why_not_code"] not in RETRIED or st["manual_rounds_left"] == 0:
             break
-    last = rounds[-1]
-    report = {"deleted_segments": sum(len(r["deleted"]) for r in rounds),
-              "deleted_bytes": sum(r["deleted_bytes"] for r in rounds), "rounds": len(rounds),
+    last = st["last_round"]
+    # what was freed, from the cleaner's totals: a later round (forced or not) may have replaced
+    # the one that deleted as "last_round" before this looked (a busy machine polls late)
+    (segs0, bytes0), (segs1, bytes1) = _totals(before["commitlog"]), _totals(st["commitlog"])
+    report = {"deleted_segments": segs1 - segs0, "deleted_bytes": bytes1 - bytes0, "rounds": rounds,
               "why_not": last["why_not"], "triggers": last["triggers"],
               "commitlog_min_offset": {"before": before["commitlog"]["min_offset"],
                                        "after": st["commitlog"]["min_offset"]}}
@@ -63,6 +67,11 @@ def clean(force, yes, wait_s, endpoint, config_file, as_json) -> None:
 
 
 RETRIED = ("held-by-reader", "delete-failed")       # store/cleaner.NotFreed: the next round tries again
+
+
+def _totals(commitlog: dict) -> tuple[int, int]:
+    """(segments, bytes) the cleaner deleted since the broker started."""
+    return sum(commitlog["deleted_segments_by_reason"].values()), commitlog["deleted_bytes_total"]
 
 
 def _next_round(endpoint, config_file, since_ms: int, end: float) -> dict | None:
