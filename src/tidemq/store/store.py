@@ -39,11 +39,13 @@ from .commit_log import CommitLog
 from .consume_queue import ConsumeQueueTable
 from .disk import DiskMonitor, status_report
 from .dispatch import Dispatcher
+from .epochs import EpochFile
 from .flush import AsyncFlushService, GroupCommitService, PeriodicService
 from .index_file import IndexService, index_file_size
 from .index_file import fitted as index_fitted
 from .reader import StoreReader
 from .recovery import RecoveryReport, recover
+from .replica import ReplicaLog
 from .segment_queue import SegmentQueue
 from .topics import TopicTable
 from .types import (GetResult, GetStatus, Message, PutReason, PutResult, StoreError, StoreNotRunning,
@@ -153,6 +155,8 @@ class MessageStore:
         self.topics = TopicTable(fio, cfg.config_path)
         self.topics.load()
         remembered.remember(fio, cfg)
+        self.epochs = EpochFile(fio, cfg.root_dir)
+        self.epochs.load()
         self.checkpoint = Checkpoint(fio, cfg.checkpoint_path)
         cp_state = self.checkpoint.open()
         self.abort_file = AbortFile(fio, cfg.abort_path, cfg.root_dir)
@@ -206,6 +210,8 @@ class MessageStore:
                                                   self.queue_summary.load())
         self.start_phase = "starting services"
         self._restore_topic_state()
+        if self.epochs.entries:
+            self.epochs.truncate_after(self.segments.max_offset)    # recovery may have cut the log
         if self.index is not None:
             self.index.mark_present()
         self._write_checkpoint()
@@ -220,6 +226,9 @@ class MessageStore:
         self.writer = StoreWriter(cfg, self.topics, self.queues, self.commit_log, self.segments, self.dispatcher,
                                   self.disk, self.index, self.clock, self._put_lock, self.group_commit,
                                   self.archive, self._check_disk)
+        self.replica = ReplicaLog(self.segments, self.commit_log, self.queues, self.index, self.dispatcher,
+                                  self.topics, self.epochs, self._put_lock, self._restore_topic_state,
+                                  cfg.sync_flush)
         self._state = StoreState.RUNNING
         self.start_phase = "running"
         return self
@@ -337,6 +346,7 @@ class MessageStore:
             self.queue_cleaner.run_round(self.segments.min_offset, rnd.lost)
             self.topics.forget_deleted_before(self.segments.min_offset)
             self.commit_log.prune_sealed()
+            self.epochs.prune_before(self.segments.min_offset)
             self._check_disk()
             log_deletion(rnd)
 
@@ -441,6 +451,36 @@ class MessageStore:
 
     def __exit__(self, *exc) -> None:
         self.shutdown()
+
+    # Replication (replica.py, epochs.py) -----------------------------------------------
+    def follow(self, why: str) -> None:
+        """Refuse puts with NOT_LEADER and ``why`` (naming the leader): the log is written only by
+        ``replica.append`` from here on (a follower, or a leader fenced off its coordinator)."""
+        self._running("follow")
+        self.writer.role_refusal = (PutReason.NOT_LEADER, why)
+
+    def lead(self, epoch: int) -> None:
+        """Take puts again, as the leader of ``epoch`` (0: no epoch, a group without them) from the
+        log's end: the queues' next offsets follow what was copied, the epoch file says where it began."""
+        self._running("lead")
+        self.replica.writable()
+        if epoch:
+            self.epochs.begin(epoch, self.segments.max_offset)
+        self.writer.role_refusal = None
+
+    @property
+    def following(self) -> bool:
+        return self.writer is not None and self.writer.role_refusal is not None
+
+    def confirm(self, end: int) -> PutReason | None:
+        """Whether everything before ``end`` is where a put's acknowledgement needs it now (on disk
+        with SYNC_FLUSH, on enough followers with SYNC replication): None, or the PutReason it
+        is not (no wait: a resend's answer)."""
+        self._running("confirm")
+        if self.group_commit is not None and self.group_commit.flushed < end:
+            return PutReason.FLUSH_TIMEOUT
+        rep = self.writer.replicas
+        return rep.wait(end, 0.0) if rep is not None else None
 
     # Topics --------------------------------------------------------------------------
     def create_topic(self, name: str, queue_count: int | None = None) -> None:

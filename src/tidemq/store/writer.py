@@ -208,6 +208,12 @@ class StoreWriter:
         self.max_body = config.message_body_bytes_max
         # set by the store when it stops (reason, text): every put is refused with it
         self.stopped: tuple[PutReason, str] | None = None
+        # set while this store follows a leader (or a leader is fenced): (NOT_LEADER, text naming the leader)
+        self.role_refusal: tuple[PutReason, str] | None = None
+        # SYNC replication (the broker's replication.acks.ReplicaAcks, or None): ``refusal()`` before a
+        # put, ``wait(end, timeout_s)`` after it: None once enough followers have everything before end,
+        # else the PutReason (REPLICATION_TIMEOUT, REPLICA_LOST)
+        self.replicas = None
         # why the last segment could not be made (cleared by the next successful append)
         self.segment_error: str | None = None
 
@@ -215,9 +221,14 @@ class StoreWriter:
     def refusal(self) -> tuple[PutReason, str] | None:
         """Why puts are refused right now, as (reason, text for humans), or None: the one check
         every put makes, before validation and again under the put lock."""
-        stopped = self.stopped
+        stopped = self.stopped or self.role_refusal
         if stopped is not None:
             return stopped
+        rep = self.replicas
+        if rep is not None:
+            why = rep.refusal()
+            if why is not None:
+                return PutReason.REPLICAS_NOT_ENOUGH, why
         error = self.dispatcher.error
         if error is not None:
             return PutReason.DISPATCH_ERROR, error
@@ -427,6 +438,11 @@ class StoreWriter:
             if not self.group_commit.wait_durable(end, timeout_ms / 1000):
                 status, reason = PutStatus.FLUSH_DISK_TIMEOUT, PutReason.FLUSH_TIMEOUT
                 error = f"appended, but not on disk within sync_flush_timeout_ms={timeout_ms}"
+        rep = self.replicas
+        if out and rep is not None and status is PutStatus.PUT_OK:
+            reason = rep.wait(end, rep.timeout_s)
+            if reason is not None:
+                status, error = reason.status, rep.describe(reason)
         new, cls = _new, PutResult
         for i, phys, size, qid, qoff, uniq in out:
             results[i] = new(cls, (status, phys, qid, qoff, size, now, error, uniq, host, reason))
