@@ -32,6 +32,7 @@ VERDICT_CALLS = {
     "put_refusal": lambda s: s.put_refusal(),
     "write_refusal": lambda s: s.write_refusal(),
     "refusal": lambda s: s.refusal,
+    "following": lambda s: s.following,
 }
 # every other call raises StoreNotRunning
 RAISING_CALLS = {
@@ -53,6 +54,9 @@ RAISING_CALLS = {
     "stats": lambda s: s.stats(),
     "topic_names": lambda s: s.topic_names(),
     "trigger_delete_expired": lambda s: s.trigger_delete_expired(),
+    "follow": lambda s: s.follow("a follower"),        # (then lead: serving() leaves the store writable)
+    "lead": lambda s: s.lead(0),
+    "confirm": lambda s: s.confirm(0),
 }
 # the lifecycle itself (its own rules, tested below)
 LIFECYCLE = {"start", "shutdown", "kill", "install_signal_handlers", "state", "start_progress"}

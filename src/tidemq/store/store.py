@@ -488,11 +488,12 @@ class MessageStore:
         self._running("create_topic")
         self.writer.create_topic(name, queue_count or self.config.topic_queues_default)
 
-    def delete_topic(self, name: str) -> dict | None:
+    def delete_topic(self, name: str, log_end: int | None = None) -> dict | None:
         """Delete a topic (mqadmin deleteTopic): its queues go at once, its records stay in the log,
-        dead, until cleanup; a topic of that name created later starts empty. None if unknown."""
+        dead, until cleanup; a topic of that name created later starts empty. None if unknown.
+        ``log_end``: where its records end (a follower copying its leader's deletion)."""
         self._running("delete_topic")
-        return self.writer.delete_topic(name)
+        return self.writer.delete_topic(name, log_end)
 
     def topic_names(self) -> list[str]:
         self._running("topic_names")

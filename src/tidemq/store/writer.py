@@ -433,12 +433,14 @@ class StoreWriter:
                     # ratio refuses the next put instead of filling up before the next disk check
                     self.disk.refresh()
         status, error, reason = PutStatus.PUT_OK, None, None
+        rep = self.replicas
+        if out and rep is not None:
+            rep.appended(end)                  # the followers' senders wake up
         if out and self.group_commit is not None:
             timeout_ms = self.config.sync_flush_timeout_ms
             if not self.group_commit.wait_durable(end, timeout_ms / 1000):
                 status, reason = PutStatus.FLUSH_DISK_TIMEOUT, PutReason.FLUSH_TIMEOUT
                 error = f"appended, but not on disk within sync_flush_timeout_ms={timeout_ms}"
-        rep = self.replicas
         if out and rep is not None and status is PutStatus.PUT_OK:
             reason = rep.wait(end, rep.timeout_s)
             if reason is not None:
@@ -485,11 +487,12 @@ class StoreWriter:
             bind_queues(self.queues, t)
         return t
 
-    def delete_topic(self, name: str) -> dict | None:
+    def delete_topic(self, name: str, log_end: int | None = None) -> dict | None:
         """Delete a topic: forgotten (saved first), its consume queues deleted; its records stay
-        in the log until cleanup, dead. None if there is no such topic."""
+        in the log until cleanup, dead. None if there is no such topic. ``log_end``: where its
+        records end (a follower takes its leader's; default: this log's end)."""
         with self.put_lock:           # every record put so far is dispatched: the end is exact
-            log_end = self.segments.max_offset
+            log_end = self.segments.max_offset if log_end is None else log_end
             t = self.topics.delete(name, log_end)
             if t is None:
                 return None

@@ -155,16 +155,28 @@ class Timer:
             self._moved.discard(heapq.heappop(offs))
 
     # Progress -------------------------------------------------------------------------
-    def checkpoint(self, force: bool = False) -> None:
+    def progress(self) -> tuple[int, int, int] | None:
+        """(enqueued, low, delivered_before_ms) as the checkpoint says them now; None while the queue
+        is read again up to what the last checkpoint covered (that checkpoint still holds)."""
+        if self.read_offset < self._skip_below[0]:
+            return None
         low = self._offsets[0] if self._offsets else self.read_offset
-        t = self.heap[0][0] if self.heap else NEVER
-        if self.read_offset < self._skip_below[0]:          # still re-reading what the last checkpoint covered
+        return self.read_offset, low, self.heap[0][0] if self.heap else NEVER
+
+    def snapshot(self) -> dict | None:
+        """The checkpoint's document as it would be written now (replication copies it); None: none yet."""
+        state = self.progress() or self._saved
+        if state is None:
+            return None
+        return {"enqueued": state[0], "low": state[1], "delivered_before_ms": state[2]}
+
+    def checkpoint(self, force: bool = False) -> None:
+        state = self.progress()
+        if state is None:                                   # still re-reading what the last checkpoint covered
             return
-        state = (self.read_offset, low, t)
         if state == self._saved or (not force and self.store.clock.monotonic_s() - self._saved_at < CHECKPOINT_INTERVAL_S):
             return
-        write_atomic(self.store.fio, self.path,
-                     json.dumps({"enqueued": state[0], "low": state[1], "delivered_before_ms": state[2]}).encode())
+        write_atomic(self.store.fio, self.path, json.dumps(self.snapshot()).encode())
         self._saved = state
         self._saved_at = self.store.clock.monotonic_s()
 
