@@ -21,7 +21,15 @@ class Admin:
         self.store = store
         self.broker = broker           # server.Broker: alarms and flow control (None: store-only admin)
 
+    def _follower(self) -> dict | None:
+        """A refusal naming the leader while this broker follows (topics and offsets are the leader's)."""
+        b = self.broker
+        why = b.write_refusal() if b is not None and hasattr(b, "write_refusal") else None
+        return api.refused(why) if why else None
+
     def create_topic(self, req: dict) -> dict:
+        if (no := self._follower()) is not None:
+            return no
         try:
             name, queues = api.create_topic_request(req)
             self.store.create_topic(name, queues)
@@ -96,6 +104,8 @@ class Admin:
         """mqadmin deleteTopic: the store forgets the topic; the groups' offsets and pop cursors of
         it go too (a topic created again with the name starts from nothing)."""
         from .deferred.parking import SYSTEM_TOPICS
+        if (no := self._follower()) is not None:
+            return no
         try:
             topic = api.topic_request(req)
         except ValueError as e:
@@ -128,6 +138,8 @@ class Admin:
     def reset_group(self, req: dict) -> dict:
         """Move a group's pull offsets and pop cursors on every queue of a topic, on the broker's
         event loop (where consumers change them too)."""
+        if (no := self._follower()) is not None:
+            return no
         try:
             group, topic, to = api.reset_request(req)
         except ValueError as e:
@@ -140,6 +152,51 @@ class Admin:
         rows = self._on_loop(lambda: reset_group(self.store, svc.group_offsets, svc.pop, group, topic, to))
         return {"ok": True, "reset": rows}
 
+    # Replication (replication/node.py) -----------------------------------------------------
+    def _node(self):
+        b = self.broker
+        return getattr(b, "replication", None) if b is not None else None
+
+    def replication(self, req: dict) -> dict:
+        node = self._node()
+        return {"ok": True, "replication": node.status() if node is not None else None}
+
+    def _run(self, coro, timeout_s: float = 120):
+        return asyncio.run_coroutine_threadsafe(coro, self.broker._loop).result(timeout=timeout_s)
+
+    def promote(self, req: dict) -> dict:
+        node = self._node()
+        if node is None:
+            return api.refused("this broker is in no broker group (broker_group)")
+        try:
+            epoch = self._run(node.promote())
+        except ValueError as e:
+            return api.refused(str(e))
+        return {"ok": True, "epoch": epoch}
+
+    def follow(self, req: dict) -> dict:
+        node = self._node()
+        if node is None:
+            return api.refused("this broker is in no broker group (broker_group)")
+        if node.coordinator is not None:
+            return api.refused("this group has a coordinator: it says whom to follow")
+        try:
+            leader = api.follow_request(req)
+        except ValueError as e:
+            return api.refused(str(e))
+        if leader == node.endpoint:
+            return api.refused("a broker cannot follow itself")
+        self._run(node.follow(leader))
+        return {"ok": True, "leader": leader}
+
+    def cluster(self, req: dict) -> dict:
+        node = self._node()
+        if node is None:
+            return api.refused("this broker is in no broker group (broker_group)")
+        if node.coordinator is None:
+            return {"ok": True, "cluster": {"coordinator": None, "groups": {node.group: node.view()}, "topics": {}}}
+        return {"ok": True, "cluster": node.coordinator.cluster()}
+
     def handler(self) -> grpc.GenericRpcHandler:
         def unary(fn):
             return grpc.unary_unary_rpc_method_handler(lambda req, ctx: answer(fn, req),
@@ -151,7 +208,9 @@ class Admin:
             api.ALARMS: unary(self.alarms), api.SET_ALARM_LIMITS: unary(self.set_alarm_limits),
             api.STATUS: unary(self.status), api.GROUPS: unary(self.groups), api.QUERY: unary(self.query),
             api.TOPIC_STATUS: unary(self.topic_status), api.CONFIG: unary(self.config),
-            api.RESET_GROUP: unary(self.reset_group), api.DELETE_TOPIC: unary(self.delete_topic)})
+            api.RESET_GROUP: unary(self.reset_group), api.DELETE_TOPIC: unary(self.delete_topic),
+            api.REPLICATION: unary(self.replication), api.PROMOTE: unary(self.promote),
+            api.FOLLOW: unary(self.follow), api.CLUSTER: unary(self.cluster)})
 
 
 def answer(fn, req) -> dict:

@@ -46,9 +46,14 @@ from .state.layout import migrate, state_dir
 
 
 class MessagingService(sgrpc.MessagingServiceServicer):
-    def __init__(self, store: MessageStore, config: BrokerConfig, gate: SendGate | None = None) -> None:
+    def __init__(self, store: MessageStore, config: BrokerConfig, gate: SendGate | None = None,
+                 leading: bool = True, group=None) -> None:
+        """``leading``: False for a follower's service (reads only, from state copied from the leader:
+        no topic is created here); ``group``: the broker group (replication/node.py) routes name."""
         self.store = store
         self.config = config
+        self.leading = leading
+        self.group = group
         self.gate = gate or SendGate(None, store.commit_log.dirty_bytes, config.flush_backlog_high_bytes,
                                      config.send_hold_ms_max / 1000, config.inflight_requests_per_connection_max,
                                      config.inflight_bytes_per_connection_max, store.clock)
@@ -70,6 +75,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.timer.open()
         # gate, topic checks, dedup window, put: shared with SendRecords (produce/send_records.py)
         self.sends = SendPath(store, config, self.gate, self._puts, self._stored)
+        self.sends.auto_create = self.sends.auto_create and leading
+        if group is not None and group.config.sync:
+            self.sends.in_thread = True                  # SYNC puts wait for the followers: not on the loop
         self.transactions = Transactions(store, config, self.sessions, self.sends.put_batch,
                                          lambda r: put_code(r.status, r.reason), self.consumption.notify_arrival,
                                          self.state_dir, config.transaction_scan_max,
@@ -83,6 +91,13 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.group_offsets.flush()
         self.timer.close()
         self.transactions.close()
+
+    def discard(self) -> None:
+        """A follower's service goes: its files are closed, nothing is written (its state is the
+        leader's copy, which the next service opens)."""
+        self._puts.shutdown(wait=True)
+        self.pop.journal.abandon()
+        self.transactions.journal.abandon()
 
     def _stored(self) -> None:
         self.consumption.notify_arrival()          # long-polling receives wake up
@@ -107,12 +122,20 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             return spb.QueryRouteResponse(status=status(Code.ILLEGAL_TOPIC, str(e)))
         if n == 0:
             return spb.QueryRouteResponse(status=status(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
+        if self.group is not None:
+            from .replication.routes import group_queues
+            queues = group_queues(request.topic, n, self.group.view(), self.endpoint)
+            return spb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
         broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self._endpoints(request.endpoints))
         queues = [pb.MessageQueue(topic=request.topic, id=q, permission=pb.Permission.READ_WRITE, broker=broker,
                                   accept_message_types=[pb.MessageType.NORMAL, pb.MessageType.FIFO,
                                                         pb.MessageType.DELAY, pb.MessageType.TRANSACTION])
                   for q in range(n)]
         return spb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
+
+    @property
+    def endpoint(self) -> str:
+        return self.config.advertised_endpoint or f"{self.config.host}:{self.config.port}"
 
     async def QueryAssignment(self, request, context):
         """Push consumers: one assignment with queue id -1, "pop from any queue" (as the RocketMQ proxy
@@ -126,7 +149,11 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             return spb.QueryAssignmentResponse(status=status(Code.ILLEGAL_TOPIC, str(e)))
         if n == 0:
             return spb.QueryAssignmentResponse(status=status(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
-        broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self._endpoints(request.endpoints))
+        if self.group is not None:
+            from .replication.routes import leader_broker
+            broker = leader_broker(self.group.view(), self.endpoint)
+        else:
+            broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self._endpoints(request.endpoints))
         mq = pb.MessageQueue(topic=request.topic, id=-1, permission=pb.Permission.READ_WRITE, broker=broker,
                              accept_message_types=[pb.MessageType.NORMAL, pb.MessageType.FIFO])
         return spb.QueryAssignmentResponse(status=status(Code.OK), assignments=[pb.Assignment(message_queue=mq)])

@@ -347,7 +347,7 @@ def _route(ch: _Channel, topic: str) -> int:
                            metadata=ch.metadata())
     if r.status.code != Code.OK:
         raise ClientError(r.status.code, r.status.message)
-    return len(r.message_queues)
+    return len({q.id for q in r.message_queues})   # a broker group lists each queue once more per follower
 
 
 class PullConsumer:

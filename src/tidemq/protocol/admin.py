@@ -48,6 +48,21 @@ ALARMS: {"memory": ALARM, "disk": ALARM, "refusal": str | null, "checks": int,
                     "earliest" | "latest" | int (>= 10**12: a     "from", "to"}]}: pull offsets and pop
                     time in ms, else an offset)}                  cursors (in-flight messages forgotten)
 
+    Replication     {}                                          {"replication": the broker's place in its
+                                                                  group (role, epoch, leader, followers with
+                                                                  their lag in bytes and seconds, its copy)}
+                                                                  or {"replication": null} outside a group
+    Promote         {}                                          {"epoch": int}: this follower leads (a group
+                                                                  without a coordinator: manual failover)
+    Follow          {"leader": "HOST:PORT"}                     {"leader"}: this broker follows that leader
+                                                                  (it first cuts what its log has that the
+                                                                  leader's has not)
+    Cluster         {}                                          {"cluster": groups, members, roles, epochs,
+                                                                  topics' queue owners (the coordinator's)}
+
+In a broker group, a follower refuses CreateTopic, DeleteTopic and ResetGroup (topics and offsets
+are the leader's, copied to it) with an error naming the leader.
+
 MESSAGE: {"topic", "queue", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys",
 "properties", "born_timestamp_ms", "store_timestamp_ms", "body_bytes", "body" (UTF-8, undecodable
 bytes escaped)}.
@@ -74,8 +89,12 @@ TOPIC_STATUS = "TopicStatus"
 CONFIG = "Config"
 RESET_GROUP = "ResetGroup"
 DELETE_TOPIC = "DeleteTopic"
+REPLICATION = "Replication"
+PROMOTE = "Promote"
+FOLLOW = "Follow"
+CLUSTER = "Cluster"
 METHODS = (CREATE_TOPIC, LIST_TOPICS, DISK_STATUS, DELETE_EXPIRED, ALARMS, SET_ALARM_LIMITS, STATUS, GROUPS, QUERY,
-           TOPIC_STATUS, CONFIG, RESET_GROUP, DELETE_TOPIC)
+           TOPIC_STATUS, CONFIG, RESET_GROUP, DELETE_TOPIC, REPLICATION, PROMOTE, FOLLOW, CLUSTER)
 TIMESTAMP_MS_MIN = 10**12          # --to: a number from here on is a time in ms, below it an offset
 QUERY_MAX = 64
 QUERY_BY = ("key", "id", "commitlog_offset", "queue")
@@ -199,6 +218,15 @@ def topic_request(req: dict) -> str:
     if not isinstance(req, dict):
         raise ValueError("a request is a JSON object")
     return _name(req, "topic")
+
+
+def follow_request(req: dict) -> str:
+    """The leader (HOST:PORT) a Follow request names; ValueError when it is not one."""
+    leader = _name(req, "leader") if isinstance(req, dict) else None
+    host, _, port = (leader or "").rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("leader is HOST:PORT")
+    return leader
 
 
 def refused(error: str) -> dict:

@@ -12,7 +12,7 @@
     State     unary, JSON: the leader's broker state (topics, consumer offsets, pop state and its
               key, timer progress, transaction decisions; broker/replication/state.py).
 
-Frame: a 44-byte header, big-endian, then ``length`` bytes of payload::
+Frame: a 40-byte header, big-endian, then ``length`` bytes of payload::
 
     MAGIC u32 | KIND u8 | pad 3 | EPOCH i64 | OFFSET i64 | END i64 | CRC u32 (of the payload) | LENGTH u32
 
@@ -41,7 +41,7 @@ STATE_PATH = f"/{SERVICE}/{STATE}"
 
 MAGIC = 0x7D3A11CE
 HEADER = struct.Struct(">IB3xqqqII")
-assert HEADER.size == 44
+assert HEADER.size == 40
 
 DATA = 1
 HEARTBEAT = 2

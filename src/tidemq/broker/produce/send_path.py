@@ -40,6 +40,12 @@ def put_code(st: PutStatus, reason: PutReason | None) -> int:
         return Code.OK
     if st is PutStatus.FLUSH_DISK_TIMEOUT:
         return Code.MASTER_PERSISTENCE_TIMEOUT
+    if st is PutStatus.FLUSH_SLAVE_TIMEOUT:            # appended; the followers did not confirm in time
+        return Code.SLAVE_PERSISTENCE_TIMEOUT
+    if st is PutStatus.SLAVE_NOT_AVAILABLE:            # too few followers in sync (RocketMQ SLAVE_NOT_AVAILABLE)
+        return Code.HA_NOT_AVAILABLE
+    if reason is PutReason.NOT_LEADER:                 # a follower: the text names the leader
+        return Code.FORBIDDEN
     # a full disk is a resource refusal: TOO_MANY_REQUESTS is the one code the client does not
     # retry at once; the store not running, write and dispatch errors are internal (retried)
     if reason is PutReason.DISK_FULL or reason is PutReason.ARCHIVE_PENDING:
@@ -64,7 +70,8 @@ class SendPath:
         self.config = config
         self.gate = gate
         self._puts = puts
-        self._sync = store.config.sync_flush
+        self.in_thread = store.config.sync_flush          # puts that wait (a flush, followers) run on a thread
+        self.auto_create = store.config.auto_create_topics  # off on a follower: topics are the leader's
         self._on_stored = on_stored
         self.recent = DedupWindow(config.send_dedup_window_entries)
         # after a start the window is empty: until then, ids it does not know are looked up in the
@@ -100,7 +107,7 @@ class SendPath:
         if name in SYSTEM_TOPICS:
             raise ValueError(f"{name!r} is a system topic of the broker")
         n = self.store.queue_count(name)
-        if n == 0 and self.store.config.auto_create_topics:
+        if n == 0 and self.auto_create:
             self.store.create_topic(name)
             n = self.store.queue_count(name)
         return n
@@ -148,7 +155,7 @@ class SendPath:
     # the put ------------------------------------------------------------------------------------
     async def put_batch(self, msgs):
         began = time.perf_counter()
-        if self._sync:
+        if self.in_thread:
             out = await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_batch, msgs)
         else:
             out = self.store.put_batch(msgs)     # microseconds: no thread hop
@@ -158,7 +165,7 @@ class SendPath:
 
     async def put_encoded(self, topic: str, entries):
         began = time.perf_counter()
-        if self._sync:
+        if self.in_thread:
             out = await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_encoded, topic, entries)
         else:
             out = self.store.put_encoded(topic, entries)

@@ -78,6 +78,12 @@ class Journal:
         self._size = 0
         self._dirty = False
 
+    def abandon(self) -> None:
+        """Close the file without writing anything (a follower's copy of a leader's journal)."""
+        if self._h is not None:
+            self.fio.close(self._h)
+            self._h = None
+
     def close(self, snapshot: dict) -> None:
         if self._h is not None:
             self.compact(snapshot)
