@@ -106,24 +106,18 @@ class ReplicationClient:
                 cut = await asyncio.to_thread(store.replica.truncate, point if end >= int(info["min"]) else 0)
                 self.truncated_bytes += cut
             self._copy_epochs(theirs)
-            queue: asyncio.Queue = asyncio.Queue()
-
-            async def requests():
-                yield rp.hello(node.group, node.member, node.endpoint, epoch, store.replica.end,
-                               leader_endpoint=node.leader_port_endpoint)
-                while True:
-                    yield await queue.get()
-
-            call = ch.stream_stream(rp.STREAM_PATH)(requests())
+            call = ch.stream_stream(rp.STREAM_PATH)()
+            await call.write(rp.hello(node.group, node.member, node.endpoint, epoch, store.replica.end,
+                                      leader_endpoint=node.leader_port_endpoint))
             state_task = asyncio.create_task(self._copy_state(ch))
             self.sessions += 1
             try:
-                await self._receive(call, queue, epoch, theirs)
+                await self._receive(call, epoch, theirs)
             finally:
                 state_task.cancel()
                 call.cancel()
 
-    async def _receive(self, call, queue: asyncio.Queue, epoch: int, theirs) -> None:
+    async def _receive(self, call, epoch: int, theirs) -> None:
         store = self.node.store
         acked = -1
         while True:
@@ -143,7 +137,7 @@ class ReplicationClient:
                 self._copy_epochs(theirs)
             confirmed = store.replica.confirmed()
             if confirmed != acked:
-                queue.put_nowait(rp.encode(rp.ACK, epoch, confirmed))
+                await call.write(rp.encode(rp.ACK, epoch, confirmed))
                 acked = confirmed
             self.last_error = None
 
