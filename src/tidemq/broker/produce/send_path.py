@@ -31,6 +31,15 @@ from .dedup import DedupWindow
 
 T = TypeVar("T")
 DUPLICATE = "duplicate: already stored"
+UNCONFIRMED_MAX = 10_000        # appended sends not yet confirmed (disk, followers) remembered for their resends
+# what an appended-but-unconfirmed put answered: its resend is not stored again (below)
+APPENDED = (PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT)
+
+
+class Unconfirmed(tuple):
+    """``seen``'s answer for a resend of a message that is in the log but not yet where its
+    acknowledgement needs it (on disk, on enough followers): (code, text) to answer again; it is
+    never stored a second time."""
 
 
 def put_code(st: PutStatus, reason: PutReason | None) -> int:
@@ -80,6 +89,9 @@ class SendPath:
         self._index_until_s = time.monotonic() + span_s
         self._index_from_ms = store.clock.now_ms() - int(span_s * 1000)
         self.latency = None          # observe/latency.LatencyBuckets of the puts, once the broker observes
+        # (topic, message id) -> (queue offset, txn, log end) of puts answered FLUSH_*_TIMEOUT: appended,
+        # so a resend must not append again; answered OK once the store confirms the end
+        self.unconfirmed: dict[tuple[str, str], tuple[int, str, int]] = {}
 
     # flow control ---------------------------------------------------------------------------
     async def gated(self, context, nbytes: int, send: Callable[[], Awaitable[T]]) -> tuple[str | None, T | None]:
@@ -127,6 +139,15 @@ class SendPath:
         """(queue offset, transaction id) of a recent store of this message id, or None."""
         if not message_id:
             return None
+        if self.unconfirmed:
+            u = self.unconfirmed.get((topic, message_id))
+            if u is not None:
+                why = self.store.confirm(u[2])
+                if why is not None:
+                    return Unconfirmed((put_code(why.status, why), f"stored, not yet confirmed ({why.name})"))
+                del self.unconfirmed[(topic, message_id)]
+                self.recent.put(topic, message_id, u[0], u[1])
+                return u[0], u[1]
         earlier = self.recent.get(topic, message_id)
         if earlier is None and self._index_until_s and time.monotonic() < self._index_until_s:
             earlier = self._stored_before_start(topic, message_id)
@@ -147,6 +168,15 @@ class SendPath:
 
     def remember(self, topic: str, message_id: str, offset: int, txn: str = "") -> None:
         self.recent.put(topic, message_id, offset, txn)
+
+    def remember_unconfirmed(self, topic: str, message_id: str, r, txn: str = "") -> None:
+        """A put that was appended but answered FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT: its resend is
+        answered from here (OK once confirmed), never appended a second time."""
+        if not message_id or r.status not in APPENDED:
+            return
+        if len(self.unconfirmed) >= UNCONFIRMED_MAX:
+            self.unconfirmed.pop(next(iter(self.unconfirmed)))
+        self.unconfirmed[(topic, message_id)] = (r.queue_offset, txn, r.commitlog_offset + r.size)
 
     def remember_many(self, topic: str, stored) -> None:
         """``stored``: (message id, queue offset) of messages just stored (every id non-empty)."""

@@ -32,7 +32,7 @@ from ...protocol.stubs import Code
 from ...store import PutStatus
 from ...store.codec import PROP_UNIQ_KEY, RECORD_CRC_NAME, check_property_text, tags_hash
 from ..wire import INTERNAL, PROP_MESSAGE_TYPE
-from .send_path import DUPLICATE, SendPath, put_code
+from .send_path import DUPLICATE, SendPath, Unconfirmed, put_code
 
 RESERVED = frozenset(INTERNAL | {RECORD_CRC_NAME})
 _SUFFIX = f"{PROP_MESSAGE_TYPE}\x01NORMAL\x02".encode()
@@ -113,6 +113,10 @@ class RecordSends:
                     why = "the message id is not UTF-8"
             if why is None:
                 earlier = seen(topic, mid)
+                if isinstance(earlier, Unconfirmed):     # stored, still not confirmed: never stored twice
+                    entries[i] = (earlier[0], -1, -1)
+                    texts[i] = earlier[1]
+                    continue
                 if earlier is not None:         # a retry of a send that was stored: answer it again
                     entries[i] = (Code.OK, -1, earlier[0])
                     texts[i] = DUPLICATE
@@ -150,6 +154,7 @@ class RecordSends:
                 else:
                     entries[i] = (put_code(r[0], r[9]), -1, -1)
                     texts[i] = r[6] or r[0].name
+                    self.sends.remember_unconfirmed(topic, r[7], r)
             if stored:
                 self.sends.remember_many(topic, stored)
                 self.sends.stored()
