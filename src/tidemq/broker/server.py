@@ -170,6 +170,7 @@ class Broker:
             self._start_leader_tasks()
         else:
             await self.replication.start()
+            await self.leader_port(True)
         if self.service is not None:
             self.service.sends.latency = self.observer.put_latency
         return self.port
@@ -185,11 +186,27 @@ class Broker:
                         if c.auth_enabled else [])
         interceptors.append(TypedDecoding())          # after auth: an unsigned request is refused first
         server = grpc.aio.server(options=opts, interceptors=interceptors)
+        server.add_generic_rpc_handlers(tuple(self._handlers()))
+        return server
+
+    def _handlers(self) -> list:
+        """The generic handlers of every service this broker serves."""
+        class Collect:          # what add_*_to_server gives a server, kept
+            def __init__(self):
+                self.handlers: list = []
+
+            def add_generic_rpc_handlers(self, hs):
+                self.handlers.extend(hs)
+
+            def add_registered_method_handlers(self, *_a):
+                pass
+
+        got = Collect()
         if self.replication is None:
-            sgrpc.add_MessagingServiceServicer_to_server(self.service, server)
+            sgrpc.add_MessagingServiceServicer_to_server(self.service, got)
         else:
             from .replication.proxy import ServiceProxy
-            sgrpc.add_MessagingServiceServicer_to_server(ServiceProxy(self), server)
+            sgrpc.add_MessagingServiceServicer_to_server(ServiceProxy(self), got)
 
         async def pull(req, ctx):
             return await self._records.pull(req, ctx)
@@ -197,13 +214,12 @@ class Broker:
         async def send(req, ctx):
             return await self._record_sends.send(req, ctx)
 
-        handlers = [Admin(self.store, self).handler(), grpc.method_handlers_generic_handler(
+        handlers = got.handlers + [Admin(self.store, self).handler(), grpc.method_handlers_generic_handler(
             data.SERVICE, {data.PULL_RECORDS: grpc.unary_unary_rpc_method_handler(pull),
                            data.SEND_RECORDS: grpc.unary_unary_rpc_method_handler(send)})]
         if self.replication is not None:
             handlers.append(self.replication.server.handler())
-        server.add_generic_rpc_handlers(tuple(handlers))
-        return server
+        return handlers
 
     def _bind(self, server: grpc.aio.Server, address: str) -> int:
         c = self.config
@@ -262,24 +278,29 @@ class Broker:
         self._install(svc)
         if leading:
             self._start_leader_tasks()
-        await self.leader_port(leading)
 
     async def leader_port(self, open_: bool) -> None:
-        """Serve the leader port (replication leader_port) or stop serving it."""
+        """Serve the leader port (replication leader_port: served here while this broker leads,
+        forwarded to the leader while it follows, replication/forward.py) or stop serving it."""
         port = self.replication_config.leader_port if self.replication_config is not None else 0
         if not port:
             return
         if open_ and self._leader_server is None:
-            server = self._new_server()
-            if self._bind(server, f"{self.config.host}:{port}") == 0:
-                log.error("cannot listen on the leader port %s:%d (in use?): clients reach this leader through "
-                          "its own port only", self.config.host, port)
-                return
+            from .replication.forward import LeaderPort
+            c = self.config
+            server = grpc.aio.server(options=[("grpc.max_receive_message_length", c.grpc_message_bytes_max),
+                                              ("grpc.max_send_message_length", c.grpc_message_bytes_max),
+                                              ("grpc.so_reuseport", 0)])
+            self._leader_port = LeaderPort(self.replication, self._handlers())
+            server.add_generic_rpc_handlers((self._leader_port,))
+            if self._bind(server, f"{c.host}:{port}") == 0:
+                raise OSError(f"cannot listen on the leader port {c.host}:{port}: in use (leader_port)")
             await server.start()
             self._leader_server = server
         elif not open_ and self._leader_server is not None:
             server, self._leader_server = self._leader_server, None
             await server.stop(0)
+            await self._leader_port.close()
 
     def write_refusal(self) -> str | None:
         """Why this broker takes no writes as a member of its group (None: it takes them)."""

@@ -9,13 +9,16 @@ coordinator.py, which calls :meth:`lead`, :meth:`follow`, :meth:`fence`).
   leader of ``epoch`` (its epoch file says where that began), a leader's MessagingService is built
   from the state files the follower kept copying (its dedup window looks up message ids in the
   index for ``send_dedup_after_restart_s``: a producer's retry of a put the old leader stored is
-  answered, not stored twice), its background tasks start, and the leader port opens.
-* ``follow(endpoint)``: the store refuses puts (NOT_LEADER, naming the leader), the leader port
-  closes, a follower's service serves reads, and the copy starts (follower.py: it first cuts what
+  answered, not stored twice), and its background tasks start.
+* ``follow(endpoint)``: the store refuses puts (NOT_LEADER, naming the leader), a follower's
+  service serves reads, and the copy starts (follower.py: it first cuts what
   diverged).
 * ``fence(why)``: a leader that cannot prove it still holds its lease (the coordinator's session
-  is suspended) refuses every put at once and closes its leader port; ``unfence()`` when the
-  session comes back with the lease still its own.
+  is suspended) refuses every put at once; ``unfence()`` when the session comes back with the
+  lease still its own.
+
+The leader port (forward.py) is served all the time: by this broker's services while it leads,
+forwarded to the leader while it follows.
 """
 
 from __future__ import annotations
@@ -145,7 +148,6 @@ class ReplicationNode:
                 return
             self.fenced = why
             self.store.follow(f"fenced: {why}; writes go to the leader the coordinator names")
-            await self.broker.leader_port(False)
             log.error("broker group %s: %s refuses writes: %s", self.group, self.member, why)
 
     async def unfence(self) -> None:
@@ -154,7 +156,6 @@ class ReplicationNode:
                 return
             self.fenced = None
             await asyncio.to_thread(self.store.lead, 0)
-            await self.broker.leader_port(True)
             log.warning("broker group %s: %s holds its lease again, writes accepted", self.group, self.member)
 
     async def promote(self) -> int:

@@ -1,9 +1,10 @@
 """QueryRoute in a broker group: per queue, the group's write endpoint and its followers.
 
 Each queue is listed once as the group's master queue (broker id 0, READ_WRITE), whose endpoints
-are every member's leader port when the group has them (``leader_port``): only the leader serves
-its leader port, so gRPC's pick_first (how the official clients connect to an endpoint list) finds
-the leader, and finds the new one after a failover without a new route. Without leader ports, the
+are every member's leader port when the group has them (``leader_port``): every member serves its
+leader port, the leader itself and a follower by forwarding to the leader (forward.py), so gRPC's
+pick_first (how the official clients connect to an endpoint list) works with any of them, and
+goes on after a failover without a new route. Without leader ports, the
 leader's own endpoint. Then once per follower (broker id 1, 2, ..., READ only, its own endpoint):
 producers and pop consumers of the official clients take only master queues; tidemq.client and
 the Spark source read from a follower when the leader is down (docs/broker-protocol.md, 4.12).
