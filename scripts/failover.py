@@ -34,6 +34,8 @@ def main() -> int:
     ap.add_argument("--mode", choices=("SYNC", "ASYNC"), default="SYNC")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    import logging
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)    # the client's futures of killed brokers
     why = ensure_installed()
     if why is not None:
         print(f"cannot run: {why}", file=sys.stderr)

@@ -102,3 +102,18 @@ def test_whole_log_diverged_starts_again_empty(tmp_path):
         assert old.commitlog_max_offset == 0
         _copy(leader, old)
         assert topic_bodies(old, "T") == topic_bodies(leader, "T")
+
+
+def test_puts_without_a_queue_go_to_the_queues_this_group_owns(tmp_path):
+    with MessageStore(small_config(tmp_path / "s")).start() as s:
+        s.create_topic("T", 6)
+        s.set_write_queues("T", [1, 4])
+        rs = s.put_batch([Message("T", b"x") for _ in range(10)])
+        assert sorted({r.queue_id for r in rs}) == [1, 4]
+        assert s.put_encoded("T", [(b"y", b"", 0, None, None)])[0].queue_id in (1, 4)
+        with pytest.raises(ValueError):
+            s.set_write_queues("T", [9])
+        s.create_topic("T", 8)                    # an owned set stays as it was when the topic grows
+        assert s.write_queues("T") == (1, 4)
+        s.set_write_queues("T", None)
+        assert s.write_queues("T") == range(8)

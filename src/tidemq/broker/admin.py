@@ -32,6 +32,13 @@ class Admin:
             return no
         try:
             name, queues = api.create_topic_request(req)
+            groups = api.groups_of(req)
+            if groups:
+                node = self._node()
+                if node is None or node.coordinator is None:
+                    return api.refused("spreading a topic over broker groups needs a coordinator (coordinator)")
+                doc = self._run(asyncio.to_thread(node.coordinator.create_topic, name, queues, groups))
+                return {"ok": True, "topic": name, "queues": queues, "owners": doc["owners"]}
             self.store.create_topic(name, queues)
         except (KeyError, ValueError, TypeError) as e:
             return api.refused(str(e))

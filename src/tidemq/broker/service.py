@@ -116,6 +116,13 @@ class MessagingService(sgrpc.MessagingServiceServicer):
 
     async def QueryRoute(self, request, context):
         topic = request.topic.name
+        spread = self.group.cluster_route(topic) if self.group is not None else None
+        if spread:
+            from .replication.routes import group_queues
+            queues = [mq for view, qids in spread
+                      for mq in group_queues(request.topic, 0, view, self.endpoint, queue_ids=qids)]
+            queues.sort(key=lambda mq: (mq.id, mq.broker.id))
+            return spb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
         try:
             n = self._ensure_topic(topic)
         except ValueError as e:

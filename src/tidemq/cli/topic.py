@@ -55,16 +55,24 @@ def _admin(endpoint: str, method: str, request: dict | None = None, config_file:
 @topic.command("create")
 @click.argument("name")
 @click.option("--queues", default=8, show_default=True, help="queue count")
+@click.option("--groups", default=None, help="spread the queues over these broker groups ('a,b'; needs --endpoint "
+                                             "of a broker with a coordinator)")
 @endpoint_option
 @root_option
 @config_option
-def create(name, queues, endpoint, root, config_file) -> None:
+def create(name, queues, groups, endpoint, root, config_file) -> None:
     """Create topic NAME (or grow it to --queues queues)."""
     quiet_logs()
+    if groups and not endpoint:
+        fail("--groups needs --endpoint (a broker of the cluster)")
     if endpoint:
         from ..protocol import admin as api
-        r = _admin(endpoint, api.CREATE_TOPIC, {"name": name, "queues": queues}, config_file)
-        click.echo(f"topic {name}: {r['queues']} queue(s)")
+        req = {"name": name, "queues": queues}
+        if groups:
+            req["groups"] = [g.strip() for g in groups.split(",") if g.strip()]
+        r = _admin(endpoint, api.CREATE_TOPIC, req, config_file)
+        owners = "".join(f"; {g}: queues {','.join(map(str, q))}" for g, q in (r.get("owners") or {}).items())
+        click.echo(f"topic {name}: {r['queues']} queue(s){owners}")
         return
     store = _open(root, config_file)
     try:

@@ -9,7 +9,10 @@ signing.signed_metadata). Every answer has ``ok``; ``ok: false`` comes with ``er
 (text for people).
 
     method          request                                     answer (ok: true)
-    CreateTopic     {"name": str, "queues": int = 8}            {"topic", "queues": int}
+    CreateTopic     {"name": str, "queues": int = 8,            {"topic", "queues": int} (+ "owners":
+                     "groups": [str] (optional)}                  {group: [queue ids]} with groups: the
+                                                                  queues spread over those broker groups,
+                                                                  kept in the coordinator)
     ListTopics      {}                                          {"topics": [{"topic", "queues":
                                                                   [{"id", "min_offset", "max_offset"}]}]}
     DiskStatus      {}                                          {"status": the store's disk status}
@@ -218,6 +221,17 @@ def topic_request(req: dict) -> str:
     if not isinstance(req, dict):
         raise ValueError("a request is a JSON object")
     return _name(req, "topic")
+
+
+def groups_of(req: dict) -> list[str]:
+    """The broker groups a CreateTopic request spreads its queues over ([]: this broker's alone)."""
+    gs = req.get("groups") if isinstance(req, dict) else None
+    if gs is None:
+        return []
+    if not isinstance(gs, list) or not gs or len(gs) > 256 or not all(isinstance(g, str) and g and len(g) <= 255
+                                                                       for g in gs) or len(set(gs)) != len(gs):
+        raise ValueError("groups is a list of distinct broker group names")
+    return gs
 
 
 def follow_request(req: dict) -> str:

@@ -156,7 +156,8 @@ class CommitLog:
         for (i, body, t, props, qid, born_ts, born_host, flag, sys_flag, reconsume, prep_tx, crc, th, ik,
              uniq, tcrc) in batch:
             if qid is None:
-                qid = t.rr % t.queue_count
+                ids = t.write_ids
+                qid = ids[t.rr % len(ids)]
                 t.rr += 1
             offsets = t.next_offsets
             qoff = offsets[qid]

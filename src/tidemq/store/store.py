@@ -495,6 +495,25 @@ class MessageStore:
         self._running("delete_topic")
         return self.writer.delete_topic(name, log_end)
 
+    def set_write_queues(self, name: str, queue_ids) -> None:
+        """The queues of ``name`` puts without a queue id go to (None: all): a topic spread over several
+        broker groups takes puts in the queues this store's group owns. ValueError: no such queue."""
+        self._running("set_write_queues")
+        t = self.topics.get(name)
+        if t is None:
+            raise ValueError(f"topic {name!r} does not exist")
+        ids = range(t.queue_count) if queue_ids is None else tuple(sorted(set(queue_ids)))
+        if not ids or any(not 0 <= q < t.queue_count for q in ids):
+            raise ValueError(f"queues {list(ids)} are not queues of {name!r} ({t.queue_count})")
+        with self._put_lock:
+            t.write_ids = ids
+
+    def write_queues(self, name: str):
+        """The queues of ``name`` puts without a queue id go to (see set_write_queues)."""
+        self._running("write_queues")
+        t = self.topics.get(name)
+        return t.write_ids if t is not None else range(0)
+
     def topic_names(self) -> list[str]:
         self._running("topic_names")
         return sorted(self.topics.topics)

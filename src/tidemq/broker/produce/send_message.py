@@ -77,6 +77,10 @@ class MessageSends:
                 duplicates.append(i)
                 continue
             st = to_store(m, n)
+            if st.queue_id is not None:          # FIFO: hashed to one of the queues this broker writes
+                ids = self.sends.store.write_queues(st.topic)
+                if st.queue_id not in ids:
+                    st.queue_id = ids[st.queue_id % len(ids)]
             if sp.message_type == MessageType.DELAY or sp.message_type == MessageType.TRANSACTION:
                 st, refusal = self._divert(sp, st, context)
                 if refusal is not None:

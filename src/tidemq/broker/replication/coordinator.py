@@ -71,6 +71,10 @@ class ZkCoordinator:
         self._isr_written: tuple | None = None
         self._member_created_for = None     # the session our member node belongs to
         self.elections = 0
+        self.topology: dict[str, dict] = {}      # topic -> {"queues", "owners": {group: [queue ids]}}
+        self.groups: dict[str, dict] = {}        # group -> {"leader", "members"}: other groups, for routes
+        self._applied: dict[str, tuple] = {}     # topic -> (queues, owned) made local
+        self._topics_due = 0.0
 
     # lifecycle ----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -128,6 +132,9 @@ class ZkCoordinator:
                                       f"cannot tell whether it still holds its lease"))
             return
         self._ensure_member()
+        if time.monotonic() >= self._topics_due:
+            self._topics_due = time.monotonic() + 1.0
+            self._sync_topology()
         leader = self._leader()
         if leader is not None:
             data, owner = leader
@@ -274,6 +281,78 @@ class ZkCoordinator:
         self._call(node.lead(epoch + 1))
         self._isr_written = None
         self._write_isr()
+
+    # several groups, one cluster ----------------------------------------------------------------
+    def create_topic(self, name: str, queues: int, groups: list[str]) -> dict:
+        """Spread ``name``'s ``queues`` over ``groups`` (queue q to groups[q % len]); kept in the
+        coordinator, made local by each group's members within a second."""
+        from kazoo.exceptions import NodeExistsError
+        owners = {g: [q for q in range(queues) if q % len(groups) == i] for i, g in enumerate(groups)}
+        doc = {"queues": queues, "owners": owners}
+        path = f"{self.base}/topics/{name}"
+        raw = json.dumps(doc).encode()
+        try:
+            self.zk.create(path, raw)
+        except NodeExistsError:
+            old = json.loads(self.zk.get(path)[0])
+            if old.get("queues", 0) > queues or any(set(old.get("owners", {}).get(g, [])) - set(owners.get(g, []))
+                                                    for g in old.get("owners", {})):
+                raise ValueError(f"topic {name!r} is spread already ({old}); its queues cannot move or shrink")
+            self.zk.set(path, raw)
+        self.topology[name] = doc
+        self._topics_due = 0.0
+        self._wake.set()
+        return doc
+
+    def _sync_topology(self) -> None:
+        topics = {}
+        for t in self.zk.get_children(f"{self.base}/topics"):
+            try:
+                topics[t] = json.loads(self.zk.get(f"{self.base}/topics/{t}")[0])
+            except Exception:  # noqa: BLE001 - gone meanwhile, or not ours
+                continue
+        self.topology = topics
+        groups = {}
+        for g in self.zk.get_children(f"{self.base}/groups"):
+            gp = f"{self.base}/groups/{g}"
+            members = {}
+            for m in self.zk.get_children(f"{gp}/members") if self.zk.exists(f"{gp}/members") else ():
+                try:
+                    members[m] = json.loads(self.zk.get(f"{gp}/members/{m}")[0])
+                except Exception:  # noqa: BLE001 - gone meanwhile
+                    continue
+            leader = None
+            if self.zk.exists(f"{gp}/leader"):
+                try:
+                    leader = json.loads(self.zk.get(f"{gp}/leader")[0])
+                except Exception:  # noqa: BLE001 - gone meanwhile
+                    leader = None
+            groups[g] = {"group": g, "leader": (leader or {}).get("endpoint", ""),
+                         "members": {m: {"endpoint": d.get("endpoint", ""),
+                                         "leader_endpoint": d.get("leader_endpoint", "")}
+                                     for m, d in members.items()}}
+        self.groups = groups
+        mine = self.node.group
+        for t, doc in topics.items():
+            owned = tuple(doc.get("owners", {}).get(mine, ()))
+            want = (int(doc.get("queues", 0)), owned)
+            if not owned or self._applied.get(t) == want:
+                continue
+            self._call(self.node.apply_topic(t, want[0], owned))
+            self._applied[t] = want
+
+    def route(self, topic: str) -> list[tuple[dict, list[int]]] | None:
+        """(group view, its queue ids) per group holding ``topic``, when the topic is spread over the
+        cluster; None otherwise (a topic of this group alone)."""
+        doc = self.topology.get(topic)
+        if doc is None:
+            return None
+        out = []
+        for g, qids in sorted(doc.get("owners", {}).items()):
+            view = self.node.view() if g == self.node.group else self.groups.get(g)
+            if view is not None and qids:
+                out.append((view, list(qids)))
+        return out
 
     # views --------------------------------------------------------------------------------------
     def members(self) -> dict[str, dict]:

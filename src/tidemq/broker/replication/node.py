@@ -166,6 +166,19 @@ class ReplicationNode:
         await self.lead(epoch)
         return epoch
 
+    async def apply_topic(self, name: str, queues: int, owned: tuple[int, ...]) -> None:
+        """A topic spread over the cluster (coordinator.py): here with its queue count, and puts
+        without a queue id go to the queues this group owns."""
+        store = self.store
+        if store.queue_count(name) < queues:
+            await asyncio.to_thread(store.create_topic, name, queues)
+        store.set_write_queues(name, owned)
+        log.info("topic %s: %d queue(s) in the cluster, this group owns %s", name, queues, list(owned))
+
+    def cluster_route(self, topic: str):
+        """coordinator.route(topic), or None without a coordinator."""
+        return self.coordinator.route(topic) if self.coordinator is not None else None
+
     # what other parts ask ------------------------------------------------------------------------
     def follower_text(self, leader_endpoint: str) -> str:
         who = f"the leader is {leader_endpoint}" if leader_endpoint else "no leader is elected yet"
