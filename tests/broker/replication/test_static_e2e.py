@@ -147,3 +147,37 @@ def test_diverged_old_leader_is_cut_and_never_serves_the_diverged_records(group)
     assert admin_call(g.endpoint(0), "Query", {"topic": "T", "key": "dk"})["messages"] == []
     g.stop_all()
     assert _segments(g.root(0)) == _segments(g.root(1))
+
+
+def test_lag_in_status_metrics_and_page(tmp_path):
+    import subprocess
+    import sys
+    import urllib.request
+
+    from ...support.brokers import REPO, free_port
+    g = Group(str(tmp_path), 2, mode="ASYNC")
+    metrics = free_port()
+    try:
+        g.start(0, role="leader", env={"TIDEMQ_METRICS_PORT": str(metrics)})
+        g.start(1, leader=0)
+        g.wait_in_sync(0, [1])
+        with Producer(g.endpoint(0)) as p:
+            p.send_batch("T", [b"x" * 100] * 10)
+        g.signal(1, signal.SIGSTOP)
+        try:
+            with Producer(g.endpoint(0)) as p:
+                p.send_batch("T", [b"y" * 100] * 10)
+            text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=60).read().decode()
+            lag = [line for line in text.splitlines() if line.startswith('tidemq_replication_lag_bytes{group="g",member="g-1"}')]
+            assert lag and float(lag[0].split()[-1]) > 0
+            assert 'tidemq_replication_leader{group="g"} 1.0' in text
+            page = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/", timeout=60).read().decode()
+            assert 'id="replication"' in page and "g-1" in page
+            out = subprocess.run([sys.executable, "-m", "tidemq.cli.main", "status", "--endpoint", g.endpoint(0)],
+                                 capture_output=True, text=True, cwd=REPO, timeout=120,
+                                 env={**os.environ, "TIDEMQ_METRICS_PORT": "0", "COLUMNS": "200"})
+            assert "broker group g: g-0 is leader" in out.stdout and "g-1" in out.stdout, out.stdout
+        finally:
+            g.signal(1, signal.SIGCONT)
+    finally:
+        g.kill_all()
