@@ -10,13 +10,15 @@ after SIGCONT, and it catches up on the rest either way."""
 
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 
 from tidemq.client import Producer, PullConsumer
 from tidemq.protocol.stubs import Code
 
-from ...support.brokers import admin_call
+from ...support.brokers import REPO, admin_call
 from ...support.group import Group
 from ...support.wait import wait_until
 
@@ -131,8 +133,10 @@ def test_diverged_old_leader_is_cut_and_never_serves_the_diverged_records(group)
     lag_at_kill = next(f["lag_bytes"] for f in g.status(0)["followers"])
     g.kill(0)
     g.start(1, leader=0)                              # back, its leader gone: promoted by hand
-    promoted = admin_call(g.endpoint(1), "Promote")
-    assert promoted["ok"] and promoted["epoch"] == 2
+    promote = subprocess.run([sys.executable, "-m", "tidemq.cli.main", "replication", "promote", "--endpoint",
+                              g.endpoint(1)], capture_output=True, text=True, cwd=REPO, timeout=120,
+                             env={**os.environ, "TIDEMQ_METRICS_PORT": "0"})
+    assert promote.returncode == 0 and "epoch 2" in promote.stdout, promote.stderr
     end_at_promotion = g.status(1)["log_end"]
     with Producer(g.endpoint(1)) as p:
         assert all(r.ok for r in p.send_batch("T", [b"new%d" % i for i in range(30)]))
@@ -150,11 +154,9 @@ def test_diverged_old_leader_is_cut_and_never_serves_the_diverged_records(group)
 
 
 def test_lag_in_status_metrics_and_page(tmp_path):
-    import subprocess
-    import sys
     import urllib.request
 
-    from ...support.brokers import REPO, free_port
+    from ...support.brokers import free_port
     g = Group(str(tmp_path), 2, mode="ASYNC")
     metrics = free_port()
     try:
