@@ -47,13 +47,14 @@ class Member:
 
 class Group:
     def __init__(self, base_dir: str, n: int = 3, coordinator: str = "", mode: str = "SYNC", name: str = "g",
-                 env: dict | None = None) -> None:
+                 env: dict | None = None, leader_ports: bool = True) -> None:
+        """``leader_ports``: members serve leader ports (routes name them); False: routes name the leader."""
         self.base_dir = base_dir
         self.n = n
         self.name = name
         self.coordinator = coordinator
         self.ports = [free_port() for _ in range(n)]
-        self.leader_ports = [free_port() for _ in range(n)]
+        self.leader_ports = [free_port() for _ in range(n)] if leader_ports else []
         self.env = {**SMALL, "TIDEMQ_REPLICATION_MODE": mode, "TIDEMQ_COORDINATOR_SESSION_TIMEOUT_MS": "1500",
                     "TIDEMQ_ELECTION_WAIT_MS": "300", "TIDEMQ_AUTO_CREATE_TOPICS": "true", **(env or {})}
         self.procs: list[Member | None] = [None] * n
@@ -71,7 +72,9 @@ class Group:
         return ";".join(f"127.0.0.1:{p}" for p in self.leader_ports)
 
     def start(self, i: int, role: str | None = None, leader: int | None = None, env: dict | None = None) -> None:
-        args = ["--port", str(self.ports[i]), "--group", self.name, "--leader-port", str(self.leader_ports[i])]
+        args = ["--port", str(self.ports[i]), "--group", self.name]
+        if self.leader_ports:
+            args += ["--leader-port", str(self.leader_ports[i])]
         if self.coordinator:
             args += ["--coordinator", self.coordinator]
         elif leader is not None:

@@ -4,12 +4,16 @@ same physical offsets).
 
 ``ReplicaLog.append(offset, data)``: ``data`` is a stretch of the leader's log starting at
 ``offset``, which must be this log's end: whole records (and the BLANK that ends a segment),
-within one segment. Every record is checked before a byte is written (lengths, magic, body
-and record CRC, its own physical offset field), so a damaged frame is refused whole
-(``ReplicaError``) and nothing of it is ever served. The bytes are written byte-identical at
+within one segment. The frame's own CRC-32 covers its bytes in transit
+(protocol/replication.py); every record is checked before a byte is written (lengths, magic,
+its own physical offset field), so a frame that is not whole records where it says is refused
+whole (``ReplicaError``). Record CRCs are checked where records are read, as for any record
+(a record damaged on the leader's disk is copied as it is and never served, here or there). The bytes are written byte-identical at
 the same offsets, into a segment of the same name (created here when the leader's log moved
-to the next one); then they are dispatched into the consume queues and the index from the
-log itself (dispatch.redispatch), as recovery does. Topics the records name that the topic
+to the next one); then they are dispatched into the consume queues and the index: in one batch per frame
+(units appended per queue, index keys put together: dispatch.dispatch_batch, the put path's),
+or, when a queue does not continue exactly where the frame's records say, from the log itself
+(dispatch.redispatch, as recovery does). Topics the records name that the topic
 table does not know yet are added (their queue counts follow the leader's table, copied by
 the broker's state sync).
 
@@ -32,8 +36,8 @@ import threading
 from . import codec
 from .codec import BLANK_MAGIC, MAGIC, OFF_PHYSICALOFFSET, OFF_STORETIMESTAMP, SIZE_MAGIC
 from .commit_log import CommitLog
-from .consume_queue import ConsumeQueueTable
-from .dispatch import Dispatcher
+from .consume_queue import UNIT, ConsumeQueueTable
+from .dispatch import Dispatcher, index_keys
 from .epochs import EpochFile
 from .index_file import IndexService
 from .recovery import _cut_queue
@@ -65,9 +69,9 @@ def check_frame(data, offset: int, segment_size: int) -> int:
             return last_ts
         if magic != MAGIC or pos + size > n:
             raise ReplicaError(f"no whole record at {offset + pos}")
-        kind, size = codec.check_record(data, pos, n, verify_crc=True)
+        kind, size = codec.check_record(data, pos, n, verify_crc=False)
         if kind != codec.REC_OK:
-            raise ReplicaError(f"damaged record at {offset + pos} (its CRC or lengths do not check)")
+            raise ReplicaError(f"damaged record at {offset + pos} (its lengths do not check)")
         if codec.I64.unpack_from(data, pos + OFF_PHYSICALOFFSET)[0] != offset + pos:
             raise ReplicaError(f"record at {offset + pos} says it is at another offset")
         last_ts = codec.I64.unpack_from(data, pos + OFF_STORETIMESTAMP)[0]
@@ -155,19 +159,68 @@ class ReplicaLog:
             pos = offset - mf.start_offset
             mf.mapping[pos:pos + len(data)] = data
             mf.wrote_pos = pos + len(data)
+            w = self.commit_log.warmer            # its pages ahead warmed, as for the leader's writes
+            if w is not None and mf.start_offset + mf.wrote_pos >= w.wake_offset:
+                w.wake()
             if last_ts:
                 mf.last_store_timestamp_ms = last_ts
             known = len(self.queues.all())
-            try:
-                self.dispatcher.redispatch(self.commit_log, offset, index_from=offset)
-            except OSError as e:
-                self.dispatcher._fail(offset, e)   # healed by the queue flush, as for a put
+            end = offset + len(data)
+            batch = self._batch(mf.mapping, pos, pos + len(data), offset)
+            if batch is not None:
+                units, index_items = batch
+                self.dispatcher.dispatch_batch(units, index_items, last_ts, offset, end)
+            else:
+                try:
+                    self.dispatcher.redispatch(self.commit_log, offset, index_from=offset)
+                except OSError as e:
+                    self.dispatcher._fail(offset, e)   # healed by the queue flush, as for a put
             if len(self.queues.all()) != known:
                 self._restore_topics()
             self.appended_bytes += len(data)
         if self.flush_after_append:
             self.commit_log.flush()
         return mf.start_offset + mf.wrote_pos
+
+    def _batch(self, buf, pos: int, limit: int, offset: int):
+        """(units by consume queue, index items) of the records in buf[pos:limit] as the put path
+        builds them, or None when some queue would not continue exactly at its end (then the
+        records are dispatched from the log, which rebuilds such a queue)."""
+        if self.dispatcher.pending_from is not None:
+            return None
+        units: dict = {}
+        index_items: list = []
+        pack = UNIT.pack
+        queues = self.queues
+        is_dead = self.dispatcher.is_dead
+        index = self.index is not None
+        base = offset - pos
+        while pos < limit:
+            size, magic = SIZE_MAGIC.unpack_from(buf, pos)
+            if magic == BLANK_MAGIC:
+                break
+            qid, qoff, _ts, topic, props_raw = codec.decode_meta(buf, pos)
+            phys = base + pos
+            pos += size
+            if is_dead(topic, phys):
+                continue
+            props = codec.decode_properties(props_raw) if props_raw else {}
+            cq = queues.get_or_create(topic, qid)
+            u = units.get(cq)
+            if u is None:
+                if qoff != cq.max_offset:
+                    return None
+                units[cq] = [qoff, pack(phys, size, codec.tags_hash(props.get(codec.PROP_TAGS)))]
+            else:
+                if qoff != u[0] + len(u) - 1:
+                    return None
+                u.append(pack(phys, size, codec.tags_hash(props.get(codec.PROP_TAGS))))
+            if index:
+                ks = props.get(codec.PROP_KEYS)
+                uniq = props.get(codec.PROP_UNIQ_KEY)
+                if ks or uniq:
+                    index_items.append((index_keys(topic, ks.split(codec.KEY_SEP) if ks else (), uniq), phys))
+        return units, index_items
 
     def truncate(self, end: int) -> int:
         """Cut the log after ``end``; the bytes cut."""

@@ -304,33 +304,24 @@ class ZkCoordinator:
         self._wake.set()
         return doc
 
-    def _sync_topology(self) -> None:
-        topics = {}
+    def _topics(self) -> dict[str, dict]:
+        out = {}
         for t in self.zk.get_children(f"{self.base}/topics"):
-            try:
-                topics[t] = json.loads(self.zk.get(f"{self.base}/topics/{t}")[0])
-            except Exception:  # noqa: BLE001 - gone meanwhile, or not ours
-                continue
+            d = self._json(f"{self.base}/topics/{t}")
+            if isinstance(d, dict):
+                out[t] = d
+        return out
+
+    def _sync_topology(self) -> None:
+        topics = self._topics()
         self.topology = topics
         groups = {}
         for g in self.zk.get_children(f"{self.base}/groups"):
-            gp = f"{self.base}/groups/{g}"
-            members = {}
-            for m in self.zk.get_children(f"{gp}/members") if self.zk.exists(f"{gp}/members") else ():
-                try:
-                    members[m] = json.loads(self.zk.get(f"{gp}/members/{m}")[0])
-                except Exception:  # noqa: BLE001 - gone meanwhile
-                    continue
-            leader = None
-            if self.zk.exists(f"{gp}/leader"):
-                try:
-                    leader = json.loads(self.zk.get(f"{gp}/leader")[0])
-                except Exception:  # noqa: BLE001 - gone meanwhile
-                    leader = None
-            groups[g] = {"group": g, "leader": (leader or {}).get("endpoint", ""),
-                         "members": {m: {"endpoint": d.get("endpoint", ""),
-                                         "leader_endpoint": d.get("leader_endpoint", "")}
-                                     for m, d in members.items()}}
+            d = self._group(g)
+            groups[g] = {"group": g, "leader": (d["leader"] or {}).get("endpoint", ""),
+                         "members": {m: {"endpoint": md.get("endpoint", ""),
+                                         "leader_endpoint": md.get("leader_endpoint", "")}
+                                     for m, md in d["members"].items()}}
         self.groups = groups
         mine = self.node.group
         for t, doc in topics.items():
@@ -364,30 +355,27 @@ class ZkCoordinator:
 
     def cluster(self) -> dict:
         """Every group (members, leader, epoch) and every topic's queue owners."""
-        groups = {}
-        for g in self.zk.get_children(f"{self.base}/groups"):
-            gp = f"{self.base}/groups/{g}"
-            members = {}
-            for m in self.zk.get_children(f"{gp}/members"):
-                try:
-                    members[m] = json.loads(self.zk.get(f"{gp}/members/{m}")[0])
-                except Exception:  # noqa: BLE001 - gone meanwhile
-                    continue
-            leader = None
-            if self.zk.exists(f"{gp}/leader"):
-                try:
-                    leader = json.loads(self.zk.get(f"{gp}/leader")[0])
-                except Exception:  # noqa: BLE001 - gone meanwhile
-                    leader = None
-            epoch = int(self.zk.get(f"{gp}/epoch")[0] or b"0") if self.zk.exists(f"{gp}/epoch") else 0
-            groups[g] = {"leader": leader, "epoch": epoch, "members": members, "isr": self._isr_of(gp)}
-        topics = {}
-        for t in self.zk.get_children(f"{self.base}/topics"):
-            try:
-                topics[t] = json.loads(self.zk.get(f"{self.base}/topics/{t}")[0])
-            except Exception:  # noqa: BLE001 - gone meanwhile
-                continue
-        return {"coordinator": self.node.config.coordinator, "groups": groups, "topics": topics}
+        groups = {g: self._group(g) for g in self.zk.get_children(f"{self.base}/groups")}
+        return {"coordinator": self.node.config.coordinator, "groups": groups, "topics": self._topics()}
+
+    def _json(self, path: str):
+        """A node's JSON, or None (gone, or not JSON)."""
+        try:
+            return json.loads(self.zk.get(path)[0])
+        except Exception:  # noqa: BLE001 - gone meanwhile, or not ours
+            return None
+
+    def _group(self, g: str) -> dict:
+        """A group as the coordinator has it: {"leader", "epoch", "members", "isr"}."""
+        gp = f"{self.base}/groups/{g}"
+        members = {}
+        for m in self.zk.get_children(f"{gp}/members") if self.zk.exists(f"{gp}/members") else ():
+            d = self._json(f"{gp}/members/{m}")
+            if d is not None:
+                members[m] = d
+        leader = self._json(f"{gp}/leader") if self.zk.exists(f"{gp}/leader") else None
+        epoch = int(self.zk.get(f"{gp}/epoch")[0] or b"0") if self.zk.exists(f"{gp}/epoch") else 0
+        return {"leader": leader, "epoch": epoch, "members": members, "isr": self._isr_of(gp)}
 
     def _isr_of(self, gp: str):
         try:

@@ -92,18 +92,16 @@ class LeaderPort(grpc.GenericRpcHandler):
         return resp
 
     async def _unary_stream(self, method, request, context):
-        ch = await self._target(context)
-        call = ch.unary_stream(method)(request, metadata=_metadata(context), timeout=context.time_remaining())
-        try:
-            async for r in call:
-                yield r
-        except grpc.aio.AioRpcError as e:
-            await context.abort(e.code(), e.details() or "")
-        await self._relay_status(context, call)
+        async for r in self._streamed("unary_stream", method, request, context):
+            yield r
 
     async def _stream_stream(self, method, requests, context):
+        async for r in self._streamed("stream_stream", method, requests, context):
+            yield r
+
+    async def _streamed(self, kind: str, method, request, context):
         ch = await self._target(context)
-        call = ch.stream_stream(method)(requests, metadata=_metadata(context), timeout=context.time_remaining())
+        call = getattr(ch, kind)(method)(request, metadata=_metadata(context), timeout=context.time_remaining())
         try:
             async for r in call:
                 yield r
