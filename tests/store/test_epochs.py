@@ -13,6 +13,7 @@ def test_begin_truncate_prune_and_reload(tmp_path):
     f = EpochFile(OsFileIO(), str(tmp_path))
     f.begin(1, 0)
     f.begin(1, 0)                       # the same epoch again: nothing new
+    f.begin(1, 40)                      # (a static leader restarted at its log's end: the same epoch goes on)
     f.begin(2, 100)
     f.begin(3, 100)                     # epoch 2 wrote nothing: replaced
     f.begin(4, 250)

@@ -1,7 +1,9 @@
 """`tidemq status`: a running broker at a glance (rabbitmq-diagnostics status, mqadmin
 brokerStatus): version, uptime, endpoint, store root, the write verdict with its reasons,
-alarms, disks against the three ratios, rates, topics and groups. Exit 1 while writes are not
-accepted (check_local_alarms), 2 when the broker cannot be asked."""
+alarms, disks against the three ratios, rates, topics and groups; in a broker group its role and
+the followers' lag. Exit 1 while writes are not accepted (check_local_alarms; a follower, which
+takes none by design, exits 0 unless something else refuses them), 2 when the broker cannot be
+asked."""
 
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ def status(endpoint, config_file, as_json, cluster) -> None:
         _cluster(_admin(endpoint, "Cluster", config_file=config_file)["cluster"], as_json)
         return
     st = _admin(endpoint, "Status", config_file=config_file)["status"]
-    accepted = st["verdict"]["writes"] == "accepted"
+    accepted = st["verdict"]["writes"] == "accepted" or _following(st)
     if as_json:
         emit_json(st)
         raise SystemExit(0 if accepted else 1)
@@ -62,6 +64,13 @@ def status(endpoint, config_file, as_json, cluster) -> None:
               f"in {r['bytes_in_per_s'] / 2**20:.2f} MiB/s; {st['topics']} topics, {st['groups']} groups; "
               f"recovery took {st['recovery']['seconds']:.2f} s")
     raise SystemExit(0 if accepted else 1)
+
+
+def _following(st: dict) -> bool:
+    """A follower refuses writes by design (NOT_LEADER, naming the leader): healthy, exit 0, unless
+    something else refuses them too."""
+    rep = st.get("replication") or {}
+    return rep.get("role") == "follower" and all(r["code"] == "NOT_LEADER" for r in st["verdict"]["reasons"])
 
 
 def _replication(rep: dict) -> None:

@@ -68,10 +68,10 @@ class EpochFile:
         with self._lock:
             if self.entries:
                 e, s = self.entries[-1]
-                if epoch < e or (epoch == e and start_offset != s) or start_offset < s:
-                    raise ValueError(f"epoch {epoch} from {start_offset} does not follow epoch {e} from {s}")
                 if epoch == e:
-                    return
+                    return                     # the same epoch goes on (a leader restarted)
+                if epoch < e or start_offset < s:
+                    raise ValueError(f"epoch {epoch} from {start_offset} does not follow epoch {e} from {s}")
                 if start_offset == s:          # the last epoch wrote nothing: replaced
                     self.entries.pop()
             self.entries.append((epoch, start_offset))

@@ -71,6 +71,12 @@ def test_follower_copy_is_byte_identical_serves_reads_refuses_writes(group):
     g.stop_all()
     a, b = _segments(g.root(0)), _segments(g.root(1))
     assert list(a) == list(b) and len(a) >= 2 and a == b
+    g.start(0, role="leader")                     # a restart keeps the roles and the epoch
+    g.start(1, leader=0)
+    g.wait_in_sync(0, [1])
+    assert g.status(0)["epochs"] == g.status(1)["epochs"] == [[1, 0]]
+    with Producer(g.endpoint(0)) as p:
+        assert p.send_batch("T", [b"after restart"])[0].ok
 
 
 def test_sync_waits_for_the_follower(group):
