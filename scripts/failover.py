@@ -35,7 +35,8 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     import logging
-    logging.getLogger("asyncio").setLevel(logging.CRITICAL)    # the client's futures of killed brokers
+    for name in ("asyncio", "concurrent.futures"):        # the client's futures of killed brokers
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     why = ensure_installed()
     if why is not None:
         print(f"cannot run: {why}", file=sys.stderr)
@@ -61,6 +62,8 @@ def main() -> int:
         if a.mode == "ASYNC":
             print("per kill: lag reported for the new leader just before the kill (bytes):",
                   [k["lag_bytes_at_kill"] for k in report["kills"]])
+            print("per kill: acknowledged messages lost (bytes, about):",
+                  [(k["lost"], k["lost_bytes"]) for k in report["kills"]])
     return 0 if report["lost"] == 0 or a.mode == "ASYNC" else 1
 
 

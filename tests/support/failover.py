@@ -22,6 +22,8 @@ from .group import Group
 from .wait import wait_until
 
 TOPIC = "FailoverT"
+RECORD_OVERHEAD = 181          # a record's bytes besides its topic and body here (header, UNIQ_KEY and the
+                               # official client's properties): lost bytes comparable with the lag reported
 
 
 @dataclass
@@ -59,6 +61,7 @@ def run(base_dir: str, zk: str, kills: int, mode: str = "SYNC", per_kill_acks: i
     g = Group(base_dir, 3, coordinator=zk, mode=mode)
     sends = Sends()
     report: dict = {"mode": mode, "kills": [], "members": 3}
+    kill_times: list[float] = []
     producer = None
     try:
         g.start_all()
@@ -79,6 +82,7 @@ def run(base_dir: str, zk: str, kills: int, mode: str = "SYNC", per_kill_acks: i
             lag = {f["member"]: f["lag_bytes"] for f in st.get("followers", [])}
             acked_before = set(sends.acked)
             killed_at = time.monotonic()
+            kill_times.append(killed_at)
             g.kill(leader)
             new = g.wait_leader(exclude={leader})
             elected_at = time.monotonic()
@@ -98,6 +102,11 @@ def run(base_dir: str, zk: str, kills: int, mode: str = "SYNC", per_kill_acks: i
         counts = Counter(bodies)
         stored = {int(b[1:]) for b in counts}
         lost = sorted(s for s in sends.acked if s not in stored)
+        prev = 0.0
+        for rec, at in zip(report["kills"], kill_times):      # each loss to the kill it came before
+            n = [s for s in lost if prev < sends.acked[s][1] <= at]
+            rec["lost"], rec["lost_bytes"] = len(n), sum(len(TOPIC) + 10 + RECORD_OVERHEAD for _ in n)
+            prev = at
         report.update({
             "acked": len(sends.acked), "failed_sends": sends.failed, "send_errors": dict(sends.errors),
             "stored": len(bodies), "lost": len(lost), "lost_seqs": lost[:20],
