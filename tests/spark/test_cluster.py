@@ -77,7 +77,7 @@ def cluster(tmp_path_factory):
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as r:
                     return json.load(r).get("aliveworkers", 0)
-            except OSError:
+            except (OSError, ValueError):      # not listening yet, or a page still empty (loaded machine)
                 assert all(p.poll() is None for p in procs), (d / "master.log").read_text()[-2000:]
                 return 0
 

@@ -51,6 +51,7 @@ class Broker:
         self._service_leading = False               # the current service is a leader's (tasks, state writes)
         self._leader_server: grpc.aio.Server | None = None   # the leader port, while this broker leads
         self._leader_tasks: list[asyncio.Task] = []
+        self._leader_port = None                    # replication/forward.LeaderPort of the leader port
         self._records = None
         self._record_sends = None
         self.progress = progress or (lambda line: log.info("%s", line))   # how a long start is said
