@@ -43,6 +43,7 @@ RAISING_CALLS = {
     "commitlog_min_offset": lambda s: s.commitlog_min_offset,
     "create_topic": lambda s: s.create_topic("T", 1),
     "set_write_queues": lambda s: s.set_write_queues("T", None),      # (T exists until delete_topic)
+    "create_spread_topic": lambda s: s.create_spread_topic("T", 1, None),
     "write_queues": lambda s: s.write_queues("T"),
     "delete_topic": lambda s: s.delete_topic("T"),
     "disk_status": lambda s: s.disk_status(),

@@ -76,6 +76,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         # gate, topic checks, dedup window, put: shared with SendRecords (produce/send_records.py)
         self.sends = SendPath(store, config, self.gate, self._puts, self._stored)
         self.sends.auto_create = self.sends.auto_create and leading
+        if group is not None and leading:
+            self.sends.spread = group.spread
         if group is not None and group.config.sync:
             self.sends.in_thread = True                  # SYNC puts wait for the followers: not on the loop
         self.transactions = Transactions(store, config, self.sessions, self.sends.put_batch,

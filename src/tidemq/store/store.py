@@ -502,11 +502,17 @@ class MessageStore:
         t = self.topics.get(name)
         if t is None:
             raise ValueError(f"topic {name!r} does not exist")
-        ids = range(t.queue_count) if queue_ids is None else tuple(sorted(set(queue_ids)))
-        if not ids or any(not 0 <= q < t.queue_count for q in ids):
-            raise ValueError(f"queues {list(ids)} are not queues of {name!r} ({t.queue_count})")
-        with self._put_lock:
-            t.write_ids = ids
+        self.create_spread_topic(name, t.queue_count, queue_ids)
+
+    def create_spread_topic(self, name: str, queue_count: int, queue_ids) -> None:
+        """Create ``name`` with (at least) ``queue_count`` queues whose puts without a queue id go to
+        ``queue_ids`` (None: all), set together: no put falls between (a topic spread over groups)."""
+        self._running("create_spread_topic")
+        count = max(queue_count, self.queue_count(name))
+        ids = range(count) if queue_ids is None else tuple(sorted(set(queue_ids)))
+        if not ids or any(not 0 <= q < count for q in ids):
+            raise ValueError(f"queues {list(ids)} are not queues of {name!r} ({count})")
+        self.writer.create_topic(name, count, ids)
 
     def write_queues(self, name: str):
         """The queues of ``name`` puts without a queue id go to (see set_write_queues)."""

@@ -477,14 +477,18 @@ class StoreWriter:
             results[p[0]] = refused
 
     # Topics --------------------------------------------------------------------------
-    def create_topic(self, name: str, queue_count: int) -> TopicState:
-        """Create a topic or grow its queue count (ValueError: not a topic name, no queue)."""
+    def create_topic(self, name: str, queue_count: int, write_ids=None) -> TopicState:
+        """Create a topic or grow its queue count (ValueError: not a topic name, no queue);
+        ``write_ids``: the queues puts without a queue id go to (None: as they were), set together
+        (no put can fall between)."""
         if queue_count > self.config.topic_queues_max:
             raise ValueError(f"{queue_count} queues: a topic has at most topic_queues_max="
                              f"{self.config.topic_queues_max}")
         with self.put_lock:
             t = self.topics.create(name, queue_count)
             bind_queues(self.queues, t)
+            if write_ids is not None:
+                t.write_ids = write_ids
         return t
 
     def delete_topic(self, name: str, log_end: int | None = None) -> dict | None:

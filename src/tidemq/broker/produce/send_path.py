@@ -81,6 +81,7 @@ class SendPath:
         self._puts = puts
         self.in_thread = store.config.sync_flush          # puts that wait (a flush, followers) run on a thread
         self.auto_create = store.config.auto_create_topics  # off on a follower: topics are the leader's
+        self.spread = None           # topic -> (queues, owned here) of a topic spread over broker groups, or None
         self._on_stored = on_stored
         self.recent = DedupWindow(config.send_dedup_window_entries)
         # after a start the window is empty: until then, ids it does not know are looked up in the
@@ -119,6 +120,12 @@ class SendPath:
         if name in SYSTEM_TOPICS:
             raise ValueError(f"{name!r} is a system topic of the broker")
         n = self.store.queue_count(name)
+        spread = self.spread(name) if self.spread is not None else None
+        if spread is not None and spread[1] and (n < spread[0] or set(self.store.write_queues(name)) != set(spread[1])):
+            # a topic spread over broker groups, not made here yet: made now as the cluster says (never
+            # auto-created with other queues, whose messages no route would find)
+            self.store.create_spread_topic(name, spread[0], spread[1])
+            return self.store.queue_count(name)
         if n == 0 and self.auto_create:
             self.store.create_topic(name)
             n = self.store.queue_count(name)

@@ -169,11 +169,15 @@ class ReplicationNode:
     async def apply_topic(self, name: str, queues: int, owned: tuple[int, ...]) -> None:
         """A topic spread over the cluster (coordinator.py): here with its queue count, and puts
         without a queue id go to the queues this group owns."""
-        store = self.store
-        if store.queue_count(name) < queues:
-            await asyncio.to_thread(store.create_topic, name, queues)
-        store.set_write_queues(name, owned)
+        await asyncio.to_thread(self.store.create_spread_topic, name, queues, owned)
         log.info("topic %s: %d queue(s) in the cluster, this group owns %s", name, queues, list(owned))
+
+    def spread(self, topic: str) -> tuple[int, tuple[int, ...]] | None:
+        """(queues, the ones this group owns) of a topic spread over the cluster, else None."""
+        doc = self.coordinator.topology.get(topic) if self.coordinator is not None else None
+        if not doc:
+            return None
+        return int(doc.get("queues", 0)), tuple(doc.get("owners", {}).get(self.group, ()))
 
     def cluster_route(self, topic: str):
         """coordinator.route(topic), or None without a coordinator."""
