@@ -30,7 +30,8 @@ class BrokerProcess:
                  log_path: str | None = None) -> None:
         self.root = root
         os.makedirs(home, exist_ok=True)
-        e = dict(os.environ, HOME=home, PYTHONUNBUFFERED="1", **(env or {}))
+        # no HTTP port unless asked: another broker on this shared machine may hold the default one
+        e = dict(os.environ, HOME=home, PYTHONUNBUFFERED="1", **{"TIDEMQ_METRICS_PORT": "0", **(env or {})})
         e["PYTHONPATH"] = BENCH_SRC + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
         self.log_path = log_path or os.path.join(home, "broker.stderr")
         self._log = open(self.log_path, "ab")

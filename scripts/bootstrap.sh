@@ -14,7 +14,8 @@ ensure_venv() {   # $1: extras, e.g. "test" or ""
     "$PY" -m venv "$VENV"
   fi
   stamp="$VENV/.installed-${extras:-base}"
-  want="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+  # reinstalled when the dependencies or the compiled part (setup.py, src/tidemq/accel_c/) change
+  want="$(cat "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT"/src/tidemq/accel_c/* | sha256sum | cut -d' ' -f1)"
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "tidemq: installing dependencies${extras:+ ($extras)}" >&2
     local spec="$ROOT"

@@ -1,6 +1,7 @@
 """Consume-queue damage scenarios of issue 12 (4 MiB segments, 30,000 messages of topic T in 4
 queues, a message of U between batches): intact, consumequeue/T deleted, one queue file cut to
-half, each after a clean stop and with an abort file; prints messages readable and start time.
+half (each also with config/queues.json deleted), each after a clean stop and with an abort file;
+prints messages readable and start time.
 
     .venv/bin/python scripts/heal_scenarios.py
 """
@@ -39,5 +40,10 @@ def half(root):
     d = os.path.join(root, "consumequeue", "T", "0"); f = os.path.join(d, sorted(os.listdir(d))[-1])
     os.truncate(f, os.path.getsize(f) // 2 // 20 * 20)
 def none(root): pass
+def rm_dir_and_summary(root):
+    rm_dir(root); os.unlink(os.path.join(root, "config", "queues.json"))
+def half_and_summary(root):
+    half(root); os.unlink(os.path.join(root, "config", "queues.json"))
 for crash in (False, True):
     run("intact", none, crash); run("consumequeue/T deleted", rm_dir, crash); run("queue file cut to half", half, crash)
+    run("... + queues.json deleted", rm_dir_and_summary, crash); run("half + queues.json deleted", half_and_summary, crash)

@@ -11,6 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.lib.stride_tricks import sliding_window_view
+
+_INLINE = 12                               # a binary_view holds values up to 12 bytes itself
+_ARANGE = np.arange(_INLINE)
 
 
 def gather(buf: np.ndarray, arrow_buf: pa.Buffer, starts: np.ndarray, lens: np.ndarray,
@@ -25,13 +29,26 @@ def gather(buf: np.ndarray, arrow_buf: pa.Buffer, starts: np.ndarray, lens: np.n
     vb = views.view(np.uint8)
     short = np.flatnonzero(lens <= 12)
     if len(short):                         # short values live inside the view itself
-        idx = np.minimum(starts[short, None] + np.arange(12), len(buf) - 1)
-        inline = buf[idx]
-        inline[np.arange(12)[None, :] >= lens[short, None]] = 0
-        vb[short, 4:16] = inline
+        vb[short, 4:16] = _inline(buf, starts[short], lens[short])
     bitmap = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
     arr = pa.Array.from_buffers(pa.binary_view(), n, [bitmap, pa.py_buffer(views), arrow_buf])
     return pc.cast(arr, pa.binary())
+
+
+def _inline(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """The 12 bytes from each start, those past its length zeroed: rows of a sliding window
+    over buf (one index per value, not one per byte); values in the last 12 bytes one by one."""
+    if len(buf) < _INLINE:
+        near = np.ones(len(starts), bool)
+        out = np.zeros((len(starts), _INLINE), np.uint8)
+    else:
+        near = starts > len(buf) - _INLINE
+        out = sliding_window_view(buf, _INLINE)[np.where(near, 0, starts)]
+    for k in np.flatnonzero(near):
+        s, n = int(starts[k]), int(lens[k])
+        out[k] = 0
+        out[k, :n] = buf[s:s + n]
+    return out * (_ARANGE < lens[:, None])
 
 
 def gather_bytes(buf, starts: np.ndarray, lens: np.ndarray) -> pa.Buffer:

@@ -35,8 +35,17 @@ GIB = 1024 * MIB
 
 ENV_PREFIX = "TIDEMQ_"
 # TIDEMQ_* variables that are not settings of a config class (command options' twins, benchmarks)
-ENV_NOT_SETTINGS = frozenset({"TIDEMQ_CONFIG", "TIDEMQ_ENDPOINT", "TIDEMQ_BENCH_SRC", "TIDEMQ_BENCH_RESULTS"})
+ENV_NOT_SETTINGS = frozenset({"TIDEMQ_CONFIG", "TIDEMQ_ENDPOINT", "TIDEMQ_BENCH_SRC", "TIDEMQ_BENCH_RESULTS",
+                              "TIDEMQ_ACCEL"})
 SECTIONS: dict[str, type] = {}       # TOML section -> config class (filled by the classes below)
+
+
+def accel_wanted(env: Mapping[str, str] | None = None) -> bool:
+    """TIDEMQ_ACCEL: "0" runs the pure-Python record loops even where the compiled ones
+    (tidemq._accel) are built (tidemq/accel.py; CI runs the suite both ways); anything else, or
+    unset, uses the compiled ones when they are there. Read once, at import of tidemq.accel."""
+    v = (os.environ if env is None else env).get("TIDEMQ_ACCEL", "1").strip().lower()
+    return v not in ("0", "false", "no", "off")
 
 
 def _f(default: Any, doc: str, lo: float | None = None, hi: float | None = None,
@@ -327,6 +336,11 @@ class StoreConfig(_Loadable):
     flush_least_pages: int = _f(4, "async flush waits for this many dirty 4 KiB pages", 0, 1_000_000)
     flush_thorough_interval_ms: int = _f(10_000, "async flush flushes everything at least this often", 1, 600_000)
     sync_flush_timeout_ms: int = _f(5_000, "a SYNC_FLUSH put not durable by then answers FLUSH_DISK_TIMEOUT", 1, 600_000)
+    sync_flush_gather_us_max: int = _f(0, "SYNC_FLUSH group commit: before an fsync, wait at most this long (and at "
+                                          "most half the last fsync) for the writers the last one released to "
+                                          "append again, so one fsync covers them all (fewer fsyncs per message; "
+                                          "on a disk busy with fsyncs no faster: off by default; 0: fsync at once)",
+                                   0, 100_000)
     flush_consume_queue_interval_ms: int = _f(1_000, "flush period of consume queues and index", 1, 60_000)
     checkpoint_interval_ms: int = _f(1_000, "the checkpoint file is flushed at least this often", 10, 60_000)
 
@@ -450,8 +464,11 @@ class BrokerConfig(_Loadable):
 
     host: str = _f("127.0.0.1", "address the gRPC server binds (loopback unless configured)")
     port: int = _f(8081, "gRPC port (0: any free port)", 0, 65535)
-    metrics_port: int = _f(8082, "HTTP port of /metrics (Prometheus), /healthz, /readyz and the status page /, on "
-                                 "the same host as the gRPC port (0: off)", 0, 65535)
+    metrics_port: int = _f(8082, "HTTP port of /metrics (Prometheus), /healthz, /readyz and the status page / "
+                                 "(0: off)", 0, 65535)
+    metrics_host: str = _f("127.0.0.1", "address the metrics port binds: loopback unless configured, whatever "
+                                        "the gRPC host (the status page and /status.json show the store's paths "
+                                        "and settings; no authentication)")
     status_history_s: float = _f(6 * 3_600.0, "how far back the status page's disk chart reaches (one sample "
                                               "per status_sample_interval_s)", 60.0, 7 * 86_400.0)
     status_sample_interval_s: float = _f(10.0, "how often disk usage and the rates are sampled for the status "
@@ -486,7 +503,7 @@ class BrokerConfig(_Loadable):
                                         "for this long is gone (the official clients heartbeat every 10 s)",
                                   1.0, 3_600.0)
     receive_batch_max: int = _f(256, "messages one ReceiveMessage returns at most", 1, 10_000)
-    long_polling_s_max: float = _f(30.0, "longest a ReceiveMessage waits for messages", 0.0, 600.0)
+    long_polling_s_max: float = _f(30.0, "longest a ReceiveMessage or PullMessage waits for messages", 0.0, 600.0)
     send_dedup_window_entries: int = _f(100_000, "recent (topic, message id) pairs a resent message is recognised by "
                                 "(at least this many, at most twice; 0: off)",
                                 0, 10_000_000)
@@ -553,6 +570,13 @@ class BrokerConfig(_Loadable):
     transaction_checks_per_round_max: int = _f(256, "orphan checks sent per round at most", 1, 1_000_000)
     pull_message_bytes_max: int = _f(64 * MIB, "message bytes one PullMessage answers at most", 64 * KIB, 1 << 40)
     pull_records_bytes_max: int = _f(64 * MIB, "record bytes one PullRecords answers at most", 64 * KIB, 1 << 40)
+    query_messages_max: int = _f(64, "messages one admin Query answers at most (asking for more: LIMIT_EXCEEDED)",
+                                 1, 10_000)
+    ack_entries_max: int = _f(1_024, "receipt handles one AckMessage may carry (the official clients send one); "
+                                     "more: PAYLOAD_TOO_LARGE, nothing acked", 1, 1_000_000)
+    invisible_duration_s_max: float = _f(43_200.0, "longest invisible time a ReceiveMessage or "
+                                                   "ChangeInvisibleDuration may ask for (the RocketMQ proxy's 12 h); "
+                                                   "more, or none > 0: ILLEGAL_INVISIBLE_TIME", 1.0, 7 * 86_400.0)
 
     def __post_init__(self) -> None:
         self._check()

@@ -30,7 +30,8 @@ def until(s: float | None) -> str:
 
 def cleanup_summary(lc: dict, now_s: float, lost_shown: int = 5) -> str:
     """The last cleanup that deleted something (a store's ``last_cleanup``), e.g. "deleted 10
-    segments, 40.0 MiB, 20 s ago (space; trigger space); messages gone: T/0 0..999"."""
+    segments, 40.0 MiB, 20 s ago (space; trigger space); messages gone: T/0 0..999; groups lost
+    messages they had not consumed: G T/0 500..999 (500)"."""
     if not lc.get("deleted"):
         return "nothing deleted since start"
     lost = lc.get("lost") or []
@@ -39,4 +40,14 @@ def cleanup_summary(lc: dict, now_s: float, lost_shown: int = 5) -> str:
     reasons = "+".join(sorted(set(lc.get("reasons") or []))) or "-"
     return (f"deleted {len(lc['deleted'])} segment(s), {human_bytes(lc['deleted_bytes'])}, "
             f"{human_seconds(max(0.0, now_s - lc['at_ms'] / 1000))} ago ({reasons}; trigger "
-            f"{'+'.join(lc['triggers']) or '-'})" + (f"; messages gone: {gone}{more}" if gone else ""))
+            f"{'+'.join(lc['triggers']) or '-'})" + (f"; messages gone: {gone}{more}" if gone else "")
+            + _groups_lost(lc.get("groups_lost") or [], lost_shown))
+
+
+def _groups_lost(losses: list[dict], shown: int) -> str:
+    if not losses:
+        return ""
+    words = ", ".join(f"{g['group']} {g['topic']}/{g['queue_id']} {g['first']}..{g['end'] - 1} ({g['messages']})"
+                      for g in losses[:shown])
+    more = f" and {len(losses) - shown} more" if len(losses) > shown else ""
+    return f"; groups lost messages they had not consumed: {words}{more}"

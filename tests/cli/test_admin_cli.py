@@ -6,6 +6,7 @@ import json
 from click.testing import CliRunner
 
 from tidemq.cli.main import cli
+from tidemq.store import MessageStore, StoreConfig
 
 from ..support.auth import AUTH
 
@@ -36,6 +37,34 @@ def test_topics_and_disk_through_the_broker(tmp_path, broker_factory):
     from tidemq.client import Producer
     with Producer(b.endpoint) as p:
         assert all(x.ok for x in p.send_batch("Made", [b"a", b"b", b"c"]))
+    # the space policy: set at creation or later, shown by list and status
+    r = run(["topic", "create", "Held", "--queues", "2", "--space-policy", "refuse", "--endpoint", b.endpoint])
+    assert r.exit_code == 0 and "space policy refuse" in r.output, r.output
+    r = run(["topic", "create", "Made", "--space-policy", "refuse", "--endpoint", b.endpoint])
+    assert r.exit_code == 0 and "3 queue(s), space policy refuse" in r.output, "set on an existing topic, queues kept"
+    r = run(["topic", "list", "--endpoint", b.endpoint, "--json"])
+    policies = {d["topic"]: d["space_policy"] for d in json.loads(r.output)}
+    assert policies["Held"] == policies["Made"] == "refuse" and set(policies.values()) == {"refuse", "evict"}
+    r = run(["topic", "status", "Held", "--endpoint", b.endpoint])
+    assert r.exit_code == 0 and "space policy refuse" in r.output, r.output
+    r = run(["topic", "create", "Bad", "--space-policy", "keep", "--endpoint", b.endpoint])
+    assert r.exit_code == 2 and "'keep' is not one of 'evict', 'refuse'" in r.output, r.output
+    r = run(["topic", "create", "Huge", "--queues", "1000000", "--endpoint", b.endpoint])
+    assert r.exit_code == 1 and "topic_queues_max" in r.output, r.output
+
+
+def test_the_space_policy_of_a_stopped_store(tmp_path):
+    root = str(tmp_path / "store")
+    MessageStore(StoreConfig(root_dir=root, segment_size_bytes=1 << 20, index_slots=100,
+                             index_entries=400)).start().shutdown()    # offline commands never make a store
+    r = run(["topic", "create", "Held", "--queues", "2", "--space-policy", "refuse", "--root", root])
+    assert r.exit_code == 0 and "space policy refuse" in r.output, r.output
+    r = run(["topic", "create", "Free", "--root", root])
+    assert r.exit_code == 0 and "space policy evict" in r.output, r.output
+    r = run(["topic", "list", "--root", root, "--json"])
+    assert {d["topic"]: d["space_policy"] for d in json.loads(r.output)} == {"Held": "refuse", "Free": "evict"}
+    r = run(["topic", "list", "--root", root])
+    assert "space policy" in r.output and "refuse" in r.output
 
 
 def test_unreachable_broker_is_a_clear_error():
@@ -58,6 +87,8 @@ def test_alarms_command_signed_and_over_tls(tmp_path, broker_factory, certificat
                             "--json"], env=cli_env, catch_exceptions=False)
     st = json.loads(r.output)
     assert st["memory"]["raised"] and st["refusal"].startswith("memory alarm")
+    assert st["changed"] == [f"memory_high_watermark_bytes = 1048576 on {b.endpoint} until it restarts; to keep it, "
+                             f"set it in [broker] of the TOML file or TIDEMQ_MEMORY_HIGH_WATERMARK_BYTES"]
     assert r.exit_code == 0, "a change was asked for and made"
     r = runner.invoke(cli, ["alarms", "--endpoint", b.endpoint], env=cli_env, catch_exceptions=False)
     assert r.exit_code == 1 and "writes: held" in r.output and "MEMORY_ALARM" in r.output, "check_local_alarms"

@@ -7,7 +7,9 @@ import sys
 
 import pytest
 
+from tidemq.io import OsFileIO
 from tidemq.store import Message, MessageStore, StoreConfig
+from tidemq.store.archive import read_manifest
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -26,7 +28,7 @@ def test_archive_writes_parquet_and_the_manifest(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     report = json.loads(r.stdout)
     assert len(report["archived"]) >= 2 and report["dest"] == str(tmp_path / "archive")
-    manifest = json.load(open(root / "archive" / "manifest.json"))["segments"]
+    manifest = read_manifest(OsFileIO(), str(root))["segments"]
     assert sorted(manifest) == report["archived"]
     assert sum(e["rows"] for e in manifest.values()) == report["rows"]
     assert os.path.isdir(tmp_path / "archive" / f"run={report['run']}" / "topic=T")

@@ -41,23 +41,53 @@ def test_send_receive_and_group_lag(broker):
     assert tagged["tag"] == "t1" and tagged["keys"] == ["k1"] and tagged["properties"] == {"color": "red"}
     assert run("group", "status", "g", *ep).exit_code == 1, "nothing consumed by g yet"
 
-    r = run("receive", T, "--group", "g", "--count", 3, "--json", *ep)            # reads and commits
+    r = run("receive", T, "--group", "g", "--count", 3, "--json", *ep)            # receives and acks
     assert r.exit_code == 0 and len(json.loads(r.output)) == 3
     r = run("group", "status", "g", "--json", *ep)
     rows = json.loads(r.output)
-    assert r.exit_code == 0 and sum(x["lag"] for x in rows) == 1 and {x["kind"] for x in rows} == {"pull"}
+    assert r.exit_code == 0 and sum(x["lag"] for x in rows) == 1 and {x["kind"] for x in rows} == {"pop"}
+    assert sum(x["inflight"] for x in rows) == 0, "acked: nothing in flight"
     assert any(x["last_consumed_ms"] for x in rows) and all(x["redelivering"] == 0 for x in rows)
     r = run("group", "status", "g", *ep)
     assert "ago" in r.output and "dead letters 0 (topic %DLQ%g)" in r.output
     r = run("group", "list", *ep)
     assert r.exit_code == 0 and "g" in r.output
-    r = run("receive", T, "--group", "g", "--count", 10, "--json", *ep)           # the one left
-    assert len(json.loads(r.output)) == 1
+    r = run("receive", T, "--group", "g", "--count", 10, *ep)                     # the one left
+    assert r.exit_code == 0 and "1 message(s)" in r.output and "acked 1 for group g" in r.output
+    assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 0
+    r = run("receive", T, "--group", "g", "--json", *ep)                          # nothing left
+    assert r.exit_code == 0 and json.loads(r.output) == []
+    assert run("receive", T, "--group", "g", "--queue", 0, *ep).exit_code == 2
+
+    # pulls from a position: nothing acked, nothing committed
+    r = run("receive", T, "--from", "end", "--json", *ep)
+    assert r.exit_code == 0 and json.loads(r.output) == []
+    one = [x for x in sent if x["status"] == "OK"][0]
+    r = run("receive", T, "--queue", one["queue"], "--offset", one["offset"], "--count", 1, "--json", *ep)
+    got = json.loads(r.output)
+    assert r.exit_code == 0 and [(m["queue"], m["offset"], m["body"]) for m in got] == [
+        (one["queue"], one["offset"], "three")]
+    assert run("receive", T, "--offset", 0, *ep).exit_code == 2, "--offset needs --queue"
     assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 0
 
     r = run("group", "reset", "g", "--topic", T, "--to", "earliest", "--json", *ep)
-    assert r.exit_code == 0 and all(d["to"] == 0 for d in json.loads(r.output))
+    assert r.exit_code == 0 and all(d["to"] == 0 and d["kind"] == "pop" for d in json.loads(r.output))
     assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 4
+    r = run("group", "reset", "g", "--topic", T, "--to", "latest", *ep)
+    assert r.exit_code == 0 and "group g reset" in r.output
+    assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 0
+    r = run("group", "reset", "g", "--topic", T, "--to", 1, "--json", *ep)        # an offset: 1 on every queue
+    ends = {q["id"]: q["max_offset"] for q in json.loads(run("topic", "status", T, "--json", *ep).output)["queues"]}
+    assert {d["queue"]: d["to"] for d in json.loads(r.output)} == {q: min(1, end) for q, end in ends.items()}
+    assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == \
+        sum(max(0, end - 1) for end in ends.values())
+    stored_ms = json.loads(run("query", "--topic", T, "--key", "k1", "--json", *ep).output)[0]["store_timestamp_ms"]
+    r = run("group", "reset", "g", "--topic", T, "--to", stored_ms, "--json", *ep)   # a time: from there on
+    assert r.exit_code == 0
+    assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 4, \
+        "every message was stored at or after the first one's time"
+    r = run("group", "reset", "g", "--topic", T, "--to", stored_ms + 3_600_000, "--json", *ep)
+    assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 0, "an hour on"
     assert run("group", "reset", "g", "--topic", T, "--to", "soon", *ep).exit_code == 2
 
 
@@ -70,7 +100,10 @@ def test_status_exits_non_zero_while_writes_are_held(broker):
     assert {"version", "uptime_s", "root", "alarms", "disk", "rates", "totals", "recovery"} <= set(st)
     # the memory alarm at a watermark the broker is above: sends are held, and every view says so
     # (a disk limit no disk can meet would not do: it is capped where cleanup frees space)
-    assert run("alarms", "--set-memory-high-watermark-bytes", 1 << 20, *ep).exit_code == 0
+    r = run("alarms", "--set-memory-high-watermark-bytes", 1 << 20, *ep)
+    assert r.exit_code == 0, "a change was asked for and made"
+    assert f"memory_high_watermark_bytes = {1 << 20} on {broker.endpoint} until it restarts; to keep it, set it in " \
+           "[broker] of the TOML file or TIDEMQ_MEMORY_HIGH_WATERMARK_BYTES" in r.output
     r = run("status", *ep)
     assert r.exit_code == 1 and "writes: held" in r.output and "MEMORY_ALARM" in r.output
     st = json.loads(run("status", "--json", *ep).output)
@@ -112,12 +145,22 @@ def test_topic_status_config_and_clean(broker, tmp_path):
     run("receive", T, "--group", "g", "--count", 1, *ep)
     doc = json.loads(run("topic", "status", T, "--json", *ep).output)
     assert doc["messages"] == 3 and len(doc["queues"]) == 8
+    assert doc["bytes"] == sum(q["bytes"] for q in doc["queues"]) > 3 * 91 and doc["bytes_exact"]
+    r = run("topic", "status", T, *ep)
+    assert f"topic {T}: 3 message(s), {doc['bytes']} B" in r.output and "size" in r.output, r.output
     assert [(g["group"], g["lag"]) for g in doc["groups"]] == [("g", 2)]
     r = run("topic", "status", "nope", *ep)
     assert r.exit_code == 1 and "does not exist" in r.output
 
     doc = json.loads(run("config", "show", "--json", *ep).output)
     assert doc["store"]["root_dir"] == broker.root and doc["broker"]["metrics_port"] == 0
+    assert set(doc["changeable_at_run_time"]) == {"memory_high_watermark_bytes", "memory_high_watermark_ratio",
+                                                  "disk_free_limit_bytes"}
+    shown = run("config", "show", *ep).output
+    marked = {line.split("│")[2].strip() for line in shown.splitlines()
+              if line.count("│") >= 5 and "config set (until restart)" in line}
+    assert marked == set(doc["changeable_at_run_time"]), shown
+    assert "changeable at run time, until the broker restarts" in shown
     r = run("config", "set", "disk_free_limit_bytes", 12345, *ep)
     assert r.exit_code == 0 and "until it restarts" in r.output
     assert json.loads(run("alarms", "--json", *ep).output)["disk"]["limit_bytes"] == 12345
@@ -129,13 +172,6 @@ def test_topic_status_config_and_clean(broker, tmp_path):
     r = run("clean", "--force", "--yes", "--json", *ep)
     rep = json.loads(r.output)
     assert r.exit_code == 0 and rep["deleted_segments"] == 0, "nothing expired in a new store"
-
-
-def test_serve_refuses_a_root_that_is_a_file_in_one_line(tmp_path):
-    f = tmp_path / "afile"
-    f.write_text("x")
-    r = run("serve", "--root", f, "--port", 0, "--metrics-port", 0)
-    assert r.exit_code == 1 and "is a file, not a directory" in r.output and "Traceback" not in r.output
 
 
 def test_topic_delete_asks_then_deletes_and_the_groups_forget_it(broker):

@@ -1,13 +1,15 @@
 """PullConsumer.iter_records against a model of PullRecords (no broker): order, bounds, gaps,
 speculative pulls asked again after a short answer, prefetch bounded, errors where the
-iteration reaches them, pulls under way cancelled when it stops."""
+iteration reaches them, pulls under way cancelled when it stops, the frame's CRC."""
 
 import json
+import struct
 
 import numpy as np
 import pytest
 
 from tidemq.protocol.stubs import Code
+from tidemq.protocol.pull_frame import decode_response
 from tidemq.protocol.pull_frame import encode_response as frame
 from tidemq.client import ClientError, PullConsumer
 from tidemq.client.client import PREFETCH_MAX
@@ -23,6 +25,7 @@ class FakeQueue:
         self.lo, self.hi, self.holes, self.cap, self.fail_at = lo, hi, set(holes), cap, fail_at
         self.asked: list[int] = []
         self.cancelled: list[int] = []
+        self.on_the_way = None          # what happens to an answer's bytes on the way (bytes -> bytes)
         self.open = 0
         self.open_max = 0
 
@@ -63,7 +66,8 @@ class FakeFuture:
         self._finish()
         if self.q.fail_at is not None and self.req["offset"] >= self.q.fail_at:
             raise ClientError(Code.INTERNAL_SERVER_ERROR, "broken")
-        return self.q.answer(self.req)
+        raw = self.q.answer(self.req)
+        return self.q.on_the_way(raw) if self.q.on_the_way else raw
 
     def cancel(self):
         self.q.cancelled.append(self.req["offset"])
@@ -181,3 +185,32 @@ def test_waiting_at_the_end_polls_again_and_beyond_the_end_raises(consumer):
     with pytest.raises(ClientError) as e:
         next(c.iter_records("T", 0, 500, wait_s=0.01))
     assert e.value.code == Code.ILLEGAL_OFFSET
+
+
+def _without_crc(raw: bytes) -> bytes:
+    """The answer of a broker that sends no frame CRC."""
+    head, sizes, data = decode_response(raw)
+    head.pop("crc32", None)
+    h = json.dumps(head).encode()
+    return struct.pack("<I", len(h)) + h + bytes(sizes) + bytes(data)
+
+
+def test_the_frame_crc_vouches_for_the_records_or_fails_and_without_it_the_reader_checks(consumer):
+    q = FakeQueue(hi=100)
+    c = consumer(q)
+    rs = list(c.iter_records("T", 0, 0, 100, max_count=30))
+    assert offsets_of(rs) == list(range(100)) and all(r.checked for r in rs)
+    q.on_the_way = lambda raw: raw[:-3] + bytes([raw[-3] ^ 0x04]) + raw[-2:]      # a record's byte flipped
+    with pytest.raises(ClientError) as e:
+        list(c.iter_records("T", 0, 0, 100, max_count=30))
+    assert e.value.code == Code.MESSAGE_CORRUPTED and "frame CRC" in str(e.value)
+    def flip_a_size(raw: bytes) -> bytes:
+        at = 4 + struct.unpack_from("<I", raw)[0]                                 # the first size's first byte
+        return raw[:at] + bytes([raw[at] ^ 0x01]) + raw[at + 1:]
+    q.on_the_way = flip_a_size
+    with pytest.raises(ClientError) as e:
+        list(c.iter_records("T", 0, 0, 100, max_count=30))
+    assert e.value.code == Code.MESSAGE_CORRUPTED
+    q.on_the_way = _without_crc                                                   # an older broker
+    rs = list(c.iter_records("T", 0, 0, 100, max_count=30))
+    assert offsets_of(rs) == list(range(100)) and not any(r.checked for r in rs)

@@ -3,16 +3,29 @@ broker's e2e tests)."""
 
 import pytest
 
-from tidemq.protocol.admin import QUEUES_DEFAULT, alarm_limits, create_topic_request
+from tidemq.protocol.admin import (QUERY_MAX, LimitError, alarm_limits, create_topic_request,
+                                   query_request)
 
 
 def test_create_topic_request():
-    assert create_topic_request({"name": "T", "queues": "3"}) == ("T", 3)
-    assert create_topic_request({"name": "T"}) == ("T", QUEUES_DEFAULT)
+    assert create_topic_request({"name": "T", "queues": "3"}) == ("T", 3, None)
+    assert create_topic_request({"name": "T"}) == ("T", None, None), "the broker picks: QUEUES_DEFAULT if new"
+    assert create_topic_request({"name": "T", "space_policy": "refuse"}) == ("T", None, "refuse")
     for bad in ({}, {"name": "T", "queues": 1e400}, {"name": "T", "queues": 0}, {"name": "T", "queues": [1]},
-                {"name": "", "queues": 1}, [], {"name": "T", "queues": "3x"}):
+                {"name": "", "queues": 1}, [], {"name": "T", "queues": "3x"}, {"name": "T", "space_policy": "keep"},
+                {"name": "T", "space_policy": ["refuse"]}):
         with pytest.raises(ValueError):
             create_topic_request(bad)
+
+
+def test_query_max_is_bounded_by_the_limit_given():
+    assert query_request({"topic": "T", "key": "k"})[3] == 16
+    assert query_request({"topic": "T", "key": "k", "max": 500}, 1000)[3] == 500
+    with pytest.raises(LimitError):
+        query_request({"topic": "T", "key": "k", "max": QUERY_MAX + 1})
+    with pytest.raises(LimitError):
+        query_request({"topic": "T", "key": "k", "max": 1 << 62}, 1000)
+    assert query_request({"topic": "T", "key": "k"}, 4)[3] == 4, "the default never exceeds the limit"
 
 
 def test_alarm_limits_take_known_limits_only_with_their_types():

@@ -5,8 +5,9 @@ from array import array
 
 import pytest
 
+from tidemq.crc import crc32
 from tidemq.protocol.pull_frame import (COUNT_MAX, WAIT_MS_MAX, FrameError, PullRequest, decode_request,
-                                        decode_response, encode_request, encode_response)
+                                        decode_response, encode_request, encode_response, frame_crc)
 
 
 def test_request_round_trip_defaults_and_clamps():
@@ -29,7 +30,8 @@ def test_malformed_requests_are_frame_errors(raw):
 def test_response_round_trip():
     sizes = array("i", [3, 5])
     head, s, data = decode_response(encode_response({"code": 0, "count": 2, "next_offset": 9}, sizes, b"abcdefgh"))
-    assert head == {"code": 0, "count": 2, "next_offset": 9}
+    assert head == {"code": 0, "count": 2, "next_offset": 9, "crc32": crc32(sizes.tobytes() + b"abcdefgh")}
     assert array("i", bytes(s)) == sizes and bytes(data) == b"abcdefgh"
+    assert frame_crc(s, data) == head["crc32"]
     head, s, data = decode_response(encode_response({"code": 40401, "count": 0}))
-    assert head["code"] == 40401 and bytes(s) == b"" and bytes(data) == b""
+    assert head["code"] == 40401 and bytes(s) == b"" and bytes(data) == b"" and "crc32" not in head

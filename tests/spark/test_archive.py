@@ -11,7 +11,9 @@ import time
 
 import pytest
 
+from tidemq.io import OsFileIO
 from tidemq.spark import archive
+from tidemq.store.archive import read_gaps, read_manifest
 from tidemq.store import Message, PutStatus, StoreConfig
 
 
@@ -71,7 +73,7 @@ def test_nothing_acknowledged_is_lost_and_cleanup_waits_for_the_archive(spark, e
         seq, _ = fill(s, acked, seq, 1)                   # the cleaner deletes what is archived ...
         assert len(os.listdir(cl)) < 12
         assert s.write_refusal() is None                  # ... and writes go on
-    manifest = json.load(open(os.path.join(root, "archive", "manifest.json")))["segments"]
+    manifest = read_manifest(OsFileIO(), root)["segments"]
     in_archive = [r.body[:9] for r in spark.read.parquet(dest).where("topic = 'Arch'").select("body").collect()]
     assert len(in_archive) == len(set(in_archive)), "a segment was archived twice"
     assert sum(e["rows"] for e in manifest.values()) == spark.read.parquet(dest).count()
@@ -90,7 +92,7 @@ def test_delete_mode_keeps_writing_and_records_the_gap(spark, env, tmp_path):
     acked: list = []
     fill(s, acked, 0, 300)
     assert s.write_refusal() is None
-    gaps = json.load(open(os.path.join(root, "archive", "gaps.json")))["gaps"]
+    gaps = read_gaps(OsFileIO(), root)["gaps"]
     assert gaps and all(g["end_offset"] > g["start_offset"] for g in gaps)
     assert s.segments.min_offset == gaps[-1]["end_offset"]
 
@@ -120,8 +122,12 @@ def test_several_topics_in_one_segment_keep_their_topics(spark, tmp_path):
     s.put_batch([Message(topic="Orders" if i % 2 else "Refund", body=b"%s-%d" % (b"o" if i % 2 else b"r", i))
                  for i in range(3000)])
     s.shutdown()
-    report = archive.run(spark, root, dest)
+    said: list = []
+    report = archive.run(spark, root, dest, progress=lambda done, total: said.append((done, total)))
     assert report["archived"]
+    n = len(report["archived"])           # how far it got, as the executors finish segments
+    assert said[0] == (0, n) and said[-1] == (n, n) and all(t == n for _, t in said)
+    assert [d for d, _ in said] == sorted(d for d, _ in said)
     rows = spark.read.parquet(dest).select("topic", "body").collect()
     assert rows and all(r.body.startswith(b"o" if r.topic == "Orders" else b"r") for r in rows)
 

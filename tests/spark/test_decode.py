@@ -98,6 +98,19 @@ def test_records_failing_their_crc_are_skipped_and_counted():
     assert [r["queue_offset"] for r in batch.to_pylist()] == [i for i in range(20) if i not in (2, 9, 15)]
 
 
+def test_records_whose_crcs_were_checked_on_the_way_get_their_layout_checked_only():
+    """crc_checked (a broker's pull under a frame CRC, the archive's walk): no CRC again, but a
+    record that is not well-formed is still never a row."""
+    recs = varied(20)
+    data = bytearray(b"".join(recs))
+    sizes = np.array([len(r) for r in recs])
+    pos = positions_of(sizes)
+    data[pos[3] + 4:pos[3] + 8] = b"\x00\x00\x00\x00"             # magic of record 3 gone
+    batch, skipped = decode(bytes(data), pos, sizes, crc_checked=True)
+    assert skipped == 1 and [actual(r) for r in batch.to_pylist()] == [expected(r) for k, r in enumerate(recs)
+                                                                        if k != 3]
+
+
 def test_positions_past_the_buffer_are_skipped():
     recs = varied(3)
     data = b"".join(recs)

@@ -13,7 +13,10 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
+from tidemq.io import OsFileIO
 from tidemq.spark import archive
+from tidemq.spark.tiered import archive_of
+from tidemq.store.archive import read_manifest
 
 from .test_archive import archiving_store, fill
 
@@ -91,7 +94,7 @@ def test_offsets_in_neither_tier_are_a_data_loss(spark, env, tmp_path):
     s, root, dest, cl = archiving_store(env, tmp_path, 1)
     acked: list = []
     cycle(spark, s, root, dest, cl, acked, 0)
-    manifest = json.load(open(os.path.join(root, "archive", "manifest.json")))
+    manifest = read_manifest(OsFileIO(), root)
     run = next(iter(manifest["segments"].values()))["run"]
     lost = spark.read.parquet(os.path.join(dest, f"run={run}")).where("queue_offset < 100").count()
     assert lost == 100
@@ -107,7 +110,7 @@ def test_offsets_in_neither_tier_are_a_data_loss(spark, env, tmp_path):
     assert offs == list(range(100, len(acked)))
 
 
-def test_broker_mode_reads_the_archive_it_is_given(spark, broker, tmp_path):
+def test_broker_mode_reads_the_archive_the_broker_names_or_the_one_it_is_given(spark, broker, tmp_path):
     from ..support.spark import fill_through_broker
     small = {"TIDEMQ_SEGMENT_SIZE_BYTES": str(64 * 1024)}
     b = broker(env=small)
@@ -121,10 +124,36 @@ def test_broker_mode_reads_the_archive_it_is_given(spark, broker, tmp_path):
     b2 = broker(root=b.root, env=small)
     read = lambda **o: spark.read.format("tidemq").option("endpoints", b2.endpoint).option("topic", "Orders") \
         .options(**o).load()                              # noqa: E731
-    rows = read(archivePath=dest).select("queue_id", "queue_offset", "body").collect()
-    assert sorted(r.body for r in rows) == sorted(b"order-%d" % i * (1 + i % 250 % 5) for i in range(n))
-    assert len({(r.queue_id, r.queue_offset) for r in rows}) == n
-    assert read().count() < n                             # without the archive: what the log still holds
+    every = sorted(b"order-%d" % i * (1 + i % 250 % 5) for i in range(n))
+    for options in ({"archivePath": dest}, {}):          # given, or the one the broker's manifest records
+        rows = read(**options).select("queue_id", "queue_offset", "body").collect()
+        assert sorted(r.body for r in rows) == every
+        assert len({(r.queue_id, r.queue_offset) for r in rows}) == n
+    assert read(archivePath="").count() < n              # without the archive: what the log still holds
+    from tidemq.protocol import admin
+    got = admin.call(b2.endpoint, admin.ARCHIVE)
+    assert got["ok"] and got["dest"] == dest and got["gaps"] == 0 and got["runs"] == [f"{dest}/run={report['run']}"]
+    a = archive_of({"endpoints": b2.endpoint})
+    assert (a.dest, a.runs) == (dest, (f"{dest}/run={report['run']}",))
+    assert a.gaps_file == f"{b.root}/archive/gaps.json on the broker's host ({b2.endpoint})"
+
+
+def test_broker_mode_without_the_brokers_archive_in_sight(monkeypatch, tmp_path, caplog):
+    """The broker names an archive the driver cannot see (another machine's disk): no tiering by
+    default, said once; a broker that cannot say (older): tiering only with archivePath."""
+    from tidemq.spark import tiered
+    summary = {"dest": str(tmp_path / "elsewhere"), "runs": [str(tmp_path / "elsewhere" / "run=1")],
+               "gaps_file": "/srv/tidemq/archive/gaps.json", "gaps": 0}
+    monkeypatch.setattr(tiered, "_broker_summary", lambda endpoint, timeout_s: summary)
+    with caplog.at_level("WARNING", logger="tidemq.spark"):
+        assert archive_of({"endpoints": "127.0.0.1:1"}) is None
+        assert archive_of({"endpoints": "127.0.0.1:1"}) is None
+    assert len([r for r in caplog.records if "not visible here" in r.getMessage()]) == 1
+    given = archive_of({"endpoints": "127.0.0.1:1", "archivePath": str(tmp_path / "elsewhere")})
+    assert given.runs == tuple(summary["runs"]) and given.gaps_file.startswith("/srv/tidemq/archive/gaps.json on")
+    monkeypatch.setattr(tiered, "_broker_summary", lambda endpoint, timeout_s: None)
+    assert archive_of({"endpoints": "127.0.0.1:1"}) is None
+    assert archive_of({"endpoints": "127.0.0.1:1", "archivePath": "/a"}) == tiered.Archive("/a", None, None)
 
 
 def test_a_live_range_cleaned_after_planning_is_read_from_the_archive(spark, tmp_path):

@@ -9,7 +9,7 @@ import json
 
 from tidemq.io import ManualClock
 from tidemq.store import Message
-from tidemq.store.archive import ArchiveGuard, manifest_path, read_manifest, write_manifest
+from tidemq.store.archive import ArchiveGuard, manifest_path, read_gaps, read_manifest, write_manifest
 from tidemq.store.mapped_file import segment_name
 from tidemq.testing.faulty_io import FaultyFileIO
 
@@ -44,7 +44,8 @@ def test_no_manifest_reads_as_empty_and_a_written_one_reads_back():
     fio = FaultyFileIO()
     assert read_manifest(fio, MEMORY_ROOT) == {"segments": {}}
     write_manifest(fio, MEMORY_ROOT, {"segments": {"x": {"end_offset": 5}}})
-    assert json.loads(fio.pread(fio.open(manifest_path(MEMORY_ROOT)), 1000, 0)) == {"segments": {"x": {"end_offset": 5}}}
+    raw = fio.pread(fio.open(manifest_path(MEMORY_ROOT)), 1000, 0)
+    assert json.loads(raw)["doc"] == {"segments": {"x": {"end_offset": 5}}}, "a checked document, still JSON"
     assert read_manifest(fio, MEMORY_ROOT)["segments"]["x"]["end_offset"] == 5
 
 
@@ -69,7 +70,18 @@ def test_an_unreadable_manifest_archives_nothing(stores, caplog):
     h = fio.open(manifest_path(MEMORY_ROOT))
     fio.truncate(h, 10)
     fio.mtime_now_ms = 2
-    assert not guard.archived(segs[0]) and "unreadable" in caplog.text
+    assert not guard.archived(segs[0]) and "archive manifest" in caplog.text and "no intact copy" in caplog.text
+
+
+def test_a_damaged_manifest_falls_back_to_its_previous_version(stores):
+    s, _ = store_with_segments(stores)
+    fio, segs = s.fio, s.segments.segments
+    archive(fio, segs[:1], 1)
+    archive(fio, segs[1:2], 2)                     # the first version is kept as .bak
+    h = fio.open(manifest_path(MEMORY_ROOT))
+    fio.truncate(h, 10)
+    guard = ArchiveGuard(fio, MEMORY_ROOT, "refuse")
+    assert guard.archived(segs[0]) and not guard.archived(segs[1]), "the previous version: segment 1 waits for a run"
 
 
 def test_the_cleaner_deletes_only_archived_segments_and_says_why(stores):
@@ -91,6 +103,6 @@ def test_a_gap_is_recorded_when_an_unarchived_segment_goes_at_the_warning_level(
     assert s.disk.refusal is not None
     s.clean()
     assert head.path in s.cleaner.last.deleted
-    gaps = json.loads(fio.pread(fio.open(MEMORY_ROOT + "/archive/gaps.json"), 100_000, 0))["gaps"]
+    gaps = read_gaps(fio, MEMORY_ROOT)["gaps"]
     assert gaps[0]["segment"] == segment_name(head.start_offset) and gaps[0]["start_offset"] == head.start_offset
     assert "disk at the warning level" in gaps[0]["why"] and s.archive.gaps_recorded == len(gaps)

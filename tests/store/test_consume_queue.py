@@ -332,3 +332,21 @@ def test_changed_units_per_segment_is_refused_or_keeps_every_message(stores):
             break
         off = g.next_offset
     assert got == [b"m%d" % i for i in range(40)], f"{40 - len(got)} messages unreachable"
+
+
+def test_message_bytes_exact_up_to_a_bound_then_estimated(cq):
+    cq.append(0, units(0, 40))                   # sizes 100 .. 139, across three files
+    assert cq.message_bytes(100) == (sum(range(100, 140)), True)
+    assert cq.message_bytes(40) == (sum(range(100, 140)), True)
+    nbytes, exact = cq.message_bytes(10)         # the last ten (130 .. 139): mean 134.5, times 40
+    assert not exact and nbytes == 134.5 * 40
+    cq.min_offset = 30                           # cleaned below 30: what the queue still holds
+    assert cq.message_bytes(100) == (sum(range(130, 140)), True)
+
+
+def test_queue_bytes_of_a_store_is_what_its_records_take(stores):
+    s = stores(memory_config(segment_size_bytes=1 << 20), FaultyFileIO())
+    results = s.put_batch([Message("T", b"x" * (10 + i)) for i in range(50)])
+    assert all(r.ok for r in results)
+    assert s.queue_bytes("T", 0) == (s.commitlog_max_offset - s.commitlog_min_offset, True)
+    assert s.queue_bytes("nope", 0) == (0, True)

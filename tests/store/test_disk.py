@@ -352,3 +352,72 @@ def test_one_transient_eio_does_not_refuse_writes_until_a_restart(stores):
         s.check_disk()                          # the disk-check service runs: the directory is fine
     r = s.put(Message("T", b"y"))
     assert r.ok, r.error
+
+
+def test_overall_and_per_directory_forecasts_agree_when_something_else_fills_the_disk(env):
+    """The log writes little, something else (another program, a log file) fills the file
+    system fast: the overall forecast and the directory's are one and the same measure (how fast
+    the file system fills), and the advice says what fills it."""
+    s, fio, clock, dirs = env(file_reserved_time_hours=72)
+    pct = 40.0
+    fio.percent[dirs[0]] = pct
+    s.check_disk()
+    for _ in range(90):                  # 90 s: 10 KB/s to the log, 0.1 % of 100 GB a second besides
+        s.put_batch([Message("T", b"z" * 1000) for _ in range(10)])
+        pct += 0.1
+        fio.percent[dirs[0]] = pct
+        clock.advance(1.0)
+        s.check_disk()
+    st = s.disk_status()
+    f = st["forecast"]
+    per = {d["path"]: d for d in st["directories"]}[dirs[0]]
+    assert f["fill_bytes_per_s"] == pytest.approx(per["growth_bytes_per_s"], rel=0.01)
+    assert f["fill_bytes_per_s"] > 100 * f["ingest_bytes_per_s"] > 0
+    for ratio in ("75", "85", "90"):
+        assert f["seconds_until_percent"][ratio] == pytest.approx(per["seconds_until_percent"][ratio], rel=0.01)
+    # 75 % of 100 GB from 49 % at ~100 MB/s: about 4 min, not the months the log's 10 KB/s would take
+    assert 200 < f["seconds_until_percent"]["75"] < 450, f
+    assert "something else fills them too" in f["advice"] and "75% in" in f["advice"], f["advice"]
+    assert "levels off" not in f["advice"], "the log is not what fills the disk: its expiry does not stop it"
+
+
+def test_a_preallocated_segment_is_not_the_disk_filling_in_a_jump(env):
+    """The segments are allocated whole when made: the usage of the file system jumps by a
+    segment at a roll; the forecast takes off what is allocated but not written yet, so its rate
+    is the rate of the writes."""
+    s, fio, clock, dirs = env(file_reserved_time_hours=72, segment_size_bytes=4 << 20)
+
+    class Allocated(type(fio)):
+        """Usage: 40 GB plus every byte allocated in the commit-log directory."""
+
+        def disk_usage(self, path):
+            used = 40 * GB + sum(os.path.getsize(os.path.join(dirs[0], n)) for n in os.listdir(dirs[0]))
+            return DiskUsage(100 * GB, used, 100 * GB - used)
+    fio.__class__ = Allocated
+    s.check_disk()
+    rates = []
+    for _ in range(200):                 # 200 s at 50 KB/s: a 4 MiB segment made every ~80 s
+        s.put_batch([Message("T", b"z" * 1000) for _ in range(50)])
+        clock.advance(1.0)
+        s.check_disk()
+        rates.append(s.disk_status()["forecast"])
+    assert len(s.segments) >= 3
+    for f in rates[70:]:                 # (the window of the first minute holds the usage before the fake's)
+        assert f["fill_bytes_per_s"] == pytest.approx(f["ingest_bytes_per_s"], rel=0.1), f
+    last = rates[-1]
+    assert "levels off" in last["advice"] and "something else" not in last["advice"], last["advice"]
+
+
+def test_while_the_disk_alarm_holds_sends_the_forecast_says_now(env):
+    s, fio, clock, dirs = env(file_reserved_time_hours=72)
+    fio.percent[dirs[0]] = 86
+    s.check_disk()
+    assert s.write_refusal() is None
+    s.disk.writes_held = "disk alarm: free 14.0 GiB < disk_free_limit_bytes 15.0 GiB under x"
+    st = s.disk_status()
+    assert st["forecast"]["seconds_until_percent"]["90"] == 0
+    assert st["forecast"]["advice"].startswith("sends are held now (disk alarm")
+    per = {d["path"]: d["seconds_until_percent"] for d in st["directories"]}
+    assert per[dirs[0]]["90"] == 0 and per[dirs[0]]["85"] == 0
+    s.disk.writes_held = None
+    assert s.disk_status()["forecast"]["seconds_until_percent"]["90"] != 0

@@ -507,17 +507,12 @@ def _mount_options(d: str) -> list[str]:
 
 # The consume-queue directory --------------------------------------------------------------
 
-def test_full_consume_queue_directory_refuses_puts_and_clears_by_itself(env, tmp_path):
-    """The store root (consume queues) on its own 8 MiB tmpfs, filled past 90 % by another
-    file: puts are refused naming the consume-queue directory, reads go on; once the file
-    is gone the next check clears the flag and puts succeed, no restart."""
-    cl = env.tmpfs("cl", 16)
-    root = env.tmpfs("root", 8)
-    s = env.open(store_config(root, [cl]))
-    w = Writer(s)
-    assert all(r.ok for r in w.put())
-    cap, used, free, _ = fs_usage(root)
-    ballast = os.path.join(root, "ballast")
+def refused_while_full_then_cleared(s: MessageStore, w: "Writer", mount: str, watched: str, name: str) -> None:
+    """Fill the file system at ``mount`` past 90 % with another file: puts are refused naming
+    ``name`` (the directory ``watched`` full), reads go on; once the file is gone the next check
+    clears the flag and puts succeed, no restart."""
+    cap, used, _free, _ = fs_usage(mount)
+    ballast = os.path.join(mount, "ballast")
     fd = os.open(ballast, os.O_CREAT | os.O_RDWR)
     try:
         os.posix_fallocate(fd, 0, int(cap * 0.93) - used)
@@ -525,9 +520,9 @@ def test_full_consume_queue_directory_refuses_puts_and_clears_by_itself(env, tmp
         os.close(fd)
     s.check_disk()
     rs = w.put()
-    assert all(r.status is PutStatus.SERVICE_NOT_AVAILABLE for r in rs)
-    assert "consume-queue directory" in rs[0].error and "disk full" in rs[0].error
-    assert dir_states(s)[os.path.join(root, "consumequeue")] == "full"
+    assert all(r.status is PutStatus.SERVICE_NOT_AVAILABLE for r in rs), rs[0]
+    assert name in rs[0].error and "disk full" in rs[0].error, rs[0].error
+    assert dir_states(s)[watched] == "full"
     g = s.get("g", TOPIC, 0, 0)
     assert g.status is GetStatus.FOUND
     w.verify(g)
@@ -536,6 +531,30 @@ def test_full_consume_queue_directory_refuses_puts_and_clears_by_itself(env, tmp
     assert s.write_refusal() is None
     assert all(r.ok for r in w.put())
     assert s.check().ok
+
+
+def test_full_consume_queue_directory_refuses_puts_and_clears_by_itself(env, tmp_path):
+    """The store root (consume queues) on its own 8 MiB tmpfs, filled past 90 % by another file."""
+    cl = env.tmpfs("cl", 16)
+    root = env.tmpfs("root", 8)
+    s = env.open(store_config(root, [cl]))
+    w = Writer(s)
+    assert all(r.ok for r in w.put())
+    refused_while_full_then_cleared(s, w, root, os.path.join(root, "consumequeue"), "consume-queue directory")
+
+
+def test_full_index_directory_refuses_puts_and_clears_by_itself(env, tmp_path):
+    """The index directory on its own 4 MiB tmpfs, filled past 90 % by another file: refused
+    naming the index directory (never an 'index write failed' that stays), cleared by itself."""
+    cl = env.tmpfs("cl", 16)
+    root = str(tmp_path / "root")
+    index = env.tmpfs(os.path.join(root, "index"), 4)          # an absolute name: mounted there
+    s = env.open(store_config(root, [cl], index_enabled=True, index_slots=1000, index_entries=4000))
+    w = Writer(s)
+    assert all(r.ok for r in w.put())
+    s.check_disk()
+    assert dir_states(s)[index] == "writable"
+    refused_while_full_then_cleared(s, w, index, index, "index directory")
 
 
 # disk_status() and `tidemq disk` ----------------------------------------------------------

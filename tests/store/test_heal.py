@@ -27,7 +27,7 @@ def filled(tmp_path, n=1000):
 def bodies(s, topic):
     out = {}
     for q in range(s.queue_count(topic)):
-        off, got = 0, []
+        off, got = s.min_offset(topic, q), []
         while True:
             r = s.get("g", topic, q, off, 256)
             if not r.messages:
@@ -61,13 +61,40 @@ def damage_middle(cfg):
     os.unlink(os.path.join(d, files[1]))
 
 
-@pytest.mark.parametrize("damage", [damage_dir, damage_half, damage_middle])
+def damage_first(cfg):
+    d = cq_dir(cfg, "T", 0)
+    os.unlink(os.path.join(d, sorted(os.listdir(d))[0]))
+
+
+def damage_swapped(cfg):
+    """T/1's last file replaced by T/0's: its units point at T/0's messages."""
+    a, b = cq_dir(cfg, "T", 0), cq_dir(cfg, "T", 1)
+    shutil.copyfile(os.path.join(a, sorted(os.listdir(a))[-1]), os.path.join(b, sorted(os.listdir(b))[-1]))
+
+
+def summary_kept(cfg):
+    pass
+
+
+def summary_deleted(cfg):
+    os.unlink(heal.path(cfg.root_dir))
+
+
+def summary_garbage(cfg):
+    with open(heal.path(cfg.root_dir), "wb") as f:
+        f.write(os.urandom(200))
+
+
+@pytest.mark.parametrize("damage", [damage_dir, damage_half, damage_middle, damage_first, damage_swapped])
+@pytest.mark.parametrize("summary", [summary_kept, summary_deleted, summary_garbage])
 @pytest.mark.parametrize("crash", [False, True])
-def test_a_damaged_queue_is_rebuilt_at_start(tmp_path, damage, crash):
+def test_a_damaged_queue_is_rebuilt_at_start(tmp_path, damage, summary, crash):
+    """Whatever happened to config/queues.json too: kept, deleted, garbage."""
     cfg, s = filled(tmp_path)
     want = {t: bodies(s, t) for t in ("T", "U")}
     s.shutdown()
     damage(cfg)
+    summary(cfg)
     if crash:
         open(os.path.join(cfg.root_dir, "abort"), "w").close()       # the state after any crash
     s = MessageStore(cfg).start()
@@ -86,19 +113,53 @@ def test_a_damaged_queue_is_rebuilt_at_start(tmp_path, damage, crash):
         s.shutdown()
 
 
-def test_an_intact_store_rebuilds_nothing_and_remembers_the_ends(tmp_path):
-    cfg, s = filled(tmp_path, 300)
+def test_an_intact_store_rebuilds_nothing_and_remembers_the_ends(tmp_path, caplog):
+    with caplog.at_level("WARNING", logger="tidemq.store"):
+        cfg, s = filled(tmp_path, 300)
+    assert not [r for r in caplog.records if "queues' ends" in r.getMessage()], "a new store has nothing to check"
     ends = {t: {str(q): s.max_offset(t, q) for q in range(2)} for t in ("T", "U")}
+    end = s.commitlog_max_offset
     s.shutdown()
     assert heal.QueueSummary(None, cfg.root_dir).path == os.path.join(cfg.root_dir, "config", "queues.json")
     with open(heal.path(cfg.root_dir)) as f:
         import json
-        assert json.load(f)["ends"] == ends
+        doc = json.load(f)
+    assert doc["ends"] == ends and doc["log_offset"] == end and doc["firsts"]["T"] == {"0": 0, "1": 0}
+    for lose in (False, True):
+        if lose:
+            os.unlink(heal.path(cfg.root_dir))         # checked against the whole log: still nothing to do
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="tidemq.store"):
+            s = MessageStore(cfg).start()
+        try:
+            assert s.recovery.queues_rebuilt == []
+            said = [r.getMessage() for r in caplog.records if "checked against the whole log" in r.getMessage()]
+            assert len(said) == (1 if lose else 0), said
+        finally:
+            s.shutdown()
+
+
+def test_a_store_cleaned_at_its_head_rebuilds_nothing_with_or_without_its_summary(tmp_path):
+    """Cleanup deletes queue files behind the log: a queue that starts later is no damage."""
+    cfg = small_config(tmp_path / "s", consume_queue_units_per_segment=UNITS, topic_queues_default=2,
+                       file_reserved_time_hours=0)
     s = MessageStore(cfg).start()
-    try:
-        assert s.recovery.queues_rebuilt == []
-    finally:
-        s.shutdown()
+    for i in range(2000):
+        assert s.put(Message("T", b"m%05d" % i + b"x" * 100)).ok
+    s.trigger_delete_expired()
+    s.clean()
+    assert s.min_offset("T", 0) > UNITS and s.commitlog_min_offset > 0, "queue files went behind the log"
+    want = bodies(s, "T")
+    assert sum(len(v) for v in want.values()) == sum(s.max_offset("T", q) - s.min_offset("T", q) for q in range(2))
+    s.shutdown()
+    for lose in (False, True):
+        if lose:
+            os.unlink(heal.path(cfg.root_dir))
+        s = MessageStore(cfg).start()
+        try:
+            assert s.recovery.queues_rebuilt == [] and bodies(s, "T") == want
+        finally:
+            s.shutdown()
 
 
 def test_a_deleted_topic_is_not_brought_back(tmp_path):
@@ -130,19 +191,21 @@ def test_verify_reports_what_start_corrected_and_what_it_could_not_see(tmp_path)
     assert r.exit_code == 0 and "OK" in r.output, "corrected for good"
 
     damage_dir(cfg)
-    os.unlink(heal.path(cfg.root_dir))              # the remembered ends lost too: start cannot see it
-    r = CliRunner().invoke(cli, ["verify", "--root", cfg.root_dir], catch_exceptions=False)
-    assert r.exit_code == 1 and "queue T/0: missing" in r.output and "queue T/1: missing" in r.output, r.output
+    os.unlink(heal.path(cfg.root_dir))              # the remembered ends lost too: the start scans the log
+    r = CliRunner().invoke(cli, ["verify", "--root", cfg.root_dir, "--json"], catch_exceptions=False)
+    doc = __import__("json").loads(r.output)
+    assert r.exit_code == 1 and sorted(c.split(" ")[0] for c in doc["corrected"] if c.startswith("T/")) == [
+        "T/0", "T/1"] and doc["ok"], doc
 
 
-def test_verify_reports_a_queue_cut_short(tmp_path):
+def test_verify_reports_a_queue_missing_or_cut_short_against_the_log(tmp_path):
+    from tidemq.store.verify import CheckReport, check_queue_ends
     cfg, s = filled(tmp_path, 600)
-    s.shutdown()
-    damage_half(cfg)
-    os.unlink(heal.path(cfg.root_dir))
-    s = MessageStore(cfg).start()
     try:
-        rep = s.check()
-        assert not rep.ok and any(p.startswith("queue T/0: short") for p in rep.problems), rep.problems
+        rep = CheckReport()
+        check_queue_ends(s, {("T", 0): s.max_offset("T", 0) + 5, ("Z", 0): 3}, rep)
+        assert not rep.ok and any(p.startswith("queue T/0: short") for p in rep.problems) and any(
+            p.startswith("queue Z/0: missing") for p in rep.problems), rep.problems
+        assert s.check().ok
     finally:
         s.shutdown()

@@ -100,7 +100,7 @@ SCENARIOS = {
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
-def test_damage_inside_the_log_is_skipped_kept_and_counted(tmp_path, name):
+def test_damage_inside_the_log_is_skipped_kept_and_counted(tmp_path, name, caplog):
     checkpoint, abort, seg, how = SCENARIOS[name]
     root = tmp_path / "store"
     recs = fill(root)
@@ -117,9 +117,17 @@ def test_damage_inside_the_log_is_skipped_kept_and_counted(tmp_path, name):
         hit = damage(root, p + 4, length=4)
     crash_state(root, checkpoint, abort)
     end_before = max(p + n for p, n in recs.values())
-    s = MessageStore(small_config(root, segment_size_bytes=SEG, topic_queues_default=QUEUES)).start()
+    with caplog.at_level("WARNING", logger="tidemq.store"):
+        s = MessageStore(small_config(root, segment_size_bytes=SEG, topic_queues_default=QUEUES)).start()
     try:
         rep = s.recovery
+        said = [r for r in caplog.records if r.name == "tidemq.store" and r.getMessage().startswith(
+            "commit log: damaged record(s) at commit-log offsets")]
+        assert said and said[0].levelname == "WARNING", [r.getMessage() for r in caplog.records]
+        first = said[0].getMessage()
+        lo, hi = (int(x) for x in first.split("offsets [")[1].split(")")[0].split(", "))
+        assert lo < hit[1] and hit[0] < hi, f"the line names the damaged stretch {hit}: {first}"
+        assert "skipped, kept, not cut" in first and "%020d" % (seg * SEG) in first, first
         assert rep.abnormal is abort
         assert rep.checkpoint_valid is (checkpoint == "valid")
         assert s.commit_log.max_offset == end_before, rep.summary()

@@ -111,12 +111,17 @@ def test_puts_without_a_queue_go_to_the_queues_this_group_owns(tmp_path):
         rs = s.put_batch([Message("T", b"x") for _ in range(10)])
         assert sorted({r.queue_id for r in rs}) == [1, 4]
         assert s.put_encoded("T", [(b"y", b"", 0, None, None)])[0].queue_id in (1, 4)
+        # the SendRecords path (columns; record_loop's compiled loop or its Python twin) too, in turn
+        cols = s.put_columns("T", [b"z"] * 4, [codec.RECORD_CRC_TAIL] * 4, [0] * 4, [None] * 4, [None] * 4)
+        qids = [r.queue_id for r in cols]
+        assert all(r.ok for r in cols) and sorted(qids) == [1, 1, 4, 4] and qids[0] != qids[1]
         with pytest.raises(ValueError):
             s.set_write_queues("T", [9])
         s.create_topic("T", 8)                    # an owned set stays as it was when the topic grows
         assert s.write_queues("T") == (1, 4)
         s.set_write_queues("T", None)
         assert s.write_queues("T") == range(8)
+        assert sorted(r.queue_id for r in s.put_batch([Message("T", b"w") for _ in range(8)])) == list(range(8))
 
 
 def test_a_record_damaged_on_the_leader_is_copied_and_never_served(tmp_path):

@@ -13,6 +13,7 @@ import pytest
 from tidemq.io import DiskUsage, OsFileIO
 from tidemq.store import GetStatus, Message, MessageStore, PutReason, PutResult, PutStatus, codec
 from tidemq.store.commit_log import Prepared
+from tidemq.store.types import PutResults
 from tidemq.store.writer import (StoreWriter, check_body, check_numbers, check_properties_size, check_queue_id,
                                  check_record_size, check_sizes, check_tags, check_topic, encode_properties)
 from tidemq.store.topics import TopicState
@@ -60,7 +61,7 @@ def test_every_path_builds_a_prepared_in_its_field_order(store, monkeypatch):
     store.create_topic("T", 2)
     batches = []
     real = store.commit_log.append
-    monkeypatch.setattr(store.commit_log, "append", lambda batch, *a: (batches.append(list(batch)), real(batch, *a)))
+    monkeypatch.setattr(store.commit_log, "append", lambda batch, *a: (batches.append(list(batch)), real(batch, *a))[1])
     store.put_batch([Message("T", b"fast", tags="ta", queue_id=1, born_timestamp_ms=5)])
     store.put_batch([Message("T", b"general", keys=["k"], properties={"UNIQ_KEY": "U", "p": "v"}, flag=3,
                              sys_flag=4, reconsume_times=6, prepared_transaction_offset=7, born_host="1.2.3.4:5")])
@@ -117,7 +118,7 @@ def test_a_record_that_cannot_be_packed_is_refused_and_the_rest_of_the_batch_too
     good = Prepared(*w.prepare(Message("T", b"ok"), 0, 1))
     bad = good._replace(index=1, flag="not a number")        # what no validator would let through
     after = good._replace(index=2)
-    results = [None] * 3
+    results = PutResults(3, 1, store.writer.store_host)
     w.append([good, bad, after], results, 1)
     assert results[0].ok
     assert [r.reason for r in results[1:]] == [PutReason.ENCODE_FAILED] * 2

@@ -5,6 +5,7 @@
                presets, make_topic / stored (a stopped broker's store)
     official   the official RocketMQ Python client: msg, receive_all, the clients fixture
     auth       the AUTH env and the certificate fixture (a self-signed certificate)
+    scrape     the metrics port: get, a parsed Prometheus scrape
     tmpfs      small real tmpfs mounts, always unmounted (can_mount, env fixtures)
     store      small store configurations, fault-injection helpers, the stores fixture
     pop        Consumption (pop) helpers over a real store and a ManualClock

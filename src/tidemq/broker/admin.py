@@ -12,6 +12,7 @@ import grpc
 
 from ..protocol import admin as api
 from ..store import MessageStore
+from ..store.archive import archive_summary
 
 log = logging.getLogger("tidemq.broker")
 
@@ -25,30 +26,52 @@ class Admin:
         """A refusal naming the leader while this broker follows (topics and offsets are the leader's)."""
         b = self.broker
         why = b.write_refusal() if b is not None and hasattr(b, "write_refusal") else None
-        return api.refused(why) if why else None
+        return api.refused(why, api.Refusal.NOT_LEADER) if why else None
 
     def create_topic(self, req: dict) -> dict:
         if (no := self._follower()) is not None:
             return no
         try:
-            name, queues = api.create_topic_request(req)
+            name, queues, policy = api.create_topic_request(req)
             groups = api.groups_of(req)
-            if groups:
-                node = self._node()
-                if node is None or node.coordinator is None:
-                    return api.refused("spreading a topic over broker groups needs a coordinator (coordinator)")
-                doc = self._run(asyncio.to_thread(node.coordinator.create_topic, name, queues, groups))
-                return {"ok": True, "topic": name, "queues": queues, "owners": doc["owners"]}
-            self.store.create_topic(name, queues)
         except (KeyError, ValueError, TypeError) as e:
             return api.refused(str(e))
-        return {"ok": True, "topic": name, "queues": self.store.queue_count(name)}
+        if queues is None:
+            queues = self.store.queue_count(name) or api.QUEUES_DEFAULT
+        limit = self.store.config.topic_queues_max
+        if queues > limit:              # refused before anything is made (a million queues took 7.6 s)
+            return api.refused(f"{queues} queues: a topic has at most topic_queues_max={limit}",
+                               api.Refusal.LIMIT_EXCEEDED)
+        if groups:
+            return self._spread_topic(name, queues, groups, policy)
+        try:
+            self.store.create_topic(name, queues, policy)
+        except (KeyError, ValueError, TypeError) as e:
+            return api.refused(str(e))
+        return {"ok": True, "topic": name, "queues": self.store.queue_count(name),
+                "space_policy": self.store.space_policy(name)}
+
+    def _spread_topic(self, name: str, queues: int, groups: list[str], policy: str | None) -> dict:
+        """CreateTopic with groups: the queues spread over those broker groups, kept in the coordinator."""
+        if policy is not None:
+            return api.refused("space_policy is a broker's, not the cluster's: create the spread topic without "
+                               "it, then set it with CreateTopic {name, space_policy} on each group's leader")
+        node = self._node()
+        if node is None or node.coordinator is None:
+            return api.refused("spreading a topic over broker groups needs a coordinator (coordinator)",
+                               api.Refusal.FORBIDDEN)
+        try:
+            doc = self._run(asyncio.to_thread(node.coordinator.create_topic, name, queues, groups))
+        except ValueError as e:
+            return api.refused(str(e))
+        return {"ok": True, "topic": name, "queues": queues, "owners": doc["owners"]}
 
     def list_topics(self, req: dict) -> dict:
         s = self.store
         return {"ok": True, "topics": [
-            {"topic": t, "queues": [{"id": q, "min_offset": s.min_offset(t, q), "max_offset": s.max_offset(t, q)}
-                                    for q in range(s.queue_count(t))]} for t in s.topic_names()]}
+            {"topic": t, "space_policy": s.space_policy(t),
+             "queues": [{"id": q, "min_offset": s.min_offset(t, q), "max_offset": s.max_offset(t, q)}
+                        for q in range(s.queue_count(t))]} for t in s.topic_names()]}
 
     def disk_status(self, req: dict) -> dict:
         out = {"ok": True, "status": self.store.disk_status()}
@@ -84,8 +107,11 @@ class Admin:
 
     def query(self, req: dict) -> dict:
         from .observe.query import query
+        limit = self.broker.config.query_messages_max if self.broker is not None else api.QUERY_MAX
         try:
-            topic, by, what, n = api.query_request(req)
+            topic, by, what, n = api.query_request(req, limit)
+        except api.LimitError as e:
+            return api.refused(str(e), api.Refusal.LIMIT_EXCEEDED)
         except ValueError as e:
             return api.refused(str(e))
         return {"ok": True, "messages": query(self.store, topic, by, what, n)}
@@ -97,7 +123,7 @@ class Admin:
         except ValueError as e:
             return api.refused(str(e))
         if self.store.queue_count(topic) == 0:
-            return api.refused(f"topic {topic!r} does not exist")
+            return api.refused(f"topic {topic!r} does not exist", api.Refusal.NOT_FOUND)
         lag = self.broker.observer.lag() if self.broker is not None and self.broker.observer is not None else []
         return {"ok": True, **topic_status(self.store, topic, lag)}
 
@@ -118,7 +144,7 @@ class Admin:
         except ValueError as e:
             return api.refused(str(e))
         if topic in SYSTEM_TOPICS:
-            return api.refused(f"{topic!r} is a system topic of the broker")
+            return api.refused(f"{topic!r} is a system topic of the broker", api.Refusal.FORBIDDEN)
         b = self.broker
 
         def delete() -> dict | None:
@@ -128,7 +154,7 @@ class Admin:
             return done
         done = self._on_loop(delete)
         if done is None:
-            return api.refused(f"topic {topic!r} does not exist")
+            return api.refused(f"topic {topic!r} does not exist", api.Refusal.NOT_FOUND)
         return {"ok": True, **done}
 
     def _on_loop(self, fn):
@@ -152,7 +178,7 @@ class Admin:
         except ValueError as e:
             return api.refused(str(e))
         if self.store.queue_count(topic) == 0:
-            return api.refused(f"topic {topic!r} does not exist")
+            return api.refused(f"topic {topic!r} does not exist", api.Refusal.NOT_FOUND)
         b = self.broker
         svc = b.service
 
@@ -174,7 +200,7 @@ class Admin:
     def promote(self, req: dict) -> dict:
         node = self._node()
         if node is None:
-            return api.refused("this broker is in no broker group (broker_group)")
+            return api.refused("this broker is in no broker group (broker_group)", api.Refusal.FORBIDDEN)
         try:
             epoch = self._run(node.promote())
         except ValueError as e:
@@ -184,9 +210,9 @@ class Admin:
     def follow(self, req: dict) -> dict:
         node = self._node()
         if node is None:
-            return api.refused("this broker is in no broker group (broker_group)")
+            return api.refused("this broker is in no broker group (broker_group)", api.Refusal.FORBIDDEN)
         if node.coordinator is not None:
-            return api.refused("this group has a coordinator: it says whom to follow")
+            return api.refused("this group has a coordinator: it says whom to follow", api.Refusal.FORBIDDEN)
         try:
             leader = api.follow_request(req)
         except ValueError as e:
@@ -199,10 +225,14 @@ class Admin:
     def cluster(self, req: dict) -> dict:
         node = self._node()
         if node is None:
-            return api.refused("this broker is in no broker group (broker_group)")
+            return api.refused("this broker is in no broker group (broker_group)", api.Refusal.FORBIDDEN)
         if node.coordinator is None:
             return {"ok": True, "cluster": {"coordinator": None, "groups": {node.group: node.view()}, "topics": {}}}
         return {"ok": True, "cluster": node.coordinator.cluster()}
+
+    # Archive (store/archive.py) ------------------------------------------------------------
+    def archive(self, req: dict) -> dict:
+        return {"ok": True, **archive_summary(self.store.fio, self.store.config.root_dir)}
 
     def handler(self) -> grpc.GenericRpcHandler:
         def unary(fn):
@@ -216,8 +246,8 @@ class Admin:
             api.STATUS: unary(self.status), api.GROUPS: unary(self.groups), api.QUERY: unary(self.query),
             api.TOPIC_STATUS: unary(self.topic_status), api.CONFIG: unary(self.config),
             api.RESET_GROUP: unary(self.reset_group), api.DELETE_TOPIC: unary(self.delete_topic),
-            api.REPLICATION: unary(self.replication), api.PROMOTE: unary(self.promote),
-            api.FOLLOW: unary(self.follow), api.CLUSTER: unary(self.cluster)})
+            api.ARCHIVE: unary(self.archive), api.REPLICATION: unary(self.replication),
+            api.PROMOTE: unary(self.promote), api.FOLLOW: unary(self.follow), api.CLUSTER: unary(self.cluster)})
 
 
 def answer(fn, req) -> dict:

@@ -43,7 +43,7 @@ START_PROGRESS_S = 5.0
 
 class Broker:
     def __init__(self, store_config: StoreConfig, config: BrokerConfig, progress=None,
-                 replication: ReplicationConfig | None = None) -> None:
+                 progress_interval_s: float | None = None, replication: ReplicationConfig | None = None) -> None:
         self.store_config = store_config
         self.config = config
         self.replication_config = replication if replication is not None and replication.enabled else None
@@ -55,6 +55,7 @@ class Broker:
         self._records = None
         self._record_sends = None
         self.progress = progress or (lambda line: log.info("%s", line))   # how a long start is said
+        self.progress_interval_s = progress_interval_s                    # and how often (None: START_PROGRESS_S)
         self.store: MessageStore | None = None
         self.server: grpc.aio.Server | None = None
         self.service: MessagingService | None = None
@@ -85,7 +86,7 @@ class Broker:
                                    memory_high_watermark_ratio or self.config.memory_high_watermark_ratio)
         if disk_free_limit_bytes is not None:
             self.alarms.set_limits(disk_free_limit_bytes=disk_free_limit_bytes)
-        self.alarms.check()                                   # the answer shows the new state
+        self.check_alarms_now()                               # the answer shows the new state
         self._loop.call_soon_threadsafe(self._alarm_wake.set)  # and the periodic check starts over
         return self.alarm_status()
 
@@ -101,12 +102,20 @@ class Broker:
         return {**self.alarms.status(), "flow": self.service.gate.status(), "verdict": self.observer.verdict(),
                 "auth": self.config.auth_enabled, "tls": self.config.tls_enabled}
 
+    def check_alarms_now(self) -> float:
+        """Measure the alarms once; the disk forecast learns whether the disk alarm holds sends
+        (its time to the warning ratio is then "now"). Seconds until the next check."""
+        interval = self.alarms.check()
+        d = self.alarms.disk
+        self.store.disk.writes_held = d.message if d.raised else None
+        return interval
+
     async def _check_alarms(self) -> None:
         """Measure, then sleep the interval the alarms ask for (or until the limits change)."""
         while True:
             self._alarm_wake.clear()
             try:
-                interval = await asyncio.to_thread(self.alarms.check)
+                interval = await asyncio.to_thread(self.check_alarms_now)
             except Exception as e:  # noqa: BLE001 - the checks must go on
                 log.error("alarm check failed: %r", e)
                 interval = self.config.alarm_check_interval_ms_max / 1000
@@ -120,7 +129,7 @@ class Broker:
         START_PROGRESS_S what it does and how far it got."""
         task = asyncio.ensure_future(asyncio.to_thread(store.start))
         while True:
-            done, _ = await asyncio.wait({task}, timeout=START_PROGRESS_S)
+            done, _ = await asyncio.wait({task}, timeout=self.progress_interval_s or START_PROGRESS_S)
             if done:
                 return task.result()
             self.progress(f"tidemq: starting: {store.start_progress()}")
@@ -128,9 +137,9 @@ class Broker:
     async def start(self) -> int:
         if self.config.metrics_port:
             try:        # before recovery, so that /readyz can say "recovering"
-                self.ops = OpsServer(self.config.host, self.config.metrics_port)
+                self.ops = OpsServer(self.config.metrics_host, self.config.metrics_port)
             except OSError as e:
-                raise OSError(f"cannot serve metrics on {self.config.host}:{self.config.metrics_port}: "
+                raise OSError(f"cannot serve metrics on {self.config.metrics_host}:{self.config.metrics_port}: "
                               f"{e.strerror or e} (metrics_port; 0 turns it off)") from e
             self.metrics_port = self.ops.port
         check_port_free(self.config.host, self.config.port)   # before the store: a second broker touches nothing
@@ -141,7 +150,7 @@ class Broker:
         self._alarm_wake = asyncio.Event()
         self.alarms = self._make_alarms(self.store)
         self._set_memory_limit(self.config.memory_high_watermark_bytes, self.config.memory_high_watermark_ratio)
-        self.alarms.check()                 # the state is known before the first request
+        self.check_alarms_now()             # the state is known before the first request
         c = self.config
         self.gate = SendGate(self.alarms, self.store.commit_log.dirty_bytes, c.flush_backlog_high_bytes,
                              c.send_hold_ms_max / 1000, c.inflight_requests_per_connection_max,
@@ -163,6 +172,7 @@ class Broker:
                 self.service.config = self.config
         await self.server.start()
         self.observer = Observer(self, SystemClock(), recovery_s)
+        self.store.observe_flushes(self.observer.flush_latency.observe)
         if self.ops is not None:
             self.ops.ready(self.observer)
         self._tasks = [asyncio.create_task(self._sample()), asyncio.create_task(self._flush_pop()),
@@ -238,7 +248,7 @@ class Broker:
         c = self.config
         self.service = service
         self._records = Records(self.store, service.consumption.arrivals, c.grpc_message_bytes_max,
-                                c.pull_records_bytes_max)
+                                c.pull_records_bytes_max, service.got)
         self._record_sends = RecordSends(service.sends, c.send_records_tag_cache_max)
         if self.observer is not None:
             service.sends.latency = self.observer.put_latency
@@ -379,10 +389,11 @@ def check_port_free(host: str, port: int) -> None:
 
 
 async def serve(store_config: StoreConfig, config: BrokerConfig, ready=print, progress=None,
-                replication: ReplicationConfig | None = None) -> None:
+                progress_interval_s: float | None = None, replication: ReplicationConfig | None = None) -> None:
     """Serve until SIGTERM / SIGINT; then stop RPCs, flush and close the store. ``progress``: how
-    a long start is said (default: logged); ``replication``: a broker group's settings."""
-    broker = Broker(store_config, config, progress, replication)
+    a long start is said (default: logged), every ``progress_interval_s`` (default START_PROGRESS_S);
+    ``replication``: a broker group's settings."""
+    broker = Broker(store_config, config, progress, progress_interval_s, replication)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -392,7 +403,7 @@ async def serve(store_config: StoreConfig, config: BrokerConfig, ready=print, pr
         extras = "".join(f", {x}" for x, on in (("TLS", config.tls_enabled), ("authentication", config.auth_enabled))
                          if on)
         if broker.metrics_port:
-            extras += f", metrics on {config.host}:{broker.metrics_port}"
+            extras += f", metrics on {config.metrics_host}:{broker.metrics_port}"
         ready(f"tidemq broker ready on {config.host}:{port} (store {store_config.root_dir}{extras})")
         await stop.wait()
     finally:

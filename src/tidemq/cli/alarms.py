@@ -1,6 +1,6 @@
 """`tidemq alarms --endpoint`: the memory and disk alarms and the send flow control of a running
 broker; with a --set-* option, change a limit until the broker restarts (RabbitMQ's
-set_vm_memory_high_watermark / set_disk_free_limit)."""
+set_vm_memory_high_watermark / set_disk_free_limit), and say so and how to keep it."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ def _mib(n: int) -> str:
 @click.option("--endpoint", required=True, envvar="TIDEMQ_ENDPOINT", help="HOST:PORT of a running broker")
 @config_option
 @click.option("--set-memory-high-watermark-bytes", "mem_bytes", type=int, default=None,
-              help="memory alarm limit in bytes (0: use the ratio)")
+              help="memory alarm limit in bytes (0: use the ratio), until the broker restarts")
 @click.option("--set-memory-high-watermark-ratio", "mem_ratio", type=float, default=None,
-              help="memory alarm limit as a fraction of RAM")
+              help="memory alarm limit as a fraction of RAM, until the broker restarts")
 @click.option("--set-disk-free-limit-bytes", "disk_bytes", type=int, default=None,
-              help="disk alarm when free space falls under this")
+              help="disk alarm when free space falls under this, until the broker restarts")
 @click.option("--json", "as_json", is_flag=True, help="print the status as JSON")
 def alarms(endpoint, config_file, mem_bytes, mem_ratio, disk_bytes, as_json) -> None:
     """Are sends held or refused, and why; exit 1 while they are (rabbitmq-diagnostics check_local_alarms)."""
@@ -33,8 +33,10 @@ def alarms(endpoint, config_file, mem_bytes, mem_ratio, disk_bytes, as_json) -> 
     changes = {k: v for k, v in zip(api.ALARM_LIMITS, (mem_bytes, mem_ratio, disk_bytes)) if v is not None}
     st = _admin(endpoint, api.SET_ALARM_LIMITS if changes else api.ALARMS, changes or None, config_file)["alarms"]
     blocked = st["verdict"]["writes"] != "accepted"
+    from .config import until_restart
+    said = [until_restart(k, v, endpoint) for k, v in changes.items()]
     if as_json:
-        emit_json(st)
+        emit_json({**st, "changed": said} if said else st)
         raise SystemExit(1 if blocked and not changes else 0)
     m, d, f = st["memory"], st["disk"], st["flow"]
     table("alarms", ["alarm", "state", "reading", "limit", "raised (times)"], [
@@ -47,5 +49,7 @@ def alarms(endpoint, config_file, mem_bytes, mem_ratio, disk_bytes, as_json) -> 
               f"in flight: {f['inflight_requests']} send(s), {_mib(f['inflight_bytes'])} on "
               f"{f['connections_sending']} connection(s); held {f['held_total']}, refused {f['refused_total']} "
               f"since start; authentication {'on' if st['auth'] else 'off'}, TLS {'on' if st['tls'] else 'off'}")
+    for line in said:
+        out.print(line, markup=False)
     if blocked and not changes:
         raise SystemExit(1)

@@ -11,11 +11,6 @@ from .output import emit_json, err, out
 
 
 @contextlib.contextmanager
-def _nothing():
-    yield None
-
-
-@contextlib.contextmanager
 def _stderr_to(path: str):
     """File descriptor 2 goes to ``path`` while the body runs (Spark's JVM, started in it, keeps
     writing there: its start-up banner and warnings stay out of the terminal); then it comes back."""
@@ -40,26 +35,33 @@ def archive(root, dest, commitlog_dirs, master, as_json) -> None:
     """Write every sealed, not yet archived segment to Parquet partitioned by topic and day,
     then record it in the manifest (what archive_before_delete lets the cleaner delete).
     Runs next to the store (it reads the segment files); a running broker is fine."""
+    from ..store.layout import root_problem
+    root = os.path.abspath(root)
+    problem = root_problem(root)
+    if problem is not None:
+        raise click.ClickException(f"{problem} (--root)")
     try:
         from ..spark import archive as job
         from ..spark import session
     except ImportError as e:
         raise click.ClickException(f"the archive job needs the spark extra ({e}): "
                                    f"pip install -e '.[spark]' (./tidemq archive installs it)") from e
-    root = os.path.abspath(root)
     dest = os.path.abspath(dest or os.path.join(os.path.dirname(root), "archive"))
-    if not os.path.isdir(root):
-        raise click.ClickException(f"no store at {root}")
     dirs = tuple(d for d in commitlog_dirs.replace(":", ",").split(",") if d)
     log_path = os.path.join(root, "archive", "spark.log")
-    with err.status(f"starting Spark (its log: {log_path})", spinner="line") if not as_json else _nothing() as st:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+    with Progress(SpinnerColumn("line"), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  console=err, transient=True, disable=as_json) as bar:
+        task = bar.add_task(f"starting Spark (its log: {log_path})", total=None)
         with _stderr_to(log_path):           # the JVM and its Python workers inherit this stderr
             spark = session(master, "tidemq-archive")
         spark.sparkContext.setLogLevel("ERROR")
-        if st is not None:
-            st.update("archiving sealed segments")
+        bar.update(task, description="finding sealed segments")
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, description="archiving segments", completed=done, total=total)
         try:
-            report = job.run(spark, root, dest, dirs)
+            report = job.run(spark, root, dest, dirs, progress)
         except job.ArchiveError as e:
             raise click.ClickException(str(e)) from e
         finally:

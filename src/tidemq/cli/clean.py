@@ -1,6 +1,7 @@
 """`tidemq clean --force [--yes]`: the manual cleanup of a running broker (mqadmin
 deleteExpiredCommitLog): the next cleanup rounds delete expired commit-log segments whatever
-the hour (and, with space short, what the ratios allow). Asks first; reports what was freed."""
+the hour (and, with space short, what the ratios allow). Asks first; reports what was freed,
+over the rounds it took (a segment a reader held is deleted by the next one)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from .output import emit_json, fail, out
 @click.option("--force", is_flag=True, required=True, help="required: this deletes data")
 @click.option("--yes", is_flag=True, help="do not ask")
 @click.option("--wait", "wait_s", type=click.FloatRange(0, 3600), default=120.0, show_default=True,
-              help="seconds to wait for the round's report")
+              help="seconds to wait for the rounds' reports")
 @endpoint_option
 @config_option
 @click.option("--json", "as_json", is_flag=True)
@@ -32,22 +33,44 @@ def clean(force, yes, wait_s, endpoint, config_file, as_json) -> None:
     since = before["last_round"]["at_ms"]
     _admin(endpoint, "DeleteExpired", config_file=config_file)
     end = time.monotonic() + wait_s
+    rounds: list[dict] = []
     st = before
-    while time.monotonic() < end:      # the cleanup service runs the round within its interval
-        st = _admin(endpoint, "DiskStatus", config_file=config_file)["status"]
-        if st["last_round"]["at_ms"] != since:
+    while True:        # the cleanup service runs the forced rounds within its interval
+        got = _next_round(endpoint, config_file, since, end)
+        if got is None:
+            if rounds:
+                break                   # what the rounds so far freed, and why not more
+            fail(f"no cleanup round ran within {wait_s:.0f} s (the broker's clean_resource_interval_ms)", code=2)
+        st = got
+        rnd = st["last_round"]
+        rounds.append(rnd)
+        since = rnd["at_ms"]
+        # a segment a reader held (or a failed unlink) is retried by the next forced round: wait for it
+        if rnd["why_not_code"] not in RETRIED or st["manual_rounds_left"] == 0:
             break
-        time.sleep(0.2)
-    else:
-        fail(f"no cleanup round ran within {wait_s:.0f} s (the broker's clean_resource_interval_ms)", code=2)
-    rnd = st["last_round"]
-    report = {"deleted_segments": len(rnd["deleted"]), "deleted_bytes": rnd["deleted_bytes"],
-              "why_not": rnd["why_not"], "triggers": rnd["triggers"],
+    last = rounds[-1]
+    report = {"deleted_segments": sum(len(r["deleted"]) for r in rounds),
+              "deleted_bytes": sum(r["deleted_bytes"] for r in rounds), "rounds": len(rounds),
+              "why_not": last["why_not"], "triggers": last["triggers"],
               "commitlog_min_offset": {"before": before["commitlog"]["min_offset"],
                                        "after": st["commitlog"]["min_offset"]}}
     if as_json:
         emit_json(report)
         return
-    out.print(f"deleted {report['deleted_segments']} segment(s), {rnd['deleted_bytes'] / 2**20:.1f} MiB"
-              + (f"; could not delete more: {rnd['why_not']}" if rnd["why_not"] else "")
-              + f"; commit log now starts at {st['commitlog']['min_offset']}")
+    out.print(f"deleted {report['deleted_segments']} segment(s), {report['deleted_bytes'] / 2**20:.1f} MiB"
+              + (f"; could not delete more: {last['why_not']}" if last["why_not"] else "")
+              + f"; commit log now starts at {st['commitlog']['min_offset']}", markup=False)
+
+
+RETRIED = ("held-by-reader", "delete-failed")       # store/cleaner.NotFreed: the next round tries again
+
+
+def _next_round(endpoint, config_file, since_ms: int, end: float) -> dict | None:
+    """The disk status once a cleanup round after ``since_ms`` has run; None at ``end``."""
+    from .topic import _admin
+    while time.monotonic() < end:
+        st = _admin(endpoint, "DiskStatus", config_file=config_file)["status"]
+        if st["last_round"]["at_ms"] != since_ms:
+            return st
+        time.sleep(0.2)
+    return None

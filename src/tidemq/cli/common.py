@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import click
 
@@ -32,13 +33,26 @@ def load_store_config(root: str | None, config_file: str | None, remembered: boo
         raise click.ClickException(str(e)) from e
 
 
+def existing_root(root: str) -> None:
+    """Exit 2 in one line unless ``root`` is the root of a store: commands on a stopped store never
+    make one (a mistyped --root would become an empty store that verifies "OK"); `serve` does."""
+    from ..store.layout import root_problem
+    from .output import fail
+    problem = root_problem(root)
+    if problem is not None:
+        made_by_serve = "" if os.path.isfile(root) else "; `tidemq serve` makes a new store"
+        fail(f"{problem} (--root / root_dir{made_by_serve})", code=2)
+
+
 def open_store(root: str | None, config_file: str | None, locked_hint: str = ""):
-    """Start the store of a directory, or exit 2 with a clear message (held by a broker, unreadable)."""
+    """Start the store of an existing directory, or exit 2 with a clear message (no store there,
+    held by a broker, unreadable)."""
     from ..io import LockedError
     from ..store import MessageStore, StoreError
     from .output import fail
 
     cfg = load_store_config(root, config_file)
+    existing_root(cfg.root_dir)
     try:
         return MessageStore(cfg).start()
     except LockedError as e:

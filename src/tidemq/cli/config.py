@@ -27,12 +27,16 @@ def show(endpoint, config_file, as_json) -> None:
     from .topic import _admin
     quiet_logs()
     r = _admin(endpoint, "Config", config_file=config_file)
-    doc = {"store": r["store"], "broker": r["broker"]}
+    from ..protocol import admin as api
+    doc = {"store": r["store"], "broker": r["broker"], "changeable_at_run_time": list(api.ALARM_LIMITS)}
     if as_json:
         emit_json(doc)
         return
-    table("settings", ["section", "setting", "value"],
-          [[sec, k, v] for sec in ("store", "broker") for k, v in doc[sec].items()])
+    table("settings", ["section", "setting", "value", "at run time"],
+          [[sec, k, v, "config set (until restart)" if k in api.ALARM_LIMITS else "-"]
+           for sec in ("store", "broker") for k, v in doc[sec].items()])
+    out.print(f"changeable at run time, until the broker restarts: {', '.join(api.ALARM_LIMITS)} "
+              f"(`tidemq config set KEY VALUE`); the others: the TOML file or TIDEMQ_* variables, then a restart")
 
 
 @config.command("set")
@@ -53,5 +57,10 @@ def set_(key, value, endpoint, config_file) -> None:
     except ValueError:
         fail(f"{key}: {value!r} is not a number")
     _admin(endpoint, api.SET_ALARM_LIMITS, {key: v}, config_file)
-    out.print(f"{key} = {v} on {endpoint} until it restarts; to keep it, set it in [broker] of the TOML file "
-              f"or TIDEMQ_{key.upper()}")
+    out.print(until_restart(key, v, endpoint), markup=False)
+
+
+def until_restart(key: str, value, endpoint: str) -> str:
+    """What a run-time change lasts, and how to keep it (`config set`, `alarms --set-*`)."""
+    return (f"{key} = {value} on {endpoint} until it restarts; to keep it, set it in [broker] of the TOML file "
+            f"or TIDEMQ_{key.upper()}")

@@ -60,8 +60,9 @@ def disk(root, config_file, endpoint, as_json, verbose) -> None:
         out.print(f"last round could not free space: {last['why_not']}")
     f = st["forecast"]
     eta = f["seconds_until_percent"]
-    out.print(f"ingest {human_bytes(f['ingest_bytes_per_s'])}/s, cleanup {human_bytes(f['cleanup_bytes_per_s'])}/s "
-              f"(last {f.get('window_s', 60):g} s); all commit-log disks: "
+    out.print(f"the disks fill at {human_bytes(f.get('fill_bytes_per_s', 0))}/s (the log: ingest "
+              f"{human_bytes(f['ingest_bytes_per_s'])}/s, cleanup {human_bytes(f['cleanup_bytes_per_s'])}/s; "
+              f"last {f.get('window_s', 60):g} s); all commit-log disks: "
               + ", ".join(f"{k}% {until(v)}" for k, v in eta.items()))
     out.print(f"forecast: {f['advice']}")
     if blocked:
@@ -69,7 +70,8 @@ def disk(root, config_file, endpoint, as_json, verbose) -> None:
 
 
 def _dir_eta(d: dict) -> str:
-    """The next of the directory's ratios it will reach, and when, at its growth of the last minute."""
+    """The next of the directory's ratios it will reach, and when, at the pace its file system filled
+    over the last minute (the same measure as the forecast of all the commit-log disks)."""
     eta = d.get("seconds_until_percent") or {}
     for ratio, s in eta.items():
         if s != 0:

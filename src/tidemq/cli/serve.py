@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from .common import config_option, load_store_config, quiet_logs, root_option
@@ -16,6 +14,8 @@ from .common import config_option, load_store_config, quiet_logs, root_option
 @click.option("--port", type=int, default=None, envvar="TIDEMQ_PORT", help="port (default 8081; 0: any free)")
 @click.option("--metrics-port", type=int, default=None, envvar="TIDEMQ_METRICS_PORT",
               help="HTTP port of /metrics, /healthz, /readyz and the status page (default 8082; 0: off)")
+@click.option("--metrics-host", default=None, envvar="TIDEMQ_METRICS_HOST",
+              help="address the metrics port binds (default 127.0.0.1, whatever --host)")
 @click.option("--auto-create-topics/--no-auto-create-topics", default=None,
               help="create unknown topics on first use (off by default)")
 @click.option("--group", "broker_group", default=None, envvar="TIDEMQ_BROKER_GROUP",
@@ -29,19 +29,21 @@ from .common import config_option, load_store_config, quiet_logs, root_option
 @click.option("--coordinator", default=None, envvar="TIDEMQ_COORDINATOR",
               help="ZooKeeper HOST:PORT[,...][/chroot] electing the group's leader (automatic failover)")
 @click.option("-v", "--verbose", is_flag=True)
-def serve(root, config_file, host, port, metrics_port, auto_create_topics, broker_group, role, leader_endpoint,
-          leader_port, coordinator, verbose) -> None:
+def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create_topics, broker_group, role,
+          leader_endpoint, leader_port, coordinator, verbose) -> None:
     """Start the broker; prints one line when ready; stops cleanly on SIGTERM / Ctrl-C."""
     import asyncio
 
     from ..config import BrokerConfig, ConfigError, ReplicationConfig
+    from ..io import LockedError
     from ..protocol import stubs  # noqa: F401  (imports the official client package: before logging is set up)
     from ..broker.server import serve as run
 
     quiet_logs(verbose)
     store_overrides = {} if auto_create_topics is None else {"auto_create_topics": auto_create_topics}
     store_cfg = load_store_config(root, config_file, remembered=False, **store_overrides)
-    overrides = {k: v for k, v in (("host", host), ("port", port), ("metrics_port", metrics_port)) if v is not None}
+    overrides = {k: v for k, v in (("host", host), ("port", port), ("metrics_port", metrics_port),
+                                   ("metrics_host", metrics_host)) if v is not None}
     repl = {k: v for k, v in (("broker_group", broker_group), ("broker_role", role),
                               ("leader_endpoint", leader_endpoint), ("leader_port", leader_port),
                               ("coordinator", coordinator)) if v is not None}
@@ -53,18 +55,69 @@ def serve(root, config_file, host, port, metrics_port, auto_create_topics, broke
     except (ConfigError, OSError) as e:
         raise click.ClickException(str(e)) from e
     check_root(store_cfg.root_dir)
+    said = StartReporter()
     try:
-        asyncio.run(run(store_cfg, cfg, ready=lambda line: print(line, flush=True),
-                        progress=lambda line: print(line, file=sys.stderr, flush=True), replication=rcfg))
+        asyncio.run(run(store_cfg, cfg, ready=said.ready, progress=said.progress,
+                        progress_interval_s=said.interval_s, replication=rcfg))
+    except LockedError as e:        # another broker (or a command) has the store open
+        raise click.ClickException(f"{e} (another broker on this root? stop it, or give another --root)") from e
     except OSError as e:            # a port in use, a root that cannot be opened: one line, exit 1
         text = f"{e.strerror}: {e.filename}" if e.strerror and e.filename else str(e)
+        if e.filename and str(e.filename).startswith(str(store_cfg.root_dir)):
+            text = f"cannot use the store at {store_cfg.root_dir}: {text}"
         raise click.ClickException(text) from e
+    finally:
+        said.stop()
+
+
+class StartReporter:
+    """How a long start (a recovery) is said: on a terminal, one line of rich's redrawn in place
+    four times a second (what it does and how far, as `verify` shows its walk); elsewhere (a log,
+    a pipe) a plain line every few seconds. The ready line goes to stdout either way."""
+
+    def __init__(self, console=None) -> None:
+        from .output import err
+        self.console = console or err
+        self.live = self.console.is_terminal
+        self.interval_s = 0.25 if self.live else None      # None: the broker's START_PROGRESS_S
+        self._status = None
+
+    def progress(self, line: str) -> None:
+        if not self.live:
+            print(line, file=self.console.file, flush=True)
+            return
+        from rich.console import Group
+        text = Group(line)      # a renderable, not text: the spinner sets it in a grid, wrapped, never cut
+                                # (how far the start got is at the end of the line)
+        if self._status is None:
+            self._status = self.console.status(text, spinner="line")
+            self._status.start()
+        else:
+            self._status.update(text)
+
+    def ready(self, line: str) -> None:
+        self.stop()
+        print(line, flush=True)
+
+    def stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
 
 
 def check_root(root: str) -> None:
-    """A root that is a file is an error; a new one is said, never made silently."""
+    """A root that is a file is an error; a new store is said, never made silently."""
     import os
+
+    from ..store.layout import root_problem
+    problem = root_problem(root)
+    if problem is None:
+        return
     if os.path.exists(root) and not os.path.isdir(root):
-        raise click.ClickException(f"the store root {root} is a file, not a directory (--root / root_dir)")
+        raise click.ClickException(f"{problem} (--root / root_dir)")
     if not os.path.exists(root):
         click.echo(f"tidemq: no store at {root}: creating a new one", err=True)
+    elif os.listdir(root):
+        click.echo(f"tidemq: {root} holds no store: creating a new one in it", err=True)
+    else:
+        click.echo(f"tidemq: {root} is empty: creating a new store in it", err=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from .common import config_option, open_store, quiet_logs, root_option
+from ..words import human_bytes
 from .output import emit_json, fail, table
 
 
@@ -54,30 +55,40 @@ def _admin(endpoint: str, method: str, request: dict | None = None, config_file:
 
 @topic.command("create")
 @click.argument("name")
-@click.option("--queues", default=8, show_default=True, help="queue count")
+@click.option("--queues", type=int, default=None, help="queue count (a new topic: 8; an existing one keeps "
+                                                        "its count unless this is more)")
+@click.option("--space-policy", type=click.Choice(["evict", "refuse"]), default=None,
+              help="when space is short and the oldest segment holds messages subscribed groups have not "
+                   "consumed: evict (delete them, say which groups lost what; a new topic's default) or refuse "
+                   "(keep them, refuse writes until the groups consumed them)")
 @click.option("--groups", default=None, help="spread the queues over these broker groups ('a,b'; needs --endpoint "
                                              "of a broker with a coordinator)")
 @endpoint_option
 @root_option
 @config_option
-def create(name, queues, groups, endpoint, root, config_file) -> None:
-    """Create topic NAME (or grow it to --queues queues)."""
+def create(name, queues, space_policy, groups, endpoint, root, config_file) -> None:
+    """Create topic NAME (or grow it to --queues queues, or set its --space-policy)."""
     quiet_logs()
     if groups and not endpoint:
         fail("--groups needs --endpoint (a broker of the cluster)")
     if endpoint:
         from ..protocol import admin as api
-        req = {"name": name, "queues": queues}
+        req = {"name": name}
+        if queues is not None:
+            req["queues"] = queues
+        if space_policy is not None:
+            req["space_policy"] = space_policy
         if groups:
             req["groups"] = [g.strip() for g in groups.split(",") if g.strip()]
         r = _admin(endpoint, api.CREATE_TOPIC, req, config_file)
         owners = "".join(f"; {g}: queues {','.join(map(str, q))}" for g, q in (r.get("owners") or {}).items())
-        click.echo(f"topic {name}: {r['queues']} queue(s){owners}")
+        policy = f", space policy {r['space_policy']}" if r.get("space_policy") else ""
+        click.echo(f"topic {name}: {r['queues']} queue(s){policy}{owners}")
         return
     store = _open(root, config_file)
     try:
-        store.create_topic(name, queues)
-        click.echo(f"topic {name}: {store.queue_count(name)} queue(s)")
+        store.create_topic(name, queues or store.queue_count(name) or 8, space_policy)
+        click.echo(f"topic {name}: {store.queue_count(name)} queue(s), space policy {store.space_policy(name)}")
     except ValueError as e:
         fail(str(e))
     finally:
@@ -130,17 +141,18 @@ def list_(endpoint, root, config_file, as_json) -> None:
     if as_json:
         emit_json(doc)
         return
-    table("topics", ["topic", "queue", "min offset", "max offset"],
-          [[d["topic"], q["id"], q["min_offset"], q["max_offset"]] for d in doc for q in d["queues"]])
+    table("topics", ["topic", "space policy", "queue", "min offset", "max offset"],
+          [[d["topic"], d.get("space_policy") or "-", q["id"], q["min_offset"], q["max_offset"]]
+           for d in doc for q in d["queues"]])
 
 
 def _list_offline(root, config_file) -> list:
     store = _open(root, config_file)
     try:
-        return [{"topic": t, "queues": [{"id": q, "min_offset": store.min_offset(t, q),
-                                        "max_offset": store.max_offset(t, q)}
-                                       for q in range(store.queue_count(t))]}
-               for t in store.topic_names()]
+        return [{"topic": t, "space_policy": store.space_policy(t),
+                 "queues": [{"id": q, "min_offset": store.min_offset(t, q), "max_offset": store.max_offset(t, q)}
+                            for q in range(store.queue_count(t))]}
+                for t in store.topic_names()]
     finally:
         store.shutdown()
 
@@ -169,7 +181,10 @@ def status(name, endpoint, root, config_file, as_json) -> None:
     if as_json:
         emit_json(doc)
         return
-    table(f"topic {name}: {doc['messages']} message(s)", ["queue", "min offset", "max offset", "messages"],
-          [[q["id"], q["min_offset"], q["max_offset"], q["messages"]] for q in doc["queues"]])
+    def size(d: dict) -> str:
+        return ("" if d["bytes_exact"] else "~") + human_bytes(d["bytes"])
+    table(f"topic {name}: {doc['messages']} message(s), {size(doc)}, space policy {doc.get('space_policy') or '-'}",
+          ["queue", "min offset", "max offset", "messages", "size"],
+          [[q["id"], q["min_offset"], q["max_offset"], q["messages"], size(q)] for q in doc["queues"]])
     if doc["groups"]:
         table("groups", ["group", "lag", "in flight"], [[g["group"], g["lag"], g["inflight"]] for g in doc["groups"]])

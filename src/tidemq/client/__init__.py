@@ -5,6 +5,8 @@
     results = p.send_batch("Orders", [b"a", b"b"], tags="T")      # one request, one store batch
     c = PullConsumer("127.0.0.1:8081", group="etl")
     r = c.pull("Orders", queue_id=0, offset=0, batch_size=256)     # r.messages, r.next_offset
+    g = PopConsumer("127.0.0.1:8081", group="billing")
+    msgs = g.receive("Orders", batch_size=16); g.ack("Orders", msgs) # pop, then ack when done
 
 Unlike the official client (one message per SendMessage), a batch travels in
 one request and is stored with one put: by default a compact frame through
@@ -18,6 +20,6 @@ their calls with ``access_key`` / ``secret_key`` and speak TLS with
 objects can be made before a fork (Spark workers) and used after it.
 """
 
-from .client import ClientError, Producer, PullConsumer, PullResult, RecordsResult, SendResult
+from .client import ClientError, PopConsumer, Producer, PullConsumer, PullResult, RecordsResult, SendResult
 
-__all__ = ["Producer", "PullConsumer", "PullResult", "RecordsResult", "SendResult", "ClientError"]
+__all__ = ["Producer", "PullConsumer", "PopConsumer", "PullResult", "RecordsResult", "SendResult", "ClientError"]

@@ -1,5 +1,6 @@
-"""Producer (batches through SendRecords, or SendMessage, several requests in flight) and
-PullConsumer (PullRecords / PullMessage by offset, QueryOffset, GetOffset / UpdateOffset).
+"""Producer (batches through SendRecords, or SendMessage, several requests in flight),
+PullConsumer (PullRecords / PullMessage by offset, QueryOffset, GetOffset / UpdateOffset) and
+PopConsumer (ReceiveMessage / AckMessage: a group's messages, each acked once done).
 
 Both sign every call when given an access key and secret key (the official clients'
 MQv2-HMAC-SHA1 headers, protocol/signing.py) and speak TLS when ``tls`` is set or root
@@ -22,7 +23,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from ..protocol import data, pull_frame, send_frame
 from ..protocol.signing import date_time, signed_metadata
 from ..protocol.stubs import Code, Encoding, MessageType, code_name, pb, sgrpc, spb
-from ..store.codec import decode_record
+from ..store.codec import decode_records
 
 
 class ClientError(RuntimeError):
@@ -72,6 +73,9 @@ class RecordsResult:
     sizes: array          # i32 per record
     data: memoryview      # the records
     offset: int = -1      # the offset it was pulled from (iter_records: results follow on without gaps)
+    # the frame's CRC held: the records are as the broker sent them, and it sends only records whose
+    # own CRCs it checked. False: the broker sent no frame CRC (older): check each record's CRCs
+    checked: bool = False
 
     @property
     def found(self) -> bool:
@@ -79,12 +83,7 @@ class RecordsResult:
 
     def messages(self) -> list:
         """The records decoded one by one (StoredMessage); bulk readers decode ``data`` themselves."""
-        out = []
-        pos = 0
-        for size in self.sizes:
-            out.append(decode_record(self.data, pos, size))
-            pos += size
-        return out
+        return decode_records(self.data, self.sizes)
 
 
 LOOKAHEAD_BYTES = 4 << 20      # HTTP/2 flow-control lookahead of the client's streams
@@ -205,7 +204,22 @@ def _properties(p: Mapping[str, str] | None) -> bytes:
     return "".join(f"{k}\x01{v}\x02" for k, v in p.items()).encode("utf-8") if p else b""
 
 
-class Producer:
+class _Owner:
+    """Owns a _Channel: ``close()`` it, or use the object in a ``with``."""
+
+    _ch: _Channel
+
+    def close(self) -> None:
+        self._ch.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Producer(_Owner):
     """Batches of messages of one topic. By default through ``/tidemq.Data/SendRecords``
     (one compact frame per batch, stored with one put_batch; NORMAL messages); with
     ``raw=False`` through the protocol's SendMessage (one protobuf Message each), e.g. for
@@ -225,13 +239,6 @@ class Producer:
     def close(self) -> None:
         self._routed.close()
         self._ch.close()
-
-    def __enter__(self) -> "Producer":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     # SendMessage ------------------------------------------------------------------------------
     def _request(self, topic: str, bodies: Sequence[bytes], tags: str | Sequence[str | None] | None,
                  keys: Sequence[Sequence[str]] | None, properties: Sequence[Mapping[str, str]] | None,
@@ -435,7 +442,7 @@ class _Routed:
         self._channels = {}
 
 
-class PullConsumer:
+class PullConsumer(_Owner):
     """Reads by offset: ``pull_records`` (records as stored, decoded here) or ``pull``
     (PullMessage); offsets. Keys and TLS as for Producer."""
 
@@ -455,13 +462,6 @@ class PullConsumer:
         """The channel of the broker group that holds this queue (the one given, unless the topic is
         spread over several groups)."""
         return self._routed.for_queue(topic, queue_id)
-
-    def __enter__(self) -> "PullConsumer":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     @staticmethod
     def _mq(topic: str, queue_id: int):
         return pb.MessageQueue(topic=pb.Resource(name=topic), id=queue_id)
@@ -500,12 +500,17 @@ class PullConsumer:
         code = head.get("code", Code.INTERNAL_SERVER_ERROR)
         if code not in (Code.OK, Code.MESSAGE_NOT_FOUND, Code.ILLEGAL_OFFSET):
             raise ClientError(code, head.get("message", ""))
+        sent_crc = head.get("crc32")
+        if sent_crc is not None and pull_frame.frame_crc(sizes_raw, records) != sent_crc:
+            raise ClientError(Code.MESSAGE_CORRUPTED, f"a PullRecords response from offset {offset} fails its "
+                                                      "frame CRC: damaged on the way (pull again)")
         sizes = array("i")
         sizes.frombytes(sizes_raw)
         if sys.byteorder != "little":
             sizes.byteswap()
         return RecordsResult(code, head.get("message", ""), head.get("next_offset", offset),
-                             head.get("min_offset", 0), head.get("max_offset", 0), sizes, records, offset)
+                             head.get("min_offset", 0), head.get("max_offset", 0), sizes, records, offset,
+                             sent_crc is not None)
 
     def pull_records(self, topic: str, queue_id: int, offset: int, max_count: int = 4096, max_bytes: int = 16 << 20,
                      wait_s: float = 0.0) -> RecordsResult:
@@ -651,3 +656,47 @@ class PullConsumer:
                                  timeout=ch.timeout_s, metadata=ch.metadata())
         if r.status.code != Code.OK:
             raise ClientError(r.status.code, r.status.message)
+
+
+class PopConsumer(_Owner):
+    """A consumer group's messages the way the official simple consumer takes them: ``receive``
+    pops messages from any queue of the topic (each invisible to the group for ``invisible_s``,
+    then delivered again unless acked), ``ack`` says they are done. Keys and TLS as for Producer."""
+
+    def __init__(self, endpoint: str, group: str, timeout_s: float = 10.0, *, access_key: str | None = None,
+                 secret_key: str | None = None, tls: bool = False,
+                 root_certificates: str | bytes | None = None) -> None:
+        self._ch = _Channel(endpoint, timeout_s, access_key, secret_key, tls, root_certificates)
+        self.group = group
+
+    def receive(self, topic: str, batch_size: int = 32, invisible_s: float = 30.0, wait_s: float = 0.0,
+                tags: str = "*") -> list:
+        """Up to ``batch_size`` messages (apache.rocketmq.v2.Message, each with its receipt handle
+        and delivery attempt); [] when there is none, after waiting up to ``wait_s`` for one."""
+        req = spb.ReceiveMessageRequest(
+            group=pb.Resource(name=self.group), message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=-1),
+            filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression=tags), batch_size=batch_size,
+            invisible_duration=duration_pb2.Duration(seconds=int(invisible_s), nanos=int(invisible_s % 1 * 1e9)),
+            long_polling_timeout=duration_pb2.Duration(seconds=int(wait_s), nanos=int(wait_s % 1 * 1e9)))
+        out = []
+        for r in self._ch.stub.ReceiveMessage(req, timeout=self._ch.timeout_s + wait_s, metadata=self._ch.metadata()):
+            kind = r.WhichOneof("content")
+            if kind == "status" and r.status.code not in (Code.OK, Code.MESSAGE_NOT_FOUND):
+                raise ClientError(r.status.code, r.status.message)
+            if kind == "message":
+                out.append(r.message)
+        return out
+
+    def ack(self, topic: str, messages: Sequence) -> list[int]:
+        """Ack received messages; one status code per message (OK, or INVALID_RECEIPT_HANDLE for one
+        whose invisible time ran out and was received again meanwhile)."""
+        if not messages:
+            return []
+        entries = [spb.AckMessageEntry(message_id=m.system_properties.message_id,
+                                       receipt_handle=m.system_properties.receipt_handle) for m in messages]
+        r = self._ch.stub.AckMessage(spb.AckMessageRequest(group=pb.Resource(name=self.group),
+                                                           topic=pb.Resource(name=topic), entries=entries),
+                                     timeout=self._ch.timeout_s, metadata=self._ch.metadata())
+        if not r.entries:
+            raise ClientError(r.status.code, r.status.message)
+        return [e.status.code for e in r.entries]

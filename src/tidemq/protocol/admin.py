@@ -6,14 +6,18 @@ broker/admin.py; called by the CLI (``tidemq topic --endpoint``, ``tidemq alarms
 benchmarks and tests through :func:`call`. Loopback only by default, like the broker
 itself; signed like every call when authentication is on (``metadata``:
 signing.signed_metadata). Every answer has ``ok``; ``ok: false`` comes with ``error``
-(text for people).
+(text for people) and ``code`` (a ``Refusal``, for programs: BAD_REQUEST, LIMIT_EXCEEDED,
+NOT_FOUND, FORBIDDEN, NOT_LEADER).
 
     method          request                                     answer (ok: true)
-    CreateTopic     {"name": str, "queues": int = 8,            {"topic", "queues": int} (+ "owners":
-                     "groups": [str] (optional)}                  {group: [queue ids]} with groups: the
-                                                                  queues spread over those broker groups,
-                                                                  kept in the coordinator)
-    ListTopics      {}                                          {"topics": [{"topic", "queues":
+    CreateTopic     {"name": str, "queues": int (a new topic: 8),  {"topic", "queues": int, "space_policy"}
+                     "space_policy": "evict" | "refuse",          (queues above the broker's topic_queues_max:
+                     "groups": [str] (optional)}                  LIMIT_EXCEEDED; space_policy absent: a new
+                                                                  topic's is evict, an existing one's stays)
+                                                                  (+ "owners": {group: [queue ids]} with
+                                                                  groups: the queues spread over those broker
+                                                                  groups, kept in the coordinator)
+    ListTopics      {}                                          {"topics": [{"topic", "space_policy", "queues":
                                                                   [{"id", "min_offset", "max_offset"}]}]}
     DiskStatus      {}                                          {"status": the store's disk status}
     DeleteExpired   {}                                          {} (the cleaner is triggered)
@@ -37,9 +41,10 @@ ALARMS: {"memory": ALARM, "disk": ALARM, "refusal": str | null, "checks": int,
                                                                  "groups": [{"group", "topics", "lag",
                                                                   "inflight"}]}
     Query           {"topic": str, one of "key": str, "id": str,  {"messages": [MESSAGE]}, at most "max"
-                    "commitlog_offset": int, "queue": int with    (<= QUERY_MAX); newest first by key / id
+                    "commitlog_offset": int, "queue": int with    (<= the broker's query_messages_max, 64);
+                                                                  newest first by key / id
                     "timestamp_ms": int; "max": int = 16}
-    TopicStatus     {"topic": str}                              {"topic", "queues": [{"id", "min_offset",
+    TopicStatus     {"topic": str}                              {"topic", "space_policy", "queues": [{"id", "min_offset",
                                                                   "max_offset", "messages"}], "messages",
                                                                   "groups": [{"group", "lag", "inflight"}]}
     Config          {}                                          {"store": {name: value}, "broker": {name:
@@ -51,6 +56,10 @@ ALARMS: {"memory": ALARM, "disk": ALARM, "refusal": str | null, "checks": int,
                     "earliest" | "latest" | int (>= 10**12: a     "from", "to"}]}: pull offsets and pop
                     time in ms, else an offset)}                  cursors (in-flight messages forgotten)
 
+    Archive         {}                                          {"manifest", "dest": str | null, "runs":
+                                                                  [str], "gaps_file", "gaps": int}: where
+                                                                  the store's archive is (paths on the
+                                                                  broker's host; store/archive.py)
     Replication     {}                                          {"replication": the broker's place in its
                                                                   group (role, epoch, leader, followers with
                                                                   their lag in bytes and seconds, its copy)}
@@ -64,7 +73,7 @@ ALARMS: {"memory": ALARM, "disk": ALARM, "refusal": str | null, "checks": int,
                                                                   topics' queue owners (the coordinator's)}
 
 In a broker group, a follower refuses CreateTopic, DeleteTopic and ResetGroup (topics and offsets
-are the leader's, copied to it) with an error naming the leader.
+are the leader's, copied to it) with the code NOT_LEADER and an error naming the leader.
 
 MESSAGE: {"topic", "queue", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys",
 "properties", "born_timestamp_ms", "store_timestamp_ms", "body_bytes", "body" (UTF-8, undecodable
@@ -73,6 +82,7 @@ bytes escaped)}.
 
 from __future__ import annotations
 
+import enum
 import json
 
 import grpc
@@ -92,17 +102,28 @@ TOPIC_STATUS = "TopicStatus"
 CONFIG = "Config"
 RESET_GROUP = "ResetGroup"
 DELETE_TOPIC = "DeleteTopic"
+ARCHIVE = "Archive"
 REPLICATION = "Replication"
 PROMOTE = "Promote"
 FOLLOW = "Follow"
 CLUSTER = "Cluster"
 METHODS = (CREATE_TOPIC, LIST_TOPICS, DISK_STATUS, DELETE_EXPIRED, ALARMS, SET_ALARM_LIMITS, STATUS, GROUPS, QUERY,
-           TOPIC_STATUS, CONFIG, RESET_GROUP, DELETE_TOPIC, REPLICATION, PROMOTE, FOLLOW, CLUSTER)
+           TOPIC_STATUS, CONFIG, RESET_GROUP, DELETE_TOPIC, ARCHIVE, REPLICATION, PROMOTE, FOLLOW, CLUSTER)
 TIMESTAMP_MS_MIN = 10**12          # --to: a number from here on is a time in ms, below it an offset
-QUERY_MAX = 64
+QUERY_MAX = 64                     # the default of BrokerConfig.query_messages_max
 QUERY_BY = ("key", "id", "commitlog_offset", "queue")
 
 QUEUES_DEFAULT = 8
+SPACE_POLICIES = ("evict", "refuse")
+
+
+class Refusal(str, enum.Enum):
+    """Why an admin request was refused (the answer's ``code``)."""
+    BAD_REQUEST = "BAD_REQUEST"          # not a request of the method, or a value out of its range
+    LIMIT_EXCEEDED = "LIMIT_EXCEEDED"    # a count above the broker's limit for it (a ``_max`` setting)
+    NOT_FOUND = "NOT_FOUND"              # no such topic
+    FORBIDDEN = "FORBIDDEN"              # not allowed on this thing (a system topic, a broker in no group)
+    NOT_LEADER = "NOT_LEADER"            # a follower: topics and offsets are the leader's (the error names it)
 ALARM_LIMITS = ("memory_high_watermark_bytes", "memory_high_watermark_ratio", "disk_free_limit_bytes")
 
 
@@ -126,13 +147,17 @@ def is_bad(req) -> bool:
     return isinstance(req, _Bad)
 
 
-def create_topic_request(req: dict) -> tuple[str, int]:
-    """(name, queues) of a CreateTopic request; ValueError when it is not one."""
+def create_topic_request(req: dict) -> tuple[str, int | None, str | None]:
+    """(name, queues or None, space policy or None) of a CreateTopic request; ValueError when it is
+    not one. No queues: QUEUES_DEFAULT for a new topic, an existing one keeps its count."""
     if not isinstance(req, dict):
         raise ValueError("a request is a JSON object")
     if isinstance(req.get("queues"), str) and req["queues"].isdigit() and len(req["queues"]) < 12:
         req = {**req, "queues": int(req["queues"])}             # a count given as text
-    return _name(req, "name"), _int(req, "queues", 1, 1 << 31) if "queues" in req else QUEUES_DEFAULT
+    policy = req.get("space_policy")
+    if policy is not None and policy not in SPACE_POLICIES:
+        raise ValueError(f"space_policy is one of {', '.join(SPACE_POLICIES)}")
+    return _name(req, "name"), _int(req, "queues", 1, 1 << 31) if "queues" in req else None, policy
 
 
 def alarm_limits(req: dict) -> dict:
@@ -186,9 +211,10 @@ def _name(req: dict, name: str) -> str:
     return v
 
 
-def query_request(req: dict) -> tuple[str, str, object, int]:
+def query_request(req: dict, max_limit: int = QUERY_MAX) -> tuple[str, str, object, int]:
     """(topic, by, what, max) of a Query request: by is one of QUERY_BY, what the key / id /
-    offset / (queue, timestamp_ms); ValueError saying what is wrong when it is not one."""
+    offset / (queue, timestamp_ms); ValueError saying what is wrong when it is not one
+    (``max`` above ``max_limit``: LimitError)."""
     if not isinstance(req, dict):
         raise ValueError("a Query request is a JSON object")
     topic = _name(req, "topic")
@@ -203,7 +229,9 @@ def query_request(req: dict) -> tuple[str, str, object, int]:
         what = _int(req, by)
     else:
         what = (_int(req, "queue", 0, 1 << 20), _int(req, "timestamp_ms"))
-    n = _int(req, "max", 1, QUERY_MAX) if "max" in req else 16
+    n = _int(req, "max", 1, 1 << 62) if "max" in req else min(16, max_limit)
+    if n > max_limit:
+        raise LimitError(f"max is at most {max_limit} (the broker's query_messages_max)")
     return topic, by, what, n
 
 
@@ -243,8 +271,12 @@ def follow_request(req: dict) -> str:
     return leader
 
 
-def refused(error: str) -> dict:
-    return {"ok": False, "error": error}
+class LimitError(ValueError):
+    """A request asks for more than a limit allows: refused with LIMIT_EXCEEDED."""
+
+
+def refused(error: str, code: Refusal = Refusal.BAD_REQUEST) -> dict:
+    return {"ok": False, "error": error, "code": code.value}
 
 
 def call(endpoint: str, method: str, request: dict | None = None, timeout_s: float = 10.0,

@@ -11,9 +11,14 @@ Response::
 
     u32 LE    header length h
     h         header, UTF-8 JSON: {"code", "message", "status", "next_offset", "min_offset",
-              "max_offset", "count"}
+              "max_offset", "count", "crc32"}
     4*count   record sizes, i32 LE
     ...       the records, back to back, in the commit-log layout of store/codec.py
+
+``crc32`` (with records only): the CRC-32 of the sizes and the records as sent. The broker
+checked every record's own CRCs before sending it; this one shows the frame arrived as sent,
+so a reader that checks it (tidemq.client: RecordsResult.checked) need not check every record
+again. A broker that does not send it leaves that to the reader.
 
 ``code`` is the protocol's Code (OK, MESSAGE_NOT_FOUND, ILLEGAL_OFFSET, TOPIC_NOT_FOUND,
 BAD_REQUEST, INTERNAL_SERVER_ERROR), ``status`` the store's GetStatus name; what each code
@@ -26,6 +31,7 @@ import json
 import struct
 from typing import NamedTuple
 
+from ..crc import crc32
 from .data import FrameError
 
 HEAD = struct.Struct("<I")
@@ -69,9 +75,18 @@ def decode_request(raw: bytes) -> PullRequest:
 
 def encode_response(header: dict, sizes=None, data: bytes = b"") -> bytes:
     """``sizes``: the record sizes as little-endian i32 (anything with ``tobytes()``: a numpy
-    array, array("i")), or None for a response without records."""
+    array, array("i")), or None for a response without records; with records, the header gets
+    their ``crc32`` (frame_crc)."""
+    raw_sizes = sizes.tobytes() if sizes is not None else b""
+    if sizes is not None:
+        header = {**header, "crc32": frame_crc(raw_sizes, data)}
     h = json.dumps(header).encode()
-    return b"".join((HEAD.pack(len(h)), h, sizes.tobytes() if sizes is not None else b"", data))
+    return b"".join((HEAD.pack(len(h)), h, raw_sizes, data))
+
+
+def frame_crc(sizes, records) -> int:
+    """CRC-32 of a response's sizes followed by its records (one pass in C)."""
+    return crc32(records, crc32(sizes))
 
 
 def decode_response(raw: bytes) -> tuple[dict, memoryview, memoryview]:

@@ -49,7 +49,7 @@ from typing import Iterable, Sequence
 from .data import FrameError
 
 __all__ = ["MAGIC", "HEAD", "ENTRY", "MAX_COUNT", "ID_MAX_BYTES", "FrameError", "encode_request", "decode_request",
-           "encode_response", "decode_response", "duplicates"]
+           "encode_response", "encode_response_columns", "decode_response", "duplicates"]
 
 MAGIC = b"TQB1"
 HEAD = struct.Struct("<4sIH")
@@ -145,6 +145,25 @@ def encode_response(code: int, message: str, entries: Sequence[tuple[int, int, i
     h = json.dumps(header).encode()
     pack = ENTRY.pack
     return b"".join([U32.pack(len(h)), h, *[pack(c, q, o) for c, q, o in entries]])
+
+
+def encode_response_columns(code: int, message: str, codes, queue_ids, offsets, texts: dict[int, str] | None = None,
+                            duplicates: Iterable[int] = ()) -> bytes:
+    """encode_response with the entries as three columns (int32, int32, int64 buffers or
+    sequences of one length): one table write for the whole batch."""
+    import numpy as np
+    n = len(codes)
+    table = np.empty(n, np.dtype([("code", "<i4"), ("queue_id", "<i4"), ("offset", "<i8")]))
+    table["code"] = codes
+    table["queue_id"] = queue_ids
+    table["offset"] = offsets
+    header = {"code": code, "message": message, "count": n,
+              "messages": {str(i): v for i, v in (texts or {}).items()}}
+    dups = sorted(duplicates)
+    if dups:
+        header["duplicates"] = dups
+    h = json.dumps(header).encode()
+    return b"".join([U32.pack(len(h)), h, table.tobytes()])
 
 
 def decode_response(raw: bytes) -> tuple[dict, list[tuple[int, int, int]]]:

@@ -5,7 +5,10 @@
     register(spark)
     df = spark.read.format("tidemq").option("endpoints", "127.0.0.1:8081").option("topic", "T").load()
 
-The data-source classes live in tidemq.spark.source, importable on executors.
+The classes Spark pickles (the data source, its readers and writers) live in tidemq.spark.entry
+and are sent by value: a worker needs only pyspark to unpickle them, and they import the real
+reader (tidemq.spark.source) and writer (tidemq.spark.sink) where they run, failing with one
+line naming the fix where tidemq or a dependency is missing.
 """
 
 from __future__ import annotations

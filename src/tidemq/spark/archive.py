@@ -24,6 +24,7 @@ import fcntl
 import json
 import os
 import shutil
+import threading
 import time
 import uuid
 
@@ -97,7 +98,8 @@ class _Segments(DataSourceReader):
         positions, sizes, end, _blank, corrupt = walk_segment(data, limit)
         buf = np.frombuffer(data, np.uint8)
         for lo in range(0, len(positions), BATCH_ROWS):
-            batch, _ = decode(buf, np.array(positions[lo:lo + BATCH_ROWS]), sizes[lo:lo + BATCH_ROWS])
+            # walk_segment checked every record's CRCs: decode does not again
+            batch, _ = decode(buf, np.array(positions[lo:lo + BATCH_ROWS]), sizes[lo:lo + BATCH_ROWS], True)
             batch = _without_dead(batch, self.dead)
             day = pc.strftime(batch.column("store_timestamp"), format="%Y-%m-%d", locale="C")
             seg = pa.array([name] * batch.num_rows, pa.string())
@@ -206,8 +208,10 @@ def plan(root: str, commitlog_dirs: tuple[str, ...] = ()) -> tuple[list[dict], d
     return todo, manifest
 
 
-def run(spark, root: str, dest: str, commitlog_dirs: tuple[str, ...] = ()) -> dict:
-    """Archive what is sealed and not archived yet; returns a report."""
+def run(spark, root: str, dest: str, commitlog_dirs: tuple[str, ...] = (), progress=None) -> dict:
+    """Archive what is sealed and not archived yet; returns a report. ``progress(done, total)``:
+    segments walked so far of those to archive, called as the executors finish them (from a
+    thread of the driver) and once at the end."""
     os.makedirs(layout.archive_dir(root), exist_ok=True)
     lock = open(layout.archive_lock_path(root), "w")
     try:
@@ -215,9 +219,41 @@ def run(spark, root: str, dest: str, commitlog_dirs: tuple[str, ...] = ()) -> di
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise ArchiveError(f"another `tidemq archive` runs on {root}") from None
-        return _run_locked(spark, root, dest, commitlog_dirs)
+        return _run_locked(spark, root, dest, commitlog_dirs, progress)
     finally:
         lock.close()
+
+
+class _Watch:
+    """Counts the executors' segment reports as they appear (each task writes one when its
+    segment is walked) and tells ``progress(done, total)`` when the count changes."""
+
+    def __init__(self, reports: str, total: int, progress, interval_s: float = 0.5) -> None:
+        self.reports, self.total, self.progress, self.interval_s = reports, total, progress, interval_s
+        self._stop = threading.Event()
+        self._seen = -1
+        self._thread = threading.Thread(target=self._run, name="tidemq-archive-progress", daemon=True)
+
+    def __enter__(self) -> "_Watch":
+        if self.progress is not None:
+            self.progress(0, self.total)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                done = sum(1 for n in os.listdir(self.reports) if n.endswith(".json"))
+            except OSError:
+                continue
+            if done != self._seen:
+                self._seen = done
+                self.progress(min(done, self.total), self.total)
 
 
 def _remove_unfinished(root: str, manifest: dict) -> list[str]:
@@ -268,7 +304,7 @@ def _fsync_tree(top: str) -> None:
             os.close(fd)
 
 
-def _run_locked(spark, root, dest, commitlog_dirs) -> dict:
+def _run_locked(spark, root, dest, commitlog_dirs, progress=None) -> dict:
     if "://" in dest:
         raise ArchiveError(f"the archive destination must be a local path (it is fsynced before the manifest "
                            f"records it), not {dest!r}")
@@ -291,7 +327,8 @@ def _run_locked(spark, root, dest, commitlog_dirs) -> dict:
     segments = json.dumps([[s["path"], s["limit"], s["name"]] for s in todo])
     df = (spark.read.format("tidemq_segments").option("segments", segments).option("reports", reports)
           .option("dead", json.dumps(_deleted_topics(root))).load())
-    df.write.mode("append").partitionBy("topic", "day").parquet(out)
+    with _Watch(reports, len(todo), progress):
+        df.write.mode("append").partitionBy("topic", "day").parquet(out)
     try:
         for s in todo:
             with open(os.path.join(reports, f"{s['name']}.json")) as f:
@@ -312,4 +349,6 @@ def _run_locked(spark, root, dest, commitlog_dirs) -> dict:
     os.remove(layout.pending_path(root))
     report.update(archived=[s["name"] for s in todo], rows=sum(s["rows"] for s in todo), run=run_id,
                   seconds=round(time.monotonic() - t0, 3))
+    if progress is not None:
+        progress(len(todo), len(todo))
     return report

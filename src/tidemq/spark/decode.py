@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.lib.stride_tricks import sliding_window_view
 
 from ..bulk import gather
 from ..store import codec
@@ -36,8 +37,15 @@ SPARK_SCHEMA = ("topic string, queue_id int, queue_offset long, commitlog_offset
                 "born_timestamp timestamp, store_timestamp timestamp")
 
 _HIDDEN = codec.RECORD_CRC_TAIL_LEN          # the record-CRC property every record ends with
+_HEAD = np.dtype([("size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
+                  ("queue_offset", ">i8"), ("commitlog_offset", ">i8"), ("sysflag", ">i4"), ("born_ms", ">i8"),
+                  ("born_host", "V8"), ("store_ms", ">i8"), ("store_host", "V8"), ("reconsume_times", ">i4"),
+                  ("prepared_offset", ">i8"), ("body_len", ">i4")])     # the 88 fixed bytes (store/codec.py)
+assert _HEAD.itemsize == codec.OFF_BODY and _HEAD.fields["body_len"][1] == codec.OFF_BODYLEN
+assert _HEAD.fields["store_ms"][1] == codec.OFF_STORETIMESTAMP
 _HEX = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), np.uint8).reshape(256, 2)
 _PICKED = (codec.PROP_TAGS, codec.PROP_KEYS, codec.PROP_UNIQ_KEY)
+_PICKED_SET = pa.array(_PICKED, pa.string())
 _EMPTY_KEYS = pa.scalar([], pa.list_(pa.string()))
 
 
@@ -55,10 +63,6 @@ def _as_string(arr: pa.Array) -> pa.Array:
         return arr.cast(pa.string())
     except pa.ArrowInvalid:
         return pa.array([None if b is None else b.decode("utf-8", "replace") for b in arr.to_pylist()], pa.string())
-
-
-def _empty_as_null(arr: pa.Array) -> pa.Array:
-    return pc.if_else(pc.equal(arr, ""), pa.scalar(None, pa.string()), arr)
 
 
 def _keys(text: pa.Array, n: int) -> pa.Array:
@@ -109,19 +113,36 @@ def _pick(names: pa.Array, values: pa.Array, parents: np.ndarray, n: int) -> dic
     """Per record, the value of each _PICKED name (null where it has none); ``parents``: the
     record of every name/value pair."""
     picked = {}
-    for name in _PICKED:
-        at = np.flatnonzero(pc.equal(names, name).to_numpy(zero_copy_only=False))
+    which = pc.fill_null(pc.index_in(names, value_set=_PICKED_SET), -1).to_numpy()     # one pass over the names
+    for k, name in enumerate(_PICKED):
+        at = np.flatnonzero(which == k)
         idx = np.full(n, -1, np.int64)
         idx[parents[at]] = at
         picked[name] = values.take(pa.array(idx, mask=idx < 0))
     return picked
 
 
-def decode(buf, positions: np.ndarray, sizes: np.ndarray) -> tuple[pa.RecordBatch, int]:
+def _msg_ids(uniq: pa.Array, h: np.ndarray) -> pa.Array:
+    """The UNIQ_KEY property, or where there is none (or it is empty) the offset message id:
+    store host and commit-log offset in upper-case hex (as RocketMQ's)."""
+    missing = pc.or_kleene(pc.is_null(uniq), pc.equal(uniq, ""))
+    if not pc.any(missing).as_py():
+        return uniq
+    n = len(h)
+    ids = np.concatenate([np.ascontiguousarray(h["store_host"]).view(np.uint8).reshape(n, 8),
+                          h["commitlog_offset"].astype(">i8").view(np.uint8).reshape(n, 8)], axis=1)
+    offset_ids = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32) * 32),
+                                                        pa.py_buffer(np.ascontiguousarray(_HEX[ids]))])
+    return pc.if_else(missing, offset_ids, uniq)
+
+
+def decode(buf, positions: np.ndarray, sizes: np.ndarray, crc_checked: bool = False) -> tuple[pa.RecordBatch, int]:
     """The records at ``positions`` (their stored ``sizes``) of ``buf`` (bytes, mmap, numpy
     uint8) as a RecordBatch of SCHEMA, and how many were skipped as not well-formed or failing
     their body or record CRC (damage kept by recovery is skipped, as the store's own reads do;
-    the source counts them as offsets not in the store: failOnDataLoss)."""
+    the source counts them as offsets not in the store: failOnDataLoss). ``crc_checked``: the
+    records' CRCs were checked on their way here (a broker's raw pull under a frame CRC that
+    held, the archive's walk of a segment): only their layout is checked again."""
     if not isinstance(buf, np.ndarray):
         buf = np.frombuffer(buf, np.uint8)
     positions = np.asarray(positions, np.int64)
@@ -134,54 +155,52 @@ def decode(buf, positions: np.ndarray, sizes: np.ndarray) -> tuple[pa.RecordBatc
     if not ok.all():
         positions, sizes = positions[ok], sizes[ok]
     abuf = pa.py_buffer(buf)
-    head = _fixed(buf, abuf, positions, 88)                   # the 88 fixed bytes of every record
-    i32 = lambda a, b: np.ascontiguousarray(head[:, a:b]).view(">i4").ravel().astype(np.int64)  # noqa: E731
-    i64 = lambda a, b: np.ascontiguousarray(head[:, a:b]).view(">i8").ravel()                     # noqa: E731
-    blen = i32(84, 88)
-    good = (i32(0, 4) == sizes) & (i32(4, 8) == codec.MAGIC) & (blen >= 0) & \
+    h = _fixed(buf, abuf, positions, codec.OFF_BODY).reshape(-1).view(_HEAD)    # every record's 88 fixed bytes
+    blen = h["body_len"].astype(np.int64)
+    good = (h["size"] == sizes) & (h["magic"] == codec.MAGIC) & (blen >= 0) & \
         (codec.FIXED_OVERHEAD + blen + _HIDDEN <= sizes)
-    tpos = positions + 88 + np.where(good, blen, 0)
+    tpos = positions + codec.OFF_BODY + np.where(good, blen, 0)
     tlen = buf[tpos].astype(np.int64)
     ppos = tpos + 1 + tlen
     good &= ppos + 2 <= positions + sizes
     pp = np.where(good, ppos, positions)
     plen = (buf[pp].astype(np.int64) << 8) | buf[pp + 1]
     good &= (codec.FIXED_OVERHEAD + blen + tlen + plen == sizes) & (plen >= _HIDDEN)
-    idx = np.flatnonzero(good)               # well-formed: their body and record CRCs must hold too
-    damaged = damaged_records(buf, positions[idx], sizes[idx])
-    if damaged:
-        good[idx[damaged]] = False
+    if not crc_checked:
+        idx = np.flatnonzero(good)           # well-formed: their body and record CRCs must hold too
+        damaged = damaged_records(buf, positions[idx], sizes[idx])
+        if damaged:
+            good[idx[damaged]] = False
     skipped = n_in - int(good.sum())
     if not good.all():
         keep = np.flatnonzero(good)
-        positions, sizes, head, blen, tpos, tlen, ppos, plen = (
-            a[keep] for a in (positions, sizes, head, blen, tpos, tlen, ppos, plen))
+        positions, sizes, h, blen, tpos, tlen, ppos, plen = (
+            a[keep] for a in (positions, sizes, h, blen, tpos, tlen, ppos, plen))
     n = len(positions)
-    body = gather(buf, abuf, positions + 88, blen)
-    names = _fixed(buf, abuf, tpos + 1, int(tlen[0])) if n and (tlen == tlen[0]).all() else None
+    body = gather(buf, abuf, positions + codec.OFF_BODY, blen)
+    names = None
+    if n and tlen[0] and (tlen == tlen[0]).all():              # each record's topic as a row of a window
+        names = sliding_window_view(buf, int(tlen[0]))[tpos + 1]
     if names is not None and (names == names[0]).all():      # one topic (a queue's records): repeated
         topic = pa.repeat(pa.scalar(names[0].tobytes().decode("ascii", "replace")), n)
     else:
         topic = _as_string(gather(buf, abuf, tpos + 1, tlen))
     ulen = np.maximum(plen - _HIDDEN - 1, 0)                  # user properties without their last separator
     props, picked = _properties(_as_string(gather(buf, abuf, ppos + 2, ulen, valid=ulen > 0)), n)
-    ids = np.concatenate([head[:, 64:72], head[:, 28:36]], axis=1)     # store host + commit-log offset
-    offset_ids = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32) * 32),
-                                                        pa.py_buffer(np.ascontiguousarray(_HEX[ids]))])
     keys = _keys(picked[codec.PROP_KEYS], n)
-    ms = lambda a, b: pa.array(i64(a, b) * 1000, pa.timestamp("us", tz="UTC"))   # noqa: E731
+    ms = lambda f: pa.array(h[f].astype(np.int64) * 1000, pa.timestamp("us", tz="UTC"))   # noqa: E731
     batch = pa.RecordBatch.from_arrays([
         topic,
-        pa.array(i32(12, 16).astype(np.int32)),
-        pa.array(i64(20, 28).astype(np.int64)),
-        pa.array(i64(28, 36).astype(np.int64)),
-        pc.coalesce(_empty_as_null(picked[codec.PROP_UNIQ_KEY]), offset_ids),
+        pa.array(h["queue_id"].astype(np.int32)),
+        pa.array(h["queue_offset"].astype(np.int64)),
+        pa.array(h["commitlog_offset"].astype(np.int64)),
+        _msg_ids(picked[codec.PROP_UNIQ_KEY], h),
         picked[codec.PROP_TAGS],
         keys,
         body,
         props,
-        ms(40, 48),
-        ms(56, 64),
+        ms("born_ms"),
+        ms("store_ms"),
     ], schema=SCHEMA)
     return batch, skipped
 

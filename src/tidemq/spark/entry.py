@@ -32,7 +32,7 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 FIX = ("call tidemq.spark.register(spark) (it ships the tidemq package to the executors), or submit with "
        "`spark-submit --py-files tidemq.zip`, or install tidemq in the executors' Python; they also need "
        "the dependencies pinned in tidemq's pyproject.toml (grpcio, protobuf, rocketmq-python-client, numpy, "
-       "pyarrow) installed, or a packed environment through spark.archives")
+       "pyarrow, and isal for fast CRCs) installed, or a packed environment through spark.archives")
 
 
 class MissingOnWorker(RuntimeError):
@@ -40,6 +40,9 @@ class MissingOnWorker(RuntimeError):
 
 
 def _module(name: str):
+    """importlib.import_module(name), or MissingOnWorker naming what is missing and the fix. Every
+    import of tidemq's code or dependencies on a worker goes through it: these classes' calls, and
+    the lazy imports behind them (tidemq.client, i.e. grpc, where the broker is used)."""
     try:
         return importlib.import_module(name)
     except ImportError as e:

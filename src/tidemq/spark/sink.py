@@ -31,6 +31,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import (CaseInsensitiveDict, DataSourceArrowWriter, DataSourceStreamArrowWriter,
                                     WriterCommitMessage)
 
+from .entry import _module
+
 log = logging.getLogger("tidemq.spark")
 
 
@@ -82,8 +84,7 @@ class _Sender:
 
     def send(self, batches, batch_id: str) -> Sent:
         from pyspark import TaskContext
-
-        from ..client import Producer
+        Producer = _module("tidemq.client").Producer     # grpc: missing, the one-line error with the fix
         part = TaskContext.get().partitionId() if TaskContext.get() else 0
         row = sent = dups = 0
         with Producer(self.endpoint, timeout_s=float(self.options.get("timeoutSeconds", 30))) as producer:

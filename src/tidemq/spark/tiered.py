@@ -2,19 +2,25 @@
 
 ``tidemq archive`` keeps every record's queue offset, so a queue's history is its archived
 rows below the live log's first offset, then the live log: one row per offset, nothing
-twice. Where the archive is: the option ``archivePath``, or (file mode) the destination the
-store's manifest records (``<root>/archive/manifest.json``); ``archivePath=""`` turns it off.
-With a manifest, only the runs it records are read (a run that died before its manifest
-entry is never read); without one (``archivePath`` with a broker), every run under it.
+twice. Where the archive is: the option ``archivePath``, or by default the destination the
+store's manifest records (``<root>/archive/manifest.json``): read there in file mode, asked of
+the broker in broker mode (its admin method Archive answers the manifest's destination, runs
+and gaps file, paths on the broker's host; the default is used only where that destination is
+a directory the driver sees: the executors must see it too, at the same path, e.g. a shared
+mount). ``archivePath=""`` turns it off. Only the runs the manifest records are read (a run
+that died before its manifest entry is never read); with ``archivePath`` where the store
+records no run (another store's archive, a broker that does not answer Archive), every run
+under it.
 
 With tiering, "earliest" is offset 0 of each queue (queue offsets start at 0), and offsets
 in neither the archive nor the log are a data loss (failOnDataLoss): typically segments
 deleted before they were archived (on_unarchived_full=delete), recorded in
-``<root>/archive/gaps.json``.
+``<root>/archive/gaps.json`` (which the error names, on the broker's host in broker mode).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from typing import Iterator
@@ -25,8 +31,11 @@ import pyarrow.compute as pc
 
 from ..io import OsFileIO
 from ..store import layout
-from ..store.archive import read_manifest
+from ..store.archive import archive_summary
 from .decode import SCHEMA
+from .entry import _module
+
+log = logging.getLogger("tidemq.spark")
 
 _PARTITIONS = pa.schema([("run", pa.string()), ("topic", pa.string()), ("day", pa.string())])
 
@@ -39,32 +48,57 @@ class Archive:
 
 
 def archive_of(options) -> Archive | None:
-    """The archive a read uses (None: no tiering), from the options and the store's manifest."""
+    """The archive a read uses (None: no tiering), from the options and the store's archive
+    summary: read from ``<path>/archive`` in file mode, asked of the broker (admin method
+    Archive) in broker mode."""
     given = options.get("archivePath")
-    root = options.get("path")
-    manifest = None
-    if root and os.path.exists(layout.manifest_path(root)):
-        manifest = read_manifest(OsFileIO(), root)
-    gaps = layout.gaps_path(root) if root else None
-    if given is not None:
-        if not given.strip():
-            return None
-        dest = os.path.abspath(given)
-        runs = _runs(manifest, dest) if manifest is not None else None
-        return Archive(dest, runs or None, gaps)
-    if manifest is None or not manifest.get("dest"):
+    if given is not None and not given.strip():
         return None
-    return Archive(manifest["dest"], _runs(manifest, None), gaps)
+    root = options.get("path")
+    endpoints = options.get("endpoints") or options.get("endpoint")
+    summary, gaps = None, None
+    if root:
+        gaps = layout.gaps_path(root)
+        if os.path.exists(layout.manifest_path(root)):
+            summary = archive_summary(OsFileIO(), root)
+    elif endpoints:
+        endpoint = endpoints.split(",")[0].strip()
+        summary = _broker_summary(endpoint, float(options.get("timeoutSeconds", 30)))
+        if summary is not None:
+            gaps = f"{summary['gaps_file']} on the broker's host ({endpoint})"
+    if given is not None:
+        dest = os.path.abspath(given)
+        runs = tuple(r for r in summary["runs"] if os.path.abspath(os.path.dirname(r)) == dest) if summary else ()
+        return Archive(dest, runs or None, gaps)
+    if summary is None or not summary.get("dest"):
+        return None
+    if endpoints and not root and not os.path.isdir(summary["dest"]):
+        _say_once(f"tidemq: the broker's archive {summary['dest']} is not visible here: reads use the live log "
+                  f"only (give the option archivePath, a path where the driver and executors see the archive)")
+        return None
+    return Archive(summary["dest"], tuple(summary["runs"]), gaps)
 
 
-def _runs(manifest: dict, dest: str | None) -> tuple[str, ...]:
-    """The run directories the manifest records (under ``dest`` only, when given)."""
-    out = set()
-    for e in manifest["segments"].values():
-        d = e.get("dest") or manifest.get("dest")
-        if e.get("run") and d and (dest is None or os.path.abspath(d) == dest):
-            out.add(os.path.join(d, f"run={e['run']}"))
-    return tuple(sorted(out))
+def _broker_summary(endpoint: str, timeout_s: float) -> dict | None:
+    """The broker's answer to the admin method Archive; None from a broker that has no such
+    method (older) or does not answer it."""
+    admin = _module("tidemq.protocol.admin")         # grpc: missing, the one-line error with the fix
+    try:
+        got = admin.call(endpoint, admin.ARCHIVE, timeout_s=timeout_s)
+    except admin.grpc.RpcError as e:
+        _say_once(f"tidemq: the broker at {endpoint} does not say where its archive is ({e.code().name}): "
+                  f"tiered reads only with the option archivePath")
+        return None
+    return got if got.get("ok") else None
+
+
+_said: set[str] = set()
+
+
+def _say_once(text: str) -> None:
+    if text not in _said:
+        _said.add(text)
+        log.warning(text)
 
 
 def read(archive: Archive, topic: str, qid: int, start: int, end: int,

@@ -16,11 +16,11 @@ to run the archive) or "delete" (the segment is deleted and the gap is recorded 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 
-from ..io import FileIO, read_whole, write_atomic
+from .. import checked
+from ..io import FileIO
 from .layout import archive_dir, gaps_path, manifest_path, segment_name
 from .mapped_file import MappedFile
 
@@ -28,17 +28,59 @@ log = logging.getLogger("tidemq.store")
 
 
 def read_manifest(fio: FileIO, root: str) -> dict:
-    path = manifest_path(root)
-    if not fio.exists(path):
+    """The manifest (a checked document, tidemq/checked.py: a damaged one falls back to its
+    previous version; with both damaged no segment counts as archived, so none is deleted
+    unarchived, and the next archive run copies them again: tiered reads drop the repeats)."""
+    doc = checked.load(fio, manifest_path(root), "archive manifest", check=_is_manifest).doc
+    if doc is None:
         return {"segments": {}}
-    doc = json.loads(read_whole(fio, path).decode("utf-8"))
     doc.setdefault("segments", {})
     return doc
 
 
+def _is_manifest(doc) -> None:
+    if not (isinstance(doc, dict) and isinstance(doc.get("segments", {}), dict)):
+        raise checked.Damaged("not an archive manifest")
+
+
+def recorded_runs(manifest: dict, dest: str | None = None) -> tuple[str, ...]:
+    """The run directories (``<dest>/run=<id>``) the manifest records, under ``dest`` only when
+    given (an absolute path): what a reader of the archive reads (a run that died before its
+    manifest entry is not among them)."""
+    out = set()
+    for e in manifest["segments"].values():
+        d = e.get("dest") or manifest.get("dest")
+        if e.get("run") and d and (dest is None or os.path.abspath(d) == dest):
+            out.add(os.path.join(d, f"run={e['run']}"))
+    return tuple(sorted(out))
+
+
+def archive_summary(fio: FileIO, root: str) -> dict:
+    """Where the store's archive is, for readers (the Spark source's tiered reads; the broker's
+    admin method Archive): {"manifest": its path, "dest": the destination of the last run (None
+    before any), "runs": the run directories it records, "gaps_file": gaps.json's path, "gaps": how
+    many segments it records as deleted before they were archived}."""
+    manifest = read_manifest(fio, root)
+    path = gaps_path(root)
+    gaps = len(read_gaps(fio, root)["gaps"])
+    return {"manifest": manifest_path(root), "dest": manifest.get("dest"), "runs": list(recorded_runs(manifest)),
+            "gaps_file": path, "gaps": gaps}
+
+
 def write_manifest(fio: FileIO, root: str, doc: dict) -> None:
     fio.makedirs(archive_dir(root))
-    write_atomic(fio, manifest_path(root), json.dumps(doc, indent=1, sort_keys=True).encode("utf-8"))
+    checked.write(fio, manifest_path(root), doc)
+
+
+def read_gaps(fio: FileIO, root: str) -> dict:
+    """``{"gaps": [...]}``: the segments deleted before they were archived (a checked document)."""
+    doc = checked.load(fio, gaps_path(root), "archive gaps", check=_is_gaps).doc
+    return doc if doc is not None else {"gaps": []}
+
+
+def _is_gaps(doc) -> None:
+    if not (isinstance(doc, dict) and isinstance(doc.get("gaps"), list)):
+        raise checked.Damaged("not a list of gaps")
 
 
 class ArchiveGuard:
@@ -78,14 +120,11 @@ class ArchiveGuard:
     def record_gap(self, mf: MappedFile, now_ms: int, why: str) -> None:
         """A segment deleted before it was archived: its offsets are gone for good."""
         path = gaps_path(self.root)
-        try:
-            doc = json.loads(read_whole(self.fio, path).decode("utf-8")) if self.fio.exists(path) else {"gaps": []}
-        except (OSError, ValueError):
-            doc = {"gaps": []}
+        doc = read_gaps(self.fio, self.root)
         doc["gaps"].append({"segment": segment_name(mf.start_offset), "start_offset": mf.start_offset,
                             "end_offset": mf.start_offset + mf.wrote_pos, "deleted_at_ms": now_ms, "why": why})
         self.fio.makedirs(os.path.dirname(path))
-        write_atomic(self.fio, path, json.dumps(doc, indent=1).encode("utf-8"))
+        checked.write(self.fio, path, doc)
         self.gaps_recorded += 1
         log.error("segment %s deleted before it was archived (on_unarchived_full=delete, %s): commit-log offsets "
                   "[%d, %d) are lost; recorded in %s", mf.path, why, mf.start_offset, mf.start_offset + mf.wrote_pos,

@@ -15,8 +15,16 @@ copied out; at the disk's warning level, on_unarchived_full="delete" deletes the
 and records the gap.
 
 When space is short and nothing could be deleted, the round says why (nothing
-expired, held by a reader, only the active segment left, not archived) in
+expired, held by a reader, only the active segment left, not archived, unconsumed) in
 ``last``; RocketMQ only logs "disk space will be full soon, but delete file failed".
+
+Space policy (topics.SpacePolicy, backlog.py): before an unexpired segment is deleted for space,
+``backlog`` says whether it holds messages of a topic with space_policy=refuse that a subscribed
+group has not consumed; then it stays, the round is not freed (UNCONSUMED) and ``hold`` is set:
+the write path refuses puts with it (PutReason.UNCONSUMED_BACKLOG) until a round finds space no
+longer short or the segment free to go. Whatever a deletion took that subscribed groups had not
+consumed (space_policy=evict, or expired) is reported per group (``account``): at WARNING, in the
+round (``groups_lost``) and in ``evicted_by_group``.
 
 QueueCleaner: consume-queue files whose units all lie before the commit log's
 first offset, and index files wholly before it, are deleted; every queue's
@@ -35,6 +43,7 @@ from ..config import StoreConfig
 from ..io import Clock
 from .consume_queue import UNIT, ConsumeQueueTable
 from .archive import ArchiveGuard
+from .backlog import BacklogGuard, GroupLoss, Hold
 from .disk import DiskMonitor
 from .index_file import IndexService
 from .mapped_file import MappedFile
@@ -51,6 +60,7 @@ class NotFreed(str, enum.Enum):
     ACTIVE_ONLY = "active-only"
     NOT_ARCHIVED = "not-archived"
     DELETE_FAILED = "delete-failed"
+    UNCONSUMED = "unconsumed"          # space_policy=refuse: subscribed groups have not consumed it
 
 
 class DeleteReason(str, enum.Enum):
@@ -82,6 +92,8 @@ class CleanRound:
     why_not: str | None = None                            # space short but nothing deleted: why
     why_not_code: NotFreed | None = None
     lost: list[LostRange] = field(default_factory=list)   # filled behind the log by QueueCleaner
+    groups_lost: list[GroupLoss] = field(default_factory=list)   # what of ``lost`` groups had not consumed
+    hold: Hold | None = None                              # space_policy=refuse kept a segment: writes refused
 
     def not_freed(self, code: NotFreed, text: str) -> None:
         self.why_not_code, self.why_not = code, text
@@ -91,7 +103,9 @@ class CleanRound:
                 "deleted": self.deleted, "deleted_bytes": self.deleted_bytes,
                 "reasons": [r.value for r in self.reasons], "why_not": self.why_not,
                 "why_not_code": self.why_not_code.value if self.why_not_code else None,
-                "lost": [r.as_dict() for r in self.lost]}
+                "lost": [r.as_dict() for r in self.lost],
+                "groups_lost": [g.as_dict() for g in self.groups_lost],
+                "hold": self.hold.text if self.hold is not None else None}
 
 
 LOST_RANGES_LOGGED = 20
@@ -107,12 +121,19 @@ def log_deletion(rnd: CleanRound) -> None:
                 ", clean immediately" if rnd.clean_immediately else "",
                 ", ".join(ranges[:LOST_RANGES_LOGGED]) or "none (no queue lost a unit)",
                 f" and {more} more queue(s)" if more > 0 else "")
+    if rnd.groups_lost:
+        words = [f"{g.words()} ({g.messages})" for g in rnd.groups_lost]
+        more = len(words) - LOST_RANGES_LOGGED
+        log.warning("consumer groups lost messages they had not consumed (space_policy=evict or expired): %s%s",
+                    ", ".join(words[:LOST_RANGES_LOGGED]), f" and {more} more" if more > 0 else "")
 
 
 class CommitLogCleaner:
     def __init__(self, config: StoreConfig, segments: SegmentQueue, disk: DiskMonitor, clock: Clock,
                  archive: ArchiveGuard | None = None,
-                 on_deleted: Callable[[MappedFile], None] | None = None) -> None:
+                 on_deleted: Callable[[MappedFile], None] | None = None,
+                 backlog: BacklogGuard | None = None) -> None:
+        """``backlog``: the space policy's guard and the per-group loss report (None: neither)."""
         self.config = config
         self.segments = segments
         self.disk = disk
@@ -127,6 +148,9 @@ class CommitLogCleaner:
         self.last = CleanRound()
         self.last_deleted = CleanRound()     # the last round that deleted something: it stays visible
         self._short: NotFreed | None = None  # logged on change, not every round
+        self.backlog = backlog
+        self.hold: Hold | None = None        # set by a round that kept a segment for space_policy=refuse
+        self.evicted_by_group: dict[tuple[str, str], int] = {}   # (group, topic) -> messages lost since start
 
     def trigger_manual(self) -> None:
         """RocketMQ's `deleteExpiredCommitLog`: the next rounds delete expired segments now."""
@@ -195,11 +219,13 @@ class CommitLogCleaner:
         if not rnd.triggers:
             self._say_space(False, rnd, over)
             self.last = rnd
+            self.hold = None
             return rnd
         rnd.clean_immediately = forcibly
         self._delete(rnd, now)
         self._say_space(space, rnd, over)
         self.last = rnd
+        self.hold = rnd.hold
         if rnd.deleted:
             self.last_deleted = rnd
         return rnd
@@ -233,6 +259,12 @@ class CommitLogCleaner:
                                   f"{(now - mf.last_store_timestamp_ms) / 3_600_000:.1f} h old, "
                                   f"file_reserved_time_hours={cfg.file_reserved_time_hours:g}")
                 break
+            if not expired and self.backlog is not None:
+                hold = self.backlog.hold(mf)
+                if hold is not None:
+                    rnd.hold = hold
+                    rnd.not_freed(NotFreed.UNCONSUMED, hold.text)
+                    break
             if self.archive is not None and not self.archive.archived(mf):
                 if self.archive.on_unarchived_full != "delete" or self.disk.refusal is None:
                     rnd.not_freed(NotFreed.NOT_ARCHIVED, f"segment {mf.path} is not archived yet "
@@ -246,6 +278,15 @@ class CommitLogCleaner:
         else:
             if not rnd.deleted:
                 rnd.not_freed(NotFreed.ACTIVE_ONLY, "only the active segment is left")
+
+    def account(self, rnd: CleanRound) -> None:
+        """After QueueCleaner filled ``rnd.lost``: which subscribed groups lost what (counted)."""
+        if self.backlog is None or not rnd.lost:
+            return
+        rnd.groups_lost = self.backlog.losses(rnd.lost)
+        for g in rnd.groups_lost:
+            key = (g.group, g.topic)
+            self.evicted_by_group[key] = self.evicted_by_group.get(key, 0) + g.messages
 
 
 class QueueCleaner:

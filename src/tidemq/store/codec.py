@@ -50,6 +50,7 @@ import struct
 from functools import lru_cache
 from typing import Iterable, Mapping
 
+from ..accel import ACCEL as _ACCEL
 from ..crc import crc32
 
 MAGIC = 0xDAA320A7 - (1 << 32)          # as a signed i32
@@ -464,6 +465,27 @@ def decode_record(buf, pos: int, size: int | None = None) -> StoredMessage:
     return StoredMessage(bytes(buf[pos:b0]), bytes(buf[b0:b1]), tail)
 
 
+def py_decode_records(data, sizes) -> list[StoredMessage]:
+    """The records of ``data`` (back to back, ``sizes``: their sizes) decoded one by one
+    (decode_record: CodecError for one that is not well-formed). Twin of tidemq._accel.decode_run."""
+    out = []
+    pos = 0
+    for size in sizes:
+        out.append(decode_record(data, pos, size))
+        pos += size
+    return out
+
+
+def decode_records(data, sizes) -> list[StoredMessage]:
+    """py_decode_records, compiled when tidemq.accel has it (sizes: an int32 array)."""
+    if _ACCEL is None:
+        return py_decode_records(data, sizes)
+    try:
+        return _ACCEL.decode_run(StoredMessage, data, sizes)
+    except ValueError as e:
+        raise CodecError(str(e)) from None
+
+
 META = struct.Struct(">iiiiiqq")   # TOTALSIZE .. PHYSICALOFFSET
 assert META.size == 36
 
@@ -486,6 +508,13 @@ assert _HEAD3.size == OFF_QUEUEID
 
 
 def scan_run(buf, pos: int, limit: int, positions: list | None = None) -> tuple[int, int, int]:
+    """py_scan_run, compiled when tidemq.accel has it (tidemq._accel.scan_run)."""
+    if _ACCEL is None:
+        return py_scan_run(buf, pos, limit, positions)
+    return _ACCEL.scan_run(buf, pos, limit, positions)
+
+
+def py_scan_run(buf, pos: int, limit: int, positions: list | None = None) -> tuple[int, int, int]:
     """Verify consecutive records from ``pos`` as fast as Python allows (one tight loop,
     CRCs in C). Stops at the first record that is not plainly valid and returns
     (position, records verified, bytes of their bodies). The caller classifies what is at

@@ -12,18 +12,16 @@ The record layout is in ``codec.py``.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
 from typing import TYPE_CHECKING, Iterator, NamedTuple
-from ..crc import crc32
 
+from .. import checked
 from ..config import StoreConfig
-from ..io import FileIO, read_whole, write_atomic
-from . import codec, layout
-from .codec import BLANK_MAGIC, BLANK_MIN, CRC_DIGITS_BACK, MAGIC, OFF_BODY, RECORD_STRUCTS, SIZE_MAGIC, record_struct
-from .consume_queue import UNIT
+from ..io import FileIO
+from . import codec, layout, record_loop
+from .codec import BLANK_MAGIC, BLANK_MIN, SIZE_MAGIC
 from .mapped_file import MappedFile
 from .segment_queue import SegmentQueue
 
@@ -48,7 +46,7 @@ class Prepared(NamedTuple):
     +0.1 %). tests/store/test_writer.py reads what every path builds back through these
     names, so the order is held by tests, not by a constructor."""
 
-    index: int                          # position in the batch: results[index] gets its PutResult
+    index: int                          # position in the batch: results[index] is its outcome
     body: bytes
     topic: TopicState                   # the topic's write-path state (queue offsets, queues)
     properties: bytes                   # encoded, ending with codec.RECORD_CRC_TAIL
@@ -59,7 +57,7 @@ class Prepared(NamedTuple):
     sys_flag: int
     reconsume_times: int
     prepared_transaction_offset: int
-    body_crc: int                       # codec.body_crc(body)
+    body_crc: int | None                # codec.body_crc(body); None: the append computes it
     tags_hash: int                      # codec.tags_hash(tags), 0: none
     index_keys: list | None             # dispatch.index_keys(...), None: nothing to index
     uniq_key: str | None
@@ -69,10 +67,14 @@ class Prepared(NamedTuple):
 def read_sealed(fio: FileIO, root: str) -> dict[int, int]:
     """The early seals of a store (``config/sealed.json``): segment start offset -> position
     of the seal, where readers go on to the next segment. {} when there are none."""
-    path = layout.sealed_path(root)
-    if not fio.exists(path):
-        return {}
-    doc = json.loads(read_whole(fio, path).decode("utf-8"))
+    doc = checked.load(fio, layout.sealed_path(root), "early seals", check=_seals).doc
+    return _seals(doc) if doc is not None else {}
+
+
+def _seals(doc) -> dict[int, int]:
+    """The seals a document holds (a checked document, tidemq/checked.py); raises on anything else.
+    Lost seals (file and backup damaged) are not lost data: recovery and the scans find the
+    next valid record after a seal by its magic and CRC."""
     return {int(k): int(v) for k, v in doc.items()}
 
 
@@ -105,95 +107,45 @@ class CommitLog:
         self.warmer = None              # a SegmentWarmer (warmer.py): woken when the log's end passes its mark
 
     # Write ------------------------------------------------------------------------
-    def append(self, batch: list[Prepared], now_ms: int, out: list, units: dict, index_items: list) -> None:
-        """Append every prepared message, in order.
+    def append(self, batch: list[Prepared], now_ms: int, results, units: dict, index_items: list) -> int:
+        """Append every prepared message, in order; returns how many (all of them).
 
-        out:         receives (index_in_batch, physical_offset, size, queue_id, queue_offset, uniq_key)
-        units:       consume queue -> [first queue offset, unit bytes, unit bytes, ...] for dispatch
+        results:     types.PutResults, whose arrays the record loop fills (record_loop.py)
+        units:       consume queue -> [first queue offset, bytearray of units] for dispatch
         index_items: receives (index keys, physical_offset) for messages with keys
-        Raises AppendError (the messages before it are appended) when no segment can be made.
+        Raises AppendError (its ``appended`` first messages are in) when no segment can be made
+        or a message cannot be packed.
         """
         segs = self.segments
         mf = segs.last
         if mf is not None and not mf.is_full and self._dir_offline(mf.directory):
             self.seal_early(mf)       # its directory is offline or read-only: go on in another one
         if mf is None or mf.is_full:
-            mf = self._roll(mf, out)
-        pos = mf.wrote_pos
-        try:
-            pos = self._append_loop(batch, now_ms, out, units, index_items, mf, pos)
-        except AppendError:
-            raise
-        except Exception as e:          # noqa: BLE001 - a record that could not be packed: stop there
-            mf = segs.last
-            mf.wrote_pos = self._pos_after(out, mf)
-            raise AppendError(len(out), e) from e
-        mf = segs.last
-        mf.wrote_pos = pos
-        mf.last_store_timestamp_ms = now_ms
-        w = self.warmer
-        if w is not None and mf.start_offset + pos >= w.wake_offset:
-            w.wake()
-
-    @staticmethod
-    def _pos_after(out: list, mf: MappedFile) -> int:
-        """Write position of ``mf`` after the records listed in ``out`` (those before a failure)."""
-        for _i, phys, n, *_ in reversed(out):
-            if mf.start_offset <= phys < mf.end_offset:
-                return phys + n - mf.start_offset
-        return mf.wrote_pos
-
-    def _append_loop(self, batch, now_ms, out, units, index_items, mf, pos) -> int:
-        buf = mf.mapping
-        seg_size = mf.size
-        base = mf.start_offset
-        store_host = self.store_host
-        append_out = out.append
-        structs = RECORD_STRUCTS
-        off_body, back = OFF_BODY, CRC_DIGITS_BACK
-        unit_pack = UNIT.pack
-        units_get = units.get
-        for (i, body, t, props, qid, born_ts, born_host, flag, sys_flag, reconsume, prep_tx, crc, th, ik,
-             uniq, tcrc) in batch:
-            if qid is None:
-                ids = t.write_ids
-                qid = ids[t.rr % len(ids)]
-                t.rr += 1
-            offsets = t.next_offsets
-            qoff = offsets[qid]
-            topic = t.name_bytes
-            bl = len(body)
-            tl = len(topic)
-            pl = len(props)
-            s = structs.get((bl, tl, pl)) or record_struct(bl, tl, pl)
-            n = s.size
-            if pos + n + BLANK_MIN > seg_size:
-                if pos == 0:
-                    raise ValueError(f"record of {n} bytes cannot fit a {seg_size}-byte segment")
-                SIZE_MAGIC.pack_into(buf, pos, seg_size - pos, BLANK_MAGIC)
-                mf.wrote_pos = seg_size
+            mf = self._roll(mf, 0)
+        k, n, r = 0, len(batch), results
+        while True:
+            start = mf.wrote_pos
+            k, pos, error = record_loop.append(batch, k, mf.mapping, start, mf.size - BLANK_MIN, mf.start_offset,
+                                               now_ms, self.store_host, units, index_items,
+                                               r.phys, r.size, r.qid, r.qoff, r.uniq)
+            if pos != start:
+                mf.wrote_pos = pos
                 mf.last_store_timestamp_ms = now_ms
-                mf = self._roll(mf, out)
-                buf = mf.mapping
-                pos = 0
-                base = mf.start_offset
-            phys = base + pos
-            s.pack_into(buf, pos, n, MAGIC, crc, qid, flag, qoff, phys, sys_flag, born_ts, born_host, now_ms,
-                        store_host, reconsume, prep_tx, bl, body, tl, topic, pl, props)
-            end = pos + n    # the record CRC (see codec): crc32(header, crc32(tail))
-            buf[end - back:end - 1] = b"%010d" % crc32(buf[pos:pos + off_body], tcrc)
-            pos = end
-            offsets[qid] = qoff + 1
-            cq = t.queues[qid]
-            u = units_get(cq)
-            if u is None:
-                units[cq] = [qoff, unit_pack(phys, n, th)]
-            else:
-                u.append(unit_pack(phys, n, th))
-            if ik is not None:
-                index_items.append((ik, phys))
-            append_out((i, phys, n, qid, qoff, uniq))
-        return pos
+            if error is not None:
+                raise AppendError(k, error) from error
+            if k >= n:
+                break
+            if pos == 0:
+                _i, body, t, props = batch[k][:4]
+                size = codec.record_size(len(body), len(t.name_bytes), len(props))
+                raise AppendError(k, ValueError(f"record of {size} bytes cannot fit a {mf.size}-byte segment"))
+            SIZE_MAGIC.pack_into(mf.buf, pos, mf.size - pos, BLANK_MAGIC)    # the rest of the segment
+            mf.wrote_pos = mf.size
+            mf = self._roll(mf, k)
+        w = self.warmer
+        if w is not None and mf.start_offset + mf.wrote_pos >= w.wake_offset:
+            w.wake()
+        return n
 
     @staticmethod
     def _next_valid(mf: MappedFile, pos: int) -> int | None:
@@ -206,8 +158,7 @@ class CommitLog:
 
     def _save_sealed(self) -> None:
         self.fio.makedirs(os.path.dirname(self._sealed_path))
-        write_atomic(self.fio, self._sealed_path,
-                     json.dumps({str(k): v for k, v in sorted(self.sealed.items())}).encode("utf-8"))
+        checked.write(self.fio, self._sealed_path, {str(k): v for k, v in sorted(self.sealed.items())})
 
     def seal_early(self, mf: MappedFile) -> None:
         """End ``mf`` here: recorded durably (the BLANK written into a failing directory may never
@@ -239,12 +190,12 @@ class CommitLog:
                 del self.sealed[k]
             self._save_sealed()
 
-    def _roll(self, current: MappedFile | None, out: list) -> MappedFile:
+    def _roll(self, current: MappedFile | None, appended: int) -> MappedFile:
         start = current.end_offset if current is not None else 0
         try:
             return self.segments.new_segment(start)
         except OSError as e:
-            raise AppendError(len(out), e) from e
+            raise AppendError(appended, e) from e
 
     # Read -------------------------------------------------------------------------
     @property

@@ -187,8 +187,11 @@ class ConsumeQueue:
                 self.fio.makedirs(self.dir)
                 self._dir_made = True
             new = not self.files or start > self.files[-1]
-            with self.handles.use(self._path(start), create=new) as h:
-                self.fio.pwrite(h, chunk, (off - start) * UNIT_SIZE)
+            entry = self.handles.acquire(self._path(start), create=new)     # (use() without its generator)
+            try:
+                self.fio.pwrite(entry[0], chunk, (off - start) * UNIT_SIZE)
+            finally:
+                self.handles.release(entry)
             if new:
                 if not self.files:
                     self.fio.fsync_dir(os.path.dirname(self.dir))
@@ -292,6 +295,24 @@ class ConsumeQueue:
         if len(parts) == 1:
             return parts[0]
         return b"".join(parts)
+
+    def message_bytes(self, units_max: int) -> tuple[int, bool]:
+        """(bytes of the records the queue holds, exact): the sum of its units' sizes when it holds
+        at most ``units_max`` units, else its last ``units_max`` units' mean size times its count
+        (a bounded read however long the queue: an estimate, ``exact`` False)."""
+        lo, hi = self.min_offset, self.max_offset
+        n = hi - lo
+        if n <= 0:
+            return 0, True
+        start = max(lo, hi - max(1, units_max))
+        raw = self.read(start, hi - start)
+        read = len(raw) // UNIT_SIZE
+        if read == 0:
+            return 0, False
+        total = int(np.frombuffer(raw, UNIT_DTYPE, read)["size"].sum(dtype=np.int64))
+        if read == n:
+            return total, True
+        return round(total / read * n), False
 
     def last_unit(self) -> tuple[int, int, int] | None:
         if self.max_offset <= self.min_offset:

@@ -21,11 +21,16 @@ A directory counts as unmounted when the marker file tidemq wrote into it at
 start (``.tidemq-dir``, holding a random id) is gone or holds another id; the
 marker is rewritten at every check, so a read-only remount or an EIO shows too.
 
-Forecast: the rates of the last minute (WINDOW_S) of ingest (commit-log bytes
-appended), cleanup (bytes deleted) and, per directory, usage growth give the time
-until the three ratios are reached, overall and per directory (zero while writes
-are refused), and how long the disks hold data before the clean-forcibly ratio
-deletes it unexpired: the answer to "when must we add disk?".
+Forecast: how fast each file system fills over the last minute (WINDOW_S) gives the
+time until the three ratios are reached, per directory and overall (the commit-log file
+systems together, each counted once), with one measure for both so they agree: the
+growth of the file system's usage, less the segment bytes allocated ahead of the writes
+(a preallocated segment is not the disk filling in a jump), so the commit log and
+anything else written there count alike. The time to the warning ratio is zero while
+writes are refused, or held for lack of space (``writes_held``, set by the broker's
+disk alarm). The rates of ingest (commit-log bytes appended) and cleanup (bytes deleted)
+give how long the disks hold data before the clean-forcibly ratio deletes it unexpired:
+the answer to "when must we add disk?".
 """
 
 from __future__ import annotations
@@ -72,7 +77,8 @@ class DirStatus:
     segment_bytes: int = 0
     offline_reason: str | None = None
     device: int | None = None        # st_dev: directories on one file system count once in the forecast
-    growth_bytes_per_s: float = 0.0  # how fast its usage grew over the last WINDOW_S (negative: shrank)
+    growth_bytes_per_s: float = 0.0  # how fast its file system filled over the last WINDOW_S (negative: freed)
+    unwritten_bytes: int = 0         # commit-log bytes allocated on its file system, not written yet
     seconds_until_percent: dict[int, float | None] = field(default_factory=dict)
 
 
@@ -80,6 +86,7 @@ class DirStatus:
 class Forecast:
     ingest_bytes_per_s: float = 0.0
     cleanup_bytes_per_s: float = 0.0
+    fill_bytes_per_s: float = 0.0    # the commit-log file systems together: what the times are from
     seconds_until_percent: dict[int, float | None] = field(default_factory=dict)
     retention_hours_possible: float | None = None
     file_reserved_time_hours: float = 72.0
@@ -145,7 +152,11 @@ class DiskMonitor:
         self._ingest = _Window()
         self._cleanup = _Window()
         self._growth: dict[str, _Window] = {d: _Window() for d in self.dirs}
+        self._unwritten: dict[str, int] = {}       # commit-log directory -> bytes allocated, not written
         self.refusal: str | None = None
+        # set from outside while sends are held for lack of space (the broker's disk alarm): the
+        # forecast then says the warning ratio's time is now, as while the store refuses writes
+        self.writes_held: str | None = None
 
     # Markers and offline directories --------------------------------------------------
     def write_markers(self) -> None:
@@ -223,14 +234,19 @@ class DiskMonitor:
         return d in self._offline
 
     # Measuring -------------------------------------------------------------------------
-    def refresh(self, segment_counts: dict[str, tuple[int, int]] | None = None) -> None:
+    def refresh(self, segment_counts: dict[str, tuple[int, int, int]] | None = None) -> None:
+        """Measure every directory. ``segment_counts``: directory -> (segments, bytes, bytes not
+        written yet) of the commit log (SegmentQueue.counts_by_dir; None: as last given)."""
         with self._refresh_lock:
             self._refresh(segment_counts)
 
-    def _refresh(self, segment_counts: dict[str, tuple[int, int]] | None) -> None:
+    def _refresh(self, segment_counts: dict[str, tuple[int, int, int]] | None) -> None:
+        if segment_counts is not None:
+            self._unwritten = {d: c[2] for d, c in segment_counts.items()}
+        measured: list[tuple[DirStatus, DiskUsage]] = []
         for d, st in self.dirs.items():
             if segment_counts is not None:
-                st.segments, st.segment_bytes = segment_counts.get(d, (0, 0))
+                st.segments, st.segment_bytes = segment_counts.get(d, (0, 0, 0))[:2]
             if d in self._offline:
                 continue
             try:
@@ -251,8 +267,19 @@ class DiskMonitor:
                 continue
             st.device = _device(d)
             self._apply(st, usage)
-            g = self._growth[d]
-            g.observe(self.clock.monotonic_s(), usage.used_bytes)
+            measured.append((st, usage))
+        # the log's bytes allocated ahead of the writes, per file system (directories sharing one
+        # count together): taken off its usage, what is left grows as bytes are written
+        ahead: dict[tuple, int] = {}
+        for st in self.dirs.values():
+            if st.role == "commitlog" and st.path not in self._offline:
+                key = _fs_key(st)
+                ahead[key] = ahead.get(key, 0) + self._unwritten.get(st.path, 0)
+        t = self.clock.monotonic_s()
+        for st, usage in measured:
+            st.unwritten_bytes = ahead.get(_fs_key(st), 0)
+            g = self._growth[st.path]
+            g.observe(t, usage.used_bytes - st.unwritten_bytes)
             st.growth_bytes_per_s = g.rate
         self._update_refusal()
 
@@ -328,61 +355,93 @@ class DiskMonitor:
         self._cleanup.observe(t, deleted_bytes_total)
 
     def forecast(self) -> Forecast:
-        """When the ratios are reached at the rates of the last minute, overall (commit-log file
-        systems counted once) and per directory; zero for a ratio reached or while writes are
-        refused (nothing more can be written: the time is now)."""
+        """When the ratios are reached at the rates of the last minute, per directory and overall
+        (the commit-log file systems, each counted once), both from how fast the file systems
+        fill; zero for a ratio reached, and for the warning ratio while writes are refused or
+        held for lack of space (nothing more can be written: the time is now)."""
         cfg = self.config
         cl = [st for st in self.dirs.values() if st.role == "commitlog" and st.path not in self._offline]
-        seen_fs: dict[tuple[int | None, int, int], DirStatus] = {}
+        seen_fs: dict[tuple, DirStatus] = {}
         for st in cl:                       # directories on one file system count once
-            seen_fs.setdefault((st.device, st.capacity_bytes, st.used_bytes + st.free_bytes), st)
+            seen_fs.setdefault(_fs_key(st), st)
         cap = sum(st.capacity_bytes for st in seen_fs.values())
         used = sum(st.used_bytes for st in seen_fs.values())
+        fill = sum(st.growth_bytes_per_s for st in seen_fs.values())
         log_bytes = sum(st.segment_bytes for st in cl)
         ingest, cleanup = max(0.0, self._ingest.rate), max(0.0, self._cleanup.rate)
-        f = Forecast(ingest_bytes_per_s=ingest, cleanup_bytes_per_s=cleanup,
+        f = Forecast(ingest_bytes_per_s=ingest, cleanup_bytes_per_s=cleanup, fill_bytes_per_s=fill,
                      file_reserved_time_hours=cfg.file_reserved_time_hours)
         mx, forcibly, warning = cfg.thresholds()
-        refused = self.refusal is not None
+        stopped = self.refusal is not None or self.writes_held is not None
         for pct in (mx, forcibly, warning):
-            f.seconds_until_percent[pct] = _until(pct / 100 * cap - used, ingest, refused and pct == warning)
+            f.seconds_until_percent[pct] = _until(pct / 100 * cap - used, fill, stopped and pct == warning)
         for st in self.dirs.values():
+            warn = st.thresholds_percent[2]
+            now = st.state is DirState.FULL or (stopped and st.role == "commitlog")
             st.seconds_until_percent = {
-                pct: _until(pct / 100 * st.capacity_bytes - st.used_bytes, st.growth_bytes_per_s,
-                            pct == st.thresholds_percent[2] and st.state is DirState.FULL)
+                pct: _until(pct / 100 * st.capacity_bytes - st.used_bytes, st.growth_bytes_per_s, now and pct == warn)
                 for pct in st.thresholds_percent}
         other = max(0, used - log_bytes)
         usable = forcibly / 100 * cap - other
         if ingest > 0 and cap > 0:
             f.retention_hours_possible = max(0.0, usable) / ingest / 3600
-        f.advice = self._advice(f, cap, other, ingest)
+        f.advice = self._advice(f, cap, other)
         return f
 
-    def _advice(self, f: Forecast, cap: int, other: int, ingest: float) -> str:
+    def _advice(self, f: Forecast, cap: int, other: int) -> str:
         """What will happen, in the words of what the cleaner and the alarm do: above the max-used
         ratio only expired segments are deleted (at once, not at delete_when); above the
         clean-forcibly ratio segments are deleted before they expire; at the warning ratio writes
-        are refused."""
+        are refused. The times are the file systems' (the log and whatever else fills them)."""
         mx, forcibly, warning = self.config.thresholds()
         if cap <= 0:
             return "no commit-log directory can be measured"
         if self.refusal is not None:
             return f"writes are refused now ({self.refusal}): free space or add disk"
+        if self.writes_held is not None:
+            return f"sends are held now ({self.writes_held}): free space or add disk"
+        ingest, fill = f.ingest_bytes_per_s, f.fill_bytes_per_s
+        eta = f.seconds_until_percent
+        if fill <= 0:
+            if ingest <= 0:
+                return "nothing written in the last minute and the disks are not filling: no forecast"
+            return (f"the disks are not filling: cleanup keeps up with the {human_bytes(ingest)}/s written "
+                    f"(last {WINDOW_S:g} s)")
+        words = {mx: "expired segments are deleted", forcibly: "segments are deleted before they expire, read or not",
+                 warning: "writes are refused"}
+        steps = []
+        for pct in (mx, forcibly, warning):
+            s = eta.get(pct)
+            if s is not None:
+                steps.append(f"above {pct}% now ({words[pct]})" if s == 0 else
+                             f"{pct}% in {human_seconds(s)} ({words[pct]})")
+        head = f"the disks fill at {human_bytes(fill)}/s"
         if ingest <= 0:
-            return "nothing written in the last minute: no forecast"
+            head += " and nothing is written to the log: something else fills them"
+        elif fill > 1.5 * ingest:
+            head += f", the log {human_bytes(ingest)}/s of it: something else fills them too"
+        advice = head + (": " + ", ".join(steps) if steps else "")
+        if ingest <= 0:
+            return advice
         keep_h = f.file_reserved_time_hours
         hours = f.retention_hours_possible or 0.0
-        rate = f"{human_bytes(ingest)}/s"
         if hours + 1e-9 < keep_h:
             need = ingest * keep_h * 3600 / (forcibly / 100) + other
-            until = f.seconds_until_percent.get(forcibly)
-            when = "now" if until == 0 else (f"in {human_seconds(until)}" if until else "")
-            return (f"at {rate} the disks hold {human_seconds(hours * 3600)} of data, less than "
-                    f"file_reserved_time_hours={keep_h:g}: at {forcibly}% (reached {when or 'not at this rate'}) "
-                    f"segments are deleted before they expire, read or not; add {human_bytes(max(0, need - cap))} "
-                    f"to keep {keep_h:g} h; at {warning}% writes are refused")
-        return (f"at {rate} the disks hold {human_seconds(hours * 3600)}, more than the {keep_h:g} h kept: "
-                f"expired segments are deleted and usage stays below {forcibly}%, where unexpired ones would go")
+            return (f"{advice}; at {human_bytes(ingest)}/s the disks hold {human_seconds(hours * 3600)} of data, "
+                    f"less than file_reserved_time_hours={keep_h:g}: add {human_bytes(max(0, need - cap))} "
+                    f"to keep {keep_h:g} h")
+        if fill <= 1.5 * ingest:         # the log is what fills them: expiry stops it
+            level = 100.0 * (other + ingest * keep_h * 3600) / cap
+            return (f"{advice}; unless segments expire first: {keep_h:g} h of the log at {human_bytes(ingest)}/s "
+                    f"take {level:.0f}% of the disks, where usage levels off once the oldest segments are "
+                    f"{keep_h:g} h old and deleted")
+        return advice
+
+
+def _fs_key(st: DirStatus) -> tuple:
+    """The file system a directory is on, as far as we can tell (two disks of one size and usage
+    are still two: st_dev tells them apart)."""
+    return (st.device, st.capacity_bytes, st.used_bytes + st.free_bytes)
 
 
 def _until(room: float, rate: float, now: bool) -> float | None:
@@ -405,7 +464,7 @@ def status_report(disk: DiskMonitor, cleaner, segments, flags: dict) -> dict:
                                     "clean_forcibly": st.thresholds_percent[1],
                                     "warning": st.thresholds_percent[2]},
              "segments": st.segments, "segment_bytes": st.segment_bytes, "offline_reason": st.offline_reason,
-             "growth_bytes_per_s": round(st.growth_bytes_per_s, 1),
+             "growth_bytes_per_s": round(st.growth_bytes_per_s, 1), "unwritten_bytes": st.unwritten_bytes,
              "seconds_until_percent": {str(k): (round(v, 1) if v is not None else None)
                                        for k, v in st.seconds_until_percent.items()}}
             for st in disk.dirs.values()],
@@ -416,9 +475,12 @@ def status_report(disk: DiskMonitor, cleaner, segments, flags: dict) -> dict:
         "commitlog": {"min_offset": segments.min_offset, "max_offset": segments.max_offset,
                       "deleted_bytes_total": cleaner.deleted_bytes_total,
                       "deleted_segments_by_reason": {r.value: n for r, n in cleaner.deleted_segments.items()},
-                      "not_freed_rounds_by_reason": {r.value: n for r, n in cleaner.not_freed_rounds.items()}},
+                      "not_freed_rounds_by_reason": {r.value: n for r, n in cleaner.not_freed_rounds.items()},
+                      "evicted_by_group": [{"group": g, "topic": t, "messages": n}
+                                           for (g, t), n in sorted(cleaner.evicted_by_group.items())]},
         "forecast": {"ingest_bytes_per_s": round(f.ingest_bytes_per_s, 1),
                      "cleanup_bytes_per_s": round(f.cleanup_bytes_per_s, 1),
+                     "fill_bytes_per_s": round(f.fill_bytes_per_s, 1),
                      "seconds_until_percent": {str(k): (round(v, 1) if v is not None else None)
                                                for k, v in f.seconds_until_percent.items()},
                      "retention_hours_possible": (round(f.retention_hours_possible, 2)

@@ -120,7 +120,7 @@ class Dispatcher:
                        end_offset: int) -> None:
         """Write the units and index entries of the records just appended (built by the append).
 
-        units: consume queue -> [first queue offset, unit bytes...]; index_items: (keys, phys).
+        units: consume queue -> [first queue offset, bytearray of units]; index_items: (keys, phys).
         """
         if self.pending_from is not None:
             # an earlier batch is not fully dispatched: this one waits for heal() (order is kept)
@@ -129,7 +129,7 @@ class Dispatcher:
             # (after a failure pending_from is set and later batches wait above: every queue here
             # continues exactly at its max offset)
             for cq, g in units.items():
-                self._retry(cq.append, cq.dir, g[0], b"".join(g[1:]) if len(g) > 2 else g[1])
+                self._retry(cq.append, cq.dir, g[0], g[1])
             if index_items and self.index is not None:
                 index = self.index
                 flat = [(k, phys) for ks, phys in index_items for k in ks]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from typing import Callable
 
 from ..io import Clock
@@ -28,6 +29,7 @@ from ..io import Clock
 log = logging.getLogger("tidemq.store")
 
 PAGE_SIZE = 4096
+GATHER_ROUNDS = 8        # group commit: gathering waits for as many writers as the most of this many fsyncs
 
 
 class Service:
@@ -72,9 +74,17 @@ class Service:
 
 
 class GroupCommitService(Service):
+    """SYNC_FLUSH's group commit. Gathering: the writers an fsync released come back with their
+    next batch a moment later; an fsync started at the first of them would cover only that one
+    and make the others wait a whole fsync more. So before an fsync the thread waits until as
+    many writers arrived since the last fsync began as the most any of the last GATHER_ROUNDS
+    fsyncs covered (the writers there are), for at most
+    ``gather_s_max`` and half the last fsync's duration (a lone writer, or writers that stopped,
+    cost at most that)."""
+
     name = "group-commit"
 
-    def __init__(self, flush: Callable[[], int], durable_offset: Callable[[], int]) -> None:
+    def __init__(self, flush: Callable[[], int], durable_offset: Callable[[], int], gather_s_max: float = 0.0) -> None:
         super().__init__()
         self._flush = flush
         self._cv = threading.Condition()
@@ -82,6 +92,12 @@ class GroupCommitService(Service):
         self.flushed = durable_offset()
         self.fsyncs = 0
         self.fsync_seconds = 0.0      # time spent in the flushes (metrics: mean flush latency)
+        self.on_flush_s = None        # called with each flush's seconds (the broker's latency histogram)
+        self.gather_s_max = gather_s_max
+        self._arrivals = 0            # waits begun (wait_durable calls that had to wait)
+        self._mark = 0                # _arrivals when the last fsync began
+        self._covered: deque = deque(maxlen=GATHER_ROUNDS)   # waits each of the last fsyncs covered
+        self._last_fsync_s = 0.0
 
     def wait_durable(self, offset: int, timeout_s: float) -> bool:
         """Block until everything before ``offset`` is on disk. False on timeout or failure."""
@@ -95,8 +111,21 @@ class GroupCommitService(Service):
                 return False
             # not on stop: run() flushes what was requested before it ends (a put acknowledged
             # during shutdown is durable, not a FLUSH_DISK_TIMEOUT); a dead thread wakes us
+            self._arrivals += 1
             return self._cv.wait_for(lambda: self.flushed >= offset or self.dead, timeout_s) \
                 and self.flushed >= offset
+
+    def _gather(self) -> None:
+        """Under the lock, a request pending: wait (bounded) for the writers the last fsync released."""
+        want = max(self._covered, default=0)
+        if want <= 1 or self.gather_s_max <= 0:
+            return
+        limit = time.perf_counter() + min(self.gather_s_max, self._last_fsync_s / 2)
+        while self._arrivals - self._mark < want and not self._stop.is_set():
+            left = limit - time.perf_counter()
+            if left <= 0:
+                return
+            self._cv.wait(left)
 
     def run(self) -> None:
         while True:
@@ -104,10 +133,15 @@ class GroupCommitService(Service):
                 self._cv.wait_for(lambda: self._requested > self.flushed or self._stop.is_set())
                 if self._stop.is_set() and self._requested <= self.flushed:
                     return
+                self._gather()
+                covered, self._mark = self._arrivals - self._mark, self._arrivals
             try:
                 began = time.perf_counter()
                 done = self._flush()
-                self.fsync_seconds += time.perf_counter() - began
+                took = self._last_fsync_s = time.perf_counter() - began
+                self.fsync_seconds += took
+                if self.on_flush_s is not None:
+                    self.on_flush_s(took)
                 self.last_error = None
             except Exception as e:    # noqa: BLE001 - the flush thread must not die: retry
                 if self.last_error is None:
@@ -120,6 +154,7 @@ class GroupCommitService(Service):
             with self._cv:
                 if done > self.flushed:
                     self.flushed = done
+                self._covered.append(covered)
                 self._cv.notify_all()
 
     def wake(self) -> None:
@@ -142,6 +177,7 @@ class AsyncFlushService(Service):
         self._last_thorough = clock.monotonic_s()
         self.fsyncs = 0
         self.fsync_seconds = 0.0      # time spent in the flushes (metrics: mean flush latency)
+        self.on_flush_s = None        # called with each flush's seconds (the broker's latency histogram)
 
     def tick(self) -> bool:
         """One round (tests call it directly). True when it flushed."""
@@ -154,8 +190,11 @@ class AsyncFlushService(Service):
             return False
         began = time.perf_counter()
         self._flush()
-        self.fsync_seconds += time.perf_counter() - began
+        took = time.perf_counter() - began
+        self.fsync_seconds += took
         self.fsyncs += 1
+        if self.on_flush_s is not None:
+            self.on_flush_s(took)
         if thorough:
             self._last_thorough = now
         return True

@@ -27,6 +27,7 @@ import os
 import struct
 import threading
 
+from ..accel import ACCEL
 from ..crc import crc32
 from ..io import FileIO, write_atomic
 from .layout import INDEX_MARKER, list_segments, parse_segment_name, segment_name
@@ -40,6 +41,10 @@ assert ENTRY.size == 20
 
 def key_hash(key: str) -> int:
     return crc32(key.encode("utf-8")) & 0x7FFFFFFF
+
+
+# the compiled loop of put_many (tidemq._accel.index_put), or None: IndexFile._put_each
+index_put = ACCEL.index_put if ACCEL is not None else None
 
 
 def index_file_size(slots: int, entries: int) -> int:
@@ -163,7 +168,7 @@ class IndexFile:
 
     def put_many(self, items, start: int, store_ts_ms: int) -> int:
         """``put`` of items[start:] ((key, phy_offset) pairs) while there is room; returns how many
-        were put. One header write for all; the count still moves before each slot."""
+        were put. One header write for all (the loop: index_put, compiled when tidemq.accel has it)."""
         n = self.count
         end = min(len(items), start + self.entries - n)
         if end <= start:
@@ -172,16 +177,28 @@ class IndexFile:
             self.begin_ts = store_ts_ms
             self.begin_phy = items[start][1]
         diff_s = max(0, (store_ts_ms - self.begin_ts) // 1000)
+        if index_put is not None:      # compiled: holds the GIL throughout, no lookup sees it half done
+            self.count, self.end_phy = index_put(self.buf, self.slots, self.entries_at, n, items, start, end, diff_s)
+        else:
+            self.end_phy = self._put_each(items, start, end, diff_s)
+        self.end_ts = store_ts_ms
+        self._write_header()
+        self.dirty = True
+        return end - start
+
+    def _put_each(self, items, start: int, end: int, diff_s: int) -> int:
+        """put_many's loop in Python (twin of tidemq._accel.index_put: the same entries): per item
+        its entry, the count, then its slot; returns the last offset."""
         buf = self.buf
         slots = self.slots
         at = self.entries_at
         slot0 = HEADER.size
         slot_unpack, slot_pack, entry_pack = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
-        crc = crc32
+        n = self.count
         phy = 0
         for j in range(start, end):
             key, phy = items[j]
-            h = crc(key.encode("utf-8")) & 0x7FFFFFFF
+            h = crc32(key.encode("utf-8")) & 0x7FFFFFFF
             slot_pos = slot0 + (h % slots) * 4
             (prev,) = slot_unpack(buf, slot_pos)
             if prev < 0 or prev >= n:
@@ -190,11 +207,7 @@ class IndexFile:
             n += 1
             self.count = n
             slot_pack(buf, slot_pos, n - 1)
-        self.end_ts = store_ts_ms
-        self.end_phy = phy
-        self._write_header()
-        self.dirty = True
-        return end - start
+        return phy
 
     def lookup(self, key: str, max_count: int, begin_ms: int, end_ms: int) -> list[int]:
         """Physical offsets of candidate entries, newest first."""

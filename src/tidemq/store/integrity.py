@@ -6,8 +6,9 @@ message (``get``, ``get_by_commitlog_offset``), ``damaged_records`` for a batch 
 stored (``get_raw`` / PullRecords, the Spark decoder). A record passes when its body CRC and its
 record CRC hold (codec.py: the record CRC covers the 88-byte header, TOTALSIZE, MAGIC and
 BODYLEN among it, and the tail, so its digits match only for the record written at that
-position with that size). The batch check reads the fixed fields of every record with numpy and
-runs the CRCs in C in one loop (the body through a memoryview slice: no copy).
+position with that size). The batch check reads the fixed fields and the CRC digits of every
+record with numpy (one gather each), runs the three CRCs of each record as C calls in one loop
+over memoryview slices (no copy, nothing compared in Python), and compares them with numpy.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 
 import numpy as np
 
+from ..accel import ACCEL
 from ..crc import crc32 as _crc32
 from .codec import CRC_DIGITS_BACK, OFF_BODY, OFF_BODYCRC, OFF_BODYLEN, RECORD_CRC_DIGITS, RECORD_MIN, TAIL_MIN
 
@@ -24,16 +26,23 @@ log = logging.getLogger("tidemq.store")
 
 DAMAGE_LOG_INTERVAL_S = 10.0       # at most one log line per interval about damaged records read
 
-_BE32 = np.array([1 << 24, 1 << 16, 1 << 8, 1], np.int64)
-_DIGITS = np.arange(RECORD_CRC_DIGITS, dtype=np.int64)
-_POW10 = 10 ** _DIGITS[::-1]
+_POW10 = 10 ** np.arange(RECORD_CRC_DIGITS, dtype=np.int64)[::-1]
 _TAIL_END = np.arange(CRC_DIGITS_BACK, dtype=np.int64)        # the digits and the separator after them
 _CRC_AND_LEN = np.r_[np.arange(OFF_BODYCRC, OFF_BODYCRC + 4), np.arange(OFF_BODYLEN, OFF_BODYLEN + 4)]
+_TAIL_ROOM = TAIL_MIN - CRC_DIGITS_BACK     # bytes a record needs after its body before the CRC digits
 
 
 def damaged_records(buf, starts, sizes) -> list[int]:
     """Indices of the records at ``starts`` (of ``sizes`` bytes, as consume-queue units say;
-    each within ``buf``: an mmap, bytes or a numpy uint8 array) that fail their checks."""
+    each within ``buf``: an mmap, bytes or a numpy uint8 array) that fail their checks: one C
+    loop (tidemq._accel.damaged) when tidemq.accel has it, else py_damaged_records."""
+    if ACCEL is None:
+        return py_damaged_records(buf, starts, sizes)
+    return ACCEL.damaged(buf, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(sizes, np.int64))
+
+
+def py_damaged_records(buf, starts, sizes) -> list[int]:
+    """damaged_records in Python: the fixed fields with numpy, the CRCs per record."""
     starts = np.asarray(starts, np.int64)
     sizes = np.asarray(sizes, np.int64)
     small = sizes < RECORD_MIN
@@ -44,26 +53,40 @@ def damaged_records(buf, starts, sizes) -> list[int]:
     p, ends = starts[idx], starts[idx] + sizes[idx]
     a = np.frombuffer(buf, np.uint8) if not isinstance(buf, np.ndarray) else buf
     try:
-        last = a[(ends - CRC_DIGITS_BACK)[:, None] + _TAIL_END].astype(np.int64)
-        fixed = a[p[:, None] + _CRC_AND_LEN].astype(np.int64)
+        fixed = a[p[:, None] + _CRC_AND_LEN]                  # (n, 8): BODYCRC, BODYLEN
+        last = a[(ends - CRC_DIGITS_BACK)[:, None] + _TAIL_END]   # (n, 11): the digits, the separator
     finally:
         del a                                   # no numpy view may pin an mmap past this call
-    digits = last[:, :RECORD_CRC_DIGITS] - ord("0")
-    ok = ((digits >= 0) & (digits <= 9)).all(axis=1) & (last[:, RECORD_CRC_DIGITS] == 2)   # the separator
-    stored = np.where(ok, digits @ _POW10, -1)
-    body_crc, body_len = fixed[:, :4] @ _BE32, fixed[:, 4:] @ _BE32      # unsigned: a negative length is huge
+    be = fixed.view(">u4")                      # big-endian, unsigned: a negative length is huge
+    body_crc, body_len = be[:, 0].astype(np.int64), be[:, 1].astype(np.int64)
+    digits = last[:, :RECORD_CRC_DIGITS] - ord("0")           # uint8: anything but a digit is >= 10
+    ok = (digits < 10).all(axis=1) & (last[:, RECORD_CRC_DIGITS] == 2)   # the separator
+    stored = digits.astype(np.int64) @ _POW10
+    d = ends - CRC_DIGITS_BACK
     b1 = p + OFF_BODY + body_len
+    ok &= b1 + _TAIL_ROOM <= d                   # the body leaves room for the tail
+    b1 = np.minimum(b1, d)                      # (one that does not: any slice, it is bad anyway)
+    # the three CRCs of each record in record order (header, body and tail are adjacent: the
+    # cache lines are read once), compared afterwards with numpy
+    bodies: list[int] = []
+    records: list[int] = []
+    body, record = bodies.append, records.append
     crc32 = _crc32
     mv = memoryview(buf)
     try:
-        for k, pos, e1, d, bc, rc in zip(idx.tolist(), p.tolist(), b1.tolist(), (ends - CRC_DIGITS_BACK).tolist(),
-                                         body_crc.tolist(), stored.tolist()):
-            if e1 + TAIL_MIN - CRC_DIGITS_BACK > d or crc32(mv[pos + OFF_BODY:e1]) & 0x7FFFFFFF != bc \
-                    or crc32(mv[pos:pos + OFF_BODY], crc32(mv[e1:d])) != rc:
-                bad.append(k)
+        for pos, e1, e2 in zip(p.tolist(), b1.tolist(), d.tolist()):
+            h = pos + OFF_BODY
+            body(crc32(mv[h:e1]))
+            record(crc32(mv[pos:h], crc32(mv[e1:e2])))
     finally:
         mv.release()
-    return sorted(bad) if len(bad) > 1 else bad
+    ok &= (np.array(bodies, np.int64) & 0x7FFFFFFF) == body_crc
+    ok &= np.array(records, np.int64) == stored
+    if not ok.all():
+        bad += idx[~ok].tolist()
+        if len(bad) > 1:
+            bad.sort()
+    return bad
 
 
 class DamageCounter:

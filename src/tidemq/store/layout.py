@@ -166,3 +166,24 @@ def pending_path(root: str) -> str:
 
 def archive_lock_path(root: str) -> str:
     return os.path.join(root, ARCHIVE_DIR, ARCHIVE_LOCK)
+
+
+# What a directory is ----------------------------------------------------------------------
+STORE_SIGNS = (CHECKPOINT, COMMITLOG_DIR, CONSUMEQUEUE_DIR, CONFIG_DIR)   # a store made any of these at its start
+
+
+def root_problem(root: str) -> str | None:
+    """Why ``root`` is not the root of an existing store (for commands that open one and must not
+    make one: a mistyped --root is said, never turned into a new empty store), or None."""
+    if not os.path.exists(root):
+        return f"no store at {root}: the directory does not exist"
+    if not os.path.isdir(root):
+        return f"the store root {root} is a file, not a directory"
+    try:
+        names = set(os.listdir(root))
+    except OSError as e:
+        return f"cannot read the store root {root}: {e.strerror or e}"
+    if not names & set(STORE_SIGNS):
+        return (f"{root} is not a tidemq store (none of {', '.join(STORE_SIGNS)} in it)"
+                + (": it is empty" if not names else ""))
+    return None

@@ -200,16 +200,8 @@ class StoreReader:
             take = take[within]
             used = int(take[-1]) + 1 if len(take) < int(alive[first:stop].sum()) else stop
             pos = cl_off[take] - mf.start_offset
-            bad = damaged_records(mf.mapping, pos, size[take])
-            if bad:                                     # never served: skipped, counted, logged
-                for k in bad:
-                    self.damage.note(topic, queue_id, offset + int(take[k]), int(cl_off[take[k]]))
-                keep = np.ones(len(take), dtype=bool)
-                keep[bad] = False
-                take, pos = take[keep], pos[keep]
-                if not len(take):
-                    return GetResult(GetStatus.MESSAGE_DAMAGED, offset + used, mn, mx)
-            end = pos + size[take]
+            sizes = size[take]
+            end = pos + sizes
             # runs of records adjacent in the segment are one slice; Arrow copies them (bulk.py)
             cut = np.flatnonzero(pos[1:] != end[:-1]) + 1
             starts = np.concatenate(([pos[0]], pos[cut]))
@@ -217,8 +209,21 @@ class StoreReader:
             data = gather_bytes(mf.mapping, starts, ends - starts)
         finally:
             mf.release()
+        # the CRCs are checked on the copy, where the records lie back to back and were just read
+        # (the mapping's pages, one queue's records strided across the log, are read once)
+        at = np.cumsum(sizes) - sizes
+        bad = damaged_records(data, at, sizes)
+        if bad:                                         # never served: skipped, counted, logged
+            for k in bad:
+                self.damage.note(topic, queue_id, offset + int(take[k]), int(cl_off[take[k]]))
+            keep = np.ones(len(take), dtype=bool)
+            keep[bad] = False
+            take, at, sizes = take[keep], at[keep], sizes[keep]
+            if not len(take):
+                return GetResult(GetStatus.MESSAGE_DAMAGED, offset + used, mn, mx)
+            data = gather_bytes(data, at, sizes)
         g = GetResult(GetStatus.FOUND, offset + used, mn, mx)
-        g.records = (size[take].astype("<i4"), data)
+        g.records = (sizes.astype("<i4"), data)
         return g
 
     def get_by_commitlog_offset(self, offset: int, size: int | None = None) -> codec.StoredMessage | None:

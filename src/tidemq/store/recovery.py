@@ -277,7 +277,7 @@ def find_log_end(commit_log: CommitLog, from_offset: int, rep: RecoveryReport,
     return end
 
 
-def _unit_matches(commit_log: CommitLog, cq: ConsumeQueue, qoff: int, off: int, size: int) -> bool:
+def unit_matches(commit_log: CommitLog, cq: ConsumeQueue, qoff: int, off: int, size: int) -> bool:
     """Does the record at ``off`` belong to this queue at this queue offset?"""
     mf = commit_log.segments.find(off)
     if mf is None or not mf.hold():
@@ -306,7 +306,7 @@ def _cut_queue(cq: ConsumeQueue, commit_log: CommitLog, log_end: int, verify_fro
         while k > 0:
             off, size, _th = UNIT.unpack_from(raw, (k - 1) * UNIT_SIZE)
             if size > 0 and 0 <= off and off + size <= log_end and \
-                    (off < verify_from or _unit_matches(commit_log, cq, lo + k - 1, off, size)):
+                    (off < verify_from or unit_matches(commit_log, cq, lo + k - 1, off, size)):
                 break
             k -= 1
         if k > 0:

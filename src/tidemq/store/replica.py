@@ -36,7 +36,7 @@ import threading
 from . import codec
 from .codec import BLANK_MAGIC, MAGIC, OFF_PHYSICALOFFSET, OFF_STORETIMESTAMP, SIZE_MAGIC
 from .commit_log import CommitLog
-from .consume_queue import UNIT, ConsumeQueueTable
+from .consume_queue import UNIT, UNIT_SIZE, ConsumeQueueTable
 from .dispatch import Dispatcher, index_keys
 from .epochs import EpochFile
 from .index_file import IndexService
@@ -184,7 +184,8 @@ class ReplicaLog:
 
     def _batch(self, buf, pos: int, limit: int, offset: int):
         """(units by consume queue, index items) of the records in buf[pos:limit] as the put path
-        builds them, or None when some queue would not continue exactly at its end (then the
+        builds them (record_loop.py: consume queue -> [first queue offset, bytearray of 20-byte
+        units]; (index keys, physical offset)), or None when some queue would not continue exactly at its end (then the
         records are dispatched from the log, which rebuilds such a queue)."""
         if self.dispatcher.pending_from is not None:
             return None
@@ -206,15 +207,16 @@ class ReplicaLog:
                 continue
             props = codec.decode_properties(props_raw) if props_raw else {}
             cq = queues.get_or_create(topic, qid)
+            unit = pack(phys, size, codec.tags_hash(props.get(codec.PROP_TAGS)))
             u = units.get(cq)
             if u is None:
                 if qoff != cq.max_offset:
                     return None
-                units[cq] = [qoff, pack(phys, size, codec.tags_hash(props.get(codec.PROP_TAGS)))]
+                units[cq] = [qoff, bytearray(unit)]
             else:
-                if qoff != u[0] + len(u) - 1:
+                if qoff != u[0] + len(u[1]) // UNIT_SIZE:
                     return None
-                u.append(pack(phys, size, codec.tags_hash(props.get(codec.PROP_TAGS))))
+                u[1] += unit
             if index:
                 ks = props.get(codec.PROP_KEYS)
                 uniq = props.get(codec.PROP_UNIQ_KEY)

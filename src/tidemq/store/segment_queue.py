@@ -295,14 +295,21 @@ class SegmentQueue:
                 self.fio.fsync_dir(mf.directory)
         return cut
 
-    def counts_by_dir(self) -> dict[str, tuple[int, int]]:
-        """directory -> (segments, bytes) of the log (what the disk status shows)."""
+    def counts_by_dir(self) -> dict[str, tuple[int, int, int]]:
+        """directory -> (segments, bytes, bytes allocated but not written yet) of the log: what the
+        disk status shows, and what the forecast takes off a file system's usage so that
+        preallocating a segment (the active one's tail, the pre-made next one) is not mistaken
+        for the disk filling in a jump."""
         out: dict[str, list[int]] = {}
         for mf in list(self.segments):
-            c = out.setdefault(mf.directory, [0, 0])
+            c = out.setdefault(mf.directory, [0, 0, 0])
             c[0] += 1
             c[1] += mf.size
-        return {d: (n, b) for d, (n, b) in out.items()}
+            c[2] += max(0, mf.size - mf.wrote_pos)
+        nxt = self._next
+        if nxt is not None:
+            out.setdefault(nxt.directory, [0, 0, 0])[2] += nxt.size
+        return {d: (n, b, u) for d, (n, b, u) in out.items()}
 
     def remove_head(self, mf: MappedFile) -> None:
         with self._lock:

@@ -33,6 +33,7 @@ from ..io import Clock, FileIO, OsFileIO, SystemClock
 from ..words import human_bytes
 from . import codec, heal, layout, remembered
 from .archive import ArchiveGuard
+from .backlog import BacklogGuard, Positions
 from .checkpoint import AbortFile, Checkpoint
 from .cleaner import CommitLogCleaner, QueueCleaner, log_deletion
 from .commit_log import CommitLog
@@ -48,7 +49,7 @@ from .recovery import RecoveryReport, recover
 from .replica import ReplicaLog
 from .segment_queue import SegmentQueue
 from .topics import TopicTable
-from .types import (GetResult, GetStatus, Message, PutReason, PutResult, StoreError, StoreNotRunning,
+from .types import (GetResult, GetStatus, Message, PutReason, PutResult, PutResults, StoreError, StoreNotRunning,
                     StoreState)
 from .verify import CheckReport, check_store
 from .warmer import SegmentWarmer
@@ -95,6 +96,8 @@ class MessageStore:
         self.writer: StoreWriter | None = None        # the write path (writer.py), once started
         self.warmer: SegmentWarmer | None = None      # commitlog_warm_enabled (warmer.py)
         self.read_counts: dict[str, list[int]] = {}   # topic -> [messages, bytes] read since start
+        self.consumer_positions: Positions | None = None   # the broker's (set_consumer_positions)
+        self.backlog: BacklogGuard | None = None
 
     @property
     def state(self) -> StoreState:
@@ -178,7 +181,7 @@ class MessageStore:
         self.segments.load()
         readonly = {os.path.normpath(d) for d in cfg.readonly_commitlog_dirs}
         self.commit_log = CommitLog(cfg, fio, self.segments, dir_offline=lambda d: self.disk.is_offline(d)
-                                    or os.path.normpath(d) in readonly)
+                                    or (bool(readonly) and os.path.normpath(d) in readonly))
         self.commit_log.load_sealed()
         queues_lost = not fio.is_dir(cfg.consumequeue_path) or not fio.listdir(cfg.consumequeue_path)
         self.queues = ConsumeQueueTable(fio, cfg.consumequeue_path, cfg.consume_queue_units_per_segment,
@@ -218,14 +221,16 @@ class MessageStore:
         self.abort_file.create()
         self.archive = (ArchiveGuard(self.fio, cfg.root_dir, cfg.on_unarchived_full)
                         if cfg.archive_before_delete else None)
-        self.cleaner = CommitLogCleaner(cfg, self.segments, self.disk, self.clock, self.archive)
+        self.backlog = BacklogGuard(self.topics, self.queues, self.consumer_positions)
+        self.cleaner = CommitLogCleaner(cfg, self.segments, self.disk, self.clock, self.archive,
+                                        backlog=self.backlog)
         self.queue_cleaner = QueueCleaner(self.queues, self.index)
         self.disk.write_markers()
         self._check_disk()
         self._start_services()
         self.writer = StoreWriter(cfg, self.topics, self.queues, self.commit_log, self.segments, self.dispatcher,
                                   self.disk, self.index, self.clock, self._put_lock, self.group_commit,
-                                  self.archive, self._check_disk)
+                                  self.archive, self._check_disk, self.cleaner)
         self.replica = ReplicaLog(self.segments, self.commit_log, self.queues, self.index, self.dispatcher,
                                   self.topics, self.epochs, self._put_lock, self._restore_topic_state,
                                   cfg.sync_flush)
@@ -297,7 +302,8 @@ class MessageStore:
             self.commit_log.warmer = self.warmer
             self._services.append(self.warmer)
         if cfg.sync_flush:
-            self.group_commit = GroupCommitService(self.commit_log.flush, lambda: self.commit_log.flushed_offset)
+            self.group_commit = GroupCommitService(self.commit_log.flush, lambda: self.commit_log.flushed_offset,
+                                                   cfg.sync_flush_gather_us_max / 1e6)
             self._services.append(self.group_commit)
         else:
             self.async_flush = AsyncFlushService(self.commit_log.flush, self.commit_log.dirty_bytes, self.clock,
@@ -344,6 +350,7 @@ class MessageStore:
         rnd = self.cleaner.run_round()
         if rnd.deleted:
             self.queue_cleaner.run_round(self.segments.min_offset, rnd.lost)
+            self.cleaner.account(rnd)
             self.topics.forget_deleted_before(self.segments.min_offset)
             self.commit_log.prune_sealed()
             self.epochs.prune_before(self.segments.min_offset)
@@ -370,7 +377,8 @@ class MessageStore:
             dispatched = min(dispatched, d.pending_from)
         now = self.clock.monotonic_s()
         summary = summary or now >= self._summary_due_s
-        ends = heal.snapshot(self.queues) if summary else None   # before the flush: what it makes durable
+        # before the flush: what it makes durable; every record before ``dispatched`` is in it
+        ends = heal.snapshot(self.queues, dispatched) if summary else None
         self.queues.flush()
         if self.index is not None:
             self.index.flush()
@@ -482,11 +490,28 @@ class MessageStore:
         rep = self.writer.replicas
         return rep.wait(end, 0.0) if rep is not None else None
 
+    # Consumers (backlog.py) ---------------------------------------------------------------
+    def set_consumer_positions(self, positions: Positions | None) -> None:
+        """How the store learns what consumer groups have consumed (store/backlog.py: ``positions(topic)``
+        -> {group: {queue id: first offset not consumed}}), for the space policy and the report of
+        what cleanup took from each group. The broker passes its own; None: no group is known."""
+        self.consumer_positions = positions
+        if self.backlog is not None:
+            self.backlog.positions = positions
+
     # Topics --------------------------------------------------------------------------
-    def create_topic(self, name: str, queue_count: int | None = None) -> None:
-        """Create a topic, or grow its queue count (ValueError: not a topic name)."""
+    def create_topic(self, name: str, queue_count: int | None = None, space_policy: str | None = None) -> None:
+        """Create a topic, grow its queue count, or set its space policy ("evict" / "refuse",
+        topics.SpacePolicy; None: a new topic's is evict, an existing one's stays). ValueError: not a
+        topic name, too many queues, not a policy."""
         self._running("create_topic")
-        self.writer.create_topic(name, queue_count or self.config.topic_queues_default)
+        self.writer.create_topic(name, queue_count or self.config.topic_queues_default, space_policy)
+
+    def space_policy(self, topic: str) -> str | None:
+        """A topic's space policy ("evict" / "refuse"), None if there is no such topic."""
+        self._running("space_policy")
+        t = self.topics.get(topic)
+        return t.space_policy.value if t is not None else None
 
     def delete_topic(self, name: str, log_end: int | None = None) -> dict | None:
         """Delete a topic (mqadmin deleteTopic): its queues go at once, its records stay in the log,
@@ -512,7 +537,7 @@ class MessageStore:
         ids = range(count) if queue_ids is None else tuple(sorted(set(queue_ids)))
         if not ids or any(not 0 <= q < count for q in ids):
             raise ValueError(f"queues {list(ids)} are not queues of {name!r} ({count})")
-        self.writer.create_topic(name, count, ids)
+        self.writer.create_topic(name, count, write_ids=ids)
 
     def write_queues(self, name: str):
         """The queues of ``name`` puts without a queue id go to (see set_write_queues)."""
@@ -558,8 +583,8 @@ class MessageStore:
         why = self.put_refusal()
         return why[1] if why is not None else None
 
-    def _refused(self, n: int) -> list[PutResult]:
-        return [PutResult.refused(*_NOT_SERVING[self._state])] * n
+    def _refused(self, n: int) -> PutResults:
+        return PutResults.all_refused(n, PutResult.refused(*_NOT_SERVING[self._state]))
 
     def put(self, msg: Message) -> PutResult:
         w = self.writer
@@ -567,7 +592,7 @@ class MessageStore:
             return self._refused(1)[0]
         return w.put_batch([msg])[0]
 
-    def put_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
+    def put_batch(self, msgs: Sequence[Message]) -> PutResults:
         """Put many messages with one lock, one append pass and one flush wait.
         Returns one PutResult per message, in order (writer.py)."""
         w = self.writer
@@ -575,13 +600,22 @@ class MessageStore:
             return self._refused(len(msgs))
         return w.put_batch(msgs)
 
-    def put_encoded(self, topic: str, entries: Sequence[tuple]) -> list[PutResult]:
+    def put_encoded(self, topic: str, entries: Sequence[tuple]) -> PutResults:
         """Put messages of one topic whose properties are already encoded (the broker's raw
         send path): see StoreWriter.put_encoded."""
         w = self.writer
         if w is None:
             return self._refused(len(entries))
         return w.put_encoded(topic, entries)
+
+    def put_columns(self, topic: str, bodies: list, properties: list, tags_hashes: list, uniq_keys: list,
+                    keys: list, skip=None) -> PutResults:
+        """Put messages of one topic given as columns (the broker's SendRecords path): see
+        StoreWriter.put_columns."""
+        w = self.writer
+        if w is None:
+            return self._refused(len(bodies))
+        return w.put_columns(topic, bodies, properties, tags_hashes, uniq_keys, keys, skip)
 
     # Read path (reader.py) ----------------------------------------------------------------
     def min_offset(self, topic: str, queue_id: int) -> int:
@@ -593,6 +627,13 @@ class MessageStore:
         self._running("max_offset")
         cq = self.queues.get(topic, queue_id)
         return cq.max_offset if cq is not None else 0
+
+    def queue_bytes(self, topic: str, queue_id: int, units_max: int = 4096) -> tuple[int, bool]:
+        """(record bytes the queue holds, exact): exact up to ``units_max`` messages, estimated from
+        the last ``units_max`` beyond (a bounded read; ConsumeQueue.message_bytes)."""
+        self._running("queue_bytes")
+        cq = self.queues.get(topic, queue_id)
+        return cq.message_bytes(units_max) if cq is not None else (0, True)
 
     @property
     def commitlog_min_offset(self) -> int:
@@ -672,6 +713,13 @@ class MessageStore:
             "fsync_seconds": flush.fsync_seconds if flush is not None else 0.0,
             "warm": self.warmer.stats() if self.warmer is not None else {"enabled": False},
         }
+
+    def observe_flushes(self, on_flush_s: Callable[[float], None] | None) -> None:
+        """``on_flush_s(seconds)`` after every commit-log flush (the broker's flush-latency histogram)."""
+        self._running("observe_flushes")
+        flush = self.group_commit or self.async_flush
+        if flush is not None:
+            flush.on_flush_s = on_flush_s
 
     def check(self, progress: Callable[[int, int], None] | None = None) -> CheckReport:
         """Walk every segment (magic, lengths, CRC), every consume-queue unit and the index;

@@ -4,10 +4,21 @@ Written atomically (write, fsync, rename, fsync dir): after any crash the file
 is the old or the new version, never a torn one. Queues found on disk that the
 file does not know (a crash between the first put and the file write) are added
 back at start, so no message becomes unreachable.
+
+Each topic has a *space policy* (``SpacePolicy``, Pulsar's backlog quota in spirit): what
+happens when space is short and the oldest segment still holds messages of the topic that a
+subscribed consumer group has not consumed. ``evict`` (the default, RocketMQ's behaviour):
+cleanup deletes them, and says which groups lost which offsets. ``refuse``: cleanup keeps them
+and writes are refused until the groups have consumed them (store/backlog.py, cleaner.py).
+
+    {"topics": {"T": {"queue_count": 8, "space_policy": "refuse"}, ...}, "deleted": {"U": 4096}}
+
+(``space_policy`` written only when it is not ``evict``.)
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import threading
@@ -18,15 +29,32 @@ from .layout import TOPICS_FILE
 from .types import StoreError
 
 
+class SpacePolicy(str, enum.Enum):
+    """What cleanup may do, when space is short, to messages of the topic that a subscribed group
+    has not consumed: delete them (EVICT) or keep them and have writes refused (REFUSE)."""
+    EVICT = "evict"
+    REFUSE = "refuse"
+
+    @classmethod
+    def parse(cls, value) -> "SpacePolicy":
+        """A policy from its name; ValueError naming the choices for anything else."""
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"space_policy is one of {', '.join(p.value for p in cls)} (got {value!r})") from None
+
 
 class TopicState:
     """In-memory state of one topic for the write path."""
 
     __slots__ = ("name", "name_bytes", "queue_count", "next_offsets", "queues", "rr", "tag_cache", "tail_prefix_crc",
-                 "write_ids")
+                 "space_policy", "write_ids")
 
-    def __init__(self, name: str, queue_count: int) -> None:
+    def __init__(self, name: str, queue_count: int, space_policy: SpacePolicy = SpacePolicy.EVICT) -> None:
         self.name = name
+        self.space_policy = space_policy
         self.name_bytes = name.encode("ascii")
         self.queue_count = queue_count
         self.next_offsets = [0] * queue_count   # next queue offset per queue id
@@ -57,7 +85,8 @@ class TopicTable:
         try:
             doc = json.loads(read_whole(self.fio, self.path).decode("utf-8"))
             for name, t in doc.get("topics", {}).items():
-                self.topics[name] = TopicState(name, int(t["queue_count"]))
+                self.topics[name] = TopicState(name, int(t["queue_count"]),
+                                               SpacePolicy.parse(t.get("space_policy", SpacePolicy.EVICT.value)))
             self.deleted = {str(n): int(o) for n, o in doc.get("deleted", {}).items()}
         except (ValueError, KeyError, TypeError) as e:
             raise StoreError(f"{self.path} is unreadable ({e}); restore it or remove it "
@@ -65,7 +94,7 @@ class TopicTable:
 
     def save(self) -> None:
         with self._lock:
-            doc = {"topics": {n: {"queue_count": t.queue_count} for n, t in sorted(self.topics.items())}}
+            doc = {"topics": {n: _entry(t) for n, t in sorted(self.topics.items())}}
             if self.deleted:
                 doc["deleted"] = dict(sorted(self.deleted.items()))
         write_atomic(self.fio, self.path, json.dumps(doc, indent=1).encode("utf-8"))
@@ -105,27 +134,41 @@ class TopicTable:
     def get(self, name: str) -> TopicState | None:
         return self.topics.get(name)
 
-    def create(self, name: str, queue_count: int, save: bool = True) -> TopicState:
+    def refusing(self) -> list[TopicState]:
+        """The topics whose space policy is REFUSE."""
+        return [t for t in list(self.topics.values()) if t.space_policy is SpacePolicy.REFUSE]
+
+    def create(self, name: str, queue_count: int, save: bool = True,
+               space_policy: SpacePolicy | str | None = None) -> TopicState:
+        """Create a topic, grow its queue count, or set its space policy (None: a new topic's is
+        EVICT, an existing one's stays)."""
         problem = codec.topic_problem(name)
         if problem is not None:
             raise ValueError(problem)
         if queue_count < 1:
             raise ValueError("a topic needs at least one queue")
+        policy = SpacePolicy.parse(space_policy) if space_policy is not None else None
+        changed = False
         with self._lock:
             t = self.topics.get(name)
             was = None if t is None else t.queue_count
+            was_policy = None if t is None else t.space_policy
             if t is None:
-                t = self.topics[name] = TopicState(name, queue_count)
-            elif queue_count > t.queue_count:
-                grow = queue_count - t.queue_count
-                t.next_offsets.extend([0] * grow)
-                t.queues.extend([None] * grow)
-                t.queue_count = queue_count
-                if isinstance(t.write_ids, range):
-                    t.write_ids = range(queue_count)
+                t = self.topics[name] = TopicState(name, queue_count, policy or SpacePolicy.EVICT)
+                changed = True
             else:
-                save = False
-        if save:
+                if queue_count > t.queue_count:
+                    grow = queue_count - t.queue_count
+                    t.next_offsets.extend([0] * grow)
+                    t.queues.extend([None] * grow)
+                    t.queue_count = queue_count
+                    if isinstance(t.write_ids, range):
+                        t.write_ids = range(queue_count)
+                    changed = True
+                if policy is not None and policy is not t.space_policy:
+                    t.space_policy = policy
+                    changed = True
+        if save and changed:
             try:
                 self.save()
             except OSError:
@@ -136,7 +179,15 @@ class TopicTable:
                     else:
                         del t.next_offsets[was:], t.queues[was:]
                         t.queue_count = was
+                        t.space_policy = was_policy
                         if isinstance(t.write_ids, range):
                             t.write_ids = range(was)
                 raise
         return t
+
+
+def _entry(t: TopicState) -> dict:
+    """A topic's entry in topics.json."""
+    if t.space_policy is SpacePolicy.EVICT:
+        return {"queue_count": t.queue_count}
+    return {"queue_count": t.queue_count, "space_policy": t.space_policy.value}

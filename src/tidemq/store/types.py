@@ -6,8 +6,9 @@ Expected outcomes are values (PutStatus / GetStatus), not exceptions.
 from __future__ import annotations
 
 import enum
+from array import array
 from operator import itemgetter
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from .codec import StoredMessage, offset_msg_id, PROP_UNIQ_KEY
 
@@ -66,6 +67,8 @@ class PutReason(enum.Enum):
     SHUTTING_DOWN = "SHUTTING_DOWN"                # store shutting down
     DISK_FULL = "DISK_FULL"                        # a directory at the warning ratio, or no room for a segment
     ARCHIVE_PENDING = "ARCHIVE_PENDING"            # disk full, and sealed segments wait for `tidemq archive`
+    UNCONSUMED_BACKLOG = "UNCONSUMED_BACKLOG"      # space short, the oldest segment holds messages of a topic
+                                                   # with space_policy=refuse that subscribed groups have not consumed
     DISPATCH_ERROR = "DISPATCH_ERROR"              # consume queue / index write failed (healed in the background)
     WRITE_ERROR = "WRITE_ERROR"                    # a commit-log segment could not be created (I/O error)
     TOPIC_CREATE_FAILED = "TOPIC_CREATE_FAILED"    # auto-creation could not save config/topics.json
@@ -100,7 +103,8 @@ _REASON_STATUS = {
     PutReason.REPLICATION_TIMEOUT: PutStatus.FLUSH_SLAVE_TIMEOUT,
     **{r: PutStatus.SERVICE_NOT_AVAILABLE for r in (
         PutReason.NOT_RUNNING, PutReason.SHUTTING_DOWN, PutReason.DISK_FULL, PutReason.ARCHIVE_PENDING,
-        PutReason.DISPATCH_ERROR, PutReason.TOPIC_CREATE_FAILED, PutReason.NOT_LEADER)},
+        PutReason.UNCONSUMED_BACKLOG, PutReason.DISPATCH_ERROR, PutReason.TOPIC_CREATE_FAILED,
+        PutReason.NOT_LEADER)},
     **{r: PutStatus.MESSAGE_ILLEGAL for r in (
         PutReason.INVALID_TOPIC, PutReason.BAD_BODY, PutReason.BODY_TOO_LARGE, PutReason.RECORD_TOO_LARGE,
         PutReason.BAD_QUEUE_ID, PutReason.BAD_PROPERTY, PutReason.BAD_FIELD, PutReason.ENCODE_FAILED)},
@@ -161,6 +165,88 @@ class PutResult(tuple):
         extra = f", reason={self.reason.name}, error={self.error!r}" if self.reason or self.error else ""
         return (f"PutResult({self.status.name}, commitlog_offset={self.commitlog_offset}, queue_id={self.queue_id}, "
                 f"queue_offset={self.queue_offset}{extra})")
+
+
+_new = tuple.__new__
+
+
+class PutResults(Sequence):
+    """The outcomes of a batch put, one per message in order: a Sequence of PutResult, built on
+    demand from arrays filled by the append (store/record_loop.py), not one object per message
+    (a batch of 1024 made 1024 tuples and woke the cyclic GC). Bulk readers (the broker's
+    SendRecords) read the arrays: ``phys`` / ``qoff`` (int64), ``size`` / ``qid`` (int32), indexed
+    by message; ``refused`` maps the index of every message not appended to its PutResult.
+
+    A message is appended when its ``size`` is > 0; the appended ones share ``status``, ``error``
+    and ``reason`` (PUT_OK, or FLUSH_DISK_TIMEOUT when the flush wait timed out)."""
+
+    __slots__ = ("phys", "size", "qid", "qoff", "uniq", "refused", "status", "error", "reason", "now", "host")
+
+    def __init__(self, n: int, now_ms: int = 0, store_host: bytes = b"") -> None:
+        self.phys = array("q", bytes(8 * n))
+        self.size = array("i", bytes(4 * n))
+        self.qid = array("i", bytes(4 * n))
+        self.qoff = array("q", bytes(8 * n))
+        self.uniq: list = [None] * n
+        self.refused: dict[int, PutResult] = {}
+        self.status = PutStatus.PUT_OK
+        self.error: str | None = None
+        self.reason: PutReason | None = None
+        self.now = now_ms
+        self.host = store_host
+
+    @classmethod
+    def all_refused(cls, n: int, result: "PutResult") -> "PutResults":
+        r = cls(n)
+        r.refused = dict.fromkeys(range(n), result)
+        return r
+
+    def refuse(self, i: int, result: "PutResult") -> None:
+        self.refused[i] = result
+
+    def __len__(self) -> int:
+        return len(self.uniq)
+
+    def _one(self, i: int) -> "PutResult":
+        r = self.refused.get(i)
+        if r is not None:
+            return r
+        return _new(PutResult, (self.status, self.phys[i], self.qid[i], self.qoff[i], self.size[i], self.now,
+                                self.error, self.uniq[i], self.host, self.reason))
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._one(k) for k in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("PutResults index out of range")
+        return self._one(i)
+
+    def __iter__(self) -> Iterator["PutResult"]:
+        one = self._one
+        return (one(i) for i in range(len(self)))
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (list, tuple, PutResults)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None
+
+    def __add__(self, other) -> list:
+        return list(self) + list(other)
+
+    def __radd__(self, other) -> list:
+        return list(other) + list(self)
+
+    def all_ok(self) -> bool:
+        """Was every message appended and made durable as asked (PUT_OK)?"""
+        return not self.refused and self.status is PutStatus.PUT_OK and len(self) > 0 and min(self.size) > 0
+
+    def __repr__(self) -> str:
+        return f"PutResults({list(self)!r})"
 
 
 class GetStatus(enum.Enum):
@@ -225,5 +311,5 @@ class StoreState(enum.StrEnum):
     FAILED = "failed"
 
 
-__all__ = ["Message", "PutStatus", "PutReason", "PutResult", "GetStatus", "GetResult", "StoredMessage", "StoreError",
+__all__ = ["Message", "PutStatus", "PutReason", "PutResult", "PutResults", "GetStatus", "GetResult", "StoredMessage", "StoreError",
            "StoreNotRunning", "StoreState", "PROP_UNIQ_KEY"]

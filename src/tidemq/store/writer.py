@@ -4,8 +4,11 @@
 service made, and writes through them; ``MessageStore.put`` / ``put_batch`` /
 ``put_encoded`` delegate here. Per batch:
 
-1. one refusal check (``refusal()``): the store stopping or stopped, a failed dispatch,
-   a full disk (with the archive when that is what would free it);
+1. one refusal check (``refusal()``): the store stopping or stopped, a follower's or a fenced
+   leader's store (NOT_LEADER: ``role_refusal``), too few followers in sync for SYNC replication
+   (``replicas.refusal()``), a failed dispatch,
+   space held by consumers' backlog (space_policy=refuse: cleaner.hold), a full disk (with the
+   archive when that is what would free it);
 2. outside the put lock, every message is validated and encoded into a
    ``commit_log.Prepared``: the common case (a known topic, a bytes body, tags only;
    put_encoded's pre-encoded entries) inline, with a cheap bounds test; anything else
@@ -13,7 +16,8 @@ service made, and writes through them; ``MessageStore.put`` / ``put_batch`` /
    rule once and answer a ``PutResult`` with its ``PutReason``;
 3. under the put lock: the refusal check again, the append (queue offsets assigned in
    log order, commit_log.append), the dispatch to the consume queues and the index;
-4. with SYNC_FLUSH, one wait for the group commit.
+4. with SYNC_FLUSH, one wait for the group commit; with SYNC replication (``replicas``), one
+   wait for enough followers to have the batch.
 
 One lock and one flush wait per batch; the Python cost per message is the number to
 drive down (bench/store_append.py).
@@ -28,6 +32,7 @@ from functools import lru_cache
 from typing import Callable, Sequence
 from ..crc import crc32
 
+from ..accel import ACCEL
 from ..config import StoreConfig
 from ..io import Clock
 from . import codec
@@ -41,11 +46,9 @@ from .flush import GroupCommitService
 from .index_file import IndexService
 from .segment_queue import SegmentQueue
 from .topics import TopicState, TopicTable
-from .types import Message, PutReason, PutResult, PutStatus
+from .types import Message, PutReason, PutResult, PutResults, PutStatus
 
 log = logging.getLogger("tidemq.store")
-
-_new = tuple.__new__      # a PutResult from a tuple, without the Python-level __new__
 
 
 # Validators: each rule worded once; each answers None (fine) or the PutResult that refuses ---------
@@ -183,14 +186,41 @@ def bind_queues(queues: ConsumeQueueTable, t: TopicState) -> None:
             t.next_offsets[qid] = cq.max_offset
 
 
+def py_prepare_columns(t, bodies, properties, tags_hashes, uniq_keys, keys, skip, now_ms, born_host, max_body,
+                       max_props, room, index_prefix) -> tuple[list, list]:
+    """(prepared, doubtful) of put_columns; twin of tidemq._accel.prepare_columns (its comment
+    says what each is)."""
+    out: list = []
+    doubtful: list = []
+    add = out.append
+    for i, (body, props, th, uniq, ks) in enumerate(zip(bodies, properties, tags_hashes, uniq_keys, keys)):
+        if skip is not None and i in skip:
+            continue
+        if (type(body) is not bytes or type(props) is not bytes or len(body) > max_body or len(props) > max_props
+                or len(body) + len(props) > room):
+            doubtful.append(i)
+            continue
+        ik = None
+        if index_prefix is not None and (uniq is not None or ks):
+            ik = [index_prefix + k for k in (*(ks or ()), uniq) if isinstance(k, str) and k]
+        # a Prepared, in its field order, as a plain tuple (see commit_log.Prepared: why)
+        add((i, body, t, props, None, now_ms, born_host, 0, 0, 0, 0, None, th, ik, uniq, None))
+    return out, doubtful
+
+
+prepare_columns = ACCEL.prepare_columns if ACCEL is not None else py_prepare_columns
+
+
 class StoreWriter:
     def __init__(self, config: StoreConfig, topics: TopicTable, queues: ConsumeQueueTable, commit_log: CommitLog,
                  segments: SegmentQueue, dispatcher: Dispatcher, disk: DiskMonitor, index: IndexService | None,
                  clock: Clock, put_lock: threading.Lock, group_commit: GroupCommitService | None = None,
-                 archive: ArchiveGuard | None = None, check_disk: Callable[[], None] | None = None) -> None:
+                 archive: ArchiveGuard | None = None, check_disk: Callable[[], None] | None = None,
+                 cleaner=None) -> None:
         """``put_lock``: the store's (topic creation and the queue flush's dispatch healing take it
         too); ``group_commit``: the SYNC_FLUSH service (None: ASYNC_FLUSH, no wait);
-        ``check_disk``: measures the disks at once after a segment could not be made."""
+        ``check_disk``: measures the disks at once after a segment could not be made;
+        ``cleaner``: the CommitLogCleaner whose ``hold`` (space_policy=refuse) refuses puts."""
         self.config = config
         self.topics = topics
         self.queues = queues
@@ -204,6 +234,7 @@ class StoreWriter:
         self.group_commit = group_commit
         self.archive = archive
         self.check_disk = check_disk or disk.refresh
+        self.cleaner = cleaner
         self.store_host = codec.encode_host(config.store_host)
         self.max_body = config.message_body_bytes_max
         # set by the store when it stops (reason, text): every put is refused with it
@@ -232,6 +263,9 @@ class StoreWriter:
         error = self.dispatcher.error
         if error is not None:
             return PutReason.DISPATCH_ERROR, error
+        hold = self.cleaner.hold if self.cleaner is not None else None
+        if hold is not None:
+            return PutReason.UNCONSUMED_BACKLOG, hold.text
         full = self.disk.refusal
         if full is None:
             return None
@@ -244,15 +278,15 @@ class StoreWriter:
         return PutReason.DISK_FULL, full
 
     # Puts ----------------------------------------------------------------------------
-    def put_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
+    def put_batch(self, msgs: Sequence[Message]) -> PutResults:
         """Put many messages with one lock, one append pass and one flush wait.
-        Returns one PutResult per message, in order."""
+        Returns one PutResult per message, in order (a PutResults)."""
         n = len(msgs)
         why = self.refusal()
         if why is not None:
-            return [PutResult.refused(*why)] * n
-        results: list = [None] * n
+            return PutResults.all_refused(n, PutResult.refused(*why))
         now = self.clock.now_ms()
+        results = PutResults(n, now, self.store_host)
         prepared: list = []
         add = prepared.append
         topics = self.topics.topics
@@ -274,7 +308,7 @@ class StoreWriter:
                 if type(p) is tuple:
                     add(p)
                 else:
-                    results[i] = p
+                    results.refuse(i, p)
                 continue
             enc = t.tag_cache.get(tags)
             if enc is None:
@@ -286,7 +320,7 @@ class StoreWriter:
                 if type(p) is tuple:
                     add(p)
                 else:
-                    results[i] = p
+                    results.refuse(i, p)
                 continue
             # a Prepared, in its field order, as a plain tuple (see commit_log.Prepared: why)
             add((i, body, t, pb, qid, m.born_timestamp_ms or now, host, m.flag, m.sys_flag, m.reconsume_times,
@@ -295,7 +329,7 @@ class StoreWriter:
             return results
         return self.append(prepared, results, now)
 
-    def put_encoded(self, topic: str, entries: Sequence[tuple]) -> list[PutResult]:
+    def put_encoded(self, topic: str, entries: Sequence[tuple]) -> PutResults:
         """Put messages of one topic whose properties are already encoded: the broker's raw
         send path, which builds them straight from its frame, with no Message object and no
         property dict per message. One PutResult per entry, in order, with the same statuses
@@ -310,18 +344,10 @@ class StoreWriter:
         indexed). Queues are picked round-robin. Checked here: the topic (created when
         auto_create_topics), body type and size, properties size, record size."""
         n = len(entries)
-        why = self.refusal()
-        if why is not None:
-            return [PutResult.refused(*why)] * n
-        results: list = [None] * n
-        t = self.topics.topics.get(topic)
+        t, results = self._topic_batch(topic, n)
         if t is None:
-            bad = check_topic(topic, self.config.auto_create_topics)
-            if bad is None:
-                t, bad = self.create_topic_for_put(topic)
-            if bad is not None:
-                return [bad] * n
-        now = self.clock.now_ms()
+            return results
+        now = results.now
         host = self.store_host
         max_body = self.max_body
         max_props = codec.USER_PROPERTIES_MAX_BYTES
@@ -340,7 +366,7 @@ class StoreWriter:
             if type(body) is not bytes or len(body) > max_body or pl > max_props or len(body) + pl > room:
                 bad = check_sizes(body, max_body, tl, pl, max_record)   # the bounds test doubts it: ask
                 if bad is not None:
-                    results[i] = bad
+                    results.refuse(i, bad)
                     continue
             pre = tail_prefix.get(pl)
             if pre is None:
@@ -353,6 +379,51 @@ class StoreWriter:
             # a Prepared, in its field order, as a plain tuple (see commit_log.Prepared: why)
             add((i, body, t, props + tail, None, now, host, 0, 0, 0, 0, crc32(body) & 0x7FFFFFFF, th, ik, uniq,
                  crc32(mark, crc32(props, pre))))
+        if not prepared:
+            return results
+        return self.append(prepared, results, now)
+
+    def _topic_batch(self, topic: str, n: int) -> tuple[TopicState | None, PutResults]:
+        """The start of a put of ``n`` messages of one topic: (the topic, its empty results), or
+        (None, every message refused: the store's refusal, or the topic's)."""
+        why = self.refusal()
+        if why is not None:
+            return None, PutResults.all_refused(n, PutResult.refused(*why))
+        t = self.topics.topics.get(topic)
+        if t is None:
+            bad = check_topic(topic, self.config.auto_create_topics)
+            if bad is None:
+                t, bad = self.create_topic_for_put(topic)
+            if bad is not None:
+                return None, PutResults.all_refused(n, bad)
+        return t, PutResults(n, self.clock.now_ms(), self.store_host)
+
+    def put_columns(self, topic: str, bodies: list, properties: list, tags_hashes: list, uniq_keys: list,
+                    keys: list, skip=None) -> PutResults:
+        """Put messages of one topic given as columns (the broker's SendRecords path, built by
+        one pass over its frame): message i is ``bodies[i]`` with ``properties[i]`` (the record's,
+        ending with codec.RECORD_CRC_TAIL, every name and value checked by the caller),
+        ``tags_hashes[i]``, ``uniq_keys[i]`` and ``keys[i]`` (a list or None; both indexed);
+        the indexes in ``skip`` are not put (their results stay for the caller). Queues are
+        picked round-robin. The same checks, statuses and reasons as put_encoded, with no
+        Python work per message when tidemq.accel has the compiled loops."""
+        n = len(bodies)
+        t, results = self._topic_batch(topic, n)
+        if t is None:
+            return results
+        now = results.now
+        max_record = self.commit_log.max_record_size
+        tl = len(t.name_bytes)
+        tail = codec.RECORD_CRC_TAIL_LEN
+        prepared, doubtful = prepare_columns(
+            t, bodies, properties, tags_hashes, uniq_keys, keys, skip, now, self.store_host, self.max_body,
+            codec.USER_PROPERTIES_MAX_BYTES + tail, max_record - codec.FIXED_OVERHEAD - tl,
+            t.name + "#" if self.index is not None else None)
+        for i in doubtful:
+            body, props = bodies[i], properties[i]
+            bad = (check_sizes(body, self.max_body, tl, len(props) - tail, max_record)
+                   if type(props) is bytes else PutResult.refused(PutReason.BAD_PROPERTY, "properties must be bytes"))
+            results.refuse(i, bad or PutResult.refused(PutReason.ENCODE_FAILED, "message could not be encoded"))
         if not prepared:
             return results
         return self.append(prepared, results, now)
@@ -402,29 +473,31 @@ class StoreWriter:
                 m.reconsume_times, m.prepared_transaction_offset, crc32(body) & 0x7FFFFFFF,
                 tags_hash(tags) if tags else 0, ik, uniq, codec.tail_crc(t.name_bytes, pb))
 
-    def append(self, prepared: list[tuple], results: list, now: int) -> list[PutResult]:
+    def append(self, prepared: list[tuple], results: PutResults, now: int) -> PutResults:
         """The common second half of the puts: append the prepared messages under the put lock,
-        dispatch them, wait for the flush (SYNC_FLUSH), fill in ``results``."""
-        host = self.store_host
-        out: list = []
+        dispatch them, wait for the flush (SYNC_FLUSH), complete ``results``."""
         units: dict = {}
         index_items: list = []
         failure: AppendError | None = None
+        appended = 0
         with self.put_lock:
             why = self.refusal()
             if why is not None:
                 refused = PutResult.refused(*why)
                 for p in prepared:
-                    results[p[0]] = refused
+                    results.refuse(p[0], refused)
                 return results
             last = self.segments.last
             try:
-                self.commit_log.append(prepared, now, out, units, index_items)
+                appended = self.commit_log.append(prepared, now, results, units, index_items)
             except AppendError as e:
                 failure = e
-            if out:
-                self.dispatcher.dispatch_batch(units, index_items, now, out[0][1], self.segments.max_offset)
-                end = out[-1][1] + out[-1][2]
+                appended = e.appended
+            if appended:
+                first, final = prepared[0][0], prepared[appended - 1][0]
+                self.dispatcher.dispatch_batch(units, index_items, now, results.phys[first],
+                                               self.segments.max_offset)
+                end = results.phys[final] + results.size[final]
             if failure is None:
                 self.segment_error = None
                 if self.segments.last is not last:
@@ -432,34 +505,30 @@ class StoreWriter:
                     # here and at deletion): measure now, so a directory that reached the warning
                     # ratio refuses the next put instead of filling up before the next disk check
                     self.disk.refresh()
-        status, error, reason = PutStatus.PUT_OK, None, None
         rep = self.replicas
-        if out and rep is not None:
+        if appended and rep is not None:
             rep.appended(end)                  # the followers' senders wake up
-        if out and self.group_commit is not None:
+        if appended and self.group_commit is not None:
             timeout_ms = self.config.sync_flush_timeout_ms
             if not self.group_commit.wait_durable(end, timeout_ms / 1000):
-                status, reason = PutStatus.FLUSH_DISK_TIMEOUT, PutReason.FLUSH_TIMEOUT
-                error = f"appended, but not on disk within sync_flush_timeout_ms={timeout_ms}"
-        if out and rep is not None and status is PutStatus.PUT_OK:
+                results.status, results.reason = PutStatus.FLUSH_DISK_TIMEOUT, PutReason.FLUSH_TIMEOUT
+                results.error = f"appended, but not on disk within sync_flush_timeout_ms={timeout_ms}"
+        if appended and rep is not None and results.status is PutStatus.PUT_OK:
             reason = rep.wait(end, rep.timeout_s)
             if reason is not None:
-                status, error = reason.status, rep.describe(reason)
-        new, cls = _new, PutResult
-        for i, phys, size, qid, qoff, uniq in out:
-            results[i] = new(cls, (status, phys, qid, qoff, size, now, error, uniq, host, reason))
+                results.status, results.reason, results.error = reason.status, reason, rep.describe(reason)
         if failure is not None and not isinstance(failure.cause, OSError):
             text = f"message could not be encoded: {failure.cause!r}"
             log.error("%s", text)
             refused = PutResult.refused(PutReason.ENCODE_FAILED, text)
-            for p in prepared[len(out):]:
-                results[p[0]] = refused
+            for p in prepared[appended:]:
+                results.refuse(p[0], refused)
             failure = None
         if failure is not None:
-            self._segment_failed(failure, prepared[len(out):], results)
+            self._segment_failed(failure, prepared[appended:], results)
         return results
 
-    def _segment_failed(self, failure: AppendError, left: list[tuple], results: list) -> None:
+    def _segment_failed(self, failure: AppendError, left: list[tuple], results: PutResults) -> None:
         """No segment could be made for ``left``: no room is a refusal like DISK_FULL (clients
         retry elsewhere); other errors say so (CREATE_MAPPED_FILE_FAILED)."""
         full = getattr(failure.cause, "errno", None) == errno.ENOSPC
@@ -474,18 +543,18 @@ class StoreWriter:
             text = self.disk.refusal   # names the directories and how full they are
         refused = PutResult.refused(PutReason.DISK_FULL if full else PutReason.WRITE_ERROR, text)
         for p in left:
-            results[p[0]] = refused
+            results.refuse(p[0], refused)
 
     # Topics --------------------------------------------------------------------------
-    def create_topic(self, name: str, queue_count: int, write_ids=None) -> TopicState:
-        """Create a topic or grow its queue count (ValueError: not a topic name, no queue);
-        ``write_ids``: the queues puts without a queue id go to (None: as they were), set together
-        (no put can fall between)."""
+    def create_topic(self, name: str, queue_count: int, space_policy=None, write_ids=None) -> TopicState:
+        """Create a topic, grow its queue count or set its space policy (ValueError: not a topic
+        name, no queue, too many, not a policy); ``write_ids``: the queues puts without a queue id
+        go to (None: as they were), set together (no put can fall between)."""
         if queue_count > self.config.topic_queues_max:
             raise ValueError(f"{queue_count} queues: a topic has at most topic_queues_max="
                              f"{self.config.topic_queues_max}")
         with self.put_lock:
-            t = self.topics.create(name, queue_count)
+            t = self.topics.create(name, queue_count, space_policy=space_policy)
             bind_queues(self.queues, t)
             if write_ids is not None:
                 t.write_ids = write_ids

@@ -84,6 +84,8 @@ def test_after_max_deliveries_the_head_goes_to_the_dead_letter_queue_and_the_que
     clock.advance(INVISIBLE_MS / 1000)
     assert bodies(c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)) == [b"a1"]
     assert [m.body for m in store.get("x", "%DLQ%ordered", 0, 0).messages] == [b"a0"]
+    # what the metrics count (tidemq_messages_got_total{topic,status})
+    assert c.got.snapshot() == {("T", "OK"): 2, ("T", "REDELIVERED"): 1, ("T", "DEAD_LETTERED"): 1}
 
 
 def forward(c, group, handle):
@@ -208,3 +210,31 @@ def test_a_damaged_record_is_never_delivered_and_does_not_hold_its_queue(world):
     ack(c, ORDERED, first[0])
     assert bodies(c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None)) == [b"a2"], "in order, past the damaged one"
     assert store.stats()["records_damaged"] >= 2
+
+
+def test_an_ack_with_too_many_entries_is_refused_whole_and_invisible_times_are_bounded(world):
+    store, clock, consumption = world
+    c = consumption(ack_entries_max=4, invisible_duration_s_max=3600)
+    put(store, 0, b"a0", b"a1")
+    got = c.pop_batch("g", "T", 2, INVISIBLE_MS, None)
+    handles = [m.system_properties.receipt_handle for m in got]
+
+    def ack_request(hs):
+        return spb.AckMessageRequest(group=pb.Resource(name="g"), topic=pb.Resource(name="T"), entries=[
+            spb.AckMessageEntry(message_id="m", receipt_handle=h) for h in hs])
+
+    r = c.ack(ack_request(handles + ["x:0:0:0:0"] * 3))
+    assert r.status.code == Code.PAYLOAD_TOO_LARGE and "ack_entries_max=4" in r.status.message and not r.entries
+    assert len(c.pop.state("g", "T", 0).inflight) == 2, "nothing acked"
+
+    def change(seconds, nanos=0):
+        return c.change_invisible(spb.ChangeInvisibleDurationRequest(
+            group=pb.Resource(name="g"), topic=pb.Resource(name="T"), receipt_handle=handles[0],
+            invisible_duration={"seconds": seconds, "nanos": nanos}, message_id="m")).status
+
+    for seconds, nanos in ((3601, 0), (1 << 62, 0), (-1, 0), (0, 0), (-(1 << 62), 0)):
+        st = change(seconds, nanos)
+        assert st.code == Code.ILLEGAL_INVISIBLE_TIME and "invisible_duration_s_max" in st.message, (seconds, st)
+    assert change(3600).code == Code.OK
+    r = c.ack(ack_request(handles[1:]))
+    assert r.status.code == Code.OK

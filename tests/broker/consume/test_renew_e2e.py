@@ -8,13 +8,13 @@ takes; invisible times are a minute, so no stall of this machine makes a message
 meanwhile. What a renewal does to redelivery (none while the client lives, back once it is gone,
 renew_max) is checked on a manual clock in tests/broker/test_renew.py."""
 
-import json
 import os
 import threading
 from collections import Counter
 
 import pytest
 
+from tidemq.broker.state import journal
 from tidemq.broker.state.layout import state_dir
 
 from ...support.brokers import SMALL, make_topic
@@ -32,11 +32,10 @@ def renewals(root, group) -> Counter:
     out = Counter()
     try:
         with open(os.path.join(state_dir(root), "pop", "journal"), "rb") as f:
-            lines = f.read().split(b"\n")[:-1]             # the part after the last newline may be torn
+            changes = journal.records(f.read())           # a torn last line is left out
     except FileNotFoundError:
         return out
-    for line in lines:
-        r = json.loads(line)
+    for r in changes:
         if r["op"] == "rnw" and r["g"] == group and r["c"]:
             out[(r["t"], r["q"], r["o"])] += 1
     return out

@@ -1,11 +1,11 @@
 """The timer without a server: a MessageStore on a manual clock, the Timer driven by hand."""
 
-import json
 import os
 
 
 from tidemq.broker.deferred.parking import PROP_DELIVER_MS, SCHEDULE_TOPIC, park
 from tidemq.broker.deferred.timer import Timer
+from tidemq import checked
 from tidemq.io import ManualClock
 from tidemq.store import Message
 
@@ -56,7 +56,7 @@ def test_checkpoint_and_restart_skip_what_was_moved(stores, tmp_path):
     clock.advance(2.5)
     assert t.move_due(clock.now_ms()) == (2, False)
     t.checkpoint(force=True)
-    doc = json.loads(open(os.path.join(str(tmp_path / "store"), "broker", "timer", "checkpoint.json")).read())
+    doc = checked.decode(open(os.path.join(str(tmp_path / "store"), "broker", "timer", "checkpoint.json"), "rb").read())
     assert doc == {"enqueued": 5, "low": 2, "delivered_before_ms": now + 3000}
     s.shutdown()
     s2 = stores(clock)

@@ -1,17 +1,8 @@
 """The HTTP port before the store is ready and while it stops (no broker needed)."""
 
-import urllib.error
-import urllib.request
-
 from tidemq.broker.observe.http import OpsServer
 
-
-def code_of(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=60) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+from tests.support.scrape import get as code_of
 
 
 def test_not_ready_while_recovering_and_while_stopping():

@@ -5,33 +5,17 @@ import json
 import socket
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tidemq.client import Producer, PullConsumer
+from tidemq.protocol.stubs import Code
 
-from tests.support.brokers import REPO, SMALL, free_port
+from tests.support.brokers import REPO, SMALL, admin_call, free_port
+from tests.support.scrape import get, scrape
+from tests.support.wait import wait_until
 
 T = "metered"
-
-
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=60) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
-def scrape(port: int) -> dict:
-    """{(name, labels as a sorted tuple): value} of one scrape, parsed by prometheus-client."""
-    code, text = get(port, "/metrics")
-    assert code == 200
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for fam in text_string_to_metric_families(text) for s in fam.samples}
 
 
 @pytest.fixture
@@ -55,9 +39,14 @@ def test_health_readiness_and_a_scrape_that_moves_under_load(broker):
     with PullConsumer(broker.endpoint, group="readers") as c:
         got = c.pull(T, queues[0], 0, batch_size=1000)
         c.commit(T, queues[0], got.next_offset)
-    after = scrape(port)
-    assert after[("tidemq_messages_put_total", (("topic", T),))] == 40
-    assert after[("tidemq_messages_got_total", (("topic", T),))] == len(got.messages) > 0
+    with Producer(broker.endpoint) as p:        # sent again with their ids: answered, not stored twice
+        again = p.send_batch(T, [b"m0", b"m1"], message_ids=[r.message_id for r in results[:2]])
+    assert all(r.ok and r.duplicate for r in again)
+    after = wait_until(lambda: (lambda m: m if m.get(("tidemq_flush_latency_seconds_count", ())) else None)(
+        scrape(port)), "a commit-log flush in the histogram")
+    assert after[("tidemq_messages_put_total", (("status", "OK"), ("topic", T)))] == 40
+    assert after[("tidemq_messages_put_total", (("status", "DUPLICATE"), ("topic", T)))] == 2
+    assert after[("tidemq_messages_got_total", (("status", "OK"), ("topic", T)))] == len(got.messages) > 0
     assert after[("tidemq_bytes_in_total", ())] > before[("tidemq_bytes_in_total", ())]
     assert after[("tidemq_put_latency_seconds_count", ())] >= 1
     lag = {k[1]: v for k, v in after.items() if k[0] == "tidemq_consumer_lag_messages"}
@@ -68,6 +57,33 @@ def test_health_readiness_and_a_scrape_that_moves_under_load(broker):
     for reason in ("expired", "space"):
         assert after[("tidemq_segments_deleted_total", (("reason", reason),))] == 0
     assert after[("tidemq_cleanup_not_freed_total", (("reason", "nothing-expired"),))] == 0
+    assert after[("tidemq_flush_latency_seconds_count", ())] >= 1
+    assert after[("tidemq_writes_held", (("reason", ""),))] == 0
+
+
+def test_a_refused_put_is_counted_by_its_status_and_a_hold_is_not_a_refusal(broker):
+    """Sends held by the memory alarm: tidemq_writes_held{reason="MEMORY_ALARM"} 1 and
+    tidemq_writes_refused stays 0 (the store refuses nothing); a send held past send_hold_ms_max is
+    answered TOO_MANY_REQUESTS and counted so; once the alarm clears, sends are OK again."""
+    port = broker.metrics_port
+    with Producer(broker.endpoint) as p:
+        assert all(r.ok for r in p.send_batch(T, [b"before"]))
+        admin_call(broker.endpoint, "SetAlarmLimits", {"memory_high_watermark_bytes": 1 << 20})
+        m = scrape(port)
+        assert m[("tidemq_writes_held", (("reason", "MEMORY_ALARM"),))] == 1
+        assert m[("tidemq_writes_refused", (("reason", ""),))] == 0, "held, not refused by the store"
+        refused = p.send_batch(T, [b"held", b"then refused"])
+        assert [r.code for r in refused] == [Code.TOO_MANY_REQUESTS] * 2
+        admin_call(broker.endpoint, "SetAlarmLimits", {"memory_high_watermark_ratio": 0.9})
+        assert all(r.ok for r in p.send_batch(T, [b"after"]))
+    m = scrape(port)
+    assert m[("tidemq_messages_put_total", (("status", "TOO_MANY_REQUESTS"), ("topic", T)))] == 2
+    assert m[("tidemq_messages_put_total", (("status", "OK"), ("topic", T)))] == 2
+    assert m[("tidemq_writes_held", (("reason", ""),))] == 0
+    assert m[("tidemq_sends_refused_total", ())] >= 1
+    with Producer(broker.endpoint) as p:        # a topic that does not exist: counted under topic ""
+        assert [r.code for r in p.send_batch("no!such topic", [b"x"])] == [Code.ILLEGAL_TOPIC]
+    assert scrape(port)[("tidemq_messages_put_total", (("status", "ILLEGAL_TOPIC"), ("topic", "")))] == 1
 
 
 def test_status_json_and_page_show_the_verdict(broker):
@@ -90,3 +106,39 @@ def test_a_metrics_port_in_use_is_a_start_up_error(tmp_path):
                            timeout=120, cwd=REPO, env={**SMALL, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert r.returncode == 1 and "ready" not in r.stdout
     assert f"cannot serve metrics on 127.0.0.1:{taken}" in r.stderr and "Traceback" not in r.stderr
+
+
+def listening_on(port: int) -> set[str]:
+    """The addresses sockets listen on at ``port`` (/proc/net/tcp and tcp6; IPv4-mapped IPv6, as
+    gRPC binds an IPv4 address, read as IPv4)."""
+    out = set()
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(name) as f:
+            for line in f.readlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                addr, p = local.split(":")
+                if int(p, 16) != port or state != "0A":
+                    continue
+                raw = b"".join(bytes.fromhex(addr[i:i + 8])[::-1] for i in range(0, len(addr), 8))
+                if len(raw) == 16 and raw[:12] == b"\0" * 10 + b"\xff\xff":
+                    raw = raw[12:]
+                out.add(socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw))
+    return out
+
+
+def test_the_metrics_port_binds_loopback_whatever_the_grpc_host(broker_factory):
+    """metrics_host (default 127.0.0.1) decides where the page and /status.json are served, not
+    the gRPC host (loopback addresses both, as tests bind)."""
+    b = broker_factory(env=SMALL, args=["--host", "127.0.0.2", "--metrics-port", str(free_port())])
+    try:
+        assert listening_on(b.metrics_port) == {"127.0.0.1"}
+        assert listening_on(b.port) == {"127.0.0.2"}
+        st = json.loads(get(b.metrics_port, "/status.json")[1])
+        assert st["metrics_endpoint"] == f"127.0.0.1:{b.metrics_port}" and st["endpoint"] == f"127.0.0.2:{b.port}"
+    finally:
+        assert b.stop() == 0
+    b = broker_factory(env=SMALL, args=["--metrics-host", "127.0.0.3", "--metrics-port", str(free_port())])
+    try:
+        assert listening_on(b.metrics_port) == {"127.0.0.3"}
+    finally:
+        assert b.stop() == 0

@@ -22,16 +22,17 @@ class StoreOnly:
     def __init__(self, store) -> None:
         self.store = store
         self.put_latency = LatencyBuckets()
+        self.flush_latency = LatencyBuckets()
 
     def status(self) -> dict:
         return {"totals": {"bytes_in": 0, "bytes_out": 0, "held": 0, "refused": 0},
                 "verdict": {"writes": "accepted", "reasons": []}, "alarms": {},
                 "disk": self.store.disk_status(), "recovery": {"seconds": 0.25}}
 
-    def put_totals(self) -> dict:
+    def put_outcomes(self) -> dict:
         return {}
 
-    def read_totals(self) -> dict:
+    def got_outcomes(self) -> dict:
         return {}
 
     def lag(self) -> list:

@@ -1,5 +1,8 @@
 """A resent message id is answered, not stored twice, across a kill -9 of the broker: through
-SendMessage (the official clients' RPC, the message id in its system properties) and SendRecords."""
+SendMessage (the official clients' RPC, the message id in its system properties) and SendRecords
+with tidemq's Producer, and through the official rocketmq-python-client's own retry after its
+answer was lost (tests/support/proxy.py). With the index lookup off (send_dedup_after_restart_s=0)
+each of these stores a second copy."""
 
 import signal
 
@@ -37,4 +40,51 @@ def test_a_retry_across_a_kill_9_is_answered_not_stored_twice(broker_factory, tm
             new = p.send_batch(T, [b"new"], message_ids=[f"new-{raw}"])
             assert new[0].ok and not new[0].duplicate
     assert stored(b.endpoint) == 42, "each resent id stored once, the new ones stored"
+    assert b.stop() == 0
+
+
+def test_the_official_clients_own_retry_across_a_kill_9_is_answered_not_stored_twice(broker_factory, tmp_path,
+                                                                                      clients):
+    """The official producer sends through a proxy that forwards the SendMessage and loses its
+    answer; the broker is killed with -9 once the message is stored, restarted on the same store,
+    and the proxy lets go: the client's own retry (same message id) reaches the new broker, which
+    answers it from the index: one stored copy, and the receipt carries the first store's offset."""
+    import uuid
+
+    from ...support.official import msg
+    from ...support.proxy import HoldingProxy
+    from ...support.wait import PATIENCE_S, wait_until
+
+    topic = "once-official"
+    root = str(tmp_path / "store")
+    env = {**SMALL, "TIDEMQ_FLUSH_DISK_TYPE": "SYNC_FLUSH"}
+    a = broker_factory(root, env=env, args=["--auto-create-topics"])
+    marker = b"answer-lost-" + uuid.uuid4().hex.encode()
+
+    def copies(endpoint) -> list:
+        with PullConsumer(endpoint, group="count") as c:
+            return [m for q in range(c.queue_count(topic)) for m in c.pull(topic, q, 0, batch_size=1000).messages
+                    if m.body == marker]
+
+    with HoldingProxy(a.port) as px:
+        make_producer, _consumer = clients
+        # the client's deadline outlasts the kill and the restart: its retry is what the test waits for
+        p = make_producer(px.endpoint, [topic], request_timeout_s=PATIENCE_S)
+        assert p.send(msg(topic, b"through the proxy")).message_id
+        px.hold_after(marker)
+        pending = p.send_async(msg(topic, marker))
+        assert px.held_once.wait(PATIENCE_S), "the send never went through the proxy"
+        first = wait_until(lambda: copies(a.endpoint), "the held send to be stored by the first broker")
+        assert not pending.done(), "its answer was lost on the way back"
+        a.stop(signal.SIGKILL)
+        b = broker_factory(root, env=env, args=["--auto-create-topics"])
+        px.retarget(b.port)
+        px.release()                                 # the held connection closes: the client retries
+        receipt = pending.result(timeout=PATIENCE_S)
+        p.shutdown()
+    stored_once = copies(b.endpoint)
+    assert len(stored_once) == 1, f"{len(stored_once)} copies stored"
+    [m] = first
+    assert receipt.message_id == m.system_properties.message_id == stored_once[0].system_properties.message_id
+    assert receipt.offset == m.system_properties.queue_offset, "answered with the first store's offset"
     assert b.stop() == 0

@@ -1,7 +1,8 @@
 """Authentication end to end: with an access key and secret configured, the official client with
 the right secret sends and receives; a wrong secret, no credentials, a missing or malformed
-authorization header are answered UNAUTHORIZED in the status of every kind of RPC (unary,
-server stream, the Telemetry stream), and the admin service answers gRPC UNAUTHENTICATED."""
+authorization header, a correctly signed header whose date is stale, ahead or not a date (a
+replay) are answered UNAUTHORIZED in the status of every kind of RPC (unary, server stream, the
+Telemetry stream), and the admin service answers gRPC UNAUTHENTICATED."""
 
 import logging
 import time
@@ -74,6 +75,11 @@ def test_every_kind_of_rpc_answers_unauthorized(tmp_path, broker_factory):
         "another date": wrong_date,
         "other scheme": [("x-mq-date-time", signed_at), ("authorization", "Basic dGlkZW1xOg==")],
         "no date": [good[1]],
+        # correctly signed, but not now: a captured header replayed later (or made up) is refused
+        "stale, correctly signed": signed_metadata("tidemq-ak", "s3cret-sk", date_time(time.time() - 3 * 86_400)),
+        "ahead, correctly signed": signed_metadata("tidemq-ak", "s3cret-sk", date_time(time.time() + 3 * 86_400)),
+        "year 2000, correctly signed": signed_metadata("tidemq-ak", "s3cret-sk", "20000101T000000Z"),
+        "not a date, correctly signed": signed_metadata("tidemq-ak", "s3cret-sk", "not-a-date"),
     }
     with grpc.insecure_channel(b.endpoint) as ch:
         stub = sgrpc.MessagingServiceStub(ch)
@@ -105,5 +111,9 @@ def test_every_kind_of_rpc_answers_unauthorized(tmp_path, broker_factory):
     with pytest.raises(grpc.RpcError) as e:
         admin.call(b.endpoint, "ListTopics")
     assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    for why in ("stale, correctly signed", "year 2000, correctly signed"):
+        with pytest.raises(grpc.RpcError) as e:
+            admin.call(b.endpoint, "ListTopics", metadata=refused[why])
+        assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED, why
     assert admin.call(b.endpoint, "ListTopics", metadata=good)["ok"]
     assert admin.call(b.endpoint, "Alarms", metadata=good)["alarms"]["auth"] is True

@@ -86,8 +86,13 @@ def test_sync_waits_for_the_follower(group):
         g.signal(1, signal.SIGSTOP)
         r = p.send_batch("T", [b"while-stopped"])[0]
         assert r.code == Code.SLAVE_PERSISTENCE_TIMEOUT and "replication_timeout_ms" in r.error
+        # a resend (SendRecords, same id) is appended again neither now nor once confirmed
+        again = p.send_batch("T", [b"while-stopped", b"new"], message_ids=[r.message_id, "fresh-1"])
+        assert again[0].code == Code.SLAVE_PERSISTENCE_TIMEOUT and "not yet confirmed" in again[0].error
         g.signal(1, signal.SIGCONT)
         wait_until(lambda: _caught_up(g, 0, 1), "the follower caught up")
+        confirmed = p.send_batch("T", [b"while-stopped"], message_ids=[r.message_id])[0]
+        assert confirmed.ok and confirmed.duplicate
         g.kill(1)
         r = p.send_batch("T", [b"no-follower"])[0]
         assert r.code == Code.HA_NOT_AVAILABLE and "in_sync_replicas_min" in r.error

@@ -39,3 +39,71 @@ def test_compaction_keeps_the_state_in_the_snapshot(tmp_path):
     state = {}
     _, n = open_journal(tmp_path, state)
     assert n == 0 and state == {"a": 1, "b": 2, "z": 26}
+
+
+def journal_bytes(d) -> bytes:
+    with open(os.path.join(str(d), "journal"), "rb") as f:
+        return f.read()
+
+
+def test_a_damaged_line_with_intact_lines_after_it_is_skipped_not_cut(tmp_path, caplog):
+    state = {}
+    j, _ = open_journal(tmp_path, state)
+    for k, v in (("a", 1), ("b", 2), ("c", 3)):
+        j.append({"k": k, "v": v})
+    j.flush()
+    raw = journal_bytes(tmp_path)
+    at = raw.index(b'"b"')
+    damaged = raw[:at] + b'"x"' + raw[at + 3:]         # a flipped byte that still parses as JSON
+    with open(os.path.join(str(tmp_path), "journal"), "wb") as f:
+        f.write(damaged)
+    state = {}
+    with caplog.at_level("WARNING", "tidemq.broker"):
+        j2, n = open_journal(tmp_path, state)
+    assert n == 2 and state == {"a": 1, "c": 3}, "the damaged change is never applied, the later one is"
+    assert j2.damaged_lines == 1 and "not a torn tail" in caplog.text
+    assert journal_bytes(tmp_path) == damaged, "nothing cut"
+    j2.append({"k": "d", "v": 4})
+    state = {}
+    _, n = open_journal(tmp_path, state)
+    assert state == {"a": 1, "c": 3, "d": 4}
+
+
+def test_a_damaged_last_line_is_a_torn_tail_and_cut(tmp_path):
+    state = {}
+    j, _ = open_journal(tmp_path, state)
+    j.append({"k": "a", "v": 1})
+    j.append({"k": "b", "v": 2})
+    j.flush()
+    raw = journal_bytes(tmp_path)
+    first = raw.index(b"\n") + 1
+    with open(os.path.join(str(tmp_path), "journal"), "wb") as f:
+        f.write(raw[:first] + b"\x00" * (len(raw) - first - 1) + b"\n")   # a write that never reached the disk
+    state = {}
+    j2, n = open_journal(tmp_path, state)
+    assert n == 1 and state == {"a": 1} and j2.damaged_lines == 0
+    assert journal_bytes(tmp_path) == raw[:first]
+
+
+def test_lines_written_before_the_crc_are_replayed(tmp_path):
+    with open(os.path.join(str(tmp_path), "journal"), "wb") as f:
+        f.write(b'{"k":"a","v":1}\n{"k":"b","v":2}\n')
+    state = {}
+    _, n = open_journal(tmp_path, state)
+    assert n == 2 and state == {"a": 1, "b": 2}
+
+
+def test_a_damaged_snapshot_falls_back_to_the_previous_one_and_the_journal_replays(tmp_path):
+    state = {}
+    j, _ = open_journal(tmp_path, state)
+    j.compact({"a": 1})
+    j.append({"k": "b", "v": 2})
+    j.compact({"a": 1, "b": 2})
+    j.append({"k": "c", "v": 3})
+    j.flush()
+    with open(os.path.join(str(tmp_path), "snapshot.json"), "wb") as f:
+        f.write(os.urandom(30))
+    state = {}
+    j2, n = open_journal(tmp_path, state)
+    assert state == {"a": 1, "c": 3}, "the previous snapshot plus the journal since the last one"
+    assert j2.loaded.source.value == "backup"

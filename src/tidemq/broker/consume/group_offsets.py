@@ -1,11 +1,14 @@
 """The committed offsets of consumer groups (UpdateOffset / GetOffset): (group, topic, queue)
 -> offset.
 
-They live in ``<root>/broker/consumer_offsets.json`` (state/layout.py), a JSON object whose
-keys are ``[group, topic, queue]`` as JSON text, rewritten atomically at most once a second
-when something changed (the broker's flush task) and at shutdown, as RocketMQ persists them
+They live in ``<root>/broker/consumer_offsets.json`` (state/layout.py), a checked document
+(state/checked.py: CRC, previous version kept as ``.bak``) holding a JSON object whose keys
+are ``[group, topic, queue]`` as JSON text, rewritten atomically at most once a second when
+something changed (the broker's flush task) and at shutdown, as RocketMQ persists them
 periodically: a crash can replay up to a second of commits (at-least-once), never lose
-messages.
+messages. A damaged file falls back to its previous version (commits of its last second
+replayed); with both damaged the groups start without committed offsets (ERROR in the log):
+consumers start where their clients start without one, and nothing is skipped.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from __future__ import annotations
 import json
 import time
 
-from ...io import FileIO, read_whole, write_atomic
+from ...io import FileIO
+from ... import checked
 from ..state.layout import StateLayout
 
 
@@ -25,11 +29,12 @@ class GroupOffsets:
         self.offsets: dict[tuple[str, str, int], int] = {}
         self.committed_at_ms: dict[tuple[str, str, int], int] = {}   # since start: for `group status`
         self._dirty = False
+        self.loaded = checked.Loaded(None, checked.Source.NONE, "")
 
     def load(self) -> None:
-        if self.fio.exists(self.path):
-            doc = json.loads(read_whole(self.fio, self.path))
-            self.offsets = {tuple(json.loads(k)): v for k, v in doc.items()}
+        self.loaded = checked.load(self.fio, self.path, "consumer offsets", check=parse)
+        if self.loaded.doc is not None:
+            self.offsets = parse(self.loaded.doc)
 
     def get(self, group: str, topic: str, qid: int) -> int | None:
         return self.offsets.get((group, topic, qid))
@@ -49,5 +54,21 @@ class GroupOffsets:
     def flush(self) -> None:
         if self._dirty:
             self._dirty = False
-            doc = {json.dumps(list(k)): v for k, v in sorted(self.offsets.items())}
-            write_atomic(self.fio, self.path, json.dumps(doc).encode())
+            write(self.fio, self.path, self.offsets)
+
+
+def write(fio: FileIO, path: str, offsets: dict[tuple[str, str, int], int]) -> None:
+    """The offsets as the file holds them (a checked document; a follower writes its leader's
+    copy with it too: replication/state.py)."""
+    checked.write(fio, path, {json.dumps(list(k)): v for k, v in sorted(offsets.items())})
+
+
+def parse(doc) -> dict[tuple[str, str, int], int]:
+    """The offsets a document holds; raises on anything else (a damaged file that still parses)."""
+    offsets = {}
+    for k, v in doc.items():
+        g, t, q = json.loads(k)
+        if not (isinstance(g, str) and isinstance(t, str) and type(q) is int and type(v) is int and v >= 0):
+            raise checked.Damaged(f"not an offset: {k}: {v!r}")
+        offsets[(g, t, q)] = v
+    return offsets

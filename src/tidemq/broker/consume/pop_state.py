@@ -95,7 +95,7 @@ class PopState:
         if not self.fio.exists(self.secret_path):
             write_atomic(self.fio, self.secret_path, os.urandom(32).hex().encode())
         self.secret = read_whole(self.fio, self.secret_path).strip()
-        replayed = self.journal.open(self._load, self._apply)
+        replayed = self.journal.open(self._load, self._apply, "pop state")
         if replayed:
             log.info("pop state: %d journal entries replayed, %d queue(s), %d message(s) in flight", replayed,
                      len(self.queues), sum(len(q.inflight) for q in self.queues.values()))

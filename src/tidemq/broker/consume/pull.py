@@ -12,6 +12,7 @@ import time
 from ...protocol.stubs import Code, pb, spb, status
 from ...store import GetResult, GetStatus, MessageStore
 from ...store.codec import valid_topic
+from ..observe.outcomes import OK, Outcomes
 from ..wire import to_wire
 from .group_offsets import GroupOffsets
 
@@ -41,8 +42,11 @@ async def long_poll(fetch, arrivals: asyncio.Event, wait_s: float, context) -> G
 
 class Pull:
     def __init__(self, store: MessageStore, offsets: GroupOffsets, arrivals: asyncio.Event,
-                 bytes_max: int = PULL_BYTES_MAX) -> None:
+                 bytes_max: int = PULL_BYTES_MAX, got: Outcomes | None = None, wait_s_max: float = 30.0) -> None:
+        """``wait_s_max``: the longest a PullMessage long-polls, whatever it asks (long_polling_s_max)."""
         self.store = store
+        self.got = got if got is not None else Outcomes()     # messages handed out, by topic and status
+        self.wait_s_max = wait_s_max
         self.offsets = offsets
         self.arrivals = arrivals
         self.bytes_max = bytes_max
@@ -63,11 +67,13 @@ class Pull:
         tags = None if not expr or expr == "*" else [t.strip() for t in expr.split("||") if t.strip()]
         batch = request.batch_size if request.batch_size > 0 else 32
         group = request.group.name or "%pull"
-        wait_s = request.long_polling_timeout.seconds + request.long_polling_timeout.nanos / 1e9
+        wait_s = min(request.long_polling_timeout.seconds + request.long_polling_timeout.nanos / 1e9,
+                     self.wait_s_max)
         offset = request.offset
         g = await long_poll(lambda: self.store.get(group, topic, qid, offset, max_count=batch, max_bytes=self.bytes_max,
                                                    tags=tags), self.arrivals, wait_s, context)
         if g.status is GetStatus.FOUND:
+            self.got.add(topic, OK, len(g.messages))
             yield spb.PullMessageResponse(status=status(Code.OK))
             for m in g.messages:
                 yield spb.PullMessageResponse(message=to_wire(m, 1, "", 0))

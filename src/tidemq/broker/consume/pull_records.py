@@ -17,6 +17,7 @@ from ...protocol.pull_frame import BYTES_MAX, decode_request, encode_response
 from ...protocol.stubs import Code
 from ...store import GetStatus, MessageStore
 from ...store.codec import valid_topic
+from ..observe.outcomes import OK, Outcomes
 from .pull import long_poll
 
 RESPONSE_SLACK_BYTES = 4096     # the response's header and gRPC framing, besides sizes and records
@@ -24,8 +25,9 @@ RESPONSE_SLACK_BYTES = 4096     # the response's header and gRPC framing, beside
 
 class Records:
     def __init__(self, store: MessageStore, arrivals: asyncio.Event, max_message_bytes: int,
-                 bytes_max: int = BYTES_MAX) -> None:
+                 bytes_max: int = BYTES_MAX, got: Outcomes | None = None) -> None:
         self.store = store
+        self.got = got if got is not None else Outcomes()     # messages handed out, by topic and status
         self.arrivals = arrivals
         self.max_message_bytes = max_message_bytes        # what gRPC lets the response carry
         self.bytes_max = bytes_max                        # record bytes one response carries at most
@@ -48,6 +50,7 @@ class Records:
         if g.status is GetStatus.FOUND:
             sizes, data = g.records
             head.update(code=Code.OK, count=len(sizes))
+            self.got.add(topic, OK, len(sizes))
             return encode_response(head, sizes, data)
         if g.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
             head.update(code=Code.ILLEGAL_OFFSET,

@@ -34,6 +34,7 @@ from ...io import Clock
 from ...protocol.stubs import Code, pb, spb, status
 from ...store import GetStatus, Message, MessageStore, PutStatus
 from ...store.codec import PROP_UNIQ_KEY, valid_topic
+from ..observe.outcomes import DEAD_LETTERED, OK, REDELIVERED, Outcomes
 from ..sessions.telemetry import client_id_of
 from ..wire import INTERNAL, to_wire
 from .pop_state import HandleError, PopState
@@ -49,8 +50,10 @@ def dlq_topic(group: str) -> str:
 
 
 class Consumption:
-    def __init__(self, store: MessageStore, config: BrokerConfig, pop: PopState, clock: Clock | None = None) -> None:
+    def __init__(self, store: MessageStore, config: BrokerConfig, pop: PopState, clock: Clock | None = None,
+                 got: Outcomes | None = None) -> None:
         self.store = store
+        self.got = got if got is not None else Outcomes()     # messages handed out, by topic and status
         self.clock = clock or store.clock
         self.config = config
         self.pop = pop
@@ -121,11 +124,13 @@ class Consumption:
             if inf.attempt >= self.config.delivery_attempts_max:
                 if self._to_dlq(group, m, f"after {inf.attempt} deliveries") is None:
                     self.pop.drop(group, topic, q, o)
+                    self.got.add(topic, DEAD_LETTERED)
                 elif in_order:
                     return
                 continue
             h = self.pop.deliver(group, topic, q, o, inf.attempt + 1, now + invisible_ms, renew_for, renew_until)
             out.append(to_wire(m, inf.attempt + 1, h, invisible_ms))
+            self.got.add(topic, REDELIVERED)
         while len(out) < batch:
             cursor = st.cursor
             g = self.store.get(group, topic, q, cursor, max_count=batch - len(out), tags=tags)
@@ -133,6 +138,7 @@ class Consumption:
                 for m in g.messages:
                     h = self.pop.deliver(group, topic, q, m.queue_offset, 1, now + invisible_ms, renew_for, renew_until)
                     out.append(to_wire(m, 1, h, invisible_ms))
+                self.got.add(topic, OK, len(g.messages))
                 self.pop.skip_to(group, topic, q, g.next_offset)
             elif g.status in SKIP and g.next_offset > cursor:
                 self.pop.skip_to(group, topic, q, g.next_offset)
@@ -171,6 +177,10 @@ class Consumption:
                                                        request.invisible_duration.nanos):
             d = request.invisible_duration
             invisible_ms = d.seconds * 1000 + d.nanos // 1_000_000
+            bad = self._invisible_problem(invisible_ms)
+            if bad is not None:
+                yield spb.ReceiveMessageResponse(status=status(Code.ILLEGAL_INVISIBLE_TIME, bad))
+                return
         else:
             invisible_ms = int(self.config.invisible_duration_default_s * 1000)
         wait_s = min(request.long_polling_timeout.seconds + request.long_polling_timeout.nanos / 1e9,
@@ -204,8 +214,20 @@ class Consumption:
             yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
         yield spb.ReceiveMessageResponse(delivery_timestamp=ts)
 
+    def _invisible_problem(self, ms: int) -> str | None:
+        """Why an invisible time a client asks for is refused (ILLEGAL_INVISIBLE_TIME), or None."""
+        most = self.config.invisible_duration_s_max
+        if ms <= 0 or ms > most * 1000:
+            return f"invisible duration must be > 0 and at most invisible_duration_s_max={most:g} s (got {ms} ms)"
+        return None
+
     def ack(self, request):
         group = request.group.name
+        most = self.config.ack_entries_max
+        if len(request.entries) > most:         # bounded before any is looked at: nothing acked
+            return spb.AckMessageResponse(status=status(
+                Code.PAYLOAD_TOO_LARGE, f"{len(request.entries)} entries: one AckMessage carries at most "
+                                        f"ack_entries_max={most}; nothing acked"))
         entries = []
         for e in request.entries:
             try:
@@ -230,8 +252,9 @@ class Consumption:
     def change_invisible(self, request):
         d = request.invisible_duration
         ms = d.seconds * 1000 + d.nanos // 1_000_000
-        if ms <= 0:
-            return spb.ChangeInvisibleDurationResponse(status=status(Code.ILLEGAL_INVISIBLE_TIME, "must be > 0"),
+        bad = self._invisible_problem(ms)
+        if bad is not None:
+            return spb.ChangeInvisibleDurationResponse(status=status(Code.ILLEGAL_INVISIBLE_TIME, bad),
                                                        receipt_handle=request.receipt_handle)
         try:
             h = self.pop.change_invisible(request.group.name, request.receipt_handle, self.now_ms() + ms)

@@ -8,8 +8,8 @@ time-ordered index (a heap of ``(deliver_ms, schedule offset)``: 16 bytes of
 data per waiting message, no timer each) and, as entries fall due, puts the
 messages into their real topics in batches.
 
-Progress, ``<root>/broker/timer/checkpoint.json`` (state/layout.py; written atomically at
-most once a second, and at shutdown)::
+Progress, ``<root>/broker/timer/checkpoint.json`` (state/layout.py; a checked document,
+state/checked.py, written atomically at most once a second, and at shutdown)::
 
     {"enqueued": E, "low": L, "delivered_before_ms": T}
 
@@ -19,7 +19,9 @@ from L: offsets below E with a time below T are skipped, the rest are waiting.
 What was moved after the last checkpoint looks unmoved; for every entry due by
 the start time :func:`parking.already_moved` asks the index before putting it
 again, so a kill -9 neither loses nor doubles a message. A message due while the
-broker was down is moved in the first round after the start.
+broker was down is moved in the first round after the start. A damaged checkpoint falls
+back to its previous version, or to none: the queue is read again from its start, and
+every entry due by then is looked up in the index before it is moved (none doubled).
 
 Bounds: at most ``timer_pending_max`` waiting messages (a send beyond is refused
 by the service), ``round_max`` (ROUND_MAX) reads or moves per round.
@@ -29,13 +31,12 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import json
 import logging
 import os
 from typing import Callable
 
-from ...io import read_whole, write_atomic
 from ...store import MessageStore
+from ... import checked
 from ..state.layout import StateLayout, state_dir as state_dir_of
 from . import parking
 from .parking import PROP_DELIVER_MS, SCHEDULE_TOPIC
@@ -71,8 +72,8 @@ class Timer:
         parking.ensure_topic(self.store, SCHEDULE_TOPIC)
         self.store.fio.makedirs(os.path.dirname(self.path))
         low = self.store.min_offset(SCHEDULE_TOPIC, 0)
-        if self.store.fio.exists(self.path):
-            doc = json.loads(read_whole(self.store.fio, self.path))
+        doc = checked.load(self.store.fio, self.path, "timer progress", check=check_progress).doc
+        if doc is not None:
             self._skip_below = (doc["enqueued"], doc["delivered_before_ms"])
             low = max(low, doc["low"])
             self._saved = (doc["enqueued"], doc["low"], doc["delivered_before_ms"])
@@ -176,7 +177,7 @@ class Timer:
             return
         if state == self._saved or (not force and self.store.clock.monotonic_s() - self._saved_at < CHECKPOINT_INTERVAL_S):
             return
-        write_atomic(self.store.fio, self.path, json.dumps(self.snapshot()).encode())
+        checked.write(self.store.fio, self.path, self.snapshot())
         self._saved = state
         self._saved_at = self.store.clock.monotonic_s()
 
@@ -215,3 +216,10 @@ class Timer:
         read = self.enqueue()
         moved, failed = self.move_due(self.store.clock.now_ms())
         return read >= self.round_max or moved >= self.round_max, failed
+
+
+def check_progress(doc) -> None:
+    """Raises unless ``doc`` is the timer's progress (a damaged file that still parses)."""
+    if not (isinstance(doc, dict) and all(type(doc.get(k)) is int
+                                          for k in ("enqueued", "low", "delivered_before_ms"))):
+        raise checked.Damaged("not the timer's progress")

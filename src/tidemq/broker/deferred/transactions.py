@@ -98,7 +98,7 @@ class Transactions:
             self.ended = {int(o): r for o, r in doc["ended"].items()}
             self.checks = {int(o): n for o, n in doc["checks"].items()}
 
-        replayed = self.journal.open(load, self._apply)
+        replayed = self.journal.open(load, self._apply, "transactions")
         self.low = max(self.low, self.store.min_offset(HALF_TOPIC, 0))
         self.scan_offset = self.low
         self.recover_below = self.store.max_offset(HALF_TOPIC, 0)

@@ -1,4 +1,4 @@
-"""The broker's HTTP port (metrics_port, on the gRPC host): Prometheus and orchestrators.
+"""The broker's HTTP port (metrics_port on metrics_host, loopback by default): Prometheus and orchestrators.
 
     GET /metrics       Prometheus text format (metrics.py)
     GET /healthz       200 "ok": the process answers
@@ -30,12 +30,16 @@ log = logging.getLogger("tidemq.broker")
 
 
 def topics_table(store) -> list[dict]:
+    """The page's topics: queues, messages, record bytes (exact up to 4096 messages a queue,
+    estimated beyond: ``bytes_exact``), the sums of the queues' min..max offsets."""
     out = []
     for t in sorted(set(store.topic_names()) - SYSTEM_TOPICS):
         n = store.queue_count(t)
         lo = [store.min_offset(t, q) for q in range(n)]
         hi = [store.max_offset(t, q) for q in range(n)]
+        sized = [store.queue_bytes(t, q) for q in range(n)]
         out.append({"topic": t, "queues": n, "messages": sum(h - m for h, m in zip(hi, lo)),
+                    "bytes": sum(b for b, _ in sized), "bytes_exact": all(e for _, e in sized),
                     "range": f"{sum(lo)}..{sum(hi)}"})
     return out
 

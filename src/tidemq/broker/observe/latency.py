@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-# seconds: 50 us .. 10 s, the range a put takes between a page-cache append and a stalled fsync
+# seconds: 50 us .. 10 s, the range a put (or a flush) takes between a page-cache append and a stalled fsync
 PUT_BOUNDS_S = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                 2.5, 10.0)
 

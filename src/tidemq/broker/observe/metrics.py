@@ -1,21 +1,30 @@
 """Prometheus metrics of a running broker, read from the Observer at scrape time: nothing is
 counted twice and the hot path pays nothing but the put-latency bucket (latency.py).
 
-    tidemq_messages_put_total{topic}          messages stored (sum of its queues' max offsets)
-    tidemq_messages_got_total{topic}          messages handed to consumers since start
+    tidemq_messages_put_total{topic,status}   messages sent since start by the status they were answered:
+                                              OK, TOO_MANY_REQUESTS (held then refused, or refused by the
+                                              store), DUPLICATE, ... (outcomes.py; topic "": no such topic)
+    tidemq_messages_got_total{topic,status}   messages handed to consumers since start: OK, REDELIVERED,
+                                              DEAD_LETTERED (outcomes.py)
     tidemq_bytes_in_total / _bytes_out_total  commit-log bytes appended / message bytes read
     tidemq_sends_held_total / _refused_total  sends held by flow control / refused by it
     tidemq_put_latency_seconds                histogram of store puts (one per request)
-    tidemq_writes_refused{reason}             1 while writes are not accepted, one series per reason
-    tidemq_writes_held                        1 while sends are held (alarm, backlog), 0 else
+    tidemq_flush_latency_seconds              histogram of commit-log flushes (fsync)
+    tidemq_writes_refused{reason}             1 while the store refuses writes (DISK_FULL, ARCHIVE_PENDING,
+                                              ...), one series per reason; reason="" 0 while it does not
+    tidemq_writes_held{reason}                1 while sends are held, then refused with TOO_MANY_REQUESTS
+                                              (MEMORY_ALARM, DISK_ALARM, FLUSH_BACKLOG); reason="" 0 else
     tidemq_alarm{resource}                    1 while the memory / disk alarm is raised
     tidemq_disk_used_ratio{dir,state}         used fraction of each store directory
     tidemq_disk_forecast_seconds{dir,ratio}   time until a directory (or all) reaches 75 / 85 / 90 %
     tidemq_segments_deleted_bytes_total       commit-log bytes cleanup has deleted
     tidemq_segments_deleted_total{reason}     segments deleted: expired, or space (before expiry)
     tidemq_cleanup_not_freed_total{reason}    rounds with space short and nothing deleted, by why
+    tidemq_group_messages_evicted_total{group,topic}  messages cleanup deleted before a subscribed group
+                                              consumed them (space_policy=evict, or expired)
     tidemq_consumer_lag_messages{group,topic,queue}
-    tidemq_flushes_total / _flush_seconds_total  commit-log fsyncs and the time they took
+    tidemq_flushes_total / _flush_seconds_total  commit-log fsyncs and the time they took (the histogram
+                                              above has their spread)
     tidemq_recovery_seconds                   how long the store took to start
     tidemq_records_damaged_total              records read but not served: they fail their CRC
     tidemq_replication_leader{group}          1 while this broker leads its group (unfenced), 0 else
@@ -32,7 +41,7 @@ from __future__ import annotations
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from .verdict import ACCEPTED, HELD
+from .verdict import STORE
 
 
 class BrokerCollector(Collector):
@@ -43,14 +52,15 @@ class BrokerCollector(Collector):
         o = self.observer
         st = o.status()
         yield GaugeMetricFamily("tidemq_up", "the broker answers", value=1)
-        put = CounterMetricFamily("tidemq_messages_put", "messages stored, by topic", labels=["topic"])
-        for t, n in sorted(o.put_totals().items()):
-            put.add_metric([t], n)
+        put = CounterMetricFamily("tidemq_messages_put", "messages sent since start, by topic and the status "
+                                  "they were answered (OK: stored)", labels=["topic", "status"])
+        for (t, status), n in sorted(o.put_outcomes().items()):
+            put.add_metric([t, status], n)
         yield put
-        got = CounterMetricFamily("tidemq_messages_got", "messages handed to consumers since start, by topic",
-                                  labels=["topic"])
-        for t, (n, _b) in sorted(o.read_totals().items()):
-            got.add_metric([t], n)
+        got = CounterMetricFamily("tidemq_messages_got", "messages handed to consumers since start, by topic and "
+                                  "status (OK, REDELIVERED, DEAD_LETTERED)", labels=["topic", "status"])
+        for (t, status), n in sorted(o.got_outcomes().items()):
+            got.add_metric([t, status], n)
         yield got
         tot = st["totals"]
         yield CounterMetricFamily("tidemq_bytes_in", "commit-log bytes appended", value=tot["bytes_in"])
@@ -60,16 +70,23 @@ class BrokerCollector(Collector):
         lat = o.put_latency
         yield HistogramMetricFamily("tidemq_put_latency_seconds", "store put time per request",
                                     buckets=lat.cumulative(), sum_value=lat.sum_s)
-        v = st["verdict"]
-        refused = GaugeMetricFamily("tidemq_writes_refused", "1 while writes are not accepted, by reason",
-                                    labels=["reason"])
-        if v["writes"] == ACCEPTED:
-            refused.add_metric([""], 0)
-        for r in v["reasons"]:
-            refused.add_metric([r["code"]], 1)
+        fl = o.flush_latency
+        yield HistogramMetricFamily("tidemq_flush_latency_seconds", "commit-log flush (fsync) time",
+                                    buckets=fl.cumulative(), sum_value=fl.sum_s)
+        reasons = st["verdict"]["reasons"]
+        refused = GaugeMetricFamily("tidemq_writes_refused", "1 while the store refuses writes, one series per "
+                                    "reason (reason=\"\" 0 while it does not)", labels=["reason"])
+        held = GaugeMetricFamily("tidemq_writes_held", "1 while sends are held, then refused with "
+                                 "TOO_MANY_REQUESTS (an alarm, the flush backlog), one series per reason "
+                                 "(reason=\"\" 0 while none)", labels=["reason"])
+        for family, mine in ((refused, [r for r in reasons if r["source"] == STORE]),
+                             (held, [r for r in reasons if r["source"] != STORE])):
+            if not mine:
+                family.add_metric([""], 0)
+            for r in mine:
+                family.add_metric([r["code"]], 1)
         yield refused
-        yield GaugeMetricFamily("tidemq_writes_held", "1 while sends are held (then refused)",
-                                value=1 if v["writes"] == HELD else 0)
+        yield held
         alarm = GaugeMetricFamily("tidemq_alarm", "1 while a resource alarm is raised", labels=["resource"])
         for name, a in st["alarms"].items():
             alarm.add_metric([name], 1 if a["raised"] else 0)
@@ -81,8 +98,9 @@ class BrokerCollector(Collector):
             used.add_metric([d["path"], d["role"], d["state"]], d["used_ratio_percent"] / 100)
         yield used
         fc = GaugeMetricFamily("tidemq_disk_forecast_seconds", "seconds until a directory (dir=\"all\": the "
-                               "commit-log disks together) reaches a ratio at the rate of the last minute; 0 while "
-                               "writes are refused; absent: not at this rate", labels=["dir", "ratio"])
+                               "commit-log disks together) reaches a ratio at the pace its file system filled over "
+                               "the last minute; 0: reached, or (the warning ratio) writes refused or held by the "
+                               "disk alarm; absent: not at this pace", labels=["dir", "ratio"])
         for ratio, s in disk["forecast"]["seconds_until_percent"].items():
             if s is not None:
                 fc.add_metric(["all", ratio], s)
@@ -104,6 +122,12 @@ class BrokerCollector(Collector):
         for reason, n in cl["not_freed_rounds_by_reason"].items():
             not_freed.add_metric([reason], n)
         yield not_freed
+        evicted = CounterMetricFamily("tidemq_group_messages_evicted", "messages cleanup deleted before a subscribed "
+                                      "group consumed them, since start (space_policy=evict, or expired)",
+                                      labels=["group", "topic"])
+        for e in cl.get("evicted_by_group", []):
+            evicted.add_metric([e["group"], e["topic"]], e["messages"])
+        yield evicted
         lag = GaugeMetricFamily("tidemq_consumer_lag_messages", "messages a group has not consumed",
                                 labels=["group", "topic", "queue"])
         for r in o.lag():

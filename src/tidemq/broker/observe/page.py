@@ -4,8 +4,9 @@ the 75 / 85 / 90 % lines; a chart of usage over the kept history with the foreca
 ratio (when must disk be added); alarms; topics with sizes; groups with lag.
 
 Every element a test or a person looks for has an id: #verdict (class accepted / held /
-refused), #disks (.disk rows, class ok / warn / danger), #chart, #replication (in a broker group:
-#role, followers with their lag), #alarms, #topics, #groups."""
+refused), #disks (.disk rows, class ok / warn / danger), #chart (#usage, .forecast lines and
+labels, #stopped while writes are held or refused), #cleanup, #forecast, #replication (in a
+broker group: #role, followers with their lag), #alarms, #topics, #groups."""
 
 from __future__ import annotations
 
@@ -20,7 +21,10 @@ h1{font-size:1.4em} h2{font-size:1.1em;margin-top:1.5em}
 #verdict{padding:.8em 1em;border-radius:6px;font-size:1.2em;font-weight:600}
 #verdict.accepted{background:#e3f5e1;color:#1b5e20} #verdict.held{background:#fff3cd;color:#7a5b00}
 #verdict.refused{background:#fde2e1;color:#8b1a1a} #verdict li{font-weight:400;font-size:.85em}
-.bar{position:relative;height:22px;background:#eee;border-radius:4px;width:100%}
+.bar{position:relative;height:22px;background:#eee;border-radius:4px;width:100%;min-width:220px}
+td.num{white-space:nowrap;text-align:right}
+#disks{width:100%} #disks td.path{overflow-wrap:anywhere;min-width:20em} .legend{font-size:.85em}
+.legend .u{color:#1565c0;font-weight:600} .legend .f{color:#e65100;font-weight:600}
 .fill{height:100%;border-radius:4px} .ok .fill{background:#4caf50} .warn .fill{background:#f0ad4e}
 .danger .fill{background:#d9534f}
 .line{position:absolute;top:-3px;bottom:-3px;width:2px;background:#333;opacity:.6}
@@ -45,17 +49,20 @@ def _disks(disk: dict) -> str:
     for d in disk["directories"]:
         pct = d["used_ratio_percent"]
         lines = "".join(f'<div class="line" style="left:{r}%" title="{r} %"></div>' for r in RATIOS)
-        rows.append(f'<tr class="disk {_level(pct)}" data-used="{pct:.2f}"><td>{escape(d["path"])}</td>'
+        rows.append(f'<tr class="disk {_level(pct)}" data-used="{pct:.2f}"><td class="path">{escape(d["path"])}</td>'
                     f'<td>{escape(d["role"])}</td><td>{escape(d["state"])}</td>'
-                    f'<td style="width:40%"><div class="bar"><div class="fill" style="width:{min(pct, 100):.1f}%">'
-                    f'</div>{lines}</div></td><td>{pct:.1f} %</td><td>{human_bytes(d["free_bytes"])} free</td></tr>')
+                    f'<td style="width:30%"><div class="bar"><div class="fill" style="width:{min(pct, 100):.1f}%">'
+                    f'</div>{lines}</div></td><td class="num">{pct:.1f} %</td>'
+                    f'<td class="num">{human_bytes(d["free_bytes"])} free</td></tr>')
     return ('<table id="disks"><tr><th>directory</th><th>role</th><th>state</th>'
             '<th>used (marks at 75 / 85 / 90 %)</th><th></th><th></th></tr>'
             + "".join(rows) + "</table>")
 
 
-def _chart(series: list[dict], forecast: dict, now_s: float, w: int = 720, h: int = 220) -> str:
-    """Used % of the fullest directory over time, and a dashed line from now to each ratio."""
+def _chart(series: list[dict], forecast: dict, now_s: float, writes: str = "accepted", w: int = 720,
+           h: int = 260) -> str:
+    """Used % of the fullest directory over time, a dashed line from now to each ratio it will
+    reach, and, while writes are held or refused, that they stop now (the warning ratio's time)."""
     pts = [(s["t_s"], max(s["used_percent"].values(), default=0.0)) for s in series]
     eta = {int(k): v for k, v in forecast["seconds_until_percent"].items() if v is not None and v > 0}
     t0 = pts[0][0] if pts else now_s - 60
@@ -78,7 +85,12 @@ def _chart(series: list[dict], forecast: dict, now_s: float, w: int = 720, h: in
         for r, s in sorted(eta.items()):
             fc += (f'<line class="forecast" x1="{x(last_t):.1f}" y1="{y(last_p):.1f}" x2="{x(now_s + s):.1f}" '
                    f'y2="{y(r):.1f}" stroke="#e65100" stroke-dasharray="6 4"/>'
-                   f'<text x="{x(now_s + s) - 30:.1f}" y="{y(r) - 4:.1f}" font-size="10">{r}% in {until(s)}</text>')
+                   f'<text class="forecast" x="{min(x(now_s + s) - 30, w - 90):.1f}" y="{y(r) - 4:.1f}" '
+                   f'font-size="10">{r}% in {until(s)}</text>')
+    stop = forecast["seconds_until_percent"].get(str(RATIOS[2]))
+    if pts and writes != "accepted" and stop == 0:
+        fc += (f'<text id="stopped" x="{x(now_s) + 6:.1f}" y="{y(RATIOS[2]) - 4:.1f}" font-size="11" fill="#b71c1c" '
+               f'font-weight="600">writes {escape(writes)} now</text>')
     axis = (f'<text x="40" y="{h - 5}" font-size="10">{human_seconds(now_s - t0)} ago</text>'
             f'<line x1="{x(now_s):.1f}" x2="{x(now_s):.1f}" y1="10" y2="{h - 20}" stroke="#999" stroke-dasharray="2 2"/>'
             f'<text x="{x(now_s) - 10:.1f}" y="{h - 5}" font-size="10">now</text>')
@@ -86,6 +98,14 @@ def _chart(series: list[dict], forecast: dict, now_s: float, w: int = 720, h: in
             f'aria-label="disk usage (fullest directory) over time and the forecast to each ratio">'
             f'<rect x="40" y="10" width="{w - 50}" height="{h - 30}" fill="#fafafa" stroke="#ddd"/>'
             f'{grid}{axis}{used}{fc}</svg>')
+
+
+def _span(series: list[dict]) -> float:
+    return series[-1]["t_s"] - series[0]["t_s"] if len(series) > 1 else 0.0
+
+
+def _size(t: dict) -> str:
+    return ("" if t.get("bytes_exact", True) else "~") + human_bytes(t.get("bytes", 0))
 
 
 def _table(id_: str, cols: list[str], rows: list[list]) -> str:
@@ -124,13 +144,15 @@ def render(st: dict, series: list[dict], topics: list[dict], groups: list[dict],
 <p class="muted">store {escape(st['root'])}, up {human_seconds(st['uptime_s'])}; put {r['put_per_s']:.1f}/s,
 got {r['got_per_s']:.1f}/s, in {human_bytes(r['bytes_in_per_s'])}/s; {st['topics']} topics, {st['groups']} groups</p>
 <h2>Disks</h2>{_disks(disk)}
-<h2>Usage and forecast</h2>{_chart(series, f, st['started_ms'] / 1000 + st['uptime_s'])}
+<h2>Usage and forecast</h2>{_chart(series, f, st['started_ms'] / 1000 + st['uptime_s'], st['verdict']['writes'])}
+<p class="legend muted"><span class="u">&#9472;</span> used, fullest directory (last {human_seconds(_span(series))});
+<span class="f">- -</span> forecast at the pace of the last minute; red dashes: the 75 / 85 / 90 % ratios</p>
 <p id="cleanup">{escape('Last cleanup: ' + cleanup_summary(disk['last_cleanup'], st['started_ms'] / 1000 + st['uptime_s']))}</p>
 <p id="forecast">{escape(eta)} &mdash; {escape(f['advice'])}</p>
 {_replication(st.get('replication'))}
 <h2>Alarms</h2>{_table('alarms', ['alarm', 'state', 'why'], alarms)}
-<h2>Topics</h2>{_table('topics', ['topic', 'queues', 'messages', 'min..max offsets'],
-                       [[t['topic'], t['queues'], t['messages'], t['range']] for t in topics])}
+<h2>Topics</h2>{_table('topics', ['topic', 'queues', 'messages', 'size', 'min..max offsets'],
+                       [[t['topic'], t['queues'], t['messages'], _size(t), t['range']] for t in topics])}
 <h2>Groups</h2>{_table('groups', ['group', 'topics', 'lag', 'in flight'],
                        [[g['group'], ', '.join(g['topics']), g['lag'], g['inflight']] for g in groups])}
 </body></html>"""

@@ -35,18 +35,27 @@ def query(store, topic: str, by: str, what, n: int) -> list[dict]:
     return [message_dict(m) for m in found[:n]]
 
 
+TOPIC_STATUS_UNITS_MAX = 100_000     # a queue's bytes are exact up to this many messages, estimated beyond
+
+
 def topic_status(store, topic: str, lag: list[dict]) -> dict:
+    """Queues (min / max offsets, messages, record bytes: ``bytes_exact`` False when estimated
+    from the last TOPIC_STATUS_UNITS_MAX messages of a longer queue) and the groups' lag."""
     queues = []
     for q in range(store.queue_count(topic)):
         lo, hi = store.min_offset(topic, q), store.max_offset(topic, q)
-        queues.append({"id": q, "min_offset": lo, "max_offset": hi, "messages": hi - lo})
+        nbytes, exact = store.queue_bytes(topic, q, TOPIC_STATUS_UNITS_MAX)
+        queues.append({"id": q, "min_offset": lo, "max_offset": hi, "messages": hi - lo, "bytes": nbytes,
+                       "bytes_exact": exact})
     groups: dict[str, dict] = {}
     for r in lag:
         if r["topic"] == topic:
             g = groups.setdefault(r["group"], {"group": r["group"], "lag": 0, "inflight": 0})
             g["lag"] += r["lag"]
             g["inflight"] += r["inflight"]
-    return {"topic": topic, "queues": queues, "messages": sum(q["messages"] for q in queues),
+    return {"topic": topic, "space_policy": store.space_policy(topic), "queues": queues,
+            "messages": sum(q["messages"] for q in queues),
+            "bytes": sum(q["bytes"] for q in queues), "bytes_exact": all(q["bytes_exact"] for q in queues),
             "groups": [groups[g] for g in sorted(groups)]}
 
 

@@ -32,6 +32,7 @@ class Observer:
         c = broker.config
         self.history = History(c.status_history_s, c.status_sample_interval_s)
         self.put_latency = LatencyBuckets()
+        self.flush_latency = LatencyBuckets()       # every commit-log flush (fsync), the store calls it
 
     # the parts --------------------------------------------------------------------------------
     @property
@@ -49,6 +50,14 @@ class Observer:
 
     def read_totals(self) -> dict[str, list[int]]:
         return {t: list(c) for t, c in list(self.store.read_counts.items())}
+
+    def put_outcomes(self) -> dict[tuple[str, str], int]:
+        """Messages answered by the send path since start, by (topic, status) (observe/outcomes.py)."""
+        return self.service.sends.outcomes.snapshot()
+
+    def got_outcomes(self) -> dict[tuple[str, str], int]:
+        """Messages handed out by the read paths since start, by (topic, status)."""
+        return self.service.got.snapshot()
 
     def used_percent(self, disk: dict) -> dict[str, float]:
         return {d["path"]: d["used_ratio_percent"] for d in disk["directories"]}
@@ -85,7 +94,7 @@ class Observer:
             "started_ms": self.started_ms,
             "uptime_s": round((self.clock.now_ms() - self.started_ms) / 1000, 1),
             "endpoint": f"{c.host}:{b.port}",
-            "metrics_endpoint": f"{c.host}:{b.metrics_port}" if b.metrics_port else None,
+            "metrics_endpoint": f"{c.metrics_host}:{b.metrics_port}" if b.metrics_port else None,
             "root": store.config.root_dir,
             "ready": True,
             "recovery": {"seconds": round(self.recovery_s, 3),

@@ -18,13 +18,14 @@ from __future__ import annotations
 from ..protection.alarms import human
 
 ACCEPTED, HELD, REFUSED = "accepted", "held", "refused"
+STORE = "store"            # the source of the store's own refusals; every other source holds sends
 
 
 def write_verdict(gate, store) -> dict:
     reasons = []
     why = store.put_refusal()
     if why is not None:
-        reasons.append({"source": "store", "code": why[0].name, "text": why[1]})
+        reasons.append({"source": STORE, "code": why[0].name, "text": why[1]})
     alarms = gate.alarms
     if alarms is not None:
         for a in (alarms.memory, alarms.disk):

@@ -34,6 +34,20 @@ class DedupWindow:
                 return None
         return v if type(v) is tuple else (v, "")
 
+    def find_many(self, topic: str, message_ids: list) -> dict[int, tuple[int, str]]:
+        """{index: (queue offset, transaction id)} of the ids (None: skipped) recently stored: one
+        C-level disjointness test per generation when none is (the common case)."""
+        out: dict[int, tuple[int, str]] = {}
+        for d in (self._new.get(topic), self._old.get(topic)):
+            if not d or d.keys().isdisjoint(message_ids):
+                continue
+            for i, m in enumerate(message_ids):
+                if i not in out and m is not None:
+                    v = d.get(m)
+                    if v is not None:
+                        out[i] = v if type(v) is tuple else (v, "")
+        return out
+
     def put(self, topic: str, message_id: str, offset: int, txn: str = "") -> None:
         self.put_many(topic, ((message_id, (offset, txn) if txn else offset),))
 

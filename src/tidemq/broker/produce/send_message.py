@@ -41,7 +41,10 @@ class MessageSends:
             return spb.SendMessageResponse(status=status(Code.BAD_REQUEST, "no message in the request"))
         refusal, answer = await self.sends.gated(context, sum(len(m.body) for m in msgs),
                                                  lambda: self._send(msgs, context))
-        return answer if refusal is None else self._refuse(msgs, refusal)
+        if refusal is not None:
+            answer = self._refuse(msgs, refusal)
+            self.sends.answered([m.topic.name for m in msgs], [Code.TOO_MANY_REQUESTS] * len(msgs))
+        return answer
 
     def _refuse(self, msgs, reason: str) -> "spb.SendMessageResponse":
         """Flow control's answer: TOO_MANY_REQUESTS, the one code the official producer does not retry at once."""
@@ -53,6 +56,7 @@ class MessageSends:
         entries: list = [None] * len(msgs)
         batch, where = [], []
         halves: set[int] = set()           # request indexes of TRANSACTION messages
+        parked = False                     # a DELAY message went to the schedule topic: wake the timer
         duplicates: list[int] = []
         for i, m in enumerate(msgs):
             sp = m.system_properties
@@ -86,6 +90,7 @@ class MessageSends:
                 if refusal is not None:
                     entries[i] = spb.SendResultEntry(status=refusal, message_id=sp.message_id)
                     continue
+                parked = parked or st.topic == SCHEDULE_TOPIC
                 if sp.message_type == MessageType.TRANSACTION:
                     halves.add(i)
             batch.append(st)
@@ -98,14 +103,16 @@ class MessageSends:
                 if code == Code.OK and r.uniq_key:
                     self.sends.remember(msgs[i].topic.name, r.uniq_key, r.queue_offset, txn)
                 elif r.uniq_key:
-                    self.sends.remember_unconfirmed(msgs[i].topic.name, r.uniq_key, r, txn)
+                    self.sends.remember_unconfirmed(msgs[i].topic.name, r.uniq_key, r.status, r.queue_offset,
+                                                    r.commitlog_offset + r.size, txn)
                 entries[i] = spb.SendResultEntry(status=status(code, r.error or ""),
                                                  message_id=r.uniq_key or (r.msg_id or ""),
                                                  offset=max(r.queue_offset, 0), transaction_id=txn)
         if batch and any(e.status.code == Code.OK for e in entries):
-            self.sends.stored()
+            self.sends.stored(parked)
         if duplicates:
             context.set_trailing_metadata(duplicates_trailer(duplicates))
+        self.sends.answered([m.topic.name for m in msgs], [e.status.code for e in entries], duplicates)
         codes = {e.status.code for e in entries}
         if len(entries) == 1:
             top = entries[0].status

@@ -8,10 +8,13 @@ SendRecords in send_records.py):
   a timeout is answered with the first store's offset instead of being stored twice, and
   flagged as a duplicate (the SendRecords frame's ``duplicates``, SendMessage's
   ``tidemq-duplicates`` trailer: protocol/data.py), with the text DUPLICATE for people:
-  ``seen`` / ``remember``;
-* the put (on a thread under SYNC_FLUSH, inline otherwise) and the store outcome as a
+  ``seen`` / ``remember``; a resend of a message appended but not confirmed (FLUSH_*_TIMEOUT) is
+  never appended again: ``remember_unconfirmed``, ``Unconfirmed``;
+* the put (on a thread under SYNC_FLUSH or SYNC replication, inline otherwise) and the store outcome as a
   protocol status code: ``put_batch`` / ``put_encoded``, ``put_code``;
-* waking long-polling consumers and the timer after a store: ``stored``.
+* waking long-polling consumers and the timer after a store: ``stored``;
+* what each message was answered, counted by topic and status (observe/outcomes.py, the
+  metric tidemq_messages_put_total): ``answered``.
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ from typing import Awaitable, Callable, TypeVar
 
 from ...config import BrokerConfig
 from ...protocol.stubs import Code
-from ...store import MessageStore, PutReason, PutStatus
+from ...store import MessageStore, PutReason, PutStatus, StoreNotRunning
 from ...store.codec import PROP_UNIQ_KEY, topic_problem
 from ..deferred.parking import SYSTEM_TOPICS
+from ..observe.outcomes import DUPLICATE as DUPLICATE_STATUS
+from ..observe.outcomes import Outcomes
 from ..protection.flow import SendGate
 from .dedup import DedupWindow
 
@@ -42,6 +47,9 @@ class Unconfirmed(tuple):
     never stored a second time."""
 
 
+_RESOURCE_REFUSALS = frozenset((PutReason.DISK_FULL, PutReason.ARCHIVE_PENDING, PutReason.UNCONSUMED_BACKLOG))
+
+
 def put_code(st: PutStatus, reason: PutReason | None) -> int:
     """A store outcome (PutResult.status, PutResult.reason) as a gRPC status code (how the
     official clients react: see the doc)."""
@@ -55,9 +63,10 @@ def put_code(st: PutStatus, reason: PutReason | None) -> int:
         return Code.HA_NOT_AVAILABLE
     if reason is PutReason.NOT_LEADER:                 # a follower: the text names the leader
         return Code.FORBIDDEN
-    # a full disk is a resource refusal: TOO_MANY_REQUESTS is the one code the client does not
-    # retry at once; the store not running, write and dispatch errors are internal (retried)
-    if reason is PutReason.DISK_FULL or reason is PutReason.ARCHIVE_PENDING:
+    # a full disk (or space kept for consumers' backlog) is a resource refusal: TOO_MANY_REQUESTS is
+    # the one code the client does not retry at once; the store not running, write and dispatch
+    # errors are internal (retried)
+    if reason in _RESOURCE_REFUSALS:
         return Code.TOO_MANY_REQUESTS
     if reason is PutReason.BODY_TOO_LARGE:
         return Code.MESSAGE_BODY_TOO_LARGE
@@ -74,7 +83,7 @@ def put_code(st: PutStatus, reason: PutReason | None) -> int:
 
 class SendPath:
     def __init__(self, store: MessageStore, config: BrokerConfig, gate: SendGate, puts: ThreadPoolExecutor,
-                 on_stored: Callable[[], None]) -> None:
+                 on_stored: Callable[..., None]) -> None:
         self.store = store
         self.config = config
         self.gate = gate
@@ -87,12 +96,37 @@ class SendPath:
         # after a start the window is empty: until then, ids it does not know are looked up in the
         # index (durable, rebuilt by recovery) among messages stored from ``_index_from_ms`` on
         span_s = config.send_dedup_after_restart_s if config.send_dedup_window_entries else 0.0
+        if store.commitlog_max_offset == store.commitlog_min_offset:
+            span_s = 0.0             # nothing was stored before this start: nothing to look up
         self._index_until_s = time.monotonic() + span_s
         self._index_from_ms = store.clock.now_ms() - int(span_s * 1000)
         self.latency = None          # observe/latency.LatencyBuckets of the puts, once the broker observes
         # (topic, message id) -> (queue offset, txn, log end) of puts answered FLUSH_*_TIMEOUT: appended,
         # so a resend must not append again; answered OK once the store confirms the end
         self.unconfirmed: dict[tuple[str, str], tuple[int, str, int]] = {}
+        self.outcomes = Outcomes(self._queue_count)     # messages by topic and the status they were answered
+
+    def _queue_count(self, topic: str) -> int:
+        try:
+            return self.store.queue_count(topic)
+        except StoreNotRunning:
+            return 0
+
+    def answered(self, topics, codes: list[int], duplicates=()) -> None:
+        """Count the answers to one request's messages: ``topics`` one per message (or one topic
+        for all), ``codes`` one per message, ``duplicates`` the indexes answered from the dedup
+        window (counted as DUPLICATE, not OK)."""
+        out = self.outcomes
+        if isinstance(topics, str) and not duplicates and len(set(codes)) == 1:
+            out.add_code(topics, codes[0], len(codes))      # the common case: one update
+            return
+        dup = set(duplicates)
+        for i, c in enumerate(codes):
+            t = topics if isinstance(topics, str) else topics[i]
+            if i in dup:
+                out.add(t, DUPLICATE_STATUS)
+            else:
+                out.add_code(t, c)
 
     # flow control ---------------------------------------------------------------------------
     async def gated(self, context, nbytes: int, send: Callable[[], Awaitable[T]]) -> tuple[str | None, T | None]:
@@ -146,19 +180,40 @@ class SendPath:
         """(queue offset, transaction id) of a recent store of this message id, or None."""
         if not message_id:
             return None
-        if self.unconfirmed:
-            u = self.unconfirmed.get((topic, message_id))
-            if u is not None:
-                why = self.store.confirm(u[2])
-                if why is not None:
-                    return Unconfirmed((put_code(why.status, why), f"stored, not yet confirmed ({why.name})"))
-                del self.unconfirmed[(topic, message_id)]
-                self.recent.put(topic, message_id, u[0], u[1])
-                return u[0], u[1]
+        if self.unconfirmed and (topic, message_id) in self.unconfirmed:
+            return self._unconfirmed(topic, message_id)
         earlier = self.recent.get(topic, message_id)
         if earlier is None and self._index_until_s and time.monotonic() < self._index_until_s:
             earlier = self._stored_before_start(topic, message_id)
         return earlier
+
+    def seen_many(self, topic: str, message_ids: list) -> dict[int, tuple[int, str] | Unconfirmed]:
+        """``seen`` of many ids (None: skipped): {index: (queue offset, transaction id), or
+        Unconfirmed for a resend of one stored but not confirmed yet}."""
+        found = self.recent.find_many(topic, message_ids)
+        if self.unconfirmed:
+            u = self.unconfirmed
+            for i, m in enumerate(message_ids):
+                if m and (topic, m) in u:
+                    found[i] = self._unconfirmed(topic, m)
+        if self._index_until_s and time.monotonic() < self._index_until_s:
+            for i, m in enumerate(message_ids):
+                if m and i not in found:
+                    earlier = self._stored_before_start(topic, m)
+                    if earlier is not None:
+                        found[i] = earlier
+        return found
+
+    def _unconfirmed(self, topic: str, message_id: str) -> tuple[int, str] | Unconfirmed:
+        """A resend of a message appended but answered FLUSH_*_TIMEOUT: Unconfirmed while the store
+        still does not confirm it, else (queue offset, transaction id), moved to the window."""
+        offset, txn, end = self.unconfirmed[(topic, message_id)]
+        why = self.store.confirm(end)
+        if why is not None:
+            return Unconfirmed((put_code(why.status, why), f"stored, not yet confirmed ({why.name})"))
+        del self.unconfirmed[(topic, message_id)]
+        self.recent.put(topic, message_id, offset, txn)
+        return offset, txn
 
     def _stored_before_start(self, topic: str, message_id: str) -> tuple[int, str] | None:
         """A message of this id stored shortly before the broker started (the index has its
@@ -176,14 +231,16 @@ class SendPath:
     def remember(self, topic: str, message_id: str, offset: int, txn: str = "") -> None:
         self.recent.put(topic, message_id, offset, txn)
 
-    def remember_unconfirmed(self, topic: str, message_id: str, r, txn: str = "") -> None:
-        """A put that was appended but answered FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT: its resend is
-        answered from here (OK once confirmed), never appended a second time."""
-        if not message_id or r.status not in APPENDED:
+    def remember_unconfirmed(self, topic: str, message_id: str, status: PutStatus, queue_offset: int, end: int,
+                             txn: str = "") -> None:
+        """A put that was appended (its record ends at log offset ``end``) but answered
+        FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT (``status``): its resend is answered from here
+        (OK once confirmed), never appended a second time."""
+        if not message_id or status not in APPENDED:
             return
         if len(self.unconfirmed) >= UNCONFIRMED_MAX:
             self.unconfirmed.pop(next(iter(self.unconfirmed)))
-        self.unconfirmed[(topic, message_id)] = (r.queue_offset, txn, r.commitlog_offset + r.size)
+        self.unconfirmed[(topic, message_id)] = (queue_offset, txn, end)
 
     def remember_many(self, topic: str, stored) -> None:
         """``stored``: (message id, queue offset) of messages just stored (every id non-empty)."""
@@ -210,6 +267,18 @@ class SendPath:
             self.latency.observe(time.perf_counter() - began)
         return out
 
-    def stored(self) -> None:
-        """Something was stored: long-polling receives and the timer wake up."""
-        self._on_stored()
+    async def put_columns(self, topic: str, *columns, skip=None):
+        began = time.perf_counter()
+        if self.in_thread:
+            out = await asyncio.get_running_loop().run_in_executor(
+                self._puts, lambda: self.store.put_columns(topic, *columns, skip=skip))
+        else:
+            out = self.store.put_columns(topic, *columns, skip=skip)
+        if self.latency is not None:
+            self.latency.observe(time.perf_counter() - began)
+        return out
+
+    def stored(self, parked: bool = False) -> None:
+        """Something was stored: long-polling receives wake up, and the timer when a delayed
+        message was parked (``parked``)."""
+        self._on_stored(parked)

@@ -1,22 +1,40 @@
 """A snapshot plus an append-only journal of JSON lines: broker state that must survive kill -9.
 
-Layout under a directory: ``snapshot.json`` (the whole state, written atomically)
-and ``journal`` (one JSON object per line, each change written before the
-broker answers, fsynced by :meth:`flush`, which the broker calls every second).
-At open the snapshot is loaded and the journal replayed through the owner's
-``apply``; a torn last line (the process died mid-write) ends the replay: its
-change was never answered. Replaying a change twice must change nothing, so a
-crash between a snapshot and the journal's truncation is harmless.
+Layout under a directory: ``snapshot.json`` (the whole state, a checked document:
+checked.py, its previous version kept as ``snapshot.json.bak``) and ``journal`` (one change
+per line, written before the broker answers, fsynced by :meth:`flush`, which the broker
+calls every second). A line is ``<compact JSON>\t<crc32, 8 hex digits>\n``: the CRC-32 of
+the JSON's bytes (compact JSON never holds a raw tab). Lines without the tab were written
+before the CRC and are read as plain JSON.
+
+At open the snapshot is loaded and the journal replayed through the owner's ``apply``. A
+line that fails its CRC or does not parse is one of two things:
+- a torn tail: no intact line follows it (the process died mid-write; its change was never
+  answered). It is cut, so new lines never follow it;
+- damage in the middle: intact lines follow. It is skipped, counted and logged, the lines
+  after it are replayed, and nothing is cut (the next compaction drops it). Cutting there
+  would lose every later change, as a recovery that cuts the log at a bad record would.
+Replaying a change twice must change nothing, so a crash between a snapshot and the
+journal's truncation is harmless. A damaged snapshot falls back to its previous version
+(the journal since then still replays; the changes folded in between are lost: WARNING),
+or to nothing when both are damaged (ERROR); :attr:`Journal.loaded` says which.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Callable
 
-from ...io import FileIO, read_whole, write_atomic
+from ...crc import crc32
+from ...io import FileIO, read_whole
+from ... import checked
 
+log = logging.getLogger("tidemq.broker")
+
+JOURNAL_FILE = "journal"
+SNAPSHOT_FILE = "snapshot.json"
 COMPACT_BYTES = 16 << 20        # journal bytes beyond which the owner compacts it into the snapshot
 
 
@@ -26,37 +44,51 @@ class Journal:
         self.fio = fio
         self.compact_bytes = compact_bytes
         self.dir = directory
-        self.path = os.path.join(directory, "journal")
-        self.snapshot_path = os.path.join(directory, "snapshot.json")
+        self.path = os.path.join(directory, JOURNAL_FILE)
+        self.snapshot_path = os.path.join(directory, SNAPSHOT_FILE)
         self._h = None
         self._size = 0
         self._dirty = False
+        self.loaded = checked.Loaded(None, checked.Source.NONE, "")   # where the snapshot came from
+        self.damaged_lines = 0                 # lines skipped at open: damaged, with intact lines after them
 
-    def open(self, load: Callable[[dict], None], apply: Callable[[dict], None]) -> int:
-        """Load the snapshot (``load``), replay the journal (``apply`` per line); lines replayed."""
+    def open(self, load: Callable[[dict], None], apply: Callable[[dict], None], what: str = "journal") -> int:
+        """Load the snapshot (``load``), replay the journal (``apply`` per line); lines replayed.
+        ``what`` names the state in the log ("pop state")."""
         self.fio.makedirs(self.dir)
-        if self.fio.exists(self.snapshot_path):
-            load(json.loads(read_whole(self.fio, self.snapshot_path)))
+        self.loaded = checked.load(self.fio, self.snapshot_path, f"{what} snapshot", check=_is_object)
+        if self.loaded.doc is not None:
+            load(self.loaded.doc)
         replayed = 0
-        good = 0                               # bytes of whole, parsed lines
+        good = 0                               # bytes up to the end of the last intact line
+        bad: list[int] = []                    # byte positions of damaged lines not (yet) known to be a tail
         if self.fio.exists(self.path):
             raw = read_whole(self.fio, self.path)
+            pos = 0
             for line in raw.split(b"\n")[:-1]:    # the part after the last newline is torn
-                try:
-                    rec = json.loads(line) if line else None
-                except ValueError:
-                    break                      # a torn line: what follows was never answered
-                if rec is not None:
+                rec = decode_line(line)
+                if rec is _DAMAGED:
+                    bad.append(pos)
+                elif rec is not None:
                     apply(rec)
                     replayed += 1
-                good += len(line) + 1
+                pos += len(line) + 1
+                if rec is not _DAMAGED:
+                    good = pos
+            middle = [p for p in bad if p < good]
+            if middle:
+                self.damaged_lines = len(middle)
+                log.warning("%s: %d damaged line(s) in %s (at byte %s) skipped: intact lines follow, so it is "
+                            "not a torn tail and nothing is cut; the changes they held are lost", what,
+                            len(middle), self.path, ", ".join(map(str, middle[:5])))
         self._h = self.fio.open(self.path, create=True)
         self._size = good
         self.fio.truncate(self._h, good)       # new lines never follow a torn one
         return replayed
 
     def append(self, rec: dict) -> None:
-        line = json.dumps(rec, separators=(",", ":")).encode() + b"\n"
+        body = json.dumps(rec, separators=(",", ":")).encode()
+        line = b"%s\t%08x\n" % (body, crc32(body))
         self.fio.pwrite(self._h, line, self._size)
         self._size += len(line)
         self._dirty = True
@@ -72,7 +104,7 @@ class Journal:
 
     def compact(self, snapshot: dict) -> None:
         """Write the whole state atomically, then empty the journal."""
-        write_atomic(self.fio, self.snapshot_path, json.dumps(snapshot).encode())
+        checked.write(self.fio, self.snapshot_path, snapshot)
         self.fio.truncate(self._h, 0)
         self.fio.fsync(self._h)
         self._size = 0
@@ -89,3 +121,60 @@ class Journal:
             self.compact(snapshot)
             self.fio.close(self._h)
             self._h = None
+
+
+def write_state(fio: FileIO, directory: str, snapshot: dict) -> None:
+    """Make ``snapshot`` the whole state of the journal in ``directory``, the journal emptied:
+    what a broker opening it finds after a compaction (a follower writes its leader's state
+    with it: replication/state.py). The snapshot's previous version is kept as its ``.bak``."""
+    _is_object(snapshot)
+    fio.makedirs(directory)
+    checked.write(fio, os.path.join(directory, SNAPSHOT_FILE), snapshot)
+    path = os.path.join(directory, JOURNAL_FILE)
+    if fio.exists(path):
+        h = fio.open(path, create=True)
+        try:
+            fio.truncate(h, 0)
+            fio.fsync(h)
+        finally:
+            fio.close(h)
+
+
+_DAMAGED = object()
+
+
+def records(raw: bytes) -> list[dict]:
+    """The intact changes of a journal's bytes, in order (for readers outside the broker: tools
+    and tests); damaged lines and a torn tail are left out."""
+    out = []
+    for line in raw.split(b"\n")[:-1]:
+        rec = decode_line(line)
+        if rec is not None and rec is not _DAMAGED:
+            out.append(rec)
+    return out
+
+
+def decode_line(line: bytes):
+    """The change a journal line holds; None for an empty line; _DAMAGED when it fails its CRC
+    or does not parse."""
+    if not line:
+        return None
+    tab = line.rfind(b"\t")
+    if tab >= 0:
+        body, digits = line[:tab], line[tab + 1:]
+        try:
+            if len(digits) != 8 or crc32(body) != int(digits, 16):
+                return _DAMAGED
+        except ValueError:
+            return _DAMAGED
+        line = body
+    try:
+        rec = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return _DAMAGED
+    return rec if isinstance(rec, dict) else _DAMAGED
+
+
+def _is_object(doc) -> None:
+    if not isinstance(doc, dict):
+        raise checked.Damaged(f"a snapshot is a JSON object, not {type(doc).__name__}")

@@ -12,6 +12,10 @@
         transactions/journal         transaction decisions and checks (deferred/transactions.py),
         transactions/snapshot.json     the same journal format as pop/
 
+The JSON files are checked documents and the journals carry a CRC per line (checked.py,
+journal.py): damage is recognised, falls back to the previous version (``*.bak``) and is set
+aside (``*.damaged``), never read as state and never a reason not to start.
+
 The store owns everything else under the root (commitlog/, consumequeue/, index/,
 checkpoint, abort, config/, archive/); the broker writes nowhere else.
 

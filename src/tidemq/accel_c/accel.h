@@ -1,0 +1,125 @@
+/* tidemq._accel: the per-record loops of the write and read paths, compiled.
+
+   Optional: tidemq/accel.py selects these functions when this module is built (``pip install``
+   builds it with the machine's C compiler; setup.py marks it optional) and TIDEMQ_ACCEL is not
+   0, and the pure-Python versions otherwise. Both produce the same bytes and the same outcomes:
+   tests/test_accel.py holds them to it (random batches, damaged input), and CI runs the suite
+   both ways. Nothing here does I/O, allocates segments or decides policy: bytes in, bytes out.
+
+   The commit-log record, big-endian (the RocketMQ v1 layout, tidemq/store/codec.py):
+
+       off  size  field
+         0   4    TOTALSIZE                  whole record
+         4   4    MAGIC                      0xDAA320A7 (BLANK: 0xCBD43194)
+         8   4    BODYCRC                    crc32(body) & 0x7FFFFFFF
+        12   4    QUEUEID
+        16   4    FLAG
+        20   8    QUEUEOFFSET
+        28   8    PHYSICALOFFSET             commit-log offset of this record
+        36   4    SYSFLAG
+        40   8    BORNTIMESTAMP
+        48   8    BORNHOST
+        56   8    STORETIMESTAMP
+        64   8    STOREHOST
+        72   4    RECONSUMETIMES
+        76   8    PREPAREDTRANSACTIONOFFSET
+        84   4    BODYLEN
+        88   n    BODY
+      88+n   1    TOPICLEN (u8)
+             t    TOPIC
+             2    PROPERTIESLEN (i16)
+             p    PROPERTIES, ending with "__CRC32#\x01" + 10 decimal digits + "\x02"
+
+   The digits are the record CRC: crc32(header[0:88], crc32(tail)), tail = TOPICLEN up to the
+   digits (the last byte, the "\x02" after them, is outside every CRC and checked as written).
+   A consume-queue unit is 20 bytes: commit-log offset i64 | size i32 | tags hash i64.
+
+   Functions:
+     crc32(data, value=0)                    zlib's CRC-32 (ISA-L's when tidemq.crc found it)
+     use_crc(address)                        take ISA-L's crc32_gzip_refl at this address
+     append(...)                             pack prepared messages into a segment (commit_log.py)
+     scan_run(buf, pos, limit, positions)    verify consecutive records (codec.scan_run)
+     damaged(buf, starts, sizes)             which records fail their CRCs (integrity.py)
+     index_put(...)                          the index entries of a batch (index_file.py)
+     send_frame(raw, reserved, id_max)       a SendRecords frame, checked, as store columns
+     prepare_columns(...)                    those columns as prepared messages (writer.py)
+     decode_run(cls, data, sizes)            records back to back as StoredMessage objects
+   Each one's contract is in its Python twin's docstring; the argument lists are in the source
+   files: crc.c (crc32, use_crc), write.c (append, prepare_columns, index_put), frame.c
+   (send_frame), read.c (scan_run, damaged, decode_run), module.c (the method table). */
+
+
+#ifndef TIDEMQ_ACCEL_H
+#define TIDEMQ_ACCEL_H
+
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include <structmember.h>
+
+#define ACCEL_VERSION 2
+
+#define MAGIC_U32 0xDAA320A7u
+#define OFF_BODY 88
+#define FIXED_OVERHEAD 91
+#define CRC_DIGITS_BACK 11
+#define RECORD_MIN 111
+#define TAIL_MIN 23
+#define UNIT_SIZE 20
+
+/* CRC-32 (crc.c): ISA-L's function when tidemq.crc found it (use_crc), else slice-by-8 tables */
+typedef uint32_t (*crc_fn)(uint32_t, const unsigned char *, uint64_t);
+extern crc_fn accel_isal_crc;
+void accel_crc_init_tables(void);
+uint32_t accel_crc_tables(uint32_t crc, const unsigned char *p, size_t n);
+
+static inline uint32_t crc32_of(uint32_t crc, const unsigned char *p, size_t n) {
+    if (accel_isal_crc != NULL && n >= 64) return accel_isal_crc(crc, p, (uint64_t)n);
+    return accel_crc_tables(crc, p, n);
+}
+
+/* ------------------------------------------------------------------------------- byte helpers */
+
+static inline void be32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16); p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+static inline void be64(unsigned char *p, uint64_t v) {
+    be32(p, (uint32_t)(v >> 32));
+    be32(p + 4, (uint32_t)v);
+}
+static inline uint32_t rd32(const unsigned char *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+static inline uint64_t rd64(const unsigned char *p) { return ((uint64_t)rd32(p) << 32) | rd32(p + 4); }
+
+/* the 10 decimal digits of a CRC (b"%010d" % crc) */
+static inline void digits10(unsigned char *p, uint32_t v) {
+    for (int k = 9; k >= 0; k--) {
+        p[k] = (unsigned char)('0' + v % 10);
+        v /= 10;
+    }
+}
+/* the value of 10 digits, or -1 when one is not a digit */
+static inline int64_t read_digits10(const unsigned char *p) {
+    int64_t v = 0;
+    for (int k = 0; k < 10; k++) {
+        if (p[k] < '0' || p[k] > '9') return -1;
+        v = v * 10 + (p[k] - '0');
+    }
+    return v;
+}
+
+/* the module's functions, one source file per part (module.c lists them) */
+PyObject *py_crc32(PyObject *self, PyObject *args);              /* crc.c */
+PyObject *py_use_crc(PyObject *self, PyObject *arg);
+PyObject *py_append(PyObject *self, PyObject *args);             /* write.c */
+PyObject *py_prepare_columns(PyObject *self, PyObject *args);
+PyObject *py_index_put(PyObject *self, PyObject *args);
+int accel_write_init(void);
+PyObject *py_send_frame(PyObject *self, PyObject *args);         /* frame.c */
+PyObject *py_scan_run(PyObject *self, PyObject *args);           /* read.c */
+PyObject *py_damaged(PyObject *self, PyObject *args);
+PyObject *py_decode_run(PyObject *self, PyObject *args);
+
+#endif

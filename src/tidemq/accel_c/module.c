@@ -1,0 +1,32 @@
+/* tidemq._accel: the module: its method table and init (the record layout and the list of functions: accel.h) */
+
+#include "accel.h"
+
+/* ------------------------------------------------------------------------------------ module */
+
+static PyMethodDef methods[] = {
+    {"crc32", py_crc32, METH_VARARGS, "crc32(data, value=0): zlib's CRC-32"},
+    {"use_crc", py_use_crc, METH_O, "use_crc(address): ISA-L's crc32_gzip_refl (0: the tables); True if taken"},
+    {"append", py_append, METH_VARARGS, "pack prepared messages into a segment (commit_log.py)"},
+    {"send_frame", py_send_frame, METH_VARARGS, "a SendRecords frame, checked (protocol/send_frame.py)"},
+    {"prepare_columns", py_prepare_columns, METH_VARARGS, "columns as prepared messages (writer.py)"},
+    {"decode_run", py_decode_run, METH_VARARGS, "records back to back as StoredMessage objects (codec.py)"},
+    {"index_put", py_index_put, METH_VARARGS, "index entries of many items (index_file.py)"},
+    {"scan_run", py_scan_run, METH_VARARGS, "verify consecutive records (codec.scan_run)"},
+    {"damaged", py_damaged, METH_VARARGS, "indexes of the records that fail their CRCs (integrity.py)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "tidemq._accel", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__accel(void) {
+    accel_crc_init_tables();
+    if (accel_write_init() < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "VERSION", ACCEL_VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

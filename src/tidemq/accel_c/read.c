@@ -1,0 +1,181 @@
+/* tidemq._accel: the read path: record checks, scan_run, damaged, decode_run (the record layout and the list of functions: accel.h) */
+
+#include "accel.h"
+
+/* ---------------------------------------------------------------------------- record checks */
+
+/* Is the record at p (size bytes, within the buffer) intact: its body CRC and record CRC hold,
+   the "\x02" after the digits is there? (integrity.damaged_records / StoredMessage.intact) */
+static int record_intact(const unsigned char *p, int64_t size) {
+    if (size < RECORD_MIN) return 0;
+    uint32_t bcrc = rd32(p + 8);
+    int64_t blen = (int32_t)rd32(p + 84);
+    if (blen < 0 || OFF_BODY + blen + TAIL_MIN > size) return 0;
+    if ((crc32_of(0, p + OFF_BODY, (size_t)blen) & 0x7FFFFFFF) != bcrc) return 0;
+    const unsigned char *end = p + size;
+    if (end[-1] != 2) return 0;
+    int64_t stored = read_digits10(end - CRC_DIGITS_BACK);
+    if (stored < 0) return 0;
+    const unsigned char *tail = p + OFF_BODY + blen;
+    uint32_t tc = crc32_of(0, tail, (size_t)(end - CRC_DIGITS_BACK - tail));
+    return (int64_t)crc32_of(tc, p, OFF_BODY) == stored;
+}
+
+/* scan_run(buf, pos, limit, positions=None) -> (pos, records, body bytes): codec.scan_run */
+PyObject *py_scan_run(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t pos, limit;
+    PyObject *positions = Py_None;
+    if (!PyArg_ParseTuple(args, "y*nn|O:scan_run", &buf, &pos, &limit, &positions)) return NULL;
+    if (positions != Py_None && !PyList_Check(positions)) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_TypeError, "positions must be a list or None");
+        return NULL;
+    }
+    if (limit > buf.len) limit = buf.len;
+    const unsigned char *b = (const unsigned char *)buf.buf;
+    Py_ssize_t n = 0;
+    long long body_bytes = 0;
+    while (pos >= 0 && pos + FIXED_OVERHEAD <= limit) {
+        const unsigned char *p = b + pos;
+        int64_t size = (int32_t)rd32(p);
+        if (rd32(p + 4) != MAGIC_U32 || size < RECORD_MIN || pos + size > limit) break;
+        if (!record_intact(p, size)) break;
+        if (positions != Py_None) {
+            PyObject *v = PyLong_FromSsize_t(pos);
+            if (v == NULL || PyList_Append(positions, v) < 0) {
+                Py_XDECREF(v);
+                PyBuffer_Release(&buf);
+                return NULL;
+            }
+            Py_DECREF(v);
+        }
+        body_bytes += (int32_t)rd32(p + 84);
+        pos += size;
+        n++;
+    }
+    PyBuffer_Release(&buf);
+    return Py_BuildValue("nnL", pos, n, body_bytes);
+}
+
+/* damaged(buf, starts, sizes) -> list of indexes: integrity.damaged_records (starts, sizes:
+   int64 buffers of the same length; every record within buf) */
+PyObject *py_damaged(PyObject *self, PyObject *args) {
+    Py_buffer buf, st, sz;
+    if (!PyArg_ParseTuple(args, "y*y*y*:damaged", &buf, &st, &sz)) return NULL;
+    PyObject *out = NULL;
+    if (st.len != sz.len || st.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "damaged: starts and sizes must be int64 arrays of one length");
+        goto done;
+    }
+    out = PyList_New(0);
+    if (out == NULL) goto done;
+    const int64_t *s = (const int64_t *)st.buf, *z = (const int64_t *)sz.buf;
+    const unsigned char *b = (const unsigned char *)buf.buf;
+    for (Py_ssize_t k = 0; k < st.len / 8; k++) {
+        int ok = s[k] >= 0 && z[k] >= RECORD_MIN && s[k] + z[k] <= buf.len && record_intact(b + s[k], z[k]);
+        if (!ok) {
+            PyObject *v = PyLong_FromSsize_t(k);
+            if (v == NULL || PyList_Append(out, v) < 0) {
+                Py_XDECREF(v);
+                Py_CLEAR(out);
+                goto done;
+            }
+            Py_DECREF(v);
+        }
+    }
+done:
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&st);
+    PyBuffer_Release(&sz);
+    return out;
+}
+
+/* ------------------------------------------------------------------------------- decode_run() */
+
+/* decode_run(cls, data, sizes) -> list: codec.decode_records. ``cls`` is codec.StoredMessage
+   (a __slots__ class: _head, body, _tail, _f, _topic, _props); one instance per record of
+   ``data`` (records back to back, ``sizes`` an int32 buffer), made as its __init__ would
+   (copies of the header, body and tail; the lazy fields None), each record's framing checked
+   as decode_record checks it (ValueError naming the position otherwise). */
+static Py_ssize_t slot_off[6];
+static PyObject *slot_cls = NULL;
+static const char *slot_names[6] = {"_head", "body", "_tail", "_f", "_topic", "_props"};
+
+static int slots_of(PyObject *cls) {
+    if (cls == slot_cls) return 0;
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "decode_run: cls must be a class");
+        return -1;
+    }
+    for (int k = 0; k < 6; k++) {
+        PyObject *d = PyObject_GetAttrString(cls, slot_names[k]);
+        if (d == NULL) return -1;
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) &&
+                 ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
+        if (ok) slot_off[k] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "decode_run: %s is not a slot", slot_names[k]);
+            return -1;
+        }
+    }
+    Py_XDECREF(slot_cls);
+    Py_INCREF(cls);
+    slot_cls = cls;
+    return 0;
+}
+
+PyObject *py_decode_run(PyObject *self, PyObject *args) {
+    PyObject *cls;
+    Py_buffer data, sizes;
+    if (!PyArg_ParseTuple(args, "Oy*y*:decode_run", &cls, &data, &sizes)) return NULL;
+    PyObject *out = NULL;
+    if (slots_of(cls) < 0) goto done;
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    Py_ssize_t n = sizes.len / 4;
+    out = PyList_New(n);
+    if (out == NULL) goto done;
+    const unsigned char *b = (const unsigned char *)data.buf;
+    const int32_t *sz = (const int32_t *)sizes.buf;
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int64_t size = sz[k];
+        const unsigned char *p = b + pos;
+        if (size < OFF_BODY || pos + size > data.len) {
+            PyErr_Format(PyExc_ValueError, "short record at %zd", pos);
+            goto fail;
+        }
+        int64_t blen = (int32_t)rd32(p + 84);
+        int64_t b1 = OFF_BODY + blen;
+        if (rd32(p + 4) != MAGIC_U32 || (int32_t)rd32(p) != size || blen < 0 || b1 + 3 > size) {
+            PyErr_Format(PyExc_ValueError, "not a record at %zd", pos);
+            goto fail;
+        }
+        int64_t tl = p[b1], tail_len = size - b1;
+        if (tl + 3 > tail_len || tl + 3 + (int16_t)((p[b1 + 1 + tl] << 8) | p[b1 + 2 + tl]) != tail_len) {
+            PyErr_Format(PyExc_ValueError, "inconsistent lengths at %zd", pos);
+            goto fail;
+        }
+        PyObject *m = tp->tp_alloc(tp, 0);
+        if (m == NULL) goto fail;
+        PyList_SET_ITEM(out, k, m);
+        PyObject *v[3] = {PyBytes_FromStringAndSize((const char *)p, OFF_BODY),
+                          PyBytes_FromStringAndSize((const char *)p + OFF_BODY, blen),
+                          PyBytes_FromStringAndSize((const char *)p + b1, tail_len)};
+        for (int j = 0; j < 3; j++) *(PyObject **)((char *)m + slot_off[j]) = v[j];
+        for (int j = 3; j < 6; j++) {
+            Py_INCREF(Py_None);
+            *(PyObject **)((char *)m + slot_off[j]) = Py_None;
+        }
+        if (!v[0] || !v[1] || !v[2]) goto fail;
+        pos += size;
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&sizes);
+    return out;
+}

@@ -1,0 +1,478 @@
+/* tidemq._accel: the write path: append, prepare_columns, index_put (the record layout and the list of functions: accel.h) */
+
+#include "accel.h"
+
+/* ------------------------------------------------------------------------------------ append() */
+
+static PyObject *s_rr, *s_queue_count, *s_next_offsets, *s_queues, *s_name_bytes, *s_write_ids, *s_start, *s_step;
+
+static int as_i64(PyObject *o, long long *out) {
+    *out = PyLong_AsLongLong(o);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+static int as_i32(PyObject *o, long long *out) {
+    if (as_i64(o, out) < 0) return -1;
+    if (*out < INT32_MIN || *out > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "a 32-bit field out of range");
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {                 /* the write-path state of the topic being written (TopicState) */
+    PyObject *t;                 /* borrowed from the batch item */
+    PyObject *offsets;           /* list, new reference */
+    PyObject *queues;            /* list, new reference */
+    PyObject *name;              /* bytes, new reference */
+    PyObject *ids;               /* write_ids as a list or tuple (PySequence_Fast), new reference; NULL: a range */
+    long long id_start, id_step; /* write_ids as a range: start + step * j */
+    Py_ssize_t nids;             /* how many write_ids */
+    long long rr;
+    Py_ssize_t qc;
+} topic_cur;
+
+static void topic_clear(topic_cur *c) {
+    Py_CLEAR(c->offsets);
+    Py_CLEAR(c->queues);
+    Py_CLEAR(c->name);
+    Py_CLEAR(c->ids);
+    c->t = NULL;
+}
+
+/* write back the round-robin counter; 0 or -1 (exception set) */
+static int topic_flush(topic_cur *c) {
+    if (c->t == NULL) return 0;
+    PyObject *v = PyLong_FromLongLong(c->rr);
+    if (v == NULL) return -1;
+    int r = PyObject_SetAttr(c->t, s_rr, v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* the topic's write_ids (the queues a put without a queue id goes to, round-robin): a range read as
+   start + step * j, anything else as a list or tuple; 0 or -1 (exception set) */
+static int ids_load(topic_cur *c, PyObject *t) {
+    PyObject *w = PyObject_GetAttr(t, s_write_ids);
+    if (w == NULL) return -1;
+    int r = -1;
+    if (PyRange_Check(w)) {
+        PyObject *a = PyObject_GetAttr(w, s_start), *b = PyObject_GetAttr(w, s_step);
+        c->nids = PyObject_Size(w);
+        if (a != NULL && b != NULL && c->nids >= 0 && as_i64(a, &c->id_start) == 0 && as_i64(b, &c->id_step) == 0)
+            r = 0;
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+    } else {
+        c->ids = PySequence_Fast(w, "write_ids must be a range, list or tuple of queue ids");
+        if (c->ids != NULL) {
+            c->nids = PySequence_Fast_GET_SIZE(c->ids);
+            r = 0;
+        }
+    }
+    Py_DECREF(w);
+    return r;
+}
+
+static int topic_load(topic_cur *c, PyObject *t) {
+    if (topic_flush(c) < 0) return -1;
+    topic_clear(c);
+    PyObject *rr = PyObject_GetAttr(t, s_rr);
+    if (rr == NULL) return -1;
+    c->rr = PyLong_AsLongLong(rr);
+    Py_DECREF(rr);
+    if (c->rr == -1 && PyErr_Occurred()) return -1;
+    PyObject *qc = PyObject_GetAttr(t, s_queue_count);
+    if (qc == NULL) return -1;
+    c->qc = PyLong_AsSsize_t(qc);
+    Py_DECREF(qc);
+    if (c->qc == -1 && PyErr_Occurred()) return -1;
+    c->offsets = PyObject_GetAttr(t, s_next_offsets);
+    c->queues = PyObject_GetAttr(t, s_queues);
+    c->name = PyObject_GetAttr(t, s_name_bytes);
+    if (c->offsets == NULL || c->queues == NULL || c->name == NULL || ids_load(c, t) < 0) return -1;
+    if (!PyList_Check(c->offsets) || !PyList_Check(c->queues) || !PyBytes_Check(c->name) ||
+        PyList_GET_SIZE(c->offsets) < c->qc || PyList_GET_SIZE(c->queues) < c->qc || c->qc <= 0 ||
+        PyBytes_GET_SIZE(c->name) > 255) {
+        PyErr_SetString(PyExc_TypeError, "topic state: next_offsets / queues / name_bytes of the wrong shape");
+        return -1;
+    }
+    c->t = t;
+    return 0;
+}
+
+/* units: {consume queue: [first queue offset, bytearray of units]}; appends one unit */
+static int add_unit(PyObject *units, PyObject *cq, long long qoff, const unsigned char *unit) {
+    PyObject *u = PyDict_GetItemWithError(units, cq);
+    if (u == NULL) {
+        if (PyErr_Occurred()) return -1;
+        PyObject *first = PyLong_FromLongLong(qoff);
+        PyObject *ba = PyByteArray_FromStringAndSize((const char *)unit, UNIT_SIZE);
+        PyObject *pair = (first && ba) ? PyList_New(2) : NULL;
+        if (pair == NULL) {
+            Py_XDECREF(first);
+            Py_XDECREF(ba);
+            return -1;
+        }
+        PyList_SET_ITEM(pair, 0, first);
+        PyList_SET_ITEM(pair, 1, ba);
+        int r = PyDict_SetItem(units, cq, pair);
+        Py_DECREF(pair);
+        return r;
+    }
+    PyObject *ba = PyList_GET_ITEM(u, 1);
+    Py_ssize_t n = PyByteArray_GET_SIZE(ba);
+    if (PyByteArray_Resize(ba, n + UNIT_SIZE) < 0) return -1;
+    memcpy(PyByteArray_AS_STRING(ba) + n, unit, UNIT_SIZE);
+    return 0;
+}
+
+/* append(batch, start, buf, pos, limit, base, now_ms, store_host, units, index_items,
+          res_phys, res_size, res_qid, res_qoff, res_uniq) -> (next, pos, error)
+
+   Packs batch[start:] (commit_log.Prepared tuples) into ``buf`` from ``pos`` while a record
+   ends at or before ``limit``; returns where it stopped: the index of the first item not packed
+   (len(batch): all), the position after the last record packed, and None, or the exception that
+   stopped it at that item (nothing of that item is written). Per item packed: its queue id
+   (round-robin over the topic's write_ids when None) and queue offset taken from its TopicState,
+   the record written and sealed with its record CRC, its unit added to ``units``, (index keys,
+   physical offset) to ``index_items`` when it has keys, and at its message index i (item[0]):
+   res_phys[i] (int64), res_size[i] (int32), res_qid[i] (int32), res_qoff[i] (int64) and
+   res_uniq[i] (a list) set. */
+PyObject *py_append(PyObject *self, PyObject *args) {
+    PyObject *batch, *units, *index_items, *res_uniq;
+    Py_ssize_t start, pos, limit;
+    long long base, now_ms;
+    Py_buffer buf, host, rphys, rsize, rqid, rqoff;
+    if (!PyArg_ParseTuple(args, "O!nw*nnLLy*O!O!w*w*w*w*O!:append", &PyList_Type, &batch, &start, &buf, &pos,
+                          &limit, &base, &now_ms, &host, &PyDict_Type, &units, &PyList_Type, &index_items,
+                          &rphys, &rsize, &rqid, &rqoff, &PyList_Type, &res_uniq))
+        return NULL;
+    PyObject *error = NULL, *result = NULL;
+    topic_cur cur = {0};
+    Py_ssize_t nres = PyList_GET_SIZE(res_uniq);
+    int64_t *o_phys = (int64_t *)rphys.buf, *o_qoff = (int64_t *)rqoff.buf;
+    int32_t *o_size = (int32_t *)rsize.buf, *o_qid = (int32_t *)rqid.buf;
+    unsigned char *b = (unsigned char *)buf.buf;
+    Py_ssize_t k = start, nb = PyList_GET_SIZE(batch);
+    if (host.len != 8 || rphys.len < nres * 8 || rqoff.len < nres * 8 || rsize.len < nres * 4 ||
+        rqid.len < nres * 4 || limit > buf.len || pos < 0 || pos > limit) {
+        PyErr_SetString(PyExc_ValueError, "append: buffers of the wrong size");
+        goto done;
+    }
+    for (; k < nb; k++) {
+        PyObject *it = PyList_GET_ITEM(batch, k);
+        if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 16) {
+            PyErr_SetString(PyExc_TypeError, "a prepared message must be a tuple of 16 fields");
+            goto item_error;
+        }
+        PyObject **f = &PyTuple_GET_ITEM(it, 0);
+        Py_ssize_t i = PyLong_AsSsize_t(f[0]);
+        if (i == -1 && PyErr_Occurred()) goto item_error;
+        if (i < 0 || i >= nres) {
+            PyErr_SetString(PyExc_IndexError, "message index outside the results");
+            goto item_error;
+        }
+        PyObject *body = f[1], *t = f[2], *props = f[3], *bh = f[6];
+        if (!PyBytes_Check(body) || !PyBytes_Check(props) || !PyBytes_Check(bh) || PyBytes_GET_SIZE(bh) != 8) {
+            PyErr_SetString(PyExc_TypeError, "body, properties and born host must be bytes (8 for the host)");
+            goto item_error;
+        }
+        if (t != cur.t && topic_load(&cur, t) < 0) goto item_error;
+        Py_ssize_t bl = PyBytes_GET_SIZE(body), tl = PyBytes_GET_SIZE(cur.name), pl = PyBytes_GET_SIZE(props);
+        Py_ssize_t n = FIXED_OVERHEAD + bl + tl + pl;
+        if (pos + n > limit) break;                         /* the caller ends the segment here */
+        long long born_ts, flag, sys_flag, reconsume, prep_tx, crc, th, tcrc = -1, qid;
+        if (as_i64(f[5], &born_ts) < 0 || as_i32(f[7], &flag) < 0 || as_i32(f[8], &sys_flag) < 0 ||
+            as_i32(f[9], &reconsume) < 0 || as_i64(f[10], &prep_tx) < 0 || as_i64(f[12], &th) < 0 ||
+            (f[15] != Py_None && as_i64(f[15], &tcrc) < 0))
+            goto item_error;
+        const unsigned char *bp = (const unsigned char *)PyBytes_AS_STRING(body);
+        if (pl < CRC_DIGITS_BACK || pl > 32767 || bl > INT32_MAX - 1024) {
+            PyErr_SetString(PyExc_ValueError, "properties must end with the record-CRC tail and fit 32767 bytes");
+            goto item_error;
+        }
+        if (f[11] == Py_None) {
+            crc = crc32_of(0, bp, (size_t)bl) & 0x7FFFFFFF;
+        } else if (as_i64(f[11], &crc) < 0) {
+            goto item_error;
+        }
+        if (f[4] == Py_None) {            /* round-robin over the topic's write_ids */
+            if (cur.nids <= 0) {
+                PyErr_SetString(PyExc_ValueError, "the topic has no queue to write (empty write_ids)");
+                goto item_error;
+            }
+            Py_ssize_t j = (Py_ssize_t)(cur.rr % cur.nids);
+            if (cur.ids == NULL) {
+                qid = cur.id_start + cur.id_step * j;
+            } else if (as_i64(PySequence_Fast_GET_ITEM(cur.ids, j), &qid) < 0) {
+                goto item_error;
+            }
+            if (qid < 0 || qid >= cur.qc) {
+                PyErr_SetString(PyExc_ValueError, "queue id outside the topic's queues");
+                goto item_error;
+            }
+            cur.rr++;
+        } else {
+            qid = PyLong_AsLongLong(f[4]);
+            if (qid == -1 && PyErr_Occurred()) goto item_error;
+            if (qid < 0 || qid >= cur.qc) {
+                PyErr_SetString(PyExc_ValueError, "queue id outside the topic's queues");
+                goto item_error;
+            }
+        }
+        long long qoff;
+        if (as_i64(PyList_GET_ITEM(cur.offsets, qid), &qoff) < 0) goto item_error;
+        PyObject *next = PyLong_FromLongLong(qoff + 1);
+        if (next == NULL) goto item_error;
+        PyObject *cq = PyList_GET_ITEM(cur.queues, qid);
+        unsigned char unit[UNIT_SIZE];
+        long long phys = base + pos;
+        be64(unit, (uint64_t)phys);
+        be32(unit + 8, (uint32_t)n);
+        be64(unit + 12, (uint64_t)th);
+        Py_ssize_t nidx = PyList_GET_SIZE(index_items);
+        if (f[13] != Py_None) {            /* (index keys, physical offset): first, undone on a failure */
+            PyObject *ph = PyLong_FromLongLong(phys);
+            PyObject *pair = ph ? PyTuple_Pack(2, f[13], ph) : NULL;
+            Py_XDECREF(ph);
+            int bad = pair ? PyList_Append(index_items, pair) : -1;
+            Py_XDECREF(pair);
+            if (bad < 0) {
+                Py_DECREF(next);
+                goto item_error;
+            }
+        }
+        Py_INCREF(cq);
+        int bad = add_unit(units, cq, qoff, unit);
+        Py_DECREF(cq);
+        if (bad < 0) {
+            PyList_SetSlice(index_items, nidx, PyList_GET_SIZE(index_items), NULL);
+            Py_DECREF(next);
+            goto item_error;
+        }
+        /* nothing can fail from here on: the record goes in */
+        PyList_SetItem(cur.offsets, qid, next);              /* steals next */
+        unsigned char *r = b + pos;
+        be32(r, (uint32_t)n);
+        be32(r + 4, MAGIC_U32);
+        be32(r + 8, (uint32_t)crc);
+        be32(r + 12, (uint32_t)qid);
+        be32(r + 16, (uint32_t)flag);
+        be64(r + 20, (uint64_t)qoff);
+        be64(r + 28, (uint64_t)phys);
+        be32(r + 36, (uint32_t)sys_flag);
+        be64(r + 40, (uint64_t)born_ts);
+        memcpy(r + 48, PyBytes_AS_STRING(bh), 8);
+        be64(r + 56, (uint64_t)now_ms);
+        memcpy(r + 64, host.buf, 8);
+        be32(r + 72, (uint32_t)reconsume);
+        be64(r + 76, (uint64_t)prep_tx);
+        be32(r + 84, (uint32_t)bl);
+        memcpy(r + OFF_BODY, bp, (size_t)bl);
+        unsigned char *q = r + OFF_BODY + bl;
+        q[0] = (unsigned char)tl;
+        memcpy(q + 1, PyBytes_AS_STRING(cur.name), (size_t)tl);
+        q[1 + tl] = (unsigned char)(pl >> 8);
+        q[2 + tl] = (unsigned char)pl;
+        memcpy(q + 3 + tl, PyBytes_AS_STRING(props), (size_t)pl);
+        if (f[15] == Py_None)            /* the tail's CRC: TOPICLEN up to the digits */
+            tcrc = crc32_of(0, q, (size_t)(3 + tl + pl - CRC_DIGITS_BACK));
+        digits10(r + n - CRC_DIGITS_BACK, crc32_of((uint32_t)tcrc, r, OFF_BODY));
+        o_phys[i] = phys;
+        o_size[i] = (int32_t)n;
+        o_qid[i] = (int32_t)qid;
+        o_qoff[i] = qoff;
+        PyObject *uq = f[14];
+        Py_INCREF(uq);
+        PyList_SetItem(res_uniq, i, uq);
+        pos += n;
+        continue;
+    item_error: {
+            PyObject *et, *ev, *tb;
+            PyErr_Fetch(&et, &ev, &tb);
+            PyErr_NormalizeException(&et, &ev, &tb);
+            Py_XDECREF(et);
+            Py_XDECREF(tb);
+            error = ev;
+            break;
+        }
+    }
+    if (topic_flush(&cur) < 0) goto done;
+    result = Py_BuildValue("nnO", k, pos, error ? error : Py_None);
+done:
+    topic_clear(&cur);
+    Py_XDECREF(error);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&host);
+    PyBuffer_Release(&rphys);
+    PyBuffer_Release(&rsize);
+    PyBuffer_Release(&rqid);
+    PyBuffer_Release(&rqoff);
+    return result;
+}
+
+
+/* --------------------------------------------------------------------------- prepare_columns() */
+
+/* prepare_columns(t, bodies, properties, tags_hashes, uniq_keys, keys, skip, now_ms, born_host,
+                   max_body, max_props, room, index_prefix) -> (prepared, doubtful)
+
+   writer.prepare_columns: one commit_log.Prepared per message i not in ``skip`` (a set or dict of
+   indexes, or None): (i, body, t, properties, None, now_ms, born_host, 0, 0, 0, 0, None,
+   tags_hash, index keys, uniq_key, None) (the body and tail CRCs are the append's), index keys
+   [prefix + key for each key] + [prefix + uniq_key] (None without keys and uniq key, or
+   without a prefix: no index); ``doubtful``: the indexes whose body is not bytes, over max_body,
+   whose properties are over max_props or which do not fit ``room`` (body + properties): the
+   caller's validators say why. */
+PyObject *py_prepare_columns(PyObject *self, PyObject *args) {
+    PyObject *t, *bodies, *props, *ths, *uniqs, *keys, *skip, *host, *prefix;
+    long long now;
+    Py_ssize_t max_body, max_props, room;
+    if (!PyArg_ParseTuple(args, "OO!O!O!O!O!OLO!nnnO:prepare_columns", &t, &PyList_Type, &bodies, &PyList_Type,
+                          &props, &PyList_Type, &ths, &PyList_Type, &uniqs, &PyList_Type, &keys, &skip, &now,
+                          &PyBytes_Type, &host, &max_body, &max_props, &room, &prefix))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(bodies);
+    if (PyList_GET_SIZE(props) != n || PyList_GET_SIZE(ths) != n || PyList_GET_SIZE(uniqs) != n ||
+        PyList_GET_SIZE(keys) != n || (prefix != Py_None && !PyUnicode_Check(prefix))) {
+        PyErr_SetString(PyExc_ValueError, "prepare_columns: columns of different lengths");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0), *doubtful = PyList_New(0), *nowo = PyLong_FromLongLong(now);
+    PyObject *zero = PyLong_FromLong(0), *result = NULL;
+    if (!out || !doubtful || !nowo || !zero) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *io = PyLong_FromSsize_t(i);
+        if (io == NULL) goto done;
+        if (skip != Py_None) {
+            int r = PySequence_Contains(skip, io);
+            if (r != 0) {
+                Py_DECREF(io);
+                if (r < 0) goto done;
+                continue;
+            }
+        }
+        PyObject *body = PyList_GET_ITEM(bodies, i), *pb = PyList_GET_ITEM(props, i);
+        if (!PyBytes_Check(body) || !PyBytes_Check(pb) || PyBytes_GET_SIZE(body) > max_body ||
+            PyBytes_GET_SIZE(pb) > max_props || PyBytes_GET_SIZE(body) + PyBytes_GET_SIZE(pb) > room) {
+            int r = PyList_Append(doubtful, io);
+            Py_DECREF(io);
+            if (r < 0) goto done;
+            continue;
+        }
+        PyObject *uq = PyList_GET_ITEM(uniqs, i), *ks = PyList_GET_ITEM(keys, i), *ik = Py_None;
+        Py_INCREF(ik);
+        if (prefix != Py_None && (uq != Py_None || (ks != Py_None && PyList_GET_SIZE(ks)))) {
+            Py_DECREF(ik);
+            ik = PyList_New(0);
+            if (ik == NULL) {
+                Py_DECREF(io);
+                goto done;
+            }
+            Py_ssize_t nk = ks != Py_None ? PyList_GET_SIZE(ks) : 0;
+            for (Py_ssize_t j = 0; j <= nk; j++) {
+                PyObject *k = j < nk ? PyList_GET_ITEM(ks, j) : uq;
+                if (k == Py_None || !PyUnicode_Check(k) || PyUnicode_GET_LENGTH(k) == 0) continue;
+                PyObject *full = PyUnicode_Concat(prefix, k);
+                int r = full ? PyList_Append(ik, full) : -1;
+                Py_XDECREF(full);
+                if (r < 0) {
+                    Py_DECREF(ik);
+                    Py_DECREF(io);
+                    goto done;
+                }
+            }
+        }
+        PyObject *item = PyTuple_New(16);
+        if (item == NULL) {
+            Py_DECREF(ik);
+            Py_DECREF(io);
+            goto done;
+        }
+        PyObject *vals[16] = {io, body, t, pb, Py_None, nowo, host, zero, zero, zero, zero, Py_None,
+                              PyList_GET_ITEM(ths, i), ik, uq, Py_None};
+        for (int j = 0; j < 16; j++) {
+            if (j != 0 && j != 13) Py_INCREF(vals[j]);     /* io and ik: their references move in */
+            PyTuple_SET_ITEM(item, j, vals[j]);
+        }
+        int r = PyList_Append(out, item);
+        Py_DECREF(item);
+        if (r < 0) goto done;
+    }
+    result = PyTuple_Pack(2, out, doubtful);
+done:
+    Py_XDECREF(out);
+    Py_XDECREF(doubtful);
+    Py_XDECREF(nowo);
+    Py_XDECREF(zero);
+    return result;
+}
+
+/* --------------------------------------------------------------------------------- index_put() */
+
+/* index_put(buf, slots, entries_at, count, end, items, start, diff_s) -> (count, last offset)
+
+   index_file.IndexFile.put_many's loop: items[start:end] ((key str, physical offset) pairs) go
+   in as entries count, count + 1, ...: the key's hash crc32(utf-8) & 0x7FFFFFFF, its 20-byte
+   entry (hash i32, offset i64, diff_s i32, previous entry i32: the slot's value when it names an
+   entry before this one, else 0) at entries_at + count * 20, then the slot set to it. The caller
+   checked that they fit. */
+PyObject *py_index_put(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t slots, at, count, end, start;
+    long long diff_s;
+    PyObject *items;
+    if (!PyArg_ParseTuple(args, "w*nnnO!nnL:index_put", &buf, &slots, &at, &count, &PyList_Type, &items, &start,
+                          &end, &diff_s))
+        return NULL;
+    PyObject *result = NULL;
+    unsigned char *b = (unsigned char *)buf.buf;
+    long long phys = -1;
+    if (end > PyList_GET_SIZE(items)) end = PyList_GET_SIZE(items);
+    if (slots <= 0 || at < 40 + slots * 4 || count < 1 || start < 0 || (end - start + count) * 20 + at > buf.len) {
+        PyErr_SetString(PyExc_ValueError, "index_put: a file of the wrong shape");
+        goto done;
+    }
+    for (Py_ssize_t k = start; k < end; k++) {
+        PyObject *it = PyList_GET_ITEM(items, k);
+        if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 2) {
+            PyErr_SetString(PyExc_TypeError, "index items are (key, physical offset)");
+            goto done;
+        }
+        long long ph = PyLong_AsLongLong(PyTuple_GET_ITEM(it, 1));
+        if (ph == -1 && PyErr_Occurred()) goto done;
+        Py_ssize_t len;
+        const char *key = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(it, 0), &len);
+        if (key == NULL) goto done;
+        uint32_t h = crc32_of(0, (const unsigned char *)key, (size_t)len) & 0x7FFFFFFF;
+        unsigned char *slot = b + 40 + (h % (uint32_t)slots) * 4;
+        int64_t prev = (int32_t)rd32(slot);
+        if (prev < 0 || prev >= count) prev = 0;
+        unsigned char *e = b + at + count * 20;
+        be32(e, h);
+        be64(e + 4, (uint64_t)ph);
+        be32(e + 12, (uint32_t)diff_s);
+        be32(e + 16, (uint32_t)prev);
+        be32(slot, (uint32_t)count);
+        count++;
+        phys = ph;
+    }
+    result = Py_BuildValue("nL", count, phys);
+done:
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+
+int accel_write_init(void) {
+    s_rr = PyUnicode_InternFromString("rr");
+    s_queue_count = PyUnicode_InternFromString("queue_count");
+    s_next_offsets = PyUnicode_InternFromString("next_offsets");
+    s_queues = PyUnicode_InternFromString("queues");
+    s_name_bytes = PyUnicode_InternFromString("name_bytes");
+    s_write_ids = PyUnicode_InternFromString("write_ids");
+    s_start = PyUnicode_InternFromString("start");
+    s_step = PyUnicode_InternFromString("step");
+    return s_rr && s_queue_count && s_next_offsets && s_queues && s_name_bytes && s_write_ids && s_start && s_step
+           ? 0 : -1;
+}
