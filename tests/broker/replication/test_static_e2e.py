@@ -94,6 +94,9 @@ def test_sync_waits_for_the_follower(group):
         confirmed = p.send_batch("T", [b"while-stopped"], message_ids=[r.message_id])[0]
         assert confirmed.ok and confirmed.duplicate
         g.kill(1)
+        # the leader learns of it when the stream breaks: before that, a put is appended and then
+        # answered REPLICA_LOST (in the log); after it, refused before anything is written
+        wait_until(lambda: not any(f["connected"] for f in g.status(0)["followers"]), "the leader saw it go")
         r = p.send_batch("T", [b"no-follower"])[0]
         assert r.code == Code.HA_NOT_AVAILABLE and "in_sync_replicas_min" in r.error
         g.start(1, leader=0)
