@@ -1,9 +1,14 @@
 # Sourced by ./tidemq and ./run-tests: create .venv and install the project on first
-# use (and again whenever pyproject.toml changes). Needs only python3 >= 3.11.
+# use (and again whenever pyproject.toml or the compiled part changes). Needs only python3 >= 3.11.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 PY="${PYTHON:-python3}"
+
+install_stamp() {   # what the install depends on: reinstalled when the dependencies or the compiled
+                    # part (setup.py, src/tidemq/accel_c/) change
+  cat "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT"/src/tidemq/accel_c/* | sha256sum | cut -d' ' -f1
+}
 
 ensure_venv() {   # $1: extras, e.g. "test" or ""
   local extras="$1" stamp want
@@ -14,8 +19,7 @@ ensure_venv() {   # $1: extras, e.g. "test" or ""
     "$PY" -m venv "$VENV"
   fi
   stamp="$VENV/.installed-${extras:-base}"
-  # reinstalled when the dependencies or the compiled part (setup.py, src/tidemq/accel_c/) change
-  want="$(cat "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT"/src/tidemq/accel_c/* | sha256sum | cut -d' ' -f1)"
+  want="$(install_stamp)"
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "tidemq: installing dependencies${extras:+ ($extras)}" >&2
     local spec="$ROOT"

@@ -2,7 +2,6 @@
 installs the spark extra first. Run on a copy of the launcher over a stand-in .venv whose python
 records what it is asked to do (the real .venv is never touched)."""
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -17,15 +16,17 @@ echo "$0 $*" >> "{log}"
 def launcher(tmp_path):
     root = tmp_path / "checkout"
     (root / "scripts").mkdir(parents=True)
-    for f in ("tidemq", "pyproject.toml", "scripts/bootstrap.sh"):
+    for f in ("tidemq", "pyproject.toml", "setup.py", "scripts/bootstrap.sh"):
         shutil.copy2(os.path.join(REPO, f), root / f)
+    shutil.copytree(os.path.join(REPO, "src", "tidemq", "accel_c"), root / "src" / "tidemq" / "accel_c")
     bin_ = root / ".venv" / "bin"
     bin_.mkdir(parents=True)
     log = tmp_path / "calls"
     for exe in ("python", "tidemq"):
         (bin_ / exe).write_text(STUB.format(log=log))
         (bin_ / exe).chmod(0o755)
-    want = hashlib.sha256((root / "pyproject.toml").read_bytes()).hexdigest()
+    want = subprocess.run(["bash", "-c", "source scripts/bootstrap.sh && install_stamp"], cwd=root, check=True,
+                          capture_output=True, text=True).stdout.strip()
     (root / ".venv" / ".installed-base").write_text(want + "\n")      # installed, without the spark extra
     return root, log
 
