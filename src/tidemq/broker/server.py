@@ -285,7 +285,7 @@ class Broker:
             else:
                 old.discard()
         svc = await asyncio.to_thread(MessagingService, self.store, self.config, self.gate, leading,
-                                      self.replication)
+                                      self.replication, old)
         self._install(svc)
         if leading:
             self._start_leader_tasks()

@@ -49,9 +49,11 @@ from .state.layout import migrate, state_dir
 
 class MessagingService(sgrpc.MessagingServiceServicer):
     def __init__(self, store: MessageStore, config: BrokerConfig, gate: SendGate | None = None,
-                 leading: bool = True, group=None) -> None:
+                 leading: bool = True, group=None, replaces: "MessagingService | None" = None) -> None:
         """``leading``: False for a follower's service (reads only, from state copied from the leader:
-        no topic is created here); ``group``: the broker group (replication/node.py) routes name."""
+        no topic is created here); ``group``: the broker group (replication/node.py) routes name;
+        ``replaces``: the service this one follows (a change of role): its counts of messages put
+        and got go on here (the metrics are the process's, not the role's)."""
         self.store = store
         self.config = config
         self.leading = leading
@@ -65,7 +67,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.state_dir = state_dir(store.config.root_dir)
         self.pop = PopState(store.fio, self.state_dir, config.state_journal_compact_bytes)
         self.pop.open()
-        self.got = Outcomes()             # messages handed to consumers, by topic and status (the metrics)
+        # messages handed to consumers, by topic and status (the metrics)
+        self.got = replaces.got if replaces is not None else Outcomes()
         self.consumption = Consumption(store, config, self.pop, got=self.got)
         self.group_offsets = GroupOffsets(store.fio, self.state_dir)
         self.group_offsets.load()
@@ -81,6 +84,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.timer.open()
         # gate, topic checks, dedup window, put: shared with SendRecords (produce/send_records.py)
         self.sends = SendPath(store, config, self.gate, self._puts, self._stored)
+        if replaces is not None:
+            self.sends.outcomes = replaces.sends.outcomes
         self.sends.auto_create = self.sends.auto_create and leading
         if group is not None and leading:
             self.sends.spread = group.spread

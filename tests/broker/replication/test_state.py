@@ -64,8 +64,14 @@ def test_a_followers_copy_is_written_checked_and_a_promoted_service_loads_it(tmp
                 raw = fh.read()
             assert raw.startswith(b'{"crc32":"') and checked.decode(raw) is not None, path
         assert f_store.queue_count("T") == 2 and f_store.space_policy("R") == "refuse"
+        f_svc.sends.outcomes.add("T", "OK", 3)                  # what the follower counted (reads)
+        f_svc.got.add("T", "OK", 2)
         f_svc.discard()
-        f_svc = MessagingService(f_store, BrokerConfig())           # promoted: opened from the copy
+        old = f_svc
+        f_svc = MessagingService(f_store, BrokerConfig(), replaces=old)   # promoted: opened from the copy
+        # the counts of the process go on across the change of role (metrics never jump back)
+        assert f_svc.sends.outcomes.snapshot() == {("T", "OK"): 3} and f_svc.got.snapshot() == {("T", "OK"): 2}
+        assert f_svc.consumption.got is f_svc.got and f_svc.pulls.got is f_svc.got
         assert f_svc.group_offsets.loaded.source is checked.Source.FILE
         assert f_svc.group_offsets.get("etl", "T", 1) == 7
         assert f_svc.pop.journal.loaded.source is checked.Source.FILE
