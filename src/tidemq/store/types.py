@@ -178,7 +178,8 @@ class PutResults(Sequence):
     by message; ``refused`` maps the index of every message not appended to its PutResult.
 
     A message is appended when its ``size`` is > 0; the appended ones share ``status``, ``error``
-    and ``reason`` (PUT_OK, or FLUSH_DISK_TIMEOUT when the flush wait timed out)."""
+    and ``reason`` (PUT_OK; FLUSH_DISK_TIMEOUT when the flush wait timed out; FLUSH_SLAVE_TIMEOUT or
+    SLAVE_NOT_AVAILABLE when SYNC replication's wait did not see enough followers confirm them)."""
 
     __slots__ = ("phys", "size", "qid", "qoff", "uniq", "refused", "status", "error", "reason", "now", "host")
 
