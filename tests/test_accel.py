@@ -51,6 +51,13 @@ def _topic(name: str, queues: int, rnd: random.Random) -> TopicState:
     t.queues = [f"{name}/{q}" for q in range(queues)]     # any hashable stands for a consume queue
     t.next_offsets = [rnd.randrange(0, 1 << 40) for _ in range(queues)]
     t.rr = rnd.randrange(0, 1000)
+    pick = rnd.randrange(4)           # the queues puts without a queue id go to (a topic spread over groups)
+    if pick == 1:
+        t.write_ids = tuple(sorted(rnd.sample(range(queues), rnd.randrange(1, queues + 1))))
+    elif pick == 2:
+        t.write_ids = range(queues - 1, -1, -2) if queues > 1 else range(1)
+    elif pick == 3 and rnd.random() < 0.3:
+        t.write_ids = rnd.choice([(), (queues,), (-1,)])    # refused: no queue, or not one of the topic's
     return t
 
 

@@ -599,6 +599,60 @@ class BrokerConfig(_Loadable):
         return bool(self.tls_cert_file)
 
 
-for _c in (StoreConfig, BrokerConfig):
+@dataclass(frozen=True)
+class ReplicationConfig(_Loadable):
+    """A broker group: one leader and its followers, each a `tidemq serve` with its own store root
+    (RocketMQ's HA model; tidemq/broker/replication/). The default (no ``broker_group``) is the
+    embedded set-up: one broker, no replication, no coordinator."""
+
+    SECTION: ClassVar[str] = "replication"
+
+    broker_group: str = _f("", "name of this broker's group (empty: no group, no replication: one broker)")
+    broker_id: str = _f("", "this broker's name within its group (empty: its endpoint host:port)")
+    broker_role: str = _f("leader", "static role without a coordinator: 'leader' or 'follower' (--role); with "
+                                    "a coordinator the role is elected", choices=("leader", "follower"))
+    leader_endpoint: str = _f("", "HOST:PORT of the leader a static follower replicates from (--leader)")
+    replication_mode: str = _f("ASYNC", "SYNC: a put is acknowledged once in_sync_replicas_min followers have it "
+                                        "(on disk where they run SYNC_FLUSH); ASYNC: after the local write, the lag "
+                                        "reported", choices=("ASYNC", "SYNC"))
+    in_sync_replicas_min: int = _f(1, "SYNC: followers that must have a put before it is acknowledged; fewer in "
+                                      "sync: SLAVE_NOT_AVAILABLE at once", 1, 16)
+    replication_timeout_ms: int = _f(3_000, "SYNC: a put the followers have not confirmed by then answers "
+                                            "FLUSH_SLAVE_TIMEOUT (it stays in the log)", 1, 600_000)
+    in_sync_lag_bytes_max: int = _f(256 * MIB, "a connected follower more than this behind the leader's end is "
+                                               "not in sync (RocketMQ haMaxGapNotInSync)", 0, 1 << 50)
+    replication_frame_bytes_max: int = _f(1 * MIB, "commit-log bytes one replication frame carries at most "
+                                                   "(whole records; a larger record goes alone)", 4 * KIB, 64 * MIB)
+    replication_state_interval_ms: int = _f(1_000, "how often a follower copies the leader's broker state "
+                                                   "(topics, consumer offsets, pop state, timer, transactions)",
+                                            10, 600_000)
+    replication_retry_ms: int = _f(200, "a follower that lost its leader connects again after this", 10, 60_000)
+    leader_port: int = _f(0, "port served only while this broker leads its group: the group's write endpoint "
+                             "(official clients list every member's; gRPC's pick_first finds the leader); 0: none",
+                          0, 65535)
+    coordinator: str = _f("", "ZooKeeper for automatic failover, 'HOST:PORT[,HOST:PORT...][/chroot]' "
+                              "(empty: static roles, `tidemq replication promote` by hand)")
+    coordinator_session_timeout_ms: int = _f(6_000, "ZooKeeper session timeout: a leader silent this long loses "
+                                                    "its lease (within the server's min/max session timeout)",
+                                             400, 600_000)
+    election_wait_ms: int = _f(1_000, "after the leader's lease is gone, how long the members post their log "
+                                      "ends before the most up-to-date one takes the lease", 0, 600_000)
+
+    def __post_init__(self) -> None:
+        self._check()
+        if self.broker_group and not self.coordinator and self.broker_role == "follower" \
+                and not self.leader_endpoint:
+            raise ConfigError("broker_role follower without a coordinator needs leader_endpoint (--leader HOST:PORT)")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.broker_group)
+
+    @property
+    def sync(self) -> bool:
+        return self.replication_mode == "SYNC"
+
+
+for _c in (StoreConfig, BrokerConfig, ReplicationConfig):
     SECTIONS[_c.SECTION] = _c
 _FIELDS_BY_NAME = {f.name: f for f in fields(StoreConfig)}

@@ -33,6 +33,7 @@ VERDICT_CALLS = {
     "put_refusal": lambda s: s.put_refusal(),
     "write_refusal": lambda s: s.write_refusal(),
     "refusal": lambda s: s.refusal,
+    "following": lambda s: s.following,
 }
 # every other call raises StoreNotRunning
 RAISING_CALLS = {
@@ -42,6 +43,9 @@ RAISING_CALLS = {
     "commitlog_max_offset": lambda s: s.commitlog_max_offset,
     "commitlog_min_offset": lambda s: s.commitlog_min_offset,
     "create_topic": lambda s: s.create_topic("T", 1),
+    "set_write_queues": lambda s: s.set_write_queues("T", None),      # (T exists until delete_topic)
+    "create_spread_topic": lambda s: s.create_spread_topic("T", 1, None),
+    "write_queues": lambda s: s.write_queues("T"),
     "delete_topic": lambda s: s.delete_topic("T"),
     "disk_status": lambda s: s.disk_status(),
     "flush_queues": lambda s: s.flush_queues(),
@@ -57,6 +61,9 @@ RAISING_CALLS = {
     "stats": lambda s: s.stats(),
     "topic_names": lambda s: s.topic_names(),
     "trigger_delete_expired": lambda s: s.trigger_delete_expired(),
+    "follow": lambda s: s.follow("a follower"),        # (then lead: serving() leaves the store writable)
+    "lead": lambda s: s.lead(0),
+    "confirm": lambda s: s.confirm(0),
 }
 # the lifecycle itself (its own rules, tested below)
 LIFECYCLE = {"start", "shutdown", "kill", "install_signal_handlers", "state", "start_progress"}

@@ -57,7 +57,7 @@
 #include <string.h>
 #include <structmember.h>
 
-#define ACCEL_VERSION 1
+#define ACCEL_VERSION 2
 
 #define MAGIC_U32 0xDAA320A7u
 #define OFF_BODY 88

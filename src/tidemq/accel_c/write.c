@@ -4,13 +4,29 @@
 
 /* ------------------------------------------------------------------------------------ append() */
 
-static PyObject *s_rr, *s_queue_count, *s_next_offsets, *s_queues, *s_name_bytes;
+static PyObject *s_rr, *s_queue_count, *s_next_offsets, *s_queues, *s_name_bytes, *s_write_ids, *s_start, *s_step;
+
+static int as_i64(PyObject *o, long long *out) {
+    *out = PyLong_AsLongLong(o);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+static int as_i32(PyObject *o, long long *out) {
+    if (as_i64(o, out) < 0) return -1;
+    if (*out < INT32_MIN || *out > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "a 32-bit field out of range");
+        return -1;
+    }
+    return 0;
+}
 
 typedef struct {                 /* the write-path state of the topic being written (TopicState) */
     PyObject *t;                 /* borrowed from the batch item */
     PyObject *offsets;           /* list, new reference */
     PyObject *queues;            /* list, new reference */
     PyObject *name;              /* bytes, new reference */
+    PyObject *ids;               /* write_ids as a list or tuple (PySequence_Fast), new reference; NULL: a range */
+    long long id_start, id_step; /* write_ids as a range: start + step * j */
+    Py_ssize_t nids;             /* how many write_ids */
     long long rr;
     Py_ssize_t qc;
 } topic_cur;
@@ -19,6 +35,7 @@ static void topic_clear(topic_cur *c) {
     Py_CLEAR(c->offsets);
     Py_CLEAR(c->queues);
     Py_CLEAR(c->name);
+    Py_CLEAR(c->ids);
     c->t = NULL;
 }
 
@@ -29,6 +46,30 @@ static int topic_flush(topic_cur *c) {
     if (v == NULL) return -1;
     int r = PyObject_SetAttr(c->t, s_rr, v);
     Py_DECREF(v);
+    return r;
+}
+
+/* the topic's write_ids (the queues a put without a queue id goes to, round-robin): a range read as
+   start + step * j, anything else as a list or tuple; 0 or -1 (exception set) */
+static int ids_load(topic_cur *c, PyObject *t) {
+    PyObject *w = PyObject_GetAttr(t, s_write_ids);
+    if (w == NULL) return -1;
+    int r = -1;
+    if (PyRange_Check(w)) {
+        PyObject *a = PyObject_GetAttr(w, s_start), *b = PyObject_GetAttr(w, s_step);
+        c->nids = PyObject_Size(w);
+        if (a != NULL && b != NULL && c->nids >= 0 && as_i64(a, &c->id_start) == 0 && as_i64(b, &c->id_step) == 0)
+            r = 0;
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+    } else {
+        c->ids = PySequence_Fast(w, "write_ids must be a range, list or tuple of queue ids");
+        if (c->ids != NULL) {
+            c->nids = PySequence_Fast_GET_SIZE(c->ids);
+            r = 0;
+        }
+    }
+    Py_DECREF(w);
     return r;
 }
 
@@ -48,7 +89,7 @@ static int topic_load(topic_cur *c, PyObject *t) {
     c->offsets = PyObject_GetAttr(t, s_next_offsets);
     c->queues = PyObject_GetAttr(t, s_queues);
     c->name = PyObject_GetAttr(t, s_name_bytes);
-    if (c->offsets == NULL || c->queues == NULL || c->name == NULL) return -1;
+    if (c->offsets == NULL || c->queues == NULL || c->name == NULL || ids_load(c, t) < 0) return -1;
     if (!PyList_Check(c->offsets) || !PyList_Check(c->queues) || !PyBytes_Check(c->name) ||
         PyList_GET_SIZE(c->offsets) < c->qc || PyList_GET_SIZE(c->queues) < c->qc || c->qc <= 0 ||
         PyBytes_GET_SIZE(c->name) > 255) {
@@ -56,19 +97,6 @@ static int topic_load(topic_cur *c, PyObject *t) {
         return -1;
     }
     c->t = t;
-    return 0;
-}
-
-static int as_i64(PyObject *o, long long *out) {
-    *out = PyLong_AsLongLong(o);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
-}
-static int as_i32(PyObject *o, long long *out) {
-    if (as_i64(o, out) < 0) return -1;
-    if (*out < INT32_MIN || *out > INT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "a 32-bit field out of range");
-        return -1;
-    }
     return 0;
 }
 
@@ -105,7 +133,7 @@ static int add_unit(PyObject *units, PyObject *cq, long long qoff, const unsigne
    ends at or before ``limit``; returns where it stopped: the index of the first item not packed
    (len(batch): all), the position after the last record packed, and None, or the exception that
    stopped it at that item (nothing of that item is written). Per item packed: its queue id
-   (round-robin over the topic's queues when None) and queue offset taken from its TopicState,
+   (round-robin over the topic's write_ids when None) and queue offset taken from its TopicState,
    the record written and sealed with its record CRC, its unit added to ``units``, (index keys,
    physical offset) to ``index_items`` when it has keys, and at its message index i (item[0]):
    res_phys[i] (int64), res_size[i] (int32), res_qid[i] (int32), res_qoff[i] (int64) and
@@ -168,8 +196,21 @@ PyObject *py_append(PyObject *self, PyObject *args) {
         } else if (as_i64(f[11], &crc) < 0) {
             goto item_error;
         }
-        if (f[4] == Py_None) {
-            qid = cur.rr % cur.qc;
+        if (f[4] == Py_None) {            /* round-robin over the topic's write_ids */
+            if (cur.nids <= 0) {
+                PyErr_SetString(PyExc_ValueError, "the topic has no queue to write (empty write_ids)");
+                goto item_error;
+            }
+            Py_ssize_t j = (Py_ssize_t)(cur.rr % cur.nids);
+            if (cur.ids == NULL) {
+                qid = cur.id_start + cur.id_step * j;
+            } else if (as_i64(PySequence_Fast_GET_ITEM(cur.ids, j), &qid) < 0) {
+                goto item_error;
+            }
+            if (qid < 0 || qid >= cur.qc) {
+                PyErr_SetString(PyExc_ValueError, "queue id outside the topic's queues");
+                goto item_error;
+            }
             cur.rr++;
         } else {
             qid = PyLong_AsLongLong(f[4]);
@@ -429,5 +470,9 @@ int accel_write_init(void) {
     s_next_offsets = PyUnicode_InternFromString("next_offsets");
     s_queues = PyUnicode_InternFromString("queues");
     s_name_bytes = PyUnicode_InternFromString("name_bytes");
-    return s_rr && s_queue_count && s_next_offsets && s_queues && s_name_bytes ? 0 : -1;
+    s_write_ids = PyUnicode_InternFromString("write_ids");
+    s_start = PyUnicode_InternFromString("start");
+    s_step = PyUnicode_InternFromString("step");
+    return s_rr && s_queue_count && s_next_offsets && s_queues && s_name_bytes && s_write_ids && s_start && s_step
+           ? 0 : -1;
 }

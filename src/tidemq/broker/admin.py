@@ -22,9 +22,18 @@ class Admin:
         self.store = store
         self.broker = broker           # server.Broker: alarms and flow control (None: store-only admin)
 
+    def _follower(self) -> dict | None:
+        """A refusal naming the leader while this broker follows (topics and offsets are the leader's)."""
+        b = self.broker
+        why = b.write_refusal() if b is not None and hasattr(b, "write_refusal") else None
+        return api.refused(why, api.Refusal.NOT_LEADER) if why else None
+
     def create_topic(self, req: dict) -> dict:
+        if (no := self._follower()) is not None:
+            return no
         try:
             name, queues, policy = api.create_topic_request(req)
+            groups = api.groups_of(req)
         except (KeyError, ValueError, TypeError) as e:
             return api.refused(str(e))
         if queues is None:
@@ -33,12 +42,29 @@ class Admin:
         if queues > limit:              # refused before anything is made (a million queues took 7.6 s)
             return api.refused(f"{queues} queues: a topic has at most topic_queues_max={limit}",
                                api.Refusal.LIMIT_EXCEEDED)
+        if groups:
+            return self._spread_topic(name, queues, groups, policy)
         try:
             self.store.create_topic(name, queues, policy)
         except (KeyError, ValueError, TypeError) as e:
             return api.refused(str(e))
         return {"ok": True, "topic": name, "queues": self.store.queue_count(name),
                 "space_policy": self.store.space_policy(name)}
+
+    def _spread_topic(self, name: str, queues: int, groups: list[str], policy: str | None) -> dict:
+        """CreateTopic with groups: the queues spread over those broker groups, kept in the coordinator."""
+        if policy is not None:
+            return api.refused("space_policy is a broker's, not the cluster's: create the spread topic without "
+                               "it, then set it with CreateTopic {name, space_policy} on each group's leader")
+        node = self._node()
+        if node is None or node.coordinator is None:
+            return api.refused("spreading a topic over broker groups needs a coordinator (coordinator)",
+                               api.Refusal.FORBIDDEN)
+        try:
+            doc = self._run(asyncio.to_thread(node.coordinator.create_topic, name, queues, groups))
+        except ValueError as e:
+            return api.refused(str(e))
+        return {"ok": True, "topic": name, "queues": queues, "owners": doc["owners"]}
 
     def list_topics(self, req: dict) -> dict:
         s = self.store
@@ -111,6 +137,8 @@ class Admin:
         """mqadmin deleteTopic: the store forgets the topic; the groups' offsets and pop cursors of
         it go too (a topic created again with the name starts from nothing)."""
         from .deferred.parking import SYSTEM_TOPICS
+        if (no := self._follower()) is not None:
+            return no
         try:
             topic = api.topic_request(req)
         except ValueError as e:
@@ -143,6 +171,8 @@ class Admin:
     def reset_group(self, req: dict) -> dict:
         """Move a group's pull offsets and pop cursors on every queue of a topic, on the broker's
         event loop (where consumers change them too)."""
+        if (no := self._follower()) is not None:
+            return no
         try:
             group, topic, to = api.reset_request(req)
         except ValueError as e:
@@ -155,6 +185,52 @@ class Admin:
         rows = self._on_loop(lambda: reset_group(self.store, svc.group_offsets, svc.pop, group, topic, to))
         return {"ok": True, "reset": rows}
 
+    # Replication (replication/node.py) -----------------------------------------------------
+    def _node(self):
+        b = self.broker
+        return getattr(b, "replication", None) if b is not None else None
+
+    def replication(self, req: dict) -> dict:
+        node = self._node()
+        return {"ok": True, "replication": node.status() if node is not None else None}
+
+    def _run(self, coro, timeout_s: float = 120):
+        return asyncio.run_coroutine_threadsafe(coro, self.broker._loop).result(timeout=timeout_s)
+
+    def promote(self, req: dict) -> dict:
+        node = self._node()
+        if node is None:
+            return api.refused("this broker is in no broker group (broker_group)", api.Refusal.FORBIDDEN)
+        try:
+            epoch = self._run(node.promote())
+        except ValueError as e:
+            return api.refused(str(e))
+        return {"ok": True, "epoch": epoch}
+
+    def follow(self, req: dict) -> dict:
+        node = self._node()
+        if node is None:
+            return api.refused("this broker is in no broker group (broker_group)", api.Refusal.FORBIDDEN)
+        if node.coordinator is not None:
+            return api.refused("this group has a coordinator: it says whom to follow", api.Refusal.FORBIDDEN)
+        try:
+            leader = api.follow_request(req)
+        except ValueError as e:
+            return api.refused(str(e))
+        if leader == node.endpoint:
+            return api.refused("a broker cannot follow itself")
+        self._run(node.follow(leader))
+        return {"ok": True, "leader": leader}
+
+    def cluster(self, req: dict) -> dict:
+        node = self._node()
+        if node is None:
+            return api.refused("this broker is in no broker group (broker_group)", api.Refusal.FORBIDDEN)
+        if node.coordinator is None:
+            return {"ok": True, "cluster": {"coordinator": None, "groups": {node.group: node.view()}, "topics": {}}}
+        return {"ok": True, "cluster": node.coordinator.cluster()}
+
+    # Archive (store/archive.py) ------------------------------------------------------------
     def archive(self, req: dict) -> dict:
         return {"ok": True, **archive_summary(self.store.fio, self.store.config.root_dir)}
 
@@ -170,7 +246,8 @@ class Admin:
             api.STATUS: unary(self.status), api.GROUPS: unary(self.groups), api.QUERY: unary(self.query),
             api.TOPIC_STATUS: unary(self.topic_status), api.CONFIG: unary(self.config),
             api.RESET_GROUP: unary(self.reset_group), api.DELETE_TOPIC: unary(self.delete_topic),
-            api.ARCHIVE: unary(self.archive)})
+            api.ARCHIVE: unary(self.archive), api.REPLICATION: unary(self.replication),
+            api.PROMOTE: unary(self.promote), api.FOLLOW: unary(self.follow), api.CLUSTER: unary(self.cluster)})
 
 
 def answer(fn, req) -> dict:

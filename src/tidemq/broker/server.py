@@ -20,7 +20,7 @@ import time
 
 import grpc
 
-from ..config import BrokerConfig, StoreConfig
+from ..config import BrokerConfig, ReplicationConfig, StoreConfig
 from ..io import SystemClock
 from ..protocol import data
 from ..protocol.stubs import sgrpc
@@ -43,9 +43,17 @@ START_PROGRESS_S = 5.0
 
 class Broker:
     def __init__(self, store_config: StoreConfig, config: BrokerConfig, progress=None,
-                 progress_interval_s: float | None = None) -> None:
+                 progress_interval_s: float | None = None, replication: ReplicationConfig | None = None) -> None:
         self.store_config = store_config
         self.config = config
+        self.replication_config = replication if replication is not None and replication.enabled else None
+        self.replication = None                     # replication/node.ReplicationNode in a broker group
+        self._service_leading = False               # the current service is a leader's (tasks, state writes)
+        self._leader_server: grpc.aio.Server | None = None   # the leader port, while this broker leads
+        self._leader_tasks: list[asyncio.Task] = []
+        self._leader_port = None                    # replication/forward.LeaderPort of the leader port
+        self._records = None
+        self._record_sends = None
         self.progress = progress or (lambda line: log.info("%s", line))   # how a long start is said
         self.progress_interval_s = progress_interval_s                    # and how often (None: START_PROGRESS_S)
         self.store: MessageStore | None = None
@@ -57,6 +65,7 @@ class Broker:
         self.ops: OpsServer | None = None           # the HTTP port: metrics, health, status page
         self.observer: Observer | None = None       # what every status view reads (observe/)
         self._tasks: list[asyncio.Task] = []
+        self.gate: SendGate | None = None
 
     def _make_alarms(self, store: MessageStore) -> ResourceAlarms:
         c, sc = self.config, self.store_config
@@ -143,9 +152,43 @@ class Broker:
         self._set_memory_limit(self.config.memory_high_watermark_bytes, self.config.memory_high_watermark_ratio)
         self.check_alarms_now()             # the state is known before the first request
         c = self.config
-        gate = SendGate(self.alarms, self.store.commit_log.dirty_bytes, c.flush_backlog_high_bytes,
-                        c.send_hold_ms_max / 1000, c.inflight_requests_per_connection_max,
-                        c.inflight_bytes_per_connection_max, SystemClock())
+        self.gate = SendGate(self.alarms, self.store.commit_log.dirty_bytes, c.flush_backlog_high_bytes,
+                             c.send_hold_ms_max / 1000, c.inflight_requests_per_connection_max,
+                             c.inflight_bytes_per_connection_max, SystemClock())
+        if self.replication_config is None:
+            self._install(MessagingService(self.store, self.config, self.gate))
+        else:
+            from .replication.node import ReplicationNode
+            self.replication = ReplicationNode(self, self.replication_config)
+        self.server = self._new_server()
+        address = f"{c.host}:{c.port}"
+        self.port = self._bind(self.server, address)
+        if self.port == 0:
+            raise OSError(f"cannot listen on {self.config.host}:{self.config.port}: in use, or not an address "
+                          f"of this machine (port, host)")
+        if self.config.port == 0:
+            self.config = self.config.replace(port=self.port)
+            if self.service is not None:
+                self.service.config = self.config
+        await self.server.start()
+        self.observer = Observer(self, SystemClock(), recovery_s)
+        self.store.observe_flushes(self.observer.flush_latency.observe)
+        if self.ops is not None:
+            self.ops.ready(self.observer)
+        self._tasks = [asyncio.create_task(self._sample()), asyncio.create_task(self._flush_pop()),
+                       asyncio.create_task(self._check_alarms())]
+        if self.replication is None:
+            self._start_leader_tasks()
+        else:
+            await self.replication.start()
+            await self.leader_port(True)
+        if self.service is not None:
+            self.service.sends.latency = self.observer.put_latency
+        return self.port
+
+    def _new_server(self) -> grpc.aio.Server:
+        """A gRPC server with every service of this broker (the port, and the leader port)."""
+        c = self.config
         opts = [("grpc.max_receive_message_length", c.grpc_message_bytes_max),
                 ("grpc.max_send_message_length", c.grpc_message_bytes_max),
                 ("grpc.http2.lookahead_bytes", c.grpc_lookahead_bytes),
@@ -153,43 +196,126 @@ class Broker:
         interceptors = ([AuthInterceptor(Authenticator(c.access_key, c.secret_key, c.signature_window_s))]
                         if c.auth_enabled else [])
         interceptors.append(TypedDecoding())          # after auth: an unsigned request is refused first
-        self.server = grpc.aio.server(options=opts, interceptors=interceptors)
-        self.service = MessagingService(self.store, self.config, gate)
-        sgrpc.add_MessagingServiceServicer_to_server(self.service, self.server)
-        records = Records(self.store, self.service.consumption.arrivals, c.grpc_message_bytes_max,
-                          c.pull_records_bytes_max, self.service.got)
-        record_sends = RecordSends(self.service.sends, c.send_records_tag_cache_max)
-        self.server.add_generic_rpc_handlers((Admin(self.store, self).handler(), grpc.method_handlers_generic_handler(
-            data.SERVICE, {data.PULL_RECORDS: grpc.unary_unary_rpc_method_handler(records.pull),
-                           data.SEND_RECORDS: grpc.unary_unary_rpc_method_handler(record_sends.send)})))
-        address = f"{c.host}:{c.port}"
-        if c.tls_enabled:
-            with open(c.tls_key_file, "rb") as k, open(c.tls_cert_file, "rb") as crt:
-                creds = grpc.ssl_server_credentials([(k.read(), crt.read())])
+        server = grpc.aio.server(options=opts, interceptors=interceptors)
+        server.add_generic_rpc_handlers(tuple(self._handlers()))
+        return server
+
+    def _handlers(self) -> list:
+        """The generic handlers of every service this broker serves."""
+        class Collect:          # what add_*_to_server gives a server, kept
+            def __init__(self):
+                self.handlers: list = []
+
+            def add_generic_rpc_handlers(self, hs):
+                self.handlers.extend(hs)
+
+            def add_registered_method_handlers(self, *_a):
+                pass
+
+        got = Collect()
+        if self.replication is None:
+            sgrpc.add_MessagingServiceServicer_to_server(self.service, got)
+        else:
+            from .replication.proxy import ServiceProxy
+            sgrpc.add_MessagingServiceServicer_to_server(ServiceProxy(self), got)
+
+        async def pull(req, ctx):
+            return await self._records.pull(req, ctx)
+
+        async def send(req, ctx):
+            return await self._record_sends.send(req, ctx)
+
+        handlers = got.handlers + [Admin(self.store, self).handler(), grpc.method_handlers_generic_handler(
+            data.SERVICE, {data.PULL_RECORDS: grpc.unary_unary_rpc_method_handler(pull),
+                           data.SEND_RECORDS: grpc.unary_unary_rpc_method_handler(send)})]
+        if self.replication is not None:
+            handlers.append(self.replication.server.handler())
+        return handlers
+
+    def _bind(self, server: grpc.aio.Server, address: str) -> int:
+        c = self.config
         try:
             if c.tls_enabled:
-                self.port = self.server.add_secure_port(address, creds)
-            else:
-                self.port = self.server.add_insecure_port(address)
+                with open(c.tls_key_file, "rb") as k, open(c.tls_cert_file, "rb") as crt:
+                    creds = grpc.ssl_server_credentials([(k.read(), crt.read())])
+                return server.add_secure_port(address, creds)
+            return server.add_insecure_port(address)
         except RuntimeError:                 # grpc: "Failed to bind"
-            self.port = 0
-        if self.port == 0:
-            raise OSError(f"cannot listen on {self.config.host}:{self.config.port}: in use, or not an address "
-                          f"of this machine (port, host)")
-        if self.config.port == 0:
-            self.config = self.config.replace(port=self.port)
-            self.service.config = self.config
-        await self.server.start()
-        self.observer = Observer(self, SystemClock(), recovery_s)
-        self.service.sends.latency = self.observer.put_latency
-        self.store.observe_flushes(self.observer.flush_latency.observe)
-        if self.ops is not None:
-            self.ops.ready(self.observer)
-        self._tasks = [asyncio.create_task(self._sample()), asyncio.create_task(self._flush_pop()), asyncio.create_task(self._check_alarms()),
-                       asyncio.create_task(self.service.timer.run(in_thread=self.store_config.sync_flush)),
-                       asyncio.create_task(self.service.transactions.run()),
-                       asyncio.create_task(self.service.renewer.run())]
-        return self.port
+            return 0
+
+    def _install(self, service: MessagingService) -> None:
+        """Make ``service`` the one every RPC goes to."""
+        c = self.config
+        self.service = service
+        self._records = Records(self.store, service.consumption.arrivals, c.grpc_message_bytes_max,
+                                c.pull_records_bytes_max, service.got)
+        self._record_sends = RecordSends(service.sends, c.send_records_tag_cache_max)
+        if self.observer is not None:
+            service.sends.latency = self.observer.put_latency
+
+    def _start_leader_tasks(self) -> None:
+        svc = self.service
+        self._leader_tasks = [asyncio.create_task(svc.timer.run(in_thread=self.store_config.sync_flush or (
+                                  self.replication_config is not None and self.replication_config.sync))),
+                              asyncio.create_task(svc.transactions.run()),
+                              asyncio.create_task(svc.renewer.run())]
+        self._service_leading = True
+
+    async def _stop_leader_tasks(self) -> None:
+        tasks, self._leader_tasks = self._leader_tasks, []
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
+                pass
+
+    async def activate(self, leading: bool) -> None:
+        """A change of role (replication/node.py): the current service goes (a leader's is closed: its
+        state written; a follower's is dropped: it wrote nothing), a new one is built from the state
+        files, with a leader's tasks and port when ``leading``."""
+        await self._stop_leader_tasks()
+        old, was_leading = self.service, self._service_leading
+        self._service_leading = False
+        if old is not None:
+            old.closing.set()
+            if was_leading:
+                await asyncio.to_thread(old.close)
+            else:
+                old.discard()
+        svc = await asyncio.to_thread(MessagingService, self.store, self.config, self.gate, leading,
+                                      self.replication, old)
+        self._install(svc)
+        if leading:
+            self._start_leader_tasks()
+
+    async def leader_port(self, open_: bool) -> None:
+        """Serve the leader port (replication leader_port: served here while this broker leads,
+        forwarded to the leader while it follows, replication/forward.py) or stop serving it."""
+        port = self.replication_config.leader_port if self.replication_config is not None else 0
+        if not port:
+            return
+        if open_ and self._leader_server is None:
+            from .replication.forward import LeaderPort
+            c = self.config
+            server = grpc.aio.server(options=[("grpc.max_receive_message_length", c.grpc_message_bytes_max),
+                                              ("grpc.max_send_message_length", c.grpc_message_bytes_max),
+                                              ("grpc.so_reuseport", 0)])
+            self._leader_port = LeaderPort(self.replication, self._handlers())
+            server.add_generic_rpc_handlers((self._leader_port,))
+            if self._bind(server, f"{c.host}:{port}") == 0:
+                raise OSError(f"cannot listen on the leader port {c.host}:{port}: in use (leader_port)")
+            await server.start()
+            self._leader_server = server
+        elif not open_ and self._leader_server is not None:
+            server, self._leader_server = self._leader_server, None
+            await server.stop(0)
+            await self._leader_port.close()
+
+    def write_refusal(self) -> str | None:
+        """Why this broker takes no writes as a member of its group (None: it takes them)."""
+        return self.replication.write_refusal() if self.replication is not None else None
 
     async def _sample(self) -> None:
         """The status history (rates, the status page's chart): one sample per interval."""
@@ -205,6 +331,8 @@ class Broker:
         without it; power loss)."""
         while True:
             await asyncio.sleep(1.0)
+            if not self._service_leading:
+                continue                    # a follower's state is the leader's copy: it writes none
             try:
                 self.service.pop.flush()
                 self.service.group_offsets.flush()
@@ -215,6 +343,10 @@ class Broker:
     async def stop(self) -> None:
         if self.ops is not None:
             self.ops.stopping()
+        if self.replication is not None:
+            await self.replication.stop()
+        await self._stop_leader_tasks()
+        await self.leader_port(False)
         for t in getattr(self, "_tasks", ()):
             t.cancel()
         for t in getattr(self, "_tasks", ()):
@@ -227,7 +359,10 @@ class Broker:
         if self.server is not None:
             await self.server.stop(self.config.shutdown_grace_s)
         if self.service is not None:
-            self.service.close()
+            if self._service_leading:
+                self.service.close()
+            else:
+                self.service.discard()
         if self.store is not None:
             await asyncio.to_thread(self.store.shutdown)
         if self.ops is not None:
@@ -254,10 +389,11 @@ def check_port_free(host: str, port: int) -> None:
 
 
 async def serve(store_config: StoreConfig, config: BrokerConfig, ready=print, progress=None,
-                progress_interval_s: float | None = None) -> None:
+                progress_interval_s: float | None = None, replication: ReplicationConfig | None = None) -> None:
     """Serve until SIGTERM / SIGINT; then stop RPCs, flush and close the store. ``progress``: how
-    a long start is said (default: logged), every ``progress_interval_s`` (default START_PROGRESS_S)."""
-    broker = Broker(store_config, config, progress, progress_interval_s)
+    a long start is said (default: logged), every ``progress_interval_s`` (default START_PROGRESS_S);
+    ``replication``: a broker group's settings."""
+    broker = Broker(store_config, config, progress, progress_interval_s, replication)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -48,9 +48,16 @@ from .state.layout import migrate, state_dir
 
 
 class MessagingService(sgrpc.MessagingServiceServicer):
-    def __init__(self, store: MessageStore, config: BrokerConfig, gate: SendGate | None = None) -> None:
+    def __init__(self, store: MessageStore, config: BrokerConfig, gate: SendGate | None = None,
+                 leading: bool = True, group=None, replaces: "MessagingService | None" = None) -> None:
+        """``leading``: False for a follower's service (reads only, from state copied from the leader:
+        no topic is created here); ``group``: the broker group (replication/node.py) routes name;
+        ``replaces``: the service this one follows (a change of role): its counts of messages put
+        and got go on here (the metrics are the process's, not the role's)."""
         self.store = store
         self.config = config
+        self.leading = leading
+        self.group = group
         self.gate = gate or SendGate(None, store.commit_log.dirty_bytes, config.flush_backlog_high_bytes,
                                      config.send_hold_ms_max / 1000, config.inflight_requests_per_connection_max,
                                      config.inflight_bytes_per_connection_max, store.clock)
@@ -60,7 +67,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.state_dir = state_dir(store.config.root_dir)
         self.pop = PopState(store.fio, self.state_dir, config.state_journal_compact_bytes)
         self.pop.open()
-        self.got = Outcomes()             # messages handed to consumers, by topic and status (the metrics)
+        # messages handed to consumers, by topic and status (the metrics)
+        self.got = replaces.got if replaces is not None else Outcomes()
         self.consumption = Consumption(store, config, self.pop, got=self.got)
         self.group_offsets = GroupOffsets(store.fio, self.state_dir)
         self.group_offsets.load()
@@ -76,6 +84,13 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.timer.open()
         # gate, topic checks, dedup window, put: shared with SendRecords (produce/send_records.py)
         self.sends = SendPath(store, config, self.gate, self._puts, self._stored)
+        if replaces is not None:
+            self.sends.outcomes = replaces.sends.outcomes
+        self.sends.auto_create = self.sends.auto_create and leading
+        if group is not None and leading:
+            self.sends.spread = group.spread
+        if group is not None and group.config.sync:
+            self.sends.in_thread = True                  # SYNC puts wait for the followers: not on the loop
         self.transactions = Transactions(store, config, self.sessions, self.sends.put_batch,
                                          lambda r: put_code(r.status, r.reason), self.consumption.notify_arrival,
                                          self.state_dir, config.transaction_scan_max,
@@ -89,6 +104,13 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.group_offsets.flush()
         self.timer.close()
         self.transactions.close()
+
+    def discard(self) -> None:
+        """A follower's service goes: its files are closed, nothing is written (its state is the
+        leader's copy, which the next service opens)."""
+        self._puts.shutdown(wait=True)
+        self.pop.journal.abandon()
+        self.transactions.journal.abandon()
 
     def _stored(self, parked: bool = False) -> None:
         self.consumption.notify_arrival()          # long-polling receives wake up
@@ -108,18 +130,33 @@ class MessagingService(sgrpc.MessagingServiceServicer):
 
     async def QueryRoute(self, request, context):
         topic = request.topic.name
+        spread = self.group.cluster_route(topic) if self.group is not None else None
+        if spread:
+            from .replication.routes import group_queues
+            queues = [mq for view, qids in spread
+                      for mq in group_queues(request.topic, 0, view, self.endpoint, queue_ids=qids)]
+            queues.sort(key=lambda mq: (mq.id, mq.broker.id))
+            return spb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
         try:
             n = self._ensure_topic(topic)
         except ValueError as e:
             return spb.QueryRouteResponse(status=status(Code.ILLEGAL_TOPIC, str(e)))
         if n == 0:
             return spb.QueryRouteResponse(status=status(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
+        if self.group is not None:
+            from .replication.routes import group_queues
+            queues = group_queues(request.topic, n, self.group.view(), self.endpoint)
+            return spb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
         broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self._endpoints(request.endpoints))
         queues = [pb.MessageQueue(topic=request.topic, id=q, permission=pb.Permission.READ_WRITE, broker=broker,
                                   accept_message_types=[pb.MessageType.NORMAL, pb.MessageType.FIFO,
                                                         pb.MessageType.DELAY, pb.MessageType.TRANSACTION])
                   for q in range(n)]
         return spb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
+
+    @property
+    def endpoint(self) -> str:
+        return self.config.advertised_endpoint or f"{self.config.host}:{self.config.port}"
 
     async def QueryAssignment(self, request, context):
         """Push consumers: one assignment with queue id -1, "pop from any queue" (as the RocketMQ proxy
@@ -133,7 +170,11 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             return spb.QueryAssignmentResponse(status=status(Code.ILLEGAL_TOPIC, str(e)))
         if n == 0:
             return spb.QueryAssignmentResponse(status=status(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
-        broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self._endpoints(request.endpoints))
+        if self.group is not None:
+            from .replication.routes import leader_broker
+            broker = leader_broker(self.group.view(), self.endpoint)
+        else:
+            broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self._endpoints(request.endpoints))
         mq = pb.MessageQueue(topic=request.topic, id=-1, permission=pb.Permission.READ_WRITE, broker=broker,
                              accept_message_types=[pb.MessageType.NORMAL, pb.MessageType.FIFO])
         return spb.QueryAssignmentResponse(status=status(Code.OK), assignments=[pb.Assignment(message_queue=mq)])

@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "group": ("tidemq.cli.group", "group", "consumer groups of a running broker: lag per queue, reset offsets"),
     "query": ("tidemq.cli.query", "query", "find messages by key, id, commit-log offset or queue and time"),
     "receive": ("tidemq.cli.receive", "receive", "print messages of a topic (a group's, or from an offset)"),
+    "replication": ("tidemq.cli.replication", "replication", "broker groups: role and lag, failover by hand"),
     "send": ("tidemq.cli.send", "send", "send messages (arguments or stdin lines) to a running broker"),
     "status": ("tidemq.cli.status", "status", "a running broker at a glance; exit 1 while writes are refused"),
     "serve": ("tidemq.cli.serve", "serve", "run the broker (RocketMQ 5 gRPC protocol) over the store"),

@@ -18,12 +18,23 @@ from .common import config_option, load_store_config, quiet_logs, root_option
               help="address the metrics port binds (default 127.0.0.1, whatever --host)")
 @click.option("--auto-create-topics/--no-auto-create-topics", default=None,
               help="create unknown topics on first use (off by default)")
+@click.option("--group", "broker_group", default=None, envvar="TIDEMQ_BROKER_GROUP",
+              help="broker group this broker is a member of (replication; default: none)")
+@click.option("--role", type=click.Choice(["leader", "follower"]), default=None, envvar="TIDEMQ_BROKER_ROLE",
+              help="static role in the group (without a coordinator)")
+@click.option("--leader", "leader_endpoint", default=None, envvar="TIDEMQ_LEADER_ENDPOINT",
+              help="HOST:PORT of the leader a static follower copies")
+@click.option("--leader-port", type=int, default=None, envvar="TIDEMQ_LEADER_PORT",
+              help="port served only while this broker leads its group (the group's write endpoint)")
+@click.option("--coordinator", default=None, envvar="TIDEMQ_COORDINATOR",
+              help="ZooKeeper HOST:PORT[,...][/chroot] electing the group's leader (automatic failover)")
 @click.option("-v", "--verbose", is_flag=True)
-def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create_topics, verbose) -> None:
+def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create_topics, broker_group, role,
+          leader_endpoint, leader_port, coordinator, verbose) -> None:
     """Start the broker; prints one line when ready; stops cleanly on SIGTERM / Ctrl-C."""
     import asyncio
 
-    from ..config import BrokerConfig, ConfigError
+    from ..config import BrokerConfig, ConfigError, ReplicationConfig
     from ..io import LockedError
     from ..protocol import stubs  # noqa: F401  (imports the official client package: before logging is set up)
     from ..broker.server import serve as run
@@ -33,15 +44,21 @@ def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create
     store_cfg = load_store_config(root, config_file, remembered=False, **store_overrides)
     overrides = {k: v for k, v in (("host", host), ("port", port), ("metrics_port", metrics_port),
                                    ("metrics_host", metrics_host)) if v is not None}
+    repl = {k: v for k, v in (("broker_group", broker_group), ("broker_role", role),
+                              ("leader_endpoint", leader_endpoint), ("leader_port", leader_port),
+                              ("coordinator", coordinator)) if v is not None}
+    if repl.get("leader_endpoint") and "broker_role" not in repl:
+        repl["broker_role"] = "follower"
     try:
         cfg = BrokerConfig.load(toml_path=config_file, section="broker", **overrides)
+        rcfg = ReplicationConfig.load(toml_path=config_file, section="replication", **repl)
     except (ConfigError, OSError) as e:
         raise click.ClickException(str(e)) from e
     check_root(store_cfg.root_dir)
     said = StartReporter()
     try:
         asyncio.run(run(store_cfg, cfg, ready=said.ready, progress=said.progress,
-                        progress_interval_s=said.interval_s))
+                        progress_interval_s=said.interval_s, replication=rcfg))
     except LockedError as e:        # another broker (or a command) has the store open
         raise click.ClickException(f"{e} (another broker on this root? stop it, or give another --root)") from e
     except OSError as e:            # a port in use, a root that cannot be opened: one line, exit 1

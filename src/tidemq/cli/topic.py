@@ -61,12 +61,16 @@ def _admin(endpoint: str, method: str, request: dict | None = None, config_file:
               help="when space is short and the oldest segment holds messages subscribed groups have not "
                    "consumed: evict (delete them, say which groups lost what; a new topic's default) or refuse "
                    "(keep them, refuse writes until the groups consumed them)")
+@click.option("--groups", default=None, help="spread the queues over these broker groups ('a,b'; needs --endpoint "
+                                             "of a broker with a coordinator)")
 @endpoint_option
 @root_option
 @config_option
-def create(name, queues, space_policy, endpoint, root, config_file) -> None:
+def create(name, queues, space_policy, groups, endpoint, root, config_file) -> None:
     """Create topic NAME (or grow it to --queues queues, or set its --space-policy)."""
     quiet_logs()
+    if groups and not endpoint:
+        fail("--groups needs --endpoint (a broker of the cluster)")
     if endpoint:
         from ..protocol import admin as api
         req = {"name": name}
@@ -74,8 +78,12 @@ def create(name, queues, space_policy, endpoint, root, config_file) -> None:
             req["queues"] = queues
         if space_policy is not None:
             req["space_policy"] = space_policy
+        if groups:
+            req["groups"] = [g.strip() for g in groups.split(",") if g.strip()]
         r = _admin(endpoint, api.CREATE_TOPIC, req, config_file)
-        click.echo(f"topic {name}: {r['queues']} queue(s), space policy {r['space_policy']}")
+        owners = "".join(f"; {g}: queues {','.join(map(str, q))}" for g, q in (r.get("owners") or {}).items())
+        policy = f", space policy {r['space_policy']}" if r.get("space_policy") else ""
+        click.echo(f"topic {name}: {r['queues']} queue(s){policy}{owners}")
         return
     store = _open(root, config_file)
     try:

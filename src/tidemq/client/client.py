@@ -232,9 +232,13 @@ class Producer(_Owner):
                  access_key: str | None = None, secret_key: str | None = None, tls: bool = False,
                  root_certificates: str | bytes | None = None) -> None:
         self._ch = _Channel(endpoint, timeout_s, access_key, secret_key, tls, root_certificates)
+        self._routed = _Routed(self._ch, timeout_s, (access_key, secret_key), tls, root_certificates)
         self.max_in_flight = max_in_flight
         self.raw = raw
 
+    def close(self) -> None:
+        self._routed.close()
+        self._ch.close()
     # SendMessage ------------------------------------------------------------------------------
     def _request(self, topic: str, bodies: Sequence[bytes], tags: str | Sequence[str | None] | None,
                  keys: Sequence[Sequence[str]] | None, properties: Sequence[Mapping[str, str]] | None,
@@ -296,8 +300,8 @@ class Producer(_Owner):
             out.append(SendResult(ids[i].decode(), off, code, text, qid, i in dups))
         return out
 
-    def _send_records(self):
-        return self._ch.unary(data.SEND_RECORDS_PATH)
+    def _send_records(self, ch: _Channel | None = None):
+        return (ch or self._ch).unary(data.SEND_RECORDS_PATH)
 
     # the API -------------------------------------------------------------------------------------
     def send_batch(self, topic: str, bodies: Sequence[bytes], tags: str | Sequence[str | None] | None = None,
@@ -306,13 +310,13 @@ class Producer(_Owner):
         """One request with every body; one result per message. ``tags``: one for all or one
         per message. ``message_ids`` lets a retry reuse the ids of a failed attempt (they are
         the messages' unique keys: the broker answers a resent id from its dedup window)."""
+        ch = self._routed.for_send(topic)     # a topic spread over several broker groups: each in turn
         if not self.raw:
             req = self._request(topic, bodies, tags, keys, properties, message_ids)
-            return self._results(*self._ch.stub.SendMessage.with_call(req, timeout=self._ch.timeout_s,
-                                                                      metadata=self._ch.metadata()))
+            return self._results(*ch.stub.SendMessage.with_call(req, timeout=ch.timeout_s, metadata=ch.metadata()))
         frame, ids = self._frame(topic, bodies, tags, keys, properties, message_ids)
-        return self._record_results(_raw_call(self._send_records(), frame, timeout=self._ch.timeout_s,
-                                              metadata=self._ch.metadata()), ids)
+        return self._record_results(_raw_call(self._send_records(ch), frame, timeout=ch.timeout_s,
+                                              metadata=ch.metadata()), ids)
 
     def send_batches(self, topic: str, batches: Iterable[Sequence[bytes]], tags: str | None = None) -> list[SendResult]:
         """Send many batches with up to max_in_flight requests under way; results in order."""
@@ -331,10 +335,10 @@ class Producer(_Owner):
                 f = pending.popleft()
                 out += self._results(f.result(), f)
             return out
-        fn = self._send_records()
         for bodies in batches:
+            ch = self._routed.for_send(topic)
             frame, ids = self._frame(topic, bodies, tags, None, None, None)
-            pending.append((fn.future(frame, timeout=timeout, metadata=self._ch.metadata()), ids))
+            pending.append((self._send_records(ch).future(frame, timeout=timeout, metadata=ch.metadata()), ids))
             if len(pending) >= self.max_in_flight:
                 f, ids = pending.popleft()
                 out += self._record_results(_result(f), ids)
@@ -348,11 +352,94 @@ class Producer(_Owner):
 
 
 def _route(ch: _Channel, topic: str) -> int:
+    return len(_queue_targets(ch, topic))
+
+
+def _target(endpoints) -> str:
+    """A gRPC target for an Endpoints message: 'h:p', or 'ipv4:h1:p1,h2:p2' (pick_first over them)."""
+    addrs = [f"{a.host}:{a.port}" for a in endpoints.addresses]
+    return addrs[0] if len(addrs) == 1 else "ipv4:" + ",".join(addrs)
+
+
+def _queue_targets(ch: _Channel, topic: str) -> dict[int, tuple[str, list[str]]]:
+    """Per queue id: (the target of its group's writes, its followers' endpoints), from QueryRoute. A
+    broker group lists a queue once as its master (broker id 0) and once per follower (read only);
+    a topic spread over several groups names each queue's group."""
     r = ch.stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name=topic)), timeout=ch.timeout_s,
                            metadata=ch.metadata())
     if r.status.code != Code.OK:
         raise ClientError(r.status.code, r.status.message)
-    return len(r.message_queues)
+    out: dict[int, tuple[str, list[str]]] = {}
+    for q in r.message_queues:
+        master, followers = out.get(q.id, ("", []))
+        if q.broker.id == 0:
+            master = _target(q.broker.endpoints)
+        else:
+            followers = followers + [_target(q.broker.endpoints)]
+        out[q.id] = (master, followers)
+    return out
+
+
+class _Routed:
+    """The channels of a client of a cluster: the one it was given, and, for a queue whose group it
+    was not given (a topic spread over several broker groups), that group's."""
+
+    def __init__(self, ch: _Channel, timeout_s: float, keys: tuple, tls: bool, roots) -> None:
+        self.ch = ch
+        self._make = lambda target: _Channel(target, timeout_s, *keys, tls=tls, root_certificates=roots)
+        self._routes: dict[str, dict[int, tuple[str, list[str]]]] = {}
+        self._failed_until: dict[str, float] = {}
+        self._channels: dict[str, _Channel] = {}
+        self._rr = 0
+
+    ROUTE_RETRY_S = 5.0        # a route that could not be asked for: the given channel until then
+
+    def targets(self, topic: str) -> dict[int, tuple[str, list[str]]]:
+        """Per queue (master target, follower endpoints); {} while the route cannot be had (the
+        given channel is used: a topic not created yet, a broker not reachable now)."""
+        t = self._routes.get(topic)
+        if t is None or (not t and time.monotonic() >= self._failed_until.get(topic, 0.0)):
+            try:
+                t = _queue_targets(self.ch, topic)
+            except (ClientError, grpc.RpcError):
+                t = {}
+                self._failed_until[topic] = time.monotonic() + self.ROUTE_RETRY_S
+            self._routes[topic] = t
+        return t
+
+    def channel(self, target: str) -> _Channel:
+        if target == self.ch.endpoint:
+            return self.ch
+        c = self._channels.get(target)
+        if c is None:
+            c = self._channels[target] = self._make(target)
+        return c
+
+    def _mine(self, master: str, followers: list[str]) -> bool:
+        ep = self.ch.endpoint
+        return ep == master or ep in followers or ep in master.removeprefix("ipv4:").split(",")
+
+    def for_queue(self, topic: str, queue_id: int) -> _Channel:
+        master, followers = self.targets(topic).get(queue_id, ("", []))
+        if not master or self._mine(master, followers):
+            return self.ch
+        return self.channel(master)
+
+    def followers(self, topic: str, queue_id: int) -> list[_Channel]:
+        return [self.channel(f) for f in self.targets(topic).get(queue_id, ("", []))[1] if f != self.ch.endpoint]
+
+    def for_send(self, topic: str) -> _Channel:
+        """The given channel, or (a topic spread over several groups) each group's in turn."""
+        masters = sorted({m for m, _f in self.targets(topic).values() if m})
+        if len(masters) <= 1:
+            return self.ch
+        self._rr += 1
+        return self.channel(masters[self._rr % len(masters)])
+
+    def close(self) -> None:
+        for c in self._channels.values():
+            c.close()
+        self._channels = {}
 
 
 class PullConsumer(_Owner):
@@ -363,9 +450,18 @@ class PullConsumer(_Owner):
                  secret_key: str | None = None, tls: bool = False,
                  root_certificates: str | bytes | None = None, prefetch_max: int = PREFETCH_MAX) -> None:
         self._ch = _Channel(endpoint, timeout_s, access_key, secret_key, tls, root_certificates)
+        self._routed = _Routed(self._ch, timeout_s, (access_key, secret_key), tls, root_certificates)
         self.group = group
         self.prefetch_max = prefetch_max
 
+    def close(self) -> None:
+        self._routed.close()
+        self._ch.close()
+
+    def _for(self, topic: str, queue_id: int) -> _Channel:
+        """The channel of the broker group that holds this queue (the one given, unless the topic is
+        spread over several groups)."""
+        return self._routed.for_queue(topic, queue_id)
     @staticmethod
     def _mq(topic: str, queue_id: int):
         return pb.MessageQueue(topic=pb.Resource(name=topic), id=queue_id)
@@ -381,8 +477,8 @@ class PullConsumer(_Owner):
                                      long_polling_timeout=duration_pb2.Duration(seconds=int(long_polling_s),
                                                                                 nanos=int(long_polling_s % 1 * 1e9)))
         res = PullResult(Code.CODE_UNSPECIFIED, offset)
-        for r in self._ch.stub.PullMessage(req, timeout=self._ch.timeout_s + long_polling_s,
-                                           metadata=self._ch.metadata()):
+        ch = self._for(topic, queue_id)
+        for r in ch.stub.PullMessage(req, timeout=ch.timeout_s + long_polling_s, metadata=ch.metadata()):
             kind = r.WhichOneof("content")
             if kind == "status":
                 res.code = r.status.code
@@ -421,10 +517,24 @@ class PullConsumer(_Owner):
         """Up to max_count records from ``offset`` in one response, as stored (no per-message
         protobuf): the fast path for bulk readers. Raises ClientError for an unknown queue or a
         bad request; an offset outside the queue answers ILLEGAL_OFFSET with its bounds."""
-        fn = self._ch.unary(data.PULL_RECORDS_PATH)
         req = self._records_request(topic, queue_id, offset, max_count, max_bytes, wait_s)
-        return self._records_result(_raw_call(fn, req, timeout=self._ch.timeout_s + wait_s,
-                                              metadata=self._ch.metadata()), offset)
+        ch = self._for(topic, queue_id)
+        try:
+            raw = _raw_call(ch.unary(data.PULL_RECORDS_PATH), req, timeout=ch.timeout_s + wait_s,
+                            metadata=ch.metadata())
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.UNAVAILABLE:
+                raise
+            for f in self._routed.followers(topic, queue_id):     # the leader is down: read from a follower
+                try:
+                    raw = _raw_call(f.unary(data.PULL_RECORDS_PATH), req, timeout=f.timeout_s + wait_s,
+                                    metadata=f.metadata())
+                    break
+                except grpc.RpcError:
+                    continue
+            else:
+                raise
+        return self._records_result(raw, offset)
 
     def iter_records(self, topic: str, queue_id: int, start: int, end: int | None = None, max_count: int = 4096,
                      max_bytes: int = 16 << 20, prefetch: int = 2, wait_s: float = 0.0) -> Iterator[RecordsResult]:
@@ -456,7 +566,8 @@ class PullConsumer(_Owner):
 
     def _iter_records(self, topic, queue_id, start, end, max_count, max_bytes, prefetch, wait_s):
         method = data.PULL_RECORDS_PATH
-        timeout = self._ch.timeout_s + wait_s
+        ch = self._for(topic, queue_id)
+        timeout = ch.timeout_s + wait_s
         pending: deque = deque()            # (offset, count asked, future), in offset order
         pid = os.getpid()
         at = start
@@ -466,7 +577,7 @@ class PullConsumer(_Owner):
         def send(offset: int) -> None:
             n = count if end is None else min(count, end - offset)
             req = self._records_request(topic, queue_id, offset, n, max_bytes, wait_s)
-            fut = self._ch.unary(method).future(req, timeout=timeout, metadata=self._ch.metadata())
+            fut = ch.unary(method).future(req, timeout=timeout, metadata=ch.metadata())
             pending.append((offset, n, fut))
 
         def drop() -> None:
@@ -521,15 +632,17 @@ class PullConsumer(_Owner):
         if timestamp_ms is not None:
             req.timestamp.CopyFrom(timestamp_pb2.Timestamp(seconds=timestamp_ms // 1000,
                                                            nanos=timestamp_ms % 1000 * 1_000_000))
-        r = self._ch.stub.QueryOffset(req, timeout=self._ch.timeout_s, metadata=self._ch.metadata())
+        ch = self._for(topic, queue_id)
+        r = ch.stub.QueryOffset(req, timeout=ch.timeout_s, metadata=ch.metadata())
         if r.status.code != Code.OK:
             raise ClientError(r.status.code, r.status.message)
         return r.offset
 
     def committed(self, topic: str, queue_id: int) -> int | None:
-        r = self._ch.stub.GetOffset(spb.GetOffsetRequest(group=pb.Resource(name=self.group),
-                                                         message_queue=self._mq(topic, queue_id)),
-                                    timeout=self._ch.timeout_s, metadata=self._ch.metadata())
+        ch = self._for(topic, queue_id)
+        r = ch.stub.GetOffset(spb.GetOffsetRequest(group=pb.Resource(name=self.group),
+                                                   message_queue=self._mq(topic, queue_id)),
+                              timeout=ch.timeout_s, metadata=ch.metadata())
         if r.status.code == Code.OFFSET_NOT_FOUND:
             return None
         if r.status.code != Code.OK:
@@ -537,9 +650,10 @@ class PullConsumer(_Owner):
         return r.offset
 
     def commit(self, topic: str, queue_id: int, offset: int) -> None:
-        r = self._ch.stub.UpdateOffset(spb.UpdateOffsetRequest(group=pb.Resource(name=self.group),
-                                                               message_queue=self._mq(topic, queue_id), offset=offset),
-                                       timeout=self._ch.timeout_s, metadata=self._ch.metadata())
+        ch = self._for(topic, queue_id)
+        r = ch.stub.UpdateOffset(spb.UpdateOffsetRequest(group=pb.Resource(name=self.group),
+                                                         message_queue=self._mq(topic, queue_id), offset=offset),
+                                 timeout=ch.timeout_s, metadata=ch.metadata())
         if r.status.code != Code.OK:
             raise ClientError(r.status.code, r.status.message)
 

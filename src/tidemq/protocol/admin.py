@@ -7,13 +7,16 @@ benchmarks and tests through :func:`call`. Loopback only by default, like the br
 itself; signed like every call when authentication is on (``metadata``:
 signing.signed_metadata). Every answer has ``ok``; ``ok: false`` comes with ``error``
 (text for people) and ``code`` (a ``Refusal``, for programs: BAD_REQUEST, LIMIT_EXCEEDED,
-NOT_FOUND, FORBIDDEN).
+NOT_FOUND, FORBIDDEN, NOT_LEADER).
 
     method          request                                     answer (ok: true)
     CreateTopic     {"name": str, "queues": int (a new topic: 8),  {"topic", "queues": int, "space_policy"}
-                     "space_policy": "evict" | "refuse"}          (queues above the broker's topic_queues_max:
-                                                                  LIMIT_EXCEEDED; space_policy absent: a new
+                     "space_policy": "evict" | "refuse",          (queues above the broker's topic_queues_max:
+                     "groups": [str] (optional)}                  LIMIT_EXCEEDED; space_policy absent: a new
                                                                   topic's is evict, an existing one's stays)
+                                                                  (+ "owners": {group: [queue ids]} with
+                                                                  groups: the queues spread over those broker
+                                                                  groups, kept in the coordinator)
     ListTopics      {}                                          {"topics": [{"topic", "space_policy", "queues":
                                                                   [{"id", "min_offset", "max_offset"}]}]}
     DiskStatus      {}                                          {"status": the store's disk status}
@@ -57,6 +60,20 @@ ALARMS: {"memory": ALARM, "disk": ALARM, "refusal": str | null, "checks": int,
                                                                   [str], "gaps_file", "gaps": int}: where
                                                                   the store's archive is (paths on the
                                                                   broker's host; store/archive.py)
+    Replication     {}                                          {"replication": the broker's place in its
+                                                                  group (role, epoch, leader, followers with
+                                                                  their lag in bytes and seconds, its copy)}
+                                                                  or {"replication": null} outside a group
+    Promote         {}                                          {"epoch": int}: this follower leads (a group
+                                                                  without a coordinator: manual failover)
+    Follow          {"leader": "HOST:PORT"}                     {"leader"}: this broker follows that leader
+                                                                  (it first cuts what its log has that the
+                                                                  leader's has not)
+    Cluster         {}                                          {"cluster": groups, members, roles, epochs,
+                                                                  topics' queue owners (the coordinator's)}
+
+In a broker group, a follower refuses CreateTopic, DeleteTopic and ResetGroup (topics and offsets
+are the leader's, copied to it) with the code NOT_LEADER and an error naming the leader.
 
 MESSAGE: {"topic", "queue", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys",
 "properties", "born_timestamp_ms", "store_timestamp_ms", "body_bytes", "body" (UTF-8, undecodable
@@ -86,8 +103,12 @@ CONFIG = "Config"
 RESET_GROUP = "ResetGroup"
 DELETE_TOPIC = "DeleteTopic"
 ARCHIVE = "Archive"
+REPLICATION = "Replication"
+PROMOTE = "Promote"
+FOLLOW = "Follow"
+CLUSTER = "Cluster"
 METHODS = (CREATE_TOPIC, LIST_TOPICS, DISK_STATUS, DELETE_EXPIRED, ALARMS, SET_ALARM_LIMITS, STATUS, GROUPS, QUERY,
-           TOPIC_STATUS, CONFIG, RESET_GROUP, DELETE_TOPIC, ARCHIVE)
+           TOPIC_STATUS, CONFIG, RESET_GROUP, DELETE_TOPIC, ARCHIVE, REPLICATION, PROMOTE, FOLLOW, CLUSTER)
 TIMESTAMP_MS_MIN = 10**12          # --to: a number from here on is a time in ms, below it an offset
 QUERY_MAX = 64                     # the default of BrokerConfig.query_messages_max
 QUERY_BY = ("key", "id", "commitlog_offset", "queue")
@@ -101,7 +122,8 @@ class Refusal(str, enum.Enum):
     BAD_REQUEST = "BAD_REQUEST"          # not a request of the method, or a value out of its range
     LIMIT_EXCEEDED = "LIMIT_EXCEEDED"    # a count above the broker's limit for it (a ``_max`` setting)
     NOT_FOUND = "NOT_FOUND"              # no such topic
-    FORBIDDEN = "FORBIDDEN"              # not allowed on this thing (a system topic)
+    FORBIDDEN = "FORBIDDEN"              # not allowed on this thing (a system topic, a broker in no group)
+    NOT_LEADER = "NOT_LEADER"            # a follower: topics and offsets are the leader's (the error names it)
 ALARM_LIMITS = ("memory_high_watermark_bytes", "memory_high_watermark_ratio", "disk_free_limit_bytes")
 
 
@@ -227,6 +249,26 @@ def topic_request(req: dict) -> str:
     if not isinstance(req, dict):
         raise ValueError("a request is a JSON object")
     return _name(req, "topic")
+
+
+def groups_of(req: dict) -> list[str]:
+    """The broker groups a CreateTopic request spreads its queues over ([]: this broker's alone)."""
+    gs = req.get("groups") if isinstance(req, dict) else None
+    if gs is None:
+        return []
+    if not isinstance(gs, list) or not gs or len(gs) > 256 or not all(isinstance(g, str) and g and len(g) <= 255
+                                                                       for g in gs) or len(set(gs)) != len(gs):
+        raise ValueError("groups is a list of distinct broker group names")
+    return gs
+
+
+def follow_request(req: dict) -> str:
+    """The leader (HOST:PORT) a Follow request names; ValueError when it is not one."""
+    leader = _name(req, "leader") if isinstance(req, dict) else None
+    host, _, port = (leader or "").rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("leader is HOST:PORT")
+    return leader
 
 
 class LimitError(ValueError):

@@ -24,6 +24,8 @@ Store root (``StoreConfig.root_dir``)::
                                       units is rebuilt at start (heal.py)
         store.json                    the settings the store last ran with, for commands given
                                       only --root (remembered.py)
+        epochs.json                   leader epochs and where each began to write the log, for
+                                      replication's divergence check (epochs.py)
       archive/                        written by ``tidemq archive`` (tidemq.spark.archive)
         manifest.json                 archived segments (store/archive.py)
         gaps.json                     segments deleted before they were archived
@@ -54,6 +56,7 @@ INDEX_DIR = "index"
 CONFIG_DIR = "config"
 TOPICS_FILE = "topics.json"
 SEALED_FILE = "sealed.json"
+EPOCHS_FILE = "epochs.json"
 ARCHIVE_DIR = "archive"
 MANIFEST_FILE = "manifest.json"
 GAPS_FILE = "gaps.json"
@@ -139,6 +142,10 @@ def topics_path(root: str) -> str:
 
 def sealed_path(root: str) -> str:
     return os.path.join(root, CONFIG_DIR, SEALED_FILE)
+
+
+def epochs_path(root: str) -> str:
+    return os.path.join(root, CONFIG_DIR, EPOCHS_FILE)
 
 
 def archive_dir(root: str) -> str:

@@ -9,8 +9,9 @@ collected, its outcome written into the batch's result arrays (types.PutResults)
 ends at or before ``limit`` (the segment's size less the room kept for a BLANK). Returned: the
 index of the first item not packed (``len(batch)``: all), the position after the last record
 packed, and None, or the exception that stopped the loop at that item (nothing of it written).
-Per item packed: the queue id (round-robin over the topic's queues when None) and the queue
-offset are taken from its TopicState, the record is written, ``units[cq]`` (``[first queue
+Per item packed: the queue id (when None: round-robin over the topic's ``write_ids``, all its
+queues or, for a topic spread over several broker groups, the ones this store's group owns) and
+the queue offset are taken from its TopicState, the record is written, ``units[cq]`` (``[first queue
 offset, bytearray of 20-byte units]``) and ``index_items`` ((keys, physical offset), for items
 with keys) are extended, and at its message index ``i = item[0]``: ``res_phys[i]``,
 ``res_size[i]``, ``res_qid[i]``, ``res_qoff[i]``, ``res_uniq[i]``. A body CRC or a tail CRC of
@@ -48,9 +49,14 @@ def py_append(batch, start, buf, pos, limit, base, now_ms, store_host, units, in
                 return k, pos, None
             if crc is None:
                 crc = crc32(body) & 0x7FFFFFFF
-            if qid is None:
-                q = t.rr % t.queue_count
+            if qid is None:                 # round-robin over the queues the topic takes puts in
+                ids = t.write_ids
+                if not ids:
+                    raise ValueError("the topic has no queue to write (empty write_ids)")
+                q = ids[t.rr % len(ids)]
                 rr = t.rr + 1
+                if not 0 <= q < t.queue_count:
+                    raise ValueError("queue id outside the topic's queues")
             else:
                 q, rr = qid, t.rr
                 if not 0 <= q < t.queue_count:

@@ -282,6 +282,19 @@ class SegmentQueue:
                 mf.wrote_pos = mf.flushed_pos = pos
         return cut
 
+    def clear(self) -> int:
+        """Delete every segment, newest first (a follower whose whole log diverged from its
+        leader's); the bytes they held."""
+        cut = 0
+        with self._lock:
+            while self.segments:
+                mf = self.segments.pop()
+                self._starts.pop()
+                cut += mf.wrote_pos
+                mf.destroy(0, 0)
+                self.fio.fsync_dir(mf.directory)
+        return cut
+
     def counts_by_dir(self) -> dict[str, tuple[int, int, int]]:
         """directory -> (segments, bytes, bytes allocated but not written yet) of the log: what the
         disk status shows, and what the forecast takes off a file system's usage so that

@@ -40,11 +40,13 @@ from .commit_log import CommitLog
 from .consume_queue import ConsumeQueueTable
 from .disk import DiskMonitor, status_report
 from .dispatch import Dispatcher
+from .epochs import EpochFile
 from .flush import AsyncFlushService, GroupCommitService, PeriodicService
 from .index_file import IndexService, index_file_size
 from .index_file import fitted as index_fitted
 from .reader import StoreReader
 from .recovery import RecoveryReport, recover
+from .replica import ReplicaLog
 from .segment_queue import SegmentQueue
 from .topics import TopicTable
 from .types import (GetResult, GetStatus, Message, PutReason, PutResult, PutResults, StoreError, StoreNotRunning,
@@ -156,6 +158,8 @@ class MessageStore:
         self.topics = TopicTable(fio, cfg.config_path)
         self.topics.load()
         remembered.remember(fio, cfg)
+        self.epochs = EpochFile(fio, cfg.root_dir)
+        self.epochs.load()
         self.checkpoint = Checkpoint(fio, cfg.checkpoint_path)
         cp_state = self.checkpoint.open()
         self.abort_file = AbortFile(fio, cfg.abort_path, cfg.root_dir)
@@ -209,6 +213,8 @@ class MessageStore:
                                                   self.queue_summary.load())
         self.start_phase = "starting services"
         self._restore_topic_state()
+        if self.epochs.entries:
+            self.epochs.truncate_after(self.segments.max_offset)    # recovery may have cut the log
         if self.index is not None:
             self.index.mark_present()
         self._write_checkpoint()
@@ -225,6 +231,9 @@ class MessageStore:
         self.writer = StoreWriter(cfg, self.topics, self.queues, self.commit_log, self.segments, self.dispatcher,
                                   self.disk, self.index, self.clock, self._put_lock, self.group_commit,
                                   self.archive, self._check_disk, self.cleaner)
+        self.replica = ReplicaLog(self.segments, self.commit_log, self.queues, self.index, self.dispatcher,
+                                  self.topics, self.epochs, self._put_lock, self._restore_topic_state,
+                                  cfg.sync_flush)
         self._state = StoreState.RUNNING
         self.start_phase = "running"
         return self
@@ -344,6 +353,7 @@ class MessageStore:
             self.cleaner.account(rnd)
             self.topics.forget_deleted_before(self.segments.min_offset)
             self.commit_log.prune_sealed()
+            self.epochs.prune_before(self.segments.min_offset)
             self._check_disk()
             log_deletion(rnd)
 
@@ -450,6 +460,37 @@ class MessageStore:
     def __exit__(self, *exc) -> None:
         self.shutdown()
 
+    # Replication (replica.py, epochs.py) -----------------------------------------------
+    def follow(self, why: str) -> None:
+        """Refuse puts with NOT_LEADER and ``why`` (naming the leader): the log is written only by
+        ``replica.append`` from here on (a follower, or a leader fenced off its coordinator)."""
+        self._running("follow")
+        self.writer.role_refusal = (PutReason.NOT_LEADER, why)
+
+    def lead(self, epoch: int) -> None:
+        """Take puts again, as the leader of ``epoch`` (0: no epoch, a group without them) from the
+        log's end: the queues' next offsets follow what was copied, the epoch file says where it began."""
+        self._running("lead")
+        self.replica.writable()
+        if epoch:
+            self.epochs.begin(epoch, self.segments.max_offset)
+        self.writer.role_refusal = None
+
+    @property
+    def following(self) -> bool:
+        return self.writer is not None and self.writer.role_refusal is not None
+
+    def confirm(self, end: int) -> PutReason | None:
+        """Whether everything before ``end`` is where a put's acknowledgement needs it now (on disk
+        with SYNC_FLUSH, on enough followers with SYNC replication): None, or the PutReason it
+        is not (no wait: a resend's answer)."""
+        self._running("confirm")
+        if self.group_commit is not None and self.group_commit.flushed < end:
+            return PutReason.FLUSH_TIMEOUT
+        rep = self.writer.replicas
+        return rep.wait(end, 0.0) if rep is not None else None
+
+    # Consumers (backlog.py) ---------------------------------------------------------------
     def set_consumer_positions(self, positions: Positions | None) -> None:
         """How the store learns what consumer groups have consumed (store/backlog.py: ``positions(topic)``
         -> {group: {queue id: first offset not consumed}}), for the space policy and the report of
@@ -472,11 +513,37 @@ class MessageStore:
         t = self.topics.get(topic)
         return t.space_policy.value if t is not None else None
 
-    def delete_topic(self, name: str) -> dict | None:
+    def delete_topic(self, name: str, log_end: int | None = None) -> dict | None:
         """Delete a topic (mqadmin deleteTopic): its queues go at once, its records stay in the log,
-        dead, until cleanup; a topic of that name created later starts empty. None if unknown."""
+        dead, until cleanup; a topic of that name created later starts empty. None if unknown.
+        ``log_end``: where its records end (a follower copying its leader's deletion)."""
         self._running("delete_topic")
-        return self.writer.delete_topic(name)
+        return self.writer.delete_topic(name, log_end)
+
+    def set_write_queues(self, name: str, queue_ids) -> None:
+        """The queues of ``name`` puts without a queue id go to (None: all): a topic spread over several
+        broker groups takes puts in the queues this store's group owns. ValueError: no such queue."""
+        self._running("set_write_queues")
+        t = self.topics.get(name)
+        if t is None:
+            raise ValueError(f"topic {name!r} does not exist")
+        self.create_spread_topic(name, t.queue_count, queue_ids)
+
+    def create_spread_topic(self, name: str, queue_count: int, queue_ids) -> None:
+        """Create ``name`` with (at least) ``queue_count`` queues whose puts without a queue id go to
+        ``queue_ids`` (None: all), set together: no put falls between (a topic spread over groups)."""
+        self._running("create_spread_topic")
+        count = max(queue_count, self.queue_count(name))
+        ids = range(count) if queue_ids is None else tuple(sorted(set(queue_ids)))
+        if not ids or any(not 0 <= q < count for q in ids):
+            raise ValueError(f"queues {list(ids)} are not queues of {name!r} ({count})")
+        self.writer.create_topic(name, count, write_ids=ids)
+
+    def write_queues(self, name: str):
+        """The queues of ``name`` puts without a queue id go to (see set_write_queues)."""
+        self._running("write_queues")
+        t = self.topics.get(name)
+        return t.write_ids if t is not None else range(0)
 
     def topic_names(self) -> list[str]:
         self._running("topic_names")

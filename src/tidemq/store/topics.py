@@ -50,7 +50,7 @@ class TopicState:
     """In-memory state of one topic for the write path."""
 
     __slots__ = ("name", "name_bytes", "queue_count", "next_offsets", "queues", "rr", "tag_cache", "tail_prefix_crc",
-                 "space_policy")
+                 "space_policy", "write_ids")
 
     def __init__(self, name: str, queue_count: int, space_policy: SpacePolicy = SpacePolicy.EVICT) -> None:
         self.name = name
@@ -60,6 +60,9 @@ class TopicState:
         self.next_offsets = [0] * queue_count   # next queue offset per queue id
         self.queues: list = [None] * queue_count  # ConsumeQueue per queue id (set by the store)
         self.rr = 0
+        # the queues a put without a queue id goes to, round-robin: all of them, or (a topic spread over
+        # several broker groups) the ones this store's group owns
+        self.write_ids: range | tuple[int, ...] = range(queue_count)
         self.tag_cache: dict = {}   # tags -> (properties bytes, tags hash, tail CRC): the write path's cache
         self.tail_prefix_crc: dict = {}   # properties length -> codec.tail_prefix_crc (put_encoded's cache)
 
@@ -159,6 +162,8 @@ class TopicTable:
                     t.next_offsets.extend([0] * grow)
                     t.queues.extend([None] * grow)
                     t.queue_count = queue_count
+                    if isinstance(t.write_ids, range):
+                        t.write_ids = range(queue_count)
                     changed = True
                 if policy is not None and policy is not t.space_policy:
                     t.space_policy = policy
@@ -175,6 +180,8 @@ class TopicTable:
                         del t.next_offsets[was:], t.queues[was:]
                         t.queue_count = was
                         t.space_policy = was_policy
+                        if isinstance(t.write_ids, range):
+                            t.write_ids = range(was)
                 raise
         return t
 

@@ -49,6 +49,8 @@ class PutStatus(enum.Enum):
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
     TOPIC_NOT_FOUND = "TOPIC_NOT_FOUND"                    # auto_create_topics off
     OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"            # appended, not confirmed by enough followers in time
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"            # SYNC replication without enough followers in sync
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
 
     @property
@@ -80,6 +82,11 @@ class PutReason(enum.Enum):
     BAD_PROPERTY = "BAD_PROPERTY"                  # tags, keys or a property name / value not allowed
     BAD_FIELD = "BAD_FIELD"                        # a numeric field out of its range, born_host not ipv4:port
     ENCODE_FAILED = "ENCODE_FAILED"                # the record could not be packed
+    NOT_LEADER = "NOT_LEADER"                      # a follower (or a fenced leader): writes go to the leader
+    REPLICAS_NOT_ENOUGH = "REPLICAS_NOT_ENOUGH"    # SYNC: fewer followers in sync than in_sync_replicas_min
+                                                   # (refused before anything is written)
+    REPLICATION_TIMEOUT = "REPLICATION_TIMEOUT"    # SYNC: appended, not confirmed within replication_timeout_ms
+    REPLICA_LOST = "REPLICA_LOST"                  # SYNC: appended, followers went away before confirming
 
     @property
     def status(self) -> "PutStatus":
@@ -91,9 +98,13 @@ _REASON_STATUS = {
     PutReason.WRITE_ERROR: PutStatus.CREATE_MAPPED_FILE_FAILED,
     PutReason.TOPIC_NOT_FOUND: PutStatus.TOPIC_NOT_FOUND,
     PutReason.PROPERTIES_TOO_LARGE: PutStatus.PROPERTIES_SIZE_EXCEEDED,
+    PutReason.REPLICAS_NOT_ENOUGH: PutStatus.SLAVE_NOT_AVAILABLE,
+    PutReason.REPLICA_LOST: PutStatus.SLAVE_NOT_AVAILABLE,
+    PutReason.REPLICATION_TIMEOUT: PutStatus.FLUSH_SLAVE_TIMEOUT,
     **{r: PutStatus.SERVICE_NOT_AVAILABLE for r in (
         PutReason.NOT_RUNNING, PutReason.SHUTTING_DOWN, PutReason.DISK_FULL, PutReason.ARCHIVE_PENDING,
-        PutReason.UNCONSUMED_BACKLOG, PutReason.DISPATCH_ERROR, PutReason.TOPIC_CREATE_FAILED)},
+        PutReason.UNCONSUMED_BACKLOG, PutReason.DISPATCH_ERROR, PutReason.TOPIC_CREATE_FAILED,
+        PutReason.NOT_LEADER)},
     **{r: PutStatus.MESSAGE_ILLEGAL for r in (
         PutReason.INVALID_TOPIC, PutReason.BAD_BODY, PutReason.BODY_TOO_LARGE, PutReason.RECORD_TOO_LARGE,
         PutReason.BAD_QUEUE_ID, PutReason.BAD_PROPERTY, PutReason.BAD_FIELD, PutReason.ENCODE_FAILED)},
@@ -167,7 +178,8 @@ class PutResults(Sequence):
     by message; ``refused`` maps the index of every message not appended to its PutResult.
 
     A message is appended when its ``size`` is > 0; the appended ones share ``status``, ``error``
-    and ``reason`` (PUT_OK, or FLUSH_DISK_TIMEOUT when the flush wait timed out)."""
+    and ``reason`` (PUT_OK; FLUSH_DISK_TIMEOUT when the flush wait timed out; FLUSH_SLAVE_TIMEOUT or
+    SLAVE_NOT_AVAILABLE when SYNC replication's wait did not see enough followers confirm them)."""
 
     __slots__ = ("phys", "size", "qid", "qoff", "uniq", "refused", "status", "error", "reason", "now", "host")
 

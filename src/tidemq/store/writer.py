@@ -4,7 +4,9 @@
 service made, and writes through them; ``MessageStore.put`` / ``put_batch`` /
 ``put_encoded`` delegate here. Per batch:
 
-1. one refusal check (``refusal()``): the store stopping or stopped, a failed dispatch,
+1. one refusal check (``refusal()``): the store stopping or stopped, a follower's or a fenced
+   leader's store (NOT_LEADER: ``role_refusal``), too few followers in sync for SYNC replication
+   (``replicas.refusal()``), a failed dispatch,
    space held by consumers' backlog (space_policy=refuse: cleaner.hold), a full disk (with the
    archive when that is what would free it);
 2. outside the put lock, every message is validated and encoded into a
@@ -14,7 +16,8 @@ service made, and writes through them; ``MessageStore.put`` / ``put_batch`` /
    rule once and answer a ``PutResult`` with its ``PutReason``;
 3. under the put lock: the refusal check again, the append (queue offsets assigned in
    log order, commit_log.append), the dispatch to the consume queues and the index;
-4. with SYNC_FLUSH, one wait for the group commit.
+4. with SYNC_FLUSH, one wait for the group commit; with SYNC replication (``replicas``), one
+   wait for enough followers to have the batch.
 
 One lock and one flush wait per batch; the Python cost per message is the number to
 drive down (bench/store_append.py).
@@ -236,6 +239,12 @@ class StoreWriter:
         self.max_body = config.message_body_bytes_max
         # set by the store when it stops (reason, text): every put is refused with it
         self.stopped: tuple[PutReason, str] | None = None
+        # set while this store follows a leader (or a leader is fenced): (NOT_LEADER, text naming the leader)
+        self.role_refusal: tuple[PutReason, str] | None = None
+        # SYNC replication (the broker's replication.acks.ReplicaAcks, or None): ``refusal()`` before a
+        # put, ``wait(end, timeout_s)`` after it: None once enough followers have everything before end,
+        # else the PutReason (REPLICATION_TIMEOUT, REPLICA_LOST)
+        self.replicas = None
         # why the last segment could not be made (cleared by the next successful append)
         self.segment_error: str | None = None
 
@@ -243,9 +252,14 @@ class StoreWriter:
     def refusal(self) -> tuple[PutReason, str] | None:
         """Why puts are refused right now, as (reason, text for humans), or None: the one check
         every put makes, before validation and again under the put lock."""
-        stopped = self.stopped
+        stopped = self.stopped or self.role_refusal
         if stopped is not None:
             return stopped
+        rep = self.replicas
+        if rep is not None:
+            why = rep.refusal()
+            if why is not None:
+                return PutReason.REPLICAS_NOT_ENOUGH, why
         error = self.dispatcher.error
         if error is not None:
             return PutReason.DISPATCH_ERROR, error
@@ -491,11 +505,18 @@ class StoreWriter:
                     # here and at deletion): measure now, so a directory that reached the warning
                     # ratio refuses the next put instead of filling up before the next disk check
                     self.disk.refresh()
+        rep = self.replicas
+        if appended and rep is not None:
+            rep.appended(end)                  # the followers' senders wake up
         if appended and self.group_commit is not None:
             timeout_ms = self.config.sync_flush_timeout_ms
             if not self.group_commit.wait_durable(end, timeout_ms / 1000):
                 results.status, results.reason = PutStatus.FLUSH_DISK_TIMEOUT, PutReason.FLUSH_TIMEOUT
                 results.error = f"appended, but not on disk within sync_flush_timeout_ms={timeout_ms}"
+        if appended and rep is not None and results.status is PutStatus.PUT_OK:
+            reason = rep.wait(end, rep.timeout_s)
+            if reason is not None:
+                results.status, results.reason, results.error = reason.status, reason, rep.describe(reason)
         if failure is not None and not isinstance(failure.cause, OSError):
             text = f"message could not be encoded: {failure.cause!r}"
             log.error("%s", text)
@@ -525,22 +546,26 @@ class StoreWriter:
             results.refuse(p[0], refused)
 
     # Topics --------------------------------------------------------------------------
-    def create_topic(self, name: str, queue_count: int, space_policy=None) -> TopicState:
+    def create_topic(self, name: str, queue_count: int, space_policy=None, write_ids=None) -> TopicState:
         """Create a topic, grow its queue count or set its space policy (ValueError: not a topic
-        name, no queue, too many, not a policy)."""
+        name, no queue, too many, not a policy); ``write_ids``: the queues puts without a queue id
+        go to (None: as they were), set together (no put can fall between)."""
         if queue_count > self.config.topic_queues_max:
             raise ValueError(f"{queue_count} queues: a topic has at most topic_queues_max="
                              f"{self.config.topic_queues_max}")
         with self.put_lock:
             t = self.topics.create(name, queue_count, space_policy=space_policy)
             bind_queues(self.queues, t)
+            if write_ids is not None:
+                t.write_ids = write_ids
         return t
 
-    def delete_topic(self, name: str) -> dict | None:
+    def delete_topic(self, name: str, log_end: int | None = None) -> dict | None:
         """Delete a topic: forgotten (saved first), its consume queues deleted; its records stay
-        in the log until cleanup, dead. None if there is no such topic."""
+        in the log until cleanup, dead. None if there is no such topic. ``log_end``: where its
+        records end (a follower takes its leader's; default: this log's end)."""
         with self.put_lock:           # every record put so far is dispatched: the end is exact
-            log_end = self.segments.max_offset
+            log_end = self.segments.max_offset if log_end is None else log_end
             t = self.topics.delete(name, log_end)
             if t is None:
                 return None

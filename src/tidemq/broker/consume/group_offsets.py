@@ -32,9 +32,9 @@ class GroupOffsets:
         self.loaded = checked.Loaded(None, checked.Source.NONE, "")
 
     def load(self) -> None:
-        self.loaded = checked.load(self.fio, self.path, "consumer offsets", check=_parse)
+        self.loaded = checked.load(self.fio, self.path, "consumer offsets", check=parse)
         if self.loaded.doc is not None:
-            self.offsets = _parse(self.loaded.doc)
+            self.offsets = parse(self.loaded.doc)
 
     def get(self, group: str, topic: str, qid: int) -> int | None:
         return self.offsets.get((group, topic, qid))
@@ -54,11 +54,16 @@ class GroupOffsets:
     def flush(self) -> None:
         if self._dirty:
             self._dirty = False
-            doc = {json.dumps(list(k)): v for k, v in sorted(self.offsets.items())}
-            checked.write(self.fio, self.path, doc)
+            write(self.fio, self.path, self.offsets)
 
 
-def _parse(doc) -> dict[tuple[str, str, int], int]:
+def write(fio: FileIO, path: str, offsets: dict[tuple[str, str, int], int]) -> None:
+    """The offsets as the file holds them (a checked document; a follower writes its leader's
+    copy with it too: replication/state.py)."""
+    checked.write(fio, path, {json.dumps(list(k)): v for k, v in sorted(offsets.items())})
+
+
+def parse(doc) -> dict[tuple[str, str, int], int]:
     """The offsets a document holds; raises on anything else (a damaged file that still parses)."""
     offsets = {}
     for k, v in doc.items():

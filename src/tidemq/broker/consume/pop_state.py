@@ -101,7 +101,7 @@ class PopState:
                      len(self.queues), sum(len(q.inflight) for q in self.queues.values()))
 
     def close(self) -> None:
-        self.journal.close(self._snapshot())
+        self.journal.close(self.snapshot())
 
     def flush(self) -> None:
         self.journal.flush()
@@ -109,7 +109,7 @@ class PopState:
             self.compact()
 
     def compact(self) -> None:
-        self.journal.compact(self._snapshot())
+        self.journal.compact(self.snapshot())
 
     def _load(self, doc: dict) -> None:
         self.seq = doc["seq"]
@@ -119,7 +119,7 @@ class PopState:
             for o, fields in q["inflight"].items():
                 self._set(g, t, qid, int(o), Inflight(*fields))
 
-    def _snapshot(self) -> dict:
+    def snapshot(self) -> dict:
         return {"seq": self.seq, "queues": {
             json.dumps([g, t, q]): {"cursor": st.cursor,
                                     "inflight": {str(o): _fields(i) for o, i in st.inflight.items()}}

@@ -72,7 +72,7 @@ class Timer:
         parking.ensure_topic(self.store, SCHEDULE_TOPIC)
         self.store.fio.makedirs(os.path.dirname(self.path))
         low = self.store.min_offset(SCHEDULE_TOPIC, 0)
-        doc = checked.load(self.store.fio, self.path, "timer progress", check=_progress).doc
+        doc = checked.load(self.store.fio, self.path, "timer progress", check=check_progress).doc
         if doc is not None:
             self._skip_below = (doc["enqueued"], doc["delivered_before_ms"])
             low = max(low, doc["low"])
@@ -156,16 +156,28 @@ class Timer:
             self._moved.discard(heapq.heappop(offs))
 
     # Progress -------------------------------------------------------------------------
-    def checkpoint(self, force: bool = False) -> None:
+    def progress(self) -> tuple[int, int, int] | None:
+        """(enqueued, low, delivered_before_ms) as the checkpoint says them now; None while the queue
+        is read again up to what the last checkpoint covered (that checkpoint still holds)."""
+        if self.read_offset < self._skip_below[0]:
+            return None
         low = self._offsets[0] if self._offsets else self.read_offset
-        t = self.heap[0][0] if self.heap else NEVER
-        if self.read_offset < self._skip_below[0]:          # still re-reading what the last checkpoint covered
+        return self.read_offset, low, self.heap[0][0] if self.heap else NEVER
+
+    def snapshot(self) -> dict | None:
+        """The checkpoint's document as it would be written now (replication copies it); None: none yet."""
+        state = self.progress() or self._saved
+        if state is None:
+            return None
+        return {"enqueued": state[0], "low": state[1], "delivered_before_ms": state[2]}
+
+    def checkpoint(self, force: bool = False) -> None:
+        state = self.progress()
+        if state is None:                                   # still re-reading what the last checkpoint covered
             return
-        state = (self.read_offset, low, t)
         if state == self._saved or (not force and self.store.clock.monotonic_s() - self._saved_at < CHECKPOINT_INTERVAL_S):
             return
-        checked.write(self.store.fio, self.path,
-                      {"enqueued": state[0], "low": state[1], "delivered_before_ms": state[2]})
+        checked.write(self.store.fio, self.path, self.snapshot())
         self._saved = state
         self._saved_at = self.store.clock.monotonic_s()
 
@@ -206,7 +218,7 @@ class Timer:
         return read >= self.round_max or moved >= self.round_max, failed
 
 
-def _progress(doc) -> None:
+def check_progress(doc) -> None:
     """Raises unless ``doc`` is the timer's progress (a damaged file that still parses)."""
     if not (isinstance(doc, dict) and all(type(doc.get(k)) is int
                                           for k in ("enqueued", "low", "delivered_before_ms"))):

@@ -107,9 +107,9 @@ class Transactions:
                      len(self.ended), self.low)
 
     def close(self) -> None:
-        self.journal.close(self._snapshot())
+        self.journal.close(self.snapshot())
 
-    def _snapshot(self) -> dict:
+    def snapshot(self) -> dict:
         return {"low": self.low, "ended": {str(o): r for o, r in self.ended.items()},
                 "checks": {str(o): n for o, n in self.checks.items()}}
 
@@ -120,7 +120,7 @@ class Transactions:
             self._log({"op": "low", "o": low})
         self.journal.flush()
         if self.journal.wants_compaction:
-            self.journal.compact(self._snapshot())
+            self.journal.compact(self.snapshot())
 
     # Journal ----------------------------------------------------------------------------
     def _log(self, rec: dict) -> None:

@@ -27,6 +27,12 @@ counted twice and the hot path pays nothing but the put-latency bucket (latency.
                                               above has their spread)
     tidemq_recovery_seconds                   how long the store took to start
     tidemq_records_damaged_total              records read but not served: they fail their CRC
+    tidemq_replication_leader{group}          1 while this broker leads its group (unfenced), 0 else
+    tidemq_replication_epoch{group}           the epoch it leads (or last knew)
+    tidemq_replication_lag_bytes{group,member}    per follower (on the leader), and this broker's own
+    tidemq_replication_lag_seconds{group,member}  lag (on a follower, member = itself)
+    tidemq_replication_in_sync{group,member}  1 while a follower is in sync (on the leader)
+    tidemq_replication_sync_timeouts_total{group}  SYNC puts answered FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE
     tidemq_up                                 1
 """
 
@@ -135,6 +141,43 @@ class BrokerCollector(Collector):
                                   "their CRC (skipped; `tidemq verify` names them)", value=stats["records_damaged"])
         yield GaugeMetricFamily("tidemq_recovery_seconds", "time the store took to start",
                                 value=st["recovery"]["seconds"])
+        rep = st.get("replication")
+        if rep:
+            yield from _replication(rep)
+
+
+def _replication(rep: dict):
+    g = rep["group"]
+    leader = GaugeMetricFamily("tidemq_replication_leader", "1 while this broker leads its group", labels=["group"])
+    leader.add_metric([g], 1 if rep["role"] == "leader" else 0)
+    yield leader
+    epoch = GaugeMetricFamily("tidemq_replication_epoch", "the epoch this broker leads or last knew", labels=["group"])
+    epoch.add_metric([g], rep["epoch"] or rep["known_epoch"])
+    yield epoch
+    lag_b = GaugeMetricFamily("tidemq_replication_lag_bytes", "bytes a follower is behind the leader's log",
+                              labels=["group", "member"])
+    lag_s = GaugeMetricFamily("tidemq_replication_lag_seconds", "seconds since a follower last had the leader's "
+                              "whole log (0 while it has)", labels=["group", "member"])
+    ins = GaugeMetricFamily("tidemq_replication_in_sync", "1 while a follower is in sync", labels=["group", "member"])
+    for f in rep.get("followers") or ():
+        lag_b.add_metric([g, f["member"]], f["lag_bytes"])
+        lag_s.add_metric([g, f["member"]], f["lag_seconds"])
+        ins.add_metric([g, f["member"]], 1 if f["in_sync"] else 0)
+    r = rep.get("replica")
+    if r:
+        lag_b.add_metric([g, rep["member"]], r["lag_bytes"])
+        lag_s.add_metric([g, rep["member"]], (r["since_last_frame_s"] or 0.0) if r["lag_bytes"] else 0.0)
+    yield lag_b
+    yield lag_s
+    yield ins
+    yield _counter("tidemq_replication_sync_timeouts", "SYNC puts not confirmed by enough followers in time", g,
+                   rep.get("sync_timeouts", 0))
+
+
+def _counter(name: str, doc: str, group: str, value: int):
+    c = CounterMetricFamily(name, doc, labels=["group"])
+    c.add_metric([group], value)
+    return c
 
 
 def registry_for(observer) -> CollectorRegistry:

@@ -5,8 +5,8 @@ ratio (when must disk be added); alarms; topics with sizes; groups with lag.
 
 Every element a test or a person looks for has an id: #verdict (class accepted / held /
 refused), #disks (.disk rows, class ok / warn / danger), #chart (#usage, .forecast lines and
-labels, #stopped while writes are held or refused), #cleanup, #forecast, #alarms, #topics,
-#groups."""
+labels, #stopped while writes are held or refused), #cleanup, #forecast, #replication (in a
+broker group: #role, followers with their lag), #alarms, #topics, #groups."""
 
 from __future__ import annotations
 
@@ -114,6 +114,23 @@ def _table(id_: str, cols: list[str], rows: list[list]) -> str:
     return f'<table id="{id_}"><tr>{head}</tr>{body or "<tr><td class=muted>none</td></tr>"}</table>'
 
 
+def _replication(rep: dict | None) -> str:
+    """#replication: this broker's role in its group; a leader's followers with their lag."""
+    if not rep:
+        return ""
+    head = (f"<p id=\"role\">broker group {escape(rep['group'])}: {escape(rep['member'])} is {escape(rep['role'])}, "
+            f"epoch {rep['epoch'] or rep['known_epoch']}, {escape(rep['mode'])} replication, leader "
+            f"{escape(rep['leader'] or 'being elected')}</p>")
+    rows = [[f["member"], f["endpoint"], "yes" if f["connected"] else "no", "yes" if f["in_sync"] else "no",
+             human_bytes(f["lag_bytes"]), f"{f['lag_seconds']:.1f} s"] for f in rep.get("followers") or ()]
+    r = rep.get("replica")
+    if r:
+        rows.append([rep["member"] + " (this broker)", r["leader"], "yes" if r["connected"] else "no", "-",
+                     human_bytes(r["lag_bytes"]), "-"])
+    return "<h2>Replication</h2>" + head + _table("replication", ["member", "endpoint", "connected", "in sync",
+                                                                 "lag", "lag time"], rows)
+
+
 def render(st: dict, series: list[dict], topics: list[dict], groups: list[dict], refresh_s: int = 5) -> str:
     disk = st["disk"]
     f = disk["forecast"]
@@ -132,6 +149,7 @@ got {r['got_per_s']:.1f}/s, in {human_bytes(r['bytes_in_per_s'])}/s; {st['topics
 <span class="f">- -</span> forecast at the pace of the last minute; red dashes: the 75 / 85 / 90 % ratios</p>
 <p id="cleanup">{escape('Last cleanup: ' + cleanup_summary(disk['last_cleanup'], st['started_ms'] / 1000 + st['uptime_s']))}</p>
 <p id="forecast">{escape(eta)} &mdash; {escape(f['advice'])}</p>
+{_replication(st.get('replication'))}
 <h2>Alarms</h2>{_table('alarms', ['alarm', 'state', 'why'], alarms)}
 <h2>Topics</h2>{_table('topics', ['topic', 'queues', 'messages', 'size', 'min..max offsets'],
                        [[t['topic'], t['queues'], t['messages'], _size(t), t['range']] for t in topics])}

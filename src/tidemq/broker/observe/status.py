@@ -109,4 +109,5 @@ class Observer:
                        "refused": flow["refused_total"]},
             "topics": len([t for t in store.topic_names() if t not in SYSTEM_TOPICS]),
             "groups": len(groups_summary(self.lag())),
+            "replication": b.replication.status() if getattr(b, "replication", None) is not None else None,
         }

@@ -21,7 +21,7 @@ from ..deferred.timer import Timer
 from ..deferred.transactions import Transactions
 from ..sessions.telemetry import client_id_of
 from ..wire import SUPPORTED_TYPES, to_store
-from .send_path import DUPLICATE, SendPath, put_code
+from .send_path import DUPLICATE, SendPath, Unconfirmed, put_code
 
 NOT_YET = "not supported yet by tidemq: {what}"
 
@@ -72,12 +72,19 @@ class MessageSends:
                 entries[i] = self._entry(code, why, sp.message_id)
                 continue
             seen = self.sends.seen(m.topic.name, sp.message_id)
+            if isinstance(seen, Unconfirmed):     # stored, still not confirmed: never stored twice
+                entries[i] = self._entry(seen[0], seen[1], sp.message_id)
+                continue
             if seen is not None:          # a retry of a send that was stored: answer it again
                 entries[i] = spb.SendResultEntry(status=status(Code.OK, DUPLICATE),
                                                  message_id=sp.message_id, offset=seen[0], transaction_id=seen[1])
                 duplicates.append(i)
                 continue
             st = to_store(m, n)
+            if st.queue_id is not None:          # FIFO: hashed to one of the queues this broker writes
+                ids = self.sends.store.write_queues(st.topic)
+                if st.queue_id not in ids:
+                    st.queue_id = ids[st.queue_id % len(ids)]
             if sp.message_type == MessageType.DELAY or sp.message_type == MessageType.TRANSACTION:
                 st, refusal = self._divert(sp, st, context)
                 if refusal is not None:
@@ -95,6 +102,9 @@ class MessageSends:
                 txn = (r.offset_msg_id or "") if halves and i in halves else ""   # the half message's id
                 if code == Code.OK and r.uniq_key:
                     self.sends.remember(msgs[i].topic.name, r.uniq_key, r.queue_offset, txn)
+                elif r.uniq_key:
+                    self.sends.remember_unconfirmed(msgs[i].topic.name, r.uniq_key, r.status, r.queue_offset,
+                                                    r.commitlog_offset + r.size, txn)
                 entries[i] = spb.SendResultEntry(status=status(code, r.error or ""),
                                                  message_id=r.uniq_key or (r.msg_id or ""),
                                                  offset=max(r.queue_offset, 0), transaction_id=txn)

@@ -8,8 +8,9 @@ SendRecords in send_records.py):
   a timeout is answered with the first store's offset instead of being stored twice, and
   flagged as a duplicate (the SendRecords frame's ``duplicates``, SendMessage's
   ``tidemq-duplicates`` trailer: protocol/data.py), with the text DUPLICATE for people:
-  ``seen`` / ``remember``;
-* the put (on a thread under SYNC_FLUSH, inline otherwise) and the store outcome as a
+  ``seen`` / ``remember``; a resend of a message appended but not confirmed (FLUSH_*_TIMEOUT) is
+  never appended again: ``remember_unconfirmed``, ``Unconfirmed``;
+* the put (on a thread under SYNC_FLUSH or SYNC replication, inline otherwise) and the store outcome as a
   protocol status code: ``put_batch`` / ``put_encoded``, ``put_code``;
 * waking long-polling consumers and the timer after a store: ``stored``;
 * what each message was answered, counted by topic and status (observe/outcomes.py, the
@@ -35,6 +36,15 @@ from .dedup import DedupWindow
 
 T = TypeVar("T")
 DUPLICATE = "duplicate: already stored"
+UNCONFIRMED_MAX = 10_000        # appended sends not yet confirmed (disk, followers) remembered for their resends
+# what an appended-but-unconfirmed put answered: its resend is not stored again (below)
+APPENDED = (PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT)
+
+
+class Unconfirmed(tuple):
+    """``seen``'s answer for a resend of a message that is in the log but not yet where its
+    acknowledgement needs it (on disk, on enough followers): (code, text) to answer again; it is
+    never stored a second time."""
 
 
 _RESOURCE_REFUSALS = frozenset((PutReason.DISK_FULL, PutReason.ARCHIVE_PENDING, PutReason.UNCONSUMED_BACKLOG))
@@ -47,6 +57,12 @@ def put_code(st: PutStatus, reason: PutReason | None) -> int:
         return Code.OK
     if st is PutStatus.FLUSH_DISK_TIMEOUT:
         return Code.MASTER_PERSISTENCE_TIMEOUT
+    if st is PutStatus.FLUSH_SLAVE_TIMEOUT:            # appended; the followers did not confirm in time
+        return Code.SLAVE_PERSISTENCE_TIMEOUT
+    if st is PutStatus.SLAVE_NOT_AVAILABLE:            # too few followers in sync (RocketMQ SLAVE_NOT_AVAILABLE)
+        return Code.HA_NOT_AVAILABLE
+    if reason is PutReason.NOT_LEADER:                 # a follower: the text names the leader
+        return Code.FORBIDDEN
     # a full disk (or space kept for consumers' backlog) is a resource refusal: TOO_MANY_REQUESTS is
     # the one code the client does not retry at once; the store not running, write and dispatch
     # errors are internal (retried)
@@ -72,7 +88,9 @@ class SendPath:
         self.config = config
         self.gate = gate
         self._puts = puts
-        self._sync = store.config.sync_flush
+        self.in_thread = store.config.sync_flush          # puts that wait (a flush, followers) run on a thread
+        self.auto_create = store.config.auto_create_topics  # off on a follower: topics are the leader's
+        self.spread = None           # topic -> (queues, owned here) of a topic spread over broker groups, or None
         self._on_stored = on_stored
         self.recent = DedupWindow(config.send_dedup_window_entries)
         # after a start the window is empty: until then, ids it does not know are looked up in the
@@ -83,6 +101,9 @@ class SendPath:
         self._index_until_s = time.monotonic() + span_s
         self._index_from_ms = store.clock.now_ms() - int(span_s * 1000)
         self.latency = None          # observe/latency.LatencyBuckets of the puts, once the broker observes
+        # (topic, message id) -> (queue offset, txn, log end) of puts answered FLUSH_*_TIMEOUT: appended,
+        # so a resend must not append again; answered OK once the store confirms the end
+        self.unconfirmed: dict[tuple[str, str], tuple[int, str, int]] = {}
         self.outcomes = Outcomes(self._queue_count)     # messages by topic and the status they were answered
 
     def _queue_count(self, topic: str) -> int:
@@ -133,7 +154,13 @@ class SendPath:
         if name in SYSTEM_TOPICS:
             raise ValueError(f"{name!r} is a system topic of the broker")
         n = self.store.queue_count(name)
-        if n == 0 and self.store.config.auto_create_topics:
+        spread = self.spread(name) if self.spread is not None else None
+        if spread is not None and spread[1] and (n < spread[0] or set(self.store.write_queues(name)) != set(spread[1])):
+            # a topic spread over broker groups, not made here yet: made now as the cluster says (never
+            # auto-created with other queues, whose messages no route would find)
+            self.store.create_spread_topic(name, spread[0], spread[1])
+            return self.store.queue_count(name)
+        if n == 0 and self.auto_create:
             self.store.create_topic(name)
             n = self.store.queue_count(name)
         return n
@@ -153,14 +180,22 @@ class SendPath:
         """(queue offset, transaction id) of a recent store of this message id, or None."""
         if not message_id:
             return None
+        if self.unconfirmed and (topic, message_id) in self.unconfirmed:
+            return self._unconfirmed(topic, message_id)
         earlier = self.recent.get(topic, message_id)
         if earlier is None and self._index_until_s and time.monotonic() < self._index_until_s:
             earlier = self._stored_before_start(topic, message_id)
         return earlier
 
-    def seen_many(self, topic: str, message_ids: list) -> dict[int, tuple[int, str]]:
-        """``seen`` of many ids (None: skipped): {index: (queue offset, transaction id)}."""
+    def seen_many(self, topic: str, message_ids: list) -> dict[int, tuple[int, str] | Unconfirmed]:
+        """``seen`` of many ids (None: skipped): {index: (queue offset, transaction id), or
+        Unconfirmed for a resend of one stored but not confirmed yet}."""
         found = self.recent.find_many(topic, message_ids)
+        if self.unconfirmed:
+            u = self.unconfirmed
+            for i, m in enumerate(message_ids):
+                if m and (topic, m) in u:
+                    found[i] = self._unconfirmed(topic, m)
         if self._index_until_s and time.monotonic() < self._index_until_s:
             for i, m in enumerate(message_ids):
                 if m and i not in found:
@@ -168,6 +203,17 @@ class SendPath:
                     if earlier is not None:
                         found[i] = earlier
         return found
+
+    def _unconfirmed(self, topic: str, message_id: str) -> tuple[int, str] | Unconfirmed:
+        """A resend of a message appended but answered FLUSH_*_TIMEOUT: Unconfirmed while the store
+        still does not confirm it, else (queue offset, transaction id), moved to the window."""
+        offset, txn, end = self.unconfirmed[(topic, message_id)]
+        why = self.store.confirm(end)
+        if why is not None:
+            return Unconfirmed((put_code(why.status, why), f"stored, not yet confirmed ({why.name})"))
+        del self.unconfirmed[(topic, message_id)]
+        self.recent.put(topic, message_id, offset, txn)
+        return offset, txn
 
     def _stored_before_start(self, topic: str, message_id: str) -> tuple[int, str] | None:
         """A message of this id stored shortly before the broker started (the index has its
@@ -185,6 +231,17 @@ class SendPath:
     def remember(self, topic: str, message_id: str, offset: int, txn: str = "") -> None:
         self.recent.put(topic, message_id, offset, txn)
 
+    def remember_unconfirmed(self, topic: str, message_id: str, status: PutStatus, queue_offset: int, end: int,
+                             txn: str = "") -> None:
+        """A put that was appended (its record ends at log offset ``end``) but answered
+        FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT (``status``): its resend is answered from here
+        (OK once confirmed), never appended a second time."""
+        if not message_id or status not in APPENDED:
+            return
+        if len(self.unconfirmed) >= UNCONFIRMED_MAX:
+            self.unconfirmed.pop(next(iter(self.unconfirmed)))
+        self.unconfirmed[(topic, message_id)] = (queue_offset, txn, end)
+
     def remember_many(self, topic: str, stored) -> None:
         """``stored``: (message id, queue offset) of messages just stored (every id non-empty)."""
         self.recent.put_many(topic, stored)
@@ -192,7 +249,7 @@ class SendPath:
     # the put ------------------------------------------------------------------------------------
     async def put_batch(self, msgs):
         began = time.perf_counter()
-        if self._sync:
+        if self.in_thread:
             out = await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_batch, msgs)
         else:
             out = self.store.put_batch(msgs)     # microseconds: no thread hop
@@ -202,7 +259,7 @@ class SendPath:
 
     async def put_encoded(self, topic: str, entries):
         began = time.perf_counter()
-        if self._sync:
+        if self.in_thread:
             out = await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_encoded, topic, entries)
         else:
             out = self.store.put_encoded(topic, entries)
@@ -212,7 +269,7 @@ class SendPath:
 
     async def put_columns(self, topic: str, *columns, skip=None):
         began = time.perf_counter()
-        if self._sync:
+        if self.in_thread:
             out = await asyncio.get_running_loop().run_in_executor(
                 self._puts, lambda: self.store.put_columns(topic, *columns, skip=skip))
         else:

@@ -36,7 +36,7 @@ from ...protocol.stubs import Code
 from ...store import PutStatus
 from ...store.codec import PROP_UNIQ_KEY, RECORD_CRC_NAME, RECORD_CRC_TAIL, check_property_text, tags_hash
 from ..wire import INTERNAL, PROP_MESSAGE_TYPE
-from .send_path import DUPLICATE, SendPath, put_code
+from .send_path import DUPLICATE, SendPath, Unconfirmed, put_code
 
 RESERVED = frozenset(INTERNAL | {RECORD_CRC_NAME})
 _SUFFIX = f"{PROP_MESSAGE_TYPE}\x01NORMAL\x02".encode()
@@ -184,12 +184,17 @@ class RecordSends:
             if w < BAD_TAGS:
                 skip[i] = w
         dups = self.sends.seen_many(topic, ids)      # retries of sends that were stored: answered again
-        for i, earlier in dups.items():
+        for i, earlier in list(dups.items()):
+            skip[i] = True
+            if isinstance(earlier, Unconfirmed):     # stored, still not confirmed: never stored twice
+                del dups[i]
+                codes[i] = earlier[0]
+                texts[i] = earlier[1]
+                continue
             offsets[i] = earlier[0]
             texts[i] = DUPLICATE
-            skip[i] = True
         for i, (w, name) in refused.items():
-            if i in dups:
+            if i in skip and skip[i] is True:       # answered from the window above
                 continue
             skip[i] = w
             c, text = WHY[w]
@@ -208,6 +213,8 @@ class RecordSends:
                 codes[stored] = put_code(r.status, r.reason)
                 for i in np.flatnonzero(stored).tolist():
                     texts[i] = r.error or r.status.name
+                    # appended, not confirmed (disk, followers): a resend is answered, never stored again
+                    self.sends.remember_unconfirmed(topic, ids[i], r.status, r.qoff[i], r.phys[i] + r.size[i])
             for i, res in r.refused.items():
                 if i not in skip:
                     codes[i] = put_code(res[0], res[9])

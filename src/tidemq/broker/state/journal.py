@@ -33,6 +33,8 @@ from ... import checked
 
 log = logging.getLogger("tidemq.broker")
 
+JOURNAL_FILE = "journal"
+SNAPSHOT_FILE = "snapshot.json"
 COMPACT_BYTES = 16 << 20        # journal bytes beyond which the owner compacts it into the snapshot
 
 
@@ -42,8 +44,8 @@ class Journal:
         self.fio = fio
         self.compact_bytes = compact_bytes
         self.dir = directory
-        self.path = os.path.join(directory, "journal")
-        self.snapshot_path = os.path.join(directory, "snapshot.json")
+        self.path = os.path.join(directory, JOURNAL_FILE)
+        self.snapshot_path = os.path.join(directory, SNAPSHOT_FILE)
         self._h = None
         self._size = 0
         self._dirty = False
@@ -108,11 +110,34 @@ class Journal:
         self._size = 0
         self._dirty = False
 
+    def abandon(self) -> None:
+        """Close the file without writing anything (a follower's copy of a leader's journal)."""
+        if self._h is not None:
+            self.fio.close(self._h)
+            self._h = None
+
     def close(self, snapshot: dict) -> None:
         if self._h is not None:
             self.compact(snapshot)
             self.fio.close(self._h)
             self._h = None
+
+
+def write_state(fio: FileIO, directory: str, snapshot: dict) -> None:
+    """Make ``snapshot`` the whole state of the journal in ``directory``, the journal emptied:
+    what a broker opening it finds after a compaction (a follower writes its leader's state
+    with it: replication/state.py). The snapshot's previous version is kept as its ``.bak``."""
+    _is_object(snapshot)
+    fio.makedirs(directory)
+    checked.write(fio, os.path.join(directory, SNAPSHOT_FILE), snapshot)
+    path = os.path.join(directory, JOURNAL_FILE)
+    if fio.exists(path):
+        h = fio.open(path, create=True)
+        try:
+            fio.truncate(h, 0)
+            fio.fsync(h)
+        finally:
+            fio.close(h)
 
 
 _DAMAGED = object()

@@ -1,0 +1,115 @@
+"""The leader port: the group's write endpoint, served by every member (RocketMQ 5's proxy role).
+
+The official clients are given every member's leader port and connect, through gRPC's
+pick_first, to the first that answers; they never learn which member leads. So each member
+serves its leader port all the time: while it leads, with its own services (the same as its
+port); while it follows, by forwarding every call, bytes as they are, metadata (the client's id,
+its signature) and status included, to the leader it follows; while no leader is known (an
+election), with UNAVAILABLE, which the clients retry. A client whose member is killed connects to
+the next one at once (that address never failed: no reconnect backoff to wait out), and a
+client whose member changed role keeps its connection: a failover costs it the election, not a
+reconnection.
+
+Every method of every service is forwarded, unary or streamed (``STREAMING`` names the streamed
+ones of the RocketMQ service; the rest are unary).
+"""
+
+from __future__ import annotations
+
+import grpc
+
+STREAMING = {
+    "/apache.rocketmq.v2.MessagingService/Telemetry": "stream_stream",
+    "/apache.rocketmq.v2.MessagingService/ReceiveMessage": "unary_stream",
+    "/apache.rocketmq.v2.MessagingService/PullMessage": "unary_stream",
+    "/tidemq.Replication/Stream": "stream_stream",
+}
+OPTIONS = [("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20),
+           ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000)]
+DROP = {"user-agent", "content-type", "te", "grpc-timeout", "grpc-accept-encoding", "grpc-encoding"}
+
+
+def _metadata(context):
+    return tuple((k, v) for k, v in (context.invocation_metadata() or ()) if k not in DROP and not k.startswith(":"))
+
+
+class LeaderPort(grpc.GenericRpcHandler):
+    def __init__(self, node, local: list) -> None:
+        """``local``: this broker's own handlers (served while it leads)."""
+        self.node = node
+        self.local = local
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self.forwarded = 0
+
+    def service(self, details):
+        node = self.node
+        if node.leading:
+            for h in self.local:
+                found = h.service(details)
+                if found is not None:
+                    return found
+            return None
+        kind = STREAMING.get(details.method, "unary_unary")
+        fn = getattr(self, "_" + kind)
+        method = details.method
+
+        async def unary_unary(request, context):
+            return await fn(method, request, context)
+
+        async def streamed(request, context):
+            async for r in fn(method, request, context):
+                yield r
+        return getattr(grpc, f"{kind}_rpc_method_handler")(unary_unary if kind == "unary_unary" else streamed)
+
+    async def _target(self, context) -> grpc.aio.Channel:
+        ep = self.node.leader_endpoint
+        if not ep or self.node.leading:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"broker group {self.node.group!r}: no leader is "
+                                                             f"elected yet; try again")
+        ch = self._channels.get(ep)
+        if ch is None:
+            for old in self._channels.values():
+                await old.close()
+            self._channels = {ep: (ch := grpc.aio.insecure_channel(ep, options=OPTIONS))}
+        self.forwarded += 1
+        return ch
+
+    @staticmethod
+    async def _relay_status(context, call) -> None:
+        context.set_trailing_metadata(tuple(await call.trailing_metadata() or ()))
+        code = await call.code()
+        if code != grpc.StatusCode.OK:
+            await context.abort(code, await call.details() or "")
+
+    async def _unary_unary(self, method, request, context):
+        ch = await self._target(context)
+        call = ch.unary_unary(method)(request, metadata=_metadata(context), timeout=context.time_remaining())
+        try:
+            resp = await call
+        except grpc.aio.AioRpcError as e:
+            await context.abort(e.code(), e.details() or "")
+        context.set_trailing_metadata(tuple(await call.trailing_metadata() or ()))
+        return resp
+
+    async def _unary_stream(self, method, request, context):
+        async for r in self._streamed("unary_stream", method, request, context):
+            yield r
+
+    async def _stream_stream(self, method, requests, context):
+        async for r in self._streamed("stream_stream", method, requests, context):
+            yield r
+
+    async def _streamed(self, kind: str, method, request, context):
+        ch = await self._target(context)
+        call = getattr(ch, kind)(method)(request, metadata=_metadata(context), timeout=context.time_remaining())
+        try:
+            async for r in call:
+                yield r
+        except grpc.aio.AioRpcError as e:
+            await context.abort(e.code(), e.details() or "")
+        await self._relay_status(context, call)
+
+    async def close(self) -> None:
+        for ch in self._channels.values():
+            await ch.close()
+        self._channels = {}

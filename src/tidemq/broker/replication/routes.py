@@ -1,0 +1,59 @@
+"""QueryRoute in a broker group: per queue, the group's write endpoint and its followers.
+
+Each queue is listed once as the group's master queue (broker id 0, READ_WRITE), whose endpoints
+are every member's leader port when the group has them (``leader_port``): every member serves its
+leader port, the leader itself and a follower by forwarding to the leader (forward.py), so gRPC's
+pick_first (how the official clients connect to an endpoint list) works with any of them, and
+goes on after a failover without a new route. Without leader ports, the
+leader's own endpoint. Then once per follower (broker id 1, 2, ..., READ only, its own endpoint):
+producers and pop consumers of the official clients take only master queues; tidemq.client and
+the Spark source read from a follower when the leader is down (docs/broker-protocol.md, 4.12).
+"""
+
+from __future__ import annotations
+
+from ...protocol.stubs import pb
+
+TYPES = [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION]
+
+
+def endpoints(addresses: list[str]) -> "pb.Endpoints":
+    out = pb.Endpoints(scheme=pb.AddressScheme.IPv4)
+    for a in addresses:
+        host, _, port = a.rpartition(":")
+        out.addresses.append(pb.Address(host=host, port=int(port)))
+    return out
+
+
+def leader_addresses(view: dict, fallback: str) -> list[str]:
+    members = view.get("members") or {}
+    ports = sorted({m["leader_endpoint"] for m in members.values() if m.get("leader_endpoint")})
+    if ports:
+        return ports
+    return [view.get("leader") or fallback]
+
+
+def leader_broker(view: dict, fallback: str) -> "pb.Broker":
+    return pb.Broker(name=view.get("group") or "tidemq", id=0, endpoints=endpoints(leader_addresses(view, fallback)))
+
+
+def follower_brokers(view: dict) -> list["pb.Broker"]:
+    members = view.get("members") or {}
+    leader = view.get("leader")
+    eps = sorted(m["endpoint"] for m in members.values() if m.get("endpoint") and m["endpoint"] != leader)
+    return [pb.Broker(name=view.get("group") or "tidemq", id=i + 1, endpoints=endpoints([ep]))
+            for i, ep in enumerate(eps)]
+
+
+def group_queues(topic: "pb.Resource", n: int, view: dict, fallback: str, queue_ids=None) -> list:
+    """The route of ``topic``'s queues (``queue_ids``, default all ``n``) held by one group."""
+    master = leader_broker(view, fallback)
+    followers = follower_brokers(view)
+    out = []
+    for q in (range(n) if queue_ids is None else queue_ids):
+        out.append(pb.MessageQueue(topic=topic, id=q, permission=pb.Permission.READ_WRITE, broker=master,
+                                   accept_message_types=TYPES))
+        for b in followers:
+            out.append(pb.MessageQueue(topic=topic, id=q, permission=pb.Permission.READ, broker=b,
+                                       accept_message_types=TYPES))
+    return out

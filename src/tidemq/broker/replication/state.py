@@ -1,0 +1,99 @@
+"""How the broker's own state reaches a follower: copied as its own stream (``State``, every
+``replication_state_interval_ms``), not rebuilt from the log.
+
+The commit log carries the messages, the schedule topic (delayed messages) and the half topic
+(transaction half messages): those a follower has by copying the log. What lives beside the
+log, a follower copies from the leader's memory as one JSON document and writes into the same
+files a leader keeps (state/layout.py), so that a promoted follower opens them as any broker
+opens its state at start:
+
+    topics            the topic table: queue counts, space policies (when not evict), deleted topics
+                      with the log offset where each ended (the store's config/topics.json; applied
+                      to the follower's table)
+    consumer_offsets  committed offsets of pull consumers (broker/consumer_offsets.json)
+    pop               the pop state's snapshot (cursors, in-flight messages) and its receipt-handle
+                      key: handles given out by the old leader stay valid (broker/pop/)
+    timer             the timer's progress through the schedule topic (broker/timer/checkpoint.json)
+    transactions      the transaction decisions (broker/transactions/)
+
+Each file is written in the format the broker that opens it reads: the consumer offsets and the
+timer's progress as checked documents (tidemq/checked.py: CRC, the previous version kept as
+``.bak``), each journal as its snapshot (a checked document) with the journal emptied
+(state/journal.write_state). A document whose parts do not have the shape their owner checks at
+open is refused whole (ValueError), before anything is written: a promoted follower never finds
+a file it would set aside as damaged.
+
+What changed on the leader after the last copy is lost by a failover, and each part is built to
+take that as it takes a restart: acks and deliveries after it come again (at least once, as after
+kill -9); a delayed message or a committed transaction moved after it is found in its real topic
+by its message id (parking.already_moved) and not moved twice; offsets committed after it are
+committed again by their consumers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from ... import checked
+from ...io import FileIO, write_atomic
+from ...store.topics import SpacePolicy
+from ..consume import group_offsets
+from ..deferred.timer import check_progress
+from ..state import journal
+from ..state.layout import StateLayout
+
+log = logging.getLogger("tidemq.broker")
+
+
+def snapshot(store, service) -> dict:
+    """The leader's broker state now (on the event loop, where consumers change it)."""
+    t = store.topics
+    return {
+        "log_end": store.commitlog_max_offset,
+        "topics": {"topics": {n: ts.queue_count for n, ts in t.topics.items()}, "deleted": dict(t.deleted),
+                   "policies": {n: ts.space_policy.value for n, ts in t.topics.items()
+                                if ts.space_policy is not SpacePolicy.EVICT}},
+        "consumer_offsets": [[g, tp, q, o] for (g, tp, q), o in service.group_offsets.offsets.items()],
+        "pop": {"secret": service.pop.secret.decode(), "snapshot": service.pop.snapshot()},
+        "timer": service.timer.snapshot(),
+        "transactions": service.transactions.snapshot(),
+    }
+
+
+def apply(doc: dict, store, service, state_dir: str) -> None:
+    """Write the leader's state ``doc`` where this broker keeps its own, and update what the
+    follower serves from memory (topics, consumer offsets). ValueError when ``doc`` is not one."""
+    try:
+        topics = {str(n): int(c) for n, c in doc["topics"]["topics"].items()}
+        deleted = {str(n): int(e) for n, e in doc["topics"].get("deleted", {}).items()}
+        policies = {str(n): SpacePolicy.parse(p) for n, p in doc["topics"].get("policies", {}).items()}
+        offsets = {(str(g), str(t), int(q)): int(o) for g, t, q, o in doc["consumer_offsets"]}
+        secret = str(doc["pop"]["secret"])
+        pop, timer, txn = doc["pop"]["snapshot"], doc.get("timer"), doc["transactions"]
+        if not isinstance(pop, dict) or not isinstance(txn, dict):
+            raise TypeError("pop and transactions are objects")
+        if timer is not None:
+            check_progress(timer)
+    except (KeyError, TypeError, ValueError, AttributeError, checked.Damaged) as e:
+        raise ValueError(f"not a broker state document: {e!r}") from None
+    for name, end in deleted.items():
+        if store.topics.deleted.get(name) != end and store.queue_count(name):
+            store.delete_topic(name, end)
+    for name, count in topics.items():
+        policy = policies.get(name, SpacePolicy.EVICT)
+        if store.queue_count(name) < count or store.space_policy(name) != policy.value:
+            store.create_topic(name, max(count, store.queue_count(name)), policy.value)
+    fio: FileIO = store.fio
+    layout = StateLayout(state_dir)
+    fio.makedirs(layout.dir)
+    if offsets != service.group_offsets.offsets:
+        group_offsets.write(fio, layout.consumer_offsets, offsets)
+        service.group_offsets.offsets = offsets
+    fio.makedirs(layout.pop_dir)
+    write_atomic(fio, layout.pop_secret, secret.encode())
+    journal.write_state(fio, layout.pop_dir, pop)
+    if timer is not None:
+        fio.makedirs(os.path.dirname(layout.timer_checkpoint))
+        checked.write(fio, layout.timer_checkpoint, timer)
+    journal.write_state(fio, layout.transactions_dir, txn)

@@ -1,0 +1,259 @@
+"""A follower's side of the log: commit-log bytes copied from a leader, and the cut of a tail
+that diverged from it (RocketMQ's HA model: the slave writes what the master sends at the
+same physical offsets).
+
+``ReplicaLog.append(offset, data)``: ``data`` is a stretch of the leader's log starting at
+``offset``, which must be this log's end: whole records (and the BLANK that ends a segment),
+within one segment. The frame's own CRC-32 covers its bytes in transit
+(protocol/replication.py); every record is checked before a byte is written (lengths, magic,
+its own physical offset field), so a frame that is not whole records where it says is refused
+whole (``ReplicaError``). Record CRCs are checked where records are read, as for any record
+(a record damaged on the leader's disk is copied as it is and never served, here or there). The bytes are written byte-identical at
+the same offsets, into a segment of the same name (created here when the leader's log moved
+to the next one); then they are dispatched into the consume queues and the index: in one batch per frame
+(units appended per queue, index keys put together: dispatch.dispatch_batch, the put path's),
+or, when a queue does not continue exactly where the frame's records say, from the log itself
+(dispatch.redispatch, as recovery does). Topics the records name that the topic
+table does not know yet are added (their queue counts follow the leader's table, copied by
+the broker's state sync).
+
+``ReplicaLog.truncate(end)``: cut everything after ``end`` (a returning old leader whose tail
+the new leader never had): segments, consume-queue units and index files past it, and the
+epoch file's entries that started after it.
+
+``ReplicaLog.writable()``: the store becomes a leader's: every topic's next queue offsets from
+its consume queues (the write path assigns them from there).
+
+Both take the store's put lock: the writer, the dispatcher's healing and topic changes never
+run at the same time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from . import codec
+from .codec import BLANK_MAGIC, MAGIC, OFF_PHYSICALOFFSET, OFF_STORETIMESTAMP, SIZE_MAGIC
+from .commit_log import CommitLog
+from .consume_queue import UNIT, UNIT_SIZE, ConsumeQueueTable
+from .dispatch import Dispatcher, index_keys
+from .epochs import EpochFile
+from .index_file import IndexService
+from .recovery import _cut_queue
+from .segment_queue import SegmentQueue
+from .topics import TopicTable
+from .writer import bind_queues
+
+log = logging.getLogger("tidemq.store")
+
+
+class ReplicaError(Exception):
+    """Bytes a follower refuses to write (not at its log's end, damaged, not whole records)."""
+
+
+def check_frame(data, offset: int, segment_size: int) -> int:
+    """Check that ``data`` (the log's bytes from ``offset``) is whole, intact records within one
+    segment, a BLANK only at that segment's end; the store timestamp of its last record (0: none).
+    ReplicaError saying what is wrong otherwise."""
+    seg_start = offset - offset % segment_size
+    limit = segment_size - (offset - seg_start)          # room left in the segment
+    if len(data) > limit:
+        raise ReplicaError(f"{len(data)} bytes at {offset} cross the end of segment {seg_start}")
+    pos, n, last_ts = 0, len(data), 0
+    while pos < n:
+        size, magic = SIZE_MAGIC.unpack_from(data, pos) if pos + 8 <= n else (0, 0)
+        if magic == BLANK_MAGIC:
+            if pos + size != n or size != limit - pos:
+                raise ReplicaError(f"BLANK at {offset + pos} does not end segment {seg_start}")
+            return last_ts
+        if magic != MAGIC or pos + size > n:
+            raise ReplicaError(f"no whole record at {offset + pos}")
+        kind, size = codec.check_record(data, pos, n, verify_crc=False)
+        if kind != codec.REC_OK:
+            raise ReplicaError(f"damaged record at {offset + pos} (its lengths do not check)")
+        if codec.I64.unpack_from(data, pos + OFF_PHYSICALOFFSET)[0] != offset + pos:
+            raise ReplicaError(f"record at {offset + pos} says it is at another offset")
+        last_ts = codec.I64.unpack_from(data, pos + OFF_STORETIMESTAMP)[0]
+        pos += size
+    return last_ts
+
+
+class ReplicaLog:
+    def __init__(self, segments: SegmentQueue, commit_log: CommitLog, queues: ConsumeQueueTable,
+                 index: IndexService | None, dispatcher: Dispatcher, topics: TopicTable, epochs: EpochFile,
+                 put_lock: threading.Lock, restore_topics, flush_after_append: bool) -> None:
+        """``restore_topics``: adds topics the consume queues know and the table does not (the
+        store's); ``flush_after_append``: fsync before append returns (SYNC_FLUSH)."""
+        self.segments = segments
+        self.commit_log = commit_log
+        self.queues = queues
+        self.index = index
+        self.dispatcher = dispatcher
+        self.topics = topics
+        self.epochs = epochs
+        self.put_lock = put_lock
+        self._restore_topics = restore_topics
+        self.flush_after_append = flush_after_append
+        self.appended_bytes = 0
+
+    @property
+    def end(self) -> int:
+        return self.segments.max_offset
+
+    def confirmed(self) -> int:
+        """What a follower may tell its leader it has: on disk with SYNC_FLUSH, written otherwise."""
+        return self.commit_log.flushed_offset if self.flush_after_append else self.segments.max_offset
+
+    def read(self, offset: int, max_bytes: int) -> tuple[int, bytes]:
+        """What a leader sends: up to ``max_bytes`` of the log from ``offset`` (a record boundary),
+        whole records within one segment (a record larger than ``max_bytes`` goes alone; the BLANK
+        ending a segment goes with the records before it). (offset, b"") at the log's end. An
+        offset before the log's first (cleaned away) reads from the first."""
+        segs = self.segments
+        offset = max(offset, segs.min_offset)
+        while True:
+            mf = segs.find(offset)
+            if mf is None or not mf.hold():
+                return offset, b""
+            try:
+                pos = offset - mf.start_offset
+                limit = mf.wrote_pos
+                if pos >= limit:
+                    if mf.is_full:
+                        offset = mf.end_offset          # the next segment
+                        continue
+                    return offset, b""
+                buf = mf.mapping
+                end = pos
+                while end < limit:
+                    size, magic = SIZE_MAGIC.unpack_from(buf, end)
+                    if size <= 0 or end + size > mf.size:
+                        break                           # never past the segment (damage: the follower refuses it)
+                    if magic != BLANK_MAGIC and end > pos and end - pos + size > max_bytes:
+                        break
+                    end += size
+                if end == pos:
+                    raise ReplicaError(f"no record at {offset} to send (damaged log?)")
+                return offset, bytes(buf[pos:end])
+            finally:
+                mf.release()
+
+    def append(self, offset: int, data) -> int:
+        """Write ``data`` at ``offset`` (this log's end), dispatch it; the new end. ReplicaError when
+        the bytes cannot be taken (nothing is written then); OSError from the disk."""
+        if not data:
+            return self.end
+        seg = self.segments.segment_size
+        last_ts = check_frame(data, offset, seg)
+        with self.put_lock:
+            end = self.segments.max_offset
+            if offset != end and not (len(self.segments) == 0 and offset % seg == 0):
+                raise ReplicaError(f"frame at {offset}, but this log ends at {end}")
+            mf = self.segments.last
+            if mf is None or mf.is_full:
+                start = mf.end_offset if mf is not None else offset
+                if start != offset:
+                    raise ReplicaError(f"frame at {offset}, but the next segment starts at {start}")
+                mf = self.segments.new_segment(start)
+            pos = offset - mf.start_offset
+            mf.mapping[pos:pos + len(data)] = data
+            mf.wrote_pos = pos + len(data)
+            w = self.commit_log.warmer            # its pages ahead warmed, as for the leader's writes
+            if w is not None and mf.start_offset + mf.wrote_pos >= w.wake_offset:
+                w.wake()
+            if last_ts:
+                mf.last_store_timestamp_ms = last_ts
+            known = len(self.queues.all())
+            end = offset + len(data)
+            batch = self._batch(mf.mapping, pos, pos + len(data), offset)
+            if batch is not None:
+                units, index_items = batch
+                self.dispatcher.dispatch_batch(units, index_items, last_ts, offset, end)
+            else:
+                try:
+                    self.dispatcher.redispatch(self.commit_log, offset, index_from=offset)
+                except OSError as e:
+                    self.dispatcher._fail(offset, e)   # healed by the queue flush, as for a put
+            if len(self.queues.all()) != known:
+                self._restore_topics()
+            self.appended_bytes += len(data)
+        if self.flush_after_append:
+            self.commit_log.flush()
+        return mf.start_offset + mf.wrote_pos
+
+    def _batch(self, buf, pos: int, limit: int, offset: int):
+        """(units by consume queue, index items) of the records in buf[pos:limit] as the put path
+        builds them (record_loop.py: consume queue -> [first queue offset, bytearray of 20-byte
+        units]; (index keys, physical offset)), or None when some queue would not continue exactly at its end (then the
+        records are dispatched from the log, which rebuilds such a queue)."""
+        if self.dispatcher.pending_from is not None:
+            return None
+        units: dict = {}
+        index_items: list = []
+        pack = UNIT.pack
+        queues = self.queues
+        is_dead = self.dispatcher.is_dead
+        index = self.index is not None
+        base = offset - pos
+        while pos < limit:
+            size, magic = SIZE_MAGIC.unpack_from(buf, pos)
+            if magic == BLANK_MAGIC:
+                break
+            qid, qoff, _ts, topic, props_raw = codec.decode_meta(buf, pos)
+            phys = base + pos
+            pos += size
+            if is_dead(topic, phys):
+                continue
+            props = codec.decode_properties(props_raw) if props_raw else {}
+            cq = queues.get_or_create(topic, qid)
+            unit = pack(phys, size, codec.tags_hash(props.get(codec.PROP_TAGS)))
+            u = units.get(cq)
+            if u is None:
+                if qoff != cq.max_offset:
+                    return None
+                units[cq] = [qoff, bytearray(unit)]
+            else:
+                if qoff != u[0] + len(u[1]) // UNIT_SIZE:
+                    return None
+                u[1] += unit
+            if index:
+                ks = props.get(codec.PROP_KEYS)
+                uniq = props.get(codec.PROP_UNIQ_KEY)
+                if ks or uniq:
+                    index_items.append((index_keys(topic, ks.split(codec.KEY_SEP) if ks else (), uniq), phys))
+        return units, index_items
+
+    def truncate(self, end: int) -> int:
+        """Cut the log after ``end``; the bytes cut."""
+        with self.put_lock:
+            if end >= self.segments.max_offset:
+                return 0
+            if end <= self.segments.min_offset:
+                end = 0                       # nothing of this log is kept: it starts again empty
+                cut = self.segments.clear()
+            else:
+                cut = self.segments.truncate(end)
+            self.commit_log.flushed_offset = min(self.commit_log.flushed_offset, end)
+            if self.index is not None:
+                self.index.truncate_after(end)
+            units = 0
+            for cq in self.queues.all():
+                units += _cut_queue(cq, self.commit_log, end, end)
+            self.dispatcher.dispatched_offset = min(self.dispatcher.dispatched_offset, end)
+            self.epochs.truncate_after(end)
+            self._resync_offsets()
+        log.warning("replication: the log was cut at %d (%d bytes, %d consume-queue units after it were "
+                    "never part of the leader's log)", end, cut, units)
+        return cut
+
+    def writable(self) -> None:
+        """Every topic's next queue offsets from its consume queues: the write path goes on from there."""
+        with self.put_lock:
+            self._resync_offsets()
+
+    def _resync_offsets(self) -> None:
+        for t in self.topics.topics.values():
+            bind_queues(self.queues, t)
+            for qid in range(t.queue_count):
+                t.next_offsets[qid] = t.queues[qid].max_offset

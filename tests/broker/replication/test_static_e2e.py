@@ -1,0 +1,200 @@
+"""Broker groups without a coordinator, real processes on loopback: the follower's copy is
+byte-identical and serves reads while refusing writes with the leader's name; SYNC puts wait for
+the follower (FLUSH_SLAVE_TIMEOUT when it is stopped, SLAVE_NOT_AVAILABLE when it is gone, and a
+resend of the timed-out message is never stored twice); a follower stopped with SIGSTOP catches
+up without a gap; after a manual failover the old leader's diverged tail (ASYNC writes the
+follower never had: exactly the lag reported at the kill) is cut and never served.
+
+The SIGSTOP test counts on no timing: what the stopped follower's socket had buffered it takes
+after SIGCONT, and it catches up on the rest either way."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tidemq.client import Producer, PullConsumer
+from tidemq.protocol.stubs import Code
+
+from ...support.brokers import REPO, admin_call
+from ...support.group import Group
+from ...support.wait import wait_until
+
+
+def _segments(root):
+    d = os.path.join(root, "commitlog")
+    return {n: open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d)) if n.isdigit()}
+
+
+def _caught_up(g, leader, follower):
+    """The follower has the leader's whole log, and the leader knows it (its ACK arrived)."""
+    s = g.status(follower)
+    return s is not None and s["log_end"] == g.status(leader)["log_end"] and s["replica"]["connected"] \
+        and g.in_sync(leader, follower)
+
+
+@pytest.fixture
+def group(tmp_path):
+    made = []
+
+    def make(mode="ASYNC", env=None, leader_ports=True):
+        g = Group(str(tmp_path), 2, mode=mode, env=env, leader_ports=leader_ports)
+        made.append(g)
+        g.start(0, role="leader")
+        g.start(1, leader=0)
+        g.wait_in_sync(0, [1])
+        return g
+    yield make
+    for g in made:
+        for i in range(g.n):         # a SIGSTOPped broker must be continued to die cleanly
+            if g.alive(i):
+                g.signal(i, signal.SIGCONT)
+        g.kill_all()
+
+
+def test_follower_copy_is_byte_identical_serves_reads_refuses_writes(group):
+    g = group()
+    with Producer(g.endpoint(0)) as p:
+        sent = [b"m%05d" % i + b"x" * 2000 for i in range(3000)]      # ~6 MiB: segments of 4 MiB roll
+        for i in range(0, len(sent), 500):
+            assert all(r.ok for r in p.send_batch("T", sent[i:i + 500], keys=None))
+    wait_until(lambda: _caught_up(g, 0, 1), "the follower caught up")
+    assert sorted(g.read_topic(1, "T")) == sorted(sent)
+    with Producer(g.endpoint(1)) as p:
+        r = p.send_batch("T", [b"refused"])[0]
+    assert r.code == Code.FORBIDDEN and g.endpoint(0) in r.error
+    assert "leader is" in admin_call(g.endpoint(1), "CreateTopic", {"name": "U"})["error"]
+    with PullConsumer(g.endpoint(1)) as c:
+        assert c.queue_count("T") == 8            # the route lists each queue once per member: counted once
+    g.stop_all()
+    a, b = _segments(g.root(0)), _segments(g.root(1))
+    assert list(a) == list(b) and len(a) >= 2 and a == b
+    g.start(0, role="leader")                     # a restart keeps the roles and the epoch
+    g.start(1, leader=0)
+    g.wait_in_sync(0, [1])
+    assert g.status(0)["epochs"] == g.status(1)["epochs"] == [[1, 0]]
+    with Producer(g.endpoint(0)) as p:
+        assert p.send_batch("T", [b"after restart"])[0].ok
+
+
+def test_sync_waits_for_the_follower(group):
+    g = group("SYNC", env={"TIDEMQ_REPLICATION_TIMEOUT_MS": "300"})
+    with Producer(g.endpoint(0), timeout_s=60) as p:
+        assert all(r.ok for r in p.send_batch("T", [b"a%d" % i for i in range(20)]))
+        g.signal(1, signal.SIGSTOP)
+        r = p.send_batch("T", [b"while-stopped"])[0]
+        assert r.code == Code.SLAVE_PERSISTENCE_TIMEOUT and "replication_timeout_ms" in r.error
+        # a resend (SendRecords, same id) is appended again neither now nor once confirmed
+        again = p.send_batch("T", [b"while-stopped", b"new"], message_ids=[r.message_id, "fresh-1"])
+        assert again[0].code == Code.SLAVE_PERSISTENCE_TIMEOUT and "not yet confirmed" in again[0].error
+        g.signal(1, signal.SIGCONT)
+        wait_until(lambda: _caught_up(g, 0, 1), "the follower caught up")
+        confirmed = p.send_batch("T", [b"while-stopped"], message_ids=[r.message_id])[0]
+        assert confirmed.ok and confirmed.duplicate
+        g.kill(1)
+        # the leader learns of it when the stream breaks: before that, a put is appended and then
+        # answered REPLICA_LOST (in the log); after it, refused before anything is written
+        wait_until(lambda: not any(f["connected"] for f in g.status(0)["followers"]), "the leader saw it go")
+        r = p.send_batch("T", [b"no-follower"])[0]
+        assert r.code == Code.HA_NOT_AVAILABLE and "in_sync_replicas_min" in r.error
+        g.start(1, leader=0)
+        wait_until(lambda: p.send_batch("T", [b"back"])[0].ok, "a SYNC write accepted again")
+    bodies = g.read_topic(0, "T")
+    assert bodies.count(b"while-stopped") == 1 and b"no-follower" not in bodies
+
+
+def test_resend_of_an_unconfirmed_put_is_not_stored_twice(group, clients):
+    """The official client resends a message answered SLAVE_PERSISTENCE_TIMEOUT with the same id. (No
+    leader ports: the route names the leader itself, never the stopped follower's forwarding port.)"""
+    from ...support.official import msg
+    g = group("SYNC", env={"TIDEMQ_REPLICATION_TIMEOUT_MS": "300"}, leader_ports=False)
+    producer, _ = clients
+    p = producer(g.endpoint(0), ["T"])
+    p.send(msg("T", b"warm"))
+    g.signal(1, signal.SIGSTOP)
+    with pytest.raises(Exception):
+        p.send(msg("T", b"once"))                  # 3 attempts, each answered "not confirmed"
+    g.signal(1, signal.SIGCONT)
+    wait_until(lambda: _caught_up(g, 0, 1), "the follower caught up")
+    assert g.read_topic(0, "T").count(b"once") == 1
+
+
+def test_stopped_follower_catches_up_without_a_gap(group):
+    g = group()
+    with Producer(g.endpoint(0)) as p:
+        p.send_batch("T", [b"before%d" % i for i in range(100)])
+        wait_until(lambda: _caught_up(g, 0, 1), "the follower caught up")
+        g.signal(1, signal.SIGSTOP)
+        for k in range(20):
+            assert all(r.ok for r in p.send_batch("T", [b"during%d-%d" % (k, i) for i in range(100)]))
+        lag = next(f["lag_bytes"] for f in g.status(0)["followers"])
+        assert lag > 0
+        g.signal(1, signal.SIGCONT)
+    wait_until(lambda: _caught_up(g, 0, 1), "the follower caught up after SIGCONT")
+    assert sorted(g.read_topic(1, "T")) == sorted(g.read_topic(0, "T"))
+    assert len(g.read_topic(1, "T")) == 2100
+
+
+def test_diverged_old_leader_is_cut_and_never_serves_the_diverged_records(group):
+    g = group()
+    with Producer(g.endpoint(0)) as p:
+        assert all(r.ok for r in p.send_batch("T", [b"agreed%d" % i for i in range(200)]))
+        wait_until(lambda: _caught_up(g, 0, 1), "the follower caught up")
+        g.kill(1)                  # (a stopped follower would still take what its socket buffered)
+        diverged = p.send_batch("T", [b"diverged%d" % i for i in range(50)], keys=[["dk"]] * 50)
+        assert all(r.ok for r in diverged)             # ASYNC: acknowledged after the local write
+    lag_at_kill = next(f["lag_bytes"] for f in g.status(0)["followers"])
+    g.kill(0)
+    g.start(1, leader=0)                              # back, its leader gone: promoted by hand
+    promote = subprocess.run([sys.executable, "-m", "tidemq.cli.main", "replication", "promote", "--endpoint",
+                              g.endpoint(1)], capture_output=True, text=True, cwd=REPO, timeout=120,
+                             env={**os.environ, "TIDEMQ_METRICS_PORT": "0"})
+    assert promote.returncode == 0 and "epoch 2" in promote.stdout, promote.stderr
+    end_at_promotion = g.status(1)["log_end"]
+    with Producer(g.endpoint(1)) as p:
+        assert all(r.ok for r in p.send_batch("T", [b"new%d" % i for i in range(30)]))
+    g.start(0, leader=1)                              # the old leader comes back as a follower
+    wait_until(lambda: _caught_up(g, 1, 0), "the old leader caught up with the new one")
+    old = g.status(0)
+    assert old["replica"]["truncated_bytes"] == lag_at_kill       # the ASYNC loss is the lag at the kill
+    assert old["epochs"] == [[1, 0], [2, end_at_promotion]]
+    bodies = g.read_topic(0, "T")
+    assert not any(b.startswith(b"diverged") for b in bodies)
+    assert sorted(bodies) == sorted(g.read_topic(1, "T")) and len(bodies) == 230
+    assert admin_call(g.endpoint(0), "Query", {"topic": "T", "key": "dk"})["messages"] == []
+    g.stop_all()
+    assert _segments(g.root(0)) == _segments(g.root(1))
+
+
+def test_lag_in_status_metrics_and_page(tmp_path):
+    import urllib.request
+
+    from ...support.brokers import free_port
+    g = Group(str(tmp_path), 2, mode="ASYNC")
+    metrics = free_port()
+    try:
+        g.start(0, role="leader", env={"TIDEMQ_METRICS_PORT": str(metrics)})
+        g.start(1, leader=0)
+        g.wait_in_sync(0, [1])
+        with Producer(g.endpoint(0)) as p:
+            p.send_batch("T", [b"x" * 100] * 10)
+        g.signal(1, signal.SIGSTOP)
+        try:
+            with Producer(g.endpoint(0)) as p:
+                p.send_batch("T", [b"y" * 100] * 10)
+            text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=60).read().decode()
+            lag = [line for line in text.splitlines() if line.startswith('tidemq_replication_lag_bytes{group="g",member="g-1"}')]
+            assert lag and float(lag[0].split()[-1]) > 0
+            assert 'tidemq_replication_leader{group="g"} 1.0' in text
+            page = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/", timeout=60).read().decode()
+            assert 'id="replication"' in page and "g-1" in page
+            out = subprocess.run([sys.executable, "-m", "tidemq.cli.main", "status", "--endpoint", g.endpoint(0)],
+                                 capture_output=True, text=True, cwd=REPO, timeout=120,
+                                 env={**os.environ, "TIDEMQ_METRICS_PORT": "0", "COLUMNS": "200"})
+            assert "broker group g: g-0 is leader" in out.stdout and "g-1" in out.stdout, out.stdout
+        finally:
+            g.signal(1, signal.SIGCONT)
+    finally:
+        g.kill_all()

@@ -1,0 +1,138 @@
+"""A follower's log: the leader's bytes copied frame by frame land byte-identical (same offsets,
+same segment names, BLANKs included) and are dispatched; damaged or misplaced frames are refused
+whole; a diverged tail is cut; a promoted follower writes on from the copied queue offsets."""
+
+import os
+
+import pytest
+
+from tidemq.store import Message, MessageStore, codec
+from tidemq.store.replica import ReplicaError
+
+from tests.support.store import small_config, topic_bodies
+
+
+def _copy(leader: MessageStore, follower: MessageStore, frame_bytes: int = 5000) -> int:
+    frames = 0
+    while True:
+        off, data = leader.replica.read(follower.replica.end, frame_bytes)
+        if not data:
+            return frames
+        follower.replica.append(off, data)
+        frames += 1
+
+
+def _segments(root):
+    d = os.path.join(root, "commitlog")
+    return {n: open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d)) if n.isdigit()}
+
+
+def test_copied_log_is_byte_identical_and_readable(tmp_path):
+    with MessageStore(small_config(tmp_path / "l")).start() as leader, \
+            MessageStore(small_config(tmp_path / "f")).start() as follower:
+        follower.follow("a follower")
+        bodies = [f"m{i:05d}".encode() * 40 for i in range(600)]       # ~230 KiB over 64 KiB segments
+        for i in range(0, len(bodies), 50):
+            leader.put_batch([Message("T", b, keys=[f"k{j + i}"]) for j, b in enumerate(bodies[i:i + 50])])
+        assert _copy(leader, follower) > 6
+        assert follower.replica.end == leader.commitlog_max_offset
+        assert topic_bodies(follower, "T") == sorted(bodies)
+        assert follower.queue_count("T") == leader.queue_count("T")
+        assert [m.body for m in follower.query_by_key("T", "k77")] == [bodies[77]]
+        assert follower.put(Message("T", b"x")).reason.name == "NOT_LEADER"
+        lm, fm = leader.commitlog_max_offset, follower.commitlog_max_offset
+    assert lm == fm
+    a, b = _segments(str(tmp_path / "l")), _segments(str(tmp_path / "f"))
+    assert list(a) == list(b) and len(a) >= 3
+    assert a == b                    # every byte, the BLANKs ending the segments included
+
+
+def test_damaged_or_misplaced_frames_are_refused_whole(tmp_path):
+    with MessageStore(small_config(tmp_path / "l")).start() as leader, \
+            MessageStore(small_config(tmp_path / "f")).start() as follower:
+        leader.put_batch([Message("T", b"x" * 100) for _ in range(10)])
+        off, data = leader.replica.read(0, 1 << 20)
+        bad = bytearray(data)
+        bad[2] ^= 0x01                                  # the first record's length
+        with pytest.raises(ReplicaError, match="lengths|whole"):
+            follower.replica.append(off, bytes(bad))
+        with pytest.raises(ReplicaError, match="whole"):
+            follower.replica.append(off, data[:-7])                  # a torn last record
+        with pytest.raises(ReplicaError):
+            follower.replica.append(off + 100, data)                 # not where it says it is
+        assert follower.replica.end == 0
+        follower.replica.append(off, data)
+        with pytest.raises(ReplicaError, match="ends at"):
+            follower.replica.append(off, data)                      # twice: not at the log's end
+        assert follower.replica.end == leader.commitlog_max_offset
+
+
+def test_diverged_tail_is_cut_and_a_promoted_follower_goes_on(tmp_path):
+    with MessageStore(small_config(tmp_path / "l")).start() as leader, \
+            MessageStore(small_config(tmp_path / "f")).start() as old:
+        leader.put_batch([Message("T", f"a{i}".encode(), queue_id=0) for i in range(100)])
+        old.follow("x")
+        _copy(leader, old)
+        agreed = old.replica.end
+        old.lead(1)
+        # the old leader wrote on (never replicated), then lost its lease
+        old.put_batch([Message("T", f"diverged{i}".encode(), queue_id=0, keys=[f"d{i}"]) for i in range(300)])
+        leader.lead(2)
+        leader.put_batch([Message("T", f"b{i}".encode(), queue_id=0) for i in range(50)])
+        old.follow("y")
+        assert old.replica.truncate(agreed) > 0
+        assert old.epochs.entries == [] or old.epochs.entries[-1][1] < agreed
+        assert old.max_offset("T", 0) == 100
+        assert old.query_by_key("T", "d5") == []
+        _copy(leader, old)
+        assert topic_bodies(old, "T") == topic_bodies(leader, "T")
+        assert not any(b.startswith(b"diverged") for b in topic_bodies(old, "T"))
+        old.lead(3)
+        r = old.put(Message("T", b"after", queue_id=0))
+        assert r.ok and r.queue_offset == 150
+
+
+def test_whole_log_diverged_starts_again_empty(tmp_path):
+    with MessageStore(small_config(tmp_path / "l")).start() as leader, \
+            MessageStore(small_config(tmp_path / "f")).start() as old:
+        old.put_batch([Message("T", b"mine" * 50) for _ in range(400)])
+        leader.put_batch([Message("T", b"theirs" * 50) for _ in range(30)])
+        old.follow("z")
+        old.replica.truncate(0)
+        assert old.commitlog_max_offset == 0
+        _copy(leader, old)
+        assert topic_bodies(old, "T") == topic_bodies(leader, "T")
+
+
+def test_puts_without_a_queue_go_to_the_queues_this_group_owns(tmp_path):
+    with MessageStore(small_config(tmp_path / "s")).start() as s:
+        s.create_topic("T", 6)
+        s.set_write_queues("T", [1, 4])
+        rs = s.put_batch([Message("T", b"x") for _ in range(10)])
+        assert sorted({r.queue_id for r in rs}) == [1, 4]
+        assert s.put_encoded("T", [(b"y", b"", 0, None, None)])[0].queue_id in (1, 4)
+        # the SendRecords path (columns; record_loop's compiled loop or its Python twin) too, in turn
+        cols = s.put_columns("T", [b"z"] * 4, [codec.RECORD_CRC_TAIL] * 4, [0] * 4, [None] * 4, [None] * 4)
+        qids = [r.queue_id for r in cols]
+        assert all(r.ok for r in cols) and sorted(qids) == [1, 1, 4, 4] and qids[0] != qids[1]
+        with pytest.raises(ValueError):
+            s.set_write_queues("T", [9])
+        s.create_topic("T", 8)                    # an owned set stays as it was when the topic grows
+        assert s.write_queues("T") == (1, 4)
+        s.set_write_queues("T", None)
+        assert s.write_queues("T") == range(8)
+        assert sorted(r.queue_id for r in s.put_batch([Message("T", b"w") for _ in range(8)])) == list(range(8))
+
+
+def test_a_record_damaged_on_the_leader_is_copied_and_never_served(tmp_path):
+    """Transit damage is the frame CRC's (protocol/replication.py); a record whose body went bad on
+    the leader's disk is copied as it is, and the follower's reads skip it like the leader's."""
+    with MessageStore(small_config(tmp_path / "l")).start() as leader, \
+            MessageStore(small_config(tmp_path / "f")).start() as follower:
+        leader.put_batch([Message("T", b"m%02d" % i + b"x" * 100, queue_id=0) for i in range(10)])
+        off, data = leader.replica.read(0, 1 << 20)
+        bad = bytearray(data)
+        bad[codec.OFF_BODY + 50] ^= 0xFF                 # inside the first record's body
+        follower.replica.append(off, bytes(bad))
+        got = topic_bodies(follower, "T")
+        assert len(got) == 9 and all(b in topic_bodies(leader, "T") for b in got)
