@@ -6,7 +6,6 @@ import pytest
 
 from tidemq.io import OsFileIO
 from tidemq.store.epochs import EpochFile, divergence_point
-from tidemq.store.types import StoreError
 
 
 def test_begin_truncate_prune_and_reload(tmp_path):
@@ -29,17 +28,21 @@ def test_begin_truncate_prune_and_reload(tmp_path):
     assert g.entries == [(3, 100)] and g.last_epoch == 3
 
 
-def test_an_unreadable_or_disordered_file_is_a_clear_error(tmp_path):
+def test_a_damaged_file_falls_back_to_its_previous_version_then_to_none(tmp_path):
     f = EpochFile(OsFileIO(), str(tmp_path))
     f.begin(1, 0)
+    f.begin(2, 100)                     # the version with (1, 0) alone is kept as .bak
     with open(f.path, "w") as fh:
-        json.dump({"epochs": [[2, 0], [1, 10]]}, fh)
-    with pytest.raises(StoreError, match="out of order"):
-        EpochFile(OsFileIO(), str(tmp_path)).load()
-    with open(f.path, "w") as fh:
-        fh.write("{")
-    with pytest.raises(StoreError, match="unreadable"):
-        EpochFile(OsFileIO(), str(tmp_path)).load()
+        json.dump({"epochs": [[2, 0], [1, 10]]}, fh)          # out of order: not epochs
+    g = EpochFile(OsFileIO(), str(tmp_path))
+    g.load()
+    assert g.entries == [(1, 0)], "the previous version"
+    for p in (f.path, f.path + ".bak"):
+        with open(p, "w") as fh:
+            fh.write("{")
+    h = EpochFile(OsFileIO(), str(tmp_path))
+    h.load()
+    assert h.entries == [], "none: the log counts as diverged and is copied again (never a refusal to start)"
 
 
 @pytest.mark.parametrize("mine, my_end, leader, leader_end, leader_min, want", [

@@ -1,9 +1,14 @@
 """The epoch file: which leader epoch wrote which stretch of the commit log (RocketMQ 5's
 EpochFileCache, Kafka's leader-epoch checkpoint).
 
-``<root>/config/epochs.json``, written atomically::
+``<root>/config/epochs.json``, a checked document (tidemq/checked.py: CRC, the previous version
+kept as ``.bak``)::
 
     {"epochs": [[epoch, start_offset], ...]}      ascending in both
+
+A damaged file falls back to its previous version; with both damaged the broker starts without
+epochs (ERROR in the log): no epoch is then common with another member, so the log counts as
+diverged from its first offset and is copied again from the leader: slow, never wrong.
 
 Entry ``(e, s)`` says: the records from log offset ``s`` up to the next entry's start (or the
 log's end, for the last one) were written by the leader of epoch ``e``. A broker that becomes
@@ -22,11 +27,11 @@ follows. With no common epoch the whole log diverged: the point is the leader's 
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 
-from ..io import FileIO, read_whole, write_atomic
+from .. import checked
+from ..io import FileIO
 from . import layout
 from .types import StoreError
 
@@ -39,20 +44,12 @@ class EpochFile:
         self._lock = threading.Lock()
 
     def load(self) -> None:
-        if not self.fio.exists(self.path):
-            return
-        try:
-            doc = json.loads(read_whole(self.fio, self.path).decode("utf-8"))
-            entries = [(int(e), int(s)) for e, s in doc["epochs"]]
-        except (ValueError, KeyError, TypeError) as e:
-            raise StoreError(f"{self.path} is unreadable ({e}); restore it, or remove it to start without "
-                             f"epochs (a returning old leader then copies the whole log again)") from e
-        check(entries)
-        self.entries = entries
+        doc = checked.load(self.fio, self.path, "epochs", check=_entries).doc
+        self.entries = _entries(doc) if doc is not None else []
 
     def _save(self) -> None:
         self.fio.makedirs(os.path.dirname(self.path))
-        write_atomic(self.fio, self.path, json.dumps({"epochs": [list(x) for x in self.entries]}).encode("utf-8"))
+        checked.write(self.fio, self.path, {"epochs": [list(x) for x in self.entries]})
 
     @property
     def last_epoch(self) -> int:
@@ -131,3 +128,10 @@ def divergence_point(mine: list[tuple[int, int]], my_end: int, leader: list[tupl
     if not mine and not leader:
         return min(my_end, leader_end)       # neither ever had a leader with an epoch: a plain prefix
     return min(leader_min, my_end)
+
+
+def _entries(doc) -> list[tuple[int, int]]:
+    """The entries a document holds, checked (ascending); raises on anything else."""
+    entries = [(int(e), int(s)) for e, s in doc["epochs"]]
+    check(entries)
+    return entries
