@@ -9,22 +9,17 @@ import subprocess
 
 import pytest
 
+from . import apt
+
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
          "--disable-extensions", "--hide-scrollbars")
 
 
 def chromium_path() -> str:
-    found = shutil.which("chromium")
-    if found:
-        return found
-    if shutil.which("apt-get") is None:
-        pytest.skip("chromium is not installed and there is no apt-get to install it")
-    r = subprocess.run(["apt-get", "install", "-y", "chromium"], capture_output=True, text=True, timeout=900,
-                       env={"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
-    found = shutil.which("chromium")
-    if r.returncode != 0 or not found:
-        pytest.skip(f"cannot install chromium: apt-get exit {r.returncode}: {r.stderr.strip()[-300:]}")
-    return found
+    why = apt.install("chromium", lambda: shutil.which("chromium") is not None)
+    if why is not None:
+        pytest.skip(f"cannot use chromium: {why}")
+    return shutil.which("chromium")
 
 
 def run(exe: str, *args: str, timeout_s: float = 300) -> subprocess.CompletedProcess:

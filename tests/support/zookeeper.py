@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from . import apt
 from .brokers import free_port
 from .wait import wait_until
 
@@ -29,18 +30,8 @@ TICK_MS = 100                      # sessions may be as short as 2 ticks (coordi
 def ensure_installed() -> str | None:
     """None when ZooKeeper (and a Java) can run here, installing the Debian package if needed;
     else why not."""
-    if os.path.exists(JAR) and shutil.which("java"):
-        return None
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        return "Debian's zookeeper package is not installed and cannot be (not root, or no apt-get)"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "zookeeper"]):
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-        if r.returncode != 0 and cmd[1] == "install":
-            return f"apt-get install zookeeper failed: {(r.stderr or r.stdout).strip()[-400:]}"
-    if not (os.path.exists(JAR) and shutil.which("java")):
-        return "the zookeeper package installed, but no zookeeper.jar or java is there"
-    return None
+    return apt.install("zookeeper", lambda: os.path.exists(JAR) and shutil.which("java") is not None,
+                       update=True)
 
 
 def require() -> None:
