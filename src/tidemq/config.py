@@ -36,7 +36,7 @@ GIB = 1024 * MIB
 ENV_PREFIX = "TIDEMQ_"
 # TIDEMQ_* variables that are not settings of a config class (command options' twins, benchmarks)
 ENV_NOT_SETTINGS = frozenset({"TIDEMQ_CONFIG", "TIDEMQ_ENDPOINT", "TIDEMQ_BENCH_SRC", "TIDEMQ_BENCH_RESULTS",
-                              "TIDEMQ_ACCEL"})
+                              "TIDEMQ_ACCEL", "TIDEMQ_TEST_WORKERS"})
 SECTIONS: dict[str, type] = {}       # TOML section -> config class (filled by the classes below)
 
 
