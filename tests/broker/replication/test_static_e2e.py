@@ -6,7 +6,11 @@ up without a gap; after a manual failover the old leader's diverged tail (ASYNC 
 follower never had: exactly the lag reported at the kill) is cut and never served.
 
 The SIGSTOP test counts on no timing: what the stopped follower's socket had buffered it takes
-after SIGCONT, and it catches up on the rest either way."""
+after SIGCONT, and it catches up on the rest either way.
+
+A feature across modules, kept whole: it tests broker/replication/node.py (roles, promotion by
+hand), follower.py (the copy, the cut of a diverged tail), leader.py and acks.py (SYNC waits),
+store/replica.py and store/epochs.py, with routes.py and forward.py (the leader ports)."""
 
 import os
 import signal
