@@ -10,39 +10,17 @@ The node is a stand-in holding what the server reads (role, epoch, store, acks, 
 import asyncio
 import os
 import threading
-from types import SimpleNamespace
 
 import grpc
 import pytest
 
-from tidemq.broker.replication.acks import ReplicaAcks
-from tidemq.broker.replication.leader import ReplicationServer
 from tidemq.protocol import replication as rp
 from tidemq.store import Message, MessageStore, StoreConfig
 
+from ...support.replication import LeaderNode, leader_server
 from ...support.wait import wait_until
 
 EPOCH = 3
-
-
-class Node:
-    def __init__(self, store, refusal=None):
-        self.store = store
-        self.leading, self.fenced, self.epoch = True, False, EPOCH
-        self.group, self.member, self.service = "g", "g-0", None
-        self.acks = ReplicaAcks(False, 0, 60_000, 1 << 20, lambda: store.replica.end)
-        self.config = SimpleNamespace(replication_frame_bytes_max=4096)
-        self.refusal = refusal
-        self.seen = []
-
-    def serving_refusal(self, group, epoch):
-        return self.refusal
-
-    def member_seen(self, member, hello):
-        self.seen.append(member)
-
-    def view(self):
-        return {"group": self.group}
 
 
 @pytest.fixture
@@ -63,15 +41,8 @@ def log_bytes(store, end):
 def with_leader(node, check):
     """check(channel) on the loop of a gRPC server serving ReplicationServer(node)."""
     async def main():
-        server = grpc.aio.server()
-        server.add_generic_rpc_handlers((ReplicationServer(node).handler(),))
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        try:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
-                await check(ch)
-        finally:
-            await server.stop(None)
+        async with leader_server(node) as ep, grpc.aio.insecure_channel(ep) as ch:
+            await check(ch)
     asyncio.run(main())
 
 
@@ -94,7 +65,7 @@ async def first_frame(ch, first: bytes) -> rp.Frame:
 
 @pytest.mark.parametrize("case", ["no hello", "not json", "may not serve", "log ahead"])
 def test_a_stream_that_cannot_be_served_is_refused_with_why(store, case):
-    node = Node(store, refusal="this broker follows 127.0.0.1:8081" if case == "may not serve" else None)
+    node = LeaderNode(store, EPOCH, refusal="this broker follows 127.0.0.1:8081" if case == "may not serve" else None)
     first = {"no hello": b"junk", "not json": rp.encode(rp.HELLO, 1, 0, 0, b"[1"),
              "may not serve": rp.hello("g", "f", "e", 1, 0),
              "log ahead": rp.hello("g", "f", "e", 1, store.replica.end + 1)}[case]
@@ -110,7 +81,7 @@ def test_a_stream_that_cannot_be_served_is_refused_with_why(store, case):
 
 
 def test_the_log_is_sent_byte_for_byte_then_each_append_and_acks_confirm(store):
-    node = Node(store)
+    node = LeaderNode(store, EPOCH)
     end = store.replica.end
     got = bytearray()
     heartbeat = threading.Event()
@@ -152,7 +123,7 @@ def test_the_log_is_sent_byte_for_byte_then_each_append_and_acks_confirm(store):
 
 
 def test_epochs_and_state_answer_as_the_leader_is(store):
-    node = Node(store)
+    node = LeaderNode(store, EPOCH)
 
     async def check(ch):
         doc = rp.loads(await ch.unary_unary(rp.EPOCHS_PATH)(b"", timeout=60))
