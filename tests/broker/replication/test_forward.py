@@ -37,6 +37,8 @@ class Handlers(grpc.GenericRpcHandler):
         async def pull(request, context):
             for i in range(3):
                 yield b"%s:%s:%d" % (name, request, i)
+            if request == b"then fail":
+                await context.abort(grpc.StatusCode.DATA_LOSS, "gone after 3")
 
         async def telemetry(requests, context):
             async for r in requests:
@@ -104,6 +106,12 @@ def test_the_leaders_error_status_reaches_the_client_as_it_is():
         with pytest.raises(grpc.aio.AioRpcError) as e:
             await ch.unary_unary(BROKEN)(b"x", timeout=60)
         assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION and e.value.details() == "no such handle"
+        got = []
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            async for r in ch.unary_stream(PULL)(b"then fail", timeout=60):
+                got.append(r)
+        assert len(got) == 3, "what came before the error came through"
+        assert e.value.code() == grpc.StatusCode.DATA_LOSS and e.value.details() == "gone after 3"
     run_with_member(check)
 
 
