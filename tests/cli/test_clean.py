@@ -92,3 +92,12 @@ def test_what_a_round_freed_counts_though_a_later_round_replaced_it(monkeypatch)
                                  _status(4, 0, 4, None, 18, 4 << 20)])            # round 3 deleted 4, round 4 none
     assert r.exit_code == 0, r.output
     assert r.output.strip() == "deleted 4 segment(s), 4.0 MiB; commit log now starts at 4194304"
+
+
+def test_clean_force_asks_first_and_frees_nothing_in_a_new_store(broker):
+    ep = ("--endpoint", broker.endpoint)
+    r = run("clean", "--force", *ep, input="n\n")
+    assert r.exit_code == 1 and "Aborted" in r.output
+    r = run("clean", "--force", "--yes", "--json", *ep)
+    rep = json.loads(r.output)
+    assert r.exit_code == 0 and rep["deleted_segments"] == 0, "nothing expired in a new store"

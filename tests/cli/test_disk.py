@@ -1,7 +1,9 @@
 """`tidemq disk` on a stopped store: the human output (directories with their state and ratios,
 the writes, the last cleanup, the forecast), exit 0 with room and exit 1 once the disk is at its
-warning ratio; and, as any table of the command, lines whole when stdout is not a terminal."""
+warning ratio; and, as any table of the command, lines whole when stdout is not a terminal; --json
+of a running broker (--endpoint)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -11,6 +13,7 @@ from click.testing import CliRunner
 from tidemq.cli.main import cli
 
 from ..support.brokers import REPO, make_topic
+from ..support.cli import run
 
 MIB = 1 << 20
 
@@ -49,3 +52,11 @@ def test_tables_are_not_cut_when_stdout_is_not_a_terminal(tmp_path):
     assert str(deep / "commitlog") in r.stdout and str(deep / "consumequeue") in r.stdout
     assert "…" not in r.stdout
     assert max(len(line) for line in r.stdout.splitlines()) > 80, "lines as long as they need to be"
+
+
+def test_disk_through_the_broker(tmp_path, broker_factory):
+    b = broker_factory(str(tmp_path / "store"))
+    r = run("disk", "--endpoint", b.endpoint, "--json")
+    st = json.loads(r.output)
+    assert {d["role"] for d in st["directories"]} == {"commitlog", "consumequeue", "index"}
+    assert "forecast" in st and st["flags"]["write_refusal"] is None

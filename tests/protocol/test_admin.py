@@ -1,4 +1,4 @@
-"""The admin calls' request shapes (the service itself: tests/cli/test_admin_cli.py and the
+"""The admin calls' request shapes (the service itself: tests/cli/test_topic.py, test_alarms.py, ... and the
 broker's e2e tests)."""
 
 import pytest

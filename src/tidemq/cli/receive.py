@@ -8,6 +8,7 @@ committing nothing."""
 from __future__ import annotations
 
 import click
+import grpc
 
 from .common import client_options, config_option, endpoint_option, quiet_logs
 from .output import emit_json, fail, out, table
@@ -52,6 +53,8 @@ def receive(topic, group, count, start, queue, offset, wait_s, endpoint, config_
             rows, not_acked = _pull(topic, group, count, start, queue, offset, wait_s, endpoint, config_file), 0
     except ClientError as e:
         fail(f"broker at {endpoint}: {e}", code=2)
+    except grpc.RpcError as e:          # no broker answers (UNAVAILABLE), a deadline passed, ...
+        fail(f"broker at {endpoint}: {e.code().name}: {e.details()}", code=2)
     if as_json:
         emit_json(rows)
     else:

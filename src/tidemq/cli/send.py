@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 import click
+import grpc
 
 from .common import client_options, config_option, endpoint_option, quiet_logs
 from .output import emit_json, fail, table
@@ -45,6 +46,8 @@ def send(topic, bodies, tag, keys, props, endpoint, config_file, as_json) -> Non
                                    properties=[props] * len(raw) if props else None)
     except ClientError as e:
         fail(f"broker at {endpoint}: {e}", code=2)
+    except grpc.RpcError as e:          # no broker answers (UNAVAILABLE), a deadline passed, ...
+        fail(f"broker at {endpoint}: {e.code().name}: {e.details()}", code=2)
     rows = [{"message_id": r.message_id, "queue": r.queue_id, "offset": r.offset, "status": code_name(r.code),
              "duplicate": r.duplicate, "error": r.error} for r in results]
     if as_json:

@@ -1,6 +1,9 @@
 """Several broker groups, one cluster: a topic's queues spread over two groups in ZooKeeper; the
 official client (given both groups' leader ports), tidemq.client and the route all use the whole
-cluster; each group's store holds only the queues it owns; `tidemq status --cluster` shows it."""
+cluster; each group's store holds only the queues it owns; `tidemq status --cluster` shows it.
+
+A feature across modules, kept whole: it tests broker/replication/coordinator.py (the topology),
+node.py (topics applied, cluster routes), routes.py, and cli/status.py (--cluster)."""
 
 import json
 import os

@@ -6,7 +6,10 @@ loses the coordinator refuses writes (fenced) until it is sure of its lease agai
 member leads.
 
 The figures (time from a kill to the first accepted write, the ASYNC loss against the lag) come
-from scripts/failover.py, which runs the same scenario with more kills."""
+from scripts/failover.py, which runs the same scenario with more kills.
+
+A feature across modules, kept whole: it tests broker/replication/coordinator.py (election,
+leases, epochs, fencing) and node.py (changes of role), with follower.py and forward.py."""
 
 import signal
 

@@ -1,49 +1,23 @@
-"""The `tidemq` command through click's CliRunner: demo, verify (healthy and corrupt)."""
+"""tidemq.cli.verify: `tidemq verify` on a stopped store: exit 1 with a report for a damaged record
+(after a clean stop, and after a crash with an unreadable checkpoint), exit 2 for a store a broker
+holds. (A healthy store: tests/cli/test_demo.py.)"""
 
 import json
 import os
 
-from click.testing import CliRunner
-
-from tidemq.cli.main import cli
-
-SMALL = {"TIDEMQ_SEGMENT_SIZE_BYTES": str(1 << 20), "TIDEMQ_INDEX_SLOTS": "1000",
-         "TIDEMQ_INDEX_ENTRIES": "20000"}
-
-
-def run(args, env=None):
-    return CliRunner().invoke(cli, args, env={**SMALL, **(env or {})}, catch_exceptions=False)
-
-
-def test_help_lists_subcommands():
-    r = run(["--help"])
-    assert r.exit_code == 0
-    assert "demo" in r.output and "verify" in r.output
-
-
-def test_demo_then_verify_ok(tmp_path):
-    root = str(tmp_path / "s")
-    r = run(["demo", "--root", root, "--count", "2000", "--size", "100", "--json"])
-    assert r.exit_code == 0, r.output
-    doc = json.loads(r.output[r.output.index("{"):])
-    assert doc["written"] == doc["read_back"] == 2000
-    assert doc["found_by_key"] == 1
-    r = run(["verify", "--root", root, "--json"])
-    assert r.exit_code == 0, r.output
-    rep = json.loads(r.output)
-    assert rep["ok"] and rep["records"] == 2000 and rep["units"] == 2000
+from ..support.cli import SMALL_STORE, run
 
 
 def test_verify_reports_corruption(tmp_path):
     root = str(tmp_path / "s")
-    assert run(["demo", "--root", root, "--count", "500", "--size", "100"]).exit_code == 0
+    assert run("demo", "--root", root, "--count", "500", "--size", "100", env=SMALL_STORE).exit_code == 0
     seg = os.path.join(root, "commitlog", "0" * 20)
     with open(seg, "r+b") as f:        # flip a byte inside the body of the 10th record
         f.seek(10 * 250 + 120)
         b = f.read(1)
         f.seek(10 * 250 + 120)
         f.write(bytes([b[0] ^ 0xFF]))
-    r = run(["verify", "--root", root])
+    r = run("verify", "--root", root, env=SMALL_STORE)
     # the store was shut down cleanly: normal recovery keeps the log and verify finds the bad record
     assert r.exit_code == 1, r.output
     assert "problem" in r.output
@@ -53,7 +27,7 @@ def test_verify_after_a_crash_with_an_unreadable_checkpoint_reports_the_damage(t
     """Issue 12: abort file, empty checkpoint, a flipped record in the first of several segments:
     nothing is cut, and verify names the damage (exit 1, never "OK")."""
     root = str(tmp_path / "s")
-    assert run(["demo", "--root", root, "--count", "4000", "--size", "400"]).exit_code == 0
+    assert run("demo", "--root", root, "--count", "4000", "--size", "400", env=SMALL_STORE).exit_code == 0
     assert len([n for n in os.listdir(os.path.join(root, "commitlog")) if n.isdigit()]) >= 2
     with open(os.path.join(root, "commitlog", "0" * 20), "r+b") as f:
         f.seek((1 << 19) + 7)
@@ -62,7 +36,7 @@ def test_verify_after_a_crash_with_an_unreadable_checkpoint_reports_the_damage(t
         f.write(bytes(b ^ 0xFF for b in old))
     open(os.path.join(root, "abort"), "wb").close()
     open(os.path.join(root, "checkpoint"), "wb").close()
-    r = run(["verify", "--root", root, "--json"])
+    r = run("verify", "--root", root, "--json", env=SMALL_STORE)
     assert r.exit_code == 1, r.output
     rep = json.loads(r.output)
     assert not rep["ok"] and rep["damaged_regions"] >= 1
@@ -75,7 +49,7 @@ def test_verify_on_locked_store_fails_clearly(tmp_path):
     s = MessageStore(StoreConfig(root_dir=root, segment_size_bytes=1 << 20, index_slots=100,
                                  index_entries=400)).start()
     try:
-        r = run(["verify", "--root", root])
+        r = run("verify", "--root", root, env=SMALL_STORE)
         assert r.exit_code == 2
         assert "in use by another process" in r.output
     finally:

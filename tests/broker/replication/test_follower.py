@@ -1,0 +1,95 @@
+"""broker/replication/follower.py: the follower's session against a real leader server (leader.py)
+over real stores on loopback. It copies the leader's log byte for byte and its epoch entries,
+confirms what it wrote, follows new appends; it refuses to follow a member that does not lead,
+leads another group, or leads an epoch older than one it knows (and says why in its status).
+
+The nodes are stand-ins (tests/support/replication.py) holding what the two sides read."""
+
+import asyncio
+import os
+
+import pytest
+
+from tidemq.broker.replication.follower import ReplicationClient
+from tidemq.store import Message, MessageStore, StoreConfig
+
+from ...support.replication import FollowerNode, LeaderNode, leader_server
+from ...support.wait import wait_until
+
+EPOCH = 4
+
+
+def open_store(root):
+    return MessageStore(StoreConfig(root_dir=str(root), segment_size_bytes=1 << 20, index_slots=100,
+                                    index_entries=400)).start()
+
+
+@pytest.fixture
+def stores(tmp_path):
+    leader = open_store(tmp_path / "leader")
+    leader.lead(EPOCH)
+    leader.create_topic("T", 2)
+    assert leader.put_batch([Message("T", os.urandom(200)) for _ in range(50)]).all_ok()
+    follower = open_store(tmp_path / "follower")
+    follower.follow("this broker follows the leader")
+    yield leader, follower
+    follower.shutdown()
+    leader.shutdown()
+
+
+def segment(store):
+    with open(os.path.join(store.config.root_dir, "commitlog", "0" * 20), "rb") as f:
+        return f.read(store.replica.end)
+
+
+def follow(lnode, fnode, check):
+    async def main():
+        async with leader_server(lnode) as ep:
+            client = ReplicationClient(fnode, ep)
+            client.start()
+            try:
+                await asyncio.to_thread(check, client)
+            finally:
+                await client.stop()
+    asyncio.run(main())
+
+
+def test_the_follower_copies_the_log_and_epochs_confirms_and_follows_appends(stores):
+    leader, follower = stores
+    lnode, fnode = LeaderNode(leader, EPOCH), FollowerNode(follower)
+
+    def check(client):
+        wait_until(lambda: follower.replica.end == leader.replica.end, "the follower has the leader's log")
+        assert segment(follower) == segment(leader)
+        assert follower.epochs.snapshot() == leader.epochs.snapshot() == [(EPOCH, 0)]
+        assert fnode.known_epoch == EPOCH and fnode.views[-1] == {"group": "g"}
+        wait_until(lambda: lnode.acks.followers["g-1"].confirmed == leader.replica.end, "its confirmation")
+        assert lnode.seen == ["g-1"] and client.sessions == 1
+
+        assert leader.put_batch([Message("T", b"later %d" % i) for i in range(5)]).all_ok()
+        lnode.acks.appended(leader.replica.end)
+        wait_until(lambda: follower.replica.end == leader.replica.end, "the new appends")
+        assert segment(follower) == segment(leader)
+        wait_until(lambda: client.status()["connected"] and client.status()["lag_bytes"] == 0, "no lag")
+        assert client.status()["last_error"] is None
+    follow(lnode, fnode, check)
+    msgs = follower.get("g", "T", 0, 0, 100).messages + follower.get("g", "T", 1, 0, 100).messages
+    assert len(msgs) == 55, "dispatched into the follower's own queues"
+
+
+@pytest.mark.parametrize("case, says", [
+    ("not leading", "is not the leader"),
+    ("other group", "leads group 'g', not 'h'"),
+    ("older epoch", f"leads epoch {EPOCH}, older than {EPOCH + 1}"),
+])
+def test_the_follower_refuses_a_member_it_must_not_follow(stores, case, says):
+    leader, follower = stores
+    lnode = LeaderNode(leader, EPOCH)
+    lnode.leading = case != "not leading"
+    fnode = FollowerNode(follower, group="h" if case == "other group" else "g",
+                         known_epoch=EPOCH + 1 if case == "older epoch" else 0)
+
+    def check(client):
+        wait_until(lambda: client.status()["last_error"] and says in client.status()["last_error"], says)
+        assert follower.replica.end == 0 and client.sessions == 0 and lnode.seen == []
+    follow(lnode, fnode, check)

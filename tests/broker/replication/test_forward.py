@@ -1,0 +1,162 @@
+"""broker/replication/forward.py: the leader port over real gRPC servers on loopback. A member
+that leads serves it with its own handlers; one that follows forwards every call to its leader,
+bytes, metadata, trailing metadata and status as they are, unary and streamed; while no leader is
+known it answers UNAVAILABLE. The "leader" here is a gRPC server of raw-bytes methods."""
+
+import asyncio
+from types import SimpleNamespace
+
+import grpc
+import pytest
+
+from tidemq.broker.replication.forward import LeaderPort
+
+ECHO = "/apache.rocketmq.v2.MessagingService/SendMessage"          # unary
+PULL = "/apache.rocketmq.v2.MessagingService/PullMessage"          # unary -> stream
+TELEMETRY = "/apache.rocketmq.v2.MessagingService/Telemetry"       # stream -> stream
+BROKEN = "/apache.rocketmq.v2.MessagingService/AckMessage"         # answers an error status
+
+
+class Handlers(grpc.GenericRpcHandler):
+    """Raw-bytes methods answering with ``name`` (which server answered), the request and the
+    client's ``x-client`` metadata."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name.encode()
+
+    def service(self, details):
+        name = self.name
+
+        def client(context):
+            return dict(context.invocation_metadata()).get("x-client", "").encode()
+
+        async def echo(request, context):
+            context.set_trailing_metadata((("x-served-by", name.decode()),))
+            return b"|".join([name, request, client(context)])
+
+        async def pull(request, context):
+            for i in range(3):
+                yield b"%s:%s:%d" % (name, request, i)
+            if request == b"then fail":
+                await context.abort(grpc.StatusCode.DATA_LOSS, "gone after 3")
+
+        async def telemetry(requests, context):
+            async for r in requests:
+                yield name + b"<" + r
+
+        async def broken(request, context):
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no such handle")
+
+        return {ECHO: grpc.unary_unary_rpc_method_handler(echo),
+                PULL: grpc.unary_stream_rpc_method_handler(pull),
+                TELEMETRY: grpc.stream_stream_rpc_method_handler(telemetry),
+                BROKEN: grpc.unary_unary_rpc_method_handler(broken)}.get(details.method)
+
+
+async def serve(*handlers) -> tuple[grpc.aio.Server, str]:
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers(handlers)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    return server, f"127.0.0.1:{port}"
+
+
+def run_with_member(check, leading=False, leader=True):
+    """A leader server, a member serving LeaderPort(node) ahead of its own handlers; check(node,
+    port, channel to the member's port, leader endpoint) runs on the loop."""
+    async def main():
+        lead_server, lead_ep = await serve(Handlers("leader"))
+        node = SimpleNamespace(leading=leading, leader_endpoint=lead_ep if leader else None, group="g")
+        port = LeaderPort(node, [Handlers("member")])
+        member, member_ep = await serve(port)
+        try:
+            async with grpc.aio.insecure_channel(member_ep) as ch:
+                await check(node, port, ch, lead_ep)
+        finally:
+            await port.close()
+            await member.stop(None)
+            await lead_server.stop(None)
+    asyncio.run(main())
+
+
+def test_a_follower_forwards_a_unary_call_with_its_metadata_and_trailers():
+    async def check(node, port, ch, lead_ep):
+        call = ch.unary_unary(ECHO)(b"hello", metadata=(("x-client", "c-1"),), timeout=60)
+        assert await call == b"leader|hello|c-1"
+        assert ("x-served-by", "leader") in tuple(await call.trailing_metadata())
+        assert port.forwarded == 1
+    run_with_member(check)
+
+
+def test_a_follower_forwards_streams_both_ways():
+    async def check(node, port, ch, lead_ep):
+        got = [r async for r in ch.unary_stream(PULL)(b"q0", timeout=60)]
+        assert got == [b"leader:q0:0", b"leader:q0:1", b"leader:q0:2"]
+
+        async def requests():
+            for r in (b"a", b"b"):
+                yield r
+        got = [r async for r in ch.stream_stream(TELEMETRY)(requests(), timeout=60)]
+        assert got == [b"leader<a", b"leader<b"]
+    run_with_member(check)
+
+
+def test_the_leaders_error_status_reaches_the_client_as_it_is():
+    async def check(node, port, ch, lead_ep):
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await ch.unary_unary(BROKEN)(b"x", timeout=60)
+        assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION and e.value.details() == "no such handle"
+        got = []
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            async for r in ch.unary_stream(PULL)(b"then fail", timeout=60):
+                got.append(r)
+        assert len(got) == 3, "what came before the error came through"
+        assert e.value.code() == grpc.StatusCode.DATA_LOSS and e.value.details() == "gone after 3"
+    run_with_member(check)
+
+
+def test_a_leader_serves_with_its_own_handlers():
+    async def check(node, port, ch, lead_ep):
+        assert await ch.unary_unary(ECHO)(b"hi", timeout=60) == b"member|hi|"
+        assert [r async for r in ch.unary_stream(PULL)(b"q", timeout=60)][0] == b"member:q:0"
+        assert port.forwarded == 0
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await ch.unary_unary("/no.Such/Method")(b"", timeout=60)
+        assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    run_with_member(check, leading=True)
+
+
+def test_a_change_of_role_is_followed_on_the_same_connection():
+    async def check(node, port, ch, lead_ep):
+        assert (await ch.unary_unary(ECHO)(b"1", timeout=60)).startswith(b"leader|")
+        node.leading = True
+        assert (await ch.unary_unary(ECHO)(b"2", timeout=60)).startswith(b"member|")
+        node.leading = False
+        assert (await ch.unary_unary(ECHO)(b"3", timeout=60)).startswith(b"leader|")
+    run_with_member(check)
+
+
+def test_without_a_known_leader_the_answer_is_unavailable():
+    async def check(node, port, ch, lead_ep):
+        for call in (ch.unary_unary(ECHO)(b"x", timeout=60), ch.unary_stream(PULL)(b"x", timeout=60)):
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                if isinstance(call, grpc.aio.UnaryStreamCall):
+                    [r async for r in call]
+                else:
+                    await call
+            assert e.value.code() == grpc.StatusCode.UNAVAILABLE and "no leader is elected yet" in e.value.details()
+        assert port.forwarded == 0
+    run_with_member(check, leader=False)
+
+
+def test_a_new_leader_gets_a_new_channel():
+    async def check(node, port, ch, lead_ep):
+        other, other_ep = await serve(Handlers("other"))
+        try:
+            assert (await ch.unary_unary(ECHO)(b"1", timeout=60)).startswith(b"leader|")
+            node.leader_endpoint = other_ep
+            assert (await ch.unary_unary(ECHO)(b"2", timeout=60)).startswith(b"other|")
+            assert list(port._channels) == [other_ep]
+        finally:
+            await other.stop(None)
+    run_with_member(check)

@@ -1,0 +1,71 @@
+"""broker/replication/node.py: a broker group member's role in an in-process broker (a static
+leader, no coordinator): what it refuses and why while it leads, is fenced or follows; a manual
+promotion to a new epoch; the status it reports."""
+
+import asyncio
+
+from tidemq.broker import server
+from tidemq.config import BrokerConfig, ReplicationConfig, StoreConfig
+from tidemq.store import Message, PutReason
+
+
+def with_member(tmp_path, check):
+    """check(node, store) on the loop of a started broker that leads group g (static)."""
+    store = StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=1 << 20, index_slots=1000,
+                        index_entries=4000, auto_create_topics=True)
+    b = server.Broker(store, BrokerConfig(host="127.0.0.1", port=0, metrics_port=0), lambda line: None,
+                      replication=ReplicationConfig(broker_group="g", broker_id="g-0", broker_role="leader"))
+
+    async def main():
+        await b.start()
+        try:
+            await check(b.replication, b.store)
+        finally:
+            await b.stop()
+    asyncio.run(main())
+
+
+def put(store):
+    return store.put(Message("T", b"x"))
+
+
+def test_a_static_leader_leads_epoch_1_and_serves_its_group_only(tmp_path):
+    async def check(node, store):
+        assert node.role == "leader" and node.epoch == 1 and node.write_refusal() is None
+        assert put(store).ok
+        assert node.serving_refusal("g", 1) is None
+        assert node.serving_refusal("h", 1) == "this is broker group 'g', not 'h'"
+        assert "newer than mine (1)" in node.serving_refusal("g", 2)
+        st = node.status()
+        assert (st["group"], st["member"], st["role"], st["epoch"], st["followers"]) == ("g", "g-0", "leader", 1, [])
+    with_member(tmp_path, check)
+
+
+def test_a_fenced_leader_refuses_writes_until_unfenced(tmp_path):
+    async def check(node, store):
+        await node.fence("coordinator session suspended")
+        assert node.role == "leader (fenced)"
+        assert node.write_refusal() == "fenced: coordinator session suspended"
+        assert node.serving_refusal("g", 1) == node.write_refusal()
+        r = put(store)
+        assert not r.ok and r.reason is PutReason.NOT_LEADER
+        await node.unfence()
+        assert node.role == "leader" and node.write_refusal() is None and put(store).ok
+    with_member(tmp_path, check)
+
+
+def test_a_follower_names_its_leader_and_a_promotion_leads_a_new_epoch(tmp_path):
+    async def check(node, store):
+        assert put(store).ok
+        await node.follow("127.0.0.1:1")               # nobody answers there: it keeps trying
+        assert node.role == "follower" and node.client is not None
+        why = node.write_refusal()
+        assert why == "not the leader of broker group 'g' (g-0 follows); the leader is 127.0.0.1:1"
+        r = put(store)
+        assert not r.ok and r.reason is PutReason.NOT_LEADER and why in r.error
+        end = store.replica.end
+        epoch = await node.promote()
+        assert epoch == 2 and node.epoch == 2 and node.role == "leader" and node.client is None
+        assert store.epochs.snapshot()[-1] == (2, end), "the new epoch begins where the log ended"
+        assert put(store).ok and node.status()["role_changes"] == 3
+    with_member(tmp_path, check)

@@ -1,0 +1,76 @@
+"""tidemq.cli.group: `tidemq group status` (lag, in flight, last consumed) and `group reset` (to
+earliest, latest, an offset, a time) against a real broker, following what `send` stored and `receive`
+consumed; `receive` as a group acks, from a position it commits nothing."""
+
+import json
+
+from ..support.cli import run
+
+T = "ops"
+
+
+def test_send_receive_and_group_lag(broker):
+    ep = ("--endpoint", broker.endpoint)
+    r = run("send", T, "one", "two", "--tag", "t1", "--key", "k1", "--property", "color=red", *ep)
+    assert r.exit_code == 0 and r.output.count(" OK ") == 2
+    r = run("send", T, *ep, "--json", input="three\nfour\n")
+    sent = json.loads(r.output)
+    assert r.exit_code == 0 and [s["status"] for s in sent] == ["OK", "OK"] and not any(s["duplicate"] for s in sent)
+    r = run("send", T, "x", "--property", "novalue", *ep)
+    assert r.exit_code == 2 and "KEY=VALUE" in r.output
+
+    r = run("receive", T, "--from", "beginning", "--count", 10, "--json", *ep)   # reads, commits nothing
+    bodies = sorted(m["body"] for m in json.loads(r.output))
+    assert r.exit_code == 0 and bodies == ["four", "one", "three", "two"]
+    tagged = [m for m in json.loads(r.output) if m["body"] == "one"][0]
+    assert tagged["tag"] == "t1" and tagged["keys"] == ["k1"] and tagged["properties"] == {"color": "red"}
+    assert run("group", "status", "g", *ep).exit_code == 1, "nothing consumed by g yet"
+
+    r = run("receive", T, "--group", "g", "--count", 3, "--json", *ep)            # receives and acks
+    assert r.exit_code == 0 and len(json.loads(r.output)) == 3
+    r = run("group", "status", "g", "--json", *ep)
+    rows = json.loads(r.output)
+    assert r.exit_code == 0 and sum(x["lag"] for x in rows) == 1 and {x["kind"] for x in rows} == {"pop"}
+    assert sum(x["inflight"] for x in rows) == 0, "acked: nothing in flight"
+    assert any(x["last_consumed_ms"] for x in rows) and all(x["redelivering"] == 0 for x in rows)
+    r = run("group", "status", "g", *ep)
+    assert "ago" in r.output and "dead letters 0 (topic %DLQ%g)" in r.output
+    r = run("group", "list", *ep)
+    assert r.exit_code == 0 and "g" in r.output
+    r = run("receive", T, "--group", "g", "--count", 10, *ep)                     # the one left
+    assert r.exit_code == 0 and "1 message(s)" in r.output and "acked 1 for group g" in r.output
+    assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 0
+    r = run("receive", T, "--group", "g", "--json", *ep)                          # nothing left
+    assert r.exit_code == 0 and json.loads(r.output) == []
+    assert run("receive", T, "--group", "g", "--queue", 0, *ep).exit_code == 2
+
+    # pulls from a position: nothing acked, nothing committed
+    r = run("receive", T, "--from", "end", "--json", *ep)
+    assert r.exit_code == 0 and json.loads(r.output) == []
+    one = [x for x in sent if x["status"] == "OK"][0]
+    r = run("receive", T, "--queue", one["queue"], "--offset", one["offset"], "--count", 1, "--json", *ep)
+    got = json.loads(r.output)
+    assert r.exit_code == 0 and [(m["queue"], m["offset"], m["body"]) for m in got] == [
+        (one["queue"], one["offset"], "three")]
+    assert run("receive", T, "--offset", 0, *ep).exit_code == 2, "--offset needs --queue"
+    assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 0
+
+    r = run("group", "reset", "g", "--topic", T, "--to", "earliest", "--json", *ep)
+    assert r.exit_code == 0 and all(d["to"] == 0 and d["kind"] == "pop" for d in json.loads(r.output))
+    assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 4
+    r = run("group", "reset", "g", "--topic", T, "--to", "latest", *ep)
+    assert r.exit_code == 0 and "group g reset" in r.output
+    assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 0
+    r = run("group", "reset", "g", "--topic", T, "--to", 1, "--json", *ep)        # an offset: 1 on every queue
+    ends = {q["id"]: q["max_offset"] for q in json.loads(run("topic", "status", T, "--json", *ep).output)["queues"]}
+    assert {d["queue"]: d["to"] for d in json.loads(r.output)} == {q: min(1, end) for q, end in ends.items()}
+    assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == \
+        sum(max(0, end - 1) for end in ends.values())
+    stored_ms = json.loads(run("query", "--topic", T, "--key", "k1", "--json", *ep).output)[0]["store_timestamp_ms"]
+    r = run("group", "reset", "g", "--topic", T, "--to", stored_ms, "--json", *ep)   # a time: from there on
+    assert r.exit_code == 0
+    assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 4, \
+        "every message was stored at or after the first one's time"
+    r = run("group", "reset", "g", "--topic", T, "--to", stored_ms + 3_600_000, "--json", *ep)
+    assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 0, "an hour on"
+    assert run("group", "reset", "g", "--topic", T, "--to", "soon", *ep).exit_code == 2

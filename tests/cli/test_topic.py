@@ -1,0 +1,99 @@
+"""tidemq.cli.topic: `tidemq topic create|list|status|delete` through a running broker's admin service
+(--endpoint) and offline on a stopped store (--root; refused clearly while a broker holds it)."""
+
+import json
+
+from tidemq.store import MessageStore, StoreConfig
+
+from ..support.cli import run
+
+T = "ops"
+
+
+def test_topics_through_the_broker(tmp_path, broker_factory):
+    root = str(tmp_path / "store")
+    b = broker_factory(root)
+    r = run("topic", "create", "Made", "--queues", "3", "--endpoint", b.endpoint)
+    assert r.exit_code == 0 and "3 queue(s)" in r.output
+    r = run("topic", "list", "--endpoint", b.endpoint, "--json")
+    doc = json.loads(r.output)
+    from tidemq.broker.deferred.parking import SYSTEM_TOPICS
+    user = [d for d in doc if d["topic"] not in SYSTEM_TOPICS]     # the broker's own are listed too
+    assert [d["topic"] for d in user] == ["Made"] and len(user[0]["queues"]) == 3
+    assert {d["topic"] for d in doc} - {"Made"} == SYSTEM_TOPICS
+    r = run("topic", "create", "bad name!", "--endpoint", b.endpoint)
+    assert r.exit_code == 1 and "invalid topic name" in r.output
+    r = run("topic", "create", "Other", "--root", root)
+    assert r.exit_code == 2 and "in use by another process" in r.output, "the broker holds the store"
+    from tidemq.client import Producer
+    with Producer(b.endpoint) as p:
+        assert all(x.ok for x in p.send_batch("Made", [b"a", b"b", b"c"]))
+    # the space policy: set at creation or later, shown by list and status
+    r = run("topic", "create", "Held", "--queues", "2", "--space-policy", "refuse", "--endpoint", b.endpoint)
+    assert r.exit_code == 0 and "space policy refuse" in r.output, r.output
+    r = run("topic", "create", "Made", "--space-policy", "refuse", "--endpoint", b.endpoint)
+    assert r.exit_code == 0 and "3 queue(s), space policy refuse" in r.output, "set on an existing topic, queues kept"
+    r = run("topic", "list", "--endpoint", b.endpoint, "--json")
+    policies = {d["topic"]: d["space_policy"] for d in json.loads(r.output)}
+    assert policies["Held"] == policies["Made"] == "refuse" and set(policies.values()) == {"refuse", "evict"}
+    r = run("topic", "status", "Held", "--endpoint", b.endpoint)
+    assert r.exit_code == 0 and "space policy refuse" in r.output, r.output
+    r = run("topic", "create", "Bad", "--space-policy", "keep", "--endpoint", b.endpoint)
+    assert r.exit_code == 2 and "'keep' is not one of 'evict', 'refuse'" in r.output, r.output
+    r = run("topic", "create", "Huge", "--queues", "1000000", "--endpoint", b.endpoint)
+    assert r.exit_code == 1 and "topic_queues_max" in r.output, r.output
+
+
+def test_the_space_policy_of_a_stopped_store(tmp_path):
+    root = str(tmp_path / "store")
+    MessageStore(StoreConfig(root_dir=root, segment_size_bytes=1 << 20, index_slots=100,
+                             index_entries=400)).start().shutdown()    # offline commands never make a store
+    r = run("topic", "create", "Held", "--queues", "2", "--space-policy", "refuse", "--root", root)
+    assert r.exit_code == 0 and "space policy refuse" in r.output, r.output
+    r = run("topic", "create", "Free", "--root", root)
+    assert r.exit_code == 0 and "space policy evict" in r.output, r.output
+    r = run("topic", "list", "--root", root, "--json")
+    assert {d["topic"]: d["space_policy"] for d in json.loads(r.output)} == {"Held": "refuse", "Free": "evict"}
+    r = run("topic", "list", "--root", root)
+    assert "space policy" in r.output and "refuse" in r.output
+
+
+def test_unreachable_broker_is_a_clear_error():
+    r = run("topic", "list", "--endpoint", "127.0.0.1:1")
+    assert r.exit_code == 2 and "UNAVAILABLE" in r.output
+
+
+def test_topic_status_counts_messages_bytes_and_groups_lag(broker):
+    ep = ("--endpoint", broker.endpoint)
+    run("send", T, "a", "b", "c", *ep)
+    run("receive", T, "--group", "g", "--count", 1, *ep)
+    doc = json.loads(run("topic", "status", T, "--json", *ep).output)
+    assert doc["messages"] == 3 and len(doc["queues"]) == 8
+    assert doc["bytes"] == sum(q["bytes"] for q in doc["queues"]) > 3 * 91 and doc["bytes_exact"]
+    r = run("topic", "status", T, *ep)
+    assert f"topic {T}: 3 message(s), {doc['bytes']} B" in r.output and "size" in r.output, r.output
+    assert [(g["group"], g["lag"]) for g in doc["groups"]] == [("g", 2)]
+    r = run("topic", "status", "nope", *ep)
+    assert r.exit_code == 1 and "does not exist" in r.output
+
+
+def test_topic_delete_asks_then_deletes_and_the_groups_forget_it(broker):
+    ep = ("--endpoint", broker.endpoint)
+    assert run("send", "doomed", "a", "b", "c", *ep).exit_code == 0
+    assert run("receive", "doomed", "--group", "g", "--count", 2, *ep).exit_code == 0
+    assert run("group", "status", "g", *ep).exit_code == 0
+    r = run("topic", "delete", "doomed", *ep, input="n\n")
+    assert r.exit_code == 1 and "nothing deleted" in r.output
+    r = run("topic", "delete", "doomed", "--yes", "--json", *ep)
+    done = json.loads(r.output)
+    assert r.exit_code == 0 and done["messages"] == 3 and done["topic"] == "doomed"
+    assert "doomed" not in run("topic", "list", *ep).output
+    assert run("group", "status", "g", *ep).exit_code == 1, "its offsets went with it"
+    r = run("topic", "delete", "doomed", "--yes", *ep)
+    assert r.exit_code == 1 and "does not exist" in r.output
+    r = run("topic", "delete", "rmq_sys_wheel_timer", "--yes", *ep)
+    assert r.exit_code == 1 and "system topic" in r.output
+    # sent again (auto-created): a new topic, its messages only
+    assert run("send", "doomed", "new", *ep).exit_code == 0
+    r = run("receive", "doomed", "--from", "beginning", "--count", 10, "--json", *ep)
+    assert [m["body"] for m in json.loads(r.output)] == ["new"]
