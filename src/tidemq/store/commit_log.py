@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tidemq.store")
 
+PWRITE_BATCH_MIN = 2           # a batch of fewer messages (a single put) is copied into the mapping: one
+                               # pwrite per message costs more than the page faults it saves (bench/README.md)
 SCRATCH_BYTES = 256 << 10       # the append's buffer at first; doubled when a batch does not fit,
 SCRATCH_BYTES_MAX = 8 << 20     # up to this: a bigger batch goes in pwrites of this size
 
@@ -123,12 +125,13 @@ class CommitLog:
         Raises AppendError (its ``appended`` first messages are in) when no segment can be made,
         the segment cannot be written (``writing``: pwrite failed) or a message cannot be packed.
 
-        The records are laid out in a buffer of this log's (``_scratch``) and written with one
-        ``FileIO.pwrite`` per batch (per ``SCRATCH_BYTES_MAX`` of it), not copied into the segment's
-        mapping: a first write into a fresh mapped page faults and the kernel zeroes the page
-        (~26 % of a producing broker's CPU); pwrite fills page-cache pages without either. The
-        mapping and pwrite share the page cache (MAP_SHARED), so readers go on reading the
-        mapping; ``wrote_pos`` moves only after the pwrite returned.
+        The records of a batch (``PWRITE_BATCH_MIN`` messages or more) are laid out in a buffer of
+        this log's (``_scratch``) and written with one ``FileIO.pwrite`` per batch (per
+        ``SCRATCH_BYTES_MAX`` of it), not copied into the segment's mapping: a first write into a
+        fresh mapped page faults and the kernel zeroes the page (~26 % of a producing broker's
+        CPU); pwrite fills page-cache pages without either. The mapping and pwrite share the page
+        cache (MAP_SHARED), so readers go on reading the mapping; ``wrote_pos`` moves only after
+        the pwrite returned.
         """
         segs = self.segments
         mf = segs.last
@@ -138,20 +141,28 @@ class CommitLog:
             mf = self._roll(mf, 0)
         k, n, r = 0, len(batch), results
         scratch = self._scratch
+        mapped = n < PWRITE_BATCH_MIN
         while True:
             start = mf.wrote_pos
             room = mf.size - BLANK_MIN - start            # what records may take of the segment
             first, nidx = k, len(index_items)
-            k, pos, error = record_loop.append(batch, k, scratch, 0, min(room, len(scratch)), mf.start_offset + start,
-                                               now_ms, self.store_host, units, index_items,
-                                               r.phys, r.size, r.qid, r.qoff, r.uniq)
-            if pos:
+            if mapped:                                     # into the mapping
+                k, pos, error = record_loop.append(batch, k, mf.mapping, start, start + room, mf.start_offset,
+                                                   now_ms, self.store_host, units, index_items,
+                                                   r.phys, r.size, r.qid, r.qoff, r.uniq)
+                pos -= start
+            else:
+                k, pos, error = record_loop.append(batch, k, scratch, 0, min(room, len(scratch)),
+                                                   mf.start_offset + start, now_ms, self.store_host, units,
+                                                   index_items, r.phys, r.size, r.qid, r.qoff, r.uniq)
+            if pos and not mapped:
                 try:
                     self.fio.pwrite(mf.handle, memoryview(scratch)[:pos], start)
                 except OSError as e:
                     self._unpack(batch, first, k, r, units, index_items, nidx)
                     self._wipe(mf, start, pos)
                     raise AppendError(first, e, writing=True) from e
+            if pos:
                 mf.wrote_pos = start + pos
                 mf.last_store_timestamp_ms = now_ms
             if error is not None:
