@@ -17,7 +17,7 @@ from tidemq.store.codec import FIXED_OVERHEAD, REC_BLANK, REC_OK, check_record, 
 from tidemq.store.mapped_file import segment_name
 from tidemq.testing.faulty_io import FaultyFileIO
 
-from ..support.store import memory_config
+from ..support.store import memory_config, topic_messages
 
 SEG = 64 * 1024
 # tidemq appends a record CRC to every record's properties (see codec.py)
@@ -312,17 +312,8 @@ class CommitLogWrites(FaultyFileIO):
 
 
 def log_bodies(s, topic="T"):
-    """Every message of ``topic``, every queue, in log order: (commit-log offset, body)."""
-    out = []
-    for q in range(s.queue_count(topic)):
-        off = 0
-        while True:
-            g = s.get("g", topic, q, off, max_count=64)
-            if not g.messages:
-                break
-            out += [(m.commitlog_offset, m.body) for m in g.messages]
-            off = g.next_offset
-    return [b for _, b in sorted(out)]
+    """Every body of ``topic``, every queue, in log order."""
+    return [b for _, b in topic_messages(s, topic)]
 
 
 def test_a_batch_is_one_pwrite_a_single_put_goes_into_the_mapping(stores):
