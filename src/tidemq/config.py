@@ -306,9 +306,11 @@ class StoreConfig(_Loadable):
                                            "in <root>/archive/gaps.json", choices=("refuse", "delete"))
     segment_size_bytes: int = _f(1 * GIB, "commit-log segment size (RocketMQ mappedFileSizeCommitLog)", 4 * KIB, 2 * GIB - 1)
     preallocate_next_segment: bool = _f(True, "create the next commit-log segment in the background before it is needed")
-    commitlog_warm_enabled: bool = _f(True, "a background thread takes the page faults of the commit log's next "
-                                            "commitlog_warm_ahead_mib ahead of the writer (madvise "
-                                            "MADV_POPULATE_WRITE; RocketMQ warmMapedFileEnable)")
+    commitlog_warm_enabled: bool = _f(False, "a background thread takes the page faults of the commit log's next "
+                                             "commitlog_warm_ahead_mib ahead of the writer (madvise "
+                                             "MADV_POPULATE_WRITE; RocketMQ warmMapedFileEnable). Off: batches and "
+                                             "a follower's copies are pwritten, not written through the mapping, "
+                                             "and warm pages only cost their zeroing (bench/README.md)")
     commitlog_warm_ahead_mib: int = _f(32, "MiB after the log's end kept warm, into the pre-made next segment at a "
                                            "segment's end (at most the segment size; warm pages are dirty: an "
                                            "fsync writes out those the writer has not reached yet)", 1, 1024)

@@ -8,8 +8,9 @@ of the time through a :class:`Clock`. Production code uses :class:`OsFileIO` and
 Handles are opaque: ``OsFileIO`` uses integer file descriptors, an in-memory
 implementation may use objects. A *mapping* is anything that supports the
 writable buffer protocol (``mmap.mmap`` for real files, ``bytearray`` for the
-simulated ones); the store writes records into it with ``struct.pack_into`` and
-slice assignment, and makes it durable with :meth:`FileIO.fsync` of the handle.
+simulated ones); the store reads records through it, writes a batch of records with
+:meth:`FileIO.pwrite` of the handle (the same page cache: the mapping sees them at once)
+and a single record into it, and makes both durable with :meth:`FileIO.fsync` of the handle.
 
 Errors are ``OSError`` with the real errno (ENOSPC, EIO, ENOENT, ...); the store
 turns them into typed statuses.

@@ -268,12 +268,18 @@ class StoreSim:
                 self.op_flush()
             elif r < 0.84:
                 n = self.rng.randint(1, 40)
-                self.trace.append(f"{step}:crash_after({n})")
-                self.fio.crash_after(n)
-            elif r < 0.87:
+                torn = self.rng.choice([0, 100, 2000])        # a pwrite the crash stops lands in part
+                self.trace.append(f"{step}:crash_after({n}, torn={torn})")
+                self.fio.crash_after(n, torn_bytes=torn)
+            elif r < 0.855:
                 k = self.rng.randint(1, 5)
                 self.trace.append(f"{step}:eio_cq({k})")
                 self.fio.fail("pwrite", errno.EIO, "consumequeue", times=k)
+            elif r < 0.87:
+                err = self.rng.choice([errno.EIO, errno.ENOSPC])
+                written = self.rng.choice([0, 200, 5000])     # what reached the file before the error
+                self.trace.append(f"{step}:{errno.errorcode[err]}_log(written={written})")
+                self.fio.fail("pwrite", err, "commitlog", written=written)
             elif r < 0.89:
                 self.trace.append(f"{step}:heal")
                 self.store.flush_queues()

@@ -4,6 +4,7 @@ commit-log offset."""
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 import zlib
@@ -11,12 +12,12 @@ import zlib
 import pytest
 
 from tidemq.io import DiskUsage, OsFileIO
-from tidemq.store import GetStatus, Message, PutStatus, codec
+from tidemq.store import GetStatus, Message, PutReason, PutStatus, codec
 from tidemq.store.codec import FIXED_OVERHEAD, REC_BLANK, REC_OK, check_record, record_size
 from tidemq.store.mapped_file import segment_name
 from tidemq.testing.faulty_io import FaultyFileIO
 
-from ..support.store import memory_config
+from ..support.store import memory_config, topic_messages
 
 SEG = 64 * 1024
 # tidemq appends a record CRC to every record's properties (see codec.py)
@@ -289,3 +290,145 @@ def test_the_last_segment_in_a_readonly_directory_is_not_written(stores):
     r = s.put(Message("T", b"b"))
     assert r.ok
     assert s.segments.find(r.commitlog_offset).directory == "/new"
+
+
+# Batches are written with pwrite ---------------------------------------------------------------
+
+class CommitLogWrites(FaultyFileIO):
+    """Records the commit log's pwrites (offset, length); ``tear_at`` (bytes): the next one is torn
+    there by a crash (FaultyFileIO.crash_after(torn_bytes=))."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log_writes: list[tuple[int, int]] = []
+        self.tear_at: int | None = None
+
+    def pwrite(self, handle, data, offset):
+        if "/commitlog/" in handle.path and os.path.basename(handle.path).isdigit():    # a segment
+            self.log_writes.append((offset, len(data)))
+            if self.tear_at is not None:
+                self.crash_after(1, torn_bytes=self.tear_at)
+        return super().pwrite(handle, data, offset)
+
+
+def log_bodies(s, topic="T"):
+    """Every body of ``topic``, every queue, in log order."""
+    return [b for _, b in topic_messages(s, topic)]
+
+
+def test_a_batch_is_one_pwrite_a_single_put_goes_into_the_mapping(stores):
+    fio = CommitLogWrites()
+    s = stores(memory_config(), fio)
+    rs = s.put_batch([Message("T", body_for(i, 300)) for i in range(20)])
+    end = rs[-1].commitlog_offset + rs[-1].size
+    assert fio.log_writes == [(0, end)]
+    assert s.put(Message("T", b"one")).ok
+    assert fio.log_writes == [(0, end)], "a single put is copied into the mapping"
+    assert log_bodies(s) == [body_for(i, 300) for i in range(20)] + [b"one"]   # read through the mapping
+    assert s.check().ok
+
+
+def test_a_batch_bigger_than_the_buffer_goes_in_several_pwrites(stores, monkeypatch):
+    from tidemq.store import commit_log
+    monkeypatch.setattr(commit_log, "SCRATCH_BYTES", 2048)
+    monkeypatch.setattr(commit_log, "SCRATCH_BYTES_MAX", 4096)
+    fio = CommitLogWrites()
+    s = stores(memory_config(), fio)                       # 32 KiB segments
+    sizes = [100, 3000, 9000, 50, 5000, 700]               # records bigger than the buffer too
+    msgs = [Message("T", body_for(i, sizes[i % len(sizes)])) for i in range(30)]
+    rs = s.put_batch(msgs)
+    assert all(r.ok for r in rs)
+    assert len(fio.log_writes) > 3 and len(s.segments) > 1
+    assert log_bodies(s) == [m.body for m in msgs]
+    assert [r.queue_offset for r in rs] == list(range(30))
+    assert s.check().ok
+    s.shutdown()
+    s = stores(memory_config(), fio)
+    assert log_bodies(s) == [m.body for m in msgs]
+
+
+@pytest.mark.parametrize("tear_at", [0, 1, 200, 1000, 5000])
+@pytest.mark.parametrize("crash", ["kill", "power"])
+def test_a_crash_in_the_middle_of_a_pwritten_batch_cuts_only_the_torn_tail(stores, tear_at, crash):
+    """The records of an unacknowledged batch are torn by the crash: nothing damaged is served,
+    recovery cuts the log only after the last whole record, what was flushed stays."""
+    import random
+    from tidemq.testing.faulty_io import SimulatedCrash
+    fio = CommitLogWrites()
+    cfg = memory_config(segment_size_bytes=64 * 1024)
+    s = stores(cfg, fio)
+    first = [Message("T", b"a%03d" % i + b"x" * 400) for i in range(30)]
+    assert all(r.ok for r in s.put_batch(first))
+    flushed = s.commit_log.flush()
+    s.flush_queues()
+    fio.tear_at = tear_at
+    with pytest.raises(SimulatedCrash):
+        s.put_batch([Message("T", b"b%03d" % i + b"y" * 400) for i in range(30)])
+    s.kill()
+    fio = fio.after_crash() if crash == "kill" else fio.after_power_loss(random.Random(tear_at))
+    s = stores(cfg, fio)
+    got = log_bodies(s)
+    assert got[:30] == [m.body for m in first]
+    record = FIXED_OVERHEAD + 404 + 1 + TAIL
+    whole = tear_at // record if crash == "kill" else len(got) - 30     # whole records of the torn batch
+    assert got[30:] == [b"b%03d" % i + b"y" * 400 for i in range(whole)], "only whole records, in order"
+    assert s.commit_log.max_offset == flushed + whole * record, "the log ends after the last whole record"
+    assert s.check().ok
+    r = s.put(Message("T", b"after"))
+    assert r.ok and r.queue_offset == 30 + whole
+    assert log_bodies(s)[-1] == b"after"
+
+
+@pytest.mark.parametrize("err", [errno.ENOSPC, errno.EIO])
+@pytest.mark.parametrize("written", [0, 700, 5000])
+def test_a_failed_pwrite_refuses_the_batch_and_leaves_nothing_of_it(stores, err, written):
+    """ENOSPC (or EIO) on the commit log's pwrite: the batch is refused with a typed outcome (disk
+    full: SERVICE_NOT_AVAILABLE / DISK_FULL; else CREATE_MAPPED_FILE_FAILED / WRITE_ERROR), every
+    acknowledged message is kept, the refused ones took no queue offset, round-robin slot or
+    consume-queue unit, and what part of them reached the file is wiped (not found after a crash)."""
+    fio = CommitLogWrites()
+    cfg = memory_config(topic_queues_default=3, segment_size_bytes=64 * 1024)
+    s = stores(cfg, fio)
+    acked = [Message("T", b"a%03d" % i + b"x" * 300) for i in range(10)]
+    ok = s.put_batch(acked)
+    assert all(r.ok for r in ok)
+    fio.fail("pwrite", err, path_contains="/commitlog/", written=written)
+    rs = s.put_batch([Message("T", b"n%03d" % i + b"x" * 300) for i in range(20)])
+    reason = PutReason.DISK_FULL if err == errno.ENOSPC else PutReason.WRITE_ERROR
+    assert [r.reason for r in rs] == [reason] * 20
+    assert all(r.status is reason.status and "commit log" in r.error for r in rs)
+    assert log_bodies(s) == [m.body for m in acked]
+    assert [s.max_offset("T", q) for q in range(3)] == [4, 3, 3]
+    again = [Message("T", b"c%03d" % i + b"x" * 300) for i in range(4)]
+    rs = s.put_batch(again)
+    assert [(r.ok, r.queue_id, r.queue_offset) for r in rs] == [(True, 1, 3), (True, 2, 3), (True, 0, 4),
+                                                                (True, 1, 4)], "round-robin goes on where it was"
+    assert rs[0].commitlog_offset == ok[-1].commitlog_offset + ok[-1].size
+    assert log_bodies(s) == [m.body for m in acked + again]
+    assert s.check().ok
+    s.kill()
+    s = stores(cfg, fio.after_crash())
+    assert log_bodies(s) == [m.body for m in acked + again], "nothing of the refused batch came back"
+    assert s.check().ok
+
+
+def test_a_failed_pwrite_that_cannot_be_wiped_seals_the_segment_there(stores):
+    fio = CommitLogWrites()
+    cfg = memory_config(segment_size_bytes=64 * 1024)
+    s = stores(cfg, fio)
+    acked = [Message("T", b"a%03d" % i + b"x" * 300) for i in range(10)]
+    ok = s.put_batch(acked)
+    end = ok[-1].commitlog_offset + ok[-1].size
+    fio.fail("pwrite", errno.EIO, path_contains="/commitlog/", written=3000)
+    fio.fail("zero_range", errno.EIO, path_contains="/commitlog/")
+    rs = s.put_batch([Message("T", b"n%03d" % i + b"x" * 300) for i in range(20)])
+    assert [r.reason for r in rs] == [PutReason.WRITE_ERROR] * 20
+    assert s.commit_log.sealed == {0: end}
+    again = s.put_batch([Message("T", b"c%03d" % i + b"x" * 300) for i in range(3)])
+    assert all(r.ok for r in again) and again[0].commitlog_offset == 64 * 1024    # the next segment
+    want = [m.body for m in acked] + [b"c%03d" % i + b"x" * 300 for i in range(3)]
+    assert log_bodies(s) == want
+    s.kill()
+    s = stores(cfg, fio.after_crash())
+    assert log_bodies(s) == want, "nothing of the refused batch came back"
+    assert s.check().ok

@@ -136,3 +136,25 @@ def test_a_record_damaged_on_the_leader_is_copied_and_never_served(tmp_path):
         follower.replica.append(off, bytes(bad))
         got = topic_bodies(follower, "T")
         assert len(got) == 9 and all(b in topic_bodies(leader, "T") for b in got)
+
+
+def test_a_frame_the_disk_refuses_is_not_taken_and_comes_again(tmp_path):
+    """The follower writes a frame with pwrite: an error (here EIO, part of the bytes written) leaves
+    its log's end where it was; the same frame sent again lands whole."""
+    import errno
+
+    from tidemq.testing.faulty_io import FaultyFileIO
+    fio = FaultyFileIO()
+    with MessageStore(small_config(tmp_path / "l")).start() as leader, \
+            MessageStore(small_config("/f"), fio=fio).start() as follower:
+        follower.follow("a follower")
+        bodies = [f"m{i:05d}".encode() * 40 for i in range(100)]
+        leader.put_batch([Message("T", b) for b in bodies])
+        off, data = leader.replica.read(0, 5000)
+        fio.fail("pwrite", errno.EIO, path_contains="/f/commitlog/", written=len(data) // 2)
+        with pytest.raises(OSError):
+            follower.replica.append(off, data)
+        assert follower.replica.end == 0
+        assert _copy(leader, follower) > 1
+        assert follower.replica.end == leader.commitlog_max_offset
+        assert topic_bodies(follower, "T") == sorted(bodies)

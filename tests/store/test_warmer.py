@@ -236,7 +236,8 @@ def test_einval_where_the_advice_works_is_an_error_not_a_fallback(tmp_path):
 # Through the store ---------------------------------------------------------------------------
 def small(tmp_path, **kw) -> StoreConfig:
     values = dict(root_dir=str(tmp_path / "store"), auto_create_topics=True, segment_size_bytes=SEG, index_enabled=False,
-                  preallocate_next_segment=True, commitlog_warm_ahead_mib=1, consume_queue_units_per_segment=1024)
+                  preallocate_next_segment=True, commitlog_warm_enabled=True, commitlog_warm_ahead_mib=1,
+                  consume_queue_units_per_segment=1024)
     values.update(kw)
     return StoreConfig(**values)
 
@@ -263,8 +264,11 @@ def test_the_store_warms_in_the_background_and_stops(tmp_path, open_store):
     assert not thread.is_alive()
 
 
-def test_disabled(tmp_path, open_store):
-    s = open_store(small(tmp_path, commitlog_warm_enabled=False))
+@pytest.mark.parametrize("explicit", [True, False])
+def test_disabled_and_off_by_default(tmp_path, open_store, explicit):
+    cfg = (small(tmp_path, commitlog_warm_enabled=False) if explicit else
+           StoreConfig(root_dir=str(tmp_path / "store"), auto_create_topics=True, segment_size_bytes=SEG))
+    s = open_store(cfg)
     fill(s, 4)
     assert s.warmer is None and s.commit_log.warmer is None
     assert s.stats()["warm"] == {"enabled": False}

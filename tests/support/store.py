@@ -71,8 +71,8 @@ class NothingUnsyncedSurvives(random.Random):
         return 0
 
 
-def topic_bodies(store: MessageStore, topic: str) -> list[bytes]:
-    """The bodies of every message of ``topic``, all queues, sorted."""
+def topic_messages(store: MessageStore, topic: str) -> list[tuple[int, bytes]]:
+    """(commit-log offset, body) of every message of ``topic``, all queues, in log order."""
     out = []
     for q in range(store.queue_count(topic)):
         off = 0
@@ -80,6 +80,11 @@ def topic_bodies(store: MessageStore, topic: str) -> list[bytes]:
             g = store.get("t", topic, q, off, max_count=32)
             if not g.messages:
                 break
-            out += [m.body for m in g.messages]
+            out += [(m.commitlog_offset, m.body) for m in g.messages]
             off = g.next_offset
     return sorted(out)
+
+
+def topic_bodies(store: MessageStore, topic: str) -> list[bytes]:
+    """The bodies of every message of ``topic``, all queues, sorted."""
+    return sorted(b for _, b in topic_messages(store, topic))

@@ -70,6 +70,50 @@ def test_crash_after_n_operations():
     assert fio.dead
 
 
+def test_a_crash_can_tear_a_pwrite_its_first_bytes_land_in_the_page_cache():
+    fio = FaultyFileIO()
+    h = new_file(fio)
+    fio.allocate(h, 16)
+    mapping = fio.map(h, 16)
+    fio.pwrite(h, b"AAAA", 0)
+    assert bytes(mapping[:4]) == b"AAAA"          # a pwrite is what the mapping shows
+    fio.crash_after(1, torn_bytes=3)
+    with pytest.raises(SimulatedCrash):
+        fio.pwrite(h, b"BBBBBB", 4)
+    after = fio.after_crash()                      # kill -9: the page cache, torn write included
+    assert after.pread(after.open("/d/f"), 16, 0) == b"AAAABBB" + bytes(9)
+
+
+def test_a_torn_pwrite_not_synced_survives_a_power_loss_at_most_in_part():
+    for seed in range(20):
+        fio = FaultyFileIO()
+        h = new_file(fio)
+        fio.allocate(h, 8192)
+        fio.pwrite(h, b"A" * 100, 0)
+        fio.fsync(h)
+        fio.crash_after(1, torn_bytes=50)
+        with pytest.raises(SimulatedCrash):
+            fio.pwrite(h, b"B" * 5000, 100)
+        got = fio.after_power_loss(random.Random(seed))
+        data = got.pread(got.open("/d/f"), 8192, 0)
+        assert data[:100] == b"A" * 100            # what was synced stays
+        tail = data[100:].rstrip(b"\0")
+        assert tail == b"B" * len(tail) and len(tail) <= 50
+
+
+def test_an_injected_pwrite_error_can_land_part_of_the_bytes():
+    fio = FaultyFileIO()
+    h = new_file(fio)
+    fio.allocate(h, 16)
+    fio.fail("pwrite", errno.ENOSPC, path_contains="/d/", written=2)
+    with pytest.raises(OSError) as e:
+        fio.pwrite(h, b"XYZW", 4)
+    assert e.value.errno == errno.ENOSPC
+    assert fio.pread(h, 16, 0) == bytes(4) + b"XY" + bytes(10)
+    fio.pwrite(h, b"XYZW", 4)                      # only once
+    assert fio.pread(h, 8, 0) == bytes(4) + b"XYZW"
+
+
 def test_injected_errors_and_enospc():
     fio = FaultyFileIO(capacity_bytes=1000)
     h = new_file(fio)

@@ -22,6 +22,7 @@ from ..config import StoreConfig
 from ..io import FileIO
 from . import codec, layout, record_loop
 from .codec import BLANK_MAGIC, BLANK_MIN, SIZE_MAGIC
+from .consume_queue import UNIT
 from .mapped_file import MappedFile
 from .segment_queue import SegmentQueue
 
@@ -29,6 +30,11 @@ if TYPE_CHECKING:
     from .topics import TopicState
 
 log = logging.getLogger("tidemq.store")
+
+PWRITE_BATCH_MIN = 2           # a batch of fewer messages (a single put) is copied into the mapping: one
+                               # pwrite per message costs more than the page faults it saves (bench/README.md)
+SCRATCH_BYTES = 256 << 10       # the append's buffer at first; doubled when a batch does not fit,
+SCRATCH_BYTES_MAX = 8 << 20     # up to this: a bigger batch goes in pwrites of this size
 
 
 class Prepared(NamedTuple):
@@ -79,12 +85,14 @@ def _seals(doc) -> dict[int, int]:
 
 
 class AppendError(Exception):
-    """The log could not take more records (no segment could be created). ``appended`` were written."""
+    """The log could not take more records (no segment could be created, or written: ``writing``).
+    ``appended`` were written."""
 
-    def __init__(self, appended: int, cause: BaseException) -> None:
+    def __init__(self, appended: int, cause: BaseException, writing: bool = False) -> None:
         super().__init__(str(cause))
         self.appended = appended
         self.cause = cause
+        self.writing = writing          # the segment could not be written (else: not made, or a bad message)
 
 
 class CommitLog:
@@ -105,6 +113,7 @@ class CommitLog:
         self._flush_lock = threading.Lock()
         self.max_record_size = config.segment_size_bytes - BLANK_MIN
         self.warmer = None              # a SegmentWarmer (warmer.py): woken when the log's end passes its mark
+        self._scratch = bytearray(SCRATCH_BYTES)    # where append lays out a batch's records (one writer)
 
     # Write ------------------------------------------------------------------------
     def append(self, batch: list[Prepared], now_ms: int, results, units: dict, index_items: list) -> int:
@@ -113,8 +122,16 @@ class CommitLog:
         results:     types.PutResults, whose arrays the record loop fills (record_loop.py)
         units:       consume queue -> [first queue offset, bytearray of units] for dispatch
         index_items: receives (index keys, physical_offset) for messages with keys
-        Raises AppendError (its ``appended`` first messages are in) when no segment can be made
-        or a message cannot be packed.
+        Raises AppendError (its ``appended`` first messages are in) when no segment can be made,
+        the segment cannot be written (``writing``: pwrite failed) or a message cannot be packed.
+
+        The records of a batch (``PWRITE_BATCH_MIN`` messages or more) are laid out in a buffer of
+        this log's (``_scratch``) and written with one ``FileIO.pwrite`` per batch (per
+        ``SCRATCH_BYTES_MAX`` of it), not copied into the segment's mapping: a first write into a
+        fresh mapped page faults and the kernel zeroes the page (~26 % of a producing broker's
+        CPU); pwrite fills page-cache pages without either. The mapping and pwrite share the page
+        cache (MAP_SHARED), so readers go on reading the mapping; ``wrote_pos`` moves only after
+        the pwrite returned.
         """
         segs = self.segments
         mf = segs.last
@@ -123,29 +140,89 @@ class CommitLog:
         if mf is None or mf.is_full:
             mf = self._roll(mf, 0)
         k, n, r = 0, len(batch), results
+        scratch = self._scratch
+        mapped = n < PWRITE_BATCH_MIN
         while True:
             start = mf.wrote_pos
-            k, pos, error = record_loop.append(batch, k, mf.mapping, start, mf.size - BLANK_MIN, mf.start_offset,
-                                               now_ms, self.store_host, units, index_items,
-                                               r.phys, r.size, r.qid, r.qoff, r.uniq)
-            if pos != start:
-                mf.wrote_pos = pos
+            room = mf.size - BLANK_MIN - start            # what records may take of the segment
+            first, nidx = k, len(index_items)
+            if mapped:                                     # into the mapping
+                k, pos, error = record_loop.append(batch, k, mf.mapping, start, start + room, mf.start_offset,
+                                                   now_ms, self.store_host, units, index_items,
+                                                   r.phys, r.size, r.qid, r.qoff, r.uniq)
+                pos -= start
+            else:
+                k, pos, error = record_loop.append(batch, k, scratch, 0, min(room, len(scratch)),
+                                                   mf.start_offset + start, now_ms, self.store_host, units,
+                                                   index_items, r.phys, r.size, r.qid, r.qoff, r.uniq)
+            if pos and not mapped:
+                try:
+                    self.fio.pwrite(mf.handle, memoryview(scratch)[:pos], start)
+                except OSError as e:
+                    self._unpack(batch, first, k, r, units, index_items, nidx)
+                    self._wipe(mf, start, pos)
+                    raise AppendError(first, e, writing=True) from e
+            if pos:
+                mf.wrote_pos = start + pos
                 mf.last_store_timestamp_ms = now_ms
             if error is not None:
                 raise AppendError(k, error) from error
             if k >= n:
                 break
-            if pos == 0:
-                _i, body, t, props = batch[k][:4]
-                size = codec.record_size(len(body), len(t.name_bytes), len(props))
+            _i, body, t, props = batch[k][:4]
+            size = codec.record_size(len(body), len(t.name_bytes), len(props))
+            if size <= room - pos:                         # the buffer is full, not the segment
+                scratch = self._grow_scratch(size, len(scratch))
+                continue
+            if mf.wrote_pos == 0:
                 raise AppendError(k, ValueError(f"record of {size} bytes cannot fit a {mf.size}-byte segment"))
-            SIZE_MAGIC.pack_into(mf.buf, pos, mf.size - pos, BLANK_MAGIC)    # the rest of the segment
+            SIZE_MAGIC.pack_into(mf.buf, mf.wrote_pos, mf.size - mf.wrote_pos, BLANK_MAGIC)    # the rest
             mf.wrote_pos = mf.size
             mf = self._roll(mf, k)
         w = self.warmer
         if w is not None and mf.start_offset + mf.wrote_pos >= w.wake_offset:
             w.wake()
         return n
+
+    def _grow_scratch(self, record_size: int, had: int) -> bytearray:
+        """A bigger buffer for the rest of a batch that did not fit: double it (kept for the next
+        batches) up to SCRATCH_BYTES_MAX; a record bigger than that gets one of its own size."""
+        if had < SCRATCH_BYTES_MAX:
+            self._scratch = bytearray(min(SCRATCH_BYTES_MAX, had * 2))
+        if record_size <= len(self._scratch):
+            return self._scratch
+        return bytearray(record_size)
+
+    @staticmethod
+    def _unpack(batch: list, first: int, end: int, results, units: dict, index_items: list, nidx: int) -> None:
+        """Undo what the record loop did for ``batch[first:end]``, whose bytes could not be written:
+        the topics' queue offsets and round-robin counters, the consume-queue units and index items
+        (their results are refused by the caller). Last first: each item undoes the latest of its queue."""
+        qids = results.qid
+        for k in range(end - 1, first - 1, -1):
+            item = batch[k]
+            t = item[2]
+            q = qids[item[0]]
+            t.next_offsets[q] -= 1
+            if item[4] is None:
+                t.rr -= 1
+            cq = t.queues[q]
+            u = units[cq]
+            del u[1][-UNIT.size:]
+            if not u[1]:
+                del units[cq]
+        del index_items[nidx:]
+
+    def _wipe(self, mf: MappedFile, pos: int, length: int) -> None:
+        """A pwrite that failed may have written part of its records: none of them may be read back
+        (after a crash, recovery would take whole records there for the log's, and a shorter batch
+        written there next would leave them after its end). Zeroed; where even that fails, the
+        segment is sealed there (readers and recovery go on to the next segment)."""
+        try:
+            self.fio.zero_range(mf.handle, pos, length)
+        except OSError as e:
+            log.error("cannot wipe the failed write at %d of %s: %s; sealing the segment there", pos, mf.path, e)
+            self.seal_early(mf)
 
     @staticmethod
     def _next_valid(mf: MappedFile, pos: int) -> int | None:

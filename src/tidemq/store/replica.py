@@ -157,7 +157,7 @@ class ReplicaLog:
                     raise ReplicaError(f"frame at {offset}, but the next segment starts at {start}")
                 mf = self.segments.new_segment(start)
             pos = offset - mf.start_offset
-            mf.mapping[pos:pos + len(data)] = data
+            self.commit_log.fio.pwrite(mf.handle, data, pos)     # as the put path's batches (commit_log.append)
             mf.wrote_pos = pos + len(data)
             w = self.commit_log.warmer            # its pages ahead warmed, as for the leader's writes
             if w is not None and mf.start_offset + mf.wrote_pos >= w.wake_offset:

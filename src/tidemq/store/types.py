@@ -70,7 +70,7 @@ class PutReason(enum.Enum):
     UNCONSUMED_BACKLOG = "UNCONSUMED_BACKLOG"      # space short, the oldest segment holds messages of a topic
                                                    # with space_policy=refuse that subscribed groups have not consumed
     DISPATCH_ERROR = "DISPATCH_ERROR"              # consume queue / index write failed (healed in the background)
-    WRITE_ERROR = "WRITE_ERROR"                    # a commit-log segment could not be created (I/O error)
+    WRITE_ERROR = "WRITE_ERROR"                    # a commit-log segment could not be created or written (I/O error)
     TOPIC_CREATE_FAILED = "TOPIC_CREATE_FAILED"    # auto-creation could not save config/topics.json
     INVALID_TOPIC = "INVALID_TOPIC"                # not a topic name (codec.topic_problem)
     TOPIC_NOT_FOUND = "TOPIC_NOT_FOUND"            # unknown topic, auto_create_topics off

@@ -529,10 +529,12 @@ class StoreWriter:
         return results
 
     def _segment_failed(self, failure: AppendError, left: list[tuple], results: PutResults) -> None:
-        """No segment could be made for ``left``: no room is a refusal like DISK_FULL (clients
-        retry elsewhere); other errors say so (CREATE_MAPPED_FILE_FAILED)."""
+        """No segment could be made for ``left``, or it could not be written (``failure.writing``:
+        nothing of ``left`` is in the log): no room is a refusal like DISK_FULL (clients retry
+        elsewhere); other errors say so (WRITE_ERROR)."""
         full = getattr(failure.cause, "errno", None) == errno.ENOSPC
-        text = f"{'disk full: ' if full else ''}cannot create a commit-log segment: {failure.cause}"
+        what = "write the commit log" if failure.writing else "create a commit-log segment"
+        text = f"{'disk full: ' if full else ''}cannot {what}: {failure.cause}"
         self.segment_error = text
         log.error("%s", text)
         try:

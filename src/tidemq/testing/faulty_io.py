@@ -21,6 +21,13 @@ Injected faults (all deterministic): ``crash_after(n)`` — the n-th following
 operation raises SimulatedCrash and kills the instance; ``fail(op, errno,
 path_contains, times)`` — the named operation raises OSError; ``capacity_bytes``
 — allocations and writes past it raise ENOSPC.
+
+A ``pwrite`` lands in the page cache (``data``) like a write through a mapping:
+readers and mappings see it at once, a kill -9 keeps it, a power loss keeps it
+only where an fsync made it durable (else any part of it, page by page). A
+pwrite that a fault or a crash stops may be torn: ``crash_after(n, torn_bytes=k)``
+and ``fail("pwrite", ..., written=k)`` land its first ``k`` bytes before the
+crash or the error, as a write the kernel took in part.
 """
 
 from __future__ import annotations
@@ -81,6 +88,7 @@ class _Fault:
     err: int
     path_contains: str
     times: int
+    written: int = 0          # a pwrite: bytes that land before the error
 
 
 @dataclass
@@ -104,6 +112,8 @@ class FaultyFileIO:
         self.capacity_bytes = capacity_bytes
         self.stats = FaultStats()
         self._crash_at: int | None = None
+        self._crash_torn = 0            # a pwrite the crash stops: its first bytes that land
+        self._landed = 0                # set by _op when it stops an operation: bytes of it that land
         self._faults: list[_Fault] = []
         self._dead = False
         self._lock = threading.RLock()
@@ -111,12 +121,17 @@ class FaultyFileIO:
         self.locks: dict[str, _LockHandle] = {}    # path -> the handle holding it (lock / unlock)
 
     # Fault control ----------------------------------------------------------------
-    def crash_after(self, n_ops: int) -> None:
-        """The n-th operation from now (1 = the next) raises SimulatedCrash."""
+    def crash_after(self, n_ops: int, torn_bytes: int = 0) -> None:
+        """The n-th operation from now (1 = the next) raises SimulatedCrash; when it is a pwrite,
+        its first ``torn_bytes`` land in the page cache first (a torn write)."""
         self._crash_at = self.stats.ops + n_ops
+        self._crash_torn = torn_bytes
 
-    def fail(self, op: str, err: int = errno.EIO, path_contains: str = "", times: int = 1) -> None:
-        self._faults.append(_Fault(op, err, path_contains, times))
+    def fail(self, op: str, err: int = errno.EIO, path_contains: str = "", times: int = 1,
+             written: int = 0) -> None:
+        """The next ``times`` calls of ``op`` on a path containing ``path_contains`` raise
+        OSError(err); a pwrite's first ``written`` bytes land before the error."""
+        self._faults.append(_Fault(op, err, path_contains, times, written))
 
     def clear_faults(self) -> None:
         self._faults.clear()
@@ -135,11 +150,13 @@ class FaultyFileIO:
         self.stats.ops += 1
         if self._crash_at is not None and self.stats.ops >= self._crash_at:
             self._dead = True
+            self._landed = self._crash_torn
             raise SimulatedCrash(f"crash injected at operation {self.stats.ops} ({name} {path})")
         for f in self._faults:
             if f.times > 0 and f.op == name and f.path_contains in path:
                 f.times -= 1
                 self.stats.faults_raised += 1
+                self._landed = f.written
                 raise OSError(f.err, f"{os.strerror(f.err)} (injected on {name})", path)
 
     def _used(self) -> int:
@@ -297,7 +314,17 @@ class FaultyFileIO:
 
     def pwrite(self, handle: _Handle, data, offset: int) -> int:
         with self._lock:
-            n = self._live(handle, "pwrite")
+            self._landed = 0
+            try:
+                n = self._live(handle, "pwrite")
+            except BaseException:
+                if self._landed > 0 and handle.gen == self._gen:     # torn: its first bytes landed
+                    node = handle.node
+                    end = min(len(node.data), offset + min(self._landed, len(data)))
+                    if end > offset:
+                        node.data[offset:end] = bytes(memoryview(data)[:end - offset])
+                        self.stats.bytes_written += end - offset
+                raise
             b = bytes(data)
             end = offset + len(b)
             if end > len(n.data):
