@@ -10,7 +10,7 @@ from tidemq.client.client import RecordsResult
 from tidemq.protocol.stubs import Code
 from tidemq.spark.backend import BrokerBackend
 
-from .test_decode import varied
+from ..support.records import varied
 
 
 def pulled(recs, checked: bool) -> RecordsResult:

@@ -18,7 +18,7 @@ from tidemq.spark import archive
 from tidemq.spark.tiered import archive_of
 from tidemq.store.archive import read_manifest
 
-from .test_archive import archiving_store, fill
+from ..support.archive import archiving_store, fill
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -14,7 +14,7 @@ from tidemq.store.topics import SpacePolicy, TopicTable
 from tidemq.testing.faulty_io import FaultyFileIO
 
 from ..support.store import memory_config
-from .test_cleaner import HOUR_S, SEG, World, other_hour
+from ..support.cleaner import SEG, World, other_hour
 
 
 class Positions:
