@@ -152,7 +152,7 @@ def test_one_full_commit_log_directory_does_not_hold_sends_while_another_has_roo
         seen = alarm_status(b)["checks"]             # three alarm checks (every 0.2 s at most) pass
         wait_until(lambda: alarm_status(b)["checks"] >= seen + 3, "three alarm checks")
         results = p.send_batch("Fill", [body] * 64)  # half a MiB more: goes to the large directory
-        assert all(r.ok for r in results), [r.status for r in results if not r.ok][:3]
+        assert all(r.ok for r in results), [(r.code, r.error) for r in results if not r.ok][:3]
     st = alarm_status(b)
     assert not st["disk"]["raised"] and st["verdict"]["writes"] == "accepted", st
     assert b.stop() == 0
