@@ -17,7 +17,7 @@ from tidemq.store.codec import FIXED_OVERHEAD, REC_BLANK, REC_OK, check_record, 
 from tidemq.store.mapped_file import segment_name
 from tidemq.testing.faulty_io import FaultyFileIO
 
-from ..support.store import memory_config, topic_messages
+from ..support.store import memory_config, slices, topic_messages
 
 SEG = 64 * 1024
 # tidemq appends a record CRC to every record's properties (see codec.py)
@@ -409,6 +409,46 @@ def test_a_failed_pwrite_refuses_the_batch_and_leaves_nothing_of_it(stores, err,
     s.kill()
     s = stores(cfg, fio.after_crash())
     assert log_bodies(s) == [m.body for m in acked + again], "nothing of the refused batch came back"
+    assert s.check().ok
+
+
+def test_a_failed_pwrite_of_slices_refuses_the_batch_and_undoes_it(stores):
+    """The SendRecords path (put_slices) on the same failure: refused, its queue offsets,
+    round-robin slots, units and index items taken back, the next batch goes on where it was."""
+    fio = CommitLogWrites()
+    cfg = memory_config(topic_queues_default=3, segment_size_bytes=64 * 1024, index_enabled=True)
+    s = stores(cfg, fio)
+    ok = s.put_slices("T", *slices([b"a%d" % i for i in range(5)], [b"a%03d" % i + b"x" * 300 for i in range(5)]),
+                      [0] * 5)
+    assert all(r.ok for r in ok)
+    fio.fail("pwrite", errno.ENOSPC, path_contains="/commitlog/", written=700)
+    ids = [b"n%d" % i for i in range(8)]
+    rs = s.put_slices("T", *slices(ids, [b"n" * 300] * 8, keys=[b"key"] * 8), [0] * 8)
+    assert [r.reason for r in rs] == [PutReason.DISK_FULL] * 8
+    assert [s.max_offset("T", q) for q in range(3)] == [2, 2, 1]
+    assert s.query_by_key("T", "n0") == [] and s.query_by_key("T", "key") == []
+    again = s.put_slices("T", *slices([b"c0", b"c1"], [b"c0", b"c1"]), [0, 0])
+    assert [(r.queue_id, r.queue_offset) for r in again] == [(2, 1), (0, 2)], "round-robin goes on where it was"
+    assert again[0].commitlog_offset == ok[-1].commitlog_offset + ok[-1].size
+    assert [x.body for x in s.query_by_key("T", "c1")] == [b"c1"]
+    assert s.check().ok
+    s.kill()
+    s = stores(cfg, fio.after_crash())
+    assert log_bodies(s) == [b"a%03d" % i + b"x" * 300 for i in range(5)] + [b"c0", b"c1"]
+    assert s.check().ok
+
+
+def test_slices_bigger_than_the_buffer_go_in_several_pwrites_and_segments(stores, monkeypatch):
+    from tidemq.store import commit_log
+    monkeypatch.setattr(commit_log, "SCRATCH_BYTES", 2048)
+    monkeypatch.setattr(commit_log, "SCRATCH_BYTES_MAX", 4096)
+    fio = CommitLogWrites()
+    s = stores(memory_config(), fio)                       # 32 KiB segments
+    sizes = [100, 3000, 9000, 50, 5000, 700]
+    bodies = [body_for(i, sizes[i % len(sizes)]) for i in range(30)]
+    rs = s.put_slices("T", *slices([b"i%d" % i for i in range(30)], bodies), [0] * 30)
+    assert all(r.ok for r in rs) and len(fio.log_writes) > 3 and len(s.segments) > 1
+    assert log_bodies(s) == bodies and [r.queue_offset for r in rs] == list(range(30))
     assert s.check().ok
 
 

@@ -9,7 +9,7 @@ import pytest
 from tidemq.store import Message, MessageStore, codec
 from tidemq.store.replica import ReplicaError
 
-from tests.support.store import small_config, topic_bodies
+from tests.support.store import slices, small_config, topic_bodies
 
 
 def _copy(leader: MessageStore, follower: MessageStore, frame_bytes: int = 5000) -> int:
@@ -111,8 +111,9 @@ def test_puts_without_a_queue_go_to_the_queues_this_group_owns(tmp_path):
         rs = s.put_batch([Message("T", b"x") for _ in range(10)])
         assert sorted({r.queue_id for r in rs}) == [1, 4]
         assert s.put_encoded("T", [(b"y", b"", 0, None, None)])[0].queue_id in (1, 4)
-        # the SendRecords path (columns; record_loop's compiled loop or its Python twin) too, in turn
-        cols = s.put_columns("T", [b"z"] * 4, [codec.RECORD_CRC_TAIL] * 4, [0] * 4, [None] * 4, [None] * 4)
+        # the SendRecords path (slices; record_loop's compiled loop or its Python twin) too, in turn
+        data, fields = slices([b"i%d" % k for k in range(4)], [b"z"] * 4)
+        cols = s.put_slices("T", data, fields, [0] * 4)
         qids = [r.queue_id for r in cols]
         assert all(r.ok for r in cols) and sorted(qids) == [1, 1, 4, 4] and qids[0] != qids[1]
         with pytest.raises(ValueError):

@@ -15,14 +15,14 @@ from tidemq.store import (GetStatus, codec, Message, MessageStore, PutReason, Pu
                           StoreState)
 from tidemq.testing.faulty_io import FaultyFileIO
 
-from ..support.store import small_config
+from ..support.store import slices, small_config
 
 # the calls that answer with a status, and how they answer it
 STATUS_CALLS = {
     "put": lambda s: [s.put(Message("T", b"x"))],
     "put_batch": lambda s: s.put_batch([Message("T", b"x"), Message("T", b"y")]),
     "put_encoded": lambda s: s.put_encoded("T", [(b"x", b"", 0, None, None)]),
-    "put_columns": lambda s: s.put_columns("T", [b"x"], [codec.RECORD_CRC_TAIL], [0], [None], [None]),
+    "put_slices": lambda s: s.put_slices("T", *slices([b"i"], [b"x"]), [0]),
 }
 GET_CALLS = {
     "get": lambda s: s.get("G", "T", 0, 0),

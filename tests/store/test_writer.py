@@ -8,6 +8,7 @@ import errno
 import os
 import threading
 
+import numpy as np
 import pytest
 
 from tidemq.io import DiskUsage, OsFileIO
@@ -19,7 +20,7 @@ from tidemq.store.writer import (StoreWriter, check_body, check_numbers, check_p
 from tidemq.store.topics import TopicState
 from tidemq.testing.faulty_io import FaultyFileIO
 
-from ..support.store import small_config
+from ..support.store import slices, small_config
 
 
 def writer_of(s: MessageStore, **kw) -> StoreWriter:
@@ -60,8 +61,8 @@ def test_every_path_builds_a_prepared_in_its_field_order(store, monkeypatch):
     """The write path builds plain tuples in Prepared's order: read back through the names."""
     store.create_topic("T", 2)
     batches = []
-    real = store.commit_log.append
-    monkeypatch.setattr(store.commit_log, "append", lambda batch, *a: (batches.append(list(batch)), real(batch, *a))[1])
+    real = store.commit_log.append_items
+    monkeypatch.setattr(store.commit_log, "append_items", lambda items: (batches.append(list(items.batch)), real(items))[1])
     store.put_batch([Message("T", b"fast", tags="ta", queue_id=1, born_timestamp_ms=5)])
     store.put_batch([Message("T", b"general", keys=["k"], properties={"UNIQ_KEY": "U", "p": "v"}, flag=3,
                              sys_flag=4, reconsume_times=6, prepared_transaction_offset=7, born_host="1.2.3.4:5")])
@@ -109,6 +110,52 @@ def test_every_path_writes_every_field_where_it_belongs(store):
     assert [x.body for x in store.query_by_key("T", "k2")] == [b"general"]
     assert [x.body for x in store.query_by_key("T", "U2")] == [b"encoded"]
     assert store.check().ok
+
+
+def test_put_slices_writes_every_field_where_it_belongs(store):
+    """The SendRecords path: messages as slices of one buffer, each read back with its id as
+    UNIQ_KEY, its tags (their hash in the consume queue), keys (in the index), user properties and
+    the caller's extra properties; the skipped ones take no offset; round-robin over the queues."""
+    store.create_topic("T", 2)
+    data, fields = slices([b"U%d" % i for i in range(4)], [b"b%d" % i for i in range(4)],
+                          tags=[b"ta", b"", b"tb", b"ta"], keys=[b"k1 k2", b"", b"", b"k3"],
+                          properties=[b"", b"p\x01v\x02", b"", b""])
+    ths = [codec.tags_hash(t) if t else 0 for t in ("ta", "", "tb", "ta")]
+    skip = np.array([False, False, True, False])
+    rs = store.put_slices("T", data, fields, ths, b"X\x01Y\x02", skip)
+    assert [r.size > 0 for r in rs] == [True, True, False, True] and all(r.ok for r in rs)   # (size 0: not put)
+    assert [(r.queue_id, r.queue_offset) for i, r in enumerate(rs) if i != 2] == [(0, 0), (1, 0), (0, 1)]
+    for i, want in ((0, {"TAGS": "ta", "KEYS": "k1 k2"}), (1, {"p": "v"}), (3, {"TAGS": "ta", "KEYS": "k3"})):
+        m = store.get_by_commitlog_offset(rs[i].commitlog_offset)
+        assert m.intact() and m.body == b"b%d" % i and m.msg_id == f"U{i}" and m.born_timestamp_ms == m.store_timestamp_ms
+        assert {k: v for k, v in m.properties.items() if k != codec.RECORD_CRC_NAME} == \
+            {"UNIQ_KEY": f"U{i}", "X": "Y", **want}
+    assert [x.body for x in store.get("G", "T", 0, 0, tags=["ta"]).messages] == [b"b0", b"b3"]
+    assert [x.body for x in store.query_by_key("T", "k2")] == [b"b0"]
+    assert [x.body for x in store.query_by_key("T", "U3")] == [b"b3"]
+    assert store.query_by_key("T", "U2") == []
+    assert store.check().ok
+
+
+def test_put_slices_refuses_what_the_other_paths_refuse(make_config, open_store):
+    s = open_store(make_config(message_body_bytes_max=100, segment_size_bytes=64 * 1024))
+    s.create_topic("T", 1)
+    room = s.commit_log.max_record_size - codec.record_size(0, 1, codec.RECORD_CRC_TAIL_LEN)
+    big = b"p\x01" + b"v" * 33_000 + b"\x02"
+    data, fields = slices([b"a", b"b", b"c", b"d"], [b"x" * 101, b"x", b"ok", b"y"], properties=[b"", big, b"", b""])
+    rs = s.put_slices("T", data, fields, [0] * 4)
+    assert [r.reason for r in rs] == [PutReason.BODY_TOO_LARGE, PutReason.PROPERTIES_TOO_LARGE, None, None]
+    assert [r.queue_offset for r in rs[2:]] == [0, 1]
+    assert refused(s.put_slices("bad topic!", data, fields, [0] * 4)[0], PutReason.INVALID_TOPIC)
+
+
+def test_put_slices_takes_the_largest_record_that_fits_and_no_larger(make_config, open_store):
+    s = open_store(make_config(message_body_bytes_max=1 << 20, segment_size_bytes=64 * 1024))
+    s.create_topic("T", 1)
+    pl = len(b"UNIQ_KEY\x01i\x02") + codec.RECORD_CRC_TAIL_LEN
+    room = s.commit_log.max_record_size - codec.record_size(0, 1, pl)
+    rs = s.put_slices("T", *slices([b"i", b"i"], [b"y" * room, b"y" * (room + 1)]), [0, 0])
+    assert rs[0].ok and refused(rs[1], PutReason.RECORD_TOO_LARGE)
 
 
 def test_a_record_that_cannot_be_packed_is_refused_and_the_rest_of_the_batch_too(store):

@@ -88,3 +88,22 @@ def topic_messages(store: MessageStore, topic: str) -> list[tuple[int, bytes]]:
 def topic_bodies(store: MessageStore, topic: str) -> list[bytes]:
     """The bodies of every message of ``topic``, all queues, sorted."""
     return sorted(b for _, b in topic_messages(store, topic))
+
+
+def slices(ids, bodies, tags=None, keys=None, properties=None) -> tuple[bytes, "np.ndarray"]:
+    """(data, fields) of MessageStore.put_slices: per message its id, tags, keys, user properties
+    and body (bytes; None or b"": none) back to back in ``data``; ``fields`` n x 10 uint32, the
+    offsets of the five then their lengths (store.record_loop.SLICE_FIELDS)."""
+    import numpy as np
+
+    n = len(bodies)
+    cols = [ids, tags or [b""] * n, keys or [b""] * n, properties or [b""] * n, bodies]
+    fields = np.zeros((n, 10), np.uint32)
+    parts, pos = [], 0
+    for i in range(n):
+        for j in range(5):
+            v = cols[j][i] or b""
+            fields[i, j], fields[i, 5 + j] = pos, len(v)
+            parts.append(v)
+            pos += len(v)
+    return b"".join(parts), fields

@@ -38,15 +38,19 @@
      crc32(data, value=0)                    zlib's CRC-32 (ISA-L's when tidemq.crc found it)
      use_crc(address)                        take ISA-L's crc32_gzip_refl at this address
      append(...)                             pack prepared messages into a segment (commit_log.py)
+     append_slices(...)                      pack messages given as slices of one buffer (commit_log.py)
      scan_run(buf, pos, limit, positions)    verify consecutive records (codec.scan_run)
      damaged(buf, starts, sizes)             which records fail their CRCs (integrity.py)
      index_put(...)                          the index entries of a batch (index_file.py)
-     send_frame(raw, reserved, id_max)       a SendRecords frame, checked, as store columns
-     prepare_columns(...)                    those columns as prepared messages (writer.py)
+     index_put_hashed(...)                   the same from items already hashed (append_slices')
+     frame_slices(raw, reserved, id_max)     a SendRecords frame, checked, as arrays (send_records.py)
+     id_hash(topic, id)                      the send dedup window's key of a message (dedup.py)
+     window_find(...), window_put(...)       the dedup window's tables (dedup.py)
      decode_run(cls, data, sizes)            records back to back as StoredMessage objects
    Each one's contract is in its Python twin's docstring; the argument lists are in the source
-   files: crc.c (crc32, use_crc), write.c (append, prepare_columns, index_put), frame.c
-   (send_frame), read.c (scan_run, damaged, decode_run), module.c (the method table). */
+   files: crc.c (crc32, use_crc), write.c (append, append_slices, index_put, index_put_hashed),
+   frame.c (frame_slices), dedup.c (id_hash, window_find, window_put), read.c (scan_run, damaged,
+   decode_run), module.c (the method table). */
 
 
 #ifndef TIDEMQ_ACCEL_H
@@ -57,7 +61,7 @@
 #include <string.h>
 #include <structmember.h>
 
-#define ACCEL_VERSION 2
+#define ACCEL_VERSION 3
 
 #define MAGIC_U32 0xDAA320A7u
 #define OFF_BODY 88
@@ -114,10 +118,15 @@ static inline int64_t read_digits10(const unsigned char *p) {
 PyObject *py_crc32(PyObject *self, PyObject *args);              /* crc.c */
 PyObject *py_use_crc(PyObject *self, PyObject *arg);
 PyObject *py_append(PyObject *self, PyObject *args);             /* write.c */
-PyObject *py_prepare_columns(PyObject *self, PyObject *args);
+PyObject *py_append_slices(PyObject *self, PyObject *args);
 PyObject *py_index_put(PyObject *self, PyObject *args);
+PyObject *py_index_put_hashed(PyObject *self, PyObject *args);
 int accel_write_init(void);
-PyObject *py_send_frame(PyObject *self, PyObject *args);         /* frame.c */
+PyObject *py_frame_slices(PyObject *self, PyObject *args);       /* frame.c */
+PyObject *py_id_hash(PyObject *self, PyObject *args);            /* dedup.c */
+PyObject *py_window_find(PyObject *self, PyObject *args);
+PyObject *py_window_put(PyObject *self, PyObject *args);
+int accel_id_hash(const unsigned char *topic, size_t tl, const unsigned char *id, size_t il, uint64_t out[2]);
 PyObject *py_scan_run(PyObject *self, PyObject *args);           /* read.c */
 PyObject *py_damaged(PyObject *self, PyObject *args);
 PyObject *py_decode_run(PyObject *self, PyObject *args);

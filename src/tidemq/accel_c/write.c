@@ -1,4 +1,4 @@
-/* tidemq._accel: the write path: append, prepare_columns, index_put (the record layout and the list of functions: accel.h) */
+/* tidemq._accel: the write path: append, append_slices, index_put, index_put_hashed (the record layout and the list of functions: accel.h) */
 
 #include "accel.h"
 
@@ -312,99 +312,214 @@ done:
 }
 
 
-/* --------------------------------------------------------------------------- prepare_columns() */
 
-/* prepare_columns(t, bodies, properties, tags_hashes, uniq_keys, keys, skip, now_ms, born_host,
-                   max_body, max_props, room, index_prefix) -> (prepared, doubtful)
+/* ----------------------------------------------------------------------------- append_slices() */
 
-   writer.prepare_columns: one commit_log.Prepared per message i not in ``skip`` (a set or dict of
-   indexes, or None): (i, body, t, properties, None, now_ms, born_host, 0, 0, 0, 0, None,
-   tags_hash, index keys, uniq_key, None) (the body and tail CRCs are the append's), index keys
-   [prefix + key for each key] + [prefix + uniq_key] (None without keys and uniq key, or
-   without a prefix: no index); ``doubtful``: the indexes whose body is not bytes, over max_body,
-   whose properties are over max_props or which do not fit ``room`` (body + properties): the
-   caller's validators say why. */
-PyObject *py_prepare_columns(PyObject *self, PyObject *args) {
-    PyObject *t, *bodies, *props, *ths, *uniqs, *keys, *skip, *host, *prefix;
-    long long now;
-    Py_ssize_t max_body, max_props, room;
-    if (!PyArg_ParseTuple(args, "OO!O!O!O!O!OLO!nnnO:prepare_columns", &t, &PyList_Type, &bodies, &PyList_Type,
-                          &props, &PyList_Type, &ths, &PyList_Type, &uniqs, &PyList_Type, &keys, &skip, &now,
-                          &PyBytes_Type, &host, &max_body, &max_props, &room, &prefix))
-        return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(bodies);
-    if (PyList_GET_SIZE(props) != n || PyList_GET_SIZE(ths) != n || PyList_GET_SIZE(uniqs) != n ||
-        PyList_GET_SIZE(keys) != n || (prefix != Py_None && !PyUnicode_Check(prefix))) {
-        PyErr_SetString(PyExc_ValueError, "prepare_columns: columns of different lengths");
-        return NULL;
+#define SLICE_FIELDS 10         /* per message: offsets of id, tags, keys, properties, body; their lengths */
+#define INDEX_ITEM 12           /* an index item of index_out: uint32 key hash, int64 physical offset (native) */
+
+static const char UNIQ_PROP[] = "UNIQ_KEY\x01", CRC_TAIL[] = "__CRC32#\x01" "0000000000" "\x02";
+
+/* appends one (hash, phys) index item to index_out; 0 or -1 */
+static int add_index_item(PyObject *out, uint32_t hash, int64_t phys) {
+    Py_ssize_t n = PyByteArray_GET_SIZE(out);
+    if (PyByteArray_Resize(out, n + INDEX_ITEM) < 0) return -1;
+    char *p = PyByteArray_AS_STRING(out) + n;
+    memcpy(p, &hash, 4);
+    memcpy(p + 4, &phys, 8);
+    return 0;
+}
+
+/* the index items of one message: crc32(prefix + key) & 0x7FFFFFFF for each key (keys separated
+   by single spaces), then for its unique key (the id), as dispatch.index_keys orders them */
+static int add_index_items(PyObject *out, uint32_t prefix_crc, const unsigned char *ks, Py_ssize_t lk,
+                           const unsigned char *id, Py_ssize_t li, int64_t phys) {
+    Py_ssize_t a = 0;
+    while (a < lk) {
+        const unsigned char *sp = memchr(ks + a, ' ', (size_t)(lk - a));
+        Py_ssize_t e = sp ? sp - ks : lk;
+        if (e > a && add_index_item(out, crc32_of(prefix_crc, ks + a, (size_t)(e - a)) & 0x7FFFFFFF, phys) < 0)
+            return -1;
+        a = e + 1;
     }
-    PyObject *out = PyList_New(0), *doubtful = PyList_New(0), *nowo = PyLong_FromLongLong(now);
-    PyObject *zero = PyLong_FromLong(0), *result = NULL;
-    if (!out || !doubtful || !nowo || !zero) goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *io = PyLong_FromSsize_t(i);
-        if (io == NULL) goto done;
-        if (skip != Py_None) {
-            int r = PySequence_Contains(skip, io);
-            if (r != 0) {
-                Py_DECREF(io);
-                if (r < 0) goto done;
-                continue;
-            }
-        }
-        PyObject *body = PyList_GET_ITEM(bodies, i), *pb = PyList_GET_ITEM(props, i);
-        if (!PyBytes_Check(body) || !PyBytes_Check(pb) || PyBytes_GET_SIZE(body) > max_body ||
-            PyBytes_GET_SIZE(pb) > max_props || PyBytes_GET_SIZE(body) + PyBytes_GET_SIZE(pb) > room) {
-            int r = PyList_Append(doubtful, io);
-            Py_DECREF(io);
-            if (r < 0) goto done;
-            continue;
-        }
-        PyObject *uq = PyList_GET_ITEM(uniqs, i), *ks = PyList_GET_ITEM(keys, i), *ik = Py_None;
-        Py_INCREF(ik);
-        if (prefix != Py_None && (uq != Py_None || (ks != Py_None && PyList_GET_SIZE(ks)))) {
-            Py_DECREF(ik);
-            ik = PyList_New(0);
-            if (ik == NULL) {
-                Py_DECREF(io);
-                goto done;
-            }
-            Py_ssize_t nk = ks != Py_None ? PyList_GET_SIZE(ks) : 0;
-            for (Py_ssize_t j = 0; j <= nk; j++) {
-                PyObject *k = j < nk ? PyList_GET_ITEM(ks, j) : uq;
-                if (k == Py_None || !PyUnicode_Check(k) || PyUnicode_GET_LENGTH(k) == 0) continue;
-                PyObject *full = PyUnicode_Concat(prefix, k);
-                int r = full ? PyList_Append(ik, full) : -1;
-                Py_XDECREF(full);
-                if (r < 0) {
-                    Py_DECREF(ik);
-                    Py_DECREF(io);
-                    goto done;
-                }
-            }
-        }
-        PyObject *item = PyTuple_New(16);
-        if (item == NULL) {
-            Py_DECREF(ik);
-            Py_DECREF(io);
-            goto done;
-        }
-        PyObject *vals[16] = {io, body, t, pb, Py_None, nowo, host, zero, zero, zero, zero, Py_None,
-                              PyList_GET_ITEM(ths, i), ik, uq, Py_None};
-        for (int j = 0; j < 16; j++) {
-            if (j != 0 && j != 13) Py_INCREF(vals[j]);     /* io and ik: their references move in */
-            PyTuple_SET_ITEM(item, j, vals[j]);
-        }
-        int r = PyList_Append(out, item);
-        Py_DECREF(item);
-        if (r < 0) goto done;
+    return li > 0 ? add_index_item(out, crc32_of(prefix_crc, id, (size_t)li) & 0x7FFFFFFF, phys) : 0;
+}
+
+/* append_slices(data, fields, order, start, tags_hashes, buf, pos, limit, base, now_ms, store_host, t,
+                 extra, units, index_out, index_prefix_crc, res_phys, res_size, res_qid, res_qoff)
+       -> (next, pos, error)
+
+   record_loop.append for messages given as slices of one buffer (writer.put_slices): message
+   i = order[k] (int64) for k from ``start`` is the record of topic ``t`` (its TopicState; queue
+   round-robin over its write_ids) with the body, born timestamp now_ms, born host store_host, flag,
+   sys flag, reconsume times and transaction offset 0, and the properties: its user properties,
+   UNIQ_KEY = its id, ``extra`` (bytes), TAGS and KEYS when it has them, the record-CRC tail. Its
+   fields are fields[10 i .. 10 i + 9] (uint32: offsets in ``data`` of id, tags, keys, properties,
+   body, then their lengths); tags_hashes[i] (int64) goes into its unit. With index_prefix_crc >= 0
+   (crc32 of b"<topic>#"), its index items (12 bytes: uint32 hash, int64 physical offset) are
+   appended to ``index_out``. Returns as append does. */
+PyObject *py_append_slices(PyObject *self, PyObject *args) {
+    Py_buffer data, fields, order, ths, buf, host, extra, rphys, rsize, rqid, rqoff;
+    Py_ssize_t start, pos, limit;
+    long long base, now_ms, prefix_crc;
+    PyObject *t, *units, *index_out;
+    if (!PyArg_ParseTuple(args, "y*y*y*ny*w*nnLLy*Oy*O!O!Lw*w*w*w*:append_slices", &data, &fields, &order, &start,
+                          &ths, &buf, &pos, &limit, &base, &now_ms, &host, &t, &extra, &PyDict_Type, &units,
+                          &PyByteArray_Type, &index_out, &prefix_crc, &rphys, &rsize, &rqid, &rqoff))
+        return NULL;
+    PyObject *error = NULL, *result = NULL;
+    topic_cur cur = {0};
+    Py_ssize_t nmsg = fields.len / (4 * SLICE_FIELDS), norder = order.len / 8, k = start;
+    const uint32_t *F = fields.buf;
+    const int64_t *O = order.buf, *TH = ths.buf;
+    const unsigned char *d = data.buf, *ex = extra.buf;
+    int64_t *o_phys = (int64_t *)rphys.buf, *o_qoff = (int64_t *)rqoff.buf;
+    int32_t *o_size = (int32_t *)rsize.buf, *o_qid = (int32_t *)rqid.buf;
+    unsigned char *b = (unsigned char *)buf.buf;
+    Py_ssize_t fixed_pl = (Py_ssize_t)(sizeof UNIQ_PROP - 1) + 1 + extra.len + (Py_ssize_t)(sizeof CRC_TAIL - 1);
+    if (host.len != 8 || fields.len % (4 * SLICE_FIELDS) != 0 || order.len % 8 != 0 || ths.len != 8 * nmsg ||
+        rphys.len < nmsg * 8 || rqoff.len < nmsg * 8 || rsize.len < nmsg * 4 || rqid.len < nmsg * 4 ||
+        limit > buf.len || pos < 0 || pos > limit || start < 0) {
+        PyErr_SetString(PyExc_ValueError, "append_slices: buffers of the wrong size");
+        goto done;
     }
-    result = PyTuple_Pack(2, out, doubtful);
+    if (topic_load(&cur, t) < 0) goto done;
+    Py_ssize_t tl = PyBytes_GET_SIZE(cur.name);
+    for (; k < norder; k++) {
+        int64_t i = O[k];
+        if (i < 0 || i >= nmsg) {
+            PyErr_SetString(PyExc_IndexError, "message index outside the fields");
+            goto item_error;
+        }
+        const uint32_t *f = F + SLICE_FIELDS * i;
+        for (int j = 0; j < 5; j++) {
+            if ((Py_ssize_t)f[j] + (Py_ssize_t)f[5 + j] > data.len) {
+                PyErr_SetString(PyExc_ValueError, "a field outside the data");
+                goto item_error;
+            }
+        }
+        Py_ssize_t li = f[5], lt = f[6], lk = f[7], lp = f[8], lb = f[9];
+        Py_ssize_t pl = lp + li + fixed_pl + (lt ? 6 + lt : 0) + (lk ? 6 + lk : 0);
+        if (pl > 32767 || lb > INT32_MAX - 1024 - pl) {
+            PyErr_SetString(PyExc_ValueError, "properties must fit 32767 bytes");
+            goto item_error;
+        }
+        Py_ssize_t n = FIXED_OVERHEAD + lb + tl + pl;
+        if (pos + n > limit) break;                         /* the caller ends the segment here */
+        if (cur.nids <= 0) {
+            PyErr_SetString(PyExc_ValueError, "the topic has no queue to write (empty write_ids)");
+            goto item_error;
+        }
+        long long qid, qoff;
+        Py_ssize_t j = (Py_ssize_t)(cur.rr % cur.nids);
+        if (cur.ids == NULL) {
+            qid = cur.id_start + cur.id_step * j;
+        } else if (as_i64(PySequence_Fast_GET_ITEM(cur.ids, j), &qid) < 0) {
+            goto item_error;
+        }
+        if (qid < 0 || qid >= cur.qc) {
+            PyErr_SetString(PyExc_ValueError, "queue id outside the topic's queues");
+            goto item_error;
+        }
+        if (as_i64(PyList_GET_ITEM(cur.offsets, qid), &qoff) < 0) goto item_error;
+        PyObject *next = PyLong_FromLongLong(qoff + 1);
+        if (next == NULL) goto item_error;
+        const unsigned char *id = d + f[0], *tg = d + f[1], *ks = d + f[2], *ps = d + f[3], *bp = d + f[4];
+        long long phys = base + pos;
+        Py_ssize_t nidx = PyByteArray_GET_SIZE(index_out);
+        if (prefix_crc >= 0 && add_index_items(index_out, (uint32_t)prefix_crc, ks, lk, id, li, phys) < 0) {
+            Py_DECREF(next);
+            goto item_error;
+        }
+        unsigned char unit[UNIT_SIZE];
+        be64(unit, (uint64_t)phys);
+        be32(unit + 8, (uint32_t)n);
+        be64(unit + 12, (uint64_t)TH[i]);
+        PyObject *cq = PyList_GET_ITEM(cur.queues, qid);
+        Py_INCREF(cq);
+        int bad = add_unit(units, cq, qoff, unit);
+        Py_DECREF(cq);
+        if (bad < 0) {
+            PyByteArray_Resize(index_out, nidx);
+            Py_DECREF(next);
+            goto item_error;
+        }
+        /* nothing can fail from here on: the record goes in */
+        PyList_SetItem(cur.offsets, qid, next);              /* steals next */
+        cur.rr++;
+        unsigned char *r = b + pos;
+        be32(r, (uint32_t)n);
+        be32(r + 4, MAGIC_U32);
+        be32(r + 8, crc32_of(0, bp, (size_t)lb) & 0x7FFFFFFF);
+        be32(r + 12, (uint32_t)qid);
+        be32(r + 16, 0);
+        be64(r + 20, (uint64_t)qoff);
+        be64(r + 28, (uint64_t)phys);
+        be32(r + 36, 0);
+        be64(r + 40, (uint64_t)now_ms);
+        memcpy(r + 48, host.buf, 8);
+        be64(r + 56, (uint64_t)now_ms);
+        memcpy(r + 64, host.buf, 8);
+        be32(r + 72, 0);
+        be64(r + 76, 0);
+        be32(r + 84, (uint32_t)lb);
+        memcpy(r + OFF_BODY, bp, (size_t)lb);
+        unsigned char *q = r + OFF_BODY + lb, *p;
+        q[0] = (unsigned char)tl;
+        memcpy(q + 1, PyBytes_AS_STRING(cur.name), (size_t)tl);
+        q[1 + tl] = (unsigned char)(pl >> 8);
+        q[2 + tl] = (unsigned char)pl;
+        p = q + 3 + tl;
+        memcpy(p, ps, (size_t)lp); p += lp;
+        memcpy(p, UNIQ_PROP, sizeof UNIQ_PROP - 1); p += sizeof UNIQ_PROP - 1;
+        memcpy(p, id, (size_t)li); p += li;
+        *p++ = 2;
+        memcpy(p, ex, (size_t)extra.len); p += extra.len;
+        if (lt) {
+            memcpy(p, "TAGS\x01", 5); p += 5;
+            memcpy(p, tg, (size_t)lt); p += lt;
+            *p++ = 2;
+        }
+        if (lk) {
+            memcpy(p, "KEYS\x01", 5); p += 5;
+            memcpy(p, ks, (size_t)lk); p += lk;
+            *p++ = 2;
+        }
+        memcpy(p, CRC_TAIL, sizeof CRC_TAIL - 1);
+        uint32_t tcrc = crc32_of(0, q, (size_t)(3 + tl + pl - CRC_DIGITS_BACK));
+        digits10(r + n - CRC_DIGITS_BACK, crc32_of(tcrc, r, OFF_BODY));
+        o_phys[i] = phys;
+        o_size[i] = (int32_t)n;
+        o_qid[i] = (int32_t)qid;
+        o_qoff[i] = qoff;
+        pos += n;
+        continue;
+    item_error: {
+            PyObject *et, *ev, *tb;
+            PyErr_Fetch(&et, &ev, &tb);
+            PyErr_NormalizeException(&et, &ev, &tb);
+            Py_XDECREF(et);
+            Py_XDECREF(tb);
+            error = ev;
+            break;
+        }
+    }
+    if (topic_flush(&cur) < 0) goto done;
+    result = Py_BuildValue("nnO", k, pos, error ? error : Py_None);
 done:
-    Py_XDECREF(out);
-    Py_XDECREF(doubtful);
-    Py_XDECREF(nowo);
-    Py_XDECREF(zero);
+    topic_clear(&cur);
+    Py_XDECREF(error);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&fields);
+    PyBuffer_Release(&order);
+    PyBuffer_Release(&ths);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&host);
+    PyBuffer_Release(&extra);
+    PyBuffer_Release(&rphys);
+    PyBuffer_Release(&rsize);
+    PyBuffer_Release(&rqid);
+    PyBuffer_Release(&rqoff);
     return result;
 }
 
@@ -460,6 +575,51 @@ PyObject *py_index_put(PyObject *self, PyObject *args) {
     result = Py_BuildValue("nL", count, phys);
 done:
     PyBuffer_Release(&buf);
+    return result;
+}
+
+
+/* index_put_hashed(buf, slots, entries_at, count, items, start, end, diff_s) -> (count, last offset)
+
+   index_put for items already hashed: ``items`` holds 12-byte items (uint32 key hash, int64
+   physical offset, native: append_slices' index_out); items[start:end] go in as index_put puts
+   them. The caller checked that they fit. */
+PyObject *py_index_put_hashed(PyObject *self, PyObject *args) {
+    Py_buffer buf, items;
+    Py_ssize_t slots, at, count, end, start;
+    long long diff_s;
+    if (!PyArg_ParseTuple(args, "w*nnny*nnL:index_put_hashed", &buf, &slots, &at, &count, &items, &start, &end,
+                          &diff_s))
+        return NULL;
+    PyObject *result = NULL;
+    unsigned char *b = (unsigned char *)buf.buf;
+    const unsigned char *it = (const unsigned char *)items.buf;
+    int64_t phys = -1;
+    if (end > items.len / INDEX_ITEM) end = items.len / INDEX_ITEM;
+    if (slots <= 0 || at < 40 + slots * 4 || count < 1 || start < 0 || (end - start + count) * 20 + at > buf.len) {
+        PyErr_SetString(PyExc_ValueError, "index_put_hashed: a file of the wrong shape");
+        goto done;
+    }
+    for (Py_ssize_t k = start; k < end; k++) {
+        uint32_t h;
+        memcpy(&h, it + INDEX_ITEM * k, 4);
+        memcpy(&phys, it + INDEX_ITEM * k + 4, 8);
+        h &= 0x7FFFFFFF;
+        unsigned char *slot = b + 40 + (h % (uint32_t)slots) * 4;
+        int64_t prev = (int32_t)rd32(slot);
+        if (prev < 0 || prev >= count) prev = 0;
+        unsigned char *e = b + at + count * 20;
+        be32(e, h);
+        be64(e + 4, (uint64_t)phys);
+        be32(e + 12, (uint32_t)diff_s);
+        be32(e + 16, (uint32_t)prev);
+        be32(slot, (uint32_t)count);
+        count++;
+    }
+    result = Py_BuildValue("nL", count, (long long)phys);
+done:
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&items);
     return result;
 }
 

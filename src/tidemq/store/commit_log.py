@@ -95,6 +95,95 @@ class AppendError(Exception):
         self.writing = writing          # the segment could not be written (else: not made, or a bad message)
 
 
+def _drop_unit(units: dict, cq) -> None:
+    """Take back the last unit added for ``cq`` (an append undone)."""
+    u = units[cq]
+    del u[1][-UNIT.size:]
+    if not u[1]:
+        del units[cq]
+
+
+class PreparedItems:
+    """A batch of commit_log.Prepared tuples as CommitLog.append_items takes it: the record loop
+    (record_loop.append) over it, the size of its k-th record, the undo of a packed stretch whose
+    bytes could not be written, and the message index of its k-th item (writer.py)."""
+
+    def __init__(self, batch: list, now_ms: int, store_host: bytes, results, units: dict, index_items: list) -> None:
+        self.batch, self.n, self.now_ms, self.store_host = batch, len(batch), now_ms, store_host
+        self.results, self.units, self.index_items = results, units, index_items
+
+    def index(self, k: int) -> int:
+        return self.batch[k][0]
+
+    def mark(self) -> int:
+        return len(self.index_items)
+
+    def pack(self, k: int, buf, pos: int, limit: int, base: int) -> tuple:
+        r = self.results
+        return record_loop.append(self.batch, k, buf, pos, limit, base, self.now_ms, self.store_host, self.units,
+                                  self.index_items, r.phys, r.size, r.qid, r.qoff, r.uniq)
+
+    def record_size(self, k: int) -> int:
+        _i, body, t, props = self.batch[k][:4]
+        return codec.record_size(len(body), len(t.name_bytes), len(props))
+
+    def undo(self, first: int, end: int, mark: int) -> None:
+        """Undo what the record loop did for ``batch[first:end]``, whose bytes could not be written:
+        the topics' queue offsets and round-robin counters, the consume-queue units and index items
+        (their results are refused by the caller). Last first: each item undoes the latest of its queue."""
+        qids = self.results.qid
+        for k in range(end - 1, first - 1, -1):
+            item = self.batch[k]
+            t = item[2]
+            q = qids[item[0]]
+            t.next_offsets[q] -= 1
+            if item[4] is None:
+                t.rr -= 1
+            _drop_unit(self.units, t.queues[q])
+        del self.index_items[mark:]
+
+
+class SlicedItems:
+    """Messages of one topic given as slices of one buffer (writer.put_slices), as
+    CommitLog.append_items takes them: ``order`` (int64) the indexes of the messages to append, in
+    order; the rest as record_loop.append_slices says."""
+
+    def __init__(self, t: "TopicState", data, fields, order, tags_hashes, extra: bytes, now_ms: int, store_host: bytes,
+                 results, units: dict, index_out: bytearray, index_prefix_crc: int) -> None:
+        self.t, self.data, self.fields, self.order, self.tags_hashes = t, data, fields, order, tags_hashes
+        self.extra, self.now_ms, self.store_host, self.results = extra, now_ms, store_host, results
+        self.units, self.index_out, self.index_prefix_crc = units, index_out, index_prefix_crc
+        self.n = len(order)
+
+    def index(self, k: int) -> int:
+        return int(self.order[k])
+
+    def mark(self) -> int:
+        return len(self.index_out)
+
+    def pack(self, k: int, buf, pos: int, limit: int, base: int) -> tuple:
+        r = self.results
+        return record_loop.append_slices(self.data, self.fields, self.order, k, self.tags_hashes, buf, pos, limit,
+                                         base, self.now_ms, self.store_host, self.t, self.extra, self.units,
+                                         self.index_out, self.index_prefix_crc, r.phys, r.size, r.qid, r.qoff)
+
+    def record_size(self, k: int) -> int:
+        f = self.fields[self.order[k]]
+        li, lt, lk, lp, lb = (int(x) for x in f[5:10])
+        pl = record_loop.slice_properties_len(li, lt, lk, lp, len(self.extra))
+        return codec.record_size(lb, len(self.t.name_bytes), pl)
+
+    def undo(self, first: int, end: int, mark: int) -> None:
+        """PreparedItems.undo for sliced messages (all round-robin)."""
+        t, qids = self.t, self.results.qid
+        for k in range(end - 1, first - 1, -1):
+            q = qids[self.order[k]]
+            t.next_offsets[q] -= 1
+            t.rr -= 1
+            _drop_unit(self.units, t.queues[q])
+        del self.index_out[mark:]
+
+
 class CommitLog:
     def __init__(self, config: StoreConfig, fio: FileIO, segments: SegmentQueue,
                  dir_offline=lambda d: False) -> None:
@@ -124,6 +213,12 @@ class CommitLog:
         index_items: receives (index keys, physical_offset) for messages with keys
         Raises AppendError (its ``appended`` first messages are in) when no segment can be made,
         the segment cannot be written (``writing``: pwrite failed) or a message cannot be packed.
+        """
+        return self.append_items(PreparedItems(batch, now_ms, self.store_host, results, units, index_items))
+
+    def append_items(self, items: "PreparedItems | SlicedItems") -> int:
+        """Append ``items`` (a batch as the record loops take it: PreparedItems, SlicedItems), in
+        order; returns how many (all of them), or raises AppendError as ``append`` says.
 
         The records of a batch (``PWRITE_BATCH_MIN`` messages or more) are laid out in a buffer of
         this log's (``_scratch``) and written with one ``FileIO.pwrite`` per batch (per
@@ -139,38 +234,33 @@ class CommitLog:
             self.seal_early(mf)       # its directory is offline or read-only: go on in another one
         if mf is None or mf.is_full:
             mf = self._roll(mf, 0)
-        k, n, r = 0, len(batch), results
+        k, n = 0, items.n
         scratch = self._scratch
         mapped = n < PWRITE_BATCH_MIN
         while True:
             start = mf.wrote_pos
             room = mf.size - BLANK_MIN - start            # what records may take of the segment
-            first, nidx = k, len(index_items)
+            first, mark = k, items.mark()
             if mapped:                                     # into the mapping
-                k, pos, error = record_loop.append(batch, k, mf.mapping, start, start + room, mf.start_offset,
-                                                   now_ms, self.store_host, units, index_items,
-                                                   r.phys, r.size, r.qid, r.qoff, r.uniq)
+                k, pos, error = items.pack(k, mf.mapping, start, start + room, mf.start_offset)
                 pos -= start
             else:
-                k, pos, error = record_loop.append(batch, k, scratch, 0, min(room, len(scratch)),
-                                                   mf.start_offset + start, now_ms, self.store_host, units,
-                                                   index_items, r.phys, r.size, r.qid, r.qoff, r.uniq)
+                k, pos, error = items.pack(k, scratch, 0, min(room, len(scratch)), mf.start_offset + start)
             if pos and not mapped:
                 try:
                     self.fio.pwrite(mf.handle, memoryview(scratch)[:pos], start)
                 except OSError as e:
-                    self._unpack(batch, first, k, r, units, index_items, nidx)
+                    items.undo(first, k, mark)
                     self._wipe(mf, start, pos)
                     raise AppendError(first, e, writing=True) from e
             if pos:
                 mf.wrote_pos = start + pos
-                mf.last_store_timestamp_ms = now_ms
+                mf.last_store_timestamp_ms = items.now_ms
             if error is not None:
                 raise AppendError(k, error) from error
             if k >= n:
                 break
-            _i, body, t, props = batch[k][:4]
-            size = codec.record_size(len(body), len(t.name_bytes), len(props))
+            size = items.record_size(k)
             if size <= room - pos:                         # the buffer is full, not the segment
                 scratch = self._grow_scratch(size, len(scratch))
                 continue
@@ -192,26 +282,6 @@ class CommitLog:
         if record_size <= len(self._scratch):
             return self._scratch
         return bytearray(record_size)
-
-    @staticmethod
-    def _unpack(batch: list, first: int, end: int, results, units: dict, index_items: list, nidx: int) -> None:
-        """Undo what the record loop did for ``batch[first:end]``, whose bytes could not be written:
-        the topics' queue offsets and round-robin counters, the consume-queue units and index items
-        (their results are refused by the caller). Last first: each item undoes the latest of its queue."""
-        qids = results.qid
-        for k in range(end - 1, first - 1, -1):
-            item = batch[k]
-            t = item[2]
-            q = qids[item[0]]
-            t.next_offsets[q] -= 1
-            if item[4] is None:
-                t.rr -= 1
-            cq = t.queues[q]
-            u = units[cq]
-            del u[1][-UNIT.size:]
-            if not u[1]:
-                del units[cq]
-        del index_items[nidx:]
 
     def _wipe(self, mf: MappedFile, pos: int, length: int) -> None:
         """A pwrite that failed may have written part of its records: none of them may be read back

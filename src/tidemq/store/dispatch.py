@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from . import codec
 from .consume_queue import UNIT, ConsumeQueue, ConsumeQueueTable
-from .index_file import IndexService
+from .index_file import HASHED_ITEM, IndexService
 
 log = logging.getLogger("tidemq.store")
 
@@ -116,11 +116,12 @@ class Dispatcher:
         self.is_dead = lambda topic, phys: False   # TopicTable.is_dead: records of deleted topics
 
     # Inline path --------------------------------------------------------------------
-    def dispatch_batch(self, units: dict, index_items: list, now_ms: int, first_phys: int,
+    def dispatch_batch(self, units: dict, index_items, now_ms: int, first_phys: int,
                        end_offset: int) -> None:
         """Write the units and index entries of the records just appended (built by the append).
 
-        units: consume queue -> [first queue offset, bytearray of units]; index_items: (keys, phys).
+        units: consume queue -> [first queue offset, bytearray of units]; index_items: (keys, phys)
+        pairs, or a bytearray of hashed items (index_file.HASHED_ITEM: record_loop.append_slices').
         """
         if self.pending_from is not None:
             # an earlier batch is not fully dispatched: this one waits for heal() (order is kept)
@@ -132,10 +133,15 @@ class Dispatcher:
                 self._retry(cq.append, cq.dir, g[0], g[1])
             if index_items and self.index is not None:
                 index = self.index
-                flat = [(k, phys) for ks, phys in index_items for k in ks]
+                if isinstance(index_items, bytearray):
+                    put, flat, total = index.put_hashed, index_items, len(index_items) // HASHED_ITEM.size
+                else:
+                    put = index.put_many
+                    flat = [(k, phys) for ks, phys in index_items for k in ks]
+                    total = len(flat)
                 done = 0
-                while done < len(flat):      # each call fills what fits in one file
-                    done += self._retry(index.put_many, index.dir, flat, done, now_ms)
+                while done < total:      # each call fills what fits in one file
+                    done += self._retry(put, index.dir, flat, done, now_ms)
         except Exception as e:        # noqa: BLE001 - never out of a put: refuse writes until healed
             self._fail(first_phys, e if isinstance(e, OSError) else OSError(0, repr(e)))
             return

@@ -43,8 +43,14 @@ def key_hash(key: str) -> int:
     return crc32(key.encode("utf-8")) & 0x7FFFFFFF
 
 
-# the compiled loop of put_many (tidemq._accel.index_put), or None: IndexFile._put_each
+# the compiled loops of put_many / put_hashed (tidemq._accel.index_put / index_put_hashed), or None:
+# IndexFile._put_each / _put_hashed_each
 index_put = ACCEL.index_put if ACCEL is not None else None
+index_put_hashed = ACCEL.index_put_hashed if ACCEL is not None else None
+# an item of put_hashed: the key's hash (uint32) and the physical offset (int64), native byte order
+# (record_loop.append_slices collects them)
+HASHED_ITEM = struct.Struct("=Iq")
+assert HASHED_ITEM.size == 12
 
 
 def index_file_size(slots: int, entries: int) -> int:
@@ -169,18 +175,29 @@ class IndexFile:
     def put_many(self, items, start: int, store_ts_ms: int) -> int:
         """``put`` of items[start:] ((key, phy_offset) pairs) while there is room; returns how many
         were put. One header write for all (the loop: index_put, compiled when tidemq.accel has it)."""
+        return self._put_run(items, len(items), start, store_ts_ms, items[start][1] if start < len(items) else 0,
+                             index_put, self._put_each)
+
+    def put_hashed(self, items, start: int, store_ts_ms: int) -> int:
+        """put_many of items already hashed: ``items`` holds HASHED_ITEM items (the key's hash,
+        the physical offset), as record_loop.append_slices collects them."""
+        n = len(items) // HASHED_ITEM.size
+        first = HASHED_ITEM.unpack_from(items, start * HASHED_ITEM.size)[1] if start < n else 0
+        return self._put_run(items, n, start, store_ts_ms, first, index_put_hashed, self._put_hashed_each)
+
+    def _put_run(self, items, n_items: int, start: int, store_ts_ms: int, first_phy: int, compiled, loop) -> int:
         n = self.count
-        end = min(len(items), start + self.entries - n)
+        end = min(n_items, start + self.entries - n)
         if end <= start:
             return 0
         if self.begin_ts == 0:
             self.begin_ts = store_ts_ms
-            self.begin_phy = items[start][1]
+            self.begin_phy = first_phy
         diff_s = max(0, (store_ts_ms - self.begin_ts) // 1000)
-        if index_put is not None:      # compiled: holds the GIL throughout, no lookup sees it half done
-            self.count, self.end_phy = index_put(self.buf, self.slots, self.entries_at, n, items, start, end, diff_s)
+        if compiled is not None:      # compiled: holds the GIL throughout, no lookup sees it half done
+            self.count, self.end_phy = compiled(self.buf, self.slots, self.entries_at, n, items, start, end, diff_s)
         else:
-            self.end_phy = self._put_each(items, start, end, diff_s)
+            self.end_phy = loop(items, start, end, diff_s)
         self.end_ts = store_ts_ms
         self._write_header()
         self.dirty = True
@@ -189,6 +206,16 @@ class IndexFile:
     def _put_each(self, items, start: int, end: int, diff_s: int) -> int:
         """put_many's loop in Python (twin of tidemq._accel.index_put: the same entries): per item
         its entry, the count, then its slot; returns the last offset."""
+        return self._put_entries(((crc32(k.encode("utf-8")) & 0x7FFFFFFF, phy) for k, phy in items[start:end]),
+                                 diff_s)
+
+    def _put_hashed_each(self, items, start: int, end: int, diff_s: int) -> int:
+        """put_hashed's loop in Python (twin of tidemq._accel.index_put_hashed)."""
+        size = HASHED_ITEM.size
+        return self._put_entries(((h & 0x7FFFFFFF, phy) for h, phy in
+                                  HASHED_ITEM.iter_unpack(bytes(items[start * size:end * size]))), diff_s)
+
+    def _put_entries(self, hashed, diff_s: int) -> int:
         buf = self.buf
         slots = self.slots
         at = self.entries_at
@@ -196,9 +223,7 @@ class IndexFile:
         slot_unpack, slot_pack, entry_pack = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
         n = self.count
         phy = 0
-        for j in range(start, end):
-            key, phy = items[j]
-            h = crc32(key.encode("utf-8")) & 0x7FFFFFFF
+        for h, phy in hashed:
             slot_pos = slot0 + (h % slots) * 4
             (prev,) = slot_unpack(buf, slot_pos)
             if prev < 0 or prev >= n:
@@ -322,6 +347,10 @@ class IndexService:
         new file first when it is full: an OSError then comes before anything is put); returns
         how many were put (>= 1). Callers loop until every item is in."""
         return self._writable_file().put_many(items, start, store_ts_ms)
+
+    def put_hashed(self, items, start: int, store_ts_ms: int) -> int:
+        """put_many of hashed items (IndexFile.put_hashed)."""
+        return self._writable_file().put_hashed(items, start, store_ts_ms)
 
     def lookup(self, key: str, max_count: int, begin_ms: int, end_ms: int) -> list[int]:
         """Candidates, newest first. The files are held while they are read: cleanup or close

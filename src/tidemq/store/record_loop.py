@@ -26,8 +26,10 @@ from __future__ import annotations
 
 from ..accel import ACCEL
 from ..crc import crc32
-from .codec import CRC_DIGITS_BACK, MAGIC, OFF_BODY, RECORD_STRUCTS, record_struct
+from .codec import (CRC_DIGITS_BACK, MAGIC, OFF_BODY, PROP_UNIQ_KEY, RECORD_CRC_TAIL, RECORD_CRC_TAIL_LEN,
+                    RECORD_STRUCTS, record_struct)
 from .consume_queue import UNIT
+from .index_file import HASHED_ITEM
 
 
 def py_append(batch, start, buf, pos, limit, base, now_ms, store_host, units, index_items,
@@ -93,3 +95,91 @@ def py_append(batch, start, buf, pos, limit, base, now_ms, store_host, units, in
 
 
 append = ACCEL.append if ACCEL is not None else py_append
+
+
+# append_slices ------------------------------------------------------------------------------------
+SLICE_FIELDS = 10             # per message in ``fields``: offsets of id, tags, keys, properties, body; their lengths
+UNIQ_PROP = f"{PROP_UNIQ_KEY}\x01".encode()
+PROPERTIES_I16_MAX = 32767
+
+
+def slice_properties_len(li: int, lt: int, lk: int, lp: int, extra_len: int) -> int:
+    """The record properties' length of a message of append_slices (the record-CRC tail included)."""
+    return lp + len(UNIQ_PROP) + li + 1 + extra_len + (lt + 6 if lt else 0) + (lk + 6 if lk else 0) + RECORD_CRC_TAIL_LEN
+
+
+def py_append_slices(data, fields, order, start, tags_hashes, buf, pos, limit, base, now_ms, store_host, t, extra,
+                     units, index_out, index_prefix_crc, res_phys, res_size, res_qid, res_qoff):
+    """``append`` for messages given as slices of one buffer (writer.put_slices): message
+    i = order[k] for k from ``start`` is the record of topic ``t`` (round-robin over its write_ids)
+    with born timestamp ``now_ms``, born host ``store_host``, flag, sys flag, reconsume times and
+    transaction offset 0, and the properties: its user properties, UNIQ_KEY = its id, ``extra``,
+    TAGS and KEYS when it has them, the record-CRC tail. ``fields`` (uint32, SLICE_FIELDS per
+    message): the offsets in ``data`` of its id, tags, keys, properties and body, then their
+    lengths; ``tags_hashes[i]`` (int64) goes into its unit. With ``index_prefix_crc`` >= 0 (crc32 of
+    b"<topic>#"), its index items (index_file.HASHED_ITEM: the hash of each key, then of the id)
+    are appended to ``index_out``. Returns as ``append`` does. Twin of tidemq._accel.append_slices."""
+    F = memoryview(fields).cast("B").cast("I")
+    O = memoryview(order).cast("B").cast("q")
+    TH = memoryview(tags_hashes).cast("B").cast("q")
+    nmsg = len(F) // SLICE_FIELDS
+    unit_pack, item_pack = UNIT.pack, HASHED_ITEM.pack
+    topic = t.name_bytes
+    tl = len(topic)
+    off_body, back = OFF_BODY, CRC_DIGITS_BACK
+    k = start
+    try:
+        for k in range(start, len(O)):
+            i = O[k]
+            if not 0 <= i < nmsg:
+                raise IndexError("message index outside the fields")
+            f = F[SLICE_FIELDS * i:SLICE_FIELDS * (i + 1)]
+            if any(f[j] + f[5 + j] > len(data) for j in range(5)):
+                raise ValueError("a field outside the data")
+            li, lt, lk, lp, lb = f[5:10]
+            pl = slice_properties_len(li, lt, lk, lp, len(extra))
+            if pl > PROPERTIES_I16_MAX or lb > (1 << 31) - 1 - 1024 - pl:
+                raise ValueError("properties must fit 32767 bytes")
+            s = RECORD_STRUCTS.get((lb, tl, pl)) or record_struct(lb, tl, pl)
+            n = s.size
+            if pos + n > limit:
+                return k, pos, None
+            ids = t.write_ids
+            if not ids:
+                raise ValueError("the topic has no queue to write (empty write_ids)")
+            q = ids[t.rr % len(ids)]
+            if not 0 <= q < t.queue_count:
+                raise ValueError("queue id outside the topic's queues")
+            qoff = t.next_offsets[q]
+            phys = base + pos
+            mid, tg, ks, ps, body = (bytes(data[f[j]:f[j] + f[5 + j]]) for j in range(5))
+            props = b"".join((ps, UNIQ_PROP, mid, b"\x02", extra, b"TAGS\x01" + tg + b"\x02" if tg else b"",
+                              b"KEYS\x01" + ks + b"\x02" if ks else b"", RECORD_CRC_TAIL))
+            s.pack_into(buf, pos, n, MAGIC, crc32(body) & 0x7FFFFFFF, q, 0, qoff, phys, 0, now_ms, store_host, now_ms,
+                        store_host, 0, 0, lb, body, tl, topic, pl, props)
+            end = pos + n
+            tcrc = crc32(buf[pos + off_body + lb:end - back])
+            buf[end - back:end - 1] = b"%010d" % crc32(buf[pos:pos + off_body], tcrc)
+            if index_prefix_crc >= 0:
+                for key in (*(ks.split(b" ") if ks else ()), mid):
+                    if key:
+                        index_out += item_pack(crc32(key, index_prefix_crc) & 0x7FFFFFFF, phys)
+            t.rr += 1
+            t.next_offsets[q] = qoff + 1
+            cq = t.queues[q]
+            u = units.get(cq)
+            if u is None:
+                units[cq] = [qoff, bytearray(unit_pack(phys, n, TH[i]))]
+            else:
+                u[1] += unit_pack(phys, n, TH[i])
+            res_phys[i] = phys
+            res_size[i] = n
+            res_qid[i] = q
+            res_qoff[i] = qoff
+            pos = end
+    except Exception as e:  # noqa: BLE001 - the item that cannot be packed stops the loop: the caller says why
+        return k, pos, e
+    return len(O), pos, None
+
+
+append_slices = ACCEL.append_slices if ACCEL is not None else py_append_slices

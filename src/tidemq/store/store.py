@@ -45,6 +45,7 @@ from .flush import AsyncFlushService, GroupCommitService, PeriodicService
 from .index_file import IndexService, index_file_size
 from .index_file import fitted as index_fitted
 from .reader import StoreReader
+from .record_loop import SLICE_FIELDS
 from .recovery import RecoveryReport, recover
 from .replica import ReplicaLog
 from .segment_queue import SegmentQueue
@@ -608,14 +609,13 @@ class MessageStore:
             return self._refused(len(entries))
         return w.put_encoded(topic, entries)
 
-    def put_columns(self, topic: str, bodies: list, properties: list, tags_hashes: list, uniq_keys: list,
-                    keys: list, skip=None) -> PutResults:
-        """Put messages of one topic given as columns (the broker's SendRecords path): see
-        StoreWriter.put_columns."""
+    def put_slices(self, topic: str, data, fields, tags_hashes, extra: bytes = b"", skip=None) -> PutResults:
+        """Put messages of one topic given as slices of one buffer (the broker's SendRecords path):
+        see StoreWriter.put_slices."""
         w = self.writer
         if w is None:
-            return self._refused(len(bodies))
-        return w.put_columns(topic, bodies, properties, tags_hashes, uniq_keys, keys, skip)
+            return self._refused(memoryview(fields).nbytes // (4 * SLICE_FIELDS))
+        return w.put_slices(topic, data, fields, tags_hashes, extra, skip)
 
     # Read path (reader.py) ----------------------------------------------------------------
     def min_offset(self, topic: str, queue_id: int) -> int:

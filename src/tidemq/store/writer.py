@@ -30,20 +30,22 @@ import logging
 import threading
 from functools import lru_cache
 from typing import Callable, Sequence
-from ..crc import crc32
 
-from ..accel import ACCEL
+import numpy as np
+
 from ..config import StoreConfig
+from ..crc import crc32
 from ..io import Clock
 from . import codec
 from .archive import ArchiveGuard
 from .codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, tags_hash
-from .commit_log import AppendError, CommitLog
+from .commit_log import AppendError, CommitLog, PreparedItems, SlicedItems
 from .consume_queue import ConsumeQueueTable
 from .disk import DiskMonitor
 from .dispatch import Dispatcher, index_keys
 from .flush import GroupCommitService
 from .index_file import IndexService
+from .record_loop import SLICE_FIELDS, UNIQ_PROP
 from .segment_queue import SegmentQueue
 from .topics import TopicState, TopicTable
 from .types import Message, PutReason, PutResult, PutResults, PutStatus
@@ -184,31 +186,6 @@ def bind_queues(queues: ConsumeQueueTable, t: TopicState) -> None:
             cq = queues.get_or_create(t.name, qid)
             t.queues[qid] = cq
             t.next_offsets[qid] = cq.max_offset
-
-
-def py_prepare_columns(t, bodies, properties, tags_hashes, uniq_keys, keys, skip, now_ms, born_host, max_body,
-                       max_props, room, index_prefix) -> tuple[list, list]:
-    """(prepared, doubtful) of put_columns; twin of tidemq._accel.prepare_columns (its comment
-    says what each is)."""
-    out: list = []
-    doubtful: list = []
-    add = out.append
-    for i, (body, props, th, uniq, ks) in enumerate(zip(bodies, properties, tags_hashes, uniq_keys, keys)):
-        if skip is not None and i in skip:
-            continue
-        if (type(body) is not bytes or type(props) is not bytes or len(body) > max_body or len(props) > max_props
-                or len(body) + len(props) > room):
-            doubtful.append(i)
-            continue
-        ik = None
-        if index_prefix is not None and (uniq is not None or ks):
-            ik = [index_prefix + k for k in (*(ks or ()), uniq) if isinstance(k, str) and k]
-        # a Prepared, in its field order, as a plain tuple (see commit_log.Prepared: why)
-        add((i, body, t, props, None, now_ms, born_host, 0, 0, 0, 0, None, th, ik, uniq, None))
-    return out, doubtful
-
-
-prepare_columns = ACCEL.prepare_columns if ACCEL is not None else py_prepare_columns
 
 
 class StoreWriter:
@@ -398,35 +375,51 @@ class StoreWriter:
                 return None, PutResults.all_refused(n, bad)
         return t, PutResults(n, self.clock.now_ms(), self.store_host)
 
-    def put_columns(self, topic: str, bodies: list, properties: list, tags_hashes: list, uniq_keys: list,
-                    keys: list, skip=None) -> PutResults:
-        """Put messages of one topic given as columns (the broker's SendRecords path, built by
-        one pass over its frame): message i is ``bodies[i]`` with ``properties[i]`` (the record's,
-        ending with codec.RECORD_CRC_TAIL, every name and value checked by the caller),
-        ``tags_hashes[i]``, ``uniq_keys[i]`` and ``keys[i]`` (a list or None; both indexed);
-        the indexes in ``skip`` are not put (their results stay for the caller). Queues are
-        picked round-robin. The same checks, statuses and reasons as put_encoded, with no
-        Python work per message when tidemq.accel has the compiled loops."""
-        n = len(bodies)
+    def put_slices(self, topic: str, data, fields, tags_hashes, extra: bytes, skip=None) -> PutResults:
+        """Put messages of one topic given as slices of one buffer (the broker's SendRecords path:
+        its frame, checked in one pass): message i's id (its UNIQ_KEY), tags, keys, user properties
+        and body are ``data[fields[i, j]:fields[i, j] + fields[i, 5 + j]]`` for j = 0 .. 4
+        (``fields``: n x 10 uint32, record_loop.SLICE_FIELDS), every text checked by the caller
+        (UTF-8 without the separators, keys separated by single spaces, no reserved property
+        name); its record's properties are its user properties, UNIQ_KEY, ``extra`` (encoded
+        properties the caller adds to every message), TAGS and KEYS when it has them, and
+        ``tags_hashes[i]`` (int64) its tags hash. ``skip``: a bool array of the messages not put
+        (their results stay for the caller), or None. Queues are picked round-robin. The same
+        checks, statuses and reasons as put_encoded, with no Python work per message: the
+        results are PutResults' arrays (``uniq`` is not filled)."""
+        F = np.frombuffer(fields, np.uint32).reshape(-1, SLICE_FIELDS)
+        n = len(F)
         t, results = self._topic_batch(topic, n)
         if t is None:
             return results
         now = results.now
-        max_record = self.commit_log.max_record_size
         tl = len(t.name_bytes)
-        tail = codec.RECORD_CRC_TAIL_LEN
-        prepared, doubtful = prepare_columns(
-            t, bodies, properties, tags_hashes, uniq_keys, keys, skip, now, self.store_host, self.max_body,
-            codec.USER_PROPERTIES_MAX_BYTES + tail, max_record - codec.FIXED_OVERHEAD - tl,
-            t.name + "#" if self.index is not None else None)
-        for i in doubtful:
-            body, props = bodies[i], properties[i]
-            bad = (check_sizes(body, self.max_body, tl, len(props) - tail, max_record)
-                   if type(props) is bytes else PutResult.refused(PutReason.BAD_PROPERTY, "properties must be bytes"))
+        lens = F[:, 5:].astype(np.int64)
+        tags, keys = lens[:, 1], lens[:, 2]
+        props = (lens[:, 3] + lens[:, 0] + (len(UNIQ_PROP) + 1 + len(extra)) + np.where(tags > 0, tags + 6, 0)
+                 + np.where(keys > 0, keys + 6, 0))                       # without the record-CRC tail
+        body = lens[:, 4]
+        doubtful = ((body > self.max_body) | (props > codec.USER_PROPERTIES_MAX_BYTES)
+                    | (codec.FIXED_OVERHEAD + body + tl + props + codec.RECORD_CRC_TAIL_LEN
+                       > self.commit_log.max_record_size))
+        if skip is not None:
+            doubtful &= ~skip
+            take = ~(doubtful | skip)
+        else:
+            take = ~doubtful
+        for i in np.flatnonzero(doubtful).tolist():
+            a = int(F[i, 4])
+            bad = check_sizes(bytes(data[a:a + int(body[i])]), self.max_body, tl, int(props[i]),
+                              self.commit_log.max_record_size)
             results.refuse(i, bad or PutResult.refused(PutReason.ENCODE_FAILED, "message could not be encoded"))
-        if not prepared:
+        order = np.flatnonzero(take).astype(np.int64)
+        if not len(order):
             return results
-        return self.append(prepared, results, now)
+        prefix = crc32(f"{t.name}#".encode()) if self.index is not None else -1
+        ths = (np.frombuffer(tags_hashes, np.int64) if isinstance(tags_hashes, (bytes, bytearray, memoryview))
+               else np.ascontiguousarray(tags_hashes, np.int64))
+        items = SlicedItems(t, data, F, order, ths, extra, now, self.store_host, results, {}, bytearray(), prefix)
+        return self.append_items(items, results)
 
     def prepare(self, m: Message, i: int, now: int) -> tuple | PutResult:
         """Validate and encode one message (the general case): the message as a Prepared
@@ -476,26 +469,30 @@ class StoreWriter:
     def append(self, prepared: list[tuple], results: PutResults, now: int) -> PutResults:
         """The common second half of the puts: append the prepared messages under the put lock,
         dispatch them, wait for the flush (SYNC_FLUSH), complete ``results``."""
-        units: dict = {}
-        index_items: list = []
+        return self.append_items(PreparedItems(prepared, now, self.store_host, results, {}, []), results)
+
+    def append_items(self, items: PreparedItems | SlicedItems, results: PutResults) -> PutResults:
+        """``append`` of a batch as the record loops take it (commit_log.PreparedItems, SlicedItems)."""
         failure: AppendError | None = None
         appended = 0
+        now = items.now_ms
         with self.put_lock:
             why = self.refusal()
             if why is not None:
                 refused = PutResult.refused(*why)
-                for p in prepared:
-                    results.refuse(p[0], refused)
+                for k in range(items.n):
+                    results.refuse(items.index(k), refused)
                 return results
             last = self.segments.last
             try:
-                appended = self.commit_log.append(prepared, now, results, units, index_items)
+                appended = self.commit_log.append_items(items)
             except AppendError as e:
                 failure = e
                 appended = e.appended
             if appended:
-                first, final = prepared[0][0], prepared[appended - 1][0]
-                self.dispatcher.dispatch_batch(units, index_items, now, results.phys[first],
+                first, final = items.index(0), items.index(appended - 1)
+                self.dispatcher.dispatch_batch(items.units, items.index_out if isinstance(items, SlicedItems)
+                                               else items.index_items, now, results.phys[first],
                                                self.segments.max_offset)
                 end = results.phys[final] + results.size[final]
             if failure is None:
@@ -521,14 +518,14 @@ class StoreWriter:
             text = f"message could not be encoded: {failure.cause!r}"
             log.error("%s", text)
             refused = PutResult.refused(PutReason.ENCODE_FAILED, text)
-            for p in prepared[appended:]:
-                results.refuse(p[0], refused)
+            for k in range(appended, items.n):
+                results.refuse(items.index(k), refused)
             failure = None
         if failure is not None:
-            self._segment_failed(failure, prepared[appended:], results)
+            self._segment_failed(failure, [items.index(k) for k in range(appended, items.n)], results)
         return results
 
-    def _segment_failed(self, failure: AppendError, left: list[tuple], results: PutResults) -> None:
+    def _segment_failed(self, failure: AppendError, left: list[int], results: PutResults) -> None:
         """No segment could be made for ``left``, or it could not be written (``failure.writing``:
         nothing of ``left`` is in the log): no room is a refusal like DISK_FULL (clients retry
         elsewhere); other errors say so (WRITE_ERROR)."""
@@ -544,8 +541,8 @@ class StoreWriter:
         if full and self.disk.refusal:
             text = self.disk.refusal   # names the directories and how full they are
         refused = PutResult.refused(PutReason.DISK_FULL if full else PutReason.WRITE_ERROR, text)
-        for p in left:
-            results.refuse(p[0], refused)
+        for i in left:
+            results.refuse(i, refused)
 
     # Topics --------------------------------------------------------------------------
     def create_topic(self, name: str, queue_count: int, space_policy=None, write_ids=None) -> TopicState:

@@ -8,7 +8,8 @@ SendRecords in send_records.py):
   a timeout is answered with the first store's offset instead of being stored twice, and
   flagged as a duplicate (the SendRecords frame's ``duplicates``, SendMessage's
   ``tidemq-duplicates`` trailer: protocol/data.py), with the text DUPLICATE for people:
-  ``seen`` / ``remember``; a resend of a message appended but not confirmed (FLUSH_*_TIMEOUT) is
+  ``seen`` / ``remember`` (a batch by its dedup keys: ``seen_keys`` / ``remember_keys``); a
+  resend of a message appended but not confirmed (FLUSH_*_TIMEOUT) is
   never appended again: ``remember_unconfirmed``, ``Unconfirmed``;
 * the put (on a thread under SYNC_FLUSH or SYNC replication, inline otherwise) and the store outcome as a
   protocol status code: ``put_batch`` / ``put_encoded``, ``put_code``;
@@ -32,7 +33,7 @@ from ..deferred.parking import SYSTEM_TOPICS
 from ..observe.outcomes import DUPLICATE as DUPLICATE_STATUS
 from ..observe.outcomes import Outcomes
 from ..protection.flow import SendGate
-from .dedup import DedupWindow
+from .dedup import KEY_BYTES, DedupWindow
 
 T = TypeVar("T")
 DUPLICATE = "duplicate: already stored"
@@ -101,9 +102,10 @@ class SendPath:
         self._index_until_s = time.monotonic() + span_s
         self._index_from_ms = store.clock.now_ms() - int(span_s * 1000)
         self.latency = None          # observe/latency.LatencyBuckets of the puts, once the broker observes
-        # (topic, message id) -> (queue offset, txn, log end) of puts answered FLUSH_*_TIMEOUT: appended,
-        # so a resend must not append again; answered OK once the store confirms the end
-        self.unconfirmed: dict[tuple[str, str], tuple[int, str, int]] = {}
+        # the dedup key of (topic, message id) -> (queue offset, txn, log end) of puts answered
+        # FLUSH_*_TIMEOUT: appended, so a resend must not append again; answered OK once the store
+        # confirms the end
+        self.unconfirmed: dict[bytes, tuple[int, str, int]] = {}
         self.outcomes = Outcomes(self._queue_count)     # messages by topic and the status they were answered
 
     def _queue_count(self, topic: str) -> int:
@@ -176,43 +178,48 @@ class SendPath:
         return n, Code.OK, ""
 
     # dedup window ---------------------------------------------------------------------------
-    def seen(self, topic: str, message_id: str) -> tuple[int, str] | None:
-        """(queue offset, transaction id) of a recent store of this message id, or None."""
+    def seen(self, topic: str, message_id: str) -> tuple[int, str] | Unconfirmed | None:
+        """(queue offset, transaction id) of a recent store of this message id, Unconfirmed for a
+        resend of one stored but not confirmed yet, or None."""
         if not message_id:
             return None
-        if self.unconfirmed and (topic, message_id) in self.unconfirmed:
-            return self._unconfirmed(topic, message_id)
-        earlier = self.recent.get(topic, message_id)
+        key = self.recent.key(topic, message_id)
+        if self.unconfirmed and key in self.unconfirmed:
+            return self._unconfirmed(key)
+        earlier = self.recent.get_key(key)
         if earlier is None and self._index_until_s and time.monotonic() < self._index_until_s:
             earlier = self._stored_before_start(topic, message_id)
         return earlier
 
-    def seen_many(self, topic: str, message_ids: list) -> dict[int, tuple[int, str] | Unconfirmed]:
-        """``seen`` of many ids (None: skipped): {index: (queue offset, transaction id), or
-        Unconfirmed for a resend of one stored but not confirmed yet}."""
-        found = self.recent.find_many(topic, message_ids)
+    def seen_keys(self, topic: str, keys, message_id: Callable[[int], str]) -> dict[int, tuple[int, str] | Unconfirmed]:
+        """``seen`` of a batch by its dedup keys (``keys``: dedup.KEY_BYTES each, zero: no usable id;
+        ``message_id(i)``: message i's id, asked only on the rare paths): {index: (queue offset,
+        transaction id), or Unconfirmed}."""
+        found = self.recent.find_keys(keys)
+        n = len(keys) // KEY_BYTES
         if self.unconfirmed:
             u = self.unconfirmed
-            for i, m in enumerate(message_ids):
-                if m and (topic, m) in u:
-                    found[i] = self._unconfirmed(topic, m)
+            for i in range(n):
+                k = bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)])
+                if k in u:
+                    found[i] = self._unconfirmed(k)
         if self._index_until_s and time.monotonic() < self._index_until_s:
-            for i, m in enumerate(message_ids):
-                if m and i not in found:
-                    earlier = self._stored_before_start(topic, m)
+            for i in range(n):
+                if i not in found and any(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]):
+                    earlier = self._stored_before_start(topic, message_id(i))
                     if earlier is not None:
                         found[i] = earlier
         return found
 
-    def _unconfirmed(self, topic: str, message_id: str) -> tuple[int, str] | Unconfirmed:
+    def _unconfirmed(self, key: bytes) -> tuple[int, str] | Unconfirmed:
         """A resend of a message appended but answered FLUSH_*_TIMEOUT: Unconfirmed while the store
         still does not confirm it, else (queue offset, transaction id), moved to the window."""
-        offset, txn, end = self.unconfirmed[(topic, message_id)]
+        offset, txn, end = self.unconfirmed[key]
         why = self.store.confirm(end)
         if why is not None:
             return Unconfirmed((put_code(why.status, why), f"stored, not yet confirmed ({why.name})"))
-        del self.unconfirmed[(topic, message_id)]
-        self.recent.put(topic, message_id, offset, txn)
+        del self.unconfirmed[key]
+        self.recent.put_key(key, offset, txn)
         return offset, txn
 
     def _stored_before_start(self, topic: str, message_id: str) -> tuple[int, str] | None:
@@ -240,11 +247,12 @@ class SendPath:
             return
         if len(self.unconfirmed) >= UNCONFIRMED_MAX:
             self.unconfirmed.pop(next(iter(self.unconfirmed)))
-        self.unconfirmed[(topic, message_id)] = (queue_offset, txn, end)
+        self.unconfirmed[self.recent.key(topic, message_id)] = (queue_offset, txn, end)
 
-    def remember_many(self, topic: str, stored) -> None:
-        """``stored``: (message id, queue offset) of messages just stored (every id non-empty)."""
-        self.recent.put_many(topic, stored)
+    def remember_keys(self, keys, offsets, stored) -> None:
+        """Messages just stored, by their dedup keys: ``offsets`` their queue offsets, ``stored`` a
+        bool array of the ones stored (their ids usable)."""
+        self.recent.put_keys(keys, offsets, stored)
 
     # the put ------------------------------------------------------------------------------------
     async def put_batch(self, msgs):
@@ -267,13 +275,12 @@ class SendPath:
             self.latency.observe(time.perf_counter() - began)
         return out
 
-    async def put_columns(self, topic: str, *columns, skip=None):
+    async def put_slices(self, topic: str, *args):
         began = time.perf_counter()
         if self.in_thread:
-            out = await asyncio.get_running_loop().run_in_executor(
-                self._puts, lambda: self.store.put_columns(topic, *columns, skip=skip))
+            out = await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_slices, topic, *args)
         else:
-            out = self.store.put_columns(topic, *columns, skip=skip)
+            out = self.store.put_slices(topic, *args)
         if self.latency is not None:
             self.latency.observe(time.perf_counter() - began)
         return out

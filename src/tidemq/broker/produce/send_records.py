@@ -3,9 +3,12 @@
 SendMessage carries one protobuf Message per message and the broker converts each one
 (to_store) into a store Message: at a few microseconds each, that conversion and the
 protobuf objects bounded a batch producer. SendRecords carries a batch of one topic in a
-compact frame (protocol/send_frame.py); the broker checks each message's fields as bytes,
-builds its record properties by joining bytes, and stores the batch with one
-MessageStore.put_encoded. The answer is one (code, queue id, queue offset) per message.
+compact frame (protocol/send_frame.py). The broker checks every message of a frame in one
+pass into arrays (``frame_slices``: where each field lies in the frame, why a message is
+refused, its tags hash, its dedup key), looks the batch up in the dedup window with one call,
+and stores it with one MessageStore.put_slices, which lays the records out from the frame's
+bytes: no Python object per message. The answer is one (code, queue id, queue offset) per
+message.
 
 The protections are SendMessage's, shared through send_path.SendPath: flow control (the
 connection's in-flight bounds, resource alarms, flush backlog) with TOO_MANY_REQUESTS
@@ -27,23 +30,26 @@ separators; keys are separated by single spaces.
 
 from __future__ import annotations
 
+import sys
+from array import array
+
 import numpy as np
 
 from ...accel import ACCEL
-from ...protocol.send_frame import (ID_MAX_BYTES, FrameError, decode_request, encode_response,
+from ...protocol.send_frame import (HEAD, ID_MAX_BYTES, FrameError, decode_request, encode_response,
                                     encode_response_columns)
 from ...protocol.stubs import Code
 from ...store import PutStatus
-from ...store.codec import PROP_UNIQ_KEY, RECORD_CRC_NAME, RECORD_CRC_TAIL, check_property_text, tags_hash
+from ...store.codec import RECORD_CRC_NAME, check_property_text, tags_hash
 from ..wire import INTERNAL, PROP_MESSAGE_TYPE
+from .dedup import py_id_hash
 from .send_path import DUPLICATE, SendPath, Unconfirmed, put_code
 
 RESERVED = frozenset(INTERNAL | {RECORD_CRC_NAME})
 _SUFFIX = f"{PROP_MESSAGE_TYPE}\x01NORMAL\x02".encode()
-_UNIQ = f"{PROP_UNIQ_KEY}\x01".encode()
 TAG_CACHE_MAX = 4096            # distinct tags whose encoding (or refusal) is remembered
 
-# Why a message of a frame is refused (the compiled frame_columns returns the same numbers):
+# Why a message of a frame is refused (the compiled frame_slices returns the same numbers):
 # before the dedup window (the id is not usable) ...
 BODY_EMPTY, BAD_ID, BAD_ID_UTF8 = 1, 2, 3
 # ... and after it (a resend of a stored message is answered as a duplicate whatever these say)
@@ -62,7 +68,7 @@ WHY = {
 }
 
 
-def check_properties(raw: bytes) -> tuple[int, str | None]:
+def check_properties(raw: bytes, reserved=RESERVED) -> tuple[int, str | None]:
     """(0, None) for user properties that may be stored, else (BAD_PROPS_*, the reserved name)."""
     try:
         text = raw.decode("utf-8")
@@ -74,81 +80,95 @@ def check_properties(raw: bytes) -> tuple[int, str | None]:
         name, sep, value = item.partition("\x01")
         if not sep or not name or "\x01" in value:
             return BAD_PROPS_PAIR, None
-        if name in RESERVED:
+        if name in reserved:
             return BAD_PROPS_RESERVED, name
     return 0, None
 
 
-def _keys_why(ks: bytes) -> tuple[int, list[str] | None]:
+def _keys_why(ks: bytes) -> int:
+    """0 for keys that may be stored (UTF-8, separated by single spaces), else BAD_KEYS_*."""
     try:
         text = ks.decode("utf-8")
     except UnicodeDecodeError:
-        return BAD_KEYS_UTF8, None
-    keys = text.split(" ")
-    if not all(keys) or not check_property_text(text):
-        return BAD_KEYS, None
-    return 0, keys
+        return BAD_KEYS_UTF8
+    return 0 if all(text.split(" ")) and check_property_text(text) else BAD_KEYS
 
 
-def py_frame_columns(raw: bytes, reserved=RESERVED, id_max: int = ID_MAX_BYTES) -> tuple:
-    """A SendRecords frame as store columns, every message checked: (topic, ids, bodies,
-    properties, tags_hashes, keys, refused). Message i: ``ids[i]`` (None when its id is not
-    usable), its body, the record's properties (the user's, UNIQ_KEY, __MSGTYPE NORMAL, TAGS,
-    KEYS, the record-CRC tail; None without a usable id), tags hash, keys (a list or None);
-    ``refused``: {i: (why, reserved name or None)}. FrameError (ValueError) for a bad frame.
-    Twin of tidemq._accel.send_frame (``reserved`` is RESERVED: the argument is the C one's)."""
+FIELDS = ("id", "tags", "keys", "properties", "body")   # a message's fields in the frame, in order
+ID, TAGS, KEYS, PROPS, BODY = range(len(FIELDS))
+RESERVED_BYTES = tuple(sorted(name.encode() for name in RESERVED))
+
+
+def py_frame_slices(raw: bytes, reserved: tuple = RESERVED_BYTES, id_max: int = ID_MAX_BYTES) -> tuple:
+    """A SendRecords frame with every message checked, as arrays: (topic, fields, why, names,
+    tags_hashes, hashes). Message i: ``fields`` (uint32, 10 per message) the offsets in ``raw`` of
+    its id, tags, keys, properties and body, then their lengths (store.record_loop.SLICE_FIELDS);
+    ``why[i]`` 0, or the BAD_* it is refused for (below BAD_TAGS its id is not usable); ``names``
+    {i: the reserved property name} of the BAD_PROPS_RESERVED ones; ``tags_hashes`` (int64) its
+    tags hash (0: none or refused); ``hashes`` (16 bytes each) the dedup window's key of (topic,
+    id) (dedup.py), zero when its id is not usable. FrameError (ValueError) for a bad frame.
+    Twin of tidemq._accel.frame_slices (``reserved``: the reserved names as bytes)."""
     topic, msgs = decode_request(raw)
     n = len(msgs)
-    ids: list = [None] * n
-    props: list = [None] * n
-    ths: list = [0] * n
-    keys: list = [None] * n
-    refused: dict = {}
+    tb = topic.encode()
+    lengths = array("I", raw[HEAD.size + len(tb):HEAD.size + len(tb) + 20 * n])
+    if sys.byteorder != "little":
+        lengths.byteswap()
+    fields, ths = array("I"), array("q")
+    why, hashes, names = bytearray(n), bytearray(), {}
+    pos = HEAD.size + len(tb) + 20 * n
     for i, (mid_b, tg, ks, ps, body) in enumerate(msgs):
-        why, name, kl, th = 0, None, None, 0
+        lens = lengths[5 * i:5 * i + 5]
+        for ln in lens:
+            fields.append(pos)
+            pos += ln
+        fields.extend(lens)
+        w, th = 0, 0
         if not body:
-            why = BODY_EMPTY
+            w = BODY_EMPTY
         elif not mid_b or len(mid_b) > id_max or b"\x01" in mid_b or b"\x02" in mid_b:
-            why = BAD_ID
-        else:
-            try:
-                ids[i] = mid_b.decode("utf-8")
-            except UnicodeDecodeError:
-                why = BAD_ID_UTF8
-        if not why and tg:
-            try:
-                t = tg.decode("utf-8")
-                why = 0 if check_property_text(t) else BAD_TAGS
-                th = tags_hash(t) if not why else 0
-            except UnicodeDecodeError:
-                why = BAD_TAGS
-        if not why and ks:
-            why, kl = _keys_why(ks)
-        if not why and ps:
-            why, name = check_properties(ps)
-        if why:
-            refused[i] = (why, name)
-        if not why or why >= BAD_TAGS:
-            parts = [ps, _UNIQ, mid_b, b"\x02", _SUFFIX]
-            if tg:
-                parts += (b"TAGS\x01", tg, b"\x02")
-            if ks:
-                parts += (b"KEYS\x01", ks, b"\x02")
-            parts.append(RECORD_CRC_TAIL)
-            props[i] = b"".join(parts)
-        ths[i] = th
-        keys[i] = kl
-    return topic, ids, [m[4] for m in msgs], props, ths, keys, refused
+            w = BAD_ID
+        elif not _utf8(mid_b):
+            w = BAD_ID_UTF8
+        if not w and tg:
+            if not _utf8(tg) or not check_property_text(tg.decode()):
+                w = BAD_TAGS
+            else:
+                th = tags_hash(tg.decode())
+        if not w and ks:
+            w = _keys_why(ks)
+        if not w and ps:
+            w, name = check_properties(ps, frozenset(r.decode() for r in reserved))
+            if w == BAD_PROPS_RESERVED:
+                names[i] = name
+        why[i] = w
+        ths.append(th if not w else 0)
+        hashes += py_id_hash(tb, mid_b) if not w or w >= BAD_TAGS else bytes(16)
+    return topic, bytearray(fields.tobytes()), why, names, bytearray(ths.tobytes()), hashes
 
 
-def frame_columns(raw: bytes) -> tuple:
-    """py_frame_columns, compiled when tidemq.accel has it (its ValueError as FrameError)."""
-    if ACCEL is None:
-        return py_frame_columns(raw)
+def _utf8(b: bytes) -> bool:
     try:
-        return ACCEL.send_frame(raw, RESERVED, ID_MAX_BYTES)
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def frame_slices(raw: bytes) -> tuple:
+    """py_frame_slices, compiled when tidemq.accel has it (its ValueError as FrameError)."""
+    try:
+        return (ACCEL.frame_slices if ACCEL is not None else py_frame_slices)(raw, RESERVED_BYTES, ID_MAX_BYTES)
+    except FrameError:
+        raise
     except ValueError as e:
         raise FrameError(str(e)) from None
+
+
+def message_id(raw: bytes, fields, i: int) -> str:
+    """Message i's id (a usable one: why[i] is 0 or >= BAD_TAGS)."""
+    a, n = int(fields[i, ID]), int(fields[i, 5 + ID])
+    return raw[a:a + n].decode("utf-8")
 
 
 class RecordSends:
@@ -158,53 +178,50 @@ class RecordSends:
 
     async def send(self, raw: bytes, context) -> bytes:
         try:
-            cols = frame_columns(raw)
+            frame = frame_slices(raw)
         except FrameError as e:
             return encode_response(Code.BAD_REQUEST, f"malformed SendRecords frame: {e}")
-        n = len(cols[1])
-        refusal, answer = await self.sends.gated(context, len(raw), lambda: self._send(cols))
+        n = len(frame[2])
+        refusal, answer = await self.sends.gated(context, len(raw), lambda: self._send(raw, frame))
         if refusal is not None:
-            self.sends.answered(cols[0], [Code.TOO_MANY_REQUESTS] * n)
+            self.sends.answered(frame[0], [Code.TOO_MANY_REQUESTS] * n)
             return encode_response(Code.TOO_MANY_REQUESTS, refusal, [(Code.TOO_MANY_REQUESTS, -1, -1)] * n)
         return answer
 
-    async def _send(self, cols: tuple) -> bytes:
-        topic, ids, bodies, props, ths, keys, refused = cols
-        n = len(ids)
-        _, code, why = self.sends.topic_check(topic)
+    async def _send(self, raw: bytes, frame: tuple) -> bytes:
+        topic, fields, why, names, ths, hashes = frame
+        n = len(why)
+        _, code, text = self.sends.topic_check(topic)
         if code != Code.OK:
             self.sends.answered(topic, [code] * n)
-            return encode_response(code, why, [(code, -1, -1)] * n)
+            return encode_response(code, text, [(code, -1, -1)] * n)
+        F = np.frombuffer(fields, np.uint32).reshape(n, 10)
         codes = np.full(n, Code.OK, np.int32)
         qids = np.full(n, -1, np.int32)
         offsets = np.full(n, -1, np.int64)
         texts: dict[int, str] = {}
-        skip: dict[int, object] = {}
-        for i, (w, _name) in refused.items():        # the id is not usable: no dedup, no store
-            if w < BAD_TAGS:
-                skip[i] = w
-        dups = self.sends.seen_many(topic, ids)      # retries of sends that were stored: answered again
-        for i, earlier in list(dups.items()):
+        refused = np.frombuffer(why, np.uint8)
+        skip = refused != 0                           # not stored: refused, or answered from the window (below)
+        answered = self.sends.seen_keys(topic, hashes, lambda i: message_id(raw, F, i))
+        dups = {}
+        for i, earlier in answered.items():           # retries of sends that were stored: answered again
             skip[i] = True
-            if isinstance(earlier, Unconfirmed):     # stored, still not confirmed: never stored twice
-                del dups[i]
+            if isinstance(earlier, Unconfirmed):      # stored, still not confirmed: never stored twice
                 codes[i] = earlier[0]
                 texts[i] = earlier[1]
+            else:
+                offsets[i] = earlier[0]
+                texts[i] = DUPLICATE
+                dups[i] = earlier
+        for i in np.flatnonzero(refused).tolist():
+            if i in answered:                         # a resend is answered from the window whatever it says
                 continue
-            offsets[i] = earlier[0]
-            texts[i] = DUPLICATE
-        for i, (w, name) in refused.items():
-            if i in skip and skip[i] is True:       # answered from the window above
-                continue
-            skip[i] = w
-            c, text = WHY[w]
+            c, words = WHY[int(refused[i])]
             codes[i] = c
-            texts[i] = text.format(name=name) if name is not None else text
-        if len(skip) < n:
-            r = await self.sends.put_columns(topic, bodies, props, ths, ids, keys, skip=skip or None)
-            stored = np.frombuffer(r.size, np.int32) > 0
-            if skip:
-                stored[list(skip)] = False
+            texts[i] = words.format(name=names.get(i)) if i in names else words
+        if not skip.all():
+            r = await self.sends.put_slices(topic, raw, F, ths, _SUFFIX, skip)
+            stored = (np.frombuffer(r.size, np.int32) > 0) & ~skip
             ok = r.status is PutStatus.PUT_OK
             if ok:
                 qids[stored] = np.frombuffer(r.qid, np.int32)[stored]
@@ -214,17 +231,14 @@ class RecordSends:
                 for i in np.flatnonzero(stored).tolist():
                     texts[i] = r.error or r.status.name
                     # appended, not confirmed (disk, followers): a resend is answered, never stored again
-                    self.sends.remember_unconfirmed(topic, ids[i], r.status, r.qoff[i], r.phys[i] + r.size[i])
+                    self.sends.remember_unconfirmed(topic, message_id(raw, F, i), r.status, r.qoff[i],
+                                                    r.phys[i] + r.size[i])
             for i, res in r.refused.items():
-                if i not in skip:
+                if not skip[i]:
                     codes[i] = put_code(res[0], res[9])
                     texts[i] = res[6] or res[0].name
             if ok and stored.any():
-                if stored.all():
-                    self.sends.remember_many(topic, zip(ids, r.qoff))
-                else:
-                    idx = np.flatnonzero(stored).tolist()
-                    self.sends.remember_many(topic, [(ids[i], r.qoff[i]) for i in idx])
+                self.sends.remember_keys(hashes, np.frombuffer(r.qoff, np.int64), stored)
                 self.sends.stored()
         if n and not dups and (codes == codes[0]).all():
             self.sends.outcomes.add_code(topic, int(codes[0]), n)       # the common case: one update
