@@ -197,7 +197,8 @@ class TidemqSystem:
 
             res = p.send_batches(self.topic, batches())
             dt = time.perf_counter() - t0
-        bad = [r for r in res if not r.ok]
+        # every answer checked OK, from its code (SendResults; a snapshot's client before it: a list)
+        bad = res.failed() if hasattr(res, "failed") else [r for r in res if not r.ok]
         if len(res) != sent or bad:
             raise BrokerError(f"tidemq: {len(res)} results for {sent} messages, {len(bad)} not OK"
                               + (f" (first: {bad[0].code} {bad[0].error})" if bad else ""))

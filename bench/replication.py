@@ -84,7 +84,7 @@ def produce(sys_, body: bytes, count: int, batch: int, max_seconds: float, in_fl
         while sent < count and time.perf_counter() - t0 < max_seconds:
             n = min(count - sent, batch * in_flight * 8)
             rs = p.send_batches("Bench", [[body] * batch for _ in range(n // batch or 1)])
-            bad = [r for r in rs if not r.ok]
+            bad = rs.failed() if hasattr(rs, "failed") else [r for r in rs if not r.ok]
             if bad:
                 raise RuntimeError(f"{sys_.name}: {len(bad)} sends refused: {bad[0]}")
             sent += len(rs)

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from tidemq.protocol.send_frame import (FrameError, decode_request, decode_response, duplicates, encode_request,
-                                        encode_response)
+from tidemq.protocol.send_frame import (FrameError, decode_request, decode_response, decode_response_columns,
+                                        duplicates, encode_request, encode_response, encode_response_columns)
 
 
 def test_request_round_trip():
@@ -19,6 +19,12 @@ def test_request_round_trip():
     assert decode_request(encode_request("T", [b"x"], [b"i"])) == ("T", [(b"i", b"", b"", b"", b"x")])
     with pytest.raises(ValueError):
         encode_request("T", [b"x", b"y"], [b"i"])
+
+
+def test_ids_and_bodies_alone_encode_as_with_empty_fields():
+    """The fast path (no tags, keys or properties) writes the frame the general one writes."""
+    bodies, ids = [b"a" * 300, b"b", b"c" * 70_000], [b"01A", b"01BB", b"x" * 128]
+    assert encode_request("T", bodies, ids) == encode_request("T", bodies, ids, [b""] * 3, [b""] * 3, [b""] * 3)
 
 
 @pytest.mark.parametrize("cut", [0, 3, 9, 12, 20, -1])
@@ -35,6 +41,19 @@ def test_response_round_trip():
     assert entries == [(0, 1, 5), (40001, -1, -1)]
     with pytest.raises(FrameError):
         decode_response(raw[:-1])
+
+
+def test_response_columns_round_trip():
+    entries = [(20000, 1, 5), (40001, -1, -1), (20000, 7, 1 << 40)]
+    raw = encode_response_columns(20000, "", [e[0] for e in entries], [e[1] for e in entries],
+                                  [e[2] for e in entries], {1: "why"}, [0])
+    assert raw == encode_response(20000, "", entries, {1: "why"}, [0])
+    head, codes, qids, offsets = decode_response_columns(raw)
+    assert head == decode_response(raw)[0]
+    assert list(zip(codes, qids, offsets)) == entries
+    for bad in (raw[:-1], raw + b"x", b"\xff\xff\0\0{}"):
+        with pytest.raises(FrameError):
+            decode_response_columns(bad)
 
 
 def test_duplicates_travel_in_the_header_and_are_absent_when_none():

@@ -174,6 +174,39 @@ def test_handle_cache_is_bounded(tmp_path):
     assert fd_count() == before
 
 
+def test_the_last_file_written_keeps_its_handle_for_the_next_writes(tmp_path):
+    """Writes to a queue's last file go through a handle it keeps (pinned: never closed under it,
+    at most half the cache); a file deleted or cut meanwhile makes the next write go the long way
+    and land where it belongs; closing gives every handle back."""
+    fio = OsFileIO()
+    c = HandleCache(fio, 4)
+    before = fd_count()
+    qs = [ConsumeQueue(fio, str(tmp_path / "cq"), "T", q, UNITS, c) for q in range(3)]
+    try:
+        for q in qs:
+            q.append(0, units(0, 5))
+        assert c.pinned == 2 and qs[0]._tail is not None and qs[2]._tail is None      # half of 4
+        for k in range(20):                                  # the other handles come and go
+            with c.use(str(tmp_path / f"other{k}"), create=True):
+                pass
+        qs[0].append(5, units(5, 3))                         # through the kept handle
+        qs[2].append(5, units(5, 3))                         # the long way
+        assert [q.read(0, 8) for q in (qs[0], qs[2])] == [units(0, 8)] * 2
+        qs[0].truncate(6)                                    # the tail's file cut
+        qs[0].append(6, units(60, 2))
+        assert qs[0].read(0, 8) == units(0, 6) + units(60, 2)
+        qs[1].append(5, units(5, UNITS))                     # across into a new file: its handle kept now
+        assert qs[1]._tail[0] == UNITS and qs[1].read(0, 5 + UNITS) == units(0, 5 + UNITS)
+        qs[1].truncate(0)                                    # every file gone: the kept handle is not used
+        qs[1].append(0, units(7, 2))
+        assert qs[1].read(0, 2) == units(7, 2) and qs[1].file_starts() == [0]
+    finally:
+        for q in qs:
+            q.close()
+        c.close_all()
+    assert c.pinned == 0 and fd_count() == before
+
+
 # Through the store ------------------------------------------------------------------
 
 def test_store_writes_units_with_offset_size_and_tags_hash(make_config, open_store):

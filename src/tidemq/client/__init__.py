@@ -3,6 +3,7 @@
     from tidemq.client import Producer, PullConsumer
     p = Producer("127.0.0.1:8081")
     results = p.send_batch("Orders", [b"a", b"b"], tags="T")      # one request, one store batch
+    assert results.all_ok(), results.failed()                       # SendResults: one SendResult each
     c = PullConsumer("127.0.0.1:8081", group="etl")
     r = c.pull("Orders", queue_id=0, offset=0, batch_size=256)     # r.messages, r.next_offset
     g = PopConsumer("127.0.0.1:8081", group="billing")
@@ -20,6 +21,8 @@ their calls with ``access_key`` / ``secret_key`` and speak TLS with
 objects can be made before a fork (Spark workers) and used after it.
 """
 
-from .client import ClientError, PopConsumer, Producer, PullConsumer, PullResult, RecordsResult, SendResult
+from .client import ClientError, PopConsumer, Producer, PullConsumer, PullResult, RecordsResult
+from .results import SendResult, SendResults
 
-__all__ = ["Producer", "PullConsumer", "PopConsumer", "PullResult", "RecordsResult", "SendResult", "ClientError"]
+__all__ = ["Producer", "PullConsumer", "PopConsumer", "PullResult", "RecordsResult", "SendResult", "SendResults",
+           "ClientError"]

@@ -24,6 +24,7 @@ from ..protocol import data, pull_frame, send_frame
 from ..protocol.signing import date_time, signed_metadata
 from ..protocol.stubs import Code, Encoding, MessageType, code_name, pb, sgrpc, spb
 from ..store.codec import decode_records
+from .results import SendResult, SendResults
 
 
 class ClientError(RuntimeError):
@@ -32,23 +33,6 @@ class ClientError(RuntimeError):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(f"{code_name(code)}: {message}")
         self.code = code
-
-
-@dataclass
-class SendResult:
-    """One message's answer. ``duplicate``: the broker recognised a resend of a message it had
-    stored (same message id, within its dedup window) and stored nothing: ``offset`` is the
-    first store's (``code`` OK, ``queue_id`` -1). ``error`` is text for people."""
-    message_id: str
-    offset: int
-    code: int
-    error: str = ""
-    queue_id: int = -1          # SendRecords answers it; SendMessage does not (-1)
-    duplicate: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.code == Code.OK
 
 
 @dataclass
@@ -223,7 +207,8 @@ class Producer(_Owner):
     """Batches of messages of one topic. By default through ``/tidemq.Data/SendRecords``
     (one compact frame per batch, stored with one put_batch; NORMAL messages); with
     ``raw=False`` through the protocol's SendMessage (one protobuf Message each), e.g. for
-    protocol-compatibility tests. Both answer one SendResult per message.
+    protocol-compatibility tests. Both answer one SendResult per message, as a SendResults
+    (results.py: the arrays of the answers, a SendResult made when one is read).
 
     ``access_key`` / ``secret_key``: sign every call; ``tls`` / ``root_certificates`` (a PEM
     file or its bytes): a TLS channel (see _Channel)."""
@@ -259,13 +244,17 @@ class Producer(_Owner):
         return spb.SendMessageRequest(messages=msgs)
 
     @staticmethod
-    def _results(resp, call) -> list[SendResult]:
+    def _results(resp, call) -> SendResults:
         """``call``: the finished call, whose trailing metadata names the duplicates (protocol/data.py)."""
         if not resp.entries:
             raise ClientError(resp.status.code, resp.status.message)
-        dups = data.duplicates_of(call.trailing_metadata())
-        return [SendResult(e.message_id, e.offset, e.status.code, e.status.message, duplicate=i in dups)
-                for i, e in enumerate(resp.entries)]
+        dups = frozenset(data.duplicates_of(call.trailing_metadata()))
+        es = resp.entries
+        out = SendResults()
+        out.add([e.message_id.encode() for e in es], array("i", [e.status.code for e in es]),
+                array("i", [-1]) * len(es), array("q", [e.offset for e in es]),
+                {str(i): e.status.message for i, e in enumerate(es) if e.status.message}, dups)
+        return out
 
     # SendRecords -------------------------------------------------------------------------------
     def _frame(self, topic: str, bodies: Sequence[bytes], tags, keys, properties,
@@ -282,22 +271,15 @@ class Producer(_Owner):
         return send_frame.encode_request(topic, bodies, ids, tg, ks, ps), ids
 
     @staticmethod
-    def _record_results(raw: bytes, ids: list[bytes]) -> list[SendResult]:
-        head, entries = send_frame.decode_response(raw)
-        if not entries:
+    def _record_results(raw: bytes, ids: list[bytes], into: SendResults | None = None) -> SendResults:
+        """The answers of a SendRecords response, added to ``into`` (a new SendResults: None)."""
+        head, codes, qids, offsets = send_frame.decode_response_columns(raw)
+        if not len(codes):
             raise ClientError(head.get("code", Code.INTERNAL_SERVER_ERROR), head.get("message", ""))
-        if len(entries) != len(ids):
-            raise ClientError(Code.INTERNAL_SERVER_ERROR, f"{len(entries)} results for {len(ids)} messages")
-        texts = head.get("messages") or {}
-        top = head.get("message", "")
-        dups = send_frame.duplicates(head)
-        ok = Code.OK
-        out = []
-        for i, (code, qid, off) in enumerate(entries):
-            text = texts.get(str(i), "") if texts else ""
-            if code != ok and not text:
-                text = top
-            out.append(SendResult(ids[i].decode(), off, code, text, qid, i in dups))
+        if len(codes) != len(ids):
+            raise ClientError(Code.INTERNAL_SERVER_ERROR, f"{len(codes)} results for {len(ids)} messages")
+        out = SendResults() if into is None else into
+        out.add(ids, codes, qids, offsets, head.get("messages"), send_frame.duplicates(head), head.get("message", ""))
         return out
 
     def _send_records(self, ch: _Channel | None = None):
@@ -306,7 +288,7 @@ class Producer(_Owner):
     # the API -------------------------------------------------------------------------------------
     def send_batch(self, topic: str, bodies: Sequence[bytes], tags: str | Sequence[str | None] | None = None,
                    keys: Sequence[Sequence[str]] | None = None, properties: Sequence[Mapping[str, str]] | None = None,
-                   message_ids: Sequence[str] | None = None) -> list[SendResult]:
+                   message_ids: Sequence[str] | None = None) -> SendResults:
         """One request with every body; one result per message. ``tags``: one for all or one
         per message. ``message_ids`` lets a retry reuse the ids of a failed attempt (they are
         the messages' unique keys: the broker answers a resent id from its dedup window)."""
@@ -318,10 +300,10 @@ class Producer(_Owner):
         return self._record_results(_raw_call(self._send_records(ch), frame, timeout=ch.timeout_s,
                                               metadata=ch.metadata()), ids)
 
-    def send_batches(self, topic: str, batches: Iterable[Sequence[bytes]], tags: str | None = None) -> list[SendResult]:
+    def send_batches(self, topic: str, batches: Iterable[Sequence[bytes]], tags: str | None = None) -> SendResults:
         """Send many batches with up to max_in_flight requests under way; results in order."""
         pending: deque = deque()
-        out: list[SendResult] = []
+        out = SendResults()
         timeout = self._ch.timeout_s
         if not self.raw:
             stub = self._ch.stub
@@ -330,10 +312,10 @@ class Producer(_Owner):
                                                        timeout=timeout, metadata=self._ch.metadata()))
                 if len(pending) >= self.max_in_flight:
                     f = pending.popleft()
-                    out += self._results(f.result(), f)
+                    out.extend(self._results(f.result(), f))
             while pending:
                 f = pending.popleft()
-                out += self._results(f.result(), f)
+                out.extend(self._results(f.result(), f))
             return out
         for bodies in batches:
             ch = self._routed.for_send(topic)
@@ -341,10 +323,10 @@ class Producer(_Owner):
             pending.append((self._send_records(ch).future(frame, timeout=timeout, metadata=ch.metadata()), ids))
             if len(pending) >= self.max_in_flight:
                 f, ids = pending.popleft()
-                out += self._record_results(_result(f), ids)
+                self._record_results(_result(f), ids, out)
         while pending:
             f, ids = pending.popleft()
-            out += self._record_results(_result(f), ids)
+            self._record_results(_result(f), ids, out)
         return out
 
     def queue_count(self, topic: str) -> int:

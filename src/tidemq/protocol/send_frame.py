@@ -44,12 +44,13 @@ import json
 import struct
 import sys
 from array import array
+from itertools import chain
 from typing import Iterable, Sequence
 
 from .data import FrameError
 
 __all__ = ["MAGIC", "HEAD", "ENTRY", "MAX_COUNT", "ID_MAX_BYTES", "FrameError", "encode_request", "decode_request",
-           "encode_response", "encode_response_columns", "decode_response", "duplicates"]
+           "encode_response", "encode_response_columns", "decode_response", "decode_response_columns", "duplicates"]
 
 MAGIC = b"TQB1"
 HEAD = struct.Struct("<4sIH")
@@ -60,6 +61,7 @@ ID_MAX_BYTES = 128
 ENTRY = struct.Struct("<iiq")
 assert ENTRY.size == 16
 U32 = struct.Struct("<I")
+_ENTRY_DTYPE = [("code", "<i4"), ("queue_id", "<i4"), ("offset", "<i8")]     # ENTRY as a numpy dtype
 _BIG_ENDIAN = sys.byteorder != "little"
 
 
@@ -73,10 +75,17 @@ def encode_request(topic: str, bodies: Sequence[bytes], ids: Sequence[bytes], ta
     parts = [HEAD.pack(MAGIC, n, len(t)), t, b""]
     add = parts.append
     if tags is None and keys is None and properties is None:
-        for mid, body in zip(ids, bodies):
-            lengths.extend((len(mid), 0, 0, 0, len(body)))
-            add(mid)
-            add(body)
+        # ids and bodies only (the common batch): the lengths filled by column, the data in one join
+        if len(ids) != n:
+            raise ValueError("ids, tags, keys and properties need one entry per body")
+        lengths = array("I", bytes(4 * LENGTHS_PER_MESSAGE * n))
+        lengths[0::LENGTHS_PER_MESSAGE] = array("I", map(len, ids))
+        lengths[4::LENGTHS_PER_MESSAGE] = array("I", map(len, bodies))
+        if _BIG_ENDIAN:
+            lengths.byteswap()
+        parts[2] = lengths.tobytes()
+        parts += chain.from_iterable(zip(ids, bodies))
+        return b"".join(parts)
     else:
         none = [b""] * n
         for mid, tg, ks, ps, body in zip(ids, tags or none, keys or none, properties or none, bodies):
@@ -151,9 +160,9 @@ def encode_response_columns(code: int, message: str, codes, queue_ids, offsets, 
                             duplicates: Iterable[int] = ()) -> bytes:
     """encode_response with the entries as three columns (int32, int32, int64 buffers or
     sequences of one length): one table write for the whole batch."""
-    import numpy as np
+    import numpy as np          # the broker's (the client encodes no response: no numpy there)
     n = len(codes)
-    table = np.empty(n, np.dtype([("code", "<i4"), ("queue_id", "<i4"), ("offset", "<i8")]))
+    table = np.empty(n, _ENTRY_DTYPE)
     table["code"] = codes
     table["queue_id"] = queue_ids
     table["offset"] = offsets
@@ -166,6 +175,12 @@ def encode_response_columns(code: int, message: str, codes, queue_ids, offsets, 
     return b"".join([U32.pack(len(h)), h, table.tobytes()])
 
 
+def _check_duplicates(header: dict, n: int) -> None:
+    dups = header.get("duplicates", [])
+    if not isinstance(dups, list) or not all(type(i) is int and 0 <= i < n for i in dups):
+        raise ValueError(f"duplicates {dups!r} are not indexes of the {n} entries")
+
+
 def decode_response(raw: bytes) -> tuple[dict, list[tuple[int, int, int]]]:
     """(header, [(code, queue id, queue offset)]); FrameError on a response that is not one."""
     try:
@@ -175,12 +190,32 @@ def decode_response(raw: bytes) -> tuple[dict, list[tuple[int, int, int]]]:
         table = raw[4 + hl:]
         if len(table) != n * ENTRY.size:
             raise ValueError(f"{len(table)} bytes for {n} entries")
-        dups = header.get("duplicates", [])
-        if not isinstance(dups, list) or not all(type(i) is int and 0 <= i < n for i in dups):
-            raise ValueError(f"duplicates {dups!r} are not indexes of the {n} entries")
+        _check_duplicates(header, n)
         return header, list(ENTRY.iter_unpack(table))
     except (struct.error, ValueError, TypeError, AttributeError) as e:
         raise FrameError(f"malformed SendRecords response: {e}") from None
+
+
+def decode_response_columns(raw: bytes) -> tuple[dict, array, array, array]:
+    """decode_response with the entries as three arrays (array.array: no numpy on the client):
+    (header, codes "i", queue ids "i", queue offsets "q"); no object per entry."""
+    try:
+        (hl,) = U32.unpack_from(raw, 0)
+        header = json.loads(bytes(raw[4:4 + hl]))
+        n = int(header.get("count", 0))
+        if len(raw) - 4 - hl != n * ENTRY.size:
+            raise ValueError(f"{len(raw) - 4 - hl} bytes for {n} entries")
+        _check_duplicates(header, n)
+    except (struct.error, ValueError, TypeError, AttributeError) as e:
+        raise FrameError(f"malformed SendRecords response: {e}") from None
+    table = memoryview(raw)[4 + hl:]
+    ints, longs = array("i"), array("q")
+    ints.frombytes(table)                       # per entry: code, queue id, offset (two ints)
+    longs.frombytes(table)                      # per entry: (code, queue id), offset
+    if _BIG_ENDIAN:
+        ints.byteswap()
+        longs.byteswap()
+    return header, ints[0::4], ints[1::4], longs[1::2]
 
 
 def duplicates(header: dict) -> frozenset[int]:

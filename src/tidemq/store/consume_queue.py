@@ -48,6 +48,7 @@ class HandleCache:
         self._open: OrderedDict[str, list] = OrderedDict()   # path -> [handle, users]
         self._lock = threading.Lock()
         self._closed = False
+        self.pinned = 0            # uses kept by queues for their next writes (pin / unpin): at most half
 
     def acquire(self, path: str, create: bool = False) -> list:
         """[handle, users, ...]: pass it to release() when done (the read path's cheap form of use())."""
@@ -70,6 +71,19 @@ class HandleCache:
             close = entry[1] == 0 and len(entry) > 2      # forgotten while in use
         if close:
             self.fio.close(entry[0])
+
+    def pin(self, path: str) -> list | None:
+        """A use of ``path``'s handle kept until unpin() (a queue's last file, for its next writes),
+        or None when half the handles are pinned already (the LRU bound stays the bound)."""
+        if self.pinned >= self.max_open // 2:
+            return None
+        entry = self.acquire(path)
+        self.pinned += 1
+        return entry
+
+    def unpin(self, entry: list) -> None:
+        self.pinned -= 1
+        self.release(entry)
 
     @contextmanager
     def use(self, path: str, create: bool = False) -> Iterator:
@@ -133,6 +147,7 @@ class ConsumeQueue:
         self._lock = threading.Lock()
         self._dir_made = False
         self._paths: dict[int, str] = {}
+        self._tail: tuple[int, list] | None = None     # (start unit, handle entry) of the last file written
 
     # Loading / recovery ----------------------------------------------------------
     def load(self) -> None:
@@ -177,6 +192,34 @@ class ConsumeQueue:
         self.max_offset = queue_offset + len(data) // UNIT_SIZE
 
     def _write(self, queue_offset: int, data) -> None:
+        """Write units at ``queue_offset``: into the file the last write went to through the handle
+        it keeps (``_tail``: the writer's common case, a pwrite and little else), else _write_files."""
+        tail = self._tail
+        if tail is not None:
+            start, entry = tail
+            n = len(data) // UNIT_SIZE
+            if len(entry) == 2 and start <= queue_offset and queue_offset + n <= start + self.units_per_segment:
+                self.fio.pwrite(entry[0], data, (queue_offset - start) * UNIT_SIZE)
+                # marked after the write: a flush that took the set already fsyncs after this pwrite
+                if start not in self._dirty:
+                    with self._lock:
+                        self._dirty.add(start)
+                return
+        self._write_files(queue_offset, data)
+
+    def _keep_tail(self, start: int) -> None:
+        """Keep a use of file ``start``'s handle for the next writes (the last file written; -1:
+        none); the one kept before is given back. A handle forgotten meanwhile (its file deleted,
+        the store closing) is not written through: the next write goes the long way."""
+        old, self._tail = self._tail, None
+        if old is not None:
+            self.handles.unpin(old[1])
+        if start >= 0:
+            entry = self.handles.pin(self._path(start))
+            if entry is not None:
+                self._tail = (start, entry)
+
+    def _write_files(self, queue_offset: int, data) -> None:
         view = memoryview(data)
         off = queue_offset
         while view:
@@ -201,6 +244,8 @@ class ConsumeQueue:
                 self._dirty.add(start)
             off += len(chunk) // UNIT_SIZE
             view = view[room:]
+            if start == self.files[-1] and (self._tail is None or self._tail[0] != start or len(self._tail[1]) != 2):
+                self._keep_tail(start)
 
     def reset_to(self, offset: int) -> None:
         """Forget every unit: the queue starts (empty) at ``offset``. Used by rebuilds."""
@@ -342,7 +387,12 @@ class ConsumeQueue:
         with self._lock:
             self._dirty.discard(start)
 
+    def release_tail(self) -> None:
+        """Give back the handle kept for the next writes (the queue is closing)."""
+        self._keep_tail(-1)
+
     def close(self) -> None:
+        self.release_tail()
         for start in self.files:
             self.handles.forget(self._path(start))
 
@@ -410,4 +460,6 @@ class ConsumeQueueTable:
                 cq.flush()
 
     def close(self) -> None:
+        for cq in self.all():
+            cq.release_tail()
         self.handles.close_all()
