@@ -225,9 +225,13 @@ class Broker:
         async def send(req, ctx):
             return await self._record_sends.send(req, ctx)
 
+        async def send_stream(_requests, ctx):
+            await self._record_sends.stream(ctx)
+
         handlers = got.handlers + [Admin(self.store, self).handler(), grpc.method_handlers_generic_handler(
             data.SERVICE, {data.PULL_RECORDS: grpc.unary_unary_rpc_method_handler(pull),
-                           data.SEND_RECORDS: grpc.unary_unary_rpc_method_handler(send)})]
+                           data.SEND_RECORDS: grpc.unary_unary_rpc_method_handler(send),
+                           data.SEND_RECORDS_STREAM: grpc.stream_stream_rpc_method_handler(send_stream)})]
         if self.replication is not None:
             handlers.append(self.replication.server.handler())
         return handlers

@@ -15,6 +15,7 @@ import time
 from array import array
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Iterable, Iterator, Mapping, Sequence
 
 import grpc
@@ -22,17 +23,11 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from ..protocol import data, pull_frame, send_frame
 from ..protocol.signing import date_time, signed_metadata
-from ..protocol.stubs import Code, Encoding, MessageType, code_name, pb, sgrpc, spb
+from ..protocol.stubs import Code, Encoding, MessageType, pb, sgrpc, spb
 from ..store.codec import decode_records
+from .errors import ClientError
 from .results import SendResult, SendResults
-
-
-class ClientError(RuntimeError):
-    """An answer that is not OK: ``code`` is the protocol's status code."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(f"{code_name(code)}: {message}")
-        self.code = code
+from .send_stream import FrameStream, Unsupported
 
 
 @dataclass
@@ -130,6 +125,11 @@ class _Channel:
             self._pid = os.getpid()
         return self._stub
 
+    def stream(self, method: str):
+        """A raw-bytes stream-stream callable on this channel."""
+        _ = self.stub                               # (re)creates the channel after a fork
+        return self._channel.stream_stream(method)
+
     def unary(self, method: str):
         """A raw-bytes unary callable on this channel (cached per method)."""
         _ = self.stub                               # (re)creates the channel after a fork
@@ -215,11 +215,12 @@ class Producer(_Owner):
 
     def __init__(self, endpoint: str, timeout_s: float = 10.0, max_in_flight: int = 4, *, raw: bool = True,
                  access_key: str | None = None, secret_key: str | None = None, tls: bool = False,
-                 root_certificates: str | bytes | None = None) -> None:
+                 root_certificates: str | bytes | None = None, stream: bool = True) -> None:
         self._ch = _Channel(endpoint, timeout_s, access_key, secret_key, tls, root_certificates)
         self._routed = _Routed(self._ch, timeout_s, (access_key, secret_key), tls, root_certificates)
         self.max_in_flight = max_in_flight
         self.raw = raw
+        self.stream = stream            # send_batches on one SendRecordsStream call (False: a call per batch)
 
     def close(self) -> None:
         self._routed.close()
@@ -317,9 +318,17 @@ class Producer(_Owner):
                 f = pending.popleft()
                 out.extend(self._results(f.result(), f))
             return out
-        for bodies in batches:
+        frames = (self._frame(topic, bodies, tags, None, None, None) for bodies in batches)
+        one = self._routed.single(topic)
+        if one is not None and self.stream:          # one broker group: the batches on one stream
+            try:
+                FrameStream(one, self.max_in_flight, timeout).run(frames, lambda raw, ids: self._record_results(
+                    raw, ids, out))
+                return out
+            except Unsupported as e:                 # an older broker: the unary calls, from the first
+                frames = chain(e.sent, frames)
+        for frame, ids in frames:
             ch = self._routed.for_send(topic)
-            frame, ids = self._frame(topic, bodies, tags, None, None, None)
             pending.append((self._send_records(ch).future(frame, timeout=timeout, metadata=ch.metadata()), ids))
             if len(pending) >= self.max_in_flight:
                 f, ids = pending.popleft()
@@ -409,6 +418,11 @@ class _Routed:
 
     def followers(self, topic: str, queue_id: int) -> list[_Channel]:
         return [self.channel(f) for f in self.targets(topic).get(queue_id, ("", []))[1] if f != self.ch.endpoint]
+
+    def single(self, topic: str) -> _Channel | None:
+        """The one channel every send of ``topic`` goes to, or None (a topic spread over groups)."""
+        masters = {m for m, _f in self.targets(topic).values() if m}
+        return self.ch if len(masters) <= 1 else None
 
     def for_send(self, topic: str) -> _Channel:
         """The given channel, or (a topic spread over several groups) each group's in turn."""

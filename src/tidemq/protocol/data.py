@@ -1,10 +1,14 @@
 """tidemq's own additions to the wire, next to ``apache.rocketmq.v2.MessagingService`` on the
 same port (docs/broker-protocol.md, 4.11).
 
-``/tidemq.Data/<Method>``: unary calls with raw bytes both ways (no protobuf, no serializers):
+``/tidemq.Data/<Method>``: calls with raw bytes both ways (no protobuf, no serializers):
 
-    SendRecords   a batch of NORMAL messages of one topic (send_frame.py)
-    PullRecords   records of one queue by offset, as the commit log stores them (pull_frame.py)
+    SendRecords         unary: a batch of NORMAL messages of one topic (send_frame.py)
+    SendRecordsStream   streamed both ways: SendRecords frames one after the other on one call,
+                        each answered (SendRecords' answer) in order: many batches without a
+                        call each
+    PullRecords         unary: records of one queue by offset, as the commit log stores them
+                        (pull_frame.py)
 
 SendMessage (the protocol's own RPC) keeps its answer exactly as the official clients expect
 it. What tidemq adds to it is trailing metadata that clients which do not know it ignore:
@@ -20,8 +24,10 @@ from typing import Iterable
 
 SERVICE = "tidemq.Data"
 SEND_RECORDS = "SendRecords"
+SEND_RECORDS_STREAM = "SendRecordsStream"
 PULL_RECORDS = "PullRecords"
 SEND_RECORDS_PATH = f"/{SERVICE}/{SEND_RECORDS}"      # what a channel's unary_unary is given
+SEND_RECORDS_STREAM_PATH = f"/{SERVICE}/{SEND_RECORDS_STREAM}"
 PULL_RECORDS_PATH = f"/{SERVICE}/{PULL_RECORDS}"
 
 DUPLICATES_TRAILER = "tidemq-duplicates"

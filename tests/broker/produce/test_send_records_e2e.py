@@ -3,6 +3,8 @@ protocol's PullMessage, one result per message, a resend answered from the dedup
 refusals SendMessage makes (unknown topic, oversized body and properties, reserved properties,
 malformed frames, resource alarm and flush backlog) with the same codes."""
 
+import threading
+
 import grpc
 import pytest
 
@@ -100,3 +102,39 @@ def test_alarm_and_flush_backlog_refuse_raw_sends(tmp_path, broker_factory):
         assert all(r.ok for r in p.send_batch("Held", [b"x" * (8 * KIB)] * 10))   # 80 KiB > 64 KiB backlog bound
         rs = p.send_batch("Held", [b"d"])
         assert rs[0].code == Code.TOO_MANY_REQUESTS and "flush backlog" in rs[0].error
+
+
+def test_a_stream_answers_every_frame_in_order_and_a_client_gone_mid_stream_loses_nothing(tmp_path, broker_factory):
+    """SendRecordsStream: each frame answered as SendRecords answers it (a malformed one with
+    BAD_REQUEST, the stream goes on; a resend as duplicates), in order; a client that cancels its
+    stream without reading the answers: the broker goes on, and the resend of those messages is
+    answered from the dedup window or stores them, never twice."""
+    root = str(tmp_path / "store")
+    make_topic(root, "S", 2)
+    b = broker_factory(root, env=SMALL)
+    ids = [[b"01S%dM%d" % (k, i) for i in range(3)] for k in range(4)]
+    sent = [encode_request("S", [b"x%d" % k] * 3, ids[k]) for k in range(4)]
+    with grpc.insecure_channel(b.endpoint) as ch:
+        call = ch.stream_stream("/tidemq.Data/SendRecordsStream")
+        answers = [decode_response(r) for r in call(iter([sent[0], b"junk", sent[1], sent[0]]), timeout=60)]
+    assert [h["code"] for h, _e in answers] == [Code.OK, Code.BAD_REQUEST, Code.OK, Code.OK]
+    assert answers[1][0]["message"].startswith("malformed SendRecords frame") and answers[1][1] == []
+    assert answers[3][0]["duplicates"] == [0, 1, 2] and [e[2] for e in answers[3][1]] == [e[2] for e in answers[0][1]]
+    gone = threading.Event()
+    with grpc.insecure_channel(b.endpoint) as ch:
+        def frames():
+            yield sent[2]
+            yield sent[3]
+            gone.wait(30)                          # the client goes away before reading anything
+        call = ch.stream_stream("/tidemq.Data/SendRecordsStream")(frames(), timeout=60)
+        with PullConsumer(b.endpoint) as c:          # both frames stored, their answers never read
+            wait_until(lambda: sum(c.query_offset("S", q, "END") for q in range(2)) == 12, "12 messages stored")
+        call.cancel()
+        gone.set()
+    with Producer(b.endpoint) as p:
+        again = p.send_batch("S", [b"x2"] * 3 + [b"x3"] * 3, message_ids=[i.decode() for i in ids[2] + ids[3]])
+        assert again.all_ok()
+        assert p.send_batches("S", [[b"y"] * 3] * 5).all_ok()      # the stream still served
+    assert b.stop() == 0
+    bodies = [m.body for m in stored(root, "S")]
+    assert bodies.count(b"x2") == 3 and bodies.count(b"x3") == 3 and len(bodies) == 6 + 6 + 15

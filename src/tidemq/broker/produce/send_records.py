@@ -30,9 +30,11 @@ separators; keys are separated by single spaces.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from array import array
 
+import grpc
 import numpy as np
 
 from ...accel import ACCEL
@@ -165,16 +167,55 @@ def frame_slices(raw: bytes) -> tuple:
         raise FrameError(str(e)) from None
 
 
+def _forget(f: asyncio.Future) -> None:
+    if not f.cancelled():
+        f.exception()          # retrieved: a failure of an answer nobody waits for is not "never retrieved"
+
+
 def message_id(raw: bytes, fields, i: int) -> str:
     """Message i's id (a usable one: why[i] is 0 or >= BAD_TAGS)."""
     a, n = int(fields[i, ID]), int(fields[i, 5 + ID])
     return raw[a:a + n].decode("utf-8")
 
 
+STREAM_WINDOW = 16              # frames of a SendRecordsStream read ahead of the answers written
+
+
 class RecordSends:
     def __init__(self, sends: SendPath, tag_cache_max: int = TAG_CACHE_MAX) -> None:
         self.sends = sends
         self.tag_cache_max = tag_cache_max      # (the frame's tags are checked per message now)
+
+    async def stream(self, context, window: int = STREAM_WINDOW) -> None:
+        """``/tidemq.Data/SendRecordsStream``: SendRecords frames one after the other on one call,
+        each answered as ``send`` answers it, in order. Frames are read ahead of the answers (at
+        most ``window``) and each is handled as it arrives (puts in arrival order), so reading,
+        storing and answering overlap without a call per batch. A client that goes away mid-stream
+        loses only the answers: what was stored stays, and its resend is answered from the dedup
+        window."""
+        answers: asyncio.Queue = asyncio.Queue(window)
+
+        async def read() -> None:
+            try:
+                while True:
+                    raw = await context.read()
+                    if raw is grpc.aio.EOF:
+                        break
+                    await answers.put(asyncio.ensure_future(self.send(raw, context)))
+            finally:
+                await answers.put(None)
+
+        reader = asyncio.ensure_future(read())
+        try:
+            while (answer := await answers.get()) is not None:
+                await context.write(await answer)
+            await reader                                   # a read that failed fails the call
+        finally:
+            reader.cancel()
+            while not answers.empty():                     # puts under way end on their own; their
+                left = answers.get_nowait()                # answers have nobody to go to
+                if left is not None:
+                    left.add_done_callback(_forget)
 
     async def send(self, raw: bytes, context) -> bytes:
         try:

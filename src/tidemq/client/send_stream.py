@@ -1,0 +1,112 @@
+"""Many SendRecords frames on one call: ``/tidemq.Data/SendRecordsStream`` (protocol/data.py).
+
+A unary SendRecords call per batch costs a call's set-up on both sides (~0.25 ms of the
+broker's CPU and as much of the client's per batch here, and the wake-ups of the threads gRPC
+hands a call between); on one stream, frames follow each other and answers come back in
+order. ``FrameStream.run`` sends frames with at most ``window`` unanswered and hands each
+answer to the caller with its frame's message ids.
+
+The call has no deadline of its own (it lasts as long as the batches): a watchdog cancels it
+when frames wait longer than ``timeout_s`` for their answer, and the caller gets
+ClientError(REQUEST_TIMEOUT) (the outcome of those frames is unknown: resend them with their
+message ids, which the broker's dedup window recognises). A broker that does not serve the
+method (an older one) answers UNIMPLEMENTED before it reads anything: ``Unsupported`` gives
+back the frames sent, for the caller to send as unary calls.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Callable, Iterator
+
+import grpc
+
+from ..protocol import data
+from ..protocol.stubs import Code
+from .errors import ClientError
+
+Frame = tuple[bytes, list]          # a SendRecords frame and its messages' ids
+
+
+class Unsupported(Exception):
+    """The broker does not serve SendRecordsStream; ``sent``: the frames sent on it (unanswered)."""
+
+    def __init__(self, sent: list[Frame]) -> None:
+        super().__init__("the broker does not serve SendRecordsStream")
+        self.sent = sent
+
+
+class FrameStream:
+    def __init__(self, channel, window: int, timeout_s: float) -> None:
+        """``channel``: the client's _Channel (its ``stream`` callable and signature metadata)."""
+        self.channel = channel
+        self.window = max(1, window)
+        self.timeout_s = timeout_s
+
+    def run(self, frames: Iterator[Frame], on_answer: Callable[[bytes, list], None]) -> None:
+        """Send every frame of ``frames``; ``on_answer(answer, ids)`` for each, in order."""
+        room = threading.Semaphore(self.window)
+        pending: deque[Frame] = deque()              # sent, not answered yet (oldest first)
+        stop = threading.Event()
+        done_reading = threading.Event()
+        failure: list[BaseException] = []             # raised by ``frames`` (the caller's batches)
+        last = [time.monotonic()]
+        timed_out = threading.Event()
+
+        def requests():
+            try:
+                for frame in frames:
+                    while not room.acquire(timeout=0.2):
+                        if stop.is_set():
+                            return
+                    if stop.is_set():
+                        return
+                    if not pending:
+                        last[0] = time.monotonic()   # the watchdog's clock: since the oldest unanswered was sent
+                    pending.append(frame)
+                    yield frame[0]
+            except Exception as e:  # noqa: BLE001 - the caller's iterator failed: the caller gets it
+                failure.append(e)
+            finally:
+                done_reading.set()
+
+        call = self.channel.stream(data.SEND_RECORDS_STREAM_PATH)(requests(), metadata=self.channel.metadata())
+
+        def watch() -> None:
+            step = min(1.0, self.timeout_s / 4)
+            while not stop.wait(step):
+                if pending and time.monotonic() - last[0] > self.timeout_s:
+                    timed_out.set()
+                    call.cancel()
+                    return
+
+        watchdog = threading.Thread(target=watch, name="tidemq-send-stream-watchdog", daemon=True)
+        watchdog.start()
+        answered = 0
+        try:
+            for answer in call:
+                last[0] = time.monotonic()           # ... or since the last answer
+                _frame, ids = pending.popleft()
+                room.release()
+                answered += 1
+                on_answer(answer, ids)
+        except grpc.RpcError as e:
+            if timed_out.is_set():
+                raise ClientError(Code.REQUEST_TIMEOUT, f"no answer within timeout_s={self.timeout_s} to {len(pending)} "
+                                                        f"batch(es) sent on SendRecordsStream: their outcome is "
+                                                        f"unknown (resend them with the same message ids)") from None
+            if failure:
+                raise failure[0] from None
+            if e.code() == grpc.StatusCode.UNIMPLEMENTED and answered == 0:
+                stop.set()
+                done_reading.wait(30)
+                raise Unsupported(list(pending)) from None
+            if e.code() == grpc.StatusCode.UNAUTHENTICATED:
+                raise ClientError(Code.UNAUTHORIZED, e.details()) from None
+            raise
+        finally:
+            stop.set()
+        if failure:
+            raise failure[0]
