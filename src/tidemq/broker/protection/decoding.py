@@ -48,12 +48,23 @@ class TypedDecoding(grpc.aio.ServerInterceptor):
 
     def __init__(self, prefix: str = "/apache.rocketmq.v2.") -> None:
         self.prefix = prefix
+        # method -> (the handler, its tolerant twin): the twin made once per handler, not per call
+        self._made: dict[str, tuple] = {}
 
     async def intercept_service(self, continuation, details):
         handler = await continuation(details)
         method = details.method
         if handler is None or not method.startswith(self.prefix):
             return handler
+        made = self._made.get(method)
+        if made is None or made[0] is not handler:
+            made = self._made[method] = (handler, self._tolerant_twin(method, handler))
+        return made[1]
+
+    @staticmethod
+    def _tolerant_twin(method: str, handler):
+        """``handler`` with a deserializer that never raises and a behaviour that answers what it
+        could not decode with INVALID_ARGUMENT."""
         if handler.unary_unary is not None:
             inner = handler.unary_unary
 
