@@ -434,8 +434,10 @@ class StoreWriter:
         body = m.body
         if type(body) is not bytes and isinstance(body, (bytes, bytearray, memoryview)):
             body = bytes(body)
-        bad = (check_body(body, self.max_body) or check_numbers(m) or check_queue_id(m.queue_id, t)
-               or check_tags(m.tags))
+        plain = (not (m.flag or m.sys_flag or m.reconsume_times or m.prepared_transaction_offset)
+                 and (m.born_timestamp_ms is None or type(m.born_timestamp_ms) is int and 0 <= m.born_timestamp_ms < 1 << 62))
+        bad = (check_body(body, self.max_body) or (None if plain else check_numbers(m))
+               or check_queue_id(m.queue_id, t) or check_tags(m.tags))
         if bad is not None:
             return bad
         tags, props, uniq = m.tags, m.properties, None

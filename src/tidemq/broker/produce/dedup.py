@@ -21,6 +21,7 @@ Python twins below (same keys, same answers: tests/test_accel.py).
 from __future__ import annotations
 
 import struct
+from array import array
 
 import numpy as np
 
@@ -190,14 +191,15 @@ class DedupWindow:
     def put_key(self, key: bytes, offset: int, txn: str = "") -> None:
         if txn and self.size > 0:
             self._new.txns[key] = txn         # the table it goes into: a turn below takes it along
-        self.put_keys(key, np.array([offset], np.int64))
+        self.put_keys(key, array("q", (offset,)))
 
     def put_keys(self, keys, offsets, select=None) -> None:
-        """Remember stores: ``keys`` (KEY_BYTES each) with ``offsets`` (int64, one per key), those
-        where ``select`` (a bool array, or None: all) is true."""
+        """Remember stores: ``keys`` (KEY_BYTES each) with ``offsets`` (int64, one per key: an
+        array("q") or a numpy array), those where ``select`` (a bool array, or None: all) is true."""
         if self.size <= 0:
             return                          # the window is off
-        offsets = np.ascontiguousarray(offsets, np.int64)
+        if type(offsets) is not array:
+            offsets = np.ascontiguousarray(offsets, np.int64)
         sel = None if select is None else np.ascontiguousarray(select, np.uint8)
         i, n = 0, len(offsets)
         while i < n:

@@ -38,6 +38,7 @@ from .dedup import KEY_BYTES, DedupWindow
 T = TypeVar("T")
 DUPLICATE = "duplicate: already stored"
 UNCONFIRMED_MAX = 10_000        # appended sends not yet confirmed (disk, followers) remembered for their resends
+SENDABLE_MAX = 4096             # topic names remembered as valid by topic_check (its fast path)
 # what an appended-but-unconfirmed put answered: its resend is not stored again (below)
 APPENDED = (PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT)
 
@@ -107,6 +108,7 @@ class SendPath:
         # confirms the end
         self.unconfirmed: dict[bytes, tuple[int, str, int]] = {}
         self.outcomes = Outcomes(self._queue_count)     # messages by topic and the status they were answered
+        self._sendable: set[str] = set()       # topic names topic_check found valid (at most SENDABLE_MAX)
 
     def _queue_count(self, topic: str) -> int:
         try:
@@ -169,12 +171,18 @@ class SendPath:
 
     def topic_check(self, name: str) -> tuple[int, int, str]:
         """(queue count, Code.OK, "") for a topic messages can be sent to, else (0, code, why)."""
+        if name in self._sendable and self.spread is None:          # the common case: checked before
+            n = self.store.queue_count(name)
+            if n:
+                return n, Code.OK, ""
         try:
             n = self.ensure_topic(name)
         except ValueError as e:
             return 0, Code.ILLEGAL_TOPIC, str(e)
         if n == 0:
             return 0, Code.TOPIC_NOT_FOUND, f"topic {name!r} does not exist"
+        if len(self._sendable) < SENDABLE_MAX:
+            self._sendable.add(name)           # a valid name, not a system topic: known from now on
         return n, Code.OK, ""
 
     # dedup window ---------------------------------------------------------------------------
