@@ -29,7 +29,7 @@ same produce path as bench/broker_produce.py), ``os.sync()``, then time reading 
 * ``redis``: XREAD COUNT ``--batch`` from id 0 until every entry is read.
 * ``nats``: a durable pull consumer (deliver all, ack policy none), fetch(``--batch``).
 
-Reference: **the best peer of each round**. Goal (issue 6): tidemq >= 2 x the best durable peer.
+Reference: **the best peer of each round**. Goal (issue 14; issue 6 asked for 2 x): tidemq >= 3 x the best durable peer.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from _common import Options, best_peer_doc, broker_rounds, cores_note, install_p
 from _report import Report, scratch_dir
 from peers import PEERS, versions
 
-GOAL = 2.0
+GOAL = 3.0          # issue 14 (issue 6 asked for 2)
 PULL_VARIANT = "tidemq PullMessage"
 SERIAL_VARIANT = "tidemq one pull at a time"
 DEFAULTS_VARIANT = "tidemq pull(32), broker defaults"
@@ -71,11 +71,11 @@ def measure(name: str, cls, workdir: str, body: bytes, a) -> dict[str, dict]:
             r = timed_consume(s, stored, a.batch, a.max_seconds, prefetch=0, **kw)
             r["filled"] = stored
             out[SERIAL_VARIANT] = r
-        if name == "tidemq" and a.pull_variant:
+        if name == "tidemq" and a.pull_variant and a.info_seconds > 0:
             r = timed_consume(s, stored, a.batch, a.info_seconds, api="pull", **kw)
             r["filled"] = stored
             out[PULL_VARIANT] = r
-        if name == "tidemq" and a.defaults_variant:
+        if name == "tidemq" and a.defaults_variant and a.info_seconds > 0:
             s.restart(env={})
             r = timed_consume(s, stored, 32, a.info_seconds, api="pull", **kw)
             r["filled"] = stored
@@ -112,8 +112,9 @@ def main() -> None:
                                    f"max_count={a.batch}, prefetch={a.prefetch}), decoded to StoredMessage (body, queue offset)",
                          "info_seconds": a.info_seconds,
                          "peers": versions()})
-    info = [v for v, on in ((SERIAL_VARIANT, a.serial_variant), (PULL_VARIANT, a.pull_variant),
-                            (DEFAULTS_VARIANT, a.defaults_variant)) if on]     # measure() adds them to tidemq's
+    # measure() adds them to tidemq's; the PullMessage ones are bounded by --info-seconds (0: skipped)
+    info = [v for v, on in ((SERIAL_VARIANT, a.serial_variant), (PULL_VARIANT, a.pull_variant and a.info_seconds > 0),
+                            (DEFAULTS_VARIANT, a.defaults_variant and a.info_seconds > 0)) if on]
     rep.ratio("tidemq", GOAL)
     for v in info:
         rep.ratio(v, None)

@@ -19,7 +19,7 @@ fresh data directory under bench/.tmp (started and warmed up untimed, stopped af
   awaited, ``--in-flight`` batches outstanding.
 
 Reference: **the best peer of each round** (the higher of redis and nats). tidemq's ratio is
-paired round by round. Goal (issue 6): tidemq >= 2 x the best durable peer. Also reported:
+paired round by round. Goal (issue 14; issue 6 asked for 2 x): tidemq >= 3 x the best durable peer. Also reported:
 CPU cores used by the server process and by this (client) process during each sample.
 """
 
@@ -32,7 +32,7 @@ from _common import Options, best_peer_doc, broker_rounds, cores_note, install_p
 from _report import Report, scratch_dir
 from peers import PEERS, versions
 
-GOAL = 2.0
+GOAL = 3.0          # issue 14 (issue 6 asked for 2)
 WARMUP = 1024
 INFO_VARIANT = "tidemq SendMessage"
 

@@ -86,7 +86,7 @@ class FakeCallable:
 
 @pytest.fixture
 def consumer(monkeypatch):
-    c = PullConsumer("127.0.0.1:1")
+    c = PullConsumer("127.0.0.1:1", stream=False)      # the unary pulls (the stream: test_iter_records_e2e.py)
 
     def use(q: FakeQueue) -> PullConsumer:
         monkeypatch.setattr(c._ch, "unary", lambda method: FakeCallable(q))
@@ -214,3 +214,24 @@ def test_the_frame_crc_vouches_for_the_records_or_fails_and_without_it_the_reade
     q.on_the_way = _without_crc                                                   # an older broker
     rs = list(c.iter_records("T", 0, 0, 100, max_count=30))
     assert offsets_of(rs) == list(range(100)) and not any(r.checked for r in rs)
+
+
+def test_an_answer_of_a_stream_is_split_into_results_that_follow_on():
+    """iter_records on a stream asks for several results' worth per answer and hands it out in
+    results of at most max_count records and max_bytes bytes, each one's next offset the queue
+    offset of the record after it (across holes), the last one's the answer's."""
+    from array import array
+
+    from tidemq.client.client import RecordsResult, _split
+    from tidemq.store import codec
+    offsets = [5, 6, 7, 9, 10, 14, 15]                         # holes at 8 and 11-13
+    recs = [codec.encode_record(body=b"b" * (10 * i), topic=b"T", properties=b"", queue_id=0, queue_offset=o,
+                                physical_offset=0, born_timestamp_ms=1, born_host=bytes(8), store_timestamp_ms=1,
+                                store_host=bytes(8)) for i, o in enumerate(offsets)]
+    whole = RecordsResult(Code.OK, "", 20, 0, 30, array("i", map(len, recs)), memoryview(b"".join(recs)), 5, True)
+    parts = list(_split(whole, 3, 10_000))
+    assert [[m.queue_offset for m in p.messages()] for p in parts] == [[5, 6, 7], [9, 10, 14], [15]]
+    assert [(p.offset, p.next_offset) for p in parts] == [(5, 9), (9, 15), (15, 20)] and all(p.checked for p in parts)
+    by_bytes = list(_split(whole, 100, len(recs[0]) + len(recs[1])))
+    assert [len(p.sizes) for p in by_bytes] == [2, 1, 1, 1, 1, 1] and by_bytes[-1].next_offset == 20
+    assert [len(p.sizes) for p in _split(whole, 100, 1)] == [1] * 7            # one record at least

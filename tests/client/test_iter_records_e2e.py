@@ -53,3 +53,42 @@ def test_prefetched_pulls_in_order_bounds_wait_and_fork(tmp_path, broker_factory
         with pytest.raises(grpc.RpcError):
             for _ in it:
                 pass
+
+
+def test_a_broker_without_the_stream_is_read_with_the_unary_pulls(tmp_path):
+    """An older broker (PullRecords only) answers PullRecordsStream UNIMPLEMENTED: iter_records
+    reads the same stretch with its unary pulls, from where it was."""
+    import asyncio
+    import json
+    from concurrent import futures
+
+    from tidemq.broker.consume.pull_records import Records
+    from tidemq.protocol import data
+    from tidemq.store import Message, MessageStore, StoreConfig
+
+    class Ctx:
+        def time_remaining(self):
+            return 30.0
+
+    s = MessageStore(StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=1 << 20, index_slots=100,
+                                 index_entries=400)).start()
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    try:
+        s.create_topic("O", 1)
+        s.put_batch([Message("O", b"o-%d" % i) for i in range(300)])
+        records = Records(s, asyncio.Event(), 4 << 20)
+        asked: list[int] = []
+
+        def pull(raw, context):
+            asked.append(json.loads(raw)["offset"])
+            return asyncio.run(records.pull(raw, Ctx()))
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+            data.SERVICE, {data.PULL_RECORDS: grpc.unary_unary_rpc_method_handler(pull)}),))
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        with PullConsumer(f"127.0.0.1:{port}") as c:
+            got = bodies(c.iter_records("O", 0, 20, 290, max_count=64, prefetch=2))
+        assert got == [b"o-%d" % i for i in range(20, 290)] and asked[0] == 20
+    finally:
+        server.stop(0)
+        s.shutdown()

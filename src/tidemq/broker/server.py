@@ -228,10 +228,15 @@ class Broker:
         async def send_stream(_requests, ctx):
             await self._record_sends.stream(ctx)
 
+        async def pull_stream(req, ctx):
+            async for r in self._records.stream(req, ctx):
+                yield r
+
         handlers = got.handlers + [Admin(self.store, self).handler(), grpc.method_handlers_generic_handler(
             data.SERVICE, {data.PULL_RECORDS: grpc.unary_unary_rpc_method_handler(pull),
                            data.SEND_RECORDS: grpc.unary_unary_rpc_method_handler(send),
-                           data.SEND_RECORDS_STREAM: grpc.stream_stream_rpc_method_handler(send_stream)})]
+                           data.SEND_RECORDS_STREAM: grpc.stream_stream_rpc_method_handler(send_stream),
+                           data.PULL_RECORDS_STREAM: grpc.unary_stream_rpc_method_handler(pull_stream)})]
         if self.replication is not None:
             handlers.append(self.replication.server.handler())
         return handlers

@@ -10,6 +10,7 @@ nothing of the broker or of the store engine (only the record codec, to decode r
 from __future__ import annotations
 
 import os
+import struct
 import sys
 import time
 from array import array
@@ -24,10 +25,11 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from ..protocol import data, pull_frame, send_frame
 from ..protocol.signing import date_time, signed_metadata
 from ..protocol.stubs import Code, Encoding, MessageType, pb, sgrpc, spb
-from ..store.codec import decode_records
+from ..store.codec import OFF_QUEUEOFFSET, decode_records
 from .errors import ClientError
 from .results import SendResult, SendResults
 from .send_stream import FrameStream, Unsupported
+from .watchdog import Watchdog
 
 
 @dataclass
@@ -65,6 +67,27 @@ class RecordsResult:
         return decode_records(self.data, self.sizes)
 
 
+def _split(r: RecordsResult, max_count: int, max_bytes: int) -> Iterator[RecordsResult]:
+    """A found result as results of at most ``max_count`` records and ``max_bytes`` bytes (one
+    record at least), following on: each one's next offset is the queue offset of the record
+    after it (the last one's, the answer's)."""
+    sizes, data = r.sizes, r.data
+    n = len(sizes)
+    i, pos, at = 0, 0, r.offset
+    while i < n:
+        j, nbytes = i, 0
+        while j < n and j - i < max_count and (j == i or nbytes + sizes[j] <= max_bytes):
+            nbytes += sizes[j]
+            j += 1
+        nxt = r.next_offset if j == n else _QOFF.unpack_from(data, pos + nbytes + OFF_QUEUEOFFSET)[0]
+        yield RecordsResult(r.code, r.message, nxt, r.min_offset, r.max_offset, sizes[i:j], data[pos:pos + nbytes],
+                            at, r.checked)
+        i, pos, at = j, pos + nbytes, nxt
+
+
+_QOFF = struct.Struct(">q")
+STREAM_RECORDS_PER_ANSWER = 1024   # iter_records on a stream: records per answer (several results of it)
+STREAM_RESULTS_PER_ANSWER = 8      # ... at most this many results per answer
 LOOKAHEAD_BYTES = 4 << 20      # HTTP/2 flow-control lookahead of the client's streams
 MESSAGE_MAX_BYTES = 256 << 20  # the largest request / response the client's channel carries
 PREFETCH_MAX = 8               # iter_records: pulls under way at most while the caller works
@@ -129,6 +152,11 @@ class _Channel:
         """A raw-bytes stream-stream callable on this channel."""
         _ = self.stub                               # (re)creates the channel after a fork
         return self._channel.stream_stream(method)
+
+    def unary_stream(self, method: str):
+        """A raw-bytes unary-stream callable on this channel."""
+        _ = self.stub
+        return self._channel.unary_stream(method)
 
     def unary(self, method: str):
         """A raw-bytes unary callable on this channel (cached per method)."""
@@ -444,11 +472,13 @@ class PullConsumer(_Owner):
 
     def __init__(self, endpoint: str, group: str = "", timeout_s: float = 10.0, *, access_key: str | None = None,
                  secret_key: str | None = None, tls: bool = False,
-                 root_certificates: str | bytes | None = None, prefetch_max: int = PREFETCH_MAX) -> None:
+                 root_certificates: str | bytes | None = None, prefetch_max: int = PREFETCH_MAX,
+                 stream: bool = True) -> None:
         self._ch = _Channel(endpoint, timeout_s, access_key, secret_key, tls, root_certificates)
         self._routed = _Routed(self._ch, timeout_s, (access_key, secret_key), tls, root_certificates)
         self.group = group
         self.prefetch_max = prefetch_max
+        self.stream = stream            # iter_records with prefetch on one PullRecordsStream call
 
     def close(self) -> None:
         self._routed.close()
@@ -558,7 +588,65 @@ class PullConsumer(_Owner):
             raise ValueError(f"prefetch {prefetch} outside 0 .. {self.prefetch_max}")
         if max_count < 1:
             raise ValueError(f"max_count {max_count} must be >= 1")
+        if prefetch > 0 and self.stream:
+            return self._streamed_records(topic, queue_id, start, end, max_count, max_bytes, prefetch, wait_s)
         return self._iter_records(topic, queue_id, start, end, max_count, max_bytes, prefetch, wait_s)
+
+    def _streamed_records(self, topic, queue_id, start, end, max_count, max_bytes, prefetch, wait_s):
+        """iter_records on one PullRecordsStream call (the broker reads ahead of the caller as
+        gRPC's flow control lets it, instead of ``prefetch`` calls); on the unary pulls when the
+        broker does not serve it, or after a fork."""
+        ch = self._for(topic, queue_id)
+        k = max(1, min(STREAM_RESULTS_PER_ANSWER, STREAM_RECORDS_PER_ANSWER // max_count))    # results per answer
+        req = pull_frame.encode_request(topic, queue_id, start, max_count * k, min(max_bytes * k, pull_frame.BYTES_MAX),
+                                        int(wait_s * 1000), end)
+        watch = Watchdog(ch.timeout_s + wait_s)
+        pid = os.getpid()
+        at = start
+        call = None
+        try:
+            watch.call = call = ch.unary_stream(data.PULL_RECORDS_STREAM_PATH)(req, metadata=ch.metadata())
+            it = iter(call)
+            while end is None or at < end:
+                watch.waiting()
+                try:
+                    raw = next(it)
+                except StopIteration:
+                    return                                   # the broker ended it: the queue's end
+                finally:
+                    watch.got()
+                r = self._records_result(raw, at)
+                nxt = r.next_offset
+                if not r.found:
+                    if nxt > at:                                     # holes, or cleaned away
+                        if end is not None and nxt > end:
+                            nxt = r.next_offset = end
+                    elif r.code == Code.ILLEGAL_OFFSET and wait_s > 0:    # beyond the queue's end
+                        raise ClientError(r.code, r.message)
+                    elif wait_s <= 0:
+                        return
+                if r.found and k > 1:
+                    for part in _split(r, max_count, max_bytes):
+                        yield part
+                else:
+                    yield r
+                at = nxt
+                if pid != os.getpid():              # forked mid-way: the rest on this process's own calls
+                    break
+        except grpc.RpcError as e:
+            if watch.fired:
+                raise ClientError(Code.REQUEST_TIMEOUT, f"PullRecordsStream of {topic} queue {queue_id}: no answer "
+                                                        f"within {ch.timeout_s + wait_s:g} s at offset {at}") from None
+            if e.code() == grpc.StatusCode.UNAUTHENTICATED:
+                raise ClientError(Code.UNAUTHORIZED, e.details()) from None
+            if e.code() != grpc.StatusCode.UNIMPLEMENTED or at != start:
+                raise
+        finally:
+            watch.stop()
+            if call is not None and pid == os.getpid():
+                call.cancel()
+        if end is None or at < end:                   # an older broker, or a fork: the unary pulls
+            yield from self._iter_records(topic, queue_id, at, end, max_count, max_bytes, prefetch, wait_s)
 
     def _iter_records(self, topic, queue_id, start, end, max_count, max_bytes, prefetch, wait_s):
         method = data.PULL_RECORDS_PATH

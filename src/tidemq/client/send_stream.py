@@ -17,7 +17,6 @@ back the frames sent, for the caller to send as unary calls.
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from typing import Callable, Iterator
 
@@ -26,6 +25,7 @@ import grpc
 from ..protocol import data
 from ..protocol.stubs import Code
 from .errors import ClientError
+from .watchdog import Watchdog
 
 Frame = tuple[bytes, list]          # a SendRecords frame and its messages' ids
 
@@ -52,8 +52,7 @@ class FrameStream:
         stop = threading.Event()
         done_reading = threading.Event()
         failure: list[BaseException] = []             # raised by ``frames`` (the caller's batches)
-        last = [time.monotonic()]
-        timed_out = threading.Event()
+        watch = Watchdog(self.timeout_s)
 
         def requests():
             try:
@@ -63,37 +62,26 @@ class FrameStream:
                             return
                     if stop.is_set():
                         return
-                    if not pending:
-                        last[0] = time.monotonic()   # the watchdog's clock: since the oldest unanswered was sent
                     pending.append(frame)
+                    watch.waiting()                # an answer is awaited (since the oldest was sent)
                     yield frame[0]
             except Exception as e:  # noqa: BLE001 - the caller's iterator failed: the caller gets it
                 failure.append(e)
             finally:
                 done_reading.set()
 
-        call = self.channel.stream(data.SEND_RECORDS_STREAM_PATH)(requests(), metadata=self.channel.metadata())
-
-        def watch() -> None:
-            step = min(1.0, self.timeout_s / 4)
-            while not stop.wait(step):
-                if pending and time.monotonic() - last[0] > self.timeout_s:
-                    timed_out.set()
-                    call.cancel()
-                    return
-
-        watchdog = threading.Thread(target=watch, name="tidemq-send-stream-watchdog", daemon=True)
-        watchdog.start()
+        watch.call = call = self.channel.stream(data.SEND_RECORDS_STREAM_PATH)(requests(),
+                                                                              metadata=self.channel.metadata())
         answered = 0
         try:
             for answer in call:
-                last[0] = time.monotonic()           # ... or since the last answer
                 _frame, ids = pending.popleft()
+                watch.got(more=bool(pending))
                 room.release()
                 answered += 1
                 on_answer(answer, ids)
         except grpc.RpcError as e:
-            if timed_out.is_set():
+            if watch.fired:
                 raise ClientError(Code.REQUEST_TIMEOUT, f"no answer within timeout_s={self.timeout_s} to {len(pending)} "
                                                         f"batch(es) sent on SendRecordsStream: their outcome is "
                                                         f"unknown (resend them with the same message ids)") from None
@@ -108,5 +96,6 @@ class FrameStream:
             raise
         finally:
             stop.set()
+            watch.stop()
         if failure:
             raise failure[0]

@@ -9,6 +9,9 @@ same port (docs/broker-protocol.md, 4.11).
                         call each
     PullRecords         unary: records of one queue by offset, as the commit log stores them
                         (pull_frame.py)
+    PullRecordsStream   a PullRecords request answered with a stream of its responses, each
+                        from where the one before ended: a stretch of a queue without a call
+                        per pull
 
 SendMessage (the protocol's own RPC) keeps its answer exactly as the official clients expect
 it. What tidemq adds to it is trailing metadata that clients which do not know it ignore:
@@ -29,6 +32,8 @@ PULL_RECORDS = "PullRecords"
 SEND_RECORDS_PATH = f"/{SERVICE}/{SEND_RECORDS}"      # what a channel's unary_unary is given
 SEND_RECORDS_STREAM_PATH = f"/{SERVICE}/{SEND_RECORDS_STREAM}"
 PULL_RECORDS_PATH = f"/{SERVICE}/{PULL_RECORDS}"
+PULL_RECORDS_STREAM = "PullRecordsStream"
+PULL_RECORDS_STREAM_PATH = f"/{SERVICE}/{PULL_RECORDS_STREAM}"
 
 DUPLICATES_TRAILER = "tidemq-duplicates"
 

@@ -2,10 +2,15 @@
 log stores them, back to back in one response (no protobuf per message). Bytes in, values
 out; no I/O.
 
-Request: UTF-8 JSON ``{"topic", "queue_id", "offset", "max_count", "max_bytes", "wait_ms"}``;
-the last three may be left out (4096, 16 MiB, 0). ``max_count`` is clamped to
+Request: UTF-8 JSON ``{"topic", "queue_id", "offset", "max_count", "max_bytes", "wait_ms", "end"}``;
+all after ``offset`` may be left out (4096, 16 MiB, 0, none). ``max_count`` is clamped to
 1 .. COUNT_MAX, ``wait_ms`` to 0 .. WAIT_MS_MAX; the broker clamps ``max_bytes`` to what it
-can answer (BYTES_MAX and its gRPC message limit).
+can answer (BYTES_MAX and its gRPC message limit). ``end`` (PullRecordsStream only): the
+offset the stream stops at, exclusive.
+
+``/tidemq.Data/PullRecordsStream`` takes the same request and answers a stream of responses,
+each as PullRecords answers, each from where the one before ended (broker/consume/pull_records.py
+says when it ends).
 
 Response::
 
@@ -50,12 +55,16 @@ class PullRequest(NamedTuple):
     max_count: int = COUNT_DEFAULT
     max_bytes: int = BYTES_DEFAULT
     wait_ms: float = 0.0
+    end: int | None = None          # PullRecordsStream: where the stream stops (None: see the broker)
 
 
 def encode_request(topic: str, queue_id: int, offset: int, max_count: int = COUNT_DEFAULT,
-                   max_bytes: int = BYTES_DEFAULT, wait_ms: float = 0) -> bytes:
-    return json.dumps({"topic": topic, "queue_id": queue_id, "offset": offset, "max_count": max_count,
-                       "max_bytes": max_bytes, "wait_ms": wait_ms}).encode()
+                   max_bytes: int = BYTES_DEFAULT, wait_ms: float = 0, end: int | None = None) -> bytes:
+    req = {"topic": topic, "queue_id": queue_id, "offset": offset, "max_count": max_count, "max_bytes": max_bytes,
+           "wait_ms": wait_ms}
+    if end is not None:
+        req["end"] = end
+    return json.dumps(req).encode()
 
 
 def decode_request(raw: bytes) -> PullRequest:
@@ -65,10 +74,11 @@ def decode_request(raw: bytes) -> PullRequest:
         wait_ms = float(req.get("wait_ms", 0))
         if wait_ms != wait_ms:
             raise ValueError("wait_ms is not a number")
+        end = req.get("end")
         return PullRequest(str(req["topic"]), int(req["queue_id"]), int(req["offset"]),
                            max(1, min(int(req.get("max_count", COUNT_DEFAULT)), COUNT_MAX)),
                            int(req.get("max_bytes", BYTES_DEFAULT)),
-                           max(0.0, min(wait_ms, WAIT_MS_MAX)))
+                           max(0.0, min(wait_ms, WAIT_MS_MAX)), None if end is None else int(end))
     except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as e:
         raise FrameError(f"malformed PullRecords request: {type(e).__name__}: {e}") from None
 

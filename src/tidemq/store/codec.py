@@ -356,6 +356,16 @@ def _field(i: int):
     return property(get)
 
 
+def _one_field(at: int, fmt: str):
+    """A header field read on its own (a reader that wants the queue offset of every message
+    does not unpack 17 fields for it)."""
+    unpack = struct.Struct(fmt).unpack_from
+
+    def get(self):
+        return unpack(self._head, at)[0]
+    return property(get)
+
+
 class StoredMessage:
     """A message read from its record, decoded lazily: the header is unpacked, the topic and
     properties parsed, only when first asked for. The body is a bytes copy (never a view
@@ -373,14 +383,14 @@ class StoredMessage:
 
     store_size = _field(0)
     body_crc = _field(2)
-    queue_id = _field(3)
+    queue_id = _one_field(OFF_QUEUEID, ">i")
     flag = _field(4)
-    queue_offset = _field(5)
-    commitlog_offset = _field(6)
+    queue_offset = _one_field(OFF_QUEUEOFFSET, ">q")
+    commitlog_offset = _one_field(OFF_PHYSICALOFFSET, ">q")
     sys_flag = _field(7)
     born_timestamp_ms = _field(8)
     born_host_raw = _field(9)
-    store_timestamp_ms = _field(10)
+    store_timestamp_ms = _one_field(OFF_STORETIMESTAMP, ">q")
     store_host_raw = _field(11)
     reconsume_times = _field(12)
     prepared_transaction_offset = _field(13)

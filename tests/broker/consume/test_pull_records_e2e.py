@@ -99,3 +99,64 @@ def test_holes_are_skipped(tmp_path):
         assert hole["code"] != Code.OK and hole["next_offset"] == 2
     finally:
         s.shutdown()
+
+
+def _frames(records: Records, req: dict) -> list[dict]:
+    """The headers of every answer of a PullRecordsStream of ``req`` (in process)."""
+    async def collect():
+        out = []
+        async for raw in records.stream(json.dumps(req).encode(), _Context(None)):
+            out.append(unframe(raw)[0])
+        return out
+    return asyncio.run(asyncio.wait_for(collect(), PATIENCE_S))
+
+
+def test_a_stream_goes_from_answer_to_answer_across_holes_and_stops_where_it_should(tmp_path):
+    s = MessageStore(StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=1 << 20, index_slots=100,
+                                 index_entries=400)).start()
+    try:
+        s.create_topic("H", 1)
+        s.put_batch([Message("H", b"h-%d" % i) for i in range(20)])
+        s.queues.get("H", 0).put_unit_checked(10, 0, 0, 0)        # a lost message's unit: a hole at 10
+        records = Records(s, asyncio.Event(), 4 << 20)
+        heads = _frames(records, {"topic": "H", "queue_id": 0, "offset": 0, "max_count": 4, "end": 15})
+        assert heads[-1]["next_offset"] == 15 and sum(h["count"] for h in heads) == 14     # all but the hole
+        assert all(h["code"] == Code.OK for h in heads) and len(heads) == 4
+        heads = _frames(records, {"topic": "H", "queue_id": 0, "offset": 10, "max_count": 1, "end": 13})
+        assert [(h["code"], h["next_offset"]) for h in heads] == [(Code.MESSAGE_NOT_FOUND, 11), (Code.OK, 12),
+                                                                  (Code.OK, 13)]
+        heads = _frames(records, {"topic": "H", "queue_id": 0, "offset": 12, "max_count": 100})   # to the end
+        assert [(h["code"], h["count"], h["next_offset"]) for h in heads] == [(Code.OK, 8, 20)]
+        heads = _frames(records, {"topic": "H", "queue_id": 0, "offset": 20})                     # at the end
+        assert [(h["code"], h["status"]) for h in heads] == [(Code.MESSAGE_NOT_FOUND, "OFFSET_OVERFLOW_ONE")]
+        for req, code in (({"topic": "H", "queue_id": 0, "offset": 99}, Code.ILLEGAL_OFFSET),
+                          ({"topic": "H", "queue_id": 3, "offset": 0}, Code.TOPIC_NOT_FOUND),
+                          ({"topic": "H"}, Code.BAD_REQUEST)):
+            assert [h["code"] for h in _frames(records, req)] == [code]                    # one answer, the end
+    finally:
+        s.shutdown()
+
+
+def test_a_stream_that_waits_goes_on_when_records_arrive(tmp_path):
+    """With wait_ms the stream long-polls at the queue's end and goes on (here until ``end``)."""
+    s = MessageStore(StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=1 << 20, index_slots=100,
+                                 index_entries=400)).start()
+    try:
+        s.create_topic("W", 1)
+        s.put_batch([Message("W", b"w-0")])
+
+        async def collect():
+            arrivals = asyncio.Event()
+            records = Records(s, arrivals, 4 << 20)
+            req = json.dumps({"topic": "W", "queue_id": 0, "offset": 0, "wait_ms": 60_000, "end": 3}).encode()
+            out = []
+            async for raw in records.stream(req, _Context(None)):
+                head, _sizes, _data = unframe(raw)
+                out.append((head["code"], head["next_offset"]))
+                if len(out) == 1:           # answered what there was: the next pull waits for this put
+                    s.put_batch([Message("W", b"w-1"), Message("W", b"w-2")])
+                    arrivals.set()
+            return out
+        assert asyncio.run(asyncio.wait_for(collect(), PATIENCE_S)) == [(Code.OK, 1), (Code.OK, 3)]
+    finally:
+        s.shutdown()

@@ -33,18 +33,56 @@ class Records:
         self.bytes_max = bytes_max                        # record bytes one response carries at most
 
     async def pull(self, raw: bytes, context) -> bytes:
+        req, refusal = self._request(raw)
+        if refusal is not None:
+            return refusal
+        g = await long_poll(lambda: self.store.get_raw(req.topic, req.queue_id, req.offset, req.max_count,
+                                                       self._max_bytes(req)), self.arrivals, req.wait_ms / 1000, context)
+        return self._response(req.topic, g)
+
+    async def stream(self, raw: bytes, context):
+        """``/tidemq.Data/PullRecordsStream``: the pulls of [offset, end) one after the other on one
+        call, each answered as ``pull`` answers it and starting where the one before ended (holes
+        and cleaned stretches are crossed as their answers say). It ends at ``end``; without one at
+        the queue's end, or with ``wait_ms`` never (at the end it long-polls and goes on); after an
+        answer that is an error. gRPC's flow control keeps it at most a window ahead of the reader."""
+        req, refusal = self._request(raw)
+        if refusal is not None:
+            yield refusal
+            return
+        topic, qid, end, wait_s = req.topic, req.queue_id, req.end, req.wait_ms / 1000
+        offset, max_bytes = req.offset, self._max_bytes(req)
+        while end is None or offset < end:
+            n = req.max_count if end is None else min(req.max_count, end - offset)
+            at = offset
+            g = await long_poll(lambda: self.store.get_raw(topic, qid, at, n, max_bytes), self.arrivals, wait_s,
+                                context)
+            yield self._response(topic, g)
+            if g.status is GetStatus.FOUND:
+                offset = g.next_offset
+                if wait_s <= 0 and offset >= g.max_offset:
+                    return                                # the queue's end, as this answer saw it
+            elif g.next_offset > offset and g.status is not GetStatus.SERVICE_NOT_AVAILABLE:
+                offset = g.next_offset                     # holes, or records cleaned away
+            elif wait_s <= 0 or g.status not in (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.NO_MESSAGE_IN_QUEUE):
+                return                                     # the end, or an error: said in the last answer
+
+    def _request(self, raw: bytes):
+        """(the request, None), or (None, the answer that refuses it)."""
         try:
             req = decode_request(raw)
         except FrameError as e:
-            return encode_response({"code": Code.BAD_REQUEST, "message": str(e)})
-        topic, qid, offset, max_count = req.topic, req.queue_id, req.offset, req.max_count
-        # the response must fit the gRPC limit: sizes, header and records together
-        max_bytes = max(1, min(req.max_bytes, self.bytes_max,
-                               self.max_message_bytes - 4 * max_count - RESPONSE_SLACK_BYTES))
+            return None, encode_response({"code": Code.BAD_REQUEST, "message": str(e)})
+        topic, qid = req.topic, req.queue_id
         if not valid_topic(topic) or not 0 <= qid < self.store.queue_count(topic):
-            return encode_response({"code": Code.TOPIC_NOT_FOUND, "message": f"no queue {qid} in topic {topic!r}"})
-        g = await long_poll(lambda: self.store.get_raw(topic, qid, offset, max_count, max_bytes), self.arrivals,
-                            req.wait_ms / 1000, context)
+            return None, encode_response({"code": Code.TOPIC_NOT_FOUND, "message": f"no queue {qid} in topic {topic!r}"})
+        return req, None
+
+    def _max_bytes(self, req) -> int:
+        # the response must fit the gRPC limit: sizes, header and records together
+        return max(1, min(req.max_bytes, self.bytes_max, self.max_message_bytes - 4 * req.max_count - RESPONSE_SLACK_BYTES))
+
+    def _response(self, topic: str, g) -> bytes:
         head = {"status": g.status.name, "next_offset": g.next_offset, "min_offset": g.min_offset,
                 "max_offset": g.max_offset, "count": 0}
         if g.status is GetStatus.FOUND:

@@ -24,6 +24,7 @@ STREAMING = {
     "/apache.rocketmq.v2.MessagingService/PullMessage": "unary_stream",
     "/tidemq.Replication/Stream": "stream_stream",
     "/tidemq.Data/SendRecordsStream": "stream_stream",
+    "/tidemq.Data/PullRecordsStream": "unary_stream",
 }
 OPTIONS = [("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20),
            ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000)]
