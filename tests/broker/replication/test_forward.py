@@ -160,3 +160,12 @@ def test_a_new_leader_gets_a_new_channel():
         finally:
             await other.stop(None)
     run_with_member(check)
+
+
+def test_tidemqs_own_streamed_methods_are_forwarded_as_streams():
+    """A follower's leader port forwards a method as the kind it is: the Data streams too."""
+    from tidemq.broker.replication.forward import STREAMING
+    from tidemq.protocol import data
+    assert STREAMING[data.SEND_RECORDS_STREAM_PATH] == "stream_stream"
+    assert STREAMING[data.PULL_RECORDS_STREAM_PATH] == "unary_stream"
+    assert data.SEND_RECORDS_PATH not in STREAMING and data.PULL_RECORDS_PATH not in STREAMING      # unary
