@@ -70,9 +70,9 @@ class Broker:
     def _make_alarms(self, store: MessageStore) -> ResourceAlarms:
         c, sc = self.config, self.store_config
         per_dir, base = sc.dir_thresholds(), sc.thresholds()
-        read = store_disk_reader(store.disk.placement_candidates, [sc.root_dir, sc.consumequeue_path, sc.index_path],
+        read = store_disk_reader(store.disk.online_commitlog_dirs, [sc.root_dir, sc.consumequeue_path, sc.index_path],
                                  store.fio.disk_usage,
-                                 lambda d: per_dir.get(os.path.normpath(d), base)[1])
+                                 lambda d: per_dir.get(os.path.normpath(d), base)[1:3])
         return ResourceAlarms(0, c.disk_free_limit_bytes or 2 * sc.segment_size_bytes, read_rss_bytes, read,
                               SystemClock(),
                               c.alarm_check_interval_ms_min / 1000, c.alarm_check_interval_ms_max / 1000)

@@ -31,7 +31,8 @@ Frame = tuple[bytes, list]          # a SendRecords frame and its messages' ids
 
 
 class Unsupported(Exception):
-    """The broker does not serve SendRecordsStream; ``sent``: the frames sent on it (unanswered)."""
+    """The broker does not serve SendRecordsStream; ``sent``: the frames taken for it (none
+    answered), in order: the caller sends them another way, then the rest of its frames."""
 
     def __init__(self, sent: list[Frame]) -> None:
         super().__init__("the broker does not serve SendRecordsStream")
@@ -48,27 +49,30 @@ class FrameStream:
     def run(self, frames: Iterator[Frame], on_answer: Callable[[bytes, list], None]) -> None:
         """Send every frame of ``frames``; ``on_answer(answer, ids)`` for each, in order."""
         room = threading.Semaphore(self.window)
-        pending: deque[Frame] = deque()              # sent, not answered yet (oldest first)
+        pending: deque[Frame] = deque()              # taken from ``frames``, not answered yet (oldest first)
         stop = threading.Event()
-        done_reading = threading.Event()
+        taking = threading.Lock()                     # held while a frame is taken and put in ``pending``
         failure: list[BaseException] = []             # raised by ``frames`` (the caller's batches)
         watch = Watchdog(self.timeout_s)
+        source = iter(frames)
 
         def requests():
             try:
-                for frame in frames:
+                while True:
                     while not room.acquire(timeout=0.2):
                         if stop.is_set():
                             return
-                    if stop.is_set():
-                        return
-                    pending.append(frame)
+                    with taking:                      # a frame taken is in pending: none is lost on a stop
+                        if stop.is_set():
+                            return
+                        frame = next(source, None)
+                        if frame is None:
+                            return
+                        pending.append(frame)
                     watch.waiting()                # an answer is awaited (since the oldest was sent)
                     yield frame[0]
             except Exception as e:  # noqa: BLE001 - the caller's iterator failed: the caller gets it
                 failure.append(e)
-            finally:
-                done_reading.set()
 
         watch.call = call = self.channel.stream(data.SEND_RECORDS_STREAM_PATH)(requests(),
                                                                               metadata=self.channel.metadata())
@@ -88,9 +92,10 @@ class FrameStream:
             if failure:
                 raise failure[0] from None
             if e.code() == grpc.StatusCode.UNIMPLEMENTED and answered == 0:
-                stop.set()
-                done_reading.wait(30)
-                raise Unsupported(list(pending)) from None
+                with taking:                          # the frames taken so far, none after
+                    stop.set()
+                    sent = list(pending)
+                raise Unsupported(sent) from None
             if e.code() == grpc.StatusCode.UNAUTHENTICATED:
                 raise ClientError(Code.UNAUTHORIZED, e.details()) from None
             raise

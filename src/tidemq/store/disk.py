@@ -325,6 +325,10 @@ class DiskMonitor:
         self.refusal = reason
 
     # Decisions -------------------------------------------------------------------------
+    def online_commitlog_dirs(self) -> list[str]:
+        """Commit-log directories neither offline nor read-only (their fill is another question)."""
+        return [st.path for st in self.dirs.values() if st.role == "commitlog" and st.path not in self._offline]
+
     def placement_candidates(self) -> list[str]:
         """Directories that may take a new segment: below their clean-forcibly ratio, or, when
         none is, below their warning ratio (writes are refused only at the warning level)."""

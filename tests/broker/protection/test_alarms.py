@@ -117,29 +117,39 @@ def test_real_readings_are_plausible(tmp_path):
     assert 1 * MIB < rss < total_memory_bytes()
     (tmp_path / "a").mkdir()
     read = store_disk_reader(lambda: [], [str(tmp_path), str(tmp_path / "a"), str(tmp_path / "missing")],
-                             lambda p: DiskUsage(100, 50, 50), lambda d: 85)
+                             lambda p: DiskUsage(100, 50, 50), lambda d: (85, 90))
     assert read() == [DiskReading(str(tmp_path), 50, 15)]   # one per file system, missing ones skipped
 
 
 def test_one_commit_log_directory_with_room_is_enough(tmp_path):
     """The issue's case: of two commit-log directories one is nearly full, the other has room for
-    new segments: no alarm (it used to hold, then refuse, every send for good)."""
+    new segments: no alarm (it used to hold, then refuse, every send for good). Which directories
+    can take a new segment is judged from the same reading as their free space (the store's own
+    view, a moment older, once raised the alarm for a directory that had just filled past 85 %
+    while the other had room)."""
     da, db = str(tmp_path / "a"), str(tmp_path / "b")
     for d in (da, db):
         (tmp_path / d).mkdir()
-    free = {da: 4 * MIB, db: 20 * MIB}
+    free = {da: 4 * MIB, db: 30 * MIB}
     cap = {da: 64 * MIB, db: 128 * MIB}
-    writable = [da, db]
-    read = store_disk_reader(lambda: writable, [], lambda p: DiskUsage(cap[p], cap[p] - free[p], free[p]),
-                             lambda d: 85)
-    a = ResourceAlarms(1 * GIB, 8 * MIB, lambda: 1, read, ManualClock())
-    a.check()
+    online = [da, db]
+    read = store_disk_reader(lambda: online, [], lambda p: DiskUsage(cap[p], cap[p] - free[p], free[p]),
+                             lambda d: (85, 90))
+    a = ResourceAlarms(1 * GIB, 16 * MIB, lambda: 1, read, ManualClock())     # capped: 9.6 MiB for a
+    a.check()                                          # a at 94 %: takes no new segment; b has room
     assert not a.disk.raised and a.disk.where == db
-    free[db] = 6 * MIB                                 # every writable directory short: raised
+    free[da] = 12 * MIB                                # a back under 85 %: both count, one with room is enough
     a.check()
-    assert a.disk.raised and a.disk.reading_bytes == 6 * MIB
-    writable.remove(da)                                # a takes no new segments: only b counts
-    free[db] = 30 * MIB
+    assert not a.disk.raised
+    free[db] = 6 * MIB                                 # b at 95 %, a at 81 % with 12 MiB: a counts alone
+    a.check()
+    assert not a.disk.raised and a.disk.where == da
+    free[da] = 7 * MIB                                 # both past 85 %, under 90 %: both count, both short
+    free[db] = 13 * MIB
+    a.check()
+    assert a.disk.raised
+    online.remove(db)                                  # b offline or read-only: a alone
+    free[da] = 40 * MIB
     a.check()
     assert not a.disk.raised
 

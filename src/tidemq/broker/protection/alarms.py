@@ -230,22 +230,31 @@ class ResourceAlarms:
 
 
 def store_disk_reader(commitlog_dirs: Callable[[], list[str]], other_dirs: list[str], disk_usage,
-                      forcibly_percent: Callable[[str], int]) -> Callable[[], list[DiskReading]]:
-    """The readings the disk alarm judges for a store: each commit-log directory that can take a
-    new segment (``commitlog_dirs()``, asked at every check: offline and read-only ones are not),
-    as one group, and the other directories on file systems without a commit-log directory (the
-    first path names a file system). Every limit is capped at the free space the directory has at
-    its clean-forcibly ratio (``forcibly_percent(dir)``)."""
+                      thresholds: Callable[[str], tuple[int, int]]) -> Callable[[], list[DiskReading]]:
+    """The readings the disk alarm judges for a store: the commit-log directories that can take a
+    new segment, as one group, and the other directories on file systems without a commit-log
+    directory (the first path names a file system). ``commitlog_dirs()`` (asked at every check)
+    names the ones neither offline nor read-only; which of them can take a new segment is judged
+    from the same reading as their free space, as the store places segments: those below their
+    clean-forcibly ratio, or, when none is, those below their warning ratio (``thresholds(dir)``:
+    (clean-forcibly %, warning %)). (The store's own view of a directory can be a moment older than
+    the reading: judged from it, a directory that just filled past its clean-forcibly ratio raised
+    the alarm for a moment while another one had room.) Every limit is capped at the free space the
+    directory has at its clean-forcibly ratio."""
     def read() -> list[DiskReading]:
         out: list[DiskReading] = []
         devices: set[int] = set()
+        usable = []
         for d in commitlog_dirs():
             try:
                 u = disk_usage(d)
                 devices.add(os.stat(d).st_dev)
             except OSError:
                 continue      # the store's disk monitor takes it offline
-            out.append(DiskReading(d, u.free_bytes, _cap(u.total_bytes, forcibly_percent(d)), "commitlog"))
+            usable.append((d, u, *thresholds(d)))
+        below = [x for x in usable if 100.0 * x[1].used_ratio < x[2]]
+        for d, u, forcibly, _warning in below or [x for x in usable if 100.0 * x[1].used_ratio < x[3]]:
+            out.append(DiskReading(d, u.free_bytes, _cap(u.total_bytes, forcibly), "commitlog"))
         for d in other_dirs:
             try:
                 dev = os.stat(d).st_dev
@@ -255,7 +264,7 @@ def store_disk_reader(commitlog_dirs: Callable[[], list[str]], other_dirs: list[
                 u = disk_usage(d)
             except OSError:
                 continue
-            out.append(DiskReading(d, u.free_bytes, _cap(u.total_bytes, forcibly_percent(d))))
+            out.append(DiskReading(d, u.free_bytes, _cap(u.total_bytes, thresholds(d)[0])))
         return out
     return read
 
