@@ -126,6 +126,62 @@ static int add_unit(PyObject *units, PyObject *cq, long long qoff, const unsigne
     return 0;
 }
 
+/* the queue a put without a queue id goes to: the next of the topic's write_ids, round-robin
+   (the counter moves only when the record goes in); 0, or -1 (exception set) */
+static int next_queue(topic_cur *c, long long *qid) {
+    if (c->nids <= 0) {
+        PyErr_SetString(PyExc_ValueError, "the topic has no queue to write (empty write_ids)");
+        return -1;
+    }
+    Py_ssize_t j = (Py_ssize_t)(c->rr % c->nids);
+    if (c->ids == NULL) {
+        *qid = c->id_start + c->id_step * j;
+    } else if (as_i64(PySequence_Fast_GET_ITEM(c->ids, j), qid) < 0) {
+        return -1;
+    }
+    if (*qid < 0 || *qid >= c->qc) {
+        PyErr_SetString(PyExc_ValueError, "queue id outside the topic's queues");
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {              /* the header fields of a record (codec.py's layout) */
+    uint32_t size, body_crc, queue_id, flag, sys_flag, reconsume, body_len;
+    int64_t queue_offset, phys, born_ts, store_ts, prep_tx;
+    const unsigned char *born_host, *store_host;      /* 8 bytes each */
+} header_t;
+
+/* the 88-byte header at r, then the body after it */
+static void write_head(unsigned char *r, const header_t *h, const unsigned char *body) {
+    be32(r, h->size);
+    be32(r + 4, MAGIC_U32);
+    be32(r + 8, h->body_crc);
+    be32(r + 12, h->queue_id);
+    be32(r + 16, h->flag);
+    be64(r + 20, (uint64_t)h->queue_offset);
+    be64(r + 28, (uint64_t)h->phys);
+    be32(r + 36, h->sys_flag);
+    be64(r + 40, (uint64_t)h->born_ts);
+    memcpy(r + 48, h->born_host, 8);
+    be64(r + 56, (uint64_t)h->store_ts);
+    memcpy(r + 64, h->store_host, 8);
+    be32(r + 72, h->reconsume);
+    be64(r + 76, (uint64_t)h->prep_tx);
+    be32(r + 84, h->body_len);
+    memcpy(r + OFF_BODY, body, h->body_len);
+}
+
+/* the exception an item raised, taken out of the error indicator (the loop's caller says why) */
+static PyObject *take_error(void) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyErr_NormalizeException(&et, &ev, &tb);
+    Py_XDECREF(et);
+    Py_XDECREF(tb);
+    return ev;
+}
+
 /* append(batch, start, buf, pos, limit, base, now_ms, store_host, units, index_items,
           res_phys, res_size, res_qid, res_qoff, res_uniq) -> (next, pos, error)
 
@@ -197,20 +253,7 @@ PyObject *py_append(PyObject *self, PyObject *args) {
             goto item_error;
         }
         if (f[4] == Py_None) {            /* round-robin over the topic's write_ids */
-            if (cur.nids <= 0) {
-                PyErr_SetString(PyExc_ValueError, "the topic has no queue to write (empty write_ids)");
-                goto item_error;
-            }
-            Py_ssize_t j = (Py_ssize_t)(cur.rr % cur.nids);
-            if (cur.ids == NULL) {
-                qid = cur.id_start + cur.id_step * j;
-            } else if (as_i64(PySequence_Fast_GET_ITEM(cur.ids, j), &qid) < 0) {
-                goto item_error;
-            }
-            if (qid < 0 || qid >= cur.qc) {
-                PyErr_SetString(PyExc_ValueError, "queue id outside the topic's queues");
-                goto item_error;
-            }
+            if (next_queue(&cur, &qid) < 0) goto item_error;
             cur.rr++;
         } else {
             qid = PyLong_AsLongLong(f[4]);
@@ -253,22 +296,10 @@ PyObject *py_append(PyObject *self, PyObject *args) {
         /* nothing can fail from here on: the record goes in */
         PyList_SetItem(cur.offsets, qid, next);              /* steals next */
         unsigned char *r = b + pos;
-        be32(r, (uint32_t)n);
-        be32(r + 4, MAGIC_U32);
-        be32(r + 8, (uint32_t)crc);
-        be32(r + 12, (uint32_t)qid);
-        be32(r + 16, (uint32_t)flag);
-        be64(r + 20, (uint64_t)qoff);
-        be64(r + 28, (uint64_t)phys);
-        be32(r + 36, (uint32_t)sys_flag);
-        be64(r + 40, (uint64_t)born_ts);
-        memcpy(r + 48, PyBytes_AS_STRING(bh), 8);
-        be64(r + 56, (uint64_t)now_ms);
-        memcpy(r + 64, host.buf, 8);
-        be32(r + 72, (uint32_t)reconsume);
-        be64(r + 76, (uint64_t)prep_tx);
-        be32(r + 84, (uint32_t)bl);
-        memcpy(r + OFF_BODY, bp, (size_t)bl);
+        header_t h = {(uint32_t)n, (uint32_t)crc, (uint32_t)qid, (uint32_t)flag, (uint32_t)sys_flag,
+                      (uint32_t)reconsume, (uint32_t)bl, qoff, phys, born_ts, now_ms, prep_tx,
+                      (const unsigned char *)PyBytes_AS_STRING(bh), (const unsigned char *)host.buf};
+        write_head(r, &h, bp);
         unsigned char *q = r + OFF_BODY + bl;
         q[0] = (unsigned char)tl;
         memcpy(q + 1, PyBytes_AS_STRING(cur.name), (size_t)tl);
@@ -287,15 +318,9 @@ PyObject *py_append(PyObject *self, PyObject *args) {
         PyList_SetItem(res_uniq, i, uq);
         pos += n;
         continue;
-    item_error: {
-            PyObject *et, *ev, *tb;
-            PyErr_Fetch(&et, &ev, &tb);
-            PyErr_NormalizeException(&et, &ev, &tb);
-            Py_XDECREF(et);
-            Py_XDECREF(tb);
-            error = ev;
-            break;
-        }
+    item_error:
+        error = take_error();
+        break;
     }
     if (topic_flush(&cur) < 0) goto done;
     result = Py_BuildValue("nnO", k, pos, error ? error : Py_None);
@@ -406,21 +431,8 @@ PyObject *py_append_slices(PyObject *self, PyObject *args) {
         }
         Py_ssize_t n = FIXED_OVERHEAD + lb + tl + pl;
         if (pos + n > limit) break;                         /* the caller ends the segment here */
-        if (cur.nids <= 0) {
-            PyErr_SetString(PyExc_ValueError, "the topic has no queue to write (empty write_ids)");
-            goto item_error;
-        }
         long long qid, qoff;
-        Py_ssize_t j = (Py_ssize_t)(cur.rr % cur.nids);
-        if (cur.ids == NULL) {
-            qid = cur.id_start + cur.id_step * j;
-        } else if (as_i64(PySequence_Fast_GET_ITEM(cur.ids, j), &qid) < 0) {
-            goto item_error;
-        }
-        if (qid < 0 || qid >= cur.qc) {
-            PyErr_SetString(PyExc_ValueError, "queue id outside the topic's queues");
-            goto item_error;
-        }
+        if (next_queue(&cur, &qid) < 0) goto item_error;
         if (as_i64(PyList_GET_ITEM(cur.offsets, qid), &qoff) < 0) goto item_error;
         PyObject *next = PyLong_FromLongLong(qoff + 1);
         if (next == NULL) goto item_error;
@@ -448,22 +460,9 @@ PyObject *py_append_slices(PyObject *self, PyObject *args) {
         PyList_SetItem(cur.offsets, qid, next);              /* steals next */
         cur.rr++;
         unsigned char *r = b + pos;
-        be32(r, (uint32_t)n);
-        be32(r + 4, MAGIC_U32);
-        be32(r + 8, crc32_of(0, bp, (size_t)lb) & 0x7FFFFFFF);
-        be32(r + 12, (uint32_t)qid);
-        be32(r + 16, 0);
-        be64(r + 20, (uint64_t)qoff);
-        be64(r + 28, (uint64_t)phys);
-        be32(r + 36, 0);
-        be64(r + 40, (uint64_t)now_ms);
-        memcpy(r + 48, host.buf, 8);
-        be64(r + 56, (uint64_t)now_ms);
-        memcpy(r + 64, host.buf, 8);
-        be32(r + 72, 0);
-        be64(r + 76, 0);
-        be32(r + 84, (uint32_t)lb);
-        memcpy(r + OFF_BODY, bp, (size_t)lb);
+        header_t h = {(uint32_t)n, crc32_of(0, bp, (size_t)lb) & 0x7FFFFFFF, (uint32_t)qid, 0, 0, 0, (uint32_t)lb,
+                      qoff, phys, now_ms, now_ms, 0, (const unsigned char *)host.buf, (const unsigned char *)host.buf};
+        write_head(r, &h, bp);
         unsigned char *q = r + OFF_BODY + lb, *p;
         q[0] = (unsigned char)tl;
         memcpy(q + 1, PyBytes_AS_STRING(cur.name), (size_t)tl);
@@ -494,15 +493,9 @@ PyObject *py_append_slices(PyObject *self, PyObject *args) {
         o_qoff[i] = qoff;
         pos += n;
         continue;
-    item_error: {
-            PyObject *et, *ev, *tb;
-            PyErr_Fetch(&et, &ev, &tb);
-            PyErr_NormalizeException(&et, &ev, &tb);
-            Py_XDECREF(et);
-            Py_XDECREF(tb);
-            error = ev;
-            break;
-        }
+    item_error:
+        error = take_error();
+        break;
     }
     if (topic_flush(&cur) < 0) goto done;
     result = Py_BuildValue("nnO", k, pos, error ? error : Py_None);

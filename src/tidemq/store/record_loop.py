@@ -32,11 +32,22 @@ from .consume_queue import UNIT
 from .index_file import HASHED_ITEM
 
 
+def _done(units: dict, cq, qoff: int, unit: bytes, i: int, values: tuple, results: tuple) -> None:
+    """A record went in: its consume-queue unit added to ``units``, its outcome (physical offset,
+    size, queue id, queue offset) written at message index ``i`` of the result arrays."""
+    u = units.get(cq)
+    if u is None:
+        units[cq] = [qoff, bytearray(unit)]
+    else:
+        u[1] += unit
+    for arr, v in zip(results, values):
+        arr[i] = v
+
+
 def py_append(batch, start, buf, pos, limit, base, now_ms, store_host, units, index_items,
               res_phys, res_size, res_qid, res_qoff, res_uniq):
     structs = RECORD_STRUCTS
     unit_pack = UNIT.pack
-    units_get = units.get
     off_body, back = OFF_BODY, CRC_DIGITS_BACK
     k = start
     try:
@@ -75,18 +86,10 @@ def py_append(batch, start, buf, pos, limit, base, now_ms, store_host, units, in
             buf[end - back:end - 1] = b"%010d" % crc32(buf[pos:pos + off_body], tcrc)
             t.rr = rr
             offsets[q] = qoff + 1
-            cq = t.queues[q]
-            u = units_get(cq)
-            if u is None:
-                units[cq] = [qoff, bytearray(unit_pack(phys, n, th))]
-            else:
-                u[1] += unit_pack(phys, n, th)
             if ik is not None:
                 index_items.append((ik, phys))
-            res_phys[i] = phys
-            res_size[i] = n
-            res_qid[i] = q
-            res_qoff[i] = qoff
+            _done(units, t.queues[q], qoff, unit_pack(phys, n, th), i, (phys, n, q, qoff),
+                  (res_phys, res_size, res_qid, res_qoff))
             res_uniq[i] = uniq
             pos = end
     except Exception as e:  # noqa: BLE001 - the item that cannot be packed stops the loop: the caller says why
@@ -166,16 +169,8 @@ def py_append_slices(data, fields, order, start, tags_hashes, buf, pos, limit, b
                         index_out += item_pack(crc32(key, index_prefix_crc) & 0x7FFFFFFF, phys)
             t.rr += 1
             t.next_offsets[q] = qoff + 1
-            cq = t.queues[q]
-            u = units.get(cq)
-            if u is None:
-                units[cq] = [qoff, bytearray(unit_pack(phys, n, TH[i]))]
-            else:
-                u[1] += unit_pack(phys, n, TH[i])
-            res_phys[i] = phys
-            res_size[i] = n
-            res_qid[i] = q
-            res_qoff[i] = qoff
+            _done(units, t.queues[q], qoff, unit_pack(phys, n, TH[i]), i, (phys, n, q, qoff),
+                  (res_phys, res_size, res_qid, res_qoff))
             pos = end
     except Exception as e:  # noqa: BLE001 - the item that cannot be packed stops the loop: the caller says why
         return k, pos, e
