@@ -518,6 +518,22 @@ done:
 
 /* --------------------------------------------------------------------------------- index_put() */
 
+/* entry ``count`` of an index file (buf: the file's mapping; the slots from byte 40, the entries
+   from ``at``): hash, physical offset, diff_s, the slot's previous entry (when it names one before
+   this one, else 0); then the slot names this one */
+static void put_entry(unsigned char *b, Py_ssize_t slots, Py_ssize_t at, Py_ssize_t count, uint32_t h, int64_t phys,
+                      long long diff_s) {
+    unsigned char *slot = b + 40 + (h % (uint32_t)slots) * 4;
+    int64_t prev = (int32_t)rd32(slot);
+    if (prev < 0 || prev >= count) prev = 0;
+    unsigned char *e = b + at + count * 20;
+    be32(e, h);
+    be64(e + 4, (uint64_t)phys);
+    be32(e + 12, (uint32_t)diff_s);
+    be32(e + 16, (uint32_t)prev);
+    be32(slot, (uint32_t)count);
+}
+
 /* index_put(buf, slots, entries_at, count, end, items, start, diff_s) -> (count, last offset)
 
    index_file.IndexFile.put_many's loop: items[start:end] ((key str, physical offset) pairs) go
@@ -552,17 +568,8 @@ PyObject *py_index_put(PyObject *self, PyObject *args) {
         Py_ssize_t len;
         const char *key = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(it, 0), &len);
         if (key == NULL) goto done;
-        uint32_t h = crc32_of(0, (const unsigned char *)key, (size_t)len) & 0x7FFFFFFF;
-        unsigned char *slot = b + 40 + (h % (uint32_t)slots) * 4;
-        int64_t prev = (int32_t)rd32(slot);
-        if (prev < 0 || prev >= count) prev = 0;
-        unsigned char *e = b + at + count * 20;
-        be32(e, h);
-        be64(e + 4, (uint64_t)ph);
-        be32(e + 12, (uint32_t)diff_s);
-        be32(e + 16, (uint32_t)prev);
-        be32(slot, (uint32_t)count);
-        count++;
+        put_entry(b, slots, at, count++, crc32_of(0, (const unsigned char *)key, (size_t)len) & 0x7FFFFFFF, ph,
+                  diff_s);
         phys = ph;
     }
     result = Py_BuildValue("nL", count, phys);
@@ -597,17 +604,7 @@ PyObject *py_index_put_hashed(PyObject *self, PyObject *args) {
         uint32_t h;
         memcpy(&h, it + INDEX_ITEM * k, 4);
         memcpy(&phys, it + INDEX_ITEM * k + 4, 8);
-        h &= 0x7FFFFFFF;
-        unsigned char *slot = b + 40 + (h % (uint32_t)slots) * 4;
-        int64_t prev = (int32_t)rd32(slot);
-        if (prev < 0 || prev >= count) prev = 0;
-        unsigned char *e = b + at + count * 20;
-        be32(e, h);
-        be64(e + 4, (uint64_t)phys);
-        be32(e + 12, (uint32_t)diff_s);
-        be32(e + 16, (uint32_t)prev);
-        be32(slot, (uint32_t)count);
-        count++;
+        put_entry(b, slots, at, count++, h & 0x7FFFFFFF, phys, diff_s);
     }
     result = Py_BuildValue("nL", count, (long long)phys);
 done:

@@ -80,9 +80,13 @@ def test_a_long_poll_is_woken_by_an_arrival():
     assert g.status is GetStatus.FOUND and len(fetched) == 2
 
 
+def _store(tmp_path) -> MessageStore:
+    return MessageStore(StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=1 << 20, index_slots=100,
+                                    index_entries=400)).start()
+
+
 def test_holes_are_skipped(tmp_path):
-    s = MessageStore(StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=1 << 20, index_slots=100,
-                                 index_entries=400)).start()
+    s = _store(tmp_path)
     try:
         s.create_topic("H", 1)
         s.put_batch([Message("H", b"h-%d" % i) for i in range(5)])
@@ -112,8 +116,7 @@ def _frames(records: Records, req: dict) -> list[dict]:
 
 
 def test_a_stream_goes_from_answer_to_answer_across_holes_and_stops_where_it_should(tmp_path):
-    s = MessageStore(StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=1 << 20, index_slots=100,
-                                 index_entries=400)).start()
+    s = _store(tmp_path)
     try:
         s.create_topic("H", 1)
         s.put_batch([Message("H", b"h-%d" % i) for i in range(20)])
@@ -139,8 +142,7 @@ def test_a_stream_goes_from_answer_to_answer_across_holes_and_stops_where_it_sho
 
 def test_a_stream_that_waits_goes_on_when_records_arrive(tmp_path):
     """With wait_ms the stream long-polls at the queue's end and goes on (here until ``end``)."""
-    s = MessageStore(StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=1 << 20, index_slots=100,
-                                 index_entries=400)).start()
+    s = _store(tmp_path)
     try:
         s.create_topic("W", 1)
         s.put_batch([Message("W", b"w-0")])
