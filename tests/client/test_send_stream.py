@@ -32,7 +32,8 @@ class Server:
         self.server = grpc.server(futures.ThreadPoolExecutor(4))
         methods = {}
         if stream:
-            methods[data.SEND_RECORDS_STREAM] = grpc.stream_stream_rpc_method_handler(self._stream if answer else self._mute)
+            behaviour = self._stream if answer else self._mute
+            methods[data.SEND_RECORDS_STREAM] = grpc.stream_stream_rpc_method_handler(behaviour)
         if unary:
             methods[data.SEND_RECORDS] = grpc.unary_unary_rpc_method_handler(self._unary)
         self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(data.SERVICE, methods),))

@@ -62,7 +62,8 @@ def test_every_path_builds_a_prepared_in_its_field_order(store, monkeypatch):
     store.create_topic("T", 2)
     batches = []
     real = store.commit_log.append_items
-    monkeypatch.setattr(store.commit_log, "append_items", lambda items: (batches.append(list(items.batch)), real(items))[1])
+    monkeypatch.setattr(store.commit_log, "append_items",
+                        lambda items: (batches.append(list(items.batch)), real(items))[1])
     store.put_batch([Message("T", b"fast", tags="ta", queue_id=1, born_timestamp_ms=5)])
     store.put_batch([Message("T", b"general", keys=["k"], properties={"UNIQ_KEY": "U", "p": "v"}, flag=3,
                              sys_flag=4, reconsume_times=6, prepared_transaction_offset=7, born_host="1.2.3.4:5")])

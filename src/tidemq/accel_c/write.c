@@ -341,11 +341,11 @@ done:
 /* ----------------------------------------------------------------------------- append_slices() */
 
 #define SLICE_FIELDS 10         /* per message: offsets of id, tags, keys, properties, body; their lengths */
-#define INDEX_ITEM 12           /* an index item of index_out: uint32 key hash, int64 physical offset (native) */
+#define INDEX_ITEM 12           /* an index item of index_items: uint32 key hash, int64 physical offset (native) */
 
 static const char UNIQ_PROP[] = "UNIQ_KEY\x01", CRC_TAIL[] = "__CRC32#\x01" "0000000000" "\x02";
 
-/* appends one (hash, phys) index item to index_out; 0 or -1 */
+/* appends one (hash, phys) index item to index_items; 0 or -1 */
 static int add_index_item(PyObject *out, uint32_t hash, int64_t phys) {
     Py_ssize_t n = PyByteArray_GET_SIZE(out);
     if (PyByteArray_Resize(out, n + INDEX_ITEM) < 0) return -1;
@@ -371,7 +371,7 @@ static int add_index_items(PyObject *out, uint32_t prefix_crc, const unsigned ch
 }
 
 /* append_slices(data, fields, order, start, tags_hashes, buf, pos, limit, base, now_ms, store_host, t,
-                 extra, units, index_out, index_prefix_crc, res_phys, res_size, res_qid, res_qoff)
+                 extra, units, index_items, index_prefix_crc, res_phys, res_size, res_qid, res_qoff)
        -> (next, pos, error)
 
    record_loop.append for messages given as slices of one buffer (writer.put_slices): message
@@ -382,15 +382,15 @@ static int add_index_items(PyObject *out, uint32_t prefix_crc, const unsigned ch
    fields are fields[10 i .. 10 i + 9] (uint32: offsets in ``data`` of id, tags, keys, properties,
    body, then their lengths); tags_hashes[i] (int64) goes into its unit. With index_prefix_crc >= 0
    (crc32 of b"<topic>#"), its index items (12 bytes: uint32 hash, int64 physical offset) are
-   appended to ``index_out``. Returns as append does. */
+   appended to ``index_items``. Returns as append does. */
 PyObject *py_append_slices(PyObject *self, PyObject *args) {
     Py_buffer data, fields, order, ths, buf, host, extra, rphys, rsize, rqid, rqoff;
     Py_ssize_t start, pos, limit;
     long long base, now_ms, prefix_crc;
-    PyObject *t, *units, *index_out;
+    PyObject *t, *units, *index_items;
     if (!PyArg_ParseTuple(args, "y*y*y*ny*w*nnLLy*Oy*O!O!Lw*w*w*w*:append_slices", &data, &fields, &order, &start,
                           &ths, &buf, &pos, &limit, &base, &now_ms, &host, &t, &extra, &PyDict_Type, &units,
-                          &PyByteArray_Type, &index_out, &prefix_crc, &rphys, &rsize, &rqid, &rqoff))
+                          &PyByteArray_Type, &index_items, &prefix_crc, &rphys, &rsize, &rqid, &rqoff))
         return NULL;
     PyObject *error = NULL, *result = NULL;
     topic_cur cur = {0};
@@ -438,8 +438,8 @@ PyObject *py_append_slices(PyObject *self, PyObject *args) {
         if (next == NULL) goto item_error;
         const unsigned char *id = d + f[0], *tg = d + f[1], *ks = d + f[2], *ps = d + f[3], *bp = d + f[4];
         long long phys = base + pos;
-        Py_ssize_t nidx = PyByteArray_GET_SIZE(index_out);
-        if (prefix_crc >= 0 && add_index_items(index_out, (uint32_t)prefix_crc, ks, lk, id, li, phys) < 0) {
+        Py_ssize_t nidx = PyByteArray_GET_SIZE(index_items);
+        if (prefix_crc >= 0 && add_index_items(index_items, (uint32_t)prefix_crc, ks, lk, id, li, phys) < 0) {
             Py_DECREF(next);
             goto item_error;
         }
@@ -452,7 +452,7 @@ PyObject *py_append_slices(PyObject *self, PyObject *args) {
         int bad = add_unit(units, cq, qoff, unit);
         Py_DECREF(cq);
         if (bad < 0) {
-            PyByteArray_Resize(index_out, nidx);
+            PyByteArray_Resize(index_items, nidx);
             Py_DECREF(next);
             goto item_error;
         }
@@ -582,7 +582,7 @@ done:
 /* index_put_hashed(buf, slots, entries_at, count, items, start, end, diff_s) -> (count, last offset)
 
    index_put for items already hashed: ``items`` holds 12-byte items (uint32 key hash, int64
-   physical offset, native: append_slices' index_out); items[start:end] go in as index_put puts
+   physical offset, native: append_slices' index_items); items[start:end] go in as index_put puts
    them. The caller checked that they fit. */
 PyObject *py_index_put_hashed(PyObject *self, PyObject *args) {
     Py_buffer buf, items;

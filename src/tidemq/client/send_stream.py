@@ -86,9 +86,10 @@ class FrameStream:
                 on_answer(answer, ids)
         except grpc.RpcError as e:
             if watch.fired:
-                raise ClientError(Code.REQUEST_TIMEOUT, f"no answer within timeout_s={self.timeout_s} to {len(pending)} "
-                                                        f"batch(es) sent on SendRecordsStream: their outcome is "
-                                                        f"unknown (resend them with the same message ids)") from None
+                raise ClientError(Code.REQUEST_TIMEOUT,
+                                  f"no answer within timeout_s={self.timeout_s} to {len(pending)} batch(es) sent on "
+                                  f"SendRecordsStream: their outcome is unknown (resend them with the same message "
+                                  f"ids)") from None
             if failure:
                 raise failure[0] from None
             if e.code() == grpc.StatusCode.UNIMPLEMENTED and answered == 0:

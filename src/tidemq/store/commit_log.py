@@ -149,23 +149,24 @@ class SlicedItems:
     order; the rest as record_loop.append_slices says."""
 
     def __init__(self, t: "TopicState", data, fields, order, tags_hashes, extra: bytes, now_ms: int, store_host: bytes,
-                 results, units: dict, index_out: bytearray, index_prefix_crc: int) -> None:
+                 results, units: dict, index_items: bytearray, index_prefix_crc: int) -> None:
+        """``index_items``: receives the hashed index items (index_file.HASHED_ITEM each)."""
         self.t, self.data, self.fields, self.order, self.tags_hashes = t, data, fields, order, tags_hashes
         self.extra, self.now_ms, self.store_host, self.results = extra, now_ms, store_host, results
-        self.units, self.index_out, self.index_prefix_crc = units, index_out, index_prefix_crc
+        self.units, self.index_items, self.index_prefix_crc = units, index_items, index_prefix_crc
         self.n = len(order)
 
     def index(self, k: int) -> int:
         return int(self.order[k])
 
     def mark(self) -> int:
-        return len(self.index_out)
+        return len(self.index_items)
 
     def pack(self, k: int, buf, pos: int, limit: int, base: int) -> tuple:
         r = self.results
         return record_loop.append_slices(self.data, self.fields, self.order, k, self.tags_hashes, buf, pos, limit,
                                          base, self.now_ms, self.store_host, self.t, self.extra, self.units,
-                                         self.index_out, self.index_prefix_crc, r.phys, r.size, r.qid, r.qoff)
+                                         self.index_items, self.index_prefix_crc, r.phys, r.size, r.qid, r.qoff)
 
     def record_size(self, k: int) -> int:
         f = self.fields[self.order[k]]
@@ -181,7 +182,7 @@ class SlicedItems:
             t.next_offsets[q] -= 1
             t.rr -= 1
             _drop_unit(self.units, t.queues[q])
-        del self.index_out[mark:]
+        del self.index_items[mark:]
 
 
 class CommitLog:

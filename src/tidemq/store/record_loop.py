@@ -108,11 +108,12 @@ PROPERTIES_I16_MAX = 32767
 
 def slice_properties_len(li: int, lt: int, lk: int, lp: int, extra_len: int) -> int:
     """The record properties' length of a message of append_slices (the record-CRC tail included)."""
-    return lp + len(UNIQ_PROP) + li + 1 + extra_len + (lt + 6 if lt else 0) + (lk + 6 if lk else 0) + RECORD_CRC_TAIL_LEN
+    return (lp + len(UNIQ_PROP) + li + 1 + extra_len + (lt + 6 if lt else 0) + (lk + 6 if lk else 0)
+            + RECORD_CRC_TAIL_LEN)
 
 
 def py_append_slices(data, fields, order, start, tags_hashes, buf, pos, limit, base, now_ms, store_host, t, extra,
-                     units, index_out, index_prefix_crc, res_phys, res_size, res_qid, res_qoff):
+                     units, index_items, index_prefix_crc, res_phys, res_size, res_qid, res_qoff):
     """``append`` for messages given as slices of one buffer (writer.put_slices): message
     i = order[k] for k from ``start`` is the record of topic ``t`` (round-robin over its write_ids)
     with born timestamp ``now_ms``, born host ``store_host``, flag, sys flag, reconsume times and
@@ -121,7 +122,7 @@ def py_append_slices(data, fields, order, start, tags_hashes, buf, pos, limit, b
     message): the offsets in ``data`` of its id, tags, keys, properties and body, then their
     lengths; ``tags_hashes[i]`` (int64) goes into its unit. With ``index_prefix_crc`` >= 0 (crc32 of
     b"<topic>#"), its index items (index_file.HASHED_ITEM: the hash of each key, then of the id)
-    are appended to ``index_out``. Returns as ``append`` does. Twin of tidemq._accel.append_slices."""
+    are appended to ``index_items``. Returns as ``append`` does. Twin of tidemq._accel.append_slices."""
     F = memoryview(fields).cast("B").cast("I")
     O = memoryview(order).cast("B").cast("q")
     TH = memoryview(tags_hashes).cast("B").cast("q")
@@ -166,7 +167,7 @@ def py_append_slices(data, fields, order, start, tags_hashes, buf, pos, limit, b
             if index_prefix_crc >= 0:
                 for key in (*(ks.split(b" ") if ks else ()), mid):
                     if key:
-                        index_out += item_pack(crc32(key, index_prefix_crc) & 0x7FFFFFFF, phys)
+                        index_items += item_pack(crc32(key, index_prefix_crc) & 0x7FFFFFFF, phys)
             t.rr += 1
             t.next_offsets[q] = qoff + 1
             _done(units, t.queues[q], qoff, unit_pack(phys, n, TH[i]), i, (phys, n, q, qoff),

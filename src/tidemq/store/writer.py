@@ -434,8 +434,9 @@ class StoreWriter:
         body = m.body
         if type(body) is not bytes and isinstance(body, (bytes, bytearray, memoryview)):
             body = bytes(body)
+        born = m.born_timestamp_ms
         plain = (not (m.flag or m.sys_flag or m.reconsume_times or m.prepared_transaction_offset)
-                 and (m.born_timestamp_ms is None or type(m.born_timestamp_ms) is int and 0 <= m.born_timestamp_ms < 1 << 62))
+                 and (born is None or type(born) is int and 0 <= born < 1 << 62))      # else: check_numbers says
         bad = (check_body(body, self.max_body) or (None if plain else check_numbers(m))
                or check_queue_id(m.queue_id, t) or check_tags(m.tags))
         if bad is not None:
@@ -493,8 +494,7 @@ class StoreWriter:
                 appended = e.appended
             if appended:
                 first, final = items.index(0), items.index(appended - 1)
-                self.dispatcher.dispatch_batch(items.units, items.index_out if isinstance(items, SlicedItems)
-                                               else items.index_items, now, results.phys[first],
+                self.dispatcher.dispatch_batch(items.units, items.index_items, now, results.phys[first],
                                                self.segments.max_offset)
                 end = results.phys[final] + results.size[final]
             if failure is None:

@@ -36,8 +36,9 @@ class Records:
         req, refusal = self._request(raw)
         if refusal is not None:
             return refusal
-        g = await long_poll(lambda: self.store.get_raw(req.topic, req.queue_id, req.offset, req.max_count,
-                                                       self._max_bytes(req)), self.arrivals, req.wait_ms / 1000, context)
+        max_bytes = self._max_bytes(req)
+        g = await long_poll(lambda: self.store.get_raw(req.topic, req.queue_id, req.offset, req.max_count, max_bytes),
+                            self.arrivals, req.wait_ms / 1000, context)
         return self._response(req.topic, g)
 
     async def stream(self, raw: bytes, context):
@@ -75,12 +76,14 @@ class Records:
             return None, encode_response({"code": Code.BAD_REQUEST, "message": str(e)})
         topic, qid = req.topic, req.queue_id
         if not valid_topic(topic) or not 0 <= qid < self.store.queue_count(topic):
-            return None, encode_response({"code": Code.TOPIC_NOT_FOUND, "message": f"no queue {qid} in topic {topic!r}"})
+            return None, encode_response({"code": Code.TOPIC_NOT_FOUND,
+                                          "message": f"no queue {qid} in topic {topic!r}"})
         return req, None
 
     def _max_bytes(self, req) -> int:
         # the response must fit the gRPC limit: sizes, header and records together
-        return max(1, min(req.max_bytes, self.bytes_max, self.max_message_bytes - 4 * req.max_count - RESPONSE_SLACK_BYTES))
+        return max(1, min(req.max_bytes, self.bytes_max,
+                          self.max_message_bytes - 4 * req.max_count - RESPONSE_SLACK_BYTES))
 
     def _response(self, topic: str, g) -> bytes:
         head = {"status": g.status.name, "next_offset": g.next_offset, "min_offset": g.min_offset,
