@@ -1,5 +1,5 @@
 """tidemq.client with authentication and TLS: with the broker's access key and secret every call is
-signed (raw sends and pulls, SendMessage, PullMessage, offsets); without them or with a wrong
+signed (raw sends and pulls, their streams, SendMessage, PullMessage, offsets); without them or with a wrong
 secret it is refused UNAUTHORIZED; over TLS with the certificate as root it works, and a
 plaintext client gets no answer."""
 
@@ -25,6 +25,7 @@ def every_call(endpoint, topic, **kw):
         bodies = [m.body for m in c.pull_records(topic, 0, 0).messages()]
         assert bodies == [b"raw-1", b"raw-2", b"many-0", b"many-1", b"many-2", b"send-message"]
         assert [m.body for m in c.pull(topic, 0, 0).messages] == bodies
+        assert [m.body for r in c.iter_records(topic, 0, 0) for m in r.messages()] == bodies     # on its stream
         assert c.query_offset(topic, 0, "END") == 6
         c.commit(topic, 0, 6)
         assert c.committed(topic, 0) == 6
@@ -38,7 +39,8 @@ def test_signed_calls_and_refusals(tmp_path, broker_factory):
     for kw in ({}, {"access_key": "tidemq-ak", "secret_key": "wrong"}):
         with Producer(b.endpoint, **kw) as p, PullConsumer(b.endpoint, **kw) as c:
             for call in (lambda: p.send_batch("Secure", [b"no"]), lambda: c.pull_records("Secure", 0, 0),
-                         lambda: p.queue_count("Secure"), lambda: c.query_offset("Secure", 0)):
+                         lambda: p.queue_count("Secure"), lambda: c.query_offset("Secure", 0),
+                         lambda: p.send_batches("Secure", [[b"no"]] * 3), lambda: list(c.iter_records("Secure", 0, 0))):
                 with pytest.raises(ClientError) as e:
                     call()
                 assert e.value.code == Code.UNAUTHORIZED and "unauthorized" in str(e.value)
