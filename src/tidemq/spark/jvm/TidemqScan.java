@@ -1,0 +1,54 @@
+package org.tidemq.spark;
+
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/**
+ * The JVM reader's scan: a batch (TidemqBatch) or a stream (TidemqStream). A stream over a
+ * topic with an archive in play (tiered reads: tidemq.spark.tiered) is the Python reader's,
+ * decided once when the stream starts; a batch decides when it is planned.
+ */
+final class TidemqScan implements ScanBuilder, Scan {
+    private final TidemqTable table;
+    private final CaseInsensitiveStringMap options;
+
+    TidemqScan(TidemqTable table, CaseInsensitiveStringMap options) {
+        this.table = table;
+        this.options = options;
+    }
+
+    @Override
+    public Scan build() {
+        return this;
+    }
+
+    @Override
+    public StructType readSchema() {
+        return BatchBuilder.SCHEMA;
+    }
+
+    @Override
+    public ColumnarSupportMode columnarSupportMode() {
+        return ColumnarSupportMode.SUPPORTED;
+    }
+
+    @Override
+    public Batch toBatch() {
+        return new TidemqBatch(options, () -> ((org.apache.spark.sql.connector.catalog.SupportsRead) table.twin())
+                .newScanBuilder(options).build().toBatch());
+    }
+
+    @Override
+    public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+        boolean jvm = TidemqTable.reader(options).equals("jvm");
+        if (!jvm && Planner.call(Planner.request("describe", options)).path("tiered").asBoolean(false)) {
+            return ((org.apache.spark.sql.connector.catalog.SupportsRead) table.twin()).newScanBuilder(options).build()
+                    .toMicroBatchStream(checkpointLocation);
+        }
+        return new TidemqStream(options);
+    }
+}
