@@ -11,7 +11,7 @@ from tidemq.store import Message, MessageStore
 
 from ..support.spark import fill_through_broker, rows_by_position
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("reader")]
 
 
 def load(spark, **options):
