@@ -1,6 +1,10 @@
 """tidemq on a Spark standalone cluster (a master and one worker on 127.0.0.1, started and stopped
 here), and through a Spark Connect server, whose workers' Python does not have tidemq: register()
-ships the package, and without shipping the job fails with tidemq's one-line error naming the fix.
+ships the package, and without shipping the job fails with tidemq's one-line error naming the fix
+(the sink's: the JVM reader's executors need only its jar). On the cluster, register() puts the
+JVM reader's jar in the application (ADD JAR) where javac built it, and the executors read with
+it; the Connect server here runs without the jar: the Python reader, as through any server
+started without it.
 
 The executors' Python is a venv of the same interpreter with no tidemq: its site-packages has a
 .pth line naming this venv's site-packages (so grpcio, numpy, pyarrow, pyspark ... import), but
@@ -147,7 +151,7 @@ def copied_rows(spark, endpoint, n):
     assert len(original) == n and copied == original
 
 
-def check_shipping(spark, broker, master, python):
+def check_shipping(spark, broker, master, python, reader):
     b = broker()
     n = fill_through_broker(b.endpoint, topic="In", batches=1, per=300)
     failed = run_job(master, b.endpoint, "noship", python)
@@ -156,15 +160,16 @@ def check_shipping(spark, broker, master, python):
     assert "cannot import 'tidemq'" in line and "register(spark)" in line and "--py-files" in line
     done = run_job(master, b.endpoint, "ship", python)
     assert done["ok"], why(done)
+    assert done["reader"] == reader
     copied_rows(spark, b.endpoint, n)
 
 
-def test_register_ships_the_package_to_executors_without_tidemq(spark, broker, cluster, bare_python):
-    check_shipping(spark, broker, cluster, bare_python)
+def test_register_ships_the_package_to_executors_without_tidemq(spark, broker, cluster, bare_python, jvm_reader):
+    check_shipping(spark, broker, cluster, bare_python, "jvm" if jvm_reader else "python")
 
 
 def test_through_spark_connect(spark, broker, connect_server, bare_python):
-    check_shipping(spark, broker, connect_server, bare_python)
+    check_shipping(spark, broker, connect_server, bare_python, "python")
 
 
 def test_a_stream_through_spark_connect(spark, broker, connect_server, bare_python, tmp_path):

@@ -8,7 +8,8 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * The JVM reader's scan: a batch (TidemqBatch) or a stream (TidemqStream). A stream over a
+ * The JVM reader's scan: a batch (TidemqBatch) or a stream (TidemqStream), columnar per
+ * partition (ReaderFactory: a batch handed to the Python reader is read in rows). A stream over a
  * topic with an archive in play (tiered reads: tidemq.spark.tiered) is the Python reader's,
  * decided once when the stream starts; a batch decides when it is planned.
  */
@@ -29,11 +30,6 @@ final class TidemqScan implements ScanBuilder, Scan {
     @Override
     public StructType readSchema() {
         return BatchBuilder.SCHEMA;
-    }
-
-    @Override
-    public ColumnarSupportMode columnarSupportMode() {
-        return ColumnarSupportMode.SUPPORTED;
     }
 
     @Override

@@ -57,7 +57,7 @@ final class TidemqTable implements Table, SupportsRead, SupportsWrite {
 
     @Override
     public StructType schema() {
-        return BatchBuilder.SCHEMA;
+        return schema;               // the source's (inferSchema), or a write's DataFrame's (as the Python table's)
     }
 
     @Override
