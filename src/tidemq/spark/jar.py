@@ -23,6 +23,7 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import zipfile
 
@@ -113,3 +114,18 @@ def jar_path(cache_dir: str | None = None, javac: str | None = None) -> str | No
     except JarError as e:
         log.warning("tidemq: the JVM reader is not available (%s): reads use the Python data source", e)
         return None
+
+
+def main() -> int:
+    """``python -m tidemq.spark.jar``: build (or find) the jar and print its path, e.g. for
+    ``start-connect-server.sh --jars`` or ``spark-submit --jars``; exit 1 saying why it cannot."""
+    try:
+        print(build())
+    except JarError as e:
+        print(f"tidemq: the JVM reader cannot be built: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

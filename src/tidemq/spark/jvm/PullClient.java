@@ -55,7 +55,15 @@ final class PullClient {
         @Override
         public byte[] parse(InputStream stream) {
             try {
-                return stream.readAllBytes();
+                int known = stream.available();          // grpc's message streams know their length
+                byte[] got = stream.readNBytes(known);
+                byte[] rest = stream.readAllBytes();          // none, unless a stream said less than it had
+                if (rest.length == 0) {
+                    return got;
+                }
+                byte[] all = java.util.Arrays.copyOf(got, got.length + rest.length);
+                System.arraycopy(rest, 0, all, got.length, rest.length);
+                return all;
             } catch (IOException e) {
                 throw new IllegalStateException("tidemq: reading a PullRecords response", e);
             }
