@@ -86,3 +86,12 @@ def test_the_process_answers_on_stdout_and_ends_with_its_stdin(root):
     assert got.returncode == 0, got.stderr
     lines = got.stdout.splitlines()
     assert len(lines) == 2 and all(json.loads(x)["ok"] for x in lines)
+
+
+def test_a_tiered_read_is_named_and_its_stream_partitions_refused(root, tmp_path):
+    opts = {"path": root, "topic": "A", "archivePath": str(tmp_path / "archive")}
+    ask_t = lambda op, **more: planner.handle(json.dumps({"op": op, "options": opts, **more}).encode())  # noqa: E731
+    assert ask_t("describe") == {"ok": True, "tiered": True}
+    assert ask_t("batch") == {"ok": True, "tiered": True}             # the JVM hands the batch to the Python reader
+    got = ask_t("partitions", start='{"A": {"0": 0}}', end='{"A": {"0": 5}}')
+    assert got["ok"] is False and "tiered reads are the Python reader's" in got["message"]

@@ -15,7 +15,7 @@ Requests: ``{"op": OP, "options": {the read's options}, ...}``
                    {"offsets": JSON}: a micro-batch's end
     report_latest  {"offsets": JSON}: the queues' ends now
     partitions     + "start": JSON, "end": JSON
-                   {"partitions": [PARTITION, ...]}
+                   {"partitions": [PARTITION, ...]} (refused for a tiered read)
 
 Offsets (JSON text, as a stream checkpoints them): ``{"topic": {"queue id": offset}}``.
 PARTITION: ``{"topic", "queue", "start", "end", "failOnDataLoss", "source"}`` with source
@@ -92,6 +92,9 @@ def answer(req: dict) -> dict:
         return {"offsets": json.dumps(p.stream_latest(_offsets(req.get("start") or "{}"),
                                                       int(max_rows) if max_rows else None, target))}
     if op == "partitions":
+        if tiered:                  # the JVM reader asks only for streams it reads, never tiered ones
+            raise ValueError("tidemq: reader=jvm, but this stream is tiered (an archive is in play) and tiered "
+                             "reads are the Python reader's: leave reader out, or set archivePath=\"\"")
         return {"partitions": _partitions(p, _offsets(req["start"]), _offsets(req["end"]))}
     raise ValueError(f"tidemq planner: unknown op {op!r}")
 

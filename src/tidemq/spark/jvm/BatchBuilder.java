@@ -82,28 +82,30 @@ final class BatchBuilder {
 
     /** The properties map of row r, and TAGS / KEYS / msg_id picked from it (the last one of a name wins). */
     private void properties(int r, ByteBuffer buf, int at, int len, int recordPos) {
-        if (text.length < len) {
-            text = new byte[Math.max(len, text.length * 2)];
-        }
-        buf.get(at, text, 0, len);
-        boolean ascii = true;
-        for (int i = 0; i < len; i++) {
-            if (text[i] < 0) {
-                ascii = false;
-                break;
+        byte[] t;
+        int i0;
+        if (buf.hasArray()) {                // a pull's bytes: read in place
+            t = buf.array();
+            i0 = buf.arrayOffset() + at;
+        } else {                             // a mapped segment: copied once
+            if (text.length < len) {
+                text = new byte[Math.max(len, text.length * 2)];
             }
+            buf.get(at, text, 0, len);
+            t = text;
+            i0 = 0;
         }
-        byte[] t = text;
-        if (!ascii) {                        // invalid UTF-8 replaced, as decode.py's _as_string
-            t = new String(text, 0, len, StandardCharsets.UTF_8).getBytes(StandardCharsets.UTF_8);
+        if (!ascii(t, i0, len)) {            // invalid UTF-8 replaced, as decode.py's _as_string
+            t = new String(t, i0, len, StandardCharsets.UTF_8).getBytes(StandardCharsets.UTF_8);
+            i0 = 0;
             len = t.length;
         }
         int first = propNames.getElementsAppended();
         int n = 0, tagAt = -1, tagLen = 0, keyAt = -1, keyLen = 0, uniqAt = -1, uniqLen = 0;
-        int i = 0;
-        while (len > 0 && i <= len) {
+        int i = i0, end = i0 + len;
+        while (len > 0 && i <= end) {
             int e = i;
-            while (e < len && t[e] != 2) {
+            while (e < end && t[e] != 2) {
                 e++;
             }
             int sep = i;
@@ -135,9 +137,9 @@ final class BatchBuilder {
             tags.putNull(r);
         }
         int k0 = keyItems.getElementsAppended(), k = 0;
-        for (int j = keyAt, end = keyAt + keyLen; keyAt >= 0 && j < end; ) {
+        for (int j = keyAt, kEnd = keyAt + keyLen; keyAt >= 0 && j < kEnd; ) {
             int e = j;
-            while (e < end && t[e] != ' ') {
+            while (e < kEnd && t[e] != ' ') {
                 e++;
             }
             if (e > j) {
@@ -168,6 +170,25 @@ final class BatchBuilder {
             s[17 + 2 * i] = HEX[b & 15];
         }
         msgId.putByteArray(r, s, 0, 32);
+    }
+
+    private static final java.lang.invoke.VarHandle LONGS =
+            java.lang.invoke.MethodHandles.byteArrayViewVarHandle(long[].class, java.nio.ByteOrder.LITTLE_ENDIAN);
+
+    /** Whether t[at : at + len] is all ASCII (eight bytes at a time). */
+    private static boolean ascii(byte[] t, int at, int len) {
+        int i = at, end = at + len;
+        for (; i + 8 <= end; i += 8) {
+            if (((long) LONGS.get(t, i) & 0x8080808080808080L) != 0) {
+                return false;
+            }
+        }
+        for (; i < end; i++) {
+            if (t[i] < 0) {
+                return false;
+            }
+        }
+        return true;
     }
 
     private static boolean is(byte[] t, int at, int len, byte[] name) {

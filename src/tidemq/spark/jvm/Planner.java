@@ -35,6 +35,9 @@ final class Planner {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final Map<String, ConcurrentLinkedDeque<Proc>> IDLE = new ConcurrentHashMap<>();
 
+    private final String[] cmd;
+    private final String pythonPath;
+
     /** A planner's refusal (a bad option, data loss, an unreachable broker), with its Python type. */
     static final class PlanError extends RuntimeException {
         private static final long serialVersionUID = 1L;
@@ -56,7 +59,15 @@ final class Planner {
         }
     }
 
-    private Planner() {}
+    private Planner(String[] cmd, String pythonPath) {
+        this.cmd = cmd;
+        this.pythonPath = pythonPath;
+    }
+
+    /** The planner of the active session (its confs read now, on the driver's thread that has one). */
+    static Planner ofSession() {
+        return new Planner(command(), conf("spark.tidemq.pythonPath", null));
+    }
 
     static ObjectNode request(String op, Map<String, String> options) {
         ObjectNode req = JSON.createObjectNode().put("op", op);
@@ -74,9 +85,8 @@ final class Planner {
     }
 
     /** The planner's answer to {@code req}; PlanError when it refuses. */
-    static JsonNode call(ObjectNode req) {
-        String[] cmd = command();
-        String key = String.join("\u0000", cmd);
+    JsonNode call(ObjectNode req) {
+        String key = String.join("\u0000", cmd) + "\u0000" + pythonPath;
         ConcurrentLinkedDeque<Proc> idle = IDLE.computeIfAbsent(key, k -> new ConcurrentLinkedDeque<>());
         Proc p = idle.pollFirst();
         while (p != null && !p.process.isAlive()) {
@@ -85,7 +95,7 @@ final class Planner {
         String line;
         try {
             if (p == null) {
-                p = start(cmd);
+                p = start();
             }
             p.in.write((req.toString() + "\n").getBytes(StandardCharsets.UTF_8));
             p.in.flush();
@@ -115,18 +125,17 @@ final class Planner {
         return got;
     }
 
-    private static Proc start(String[] cmd) throws IOException {
+    private Proc start() throws IOException {
         ProcessBuilder b = new ProcessBuilder(cmd);
         b.redirectError(ProcessBuilder.Redirect.INHERIT);
-        String path = conf("spark.tidemq.pythonPath", null);
-        if (path != null && !path.isEmpty()) {
+        if (pythonPath != null && !pythonPath.isEmpty()) {
             String old = b.environment().get("PYTHONPATH");
-            b.environment().put("PYTHONPATH", old == null || old.isEmpty() ? path : path + ":" + old);
+            b.environment().put("PYTHONPATH", old == null || old.isEmpty() ? pythonPath : pythonPath + ":" + old);
         }
         return new Proc(b.start());
     }
 
-    static String[] command() {
+    private static String[] command() {
         String py = conf("spark.tidemq.python", null);
         if (py == null) {
             py = conf("spark.pyspark.driver.python", conf("spark.pyspark.python", null));

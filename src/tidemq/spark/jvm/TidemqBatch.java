@@ -16,18 +16,20 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * batch is the Python reader's, which reads the archive (``reader=jvm`` refuses instead).
  */
 final class TidemqBatch implements Batch {
+    private final Planner planner;
     private final CaseInsensitiveStringMap options;
     private final Supplier<Batch> python;
     private Batch delegate;
 
-    TidemqBatch(CaseInsensitiveStringMap options, Supplier<Batch> python) {
+    TidemqBatch(Planner planner, CaseInsensitiveStringMap options, Supplier<Batch> python) {
+        this.planner = planner;
         this.options = options;
         this.python = python;
     }
 
     @Override
     public InputPartition[] planInputPartitions() {
-        JsonNode plan = Planner.call(Planner.request("batch", options));
+        JsonNode plan = planner.call(Planner.request("batch", options));
         if (plan.path("tiered").asBoolean(false)) {
             if (TidemqTable.reader(options).equals("jvm")) {
                 throw new IllegalArgumentException("tidemq: reader=jvm, but this read is tiered (an archive is in "

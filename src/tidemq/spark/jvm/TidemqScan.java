@@ -16,6 +16,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 final class TidemqScan implements ScanBuilder, Scan {
     private final TidemqTable table;
     private final CaseInsensitiveStringMap options;
+    private final Planner planner = Planner.ofSession();
 
     TidemqScan(TidemqTable table, CaseInsensitiveStringMap options) {
         this.table = table;
@@ -34,17 +35,17 @@ final class TidemqScan implements ScanBuilder, Scan {
 
     @Override
     public Batch toBatch() {
-        return new TidemqBatch(options, () -> ((org.apache.spark.sql.connector.catalog.SupportsRead) table.twin())
+        return new TidemqBatch(planner, options, () -> ((org.apache.spark.sql.connector.catalog.SupportsRead) table.twin())
                 .newScanBuilder(options).build().toBatch());
     }
 
     @Override
     public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
         boolean jvm = TidemqTable.reader(options).equals("jvm");
-        if (!jvm && Planner.call(Planner.request("describe", options)).path("tiered").asBoolean(false)) {
+        if (!jvm && planner.call(Planner.request("describe", options)).path("tiered").asBoolean(false)) {
             return ((org.apache.spark.sql.connector.catalog.SupportsRead) table.twin()).newScanBuilder(options).build()
                     .toMicroBatchStream(checkpointLocation);
         }
-        return new TidemqStream(options);
+        return new TidemqStream(planner, options);
     }
 }

@@ -18,10 +18,12 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * this object's state; the planner keeps none.
  */
 final class TidemqStream implements MicroBatchStream, SupportsTriggerAvailableNow {
+    private final Planner planner;
     private final CaseInsensitiveStringMap options;
     private String target;            // availableNow: the offsets when the query began
 
-    TidemqStream(CaseInsensitiveStringMap options) {
+    TidemqStream(Planner planner, CaseInsensitiveStringMap options) {
+        this.planner = planner;
         this.options = options;
     }
 
@@ -35,7 +37,7 @@ final class TidemqStream implements MicroBatchStream, SupportsTriggerAvailableNo
 
     @Override
     public Offset initialOffset() {
-        return offsets(Planner.call(request("initial")));
+        return offsets(planner.call(request("initial")));
     }
 
     @Override
@@ -71,17 +73,17 @@ final class TidemqStream implements MicroBatchStream, SupportsTriggerAvailableNo
         if (target != null) {
             req.put("target", target);
         }
-        return offsets(Planner.call(req));
+        return offsets(planner.call(req));
     }
 
     @Override
     public Offset reportLatestOffset() {
-        return offsets(Planner.call(request("report_latest")));
+        return offsets(planner.call(request("report_latest")));
     }
 
     @Override
     public void prepareForTriggerAvailableNow() {
-        target = Planner.call(request("report_latest")).get("offsets").asText();
+        target = planner.call(request("report_latest")).get("offsets").asText();
     }
 
     @Override
@@ -89,7 +91,7 @@ final class TidemqStream implements MicroBatchStream, SupportsTriggerAvailableNo
         ObjectNode req = request("partitions");
         req.put("start", start.json());
         req.put("end", end.json());
-        JsonNode plan = Planner.call(req);
+        JsonNode plan = planner.call(req);
         return RangePartition.all(plan.get("partitions"));
     }
 
