@@ -56,7 +56,11 @@ final class PullClient {
         public byte[] parse(InputStream stream) {
             try {
                 int known = stream.available();          // grpc's message streams know their length
-                byte[] got = stream.readNBytes(known);
+                byte[] got = new byte[known];
+                int n = stream.readNBytes(got, 0, known);  // straight into one array (not readNBytes(int)'s chunks)
+                if (n < known) {
+                    got = java.util.Arrays.copyOf(got, n);
+                }
                 byte[] rest = stream.readAllBytes();          // none, unless a stream said less than it had
                 if (rest.length == 0) {
                     return got;
