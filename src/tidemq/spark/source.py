@@ -151,6 +151,15 @@ class _Planner:
         return {t: {q: max(e, start.get(t, {}).get(q, 0)) for q, e in qs.items()} for t, qs in latest.items()}
 
 
+def _refuse_jvm(options) -> None:
+    """The Python reader holds the name ``tidemq`` only where the JVM one is not loaded: asked for
+    the JVM one (``reader=jvm``), it says so instead of reading."""
+    if (options.get("reader") or "").strip().lower() == "jvm":
+        raise ValueError("tidemq: reader=jvm, but the JVM reader is not loaded in this session (see "
+                         "tidemq.spark.register's log line: a JDK's javac is needed on the driver); leave "
+                         "reader out to read with the Python reader")
+
+
 class TidemqReader(DataSourceReader):
     def __init__(self, options) -> None:
         p = _Planner(options)
@@ -159,10 +168,7 @@ class TidemqReader(DataSourceReader):
 
     def partitions(self):
         p = self._planner
-        if (p.options.get("reader") or "").strip().lower() == "jvm":
-            raise ValueError("tidemq: reader=jvm, but the JVM reader is not loaded in this session (see "
-                             "tidemq.spark.register's log line: a JDK's javac is needed on the driver); leave "
-                             "reader out to read with the Python reader")
+        _refuse_jvm(p.options)
         parts = p.partitions(*p.batch_bounds())
         return parts or [_partition(plan.Range(p.topics[0], 0, 0, 0), None)]
 
@@ -179,6 +185,7 @@ class TidemqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._max_rows = plan.int_option(p.options, "maxOffsetsPerTrigger", None)
 
     def initialOffset(self) -> dict:
+        _refuse_jvm(self.options)
         return self._planner.offsets("startingOffsets", "startingTimestamp", plan.LATEST)
 
     def _latest(self) -> plan.Offsets:
