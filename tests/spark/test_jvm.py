@@ -121,3 +121,27 @@ def test_the_reader_option_is_checked(spark, jvm, tmp_path):
     with pytest.raises(Exception, match="option reader must be auto, jvm or python, not 'rust'"):
         r.option("reader", "rust").load().count()
     assert r.option("reader", "jvm").load().count() == 48 == r.option("reader", "python").load().count()
+
+
+def test_a_stream_checkpointed_by_one_reader_goes_on_with_the_other(spark, jvm, broker, tmp_path):
+    """Both readers checkpoint offsets as {"topic": {"queue id": offset}}: a query restarted with the
+    other reader reads only what came after, each message once."""
+    from ..support.spark import fill_through_broker
+    b = broker()
+    fill_through_broker(b.endpoint, topic="S", batches=1, per=200)
+    out, ck = tmp_path / "out", tmp_path / "checkpoint"
+
+    def run(reader):
+        q = (spark.readStream.format("tidemq").option("endpoints", b.endpoint).option("topic", "S")
+             .option("startingOffsets", "earliest").option("reader", reader).load()
+             .writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ck))
+             .trigger(availableNow=True).start())
+        assert q.awaitTermination(600) and q.exception() is None
+        return sum(p["numInputRows"] for p in q.recentProgress)
+    assert run("python") == 200
+    fill_through_broker(b.endpoint, topic="S", batches=1, per=120)
+    assert run("jvm") == 120
+    fill_through_broker(b.endpoint, topic="S", batches=1, per=80)
+    assert run("python") == 80
+    got = spark.read.parquet(str(out))
+    assert got.count() == 400 and got.select("topic", "queue_id", "queue_offset").distinct().count() == 400
