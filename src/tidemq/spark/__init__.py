@@ -80,8 +80,8 @@ def register(spark, ship: bool = True, reader: str | None = None) -> str:
     ``reader``: "auto" (the JVM reader where it can be built and loaded), "jvm" (that, or an
     error), "python" (the Python data source only; the conf spark.tidemq.reader is set to it).
     Default: the session's conf spark.tidemq.reader, else auto. On a classic session the jar is
-    built (tidemq.spark.jar) and added (``ADD JAR``: the driver's lookup and the executors) unless
-    already there; through Spark Connect the JVM reader is used only where the connect server was
+    built (tidemq.spark.jar) and added (the driver's class loader that all its threads share, and
+    SparkContext.addJar for the executors) unless already there; through Spark Connect the JVM reader is used only where the connect server was
     started with the jar (``--jars``: ``python -m tidemq.spark.jar`` prints its path).
 
     Unless ``ship=False``, the tidemq package is sent to the executors (a zip of the package this
@@ -151,12 +151,32 @@ def _load_jvm(spark) -> bool:
     jar = jar_path()
     if jar is None:
         return False
-    spark.sql(f"ADD JAR '{jar}'")                   # the driver's class loader and the executors
+    _add_jar(spark, jar)
     if _provider_class(spark) != PROVIDER:
         log.warning("tidemq: the JVM reader's jar %s was added but Spark's lookup does not find it: reads use "
                     "the Python data source", jar)
         return False
     return True
+
+
+def _add_jar(spark, jar: str) -> None:
+    """The jar to the executors (SparkContext.addJar) and to the driver's class loader that every
+    thread of the driver uses: the outermost MutableURLClassLoader above this thread's (spark-submit's,
+    which py4j's threads share). ``ADD JAR`` would put it in a loader only the calling thread is
+    switched to: another Python thread (another py4j thread) would not find ``tidemq`` at all.
+    Without such a loader (a JVM started otherwise), ``ADD JAR``."""
+    jvm = spark._jvm
+    mutable = jvm.java.lang.Class.forName("org.apache.spark.util.MutableURLClassLoader")
+    loader, shared = jvm.java.lang.Thread.currentThread().getContextClassLoader(), None
+    while loader is not None:
+        if mutable.isInstance(loader):
+            shared = loader
+        loader = loader.getParent()
+    if shared is None:
+        spark.sql(f"ADD JAR '{jar}'")
+        return
+    shared.addURL(jvm.java.io.File(jar).toURI().toURL())
+    spark.sparkContext._jsc.sc().addJar(jar)          # pyspark has no addJar of its own
 
 
 __all__ = ["register", "session", "spark_env"]
