@@ -10,7 +10,9 @@ with MessageStore.put_batch; then the same rows written to Parquet through the s
 Every round, each measured once, in this order: the reference **Parquet** (Spark's
 own reader, ``spark.read.parquet``), the source in **file mode** (``path``: the store's
 files), the source in **broker mode** (``endpoints``: a ``tidemq serve`` on the same
-store, raw pulls). The action is ``write.format("noop")``: every column of every row is
+store, raw pulls), both with the reader ``format("tidemq")`` picks (the JVM reader where
+javac built it: the rows that count), then both again with ``reader=python`` (the Python
+data source, for information; ``--no-python`` leaves them out). The action is ``write.format("noop")``: every column of every row is
 produced and handed to Spark (a ``count()`` would let Parquet skip the data). Spark runs
 ``local[2]`` (this machine's two cores), one warm-up read of each before timing.
 
@@ -162,6 +164,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--count", type=int, default=2_000_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--no-python", action="store_true", help="leave out the Python reader's rows")
     args = ap.parse_args()
     from tidemq.spark import session
     rep = Report("spark_read", {"count": args.count, "body_bytes": 100, "queues": QUEUES, "master": "local[2]",
@@ -173,6 +176,10 @@ def main() -> None:
         fill_s = fill(root, args.count)
         spark = session("local[2]", "tidemq-bench")
         spark.sparkContext.setLogLevel("ERROR")
+        reader = spark.conf.get("spark.tidemq.reader", "auto")
+        jvm = spark.sparkContext._jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
+            "tidemq", spark._jsparkSession.sessionState().conf()).getName()
+        rep.note(f"format('tidemq') is {jvm} here (reader {reader}); the '(python)' rows are reader=python")
         files = spark.read.format("tidemq").option("path", root).option("topic", TOPIC).load()
         files.write.parquet(pq)
         decoded, _ = decode_only(root)                             # warm
@@ -187,6 +194,9 @@ def main() -> None:
             via_broker = spark.read.format("tidemq").option("endpoints", broker.endpoint).option("topic", TOPIC).load()
             parquet = spark.read.parquet(pq)
             variants = [("parquet", parquet), ("file mode", files), ("broker mode", via_broker)]
+            if not args.no_python:
+                py = lambda **o: spark.read.format("tidemq").options(topic=TOPIC, reader="python", **o).load()  # noqa: E731
+                variants += [("file mode (python)", py(path=root)), ("broker mode (python)", py(endpoints=broker.endpoint))]
             for _name, df in variants:
                 timed(df)                                          # warm-up: JVM, workers, page cache
             for r in range(args.rounds):
@@ -195,8 +205,8 @@ def main() -> None:
                     c0, b0 = tree_cpu_seconds(java), proc_cpu_seconds(broker.pid)
                     dt = timed(df)
                     cpu.setdefault(f"spark: {name}", []).append(tree_cpu_seconds(java) - c0)
-                    if name == "broker mode":
-                        cpu.setdefault("broker, during the broker-mode read", []).append(
+                    if name.startswith("broker mode"):
+                        cpu.setdefault(f"broker, during the {name} read", []).append(
                             proc_cpu_seconds(broker.pid) - b0)
                     rate = args.count / dt
                     progress(f"round {r + 1}: {name}: {rate:,.0f} rows/s ({dt:.2f} s)")
@@ -215,22 +225,25 @@ def main() -> None:
         spark.stop()
         rep.ratio("file mode", 0.5, on="p10")                        # the goal with margin: p10 of the rounds
         rep.ratio("broker mode", 0.5, on="p10")
-        rep.note(f"set-up: put_batch of {args.count} messages took {fill_s:.1f} s (untimed)")
         us = {k: statistics.median(v) / args.count * 1e6 for k, v in cpu.items()}       # CPU us per row
+        rep.note(f"CPU per row (median of rounds, user + system of Spark's JVM and its Python workers): Spark's "
+                 f"Parquet read {us['spark: parquet']:.2f} us; the JVM reader {us['spark: file mode']:.2f} us in file "
+                 f"mode, {us['spark: broker mode']:.2f} us in broker mode (+ {us['broker, during the broker mode read']:.2f}"
+                 f" us in the broker)")
+        rep.note(f"set-up: put_batch of {args.count} messages took {fill_s:.1f} s (untimed)")
         jvm = us["spark: passthrough"]
-        rep.note(f"CPU per row (median of rounds, user + system of the processes: Spark's JVM with its Python "
-                 f"workers, the broker, this process): Spark's Parquet read {us['spark: parquet']:.2f} us; the JVM "
+        rep.note(f"the Python reader (reader=python), CPU per row: the JVM "
                  f"side of a Python data source ({PassthroughSource.name()}: already-decoded Arrow batches handed "
                  f"over) {jvm:.2f} us")
         rep.note(f"file mode: our decode {us['decode, file mode']:.2f} us (one thread, no Spark: the store's files, "
                  f"every record's CRCs) against the JVM side's {jvm:.2f} us; the whole read in Spark "
-                 f"{us['spark: file mode']:.2f} us")
+                 f"{us.get('spark: file mode (python)', float('nan')):.2f} us")
         rep.note(f"broker mode: our side {us['decode, broker mode (pull, frame CRC, decode)']:.2f} us on the executor "
                  f"(pull, frame CRC, decode: one thread, no Spark) + {us['broker alone (get_raw, CRCs, frame)']:.2f} us "
                  f"in the broker (get_raw, every record's CRCs, the frame) against the JVM side's {jvm:.2f} us; the "
-                 f"whole read in Spark {us['spark: broker mode']:.2f} us + the broker's "
-                 f"{us['broker, during the broker-mode read']:.2f} us")
-        for v in ("file mode", "broker mode"):
+                 f"whole read in Spark {us.get('spark: broker mode (python)', float('nan')):.2f} us + the broker's "
+                 f"{us.get('broker, during the broker mode (python) read', float('nan')):.2f} us")
+        for v in [n for n, _ in variants if n != "parquet"]:
             p10 = rep._ratios(v)["ratio_p10"]
             rep.note(f"{v}: p10 of the round ratios {p10:.3f}: the goal with margin (p10 >= 0.5) is "
                      f"{'met' if p10 >= 0.5 else 'NOT met'}")

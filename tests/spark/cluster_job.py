@@ -1,6 +1,7 @@
 """The driver of test_cluster.py, run as its own process (one SparkContext per process): on a
 standalone master or through a Spark Connect server (MASTER sc://...), read topic In through the broker and write every row to topic Out through the
-sink. Prints one JSON line: {"ok": true, "rows": N} or {"ok": false, "error": "..."}.
+sink. Prints one JSON line: {"ok": true, "reader": "jvm"|"python"} (the reader that holds the name
+``tidemq``: tidemq.spark.register's answer) or {"ok": false, "error": "..."}.
 
     python cluster_job.py MASTER ENDPOINT ship|noship [CHECKPOINT]
 
@@ -31,9 +32,9 @@ def main(master: str, endpoint: str, ship: str, checkpoint: str | None = None) -
 
 def job(spark, endpoint: str, ship: str, checkpoint: str | None) -> None:
     try:
-        tidemq.spark.register(spark, ship=(ship == "ship"))
-        reader = spark.readStream if checkpoint else spark.read
-        df = (reader.format("tidemq").option("endpoints", endpoint).option("topic", "In")
+        reader = tidemq.spark.register(spark, ship=(ship == "ship"))
+        source = spark.readStream if checkpoint else spark.read
+        df = (source.format("tidemq").option("endpoints", endpoint).option("topic", "In")
               .option("startingOffsets", "earliest").load()
               .selectExpr("body", "tags", "keys", "map_filter(properties, (k, v) -> k IN ('n', 'note')) AS properties"))
         if checkpoint:
@@ -44,7 +45,7 @@ def job(spark, endpoint: str, ship: str, checkpoint: str | None) -> None:
                 raise RuntimeError(str(q.exception()))
         else:
             df.write.format("tidemq").option("endpoints", endpoint).option("topic", "Out").mode("append").save()
-        print(json.dumps({"ok": True}), flush=True)
+        print(json.dumps({"ok": True, "reader": reader}), flush=True)
     except Exception as e:   # noqa: BLE001 - reported to the test
         print(json.dumps({"ok": False, "error": str(e)}), flush=True)
     finally:

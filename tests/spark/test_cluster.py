@@ -1,6 +1,10 @@
 """tidemq on a Spark standalone cluster (a master and one worker on 127.0.0.1, started and stopped
 here), and through a Spark Connect server, whose workers' Python does not have tidemq: register()
-ships the package, and without shipping the job fails with tidemq's one-line error naming the fix.
+ships the package, and without shipping the job fails with tidemq's one-line error naming the fix
+(the sink's: the JVM reader's executors need only its jar). On the cluster, register() puts the
+JVM reader's jar in the application (ADD JAR) where javac built it, and the executors read with
+it. Through Connect: a server started without the jar reads with the Python reader, one started
+with it (``--jars``) with the JVM reader.
 
 The executors' Python is a venv of the same interpreter with no tidemq: its site-packages has a
 .pth line naming this venv's site-packages (so grpcio, numpy, pyarrow, pyspark ... import), but
@@ -103,18 +107,18 @@ def run_job(master, endpoint, ship, python, *more) -> dict:
     return json.loads(lines[-1])
 
 
-@pytest.fixture(scope="module")
-def connect_server(tmp_path_factory, bare_python):
-    """pyspark's start-connect-server.sh (local[1], workers on bare_python) on a free loopback port."""
+def _connect_server(d, python, *more):
+    """pyspark's start-connect-server.sh (local[1], workers on ``python``) on a free loopback port,
+    with ``more`` arguments; yields its sc:// URL, stops it afterwards."""
     import pyspark
     home = os.path.dirname(pyspark.__file__)
-    d = tmp_path_factory.mktemp("connect")
     port = free_port()
-    env = _clean_env(SPARK_HOME=home, SPARK_LOG_DIR=str(d / "logs"), SPARK_PID_DIR=str(d), PYSPARK_PYTHON=bare_python)
+    env = _clean_env(SPARK_HOME=home, SPARK_LOG_DIR=str(d / "logs"), SPARK_PID_DIR=str(d), PYSPARK_PYTHON=python)
     log = d / "server.log"
     p = subprocess.Popen([os.path.join(home, "sbin", "start-connect-server.sh"), "--wait", "--master", "local[1]",
                           "--conf", f"spark.connect.grpc.binding.port={port}",
-                          "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", "spark.ui.enabled=false"],
+                          "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", "spark.ui.enabled=false",
+                          *more],
                          env=env, cwd=str(d), stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
         def listening():
@@ -132,6 +136,21 @@ def connect_server(tmp_path_factory, bare_python):
             p.wait()
 
 
+@pytest.fixture(scope="module")
+def connect_server(tmp_path_factory, bare_python):
+    """A Spark Connect server started without tidemq's jar: the Python reader."""
+    yield from _connect_server(tmp_path_factory.mktemp("connect"), bare_python)
+
+
+@pytest.fixture
+def connect_server_with_jar(tmp_path_factory, bare_python, jvm_reader):
+    """A Spark Connect server started with the JVM reader's jar (``--jars``), as the README says."""
+    if not jvm_reader:
+        pytest.skip("the JVM reader is not available (no javac)")
+    from tidemq.spark.jar import build
+    yield from _connect_server(tmp_path_factory.mktemp("connect-jar"), bare_python, "--jars", build())
+
+
 def why(result: dict) -> str:
     """A failed job's error without the JVM stack frames."""
     return "\n".join(ln for ln in result.get("error", "").splitlines() if not ln.lstrip().startswith("at "))[-4000:]
@@ -147,7 +166,7 @@ def copied_rows(spark, endpoint, n):
     assert len(original) == n and copied == original
 
 
-def check_shipping(spark, broker, master, python):
+def check_shipping(spark, broker, master, python, reader):
     b = broker()
     n = fill_through_broker(b.endpoint, topic="In", batches=1, per=300)
     failed = run_job(master, b.endpoint, "noship", python)
@@ -156,15 +175,20 @@ def check_shipping(spark, broker, master, python):
     assert "cannot import 'tidemq'" in line and "register(spark)" in line and "--py-files" in line
     done = run_job(master, b.endpoint, "ship", python)
     assert done["ok"], why(done)
+    assert done["reader"] == reader
     copied_rows(spark, b.endpoint, n)
 
 
-def test_register_ships_the_package_to_executors_without_tidemq(spark, broker, cluster, bare_python):
-    check_shipping(spark, broker, cluster, bare_python)
+def test_register_ships_the_package_to_executors_without_tidemq(spark, broker, cluster, bare_python, jvm_reader):
+    check_shipping(spark, broker, cluster, bare_python, "jvm" if jvm_reader else "python")
 
 
 def test_through_spark_connect(spark, broker, connect_server, bare_python):
-    check_shipping(spark, broker, connect_server, bare_python)
+    check_shipping(spark, broker, connect_server, bare_python, "python")
+
+
+def test_through_spark_connect_with_the_jar_on_the_server(spark, broker, connect_server_with_jar, bare_python):
+    check_shipping(spark, broker, connect_server_with_jar, bare_python, "jvm")
 
 
 def test_a_stream_through_spark_connect(spark, broker, connect_server, bare_python, tmp_path):

@@ -11,7 +11,7 @@ from tidemq.store import Message, MessageStore
 
 from ..support.spark import fill_through_broker, rows_by_position
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("reader")]
 
 
 def load(spark, **options):
@@ -136,3 +136,16 @@ def test_bad_options_are_clear_errors(spark, broker, tmp_path):
         load(spark, endpoints=b2.endpoint, topic="T", endingOffsets='{"T": {"0": 99}}').count()
     with pytest.raises(Exception, match="offsets must be"):
         load(spark, endpoints=b.endpoint, topic="T", startingOffsets="{oops").count()
+
+
+def test_the_python_reader_asked_for_the_jvm_one_says_it_is_not_loaded(tmp_path):
+    from tidemq.spark.source import TidemqReader, TidemqStreamReader
+    root = tmp_path / "store"
+    s = small_store(root)
+    s.create_topic("J", 1)
+    s.shutdown()
+    opts = {"path": str(root), "topic": "J", "reader": "jvm"}
+    with pytest.raises(ValueError, match="reader=jvm, but the JVM reader is not loaded"):
+        TidemqReader(opts).partitions()
+    with pytest.raises(ValueError, match="reader=jvm, but the JVM reader is not loaded"):
+        TidemqStreamReader(opts).initialOffset()

@@ -4,7 +4,7 @@ import pytest
 
 from ..support.spark import fill_through_broker
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("reader")]
 
 
 def run_available_now(spark, endpoint, out, checkpoint, **options):

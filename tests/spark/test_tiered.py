@@ -20,7 +20,7 @@ from tidemq.store.archive import read_manifest
 
 from ..support.archive import archiving_store, fill
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("reader")]
 
 
 def tiered(spark, root, cl, **options):

@@ -214,3 +214,13 @@ class TidemqDataSource(DataSource):
 
     def streamWriter(self, schema, overwrite: bool):
         return StreamWriter(self.options, schema, type(self).package)
+
+
+class TidemqPythonDataSource(TidemqDataSource):
+    """The same data source under the name the JVM reader hands work to (writes, tiered reads,
+    ``reader=python``): tidemq.spark.register registers it always, and registers
+    TidemqDataSource as ``tidemq`` only where the JVM reader does not hold that name."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "tidemq_python"

@@ -111,7 +111,8 @@ class _Planner:
         finally:
             backend.close()
 
-    def partitions(self, start: plan.Offsets, end: plan.Offsets) -> list[InputPartition]:
+    def ranges(self, start: plan.Offsets, end: plan.Offsets) -> tuple[list[plan.Range], tiered.Archive | None]:
+        """The ranges between two offset sets, and the archive they are read with (None: no tiering)."""
         backend = backend_for(self.options)
         try:
             archive = tiered.archive_of(self.options) if self.archive else None   # runs archived since
@@ -119,7 +120,44 @@ class _Planner:
                              archive is not None)
         finally:
             backend.close()
+        return rs, archive
+
+    def partitions(self, start: plan.Offsets, end: plan.Offsets) -> list[InputPartition]:
+        rs, archive = self.ranges(start, end)
         return [_partition(r, archive) for r in rs]
+
+    def batch_bounds(self) -> tuple[plan.Offsets, plan.Offsets]:
+        """A batch read's start and end offsets (startingOffsets / endingOffsets or the timestamps)."""
+        # as Spark's Kafka source: a batch cannot start at "latest" nor end at "earliest"
+        if (self.options.get("startingOffsets") or "").strip() == "latest":
+            raise ValueError("tidemq: startingOffsets='latest' is for streams; a batch read starts at "
+                             "'earliest', a JSON of offsets or startingTimestamp")
+        if (self.options.get("endingOffsets") or "").strip() == "earliest":
+            raise ValueError("tidemq: endingOffsets='earliest' reads nothing; use 'latest', a JSON of "
+                             "offsets or endingTimestamp")
+        start = self.offsets("startingOffsets", "startingTimestamp", plan.EARLIEST)
+        end = self.offsets("endingOffsets", "endingTimestamp", plan.LATEST, past_end_is_error=True)
+        return start, end
+
+    def stream_latest(self, start: dict, max_rows: int | None, target: plan.Offsets | None) -> plan.Offsets:
+        """A micro-batch's end: the queues' ends, capped at the availableNow ``target``, at most
+        ``max_rows`` offsets past ``start`` (maxOffsetsPerTrigger), never behind ``start``."""
+        latest = self.latest()
+        if target is not None:
+            latest = plan.cap(latest, target)
+        if max_rows:
+            latest = plan.limit_rows(start, latest, max_rows)
+        # never behind start (a queue's max cannot shrink, but a JSON start may point past it)
+        return {t: {q: max(e, start.get(t, {}).get(q, 0)) for q, e in qs.items()} for t, qs in latest.items()}
+
+
+def _refuse_jvm(options) -> None:
+    """The Python reader holds the name ``tidemq`` only where the JVM one is not loaded: asked for
+    the JVM one (``reader=jvm``), it says so instead of reading."""
+    if (options.get("reader") or "").strip().lower() == "jvm":
+        raise ValueError("tidemq: reader=jvm, but the JVM reader is not loaded in this session (see "
+                         "tidemq.spark.register's log line: a JDK's javac is needed on the driver); leave "
+                         "reader out to read with the Python reader")
 
 
 class TidemqReader(DataSourceReader):
@@ -130,16 +168,8 @@ class TidemqReader(DataSourceReader):
 
     def partitions(self):
         p = self._planner
-        # as Spark's Kafka source: a batch cannot start at "latest" nor end at "earliest"
-        if (p.options.get("startingOffsets") or "").strip() == "latest":
-            raise ValueError("tidemq: startingOffsets='latest' is for streams; a batch read starts at "
-                             "'earliest', a JSON of offsets or startingTimestamp")
-        if (p.options.get("endingOffsets") or "").strip() == "earliest":
-            raise ValueError("tidemq: endingOffsets='earliest' reads nothing; use 'latest', a JSON of "
-                             "offsets or endingTimestamp")
-        start = p.offsets("startingOffsets", "startingTimestamp", plan.EARLIEST)
-        end = p.offsets("endingOffsets", "endingTimestamp", plan.LATEST, past_end_is_error=True)
-        parts = p.partitions(start, end)
+        _refuse_jvm(p.options)
+        parts = p.partitions(*p.batch_bounds())
         return parts or [_partition(plan.Range(p.topics[0], 0, 0, 0), None)]
 
     def read(self, partition):
@@ -155,6 +185,7 @@ class TidemqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._max_rows = plan.int_option(p.options, "maxOffsetsPerTrigger", None)
 
     def initialOffset(self) -> dict:
+        _refuse_jvm(self.options)
         return self._planner.offsets("startingOffsets", "startingTimestamp", plan.LATEST)
 
     def _latest(self) -> plan.Offsets:
@@ -164,13 +195,8 @@ class TidemqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self._max_rows) if self._max_rows else ReadAllAvailable()
 
     def latestOffset(self, start: dict, limit) -> dict:
-        latest = self._latest()
-        if self._target is not None:
-            latest = plan.cap(latest, self._target)
-        if isinstance(limit, ReadMaxRows):
-            latest = plan.limit_rows(start, latest, limit.max_rows)
-        # never behind start (a queue's max cannot shrink, but a JSON start may point past it)
-        return {t: {q: max(e, start.get(t, {}).get(q, 0)) for q, e in qs.items()} for t, qs in latest.items()}
+        return self._planner.stream_latest(start, limit.max_rows if isinstance(limit, ReadMaxRows) else None,
+                                           self._target)
 
     def reportLatestOffset(self):
         return self._latest()

@@ -1,0 +1,62 @@
+package org.tidemq.spark;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import org.apache.spark.sql.connector.read.InputPartition;
+
+/**
+ * One partition of a read, as the Python planner (tidemq/spark/planner.py) gives it: the
+ * offsets [start, end) of one queue and where to read them.
+ *
+ * <pre>
+ * {"topic": "T", "queue": 0, "start": 0, "end": 100,
+ *  "source": {"mode": "file", "queueDir": ".../consumequeue/T/0", "commitlogDirs": [...]}
+ *         or {"mode": "broker", "endpoint": "host:port", "timeoutMs": 30000},
+ *  "failOnDataLoss": true}
+ * </pre>
+ */
+final class RangePartition implements InputPartition {
+    private static final long serialVersionUID = 1L;
+
+    final String topic;
+    final int queue;
+    final long start;
+    final long end;
+    final boolean broker;
+    final String queueDir;
+    final List<String> commitlogDirs;
+    final String endpoint;
+    final long timeoutMs;
+    final boolean failOnDataLoss;
+
+    RangePartition(JsonNode p) {
+        topic = p.get("topic").asText();
+        queue = p.get("queue").asInt();
+        start = p.get("start").asLong();
+        end = p.get("end").asLong();
+        failOnDataLoss = p.get("failOnDataLoss").asBoolean();
+        JsonNode s = p.get("source");
+        broker = "broker".equals(s.get("mode").asText());
+        queueDir = broker ? null : s.get("queueDir").asText();
+        commitlogDirs = new ArrayList<>();
+        if (!broker) {
+            s.get("commitlogDirs").forEach(d -> commitlogDirs.add(d.asText()));
+        }
+        endpoint = broker ? s.get("endpoint").asText() : null;
+        timeoutMs = broker ? s.get("timeoutMs").asLong() : 0;
+    }
+
+    static RangePartition[] all(JsonNode parts) {
+        RangePartition[] out = new RangePartition[parts.size()];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = new RangePartition(parts.get(i));
+        }
+        return out;
+    }
+
+    String describe() {
+        return topic + " queue " + queue + " in [" + start + ", " + end + ")";
+    }
+}

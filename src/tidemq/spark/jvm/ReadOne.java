@@ -1,0 +1,35 @@
+package org.tidemq.spark;
+
+import java.io.IOException;
+import java.util.Arrays;
+
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/**
+ * One partition read outside a Spark job, as an executor would read it: the queue offsets of
+ * its rows, in order (a failure raises as it would in the task). For tests of the readers
+ * (damaged records, damaged frames) and for checking a store by hand:
+ * {@code spark._jvm.org.tidemq.spark.ReadOne.queueOffsets(partitionJson)}, the partition as
+ * the planner describes it (RangePartition).
+ */
+public final class ReadOne {
+    private ReadOne() {}
+
+    public static long[] queueOffsets(String partitionJson) throws IOException {
+        RangePartition p = new RangePartition(Planner.parse(partitionJson));
+        long[] out = new long[16];
+        int n = 0;
+        try (RangeReader r = (RangeReader) new ReaderFactory().createColumnarReader(p)) {
+            while (r.next()) {
+                ColumnarBatch b = r.get();
+                for (int i = 0; i < b.numRows(); i++) {
+                    if (n == out.length) {
+                        out = Arrays.copyOf(out, n * 2);
+                    }
+                    out[n++] = b.column(2).getLong(i);
+                }
+            }
+        }
+        return Arrays.copyOf(out, n);
+    }
+}

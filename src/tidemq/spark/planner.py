@@ -1,0 +1,144 @@
+"""The planner the JVM reader asks: ``python -m tidemq.spark.planner``, JSON in, JSON out.
+
+"Python plans, the JVM reads": the JVM data source (src/tidemq/spark/jvm/, Planner.java) keeps
+planning in one implementation, tidemq.spark.source's, and asks this process for it. One
+request per line on stdin, one answer per line on stdout (UTF-8 JSON objects); the process
+serves requests until its stdin closes (the JVM keeps it for the next read). What Python or
+tidemq log goes to stderr.
+
+Requests: ``{"op": OP, "options": {the read's options}, ...}``
+
+    describe       {"tiered": bool}: an archive is in play (tiered reads are the Python reader's)
+    batch          {"tiered": true} or {"tiered": false, "partitions": [PARTITION, ...]}
+    initial        {"offsets": JSON}: a stream's first offsets (startingOffsets, default latest)
+    latest         + "start": JSON, "maxRows": n (optional), "target": JSON (optional, availableNow)
+                   {"offsets": JSON}: a micro-batch's end
+    report_latest  {"offsets": JSON}: the queues' ends now
+    partitions     + "start": JSON, "end": JSON
+                   {"partitions": [PARTITION, ...]} (refused for a tiered read)
+
+Offsets (JSON text, as a stream checkpoints them): ``{"topic": {"queue id": offset}}``.
+PARTITION: ``{"topic", "queue", "start", "end", "failOnDataLoss", "source"}`` with source
+``{"mode": "file", "queueDir", "commitlogDirs": [...]}`` (absolute paths) or ``{"mode":
+"broker", "endpoint": "host:port", "timeoutMs"}`` (the broker group holding that queue).
+Every answer has ``"ok": true``, or is ``{"ok": false, "error": TYPE, "message": TEXT}``
+(TYPE: ValueError, DataLossError, ...), the request's fault or the store's, never fatal to
+the process. A request line longer than REQUEST_MAX_BYTES is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from pyspark.sql.datasource import CaseInsensitiveDict
+
+from . import plan
+from .backend import BrokerBackend, FileBackend, backend_for
+
+REQUEST_MAX_BYTES = 16 << 20
+
+
+def _source(options, backend, topic: str, qid: int) -> dict:
+    if isinstance(backend, FileBackend):
+        from ..store import layout
+        files = backend.files
+        return {"mode": "file", "commitlogDirs": [os.path.abspath(d) for d in files.commitlog_dirs],
+                "queueDir": os.path.abspath(layout.queue_dir(layout.consumequeue_dir(files.root), topic, qid))}
+    assert isinstance(backend, BrokerBackend)
+    target = backend.consumer._for(topic, qid).endpoint      # the group that holds this queue
+    target = target.removeprefix("ipv4:").split(",")[0]
+    return {"mode": "broker", "endpoint": target, "timeoutMs": int(float(options.get("timeoutSeconds", 30)) * 1000)}
+
+
+def _partitions(p, start: plan.Offsets, end: plan.Offsets) -> list[dict]:
+    rs, _archive = p.ranges(start, end)
+    backend = backend_for(p.options)
+    try:
+        return [{"topic": r.topic, "queue": r.queue_id, "start": r.start, "end": r.end,
+                 "failOnDataLoss": p.fail_on_data_loss, "source": _source(p.options, backend, r.topic, r.queue_id)}
+                for r in rs]
+    finally:
+        backend.close()
+
+
+def _offsets(raw) -> dict:
+    got = json.loads(raw) if isinstance(raw, str) else raw
+    if not isinstance(got, dict) or not all(isinstance(v, dict) for v in got.values()):
+        raise ValueError(f"tidemq: offsets must be a JSON object of objects, not {raw!r}")
+    return {t: {str(q): int(o) for q, o in qs.items()} for t, qs in got.items()}
+
+
+def answer(req: dict) -> dict:
+    """The answer to one request (raises for a bad request or what planning raises)."""
+    from .source import _Planner
+    op = req.get("op")
+    p = _Planner(req.get("options") or {})
+    tiered = p.archive is not None
+    if op == "describe":
+        return {"tiered": tiered}
+    if op == "batch":
+        if tiered:
+            return {"tiered": True}
+        return {"tiered": False, "partitions": _partitions(p, *p.batch_bounds())}
+    if op == "initial":
+        return {"offsets": json.dumps(p.offsets("startingOffsets", "startingTimestamp", plan.LATEST))}
+    if op == "report_latest":
+        return {"offsets": json.dumps(p.latest())}
+    if op == "latest":
+        max_rows = req.get("maxRows")
+        target = _offsets(req["target"]) if req.get("target") else None
+        return {"offsets": json.dumps(p.stream_latest(_offsets(req.get("start") or "{}"),
+                                                      int(max_rows) if max_rows else None, target))}
+    if op == "partitions":
+        if tiered:                  # the JVM reader asks only for streams it reads, never tiered ones
+            raise ValueError("tidemq: reader=jvm, but this stream is tiered (an archive is in play) and tiered "
+                             "reads are the Python reader's: leave reader out, or set archivePath=\"\"")
+        return {"partitions": _partitions(p, _offsets(req["start"]), _offsets(req["end"]))}
+    raise ValueError(f"tidemq planner: unknown op {op!r}")
+
+
+def handle(line: bytes) -> dict:
+    """One request line to its answer; every failure is an answer too."""
+    try:
+        req = json.loads(line)
+        if not isinstance(req, dict):
+            raise ValueError("tidemq planner: a request is a JSON object")
+        req["options"] = CaseInsensitiveDict(req.get("options") or {})
+        return {"ok": True, **answer(req)}
+    except Exception as e:                                  # noqa: BLE001 - every failure is the caller's to see
+        return {"ok": False, "error": type(e).__name__, "message": str(e)}
+
+
+def serve(inp, out) -> None:
+    """Answer every request line of ``inp`` (binary) on ``out`` (binary) until ``inp`` ends."""
+    while True:
+        line = inp.readline(REQUEST_MAX_BYTES + 1)
+        if not line:
+            return
+        if not line.strip():
+            continue
+        if len(line) > REQUEST_MAX_BYTES:                   # the rest of an over-long line is dropped
+            size = len(line)
+            while line and not line.endswith(b"\n"):
+                line = inp.readline(REQUEST_MAX_BYTES)
+                size += len(line)
+            got = {"ok": False, "error": "ValueError",
+                   "message": f"tidemq planner: a request of {size} bytes or more (at most {REQUEST_MAX_BYTES})"}
+        else:
+            got = handle(line)
+        out.write(json.dumps(got).encode() + b"\n")
+        out.flush()
+
+
+def main() -> None:
+    import logging
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(name)s: %(message)s")
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    sys.stdout = sys.stderr                                 # a stray print must not break the protocol
+    serve(sys.stdin.buffer, out)
+
+
+if __name__ == "__main__":
+    main()

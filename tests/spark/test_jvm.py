@@ -1,0 +1,147 @@
+"""The JVM reader's own parts (src/tidemq/spark/jvm/): its schema is the Python reader's, the
+partitions the planner describes are read with both CRCs checked (a damaged record is never a
+row: a data loss, or skipped), broker frames are checked (a wrong frame CRC, sizes that do not
+fit) and the reader option is checked. The rows of both readers are compared by the tests of
+tidemq.spark.source, .stream and .tiered, which run with each (tests/spark/conftest.py)."""
+
+import json
+import os
+import re
+
+import pytest
+
+from tidemq.spark import jar, planner
+from tidemq.spark.decode import SPARK_SCHEMA
+from tidemq.store import Message, MessageStore, StoreConfig
+
+from ..support.fake_pull import fake_pull_server
+from ..support.records import varied
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture
+def jvm(spark, jvm_reader):
+    if not jvm_reader:
+        pytest.skip("the JVM reader is not available (no javac: see tidemq.spark.jar's log line)")
+    return spark._jvm.org.tidemq.spark.ReadOne
+
+
+def read_one(jvm, part: dict) -> list[int]:
+    return list(jvm.queueOffsets(json.dumps(part)))
+
+
+def test_the_schema_is_the_python_readers():
+    with open(os.path.join(jar.SOURCES_DIR, "TidemqProvider.java")) as f:
+        java = f.read()
+    ddl = "".join(re.findall(r'"([^"]*)"', java[java.index("SCHEMA_DDL ="):java.index(";", java.index("SCHEMA_DDL ="))]))
+    assert ddl == SPARK_SCHEMA
+
+
+def damaged_store(root, where):
+    """Topic D, one queue of 50 records; records 3 and 30 with one byte flipped ``where`` bytes
+    before their end (11: the record CRC's digits; 25: the properties; 30: the topic)."""
+    s = MessageStore(StoreConfig(root_dir=str(root), segment_size_bytes=64 * 1024, index_enabled=False)).start()
+    s.create_topic("D", 1)
+    rs = s.put_batch([Message(topic="D", body=b"b%03d" % i, tags="t", properties={"p": "v" * 3}) for i in range(50)])
+    s.shutdown()
+    for i in (3, 30):
+        with open(root / "commitlog" / ("%020d" % 0), "r+b") as f:
+            f.seek(rs[i].commitlog_offset)
+            size = int.from_bytes(f.read(4), "big")
+            f.seek(rs[i].commitlog_offset + size - where)
+            b = f.read(1)
+            f.seek(rs[i].commitlog_offset + size - where)
+            f.write(bytes([b[0] ^ 0x01]))
+    return str(root)
+
+
+@pytest.mark.parametrize("where", [11, 25, 30])
+def test_file_mode_never_serves_a_record_whose_record_crc_fails(jvm, tmp_path, where):
+    root = damaged_store(tmp_path / "store", where)
+    part = planner.handle(json.dumps({"op": "batch", "options": {"path": root, "topic": "D"}}).encode())["partitions"][0]
+    with pytest.raises(Exception, match="DataLossError: 2 offsets of D queue 0 in \\[0, 50\\)"):
+        read_one(jvm, part)
+    assert read_one(jvm, {**part, "failOnDataLoss": False}) == [i for i in range(50) if i not in (3, 30)]
+
+
+def broker_part(endpoint, n, fail=True):
+    return {"topic": "Orders", "queue": 0, "start": 0, "end": n, "failOnDataLoss": fail,
+            "source": {"mode": "broker", "endpoint": endpoint, "timeoutMs": 30000}}
+
+
+def test_broker_mode_reads_checked_frames(jvm):
+    recs = varied(40)
+    with fake_pull_server(recs) as ep:
+        assert read_one(jvm, broker_part(ep, 40)) == list(range(40))
+        with pytest.raises(Exception, match="DataLossError: 5 offsets"):
+            read_one(jvm, broker_part(ep, 45))                       # the queue ends at 40
+        assert read_one(jvm, broker_part(ep, 45, fail=False)) == list(range(40))
+
+
+def flip(at):
+    def mangle(header, sizes, body):
+        body[at] ^= 0x01
+        return header, sizes, body
+    return mangle
+
+
+def test_a_frame_failing_its_crc_is_refused(jvm):
+    with fake_pull_server(varied(10), flip(200)) as ep:
+        with pytest.raises(Exception, match="fails its frame CRC"):
+            read_one(jvm, broker_part(ep, 10, fail=False))
+
+
+def test_without_a_frame_crc_every_records_crcs_are_checked(jvm):
+    recs = varied(10)
+    second = len(recs[0])
+
+    def mangle(header, sizes, body):
+        header.pop("crc32")
+        body[second + 95] ^= 0x01                                    # record 1's body (or its tail)
+        return header, sizes, body
+    with fake_pull_server(recs, mangle) as ep:
+        with pytest.raises(Exception, match="DataLossError: 1 offsets"):
+            read_one(jvm, broker_part(ep, 10))
+        assert read_one(jvm, broker_part(ep, 10, fail=False)) == [0] + list(range(2, 10))
+
+
+def test_a_frame_whose_sizes_do_not_fit_is_refused(jvm):
+    def mangle(header, sizes, body):
+        header["count"] = 10_000
+        return header, sizes, body
+    with fake_pull_server(varied(10), mangle) as ep:
+        with pytest.raises(Exception, match="sizes do not fit"):
+            read_one(jvm, broker_part(ep, 10))
+
+
+def test_the_reader_option_is_checked(spark, jvm, tmp_path):
+    root = damaged_store(tmp_path / "store", 11)
+    r = spark.read.format("tidemq").option("path", root).option("topic", "D").option("failOnDataLoss", "false")
+    with pytest.raises(Exception, match="option reader must be auto, jvm or python, not 'rust'"):
+        r.option("reader", "rust").load().count()
+    assert r.option("reader", "jvm").load().count() == 48 == r.option("reader", "python").load().count()
+
+
+def test_a_stream_checkpointed_by_one_reader_goes_on_with_the_other(spark, jvm, broker, tmp_path):
+    """Both readers checkpoint offsets as {"topic": {"queue id": offset}}: a query restarted with the
+    other reader reads only what came after, each message once."""
+    from ..support.spark import fill_through_broker
+    b = broker()
+    fill_through_broker(b.endpoint, topic="S", batches=1, per=200)
+    out, ck = tmp_path / "out", tmp_path / "checkpoint"
+
+    def run(reader):
+        q = (spark.readStream.format("tidemq").option("endpoints", b.endpoint).option("topic", "S")
+             .option("startingOffsets", "earliest").option("reader", reader).load()
+             .writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ck))
+             .trigger(availableNow=True).start())
+        assert q.awaitTermination(600) and q.exception() is None
+        return sum(p["numInputRows"] for p in q.recentProgress)
+    assert run("python") == 200
+    fill_through_broker(b.endpoint, topic="S", batches=1, per=120)
+    assert run("jvm") == 120
+    fill_through_broker(b.endpoint, topic="S", batches=1, per=80)
+    assert run("python") == 80
+    got = spark.read.parquet(str(out))
+    assert got.count() == 400 and got.select("topic", "queue_id", "queue_offset").distinct().count() == 400
