@@ -183,17 +183,8 @@ def _check_duplicates(header: dict, n: int) -> None:
 
 def decode_response(raw: bytes) -> tuple[dict, list[tuple[int, int, int]]]:
     """(header, [(code, queue id, queue offset)]); FrameError on a response that is not one."""
-    try:
-        (hl,) = U32.unpack_from(raw, 0)
-        header = json.loads(bytes(raw[4:4 + hl]))
-        n = int(header.get("count", 0))
-        table = raw[4 + hl:]
-        if len(table) != n * ENTRY.size:
-            raise ValueError(f"{len(table)} bytes for {n} entries")
-        _check_duplicates(header, n)
-        return header, list(ENTRY.iter_unpack(table))
-    except (struct.error, ValueError, TypeError, AttributeError) as e:
-        raise FrameError(f"malformed SendRecords response: {e}") from None
+    header, codes, queue_ids, offsets = decode_response_columns(raw)
+    return header, list(zip(codes, queue_ids, offsets))
 
 
 def decode_response_columns(raw: bytes) -> tuple[dict, array, array, array]:

@@ -106,10 +106,10 @@ UNIQ_PROP = f"{PROP_UNIQ_KEY}\x01".encode()
 PROPERTIES_I16_MAX = 32767
 
 
-def slice_properties_len(li: int, lt: int, lk: int, lp: int, extra_len: int) -> int:
-    """The record properties' length of a message of append_slices (the record-CRC tail included)."""
-    return (lp + len(UNIQ_PROP) + li + 1 + extra_len + (lt + 6 if lt else 0) + (lk + 6 if lk else 0)
-            + RECORD_CRC_TAIL_LEN)
+def slice_properties_len(li, lt, lk, lp, extra_len: int, tail: int = RECORD_CRC_TAIL_LEN):
+    """The record properties' length of a message of append_slices, the record-CRC tail (``tail``)
+    included; ints, or numpy arrays of a batch's lengths (writer.put_slices)."""
+    return lp + len(UNIQ_PROP) + li + 1 + extra_len + lt + 6 * (lt > 0) + lk + 6 * (lk > 0) + tail
 
 
 def py_append_slices(data, fields, order, start, tags_hashes, buf, pos, limit, base, now_ms, store_host, t, extra,

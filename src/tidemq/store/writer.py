@@ -45,7 +45,7 @@ from .disk import DiskMonitor
 from .dispatch import Dispatcher, index_keys
 from .flush import GroupCommitService
 from .index_file import IndexService
-from .record_loop import SLICE_FIELDS, UNIQ_PROP
+from .record_loop import SLICE_FIELDS, slice_properties_len
 from .segment_queue import SegmentQueue
 from .topics import TopicState, TopicTable
 from .types import Message, PutReason, PutResult, PutResults, PutStatus
@@ -396,8 +396,7 @@ class StoreWriter:
         tl = len(t.name_bytes)
         lens = F[:, 5:].astype(np.int64)
         tags, keys = lens[:, 1], lens[:, 2]
-        props = (lens[:, 3] + lens[:, 0] + (len(UNIQ_PROP) + 1 + len(extra)) + np.where(tags > 0, tags + 6, 0)
-                 + np.where(keys > 0, keys + 6, 0))                       # without the record-CRC tail
+        props = slice_properties_len(lens[:, 0], tags, keys, lens[:, 3], len(extra), tail=0)   # without the tail
         body = lens[:, 4]
         doubtful = ((body > self.max_body) | (props > codec.USER_PROPERTIES_MAX_BYTES)
                     | (codec.FIXED_OVERHEAD + body + tl + props + codec.RECORD_CRC_TAIL_LEN

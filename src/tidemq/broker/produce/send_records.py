@@ -119,6 +119,7 @@ def py_frame_slices(raw: bytes, reserved: tuple = RESERVED_BYTES, id_max: int = 
     fields, ths = array("I"), array("q")
     why, hashes, names = bytearray(n), bytearray(), {}
     pos = HEAD.size + len(tb) + 20 * n
+    reserved_names = frozenset(r.decode() for r in reserved)
     for i, (mid_b, tg, ks, ps, body) in enumerate(msgs):
         lens = lengths[5 * i:5 * i + 5]
         for ln in lens:
@@ -140,7 +141,7 @@ def py_frame_slices(raw: bytes, reserved: tuple = RESERVED_BYTES, id_max: int = 
         if not w and ks:
             w = _keys_why(ks)
         if not w and ps:
-            w, name = check_properties(ps, frozenset(r.decode() for r in reserved))
+            w, name = check_properties(ps, reserved_names)
             if w == BAD_PROPS_RESERVED:
                 names[i] = name
         why[i] = w
