@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from tidemq import accel
 from tidemq.broker.produce import dedup, send_records
 from tidemq.protocol.send_frame import ID_MAX_BYTES, FrameError, decode_request, encode_request
-from tidemq.store import codec, index_file, integrity, record_loop
+from tidemq.store import codec, framing, index_file, integrity, record_loop
 from tidemq.store.topics import TopicState
 
 try:
@@ -329,3 +329,46 @@ def _sizes_in_order(buf: bytes, end: int) -> list[int]:
         out.append(n)
         pos += n
     return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_frame_records_are_the_same(seed):
+    """Records picked out of order from a buffer, laid out after a room: the same bytes, the
+    same damaged ones (found on the copy) as the Python twin."""
+    data, sizes = _records(seed % 15 + 1, damage=seed >= 15)
+    starts = np.cumsum([0] + sizes).astype(np.int64)[:-1]
+    rnd = random.Random(seed)
+    pick = rnd.sample(range(len(sizes)), rnd.randrange(0, len(sizes) + 1))
+    st_, sz = starts[pick], np.asarray(sizes, np.int64)[pick]
+    room = rnd.choice([0, 7, 256])
+    a, bad_a = _accel.frame_records(data, st_, sz, room)
+    b, bad_b = framing.py_frame_records(data, st_, sz, room)
+    assert type(a) is bytes and a == bytes(b) and bad_a == bad_b
+    assert bad_a == integrity.py_damaged_records(data, st_, sz)
+    head = bytes(k % 255 + 1 for k in range(room))
+    _accel.fill_room(a, head)
+    framing.py_fill_room(b, head)
+    assert a == bytes(b) and a[:room] == head
+
+
+@pytest.mark.parametrize("starts, sizes", [([0], [10**6]), ([-1], [111]), ([5], [-1]), ([0, 0], [111])])
+def test_frame_records_refuse_a_record_outside_the_buffer(starts, sizes):
+    data, _ = _records(2, damage=False)
+    for fn in (_accel.frame_records, framing.py_frame_records):
+        with pytest.raises(ValueError):
+            fn(data, np.asarray(starts, np.int64), np.asarray(sizes[:1], np.int64), 0)
+
+
+def test_fill_room_writes_only_into_a_zeroed_room():
+    data, sizes = _records(3, damage=False)
+    starts = np.cumsum([0] + sizes).astype(np.int64)[:-1]
+    a, _ = _accel.frame_records(data, starts, np.asarray(sizes, np.int64), 8)
+    b, _ = framing.py_frame_records(data, starts, np.asarray(sizes, np.int64), 8)
+    for frame, fill in ((a, _accel.fill_room), (b, framing.py_fill_room)):
+        with pytest.raises(ValueError):
+            fill(frame, b"x" * 9)               # past the room: the sizes are not zero
+        fill(frame, b"12345678")
+        with pytest.raises(ValueError):
+            fill(frame, b"again")               # written once only
+        with pytest.raises(ValueError):
+            fill(frame, b"x" * (len(frame) + 1))

@@ -484,6 +484,10 @@ class BrokerConfig(_Loadable):
                                    "window updates (a do-nothing grpc.aio server: ~300 us less CPU per 256 KiB request)",
                                    64 * KIB, 256 * MIB)
     send_executor_threads: int = _f(8, "threads that run store puts for SendMessage", 1, 256)
+    malloc_keep_bytes: int = _f(128 * MIB, "freed memory glibc's malloc keeps for the next big buffer (a pull "
+                                "answer and gRPC's copy of it: up to 16 MiB each) instead of mapping fresh "
+                                "pages each time; it stays resident (0: glibc's defaults; broker/heap.py)",
+                                0, 4096 * MIB)
     shutdown_grace_s: float = _f(5.0, "seconds in-flight RPCs get at shutdown", 0.0, 600.0)
     delivery_attempts_max: int = _f(16, "deliveries of a message before it goes to %DLQ%<group>", 1, 1000)
     fifo_consumer_groups: tuple[str, ...] = _f((), "consumer groups that consume in order (RocketMQ's "

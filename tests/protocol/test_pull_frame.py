@@ -7,7 +7,8 @@ import pytest
 
 from tidemq.crc import crc32
 from tidemq.protocol.pull_frame import (COUNT_MAX, WAIT_MS_MAX, FrameError, PullRequest, decode_request,
-                                        decode_response, encode_request, encode_response, frame_crc)
+                                        decode_response, encode_head, encode_request, encode_response,
+                                        frame_crc)
 
 
 def test_request_round_trip_defaults_and_clamps():
@@ -35,3 +36,15 @@ def test_response_round_trip():
     assert frame_crc(s, data) == head["crc32"]
     head, s, data = decode_response(encode_response({"code": 40401, "count": 0}))
     assert head["code"] == 40401 and bytes(s) == b"" and bytes(data) == b"" and "crc32" not in head
+
+
+def test_a_head_for_records_laid_out_after_a_room():
+    """encode_head pads the header to the room: the frame decodes as encode_response's does."""
+    sizes, records = array("i", [3, 5]), b"abcdefgh"
+    crc = frame_crc(sizes.tobytes(), records)
+    front = encode_head({"code": 0, "count": 2, "next_offset": 9}, crc, 128)
+    assert len(front) == 128
+    head, s, data = decode_response(front + sizes.tobytes() + records)
+    assert head == {"code": 0, "count": 2, "next_offset": 9, "crc32": crc}
+    assert array("i", bytes(s)) == sizes and bytes(data) == records
+    assert encode_head({"code": 0, "count": 2, "message": "x" * 200}, crc, 128) is None

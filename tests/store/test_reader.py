@@ -165,3 +165,19 @@ def test_get_raw_never_returns_a_record_that_fails_its_crc(stores):
     g = s.get_raw("T", 0, 3, max_count=2)
     assert g.status is GetStatus.MESSAGE_DAMAGED and g.next_offset == 5
 
+
+
+def test_get_raw_lays_the_records_out_once_after_the_room(stores):
+    """The frame: the room (zero), the sizes, the records (what ``records`` are views of); with a
+    damaged record among them, the frame holds the others only."""
+    for victims in ((), (4,)):
+        s, rs = _damaged_store(stores, 150, n=12, victims=victims)
+        g = s.get_raw("T", 0, 2, max_count=6, room=64)
+        frame, room = g.frame
+        sizes, data = g.records
+        n = len(sizes)
+        assert room == 64 and bytes(frame[:room]) == bytes(room) and n == 6 - len(victims)
+        assert bytes(frame[room:room + 4 * n]) == sizes.astype("<i4").tobytes()
+        assert bytes(frame[room + 4 * n:]) == bytes(data) and len(data) == sum(sizes)
+        assert [m.queue_offset for m in _records(g)] == [i for i in range(2, 8) if i not in victims]
+        s.shutdown()

@@ -47,10 +47,12 @@
      id_hash(topic, id)                      the send dedup window's key of a message (dedup.py)
      window_find(...), window_put(...)       the dedup window's tables (dedup.py)
      decode_run(cls, data, sizes)            records back to back as StoredMessage objects
+     frame_records(buf, starts, sizes, room) a queue's records copied after room for a header, checked
+     fill_room(frame, head)                  the header written into that room (store/framing.py)
    Each one's contract is in its Python twin's docstring; the argument lists are in the source
    files: crc.c (crc32, use_crc), write.c (append, append_slices, index_put, index_put_hashed),
    frame.c (frame_slices), dedup.c (id_hash, window_find, window_put), read.c (scan_run, damaged,
-   decode_run), module.c (the method table). */
+   decode_run, frame_records, fill_room), module.c (the method table). */
 
 
 #ifndef TIDEMQ_ACCEL_H
@@ -61,7 +63,7 @@
 #include <string.h>
 #include <structmember.h>
 
-#define ACCEL_VERSION 3
+#define ACCEL_VERSION 4
 
 #define MAGIC_U32 0xDAA320A7u
 #define OFF_BODY 88
@@ -130,5 +132,7 @@ int accel_id_hash(const unsigned char *topic, size_t tl, const unsigned char *id
 PyObject *py_scan_run(PyObject *self, PyObject *args);           /* read.c */
 PyObject *py_damaged(PyObject *self, PyObject *args);
 PyObject *py_decode_run(PyObject *self, PyObject *args);
+PyObject *py_frame_records(PyObject *self, PyObject *args);
+PyObject *py_fill_room(PyObject *self, PyObject *args);
 
 #endif

@@ -18,6 +18,8 @@ static PyMethodDef methods[] = {
     {"index_put_hashed", py_index_put_hashed, METH_VARARGS, "index entries of hashed items (index_file.py)"},
     {"scan_run", py_scan_run, METH_VARARGS, "verify consecutive records (codec.scan_run)"},
     {"damaged", py_damaged, METH_VARARGS, "indexes of the records that fail their CRCs (integrity.py)"},
+    {"frame_records", py_frame_records, METH_VARARGS, "records copied after room for a header, checked (framing.py)"},
+    {"fill_room", py_fill_room, METH_VARARGS, "a header written into a frame's room (framing.py)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -27,6 +27,7 @@ from ..protocol.stubs import sgrpc
 from ..store import MessageStore
 from .admin import Admin
 from .consume.pull_records import Records
+from .heap import keep_big_buffers
 from .observe.http import OpsServer
 from .observe.status import Observer
 from .produce.send_records import RecordSends
@@ -402,6 +403,7 @@ async def serve(store_config: StoreConfig, config: BrokerConfig, ready=print, pr
     """Serve until SIGTERM / SIGINT; then stop RPCs, flush and close the store. ``progress``: how
     a long start is said (default: logged), every ``progress_interval_s`` (default START_PROGRESS_S);
     ``replication``: a broker group's settings."""
+    keep_big_buffers(config.malloc_keep_bytes)         # process-wide: here, not in Broker (tests embed one)
     broker = Broker(store_config, config, progress, progress_interval_s, replication)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

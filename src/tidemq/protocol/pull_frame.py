@@ -25,6 +25,9 @@ checked every record's own CRCs before sending it; this one shows the frame arri
 so a reader that checks it (tidemq.client: RecordsResult.checked) need not check every record
 again. A broker that does not send it leaves that to the reader.
 
+The header may end in spaces (JSON's whitespace): a broker that lays the records out first,
+with room for the header before them (store/framing.py), pads the header to that room.
+
 ``code`` is the protocol's Code (OK, MESSAGE_NOT_FOUND, ILLEGAL_OFFSET, TOPIC_NOT_FOUND,
 BAD_REQUEST, INTERNAL_SERVER_ERROR), ``status`` the store's GetStatus name; what each code
 means and where ``next_offset`` points: docs/broker-protocol.md, 4.11.
@@ -92,6 +95,16 @@ def encode_response(header: dict, sizes=None, data: bytes = b"") -> bytes:
         header = {**header, "crc32": frame_crc(raw_sizes, data)}
     h = json.dumps(header).encode()
     return b"".join((HEAD.pack(len(h)), h, raw_sizes, data))
+
+
+def encode_head(header: dict, records_crc: int, room: int) -> bytes | None:
+    """The response's front for records laid out after ``room`` bytes (store/framing.py): the
+    header length and the header with ``crc32`` (``records_crc``: frame_crc of the sizes and
+    records), padded with spaces to exactly ``room`` bytes; None when it does not fit."""
+    h = json.dumps({**header, "crc32": records_crc}).encode()
+    if HEAD.size + len(h) > room:
+        return None
+    return HEAD.pack(room - HEAD.size) + h.ljust(room - HEAD.size)
 
 
 def frame_crc(sizes, records) -> int:

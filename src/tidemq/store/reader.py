@@ -14,14 +14,14 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from ..bulk import gather_bytes
 from ..config import StoreConfig
 from . import codec
 from .codec import PROP_UNIQ_KEY, tags_hash
 from .commit_log import CommitLog
 from .consume_queue import UNIT, UNIT_DTYPE, ConsumeQueue, ConsumeQueueTable
 from .index_file import IndexService
-from .integrity import DamageCounter, damaged_records
+from .framing import frame_records
+from .integrity import DamageCounter
 from .segment_queue import SegmentQueue
 from .topics import TopicTable
 from .types import GetResult, GetStatus
@@ -160,13 +160,16 @@ class StoreReader:
         return cq
 
     def get_raw(self, topic: str, queue_id: int, offset: int, max_count: int = 4096,
-                max_bytes: int = 16 << 20) -> GetResult:
+                max_bytes: int = 16 << 20, room: int = 0) -> GetResult:
         """Up to max_count records of one queue from ``offset`` as stored bytes, for readers
         that decode in bulk (the Spark source, tidemq.client's raw pull): the result's
         ``records`` is (sizes, data): the records' sizes (little-endian i32 numpy array) and
         their bytes back to back (a buffer: bytes(data) for a bytes copy), all from one
         segment (the caller asks again from next_offset). Found with numpy over the
-        consume-queue units, copied by Arrow.
+        consume-queue units, copied once (framing.frame_records) into the result's ``frame``:
+        ``room`` zero bytes, the sizes, the records (what ``records`` are views of), which the
+        broker answers with once it has written its header into the room. Every record's CRCs
+        are checked on the copy; one that fails them is never served (skipped, counted, logged).
         No tag filter; the store's in-memory/from-disk count limits do not apply (the
         caller bounds the batch by max_count and max_bytes)."""
         cq = self.readable_queue(topic, queue_id, offset)
@@ -199,31 +202,24 @@ class StoreReader:
             within[0] = True                            # one record always goes, whatever its size
             take = take[within]
             used = int(take[-1]) + 1 if len(take) < int(alive[first:stop].sum()) else stop
-            pos = cl_off[take] - mf.start_offset
             sizes = size[take]
-            end = pos + sizes
-            # runs of records adjacent in the segment are one slice; Arrow copies them (bulk.py)
-            cut = np.flatnonzero(pos[1:] != end[:-1]) + 1
-            starts = np.concatenate(([pos[0]], pos[cut]))
-            ends = np.concatenate((end[cut - 1], [end[-1]]))
-            data = gather_bytes(mf.mapping, starts, ends - starts)
+            frame, bad = frame_records(mf.mapping, cl_off[take] - mf.start_offset, sizes, room)
         finally:
             mf.release()
-        # the CRCs are checked on the copy, where the records lie back to back and were just read
-        # (the mapping's pages, one queue's records strided across the log, are read once)
-        at = np.cumsum(sizes) - sizes
-        bad = damaged_records(data, at, sizes)
         if bad:                                         # never served: skipped, counted, logged
             for k in bad:
                 self.damage.note(topic, queue_id, offset + int(take[k]), int(cl_off[take[k]]))
             keep = np.ones(len(take), dtype=bool)
             keep[bad] = False
-            take, at, sizes = take[keep], at[keep], sizes[keep]
-            if not len(take):
+            if not keep.any():
                 return GetResult(GetStatus.MESSAGE_DAMAGED, offset + used, mn, mx)
-            data = gather_bytes(data, at, sizes)
+            at = room + 4 * len(sizes) + np.cumsum(sizes) - sizes
+            sizes = sizes[keep]
+            frame, _ = frame_records(frame, at[keep], sizes, room)
         g = GetResult(GetStatus.FOUND, offset + used, mn, mx)
-        g.records = (sizes.astype("<i4"), data)
+        data_at = room + 4 * len(sizes)
+        g.records = (np.frombuffer(frame, "<i4", len(sizes), room), memoryview(frame)[data_at:])
+        g.frame = (frame, room)
         return g
 
     def get_by_commitlog_offset(self, offset: int, size: int | None = None) -> codec.StoredMessage | None:

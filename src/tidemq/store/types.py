@@ -266,7 +266,7 @@ class GetStatus(enum.Enum):
 
 
 class GetResult:
-    __slots__ = ("status", "next_offset", "min_offset", "max_offset", "messages", "from_disk", "records")
+    __slots__ = ("status", "next_offset", "min_offset", "max_offset", "messages", "from_disk", "records", "frame")
 
     def __init__(self, status: GetStatus, next_offset: int, min_offset: int, max_offset: int,
                  messages: list[StoredMessage] | None = None, from_disk: bool = False) -> None:
@@ -277,6 +277,7 @@ class GetResult:
         self.messages = messages if messages is not None else []
         self.from_disk = from_disk
         self.records = None        # get_raw: (sizes, bytes of the records back to back)
+        self.frame = None          # get_raw: (the bytes object records are views of, its room's size)
 
     def __repr__(self) -> str:
         return (f"GetResult({self.status.name}, next={self.next_offset}, min={self.min_offset}, "

@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 
 from ...protocol.data import FrameError
-from ...protocol.pull_frame import BYTES_MAX, decode_request, encode_response
+from ...protocol.pull_frame import BYTES_MAX, decode_request, encode_head, encode_response
 from ...protocol.stubs import Code
+from ...crc import crc32
 from ...store import GetStatus, MessageStore
 from ...store.codec import valid_topic
+from ...store.framing import ROOM, fill_room
 from ..observe.outcomes import OK, Outcomes
 from .pull import long_poll
 
@@ -37,7 +39,7 @@ class Records:
         if refusal is not None:
             return refusal
         max_bytes = self._max_bytes(req)
-        g = await long_poll(lambda: self.store.get_raw(req.topic, req.queue_id, req.offset, req.max_count, max_bytes),
+        g = await long_poll(lambda: self.store.get_raw(req.topic, req.queue_id, req.offset, req.max_count, max_bytes, ROOM),
                             self.arrivals, req.wait_ms / 1000, context)
         return self._response(req.topic, g)
 
@@ -56,7 +58,7 @@ class Records:
         while end is None or offset < end:
             n = req.max_count if end is None else min(req.max_count, end - offset)
             at = offset
-            g = await long_poll(lambda: self.store.get_raw(topic, qid, at, n, max_bytes), self.arrivals, wait_s,
+            g = await long_poll(lambda: self.store.get_raw(topic, qid, at, n, max_bytes, ROOM), self.arrivals, wait_s,
                                 context)
             yield self._response(topic, g)
             if g.status is GetStatus.FOUND:
@@ -92,7 +94,12 @@ class Records:
             sizes, data = g.records
             head.update(code=Code.OK, count=len(sizes))
             self.got.add(topic, OK, len(sizes))
-            return encode_response(head, sizes, data)
+            frame, room = g.frame
+            front = encode_head(head, crc32(memoryview(frame)[room:]), room)    # frame_crc, in one pass
+            if front is None:
+                return encode_response(head, sizes, data)
+            fill_room(frame, front)          # the records were copied once, into the answer itself
+            return frame if type(frame) is bytes else bytes(frame)
         if g.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
             head.update(code=Code.ILLEGAL_OFFSET,
                         message=f"{g.status.name}: queue holds [{g.min_offset}, {g.max_offset})")
