@@ -5,10 +5,11 @@ a damaged record is never a row either way (no Spark needed)."""
 from array import array
 
 import numpy as np
+import pytest
 
 from tidemq.client.client import RecordsResult
 from tidemq.protocol.stubs import Code
-from tidemq.spark.backend import BrokerBackend
+from tidemq.spark.backend import BrokerBackend, connection
 
 from ..support.records import varied
 
@@ -41,3 +42,12 @@ def test_records_under_a_frame_crc_are_not_checked_again():
     recs = varied(10)
     (batch, lost), = read_all(pulled(recs, checked=True))
     assert lost == 0 and np.array_equal(batch.column("queue_offset").to_numpy(), np.arange(10))
+
+
+def test_connection_options_become_the_clients_keywords():
+    assert connection({}) == {"access_key": None, "secret_key": None, "tls": False, "root_certificates": None}
+    assert connection({"accessKey": "ak", "secretKey": "sk", "tls": "TRUE", "rootCertificates": "/ca.pem"}) == \
+        {"access_key": "ak", "secret_key": "sk", "tls": True, "root_certificates": "/ca.pem"}
+    for bad in ({"accessKey": "ak"}, {"secretKey": "sk"}, {"tls": "yes"}):
+        with pytest.raises(ValueError):
+            connection(bad)

@@ -9,6 +9,7 @@ import pytest
 from tidemq.config import StoreConfig
 from tidemq.store import Message, MessageStore
 
+from ..support.auth import AUTH
 from ..support.spark import fill_through_broker, rows_by_position
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("reader")]
@@ -149,3 +150,25 @@ def test_the_python_reader_asked_for_the_jvm_one_says_it_is_not_loaded(tmp_path)
         TidemqReader(opts).partitions()
     with pytest.raises(ValueError, match="reader=jvm, but the JVM reader is not loaded"):
         TidemqStreamReader(opts).initialOffset()
+
+
+def test_a_broker_that_wants_signed_calls_over_tls(spark, broker, certificate, reader):
+    """The keys and the broker's certificate as options: the sink writes and both readers read
+    back (the JVM reader hands such a read to the Python one); without the keys the broker
+    refuses the read; ``reader=jvm`` with them says why it cannot."""
+    cert, key = certificate
+    b = broker(env={**AUTH, "TIDEMQ_TLS_CERT_FILE": cert, "TIDEMQ_TLS_KEY_FILE": key})
+    conn = {"accessKey": "tidemq-ak", "secretKey": "s3cret-sk", "rootCertificates": cert}
+    bodies = [b"secure-%d" % i for i in range(40)]
+    spark.createDataFrame([(x,) for x in bodies], "body binary").write.format("tidemq") \
+        .option("endpoints", b.endpoint).option("topic", "Secure").options(**conn).mode("append").save()
+    df = load(spark, endpoints=b.endpoint, topic="Secure", **conn)
+    assert sorted(r.body for r in df.select("body").collect()) == sorted(bodies)
+    assert "s3cret-sk" not in df._jdf.queryExecution().toString()        # Spark redacts it in plans
+    with pytest.raises(Exception, match="UNAUTHORIZED|nauthorized"):
+        load(spark, endpoints=b.endpoint, topic="Secure", rootCertificates=cert).count()
+    with pytest.raises(Exception, match="both options accessKey and secretKey"):
+        load(spark, endpoints=b.endpoint, topic="Secure", accessKey="tidemq-ak", rootCertificates=cert).count()
+    if reader == "jvm":
+        with pytest.raises(Exception, match="JVM reader does not sign calls"):
+            load(spark, endpoints=b.endpoint, topic="Secure", reader="jvm", **conn).count()

@@ -126,10 +126,28 @@ class FileBackend(Backend):
         self.files.close()
 
 
+def connection(options) -> dict:
+    """How tidemq.client reaches the broker, from the source's or the sink's options: ``accessKey``
+    and ``secretKey`` (both or neither: every call signed, as the broker's authentication wants),
+    ``tls`` (true/false) and ``rootCertificates`` (a PEM file's path, readable where the tasks run:
+    TLS against those roots; without it, the system's). Keyword arguments of Producer and
+    PullConsumer; ValueError for a half-given pair or a bad flag."""
+    from .plan import flag
+    ak, sk = options.get("accessKey") or None, options.get("secretKey") or None
+    if (ak is None) != (sk is None):
+        raise ValueError("tidemq: give both options accessKey and secretKey, or neither")
+    return {"access_key": ak, "secret_key": sk, "tls": flag(options, "tls", False),
+            "root_certificates": options.get("rootCertificates") or None}
+
+
+CONNECTION_OPTIONS = ("accessKey", "secretKey", "tls", "rootCertificates")      # TidemqTable.java's too
+
+
 class BrokerBackend(Backend):
-    def __init__(self, endpoint: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, endpoint: str, timeout_s: float = 30.0, **connection) -> None:
+        """``connection``: connection(options)'s keywords (signing, TLS)."""
         # grpc only where the broker is used; missing, it is the one-line error with the fix
-        self.consumer = _module("tidemq.client").PullConsumer(endpoint, timeout_s=timeout_s)
+        self.consumer = _module("tidemq.client").PullConsumer(endpoint, timeout_s=timeout_s, **connection)
 
     def queue_count(self, topic: str) -> int:
         return self.consumer.queue_count(topic)
@@ -173,4 +191,5 @@ def backend_for(options) -> Backend:
             return FileBackend(path, dirs)
         except StoreFilesError as e:
             raise ValueError(f"tidemq: {e}") from e
-    return BrokerBackend(endpoints.split(",")[0].strip(), float(options.get("timeoutSeconds", 30)))
+    return BrokerBackend(endpoints.split(",")[0].strip(), float(options.get("timeoutSeconds", 30)),
+                         **connection(options))

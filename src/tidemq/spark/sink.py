@@ -31,6 +31,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import (CaseInsensitiveDict, DataSourceArrowWriter, DataSourceStreamArrowWriter,
                                     WriterCommitMessage)
 
+from .backend import connection
 from .entry import _module
 
 log = logging.getLogger("tidemq.spark")
@@ -80,6 +81,7 @@ class _Sender:
         self.endpoint = endpoints.split(",")[0].strip()
         self.topic = self.options.get("topic")
         self.batch_size = max(1, int(self.options.get("batchSize", 1000)))
+        self.connection = connection(self.options)        # signing, TLS: checked on the driver
         self.write_id = write_id
 
     def send(self, batches, batch_id: str) -> Sent:
@@ -87,7 +89,8 @@ class _Sender:
         Producer = _module("tidemq.client").Producer     # grpc: missing, the one-line error with the fix
         part = TaskContext.get().partitionId() if TaskContext.get() else 0
         row = sent = dups = 0
-        with Producer(self.endpoint, timeout_s=float(self.options.get("timeoutSeconds", 30))) as producer:
+        with Producer(self.endpoint, timeout_s=float(self.options.get("timeoutSeconds", 30)),
+                      **self.connection) as producer:
             for batch in batches:
                 cols = _columns(batch, self.topic)
                 n = batch.num_rows

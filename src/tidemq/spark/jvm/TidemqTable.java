@@ -19,6 +19,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 /**
  * A topic read by the JVM reader unless told otherwise: the option {@code reader} ("jvm",
  * "python" or "auto", the default; the session conf spark.tidemq.reader gives the default).
+ * A read with signing or TLS options goes to the Python reader (tidemq.client has both).
  * Writes always go to the Python sink (PythonTwin), with the same capabilities as the Python
  * data source's own table.
  */
@@ -66,9 +67,32 @@ final class TidemqTable implements Table, SupportsRead, SupportsWrite {
                 TableCapability.STREAMING_WRITE, TableCapability.TRUNCATE);
     }
 
+    /** The options that sign calls or ask for TLS (tidemq/spark/backend.py CONNECTION_OPTIONS). */
+    static final String[] CONNECTION_OPTIONS = {"accessKey", "secretKey", "tls", "rootCertificates"};
+
+    /** Whether a read needs what only the Python reader has: signed calls, TLS. */
+    static boolean needsConnectionOptions(CaseInsensitiveStringMap options) {
+        for (String k : CONNECTION_OPTIONS) {
+            String v = options.get(k);
+            if (v != null && !v.isEmpty() && !(k.equals("tls") && v.trim().equalsIgnoreCase("false"))) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     @Override
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-        if (reader(options).equals("python")) {
+        String r = reader(options);
+        if (needsConnectionOptions(options)) {
+            if (r.equals("jvm")) {
+                throw new IllegalArgumentException("tidemq: the JVM reader does not sign calls or speak TLS "
+                        + "(options accessKey, secretKey, tls, rootCertificates): leave the option reader out "
+                        + "(the Python reader takes such reads) or set reader=python");
+            }
+            r = "python";
+        }
+        if (r.equals("python")) {
             return ((SupportsRead) twin()).newScanBuilder(options);
         }
         return new TidemqScan(this, options);
