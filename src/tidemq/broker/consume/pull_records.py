@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 
+from ...crc import crc32
 from ...protocol.data import FrameError
 from ...protocol.pull_frame import BYTES_MAX, decode_request, encode_head, encode_response
 from ...protocol.stubs import Code
-from ...crc import crc32
 from ...store import GetStatus, MessageStore
 from ...store.codec import valid_topic
 from ...store.framing import ROOM, fill_room
@@ -39,8 +39,8 @@ class Records:
         if refusal is not None:
             return refusal
         max_bytes = self._max_bytes(req)
-        g = await long_poll(lambda: self.store.get_raw(req.topic, req.queue_id, req.offset, req.max_count, max_bytes, ROOM),
-                            self.arrivals, req.wait_ms / 1000, context)
+        g = await long_poll(lambda: self.store.get_raw(req.topic, req.queue_id, req.offset, req.max_count, max_bytes,
+                                                       ROOM), self.arrivals, req.wait_ms / 1000, context)
         return self._response(req.topic, g)
 
     async def stream(self, raw: bytes, context):
@@ -58,8 +58,8 @@ class Records:
         while end is None or offset < end:
             n = req.max_count if end is None else min(req.max_count, end - offset)
             at = offset
-            g = await long_poll(lambda: self.store.get_raw(topic, qid, at, n, max_bytes, ROOM), self.arrivals, wait_s,
-                                context)
+            g = await long_poll(lambda: self.store.get_raw(topic, qid, at, n, max_bytes, ROOM), self.arrivals,
+                                wait_s, context)
             yield self._response(topic, g)
             if g.status is GetStatus.FOUND:
                 offset = g.next_offset
@@ -94,6 +94,8 @@ class Records:
             sizes, data = g.records
             head.update(code=Code.OK, count=len(sizes))
             self.got.add(topic, OK, len(sizes))
+            if g.frame is None:
+                return encode_response(head, sizes, data)
             frame, room = g.frame
             front = encode_head(head, crc32(memoryview(frame)[room:]), room)    # frame_crc, in one pass
             if front is None:
