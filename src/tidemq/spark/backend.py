@@ -131,7 +131,8 @@ def connection(options) -> dict:
     and ``secretKey`` (both or neither: every call signed, as the broker's authentication wants),
     ``tls`` (true/false) and ``rootCertificates`` (a PEM file's path, readable where the tasks run:
     TLS against those roots; without it, the system's). Keyword arguments of Producer and
-    PullConsumer; ValueError for a half-given pair or a bad flag."""
+    PullConsumer; ValueError for a half-given pair or a bad flag. (TidemqTable.java hands a read
+    with any of these options to the Python reader.)"""
     from .plan import flag
     ak, sk = options.get("accessKey") or None, options.get("secretKey") or None
     if (ak is None) != (sk is None):
@@ -140,14 +141,11 @@ def connection(options) -> dict:
             "root_certificates": options.get("rootCertificates") or None}
 
 
-CONNECTION_OPTIONS = ("accessKey", "secretKey", "tls", "rootCertificates")      # TidemqTable.java's too
-
-
 class BrokerBackend(Backend):
-    def __init__(self, endpoint: str, timeout_s: float = 30.0, **connection) -> None:
-        """``connection``: connection(options)'s keywords (signing, TLS)."""
+    def __init__(self, endpoint: str, timeout_s: float = 30.0, **client_options) -> None:
+        """``client_options``: connection(options)'s keywords (signing, TLS)."""
         # grpc only where the broker is used; missing, it is the one-line error with the fix
-        self.consumer = _module("tidemq.client").PullConsumer(endpoint, timeout_s=timeout_s, **connection)
+        self.consumer = _module("tidemq.client").PullConsumer(endpoint, timeout_s=timeout_s, **client_options)
 
     def queue_count(self, topic: str) -> int:
         return self.consumer.queue_count(topic)

@@ -67,7 +67,7 @@ final class TidemqTable implements Table, SupportsRead, SupportsWrite {
                 TableCapability.STREAMING_WRITE, TableCapability.TRUNCATE);
     }
 
-    /** The options that sign calls or ask for TLS (tidemq/spark/backend.py CONNECTION_OPTIONS). */
+    /** The options that sign calls or ask for TLS (tidemq/spark/backend.py connection()). */
     static final String[] CONNECTION_OPTIONS = {"accessKey", "secretKey", "tls", "rootCertificates"};
 
     /** Whether a read needs what only the Python reader has: signed calls, TLS. */
