@@ -86,10 +86,23 @@ def machine(data_dir: str | None = None) -> dict[str, Any]:
     except OSError:
         pass
     m["src"] = src_revision()
+    m["record_loops"] = record_loops()
     if data_dir is not None:
         mnt, fst = fs_type(data_dir)
         m["data_fs"] = {"mount": mnt, "type": fst}
     return m
+
+
+def record_loops() -> str:
+    """What the measured code's per-record loops are (tidemq.accel.describe(), asked of BENCH_SRC
+    in a child process): a compiled module that does not load falls back to the Python twins with
+    one log line, and a run that way would look like a slow build."""
+    try:
+        r = subprocess.run([sys.executable, "-c", "import tidemq.accel as a; print(a.describe())"],
+                           env=dict(os.environ, PYTHONPATH=BENCH_SRC), capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return r.stdout.strip().splitlines()[-1] if r.returncode == 0 and r.stdout.strip() else "unknown"
 
 
 def tree_sha1(src: str) -> str:
@@ -378,7 +391,8 @@ class Report:
                      f" · load {m.get('loadavg_1m', '?')} (1 min, at the end)" +
                      f" · src at {src.get('head', '?')}" +
                      (f" + uncommitted changes (diff {src.get('src_diff_sha1')})" if src.get("src_dirty") else "") +
-                     f" (tree {src.get('tree_sha1', '?')}){where}")
+                     f" (tree {src.get('tree_sha1', '?')}){where}" +
+                     (f" · record loops: {m['record_loops']}" if "record_loops" in m else ""))
         lines.append("")
         lines.append(f"Reference: **{d['reference']}**: {d['reference_doc']}")
         lines.append("")

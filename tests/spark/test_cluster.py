@@ -21,17 +21,12 @@ import urllib.request
 
 import pytest
 
+from ..support.brokers import free_port, free_ports
 from ..support.spark import fill_through_broker
 from ..support.wait import wait_until
 
 pytestmark = pytest.mark.timeout(900)
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +59,7 @@ def cluster(tmp_path_factory):
     d = tmp_path_factory.mktemp("cluster")
     env = _clean_env(SPARK_HOME=home, SPARK_LOG_DIR=str(d / "logs"), SPARK_WORKER_DIR=str(d / "work"),
                      SPARK_NO_DAEMONIZE="1")
-    port, ui = free_port(), free_port()
+    port, ui, worker_ui = free_ports(3)
     cls = os.path.join(home, "bin", "spark-class")
     procs = []
     try:
@@ -73,7 +68,7 @@ def cluster(tmp_path_factory):
                                       stdout=open(d / "master.log", "w"), stderr=subprocess.STDOUT))
         master = f"spark://127.0.0.1:{port}"
         procs.append(subprocess.Popen([cls, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                                       "--webui-port", str(free_port()), "--cores", "1", "--memory", "1g", master],
+                                       "--webui-port", str(worker_ui), "--cores", "1", "--memory", "1g", master],
                                       env=env, cwd=str(d), stdout=open(d / "worker.log", "w"),
                                       stderr=subprocess.STDOUT))
 

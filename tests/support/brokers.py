@@ -38,9 +38,23 @@ NO_FLUSH = {**SMALL, "TIDEMQ_FLUSH_INTERVAL_MS": "60000", "TIDEMQ_FLUSH_LEAST_PA
 
 def free_port() -> int:
     """A port nothing listens on now (for a second port of a broker: its metrics)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(k: int) -> list[int]:
+    """``k`` different ports nothing listens on now: each socket stays bound until all are picked
+    (one by one, the system may hand the port just closed out again: a broker given it as its port
+    and its leader port could not start)."""
+    socks = []
+    try:
+        for _ in range(k):
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 class BrokerProcess:

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 
-from .brokers import CLIENT_HOME, REPO, SMALL, admin_call, free_port
+from .brokers import CLIENT_HOME, REPO, SMALL, admin_call, free_ports
 from .wait import PATIENCE_S, wait_until
 
 
@@ -53,8 +53,8 @@ class Group:
         self.n = n
         self.name = name
         self.coordinator = coordinator
-        self.ports = [free_port() for _ in range(n)]
-        self.leader_ports = [free_port() for _ in range(n)] if leader_ports else []
+        ports = free_ports(2 * n if leader_ports else n)      # all different: ports[i] != leader_ports[i]
+        self.ports, self.leader_ports = ports[:n], ports[n:]
         self.env = {**SMALL, "TIDEMQ_REPLICATION_MODE": mode, "TIDEMQ_COORDINATOR_SESSION_TIMEOUT_MS": "1500",
                     "TIDEMQ_ELECTION_WAIT_MS": "300", "TIDEMQ_AUTO_CREATE_TOPICS": "true", **(env or {})}
         self.procs: list[Member | None] = [None] * n
