@@ -28,6 +28,7 @@ import tempfile
 import time
 
 from tidemq.store import Message, MessageStore, StoreConfig
+from tidemq.testing.crash import crash_files
 
 SEG = 4 << 20
 TOPIC = "Dmg"
@@ -104,17 +105,6 @@ def scenario_damage(name: str, root: str, recs: dict) -> tuple[int, int]:
         p, n, _q, _o = recs[last_i]
         return write_at(root, p + n // 2, zeroes(n - n // 2))
     raise ValueError(name)
-
-
-def crash_files(root: str, abort: bool, checkpoint: str) -> None:
-    if abort:
-        open(os.path.join(root, "abort"), "wb").close()
-    cp = os.path.join(root, "checkpoint")
-    if checkpoint == "empty":
-        open(cp, "wb").close()
-    elif checkpoint == "random":
-        with open(cp, "wb") as f:
-            f.write(os.urandom(4096))
 
 
 def read_back(s: MessageStore) -> list:

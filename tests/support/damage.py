@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from tidemq.store import Message, MessageStore, StoreConfig
+from tidemq.testing.crash import crash_files
 
 SEG = 128 << 10                 # commit-log segment: 2,400 messages fill about nine
 UNITS = 256                     # consume-queue units per file: three files per queue
@@ -97,19 +98,6 @@ def truncate_segment(root: str, sent: dict[int, Sent], k: int) -> set[int]:
     with open(segment_path(root, k), "r+b") as f:
         f.truncate(SEG // 2)
     return touched(sent, k * SEG + SEG // 2, (k + 1) * SEG)
-
-
-def crash_files(root: str, abort: bool, checkpoint: str) -> None:
-    """The files as a crash leaves them: an abort file (or none); the checkpoint kept ("valid"),
-    emptied or random bytes."""
-    if abort:
-        open(os.path.join(root, "abort"), "wb").close()
-    cp = os.path.join(root, "checkpoint")
-    if checkpoint == "empty":
-        open(cp, "wb").close()
-    elif checkpoint == "random":
-        with open(cp, "wb") as f:
-            f.write(os.urandom(4096))
 
 
 def queue_files(root: str, queue: int) -> list[str]:

@@ -1,1 +1,1 @@
-"""Test support shipped with the package: the fault-injecting FileIO."""
+"""Test support shipped with the package: the fault-injecting FileIO, the files a crash leaves."""
