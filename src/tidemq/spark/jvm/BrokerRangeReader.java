@@ -1,7 +1,6 @@
 package org.tidemq.spark;
 
 import java.io.IOException;
-import java.util.zip.CRC32;
 
 import org.sparkproject.guava.util.concurrent.ListenableFuture;
 
@@ -14,8 +13,6 @@ import org.sparkproject.guava.util.concurrent.ListenableFuture;
  */
 final class BrokerRangeReader extends RangeReader {
     private final PullClient client;
-    private final CRC32 crc = new CRC32();
-    private long at;                  // the offset the next response starts at
     private ListenableFuture<byte[]> pending;
     private long pendingAt = -1;
     private PullClient.Frame frame;
@@ -25,7 +22,6 @@ final class BrokerRangeReader extends RangeReader {
     BrokerRangeReader(RangePartition part) {
         super(part);
         client = new PullClient(part.endpoint, part.timeoutMs);
-        at = part.start;
     }
 
     @Override

@@ -1,7 +1,6 @@
 package org.tidemq.spark;
 
 import java.nio.ByteBuffer;
-import java.util.zip.CRC32;
 
 /**
  * File mode: a queue's range read from the store's files (StoreFiles), as
@@ -13,15 +12,12 @@ final class FileRangeReader extends RangeReader {
 
     private final StoreFiles files;
     private final ByteBuffer units = ByteBuffer.allocate(UNITS * StoreFiles.UNIT_SIZE);
-    private final CRC32 crc = new CRC32();
-    private long at;
     private int unitCount, unitAt;
     private long pendingLost;
 
     FileRangeReader(RangePartition part) {
         super(part);
         files = new StoreFiles(part.commitlogDirs, part.queueDir);
-        at = part.start;
         long first = files.firstUnit();
         if (first >= 0 && at < first) {                  // its head files were cleaned away
             lost(Math.min(first, part.end) - at);

@@ -1,6 +1,7 @@
 package org.tidemq.spark;
 
 import java.io.IOException;
+import java.util.zip.CRC32;
 
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
@@ -18,10 +19,13 @@ abstract class RangeReader implements PartitionReader<ColumnarBatch> {
 
     protected final RangePartition part;
     protected final BatchBuilder rows = new BatchBuilder();
+    protected final CRC32 crc = new CRC32();   // for Records.check
+    protected long at;                         // the next offset of the range to read
     private long skipped;
 
     RangeReader(RangePartition part) {
         this.part = part;
+        this.at = part.start;
     }
 
     /** Add records to {@link #rows} until it is full or the range is done. */
