@@ -203,6 +203,94 @@ def test_group_commit_service_directly():
     assert svc.wait_durable(200, 0.2) is False
 
 
+class SteppedFlush:
+    """A flush function that makes durable, at each call, the next offset a test hands it, and
+    says when it was called (the test decides what each fsync covers)."""
+
+    def __init__(self) -> None:
+        self.flushed = 0
+        self.allow = threading.Semaphore(0)
+        self.next: list[int] = []
+        self.calls = threading.Semaphore(0)
+
+    def __call__(self) -> int:
+        self.calls.release()
+        assert self.allow.acquire(timeout=PATIENCE_S), "the test did not let the fsync end"
+        self.flushed = self.next.pop(0)
+        return self.flushed
+
+    def step(self, to: int) -> None:
+        self.next.append(to)
+        self.allow.release()
+
+
+def _waiter(svc: GroupCommitService, offset: int, out: dict) -> threading.Thread:
+    t = threading.Thread(target=lambda: out.__setitem__(offset, svc.wait_durable(offset, PATIENCE_S)), daemon=True)
+    t.start()
+    return t
+
+
+def test_group_commit_releases_only_the_writers_an_fsync_made_durable():
+    """An fsync releases the waits it covered and no other (each waits on a lock of its own);
+    a wait beyond it stays parked, untouched, until the fsync that covers it."""
+    flush = SteppedFlush()
+    svc = GroupCommitService(flush, lambda: flush.flushed)
+    svc.start()
+    out: dict[int, bool] = {}
+    try:
+        first = _waiter(svc, 10, out)
+        assert flush.calls.acquire(timeout=PATIENCE_S)          # the fsync for 10 is under way
+        second = _waiter(svc, 20, out)
+        wait_until(lambda: len(svc._waiters) == 2, "both writers to wait")
+        flush.step(10)                                           # this fsync covers 10 only
+        first.join(PATIENCE_S)
+        assert out == {10: True}
+        assert svc.flushed == 10
+        assert [e[0] for e in svc._waiters] == [20] and svc._waiters[0][1].locked()   # not woken
+        assert flush.calls.acquire(timeout=PATIENCE_S)          # the next fsync, for 20
+        flush.step(20)
+        second.join(PATIENCE_S)
+        assert out == {10: True, 20: True} and svc._waiters == []
+    finally:
+        flush.step(10 ** 9)
+        svc.stop()
+
+
+def test_group_commit_a_wait_that_times_out_leaves_nothing_behind():
+    """The short-timeout path: False, and its entry gone (no release for a writer long gone);
+    the fsync it asked for still happens."""
+    flush = SteppedFlush()
+    svc = GroupCommitService(flush, lambda: flush.flushed)
+    svc.start()
+    try:
+        assert svc.wait_durable(10, 0.01) is False
+        assert svc._waiters == []
+        assert flush.calls.acquire(timeout=PATIENCE_S)
+        flush.step(10)
+        assert svc.wait_durable(10, PATIENCE_S) is True
+    finally:
+        flush.step(10 ** 9)
+        svc.stop()
+
+
+def test_group_commit_stop_releases_the_waits_it_flushed_and_refuses_later_ones():
+    """stop() flushes what was requested, releases its waits as durable; a wait after the end
+    answers False at once instead of sleeping out its timeout."""
+    flush = SteppedFlush()
+    svc = GroupCommitService(flush, lambda: flush.flushed)
+    svc.start()
+    out: dict[int, bool] = {}
+    w = _waiter(svc, 10, out)
+    assert flush.calls.acquire(timeout=PATIENCE_S)
+    stopper = threading.Thread(target=svc.stop, daemon=True)
+    stopper.start()
+    flush.step(10)
+    w.join(PATIENCE_S)
+    stopper.join(PATIENCE_S)
+    assert out == {10: True} and not stopper.is_alive()
+    assert svc.wait_durable(20, PATIENCE_S) is False           # nobody flushes any more: no wait
+
+
 def test_group_commit_wait_times_out_when_flush_fails(caplog):
     caplog.set_level(logging.CRITICAL, logger="tidemq.store")     # one error line per retry
     failing = [True]

@@ -80,14 +80,24 @@ class GroupCommitService(Service):
     many writers arrived since the last fsync began as the most any of the last GATHER_ROUNDS
     fsyncs covered (the writers there are), for at most
     ``gather_s_max`` and half the last fsync's duration (a lone writer, or writers that stopped,
-    cost at most that)."""
+    cost at most that).
+
+    Wake-ups are targeted: a writer's arrival wakes the flush thread only (``_work``), and an
+    fsync releases only the writers it made durable, each on a lock of its own (``_waiters``).
+    One condition shared by both sides woke every waiting writer at every arrival and every
+    fsync, to find its offset not yet on disk and sleep again: with 8 writers, tens of futex
+    wake-ups and GIL hand-offs per fsync, most of the CPU a SYNC_FLUSH put cost
+    (bench/store_sync_flush.py; bench/README.md)."""
 
     name = "group-commit"
 
     def __init__(self, flush: Callable[[], int], durable_offset: Callable[[], int], gather_s_max: float = 0.0) -> None:
         super().__init__()
         self._flush = flush
-        self._cv = threading.Condition()
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)     # the flush thread waits here for requests
+        self._waiters: list[list] = []      # [offset, held lock]: writers waiting, released when durable
+        self._ended = False                 # run() returned or failed: nobody flushes any more
         self._requested = 0
         self.flushed = durable_offset()
         self.fsyncs = 0
@@ -101,19 +111,36 @@ class GroupCommitService(Service):
 
     def wait_durable(self, offset: int, timeout_s: float) -> bool:
         """Block until everything before ``offset`` is on disk. False on timeout or failure."""
-        with self._cv:
+        with self._lock:
             if self.flushed >= offset:
                 return True
+            if self.dead or self._ended:
+                return False
             if offset > self._requested:
                 self._requested = offset
-                self._cv.notify_all()
-            if self.dead:
-                return False
+                self._work.notify()
             # not on stop: run() flushes what was requested before it ends (a put acknowledged
-            # during shutdown is durable, not a FLUSH_DISK_TIMEOUT); a dead thread wakes us
+            # during shutdown is durable, not a FLUSH_DISK_TIMEOUT); its end releases every waiter
             self._arrivals += 1
-            return self._cv.wait_for(lambda: self.flushed >= offset or self.dead, timeout_s) \
-                and self.flushed >= offset
+            gate = threading.Lock()
+            gate.acquire()
+            entry = [offset, gate]
+            self._waiters.append(entry)
+        if not gate.acquire(True, max(timeout_s, 0.0)):
+            with self._lock:
+                if entry in self._waiters:
+                    self._waiters.remove(entry)
+        return self.flushed >= offset
+
+    def _release(self, everyone: bool = False) -> None:
+        """Under the lock: release the waiters whose offsets are durable now (``everyone``: all)."""
+        flushed, keep = self.flushed, []
+        for entry in self._waiters:
+            if everyone or entry[0] <= flushed:
+                entry[1].release()
+            else:
+                keep.append(entry)
+        self._waiters = keep
 
     def _gather(self) -> None:
         """Under the lock, a request pending: wait (bounded) for the writers the last fsync released."""
@@ -125,12 +152,20 @@ class GroupCommitService(Service):
             left = limit - time.perf_counter()
             if left <= 0:
                 return
-            self._cv.wait(left)
+            self._work.wait(left)
 
     def run(self) -> None:
+        try:
+            self._run()
+        finally:
+            with self._lock:
+                self._ended = True
+                self._release(everyone=True)     # they answer from ``flushed``: durable or not
+
+    def _run(self) -> None:
         while True:
-            with self._cv:
-                self._cv.wait_for(lambda: self._requested > self.flushed or self._stop.is_set())
+            with self._lock:
+                self._work.wait_for(lambda: self._requested > self.flushed or self._stop.is_set())
                 if self._stop.is_set() and self._requested <= self.flushed:
                     return
                 self._gather()
@@ -148,18 +183,18 @@ class GroupCommitService(Service):
                     log.error("commit-log fsync failed: %s (retrying; puts answer FLUSH_DISK_TIMEOUT)", e)
                 self.last_error = f"fsync failed: {e}"
                 if self._stop.wait(0.05):
-                    return      # stopping: the waiters are woken by _run_safely
+                    return      # stopping: run() releases the waiters
                 continue
             self.fsyncs += 1
-            with self._cv:
+            with self._lock:
                 if done > self.flushed:
                     self.flushed = done
                 self._covered.append(covered)
-                self._cv.notify_all()
+                self._release()
 
     def wake(self) -> None:
-        with self._cv:
-            self._cv.notify_all()
+        with self._lock:
+            self._work.notify_all()
 
 
 class AsyncFlushService(Service):
