@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from typing import Callable, Iterable, Sequence
 
 from ..config import MIB, StoreConfig
@@ -44,6 +43,7 @@ from .epochs import EpochFile
 from .flush import AsyncFlushService, GroupCommitService, PeriodicService
 from .index_file import IndexService, index_file_size
 from .index_file import fitted as index_fitted
+from .put_lock import PutLock
 from .reader import StoreReader
 from .record_loop import SLICE_FIELDS
 from .recovery import RecoveryReport, recover
@@ -81,7 +81,7 @@ class MessageStore:
         self.config = config
         self.fio: FileIO = fio or OsFileIO()
         self.clock: Clock = clock or SystemClock()
-        self._put_lock = threading.Lock()
+        self._put_lock = PutLock()      # with the dispatches puts left for after their answer (put_lock.py)
         self._state = StoreState.NEW
         self.start_phase = "not started"    # what start() is doing (start_progress: for people)
         self._summary_due_s = 0.0           # when the checkpoint next remembers the queues' ends (heal.py)
@@ -108,6 +108,17 @@ class MessageStore:
         """The lifecycle rule for calls without a status: StoreNotRunning unless RUNNING."""
         if self._state is not StoreState.RUNNING:
             raise StoreNotRunning(self._state, call)
+
+    def _reading(self, call: str) -> None:
+        """``_running`` of a call that reads the consume queues, the index or the log: what puts
+        left to dispatch (put_lock.py) is dispatched first, so a read sees every answered put."""
+        self._running(call)
+        if self._put_lock.pending:
+            self._put_lock.drain()
+
+    def drain_dispatch(self) -> None:
+        """Dispatch now what puts left pending (``put_batch(..., defer_dispatch=True)``; put_lock.py)."""
+        self._put_lock.drain()
 
     # Lifecycle -----------------------------------------------------------------------
     def start(self) -> "MessageStore":
@@ -200,6 +211,7 @@ class MessageStore:
             if bad:
                 log.warning("unreadable index files removed (rebuilt from the log): %s", ", ".join(bad))
         self.dispatcher = Dispatcher(self.queues, self.index, cfg.dispatch_write_retries_max)
+        self._put_lock.dispatch = self.dispatcher.dispatch_batch
         self.dispatcher.is_dead = self.topics.is_dead
         self.reader = StoreReader(cfg, self.segments, self.commit_log, self.queues, self.topics, self.index,
                                   self._memory_budget_bytes, lambda: self._state is StoreState.RUNNING)
@@ -322,10 +334,11 @@ class MessageStore:
 
     def flush_queues(self) -> None:
         """Heal a failed dispatch, fsync queues and index, write the checkpoint (one round)."""
-        self._running("flush_queues")
+        self._reading("flush_queues")
         self._flush_queues()
 
     def _flush_queues(self) -> None:
+        self._put_lock.drain()           # dispatches puts left for after their answer (put_lock.py)
         if self.dispatcher.error is not None:
             with self._put_lock:
                 self.dispatcher.heal(self.commit_log)
@@ -593,13 +606,15 @@ class MessageStore:
             return self._refused(1)[0]
         return w.put_batch([msg])[0]
 
-    def put_batch(self, msgs: Sequence[Message]) -> PutResults:
+    def put_batch(self, msgs: Sequence[Message], defer_dispatch: bool = False) -> PutResults:
         """Put many messages with one lock, one append pass and one flush wait.
-        Returns one PutResult per message, in order (writer.py)."""
+        Returns one PutResult per message, in order (writer.py). ``defer_dispatch``: their
+        consume-queue units and index entries are written when the put lock is next taken, before
+        any read, or at ``drain_dispatch()``, whichever comes first (put_lock.py)."""
         w = self.writer
         if w is None:
             return self._refused(len(msgs))
-        return w.put_batch(msgs)
+        return w.put_batch(msgs, defer_dispatch)
 
     def put_encoded(self, topic: str, entries: Sequence[tuple]) -> PutResults:
         """Put messages of one topic whose properties are already encoded (the broker's raw
@@ -619,19 +634,19 @@ class MessageStore:
 
     # Read path (reader.py) ----------------------------------------------------------------
     def min_offset(self, topic: str, queue_id: int) -> int:
-        self._running("min_offset")
+        self._reading("min_offset")
         cq = self.queues.get(topic, queue_id)
         return cq.min_offset if cq is not None else 0
 
     def max_offset(self, topic: str, queue_id: int) -> int:
-        self._running("max_offset")
+        self._reading("max_offset")
         cq = self.queues.get(topic, queue_id)
         return cq.max_offset if cq is not None else 0
 
     def queue_bytes(self, topic: str, queue_id: int, units_max: int = 4096) -> tuple[int, bool]:
         """(record bytes the queue holds, exact): exact up to ``units_max`` messages, estimated from
         the last ``units_max`` beyond (a bounded read; ConsumeQueue.message_bytes)."""
-        self._running("queue_bytes")
+        self._reading("queue_bytes")
         cq = self.queues.get(topic, queue_id)
         return cq.message_bytes(units_max) if cq is not None else (0, True)
 
@@ -654,6 +669,8 @@ class MessageStore:
         """
         if self.reader is None:
             return GetResult(GetStatus.SERVICE_NOT_AVAILABLE, offset, 0, 0)
+        if self._put_lock.pending:       # answered puts not dispatched yet: dispatched first (put_lock.py)
+            self._put_lock.drain()
         r = self.reader.get(group, topic, queue_id, offset, max_count, max_bytes, tags)
         if r.messages:
             self._count_read(topic, len(r.messages), sum(len(m.body) for m in r.messages))
@@ -665,6 +682,8 @@ class MessageStore:
         ``room`` bytes for a header (reader.py)."""
         if self.reader is None:
             return GetResult(GetStatus.SERVICE_NOT_AVAILABLE, offset, 0, 0)
+        if self._put_lock.pending:       # answered puts not dispatched yet: dispatched first (put_lock.py)
+            self._put_lock.drain()
         r = self.reader.get_raw(topic, queue_id, offset, max_count, max_bytes, room)
         if r.records is not None and len(r.records[0]):
             self._count_read(topic, len(r.records[0]), len(r.records[1]))
@@ -680,24 +699,24 @@ class MessageStore:
 
     def get_by_commitlog_offset(self, offset: int, size: int | None = None) -> codec.StoredMessage | None:
         """The message whose record starts at ``offset``, or None."""
-        self._running("get_by_commitlog_offset")
+        self._reading("get_by_commitlog_offset")
         return self.reader.get_by_commitlog_offset(offset, size)
 
     def query_by_key(self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0,
                      end_ms: int | None = None) -> list[codec.StoredMessage]:
         """Messages of ``topic`` with this key (or unique key) stored within [begin_ms, end_ms], newest first."""
-        self._running("query_by_key")
+        self._reading("query_by_key")
         return self.reader.query_by_key(topic, key, max_count, begin_ms, end_ms)
 
     def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first queue offset whose message was stored at or after ``timestamp_ms``
         (max offset if none): a binary search on store time."""
-        self._running("offset_for_timestamp")
+        self._reading("offset_for_timestamp")
         return self.reader.offset_for_timestamp(topic, queue_id, timestamp_ms)
 
     # Introspection --------------------------------------------------------------------
     def stats(self) -> dict:
-        self._running("stats")
+        self._reading("stats")
         flush = self.group_commit or self.async_flush
         return {
             "state": self._state.value,
@@ -725,5 +744,5 @@ class MessageStore:
     def check(self, progress: Callable[[int, int], None] | None = None) -> CheckReport:
         """Walk every segment (magic, lengths, CRC), every consume-queue unit and the index;
         returns what is wrong (nothing, on a healthy store)."""
-        self._running("check")
+        self._reading("check")
         return check_store(self, progress)

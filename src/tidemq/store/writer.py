@@ -45,6 +45,7 @@ from .disk import DiskMonitor
 from .dispatch import Dispatcher, index_keys
 from .flush import GroupCommitService
 from .index_file import IndexService
+from .put_lock import PutLock
 from .record_loop import SLICE_FIELDS, slice_properties_len
 from .segment_queue import SegmentQueue
 from .topics import TopicState, TopicTable
@@ -255,9 +256,10 @@ class StoreWriter:
         return PutReason.DISK_FULL, full
 
     # Puts ----------------------------------------------------------------------------
-    def put_batch(self, msgs: Sequence[Message]) -> PutResults:
+    def put_batch(self, msgs: Sequence[Message], defer_dispatch: bool = False) -> PutResults:
         """Put many messages with one lock, one append pass and one flush wait.
-        Returns one PutResult per message, in order (a PutResults)."""
+        Returns one PutResult per message, in order (a PutResults). ``defer_dispatch``: see
+        MessageStore.put_batch."""
         n = len(msgs)
         why = self.refusal()
         if why is not None:
@@ -304,7 +306,7 @@ class StoreWriter:
                  m.prepared_transaction_offset, crc32(body) & 0x7FFFFFFF, th, None, None, tcrc))
         if not prepared:
             return results
-        return self.append(prepared, results, now)
+        return self.append(prepared, results, now, defer_dispatch)
 
     def put_encoded(self, topic: str, entries: Sequence[tuple]) -> PutResults:
         """Put messages of one topic whose properties are already encoded: the broker's raw
@@ -468,13 +470,16 @@ class StoreWriter:
                 m.reconsume_times, m.prepared_transaction_offset, crc32(body) & 0x7FFFFFFF,
                 tags_hash(tags) if tags else 0, ik, uniq, codec.tail_crc(t.name_bytes, pb))
 
-    def append(self, prepared: list[tuple], results: PutResults, now: int) -> PutResults:
+    def append(self, prepared: list[tuple], results: PutResults, now: int, defer_dispatch: bool = False) -> PutResults:
         """The common second half of the puts: append the prepared messages under the put lock,
         dispatch them, wait for the flush (SYNC_FLUSH), complete ``results``."""
-        return self.append_items(PreparedItems(prepared, now, self.store_host, results, {}, []), results)
+        return self.append_items(PreparedItems(prepared, now, self.store_host, results, {}, []), results,
+                                 defer_dispatch)
 
-    def append_items(self, items: PreparedItems | SlicedItems, results: PutResults) -> PutResults:
-        """``append`` of a batch as the record loops take it (commit_log.PreparedItems, SlicedItems)."""
+    def append_items(self, items: PreparedItems | SlicedItems, results: PutResults,
+                     defer_dispatch: bool = False) -> PutResults:
+        """``append`` of a batch as the record loops take it (commit_log.PreparedItems, SlicedItems).
+        ``defer_dispatch``: the dispatch waits in the put lock (put_lock.PutLock) for its next taker."""
         failure: AppendError | None = None
         appended = 0
         now = items.now_ms
@@ -493,8 +498,11 @@ class StoreWriter:
                 appended = e.appended
             if appended:
                 first, final = items.index(0), items.index(appended - 1)
-                self.dispatcher.dispatch_batch(items.units, items.index_items, now, results.phys[first],
-                                               self.segments.max_offset)
+                entry = (items.units, items.index_items, now, results.phys[first], self.segments.max_offset)
+                if defer_dispatch and isinstance(self.put_lock, PutLock):
+                    self.put_lock.defer(entry)
+                else:
+                    self.dispatcher.dispatch_batch(*entry)
                 end = results.phys[final] + results.size[final]
             if failure is None:
                 self.segment_error = None

@@ -96,7 +96,7 @@ class MessageSends:
             batch.append(st)
             where.append(i)
         if batch:
-            results = await self.sends.put_batch(batch)
+            results = await self.sends.put_batch(batch, defer_dispatch=True)    # one message: caches are cold
             for i, r in zip(where, results):
                 code = put_code(r.status, r.reason)
                 txn = (r.offset_msg_id or "") if halves and i in halves else ""   # the half message's id

@@ -263,10 +263,16 @@ class SendPath:
         self.recent.put_keys(keys, offsets, stored)
 
     # the put ------------------------------------------------------------------------------------
-    async def put_batch(self, msgs):
+    async def put_batch(self, msgs, defer_dispatch: bool = False):
+        """The put; ``defer_dispatch`` (an inline put: ASYNC_FLUSH, no SYNC replication): the
+        consume-queue units and index entries are written after the answer leaves (the next loop
+        round, or before anything reads or puts: store/put_lock.py), as RocketMQ dispatches."""
         began = time.perf_counter()
         if self.in_thread:
             out = await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_batch, msgs)
+        elif defer_dispatch:
+            out = self.store.put_batch(msgs, defer_dispatch=True)
+            asyncio.get_running_loop().call_soon(self.store.drain_dispatch)
         else:
             out = self.store.put_batch(msgs)     # microseconds: no thread hop
         if self.latency is not None:

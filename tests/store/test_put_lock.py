@@ -1,0 +1,114 @@
+"""PutLock and puts answered before their dispatch (``put_batch(..., defer_dispatch=True)``):
+dispatched in log order by the next taker of the put lock, before any read, at drain_dispatch(),
+at shutdown; a crash with dispatches pending recovers them from the log."""
+
+from __future__ import annotations
+
+import pytest
+
+from tidemq.store import GetStatus, Message, MessageStore
+from tidemq.store.put_lock import PutLock
+from tidemq.testing.faulty_io import FaultyFileIO
+
+from ..support.store import memory_config
+
+
+def test_put_lock_runs_what_is_pending_in_order_when_taken():
+    ran = []
+    lock = PutLock(lambda *a: ran.append(a))
+    with lock:
+        lock.defer((1, "a"))
+        lock.defer((2, "b"))
+        assert ran == []                      # not while the deferring holder has it
+    assert ran == [] and lock.pending == [(1, "a"), (2, "b")]
+    with lock:
+        assert ran == [(1, "a"), (2, "b")] and lock.pending == []
+    lock.drain()                              # nothing pending: nothing runs
+    assert len(ran) == 2
+    with lock:
+        lock.defer((3, "c"))
+    lock.drain()
+    assert ran[-1] == (3, "c") and not lock.locked()
+
+
+def test_put_lock_a_dispatch_that_raises_leaves_the_lock_free():
+    def boom(*_):
+        raise RuntimeError("dispatch bug")
+
+    lock = PutLock(boom)
+    with lock:
+        lock.defer(("x",))
+    with pytest.raises(RuntimeError):
+        with lock:
+            pass
+    assert not lock.locked()
+
+
+def _cq_end(store: MessageStore, topic: str, qid: int) -> int:
+    """The consume queue's own end (no drain: what was dispatched so far)."""
+    return store.queues.get(topic, qid).max_offset
+
+
+def test_a_deferred_put_is_read_back_at_once(make_config, open_store):
+    s = open_store(make_config())
+    s.create_topic("T", 1)
+    r = s.put_batch([Message("T", b"first", queue_id=0)], defer_dispatch=True)
+    assert r[0].ok and r[0].queue_offset == 0
+    assert _cq_end(s, "T", 0) == 0                       # answered, not dispatched yet
+    g = s.get("G", "T", 0, 0)                            # a read dispatches it first
+    assert g.status is GetStatus.FOUND and [m.body for m in g.messages] == [b"first"]
+    assert _cq_end(s, "T", 0) == 1
+
+
+@pytest.mark.parametrize("read", ["max_offset", "get_raw", "query_by_key", "drain_dispatch"])
+def test_every_read_sees_a_deferred_put(make_config, open_store, read):
+    s = open_store(make_config())
+    s.create_topic("T", 1)
+    assert s.put_batch([Message("T", b"x", queue_id=0, keys=["k1"])], defer_dispatch=True)[0].ok
+    if read == "max_offset":
+        assert s.max_offset("T", 0) == 1
+    elif read == "get_raw":
+        assert s.get_raw("T", 0, 0).status is GetStatus.FOUND
+    elif read == "query_by_key":
+        assert [m.body for m in s.query_by_key("T", "k1")] == [b"x"]
+    else:
+        s.drain_dispatch()
+    assert _cq_end(s, "T", 0) == 1
+
+
+def test_puts_after_a_deferred_one_are_dispatched_in_log_order(make_config, open_store):
+    s = open_store(make_config())
+    s.create_topic("T", 1)
+    assert s.put_batch([Message("T", b"0", queue_id=0)], defer_dispatch=True)[0].ok
+    assert _cq_end(s, "T", 0) == 0
+    assert s.put_batch([Message("T", b"1", queue_id=0)], defer_dispatch=True)[0].ok
+    assert _cq_end(s, "T", 0) == 1                       # its put lock dispatched 0 first; 1 waits
+    assert s.put(Message("T", b"2", queue_id=0)).ok      # its put lock dispatches 1 first
+    assert _cq_end(s, "T", 0) == 3
+    g = s.get("G", "T", 0, 0)
+    assert [(m.queue_offset, m.body) for m in g.messages] == [(0, b"0"), (1, b"1"), (2, b"2")]
+
+
+def test_shutdown_dispatches_what_is_pending(make_config, open_store):
+    cfg = make_config()
+    s = open_store(cfg)
+    s.create_topic("T", 1)
+    assert s.put_batch([Message("T", b"late", queue_id=0)], defer_dispatch=True)[0].ok
+    s.shutdown()
+    again = open_store(cfg)
+    assert [m.body for m in again.get("G", "T", 0, 0).messages] == [b"late"]
+
+
+def test_a_crash_with_dispatches_pending_recovers_them_from_the_log(stores):
+    cfg = memory_config()
+    fio = FaultyFileIO()
+    s = stores(cfg, fio)
+    s.create_topic("T", 1)
+    assert s.put(Message("T", b"dispatched", queue_id=0)).ok
+    s.flush_queues()                                     # the checkpoint has the first one dispatched
+    assert s.put_batch([Message("T", b"pending", queue_id=0)], defer_dispatch=True)[0].ok
+    s.commit_log.flush()                                 # the record is durable; its dispatch never ran
+    assert _cq_end(s, "T", 0) == 1
+    s.kill()
+    again = stores(cfg, fio.after_crash())
+    assert [m.body for m in again.get("G", "T", 0, 0).messages] == [b"dispatched", b"pending"]
