@@ -33,7 +33,7 @@ from .observe.status import Observer
 from .produce.send_records import RecordSends
 from .protection.alarms import ResourceAlarms, human, read_rss_bytes, store_disk_reader, total_memory_bytes
 from .protection.auth import AuthInterceptor, Authenticator
-from .protection.decoding import TypedDecoding
+from .protection.decoding import typed_decoding
 from .protection.flow import SendGate
 from .service import MessagingService
 
@@ -196,9 +196,9 @@ class Broker:
                 ("grpc.so_reuseport", 0)]          # gRPC's default lets a second server share the port
         interceptors = ([AuthInterceptor(Authenticator(c.access_key, c.secret_key, c.signature_window_s))]
                         if c.auth_enabled else [])
-        interceptors.append(TypedDecoding())          # after auth: an unsigned request is refused first
         server = grpc.aio.server(options=opts, interceptors=interceptors)
-        server.add_generic_rpc_handlers(tuple(self._handlers()))
+        # requests are decoded after the interceptors ran: an unsigned request is refused first
+        server.add_generic_rpc_handlers(tuple(typed_decoding(self._handlers())))
         return server
 
     def _handlers(self) -> list:

@@ -7,7 +7,7 @@ import asyncio
 import grpc
 import pytest
 
-from tidemq.broker.protection.decoding import TypedDecoding
+from tidemq.broker.protection.decoding import typed_decoding
 from tidemq.protocol.stubs import pb, spb
 
 SERVICE = "apache.rocketmq.v2.Probe"
@@ -42,8 +42,8 @@ def handlers():
 
 
 async def scenario():
-    server = grpc.aio.server(interceptors=[TypedDecoding()])
-    server.add_generic_rpc_handlers(handlers())
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers(typed_decoding(handlers()))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     out = {}
