@@ -3,11 +3,13 @@ send is what they receive, the broker's own properties never leak, the digest is
 
 import hashlib
 
+import pytest
 from google.protobuf import timestamp_pb2
 
-from tidemq.broker.wire import INTERNAL, SYS_FLAG_COMPRESSED, fifo_queue, to_store, to_wire
+from tidemq.broker.wire import INTERNAL, SYS_FLAG_COMPRESSED, encoded_one, fifo_queue, to_store, to_wire
 from tidemq.io import ManualClock
 from tidemq.protocol.stubs import DigestType, Encoding, MessageType, pb
+from tidemq.store import MessageStore, StoreConfig
 
 
 def wire_message(**sp) -> "pb.Message":
@@ -61,3 +63,71 @@ def test_gzip_bodies_keep_their_encoding(stores):
     assert m.sys_flag & SYS_FLAG_COMPRESSED
     w = round_trip(stores, wire_message(body_encoding=Encoding.GZIP))
     assert w.system_properties.body_encoding == Encoding.GZIP
+
+
+# The one-message lane (encoded_one): the same record bytes as to_store + put ----------------------
+BORN = timestamp_pb2.Timestamp(seconds=1_700_000_000, nanos=123_000_000)
+ONE = {
+    "an id only": {},
+    "a tag": dict(tag="TagA"),
+    "an ipv4 born host and time": dict(born_host="10.1.2.3", born_timestamp=BORN),
+    "gzip": dict(body_encoding=Encoding.GZIP, tag="t"),
+    "no type given": dict(message_type=MessageType.MESSAGE_TYPE_UNSPECIFIED),
+    "an empty tag": dict(tag=""),
+}
+GENERAL = {
+    "keys": dict(keys=["k1"]),
+    "a group": dict(message_group="G", message_type=MessageType.FIFO),
+    "delay": dict(message_type=MessageType.DELAY, delivery_timestamp=BORN),
+    "a delivery time": dict(delivery_timestamp=BORN),
+    "a transaction": dict(message_type=MessageType.TRANSACTION),
+    "a host name": dict(born_host="client.example"),
+    "no id": dict(message_id=""),
+    "a separator in the id": dict(message_id="a\x01b"),
+    "a separator in the tag": dict(tag="a\x02b"),
+}
+
+
+def plain_message(body: bytes = b"hello", user_properties=None, **sp) -> "pb.Message":
+    props = dict(message_id="01ABCDEF", message_type=MessageType.NORMAL, body_encoding=Encoding.IDENTITY)
+    props.update(sp)
+    return pb.Message(topic=pb.Resource(name="T"), body=body, user_properties=user_properties or {},
+                      system_properties=pb.SystemProperties(**props))
+
+
+def _fresh(root: str) -> MessageStore:
+    s = MessageStore(StoreConfig(root_dir=root, segment_size_bytes=256 << 10, index_slots=1000, index_entries=4000,
+                                 preallocate_next_segment=False), clock=ManualClock()).start()
+    s.create_topic("T", 4)
+    return s
+
+
+@pytest.mark.parametrize("case", sorted(ONE))
+def test_the_one_message_lane_writes_the_record_the_general_path_writes(tmp_path, case):
+    m = plain_message(**ONE[case])
+    one = encoded_one(m)
+    assert one is not None
+    topic, entry, born_ms, born_host, sys_flag = one
+    lane, general = _fresh(str(tmp_path / "lane")), _fresh(str(tmp_path / "general"))
+    try:
+        a = lane.put_encoded(topic, [entry], born_ms, born_host, sys_flag, defer_dispatch=True)[0]
+        b = general.put(to_store(m, 4))
+        assert a.ok and b.ok and (a.queue_id, a.queue_offset, a.size, a.uniq_key) == (b.queue_id, b.queue_offset,
+                                                                                      b.size, b.uniq_key)
+        raw = [s.segments.segments[0].mapping[0:r.size] for s, r in ((lane, a), (general, b))]
+        assert raw[0] == raw[1]
+        got = [s.get("g", "T", r.queue_id, 0).messages[0] for s, r in ((lane, a), (general, b))]
+        assert to_wire(got[0], 1, "h", 1000) == to_wire(got[1], 1, "h", 1000)
+    finally:
+        lane.shutdown()
+        general.shutdown()
+
+
+@pytest.mark.parametrize("case", sorted(GENERAL))
+def test_every_other_message_takes_the_general_path(case):
+    assert encoded_one(plain_message(**GENERAL[case])) is None
+
+
+def test_user_properties_and_an_empty_body_take_the_general_path():
+    assert encoded_one(plain_message(user_properties={"color": "red"})) is None
+    assert encoded_one(plain_message(body=b"")) is None

@@ -23,7 +23,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from ..protocol.stubs import MESSAGE_TYPE_NAMES, DigestType, Encoding, MessageType, pb
 from ..store import Message
-from ..store.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage
+from ..store.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage, check_property_text, tags_hash
 from .deferred.parking import PARKING, PROP_DELIVER_MS
 
 PROP_MESSAGE_GROUP = "__SHARDINGKEY"
@@ -52,19 +52,66 @@ def to_store(m: "pb.Message", queue_count: int) -> Message:
         props[PROP_MESSAGE_GROUP] = sp.message_group
         qid = fifo_queue(sp.message_group, queue_count)
     props[PROP_MESSAGE_TYPE] = MESSAGE_TYPE_NAMES.get(sp.message_type or MessageType.NORMAL, "NORMAL")
-    born_ms = sp.born_timestamp.seconds * 1000 + sp.born_timestamp.nanos // 1_000_000 if sp.HasField(
-        "born_timestamp") else None
     born_host = None
     if sp.born_host:
-        parts = sp.born_host.split(".")
-        if len(parts) == 4 and all(p.isdigit() and int(p) < 256 for p in parts):
+        if is_ipv4(sp.born_host):
             born_host = sp.born_host + ":0"
         else:
             props[PROP_BORN_HOST] = sp.born_host
     return Message(topic=m.topic.name, body=m.body, tags=sp.tag if sp.HasField("tag") and sp.tag else None,
                    keys=[k for k in sp.keys if k] or None, properties=props, queue_id=qid,
-                   born_timestamp_ms=born_ms, born_host=born_host,
-                   sys_flag=SYS_FLAG_COMPRESSED if sp.body_encoding == Encoding.GZIP else 0)
+                   born_timestamp_ms=born_ms_of(sp), born_host=born_host, sys_flag=sys_flag_of(sp))
+
+
+def is_ipv4(host: str) -> bool:
+    """A dotted ipv4 address (the store keeps it in the record's born host field; anything else
+    is the ``__BORNHOST`` property)."""
+    parts = host.split(".")
+    return len(parts) == 4 and all(p.isdigit() and int(p) < 256 for p in parts)
+
+
+def born_ms_of(sp: "pb.SystemProperties") -> int | None:
+    if not sp.HasField("born_timestamp"):
+        return None
+    return sp.born_timestamp.seconds * 1000 + sp.born_timestamp.nanos // 1_000_000
+
+
+def sys_flag_of(sp: "pb.SystemProperties") -> int:
+    return SYS_FLAG_COMPRESSED if sp.body_encoding == Encoding.GZIP else 0
+
+
+ONE_TYPES = (MessageType.NORMAL, MessageType.MESSAGE_TYPE_UNSPECIFIED)
+_ONE_HEAD = f"{PROP_UNIQ_KEY}\x01{{}}\x02{PROP_MESSAGE_TYPE}\x01NORMAL\x02"
+
+
+def encoded_one(m: "pb.Message") -> tuple | None:
+    """The common sent message as the store's pre-encoded entry, or None for the general path
+    (to_store): a NORMAL message with an id, maybe a tag, no keys, user properties, group or
+    delivery time, an ipv4 born host or none. (topic, (body, properties, tags hash, id, None),
+    born ms, born host "ipv4:0" or None, sys flag): the properties to_store's Message gets from
+    the store (UNIQ_KEY, __MSGTYPE, TAGS), in the same order, the same bytes."""
+    sp = m.system_properties
+    if (sp.message_type not in ONE_TYPES or m.user_properties or sp.keys or sp.HasField("message_group")
+            or sp.HasField("delivery_timestamp")):
+        return None
+    mid, body = sp.message_id, m.body
+    if not mid or not body or not check_property_text(mid):
+        return None
+    tags = sp.tag if sp.HasField("tag") else ""
+    host = sp.born_host
+    if host:
+        if not is_ipv4(host):
+            return None
+        host += ":0"
+    props = _ONE_HEAD.format(mid)
+    th = 0
+    if tags:
+        if not check_property_text(tags):
+            return None
+        props = f"{props}{PROP_TAGS}\x01{tags}\x02"
+        th = tags_hash(tags)
+    return (m.topic.name, (body, props.encode("utf-8"), th, mid, None), born_ms_of(sp), host or None,
+            sys_flag_of(sp))
 
 
 # Store -> wire ----------------------------------------------------------------------------

@@ -616,13 +616,14 @@ class MessageStore:
             return self._refused(len(msgs))
         return w.put_batch(msgs, defer_dispatch)
 
-    def put_encoded(self, topic: str, entries: Sequence[tuple]) -> PutResults:
-        """Put messages of one topic whose properties are already encoded (the broker's raw
-        send path): see StoreWriter.put_encoded."""
+    def put_encoded(self, topic: str, entries: Sequence[tuple], born_ms: int | None = None,
+                    born_host: str | None = None, sys_flag: int = 0, defer_dispatch: bool = False) -> PutResults:
+        """Put messages of one topic whose properties are already encoded (the broker's one-message
+        SendMessage): see StoreWriter.put_encoded."""
         w = self.writer
         if w is None:
             return self._refused(len(entries))
-        return w.put_encoded(topic, entries)
+        return w.put_encoded(topic, entries, born_ms, born_host, sys_flag, defer_dispatch)
 
     def put_slices(self, topic: str, data, fields, tags_hashes, extra: bytes = b"", skip=None) -> PutResults:
         """Put messages of one topic given as slices of one buffer (the broker's SendRecords path):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import struct
 import threading
 from functools import lru_cache
 from typing import Callable, Sequence
@@ -308,7 +309,8 @@ class StoreWriter:
             return results
         return self.append(prepared, results, now, defer_dispatch)
 
-    def put_encoded(self, topic: str, entries: Sequence[tuple]) -> PutResults:
+    def put_encoded(self, topic: str, entries: Sequence[tuple], born_ms: int | None = None,
+                    born_host: str | None = None, sys_flag: int = 0, defer_dispatch: bool = False) -> PutResults:
         """Put messages of one topic whose properties are already encoded: the broker's raw
         send path, which builds them straight from its frame, with no Message object and no
         property dict per message. One PutResult per entry, in order, with the same statuses
@@ -321,13 +323,31 @@ class StoreWriter:
         would otherwise split them); ``tags_hash`` codec.tags_hash of the tags (0: none);
         ``uniq_key`` the UNIQ_KEY value or None; ``keys`` the KEYS values or None (both
         indexed). Queues are picked round-robin. Checked here: the topic (created when
-        auto_create_topics), body type and size, properties size, record size."""
+        auto_create_topics), body type and size, properties size, record size.
+
+        ``born_ms``, ``born_host`` ("ipv4:port"), ``sys_flag``: every entry's (default: the store
+        time, this store's host, 0), checked as put_batch checks a Message's (BAD_FIELD).
+        ``defer_dispatch``: see MessageStore.put_batch."""
         n = len(entries)
         t, results = self._topic_batch(topic, n)
         if t is None:
             return results
         now = results.now
         host = self.store_host
+        if born_host or born_ms or sys_flag:
+            bad = None
+            if born_ms is not None and not (type(born_ms) is int and 0 <= born_ms < 1 << 62):
+                bad = f"born_timestamp_ms must be an integer in [0, 2**62), not {born_ms!r}"
+            elif type(sys_flag) is not int or not 0 <= sys_flag <= _I32[1]:
+                bad = f"sys_flag must be an integer in [0, {_I32[1]}], not {sys_flag!r}"
+            elif born_host:
+                try:
+                    host = _host_bytes(born_host)
+                except (codec.CodecError, ValueError, TypeError, struct.error):
+                    bad = f"born_host {born_host!r} is not ipv4:port"
+            if bad is not None:
+                return PutResults.all_refused(n, PutResult.refused(PutReason.BAD_FIELD, bad))
+        born = born_ms or now
         max_body = self.max_body
         max_props = codec.USER_PROPERTIES_MAX_BYTES
         max_record = self.commit_log.max_record_size
@@ -356,11 +376,11 @@ class StoreWriter:
             if index and (keys or uniq):
                 ik = index_keys(name, keys or (), uniq)
             # a Prepared, in its field order, as a plain tuple (see commit_log.Prepared: why)
-            add((i, body, t, props + tail, None, now, host, 0, 0, 0, 0, crc32(body) & 0x7FFFFFFF, th, ik, uniq,
-                 crc32(mark, crc32(props, pre))))
+            add((i, body, t, props + tail, None, born, host, 0, sys_flag, 0, 0, crc32(body) & 0x7FFFFFFF, th, ik,
+                 uniq, crc32(mark, crc32(props, pre))))
         if not prepared:
             return results
-        return self.append(prepared, results, now)
+        return self.append(prepared, results, now, defer_dispatch)
 
     def _topic_batch(self, topic: str, n: int) -> tuple[TopicState | None, PutResults]:
         """The start of a put of ``n`` messages of one topic: (the topic, its empty results), or

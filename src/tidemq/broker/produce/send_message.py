@@ -20,7 +20,7 @@ from ..deferred.parking import PROP_DELIVER_MS, SCHEDULE_TOPIC, delivery_ms, par
 from ..deferred.timer import Timer
 from ..deferred.transactions import Transactions
 from ..sessions.telemetry import client_id_of
-from ..wire import SUPPORTED_TYPES, to_store
+from ..wire import SUPPORTED_TYPES, encoded_one, to_store
 from .send_path import DUPLICATE, SendPath, Unconfirmed, put_code
 
 NOT_YET = "not supported yet by tidemq: {what}"
@@ -46,6 +46,36 @@ class MessageSends:
             self.sends.answered([m.topic.name for m in msgs], [Code.TOO_MANY_REQUESTS] * len(msgs))
         return answer
 
+    def _one(self, m) -> "spb.SendMessageResponse | None":
+        """The common send with less work (a NORMAL message with an id, maybe a tag: wire.encoded_one),
+        to a topic that takes sends, not a resend: its properties encoded here, stored with put_one
+        (dispatched after the answer). None: anything else, for the general path to answer."""
+        one = encoded_one(m)
+        if one is None:
+            return None
+        topic, entry, born_ms, born_host, sys_flag = one
+        _, code, _ = self.sends.topic_check(topic)
+        if code != Code.OK or self.sends.seen(topic, entry[3]) is not None:
+            return None
+        e = self._stored(topic, self.sends.put_one(topic, entry, born_ms, born_host, sys_flag)[0], "")
+        code = e.status.code
+        if code == Code.OK:
+            self.sends.stored(False)
+        self.sends.outcomes.add_code(topic, code)
+        return spb.SendMessageResponse(status=e.status, entries=[e])
+
+    def _stored(self, topic: str, r, txn: str) -> "spb.SendResultEntry":
+        """The answer to a message the store took or refused (``r``, a PutResult), remembered in
+        the dedup window when it was stored (a resend is answered, never stored twice)."""
+        code = put_code(r.status, r.reason)
+        if code == Code.OK and r.uniq_key:
+            self.sends.remember(topic, r.uniq_key, r.queue_offset, txn)
+        elif r.uniq_key:
+            self.sends.remember_unconfirmed(topic, r.uniq_key, r.status, r.queue_offset, r.commitlog_offset + r.size,
+                                            txn)
+        return spb.SendResultEntry(status=status(code, r.error or ""), message_id=r.uniq_key or (r.msg_id or ""),
+                                   offset=max(r.queue_offset, 0), transaction_id=txn)
+
     def _refuse(self, msgs, reason: str) -> "spb.SendMessageResponse":
         """Flow control's answer: TOO_MANY_REQUESTS, the one code the official producer does not retry at once."""
         st = status(Code.TOO_MANY_REQUESTS, reason)
@@ -53,6 +83,10 @@ class MessageSends:
             spb.SendResultEntry(status=st, message_id=m.system_properties.message_id) for m in msgs])
 
     async def _send(self, msgs, context):
+        if len(msgs) == 1 and not self.sends.in_thread:
+            answer = self._one(msgs[0])
+            if answer is not None:
+                return answer
         entries: list = [None] * len(msgs)
         batch, where = [], []
         halves: set[int] = set()           # request indexes of TRANSACTION messages
@@ -98,16 +132,8 @@ class MessageSends:
         if batch:
             results = await self.sends.put_batch(batch, defer_dispatch=True)    # one message: caches are cold
             for i, r in zip(where, results):
-                code = put_code(r.status, r.reason)
                 txn = (r.offset_msg_id or "") if halves and i in halves else ""   # the half message's id
-                if code == Code.OK and r.uniq_key:
-                    self.sends.remember(msgs[i].topic.name, r.uniq_key, r.queue_offset, txn)
-                elif r.uniq_key:
-                    self.sends.remember_unconfirmed(msgs[i].topic.name, r.uniq_key, r.status, r.queue_offset,
-                                                    r.commitlog_offset + r.size, txn)
-                entries[i] = spb.SendResultEntry(status=status(code, r.error or ""),
-                                                 message_id=r.uniq_key or (r.msg_id or ""),
-                                                 offset=max(r.queue_offset, 0), transaction_id=txn)
+                entries[i] = self._stored(msgs[i].topic.name, r, txn)
         if batch and any(e.status.code == Code.OK for e in entries):
             self.sends.stored(parked)
         if duplicates:

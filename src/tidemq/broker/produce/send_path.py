@@ -12,7 +12,7 @@ SendRecords in send_records.py):
   resend of a message appended but not confirmed (FLUSH_*_TIMEOUT) is
   never appended again: ``remember_unconfirmed``, ``Unconfirmed``;
 * the put (on a thread under SYNC_FLUSH or SYNC replication, inline otherwise) and the store outcome as a
-  protocol status code: ``put_batch`` / ``put_encoded``, ``put_code``;
+  protocol status code: ``put_batch`` / ``put_one`` / ``put_slices``, ``put_code``;
 * waking long-polling consumers and the timer after a store: ``stored``;
 * what each message was answered, counted by topic and status (observe/outcomes.py, the
   metric tidemq_messages_put_total): ``answered``.
@@ -279,12 +279,12 @@ class SendPath:
             self.latency.observe(time.perf_counter() - began)
         return out
 
-    async def put_encoded(self, topic: str, entries):
+    def put_one(self, topic: str, entry: tuple, born_ms: int | None, born_host: str | None, sys_flag: int):
+        """An inline put (not ``in_thread``) of one message with its properties encoded
+        (MessageStore.put_encoded), its dispatch after the answer (``put_batch``'s defer_dispatch)."""
         began = time.perf_counter()
-        if self.in_thread:
-            out = await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_encoded, topic, entries)
-        else:
-            out = self.store.put_encoded(topic, entries)
+        out = self.store.put_encoded(topic, (entry,), born_ms, born_host, sys_flag, defer_dispatch=True)
+        asyncio.get_running_loop().call_soon(self.store.drain_dispatch)
         if self.latency is not None:
             self.latency.observe(time.perf_counter() - began)
         return out
