@@ -6,6 +6,7 @@ import pytest
 
 from tidemq.protocol.stubs import pb, sgrpc, spb
 
+from ..support.brokers import SMALL, make_topic, stored
 from ..support.wait import PATIENCE_S
 
 
@@ -80,3 +81,38 @@ def test_telemetry_answers_settings_and_stays_open(stub):
     assert not stream.done(), "the server keeps the stream open"
     done.set()                        # the client half-closes: the server ends the stream
     assert list(stream) == []
+
+
+def test_the_one_message_lane_answers_as_the_general_path(tmp_path, broker_factory):
+    """SendMessage's short lane (a NORMAL message with an id, maybe a tag): stored and answered with
+    its id and offset; its resend answered from the dedup window (general path); a body or an id
+    the store refuses answered with the store's typed status; every stored one read back."""
+    root = str(tmp_path / "store")
+    make_topic(root, "T", 1)
+    b = broker_factory(root, env={**SMALL, "TIDEMQ_MESSAGE_BODY_BYTES_MAX": "2048"})
+    ch = grpc.insecure_channel(b.endpoint)
+    stub = sgrpc.MessagingServiceStub(ch)
+
+    def send(mid: str, body: bytes, **sp):
+        m = pb.Message(topic=pb.Resource(name="T"), body=body,
+                       system_properties=pb.SystemProperties(message_id=mid, message_type=pb.MessageType.NORMAL,
+                                                             born_host="10.0.0.7", **sp))
+        return stub.SendMessage(spb.SendMessageRequest(messages=[m]), timeout=PATIENCE_S)
+
+    try:
+        first = send("id-1", b"one", tag="TagA")
+        assert first.status.code == pb.Code.OK and [(e.message_id, e.offset) for e in first.entries] == [("id-1", 0)]
+        again = send("id-1", b"one", tag="TagA")
+        assert again.status.code == pb.Code.OK and again.entries[0].offset == 0
+        assert "duplicate" in again.status.message
+        assert send("id-2", b"two").entries[0].offset == 1
+        too_big = send("id-3", b"x" * 4096)
+        assert too_big.status.code == pb.Code.MESSAGE_BODY_TOO_LARGE and too_big.entries[0].message_id == "id-3"
+        long_id = send("i" * 40_000, b"y")
+        assert long_id.status.code == pb.Code.MESSAGE_PROPERTIES_TOO_LARGE
+    finally:
+        ch.close()
+    assert b.stop() == 0
+    got = stored(root, "T")
+    assert [(m.msg_id, m.body, m.tags, m.born_host) for m in got] == [("id-1", b"one", "TagA", "10.0.0.7:0"),
+                                                                        ("id-2", b"two", None, "10.0.0.7:0")]

@@ -16,6 +16,7 @@ from ...config import BrokerConfig
 from ...io import Clock
 from ...protocol.data import duplicates_trailer
 from ...protocol.stubs import Code, MessageType, pb, spb, status
+from ...store import PutStatus
 from ..deferred.parking import PROP_DELIVER_MS, SCHEDULE_TOPIC, delivery_ms, park
 from ..deferred.timer import Timer
 from ..deferred.transactions import Transactions
@@ -23,6 +24,7 @@ from ..sessions.telemetry import client_id_of
 from ..wire import SUPPORTED_TYPES, encoded_one, to_store
 from .send_path import DUPLICATE, SendPath, Unconfirmed, put_code
 
+STATUS_OK = status(Code.OK)          # copied into each answer that carries it (protobuf)
 NOT_YET = "not supported yet by tidemq: {what}"
 
 
@@ -57,23 +59,30 @@ class MessageSends:
         _, code, _ = self.sends.topic_check(topic)
         if code != Code.OK or self.sends.seen(topic, entry[3]) is not None:
             return None
-        e = self._stored(topic, self.sends.put_one(topic, entry, born_ms, born_host, sys_flag)[0], "")
-        code = e.status.code
-        if code == Code.OK:
+        r = self.sends.put_one(topic, entry, born_ms, born_host, sys_flag)
+        if r.status is PutStatus.PUT_OK and not r.refused:      # stored: the answer from the arrays
+            offset = r.qoff[0]
+            self.sends.remember(topic, entry[3], offset)
             self.sends.stored(False)
-        self.sends.outcomes.add_code(topic, code)
+            self.sends.outcomes.add_code(topic, Code.OK)
+            return spb.SendMessageResponse(status=STATUS_OK, entries=[
+                spb.SendResultEntry(status=STATUS_OK, message_id=entry[3], offset=offset)])
+        e = self._stored(topic, r[0], "", entry[3])             # refused: too large, disk full, ...
+        self.sends.outcomes.add_code(topic, e.status.code)
         return spb.SendMessageResponse(status=e.status, entries=[e])
 
-    def _stored(self, topic: str, r, txn: str) -> "spb.SendResultEntry":
-        """The answer to a message the store took or refused (``r``, a PutResult), remembered in
-        the dedup window when it was stored (a resend is answered, never stored twice)."""
+    def _stored(self, topic: str, r, txn: str, message_id: str) -> "spb.SendResultEntry":
+        """The answer to a message the store took or refused (``r``, a PutResult; ``message_id``
+        the one it was sent with), remembered in the dedup window when it was stored (a resend is
+        answered, never stored twice)."""
         code = put_code(r.status, r.reason)
         if code == Code.OK and r.uniq_key:
             self.sends.remember(topic, r.uniq_key, r.queue_offset, txn)
         elif r.uniq_key:
             self.sends.remember_unconfirmed(topic, r.uniq_key, r.status, r.queue_offset, r.commitlog_offset + r.size,
                                             txn)
-        return spb.SendResultEntry(status=status(code, r.error or ""), message_id=r.uniq_key or (r.msg_id or ""),
+        return spb.SendResultEntry(status=status(code, r.error or ""),
+                                   message_id=r.uniq_key or message_id or (r.msg_id or ""),
                                    offset=max(r.queue_offset, 0), transaction_id=txn)
 
     def _refuse(self, msgs, reason: str) -> "spb.SendMessageResponse":
@@ -133,7 +142,7 @@ class MessageSends:
             results = await self.sends.put_batch(batch, defer_dispatch=True)    # one message: caches are cold
             for i, r in zip(where, results):
                 txn = (r.offset_msg_id or "") if halves and i in halves else ""   # the half message's id
-                entries[i] = self._stored(msgs[i].topic.name, r, txn)
+                entries[i] = self._stored(msgs[i].topic.name, r, txn, msgs[i].system_properties.message_id)
         if batch and any(e.status.code == Code.OK for e in entries):
             self.sends.stored(parked)
         if duplicates:
