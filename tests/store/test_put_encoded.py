@@ -75,3 +75,20 @@ def test_get_raw_skips_holes_and_says_where_the_queue_is(store: MessageStore):
     assert store.get_raw("H", 1, 0).status is GetStatus.NO_MATCHED_LOGIC_QUEUE
     only_hole = store.get_raw("H", 0, 2, max_count=1)
     assert only_hole.status is not GetStatus.FOUND and only_hole.next_offset == 3   # the reader moves past it
+
+
+def test_born_fields_are_every_entrys_and_checked_as_put_batch_checks_them(store: MessageStore):
+    store.create_topic("T", 1)
+    r = store.put_encoded("T", [(b"a", b"", 0, None, None), (b"b", b"", 0, None, None)], born_ms=-5,
+                          born_host="10.0.0.9:0", sys_flag=1)
+    assert [x.ok for x in r] == [True, True]
+    got = store.get("g", "T", 0, 0).messages
+    assert [(m.body, m.born_timestamp_ms, m.born_host, m.sys_flag) for m in got] == [
+        (b"a", -5, "10.0.0.9:0", 1), (b"b", -5, "10.0.0.9:0", 1)]
+    same = store.put_batch([Message("T", b"a", born_timestamp_ms=-5, born_host="10.0.0.9:0", sys_flag=1)])
+    assert same[0].ok                                   # put_batch takes the same fields
+    for bad in (dict(born_host="client.example"), dict(born_ms=1 << 63), dict(sys_flag=1 << 31),
+                dict(born_ms="now")):
+        refused = store.put_encoded("T", [(b"c", b"", 0, None, None)], **bad)
+        assert refused[0].status is PutStatus.MESSAGE_ILLEGAL and refused[0].reason.name == "BAD_FIELD", bad
+    assert store.max_offset("T", 0) == 3                # none of the refused ones is stored

@@ -336,10 +336,10 @@ class StoreWriter:
         host = self.store_host
         if born_host or born_ms or sys_flag:
             bad = None
-            if born_ms is not None and not (type(born_ms) is int and 0 <= born_ms < 1 << 62):
-                bad = f"born_timestamp_ms must be an integer in [0, 2**62), not {born_ms!r}"
-            elif type(sys_flag) is not int or not 0 <= sys_flag <= _I32[1]:
-                bad = f"sys_flag must be an integer in [0, {_I32[1]}], not {sys_flag!r}"
+            if born_ms is not None and not (type(born_ms) is int and _I64[0] <= born_ms <= _I64[1]):
+                bad = f"born_timestamp_ms must be an integer in [{_I64[0]}, {_I64[1]}], not {born_ms!r}"
+            elif type(sys_flag) is not int or not _I32[0] <= sys_flag <= _I32[1]:
+                bad = f"sys_flag must be an integer in [{_I32[0]}, {_I32[1]}], not {sys_flag!r}"
             elif born_host:
                 try:
                     host = _host_bytes(born_host)
