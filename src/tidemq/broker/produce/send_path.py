@@ -264,7 +264,7 @@ class SendPath:
 
     # the put ------------------------------------------------------------------------------------
     async def put_batch(self, msgs, defer_dispatch: bool = False):
-        """The put; ``defer_dispatch`` (an inline put: ASYNC_FLUSH, no SYNC replication): the
+        """The put; ``defer_dispatch`` (honoured for an inline put, not ``in_thread``): the
         consume-queue units and index entries are written after the answer leaves (the next loop
         round, or before anything reads or puts: store/put_lock.py), as RocketMQ dispatches."""
         began = time.perf_counter()
