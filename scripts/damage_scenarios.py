@@ -31,6 +31,7 @@ from tidemq.store import Message, MessageStore, StoreConfig
 from tidemq.testing.crash import crash_files
 
 SEG = 4 << 20
+NEEDED_LOG_BYTES = 2 * SEG + SEG // 3 + (64 << 10) + (256 << 10)   # past the damage in segment 2, with intact ones after
 TOPIC = "Dmg"
 QUEUES = 4
 
@@ -195,6 +196,11 @@ def run(n: int, broker: bool = False) -> list[dict]:
     try:
         pristine = os.path.join(base, "pristine")
         recs = build(pristine, n)
+        end = max(p + sz for p, sz, _q, _o in recs.values())
+        if end <= NEEDED_LOG_BYTES:         # the scenarios damage segments 0-2, the intact records after them
+            raise SystemExit(f"--messages {n} fill {end / (1 << 20):.1f} MiB of commit log; the scenarios need "
+                             f"more than {NEEDED_LOG_BYTES / (1 << 20):.1f} MiB: use --messages "
+                             f"{n * NEEDED_LOG_BYTES // end + 1000} or more")
         for damage, abort, checkpoint in SCENARIOS:
             root = os.path.join(base, "s")
             shutil.rmtree(root, ignore_errors=True)
