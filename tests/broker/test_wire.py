@@ -5,6 +5,8 @@ import hashlib
 
 import pytest
 from google.protobuf import timestamp_pb2
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tidemq.broker.wire import INTERNAL, SYS_FLAG_COMPRESSED, encoded_one, fifo_queue, to_store, to_wire
 from tidemq.io import ManualClock
@@ -131,3 +133,77 @@ def test_every_other_message_takes_the_general_path(case):
 def test_user_properties_and_an_empty_body_take_the_general_path():
     assert encoded_one(plain_message(user_properties={"color": "red"})) is None
     assert encoded_one(plain_message(body=b"")) is None
+
+
+texts = st.text(alphabet=st.sampled_from("ab\x01\x02 é中😀{}"), max_size=6)
+hosts = st.one_of(st.just(""), st.sampled_from(["10.0.0.1", "255.255.255.255", "256.1.1.1", "1.2.3", "host.example"]))
+types = st.sampled_from([MessageType.NORMAL, MessageType.MESSAGE_TYPE_UNSPECIFIED, MessageType.FIFO,
+                         MessageType.DELAY, MessageType.TRANSACTION])
+
+
+clean_texts = st.text(alphabet=st.sampled_from("ab é中😀{}"), min_size=1, max_size=6)
+
+
+def mostly(draw, usual, other):
+    """``usual`` 4 times in 5 (the lane's kind of value), else ``other``."""
+    return draw(usual if draw(st.integers(0, 4)) else other)
+
+
+@st.composite
+def sent_messages(draw):
+    sp = dict(message_id=mostly(draw, clean_texts, texts),
+              message_type=mostly(draw, st.sampled_from([MessageType.NORMAL, MessageType.MESSAGE_TYPE_UNSPECIFIED]),
+                                  types),
+              born_host=mostly(draw, st.sampled_from(["", "10.0.0.1"]), hosts),
+              body_encoding=draw(st.sampled_from([Encoding.IDENTITY, Encoding.GZIP])))
+    if draw(st.booleans()):
+        sp["tag"] = mostly(draw, clean_texts, texts)
+    if draw(st.booleans()):
+        sp["born_timestamp"] = timestamp_pb2.Timestamp(seconds=draw(st.integers(-10, 2_000_000_000)),
+                                                       nanos=draw(st.integers(0, 999_999_999)))
+    if draw(st.integers(0, 9)) == 0:
+        sp["keys"] = draw(st.lists(texts, min_size=1, max_size=2))
+    if draw(st.integers(0, 9)) == 0:
+        sp["message_group"] = draw(texts)
+    props = draw(st.dictionaries(texts, texts, min_size=1, max_size=1)) if draw(st.integers(0, 9)) == 0 else {}
+    return plain_message(body=mostly(draw, st.binary(min_size=1, max_size=40), st.just(b"")), user_properties=props,
+                         **sp)
+
+
+def lane_takes(m: "pb.Message") -> bool:
+    """The lane's rule, written out again: what encoded_one must take (and nothing else)."""
+    sp = m.system_properties
+    tag = sp.tag if sp.HasField("tag") else ""
+    host = sp.born_host
+    return (sp.message_type in (MessageType.NORMAL, MessageType.MESSAGE_TYPE_UNSPECIFIED) and not m.user_properties
+            and not sp.keys and not sp.HasField("message_group") and not sp.HasField("delivery_timestamp")
+            and bool(m.body) and bool(sp.message_id) and not {"\x01", "\x02"} & set(sp.message_id + tag)
+            and (not host or (host.count(".") == 3 and all(p.isdigit() and int(p) < 256 for p in host.split(".")))))
+
+
+@pytest.fixture(scope="module")
+def store_pair(tmp_path_factory):
+    pair = [_fresh(str(tmp_path_factory.mktemp(name))) for name in ("lane", "general")]
+    yield pair
+    for s in pair:
+        s.shutdown()
+
+
+@given(sent_messages())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_message_the_lane_takes_is_stored_as_the_general_path_stores_it(store_pair, m):
+    one = encoded_one(m)
+    assert (one is not None) == lane_takes(m)
+    if one is None:
+        return
+    lane, general = store_pair
+    topic, entry, born_ms, born_host, sys_flag = one
+    a = lane.put_encoded(topic, [entry], born_ms, born_host, sys_flag)[0]
+    b = general.put(to_store(m, 4))
+    assert (a.status, a.reason, a.queue_id, a.queue_offset, a.size) == (b.status, b.reason, b.queue_id,
+                                                                         b.queue_offset, b.size)
+    if a.ok:
+        seg = [s.segments.segments[-1] for s in store_pair]
+        assert (seg[0].start_offset, a.commitlog_offset) == (seg[1].start_offset, b.commitlog_offset)
+        at = a.commitlog_offset - seg[0].start_offset
+        assert seg[0].mapping[at:at + a.size] == seg[1].mapping[at:at + b.size]
