@@ -3,16 +3,17 @@
 A put appends its records to the commit log and then dispatches them: the consume-queue units
 and the index entries (dispatch.Dispatcher). RocketMQ answers a send once the commit log has
 the record and dispatches afterwards (ReputMessageService). A put here may do the same
-(``StoreWriter.append_items(defer=True)``: the broker's SendMessage, whose one message per
+(``defer_dispatch=True`` of put_batch / put_encoded: the broker's SendMessage, whose one message per
 request finds every cache cold, bench/README.md): its dispatch is queued in ``pending``, in
 log order, and runs
 
 * when anybody next takes this lock (``with put_lock``): the next put, before its own append;
   topic deletion, a follower's truncation, shutdown: each sees the consume queues complete;
-* before any read of the store (``MessageStore._running`` calls ``drain``): a consumer never
+* before any read of the store (``MessageStore._reading``, get, get_raw): a consumer never
   misses a message whose send was answered;
-* at the latest when the caller that deferred it calls ``drain`` (the broker: right after the
-  answer left, ``loop.call_soon``).
+* at the queue flush's next round (``flush_queues``), and at the latest when the caller that
+  deferred it calls ``MessageStore.drain_dispatch`` (the broker: right after the answer left,
+  ``loop.call_soon``).
 
 So dispatches run in log order, never concurrently (under this lock), and a dispatch that
 fails does what it does inline: the dispatcher records the error, puts are refused until the
