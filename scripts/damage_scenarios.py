@@ -31,7 +31,8 @@ from tidemq.store import Message, MessageStore, StoreConfig
 from tidemq.testing.crash import crash_files
 
 SEG = 4 << 20
-NEEDED_LOG_BYTES = 2 * SEG + SEG // 3 + (64 << 10) + (256 << 10)   # past the damage in segment 2, with intact ones after
+# the log must reach past the damage in segment 2, with intact records after it
+NEEDED_LOG_BYTES = 2 * SEG + SEG // 3 + (64 << 10) + (256 << 10)
 TOPIC = "Dmg"
 QUEUES = 4
 

@@ -75,7 +75,8 @@ HOUSEKEEPING = {"drain_dispatch"}
 
 def test_every_public_method_has_a_rule():
     public = {n for n in vars(MessageStore) if not n.startswith("_")}
-    ruled = set(STATUS_CALLS) | set(GET_CALLS) | set(VERDICT_CALLS) | set(RAISING_CALLS) | LIFECYCLE | WIRING | HOUSEKEEPING
+    ruled = (set(STATUS_CALLS) | set(GET_CALLS) | set(VERDICT_CALLS) | set(RAISING_CALLS) | LIFECYCLE | WIRING
+             | HOUSEKEEPING)
     assert public == ruled, f"without a rule: {public - ruled}; gone: {ruled - public}"
 
 
