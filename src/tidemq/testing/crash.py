@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import os
 
+from ..store.layout import abort_path, checkpoint_path
+
 
 def crash_files(root: str, abort: bool, checkpoint: str) -> None:
     """The files of the store at ``root`` as a crash leaves them: an abort file (or none); the
     checkpoint kept ("valid"), emptied ("empty") or random bytes ("random")."""
     if abort:
-        open(os.path.join(root, "abort"), "wb").close()
-    cp = os.path.join(root, "checkpoint")
+        open(abort_path(root), "wb").close()
+    cp = checkpoint_path(root)
     if checkpoint == "empty":
         open(cp, "wb").close()
     elif checkpoint == "random":
