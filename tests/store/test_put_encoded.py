@@ -87,8 +87,10 @@ def test_born_fields_are_every_entrys_and_checked_as_put_batch_checks_them(store
         (b"a", -5, "10.0.0.9:0", 1), (b"b", -5, "10.0.0.9:0", 1)]
     same = store.put_batch([Message("T", b"a", born_timestamp_ms=-5, born_host="10.0.0.9:0", sys_flag=1)])
     assert same[0].ok                                   # put_batch takes the same fields
-    for bad in (dict(born_host="client.example"), dict(born_ms=1 << 63), dict(sys_flag=1 << 31),
-                dict(born_ms="now")):
+    port_past_i32 = store.put_batch([Message("T", b"c", born_host="10.0.0.9:4294967296")])[0]
+    assert port_past_i32.status is PutStatus.MESSAGE_ILLEGAL and port_past_i32.reason.name == "BAD_FIELD"
+    for bad in (dict(born_host="client.example"), dict(born_host="10.0.0.9:4294967296"), dict(born_ms=1 << 63),
+                dict(sys_flag=1 << 31), dict(born_ms="now")):
         refused = store.put_encoded("T", [(b"c", b"", 0, None, None)], **bad)
         assert refused[0].status is PutStatus.MESSAGE_ILLEGAL and refused[0].reason.name == "BAD_FIELD", bad
     assert store.max_offset("T", 0) == 3                # none of the refused ones is stored

@@ -102,15 +102,24 @@ _I32 = (-(1 << 31), (1 << 31) - 1)
 _I64 = (-(1 << 63), (1 << 63) - 1)
 
 
+def check_number(name: str, v, bounds: tuple[int, int]) -> PutResult | None:
+    """One numeric field, packed as i32 / i64 (``bounds``: _I32, _I64)."""
+    lo, hi = bounds
+    if type(v) is not int or not lo <= v <= hi:
+        return PutResult.refused(PutReason.BAD_FIELD, f"{name} must be an integer in [{lo}, {hi}], not {v!r}")
+    return None
+
+
 def check_numbers(m: Message) -> PutResult | None:
     """The numeric fields, packed as i32 / i64."""
-    for name, (lo, hi) in (("flag", _I32), ("sys_flag", _I32), ("reconsume_times", _I32),
-                           ("prepared_transaction_offset", _I64), ("born_timestamp_ms", _I64)):
+    for name, bounds in (("flag", _I32), ("sys_flag", _I32), ("reconsume_times", _I32),
+                         ("prepared_transaction_offset", _I64), ("born_timestamp_ms", _I64)):
         v = getattr(m, name)
         if v is None and name == "born_timestamp_ms":
             continue
-        if type(v) is not int or not lo <= v <= hi:
-            return PutResult.refused(PutReason.BAD_FIELD, f"{name} must be an integer in [{lo}, {hi}], not {v!r}")
+        bad = check_number(name, v, bounds)
+        if bad is not None:
+            return bad
     return None
 
 
@@ -157,6 +166,14 @@ def encode_properties(m: Message) -> bytes | PutResult:
 @lru_cache(maxsize=256)
 def _host_bytes(host: str) -> bytes:
     return codec.encode_host(host)
+
+
+def born_host_bytes(host: str) -> bytes | PutResult:
+    """A born host ("ipv4:port") as the record keeps it, or the PutResult that refuses it."""
+    try:
+        return _host_bytes(host)
+    except (codec.CodecError, ValueError, TypeError, struct.error):     # struct.error: a port past i32
+        return PutResult.refused(PutReason.BAD_FIELD, f"born_host {host!r} is not ipv4:port")
 
 
 @lru_cache(maxsize=4096)
@@ -335,18 +352,14 @@ class StoreWriter:
         now = results.now
         host = self.store_host
         if born_host or born_ms or sys_flag:
-            bad = None
-            if born_ms is not None and not (type(born_ms) is int and _I64[0] <= born_ms <= _I64[1]):
-                bad = f"born_timestamp_ms must be an integer in [{_I64[0]}, {_I64[1]}], not {born_ms!r}"
-            elif type(sys_flag) is not int or not _I32[0] <= sys_flag <= _I32[1]:
-                bad = f"sys_flag must be an integer in [{_I32[0]}, {_I32[1]}], not {sys_flag!r}"
-            elif born_host:
-                try:
-                    host = _host_bytes(born_host)
-                except (codec.CodecError, ValueError, TypeError, struct.error):
-                    bad = f"born_host {born_host!r} is not ipv4:port"
+            bad = ((check_number("born_timestamp_ms", born_ms, _I64) if born_ms is not None else None)
+                   or check_number("sys_flag", sys_flag, _I32))
+            if bad is None and born_host:
+                host = born_host_bytes(born_host)
+                if type(host) is not bytes:
+                    bad = host
             if bad is not None:
-                return PutResults.all_refused(n, PutResult.refused(PutReason.BAD_FIELD, bad))
+                return PutResults.all_refused(n, bad)
         born = born_ms or now
         max_body = self.max_body
         max_props = codec.USER_PROPERTIES_MAX_BYTES
@@ -473,10 +486,9 @@ class StoreWriter:
             return bad
         born_host = self.store_host
         if m.born_host:
-            try:
-                born_host = _host_bytes(m.born_host)
-            except (codec.CodecError, ValueError):
-                return PutResult.refused(PutReason.BAD_FIELD, f"born_host {m.born_host!r} is not ipv4:port")
+            born_host = born_host_bytes(m.born_host)
+            if type(born_host) is not bytes:
+                return born_host
         if self.topics.topics.get(t.name) is not t:
             t, bad = self.create_topic_for_put(m.topic)
             if bad is not None:
