@@ -16,7 +16,6 @@ from ...config import BrokerConfig
 from ...io import Clock
 from ...protocol.data import duplicates_trailer
 from ...protocol.stubs import Code, MessageType, pb, spb, status
-from ...store import PutStatus
 from ..deferred.parking import PROP_DELIVER_MS, SCHEDULE_TOPIC, delivery_ms, park
 from ..deferred.timer import Timer
 from ..deferred.transactions import Transactions
@@ -24,7 +23,6 @@ from ..sessions.telemetry import client_id_of
 from ..wire import SUPPORTED_TYPES, encoded_one, to_store
 from .send_path import DUPLICATE, SendPath, Unconfirmed, put_code
 
-STATUS_OK = status(Code.OK)          # copied into each answer that carries it (protobuf)
 NOT_YET = "not supported yet by tidemq: {what}"
 
 
@@ -59,16 +57,11 @@ class MessageSends:
         _, code, _ = self.sends.topic_check(topic)
         if code != Code.OK or self.sends.seen(topic, entry[3]) is not None:
             return None
-        r = self.sends.put_one(topic, entry, born_ms, born_host, sys_flag)
-        if r.status is PutStatus.PUT_OK and not r.refused:      # stored: the answer from the arrays
-            offset = r.qoff[0]
-            self.sends.remember(topic, entry[3], offset)
+        e = self._stored(topic, self.sends.put_one(topic, entry, born_ms, born_host, sys_flag)[0], "", entry[3])
+        code = e.status.code
+        if code == Code.OK:
             self.sends.stored(False)
-            self.sends.outcomes.add_code(topic, Code.OK)
-            return spb.SendMessageResponse(status=STATUS_OK, entries=[
-                spb.SendResultEntry(status=STATUS_OK, message_id=entry[3], offset=offset)])
-        e = self._stored(topic, r[0], "", entry[3])             # refused: too large, disk full, ...
-        self.sends.outcomes.add_code(topic, e.status.code)
+        self.sends.outcomes.add_code(topic, code)
         return spb.SendMessageResponse(status=e.status, entries=[e])
 
     def _stored(self, topic: str, r, txn: str, message_id: str) -> "spb.SendResultEntry":
