@@ -15,6 +15,9 @@ Per round, in a rotating order (each sample in its own client process, each serv
   status OK, publishing.max_body_size, an exponential backoff and metric off (the stream stays
   open), Heartbeat and NotifyClientTermination OK, SendMessage OK with one entry per message
   echoing its message_id. It stores nothing.
+* ``null server on uvloop`` (for information): the same do-nothing server on uvloop's event loop
+  (tidemq's default, BrokerConfig.event_loop), so the ratio against the loop tidemq runs on can be
+  read too: its ratio column is against the reference, tidemq / it is the quotient of the two.
 
 The client process (``--client-run``): Producer(ClientConfiguration(endpoint, Credentials(),
 request_timeout=10), ("Bench",)), startup, 50 untimed sends, then ``Producer.send`` of a 1 KiB
@@ -41,11 +44,13 @@ GOAL = 0.9
 TOPIC = "Bench"
 WARMUP = 50
 NULL_READY = "null server ready on "
+NULL_UVLOOP = "null server on uvloop"
 
 
 # The do-nothing server ------------------------------------------------------------------------
-def serve_null(port: int) -> None:
-    """A MessagingService that answers what the official producer needs and stores nothing."""
+def serve_null(port: int, loop: str = "asyncio") -> None:
+    """A MessagingService that answers what the official producer needs and stores nothing, on
+    asyncio's default event loop or (``loop="uvloop"``) on uvloop's."""
     import asyncio
     import signal
 
@@ -107,7 +112,11 @@ def serve_null(port: int) -> None:
         await stop.wait()
         await server.stop(1.0)
 
-    asyncio.run(main())
+    if loop == "uvloop":
+        import uvloop
+        uvloop.run(main())
+    else:
+        asyncio.run(main())
 
 
 # The client process ---------------------------------------------------------------------------
@@ -193,7 +202,8 @@ def start_server(kind: str, workdir: str, env: dict) -> _Proc:
             p.stop()
             raise RuntimeError(f"CreateTopic: {r}")
         return p
-    return _Proc([sys.executable, os.path.abspath(__file__), "--serve-null", "0"], NULL_READY, env, workdir,
+    loop = ["--null-loop", "uvloop"] if kind == NULL_UVLOOP else []
+    return _Proc([sys.executable, os.path.abspath(__file__), "--serve-null", "0", *loop], NULL_READY, env, workdir,
                  os.path.join(workdir, "server.log"))
 
 
@@ -229,10 +239,11 @@ def main() -> None:
     ap.add_argument("--body-bytes", type=int, default=1024)
     ap.add_argument("--quick", action="store_true", help="1 round of 300 sends: a smoke run")
     ap.add_argument("--serve-null", type=int, metavar="PORT", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--null-loop", choices=("asyncio", "uvloop"), default="asyncio", help=argparse.SUPPRESS)
     ap.add_argument("--client-run", metavar="ENDPOINT", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.serve_null is not None:
-        serve_null(a.serve_null)
+        serve_null(a.serve_null, a.null_loop)
         return
     if a.client_run:
         print(json.dumps(client_run(a.client_run, a.count, a.max_seconds, a.body_bytes)), flush=True)
@@ -248,7 +259,8 @@ def main() -> None:
                          "tidemq": "tidemq serve, defaults (ASYNC_FLUSH), topic of 8 queues",
                          "send": "Producer.send, one 1 KiB message per request, synchronous"})
     rep.ratio("tidemq", GOAL)
-    kinds = ["tidemq", "null server"]
+    rep.ratio(NULL_UVLOOP, None)
+    kinds = ["tidemq", "null server", NULL_UVLOOP]
     with scratch_dir("official_client") as tmp:
         home = os.path.join(tmp, "home")
         os.makedirs(home)
@@ -256,7 +268,9 @@ def main() -> None:
         env["PYTHONPATH"] = BENCH_SRC + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         os.environ["HOME"] = home         # this process imports tidemq.protocol.admin only, but to be safe
         for r in range(a.rounds):
-            order = kinds if r % 2 == 0 else kinds[::-1]
+            order = kinds[r % len(kinds):] + kinds[:r % len(kinds)]
+            if r // len(kinds) % 2:
+                order.reverse()
             got = {}
             for k in order:
                 res = measure(k, os.path.join(tmp, f"{k.replace(' ', '_')}-{r}"), env, a)
@@ -270,7 +284,11 @@ def main() -> None:
             x = got["tidemq"]["messages"] / got["tidemq"]["seconds"]
             rep.add("tidemq", x, ref=ref, send_ms=got["tidemq"]["send_ms"],
                     server_cores=got["tidemq"]["server_cores_avg"])
-            progress(f"round {r + 1}/{a.rounds}: tidemq / null server = {x / ref:.3f}")
+            u = got[NULL_UVLOOP]["messages"] / got[NULL_UVLOOP]["seconds"]
+            rep.add(NULL_UVLOOP, u, ref=ref, send_ms=got[NULL_UVLOOP]["send_ms"],
+                    server_cores=got[NULL_UVLOOP]["server_cores_avg"])
+            progress(f"round {r + 1}/{a.rounds}: tidemq / null server = {x / ref:.3f}, "
+                     f"tidemq / null server on uvloop = {x / u:.3f}")
         rep.note("send_ms: mean wall time of one Producer.send. server_cores: CPU seconds of the server process "
                  "per second of the client process's life (startup, warm-up, timed sends, shutdown).")
         rep.write(tmp)
