@@ -483,6 +483,9 @@ class BrokerConfig(_Loadable):
                                    "(grpc.http2.lookahead_bytes): a large batch arrives without waiting for "
                                    "window updates (a do-nothing grpc.aio server: ~300 us less CPU per 256 KiB request)",
                                    64 * KIB, 256 * MIB)
+    event_loop: str = _f("uvloop", "the event loop the broker runs on: uvloop (libuv's; the official client's "
+                                   "one-message sends cost the broker ~40 us less CPU each, bench/README.md) or "
+                                   "asyncio's own", choices=("uvloop", "asyncio"))
     send_executor_threads: int = _f(8, "threads that run store puts for SendMessage", 1, 256)
     malloc_keep_bytes: int = _f(128 * MIB, "freed memory glibc's malloc keeps for the next big buffer (a pull "
                                 "answer and gRPC's copy of it: up to 16 MiB each) instead of mapping fresh "

@@ -64,6 +64,16 @@ def test_a_configuration_mistake_is_one_line_and_exit_1(tmp_path, case):
     assert not (tmp_path / "store").exists(), "nothing made before the settings are right"
 
 
+def test_an_event_loop_that_is_not_installed_is_one_line_and_exit_1(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "uvloop", None)        # import uvloop raises ImportError
+    r = serve(tmp_path)
+    assert r.exit_code == 1
+    assert "event_loop = uvloop, but uvloop is not installed" in the_error(r.output)
+    assert not (tmp_path / "store").exists(), "nothing made before the settings are right"
+    r = serve(tmp_path, env={"TIDEMQ_EVENT_LOOP": "trio"})
+    assert r.exit_code == 1 and "event_loop: 'trio' is not one of uvloop, asyncio" in the_error(r.output)
+
+
 def test_a_port_out_of_range(tmp_path):
     r = CliRunner().invoke(cli, ["serve", "--root", str(tmp_path / "s"), "--port", "70000"], catch_exceptions=False)
     assert r.exit_code == 1 and "port: 70000 is outside [0, 65535]" in the_error(r.output)

@@ -32,12 +32,10 @@ from .common import config_option, load_store_config, quiet_logs, root_option
 def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create_topics, broker_group, role,
           leader_endpoint, leader_port, coordinator, verbose) -> None:
     """Start the broker; prints one line when ready; stops cleanly on SIGTERM / Ctrl-C."""
-    import asyncio
-
     from ..config import BrokerConfig, ConfigError, ReplicationConfig
     from ..io import LockedError
     from ..protocol import stubs  # noqa: F401  (imports the official client package: before logging is set up)
-    from ..broker.server import serve as run
+    from ..broker.server import event_loop_runner, serve as run
 
     quiet_logs(verbose)
     store_overrides = {} if auto_create_topics is None else {"auto_create_topics": auto_create_topics}
@@ -52,13 +50,14 @@ def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create
     try:
         cfg = BrokerConfig.load(toml_path=config_file, section="broker", **overrides)
         rcfg = ReplicationConfig.load(toml_path=config_file, section="replication", **repl)
+        runner = event_loop_runner(cfg.event_loop)
     except (ConfigError, OSError) as e:
         raise click.ClickException(str(e)) from e
     check_root(store_cfg.root_dir)
     said = StartReporter()
     try:
-        asyncio.run(run(store_cfg, cfg, ready=said.ready, progress=said.progress,
-                        progress_interval_s=said.interval_s, replication=rcfg))
+        runner(run(store_cfg, cfg, ready=said.ready, progress=said.progress, progress_interval_s=said.interval_s,
+                   replication=rcfg))
     except LockedError as e:        # another broker (or a command) has the store open
         raise click.ClickException(f"{e} (another broker on this root? stop it, or give another --root)") from e
     except OSError as e:            # a port in use, a root that cannot be opened: one line, exit 1

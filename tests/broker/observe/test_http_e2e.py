@@ -91,9 +91,21 @@ def test_status_json_and_page_show_the_verdict(broker):
     st = json.loads(body)
     assert code == 200 and st["verdict"] == {"writes": "accepted", "reasons": []}
     assert st["endpoint"] == broker.endpoint and st["ready"] is True
+    assert st["event_loop"] == "uvloop", "the default event loop (BrokerConfig.event_loop)"
     code, html = get(broker.metrics_port, "/")
     assert code == 200 and 'id="verdict" class="accepted"' in html and 'id="chart"' in html
     assert get(broker.metrics_port, "/nothing")[0] == 404
+
+
+def test_the_broker_runs_on_asyncios_own_loop_when_configured(broker_factory):
+    b = broker_factory(env={**SMALL, "TIDEMQ_EVENT_LOOP": "asyncio"}, args=["--auto-create-topics",
+                                                                         "--metrics-port", str(free_port())])
+    try:
+        assert json.loads(get(b.metrics_port, "/status.json")[1])["event_loop"] == "asyncio"
+        with Producer(b.endpoint) as p:
+            assert all(r.ok for r in p.send_batch(T, [b"a", b"b"]))
+    finally:
+        assert b.stop() == 0
 
 
 def test_a_metrics_port_in_use_is_a_start_up_error(tmp_path):

@@ -32,6 +32,7 @@ def test_a_new_broker_at_a_glance(tmp_path):
         st = obs.status()
         assert st["endpoint"] == f"127.0.0.1:{b.port}" and st["metrics_endpoint"] is None
         assert st["root"] == str(tmp_path / "store") and st["ready"] and st["replication"] is None
+        assert st["event_loop"] == "asyncio", "the loop it runs on (asyncio.run here)"
         assert st["uptime_s"] == 0 and st["recovery"]["seconds"] == 2.5
         assert st["topics"] == 0 and st["groups"] == 0, "the broker's own topics are not counted"
         assert st["verdict"]["writes"] == "accepted"

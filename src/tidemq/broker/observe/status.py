@@ -1,7 +1,7 @@
 """The broker at a glance, as plain data: what `tidemq status`, the metrics and the status page
 show (one source, so they agree).
 
-    {"version", "started_ms", "uptime_s", "endpoint", "metrics_endpoint", "root", "ready",
+    {"version", "event_loop", "started_ms", "uptime_s", "endpoint", "metrics_endpoint", "root", "ready",
      "recovery": {"seconds", "abnormal", ...}, "verdict": verdict.py, "alarms": {"memory", "disk"},
      "disk": the store's disk status, "rates": history.rates, "totals": {"put", "got", "bytes_in",
      "bytes_out", "held", "refused"}, "topics": int, "groups": int}
@@ -91,6 +91,7 @@ class Observer:
         c = b.config
         return {
             "version": __version__,
+            "event_loop": type(b._loop).__module__.partition(".")[0],      # "uvloop" or "asyncio"
             "started_ms": self.started_ms,
             "uptime_s": round((self.clock.now_ms() - self.started_ms) / 1000, 1),
             "endpoint": f"{c.host}:{b.port}",
