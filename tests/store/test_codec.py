@@ -426,3 +426,31 @@ def test_valid_topic_rejects_a_trailing_newline():
     # "$" in a regex also matches before a final newline: the whole name must match
     assert not codec.valid_topic("abc\n")
     assert not codec.valid_topic("t" * 127 + "\n")
+
+
+# prop_value: one property without decoding them all (a follower's dispatch) ---------------------
+_NAMES = [codec.PROP_TAGS, codec.PROP_KEYS, codec.PROP_UNIQ_KEY]
+_NAME_BYTES = st.sampled_from([b"TAGS", b"KEYS", b"UNIQ_KEY", b"XTAGS", b"KEYSX", b"", b"__CRC32#"])
+_VALUE_BYTES = st.sampled_from([b"", b"a", b"b c", b"\xff", b"\xc3", b"\xc3\xa9", b"0123456789", b"x\x01y"])
+_ITEM = st.tuples(_NAME_BYTES, st.sampled_from([b"\x01", b""]), _VALUE_BYTES).map(b"".join)
+_RAW = st.tuples(st.lists(_ITEM, max_size=6).map(b"\x02".join), st.sampled_from([b"", b"\x02"]),
+                 st.sampled_from([b"", codec.RECORD_CRC_TAIL, codec.RECORD_CRC_MARK + b"12345\x02"])).map(b"".join)
+
+
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=_RAW)
+def test_prop_value_is_decode_properties_for_any_bytes(raw):
+    """Any raw properties, damaged ones included (separators anywhere, bad UTF-8, a CRC tail after
+    a separator or not): the value decode_properties' dict holds."""
+    props = codec.seek_properties(raw)
+    want = codec.decode_properties(raw)
+    for name in _NAMES:
+        assert codec.prop_value(props, codec.prop_name(name)) == want.get(name), (raw, name)
+
+
+@given(props=st.dictionaries(st.sampled_from(_NAMES + ["TAGSX", "XKEYS", "k"]),
+                             st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=8), max_size=5))
+def test_prop_value_reads_what_encode_properties_wrote(props):
+    raw = codec.encode_properties(props) + codec.RECORD_CRC_TAIL
+    for name in _NAMES:
+        assert codec.prop_value(codec.seek_properties(raw), codec.prop_name(name)) == props.get(name)

@@ -201,6 +201,35 @@ def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
     return out
 
 
+def seek_properties(raw: bytes) -> bytes:
+    """A record's raw properties ready for ``prop_value``: after a leading PROPERTY_SEP (every
+    property then starts after one), the CRC tail cut where decode_properties would read it as part
+    of the value before it (a tail not after a PROPERTY_SEP; after one, it is an item of its own
+    that prop_value never looks for)."""
+    n = len(raw)
+    if (n > RECORD_CRC_TAIL_LEN and raw[n - RECORD_CRC_TAIL_LEN - 1] != 2 and raw.endswith(b"\x02")
+            and raw[-RECORD_CRC_TAIL_LEN:-CRC_DIGITS_BACK] == RECORD_CRC_MARK):
+        raw = raw[:-RECORD_CRC_TAIL_LEN]
+    return b"\x02" + raw
+
+
+def prop_name(name: str) -> bytes:
+    """What ``prop_value`` looks for: PROPERTY_SEP, the name, NAME_VALUE_SEP."""
+    return f"{PROPERTY_SEP}{name}{NAME_VALUE_SEP}".encode("utf-8")
+
+
+def prop_value(props: bytes, name: bytes) -> str | None:
+    """One property of a record without decoding them all (a follower's dispatch reads three):
+    ``props`` from seek_properties, ``name`` from prop_name. The value decode_properties' dict holds
+    for it (the last one given, decoded as there), or None."""
+    i = props.rfind(name)
+    if i < 0:
+        return None
+    i += len(name)
+    j = props.find(b"\x02", i)
+    return str(props[i:j] if j >= 0 else props[i:], "utf-8", "replace")
+
+
 def check_property_text(s: str) -> bool:
     return NAME_VALUE_SEP not in s and PROPERTY_SEP not in s
 

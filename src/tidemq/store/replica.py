@@ -31,6 +31,7 @@ run at the same time.
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 
 from . import codec
@@ -46,6 +47,12 @@ from .topics import TopicTable
 from .writer import bind_queues
 
 log = logging.getLogger("tidemq.store")
+
+
+_DISPATCH_FIELDS = struct.Struct(">ii4xi4xq56xi")     # TOTALSIZE, MAGIC, QUEUEID, QUEUEOFFSET, BODYLEN
+assert _DISPATCH_FIELDS.size == codec.OFF_BODY and codec.OFF_QUEUEID == 12 and codec.OFF_BODYLEN == 84
+_OFF_TOPIC = codec.OFF_BODY + codec.TOPIC_LEN.size      # + body length: the topic (its length byte just before)
+_TAGS, _KEYS, _UNIQ = (codec.prop_name(n) for n in (codec.PROP_TAGS, codec.PROP_KEYS, codec.PROP_UNIQ_KEY))
 
 
 class ReplicaError(Exception):
@@ -166,7 +173,7 @@ class ReplicaLog:
                 mf.last_store_timestamp_ms = last_ts
             known = len(self.queues.all())
             end = offset + len(data)
-            batch = self._batch(mf.mapping, pos, pos + len(data), offset)
+            batch = self._batch(data, 0, len(data), offset)     # the bytes just written, as they are there
             if batch is not None:
                 units, index_items = batch
                 self.dispatcher.dispatch_batch(units, index_items, last_ts, offset, end)
@@ -186,28 +193,40 @@ class ReplicaLog:
         """(units by consume queue, index items) of the records in buf[pos:limit] as the put path
         builds them (record_loop.py: consume queue -> [first queue offset, bytearray of 20-byte
         units]; (index keys, physical offset)), or None when some queue would not continue exactly at its end (then the
-        records are dispatched from the log, which rebuilds such a queue)."""
+        records are dispatched from the log, which rebuilds such a queue).
+
+        Per record: one unpack of the header fields dispatch needs, and the three properties it
+        reads (TAGS, KEYS, UNIQ_KEY) found in the raw properties (codec.prop_value) instead of a
+        dict of them all (codec.decode_properties), from the frame's bytes rather than the mapping
+        they were just written to: 3.9 -> 2.7 us per record (bench/README.md)."""
         if self.dispatcher.pending_from is not None:
             return None
         units: dict = {}
         index_items: list = []
         pack = UNIT.pack
+        fields, head = _DISPATCH_FIELDS.unpack_from, _DISPATCH_FIELDS.size
         queues = self.queues
         is_dead = self.dispatcher.is_dead
         index = self.index is not None
+        tags_hash = codec.tags_hash
+        prop_value = codec.prop_value
         base = offset - pos
-        while pos < limit:
-            size, magic = SIZE_MAGIC.unpack_from(buf, pos)
+        while pos + head <= limit:            # (a BLANK may be shorter than a record's header)
+            size, magic, qid, qoff, blen = fields(buf, pos)
             if magic == BLANK_MAGIC:
                 break
-            qid, qoff, _ts, topic, props_raw = codec.decode_meta(buf, pos)
+            t0 = pos + _OFF_TOPIC + blen
+            tlen = buf[t0 - 1]
+            topic = str(buf[t0:t0 + tlen], "ascii")
             phys = base + pos
             pos += size
             if is_dead(topic, phys):
                 continue
-            props = codec.decode_properties(props_raw) if props_raw else {}
+            p0 = t0 + tlen + 2
+            plen = buf[p0 - 2] << 8 | buf[p0 - 1]
+            props = codec.seek_properties(buf[p0:p0 + plen]) if plen else b""
             cq = queues.get_or_create(topic, qid)
-            unit = pack(phys, size, codec.tags_hash(props.get(codec.PROP_TAGS)))
+            unit = pack(phys, size, tags_hash(prop_value(props, _TAGS)) if plen else 0)
             u = units.get(cq)
             if u is None:
                 if qoff != cq.max_offset:
@@ -217,9 +236,9 @@ class ReplicaLog:
                 if qoff != u[0] + len(u[1]) // UNIT_SIZE:
                     return None
                 u[1] += unit
-            if index:
-                ks = props.get(codec.PROP_KEYS)
-                uniq = props.get(codec.PROP_UNIQ_KEY)
+            if index and plen:
+                ks = prop_value(props, _KEYS)
+                uniq = prop_value(props, _UNIQ)
                 if ks or uniq:
                     index_items.append((index_keys(topic, ks.split(codec.KEY_SEP) if ks else (), uniq), phys))
         return units, index_items
