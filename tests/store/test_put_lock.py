@@ -112,3 +112,22 @@ def test_a_crash_with_dispatches_pending_recovers_them_from_the_log(stores):
     s.kill()
     again = stores(cfg, fio.after_crash())
     assert [m.body for m in again.get("G", "T", 0, 0).messages] == [b"dispatched", b"pending"]
+
+
+def test_a_follower_crashed_with_a_frame_undispatched_recovers_it_from_the_log(stores):
+    """A follower confirms a frame before dispatching it (replica.append(..., defer_dispatch=True)):
+    killed then, its restart dispatches the frame from the log."""
+    fio = FaultyFileIO()
+    leader = stores(memory_config(), FaultyFileIO())
+    leader.create_topic("T", 1)
+    assert all(r.ok for r in leader.put_batch([Message("T", b"m%d" % i, queue_id=0) for i in range(5)]))
+    cfg = memory_config()
+    f = stores(cfg, fio)
+    f.follow("a follower")
+    off, data = leader.replica.read(0, 1 << 20)
+    f.replica.append(off, data, defer_dispatch=True)
+    f.commit_log.flush()                                 # the frame is durable; its dispatch never ran
+    assert _cq_end(f, "T", 0) == 0
+    f.kill()
+    again = stores(cfg, fio.after_crash())
+    assert [m.body for m in again.get("G", "T", 0, 0).messages] == [b"m%d" % i for i in range(5)]

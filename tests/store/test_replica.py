@@ -47,6 +47,41 @@ def test_copied_log_is_byte_identical_and_readable(tmp_path):
     assert a == b                    # every byte, the BLANKs ending the segments included
 
 
+def _consume_queues(root):
+    d = os.path.join(root, "consumequeue")
+    return {os.path.relpath(os.path.join(dp, f), d): open(os.path.join(dp, f), "rb").read()
+            for dp, _, fs in os.walk(d) for f in fs}
+
+
+def test_frames_dispatched_after_their_confirmation_read_and_land_as_dispatched_at_once(tmp_path):
+    """append(..., defer_dispatch=True) (the follower confirms a frame before dispatching it): the
+    units and index entries wait in the put lock; any read dispatches them first, the next frame's
+    append does before it checks where its queues go on; the consume queues end byte-identical to
+    those of a follower that dispatched every frame at once."""
+    with MessageStore(small_config(tmp_path / "l")).start() as leader, \
+            MessageStore(small_config(tmp_path / "now")).start() as now, \
+            MessageStore(small_config(tmp_path / "later")).start() as later:
+        now.follow("a follower")
+        later.follow("a follower")
+        bodies = [f"m{i:04d}".encode() * 30 for i in range(300)]
+        for i in range(0, len(bodies), 30):
+            leader.put_batch([Message("T", b, keys=[f"k{j + i}"], tags="a" if j % 2 else "b")
+                              for j, b in enumerate(bodies[i:i + 30])])
+        off = 0
+        while True:
+            off, data = leader.replica.read(off, 3000)
+            if not data:
+                break
+            now.replica.append(off, data)
+            later.replica.append(off, data, defer_dispatch=True)
+            assert later._put_lock.pending, "left for after the confirmation"
+            off += len(data)
+        assert [m.body for m in later.query_by_key("T", "k123")] == [bodies[123]], "a read dispatches first"
+        assert not later._put_lock.pending
+        assert topic_bodies(later, "T") == topic_bodies(now, "T") == sorted(bodies)
+    assert _consume_queues(str(tmp_path / "later")) == _consume_queues(str(tmp_path / "now"))
+
+
 def test_damaged_or_misplaced_frames_are_refused_whole(tmp_path):
     with MessageStore(small_config(tmp_path / "l")).start() as leader, \
             MessageStore(small_config(tmp_path / "f")).start() as follower:

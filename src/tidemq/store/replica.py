@@ -41,6 +41,7 @@ from .consume_queue import UNIT, UNIT_SIZE, ConsumeQueueTable
 from .dispatch import Dispatcher, index_keys
 from .epochs import EpochFile
 from .index_file import IndexService
+from .put_lock import PutLock
 from .recovery import _cut_queue
 from .segment_queue import SegmentQueue
 from .topics import TopicTable
@@ -146,9 +147,15 @@ class ReplicaLog:
             finally:
                 mf.release()
 
-    def append(self, offset: int, data) -> int:
+    def append(self, offset: int, data, defer_dispatch: bool = False) -> int:
         """Write ``data`` at ``offset`` (this log's end), dispatch it; the new end. ReplicaError when
-        the bytes cannot be taken (nothing is written then); OSError from the disk."""
+        the bytes cannot be taken (nothing is written then); OSError from the disk.
+
+        ``defer_dispatch``: the frame's consume-queue units and index entries are left pending in
+        the put lock (put_lock.py), as a leader's answered SendMessage leaves them: a follower
+        confirms a frame once its log has it, before the dispatch (RocketMQ's slave reports
+        its commit-log offset; its ReputMessageService dispatches on its own), and calls
+        ``MessageStore.drain_dispatch`` after the confirmation. Every read dispatches first."""
         if not data:
             return self.end
         seg = self.segments.segment_size
@@ -176,7 +183,10 @@ class ReplicaLog:
             batch = self._batch(data, 0, len(data), offset)     # the bytes just written, as they are there
             if batch is not None:
                 units, index_items = batch
-                self.dispatcher.dispatch_batch(units, index_items, last_ts, offset, end)
+                if defer_dispatch and isinstance(self.put_lock, PutLock):
+                    self.put_lock.defer((units, index_items, last_ts, offset, end))
+                else:
+                    self.dispatcher.dispatch_batch(units, index_items, last_ts, offset, end)
             else:
                 try:
                     self.dispatcher.redispatch(self.commit_log, offset, index_from=offset)

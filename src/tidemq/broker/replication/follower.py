@@ -2,8 +2,9 @@
 
 One session: ask the leader for its epochs (``Epochs``); cut what this log has that the
 leader's never had (store/epochs.divergence_point, store/replica.truncate); open the stream from
-this log's end; write every DATA frame byte-identical (store/replica.append: checked, written,
-dispatched) and confirm it (ACK: the written offset, or the durable one under SYNC_FLUSH); copy
+this log's end; write every DATA frame byte-identical (store/replica.append: checked, written)
+and confirm it (ACK: the written offset, or the durable one under SYNC_FLUSH), then dispatch it
+(its consume-queue units and index entries: a read before that dispatches first); copy
 the broker state every ``replication_state_interval_ms`` (state.py). A session ends when the
 stream does (the leader stopped, was killed, refused us) or when nothing came for
 ``IDLE_S``; the next starts after ``replication_retry_ms``, from wherever this log ends, so a
@@ -133,12 +134,15 @@ class ReplicationClient:
             self.last_frame_at = time.monotonic()
             self.leader_end = fr.end
             if fr.kind == rp.DATA:
-                await asyncio.to_thread(store.replica.append, fr.offset, fr.payload)
+                # confirmed once written, dispatched after the confirmation (ReplicaLog.append)
+                await asyncio.to_thread(store.replica.append, fr.offset, fr.payload, True)
                 self._copy_epochs(theirs)
             confirmed = store.replica.confirmed()
             if confirmed != acked:
                 await call.write(rp.encode(rp.ACK, epoch, confirmed))
                 acked = confirmed
+            if fr.kind == rp.DATA:
+                await asyncio.to_thread(store.drain_dispatch)
             self.last_error = None
 
     def _copy_epochs(self, theirs: list[tuple[int, int]]) -> None:
