@@ -18,6 +18,9 @@ seam), the per-call latency p50 / p99, and the group-commit ceiling: the
 reference loop with one fsync per threads x batch messages, i.e. what a perfect
 group commit of these producers could reach on this disk.
 
+For information, ``1 thread x put_batch(16) ASYNC_FLUSH``: the same calls with no fsync
+waited for, from one thread: the writers' own bound.
+
 Goal (DESIGN.md section 7): >= 0.5 x the reference.
 """
 
@@ -97,13 +100,13 @@ def reference_round(path: str, file_size: int, bodies: list[bytes], count: int, 
 
 
 def store_round(root: str, segment_bytes: int, bodies: list[bytes], threads: int, batch: int,
-                count_per_thread: int, max_s: float) -> dict:
+                count_per_thread: int, max_s: float, flush_disk_type: str = "SYNC_FLUSH") -> dict:
     fio = TimedFileIO()
-    store = MessageStore(store_config(root, segment_bytes, flush_disk_type="SYNC_FLUSH"), fio=fio).start()
+    store = MessageStore(store_config(root, segment_bytes, flush_disk_type=flush_disk_type), fio=fio).start()
     try:
         store.create_topic(TOPIC, QUEUES)
         assert store.put(Message(topic=TOPIC, body=bodies[0], queue_id=0)).ok   # first segment, first fsync
-        gc = store.group_commit
+        gc = store.group_commit or _NoGroupCommit()
         barrier = threading.Barrier(threads + 1)
         counts = [0] * threads
         bad = [0] * threads
@@ -175,16 +178,24 @@ def store_round(root: str, segment_bytes: int, bodies: list[bytes], threads: int
         store.shutdown()
 
 
+class _NoGroupCommit:
+    fsyncs = 0                   # ASYNC_FLUSH: no put waits for an fsync
+
+
 class Variant(NamedTuple):
     name: str
     batch: int                   # 1: put, else put_batch of that many
     goal: float | None
+    threads: int | None = None   # None: --threads
+    flush_disk_type: str = "SYNC_FLUSH"
 
 
 VARIANTS = [
     Variant("8 threads x put", 1, 0.5),
     Variant("8 threads x put_batch(16)", 16, 0.5),
     Variant("8 threads x put_batch(128)", 128, None),     # for information: how far group commit + batching go
+    # for information: the writers' own bound, no fsync waited for at all (what put_batch(16) costs)
+    Variant("1 thread x put_batch(16) ASYNC_FLUSH", 16, None, 1, "ASYNC_FLUSH"),
 ]
 
 
@@ -214,11 +225,16 @@ def main() -> None:
                           f"reference {n / dt:,.0f} msgs/s ({dt / fs * 1e3:.2f} ms per write+fsync)")
 
         def store(v: Variant) -> dict:
-            return store_round(os.path.join(tmp, "store"), seg, bodies, a.threads, v.batch,
-                               max(a.count // a.threads, v.batch), a.max_seconds)
+            threads = v.threads or a.threads
+            return store_round(os.path.join(tmp, "store"), seg, bodies, threads, v.batch,
+                               max(a.count // threads, v.batch), a.max_seconds, v.flush_disk_type)
 
         def row(v: Variant, ref: Sample, res: dict) -> Sample:
             rate = res["messages"] / res["seconds"]
+            if v.flush_disk_type != "SYNC_FLUSH":
+                return Sample(rate, {"lat_p50_ms": res["lat_p50_ms"], "lat_p99_ms": res["lat_p99_ms"],
+                                     "not_ok": res["not_ok"]},
+                              f"{v.name} {rate:,.0f} msgs/s: {rate / ref.value:.3f} x (no fsync waited for)")
             # the group-commit ceiling: every producer's put in one fsync (threads x batch per fsync)
             cn, cdt, _cfs = reference_round(ref_path, seg, bodies, a.count, min(a.max_seconds, 2.0),
                                             batch=a.threads * v.batch)
@@ -246,6 +262,9 @@ def main() -> None:
         rep.note("ceiling_msgs_per_s: the same reference loop with one fsync per threads x batch messages (what a "
                  "perfect group commit of these producers could reach on this disk), measured right after each "
                  "store sample; vs_ceiling = store / that ceiling.")
+        rep.note("'1 thread x put_batch(16) ASYNC_FLUSH': the same calls with no fsync waited for, one "
+                 "thread (no GIL hand-offs): what the writers themselves can reach, the bound of any group "
+                 "commit of put_batch(16) calls.")
         rep.note("The store also fsyncs consume queues and the checkpoint once a second (QueueFlushService); "
                  "those fsyncs are not counted in fsyncs_per_msg.")
         rep.write(tmp)
