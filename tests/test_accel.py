@@ -372,3 +372,171 @@ def test_fill_room_writes_only_into_a_zeroed_room():
             fill(frame, b"again")               # written once only
         with pytest.raises(ValueError):
             fill(frame, b"x" * (len(frame) + 1))
+
+
+# send_one: the common SendMessage request read from its bytes (broker/wire.py encoded_one's rule) ---
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=6)
+_HOSTS = st.sampled_from(["", "", "10.0.0.1", "10.0.0.1", "1.2.3", "256.1.1.1", "01.002.3.004", "1.2.3.4.", ".1.2.3",
+                          "\u0661.\u0662.\u0663.\u0664", "host.example", "0000000001.2.3.4"])
+
+
+@st.composite
+def send_requests(draw):
+    """(a SendMessageRequest's bytes, whether its message uses only the fields send_one reads)."""
+    from tidemq.protocol.stubs import pb, spb
+    r = spb.SendMessageRequest()
+    plain = True
+    for _ in range(draw(st.sampled_from([1] * 8 + [0, 2]))):
+        m = r.messages.add()
+        if draw(st.booleans()):
+            m.topic.name = draw(st.sampled_from(["T", "Bench", ""]) | _TEXT)
+        if draw(st.integers(0, 4)) == 0:
+            m.topic.resource_namespace = draw(_TEXT)
+        m.body = draw(st.sampled_from([b"x", b"x", b"", b"\x00\x01\x02" * 40]))
+        sp = m.system_properties
+        if draw(st.integers(0, 2)) == 0:
+            sp.tag = draw(st.sampled_from(["TagA", "", "a\x01b", "\u00e9\U0001F600"]) | _TEXT)
+        sp.message_id = draw(st.sampled_from(["01AB", "01AB", "01AB", "", "a\x02"]) | _TEXT)
+        sp.message_type = draw(st.sampled_from([0, 1, 1, 2, 3, 4, 6, 99, -1]))
+        sp.body_encoding = draw(st.sampled_from([0, 1, 2, 7]))
+        if draw(st.booleans()):
+            sp.born_timestamp.seconds = draw(st.sampled_from([1_700_000_000, 0, -1]) | st.integers(-2**63, 2**63 - 1))
+            sp.born_timestamp.nanos = draw(st.sampled_from([0, 999_999_999, -1, -1_000_000]) |
+                                           st.integers(-2**31, 2**31 - 1))
+        sp.born_host = draw(_HOSTS)
+        extra = draw(st.sampled_from([0] * 12 + list(range(1, 8))))
+        if extra == 1:
+            sp.keys.append(draw(_TEXT))
+        elif extra == 2:
+            m.user_properties[draw(_TEXT)] = draw(_TEXT)
+        elif extra == 3:
+            sp.message_group = draw(_TEXT)
+        elif extra == 4:
+            sp.delivery_timestamp.seconds = 5
+        elif extra == 5:
+            sp.queue_id = draw(st.integers(-5, 5))
+        elif extra == 6:
+            sp.trace_context = draw(_TEXT)
+        elif extra == 7:
+            sp.body_digest.type = pb.DigestType.MD5
+        plain = plain and extra == 0
+    return r.SerializeToString(), plain and len(r.messages) == 1
+
+
+def _send_one_reference(raw: bytes):
+    """What the Python path makes of the bytes: protobuf's decoding, then wire.encoded_one."""
+    from tidemq.broker.wire import encoded_one
+    from tidemq.protocol.stubs import spb
+    try:
+        req = spb.SendMessageRequest.FromString(raw)
+    except Exception:            # noqa: BLE001 - not a request: the general path refuses it
+        return None
+    return encoded_one(req.messages[0]) if len(req.messages) == 1 else None
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(send_requests())
+def test_send_one_reads_what_protobuf_and_encoded_one_read(request):
+    """Whatever it answers is what protobuf and encoded_one make of the bytes; and it answers for
+    every request of the common form that uses only the fields it reads (the official clients')."""
+    raw, plain = request
+    got, want = _accel.send_one(raw), _send_one_reference(raw)
+    if got is not None:
+        assert got == want
+        assert [type(x) for x in got] == [type(x) for x in want] and got[1] == want[1]
+    elif want is not None and plain:
+        sp = __import__("tidemq.protocol.stubs", fromlist=["spb"]).spb.SendMessageRequest.FromString(raw)
+        sp = sp.messages[0].system_properties
+        odd_host = bool(sp.born_host) and not sp.born_host.isascii()
+        assert odd_host or abs(sp.born_timestamp.seconds) >= 4 * 10**15, (raw, want)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(send_requests(), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255), st.integers(0, 2)),
+                                 min_size=1, max_size=4))
+def test_send_one_on_damaged_bytes_answers_none_or_what_protobuf_reads(request, edits):
+    """Bytes changed, cut or grown anywhere: send_one never reads them as something protobuf would
+    not (it answers None, and the general path decodes or refuses them)."""
+    raw = bytearray(request[0])
+    for at, byte, kind in edits:
+        at = at % (len(raw) + 1)
+        if kind == 0 and at < len(raw):
+            raw[at] = byte
+        elif kind == 1:
+            raw.insert(at, byte)
+        else:
+            del raw[at:]
+    raw = bytes(raw)
+    got = _accel.send_one(raw)
+    if got is not None:
+        assert got == _send_one_reference(raw)
+
+
+@SETTINGS
+@given(st.binary(max_size=200))
+def test_send_one_on_any_bytes(raw):
+    got = _accel.send_one(raw)
+    assert got is None or got == _send_one_reference(raw)
+
+
+def _request(**fields) -> bytes:
+    from tidemq.protocol.stubs import spb
+    r = spb.SendMessageRequest()
+    m = r.messages.add()
+    m.topic.name, m.body = "T", b"body"
+    m.system_properties.message_id = "01AB"
+    for name, value in fields.items():
+        if name == "seconds":
+            m.system_properties.born_timestamp.seconds = value
+        elif name == "nanos":
+            m.system_properties.born_timestamp.nanos = value
+        else:
+            setattr(m.system_properties, name, value)
+    return r.SerializeToString()
+
+
+def _field(num: int, payload: bytes) -> bytes:
+    return bytes([num << 3 | 2, len(payload)]) + payload
+
+
+@pytest.mark.parametrize("raw", [
+    _request(), _request(message_type=1), _request(message_type=0), _request(message_type=-1),
+    _request(message_type=2), _request(message_type=99), _request(body_encoding=2), _request(body_encoding=7),
+    _request(body_encoding=1), _request(seconds=1_700_000_000, nanos=-1), _request(nanos=-1_000_001),
+    _request(nanos=1_999_999), _request(seconds=-5), _request(tag="a\x01b"), _request(tag="x\x02"),
+    _request(tag=""), _request(tag="\u00e9\U0001F600"), _request(born_host="1.2.3.256"),
+    _request(born_host="001.2.3.4"), _request(message_id="a\x01"),
+], ids=lambda raw: raw.hex()[-24:])
+def test_send_one_case_by_case(raw):
+    got, want = _accel.send_one(raw), _send_one_reference(raw)
+    assert got == want, (got, want)
+
+
+def test_send_one_takes_no_bytes_protobuf_refuses_or_reads_otherwise():
+    """Bytes send_one must answer None for: a string that is not UTF-8 (protobuf refuses the
+    request), a field given twice (protobuf merges or keeps the last), a varint past 64 bits."""
+    sp = _field(3, b"01AB")
+    msg = _field(1, _field(2, b"T")) + _field(4, b"b")
+    assert _accel.send_one(_field(1, msg + _field(3, sp))) is not None
+    bad_utf8 = [_field(1, _field(1, _field(1, b"\xff") + _field(2, b"T")) + _field(4, b"b") + _field(3, sp)),
+                _field(1, msg + _field(3, _field(3, b"\xc3"))),
+                _field(1, msg + _field(3, sp + _field(1, b"\xed\xa0\x80")))]
+    for raw in bad_utf8:
+        assert _send_one_reference(raw) is None and _accel.send_one(raw) is None
+    twice = [_field(1, msg + _field(3, sp) + _field(3, _field(3, b"01AC"))),
+             _field(1, msg + _field(3, sp + _field(3, b"01AC"))),
+             _field(1, msg + _field(4, b"c") + _field(3, sp))]
+    for raw in twice:
+        assert _accel.send_one(raw) is None
+    too_long = _field(1, msg + _field(3, sp + bytes([6 << 3]) + b"\xff" * 9 + b"\x02"))
+    assert _accel.send_one(too_long) is None
+    past_64_bits = _field(1, msg + _field(3, sp + _field(7, bytes([1 << 3]) + b"\x80" * 9 + b"\x02")))
+    assert _accel.send_one(past_64_bits) is None
+
+
+def test_send_one_reads_an_int32_as_protobuf_does():
+    """A nanos varint past 32 bits: protobuf keeps its low 32 bits (and so must send_one)."""
+    sp = _field(3, b"01AB") + _field(7, bytes([2 << 3]) + b"\x85\x80\x80\x80\x10")     # 2**32 + 5
+    raw = _field(1, _field(1, _field(2, b"T")) + _field(4, b"b") + _field(3, sp))
+    want = _send_one_reference(raw)
+    assert want is not None and want[2] == 0 and _accel.send_one(raw) == want

@@ -44,6 +44,7 @@
      index_put(...)                          the index entries of a batch (index_file.py)
      index_put_hashed(...)                   the same from items already hashed (append_slices')
      frame_slices(raw, reserved, id_max)     a SendRecords frame, checked, as arrays (send_records.py)
+     send_one(raw)                           the common SendMessage request, read from its bytes (wire.py)
      id_hash(topic, id)                      the send dedup window's key of a message (dedup.py)
      window_find(...), window_put(...)       the dedup window's tables (dedup.py)
      decode_run(cls, data, sizes)            records back to back as StoredMessage objects
@@ -51,7 +52,7 @@
      fill_room(frame, head)                  the header written into that room (store/framing.py)
    Each one's contract is in its Python twin's docstring; the argument lists are in the source
    files: crc.c (crc32, use_crc), write.c (append, append_slices, index_put, index_put_hashed),
-   frame.c (frame_slices), dedup.c (id_hash, window_find, window_put), read.c (scan_run, damaged,
+   frame.c (frame_slices), send_one.c (send_one), dedup.c (id_hash, window_find, window_put), read.c (scan_run, damaged,
    decode_run, frame_records, fill_room), module.c (the method table). */
 
 
@@ -63,7 +64,7 @@
 #include <string.h>
 #include <structmember.h>
 
-#define ACCEL_VERSION 4
+#define ACCEL_VERSION 5
 
 #define MAGIC_U32 0xDAA320A7u
 #define OFF_BODY 88
@@ -125,6 +126,8 @@ PyObject *py_index_put(PyObject *self, PyObject *args);
 PyObject *py_index_put_hashed(PyObject *self, PyObject *args);
 int accel_write_init(void);
 PyObject *py_frame_slices(PyObject *self, PyObject *args);       /* frame.c */
+int accel_utf8_ok(const unsigned char *p, Py_ssize_t n, uint32_t *hash);
+PyObject *py_send_one(PyObject *self, PyObject *args);           /* send_one.c */
 PyObject *py_id_hash(PyObject *self, PyObject *args);            /* dedup.c */
 PyObject *py_window_find(PyObject *self, PyObject *args);
 PyObject *py_window_put(PyObject *self, PyObject *args);

@@ -15,7 +15,7 @@ static inline int has_sep(const unsigned char *p, Py_ssize_t n) {
 
 /* Is p[0:n] strict UTF-8 (Python's "strict" decoder: no overlong forms, no surrogates, nothing
    above U+10FFFF)? With ``hash`` set, also Java's String.hashCode over its UTF-16 units (codec.tags_hash). */
-static int utf8_ok(const unsigned char *p, Py_ssize_t n, uint32_t *hash) {
+int accel_utf8_ok(const unsigned char *p, Py_ssize_t n, uint32_t *hash) {
     uint32_t h = 0;
     Py_ssize_t k = 0;
     while (k < n) {
@@ -66,7 +66,7 @@ enum {   /* why a message of a frame is refused (broker/produce/send_records.py 
 /* the user properties' verdict: 0, or a BAD_PROPS_* (*name_at / *name_len: the reserved name) */
 static int check_props(const unsigned char *p, Py_ssize_t n, PyObject *reserved, Py_ssize_t *name_at,
                        Py_ssize_t *name_len) {
-    if (!utf8_ok(p, n, NULL)) return BAD_PROPS_UTF8;
+    if (!accel_utf8_ok(p, n, NULL)) return BAD_PROPS_UTF8;
     if (p[n - 1] != 2) return BAD_PROPS_END;
     Py_ssize_t a = 0, nr = PyTuple_GET_SIZE(reserved);
     while (a < n) {                       /* items name\x01value, each ended by \x02 */
@@ -90,7 +90,7 @@ static int check_props(const unsigned char *p, Py_ssize_t n, PyObject *reserved,
 
 /* the keys' verdict: 0, BAD_KEYS_UTF8 or BAD_KEYS (not separated by single spaces, a separator) */
 static int check_keys(const unsigned char *p, Py_ssize_t n) {
-    if (!utf8_ok(p, n, NULL)) return BAD_KEYS_UTF8;
+    if (!accel_utf8_ok(p, n, NULL)) return BAD_KEYS_UTF8;
     if (has_sep(p, n) || p[0] == ' ' || p[n - 1] == ' ') return BAD_KEYS;
     for (Py_ssize_t j = 1; j < n; j++)
         if (p[j] == ' ' && p[j - 1] == ' ') return BAD_KEYS;
@@ -193,10 +193,10 @@ PyObject *py_frame_slices(PyObject *self, PyObject *args) {
             w = BAD_BODY_EMPTY;
         } else if (li == 0 || li > id_max || has_sep(mid, li)) {
             w = BAD_ID;
-        } else if (!utf8_ok(mid, li, NULL)) {
+        } else if (!accel_utf8_ok(mid, li, NULL)) {
             w = BAD_ID_UTF8;
         }
-        if (w == 0 && lt && (has_sep(tg, lt) || !utf8_ok(tg, lt, &th))) {
+        if (w == 0 && lt && (has_sep(tg, lt) || !accel_utf8_ok(tg, lt, &th))) {
             w = BAD_TAGS;
             th = 0;
         }

@@ -10,6 +10,7 @@ static PyMethodDef methods[] = {
     {"append", py_append, METH_VARARGS, "pack prepared messages into a segment (commit_log.py)"},
     {"append_slices", py_append_slices, METH_VARARGS, "pack messages given as slices of a buffer (commit_log.py)"},
     {"frame_slices", py_frame_slices, METH_VARARGS, "a SendRecords frame, checked, as arrays (send_records.py)"},
+    {"send_one", py_send_one, METH_VARARGS, "the common SendMessage request read from its bytes (wire.py)"},
     {"id_hash", py_id_hash, METH_VARARGS, "the dedup window's key of (topic, id) (dedup.py)"},
     {"window_find", py_window_find, METH_VARARGS, "keys the dedup window's tables hold (dedup.py)"},
     {"window_put", py_window_put, METH_VARARGS, "keys put into a dedup window table (dedup.py)"},
