@@ -30,6 +30,7 @@ from .consume.pull_records import Records
 from .heap import keep_big_buffers
 from .observe.http import OpsServer
 from .observe.status import Observer
+from .produce.send_message import send_message_lane
 from .produce.send_records import RecordSends
 from .protection.alarms import ResourceAlarms, human, read_rss_bytes, store_disk_reader, total_memory_bytes
 from .protection.auth import AuthInterceptor, Authenticator
@@ -215,10 +216,14 @@ class Broker:
 
         got = Collect()
         if self.replication is None:
-            sgrpc.add_MessagingServiceServicer_to_server(self.service, got)
+            servicer = self.service
         else:
             from .replication.proxy import ServiceProxy
-            sgrpc.add_MessagingServiceServicer_to_server(ServiceProxy(self), got)
+            servicer = ServiceProxy(self)
+        lane = send_message_lane(servicer)          # first: SendMessage from its bytes (compiled)
+        if lane is not None:
+            got.handlers.append(lane)
+        sgrpc.add_MessagingServiceServicer_to_server(servicer, got)
 
         async def pull(req, ctx):
             return await self._records.pull(req, ctx)

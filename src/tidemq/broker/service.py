@@ -227,6 +227,10 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     async def SendMessage(self, request, context):
         return await self.send_messages.send(request, context)
 
+    async def SendMessageBytes(self, raw: bytes, context):
+        """SendMessage given the request's bytes (produce/send_message.py, send_message_lane)."""
+        return await self.send_messages.send_bytes(raw, context)
+
     # Pop consumption (consume/receive.py) ----------------------------------------------------
     async def ReceiveMessage(self, request, context):
         self.clients.seen(client_id_of(context))

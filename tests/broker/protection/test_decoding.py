@@ -7,7 +7,7 @@ import asyncio
 import grpc
 import pytest
 
-from tidemq.broker.protection.decoding import typed_decoding
+from tidemq.broker.protection.decoding import decoded, typed_decoding
 from tidemq.protocol.stubs import pb, spb
 
 SERVICE = "apache.rocketmq.v2.Probe"
@@ -32,7 +32,13 @@ def handlers():
         return b"raw:" + req
 
     decode, encode = spb.QueryRouteRequest.FromString, spb.QueryRouteResponse.SerializeToString
+
+    async def from_bytes(raw, ctx):          # given the bytes, decoding them itself (SendMessage's lane)
+        await decoded(decode, raw, ctx, f"/{SERVICE}/Bytes")
+        return spb.QueryRouteResponse()
+
     probe = grpc.method_handlers_generic_handler(SERVICE, {
+        "Bytes": grpc.unary_unary_rpc_method_handler(from_bytes, None, encode),
         "Unary": grpc.unary_unary_rpc_method_handler(unary, decode, encode),
         "Stream": grpc.unary_stream_rpc_method_handler(stream, decode, encode),
         "Bidi": grpc.stream_stream_rpc_method_handler(bidi, decode, encode)})
@@ -61,6 +67,11 @@ async def scenario():
                     out[name] = (e.code(), e.details())
             out["stream good"] = await _drain(ch.unary_stream(f"/{SERVICE}/Stream")(GOOD, timeout=60))
             out["raw"] = await ch.unary_unary("/tidemq.Probe/Raw")(BAD, timeout=60)
+            out["bytes good"] = await ch.unary_unary(f"/{SERVICE}/Bytes")(GOOD, timeout=60)
+            try:
+                out["bytes bad"] = await ch.unary_unary(f"/{SERVICE}/Bytes")(BAD, timeout=60)
+            except grpc.aio.AioRpcError as e:
+                out["bytes bad"] = (e.code(), e.details())
     finally:
         await server.stop(None)
     return out
@@ -89,3 +100,13 @@ def test_undecodable_requests_are_invalid_argument_naming_the_method(answers, ki
 
 def test_services_outside_the_prefix_are_not_wrapped(answers):
     assert answers["raw"] == b"raw:" + BAD
+
+
+def test_a_handler_given_the_bytes_is_kept_and_answers_what_is_not_a_request_the_same_way(answers):
+    class Details:
+        method = f"/{SERVICE}/Bytes"
+    probe = handlers()[0]
+    assert typed_decoding([probe])[0].service(Details()) is probe.service(Details()), "no deserializer: not wrapped"
+    assert answers["bytes good"] == ANSWER
+    code, details = answers["bytes bad"]
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and f"/{SERVICE}/Bytes" in details

@@ -12,6 +12,9 @@ TOO_MANY_REQUESTS with the reason.
 
 from __future__ import annotations
 
+import grpc
+
+from ...accel import ACCEL as _ACCEL
 from ...config import BrokerConfig
 from ...io import Clock
 from ...protocol.data import duplicates_trailer
@@ -19,11 +22,29 @@ from ...protocol.stubs import Code, MessageType, pb, spb, status
 from ..deferred.parking import PROP_DELIVER_MS, SCHEDULE_TOPIC, delivery_ms, park
 from ..deferred.timer import Timer
 from ..deferred.transactions import Transactions
+from ..protection.decoding import decoded
 from ..sessions.telemetry import client_id_of
 from ..wire import SUPPORTED_TYPES, encoded_one, to_store
 from .send_path import DUPLICATE, SendPath, Unconfirmed, put_code
 
 NOT_YET = "not supported yet by tidemq: {what}"
+SEND_MESSAGE = "/apache.rocketmq.v2.MessagingService/SendMessage"
+
+
+def send_message_lane(servicer) -> "grpc.GenericRpcHandler | None":
+    """SendMessage registered with no deserializer: ``servicer.SendMessageBytes`` gets the request's
+    bytes (MessageSends.send_bytes), so the common message is read once, in C, instead of decoded
+    by protobuf and then read field by field (bench/README.md). None without tidemq._accel's
+    send_one: the service's own SendMessage serves it."""
+    if _ACCEL is None or not hasattr(_ACCEL, "send_one"):
+        return None
+    handler = grpc.unary_unary_rpc_method_handler(servicer.SendMessageBytes, None,
+                                                  spb.SendMessageResponse.SerializeToString)
+
+    class Lane(grpc.GenericRpcHandler):
+        def service(self, details):
+            return handler if details.method == SEND_MESSAGE else None
+    return Lane()
 
 
 class MessageSends:
@@ -42,8 +63,29 @@ class MessageSends:
         refusal, answer = await self.sends.gated(context, sum(len(m.body) for m in msgs),
                                                  lambda: self._send(msgs, context))
         if refusal is not None:
-            answer = self._refuse(msgs, refusal)
+            answer = self._refuse([m.system_properties.message_id for m in msgs], refusal)
             self.sends.answered([m.topic.name for m in msgs], [Code.TOO_MANY_REQUESTS] * len(msgs))
+        return answer
+
+    async def send_bytes(self, raw: bytes, context) -> "spb.SendMessageResponse":
+        """SendMessage from the request's bytes (``send_message_lane``): the common message read
+        straight from them (tidemq._accel.send_one, wire.encoded_one's rule) takes the short lane;
+        any other request is decoded (bytes that are not one: INVALID_ARGUMENT) and sent as ``send``
+        sends it."""
+        one = None if self.sends.in_thread else _ACCEL.send_one(raw)
+        if one is None:
+            return await self.send(await decoded(spb.SendMessageRequest.FromString, raw, context, SEND_MESSAGE),
+                                   context)
+
+        async def lane():
+            answer = self._one_encoded(one)
+            if answer is None:          # a topic that takes no sends, a resend: the general path answers
+                return await self._send(spb.SendMessageRequest.FromString(raw).messages, context)
+            return answer
+        refusal, answer = await self.sends.gated(context, len(one[1][0]), lane)
+        if refusal is not None:
+            answer = self._refuse([one[1][3]], refusal)
+            self.sends.answered([one[0]], [Code.TOO_MANY_REQUESTS])
         return answer
 
     def _one(self, m) -> "spb.SendMessageResponse | None":
@@ -51,8 +93,10 @@ class MessageSends:
         to a topic that takes sends, not a resend: its properties encoded here, stored with put_one
         (dispatched after the answer). None: anything else, for the general path to answer."""
         one = encoded_one(m)
-        if one is None:
-            return None
+        return None if one is None else self._one_encoded(one)
+
+    def _one_encoded(self, one: tuple) -> "spb.SendMessageResponse | None":
+        """``_one`` of a message already read (encoded_one's tuple)."""
         topic, entry, born_ms, born_host, sys_flag = one
         _, code, _ = self.sends.topic_check(topic)
         if code != Code.OK or self.sends.seen(topic, entry[3]) is not None:
@@ -78,11 +122,11 @@ class MessageSends:
                                    message_id=r.uniq_key or message_id or (r.msg_id or ""),
                                    offset=max(r.queue_offset, 0), transaction_id=txn)
 
-    def _refuse(self, msgs, reason: str) -> "spb.SendMessageResponse":
+    def _refuse(self, message_ids, reason: str) -> "spb.SendMessageResponse":
         """Flow control's answer: TOO_MANY_REQUESTS, the one code the official producer does not retry at once."""
         st = status(Code.TOO_MANY_REQUESTS, reason)
-        return spb.SendMessageResponse(status=st, entries=[
-            spb.SendResultEntry(status=st, message_id=m.system_properties.message_id) for m in msgs])
+        return spb.SendMessageResponse(status=st, entries=[spb.SendResultEntry(status=st, message_id=i)
+                                                           for i in message_ids])
 
     async def _send(self, msgs, context):
         if len(msgs) == 1 and not self.sends.in_thread:

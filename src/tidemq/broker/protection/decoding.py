@@ -42,6 +42,15 @@ async def _refuse(context, method: str, bad: _Undecodable) -> None:
                                                           f"this method ({type(bad.error).__name__})")
 
 
+async def decoded(deserialize, raw: bytes, context, method: str):
+    """``raw`` decoded with ``deserialize``, for a handler given the request's bytes; bytes that
+    are not one are answered as the tolerant handlers answer them (INVALID_ARGUMENT)."""
+    try:
+        return deserialize(raw)
+    except Exception as e:  # noqa: BLE001 - whatever a deserializer raises, the request is not one
+        await _refuse(context, method, _Undecodable(e))
+
+
 def typed_decoding(handlers, prefix: str = "/apache.rocketmq.v2.") -> list:
     """``handlers`` (generic RPC handlers) with their methods under ``prefix`` made tolerant."""
     return [TypedDecoding(h, prefix) for h in handlers]
@@ -73,7 +82,10 @@ class TypedDecoding(grpc.GenericRpcHandler):
     @staticmethod
     def _tolerant_twin(method: str, handler):
         """``handler`` with a deserializer that never raises and a behaviour that answers what it
-        could not decode with INVALID_ARGUMENT."""
+        could not decode with INVALID_ARGUMENT. A handler given the request's bytes (no deserializer)
+        decodes them itself: it is kept as it is."""
+        if handler.request_deserializer is None:
+            return handler
         if handler.unary_unary is not None:
             inner = handler.unary_unary
 

@@ -47,6 +47,9 @@ class ServiceProxy(sgrpc.MessagingServiceServicer):
     async def SendMessage(self, request, context):
         return await self._svc.SendMessage(request, context)
 
+    async def SendMessageBytes(self, raw: bytes, context):
+        return await self._svc.SendMessageBytes(raw, context)
+
     async def ReceiveMessage(self, request, context):
         st = self._refusal()
         if st is not None:
