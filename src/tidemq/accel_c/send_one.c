@@ -41,8 +41,9 @@ static int varint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *k, uint64_t 
     return 0;
 }
 
-/* The next field of p[0:n] from *k: its number, wire type and (wire type 2) its bytes or (0) its
-   value. 0: the end; -1: not a field this reader takes (the caller answers None). */
+/* The next field of p[0:n] from *k: 1 for a varint (its value in *v), 2 for a length-delimited
+   field (its bytes in *s), *num its number; 0: the end; -1: not a field this reader takes (*num
+   unset: the caller answers None). */
 static int next_field(const unsigned char *p, Py_ssize_t n, Py_ssize_t *k, uint32_t *num, span_t *s, uint64_t *v) {
     uint64_t key, len;
     if (*k >= n) return 0;
@@ -115,7 +116,7 @@ static int read_system(span_t r, one_t *o) {
     uint64_t v;
     int w;
     while ((w = next_field(r.p, r.n, &k, &num, &s, &v)) != 0) {
-        if (num > 31) return 0;
+        if (w < 0 || num > 31) return 0;
         ONCE(num);
         if (w == 2 && (num == 1 || num == 3 || num == 8)) {
             if (!accel_utf8_ok(s.p, s.n, NULL)) return 0;
@@ -255,9 +256,9 @@ PyObject *py_send_one(PyObject *self, PyObject *args) {
         }
         int32_t signed_th = (int32_t)th;
         if (born != NULL && host != NULL)
-            out = Py_BuildValue("(s#(y#NLs#O)NNi)", o.topic.p != NULL ? (const char *)o.topic.p : "", o.topic.n, (const char *)o.body.p,
-                                o.body.n, props, (long long)signed_th, (const char *)o.id.p, o.id.n, Py_None,
-                                born, host, o.encoding == 2 ? 1 : 0);
+            out = Py_BuildValue("(s#(y#NLs#O)NNi)", o.topic.p != NULL ? (const char *)o.topic.p : "", o.topic.n,
+                                (const char *)o.body.p, o.body.n, props, (long long)signed_th,
+                                (const char *)o.id.p, o.id.n, Py_None, born, host, o.encoding == 2 ? 1 : 0);
         else {
             Py_DECREF(props);
             Py_XDECREF(born);
