@@ -7,7 +7,7 @@ import struct
 import zlib
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tidemq.store import codec
@@ -434,11 +434,15 @@ _NAME_BYTES = st.sampled_from([b"TAGS", b"KEYS", b"UNIQ_KEY", b"XTAGS", b"KEYSX"
 _VALUE_BYTES = st.sampled_from([b"", b"a", b"b c", b"\xff", b"\xc3", b"\xc3\xa9", b"0123456789", b"x\x01y"])
 _ITEM = st.tuples(_NAME_BYTES, st.sampled_from([b"\x01", b""]), _VALUE_BYTES).map(b"".join)
 _RAW = st.tuples(st.lists(_ITEM, max_size=6).map(b"\x02".join), st.sampled_from([b"", b"\x02"]),
-                 st.sampled_from([b"", codec.RECORD_CRC_TAIL, codec.RECORD_CRC_MARK + b"12345\x02"])).map(b"".join)
+                 st.sampled_from([b"", codec.RECORD_CRC_TAIL, codec.RECORD_CRC_MARK + b"12345\x02",
+                                  codec.RECORD_CRC_MARK + b"\x02TAGS\x01abcd\x02"])).map(b"".join)
 
 
 @settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=_RAW)
+@example(raw=b"__CRC32#\x01a\x02TAGS\x01x\x01y\x02")                  # a "tail" that is all the properties
+@example(raw=b"A\x01b\x02__CRC32#\x01\x02TAGS\x01abcd\x02")            # a tail whose digits are not digits
+@example(raw=b"__CRC32#\x01\x02")
 def test_prop_value_is_decode_properties_for_any_bytes(raw):
     """Any raw properties, damaged ones included (separators anywhere, bad UTF-8, a CRC tail after
     a separator or not): the value decode_properties' dict holds."""
@@ -448,8 +452,10 @@ def test_prop_value_is_decode_properties_for_any_bytes(raw):
         assert codec.prop_value(props, codec.prop_name(name)) == want.get(name), (raw, name)
 
 
-@given(props=st.dictionaries(st.sampled_from(_NAMES + ["TAGSX", "XKEYS", "k"]),
-                             st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=8), max_size=5))
+_PROP_TEXT = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=8)
+
+
+@given(props=st.dictionaries(st.sampled_from(_NAMES + ["TAGSX", "XKEYS", "k"]), _PROP_TEXT, max_size=5))
 def test_prop_value_reads_what_encode_properties_wrote(props):
     raw = codec.encode_properties(props) + codec.RECORD_CRC_TAIL
     for name in _NAMES:

@@ -202,13 +202,11 @@ def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
 
 
 def seek_properties(raw: bytes) -> bytes:
-    """A record's raw properties ready for ``prop_value``: after a leading PROPERTY_SEP (every
-    property then starts after one), the CRC tail cut where decode_properties would read it as part
-    of the value before it (a tail not after a PROPERTY_SEP; after one, it is an item of its own
-    that prop_value never looks for)."""
+    """A record's raw properties ready for ``prop_value``: the CRC tail cut where decode_properties
+    cuts it (its mark where the tail would start, the last byte PROPERTY_SEP: the digits are not
+    looked at), after a leading PROPERTY_SEP (every property then starts after one)."""
     n = len(raw)
-    if (n > RECORD_CRC_TAIL_LEN and raw[n - RECORD_CRC_TAIL_LEN - 1] != 2 and raw.endswith(b"\x02")
-            and raw[-RECORD_CRC_TAIL_LEN:-CRC_DIGITS_BACK] == RECORD_CRC_MARK):
+    if n >= RECORD_CRC_TAIL_LEN and raw.endswith(b"\x02") and raw.startswith(RECORD_CRC_MARK, n - RECORD_CRC_TAIL_LEN):
         raw = raw[:-RECORD_CRC_TAIL_LEN]
     return b"\x02" + raw
 

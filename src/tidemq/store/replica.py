@@ -208,7 +208,7 @@ class ReplicaLog:
         Per record: one unpack of the header fields dispatch needs, and the three properties it
         reads (TAGS, KEYS, UNIQ_KEY) found in the raw properties (codec.prop_value) instead of a
         dict of them all (codec.decode_properties), from the frame's bytes rather than the mapping
-        they were just written to: 3.9 -> 2.8 us per record (bench/README.md)."""
+        they were just written to: 3.9 -> 3.1 us per record (bench/README.md)."""
         if self.dispatcher.pending_from is not None:
             return None
         units: dict = {}
