@@ -523,7 +523,10 @@ def test_send_one_takes_no_bytes_protobuf_refuses_or_reads_otherwise():
                 _field(1, msg + _field(3, sp + _field(1, b"\xed\xa0\x80")))]
     for raw in bad_utf8:
         assert _send_one_reference(raw) is None and _accel.send_one(raw) is None
+    resource_cut = _field(1, _field(1, _field(2, b"T") + b"\x80") + _field(4, b"b") + _field(3, sp))
+    assert _send_one_reference(resource_cut) is None and _accel.send_one(resource_cut) is None
     twice = [_field(1, msg + _field(3, sp) + _field(3, _field(3, b"01AC"))),
+             _field(1, _field(1, _field(2, b"T") + _field(2, b"U")) + _field(4, b"b") + _field(3, sp)),
              _field(1, msg + _field(3, sp + _field(3, b"01AC"))),
              _field(1, msg + _field(4, b"c") + _field(3, sp))]
     for raw in twice:

@@ -41,120 +41,111 @@ static int varint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *k, uint64_t 
     return 0;
 }
 
-/* The next field of p[0:n] from *k: 1 for a varint (its value in *v), 2 for a length-delimited
-   field (its bytes in *s), *num its number; 0: the end; -1: not a field this reader takes (*num
-   unset: the caller answers None). */
-static int next_field(const unsigned char *p, Py_ssize_t n, Py_ssize_t *k, uint32_t *num, span_t *s, uint64_t *v) {
+/* A message being read: its bytes, the position, the field numbers met so far */
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t n, k;
+    uint32_t seen;
+} reader_t;
+
+typedef struct {
+    uint32_t num;
+    int wire;              /* 0: a varint (value in v), 2: length-delimited (bytes in s) */
+    span_t s;
+    uint64_t v;
+} field_t;
+
+/* The next field into *f: 1; 0 at the end; -1 when it is not one this reader takes (bytes that
+   are not a field, another wire type, a number past 31, a number met before): the caller
+   answers None. */
+static int next_field(reader_t *r, field_t *f) {
     uint64_t key, len;
-    if (*k >= n) return 0;
-    if (!varint(p, n, k, &key) || key > 0xFFFFFFFFu) return -1;
-    *num = (uint32_t)(key >> 3);
-    switch (key & 7) {
-    case 0:
-        if (*num == 0 || !varint(p, n, k, v)) return -1;
-        return 1;
-    case 2:
-        if (*num == 0 || !varint(p, n, k, &len) || len > (uint64_t)(n - *k)) return -1;
-        s->p = p + *k;
-        s->n = (Py_ssize_t)len;
-        *k += (Py_ssize_t)len;
-        return 2;
-    default:
-        return -1;
-    }
+    if (r->k >= r->n) return 0;
+    if (!varint(r->p, r->n, &r->k, &key) || key > 0xFFFFFFFFu) return -1;
+    f->num = (uint32_t)(key >> 3);
+    f->wire = (int)(key & 7);
+    if (f->num == 0 || f->num > 31 || (r->seen & (1u << f->num))) return -1;
+    r->seen |= 1u << f->num;
+    if (f->wire == 0) return varint(r->p, r->n, &r->k, &f->v) ? 1 : -1;
+    if (f->wire != 2 || !varint(r->p, r->n, &r->k, &len) || len > (uint64_t)(r->n - r->k)) return -1;
+    f->s.p = r->p + r->k;
+    f->s.n = (Py_ssize_t)len;
+    r->k += (Py_ssize_t)len;
+    return 1;
 }
 
 typedef struct {
     span_t topic, body, tag, id, host;
-    int has_topic_name, has_tag, has_born;
+    int has_tag, has_born;
     int64_t seconds;
     int64_t nanos;
     int64_t type, encoding;
 } one_t;
 
-/* once: a field seen a second time is not taken */
-#define ONCE(bit) do { if (seen & (1u << (bit))) return 0; seen |= 1u << (bit); } while (0)
-
-static int read_resource(span_t r, one_t *o) {
-    Py_ssize_t k = 0;
-    uint32_t num, seen = 0;
-    span_t s;
-    uint64_t v;
+/* Each reader: 1 when every field of ``m`` was one it takes (the values into *o), else 0. */
+static int read_resource(span_t m, one_t *o) {
+    reader_t r = {m.p, m.n, 0, 0};
+    field_t f;
     int w;
-    while ((w = next_field(r.p, r.n, &k, &num, &s, &v)) != 0) {
-        if (w != 2 || (num != 1 && num != 2)) return 0;
-        ONCE(num);
-        if (!accel_utf8_ok(s.p, s.n, NULL)) return 0;
-        if (num == 2) {
-            o->topic = s;
-            o->has_topic_name = 1;
-        }
+    while ((w = next_field(&r, &f)) > 0) {
+        if (f.wire != 2 || f.num > 2 || !accel_utf8_ok(f.s.p, f.s.n, NULL)) return 0;
+        if (f.num == 2) o->topic = f.s;                /* 1: resource_namespace, checked, not kept */
     }
-    return 1;
+    return w == 0;
 }
 
-static int read_timestamp(span_t r, one_t *o) {
-    Py_ssize_t k = 0;
-    uint32_t num, seen = 0;
-    span_t s;
-    uint64_t v;
+static int read_timestamp(span_t m, one_t *o) {
+    reader_t r = {m.p, m.n, 0, 0};
+    field_t f;
     int w;
     o->has_born = 1;
-    while ((w = next_field(r.p, r.n, &k, &num, &s, &v)) != 0) {
-        if (w != 1 || (num != 1 && num != 2)) return 0;
-        ONCE(num);
-        if (num == 1) o->seconds = (int64_t)v;
-        else o->nanos = (int32_t)(uint32_t)v;          /* int32, as protobuf reads it */
+    while ((w = next_field(&r, &f)) > 0) {
+        if (f.wire != 0 || f.num > 2) return 0;
+        if (f.num == 1) o->seconds = (int64_t)f.v;
+        else o->nanos = (int32_t)(uint32_t)f.v;         /* int32, as protobuf reads it */
     }
-    return 1;
+    return w == 0;
 }
 
-static int read_system(span_t r, one_t *o) {
-    Py_ssize_t k = 0;
-    uint32_t num, seen = 0;
-    span_t s;
-    uint64_t v;
+static int read_system(span_t m, one_t *o) {
+    reader_t r = {m.p, m.n, 0, 0};
+    field_t f;
     int w;
-    while ((w = next_field(r.p, r.n, &k, &num, &s, &v)) != 0) {
-        if (w < 0 || num > 31) return 0;
-        ONCE(num);
-        if (w == 2 && (num == 1 || num == 3 || num == 8)) {
-            if (!accel_utf8_ok(s.p, s.n, NULL)) return 0;
-            if (num == 1) {
-                o->tag = s;
+    while ((w = next_field(&r, &f)) > 0) {
+        if (f.wire == 2 && (f.num == 1 || f.num == 3 || f.num == 8)) {
+            if (!accel_utf8_ok(f.s.p, f.s.n, NULL)) return 0;
+            if (f.num == 1) {
+                o->tag = f.s;
                 o->has_tag = 1;
-            } else if (num == 3) {
-                o->id = s;
+            } else if (f.num == 3) {
+                o->id = f.s;
             } else {
-                o->host = s;
+                o->host = f.s;
             }
-        } else if (w == 1 && (num == 5 || num == 6)) {
-            int64_t e = (int32_t)(uint32_t)v;             /* an enum: int32 */
-            if (num == 5) o->encoding = e;
+        } else if (f.wire == 0 && (f.num == 5 || f.num == 6)) {
+            int64_t e = (int32_t)(uint32_t)f.v;           /* an enum: int32 */
+            if (f.num == 5) o->encoding = e;
             else o->type = e;
-        } else if (w == 2 && num == 7) {
-            if (!read_timestamp(s, o)) return 0;
+        } else if (f.wire == 2 && f.num == 7) {
+            if (!read_timestamp(f.s, o)) return 0;
         } else {
             return 0;
         }
     }
-    return 1;
+    return w == 0;
 }
 
-static int read_message(span_t r, one_t *o) {
-    Py_ssize_t k = 0;
-    uint32_t num, seen = 0;
-    span_t s;
-    uint64_t v;
+static int read_message(span_t m, one_t *o) {
+    reader_t r = {m.p, m.n, 0, 0};
+    field_t f;
     int w;
-    while ((w = next_field(r.p, r.n, &k, &num, &s, &v)) != 0) {
-        if (w != 2 || (num != 1 && num != 3 && num != 4)) return 0;
-        ONCE(num);
-        if (num == 1 && !read_resource(s, o)) return 0;
-        if (num == 3 && !read_system(s, o)) return 0;
-        if (num == 4) o->body = s;
+    while ((w = next_field(&r, &f)) > 0) {
+        if (f.wire != 2 || (f.num != 1 && f.num != 3 && f.num != 4)) return 0;
+        if (f.num == 1 && !read_resource(f.s, o)) return 0;
+        if (f.num == 3 && !read_system(f.s, o)) return 0;
+        if (f.num == 4) o->body = f.s;
     }
-    return 1;
+    return w == 0;
 }
 
 static inline int has_sep(span_t s) {
@@ -191,19 +182,17 @@ static const char TAGS_NAME[] = "TAGS\x01";
 PyObject *py_send_one(PyObject *self, PyObject *args) {
     Py_buffer buf;
     if (!PyArg_ParseTuple(args, "y*:send_one", &buf)) return NULL;
-    const unsigned char *p = (const unsigned char *)buf.buf;
-    Py_ssize_t n = buf.len, k = 0;
+    reader_t r = {(const unsigned char *)buf.buf, buf.len, 0, 0};
     one_t o;
     memset(&o, 0, sizeof o);
-    uint32_t num;
-    span_t msg = {NULL, 0}, s;
-    uint64_t v;
-    int w, messages = 0, ok = 1;
-    while (ok && (w = next_field(p, n, &k, &num, &s, &v)) != 0) {
-        if (w != 2 || num != 1 || ++messages > 1) ok = 0;
-        else msg = s;
+    field_t f;
+    span_t msg = {NULL, 0};
+    int w = 0, ok = 1;
+    while (ok && (w = next_field(&r, &f)) > 0) {        /* one field: messages (a second is refused) */
+        if (f.wire != 2 || f.num != 1) ok = 0;
+        else msg = f.s;
     }
-    ok = ok && messages == 1 && read_message(msg, &o);
+    ok = ok && w == 0 && msg.p != NULL && read_message(msg, &o);
     /* encoded_one's rule */
     ok = ok && (o.type == 0 || o.type == 1) && o.id.n > 0 && o.body.n > 0 && !has_sep(o.id);
     ok = ok && !(o.has_tag && o.tag.n > 0 && has_sep(o.tag));
