@@ -113,8 +113,7 @@ class MessageStore:
         """``_running`` of a call that reads the consume queues, the index or the log: what puts
         left to dispatch (put_lock.py) is dispatched first, so a read sees every answered put."""
         self._running(call)
-        if self._put_lock.pending:
-            self._put_lock.drain()
+        self._put_lock.drain()
 
     def drain_dispatch(self) -> None:
         """Dispatch now what puts left pending (``put_batch(..., defer_dispatch=True)``; put_lock.py)."""
@@ -334,8 +333,8 @@ class MessageStore:
 
     def flush_queues(self) -> None:
         """Heal a failed dispatch, fsync queues and index, write the checkpoint (one round)."""
-        self._reading("flush_queues")
-        self._flush_queues()
+        self._running("flush_queues")
+        self._flush_queues()                # (which dispatches what puts left pending first)
 
     def _flush_queues(self) -> None:
         self._put_lock.drain()           # dispatches puts left for after their answer (put_lock.py)
@@ -670,8 +669,7 @@ class MessageStore:
         """
         if self.reader is None:
             return GetResult(GetStatus.SERVICE_NOT_AVAILABLE, offset, 0, 0)
-        if self._put_lock.pending:       # answered puts not dispatched yet: dispatched first (put_lock.py)
-            self._put_lock.drain()
+        self._put_lock.drain()           # answered puts not dispatched yet: dispatched first (put_lock.py)
         r = self.reader.get(group, topic, queue_id, offset, max_count, max_bytes, tags)
         if r.messages:
             self._count_read(topic, len(r.messages), sum(len(m.body) for m in r.messages))
@@ -683,8 +681,7 @@ class MessageStore:
         ``room`` bytes for a header (reader.py)."""
         if self.reader is None:
             return GetResult(GetStatus.SERVICE_NOT_AVAILABLE, offset, 0, 0)
-        if self._put_lock.pending:       # answered puts not dispatched yet: dispatched first (put_lock.py)
-            self._put_lock.drain()
+        self._put_lock.drain()           # answered puts not dispatched yet: dispatched first (put_lock.py)
         r = self.reader.get_raw(topic, queue_id, offset, max_count, max_bytes, room)
         if r.records is not None and len(r.records[0]):
             self._count_read(topic, len(r.records[0]), len(r.records[1]))
