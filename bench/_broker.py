@@ -72,7 +72,7 @@ class BrokerProcess:
             return ""
 
     def create_topic(self, name: str, queues: int) -> None:
-        from tidemq.protocol.admin import call
+        from tidemq.client.admin import call
         r = call(self.endpoint, "CreateTopic", {"name": name, "queues": queues})
         if not r.get("ok") or r.get("queues") != queues:
             raise BrokerError(f"CreateTopic {name}: {r}")

@@ -196,7 +196,7 @@ def start_server(kind: str, workdir: str, env: dict) -> _Proc:
     if kind == "tidemq":
         p = _Proc([sys.executable, "-m", "tidemq.cli.main", "serve", "--root", os.path.join(workdir, "store"),
                    "--port", "0"], "ready on ", env, workdir, os.path.join(workdir, "server.log"))
-        from tidemq.protocol.admin import call
+        from tidemq.client.admin import call
         r = call(p.endpoint, "CreateTopic", {"name": TOPIC, "queues": 8})
         if not r.get("ok"):
             p.stop()

@@ -30,7 +30,7 @@ from _store import QUEUES, TOPIC, fill, get_all, make_bodies, message_pool, stor
 
 from tidemq.config import MIB
 from tidemq.store import Message, MessageStore, PutResult, PutStatus
-from tidemq.store import codec
+from tidemq.record import codec
 from tidemq.store.consume_queue import UNIT
 
 SEG = 1024 * MIB

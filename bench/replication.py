@@ -29,7 +29,7 @@ from _broker import BrokerProcess
 from _common import Options, Sample, cores_note, paired_rounds, timed_sample
 from _report import Report, scratch_dir
 
-from tidemq.protocol.admin import call
+from tidemq.client.admin import call
 
 REFERENCE = "no replication"
 WARMUP = 1024

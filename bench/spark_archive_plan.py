@@ -30,7 +30,7 @@ import zlib
 import numpy as np
 from _report import Report, progress, scratch_dir
 
-from tidemq.crc import crc32
+from tidemq.record.crc import crc32
 from tidemq.config import StoreConfig
 from tidemq.spark import archive
 from tidemq.spark.decode import decode

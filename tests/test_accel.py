@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from tidemq import accel
 from tidemq.broker.produce import dedup, send_records
 from tidemq.protocol.send_frame import ID_MAX_BYTES, FrameError, decode_request, encode_request
-from tidemq.store import codec, framing, index_file, integrity, record_loop
+from tidemq.record import codec, framing, integrity
+from tidemq.store import index_file, record_loop
 from tidemq.store.topics import TopicState
 
 try:

@@ -8,7 +8,7 @@ Python twins run. Both give the same bytes and outcomes (tests/test_accel.py), a
 suite both ways (.ci/run).
 
 ``ACCEL`` is the module or None. The CRC inside the compiled loops is ISA-L's (the ``isal``
-package tidemq.crc uses, by the address of its exported ``crc32_gzip_refl``) when that is
+package tidemq.record.crc uses, by the address of its exported ``crc32_gzip_refl``) when that is
 loadable and agrees with the tables, else its own slice-by-8 tables: the same values either way.
 """
 

@@ -35,7 +35,7 @@ import json
 import logging
 from typing import Any, Callable, NamedTuple
 
-from .crc import crc32
+from .record.crc import crc32
 from .io import FileIO, read_whole, write_atomic
 
 log = logging.getLogger("tidemq")

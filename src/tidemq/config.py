@@ -27,6 +27,8 @@ import warnings
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Mapping
 
+from . import layout      # the store root's names, spelled once (StoreConfig's derived locations)
+
 log = logging.getLogger("tidemq.config")
 
 KIB = 1024
@@ -410,35 +412,29 @@ class StoreConfig(_Loadable):
             out[os.path.normpath(path)] = (min(a, b), b, c)
         return out
 
-    # Derived locations (the store root's layout: tidemq/store/layout.py) -----------
+    # Derived locations (the store root's layout: tidemq/layout.py) -----------
     @property
     def commitlog_paths(self) -> tuple[str, ...]:
-        from .store import layout
         return self.commitlog_dirs or (layout.commitlog_dir(self.root_dir),)
 
     @property
     def consumequeue_path(self) -> str:
-        from .store import layout
         return layout.consumequeue_dir(self.root_dir)
 
     @property
     def index_path(self) -> str:
-        from .store import layout
         return layout.index_dir(self.root_dir)
 
     @property
     def config_path(self) -> str:
-        from .store import layout
         return layout.config_dir(self.root_dir)
 
     @property
     def checkpoint_path(self) -> str:
-        from .store import layout
         return layout.checkpoint_path(self.root_dir)
 
     @property
     def abort_path(self) -> str:
-        from .store import layout
         return layout.abort_path(self.root_dir)
 
     @property

@@ -17,7 +17,7 @@ def test_topics_through_the_broker(tmp_path, broker_factory):
     assert r.exit_code == 0 and "3 queue(s)" in r.output
     r = run("topic", "list", "--endpoint", b.endpoint, "--json")
     doc = json.loads(r.output)
-    from tidemq.broker.deferred.parking import SYSTEM_TOPICS
+    from tidemq.broker.topic_names import SYSTEM_TOPICS
     user = [d for d in doc if d["topic"] not in SYSTEM_TOPICS]     # the broker's own are listed too
     assert [d["topic"] for d in user] == ["Made"] and len(user[0]["queues"]) == 3
     assert {d["topic"] for d in doc} - {"Made"} == SYSTEM_TOPICS

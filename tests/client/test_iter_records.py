@@ -223,7 +223,7 @@ def test_an_answer_of_a_stream_is_split_into_results_that_follow_on():
     from array import array
 
     from tidemq.client.client import RecordsResult, _split
-    from tidemq.store import codec
+    from tidemq.record import codec
     offsets = [5, 6, 7, 9, 10, 14, 15]                         # holes at 8 and 11-13
     recs = [codec.encode_record(body=b"b" * (10 * i), topic=b"T", properties=b"", queue_id=0, queue_offset=o,
                                 physical_offset=0, born_timestamp_ms=1, born_host=bytes(8), store_timestamp_ms=1,

@@ -5,7 +5,7 @@ from array import array
 
 import pytest
 
-from tidemq.crc import crc32
+from tidemq.record.crc import crc32
 from tidemq.protocol.pull_frame import (COUNT_MAX, WAIT_MS_MAX, FrameError, PullRequest, decode_request,
                                         decode_response, encode_head, encode_request, encode_response,
                                         frame_crc)

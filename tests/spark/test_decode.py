@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from tidemq.spark.decode import decode, positions_of
-from tidemq.store import codec
+from tidemq.record import codec
 
 from ..support.records import HOST, record, varied
 

@@ -21,7 +21,7 @@ def test_the_zip_holds_the_package_sources_and_no_caches(tmp_path):
         assert z.testzip() is None
         with open(os.path.join(TOP, "spark", "plan.py"), "rb") as f:
             assert z.read("tidemq/spark/plan.py") == f.read()
-    assert {"tidemq/__init__.py", "tidemq/spark/ship.py", "tidemq/store/codec.py", "tidemq/cli/main.py"} <= names
+    assert {"tidemq/__init__.py", "tidemq/spark/ship.py", "tidemq/record/codec.py", "tidemq/cli/main.py"} <= names
     assert not any("__pycache__" in n or n.endswith((".pyc", ".pyo")) for n in names)
     sources = {os.path.relpath(os.path.join(d, n), os.path.dirname(TOP))
                for d, _, files in os.walk(TOP) if "__pycache__" not in d for n in files if n.endswith(".py")}

@@ -130,8 +130,9 @@ def test_broker_mode_reads_the_archive_the_broker_names_or_the_one_it_is_given(s
         assert sorted(r.body for r in rows) == every
         assert len({(r.queue_id, r.queue_offset) for r in rows}) == n
     assert read(archivePath="").count() < n              # without the archive: what the log still holds
+    from tidemq.client.admin import call
     from tidemq.protocol import admin
-    got = admin.call(b2.endpoint, admin.ARCHIVE)
+    got = call(b2.endpoint, admin.ARCHIVE)
     assert got["ok"] and got["dest"] == dest and got["gaps"] == 0 and got["runs"] == [f"{dest}/run={report['run']}"]
     a = archive_of({"endpoints": b2.endpoint})
     assert (a.dest, a.runs) == (dest, (f"{dest}/run={report['run']}",))

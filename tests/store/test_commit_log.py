@@ -12,8 +12,9 @@ import zlib
 import pytest
 
 from tidemq.io import DiskUsage, OsFileIO
-from tidemq.store import GetStatus, Message, PutReason, PutStatus, codec
-from tidemq.store.codec import FIXED_OVERHEAD, REC_BLANK, REC_OK, check_record, record_size
+from tidemq.record import codec
+from tidemq.store import GetStatus, Message, PutReason, PutStatus
+from tidemq.record.codec import FIXED_OVERHEAD, REC_BLANK, REC_OK, check_record, record_size
 from tidemq.store.mapped_file import segment_name
 from tidemq.testing.faulty_io import FaultyFileIO
 

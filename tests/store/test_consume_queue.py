@@ -10,19 +10,16 @@ import struct
 import pytest
 
 from tidemq.io import OsFileIO
+from tidemq.record.codec import tags_hash
 from tidemq.store import GetStatus, Message, StoreError
-from tidemq.store.codec import tags_hash
 from tidemq.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue, HandleCache
 from tidemq.store.mapped_file import segment_name
 from tidemq.testing.faulty_io import FaultyFileIO
 
+from ..support.fds import fd_count
 from ..support.store import NothingUnsyncedSurvives, memory_config
 
 UNITS = 16
-
-
-def fd_count() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 def units(start: int, n: int) -> bytes:
@@ -157,12 +154,12 @@ def test_put_unit_checked(cq):
 def test_handle_cache_is_bounded(tmp_path):
     fio = OsFileIO()
     c = HandleCache(fio, 8)
-    before = fd_count()
+    before = fd_count(tmp_path)
     try:
         for i in range(50):
             with c.use(str(tmp_path / f"f{i}"), create=True) as h:
                 fio.pwrite(h, b"x", 0)
-            assert fd_count() - before <= 8
+            assert fd_count(tmp_path) - before <= 8
         # a handle in use is never closed under its user
         with c.use(str(tmp_path / "f0")) as h0:
             for i in range(1, 30):
@@ -171,7 +168,7 @@ def test_handle_cache_is_bounded(tmp_path):
             assert fio.pread(h0, 1, 0) == b"x"
     finally:
         c.close_all()
-    assert fd_count() == before
+    assert fd_count(tmp_path) == before
 
 
 def test_the_last_file_written_keeps_its_handle_for_the_next_writes(tmp_path):
@@ -180,7 +177,7 @@ def test_the_last_file_written_keeps_its_handle_for_the_next_writes(tmp_path):
     and land where it belongs; closing gives every handle back."""
     fio = OsFileIO()
     c = HandleCache(fio, 4)
-    before = fd_count()
+    before = fd_count(tmp_path)
     qs = [ConsumeQueue(fio, str(tmp_path / "cq"), "T", q, UNITS, c) for q in range(3)]
     try:
         for q in qs:
@@ -204,7 +201,7 @@ def test_the_last_file_written_keeps_its_handle_for_the_next_writes(tmp_path):
         for q in qs:
             q.close()
         c.close_all()
-    assert c.pinned == 0 and fd_count() == before
+    assert c.pinned == 0 and fd_count(tmp_path) == before
 
 
 # Through the store ------------------------------------------------------------------

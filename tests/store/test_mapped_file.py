@@ -10,6 +10,8 @@ import pytest
 from tidemq.io import OsFileIO
 from tidemq.store.mapped_file import MappedFile, parse_segment_name, segment_name
 
+from ..support.fds import fd_count
+
 SIZE = 64 * 1024
 
 
@@ -23,10 +25,6 @@ def mf(fio, tmp_path):
     m = MappedFile.create(fio, str(tmp_path), 0, SIZE)
     yield m
     m.close()
-
-
-def fd_count() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 def test_segment_name_is_20_digits():
@@ -138,17 +136,17 @@ def test_hold_release_counts(mf):
 
 
 def test_destroy_without_readers_deletes_at_once(fio, tmp_path):
-    before = fd_count()
+    before = fd_count(tmp_path)
     m = MappedFile.create(fio, str(tmp_path), 0, SIZE)
     assert m.destroy(now_ms=1000, force_after_ms=60_000) is True
     assert not os.path.exists(m.path)
     assert not m.available
     assert not m.hold()
-    assert fd_count() == before                  # handle closed
+    assert fd_count(tmp_path) == before                  # handle closed
 
 
 def test_destroy_waits_for_readers(fio, tmp_path):
-    before = fd_count()
+    before = fd_count(tmp_path)
     m = MappedFile.create(fio, str(tmp_path), 0, SIZE)
     m.buf[:4] = b"data"
     assert m.hold()
@@ -166,11 +164,11 @@ def test_destroy_waits_for_readers(fio, tmp_path):
     m.release()
     assert m.destroy(now_ms=6000, force_after_ms=5000) is True
     assert not os.path.exists(m.path)
-    assert fd_count() == before
+    assert fd_count(tmp_path) == before
 
 
 def test_destroy_is_forced_after_the_interval(fio, tmp_path, caplog):
-    before = fd_count()
+    before = fd_count(tmp_path)
     m = MappedFile.create(fio, str(tmp_path), 0, SIZE)
     assert m.hold()
     view = m.buf[0:16]                    # a view a reader still has
@@ -184,7 +182,7 @@ def test_destroy_is_forced_after_the_interval(fio, tmp_path, caplog):
     m.release()
     assert m.refs == 0
     del view
-    assert fd_count() == before
+    assert fd_count(tmp_path) == before
 
 
 def test_destroy_timer_starts_at_the_first_call(fio, tmp_path):
@@ -201,24 +199,24 @@ def test_destroy_timer_starts_at_the_first_call(fio, tmp_path):
 
 
 def test_last_release_after_destroy_unmaps(fio, tmp_path):
-    before = fd_count()
+    before = fd_count(tmp_path)
     m = MappedFile.create(fio, str(tmp_path), 0, SIZE)
     assert m.hold()
     assert m.destroy(0, 60_000) is False
     m.release()
     # unmapped and closed by the release, the file waits for the retried destroy
     assert m.mapping is None
-    assert fd_count() == before
+    assert fd_count(tmp_path) == before
     assert os.path.exists(m.path)
     assert m.destroy(1, 60_000) is True
     assert not os.path.exists(m.path)
 
 
 def test_close_keeps_the_file(fio, tmp_path):
-    before = fd_count()
+    before = fd_count(tmp_path)
     m = MappedFile.create(fio, str(tmp_path), 0, SIZE)
     m.close()
     m.close()                               # twice is harmless
     assert os.path.exists(m.path)
     assert not m.hold()
-    assert fd_count() == before
+    assert fd_count(tmp_path) == before

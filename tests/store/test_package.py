@@ -1,5 +1,6 @@
-"""``tidemq.store``'s public names load on first use: importing the codec alone stays cheap, and
-every name the package exported is still there."""
+"""``tidemq.store``'s public names load on first use: importing tidemq.store alone stays
+cheap, every name the package exported is still there, and the record format (tidemq.record) needs no
+part of the store."""
 
 import json
 import subprocess
@@ -14,8 +15,18 @@ def test_every_public_name_resolves():
     assert set(store.__all__) <= set(dir(store))
 
 
-def test_importing_the_codec_does_not_load_the_engine():
-    code = "import json, sys, tidemq.store.codec; print(json.dumps(sorted(sys.modules)))"
-    mods = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+def loaded_after(statement: str) -> list[str]:
+    code = f"import json, sys; {statement}; print(json.dumps(sorted(sys.modules)))"
+    return json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                                      timeout=120).stdout)
-    assert not [m for m in mods if m in ("tidemq.store.store", "tidemq.store.types", "numpy", "pyarrow")]
+
+
+def test_the_record_codec_needs_no_part_of_the_store():
+    mods = loaded_after("import tidemq.record.codec")
+    assert not [m for m in mods if m.startswith("tidemq.store") or m in ("numpy", "pyarrow")]
+
+
+def test_the_config_loads_the_layout_not_the_store():
+    mods = loaded_after("import tidemq.config")
+    assert "tidemq.layout" in mods
+    assert not [m for m in mods if m.startswith("tidemq.store") or m in ("numpy", "pyarrow")]

@@ -2,7 +2,7 @@
 records as put_batch, with the same refusals; get_raw skips holes and reports what it skipped."""
 
 from tidemq.store import GetStatus, Message, MessageStore, PutStatus
-from tidemq.store import codec
+from tidemq.record import codec
 
 
 def props(tags=None, keys=None, uniq=None, **user) -> bytes:

@@ -1,6 +1,7 @@
 """StoreReader (the read path) on its own, and how MessageStore answers reads when it is not running."""
 
-from tidemq.store import GetStatus, Message, MessageStore, codec
+from tidemq.record import codec
+from tidemq.store import GetStatus, Message, MessageStore
 from tidemq.store.reader import StoreReader
 from tidemq.testing.faulty_io import FaultyFileIO
 
@@ -35,7 +36,7 @@ def test_reads_before_start_and_after_shutdown_answer_service_not_available(make
 
 
 def _records(g):
-    from tidemq.store import codec
+    from tidemq.record import codec
     sizes, data = g.records
     out, pos = [], 0
     for size in sizes:

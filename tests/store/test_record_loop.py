@@ -9,7 +9,8 @@ from array import array
 
 import pytest
 
-from tidemq.store import codec, record_loop
+from tidemq.record import codec
+from tidemq.store import record_loop
 from tidemq.store.consume_queue import UNIT
 from tidemq.store.topics import TopicState
 

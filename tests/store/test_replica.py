@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from tidemq.store import Message, MessageStore, codec
+from tidemq.record import codec
+from tidemq.store import Message, MessageStore
 from tidemq.store.replica import ReplicaError
 
 from tests.support.store import slices, small_config, topic_bodies

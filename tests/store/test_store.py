@@ -12,8 +12,8 @@ import pytest
 
 from tidemq.store import GetStatus, Message, MessageStore, PutStatus, StoreConfig
 from tidemq.io import LockedError, ManualClock, OsFileIO
-from tidemq.store import codec
-from tidemq.store.codec import encode_host, offset_msg_id, parse_offset_msg_id
+from tidemq.record import codec
+from tidemq.record.codec import encode_host, offset_msg_id, parse_offset_msg_id
 from tidemq.store.mapped_file import segment_name
 from tidemq.testing.faulty_io import FaultyFileIO
 

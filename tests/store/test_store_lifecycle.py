@@ -11,7 +11,7 @@ import random
 import pytest
 
 from tidemq.io import LockedError
-from tidemq.store import (GetStatus, codec, Message, MessageStore, PutReason, PutStatus, StoreError, StoreNotRunning,
+from tidemq.store import (GetStatus, Message, MessageStore, PutReason, PutStatus, StoreError, StoreNotRunning,
                           StoreState)
 from tidemq.testing.faulty_io import FaultyFileIO
 

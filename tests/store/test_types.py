@@ -5,7 +5,7 @@ lifecycle states and the error a call gets from a store that is not running."""
 
 import pytest
 
-from tidemq.store import codec
+from tidemq.record import codec
 from tidemq.store.types import (GetResult, GetStatus, Message, PutReason, PutResult, PutResults, PutStatus,
                                 StoreError, StoreNotRunning, StoreState)
 

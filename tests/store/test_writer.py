@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from tidemq.io import DiskUsage, OsFileIO
-from tidemq.store import GetStatus, Message, MessageStore, PutReason, PutResult, PutStatus, codec
+from tidemq.record import codec
+from tidemq.store import GetStatus, Message, MessageStore, PutReason, PutResult, PutStatus
 from tidemq.store.commit_log import Prepared
 from tidemq.store.types import PutResults
 from tidemq.store.writer import (StoreWriter, check_body, check_numbers, check_properties_size, check_queue_id,

@@ -147,9 +147,9 @@ def stored(root, topic):
 
 
 def admin_call(endpoint: str, method: str, request: dict | None = None) -> dict:
-    """tidemq.protocol.admin.call with a deadline no stall reaches."""
-    from tidemq.protocol import admin
-    return admin.call(endpoint, method, request, timeout_s=60.0)
+    """tidemq.client.admin.call with a deadline no stall reaches."""
+    from tidemq.client.admin import call
+    return call(endpoint, method, request, timeout_s=60.0)
 
 
 def topic_end(endpoint: str, topic: str) -> int:

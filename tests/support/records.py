@@ -1,7 +1,7 @@
 """Records laid out as the commit log stores them, with varied properties (tags, keys, UNIQ_KEY,
 non-ASCII values, an empty body): what the Spark decoder's tests read."""
 
-from tidemq.store import codec
+from tidemq.record import codec
 
 HOST = codec.encode_host("127.0.0.1:10911")
 

@@ -6,7 +6,7 @@
    tests/test_accel.py holds them to it (random batches, damaged input), and CI runs the suite
    both ways. Nothing here does I/O, allocates segments or decides policy: bytes in, bytes out.
 
-   The commit-log record, big-endian (the RocketMQ v1 layout, tidemq/store/codec.py):
+   The commit-log record, big-endian (the RocketMQ v1 layout, tidemq/record/codec.py):
 
        off  size  field
          0   4    TOTALSIZE                  whole record
@@ -35,7 +35,7 @@
    A consume-queue unit is 20 bytes: commit-log offset i64 | size i32 | tags hash i64.
 
    Functions:
-     crc32(data, value=0)                    zlib's CRC-32 (ISA-L's when tidemq.crc found it)
+     crc32(data, value=0)                    zlib's CRC-32 (ISA-L's when tidemq.record.crc found it)
      use_crc(address)                        take ISA-L's crc32_gzip_refl at this address
      append(...)                             pack prepared messages into a segment (commit_log.py)
      append_slices(...)                      pack messages given as slices of one buffer (commit_log.py)
@@ -49,7 +49,7 @@
      window_find(...), window_put(...)       the dedup window's tables (dedup.py)
      decode_run(cls, data, sizes)            records back to back as StoredMessage objects
      frame_records(buf, starts, sizes, room) a queue's records copied after room for a header, checked
-     fill_room(frame, head)                  the header written into that room (store/framing.py)
+     fill_room(frame, head)                  the header written into that room (record/framing.py)
    Each one's contract is in its Python twin's docstring; the argument lists are in the source
    files: crc.c (crc32, use_crc), write.c (append, append_slices, index_put, index_put_hashed),
    frame.c (frame_slices), send_one.c (send_one), dedup.c (id_hash, window_find, window_put), read.c (scan_run, damaged,
@@ -74,7 +74,7 @@
 #define TAIL_MIN 23
 #define UNIT_SIZE 20
 
-/* CRC-32 (crc.c): ISA-L's function when tidemq.crc found it (use_crc), else slice-by-8 tables */
+/* CRC-32 (crc.c): ISA-L's function when tidemq.record.crc found it (use_crc), else slice-by-8 tables */
 typedef uint32_t (*crc_fn)(uint32_t, const unsigned char *, uint64_t);
 extern crc_fn accel_isal_crc;
 void accel_crc_init_tables(void);

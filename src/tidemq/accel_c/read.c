@@ -182,7 +182,7 @@ done:
 
 /* ---------------------------------------------------------------------- frame_records() */
 
-/* frame_records(buf, starts, sizes, room) -> (frame, bad): store/framing.frame_records. A new
+/* frame_records(buf, starts, sizes, room) -> (frame, bad): record/framing.frame_records. A new
    bytes object: ``room`` zero bytes, the sizes as i32 little-endian, then the records at
    ``starts`` (int64 buffers of one length, each record within buf) copied back to back; ``bad``
    lists the records that fail their CRCs, checked on the copy (a second pass: checking each

@@ -13,6 +13,7 @@ import grpc
 from ..protocol import admin as api
 from ..store import MessageStore
 from ..store.archive import archive_summary
+from .topic_names import SYSTEM_TOPICS
 
 log = logging.getLogger("tidemq.broker")
 
@@ -136,7 +137,6 @@ class Admin:
     def delete_topic(self, req: dict) -> dict:
         """mqadmin deleteTopic: the store forgets the topic; the groups' offsets and pop cursors of
         it go too (a topic created again with the name starts from nothing)."""
-        from .deferred.parking import SYSTEM_TOPICS
         if (no := self._follower()) is not None:
             return no
         try:

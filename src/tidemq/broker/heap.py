@@ -1,6 +1,6 @@
 """glibc's malloc told to keep the broker's big buffers rather than map fresh pages for each.
 
-A PullRecords answer is one buffer of up to 16 MiB (more when a reader asks: store/framing.py),
+A PullRecords answer is one buffer of up to 16 MiB (more when a reader asks: record/framing.py),
 and gRPC copies it into buffers of its own. glibc serves an allocation that large with a fresh
 mmap unless its threshold, which it adjusts as blocks are freed, has grown past the size; the
 pages of a fresh mapping fault in one at a time (4 KiB each, ~4,000 faults for 16 MiB) and are

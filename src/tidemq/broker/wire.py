@@ -23,7 +23,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from ..protocol.stubs import MESSAGE_TYPE_NAMES, DigestType, Encoding, MessageType, pb
 from ..store import Message
-from ..store.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage, check_property_text, tags_hash
+from ..record.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage, check_property_text, tags_hash
 from .deferred.parking import PARKING, PROP_DELIVER_MS
 
 PROP_MESSAGE_GROUP = "__SHARDINGKEY"

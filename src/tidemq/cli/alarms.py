@@ -28,10 +28,10 @@ def alarms(endpoint, config_file, mem_bytes, mem_ratio, disk_bytes, as_json) -> 
     """Are sends held or refused, and why; exit 1 while they are (rabbitmq-diagnostics check_local_alarms)."""
     from ..protocol import admin as api
     from .status import print_verdict
-    from .topic import _admin
+    from .common import admin_call
     quiet_logs()
     changes = {k: v for k, v in zip(api.ALARM_LIMITS, (mem_bytes, mem_ratio, disk_bytes)) if v is not None}
-    st = _admin(endpoint, api.SET_ALARM_LIMITS if changes else api.ALARMS, changes or None, config_file)["alarms"]
+    st = admin_call(endpoint, api.SET_ALARM_LIMITS if changes else api.ALARMS, changes or None, config_file)["alarms"]
     blocked = st["verdict"]["writes"] != "accepted"
     from .config import until_restart
     said = [until_restart(k, v, endpoint) for k, v in changes.items()]

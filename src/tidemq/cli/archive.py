@@ -35,7 +35,7 @@ def archive(root, dest, commitlog_dirs, master, as_json) -> None:
     """Write every sealed, not yet archived segment to Parquet partitioned by topic and day,
     then record it in the manifest (what archive_before_delete lets the cleaner delete).
     Runs next to the store (it reads the segment files); a running broker is fine."""
-    from ..store.layout import root_problem
+    from ..layout import root_problem
     root = os.path.abspath(root)
     problem = root_problem(root)
     if problem is not None:

@@ -23,15 +23,15 @@ from .output import emit_json, fail, out
 @click.option("--json", "as_json", is_flag=True)
 def clean(force, yes, wait_s, endpoint, config_file, as_json) -> None:
     """Run the broker's cleanup now and say what it freed."""
-    from .topic import _admin
+    from .common import admin_call
     quiet_logs()
     if not force:
         fail("give --force: cleanup deletes commit-log segments")
     if not yes:
         click.confirm(f"delete expired commit-log segments of the broker at {endpoint} now?", abort=True)
-    before = _admin(endpoint, "DiskStatus", config_file=config_file)["status"]
+    before = admin_call(endpoint, "DiskStatus", config_file=config_file)["status"]
     since = before["last_round"]["at_ms"]
-    _admin(endpoint, "DeleteExpired", config_file=config_file)
+    admin_call(endpoint, "DeleteExpired", config_file=config_file)
     end = time.monotonic() + wait_s
     rounds = 0
     st = before
@@ -76,9 +76,9 @@ def _totals(commitlog: dict) -> tuple[int, int]:
 
 def _next_round(endpoint, config_file, since_ms: int, end: float) -> dict | None:
     """The disk status once a cleanup round after ``since_ms`` has run; None at ``end``."""
-    from .topic import _admin
+    from .common import admin_call
     while time.monotonic() < end:
-        st = _admin(endpoint, "DiskStatus", config_file=config_file)["status"]
+        st = admin_call(endpoint, "DiskStatus", config_file=config_file)["status"]
         if st["last_round"]["at_ms"] != since_ms:
             return st
         time.sleep(0.2)

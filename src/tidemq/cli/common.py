@@ -36,7 +36,7 @@ def load_store_config(root: str | None, config_file: str | None, remembered: boo
 def existing_root(root: str) -> None:
     """Exit 2 in one line unless ``root`` is the root of a store: commands on a stopped store never
     make one (a mistyped --root would become an empty store that verifies "OK"); `serve` does."""
-    from ..store.layout import root_problem
+    from ..layout import root_problem
     from .output import fail
     problem = root_problem(root)
     if problem is not None:
@@ -85,3 +85,34 @@ def client_options(config_file: str | None) -> dict:
 
 endpoint_option = click.option("--endpoint", default="127.0.0.1:8081", show_default=True, envvar="TIDEMQ_ENDPOINT",
                                help="HOST:PORT of a running broker")
+
+
+def admin_call(endpoint: str, method: str, request: dict | None = None, config_file: str | None = None) -> dict:
+    """Call the broker's admin service; signed and over TLS when the broker settings (TIDEMQ_* or the
+    TOML file's [broker] section) say so: the TLS certificate is the one trusted."""
+    import time
+
+    import grpc
+
+    from ..config import BrokerConfig, ConfigError
+    from ..client.admin import call
+    from ..protocol.signing import date_time, signed_metadata
+    from .output import fail
+    try:
+        cfg = BrokerConfig.load(toml_path=config_file, section="broker")
+        roots = None
+        if cfg.tls_enabled:
+            with open(cfg.tls_cert_file, "rb") as f:
+                roots = f.read()
+    except (ConfigError, OSError) as e:
+        fail(f"broker settings: {e}", code=2)
+    md = None
+    if cfg.auth_enabled:
+        md = signed_metadata(cfg.access_key, cfg.secret_key, date_time(time.time()))
+    try:
+        r = call(endpoint, method, request, metadata=md, root_certificates=roots)
+    except grpc.RpcError as e:
+        fail(f"broker at {endpoint}: {e.code().name}: {e.details()}", code=2)
+    if not r.get("ok"):
+        fail(r.get("error", "refused"))
+    return r

@@ -24,9 +24,9 @@ def config() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def show(endpoint, config_file, as_json) -> None:
     """Every setting in effect."""
-    from .topic import _admin
+    from .common import admin_call
     quiet_logs()
-    r = _admin(endpoint, "Config", config_file=config_file)
+    r = admin_call(endpoint, "Config", config_file=config_file)
     from ..protocol import admin as api
     doc = {"store": r["store"], "broker": r["broker"], "changeable_at_run_time": list(api.ALARM_LIMITS)}
     if as_json:
@@ -47,7 +47,7 @@ def show(endpoint, config_file, as_json) -> None:
 def set_(key, value, endpoint, config_file) -> None:
     """Change KEY to VALUE on the running broker (until it restarts)."""
     from ..protocol import admin as api
-    from .topic import _admin
+    from .common import admin_call
     quiet_logs()
     if key not in api.ALARM_LIMITS:
         fail(f"{key} cannot change at run time; those that can: {', '.join(api.ALARM_LIMITS)} "
@@ -56,7 +56,7 @@ def set_(key, value, endpoint, config_file) -> None:
         v = float(value) if key.endswith("ratio") else int(value)
     except ValueError:
         fail(f"{key}: {value!r} is not a number")
-    _admin(endpoint, api.SET_ALARM_LIMITS, {key: v}, config_file)
+    admin_call(endpoint, api.SET_ALARM_LIMITS, {key: v}, config_file)
     out.print(until_restart(key, v, endpoint), markup=False)
 
 

@@ -30,8 +30,8 @@ def disk(root, config_file, endpoint, as_json, verbose) -> None:
     writes are refused (or, through --endpoint, held by an alarm)."""
     quiet_logs(verbose)
     if endpoint:
-        from .topic import _admin
-        answer = _admin(endpoint, "DiskStatus", config_file=config_file)
+        from .common import admin_call
+        answer = admin_call(endpoint, "DiskStatus", config_file=config_file)
         st, verdict = answer["status"], answer.get("verdict")
     else:
         st = _offline_status(root, config_file)

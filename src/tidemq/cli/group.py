@@ -20,8 +20,8 @@ from .output import emit_json, fail, out, table
 
 
 def _lag(endpoint: str, config_file: str | None, group: str | None) -> dict:
-    from .topic import _admin
-    return _admin(endpoint, "Groups", {"group": group} if group else {}, config_file)
+    from .common import admin_call
+    return admin_call(endpoint, "Groups", {"group": group} if group else {}, config_file)
 
 
 @click.group()
@@ -97,9 +97,9 @@ def reset(name, topic, to, endpoint, config_file, as_json) -> None:
     """Move the group's position on every queue of TOPIC (kafka-consumer-groups --reset-offsets):
     committed offsets of pull consumers, the cursor of pop consumers (their in-flight messages
     are forgotten: delivered again from there)."""
-    from .topic import _admin
+    from .common import admin_call
     quiet_logs()
-    done = _admin(endpoint, "ResetGroup", {"group": name, "topic": topic, "to": _to(to)}, config_file)["reset"]
+    done = admin_call(endpoint, "ResetGroup", {"group": name, "topic": topic, "to": _to(to)}, config_file)["reset"]
     if as_json:
         emit_json(done)
         return

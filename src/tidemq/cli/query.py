@@ -23,7 +23,7 @@ from .output import emit_json, fail, table
 @click.option("--json", "as_json", is_flag=True)
 def query(topic, key, msg_id, offset, queue, ts, n, endpoint, config_file, as_json) -> None:
     """Find messages by key, id, commit-log offset or queue and time."""
-    from .topic import _admin
+    from .common import admin_call
     quiet_logs()
     if (queue is None) != (ts is None):
         raise click.UsageError("--queue and --time go together")
@@ -32,7 +32,7 @@ def query(topic, key, msg_id, offset, queue, ts, n, endpoint, config_file, as_js
         given.update(queue=queue, timestamp_ms=ts)
     if len(set(given) - {"timestamp_ms"}) != 1:
         raise click.UsageError("give one of --key, --id, --offset, --queue with --time")
-    msgs = _admin(endpoint, "Query", {"topic": topic, "max": n, **given}, config_file)["messages"]
+    msgs = admin_call(endpoint, "Query", {"topic": topic, "max": n, **given}, config_file)["messages"]
     if as_json:
         emit_json(msgs)
     else:

@@ -29,16 +29,16 @@ def replication() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def status(endpoint, config_file, as_json) -> None:
     """This broker's role, epoch and leader; a leader's followers with their lag; a follower's copy."""
-    from .status import _replication
-    from .topic import _admin
+    from .status import print_replication
+    from .common import admin_call
     quiet_logs()
-    rep = _admin(endpoint, "Replication", config_file=config_file)["replication"]
+    rep = admin_call(endpoint, "Replication", config_file=config_file)["replication"]
     if as_json:
         emit_json(rep)
     elif rep is None:
         out.print("this broker is in no broker group (one broker, no replication)")
     else:
-        _replication(rep)
+        print_replication(rep)
 
 
 @replication.command("promote")
@@ -47,12 +47,12 @@ def status(endpoint, config_file, as_json) -> None:
 @click.option("--followers", default="", help="HOST:PORT,... of the other members: each then follows the new leader")
 def promote(endpoint, config_file, followers) -> None:
     """Make the broker at --endpoint the leader of its group (a new epoch), then the --followers follow it."""
-    from .topic import _admin
+    from .common import admin_call
     quiet_logs()
-    r = _admin(endpoint, "Promote", config_file=config_file)
+    r = admin_call(endpoint, "Promote", config_file=config_file)
     out.print(f"{endpoint} leads, epoch {r['epoch']}")
     for f in (x.strip() for x in followers.split(",") if x.strip()):
-        _admin(f, "Follow", {"leader": endpoint}, config_file)
+        admin_call(f, "Follow", {"leader": endpoint}, config_file)
         out.print(f"{f} follows {endpoint}")
 
 
@@ -62,9 +62,9 @@ def promote(endpoint, config_file, followers) -> None:
 @click.option("--leader", required=True, help="HOST:PORT of the leader to follow")
 def follow(endpoint, config_file, leader) -> None:
     """Make the broker at --endpoint follow --leader (it first cuts what diverged)."""
-    from .topic import _admin
+    from .common import admin_call
     quiet_logs()
     if leader == endpoint:
         fail("a broker cannot follow itself")
-    _admin(endpoint, "Follow", {"leader": leader}, config_file)
+    admin_call(endpoint, "Follow", {"leader": leader}, config_file)
     out.print(f"{endpoint} follows {leader}")

@@ -108,7 +108,7 @@ def check_root(root: str) -> None:
     """A root that is a file is an error; a new store is said, never made silently."""
     import os
 
-    from ..store.layout import root_problem
+    from ..layout import root_problem
     problem = root_problem(root)
     if problem is None:
         return

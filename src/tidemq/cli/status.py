@@ -33,12 +33,12 @@ def print_verdict(v: dict) -> None:
                                               "and which group owns which queues (from the coordinator)")
 def status(endpoint, config_file, as_json, cluster) -> None:
     """The broker at a glance; exit 1 while writes are held or refused."""
-    from .topic import _admin
+    from .common import admin_call
     quiet_logs()
     if cluster:
-        _cluster(_admin(endpoint, "Cluster", config_file=config_file)["cluster"], as_json)
+        _cluster(admin_call(endpoint, "Cluster", config_file=config_file)["cluster"], as_json)
         return
-    st = _admin(endpoint, "Status", config_file=config_file)["status"]
+    st = admin_call(endpoint, "Status", config_file=config_file)["status"]
     accepted = st["verdict"]["writes"] == "accepted" or _following(st)
     if as_json:
         emit_json(st)
@@ -50,7 +50,7 @@ def status(endpoint, config_file, as_json, cluster) -> None:
     al = st["alarms"]
     rep = st.get("replication")
     if rep:
-        _replication(rep)
+        print_replication(rep)
     out.print("alarms: " + ", ".join(f"{k} {'RAISED' if a['raised'] else 'clear'}" for k, a in al.items()))
     d = st["disk"]
     th = d["directories"][0]["thresholds_percent"] if d["directories"] else {}
@@ -73,7 +73,7 @@ def _following(st: dict) -> bool:
     return rep.get("role") == "follower" and all(r["code"] == "NOT_LEADER" for r in st["verdict"]["reasons"])
 
 
-def _replication(rep: dict) -> None:
+def print_replication(rep: dict) -> None:
     """This broker's place in its group; a leader's followers with their lag, a follower's copy."""
     out.print(f"broker group {rep['group']}: {rep['member']} is {rep['role']} (epoch {rep['epoch'] or rep['known_epoch']}, "
               f"{rep['mode']} replication, leader {rep['leader'] or 'being elected'})"

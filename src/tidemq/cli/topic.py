@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from .common import config_option, open_store, quiet_logs, root_option
+from .common import admin_call, config_option, open_store, quiet_logs, root_option
 from ..words import human_bytes
 from .output import emit_json, fail, table
 
@@ -21,36 +21,6 @@ def topic() -> None:
 
 endpoint_option = click.option("--endpoint", default=None, envvar="TIDEMQ_ENDPOINT",
                                help="HOST:PORT of a running broker (else the store directory is opened)")
-
-
-def _admin(endpoint: str, method: str, request: dict | None = None, config_file: str | None = None) -> dict:
-    """Call the broker's admin service; signed and over TLS when the broker settings (TIDEMQ_* or the
-    TOML file's [broker] section) say so: the TLS certificate is the one trusted."""
-    import time
-
-    import grpc
-
-    from ..config import BrokerConfig, ConfigError
-    from ..protocol.admin import call
-    from ..protocol.signing import date_time, signed_metadata
-    try:
-        cfg = BrokerConfig.load(toml_path=config_file, section="broker")
-        roots = None
-        if cfg.tls_enabled:
-            with open(cfg.tls_cert_file, "rb") as f:
-                roots = f.read()
-    except (ConfigError, OSError) as e:
-        fail(f"broker settings: {e}", code=2)
-    md = None
-    if cfg.auth_enabled:
-        md = signed_metadata(cfg.access_key, cfg.secret_key, date_time(time.time()))
-    try:
-        r = call(endpoint, method, request, metadata=md, root_certificates=roots)
-    except grpc.RpcError as e:
-        fail(f"broker at {endpoint}: {e.code().name}: {e.details()}", code=2)
-    if not r.get("ok"):
-        fail(r.get("error", "refused"))
-    return r
 
 
 @topic.command("create")
@@ -80,7 +50,7 @@ def create(name, queues, space_policy, groups, endpoint, root, config_file) -> N
             req["space_policy"] = space_policy
         if groups:
             req["groups"] = [g.strip() for g in groups.split(",") if g.strip()]
-        r = _admin(endpoint, api.CREATE_TOPIC, req, config_file)
+        r = admin_call(endpoint, api.CREATE_TOPIC, req, config_file)
         owners = "".join(f"; {g}: queues {','.join(map(str, q))}" for g, q in (r.get("owners") or {}).items())
         policy = f", space policy {r['space_policy']}" if r.get("space_policy") else ""
         click.echo(f"topic {name}: {r['queues']} queue(s){policy}{owners}")
@@ -110,7 +80,7 @@ def delete(name, yes, endpoint, root, config_file, as_json) -> None:
         fail("nothing deleted", code=1)
     if endpoint:
         from ..protocol import admin as api
-        done = _admin(endpoint, api.DELETE_TOPIC, {"topic": name}, config_file)
+        done = admin_call(endpoint, api.DELETE_TOPIC, {"topic": name}, config_file)
     else:
         store = _open(root, config_file)
         try:
@@ -135,7 +105,7 @@ def list_(endpoint, root, config_file, as_json) -> None:
     quiet_logs()
     if endpoint:
         from ..protocol import admin as api
-        doc = _admin(endpoint, api.LIST_TOPICS, config_file=config_file)["topics"]
+        doc = admin_call(endpoint, api.LIST_TOPICS, config_file=config_file)["topics"]
     else:
         doc = _list_offline(root, config_file)
     if as_json:
@@ -168,7 +138,7 @@ def status(name, endpoint, root, config_file, as_json) -> None:
     quiet_logs()
     if endpoint:
         from ..protocol import admin as api
-        doc = _admin(endpoint, api.TOPIC_STATUS, {"topic": name}, config_file)
+        doc = admin_call(endpoint, api.TOPIC_STATUS, {"topic": name}, config_file)
     else:
         from ..broker.observe.query import topic_status
         store = _open(root, config_file)

@@ -25,7 +25,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from ..protocol import data, pull_frame, send_frame
 from ..protocol.signing import date_time, signed_metadata
 from ..protocol.stubs import Code, Encoding, MessageType, pb, sgrpc, spb
-from ..store.codec import OFF_QUEUEOFFSET, decode_records
+from ..record.codec import OFF_QUEUEOFFSET, decode_records
 from .errors import ClientError
 from .results import SendResult, SendResults
 from .send_stream import FrameStream, Unsupported

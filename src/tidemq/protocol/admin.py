@@ -3,7 +3,8 @@
 No .proto of our own (a second descriptor set would only add risk, see
 docs/broker-protocol.md P1): generic unary methods with UTF-8 JSON bodies. Served by
 broker/admin.py; called by the CLI (``tidemq topic --endpoint``, ``tidemq alarms``), the
-benchmarks and tests through :func:`call`. Loopback only by default, like the broker
+benchmarks and tests through tidemq.client.admin.call (this module is bytes in, values out: no
+channel). Loopback only by default, like the broker
 itself; signed like every call when authentication is on (``metadata``:
 signing.signed_metadata). Every answer has ``ok``; ``ok: false`` comes with ``error``
 (text for people) and ``code`` (a ``Refusal``, for programs: BAD_REQUEST, LIMIT_EXCEEDED,
@@ -85,7 +86,6 @@ from __future__ import annotations
 import enum
 import json
 
-import grpc
 
 SERVICE = "tidemq.Admin"
 
@@ -277,16 +277,3 @@ class LimitError(ValueError):
 
 def refused(error: str, code: Refusal = Refusal.BAD_REQUEST) -> dict:
     return {"ok": False, "error": error, "code": code.value}
-
-
-def call(endpoint: str, method: str, request: dict | None = None, timeout_s: float = 10.0,
-         metadata=None, root_certificates: bytes | None = None) -> dict:
-    """Call an admin method of a running broker (metadata: signing.signed_metadata(...) when auth is
-    on; root_certificates: the PEM to trust when the broker speaks TLS)."""
-    if root_certificates is not None:
-        channel = grpc.secure_channel(endpoint, grpc.ssl_channel_credentials(root_certificates=root_certificates))
-    else:
-        channel = grpc.insecure_channel(endpoint)
-    with channel as ch:
-        fn = ch.unary_unary(f"/{SERVICE}/{method}", request_serializer=dumps, response_deserializer=loads)
-        return fn(request or {}, timeout=timeout_s, metadata=metadata)

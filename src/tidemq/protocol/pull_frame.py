@@ -18,7 +18,7 @@ Response::
     h         header, UTF-8 JSON: {"code", "message", "status", "next_offset", "min_offset",
               "max_offset", "count", "crc32"}
     4*count   record sizes, i32 LE
-    ...       the records, back to back, in the commit-log layout of store/codec.py
+    ...       the records, back to back, in the commit-log layout of record/codec.py
 
 ``crc32`` (with records only): the CRC-32 of the sizes and the records as sent. The broker
 checked every record's own CRCs before sending it; this one shows the frame arrived as sent,
@@ -26,7 +26,7 @@ so a reader that checks it (tidemq.client: RecordsResult.checked) need not check
 again. A broker that does not send it leaves that to the reader.
 
 The header may end in spaces (JSON's whitespace): a broker that lays the records out first,
-with room for the header before them (store/framing.py), pads the header to that room.
+with room for the header before them (record/framing.py), pads the header to that room.
 
 ``code`` is the protocol's Code (OK, MESSAGE_NOT_FOUND, ILLEGAL_OFFSET, TOPIC_NOT_FOUND,
 BAD_REQUEST, INTERNAL_SERVER_ERROR), ``status`` the store's GetStatus name; what each code
@@ -39,7 +39,7 @@ import json
 import struct
 from typing import NamedTuple
 
-from ..crc import crc32
+from ..record.crc import crc32
 from .data import FrameError
 
 HEAD = struct.Struct("<I")
@@ -98,7 +98,7 @@ def encode_response(header: dict, sizes=None, data: bytes = b"") -> bytes:
 
 
 def encode_head(header: dict, records_crc: int, room: int) -> bytes | None:
-    """The response's front for records laid out after ``room`` bytes (store/framing.py): the
+    """The response's front for records laid out after ``room`` bytes (record/framing.py): the
     header length and the header with ``crc32`` (``records_crc``: frame_crc of the sizes and
     records), padded with spaces to exactly ``room`` bytes; None when it does not fit."""
     h = json.dumps({**header, "crc32": records_crc}).encode()

@@ -28,7 +28,7 @@ import json
 import struct
 from typing import NamedTuple
 
-from ..crc import crc32
+from ..record.crc import crc32
 from .data import FrameError
 
 SERVICE = "tidemq.Replication"

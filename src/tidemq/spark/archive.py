@@ -33,12 +33,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from ..crc import crc32
+from ..record.crc import crc32
 from ..io import FileIO, OsFileIO
-from ..store import codec, layout
+from ..record import codec
+from .. import layout
 from ..store.archive import read_manifest, write_manifest
 from ..store.commit_log import read_sealed
-from ..store.layout import segment_name
+from ..layout import segment_name
 from .decode import SPARK_SCHEMA, decode
 from .files import StoreFiles
 

@@ -14,9 +14,9 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from ..store import codec
+from ..record import codec
 from .decode import SCHEMA, decode, positions_of
-from .entry import _module
+from .entry import load_module
 from .files import StoreFiles, StoreFilesError
 
 log = logging.getLogger("tidemq.spark")
@@ -145,7 +145,7 @@ class BrokerBackend(Backend):
     def __init__(self, endpoint: str, timeout_s: float = 30.0, **client_options) -> None:
         """``client_options``: connection(options)'s keywords (signing, TLS)."""
         # grpc only where the broker is used; missing, it is the one-line error with the fix
-        self.consumer = _module("tidemq.client").PullConsumer(endpoint, timeout_s=timeout_s, **client_options)
+        self.consumer = load_module("tidemq.client").PullConsumer(endpoint, timeout_s=timeout_s, **client_options)
 
     def queue_count(self, topic: str) -> int:
         return self.consumer.queue_count(topic)

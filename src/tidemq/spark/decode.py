@@ -15,8 +15,8 @@ import pyarrow.compute as pc
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ..bulk import gather
-from ..store import codec
-from ..store.integrity import damaged_records
+from ..record import codec
+from ..record.integrity import damaged_records
 
 SCHEMA = pa.schema([
     ("topic", pa.string()),
@@ -40,7 +40,7 @@ _HIDDEN = codec.RECORD_CRC_TAIL_LEN          # the record-CRC property every rec
 _HEAD = np.dtype([("size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
                   ("queue_offset", ">i8"), ("commitlog_offset", ">i8"), ("sysflag", ">i4"), ("born_ms", ">i8"),
                   ("born_host", "V8"), ("store_ms", ">i8"), ("store_host", "V8"), ("reconsume_times", ">i4"),
-                  ("prepared_offset", ">i8"), ("body_len", ">i4")])     # the 88 fixed bytes (store/codec.py)
+                  ("prepared_offset", ">i8"), ("body_len", ">i4")])     # the 88 fixed bytes (record/codec.py)
 assert _HEAD.itemsize == codec.OFF_BODY and _HEAD.fields["body_len"][1] == codec.OFF_BODYLEN
 assert _HEAD.fields["store_ms"][1] == codec.OFF_STORETIMESTAMP
 _HEX = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), np.uint8).reshape(256, 2)

@@ -39,7 +39,7 @@ class MissingOnWorker(RuntimeError):
     """A Spark worker's Python cannot import tidemq or one of its dependencies."""
 
 
-def _module(name: str):
+def load_module(name: str):
     """importlib.import_module(name), or MissingOnWorker naming what is missing and the fix. Every
     import of tidemq's code or dependencies on a worker goes through it: these classes' calls, and
     the lazy imports behind them (tidemq.client, i.e. grpc, where the broker is used)."""
@@ -52,11 +52,11 @@ def _module(name: str):
 
 
 def _source():
-    return _module("tidemq.spark.source")
+    return load_module("tidemq.spark.source")
 
 
 def _sink():
-    return _module("tidemq.spark.sink")
+    return load_module("tidemq.spark.sink")
 
 
 def _use_package(package: bytes) -> None:
@@ -201,7 +201,7 @@ class TidemqDataSource(DataSource):
         return "tidemq"
 
     def schema(self):
-        return _module("tidemq.spark.decode").SPARK_SCHEMA
+        return load_module("tidemq.spark.decode").SPARK_SCHEMA
 
     def reader(self, schema):
         return Reader(self.options)

@@ -15,7 +15,7 @@ import json
 import numpy as np
 
 from ..io import FileIO, OsFileIO, read_whole
-from ..store import layout
+from .. import layout
 from ..store.consume_queue import UNIT_DTYPE, UNIT_SIZE
 
 
@@ -33,7 +33,7 @@ def _remembered_dirs(root: str) -> tuple[str, ...]:
 class StoreFiles:
     """One store root (plus its commit-log directories when they are elsewhere), read through
     the FileIO seam (``fio``: the real file system unless a test gives another) and laid out
-    as store/layout.py says."""
+    as tidemq/layout.py says."""
 
     def __init__(self, root: str, commitlog_dirs: tuple[str, ...] = (), fio: FileIO | None = None) -> None:
         self.fio: FileIO = fio or OsFileIO()

@@ -42,7 +42,7 @@ REQUEST_MAX_BYTES = 16 << 20
 
 def _source(options, backend, topic: str, qid: int) -> dict:
     if isinstance(backend, FileBackend):
-        from ..store import layout
+        from .. import layout
         files = backend.files
         return {"mode": "file", "commitlogDirs": [os.path.abspath(d) for d in files.commitlog_dirs],
                 "queueDir": os.path.abspath(layout.queue_dir(layout.consumequeue_dir(files.root), topic, qid))}
@@ -72,9 +72,9 @@ def _offsets(raw) -> dict:
 
 def answer(req: dict) -> dict:
     """The answer to one request (raises for a bad request or what planning raises)."""
-    from .source import _Planner
+    from .source import Planner
     op = req.get("op")
-    p = _Planner(req.get("options") or {})
+    p = Planner(req.get("options") or {})
     tiered = p.archive is not None
     if op == "describe":
         return {"tiered": tiered}

@@ -32,7 +32,7 @@ from pyspark.sql.datasource import (CaseInsensitiveDict, DataSourceArrowWriter, 
                                     WriterCommitMessage)
 
 from .backend import connection
-from .entry import _module
+from .entry import load_module
 
 log = logging.getLogger("tidemq.spark")
 
@@ -86,7 +86,7 @@ class _Sender:
 
     def send(self, batches, batch_id: str) -> Sent:
         from pyspark import TaskContext
-        Producer = _module("tidemq.client").Producer     # grpc: missing, the one-line error with the fix
+        Producer = load_module("tidemq.client").Producer     # grpc: missing, the one-line error with the fix
         part = TaskContext.get().partitionId() if TaskContext.get() else 0
         row = sent = dups = 0
         with Producer(self.endpoint, timeout_s=float(self.options.get("timeoutSeconds", 30)),

@@ -83,7 +83,7 @@ def read_partition(options, part: InputPartition):
                     skipped, r.topic, r.queue_id, r.start, r.end)
 
 
-class _Planner:
+class Planner:
     """Option parsing shared by the batch and stream readers (runs on the driver)."""
 
     def __init__(self, options) -> None:
@@ -162,7 +162,7 @@ def _refuse_jvm(options) -> None:
 
 class TidemqReader(DataSourceReader):
     def __init__(self, options) -> None:
-        p = _Planner(options)
+        p = Planner(options)
         self.options = p.options
         self._planner = p
 
@@ -178,7 +178,7 @@ class TidemqReader(DataSourceReader):
 
 class TidemqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options) -> None:
-        p = _Planner(options)
+        p = Planner(options)
         self.options = p.options
         self._planner = p
         self._target: plan.Offsets | None = None

@@ -30,10 +30,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..io import OsFileIO
-from ..store import layout
+from .. import layout
 from ..store.archive import archive_summary
 from .decode import SCHEMA
-from .entry import _module
+from .entry import load_module
 
 log = logging.getLogger("tidemq.spark")
 
@@ -82,9 +82,9 @@ def archive_of(options) -> Archive | None:
 def _broker_summary(endpoint: str, timeout_s: float) -> dict | None:
     """The broker's answer to the admin method Archive; None from a broker that has no such
     method (older) or does not answer it."""
-    admin = _module("tidemq.protocol.admin")         # grpc: missing, the one-line error with the fix
+    admin = load_module("tidemq.client.admin")           # grpc: missing, the one-line error with the fix
     try:
-        got = admin.call(endpoint, admin.ARCHIVE, timeout_s=timeout_s)
+        got = admin.call(endpoint, load_module("tidemq.protocol.admin").ARCHIVE, timeout_s=timeout_s)
     except admin.grpc.RpcError as e:
         _say_once(f"tidemq: the broker at {endpoint} does not say where its archive is ({e.code().name}): "
                   f"tiered reads only with the option archivePath")

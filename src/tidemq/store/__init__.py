@@ -1,8 +1,8 @@
 """The embedded storage engine: no network, no asyncio.
 
-The public names below are loaded on first use (PEP 562), so that ``import
-tidemq.store.codec`` (what a client needs to decode raw records) does not load the
-engine, numpy or pyarrow.
+The public names below are loaded on first use (PEP 562), so that importing the package (or
+one small module of it) does not load the engine, numpy or pyarrow. The record format is
+tidemq.record's, the store root's names tidemq.layout's.
 """
 
 from importlib import import_module
@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:                    # what type checkers and IDEs see; at run time __getattr__ loads them
     from ..config import StoreConfig
-    from .codec import StoredMessage
+    from ..record.codec import StoredMessage
     from .store import CheckReport, MessageStore
     from .types import (GetResult, GetStatus, Message, PutReason, PutResult, PutStatus, StoreError,
                         StoreNotRunning, StoreState)
 
 _EXPORTS = {
     "MessageStore": ".store", "CheckReport": ".store",
-    "StoredMessage": ".codec",
+    "StoredMessage": "..record.codec",
     "Message": ".types", "PutStatus": ".types", "PutResult": ".types", "GetStatus": ".types",
     "GetResult": ".types", "StoreError": ".types", "PutReason": ".types", "StoreNotRunning": ".types",
     "StoreState": ".types",

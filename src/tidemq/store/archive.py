@@ -21,7 +21,7 @@ import os
 
 from .. import checked
 from ..io import FileIO
-from .layout import archive_dir, gaps_path, manifest_path, segment_name
+from ..layout import archive_dir, gaps_path, manifest_path, segment_name
 from .mapped_file import MappedFile
 
 log = logging.getLogger("tidemq.store")

@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Iterator, NamedTuple
 from .. import checked
 from ..config import StoreConfig
 from ..io import FileIO
-from . import codec, layout, record_loop
-from .codec import BLANK_MAGIC, BLANK_MIN, SIZE_MAGIC
+from ..record import codec
+from .. import layout
+from . import record_loop
+from ..record.codec import BLANK_MAGIC, BLANK_MIN, SIZE_MAGIC
 from .consume_queue import UNIT
 from .mapped_file import MappedFile
 from .segment_queue import SegmentQueue

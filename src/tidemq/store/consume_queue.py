@@ -29,7 +29,7 @@ from typing import Iterator
 import numpy as np
 
 from ..io import FileIO
-from .layout import list_segments, queue_dir, segment_name, topic_dir
+from ..layout import list_segments, queue_dir, segment_name, topic_dir
 from .types import StoreError
 
 UNIT = struct.Struct(">qiq")

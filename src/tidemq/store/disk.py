@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from ..config import StoreConfig
 from ..io import Clock, DiskUsage, FileIO
 from ..words import human_bytes, human_seconds
-from .layout import DIR_MARKER
+from ..layout import DIR_MARKER
 
 log = logging.getLogger("tidemq.store")
 

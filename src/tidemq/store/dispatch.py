@@ -25,7 +25,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from . import codec
+from ..record import codec
 from .consume_queue import UNIT, ConsumeQueue, ConsumeQueueTable
 from .index_file import HASHED_ITEM, IndexService
 

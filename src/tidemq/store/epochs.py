@@ -32,7 +32,7 @@ import threading
 
 from .. import checked
 from ..io import FileIO
-from . import layout
+from .. import layout
 from .types import StoreError
 
 

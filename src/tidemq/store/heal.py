@@ -41,9 +41,9 @@ import os
 from dataclasses import dataclass, field
 
 from ..io import FileIO, read_whole, write_atomic
-from . import codec
+from ..record import codec
 from .consume_queue import UNIT
-from .layout import config_dir
+from ..layout import config_dir
 from .recovery import unit_matches
 
 log = logging.getLogger("tidemq.store")

@@ -28,9 +28,9 @@ import struct
 import threading
 
 from ..accel import ACCEL
-from ..crc import crc32
+from ..record.crc import crc32
 from ..io import FileIO, write_atomic
-from .layout import INDEX_MARKER, list_segments, parse_segment_name, segment_name
+from ..layout import INDEX_MARKER, list_segments, parse_segment_name, segment_name
 
 HEADER = struct.Struct(">qqqqii")
 assert HEADER.size == 40

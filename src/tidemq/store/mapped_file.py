@@ -23,7 +23,7 @@ import os
 import threading
 
 from ..io import FileIO
-from .layout import parse_segment_name, segment_name  # noqa: F401 - parse_segment_name: for older importers
+from ..layout import parse_segment_name, segment_name  # noqa: F401 - parse_segment_name: for older importers
 from .types import StoreError
 
 log = logging.getLogger("tidemq.store")

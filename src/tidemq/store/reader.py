@@ -15,13 +15,13 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ..config import StoreConfig
-from . import codec
-from .codec import PROP_UNIQ_KEY, tags_hash
+from ..record import codec
+from ..record.codec import PROP_UNIQ_KEY, tags_hash
 from .commit_log import CommitLog
 from .consume_queue import UNIT, UNIT_DTYPE, ConsumeQueue, ConsumeQueueTable
 from .index_file import IndexService
-from .framing import frame_records
-from .integrity import DamageCounter
+from ..record.framing import frame_records
+from ..record.integrity import DamageCounter
 from .segment_queue import SegmentQueue
 from .topics import TopicTable
 from .types import GetResult, GetStatus

@@ -25,8 +25,8 @@ them to the same bytes and outcomes.
 from __future__ import annotations
 
 from ..accel import ACCEL
-from ..crc import crc32
-from .codec import (CRC_DIGITS_BACK, MAGIC, OFF_BODY, PROP_UNIQ_KEY, RECORD_CRC_TAIL, RECORD_CRC_TAIL_LEN,
+from ..record.crc import crc32
+from ..record.codec import (CRC_DIGITS_BACK, MAGIC, OFF_BODY, PROP_UNIQ_KEY, RECORD_CRC_TAIL, RECORD_CRC_TAIL_LEN,
                     RECORD_STRUCTS, record_struct)
 from .consume_queue import UNIT
 from .index_file import HASHED_ITEM

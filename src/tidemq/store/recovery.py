@@ -32,7 +32,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from . import codec
+from ..record import codec
 from .checkpoint import CheckpointState
 from .commit_log import CommitLog
 from .consume_queue import UNIT, UNIT_SIZE, ConsumeQueue, ConsumeQueueTable
@@ -294,7 +294,7 @@ def unit_matches(commit_log: CommitLog, cq: ConsumeQueue, qoff: int, off: int, s
         mf.release()
 
 
-def _cut_queue(cq: ConsumeQueue, commit_log: CommitLog, log_end: int, verify_from: int) -> int:
+def cut_queue(cq: ConsumeQueue, commit_log: CommitLog, log_end: int, verify_from: int) -> int:
     """Drop tail units that are torn, point past the log's end, or (at or after
     ``verify_from``, where the queue may hold units of records a crash took back) point
     at a record of another queue or offset. Returns the number of units dropped."""
@@ -401,7 +401,7 @@ def recover(commit_log: CommitLog, queues: ConsumeQueueTable, index: IndexServic
         else:
             from_offset = max(log_min, min(cp.logics_offset, cp.index_offset, end))
         for cq in queues.all():
-            rep.queue_units_cut += _cut_queue(cq, commit_log, end, from_offset)
+            rep.queue_units_cut += cut_queue(cq, commit_log, end, from_offset)
     rep.redispatch_from_offset = from_offset
     if index_lost:
         index_from = log_min                  # every record is indexed again (lookups drop duplicates)

@@ -16,7 +16,7 @@ import os
 
 from ..config import StoreConfig
 from ..io import FileIO, read_whole, write_atomic
-from .layout import config_dir
+from ..layout import config_dir
 
 log = logging.getLogger("tidemq.store")
 

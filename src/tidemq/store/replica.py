@@ -34,15 +34,15 @@ import logging
 import struct
 import threading
 
-from . import codec
-from .codec import BLANK_MAGIC, MAGIC, OFF_PHYSICALOFFSET, OFF_STORETIMESTAMP, SIZE_MAGIC
+from ..record import codec
+from ..record.codec import BLANK_MAGIC, MAGIC, OFF_PHYSICALOFFSET, OFF_STORETIMESTAMP, SIZE_MAGIC
 from .commit_log import CommitLog
 from .consume_queue import UNIT, UNIT_SIZE, ConsumeQueueTable
 from .dispatch import Dispatcher, index_keys
 from .epochs import EpochFile
 from .index_file import IndexService
 from .put_lock import PutLock
-from .recovery import _cut_queue
+from .recovery import cut_queue
 from .segment_queue import SegmentQueue
 from .topics import TopicTable
 from .writer import bind_queues
@@ -268,7 +268,7 @@ class ReplicaLog:
                 self.index.truncate_after(end)
             units = 0
             for cq in self.queues.all():
-                units += _cut_queue(cq, self.commit_log, end, end)
+                units += cut_queue(cq, self.commit_log, end, end)
             self.dispatcher.dispatched_offset = min(self.dispatcher.dispatched_offset, end)
             self.epochs.truncate_after(end)
             self._resync_offsets()

@@ -23,7 +23,7 @@ import threading
 from typing import Callable, Sequence
 
 from ..io import FileIO
-from .layout import list_segments, segment_name
+from ..layout import list_segments, segment_name
 from .mapped_file import MappedFile
 from .types import StoreError
 

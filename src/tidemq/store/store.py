@@ -30,7 +30,9 @@ from typing import Callable, Iterable, Sequence
 from ..config import MIB, StoreConfig
 from ..io import Clock, FileIO, OsFileIO, SystemClock
 from ..words import human_bytes
-from . import codec, heal, layout, remembered
+from ..record import codec
+from .. import layout
+from . import heal, remembered
 from .archive import ArchiveGuard
 from .backlog import BacklogGuard, Positions
 from .checkpoint import AbortFile, Checkpoint

@@ -24,8 +24,8 @@ import os
 import threading
 
 from ..io import FileIO, read_whole, write_atomic
-from . import codec
-from .layout import TOPICS_FILE
+from ..record import codec
+from ..layout import TOPICS_FILE
 from .types import StoreError
 
 

@@ -10,7 +10,7 @@ from array import array
 from operator import itemgetter
 from typing import Iterator, Mapping, Sequence
 
-from .codec import StoredMessage, offset_msg_id, PROP_UNIQ_KEY
+from ..record.codec import StoredMessage, offset_msg_id, PROP_UNIQ_KEY
 
 
 class Message:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from . import codec
+from ..record import codec
 from .consume_queue import UNIT, UNIT_SIZE
 
 if TYPE_CHECKING:

@@ -35,11 +35,11 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..config import StoreConfig
-from ..crc import crc32
+from ..record.crc import crc32
 from ..io import Clock
-from . import codec
+from ..record import codec
 from .archive import ArchiveGuard
-from .codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, tags_hash
+from ..record.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, tags_hash
 from .commit_log import AppendError, CommitLog, PreparedItems, SlicedItems
 from .consume_queue import ConsumeQueueTable
 from .disk import DiskMonitor

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from ..store.layout import abort_path, checkpoint_path
+from ..layout import abort_path, checkpoint_path
 
 
 def crash_files(root: str, abort: bool, checkpoint: str) -> None:

@@ -4,10 +4,11 @@ the client's message id kept, a move recognised after a crash by the index."""
 from google.protobuf import timestamp_pb2
 
 from tidemq.broker.deferred import parking
-from tidemq.broker.deferred.parking import HALF_TOPIC, PROP_REAL_QID, PROP_REAL_TOPIC, SCHEDULE_TOPIC
+from tidemq.broker.deferred.parking import PROP_REAL_QID, PROP_REAL_TOPIC
+from tidemq.broker.topic_names import HALF_TOPIC, SCHEDULE_TOPIC
 from tidemq.io import ManualClock
 from tidemq.store import Message
-from tidemq.store.codec import PROP_UNIQ_KEY
+from tidemq.record.codec import PROP_UNIQ_KEY
 
 
 def parked_store(stores):

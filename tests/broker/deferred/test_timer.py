@@ -3,7 +3,8 @@
 import os
 
 
-from tidemq.broker.deferred.parking import PROP_DELIVER_MS, SCHEDULE_TOPIC, park
+from tidemq.broker.deferred.parking import PROP_DELIVER_MS, park
+from tidemq.broker.topic_names import SCHEDULE_TOPIC
 from tidemq.broker.deferred.timer import Timer
 from tidemq import checked
 from tidemq.io import ManualClock

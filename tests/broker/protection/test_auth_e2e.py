@@ -10,7 +10,7 @@ import time
 import grpc
 import pytest
 
-from tidemq.protocol import admin
+from tidemq.client import admin
 from tidemq.protocol.signing import date_time, sign, signed_metadata
 from tidemq.protocol.stubs import Code, pb, sgrpc, spb
 

@@ -11,7 +11,8 @@ import pytest
 
 from tidemq import checked
 from tidemq.broker.consume.group_offsets import GroupOffsets
-from tidemq.broker.deferred.parking import PROP_DELIVER_MS, SCHEDULE_TOPIC, park
+from tidemq.broker.deferred.parking import PROP_DELIVER_MS, park
+from tidemq.broker.topic_names import SCHEDULE_TOPIC
 from tidemq.broker.replication import state
 from tidemq.broker.service import MessagingService
 from tidemq.broker.state.layout import StateLayout

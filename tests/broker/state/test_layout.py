@@ -7,7 +7,8 @@ import asyncio
 import os
 import shutil
 
-from tidemq.broker.deferred.parking import PROP_DELIVER_MS, SCHEDULE_TOPIC, park
+from tidemq.broker.deferred.parking import PROP_DELIVER_MS, park
+from tidemq.broker.topic_names import SCHEDULE_TOPIC
 from tidemq.broker.service import MessagingService
 from tidemq.broker.state.layout import StateLayout, legacy_moves, migrate, state_dir
 from tidemq.config import KIB, BrokerConfig

@@ -11,7 +11,7 @@ import time
 
 from ...protocol.stubs import Code, pb, spb, status
 from ...store import GetResult, GetStatus, MessageStore
-from ...store.codec import valid_topic
+from ...record.codec import valid_topic
 from ..observe.outcomes import OK, Outcomes
 from ..wire import to_wire
 from .group_offsets import GroupOffsets

@@ -5,20 +5,20 @@ PullMessage streams one protobuf Message per message: right for the official
 clients, but the per-message protobuf and stream cost bounds a bulk reader at a
 few thousand messages a second. This method answers a pull with the records as
 the commit log stores them, back to back in one response, which tidemq.client
-and the Spark source decode in bulk (store/codec's layout, spark/decode).
+and the Spark source decode in bulk (record/codec's layout, spark/decode).
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from ...crc import crc32
+from ...record.crc import crc32
 from ...protocol.data import FrameError
 from ...protocol.pull_frame import BYTES_MAX, decode_request, encode_head, encode_response
 from ...protocol.stubs import Code
 from ...store import GetStatus, MessageStore
-from ...store.codec import valid_topic
-from ...store.framing import ROOM, fill_room
+from ...record.codec import valid_topic
+from ...record.framing import ROOM, fill_room
 from ..observe.outcomes import OK, Outcomes
 from .pull import long_poll
 

@@ -33,9 +33,10 @@ from ...config import BrokerConfig
 from ...io import Clock
 from ...protocol.stubs import Code, pb, spb, status
 from ...store import GetStatus, Message, MessageStore, PutStatus
-from ...store.codec import PROP_UNIQ_KEY, valid_topic
+from ...record.codec import PROP_UNIQ_KEY, valid_topic
 from ..observe.outcomes import DEAD_LETTERED, OK, REDELIVERED, Outcomes
 from ..sessions.telemetry import client_id_of
+from ..topic_names import dlq_topic
 from ..wire import INTERNAL, to_wire
 from .pop_state import HandleError, PopState
 
@@ -43,10 +44,6 @@ log = logging.getLogger("tidemq.broker")
 
 SKIP = (GetStatus.OFFSET_TOO_SMALL, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING,
         GetStatus.OFFSET_FOUND_NULL, GetStatus.MESSAGE_DAMAGED)
-
-
-def dlq_topic(group: str) -> str:
-    return f"%DLQ%{group}"
 
 
 class Consumption:

@@ -20,13 +20,10 @@ import uuid
 from typing import Iterator
 
 from ...store import Message, MessageStore
-from ...store.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage
+from ...record.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage
 
 log = logging.getLogger("tidemq.broker")
 
-SCHEDULE_TOPIC = "rmq_sys_wheel_timer"              # RocketMQ 5's timer topic
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"             # RocketMQ's half-message topic
-SYSTEM_TOPICS = frozenset((SCHEDULE_TOPIC, HALF_TOPIC))
 
 PROP_REAL_TOPIC = "REAL_TOPIC"
 PROP_REAL_QID = "REAL_QID"

@@ -39,7 +39,8 @@ from ...store import MessageStore
 from ... import checked
 from ..state.layout import StateLayout, state_dir as state_dir_of
 from . import parking
-from .parking import PROP_DELIVER_MS, SCHEDULE_TOPIC
+from ..topic_names import SCHEDULE_TOPIC
+from .parking import PROP_DELIVER_MS
 
 log = logging.getLogger("tidemq.broker")
 

@@ -39,13 +39,14 @@ from typing import Awaitable, Callable, Sequence
 from ...config import BrokerConfig
 from ...protocol.stubs import Code, pb, spb, status
 from ...store import Message, MessageStore, PutResult
-from ...store.codec import CodecError, StoredMessage, parse_offset_msg_id
+from ...record.codec import CodecError, StoredMessage, parse_offset_msg_id
 from ..sessions.telemetry import Sessions
 from ..state.journal import COMPACT_BYTES, Journal
 from ..state.layout import StateLayout, state_dir as state_dir_of
 from ..wire import to_wire
 from . import parking
-from .parking import HALF_TOPIC, PROP_REAL_TOPIC, PROP_TXN_CLIENT
+from ..topic_names import HALF_TOPIC
+from .parking import PROP_REAL_TOPIC, PROP_TXN_CLIENT
 
 log = logging.getLogger("tidemq.broker")
 

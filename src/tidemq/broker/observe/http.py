@@ -21,8 +21,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from ..deferred.parking import SYSTEM_TOPICS
 from . import page
+from ..topic_names import SYSTEM_TOPICS
 from .lag import groups_summary
 from .metrics import registry_for
 

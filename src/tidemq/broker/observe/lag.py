@@ -14,6 +14,8 @@ A group's summary adds "dlq_messages": what its dead-letter topic ``%DLQ%<group>
 
 from __future__ import annotations
 
+from ..topic_names import dlq_topic
+
 
 def group_lag(store, group_offsets, pop, group: str | None = None) -> list[dict]:
     rows: dict[tuple, dict] = {}
@@ -51,7 +53,6 @@ def groups_summary(rows: list[dict], store=None) -> list[dict]:
         s["topics"].add(r["topic"])
         s["lag"] += r["lag"]
         s["inflight"] += r["inflight"]
-    from ..consume.receive import dlq_topic
     for g, s in out.items():
         if store is not None:
             dlq = dlq_topic(g)

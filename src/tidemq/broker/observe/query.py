@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...store.codec import StoredMessage
+from ...record.codec import StoredMessage
 
 
 def message_dict(m: StoredMessage) -> dict:

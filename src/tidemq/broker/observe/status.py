@@ -16,7 +16,7 @@ import dataclasses
 
 from ... import __version__
 from ...io import Clock
-from ..deferred.parking import SYSTEM_TOPICS
+from ..topic_names import SYSTEM_TOPICS
 from .history import History, Sample
 from .lag import group_lag, groups_summary
 from .latency import LatencyBuckets

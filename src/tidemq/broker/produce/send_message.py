@@ -19,11 +19,12 @@ from ...config import BrokerConfig
 from ...io import Clock
 from ...protocol.data import duplicates_trailer
 from ...protocol.stubs import Code, MessageType, pb, spb, status
-from ..deferred.parking import PROP_DELIVER_MS, SCHEDULE_TOPIC, delivery_ms, park
+from ..deferred.parking import PROP_DELIVER_MS, delivery_ms, park
 from ..deferred.timer import Timer
 from ..deferred.transactions import Transactions
 from ..protection.decoding import decoded
 from ..sessions.telemetry import client_id_of
+from ..topic_names import SCHEDULE_TOPIC
 from ..wire import SUPPORTED_TYPES, encoded_one, to_store
 from .send_path import DUPLICATE, SendPath, Unconfirmed, put_code
 

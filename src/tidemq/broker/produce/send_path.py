@@ -28,11 +28,11 @@ from typing import Awaitable, Callable, TypeVar
 from ...config import BrokerConfig
 from ...protocol.stubs import Code
 from ...store import MessageStore, PutReason, PutStatus, StoreNotRunning
-from ...store.codec import PROP_UNIQ_KEY, topic_problem
-from ..deferred.parking import SYSTEM_TOPICS
+from ...record.codec import PROP_UNIQ_KEY, topic_problem
 from ..observe.outcomes import DUPLICATE as DUPLICATE_STATUS
 from ..observe.outcomes import Outcomes
 from ..protection.flow import SendGate
+from ..topic_names import SYSTEM_TOPICS
 from .dedup import KEY_BYTES, DedupWindow
 
 T = TypeVar("T")

@@ -42,7 +42,7 @@ from ...protocol.send_frame import (HEAD, ID_MAX_BYTES, FrameError, decode_reque
                                     encode_response_columns)
 from ...protocol.stubs import Code
 from ...store import PutStatus
-from ...store.codec import RECORD_CRC_NAME, check_property_text, tags_hash
+from ...record.codec import RECORD_CRC_NAME, check_property_text, tags_hash
 from ..wire import INTERNAL, PROP_MESSAGE_TYPE
 from .dedup import py_id_hash
 from .send_path import DUPLICATE, SendPath, Unconfirmed, put_code

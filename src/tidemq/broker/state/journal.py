@@ -27,7 +27,7 @@ import logging
 import os
 from typing import Callable
 
-from ...crc import crc32
+from ...record.crc import crc32
 from ...io import FileIO, read_whole
 from ... import checked
 

@@ -4,7 +4,7 @@ import java.nio.ByteBuffer;
 import java.util.zip.CRC32;
 
 /**
- * The commit-log record layout (tidemq/store/codec.py, accel_c/accel.h) and its checks. No I/O.
+ * The commit-log record layout (tidemq/record/codec.py, accel_c/accel.h) and its checks. No I/O.
  *
  * <pre>
  * A record, big-endian (RocketMQ message format v1), fixed overhead 91 bytes:

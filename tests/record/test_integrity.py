@@ -7,8 +7,8 @@ import mmap
 
 import numpy as np
 
-from tidemq.store import codec
-from tidemq.store.integrity import DamageCounter, damaged_records
+from tidemq.record import codec
+from tidemq.record.integrity import DamageCounter, damaged_records
 
 
 def _record(i: int = 7, body: bytes = b"hello world" * 5) -> bytes:

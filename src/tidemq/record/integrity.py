@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from ..accel import ACCEL
-from ..crc import crc32 as _crc32
+from .crc import crc32 as _crc32
 from .codec import CRC_DIGITS_BACK, OFF_BODY, OFF_BODYCRC, OFF_BODYLEN, RECORD_CRC_DIGITS, RECORD_MIN, TAIL_MIN
 
 log = logging.getLogger("tidemq.store")

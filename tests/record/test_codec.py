@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tidemq.store import codec
-from tidemq.store.codec import (BLANK_MAGIC, FIXED_OVERHEAD, REC_BLANK, REC_CORRUPT, REC_END, REC_OK, REC_TORN,
+from tidemq.record import codec
+from tidemq.record.codec import (BLANK_MAGIC, FIXED_OVERHEAD, REC_BLANK, REC_CORRUPT, REC_END, REC_OK, REC_TORN,
                                 CodecError, check_record, decode_record, encode_blank, encode_host,
                                 encode_properties, encode_record, offset_msg_id, parse_offset_msg_id,
                                 tags_hash)

@@ -1,5 +1,9 @@
 """The store root's layout: every path and file name of a store, in one place.
 
+A module of its own, outside tidemq.store, because more than the store reads a store root:
+StoreConfig derives its directories from it, Spark's file mode and the CLI read a stopped
+store's files, the broker keeps its state beside them. It imports nothing but the FileIO seam.
+
 Store root (``StoreConfig.root_dir``)::
 
     <root>/
@@ -45,7 +49,7 @@ from __future__ import annotations
 
 import os
 
-from ..io import FileIO
+from .io import FileIO
 
 LOCK = "lock"
 CHECKPOINT = "checkpoint"

@@ -10,8 +10,8 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tidemq.store import codec
-from tidemq.store.codec import (REC_BLANK, REC_END, REC_OK, REC_TORN, check_record, encode_blank, encode_host,
+from tidemq.record import codec
+from tidemq.record.codec import (REC_BLANK, REC_END, REC_OK, REC_TORN, check_record, encode_blank, encode_host,
                                 encode_properties, encode_record, scan_run)
 
 HOST = encode_host("10.0.0.7:10911")

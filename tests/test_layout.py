@@ -1,4 +1,4 @@
-"""store/layout.py: the store root's paths and file names, and that the store, its config and
+"""tidemq/layout.py: the store root's paths and file names, and that the store, its config and
 the tools that read its files (tidemq.spark) all use them."""
 
 from __future__ import annotations
@@ -7,11 +7,12 @@ import os
 
 from tidemq.io import OsFileIO
 from tidemq.spark.files import StoreFiles
-from tidemq.store import Message, MessageStore, layout
+from tidemq import layout
+from tidemq.store import Message, MessageStore
 from tidemq.store.commit_log import read_sealed
 from tidemq.testing.faulty_io import FaultyFileIO
 
-from ..support.store import small_config
+from .support.store import small_config
 
 
 def test_segment_names_are_20_digits_and_parse_back():
@@ -133,6 +134,6 @@ def test_store_files_read_a_store_through_fileio_and_the_layout():
 
 
 def codec_body_slice(seg, pos: int) -> slice:
-    from tidemq.store import codec
+    from tidemq.record import codec
     blen = int.from_bytes(bytes(seg[pos + codec.OFF_BODYLEN:pos + codec.OFF_BODY]), "big")
     return slice(codec.OFF_BODY, codec.OFF_BODY + blen)

@@ -51,7 +51,7 @@ from functools import lru_cache
 from typing import Iterable, Mapping
 
 from ..accel import ACCEL as _ACCEL
-from ..crc import crc32
+from .crc import crc32
 
 MAGIC = 0xDAA320A7 - (1 << 32)          # as a signed i32
 BLANK_MAGIC = 0xCBD43194 - (1 << 32)

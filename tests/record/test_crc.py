@@ -1,4 +1,4 @@
-"""tidemq.crc gives zlib's CRC-32 exactly (ISA-L's when installed): any length, any alignment,
+"""tidemq.record.crc gives zlib's CRC-32 exactly (ISA-L's when installed): any length, any alignment,
 chained, from bytes, memoryview slices, mmaps and numpy buffers."""
 
 import mmap
@@ -7,7 +7,7 @@ import zlib
 
 import numpy as np
 
-from tidemq import crc
+from tidemq.record import crc
 
 
 def test_identical_to_zlib_for_any_input_and_chaining():
