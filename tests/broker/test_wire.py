@@ -109,7 +109,7 @@ def test_the_one_message_lane_writes_the_record_the_general_path_writes(tmp_path
     m = plain_message(**ONE[case])
     one = encoded_one(m)
     assert one is not None
-    topic, entry, born_ms, born_host, sys_flag = one
+    topic, entry, _mid, born_ms, born_host, sys_flag = one
     lane, general = _fresh(str(tmp_path / "lane")), _fresh(str(tmp_path / "general"))
     try:
         a = lane.put_encoded(topic, [entry], born_ms, born_host, sys_flag, defer_dispatch=True)[0]
@@ -197,7 +197,7 @@ def test_any_message_the_lane_takes_is_stored_as_the_general_path_stores_it(stor
     if one is None:
         return
     lane, general = store_pair
-    topic, entry, born_ms, born_host, sys_flag = one
+    topic, entry, _mid, born_ms, born_host, sys_flag = one
     a = lane.put_encoded(topic, [entry], born_ms, born_host, sys_flag)[0]
     b = general.put(to_store(m))
     assert (a.status, a.reason, a.queue_id, a.queue_offset, a.size) == (b.status, b.reason, b.queue_id,

@@ -23,7 +23,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from ..protocol.stubs import MESSAGE_TYPE_NAMES, DigestType, Encoding, MessageType, pb
 from ..store import Message
-from ..record.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage, check_property_text, tags_hash
+from ..record.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage, check_property_text
 from .deferred.parking import PARKING, PROP_DELIVER_MS
 
 PROP_MESSAGE_GROUP = "__SHARDINGKEY"
@@ -87,9 +87,9 @@ _ONE_HEAD = f"{PROP_UNIQ_KEY}\x01{{}}\x02{PROP_MESSAGE_TYPE}\x01NORMAL\x02"
 def encoded_one(m: "pb.Message") -> tuple | None:
     """The common sent message as the store's pre-encoded entry, or None for the general path
     (to_store): a NORMAL message with an id, maybe a tag, no keys, user properties, group or
-    delivery time, an ipv4 born host or none. (topic, (body, properties, tags hash, id, None),
-    born ms, born host "ipv4:0" or None, sys flag): the properties to_store's Message gets from
-    the store (UNIQ_KEY, __MSGTYPE, TAGS), in the same order, the same bytes."""
+    delivery time, an ipv4 born host or none. (topic, (body, properties), id, born ms, born host
+    "ipv4:0" or None, sys flag): the properties to_store's Message gets from the store (UNIQ_KEY,
+    __MSGTYPE, TAGS), in the same order, the same bytes (MessageStore.put_encoded's entry)."""
     sp = m.system_properties
     if (sp.message_type not in ONE_TYPES or m.user_properties or sp.keys or sp.HasField("message_group")
             or sp.HasField("delivery_timestamp")):
@@ -104,14 +104,11 @@ def encoded_one(m: "pb.Message") -> tuple | None:
             return None
         host += ":0"
     props = _ONE_HEAD.format(mid)
-    th = 0
     if tags:
         if not check_property_text(tags):
             return None
         props = f"{props}{PROP_TAGS}\x01{tags}\x02"
-        th = tags_hash(tags)
-    return (m.topic.name, (body, props.encode("utf-8"), th, mid, None), born_ms_of(sp), host or None,
-            sys_flag_of(sp))
+    return m.topic.name, (body, props.encode("utf-8")), mid, born_ms_of(sp), host or None, sys_flag_of(sp)
 
 
 # Store -> wire ----------------------------------------------------------------------------

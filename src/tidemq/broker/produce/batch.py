@@ -79,12 +79,12 @@ class Encoded:
 
 class Slices:
     """Messages of one topic as slices of ``raw`` (MessageStore.put_slices: ``fields`` n x 10 uint32,
-    ``tags_hashes`` int64 each, ``extra`` properties every record gets)."""
+    ``extra`` properties every record gets)."""
 
-    __slots__ = ("raw", "fields", "tags_hashes", "extra")
+    __slots__ = ("raw", "fields", "extra")
 
-    def __init__(self, raw, fields, tags_hashes, extra: bytes) -> None:
-        self.raw, self.fields, self.tags_hashes, self.extra = raw, fields, tags_hashes, extra
+    def __init__(self, raw, fields, extra: bytes) -> None:
+        self.raw, self.fields, self.extra = raw, fields, extra
 
 
 class SendBatch:

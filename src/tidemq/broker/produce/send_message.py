@@ -91,8 +91,7 @@ class MessageSends:
         if one is None:
             return await self.send(await decoded(spb.SendMessageRequest.FromString, raw, context, SEND_MESSAGE),
                                    context)
-        topic, entry, born_ms, born_host, sys_flag = one
-        mid = entry[3]
+        topic, entry, mid, born_ms, born_host, sys_flag = one
         batch = SendBatch(1, Encoded(entry, born_ms, born_host, sys_flag), lambda _i: mid, len(entry[0]),
                           topic=topic)
         return self._answer(await self.sends.send(batch, caller_of(context)), (mid,), context)

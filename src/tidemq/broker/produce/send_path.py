@@ -278,8 +278,7 @@ class SendPath:
                                  inline)
             where = None
         elif type(p) is Slices:
-            r = await puts.timed(store.put_slices, batch.topic, p.raw, p.fields, p.tags_hashes, p.extra,
-                                 v.kinds != Verdict.OPEN)
+            r = await puts.timed(store.put_slices, batch.topic, p.raw, p.fields, p.extra, v.kinds != Verdict.OPEN)
             where = None
         else:
             where = v.open()

@@ -38,7 +38,8 @@ from ...accel import ACCEL
 from ...protocol.send_frame import (HEAD, ID_MAX_BYTES, FrameError, decode_request, encode_response,
                                     encode_response_columns)
 from ...protocol.stubs import Code
-from ...record.codec import RECORD_CRC_NAME, check_property_text, tags_hash
+from ...record.codec import RECORD_CRC_NAME
+from ...store.validate import PROPS_RESERVED, py_check_properties, utf8_ok
 from ..wire import INTERNAL, PROP_MESSAGE_TYPE
 from .dedup import py_id_hash
 from .batch import SendBatch, Slices, caller_of
@@ -46,113 +47,59 @@ from .send_path import SendPath
 
 RESERVED = frozenset(INTERNAL | {RECORD_CRC_NAME})
 _SUFFIX = f"{PROP_MESSAGE_TYPE}\x01NORMAL\x02".encode()
-TAG_CACHE_MAX = 4096            # distinct tags whose encoding (or refusal) is remembered
 
-# Why a message of a frame is refused (the compiled frame_slices returns the same numbers):
-# before the dedup window (the id is not usable) ...
-BODY_EMPTY, BAD_ID, BAD_ID_UTF8 = 1, 2, 3
-# ... and after it (a resend of a stored message is answered as a duplicate whatever these say)
-BAD_TAGS, BAD_KEYS_UTF8, BAD_KEYS, BAD_PROPS_UTF8, BAD_PROPS_END, BAD_PROPS_PAIR, BAD_PROPS_RESERVED = range(4, 11)
+# Why the frame cannot carry a message here (the compiled frame_slices returns the same numbers): its
+# id is not usable, or it names a property only the broker writes (the record's own rules, texts,
+# keys and properties, are the store's: store/validate.py)
+BODY_EMPTY, BAD_ID, BAD_ID_UTF8, BAD_PROPS_RESERVED = 1, 2, 3, 10
 WHY = {
     BODY_EMPTY: (Code.MESSAGE_BODY_EMPTY, "the body is empty"),
     BAD_ID: (Code.BAD_REQUEST, f"the message id must be 1-{ID_MAX_BYTES} bytes without \\x01 / \\x02"),
     BAD_ID_UTF8: (Code.BAD_REQUEST, "the message id is not UTF-8"),
-    BAD_TAGS: (Code.BAD_REQUEST, "tags must be UTF-8 without \\x01 / \\x02"),
-    BAD_KEYS_UTF8: (Code.BAD_REQUEST, "keys are not UTF-8"),
-    BAD_KEYS: (Code.BAD_REQUEST, "keys must be non-empty, separated by single spaces, without \\x01 / \\x02"),
-    BAD_PROPS_UTF8: (Code.BAD_REQUEST, "properties are not UTF-8"),
-    BAD_PROPS_END: (Code.BAD_REQUEST, "properties must be name\\x01value\\x02 pairs"),
-    BAD_PROPS_PAIR: (Code.BAD_REQUEST, "properties must be name\\x01value\\x02 pairs with a non-empty name"),
     BAD_PROPS_RESERVED: (Code.BAD_REQUEST, "property {name!r} is reserved (SendRecords takes NORMAL messages only)"),
 }
-
-
-def check_properties(raw: bytes, reserved=RESERVED) -> tuple[int, str | None]:
-    """(0, None) for user properties that may be stored, else (BAD_PROPS_*, the reserved name)."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return BAD_PROPS_UTF8, None
-    if not text.endswith("\x02"):
-        return BAD_PROPS_END, None
-    for item in text[:-1].split("\x02"):
-        name, sep, value = item.partition("\x01")
-        if not sep or not name or "\x01" in value:
-            return BAD_PROPS_PAIR, None
-        if name in reserved:
-            return BAD_PROPS_RESERVED, name
-    return 0, None
-
-
-def _keys_why(ks: bytes) -> int:
-    """0 for keys that may be stored (UTF-8, separated by single spaces), else BAD_KEYS_*."""
-    try:
-        text = ks.decode("utf-8")
-    except UnicodeDecodeError:
-        return BAD_KEYS_UTF8
-    return 0 if all(text.split(" ")) and check_property_text(text) else BAD_KEYS
-
-
 FIELDS = ("id", "tags", "keys", "properties", "body")   # a message's fields in the frame, in order
 ID, TAGS, KEYS, PROPS, BODY = range(len(FIELDS))
 RESERVED_BYTES = tuple(sorted(name.encode() for name in RESERVED))
 
 
 def py_frame_slices(raw: bytes, reserved: tuple = RESERVED_BYTES, id_max: int = ID_MAX_BYTES) -> tuple:
-    """A SendRecords frame with every message checked, as arrays: (topic, fields, why, names,
-    tags_hashes, hashes). Message i: ``fields`` (uint32, 10 per message) the offsets in ``raw`` of
-    its id, tags, keys, properties and body, then their lengths (store.record_loop.SLICE_FIELDS);
-    ``why[i]`` 0, or the BAD_* it is refused for (below BAD_TAGS its id is not usable); ``names``
-    {i: the reserved property name} of the BAD_PROPS_RESERVED ones; ``tags_hashes`` (int64) its
-    tags hash (0: none or refused); ``hashes`` (16 bytes each) the dedup window's key of (topic,
-    id) (dedup.py), zero when its id is not usable. FrameError (ValueError) for a bad frame.
-    Twin of tidemq._accel.frame_slices (``reserved``: the reserved names as bytes)."""
+    """A SendRecords frame parsed into arrays: (topic, fields, why, names, hashes). Message i:
+    ``fields`` (uint32, 10 per message) the offsets in ``raw`` of its id, tags, keys, properties and
+    body, then their lengths (store.record_loop.SLICE_FIELDS); ``why[i]`` 0, or the BAD_* the lane
+    refuses it for; ``names`` {i: the reserved property name} of the BAD_PROPS_RESERVED ones;
+    ``hashes`` (16 bytes each) the dedup window's key of (topic, id) (dedup.py), zero when its id is
+    not usable. FrameError (ValueError) for a bad frame. Twin of tidemq._accel.frame_slices
+    (``reserved``: the reserved names as bytes)."""
     topic, msgs = decode_request(raw)
     n = len(msgs)
     tb = topic.encode()
     lengths = array("I", raw[HEAD.size + len(tb):HEAD.size + len(tb) + 20 * n])
     if sys.byteorder != "little":
         lengths.byteswap()
-    fields, ths = array("I"), array("q")
+    fields = array("I")
     why, hashes, names = bytearray(n), bytearray(), {}
     pos = HEAD.size + len(tb) + 20 * n
-    reserved_names = frozenset(r.decode() for r in reserved)
-    for i, (mid_b, tg, ks, ps, body) in enumerate(msgs):
+    for i, (mid_b, _tg, _ks, ps, body) in enumerate(msgs):
         lens = lengths[5 * i:5 * i + 5]
         for ln in lens:
             fields.append(pos)
             pos += ln
         fields.extend(lens)
-        w, th = 0, 0
+        w = 0
         if not body:
             w = BODY_EMPTY
         elif not mid_b or len(mid_b) > id_max or b"\x01" in mid_b or b"\x02" in mid_b:
             w = BAD_ID
-        elif not _utf8(mid_b):
+        elif not utf8_ok(mid_b):
             w = BAD_ID_UTF8
-        if not w and tg:
-            if not _utf8(tg) or not check_property_text(tg.decode()):
-                w = BAD_TAGS
-            else:
-                th = tags_hash(tg.decode())
-        if not w and ks:
-            w = _keys_why(ks)
         if not w and ps:
-            w, name = check_properties(ps, reserved_names)
-            if w == BAD_PROPS_RESERVED:
-                names[i] = name
+            check, name = py_check_properties(ps, reserved)
+            if check == PROPS_RESERVED:
+                w, names[i] = BAD_PROPS_RESERVED, name
         why[i] = w
-        ths.append(th if not w else 0)
-        hashes += py_id_hash(tb, mid_b) if not w or w >= BAD_TAGS else bytes(16)
-    return topic, bytearray(fields.tobytes()), why, names, bytearray(ths.tobytes()), hashes
-
-
-def _utf8(b: bytes) -> bool:
-    try:
-        b.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
+        hashes += py_id_hash(tb, mid_b) if w in (0, BAD_PROPS_RESERVED) else bytes(16)
+    return topic, bytearray(fields.tobytes()), why, names, hashes
 
 
 def frame_slices(raw: bytes) -> tuple:
@@ -217,7 +164,7 @@ class RecordSends:
     async def send(self, raw: bytes, context) -> bytes:
         """One frame: parsed (a frame that is not one: BAD_REQUEST for the request), sent, answered."""
         try:
-            topic, fields, why, names, ths, hashes = frame_slices(raw)
+            topic, fields, why, names, hashes = frame_slices(raw)
         except FrameError as e:
             return encode_response(Code.BAD_REQUEST, f"malformed SendRecords frame: {e}")
         n = len(why)
@@ -226,7 +173,7 @@ class RecordSends:
         for i in np.flatnonzero(np.frombuffer(why, np.uint8)).tolist():
             code, words = WHY[why[i]]
             refused[i] = (code, words.format(name=names.get(i)) if i in names else words)
-        batch = SendBatch(n, Slices(raw, F, ths, _SUFFIX), lambda i: message_id(raw, F, i), len(raw), topic=topic,
+        batch = SendBatch(n, Slices(raw, F, _SUFFIX), lambda i: message_id(raw, F, i), len(raw), topic=topic,
                           keys=hashes, refused=refused)
         v = await self.sends.send(batch, caller_of(context))
         if v.whole is not None:              # one refusal for the request (flow control, the topic): said once
