@@ -69,7 +69,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.pop.open()
         # messages handed to consumers, by topic and status (the metrics)
         self.got = replaces.got if replaces is not None else Outcomes()
-        self.consumption = Consumption(store, config, self.pop, got=self.got)
+        self.consumption = Consumption(store, config, self.pop, got=self.got, puts=self.puts)
         self.group_offsets = GroupOffsets(store.fio, self.state_dir)
         self.group_offsets.load()
         # the store's cleanup learns what groups consumed (space policy, losses per group)
@@ -243,7 +243,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         return self.consumption.change_invisible(request)
 
     async def ForwardMessageToDeadLetterQueue(self, request, context):
-        return self.consumption.forward_to_dlq(request)
+        return await self.consumption.forward_to_dlq(request)
 
     # Transactions (deferred/transactions.py) -------------------------------------------------
     async def EndTransaction(self, request, context):
