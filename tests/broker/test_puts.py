@@ -9,15 +9,15 @@ import threading
 import pytest
 
 from tidemq.broker.puts import StorePuts
-from tidemq.store import Message
+from tidemq.store import Message, MessageStore
 from tidemq.testing.faulty_io import FaultyFileIO
 
 from ..support.store import memory_config
 
 
 @pytest.mark.parametrize("flush, on_a_thread", [("SYNC_FLUSH", True), ("ASYNC_FLUSH", False)])
-def test_a_put_runs_on_a_thread_exactly_when_it_may_wait(stores, flush, on_a_thread):
-    s = stores(memory_config(flush_disk_type=flush, sync_flush_timeout_ms=60_000), FaultyFileIO())
+def test_a_put_runs_on_a_thread_exactly_when_it_may_wait(flush, on_a_thread):
+    s = MessageStore(memory_config(flush_disk_type=flush, sync_flush_timeout_ms=60_000), FaultyFileIO()).start()
     puts = StorePuts(s, 2)
     where = []
 
@@ -32,5 +32,6 @@ def test_a_put_runs_on_a_thread_exactly_when_it_may_wait(stores, flush, on_a_thr
         r, loop_thread = asyncio.run(main())
     finally:
         puts.close()
+        s.shutdown()
     assert r.ok
     assert (where[0] is not loop_thread) is on_a_thread
