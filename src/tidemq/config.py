@@ -146,6 +146,7 @@ class _Loadable:
 
     SECTION: ClassVar[str] = ""
     RENAMED: ClassVar[Mapping[str, str]] = {}       # old name -> new name, read with a deprecation warning
+    RETIRED: ClassVar[Mapping[str, str]] = {}       # name -> why it does nothing any more: ignored, with a warning
     MOVED_IN: ClassVar[Mapping[str, tuple[str, str]]] = {}   # old key -> (its old section, new name here)
     MOVED_OUT: ClassVar[frozenset[str]] = frozenset()       # keys of this section now read by another
 
@@ -174,6 +175,13 @@ class _Loadable:
         return new
 
     @classmethod
+    def _retired(cls, name: str, where: str) -> bool:
+        why = cls.RETIRED.get(name)
+        if why is not None:
+            log.warning("%s: setting %r does nothing any more (%s): ignored", where, name, why)
+        return why is not None
+
+    @classmethod
     def load(cls, toml_path: str | None = None, env: Mapping[str, str] | None = None,
              section: str | None = None, base: Mapping[str, Any] | None = None, **overrides: Any):
         """Defaults < base (e.g. the settings a store remembers) < TOML file (optionally one
@@ -191,6 +199,8 @@ class _Loadable:
                 if settings.pop(k, None) is not None:
                     log.warning("%s: %s is now a setting of [store]: read there", toml_path, k)
             for k, v in settings.items():
+                if cls._retired(k, toml_path):
+                    continue
                 name = cls._renamed(k, toml_path)
                 if name not in known:
                     raise ConfigError(f"{toml_path}: unknown setting {k!r}" + did_you_mean(k, known))
@@ -206,7 +216,12 @@ class _Loadable:
             ev = env.get(ENV_PREFIX + k.upper())
             if ev is not None:
                 values[k] = _coerce(k, f.type, ev)
+        for k in cls.RETIRED:
+            if ENV_PREFIX + k.upper() in env:
+                cls._retired(k, ENV_PREFIX + k.upper())
         for k, v in overrides.items():
+            if cls._retired(k, "argument"):
+                continue
             name = cls._renamed(k, "argument")
             if name not in known:
                 raise ConfigError(f"unknown setting {k!r}" + did_you_mean(k, known))
@@ -253,6 +268,7 @@ def check_env(env: Mapping[str, str]) -> None:
     for c in SECTIONS.values():
         names.update(ENV_PREFIX + f.name.upper() for f in fields(c))
         names.update(ENV_PREFIX + old.upper() for old in c.RENAMED)
+        names.update(ENV_PREFIX + old.upper() for old in c.RETIRED)
     for k in env:
         if k.startswith(ENV_PREFIX) and k not in names:
             raise ConfigError(f"environment variable {k} is not a tidemq setting" + did_you_mean(k, names))
@@ -364,6 +380,8 @@ class StoreConfig(_Loadable):
 
     recovery_scan_segments_normal: int = _f(3, "segments checked at the log's end after a clean shutdown", 1, 1_000)
     dispatch_write_retries_max: int = _f(3, "retries of a failed consume-queue / index write before writes are refused", 0, 100)
+    dispatch_deferred_max: int = _f(1024, "puts whose dispatch may wait for after their answer (store/put_lock.py); "
+                                    "a put beyond it dispatches at once, with those before it", 1, 1_000_000)
 
     def __post_init__(self) -> None:
         for name in ("commitlog_dirs", "readonly_commitlog_dirs"):
@@ -468,6 +486,9 @@ class BrokerConfig(_Loadable):
         "send_hold_max_ms": "send_hold_ms_max",
         "alarm_check_interval_max_ms": "alarm_check_interval_ms_max",
         "alarm_check_interval_min_ms": "alarm_check_interval_ms_min",
+    }
+    RETIRED: ClassVar[Mapping[str, str]] = {
+        "send_records_tag_cache_max": "SendRecords checks each message's tags in one pass; nothing is cached",
     }
     # auto-creation moved to [store] (one meaning, one default): read there, not here
     MOVED_OUT: ClassVar[frozenset[str]] = frozenset({"auto_create_topics", "default_queue_count"})
@@ -582,8 +603,6 @@ class BrokerConfig(_Loadable):
     telemetry_outbox_max: int = _f(1_024, "commands queued for one Telemetry stream at most", 16, 1_000_000)
     telemetry_known_clients_max: int = _f(10_000, "client ids whose Telemetry settings are remembered at most",
                                           16, 10_000_000)
-    send_records_tag_cache_max: int = _f(4_096, "distinct tags whose SendRecords encoding is remembered", 0,
-                                         10_000_000)
     state_journal_compact_bytes: int = _f(16 * MIB, "a broker state journal (pop state, transactions) larger than "
                                                     "this is compacted into its snapshot", 64 * KIB, 1 << 40)
     timer_round_messages_max: int = _f(1_024, "DELAY messages read or moved per timer round at most", 1, 1_000_000)

@@ -5,7 +5,7 @@ body, tags and keys is the client's message id as UNIQ_KEY (RocketMQ's name, so 
 indexed and is the message id on delivery), the message group as ``__SHARDINGKEY``
 (RocketMQ's name), the type as ``__MSGTYPE``, and the born host string as ``__BORNHOST``
 when it is not an ipv4 address. Body encoding GZIP is sys flag bit 0x1 (RocketMQ's
-COMPRESSED_FLAG). A FIFO message's group picks its queue (:func:`fifo_queue`).
+COMPRESSED_FLAG). A FIFO message's group picks its queue (:func:`fifo_queue`, in the send path).
 
 Store -> wire (:func:`to_wire`, a delivered message): the properties above become system
 properties again; the ones the broker writes itself (INTERNAL) are not shown to the
@@ -42,15 +42,15 @@ def fifo_queue(message_group: str, queue_count: int) -> int:
 
 
 # Wire -> store ----------------------------------------------------------------------------
-def to_store(m: "pb.Message", queue_count: int) -> Message:
+def to_store(m: "pb.Message") -> Message:
+    """The store Message of a sent message, queue id None (a FIFO message's queue is picked by the
+    send path: fifo_queue over the queues this broker writes)."""
     sp = m.system_properties
     props = dict(m.user_properties)
     if sp.message_id:
         props[PROP_UNIQ_KEY] = sp.message_id
-    qid = None
     if sp.HasField("message_group") and sp.message_group:
         props[PROP_MESSAGE_GROUP] = sp.message_group
-        qid = fifo_queue(sp.message_group, queue_count)
     props[PROP_MESSAGE_TYPE] = MESSAGE_TYPE_NAMES.get(sp.message_type or MessageType.NORMAL, "NORMAL")
     born_host = None
     if sp.born_host:
@@ -59,7 +59,7 @@ def to_store(m: "pb.Message", queue_count: int) -> Message:
         else:
             props[PROP_BORN_HOST] = sp.born_host
     return Message(topic=m.topic.name, body=m.body, tags=sp.tag if sp.HasField("tag") and sp.tag else None,
-                   keys=[k for k in sp.keys if k] or None, properties=props, queue_id=qid,
+                   keys=[k for k in sp.keys if k] or None, properties=props,
                    born_timestamp_ms=born_ms_of(sp), born_host=born_host, sys_flag=sys_flag_of(sp))
 
 

@@ -1,0 +1,164 @@
+"""A send as every lane hands it to the send path (``SendBatch``), and what the path answers for
+each of its messages (``Verdicts``).
+
+The lanes parse their wire format and nothing else: SendMessage (send_message.py: a protobuf
+request, or its common message read straight from its bytes) and SendRecords (send_records.py: a
+frame of one topic). Each builds a SendBatch: the messages' topics and ids as columns, the body
+bytes (flow control's measure), the refusals of the parse itself (what the wire format cannot
+carry here: an unsupported message type, a frame's id out of bounds), and the messages in the form
+the store takes them (a payload, one kind per store entry point):
+
+* ``Messages``: store Messages (SendMessage's general path: MessageStore.put_batch), with each
+  message's type, message group and delivery time, which the send path routes (FIFO queues,
+  DELAY parking, TRANSACTION half messages);
+* ``Encoded``: one NORMAL message with its record properties encoded already (SendMessage's
+  common case, tidemq._accel.send_one: MessageStore.put_encoded);
+* ``Slices``: messages of one topic as slices of one frame (SendRecords: MessageStore.put_slices).
+
+The send path (send_path.py) answers ``Verdicts``: per message one ``Verdict`` (stored at a queue
+offset, a duplicate of an earlier store, refused with a code and a reason, held by flow control
+then refused) as columns, which the lane encodes back into its wire format.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Callable, NamedTuple, Sequence
+
+import numpy as np
+
+from ...protocol.stubs import Code
+from ...store import Message
+from ..sessions.telemetry import client_id_of
+
+
+class Verdict(enum.IntEnum):
+    OPEN = 0          # not decided yet (only inside the send path)
+    STORED = 1        # stored: ``qids[i]``, ``offsets[i]``
+    DUPLICATE = 2     # a resend of a message stored before: its first store's offset (answered OK)
+    REFUSED = 3       # ``codes[i]`` and ``texts[i]``: not stored, or stored but not confirmed where its
+                      # acknowledgement needs it (the FLUSH / SLAVE timeouts: a resend is never stored again)
+    HELD = 4          # held by flow control until its deadline, then refused (TOO_MANY_REQUESTS)
+
+
+class Caller(NamedTuple):
+    """Who sends: flow control's per-connection bounds (``peer``), the transaction checks' client
+    (``client_id``), the deadline (``time_remaining()``: seconds left, None: none)."""
+
+    peer: str
+    client_id: str
+    time_remaining: Callable[[], float | None]
+
+
+def caller_of(context) -> Caller:
+    """The Caller of an RPC (its grpc context)."""
+    return Caller(context.peer(), client_id_of(context), context.time_remaining)
+
+
+class Messages:
+    """Store Messages (queue id None) with their routes: ``types`` the protocol's MessageType of each,
+    ``groups`` its message group ("" none: FIFO picks a queue by it), ``delivery_ms`` its delivery
+    time (None: now)."""
+
+    __slots__ = ("messages", "types", "groups", "delivery_ms")
+
+    def __init__(self, messages: list[Message], types: Sequence[int], groups: Sequence[str],
+                 delivery_ms: Sequence[int | None]) -> None:
+        self.messages, self.types, self.groups, self.delivery_ms = messages, types, groups, delivery_ms
+
+
+class Encoded:
+    """One message with its record properties encoded: ``entry`` as MessageStore.put_encoded takes it
+    ((body, properties, tags hash, id, keys)), and its born time, born host ("ipv4:port") and sys flag."""
+
+    __slots__ = ("entry", "born_ms", "born_host", "sys_flag")
+
+    def __init__(self, entry: tuple, born_ms: int | None, born_host: str | None, sys_flag: int) -> None:
+        self.entry, self.born_ms, self.born_host, self.sys_flag = entry, born_ms, born_host, sys_flag
+
+
+class Slices:
+    """Messages of one topic as slices of ``raw`` (MessageStore.put_slices: ``fields`` n x 10 uint32,
+    ``tags_hashes`` int64 each, ``extra`` properties every record gets)."""
+
+    __slots__ = ("raw", "fields", "tags_hashes", "extra")
+
+    def __init__(self, raw, fields, tags_hashes, extra: bytes) -> None:
+        self.raw, self.fields, self.tags_hashes, self.extra = raw, fields, tags_hashes, extra
+
+
+class SendBatch:
+    """What a lane parsed: ``n`` messages; ``topic`` when they share one (SendRecords, the common
+    SendMessage), else ``topics`` one per message; ``id_of(i)`` message i's id ("" none); ``keys``
+    the dedup window's keys (dedup.KEY_BYTES each, zero: no usable id), None for the path to compute
+    from the ids; ``nbytes`` the body bytes; ``refused`` {i: (code, text)} of the parse; ``payload``
+    one of Messages, Encoded, Slices."""
+
+    __slots__ = ("n", "topic", "topics", "id_of", "keys", "nbytes", "refused", "payload")
+
+    def __init__(self, n: int, payload, id_of: Callable[[int], str], nbytes: int, topic: str | None = None,
+                 topics: list[str] | None = None, keys=None, refused: dict | None = None) -> None:
+        assert (topic is None) != (topics is None), "one topic, or one per message"
+        self.n, self.payload, self.id_of, self.nbytes = n, payload, id_of, nbytes
+        self.topic, self.topics, self.keys = topic, topics, keys
+        self.refused = refused or {}
+
+    def topic_of(self, i: int) -> str:
+        return self.topic if self.topic is not None else self.topics[i]
+
+
+class Verdicts:
+    """One verdict per message as columns: ``kinds`` (Verdict), ``codes`` (the protocol's Code:
+    OK for STORED and DUPLICATE), ``qids`` / ``offsets`` (the queue and queue offset a message was
+    stored at; a duplicate's first offset, queue -1), ``texts`` {i: reason}, ``txns`` {i: the
+    transaction id of a TRANSACTION message}, ``ids`` {i: the id the store gave a message sent
+    without one}; ``whole`` (code, text) when one refusal was for the request as a whole (flow
+    control, the topic), else None."""
+
+    __slots__ = ("n", "kinds", "codes", "qids", "offsets", "texts", "txns", "ids", "whole")
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.kinds = np.zeros(n, np.uint8)
+        self.codes = np.full(n, Code.OK, np.int32)
+        self.qids = np.full(n, -1, np.int32)
+        self.offsets = np.full(n, -1, np.int64)
+        self.texts: dict[int, str] = {}
+        self.txns: dict[int, str] = {}
+        self.ids: dict[int, str] = {}
+        self.whole: tuple[int, str] | None = None
+
+    def refuse_all(self, code: int, text: str, kind: Verdict = Verdict.REFUSED) -> None:
+        """One refusal for every message (the request's: flow control, its topic)."""
+        self.kinds[:] = kind
+        self.codes[:] = code
+        self.texts = dict.fromkeys(range(self.n), text)
+        self.whole = (code, text)
+
+    def refuse(self, i: int, code: int, text: str, kind: Verdict = Verdict.REFUSED) -> None:
+        self.kinds[i] = kind
+        self.codes[i] = code
+        self.texts[i] = text
+
+    def duplicate(self, i: int, offset: int, txn: str, text: str) -> None:
+        self.kinds[i] = Verdict.DUPLICATE
+        self.offsets[i] = offset
+        self.texts[i] = text
+        if txn:
+            self.txns[i] = txn
+
+    def open(self) -> np.ndarray:
+        """Indexes of the messages not decided yet."""
+        return np.flatnonzero(self.kinds == Verdict.OPEN)
+
+    def duplicates(self) -> list[int]:
+        return np.flatnonzero(self.kinds == Verdict.DUPLICATE).tolist()
+
+    def top(self) -> tuple[int, str]:
+        """The answer's own status: a single message's, OK when every message is stored or a
+        duplicate, else MULTIPLE_RESULTS."""
+        if self.n == 1:
+            return int(self.codes[0]), self.texts.get(0, "")
+        if (self.codes == Code.OK).all():
+            return Code.OK, ""
+        return Code.MULTIPLE_RESULTS, "some messages were not stored: see the entries"
