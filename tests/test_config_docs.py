@@ -85,6 +85,16 @@ def test_renamed_and_moved_names_point_to_the_new_ones():
             assert f"| `{old}` | `[{sect}]` | [`[{cls.SECTION}]` `{new}`](#{new}) |" in text
 
 
+def test_retired_settings_are_listed_with_why(monkeypatch):
+    text = config_docs.render()
+    for cls in config.SECTIONS.values():
+        for name, why in cls.RETIRED.items():
+            assert f"| `{name}` (`TIDEMQ_{name.upper()}`) | `[{cls.SECTION}]` | {why} |" in text
+            assert f'<a id="{name}">' not in text
+    monkeypatch.setattr(ReplicationConfig, "RETIRED", {"old_knob_ms": "nothing waits any more"})
+    assert "| `old_knob_ms` (`TIDEMQ_OLD_KNOB_MS`) | `[replication]` | nothing waits any more |" in config_docs.render()
+
+
 def test_secrets_are_marked_and_text_is_not_taken_for_html():
     text = config_docs.render()
     assert "secret: shown masked" in row(text, "secret_key")

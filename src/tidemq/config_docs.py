@@ -6,7 +6,8 @@ turns that into the operator's reference, so the two cannot drift apart. For eac
 its name, TOML section, ``TIDEMQ_*`` variable, unit (from the name's suffix: units live in
 names, qualifier last), default (as TOML), bounds or choices, whether it changes at run time
 (``tidemq.protocol.admin.ALARM_LIMITS``: what ``tidemq config set`` and ``tidemq alarms
---set-*`` may change), its doc string, and the names it had before (``RENAMED``, ``MOVED_IN``).
+--set-*`` may change), its doc string, and the names it had before (``RENAMED``, ``MOVED_IN``);
+then the settings that do nothing any more (``RETIRED``).
 Sections come from ``config.SECTIONS``: a new component class appears here by itself.
 
     scripts/config-docs                      # regenerate docs/configuration.md (what CI checks)
@@ -252,6 +253,14 @@ def render() -> str:
                 "| old name | section | now |", "|---|---|---|"]
         out += [f"| `{old}` (`{env_name(old)}`) | `[{sect}]` | [`{new}`](#{new}) |" for sect, old, new in renamed]
         out += [f"| `{old}` | `[{old_sect}]` | [`[{sect}]` `{new}`](#{new}) |" for old_sect, old, sect, new in moved]
+        out.append("")
+    retired = [(cls.SECTION, name, why) for _s, cls in sections for name, why in cls.RETIRED.items()]
+    if retired:
+        out += ["## Retired settings", "",
+                "These do nothing any more: in the file or as `TIDEMQ_*` variables they are ignored, with a "
+                "warning saying why. Remove them from your configuration.", "",
+                "| setting | section | why |", "|---|---|---|"]
+        out += [f"| `{name}` (`{env_name(name)}`) | `[{sect}]` | {_cell(_text(why))} |" for sect, name, why in retired]
         out.append("")
     return "\n".join(out)
 
