@@ -3,8 +3,9 @@
 Every field carries its unit in its name (qualifier last: ``segment_size_bytes``,
 ``send_hold_ms_max``), its default, its bounds and a doc string (in the field
 metadata). Sources, weakest first: defaults, a TOML file (one ``[section]`` per
-component: ``[store]``, ``[broker]``), ``TIDEMQ_*`` environment variables, explicit
-keyword overrides; nothing else in the code base reads the environment.
+component: ``[store]``, ``[broker]``, ``[replication]``), ``TIDEMQ_*`` environment variables,
+explicit keyword overrides (a command's flags); nothing else in the code base reads the
+environment. docs/configuration.md is generated from these classes (scripts/config-docs).
 
 Mistakes are errors (ConfigError, one line, with "did you mean" where a name is
 close to a known one), never silently ignored or bent: an unknown section, setting
@@ -275,6 +276,10 @@ def check_env(env: Mapping[str, str]) -> None:
 
 @dataclass(frozen=True)
 class StoreConfig(_Loadable):
+    """The embedded store (tidemq/store/): where its files live, the disks' three ratios and
+    cleanup, segment, queue and index sizes, flushing, reads. Commands on a stopped store read
+    these too (and what the store remembers of them: ``<root>/config/store.json``)."""
+
     SECTION: ClassVar[str] = "store"
     RENAMED: ClassVar[Mapping[str, str]] = {
         "disk_max_used_space_ratio": "disk_used_space_percent_max",
@@ -310,7 +315,10 @@ class StoreConfig(_Loadable):
                                                    "(RocketMQ diskSpaceWarningLevelRatio)", 35, 90)
     clean_resource_interval_ms: int = _f(10_000, "period of the cleanup services and disk checks", 10, 3_600_000)
     delete_when: str = _f("04", "hours (local time) when expired segments are deleted, e.g. '04;16'")
-    file_reserved_time_hours: float = _f(72.0, "segments older than this are expired", 0.0, 24 * 365 * 10)
+    file_reserved_time_hours: float = _f(72.0, "retention: a commit-log segment whose newest message is older than "
+                                            "this is expired (RocketMQ fileReservedTime); expired segments are "
+                                            "deleted at delete_when, or above disk_used_space_percent_max",
+                                        0.0, 24 * 365 * 10)
     delete_file_batch_max: int = _f(10, "segments deleted per cleanup round at most", 1, 10_000)
     delete_commit_log_files_interval_ms: int = _f(100, "pause between two segment deletions", 0, 60_000)
     destroy_mapped_file_interval_forcibly_ms: int = _f(120_000, "a segment held by a reader is deleted anyway after this",
@@ -462,6 +470,10 @@ class StoreConfig(_Loadable):
 
 @dataclass(frozen=True)
 class BrokerConfig(_Loadable):
+    """The broker (tidemq/broker/): its ports, consumers, delayed and transactional messages, the
+    resource alarms and flow control (RabbitMQ's model), authentication and TLS, and a ``_max``
+    on everything a client can make it hold or do per round."""
+
     SECTION: ClassVar[str] = "broker"
     RENAMED: ClassVar[Mapping[str, str]] = {
         "grpc_max_message_bytes": "grpc_message_bytes_max",
@@ -553,13 +565,17 @@ class BrokerConfig(_Loadable):
     memory_high_watermark_ratio: float = _f(0.4, "memory alarm when the broker's resident memory (anonymous: mapped "
                                                  "commit-log pages excluded) passes this fraction of RAM (or of "
                                                  "the cgroup's limit)", 0.01, 0.95)
-    memory_high_watermark_bytes: int = _f(0, "memory alarm limit in bytes; > 0 replaces the ratio", 0, 1 << 50)
+    memory_high_watermark_bytes: int = _f(0, "memory alarm limit in bytes of resident memory; > 0 replaces "
+                                             "memory_high_watermark_ratio", 0, 1 << 50)
     disk_free_limit_bytes: int = _f(0, "disk alarm when free space under a store directory falls under this; 0: two "
                                        "commit-log segments (2 GiB with the default segment_size_bytes; RabbitMQ's "
                                        "50 MB would not hold the next segment)", 0, 1 << 50)
-    alarm_check_interval_ms_max: int = _f(10_000, "alarm checks, far from the limits (closer: more often)",
+    alarm_check_interval_ms_max: int = _f(10_000, "longest time between two alarm checks, far from the limits "
+                                                  "(nearer them the checks come more often, down to "
+                                                  "alarm_check_interval_ms_min)",
                                           10, 600_000)
-    alarm_check_interval_ms_min: int = _f(100, "alarm checks, at the limits", 10, 600_000)
+    alarm_check_interval_ms_min: int = _f(100, "shortest time between two alarm checks, at the limits",
+                                          10, 600_000)
     send_hold_ms_max: int = _f(2_000, "longest a send waits on an alarm or the flush backlog before it is refused "
                                       "with TOO_MANY_REQUESTS (never past its deadline minus 0.25 s)", 0, 60_000)
     # Flow control
@@ -640,9 +656,12 @@ class ReplicationConfig(_Loadable):
                                         "(on disk where they run SYNC_FLUSH); ASYNC: after the local write, the lag "
                                         "reported", choices=("ASYNC", "SYNC"))
     in_sync_replicas_min: int = _f(1, "SYNC: followers that must have a put before it is acknowledged; fewer in "
-                                      "sync: SLAVE_NOT_AVAILABLE at once", 1, 16)
+                                      "sync: refused at once with HA_NOT_AVAILABLE (the store's "
+                                      "SLAVE_NOT_AVAILABLE)", 1, 16)
     replication_timeout_ms: int = _f(3_000, "SYNC: a put the followers have not confirmed by then answers "
-                                            "FLUSH_SLAVE_TIMEOUT (it stays in the log)", 1, 600_000)
+                                            "SLAVE_PERSISTENCE_TIMEOUT (the store's FLUSH_SLAVE_TIMEOUT; "
+                                            "it stays in the log, and its resend is not stored twice)",
+                                     1, 600_000)
     in_sync_lag_bytes_max: int = _f(256 * MIB, "a connected follower more than this behind the leader's end is "
                                                "not in sync (RocketMQ haMaxGapNotInSync)", 0, 1 << 50)
     replication_frame_bytes_max: int = _f(1 * MIB, "commit-log bytes one replication frame carries at most "
