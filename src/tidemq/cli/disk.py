@@ -6,7 +6,7 @@ import time
 
 import click
 
-from .common import config_option, open_store, quiet_logs, root_option
+from .common import config_option, connection_options, open_store, quiet_logs, root_option
 from ..words import cleanup_summary, human_bytes, until
 from .output import emit_json, out, table
 
@@ -23,6 +23,7 @@ def _offline_status(root, config_file) -> dict:
 @root_option
 @config_option
 @click.option("--endpoint", default=None, envvar="TIDEMQ_ENDPOINT", help="HOST:PORT of a running broker")
+@connection_options
 @click.option("--json", "as_json", is_flag=True, help="print the status as JSON")
 @click.option("-v", "--verbose", is_flag=True)
 def disk(root, config_file, endpoint, as_json, verbose) -> None:

@@ -38,6 +38,8 @@ def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create
     from ..broker.server import event_loop_runner, serve as run
 
     quiet_logs(verbose)
+    import logging
+    logging.getLogger("tidemq.audit").setLevel(logging.INFO)    # every admin change, whatever the verbosity
     store_overrides = {} if auto_create_topics is None else {"auto_create_topics": auto_create_topics}
     store_cfg = load_store_config(root, config_file, remembered=False, **store_overrides)
     overrides = {k: v for k, v in (("host", host), ("port", port), ("metrics_port", metrics_port),

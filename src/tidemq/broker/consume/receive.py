@@ -254,7 +254,7 @@ class Consumption:
         entries = []
         for e in request.entries:
             try:
-                self.pop.ack(group, e.receipt_handle)
+                self.pop.ack(group, e.receipt_handle, request.topic.name)
                 code, msg = Code.OK, ""
             except HandleError as err:
                 code, msg = Code.INVALID_RECEIPT_HANDLE, str(err)
@@ -280,7 +280,8 @@ class Consumption:
             return spb.ChangeInvisibleDurationResponse(status=status(Code.ILLEGAL_INVISIBLE_TIME, bad),
                                                        receipt_handle=request.receipt_handle)
         try:
-            h = self.pop.change_invisible(request.group.name, request.receipt_handle, self.now_ms() + ms)
+            h = self.pop.change_invisible(request.group.name, request.receipt_handle, self.now_ms() + ms,
+                                          request.topic.name)
         except HandleError as err:
             return spb.ChangeInvisibleDurationResponse(status=status(Code.INVALID_RECEIPT_HANDLE, str(err)),
                                                        receipt_handle=request.receipt_handle)
@@ -294,7 +295,7 @@ class Consumption:
         forward of a message already done answers OK (the client resends until it sees OK)."""
         group = request.group.name
         try:
-            topic, qid, offset, inflight = self.pop.current(group, request.receipt_handle)
+            topic, qid, offset, inflight = self.pop.current(group, request.receipt_handle, request.topic.name)
         except HandleError as err:
             return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.INVALID_RECEIPT_HANDLE, str(err)))
         if inflight:

@@ -3,6 +3,10 @@
 The lanes (send_message.py: SendMessage; send_records.py: SendRecords frames) only parse their
 wire format into a SendBatch (batch.py) and encode the verdicts back. Here, once each, in order:
 
+0. **who** (with authentication on: protection/access.py, acl.py): the caller's user must be allowed
+   ``pub`` on each topic, once per topic; a message to a topic it may not publish to is answered
+   FORBIDDEN naming the user, the action and the topic (before anything else: a topic's existence
+   is not revealed, nor auto-created, for someone who may not publish to it);
 1. **gate** (protection/flow.SendGate): the connection's in-flight bounds, then resource alarms and
    the flush backlog, holding the send within its deadline; refused there, every message is
    answered TOO_MANY_REQUESTS with the reason (HELD);
@@ -102,6 +106,8 @@ class SendPath:
         self.resends = Resends(store, config)
         self.outcomes = Outcomes(self._queue_count)     # messages by topic and the code they were answered
         self._sendable: set[str] = set()       # topic names topic_check found valid (at most SENDABLE_MAX)
+        self.acl = None              # protection/acl.Acl with authentication on: pub checked per topic (step 0)
+        self.on_forbidden = None     # (user, peer, topic, text) -> None: a refusal counted and logged
 
     def _queue_count(self, topic: str) -> int:
         try:
@@ -115,6 +121,9 @@ class SendPath:
         v = Verdicts(batch.n)
         for i, (code, text) in batch.refused.items():
             v.refuse(i, code, text)
+        if self.acl is not None and not self._authorize(batch, v, caller):
+            self._count(batch, v)
+            return v
         refusal = self.gate.enter(caller.peer, batch.nbytes)
         kind = Verdict.REFUSED
         if refusal is None:
@@ -149,6 +158,38 @@ class SendPath:
             parked, halves = self._route(p, v, caller)
         if (v.kinds == Verdict.OPEN).any():
             await self._put(batch, v, keys, halves, parked)
+
+    # 0. who -----------------------------------------------------------------------------------
+    def _authorize(self, batch: SendBatch, v: Verdicts, caller: Caller) -> bool:
+        """Messages to topics the caller may not pub: FORBIDDEN. False when none is left to send."""
+        from ..protection.acl import peer_ip
+        user = caller.user
+        if user is None:                          # authentication on, and no identity: never served
+            v.refuse_all(Code.FORBIDDEN, "forbidden: the call carries no authenticated user")
+            return False
+        ip = peer_ip(caller.peer)
+        if batch.topic is not None:
+            ok, why = self.acl.allowed(user, "topic", batch.topic, "pub", ip)
+            if ok:
+                return True
+            self._forbidden(user, caller.peer, why)
+            v.refuse_all(Code.FORBIDDEN, why)
+            return False
+        decided: dict[str, tuple[bool, str]] = {}
+        for i in range(batch.n):
+            t = batch.topics[i]
+            got = decided.get(t)
+            if got is None:
+                got = decided[t] = self.acl.allowed(user, "topic", t, "pub", ip)
+                if not got[0]:
+                    self._forbidden(user, caller.peer, got[1])
+            if not got[0] and v.kinds[i] == Verdict.OPEN:
+                v.refuse(i, Code.FORBIDDEN, got[1])
+        return bool((v.kinds == Verdict.OPEN).any())
+
+    def _forbidden(self, user: str, peer: str, why: str) -> None:
+        if self.on_forbidden is not None:
+            self.on_forbidden(user, peer, why)
 
     # 2. checks --------------------------------------------------------------------------------
     def _check(self, batch: SendBatch, v: Verdicts) -> None:
