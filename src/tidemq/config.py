@@ -59,6 +59,17 @@ def _f(default: Any, doc: str, lo: float | None = None, hi: float | None = None,
     return field(default=default, metadata=meta, repr=not secret)
 
 
+def is_loopback(host: str) -> bool:
+    """Whether an address (or "localhost") is this machine's loopback."""
+    import ipaddress
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 class ConfigError(ValueError):
     """A configuration that cannot be used (unknown name, wrong type or choice, out of bounds)."""
 
@@ -511,7 +522,20 @@ class BrokerConfig(_Loadable):
                                  "(0: off)", 0, 65535)
     metrics_host: str = _f("127.0.0.1", "address the metrics port binds: loopback unless configured, whatever "
                                         "the gRPC host (the status page and /status.json show the store's paths "
-                                        "and settings; no authentication)")
+                                        "and settings): off loopback it needs metrics_auth_token or "
+                                        "metrics_auth_user, or metrics_allow_unauthenticated")
+    metrics_auth_token: str = _f("", "bearer token /metrics, /status.json and the status page require "
+                                     "(Authorization: Bearer TOKEN: Prometheus's `authorization` scrape option); "
+                                     "/healthz and /readyz stay open", secret=True)
+    metrics_auth_user: str = _f("", "user of HTTP basic authentication on the metrics port (with "
+                                    "metrics_auth_password: Prometheus's `basic_auth`)")
+    metrics_auth_password: str = _f("", "password of metrics_auth_user", secret=True)
+    metrics_allow_unauthenticated: bool = _f(False, "serve the metrics port on a metrics_host off loopback without "
+                                                    "a credential (refused at start otherwise)")
+    metrics_connections_max: int = _f(64, "connections the metrics port keeps open at most (one more is closed at "
+                                          "once)", 1, 100_000)
+    metrics_idle_timeout_s: float = _f(30.0, "a metrics-port connection that sends nothing for this long is closed",
+                                       0.1, 3_600.0)
     status_history_s: float = _f(6 * 3_600.0, "how far back the status page's disk chart reaches (one sample "
                                               "per status_sample_interval_s)", 60.0, 7 * 86_400.0)
     status_sample_interval_s: float = _f(10.0, "how often disk usage and the rates are sampled for the status "
@@ -641,6 +665,17 @@ class BrokerConfig(_Loadable):
             raise ConfigError("access_key and secret_key go together: set both (authentication) or neither")
         if bool(self.tls_cert_file) != bool(self.tls_key_file):
             raise ConfigError("tls_cert_file and tls_key_file go together: set both (TLS) or neither")
+        if bool(self.metrics_auth_user) != bool(self.metrics_auth_password):
+            raise ConfigError("metrics_auth_user and metrics_auth_password go together: set both or neither")
+        if self.metrics_port and not is_loopback(self.metrics_host) and not self.metrics_auth_required \
+                and not self.metrics_allow_unauthenticated:
+            raise ConfigError(f"metrics_host {self.metrics_host!r} is not loopback and the metrics port has no "
+                              f"credential: set metrics_auth_token (or metrics_auth_user / metrics_auth_password), "
+                              f"or metrics_allow_unauthenticated = true to serve it open")
+
+    @property
+    def metrics_auth_required(self) -> bool:
+        return bool(self.metrics_auth_token or self.metrics_auth_user)
 
     @property
     def auth_enabled(self) -> bool:

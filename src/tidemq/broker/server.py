@@ -28,7 +28,7 @@ from ..store import MessageStore
 from .admin import Admin
 from .consume.pull_records import Records
 from .heap import keep_big_buffers
-from .observe.http import OpsServer
+from .observe.http import Credentials, OpsServer
 from .observe.status import Observer
 from .produce.send_message import send_message_lane
 from .produce.send_records import RecordSends
@@ -143,7 +143,10 @@ class Broker:
     async def start(self) -> int:
         if self.config.metrics_port:
             try:        # before recovery, so that /readyz can say "recovering"
-                self.ops = OpsServer(self.config.metrics_host, self.config.metrics_port)
+                c = self.config
+                self.ops = OpsServer(c.metrics_host, c.metrics_port,
+                                     Credentials(c.metrics_auth_token, c.metrics_auth_user, c.metrics_auth_password),
+                                     c.metrics_connections_max, c.metrics_idle_timeout_s)
             except OSError as e:
                 raise OSError(f"cannot serve metrics on {self.config.metrics_host}:{self.config.metrics_port}: "
                               f"{e.strerror or e} (metrics_port; 0 turns it off)") from e

@@ -143,7 +143,7 @@ class BrokerCollector(Collector):
                                   "their CRC (skipped; `tidemq verify` names them)", value=stats["records_damaged"])
         yield GaugeMetricFamily("tidemq_recovery_seconds", "time the store took to start",
                                 value=st["recovery"]["seconds"])
-        refusals = getattr(o.broker, "refusals", None)
+        refusals = getattr(getattr(o, "broker", None), "refusals", None)
         if refusals is not None:
             af = CounterMetricFamily("tidemq_auth_failures", "calls refused since start: by authentication (who: "
                                      "UNAUTHORIZED) or authorization (reason forbidden: what, FORBIDDEN)",
