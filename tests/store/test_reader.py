@@ -169,12 +169,21 @@ def test_get_raw_never_returns_a_record_that_fails_its_crc(stores):
 
 
 def test_get_raw_lays_the_records_out_once_after_the_room(stores):
-    """The frame: the room (zero), the sizes, the records (what ``records`` are views of); with a
-    damaged record among them, the frame holds the others only."""
+    """The frame: the room (zero, or the header ``head`` answers, written as the frame is made), the
+    sizes, the records (what ``records`` are views of); with a damaged record among them, the frame
+    holds the others only (and the header is for them)."""
+    import zlib
     for victims in ((), (4,)):
         s, rs = _damaged_store(stores, 150, n=12, victims=victims)
         g = s.get_raw("T", 0, 2, max_count=6, room=64)
-        frame, room = g.frame
+        frame, room, headed = g.frame
+        assert headed is False
+        asked = []
+        h = s.get_raw("T", 0, 2, max_count=6, room=64,
+                      head=lambda *a: asked.append(a) or b"H" * 10)
+        assert h.frame[2] is True and bytes(h.frame[0][:10]) == b"H" * 10 and bytes(h.frame[0][10:64]) == bytes(54)
+        (nxt, lo, hi, count, crc), = asked
+        assert (nxt, count) == (h.next_offset, len(h.records[0])) and crc == zlib.crc32(bytes(h.frame[0][64:]))
         sizes, data = g.records
         n = len(sizes)
         assert room == 64 and bytes(frame[:room]) == bytes(room) and n == 6 - len(victims)

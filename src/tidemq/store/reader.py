@@ -29,6 +29,14 @@ from .types import GetResult, GetStatus
 FILTER_SCAN_UNITS_MAX = 16_000     # units scanned by one filtered get (RocketMQ: maxFilterMessageSize)
 
 
+def _head(head, next_offset: int, min_offset: int, max_offset: int, count: int):
+    """frame_records' head for get_raw's caller's ``head`` (None: none); no header when records failed
+    their CRCs (the frame is made again without them)."""
+    if head is None:
+        return None
+    return lambda crc, bad: None if bad else head(next_offset, min_offset, max_offset, count, crc)
+
+
 class StoreReader:
     def __init__(self, config: StoreConfig, segments: SegmentQueue, commit_log: CommitLog,
                  queues: ConsumeQueueTable, topics: TopicTable, index: IndexService | None,
@@ -160,15 +168,17 @@ class StoreReader:
         return cq
 
     def get_raw(self, topic: str, queue_id: int, offset: int, max_count: int = 4096,
-                max_bytes: int = 16 << 20, room: int = 0) -> GetResult:
+                max_bytes: int = 16 << 20, room: int = 0, head=None) -> GetResult:
         """Up to max_count records of one queue from ``offset`` as stored bytes, for readers
         that decode in bulk (the Spark source, tidemq.client's raw pull): the result's
         ``records`` is (sizes, data): the records' sizes (little-endian i32 numpy array) and
         their bytes back to back (a buffer: bytes(data) for a bytes copy), all from one
         segment (the caller asks again from next_offset). Found with numpy over the
         consume-queue units, copied once (framing.frame_records) into the result's ``frame``:
-        ``room`` zero bytes, the sizes, the records (what ``records`` are views of), which the
-        broker answers with once it has written its header into the room. Every record's CRCs
+        ``room`` bytes, the sizes, the records (what ``records`` are views of), which the broker
+        answers with: ``head(next_offset, min_offset, max_offset, count, crc)`` (crc: CRC-32 of the
+        sizes and records), given, answers the header frame_records writes into the room as it
+        makes the frame (``frame`` is (frame, room, whether it did)). Every record's CRCs
         are checked on the copy; one that fails them is never served (skipped, counted, logged).
         No tag filter; the store's in-memory/from-disk count limits do not apply (the
         caller bounds the batch by max_count and max_bytes)."""
@@ -203,7 +213,8 @@ class StoreReader:
             take = take[within]
             used = int(take[-1]) + 1 if len(take) < int(alive[first:stop].sum()) else stop
             sizes = size[take]
-            frame, bad = frame_records(mf.mapping, cl_off[take] - mf.start_offset, sizes, room)
+            frame, bad, headed = frame_records(mf.mapping, cl_off[take] - mf.start_offset, sizes, room,
+                                               _head(head, offset + used, mn, mx, len(sizes)))
         finally:
             mf.release()
         if bad:                                         # never served: skipped, counted, logged
@@ -215,11 +226,12 @@ class StoreReader:
                 return GetResult(GetStatus.MESSAGE_DAMAGED, offset + used, mn, mx)
             at = room + 4 * len(sizes) + np.cumsum(sizes) - sizes
             sizes = sizes[keep]
-            frame, _ = frame_records(frame, at[keep], sizes, room)
+            frame, _, headed = frame_records(frame, at[keep], sizes, room,
+                                             _head(head, offset + used, mn, mx, len(sizes)))
         g = GetResult(GetStatus.FOUND, offset + used, mn, mx)
         data_at = room + 4 * len(sizes)
         g.records = (np.frombuffer(frame, "<i4", len(sizes), room), memoryview(frame)[data_at:])
-        g.frame = (frame, room)
+        g.frame = (frame, room, headed)
         return g
 
     def get_by_commitlog_offset(self, offset: int, size: int | None = None) -> codec.StoredMessage | None:

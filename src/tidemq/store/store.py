@@ -690,13 +690,13 @@ class MessageStore:
         return r
 
     def get_raw(self, topic: str, queue_id: int, offset: int, max_count: int = 4096,
-                max_bytes: int = 16 << 20, room: int = 0) -> GetResult:
+                max_bytes: int = 16 << 20, room: int = 0, head=None) -> GetResult:
         """Up to max_count records of one queue from ``offset`` as stored bytes, copied after
-        ``room`` bytes for a header (reader.py)."""
+        ``room`` bytes for a header, which ``head`` makes (reader.py)."""
         if self.reader is None:
             return GetResult(GetStatus.SERVICE_NOT_AVAILABLE, offset, 0, 0)
         self._put_lock.drain()           # answered puts not dispatched yet: dispatched first (put_lock.py)
-        r = self.reader.get_raw(topic, queue_id, offset, max_count, max_bytes, room)
+        r = self.reader.get_raw(topic, queue_id, offset, max_count, max_bytes, room, head)
         if r.records is not None and len(r.records[0]):
             self._count_read(topic, len(r.records[0]), len(r.records[1]))
         return r

@@ -277,7 +277,8 @@ class GetResult:
         self.messages = messages if messages is not None else []
         self.from_disk = from_disk
         self.records = None        # get_raw: (sizes, bytes of the records back to back)
-        self.frame = None          # get_raw: (the bytes object records are views of, its room's size)
+        self.frame = None          # get_raw: (the bytes object records are views of, its room's size, whether
+                                   # its header was written into the room)
 
     def __repr__(self) -> str:
         return (f"GetResult({self.status.name}, next={self.next_offset}, min={self.min_offset}, "

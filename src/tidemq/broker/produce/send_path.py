@@ -337,6 +337,8 @@ class SendPath:
         size = np.frombuffer(r.size, np.int32)
         app = np.flatnonzero(size > 0)
         at = app if where is None else where[app]
+        physs = np.full(batch.n, -1, np.int64)              # each stored record's commit-log offset
+        physs[at] = np.frombuffer(r.phys, np.int64)[app]
         if r.status is PutStatus.PUT_OK:
             v.kinds[at] = Verdict.STORED
             v.qids[at] = np.frombuffer(r.qid, np.int32)[app]
@@ -347,7 +349,7 @@ class SendPath:
                 v.refuse(i, code, text)
                 # appended, not confirmed (disk, followers): its resend is answered, never stored again
                 self.resends.remember_unconfirmed(bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]), r.status,
-                                                  r.qoff[k], r.phys[k] + r.size[k])
+                                                  r.qoff[k], r.phys[k], r.phys[k] + r.size[k])
         for k, res in r.refused.items():
             i = k if where is None else int(where[k])
             if v.kinds[i] == Verdict.OPEN:
@@ -362,7 +364,7 @@ class SendPath:
                     txns[i] = v.txns[i] = one.offset_msg_id or ""      # the half message's id
                 if not batch.id_of(i):
                     v.ids[i] = one.msg_id or ""                     # sent without an id: the store's
-        self.resends.remember(keys, v.offsets, v.kinds == Verdict.STORED, txns)
+        self.resends.remember(keys, v.offsets, physs, v.kinds == Verdict.STORED, txns)
         return True
 
     # 7. count -----------------------------------------------------------------------------------

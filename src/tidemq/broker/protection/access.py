@@ -333,34 +333,52 @@ class Guard(grpc.GenericRpcHandler):
                                                        handler.response_serializer)
         if handler.unary_stream is not None:
             inner_us = handler.unary_stream
-
-            async def unary_stream(request, context):
-                IDENTITY.set(Identity(user, context.peer()))
-                no = refuse(request, context)
-                if no is None:
-                    async for item in inner_us(request, context):
-                        yield item
-                    return
-                if no[1] is None:
-                    await context.abort(grpc.StatusCode.PERMISSION_DENIED, no[0])
-                yield no[1]
+            if not inspect.isasyncgenfunction(inner_us):    # writes its answers itself (context.write)
+                async def unary_stream(request, context):
+                    IDENTITY.set(Identity(user, context.peer()))
+                    no = refuse(request, context)
+                    if no is None:
+                        return await inner_us(request, context)
+                    if no[1] is None:
+                        await context.abort(grpc.StatusCode.PERMISSION_DENIED, no[0])
+                    await context.write(no[1])
+            else:
+                async def unary_stream(request, context):
+                    IDENTITY.set(Identity(user, context.peer()))
+                    no = refuse(request, context)
+                    if no is None:
+                        async for item in inner_us(request, context):
+                            yield item
+                        return
+                    if no[1] is None:
+                        await context.abort(grpc.StatusCode.PERMISSION_DENIED, no[0])
+                    yield no[1]
             return grpc.unary_stream_rpc_method_handler(unary_stream, handler.request_deserializer,
                                                         handler.response_serializer)
         # streamed requests (Telemetry, SendRecordsStream, the replication stream): decided by the
         # user alone (their rules are ANYONE, SEND_PATH or SUPER), before the first request is read
         if handler.stream_stream is not None:
             inner_ss = handler.stream_stream
-
-            async def stream_stream(requests, context):
-                IDENTITY.set(Identity(user, context.peer()))
-                no = refuse(None, context)
-                if no is None:
-                    async for item in inner_ss(requests, context):
-                        yield item
-                    return
-                if no[1] is None:
-                    await context.abort(grpc.StatusCode.PERMISSION_DENIED, no[0])
-                yield no[1]
+            if not inspect.isasyncgenfunction(inner_ss):    # reads and writes itself (context.read / write)
+                async def stream_stream(requests, context):
+                    IDENTITY.set(Identity(user, context.peer()))
+                    no = refuse(None, context)
+                    if no is None:
+                        return await inner_ss(requests, context)
+                    if no[1] is None:
+                        await context.abort(grpc.StatusCode.PERMISSION_DENIED, no[0])
+                    await context.write(no[1])
+            else:
+                async def stream_stream(requests, context):
+                    IDENTITY.set(Identity(user, context.peer()))
+                    no = refuse(None, context)
+                    if no is None:
+                        async for item in inner_ss(requests, context):
+                            yield item
+                        return
+                    if no[1] is None:
+                        await context.abort(grpc.StatusCode.PERMISSION_DENIED, no[0])
+                    yield no[1]
             return grpc.stream_stream_rpc_method_handler(stream_stream, handler.request_deserializer,
                                                          handler.response_serializer)
         if handler.stream_unary is not None:
