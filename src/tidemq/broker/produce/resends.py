@@ -23,10 +23,13 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+import numpy as np
+
 from ...config import BrokerConfig
 from ...record.codec import PROP_UNIQ_KEY
 from ...store import MessageStore, PutReason, PutStatus
 from ..deferred.parking import PROP_REAL_TOPIC
+from .batch import STORED
 from .dedup import KEY, KEY_BYTES, DedupWindow, id_hash
 
 UNCONFIRMED_MAX = 10_000        # appended sends not yet confirmed (disk, followers) remembered for their resends
@@ -129,13 +132,18 @@ class Resends:
         self.window.put(topic, message_id, offset, found[0].commitlog_offset)
         return offset, ""
 
-    def remember(self, keys, offsets, physs, stored, txns: dict[int, str]) -> None:
-        """Messages just stored: ``offsets`` their queue offsets, ``physs`` their records' commit-log
-        offsets, ``stored`` a bool array of the ones stored (their keys usable), ``txns`` {index:
-        transaction id} of the TRANSACTION ones."""
-        self.window.put_keys(keys, offsets, physs, stored)
+    def remember(self, keys, offsets: list[int], physs: list[int], kinds: list[int], txns: dict[int, str]) -> None:
+        """Messages just stored (``kinds[i]`` STORED: batch.Verdicts' columns): ``offsets`` their queue
+        offsets, ``physs`` their records' commit-log offsets, ``txns`` {index: transaction id} of the
+        TRANSACTION ones."""
+        if len(kinds) == 1:                        # the common request: no array made
+            if kinds[0] == STORED:
+                self.window.put_key(bytes(keys[:KEY_BYTES]), offsets[0], physs[0], txns.get(0, ""))
+            return
+        self.window.put_keys(keys, np.array(offsets, np.int64), np.array(physs, np.int64),
+                             np.array(kinds, np.uint8) == STORED)
         for i, txn in txns.items():
-            self.window.put_key(bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]), int(offsets[i]), int(physs[i]), txn)
+            self.window.put_key(bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]), offsets[i], physs[i], txn)
 
     def remember_unconfirmed(self, key: bytes, status: PutStatus, queue_offset: int, phys: int, end: int,
                              txn: str = "") -> None:

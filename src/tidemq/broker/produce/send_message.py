@@ -24,7 +24,7 @@ from ...protocol.stubs import Code, MessageType, pb, spb, status
 from ..deferred.parking import delivery_ms
 from ..protection.decoding import decoded
 from ..wire import SUPPORTED_TYPES, to_store
-from .batch import Encoded, Messages, SendBatch, Verdict, Verdicts, caller_of
+from .batch import DUPLICATE, Encoded, Messages, SendBatch, Verdicts, caller_of
 from .send_path import SendPath
 
 NOT_YET = "not supported yet by tidemq: {what}"
@@ -98,13 +98,13 @@ class MessageSends:
 
     @staticmethod
     def _answer(v: Verdicts, ids, context) -> "spb.SendMessageResponse":
-        texts, txns, given = v.texts, v.txns, v.ids
-        entries = [spb.SendResultEntry(status=status(int(v.codes[i]), texts.get(i, "")),
+        texts, txns, given, codes, offsets = v.texts, v.txns, v.ids, v.codes, v.offsets
+        entries = [spb.SendResultEntry(status=status(codes[i], texts.get(i, "")),
                                        message_id=ids[i] or given.get(i, ""),
-                                       offset=max(int(v.offsets[i]), 0), transaction_id=txns.get(i, ""))
+                                       offset=max(offsets[i], 0), transaction_id=txns.get(i, ""))
                    for i in range(v.n)]
         if v.n == 1:
-            if v.kinds[0] == Verdict.DUPLICATE:
+            if v.kinds[0] == DUPLICATE:
                 context.set_trailing_metadata(duplicates_trailer((0,)))
             return spb.SendMessageResponse(status=entries[0].status, entries=entries)
         dups = v.duplicates()

@@ -47,11 +47,12 @@ from ..protection.flow import SendGate
 from ..puts import StorePuts
 from ..topic_names import SCHEDULE_TOPIC, SYSTEM_TOPICS
 from ..wire import fifo_queue
-from .batch import Caller, Encoded, Messages, SendBatch, Slices, Verdict, Verdicts
+from .batch import DUPLICATE as DUPLICATE_VERDICT
+from .batch import HELD, OPEN, REFUSED, STORED, Caller, Encoded, Messages, SendBatch, Slices, Verdicts
 from .dedup import KEY_BYTES
 from .resends import Resends, Unconfirmed
 
-DUPLICATE = "duplicate: already stored"
+DUPLICATE_TEXT = "duplicate: already stored"
 SENDABLE_MAX = 4096             # topic names remembered as valid by topic_check (its fast path)
 
 _RESOURCE_REFUSALS = frozenset((PutReason.DISK_FULL, PutReason.ARCHIVE_PENDING, PutReason.UNCONSUMED_BACKLOG))
@@ -125,12 +126,12 @@ class SendPath:
             self._count(batch, v)
             return v
         refusal = self.gate.enter(caller.peer, batch.nbytes)
-        kind = Verdict.REFUSED
+        kind = REFUSED
         if refusal is None:
             try:
                 if self.gate.blocked() is not None:          # rare: the common path makes no wait
                     refusal = await self.gate.hold(caller.time_remaining())
-                    kind = Verdict.HELD
+                    kind = HELD
                 if refusal is None:
                     await self._send(batch, v, caller)
             finally:
@@ -142,21 +143,20 @@ class SendPath:
 
     async def _send(self, batch: SendBatch, v: Verdicts, caller: Caller) -> None:
         self._check(batch, v)
-        which = v.open().tolist()
-        if not which:
+        if not v.any_open():
             return
         keys = batch.keys if batch.keys is not None else self._keys(batch)
-        for i, earlier in self.resends.find(keys, which, batch.topic_of, batch.id_of).items():
+        found = self.resends.find(keys, v.open(), batch.topic_of, batch.id_of)
+        for i, earlier in found.items():
             if isinstance(earlier, Unconfirmed):        # in the log, not confirmed: never appended twice
                 reason, text = earlier
                 v.refuse(i, put_code(reason.status, reason), text)
             else:                                       # a resend of a stored message: answered again
-                v.duplicate(i, earlier[0], earlier[1], DUPLICATE)
+                v.duplicate(i, earlier[0], earlier[1], DUPLICATE_TEXT)
         parked, halves = False, ()
-        p = batch.payload
-        if type(p) is Messages:
-            parked, halves = self._route(p, v, caller)
-        if (v.kinds == Verdict.OPEN).any():
+        if type(batch.payload) is Messages:
+            parked, halves = self._route(batch.payload, v, caller)
+        if v.any_open():
             await self._put(batch, v, keys, halves, parked)
 
     # 0. who -----------------------------------------------------------------------------------
@@ -183,9 +183,9 @@ class SendPath:
                 got = decided[t] = self.acl.allowed(user, "topic", t, "pub", ip)
                 if not got[0]:
                     self._forbidden(user, caller.peer, got[1])
-            if not got[0] and v.kinds[i] == Verdict.OPEN:
+            if not got[0] and v.kinds[i] == OPEN:
                 v.refuse(i, Code.FORBIDDEN, got[1])
-        return bool((v.kinds == Verdict.OPEN).any())
+        return v.any_open()
 
     def _forbidden(self, user: str, peer: str, why: str) -> None:
         if self.on_forbidden is not None:
@@ -195,26 +195,26 @@ class SendPath:
     def _check(self, batch: SendBatch, v: Verdicts) -> None:
         """Empty bodies, then each topic once: refused messages get their verdict."""
         p = batch.payload
-        if type(p) is Slices:
-            empty = np.flatnonzero(np.frombuffer(p.fields, np.uint32).reshape(-1, 10)[:, 9] == 0).tolist()
-        elif type(p) is Encoded:
-            empty = [] if p.entry[0] else [0]
+        if type(p) is Encoded:
+            empty = () if p.entry[0] else (0,)
+        elif type(p) is Slices:
+            empty = np.flatnonzero(np.asarray(p.fields).reshape(-1, 10)[:, 9] == 0).tolist()
         else:
             empty = [i for i, m in enumerate(p.messages) if not m.body]
         for i in empty:
-            if v.kinds[i] == Verdict.OPEN:
+            if v.kinds[i] == OPEN:
                 v.refuse(i, Code.MESSAGE_BODY_EMPTY, "the body is empty")
         if batch.topic is not None:
             _, code, why = self.topic_check(batch.topic)
             if code != Code.OK:
-                if (v.kinds == Verdict.OPEN).all():
+                if not v.decided:
                     v.refuse_all(code, why)
                 else:
-                    for i in v.open().tolist():
+                    for i in v.open():
                         v.refuse(i, code, why)
             return
         checked: dict[str, tuple] = {}
-        for i in v.open().tolist():
+        for i in v.open():
             t = batch.topics[i]
             got = checked.get(t)
             if got is None:
@@ -271,7 +271,7 @@ class SendPath:
         was parked, the indexes of the half messages)."""
         parked, halves = False, set()
         store = self.store
-        for i in v.open().tolist():
+        for i in v.open():
             m, mtype = p.messages[i], p.types[i]
             group = p.groups[i]
             if group:                        # FIFO: hashed to one of the queues this broker writes
@@ -314,16 +314,16 @@ class SendPath:
     async def _put(self, batch: SendBatch, v: Verdicts, keys: bytes, halves, parked: bool) -> None:
         store, puts, p = self.store, self.puts, batch.payload
         inline = not store.puts_may_wait
+        where = None
         if type(p) is Encoded:
             r = await puts.timed(store.put_encoded, batch.topic, (p.entry,), p.born_ms, p.born_host, p.sys_flag,
                                  inline)
-            where = None
         elif type(p) is Slices:
-            r = await puts.timed(store.put_slices, batch.topic, p.raw, p.fields, p.extra, v.kinds != Verdict.OPEN)
-            where = None
+            skip = np.array(v.kinds, np.uint8) != OPEN if v.decided else None
+            r = await puts.timed(store.put_slices, batch.topic, p.raw, p.fields, p.extra, skip)
         else:
             where = v.open()
-            r = await puts.timed(store.put_batch, [p.messages[i] for i in where.tolist()], inline)
+            r = await puts.timed(store.put_batch, [p.messages[i] for i in where], inline)
         if inline and type(p) is not Slices:
             # the dispatch was left for after the answer (store/put_lock.py): one message finds
             # every cache cold, and RocketMQ answers before it dispatches too
@@ -334,50 +334,62 @@ class SendPath:
     def _record(self, batch: SendBatch, v: Verdicts, r, where, keys: bytes, halves) -> bool:
         """The store's outcomes as verdicts (``where``: the batch index of each result, None: the
         same); what was stored remembered. True when something was stored."""
-        size = np.frombuffer(r.size, np.int32)
-        app = np.flatnonzero(size > 0)
-        at = app if where is None else where[app]
-        physs = np.full(batch.n, -1, np.int64)              # each stored record's commit-log offset
-        physs[at] = np.frombuffer(r.phys, np.int64)[app]
-        if r.status is PutStatus.PUT_OK:
-            v.kinds[at] = Verdict.STORED
-            v.qids[at] = np.frombuffer(r.qid, np.int32)[app]
-            v.offsets[at] = np.frombuffer(r.qoff, np.int64)[app]
-        elif len(at):
-            code, text = put_code(r.status, r.reason), r.error or r.status.name
-            for k, i in zip(app.tolist(), at.tolist()):
-                v.refuse(i, code, text)
-                # appended, not confirmed (disk, followers): its resend is answered, never stored again
-                self.resends.remember_unconfirmed(bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]), r.status,
-                                                  r.qoff[k], r.phys[k], r.phys[k] + r.size[k])
-        for k, res in r.refused.items():
-            i = k if where is None else int(where[k])
-            if v.kinds[i] == Verdict.OPEN:
-                v.refuse(i, put_code(res.status, res.reason), res.error or res.status.name)
-        if r.status is not PutStatus.PUT_OK or not len(at):
-            return False
+        size, qid, qoff = r.size, r.qid, r.qoff
+        ok = r.status is PutStatus.PUT_OK
+        if ok and where is None and not v.decided and not r.refused:     # the store took the batch whole
+            if batch.n == 1:
+                v.stored(0, qid[0], qoff[0])
+                physs = [r.phys[0]]
+            else:
+                v.all_stored(qid.tolist(), qoff.tolist())
+                physs = r.phys.tolist()
+        else:
+            physs = [-1] * batch.n                       # each stored record's commit-log offset
+            code, text = (Code.OK, "") if ok else (put_code(r.status, r.reason), r.error or r.status.name)
+            for k in range(len(size)):
+                if size[k] <= 0:
+                    continue
+                i = k if where is None else where[k]
+                if v.kinds[i] != OPEN:
+                    continue
+                if ok:
+                    v.stored(i, qid[k], qoff[k])
+                    physs[i] = r.phys[k]
+                else:
+                    v.refuse(i, code, text)
+                    # appended, not confirmed (disk, followers): its resend is answered, never stored again
+                    self.resends.remember_unconfirmed(bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]), r.status,
+                                                      qoff[k], r.phys[k], r.phys[k] + size[k])
+            for k, res in r.refused.items():
+                i = k if where is None else where[k]
+                if v.kinds[i] == OPEN:
+                    v.refuse(i, put_code(res.status, res.reason), res.error or res.status.name)
+            if not ok or STORED not in v.kinds:
+                return False
         txns: dict[int, str] = {}
         if type(batch.payload) is Messages:               # (the other lanes' messages all have ids)
-            for k, i in zip(app.tolist(), at.tolist()):
+            for k in range(len(size)):
+                i = k if where is None else where[k]
+                if v.kinds[i] != STORED:
+                    continue
                 one = r[k]
                 if i in halves:
                     txns[i] = v.txns[i] = one.offset_msg_id or ""      # the half message's id
                 if not batch.id_of(i):
                     v.ids[i] = one.msg_id or ""                     # sent without an id: the store's
-        self.resends.remember(keys, v.offsets, physs, v.kinds == Verdict.STORED, txns)
+        self.resends.remember(keys, v.offsets, physs, v.kinds, txns)
         return True
 
     # 7. count -----------------------------------------------------------------------------------
     def _count(self, batch: SendBatch, v: Verdicts) -> None:
         """What each message was answered, by topic and code; one update in the common case."""
         out, codes = self.outcomes, v.codes
-        dups = v.kinds == Verdict.DUPLICATE
-        if batch.topic is not None and not dups.any() and (codes == codes[0]).all():
-            out.add_code(batch.topic, int(codes[0]), batch.n)
+        if batch.topic is not None and DUPLICATE_VERDICT not in v.kinds and codes.count(codes[0]) == batch.n:
+            out.add_code(batch.topic, codes[0], batch.n)
             return
         for i in range(batch.n):
             t = batch.topic_of(i)
-            if dups[i]:
+            if v.kinds[i] == DUPLICATE_VERDICT:
                 out.add(t, DUPLICATE_STATUS)
             else:
-                out.add_code(t, int(codes[i]))
+                out.add_code(t, codes[i])
