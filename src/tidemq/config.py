@@ -632,6 +632,12 @@ class BrokerConfig(_Loadable):
                                           "refused as a replay", 1.0, 7 * 86_400.0)
     tls_cert_file: str = _f("", "PEM certificate (chain): with tls_key_file, the port speaks TLS only")
     tls_key_file: str = _f("", "PEM private key of tls_cert_file")
+    tls_ca_file: str = _f("", "PEM of the CA(s) that signed the group's certificates: what a member trusts when it "
+                              "connects to another (replication, the leader port's forwarding); empty: "
+                              "tls_cert_file itself (one self-signed certificate for the whole group)")
+    tls_client_ca_file: str = _f("", "PEM of the CA(s) whose client certificates the ports require: a client "
+                                     "without one signed by them is refused at the TLS handshake (members show "
+                                     "their tls_cert_file); empty: no client certificate asked for")
 
     # Bounds on what clients can make the broker remember or do per round
     clients_max: int = _f(10_000, "client ids whose liveness is remembered at most (oldest idle forgotten first)",
@@ -665,6 +671,8 @@ class BrokerConfig(_Loadable):
             raise ConfigError("access_key and secret_key go together: set both (authentication) or neither")
         if bool(self.tls_cert_file) != bool(self.tls_key_file):
             raise ConfigError("tls_cert_file and tls_key_file go together: set both (TLS) or neither")
+        if (self.tls_ca_file or self.tls_client_ca_file) and not self.tls_cert_file:
+            raise ConfigError("tls_ca_file / tls_client_ca_file need TLS on (tls_cert_file and tls_key_file)")
         if bool(self.metrics_auth_user) != bool(self.metrics_auth_password):
             raise ConfigError("metrics_auth_user and metrics_auth_password go together: set both or neither")
         if self.metrics_port and not is_loopback(self.metrics_host) and not self.metrics_auth_required \

@@ -264,11 +264,19 @@ class Broker:
         return handlers
 
     def _bind(self, server: grpc.aio.Server, address: str) -> int:
+        """Listen on ``address``: TLS when a certificate is configured (client certificates signed by
+        tls_client_ca_file required when it is set); the port, or 0 when it cannot be bound."""
         c = self.config
         try:
             if c.tls_enabled:
                 with open(c.tls_key_file, "rb") as k, open(c.tls_cert_file, "rb") as crt:
-                    creds = grpc.ssl_server_credentials([(k.read(), crt.read())])
+                    pair = (k.read(), crt.read())
+                client_ca = None
+                if c.tls_client_ca_file:
+                    with open(c.tls_client_ca_file, "rb") as f:
+                        client_ca = f.read()
+                creds = grpc.ssl_server_credentials([pair], root_certificates=client_ca,
+                                                    require_client_auth=client_ca is not None)
                 return server.add_secure_port(address, creds)
             return server.add_insecure_port(address)
         except RuntimeError:                 # grpc: "Failed to bind"
@@ -334,7 +342,10 @@ class Broker:
             server = grpc.aio.server(options=[("grpc.max_receive_message_length", c.grpc_message_bytes_max),
                                               ("grpc.max_send_message_length", c.grpc_message_bytes_max),
                                               ("grpc.so_reuseport", 0)])
-            self._leader_port = LeaderPort(self.replication, self._handlers())
+            # while leading, its calls go through the guard as the main port's do (authenticated, then
+            # authorized); while following, they are forwarded as they came, signature included, and
+            # the leader checks them
+            self._leader_port = LeaderPort(self.replication, list(self._guarded(typed_decoding(self._handlers()))))
             server.add_generic_rpc_handlers((self._leader_port,))
             if self._bind(server, f"{c.host}:{port}") == 0:
                 raise OSError(f"cannot listen on the leader port {c.host}:{port}: in use (leader_port)")
