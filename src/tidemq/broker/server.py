@@ -34,6 +34,7 @@ from .produce.send_message import send_message_lane
 from .produce.send_records import RecordSends
 from .protection.alarms import ResourceAlarms, human, read_rss_bytes, store_disk_reader, total_memory_bytes
 from .protection.access import Guard
+from .protection.members import MemberCredentials
 from .protection.acl import Acl, User
 from .protection.auth import Authenticator, Failure, Refusals
 from .protection.decoding import typed_decoding
@@ -73,6 +74,7 @@ class Broker:
         self.gate: SendGate | None = None
         self.acl: Acl | None = None                 # users and policies (protection/acl.py)
         self.refusals = Refusals()                  # calls refused by authentication / authorization
+        self.member_credentials: MemberCredentials | None = None
     def _make_alarms(self, store: MessageStore) -> ResourceAlarms:
         c, sc = self.config, self.store_config
         per_dir, base = sc.dir_thresholds(), sc.thresholds()
@@ -158,6 +160,7 @@ class Broker:
         c = self.config
         first = User(c.access_key, c.secret_key, True) if c.auth_enabled else None
         self.acl = Acl(self.store.fio, state_dir(self.store_config.root_dir), first).load()
+        self.member_credentials = MemberCredentials(c)      # how this member calls the others (a group)
         self._loop = asyncio.get_running_loop()
         self._alarm_wake = asyncio.Event()
         self.alarms = self._make_alarms(self.store)

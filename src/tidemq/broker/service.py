@@ -91,6 +91,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.transactions.open()
         # the one way a send goes, whatever its lane (produce/send_path.py)
         self.sends = SendPath(store, config, self.gate, self.puts, self._stored, self.timer, self.transactions)
+        self.acl = acl              # users and policies (copied to followers with the rest of the state)
         self.sends.acl = acl if acl is not None and acl.enabled else None
         if replaces is not None:
             self.sends.outcomes = replaces.sends.outcomes

@@ -8,8 +8,10 @@ consume-queue directory) is measured through the FileIO seam and gets a state:
                      (unless every writable directory is above it)
     full             at or above disk_space_warning_level_percent
     read-only        configured read-only (readonly_commitlog_dirs)
-    offline          missing, unmounted or failing I/O: reported once, never written again
-                     in this run; its segments are still read where the OS allows
+    offline          missing, unmounted or failing I/O: reported once, no new segment goes there;
+                     its segments are still read where the OS allows. It is probed again at every
+                     check and comes back by itself once the probe passes (its marker is its own
+                     again, it takes a write, its usage reads): reported once too
 
 Flags, with hysteresis so they never flap and never need a restart: a directory
 becomes *full* at the warning ratio and stops being full once it is back under
@@ -20,6 +22,12 @@ is full; the message names the directories and their ratios.
 A directory counts as unmounted when the marker file tidemq wrote into it at
 start (``.tidemq-dir``, holding a random id) is gone or holds another id; the
 marker is rewritten at every check, so a read-only remount or an EIO shows too.
+
+An error that is not the disk's is never held against a directory: EMFILE / ENFILE (the process or
+the system is out of file descriptors), ENOMEM, ENOBUFS, EAGAIN, EINTR while checking or writing
+leave its state as it was (a warning, at most once a minute per directory); the next check tries
+again. (Before, 366 idle connections to the metrics port at an open-file limit of 400 took the
+commit log offline for good.)
 
 Forecast: how fast each file system fills over the last minute (WINDOW_S) gives the
 time until the three ratios are reached, per directory and overall (the commit-log file
@@ -37,6 +45,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import errno
 import logging
 import os
 import threading
@@ -51,6 +60,15 @@ from ..layout import DIR_MARKER
 log = logging.getLogger("tidemq.store")
 
 ERRORS_BEFORE_OFFLINE = 3
+# errors of the process or the system, not of a disk: never a reason to take a directory offline
+NOT_THE_DISKS = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS, errno.EAGAIN, errno.EINTR))
+TRANSIENT_LOG_INTERVAL_S = 60.0
+
+
+def disk_error(e: OSError) -> bool:
+    """Whether an error says something about the disk (EIO, ENOENT, EROFS, ...), not about the
+    process or the system (out of file descriptors or memory)."""
+    return getattr(e, "errno", None) not in NOT_THE_DISKS
 DERIVED_ROLES = ("consumequeue", "index")      # derived data written with every message
 WINDOW_S = 60.0          # rates for the forecast: over the last minute
 
@@ -145,6 +163,7 @@ class DiskMonitor:
                                                                                              base)))
         self._full: set[str] = set()
         self._offline: dict[str, str] = {}
+        self._transient_logged: dict[str, float] = {}   # directory -> when an error not the disk's was logged
         self._markers: dict[str, bytes] = {}
         self._errors: dict[str, int] = {}          # consecutive I/O errors per directory
         self._lock = threading.Lock()
@@ -168,7 +187,10 @@ class DiskMonitor:
                 self._write_marker(d, token)
                 self._markers[d] = token
             except OSError as e:
-                self.mark_offline(d, f"cannot write to it: {e}")
+                if disk_error(e):
+                    self.mark_offline(d, f"cannot write to it: {e}")
+                else:
+                    self._transient(d, e)          # the next check writes it
 
     def _write_marker(self, d: str, token: bytes) -> None:
         h = self.fio.open(os.path.join(d, DIR_MARKER), create=True)
@@ -208,12 +230,24 @@ class DiskMonitor:
                   "the OS allows; the store serves from the other directories.", d, reason)
         self._update_refusal()
 
+    def _transient(self, d: str, e: OSError) -> None:
+        """An error not the disk's met in ``d``: said at most once a minute, held against nothing."""
+        now = self.clock.monotonic_s()
+        if now - self._transient_logged.get(d, -TRANSIENT_LOG_INTERVAL_S) >= TRANSIENT_LOG_INTERVAL_S:
+            self._transient_logged[d] = now
+            log.warning("cannot check or write %s now: %s (the process or the system, not the disk: the directory "
+                        "keeps its state; the next check tries again)", d, e)
+
     def report_error(self, d: str, e: OSError) -> None:
         """An I/O error in ``d`` (a segment could not be created there). One error is not a dead
         disk: the directory is probed now (marker rewrite, usage) and goes offline only if the
-        probe fails too, or after errors_before_offline errors in a row."""
+        probe fails too, or after errors_before_offline errors in a row. An error that is not the
+        disk's (out of file descriptors or memory) counts for nothing."""
         st = self.dirs.get(d)
         if st is None or d in self._offline:
+            return
+        if not disk_error(e):
+            self._transient(d, e)
             return
         n = self._errors.get(d, 0) + 1
         self._errors[d] = n
@@ -221,11 +255,45 @@ class DiskMonitor:
             problem = self._check_marker(d) if d in self._markers else None
             self.fio.disk_usage(d)
         except OSError as probe:
+            if not disk_error(probe):
+                self._transient(d, probe)
+                return
             problem = f"I/O error: {e}; probe: {probe}"
         if problem or n >= ERRORS_BEFORE_OFFLINE:
             self.mark_offline(d, problem or f"I/O error {n} times in a row: {e}")
         else:
             log.warning("I/O error in %s (%s); the directory answers its probe, so it stays in service", d, e)
+
+    def _new_marker(self, d: str) -> bytes:
+        token = uuid.uuid4().hex.encode()
+        self._write_marker(d, token)
+        return token
+
+    def _probe_back(self, d: str, st: DirStatus) -> bool:
+        """Probe an offline directory: it comes back (True) once it is there, its marker is its own
+        (or, never written, can be written now), it takes a write and its usage reads."""
+        try:
+            if not self.fio.is_dir(d):
+                return False
+            if d in self._markers:
+                if self._check_marker(d) is not None:
+                    return False                   # gone, or another disk mounted there: stays offline
+            elif st.role == "commitlog":
+                token = self._new_marker(d)
+                self._markers[d] = token
+            self.fio.disk_usage(d)
+        except OSError:
+            return False                           # still failing (or out of descriptors): next check
+        with self._lock:
+            reason = self._offline.pop(d, None)
+            if reason is None:
+                return True
+            st.state, st.offline_reason = DirState.WRITABLE, None
+            self._errors.pop(d, None)
+        log.warning("store directory %s is back: it passes its checks again (it was offline: %s); new segments "
+                    "may go there again", d, reason)
+        self._update_refusal()
+        return True
 
     def note_success(self, d: str) -> None:
         self._errors.pop(d, None)
@@ -247,17 +315,21 @@ class DiskMonitor:
         for d, st in self.dirs.items():
             if segment_counts is not None:
                 st.segments, st.segment_bytes = segment_counts.get(d, (0, 0, 0))[:2]
-            if d in self._offline:
+            if d in self._offline and not self._probe_back(d, st):
                 continue
             try:
                 if not self.fio.is_dir(d):
                     if st.role == "index":
                         continue            # not made yet, or lost: the store rebuilds it at start
                     raise FileNotFoundError(2, "directory is missing", d)
+                if st.role == "commitlog" and d not in self._markers:
+                    self._markers[d] = self._new_marker(d)     # its first write failed (not the disk's)
                 problem = self._check_marker(d) if st.role == "commitlog" else None
                 usage = self.fio.disk_usage(d)
             except OSError as e:
-                if st.role == "commitlog":
+                if not disk_error(e):
+                    self._transient(d, e)
+                elif st.role == "commitlog":
                     self.mark_offline(d, f"I/O error: {e}")
                 else:
                     log.warning("cannot measure %s: %s", d, e)

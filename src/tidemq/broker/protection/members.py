@@ -30,6 +30,13 @@ from ...protocol.signing import date_time, signed_metadata
 class MemberCredentials:
     """The broker's own keys and certificates, as a member calling another member uses them."""
 
+    @staticmethod
+    def of(node) -> "MemberCredentials":
+        """The credentials of a replication node's broker (a node built without a broker, in a unit
+        test: none, a plaintext unsigned channel)."""
+        creds = getattr(getattr(node, "broker", None), "member_credentials", None)
+        return creds if creds is not None else MemberCredentials(BrokerConfig())
+
     def __init__(self, config: BrokerConfig) -> None:
         self.keys = (config.access_key, config.secret_key) if config.auth_enabled else None
         self.tls = None

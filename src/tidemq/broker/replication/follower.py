@@ -23,6 +23,7 @@ from ...protocol import replication as rp
 from ...protocol.data import FrameError
 from ...store.epochs import divergence_point
 from ...store.replica import ReplicaError
+from ..protection.members import MemberCredentials, refusal
 from . import state
 
 log = logging.getLogger("tidemq.broker")
@@ -79,9 +80,11 @@ class ReplicationClient:
                 raise
             except (grpc.aio.AioRpcError, ConnectionError, Refused, FrameError, ReplicaError, OSError,
                     asyncio.TimeoutError, ValueError) as e:
-                text = f"{type(e).__name__}: {getattr(e, 'details', lambda: None)() or e}"
+                why = refusal(e)                # wrong keys, not a super user, TLS: said once, plainly
+                text = why or f"{type(e).__name__}: {getattr(e, 'details', lambda: None)() or e}"
                 if text != self.last_error:
-                    log.warning("replication from %s: %s (trying again)", self.leader_endpoint, text)
+                    log.warning("replication from %s: %s%s (trying again)", self.leader_endpoint,
+                                "the leader " if why else "", text)
                 self.last_error = text
             finally:
                 self.connected = False
@@ -89,8 +92,9 @@ class ReplicationClient:
 
     async def _session(self) -> None:
         node, store = self.node, self.node.store
-        async with grpc.aio.insecure_channel(self.leader_endpoint, options=CHANNEL_OPTIONS) as ch:
-            info = rp.loads(await ch.unary_unary(rp.EPOCHS_PATH)(b"", timeout=10))
+        creds = MemberCredentials.of(node)              # signed with our keys, TLS where the port speaks it
+        async with creds.channel(self.leader_endpoint, CHANNEL_OPTIONS) as ch:
+            info = rp.loads(await ch.unary_unary(rp.EPOCHS_PATH)(b"", timeout=10, metadata=creds.metadata()))
             if not info.get("leader"):
                 raise Refused(f"{self.leader_endpoint} is not the leader")
             if info.get("group") != node.group:
@@ -107,7 +111,7 @@ class ReplicationClient:
                 cut = await asyncio.to_thread(store.replica.truncate, point if end >= int(info["min"]) else 0)
                 self.truncated_bytes += cut
             self._copy_epochs(theirs)
-            call = ch.stream_stream(rp.STREAM_PATH)()
+            call = ch.stream_stream(rp.STREAM_PATH)(metadata=creds.metadata())
             await call.write(rp.hello(node.group, node.member, node.endpoint, epoch, store.replica.end,
                                       leader_endpoint=node.leader_port_endpoint))
             state_task = asyncio.create_task(self._copy_state(ch))
@@ -161,12 +165,13 @@ class ReplicationClient:
         node = self.node
         interval = node.config.replication_state_interval_ms / 1000
         fn = ch.unary_unary(rp.STATE_PATH)
+        creds = MemberCredentials.of(node)
         while True:
             try:
-                doc = rp.loads(await fn(b"", timeout=30))
+                doc = rp.loads(await fn(b"", timeout=30, metadata=creds.metadata()))
                 if doc.get("ok") and node.service is not None:
                     await asyncio.to_thread(state.apply, doc["state"], node.store, node.service, node.state_dir)
                     self.state_copies += 1
             except (grpc.aio.AioRpcError, ValueError, OSError) as e:
-                log.warning("replication: copying the leader's state failed: %s", e)
+                log.warning("replication: copying the leader's state failed: %s", refusal(e) or e)
             await asyncio.sleep(interval)
