@@ -35,11 +35,11 @@ def test_users_made_listed_and_deleted_signed_by_the_client_settings(tmp_path, b
     (cfg / "client.toml").write_text(f'[client]\naccess_key = "app-a"\nsecret_key = "{made["secret_key"]}"\n')
     env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
     r = run("topic", "list", *ep, env=env)
-    assert r.exit_code == 2 and "FORBIDDEN" in r.output and "'app-a' may not list on cluster" in r.output
+    assert r.exit_code == 1 and "FORBIDDEN" in r.output and "'app-a' may not list on cluster" in r.output
     r = run("send", "orders", "x", *ep, env=env)
     assert r.exit_code == 1 and "FORBIDDEN" in r.output
     r = run("user", "list", *ep, env=env)
-    assert r.exit_code == 2 and "for super users" in r.output
+    assert r.exit_code == 1 and "for super users" in r.output
     # the broker's own keys (TIDEMQ_ACCESS_KEY / TIDEMQ_SECRET_KEY, as on its host) when the client has none
     r = run("user", "delete", "app-a", *ep,
             env={"TIDEMQ_ACCESS_KEY": AUTH["TIDEMQ_ACCESS_KEY"], "TIDEMQ_SECRET_KEY": AUTH["TIDEMQ_SECRET_KEY"]})
@@ -54,4 +54,4 @@ def test_users_made_listed_and_deleted_signed_by_the_client_settings(tmp_path, b
 def test_users_need_authentication_on(broker_factory):
     b = broker_factory()
     r = run("user", "create", "app-a", "--endpoint", b.endpoint)
-    assert r.exit_code == 2 and "authentication is off" in r.output
+    assert r.exit_code == 1 and "authentication is off" in r.output

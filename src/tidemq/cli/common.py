@@ -156,8 +156,8 @@ def fail_call(endpoint: str, e, tls: bool) -> None:
 
 def admin_call(endpoint: str, method: str, request: dict | None = None, config_file: str | None = None) -> dict:
     """Call the broker's admin service, signed and over TLS as this command's client settings say
-    (client_config). A refusal exits 1 with its error; UNAUTHORIZED / FORBIDDEN and a broker that
-    cannot be reached exit 2."""
+    (client_config). A refusal exits 1 with its code and error (FORBIDDEN: what this user may not do,
+    or what nobody may); UNAUTHORIZED (who you are) and a broker that cannot be reached exit 2."""
     import time
 
     import grpc
@@ -178,7 +178,9 @@ def admin_call(endpoint: str, method: str, request: dict | None = None, config_f
         fail_call(endpoint, e, tls is not None)
     if not r.get("ok"):
         code = r.get("code")
-        if code in ("UNAUTHORIZED", "FORBIDDEN"):
+        if code == "UNAUTHORIZED":
             fail(f"broker at {endpoint}: {code}: {r.get('error', '')}", code=2)
+        if code == "FORBIDDEN":
+            fail(f"broker at {endpoint}: {code}: {r.get('error', '')}")
         fail(r.get("error", "refused"))
     return r
