@@ -14,6 +14,9 @@ After every restart the surviving log must be:
 * intact: topic, queue, tags, keys and body bytes as put;
 * readable through every queue, with contiguous queue offsets.
 
+Every change of a segment's state the run makes is recorded (``transitions``: (from, to) ->
+count, through segment_state.listeners) and checked against segment_state.TRANSITIONS.
+
 ``python -m tests.sim.store_sim SEED [--async]`` replays one seed with logging.
 """
 
@@ -23,9 +26,11 @@ import errno
 import logging
 import random
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 
 from tidemq.store import GetStatus, Message, MessageStore, PutStatus, StoreConfig
+from tidemq.store import segment_state
 from tidemq.testing.faulty_io import FaultyFileIO, SimulatedCrash
 
 ROOT = "/sim/store"
@@ -82,6 +87,13 @@ class StoreSim:
         self.store: MessageStore | None = None
         self.trace: list[str] = []
         self.restarts = 0
+        self.transitions: Counter = Counter()      # (from state, to state) -> how many segments made it
+        self.illegal: list[str] = []
+
+    def _saw(self, segment, frm, to) -> None:
+        self.transitions[(frm, to)] += 1
+        if not segment_state.legal(frm, to):
+            self.illegal.append(f"{segment.path}: {frm.value} -> {to.value}")
 
     # Helpers -------------------------------------------------------------------------
     def fail(self, what: str) -> None:
@@ -237,17 +249,23 @@ class StoreSim:
 
     # The run ---------------------------------------------------------------------------
     def run(self) -> "StoreSim":
-        self.start()
+        segment_state.listeners.append(self._saw)
         try:
-            for step in range(self.steps):
-                self.step(step)
-            self.restart("clean")
+            self.start()
+            try:
+                for step in range(self.steps):
+                    self.step(step)
+                self.restart("clean")
+            finally:
+                if self.store is not None:
+                    try:
+                        self.store.kill()
+                    except BaseException:  # noqa: BLE001 - teardown of a dead store
+                        pass
         finally:
-            if self.store is not None:
-                try:
-                    self.store.kill()
-                except BaseException:  # noqa: BLE001 - teardown of a dead store
-                    pass
+            segment_state.listeners.remove(self._saw)
+        if self.illegal:
+            self.fail(f"segment transitions outside segment_state.TRANSITIONS: {self.illegal[:5]}")
         return self
 
     def step(self, step: int) -> None:

@@ -27,6 +27,7 @@ from ..record.codec import BLANK_MAGIC, BLANK_MIN, SIZE_MAGIC
 from .consume_queue import UNIT
 from .mapped_file import MappedFile
 from .segment_queue import SegmentQueue
+from .segment_state import SegmentState
 
 if TYPE_CHECKING:
     from .topics import TopicState
@@ -314,6 +315,8 @@ class CommitLog:
         """End ``mf`` here: recorded durably (the BLANK written into a failing directory may never
         reach its disk), then a BLANK in memory for this run's readers where the mapping allows."""
         pos = mf.wrote_pos
+        if mf.state in (SegmentState.WRITABLE, SegmentState.LOADED):
+            mf.set_state(SegmentState.SEALED)
         self.sealed[mf.start_offset] = pos
         try:
             self._save_sealed()

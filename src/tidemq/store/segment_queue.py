@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 from ..io import FileIO
 from ..layout import list_segments, segment_name
 from .mapped_file import MappedFile
+from .segment_state import SegmentState
 from .types import StoreError
 
 log = logging.getLogger("tidemq.store")
@@ -203,6 +204,10 @@ class SegmentQueue:
             if mf is None:
                 mf = self._create(start_offset)
             with self._lock:
+                prev = self.segments[-1] if self.segments else None
+                if prev is not None and prev.state in (SegmentState.WRITABLE, SegmentState.LOADED):
+                    prev.set_state(SegmentState.SEALED)
+                mf.set_state(SegmentState.WRITABLE)
                 self.segments.append(mf)
                 self._starts.append(start_offset)
         self._request_premade(start_offset + self.segment_size)
@@ -257,6 +262,16 @@ class SegmentQueue:
         if mf is not None:
             mf.destroy(0, 0)  # an unused pre-made segment is not part of the log
 
+    def settle(self) -> None:
+        """After recovery: the last segment takes appends (WRITABLE) when it has room, every other
+        loaded one is SEALED."""
+        with self._lock:
+            segs = self.segments
+            for k, mf in enumerate(segs):
+                if mf.state is SegmentState.LOADED:
+                    last = k == len(segs) - 1
+                    mf.set_state(SegmentState.WRITABLE if last and not mf.is_full else SegmentState.SEALED)
+
     # Shrinking ----------------------------------------------------------------
     def truncate(self, end_offset: int) -> int:
         """Make ``end_offset`` the end of the log: wipe after it, delete later segments.
@@ -277,6 +292,8 @@ class SegmentQueue:
                 mf = self.segments[-1]
                 pos = end_offset - mf.start_offset
                 if pos < mf.size:
+                    if mf.state not in (SegmentState.WRITABLE, SegmentState.LOADED):
+                        mf.set_state(SegmentState.WRITABLE)     # the log's end again (a FAILED one refuses)
                     cut += max(0, mf.wrote_pos - pos)
                     mf.zero_from(pos)
                 mf.wrote_pos = mf.flushed_pos = pos

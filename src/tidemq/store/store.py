@@ -226,6 +226,7 @@ class MessageStore:
         self.recovery.queues_rebuilt += heal.heal(self.queues, self.topics, self.dispatcher, self.commit_log,
                                                   self.queue_summary.load())
         self.start_phase = "starting services"
+        self.segments.settle()
         self._restore_topic_state()
         if self.epochs.entries:
             self.epochs.truncate_after(self.segments.max_offset)    # recovery may have cut the log
