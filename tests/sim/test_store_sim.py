@@ -29,5 +29,6 @@ def test_store_sim_records_every_segment_transition():
         for sync in (True, False):
             seen.update(StoreSim(seed, sync=sync).run().transitions)
     assert {(S.CREATED, S.WRITABLE), (S.WRITABLE, S.SEALED), (S.LOADED, S.WRITABLE), (S.LOADED, S.SEALED),
-            (S.WRITABLE, S.CLOSED), (S.SEALED, S.CLOSED), (S.LOADED, S.DELETING), (S.DELETING, S.DELETED)} \
+            (S.WRITABLE, S.CLOSED), (S.SEALED, S.CLOSED), (S.LOADED, S.DELETING), (S.DELETING, S.DELETED),
+            (S.WRITABLE, S.FAILED), (S.FAILED, S.CLOSED)} \
         <= set(seen), sorted((f.value, t.value) for f, t in seen)

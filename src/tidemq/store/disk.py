@@ -10,12 +10,19 @@ consume-queue directory) is measured through the FileIO seam and gets a state:
     read-only        configured read-only (readonly_commitlog_dirs)
     offline          missing, unmounted or failing I/O: reported once, never written again
                      in this run; its segments are still read where the OS allows
+    failed           an fsync or write of the commit log failed there (store/log_failure.py):
+                     like offline (no new segment until a restart; read up to the failed
+                     segment's durable end); a consume-queue or index directory whose fsync
+                     failed shows it too, but keeps being written (derived data: rebuilt from
+                     the log, never a reason to refuse puts)
 
 Flags, with hysteresis so they never flap and never need a restart: a directory
 becomes *full* at the warning ratio and stops being full once it is back under
 the clean-forcibly ratio. Puts are refused (``write_refusal()``) while every
-writable commit-log directory is full or offline, or the consume-queue directory
-is full; the message names the directories and their ratios.
+writable commit-log directory is full, offline or failed, or the consume-queue directory
+is full; the message names the directories and their ratios or why they are out;
+``refusal_failed`` says when no directory is merely full but one failed (the write path
+answers WRITE_ERROR then, not DISK_FULL: no cleanup will make room).
 
 A directory counts as unmounted when the marker file tidemq wrote into it at
 start (``.tidemq-dir``, holding a random id) is gone or holds another id; the
@@ -61,6 +68,7 @@ class DirState(str, enum.Enum):
     FULL = "full"
     READ_ONLY = "read-only"
     OFFLINE = "offline"
+    FAILED = "failed"
 
 
 @dataclass
@@ -145,6 +153,8 @@ class DiskMonitor:
                                                                                              base)))
         self._full: set[str] = set()
         self._offline: dict[str, str] = {}
+        self._failed: dict[str, str] = {}          # directories an fsync or write failed in (also in _offline
+                                                   # for the commit log's)
         self._markers: dict[str, bytes] = {}
         self._errors: dict[str, int] = {}          # consecutive I/O errors per directory
         self._lock = threading.Lock()
@@ -154,6 +164,7 @@ class DiskMonitor:
         self._growth: dict[str, _Window] = {d: _Window() for d in self.dirs}
         self._unwritten: dict[str, int] = {}       # commit-log directory -> bytes allocated, not written
         self.refusal: str | None = None
+        self.refusal_failed = False      # refused because directories failed, none merely full (WRITE_ERROR)
         # set from outside while sends are held for lack of space (the broker's disk alarm): the
         # forecast then says the warning ratio's time is now, as while the store refuses writes
         self.writes_held: str | None = None
@@ -207,6 +218,27 @@ class DiskMonitor:
         log.error("store directory %s is offline: %s. No new segments go there; its segments are read while "
                   "the OS allows; the store serves from the other directories.", d, reason)
         self._update_refusal()
+
+    def mark_failed(self, d: str, reason: str) -> None:
+        """An fsync or write failed in ``d`` (store/log_failure.py; the store for a consume-queue or
+        index fsync). A commit-log directory is then out like an offline one, until a restart; a
+        derived one only shows it (it keeps being written)."""
+        st = self.dirs.get(d)
+        with self._lock:
+            if d in self._failed:
+                return
+            self._failed[d] = reason
+            if st is not None:
+                st.state, st.offline_reason = DirState.FAILED, reason
+            out = st is None or st.role == "commitlog"
+            if out:
+                self._offline[d] = reason
+        log.error("store directory %s failed: %s", d, reason)
+        self._update_refusal()
+
+    def failed(self) -> dict[str, str]:
+        """directory -> why it failed (mark_failed), in this run."""
+        return dict(self._failed)
 
     def report_error(self, d: str, e: OSError) -> None:
         """An I/O error in ``d`` (a segment could not be created there). One error is not a dead
@@ -295,7 +327,7 @@ class DiskMonitor:
         elif ratio < forcibly and st.path in self._full:
             log.warning("disk no longer full: %s is at %.1f%%", st.path, ratio)
             self._full.discard(st.path)
-        if st.state is DirState.READ_ONLY:
+        if st.state is DirState.READ_ONLY or st.path in self._failed:
             return
         if st.path in self._full:
             st.state = DirState.FULL
@@ -308,10 +340,13 @@ class DiskMonitor:
         cl = [st for st in self.dirs.values() if st.role == "commitlog"]
         usable = [st for st in cl if st.path not in self._offline and st.path not in self._full]
         reason = None
+        failed = False
         if not usable:
-            parts = [f"{st.path} ({'offline: ' + self._offline[st.path] if st.path in self._offline else f'{st.used_ratio_percent:.1f}% used'})"
+            parts = [f"{st.path} ({self._out_words(st.path) if st.path in self._offline else f'{st.used_ratio_percent:.1f}% used'})"
                      for st in cl]
             full = any(st.path in self._full for st in cl)
+            failed = any(st.path in self._failed for st in cl) and \
+                not any(st.path in self._full and st.path not in self._offline for st in cl)
             reason = ((f"disk full: no commit-log directory can take writes (warning level "
                        f"{cl[0].thresholds_percent[2] if cl else 90}%): ") if full else
                       "no commit-log directory can take writes: ") + ", ".join(parts)
@@ -322,7 +357,11 @@ class DiskMonitor:
                     reason = (f"disk full: {what} directory {st.path} is at {st.used_ratio_percent:.1f}% "
                               f"(warning level {st.thresholds_percent[2]}%)")
                     break
+        self.refusal_failed = failed
         self.refusal = reason
+
+    def _out_words(self, d: str) -> str:
+        return f"failed: {self._failed[d]}" if d in self._failed else f"offline: {self._offline[d]}"
 
     # Decisions -------------------------------------------------------------------------
     def online_commitlog_dirs(self) -> list[str]:

@@ -57,6 +57,10 @@ class SegmentQueue:
         self._alloc_thread: threading.Thread | None = None
         self._stopping = False
         self.last_alloc_error: str | None = None
+        # told of every change of where the log ends other than appends: on_cut(end) after a truncate
+        # or clear (0), on_added(start) when a segment joins the log (the commit log's seals follow)
+        self.on_cut: Callable[[int], None] = lambda end: None
+        self.on_added: Callable[[int], None] = lambda start: None
 
     # Loading ------------------------------------------------------------------
     def load(self) -> None:
@@ -210,6 +214,7 @@ class SegmentQueue:
                 mf.set_state(SegmentState.WRITABLE)
                 self.segments.append(mf)
                 self._starts.append(start_offset)
+        self.on_added(start_offset)
         self._request_premade(start_offset + self.segment_size)
         return mf
 
@@ -297,6 +302,7 @@ class SegmentQueue:
                     cut += max(0, mf.wrote_pos - pos)
                     mf.zero_from(pos)
                 mf.wrote_pos = mf.flushed_pos = pos
+        self.on_cut(end_offset)
         return cut
 
     def clear(self) -> int:
@@ -310,6 +316,7 @@ class SegmentQueue:
                 cut += mf.wrote_pos
                 mf.destroy(0, 0)
                 self.fio.fsync_dir(mf.directory)
+        self.on_cut(0)
         return cut
 
     def counts_by_dir(self) -> dict[str, tuple[int, int, int]]:
