@@ -603,9 +603,14 @@ class MessageStore:
     def _readable_limit(self) -> int | None:
         """readable_end, or None when it is the log's end and nothing else limits (no work for readers)."""
         cl = self.commit_log
-        if cl.frozen:
-            return cl.flushed_offset
-        return None
+        fn = self._commit_limit
+        if self.group_commit is not None or cl.frozen:
+            end = cl.flushed_offset
+        elif fn is None:
+            return None
+        else:
+            end = self.segments.max_offset
+        return end if fn is None else min(end, fn())
 
     def set_commit_limit(self, fn: Callable[[], int] | None) -> None:
         """Serve readers no record ending after ``fn()`` (a commit-log offset; None: no such limit),
