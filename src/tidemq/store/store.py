@@ -41,7 +41,7 @@ from .cleaner import CommitLogCleaner, QueueCleaner, log_deletion
 from .commit_log import CommitLog
 from .consume_queue import ConsumeQueueTable
 from .disk import DiskMonitor, status_report
-from .dispatch import Dispatcher
+from .dispatch import HEAL_STEP_RECORDS, Dispatcher
 from .epochs import EpochFile
 from .flush import AsyncFlushService, GroupCommitService, PeriodicService
 from .index_file import IndexService, index_file_size
@@ -87,7 +87,8 @@ class MessageStore:
         self.config = config
         self.fio: FileIO = fio or OsFileIO()
         self.clock: Clock = clock or SystemClock()
-        self._put_lock = PutLock()      # with the dispatches puts left for after their answer (put_lock.py)
+        # with the dispatches puts left for after their answer (put_lock.py)
+        self._put_lock = PutLock(deferred_max=config.dispatch_deferred_max)
         self._state = StoreState.NEW
         self.start_phase = "not started"    # what start() is doing (start_progress: for people)
         self._summary_due_s = 0.0           # when the checkpoint next remembers the queues' ends (heal.py)
@@ -109,6 +110,7 @@ class MessageStore:
         # a consume-queue or index fsync failed in this run: (logics offset, index offset) the checkpoint
         # claimed before; it never claims more in this run (their pages may be lost: rebuilt from the log)
         self._derived_frozen: tuple[int, int] | None = None
+        self._derived_flushed_to = 0        # every unit and index entry of a record before it was fsynced
         self._commit_limit: Callable[[], int] | None = None    # set_commit_limit
         self._readable_lock = threading.Lock()
         self._readable_waiters: list[tuple[int, Callable[[], None]]] = []    # notify_readable
@@ -362,8 +364,7 @@ class MessageStore:
     def _flush_queues(self) -> None:
         self._put_lock.drain()           # dispatches puts left for after their answer (put_lock.py)
         if self.dispatcher.error is not None:
-            with self._put_lock:
-                self.dispatcher.heal(self.commit_log)
+            self.dispatcher.heal(self.commit_log, self._put_lock)     # in steps: the lock is free between them
         self._write_checkpoint()
 
     # Disk space ----------------------------------------------------------------------
@@ -417,6 +418,7 @@ class MessageStore:
         summary = (summary or now >= self._summary_due_s) and self._derived_frozen is None
         # before the flush: what it makes durable; every record before ``dispatched`` is in it
         ends = heal.snapshot(self.queues, dispatched) if summary else None
+        flushed = True
         for part, where, what in ((self.queues, self.config.consumequeue_path, "consume-queue"),
                                   (self.index, self.config.index_path, "index")):
             if part is None:
@@ -424,7 +426,10 @@ class MessageStore:
             try:
                 part.flush()
             except OSError as e:
+                flushed = False
                 self._derived_failed(where, what, e)
+        if flushed:
+            self._derived_flushed_to = dispatched     # what a failed fsync of them could cover starts here
         logics = index = dispatched
         if self._derived_frozen is not None:
             logics, index = min(logics, self._derived_frozen[0]), min(index, self._derived_frozen[1])
@@ -454,13 +459,22 @@ class MessageStore:
                   "offset %d in this run (rebuilt from the log)", what, where, e, what, self._derived_frozen[0])
         self.disk.mark_failed(where, f"{what} fsync failed: {e}; rebuilt from the commit log (checked at once and "
                                      f"at the next start)")
-        logics, index = self._derived_frozen
-        with self._put_lock:
-            try:
-                self.dispatcher.redispatch(self.commit_log, max(self.segments.min_offset, min(logics, index)),
-                                           index_from=index)
-            except OSError as again:
-                self.dispatcher.fail(min(logics, index), again)
+        # what the failed fsync covered: everything dispatched since the last flush that succeeded;
+        # checked in steps under the put lock, free between them (as Dispatcher.heal), up to the log's
+        # end as it is now (what comes after is dispatched after the failure: a later one covers it)
+        pos = max(self.segments.min_offset, self._derived_flushed_to)
+        end = self.segments.max_offset
+        while pos < end:
+            with self._put_lock:
+                try:
+                    rep = self.dispatcher.redispatch(self.commit_log, pos, index_from=pos,
+                                                     records_max=HEAL_STEP_RECORDS)
+                except OSError as again:
+                    self.dispatcher.fail(pos, again)        # puts refused until the queue flush heals it
+                    return
+            if rep.complete or rep.end_offset <= pos:
+                break
+            pos = rep.end_offset
 
     def _stop_writes(self, text: str) -> None:
         """Refuse every put (WRITE_ERROR) until a restart: the commit log failed and cannot go on."""
@@ -551,6 +565,18 @@ class MessageStore:
         if epoch:
             self.epochs.begin(epoch, self.segments.max_offset)
         self.writer.role_refusal = None
+
+    @property
+    def puts_may_wait(self) -> bool:
+        """Whether a put may keep its caller waiting on the disk or on other members: SYNC_FLUSH
+        (the group commit's fsync) or SYNC replication (the followers' confirmations, while this
+        store leads). The one rule a caller on an event loop follows: such puts run on a thread,
+        the others inline (they wait only for the put lock, which others hold for short, bounded
+        work: a put, a dispatch, a topic's creation, one step of healing: dispatch.HEAL_STEP_RECORDS)."""
+        if self.config.sync_flush:
+            return True
+        rep = self.writer.replicas if self.writer is not None else None
+        return rep is not None and rep.sync
 
     @property
     def following(self) -> bool:
@@ -790,13 +816,13 @@ class MessageStore:
             return self._refused(len(entries))
         return w.put_encoded(topic, entries, born_ms, born_host, sys_flag, defer_dispatch)
 
-    def put_slices(self, topic: str, data, fields, tags_hashes, extra: bytes = b"", skip=None) -> PutResults:
+    def put_slices(self, topic: str, data, fields, extra: bytes = b"", skip=None) -> PutResults:
         """Put messages of one topic given as slices of one buffer (the broker's SendRecords path):
         see StoreWriter.put_slices."""
         w = self.writer
         if w is None:
             return self._refused(memoryview(fields).nbytes // (4 * SLICE_FIELDS))
-        return w.put_slices(topic, data, fields, tags_hashes, extra, skip)
+        return w.put_slices(topic, data, fields, extra, skip)
 
     # Read path (reader.py) ----------------------------------------------------------------
     def min_offset(self, topic: str, queue_id: int) -> int:
