@@ -12,12 +12,20 @@ consume-queue directory) is measured through the FileIO seam and gets a state:
                      its segments are still read where the OS allows. It is probed again at every
                      check and comes back by itself once the probe passes (its marker is its own
                      again, it takes a write, its usage reads): reported once too
+    failed           an fsync or write of the commit log failed there (store/log_failure.py):
+                     like offline, but final for this run (what the failed fsync covered may be
+                     gone: no probe brings it back; no new segment until a restart; read up to the
+                     failed segment's durable end); a consume-queue or index directory whose fsync
+                     failed shows it too, but keeps being written (derived data: rebuilt from
+                     the log, never a reason to refuse puts)
 
 Flags, with hysteresis so they never flap and never need a restart: a directory
 becomes *full* at the warning ratio and stops being full once it is back under
 the clean-forcibly ratio. Puts are refused (``write_refusal()``) while every
-writable commit-log directory is full or offline, or the consume-queue directory
-is full; the message names the directories and their ratios.
+writable commit-log directory is full, offline or failed, or the consume-queue directory
+is full; the message names the directories and their ratios or why they are out;
+``refusal_failed`` says when no directory is merely full but one failed (the write path
+answers WRITE_ERROR then, not DISK_FULL: no cleanup will make room).
 
 A directory counts as unmounted when the marker file tidemq wrote into it at
 start (``.tidemq-dir``, holding a random id) is gone or holds another id; the
@@ -79,6 +87,7 @@ class DirState(str, enum.Enum):
     FULL = "full"
     READ_ONLY = "read-only"
     OFFLINE = "offline"
+    FAILED = "failed"
 
 
 @dataclass
@@ -164,6 +173,8 @@ class DiskMonitor:
         self._full: set[str] = set()
         self._offline: dict[str, str] = {}
         self._transient_logged: dict[str, float] = {}   # directory -> when an error not the disk's was logged
+        self._failed: dict[str, str] = {}          # directories an fsync or write failed in (also in _offline
+                                                   # for the commit log's: never probed back)
         self._markers: dict[str, bytes] = {}
         self._errors: dict[str, int] = {}          # consecutive I/O errors per directory
         self._lock = threading.Lock()
@@ -173,6 +184,7 @@ class DiskMonitor:
         self._growth: dict[str, _Window] = {d: _Window() for d in self.dirs}
         self._unwritten: dict[str, int] = {}       # commit-log directory -> bytes allocated, not written
         self.refusal: str | None = None
+        self.refusal_failed = False      # refused because directories failed, none merely full (WRITE_ERROR)
         # set from outside while sends are held for lack of space (the broker's disk alarm): the
         # forecast then says the warning ratio's time is now, as while the store refuses writes
         self.writes_held: str | None = None
@@ -238,6 +250,27 @@ class DiskMonitor:
             log.warning("cannot check or write %s now: %s (the process or the system, not the disk: the directory "
                         "keeps its state; the next check tries again)", d, e)
 
+    def mark_failed(self, d: str, reason: str) -> None:
+        """An fsync or write failed in ``d`` (store/log_failure.py; the store for a consume-queue or
+        index fsync). A commit-log directory is then out like an offline one, until a restart; a
+        derived one only shows it (it keeps being written)."""
+        st = self.dirs.get(d)
+        with self._lock:
+            if d in self._failed:
+                return
+            self._failed[d] = reason
+            if st is not None:
+                st.state, st.offline_reason = DirState.FAILED, reason
+            out = st is None or st.role == "commitlog"
+            if out:
+                self._offline[d] = reason
+        log.error("store directory %s failed: %s", d, reason)
+        self._update_refusal()
+
+    def failed(self) -> dict[str, str]:
+        """directory -> why it failed (mark_failed), in this run."""
+        return dict(self._failed)
+
     def report_error(self, d: str, e: OSError) -> None:
         """An I/O error in ``d`` (a segment could not be created there). One error is not a dead
         disk: the directory is probed now (marker rewrite, usage) and goes offline only if the
@@ -271,7 +304,10 @@ class DiskMonitor:
 
     def _probe_back(self, d: str, st: DirStatus) -> bool:
         """Probe an offline directory: it comes back (True) once it is there, its marker is its own
-        (or, never written, can be written now), it takes a write and its usage reads."""
+        (or, never written, can be written now), it takes a write and its usage reads. A failed one
+        never does (False): a failed fsync is final for this run."""
+        if d in self._failed:
+            return False
         try:
             if not self.fio.is_dir(d):
                 return False
@@ -367,7 +403,7 @@ class DiskMonitor:
         elif ratio < forcibly and st.path in self._full:
             log.warning("disk no longer full: %s is at %.1f%%", st.path, ratio)
             self._full.discard(st.path)
-        if st.state is DirState.READ_ONLY:
+        if st.state is DirState.READ_ONLY or st.path in self._failed:
             return
         if st.path in self._full:
             st.state = DirState.FULL
@@ -380,10 +416,13 @@ class DiskMonitor:
         cl = [st for st in self.dirs.values() if st.role == "commitlog"]
         usable = [st for st in cl if st.path not in self._offline and st.path not in self._full]
         reason = None
+        failed = False
         if not usable:
-            parts = [f"{st.path} ({'offline: ' + self._offline[st.path] if st.path in self._offline else f'{st.used_ratio_percent:.1f}% used'})"
+            parts = [f"{st.path} ({self._out_words(st.path) if st.path in self._offline else f'{st.used_ratio_percent:.1f}% used'})"
                      for st in cl]
             full = any(st.path in self._full for st in cl)
+            failed = any(st.path in self._failed for st in cl) and \
+                not any(st.path in self._full and st.path not in self._offline for st in cl)
             reason = ((f"disk full: no commit-log directory can take writes (warning level "
                        f"{cl[0].thresholds_percent[2] if cl else 90}%): ") if full else
                       "no commit-log directory can take writes: ") + ", ".join(parts)
@@ -394,7 +433,11 @@ class DiskMonitor:
                     reason = (f"disk full: {what} directory {st.path} is at {st.used_ratio_percent:.1f}% "
                               f"(warning level {st.thresholds_percent[2]}%)")
                     break
+        self.refusal_failed = failed
         self.refusal = reason
+
+    def _out_words(self, d: str) -> str:
+        return f"failed: {self._failed[d]}" if d in self._failed else f"offline: {self._offline[d]}"
 
     # Decisions -------------------------------------------------------------------------
     def online_commitlog_dirs(self) -> list[str]:

@@ -19,7 +19,7 @@ from ...store import GetStatus, MessageStore
 from ...record.codec import valid_topic
 from ...record.framing import ROOM
 from ..observe.outcomes import OK, Outcomes
-from .pull import long_poll
+from .pull import long_poll, readable_waker
 
 RESPONSE_SLACK_BYTES = 4096     # the response's header and gRPC framing, besides sizes and records
 
@@ -46,7 +46,8 @@ class Records:
             return refusal
         max_bytes = self._max_bytes(req)
         g = await long_poll(lambda: self.store.get_raw(req.topic, req.queue_id, req.offset, req.max_count, max_bytes,
-                                                       ROOM, _head), self.arrivals, req.wait_ms / 1000, context)
+                                                       ROOM, _head), self.arrivals, req.wait_ms / 1000, context,
+                            readable_waker(self.store, self.arrivals))
         return self._response(req.topic, g)
 
     async def stream(self, raw: bytes, context):
@@ -61,11 +62,12 @@ class Records:
             return
         topic, qid, end, wait_s = req.topic, req.queue_id, req.end, req.wait_ms / 1000
         offset, max_bytes = req.offset, self._max_bytes(req)
+        wake = readable_waker(self.store, self.arrivals)
         while end is None or offset < end:
             n = req.max_count if end is None else min(req.max_count, end - offset)
             at = offset
             g = await long_poll(lambda: self.store.get_raw(topic, qid, at, n, max_bytes, ROOM, _head), self.arrivals,
-                                wait_s, context)
+                                wait_s, context, wake)
             yield self._response(topic, g)
             if g.status is GetStatus.FOUND:
                 offset = g.next_offset
