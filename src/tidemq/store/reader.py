@@ -94,8 +94,10 @@ class StoreReader:
         self.damage = DamageCounter()
 
     def get(self, group: str, topic: str, queue_id: int, offset: int, max_count: int = 32,
-            max_bytes: int = 256 * 1024, tags: Iterable[str] | None = None) -> GetResult:
-        """MessageStore.get: decoded messages of one queue from ``offset``, tag-filtered."""
+            max_bytes: int = 256 * 1024, tags: Iterable[str] | None = None,
+            match: Callable[[object], bool] | None = None) -> GetResult:
+        """MessageStore.get: decoded messages of one queue from ``offset``, tag-filtered, then kept
+        only where ``match(message)`` is true (a property filter; None: all)."""
         q = self.readable_queue(topic, queue_id, offset)
         if isinstance(q, GetResult):
             return q
@@ -108,7 +110,8 @@ class StoreReader:
                 wanted = {}
                 for t in tl:                 # two tags can share a hash: keep them all
                     wanted.setdefault(tags_hash(t), set()).add(t)
-        scan = min(max_count, self.config.pull_in_memory_count_max) if wanted is None else FILTER_SCAN_UNITS_MAX
+        scan = (min(max_count, self.config.pull_in_memory_count_max) if wanted is None and match is None
+                else FILTER_SCAN_UNITS_MAX)
         raw = cq.read(offset, max(1, min(scan, mx - offset)))      # never a unit past what is readable
         if not raw:
             nxt = cq.file_start(offset) + cq.units_per_segment
@@ -175,6 +178,9 @@ class StoreReader:
                     self.damage.note(topic, queue_id, offset + used - 1, cl_off)
                     continue
                 if wanted is not None and m.tags not in wanted[th]:
+                    filtered += 1
+                    continue
+                if match is not None and not match(m):
                     filtered += 1
                     continue
                 msgs.append(m)

@@ -22,6 +22,7 @@ from ...store import GetResult, GetStatus, MessageStore, StoreNotRunning
 from ...record.codec import valid_topic
 from ..observe.outcomes import OK, Outcomes
 from ..wire import to_wire
+from .filters import subscription
 from .group_offsets import GroupOffsets
 
 PULL_BYTES_MAX = 64 << 20       # message bytes one PullMessage answers at most
@@ -95,16 +96,17 @@ class Pull:
         if bad is not None:
             yield spb.PullMessageResponse(status=bad)
             return
-        fe = request.filter_expression
-        expr = fe.expression.strip()
-        tags = None if not expr or expr == "*" else [t.strip() for t in expr.split("||") if t.strip()]
+        sub, refusal = subscription(request.filter_expression)      # SQL92 or tags, by the filter's type
+        if refusal is not None:
+            yield spb.PullMessageResponse(status=refusal)
+            return
         batch = request.batch_size if request.batch_size > 0 else 32
         group = request.group.name or "%pull"
         wait_s = min(request.long_polling_timeout.seconds + request.long_polling_timeout.nanos / 1e9,
                      self.wait_s_max)
         offset = request.offset
         g = await long_poll(lambda: self.store.get(group, topic, qid, offset, max_count=batch, max_bytes=self.bytes_max,
-                                                   tags=tags), self.arrivals, wait_s, context,
+                                                   tags=sub.tags, match=sub.match), self.arrivals, wait_s, context,
                             readable_waker(self.store, self.arrivals))
         if g.status is GetStatus.FOUND:
             self.got.add(topic, OK, len(g.messages))

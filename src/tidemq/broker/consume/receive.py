@@ -39,6 +39,7 @@ from ..sessions.telemetry import client_id_of
 from ..puts import StorePuts
 from ..topic_names import dlq_topic
 from ..wire import INTERNAL, to_wire
+from .filters import EVERYTHING, Subscription, subscription
 from .pop_state import HandleError, PopState
 from .pull import readable_waker
 
@@ -94,9 +95,14 @@ class Consumption:
         log.info("message %s of %s moved to %s %s", m.msg_id, m.topic, topic, why)
         return None
 
-    def pop_batch(self, group: str, topic: str, batch: int, invisible_ms: int, tags, renew_for: str = "") -> list:
-        """Up to ``batch`` messages, in flight for ``invisible_ms``; with ``renew_for`` (a client id) the
-        broker renews their invisible time while that client is alive (renew.py)."""
+    def pop_batch(self, group: str, topic: str, batch: int, invisible_ms: int, sub: Subscription | None = None,
+                  renew_for: str = "") -> list:
+        """Up to ``batch`` messages that ``sub`` wants (filters.py; None: all), in flight for
+        ``invisible_ms``; with ``renew_for`` (a client id) the broker renews their invisible time while
+        that client is alive (renew.py). Messages the filter does not want are passed (the group's
+        cursor moves over them: consumed for the group, as RocketMQ acks them), never delivered."""
+        if sub is None:
+            sub = EVERYTHING
         out: list = []
         n = self.store.queue_count(topic)
         now = self.now_ms()
@@ -106,11 +112,11 @@ class Consumption:
         for k in range(n):
             if len(out) >= batch:
                 break
-            self._pop_queue(group, topic, (start + k) % n, out, batch, now, invisible_ms, tags, in_order, renew_for)
+            self._pop_queue(group, topic, (start + k) % n, out, batch, now, invisible_ms, sub, in_order, renew_for)
         return out
 
     def _pop_queue(self, group: str, topic: str, q: int, out: list, batch: int, now: int, invisible_ms: int,
-                   tags, in_order: bool, renew_for: str) -> None:
+                   sub: Subscription, in_order: bool, renew_for: str) -> None:
         """Expired in-flight messages of one queue (in offset order), then new ones from the cursor.
         In order (a FIFO group): nothing while one handed out is still invisible, and nothing past
         a message that could not be moved to the dead-letter queue."""
@@ -136,7 +142,7 @@ class Consumption:
             self.got.add(topic, REDELIVERED)
         while len(out) < batch:
             cursor = st.cursor
-            g = self.store.get(group, topic, q, cursor, max_count=batch - len(out), tags=tags)
+            g = self.store.get(group, topic, q, cursor, max_count=batch - len(out), tags=sub.tags, match=sub.match)
             if g.status is GetStatus.FOUND:
                 for m in g.messages:
                     h = self.pop.deliver(group, topic, q, m.queue_offset, 1, now + invisible_ms, renew_for, renew_until)
@@ -187,12 +193,10 @@ class Consumption:
         if not valid_topic(topic) or self.store.queue_count(topic) == 0:
             yield spb.ReceiveMessageResponse(status=status(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
             return
-        fe = request.filter_expression
-        if fe.type == pb.FilterType.SQL:
-            yield spb.ReceiveMessageResponse(status=status(Code.UNSUPPORTED, "SQL filters are not supported yet"))
+        sub, bad = subscription(request.filter_expression)
+        if bad is not None:
+            yield spb.ReceiveMessageResponse(status=bad)
             return
-        expr = fe.expression.strip()
-        tags = None if not expr or expr == "*" else [t.strip() for t in expr.split("||") if t.strip()]
         batch = request.batch_size if request.batch_size > 0 else 32
         batch = min(batch, self.config.receive_batch_max)
         if request.HasField("invisible_duration") and (request.invisible_duration.seconds or
@@ -215,7 +219,7 @@ class Consumption:
         wake = readable_waker(self.store, self.arrivals)
         while True:
             self.arrivals.clear()
-            msgs = self.pop_batch(group, topic, batch, invisible_ms, tags, renew_for)
+            msgs = self.pop_batch(group, topic, batch, invisible_ms, sub, renew_for)
             if self._dying and await self.bury() and not msgs:
                 continue                # moved: what was behind a dead letter may be deliverable now
             left = deadline - time.monotonic()
