@@ -76,8 +76,11 @@ async def long_poll(fetch, arrivals: asyncio.Event, wait_s: float, context, wake
 
 class Pull:
     def __init__(self, store: MessageStore, offsets: GroupOffsets, arrivals: asyncio.Event,
-                 bytes_max: int = PULL_BYTES_MAX, got: Outcomes | None = None, wait_s_max: float = 30.0) -> None:
-        """``wait_s_max``: the longest a PullMessage long-polls, whatever it asks (long_polling_s_max)."""
+                 bytes_max: int = PULL_BYTES_MAX, got: Outcomes | None = None, wait_s_max: float = 30.0,
+                 groups=None) -> None:
+        """``wait_s_max``: the longest a PullMessage long-polls, whatever it asks (long_polling_s_max);
+        ``groups``: the consumer groups' settings (groups.GroupTable; None: every group may consume)."""
+        self.groups = groups
         self.store = store
         self.got = got if got is not None else Outcomes()     # messages handed out, by topic and status
         self.wait_s_max = wait_s_max
@@ -95,6 +98,11 @@ class Pull:
         topic, qid, bad = self._queue(request.message_queue)
         if bad is not None:
             yield spb.PullMessageResponse(status=bad)
+            return
+        if (self.groups is not None and request.group.name
+                and not self.groups.settings(request.group.name).consume_enable):
+            yield spb.PullMessageResponse(status=status(Code.FORBIDDEN, f"consumption is disabled for group "
+                                                                        f"{request.group.name!r}"))
             return
         sub, refusal = subscription(request.filter_expression)      # SQL92 or tags, by the filter's type
         if refusal is not None:
