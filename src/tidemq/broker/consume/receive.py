@@ -49,6 +49,9 @@ from .pull import readable_waker
 
 log = logging.getLogger("tidemq.broker")
 
+# units of one queue a property filter (SQL92) may pass in one look: each is decoded and evaluated
+# (~20-30 us), so a long stretch that does not match is crossed in steps, the event loop served between
+FILTER_PASS_UNITS_MAX = 4096
 SKIP = (GetStatus.OFFSET_TOO_SMALL, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING,
         GetStatus.OFFSET_FOUND_NULL, GetStatus.MESSAGE_DAMAGED)
 
@@ -73,6 +76,7 @@ class Consumption:
         # (group, topic, queue, offset) -> (message, why): out of delivery attempts, to be moved to the
         # dead-letter queue by ``bury`` (a put, which may wait: never inside pop_batch)
         self._dying: dict[tuple, tuple] = {}
+        self.more_to_scan = False              # the last pop_batch stopped at FILTER_PASS_UNITS_MAX
         self.attempts = Attempts(pop)          # what a receive with an attempt id took (attempts.py)
 
     def notify_arrival(self) -> None:
@@ -111,6 +115,7 @@ class Consumption:
         cursor moves over them: consumed for the group, as RocketMQ acks them), never delivered."""
         if sub is None:
             sub = EVERYTHING
+        self.more_to_scan = False
         out: list = []
         n = self.store.queue_count(topic)
         now = self.now_ms()
@@ -149,9 +154,14 @@ class Consumption:
             h = self.pop.deliver(group, topic, q, o, inf.attempt + 1, now + invisible_ms, renew_for, renew_until)
             out.append(to_wire(m, inf.attempt + 1, h, invisible_ms))
             self.got.add(topic, REDELIVERED)
+        passed = 0
         while len(out) < batch:
             cursor = st.cursor
+            if sub.match is not None and passed >= FILTER_PASS_UNITS_MAX:
+                self.more_to_scan = True        # the rest at the next look (receive yields to the loop first)
+                break
             g = self.store.get(group, topic, q, cursor, max_count=batch - len(out), tags=sub.tags, match=sub.match)
+            passed += max(0, g.next_offset - cursor)
             if g.status is GetStatus.FOUND:
                 for m in g.messages:
                     h = self.pop.deliver(group, topic, q, m.queue_offset, 1, now + invisible_ms, renew_for, renew_until)
@@ -237,6 +247,10 @@ class Consumption:
             if self._dying and await self.bury() and not msgs:
                 msgs = None
                 continue                # moved: what was behind a dead letter may be deliverable now
+            if not msgs and self.more_to_scan and deadline > time.monotonic():
+                msgs = None
+                await asyncio.sleep(0)          # a long stretch the filter passes: other calls go first
+                continue
             left = deadline - time.monotonic()
             if msgs or left <= 0:
                 self.attempts.remember(group, topic, request.attempt_id, msgs, self.now_ms() + invisible_ms)
