@@ -10,7 +10,7 @@ from ..support.official import REQUEST_TIMEOUT_S, clients, msg, receive_all, rec
 from ..support.wait import wait_until
 
 
-def test_group_settings_commands_and_what_the_official_client_gets(broker, clients):
+def test_group_settings_commands_and_what_the_official_client_gets(broker, clients):  # noqa: F811
     from rocketmq import ClientConfiguration, ConsumeResult, Credentials, FilterExpression, MessageListener, PushConsumer
     ep = ("--endpoint", broker.endpoint)
     r = run("group", "create", "few", "--retry-max", 2, "--retry-policy", "customized:1s,2s", *ep)

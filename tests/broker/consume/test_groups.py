@@ -29,10 +29,10 @@ def table(tmp_path, **kw):
 def test_policies_parse_and_refuse():
     p = parse_policy("exponential:100,60000,2")
     assert (p.kind, p.initial_ms, p.max_ms, p.multiplier) == ("exponential", 100, 60000, 2.0)
-    assert parse_policy("customized:500ms,5s,2m,1h").delays_ms == (500, 5000, 120000, 3600000)
+    assert parse_policy("customized:1000ms,5s,2m,1h").delays_ms == (1000, 5000, 120000, 3600000)
     assert parse_policy(p.text()) == p and parse_policy(DEFAULT_POLICY.text()) == DEFAULT_POLICY
     for bad in ("exponential:100,50,2", "exponential:1,2", "exponential:1,2,0.5", "customized:", "customized:1x",
-                "customized:25h", "linear:1,2,3", "exponential:1,2,nan"):
+                "customized:25h", "customized:500ms", "linear:1,2,3", "exponential:1,2,nan"):
         with pytest.raises(ValueError):
             parse_policy(bad)
 

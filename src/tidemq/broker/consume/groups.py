@@ -21,7 +21,7 @@ the broker's state (replication/state.py)::
 
     {"version": 1, "groups": {NAME: {"retry_max": int, "orderly": bool, "consume_enable": bool,
        "retry_policy": {"kind": "exponential", "initial_ms": int, "max_ms": int, "multiplier": float}
-                     | {"kind": "customized", "delays_ms": [int, ...]}}}}
+                     | {"kind": "customized", "delays_ms": [int, ...] (whole seconds)}}}}
 
 A change is written before it is answered and is in effect for the next call; the table in memory
 is replaced whole, so a reader never sees half a change.
@@ -96,9 +96,13 @@ def exponential(initial_ms: int, max_ms: int, multiplier) -> RetryPolicy:
 
 
 def customized(delays_ms) -> RetryPolicy:
+    """One delay per retry (the last one repeated), in whole seconds: the Python client reads only a
+    Duration's seconds (a 500 ms delay would be 0 to it)."""
     delays = tuple(delays_ms)
     if not 1 <= len(delays) <= DELAYS_MAX:
         raise ValueError(f"a customized policy has 1 to {DELAYS_MAX} delays")
+    if any(d % 1000 for d in delays):
+        raise ValueError("a customized policy's delays are whole seconds (the clients read only seconds)")
     return RetryPolicy("customized", delays_ms=delays)
 
 
