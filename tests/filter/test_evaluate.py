@@ -220,3 +220,20 @@ def test_precedence_and_comments():
     assert SqlFilter("a = '1' OR a = '2' AND b = '3'").matches_props({"a": "1"})
     assert not SqlFilter("(a = '1' OR a = '2') AND b = '3'").matches_props({"a": "1"})
     assert SqlFilter("NOT a = 1 -- a comment\n OR TRUE /* another */").matches_props({"a": "1"})
+
+
+def test_tags_a_match_requires_are_known_from_top_level_conjuncts():
+    assert SqlFilter("TAGS = 'a' AND x > 1").tags == {"a"}
+    assert SqlFilter("'a' = TAGS").tags == {"a"}
+    assert SqlFilter("TAGS IN ('a', 'b') AND (TAGS = 'b' AND y = 'z')").tags == {"b"}
+    assert SqlFilter("TAGS IN ('a', 'b') AND TAGS = 'c'").tags == frozenset()
+    for none in ("TAGS = 'a' OR x > 1", "NOT (TAGS = 'a')", "TAGS NOT IN ('a')", "TAGS <> 'a'", "x = 1"):
+        assert SqlFilter(none).tags is None, none
+
+
+@settings(max_examples=200, deadline=None)
+@given(expressions, property_maps)
+def test_required_tags_never_exclude_a_match(expr, props):
+    f = SqlFilter(text(expr))
+    if f.tags is not None and f.matches_props(props):
+        assert props.get("TAGS") in f.tags

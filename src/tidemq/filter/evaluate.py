@@ -199,15 +199,35 @@ def build(node: tuple, slot: dict[str, int]) -> Callable[[list], object]:
     raise AssertionError(f"unknown node {k!r}")
 
 
+def required_tags(node: tuple) -> frozenset | None:
+    """The tags a message must have for ``node`` to be TRUE, when a top-level conjunct says so
+    (``TAGS = 'a'``, ``TAGS IN ('a', 'b')``); None when it does not. The consume queue's tag hashes
+    then skip the others before any record is read, as a tag filter does."""
+    k = node[0]
+    if k == "and":
+        left, right = required_tags(node[1]), required_tags(node[2])
+        if left is None:
+            return right
+        return left if right is None else left & right
+    if k == "cmp" and node[1] == "=":
+        for a, b in ((node[2], node[3]), (node[3], node[2])):
+            if a == ("prop", "TAGS") and b[0] == "const" and type(b[1]) is str:
+                return frozenset((b[1],))
+    if k == "in" and node[1] == "TAGS" and not node[3]:
+        return node[2]
+    return None
+
+
 class SqlFilter:
     """A SQL92 expression compiled once: ``matches(message)`` on a stored message (its record's
     properties read in place), ``matches_props(dict)`` on a property dict."""
 
-    __slots__ = ("expression", "names", "_keys", "_eval")
+    __slots__ = ("expression", "names", "tags", "_keys", "_eval")
 
     def __init__(self, expression: str) -> None:
         tree = parse(expression)
         self.expression = expression
+        self.tags = required_tags(tree)          # a message without one of these never matches
         self.names = tuple(names_of(tree, []))
         self._keys = tuple(prop_name(n) for n in self.names)
         self._eval = build(tree, {n: i for i, n in enumerate(self.names)})

@@ -59,7 +59,9 @@ def subscription(fe) -> "tuple[Subscription, None] | tuple[None, pb.Status]":
     """(the subscription a request's FilterExpression names, None) or (None, the refusal)."""
     if fe.type == pb.FilterType.SQL:
         try:
-            return Subscription(match=sql_filter(fe.expression)), None
+            f = sql_filter(fe.expression)
+            # tags the expression requires (TAGS = 'a' AND ...): the tag hashes skip the rest unread
+            return Subscription(tags=sorted(f.tags) if f.tags else None, match=f), None
         except FilterError as e:
             return None, status(Code.ILLEGAL_FILTER_EXPRESSION, str(e))
     tags = tags_of(fe.expression)
