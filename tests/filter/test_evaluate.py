@@ -227,6 +227,8 @@ def test_tags_a_match_requires_are_known_from_top_level_conjuncts():
     assert SqlFilter("'a' = TAGS").tags == {"a"}
     assert SqlFilter("TAGS IN ('a', 'b') AND (TAGS = 'b' AND y = 'z')").tags == {"b"}
     assert SqlFilter("TAGS IN ('a', 'b') AND TAGS = 'c'").tags == frozenset()
+    assert SqlFilter("TAGS = 'a'").tags_only and SqlFilter("TAGS IN ('a')").tags_only
+    assert not SqlFilter("TAGS = 'a' AND x > 1").tags_only
     for none in ("TAGS = 'a' OR x > 1", "NOT (TAGS = 'a')", "TAGS NOT IN ('a')", "TAGS <> 'a'", "x = 1"):
         assert SqlFilter(none).tags is None, none
 

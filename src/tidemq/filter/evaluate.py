@@ -222,12 +222,14 @@ class SqlFilter:
     """A SQL92 expression compiled once: ``matches(message)`` on a stored message (its record's
     properties read in place), ``matches_props(dict)`` on a property dict."""
 
-    __slots__ = ("expression", "names", "tags", "_keys", "_eval")
+    __slots__ = ("expression", "names", "tags", "tags_only", "_keys", "_eval")
 
     def __init__(self, expression: str) -> None:
         tree = parse(expression)
         self.expression = expression
         self.tags = required_tags(tree)          # a message without one of these never matches
+        # nothing but a test of the tag (TAGS = 'a', TAGS IN (...)): the tag check alone decides
+        self.tags_only = self.tags is not None and (tree[0] == "in" or tree[0] == "cmp")
         self.names = tuple(names_of(tree, []))
         self._keys = tuple(prop_name(n) for n in self.names)
         self._eval = build(tree, {n: i for i, n in enumerate(self.names)})

@@ -114,3 +114,10 @@ def test_a_long_stretch_the_filter_passes_is_crossed_in_steps(world, monkeypatch
 class _Context:
     def time_remaining(self):
         return 3600.0
+
+
+def test_a_tags_only_sql_expression_is_a_tag_filter():
+    sub, _ = subscription(pb.FilterExpression(type=pb.FilterType.SQL, expression="TAGS IN ('b', 'a')"))
+    assert sub.tags == ["a", "b"] and sub.match is None
+    sub, _ = subscription(pb.FilterExpression(type=pb.FilterType.SQL, expression="TAGS = 'a' AND n > 1"))
+    assert sub.tags == ["a"] and sub.match is not None

@@ -61,6 +61,8 @@ def subscription(fe) -> "tuple[Subscription, None] | tuple[None, pb.Status]":
         try:
             f = sql_filter(fe.expression)
             # tags the expression requires (TAGS = 'a' AND ...): the tag hashes skip the rest unread
+            if f.tags_only and f.tags:
+                return Subscription(tags=sorted(f.tags)), None    # the tag check decides alone
             return Subscription(tags=sorted(f.tags) if f.tags else None, match=f), None
         except FilterError as e:
             return None, status(Code.ILLEGAL_FILTER_EXPRESSION, str(e))
