@@ -62,3 +62,19 @@ def test_group_settings_commands_and_what_the_official_client_gets(broker, clien
     assert run("group", "delete", "few", *ep).exit_code == 1
     r = run("group", "status", "few", *ep)
     assert "settings (the broker defaults): retry_max 15" in r.output, r.output
+
+
+def test_a_groups_settings_answered_ok_survive_kill_9(tmp_path, broker_factory):
+    import signal
+
+    from ..support.brokers import SMALL
+    root = str(tmp_path / "store")
+    b = broker_factory(root, env=SMALL)
+    assert run("group", "create", "kept", "--retry-max", 7, "--orderly", "--endpoint", b.endpoint).exit_code == 0
+    b.stop(signal.SIGKILL)
+    b2 = broker_factory(root, env=SMALL)
+    r = run("group", "status", "kept", "--json", "--endpoint", b2.endpoint)
+    assert r.exit_code == 0
+    r = run("group", "update", "kept", "--consume-disable", "--json", "--endpoint", b2.endpoint)
+    s = json.loads(r.output)["settings"]
+    assert (s["retry_max"], s["orderly"], s["consume_enable"]) == (7, True, False), "kept across kill -9"
