@@ -22,7 +22,7 @@ from .output import emit_json, out
 def _policy(ctx, param, value):
     if value is None:
         return None
-    from ..broker.consume.groups import parse_policy
+    from ..protocol.group_settings import parse_policy
     try:
         parse_policy(value)
     except ValueError as e:
@@ -57,7 +57,7 @@ def _request(name, retry_max, retry_policy, orderly, consume_enable) -> dict:
 
 
 def describe(settings: dict) -> str:
-    from ..broker.consume.groups import GroupSettings
+    from ..protocol.group_settings import GroupSettings
     s = GroupSettings.from_doc(settings)
     return (f"retry_max {s.retry_max} ({s.attempts_max} deliveries, then the dead-letter queue); "
             f"retry policy {s.retry_policy.text()}; {'orderly' if s.orderly else 'concurrently'}; "

@@ -11,7 +11,8 @@ import pytest
 
 from tidemq import checked
 from tidemq.broker.consume import group_admin
-from tidemq.broker.consume.groups import GROUPS_FILE, DEFAULT_POLICY, GroupTable, parse_policy, retry_policy_pb
+from tidemq.broker.consume.groups import GroupTable, retry_policy_pb
+from tidemq.protocol.group_settings import DEFAULT_POLICY, GROUPS_FILE, parse_policy
 from tidemq.broker.replication import state
 from tidemq.broker.service import MessagingService
 from tidemq.config import KIB, BrokerConfig

@@ -5,7 +5,8 @@ before (protection/access.py: group:G create / update / delete)."""
 from __future__ import annotations
 
 from ...protocol import admin as api
-from .groups import GroupTable, changes_of, check_name
+from ...protocol.group_settings import changes_of, check_name
+from .groups import GroupTable
 
 
 def _request(req) -> tuple[str, dict]:

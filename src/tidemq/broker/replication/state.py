@@ -43,7 +43,7 @@ from ... import checked
 from ...io import FileIO, write_atomic
 from ...store.topics import SpacePolicy
 from ..consume import group_offsets
-from ..consume.groups import load_doc as load_groups
+from ...protocol.group_settings import load_doc as load_groups
 from ..deferred.timer import check_progress
 from ..state import journal
 from ..protection.acl import AclState
