@@ -40,6 +40,8 @@ import logging
 import threading
 import time
 
+from . import zk_address
+
 log = logging.getLogger("tidemq.broker")
 
 STEP_S = 0.2                  # the coordinator thread looks again at least this often
@@ -47,8 +49,8 @@ STEP_S = 0.2                  # the coordinator thread looks again at least this
 
 def parse(coordinator: str) -> tuple[str, str]:
     """('HOST:PORT,...', '/chroot') of a coordinator setting."""
-    hosts, slash, chroot = coordinator.partition("/")
-    return hosts, ("/" + chroot.strip("/")) if slash and chroot.strip("/") else "/tidemq"
+    addr = zk_address.parse(coordinator)
+    return addr.hosts, addr.chroot
 
 
 class ZkCoordinator:
@@ -57,12 +59,16 @@ class ZkCoordinator:
         self.node = node
         self.loop = loop
         cfg = node.config
-        hosts, self.base = parse(cfg.coordinator)
+        addr = zk_address.parse(cfg.coordinator)          # hosts, chroot, credentials (zk_address.py)
+        hosts, self.base = addr.hosts, addr.chroot
         self.group_path = f"{self.base}/groups/{node.group}"
         self.timeout_s = cfg.coordinator_session_timeout_ms / 1000
+        self.granted = zk_address.GrantedTimeout(cfg.coordinator_session_timeout_ms, node.group)
         self.zk = KazooClient(hosts=hosts, timeout=self.timeout_s,
                               connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 1.5, "max_delay": 1.0},
-                              command_retry={"max_tries": 3, "delay": 0.05, "backoff": 2, "max_delay": 0.5})
+                              command_retry={"max_tries": 3, "delay": 0.05, "backoff": 2, "max_delay": 0.5},
+                              **zk_address.kazoo_options(addr, cfg.coordinator_password))
+        zk_address.watch_granted_timeout(self.zk, self.granted.seen)
         self.state = "new"
         self._wake = threading.Event()
         self._stop = threading.Event()
