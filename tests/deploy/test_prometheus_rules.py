@@ -87,3 +87,15 @@ def test_the_dashboard_has_the_panels_the_issue_names():
     for i, a in enumerate(boxes):
         for b in boxes[i + 1:]:
             assert not (a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]), (a, b)
+
+
+def test_the_example_prometheus_configuration_loads_with_the_rules(tmp_path):
+    conf = open(os.path.join(prometheus.RULES_DIR, "prometheus.yml")).read()
+    token = tmp_path / "tidemq-metrics.token"
+    token.write_text("t")
+    assert "/etc/prometheus/tidemq-metrics.token" in conf
+    (tmp_path / "prometheus.yml").write_text(conf.replace("/etc/prometheus/tidemq-metrics.token", str(token)))
+    (tmp_path / "tidemq-rules.yml").write_text(open(prometheus.RULES).read())
+    r = prometheus.promtool("check", "config", "prometheus.yml", cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "10 rules found" in r.stdout
