@@ -541,6 +541,9 @@ class BrokerConfig(_Loadable):
                                        0.1, 3_600.0)
     status_history_s: float = _f(6 * 3_600.0, "how far back the status page's disk chart reaches (one sample "
                                               "per status_sample_interval_s)", 60.0, 7 * 86_400.0)
+    status_forecast_window_s: float = _f(1_800.0, "the status page's disk forecast is the trend of the samples of "
+                                                "this window, with its uncertainty (the metric and the alerts use "
+                                                "the store's one-minute pace)", 60.0, 7 * 86_400.0)
     status_sample_interval_s: float = _f(10.0, "how often disk usage and the rates are sampled for the status "
                                                "page and `tidemq status`", 0.1, 3_600.0)
     advertised_endpoint: str = _f("", "host:port given to clients in routes when they did not say how they reached us")

@@ -41,12 +41,12 @@ class MemberBook:
         with self._lock:
             for m, d in live.items():
                 k = self.known.setdefault(m, {"first_seen_s": now_s})
-                k.update(endpoint=str(d.get("endpoint", "")), live=True, last_seen_s=now_s,
+                k.update(endpoint=str(d.get("endpoint", "")), live=True, last_seen_s=now_s, epoch=epoch,
                          role=LEADER if leader and d.get("endpoint") == leader else FOLLOWER)
             if me and me not in live:
                 k = self.known.setdefault(me, {"first_seen_s": now_s, "endpoint": ""})
-                k.update(live=True, last_seen_s=now_s, role=LEADER if k.get("endpoint") == leader and leader
-                         else FOLLOWER)
+                k.update(live=True, last_seen_s=now_s, epoch=epoch,
+                         role=LEADER if k.get("endpoint") == leader and leader else FOLLOWER)
             for m, k in self.known.items():
                 if m not in live and m != me:
                     k["live"] = False
@@ -67,13 +67,14 @@ class MemberBook:
         return max(0, self.epoch - (self.first_epoch or 0)) if self.first_epoch is not None else 0
 
     def rows(self, now_s: float) -> list[dict]:
-        """Every member known: member, endpoint, state (leader, follower, down), last seen."""
+        """Every member known: member, endpoint, state (leader, follower, down), the group's epoch
+        when it was last seen live, last seen."""
         with self._lock:
             out = []
             for m, k in sorted(self.known.items()):
                 state = (k.get("role") or FOLLOWER) if k.get("live") else DOWN
                 out.append({"member": m, "endpoint": k.get("endpoint", ""), "state": state,
-                            "last_seen_s": round(k["last_seen_s"], 3),
+                            "epoch": k.get("epoch", 0), "last_seen_s": round(k["last_seen_s"], 3),
                             "seen_ago_s": round(max(0.0, now_s - k["last_seen_s"]), 1)})
             return out
 

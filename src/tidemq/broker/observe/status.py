@@ -23,6 +23,8 @@ from .history import History, Sample
 from .lag import group_lag, groups_summary
 from .latency import LatencyBuckets
 from .members import MemberBook
+from .page import RATIOS
+from .trend import fit, reach
 from .verdict import write_verdict
 
 
@@ -81,6 +83,13 @@ class Observer:
     def node(self):
         return getattr(self.broker, "replication", None)
 
+    def trend(self) -> dict:
+        """The fullest directory's used % over status_forecast_window_s, fitted, and when it reaches each
+        ratio with its range (trend.py): what the status page's chart draws."""
+        pts = [(s.t_s, max(s.used_percent.values(), default=0.0)) for s in list(self.history.samples)]
+        t = fit(pts, self.clock.now_ms() / 1000, self.broker.config.status_forecast_window_s)
+        return {"fit": t, "seconds_until_percent": {str(r): v for r, v in reach(t, RATIOS).items()}}
+
     def look_at_group(self) -> None:
         """The group's live members into the book (members.py); nothing outside a broker group."""
         node = self.node
@@ -131,6 +140,7 @@ class Observer:
             "alarms": {k: alarms[k] for k in ("memory", "disk") if k in alarms},
             "disk": disk,
             "rates": self.history.rates(now),
+            "trend": self.trend(),
             "totals": {"put": now.put_total, "got": now.got_total, "bytes_in": now.bytes_in_total,
                        "bytes_out": sum(c[1] for c in reads.values()), "held": flow["held_total"],
                        "refused": flow["refused_total"]},
