@@ -71,7 +71,7 @@ def _disks(disk: dict) -> str:
             + "".join(rows) + "</table>")
 
 
-TICK_STEPS_S = (60, 300, 600, 900, 1800, 3600, 2 * 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 2 * 86400,
+TICK_STEPS_S = (10, 30, 60, 300, 600, 900, 1800, 3600, 2 * 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 2 * 86400,
                 7 * 86400, 14 * 86400, 30 * 86400)
 CHAR_W = 0.62            # a character's width in a font-size unit (system-ui digits, generous)
 LABEL_GAP_PX = 13        # the least distance between two ratio labels' baselines (font 10)
@@ -104,7 +104,9 @@ def chart(series: list[dict], trend: dict | None, now_s: float, writes: str = "a
     left, right, top, bottom = 44, w - 180, 10, h - 30
     pts = [(s["t_s"], max(s["used_percent"].values(), default=0.0)) for s in series]
     fit = (trend or {}).get("fit")
-    eta = {int(k): v for k, v in ((trend or {}).get("seconds_until_percent") or {}).items() if v["mid"] > 0}
+    # ratios ahead (a second or more away); none while writes are held or refused: nothing is written
+    eta = {int(k): v for k, v in ((trend or {}).get("seconds_until_percent") or {}).items()
+           if v["mid"] >= 1 and not stopped}
     t0 = pts[0][0] if pts else now_s - 60
     ahead = max([v["mid"] for v in eta.values()] + [0.25 * max(now_s - t0, 60)])
     horizon = now_s + min(ahead * 1.15, 30 * 86400)
@@ -132,7 +134,7 @@ def chart(series: list[dict], trend: dict | None, now_s: float, writes: str = "a
     now_line = (f'<line x1="{x(now_s):.1f}" x2="{x(now_s):.1f}" y1="{top}" y2="{bottom}" stroke="#999" '
                 f'stroke-dasharray="2 2"/>')
     band = lines = labels = ""
-    if pts and fit is not None and fit["percent_per_hour"] > 0:
+    if pts and fit is not None and fit["percent_per_hour"] > 0 and eta:
         last_t, last_p = pts[-1]
         slope = fit["percent_per_hour"] / 3600
         se = fit["percent_per_hour_se"] / 3600

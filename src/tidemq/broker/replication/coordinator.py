@@ -141,6 +141,7 @@ class ZkCoordinator:
         if time.monotonic() >= self._topics_due:
             self._topics_due = time.monotonic() + 1.0
             self._sync_topology()
+            self._read_members()        # the group's view on followers too (as the replication branch does)
         leader = self._leader()
         if leader is not None:
             data, owner = leader
