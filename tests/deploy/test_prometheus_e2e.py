@@ -43,6 +43,9 @@ def test_prometheus_scrapes_a_broker_with_its_token_and_answers_a_tidemq_metric(
                                                     'status="OK"}') if r["value"][1] == "25"],
                      "Prometheus to see the 25 messages put")
     assert put[0]["metric"]["instance"] == target
+    alias = wait_until(lambda: prom.query(f'rocketmq_messages_in_total{{job="tidemq", topic="{T}"}}'),
+                       "the RocketMQ 5 alias")
+    assert alias[0]["value"][1] == "25"
     # the same port scraped without the token: refused, so that target is down
     targets = wait_until(lambda: (lambda ts: ts if {t["labels"]["job"]: t["health"] for t in ts}.get(
         "tidemq-no-token") == "down" else None)(prom.api("targets")["activeTargets"]),
