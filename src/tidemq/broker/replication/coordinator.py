@@ -84,6 +84,8 @@ class ZkCoordinator:
 
     # lifecycle ----------------------------------------------------------------------------------
     def start(self) -> None:
+        self._started_s = time.monotonic()
+        self._said = None
         self.zk.add_listener(self._listener)
         self.zk.start(timeout=max(30.0, self.timeout_s))
         self.state = "connected"
@@ -261,8 +263,16 @@ class ZkCoordinator:
         isr = self._isr()
         eligible = {m: d for m, d in posted.items() if isr is None or m in isr}
         if not eligible:
-            log.error("broker group %s: no member of the last ISR (%s) is alive: no leader is elected (a leader "
-                      "would lose acknowledged messages; start one of them, or promote by hand)", node.group, isr)
+            # at a group's start its members come one by one: said (WARNING, once) only when the set's
+            # members are still not there a session timeout and an election after this one started
+            late = time.monotonic() > self._started_s + self.timeout_s + node.config.election_wait_ms / 1000 + 5.0
+            said = (late, tuple(isr or ()))
+            if said != self._said:
+                self._said = said
+                (log.warning if late else log.info)(
+                    "broker group %s: no member of the last ISR (%s) is alive: no leader is elected until one "
+                    "is back (a leader would lose acknowledged messages; start one of them, or promote by hand)",
+                    node.group, isr)
             self._stop.wait(1.0)
             return
         best = max(eligible, key=lambda m: (int(eligible[m].get("log_end", 0)), [-ord(c) for c in m]))
