@@ -6,7 +6,7 @@ ratio (when must disk be added); alarms; topics with sizes; groups with lag.
 Every element a test or a person looks for has an id: #verdict (class accepted / held /
 refused), #disks (.disk rows, class ok / warn / danger), #chart (#usage, .forecast lines and
 labels in a column on the right, #forecast-range the trend's uncertainty, #stopped while writes are
-held or refused), #cleanup, #forecast, #cluster (in a broker group: #group-health, #role, #coordinator,
+held or refused), #cleanup, #forecast, #replication / #cluster (in a broker group: #group-health, #role, #coordinator,
 #members: every member known, live or down), #alarms, #topics, #groups."""
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ def cluster_section(rep: dict | None, now_s: float) -> str:
                     f'<td>{seen}</td></tr>')
     table = ('<table id="members"><tr><th>member</th><th>endpoint</th><th>state</th><th>epoch</th><th>lag</th>'
              '<th>lag time</th><th>in sync</th><th>last seen</th></tr>' + "".join(rows) + "</table>")
-    return (f'<h2>Cluster</h2><div id="cluster"><div id="group-health" class="{c["health"]}">'
+    return (f'<h2 id="replication">Cluster</h2><div id="cluster"><div id="group-health" class="{c["health"]}">'
             f'{escape(words[c["health"]])}</div><p id="role">{lead}</p>{coord}{table}'
             f'<p class="muted">Members this broker has seen since it started; lag where it knows it (a leader '
             f'knows every follower\'s). Every group: <code>tidemq status --cluster</code>.</p></div>')
