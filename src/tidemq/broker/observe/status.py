@@ -156,7 +156,9 @@ def coordinator_session(node) -> dict | None:
     coord = getattr(node, "coordinator", None)
     if coord is None:
         return None
-    granted = getattr(coord, "granted", None)
+    # the GrantedTimeout (replication/zk_address.py) on the ZooKeeper client: the coordinator itself,
+    # or its session object where the group's logic and the client are apart (``coordinator.c``)
+    granted = getattr(coord, "granted", None) or getattr(getattr(coord, "c", None), "granted", None)
     out = {"state": str(getattr(coord, "state", "") or ""),
            "session_timeout_ms_asked": node.config.coordinator_session_timeout_ms,
            "session_timeout_ms_granted": getattr(granted, "granted_ms", None)}
