@@ -532,12 +532,18 @@ class BrokerConfig(_Loadable):
     metrics_auth_password: str = _f("", "password of metrics_auth_user", secret=True)
     metrics_allow_unauthenticated: bool = _f(False, "serve the metrics port on a metrics_host off loopback without "
                                                     "a credential (refused at start otherwise)")
+    metrics_rocketmq_aliases: bool = _f(True, "also serve RocketMQ 5's metric names for what tidemq counts the same "
+                                              "way (rocketmq_messages_in_total, rocketmq_consumer_lag_messages, ...: "
+                                              "docs/operating.md), so RocketMQ dashboards read a tidemq broker")
     metrics_connections_max: int = _f(64, "connections the metrics port keeps open at most (one more is closed at "
                                           "once)", 1, 100_000)
     metrics_idle_timeout_s: float = _f(30.0, "a metrics-port connection that sends nothing for this long is closed",
                                        0.1, 3_600.0)
     status_history_s: float = _f(6 * 3_600.0, "how far back the status page's disk chart reaches (one sample "
                                               "per status_sample_interval_s)", 60.0, 7 * 86_400.0)
+    status_forecast_window_s: float = _f(1_800.0, "the status page's disk forecast is the trend of the samples of "
+                                                "this window, with its uncertainty (the metric and the alerts use "
+                                                "the store's one-minute pace)", 60.0, 7 * 86_400.0)
     status_sample_interval_s: float = _f(10.0, "how often disk usage and the rates are sampled for the status "
                                                "page and `tidemq status`", 0.1, 3_600.0)
     advertised_endpoint: str = _f("", "host:port given to clients in routes when they did not say how they reached us")
@@ -731,8 +737,11 @@ class ReplicationConfig(_Loadable):
     leader_port: int = _f(0, "port served only while this broker leads its group: the group's write endpoint "
                              "(official clients list every member's; gRPC's pick_first finds the leader); 0: none",
                           0, 65535)
-    coordinator: str = _f("", "ZooKeeper for automatic failover, 'HOST:PORT[,HOST:PORT...][/chroot]' "
-                              "(empty: static roles, `tidemq replication promote` by hand)")
+    coordinator: str = _f("", "ZooKeeper for automatic failover, '[digest:USER@]HOST:PORT[,HOST:PORT...][/chroot]' "
+                              "(empty: static roles, `tidemq replication promote` by hand; chroot default "
+                              "/tidemq; USER: ZooKeeper digest authentication, with coordinator_password)")
+    coordinator_password: str = _f("", "password of the coordinator's digest USER (never in `coordinator` itself)",
+                                   secret=True)
     coordinator_session_timeout_ms: int = _f(6_000, "ZooKeeper session timeout: a leader silent this long loses "
                                                     "its lease (within the server's min/max session timeout)",
                                              400, 600_000)
@@ -741,6 +750,15 @@ class ReplicationConfig(_Loadable):
 
     def __post_init__(self) -> None:
         self._check()
+        if self.coordinator:
+            from .broker.replication.zk_address import AddressError, parse
+            try:
+                addr = parse(self.coordinator)
+            except AddressError as e:
+                raise ConfigError(str(e)) from None
+            if addr.user and not self.coordinator_password:
+                raise ConfigError(f"coordinator user {addr.user!r} needs coordinator_password "
+                                  "(TIDEMQ_COORDINATOR_PASSWORD, or the config file)")
         if self.broker_group and not self.coordinator and self.broker_role == "follower" \
                 and not self.leader_endpoint:
             raise ConfigError("broker_role follower without a coordinator needs leader_endpoint (--leader HOST:PORT)")

@@ -19,6 +19,7 @@ from ..protocol.signing import AUTH_HEADER, SignatureError, parse_authorization
 from ..store import MessageStore
 from ..store.archive import archive_summary
 from .consume import group_admin
+from .observe.console import group_console
 from .topic_names import SYSTEM_TOPICS
 
 log = logging.getLogger("tidemq.broker")
@@ -235,8 +236,13 @@ class Admin:
         if node is None:
             return api.refused("this broker is in no broker group (broker_group)", api.Refusal.FORBIDDEN)
         if node.coordinator is None:
-            return {"ok": True, "cluster": {"coordinator": None, "groups": {node.group: node.view()}, "topics": {}}}
-        return {"ok": True, "cluster": node.coordinator.cluster()}
+            out = {"coordinator": None, "groups": {node.group: node.view()}, "topics": {}}
+        else:
+            out = dict(node.coordinator.cluster())
+        obs = self.broker.observer
+        if obs is not None:         # this group as its member book has it: members down too (observe/console.py)
+            out["consoles"] = {node.group: group_console(obs.replication())}
+        return {"ok": True, "cluster": out}
 
     # Users and ACLs (protection/acl.py) ----------------------------------------------------
     def _acl(self):

@@ -29,7 +29,8 @@ from .common import config_option, load_store_config, quiet_logs, root_option
 @click.option("--leader-port", type=int, default=None, envvar="TIDEMQ_LEADER_PORT",
               help="port served only while this broker leads its group (the group's write endpoint)")
 @click.option("--coordinator", default=None, envvar="TIDEMQ_COORDINATOR",
-              help="ZooKeeper HOST:PORT[,...][/chroot] electing the group's leader (automatic failover)")
+              help="ZooKeeper [digest:USER@]HOST:PORT[,...][/chroot] electing the group's leader (automatic "
+                   "failover); USER's password: TIDEMQ_COORDINATOR_PASSWORD")
 @click.option("-v", "--verbose", is_flag=True)
 def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create_topics, broker_group, role,
           leader_endpoint, leader_port, coordinator, verbose) -> None:

@@ -44,7 +44,7 @@ from ..deferred.parking import PROP_DELIVER_MS, park
 from ..observe.outcomes import DUPLICATE as DUPLICATE_STATUS
 from ..observe.outcomes import Outcomes
 from ..protection.flow import SendGate
-from ..puts import StorePuts
+from ..puts import PutsClosed, StorePuts
 from ..topic_names import SCHEDULE_TOPIC, SYSTEM_TOPICS
 from ..wire import fifo_queue
 from .batch import DUPLICATE as DUPLICATE_VERDICT
@@ -315,15 +315,20 @@ class SendPath:
         store, puts, p = self.store, self.puts, batch.payload
         inline = not store.puts_may_wait
         where = None
-        if type(p) is Encoded:
-            r = await puts.timed(store.put_encoded, batch.topic, (p.entry,), p.born_ms, p.born_host, p.sys_flag,
-                                 inline)
-        elif type(p) is Slices:
-            skip = np.array(v.kinds, np.uint8) != OPEN if v.decided else None
-            r = await puts.timed(store.put_slices, batch.topic, p.raw, p.fields, p.extra, skip)
-        else:
-            where = v.open()
-            r = await puts.timed(store.put_batch, [p.messages[i] for i in where], inline)
+        try:
+            if type(p) is Encoded:
+                r = await puts.timed(store.put_encoded, batch.topic, (p.entry,), p.born_ms, p.born_host,
+                                     p.sys_flag, inline)
+            elif type(p) is Slices:
+                skip = np.array(v.kinds, np.uint8) != OPEN if v.decided else None
+                r = await puts.timed(store.put_slices, batch.topic, p.raw, p.fields, p.extra, skip)
+            else:
+                where = v.open()
+                r = await puts.timed(store.put_batch, [p.messages[i] for i in where], inline)
+        except PutsClosed as e:         # a change of role closed this service's puts: nothing was put
+            for i in v.open():
+                v.refuse(i, Code.INTERNAL_SERVER_ERROR, str(e))
+            return
         if inline and type(p) is not Slices:
             # the dispatch was left for after the answer (store/put_lock.py): one message finds
             # every cache cold, and RocketMQ answers before it dispatches too

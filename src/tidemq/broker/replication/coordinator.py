@@ -40,6 +40,8 @@ import logging
 import threading
 import time
 
+from . import zk_address
+
 log = logging.getLogger("tidemq.broker")
 
 STEP_S = 0.2                  # the coordinator thread looks again at least this often
@@ -47,8 +49,8 @@ STEP_S = 0.2                  # the coordinator thread looks again at least this
 
 def parse(coordinator: str) -> tuple[str, str]:
     """('HOST:PORT,...', '/chroot') of a coordinator setting."""
-    hosts, slash, chroot = coordinator.partition("/")
-    return hosts, ("/" + chroot.strip("/")) if slash and chroot.strip("/") else "/tidemq"
+    addr = zk_address.parse(coordinator)
+    return addr.hosts, addr.chroot
 
 
 class ZkCoordinator:
@@ -57,12 +59,16 @@ class ZkCoordinator:
         self.node = node
         self.loop = loop
         cfg = node.config
-        hosts, self.base = parse(cfg.coordinator)
+        addr = zk_address.parse(cfg.coordinator)          # hosts, chroot, credentials (zk_address.py)
+        hosts, self.base = addr.hosts, addr.chroot
         self.group_path = f"{self.base}/groups/{node.group}"
         self.timeout_s = cfg.coordinator_session_timeout_ms / 1000
+        self.granted = zk_address.GrantedTimeout(cfg.coordinator_session_timeout_ms, node.group)
         self.zk = KazooClient(hosts=hosts, timeout=self.timeout_s,
                               connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 1.5, "max_delay": 1.0},
-                              command_retry={"max_tries": 3, "delay": 0.05, "backoff": 2, "max_delay": 0.5})
+                              command_retry={"max_tries": 3, "delay": 0.05, "backoff": 2, "max_delay": 0.5},
+                              **zk_address.kazoo_options(addr, cfg.coordinator_password))
+        zk_address.watch_granted_timeout(self.zk, self.granted.seen)
         self.state = "new"
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -78,6 +84,8 @@ class ZkCoordinator:
 
     # lifecycle ----------------------------------------------------------------------------------
     def start(self) -> None:
+        self._started_s = time.monotonic()
+        self._said = None
         self.zk.add_listener(self._listener)
         self.zk.start(timeout=max(30.0, self.timeout_s))
         self.state = "connected"
@@ -135,6 +143,7 @@ class ZkCoordinator:
         if time.monotonic() >= self._topics_due:
             self._topics_due = time.monotonic() + 1.0
             self._sync_topology()
+            self._read_members()        # the group's view on followers too (as the replication branch does)
         leader = self._leader()
         if leader is not None:
             data, owner = leader
@@ -254,8 +263,16 @@ class ZkCoordinator:
         isr = self._isr()
         eligible = {m: d for m, d in posted.items() if isr is None or m in isr}
         if not eligible:
-            log.error("broker group %s: no member of the last ISR (%s) is alive: no leader is elected (a leader "
-                      "would lose acknowledged messages; start one of them, or promote by hand)", node.group, isr)
+            # at a group's start its members come one by one: said (WARNING, once) only when the set's
+            # members are still not there a session timeout and an election after this one started
+            late = time.monotonic() > self._started_s + self.timeout_s + node.config.election_wait_ms / 1000 + 5.0
+            said = (late, tuple(isr or ()))
+            if said != self._said:
+                self._said = said
+                (log.warning if late else log.info)(
+                    "broker group %s: no member of the last ISR (%s) is alive: no leader is elected until one "
+                    "is back (a leader would lose acknowledged messages; start one of them, or promote by hand)",
+                    node.group, isr)
             self._stop.wait(1.0)
             return
         best = max(eligible, key=lambda m: (int(eligible[m].get("log_end", 0)), [-ord(c) for c in m]))
