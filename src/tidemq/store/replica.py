@@ -104,6 +104,8 @@ class ReplicaLog:
         self._restore_topics = restore_topics
         self.flush_after_append = flush_after_append
         self.appended_bytes = 0
+        self.raw_bytes = 0                 # bytes copied as they are (append_raw): damage on the leader
+        self.raw_regions = 0
 
     @property
     def end(self) -> int:
@@ -147,6 +149,91 @@ class ReplicaLog:
             finally:
                 mf.release()
 
+    def read_span(self, offset: int, max_bytes: int) -> tuple[int, bytes, bool]:
+        """``read``, and past damage: (offset, bytes, raw). ``raw`` False: whole records (and the
+        BLANK ending a segment) as ``read`` gives them, each one that ``check_frame`` takes; True: a
+        stretch that is not whole records (damaged on this disk), from ``offset`` to where the next
+        valid record starts (codec.next_valid_record: recovery's rule) or the segment's written end,
+        at most ``max_bytes``: a follower writes it as it is (``append_raw``). (offset, b"", False) at
+        the log's end."""
+        segs = self.segments
+        offset = max(offset, segs.min_offset)
+        while True:
+            mf = segs.find(offset)
+            if mf is None or not mf.hold():
+                return offset, b"", False
+            try:
+                pos = offset - mf.start_offset
+                limit = mf.wrote_pos
+                if pos >= limit:
+                    if mf.is_full:
+                        offset = mf.end_offset          # the next segment
+                        continue
+                    return offset, b"", False
+                buf = mf.mapping
+                end = pos
+                base = mf.start_offset
+                while end < limit:
+                    if end + 8 > mf.size:
+                        break
+                    size, magic = SIZE_MAGIC.unpack_from(buf, end)
+                    if magic == BLANK_MAGIC and size == mf.size - end and end + size <= limit:
+                        end += size                     # the BLANK ending the segment
+                        continue
+                    if magic != MAGIC or size <= 0 or end + size > limit or \
+                            codec.check_record(buf, end, limit, verify_crc=False)[0] != codec.REC_OK or \
+                            codec.I64.unpack_from(buf, end + OFF_PHYSICALOFFSET)[0] != base + end:
+                        break                           # not a record that check_frame takes
+                    if end > pos and end - pos + size > max_bytes:
+                        break
+                    end += size
+                if end > pos:
+                    return offset, bytes(buf[pos:end]), False
+                nxt = codec.next_valid_record(buf, pos, limit, base)
+                stop = min(limit if nxt is None else nxt, pos + max_bytes)
+                return offset, bytes(buf[pos:stop]), True
+            finally:
+                mf.release()
+
+    def append_raw(self, offset: int, data: bytes) -> int:
+        """Write a stretch of the leader's log that is not whole records (``read_span``'s raw bytes:
+        damaged on its disk) as it is, at ``offset`` (this log's end), within one segment; the new
+        end. Never dispatched: readers never reach it (no consume-queue unit names it), and recovery
+        and the self-check skip it as they skip any damage in the middle of a log."""
+        if not data:
+            return self.end
+        seg = self.segments.segment_size
+        if offset - offset % seg + seg < offset + len(data):
+            raise ReplicaError(f"{len(data)} raw bytes at {offset} cross the end of a segment")
+        with self.put_lock:
+            mf = self._segment_at_end(offset)
+            pos = offset - mf.start_offset
+            self.commit_log.fio.pwrite(mf.handle, data, pos)
+            mf.wrote_pos = pos + len(data)
+            self.appended_bytes += len(data)
+            self.raw_bytes += len(data)
+            self.raw_regions += 1
+        log.warning("replication: the leader's log has %d bytes at %d that are not whole records (damaged on its "
+                    "disk): copied as they are, skipped by reads and recovery", len(data), offset)
+        if self.flush_after_append:
+            self.commit_log.flush()
+        return mf.start_offset + mf.wrote_pos
+
+    def _segment_at_end(self, offset: int):
+        """The segment this log's end is in (made when the leader's log moved to the next one);
+        ReplicaError when ``offset`` is not the end. Under the put lock."""
+        seg = self.segments.segment_size
+        end = self.segments.max_offset
+        if offset != end and not (len(self.segments) == 0 and offset % seg == 0):
+            raise ReplicaError(f"frame at {offset}, but this log ends at {end}")
+        mf = self.segments.last
+        if mf is None or mf.is_full:
+            start = mf.end_offset if mf is not None else offset
+            if start != offset:
+                raise ReplicaError(f"frame at {offset}, but the next segment starts at {start}")
+            mf = self.segments.new_segment(start)
+        return mf
+
     def append(self, offset: int, data: bytes, defer_dispatch: bool = False) -> int:
         """Write ``data`` at ``offset`` (this log's end), dispatch it; the new end. ReplicaError when
         the bytes cannot be taken (nothing is written then); OSError from the disk.
@@ -161,15 +248,7 @@ class ReplicaLog:
         seg = self.segments.segment_size
         last_ts = check_frame(data, offset, seg)
         with self.put_lock:
-            end = self.segments.max_offset
-            if offset != end and not (len(self.segments) == 0 and offset % seg == 0):
-                raise ReplicaError(f"frame at {offset}, but this log ends at {end}")
-            mf = self.segments.last
-            if mf is None or mf.is_full:
-                start = mf.end_offset if mf is not None else offset
-                if start != offset:
-                    raise ReplicaError(f"frame at {offset}, but the next segment starts at {start}")
-                mf = self.segments.new_segment(start)
+            mf = self._segment_at_end(offset)
             pos = offset - mf.start_offset
             self.commit_log.fio.pwrite(mf.handle, data, pos)     # as the put path's batches (commit_log.append)
             mf.wrote_pos = pos + len(data)

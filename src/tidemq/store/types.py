@@ -86,7 +86,10 @@ class PutReason(enum.Enum):
     REPLICAS_NOT_ENOUGH = "REPLICAS_NOT_ENOUGH"    # SYNC: fewer followers in sync than in_sync_replicas_min
                                                    # (refused before anything is written)
     REPLICATION_TIMEOUT = "REPLICATION_TIMEOUT"    # SYNC: appended, not confirmed within replication_timeout_ms
-    REPLICA_LOST = "REPLICA_LOST"                  # SYNC: appended, followers went away before confirming
+    REPLICA_LOST = "REPLICA_LOST"                  # SYNC: appended, the in-sync set shrank below
+                                                   # in_sync_replicas_min before it confirmed
+    LEASE_EXPIRED = "LEASE_EXPIRED"                # a leader whose coordinator lease ran out (another
+                                                   # member may lead): refused, or appended and not answered OK
 
     @property
     def status(self) -> "PutStatus":
@@ -104,7 +107,7 @@ _REASON_STATUS = {
     **{r: PutStatus.SERVICE_NOT_AVAILABLE for r in (
         PutReason.NOT_RUNNING, PutReason.SHUTTING_DOWN, PutReason.DISK_FULL, PutReason.ARCHIVE_PENDING,
         PutReason.UNCONSUMED_BACKLOG, PutReason.DISPATCH_ERROR, PutReason.TOPIC_CREATE_FAILED,
-        PutReason.NOT_LEADER)},
+        PutReason.NOT_LEADER, PutReason.LEASE_EXPIRED)},
     **{r: PutStatus.MESSAGE_ILLEGAL for r in (
         PutReason.INVALID_TOPIC, PutReason.BAD_BODY, PutReason.BODY_TOO_LARGE, PutReason.RECORD_TOO_LARGE,
         PutReason.BAD_QUEUE_ID, PutReason.BAD_PROPERTY, PutReason.BAD_FIELD, PutReason.ENCODE_FAILED)},

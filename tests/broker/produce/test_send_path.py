@@ -31,6 +31,7 @@ CODE_OF = {
     PutReason.REPLICAS_NOT_ENOUGH: Code.HA_NOT_AVAILABLE,
     PutReason.REPLICA_LOST: Code.HA_NOT_AVAILABLE,
     PutReason.REPLICATION_TIMEOUT: Code.SLAVE_PERSISTENCE_TIMEOUT,
+    PutReason.LEASE_EXPIRED: Code.INTERNAL_SERVER_ERROR,          # retried: the next try finds the leader
 }
 
 

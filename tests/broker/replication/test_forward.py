@@ -66,7 +66,8 @@ def run_with_member(check, leading=False, leader=True):
     port, channel to the member's port, leader endpoint) runs on the loop."""
     async def main():
         lead_server, lead_ep = await serve(Handlers("leader"))
-        node = SimpleNamespace(leading=leading, leader_endpoint=lead_ep if leader else None, group="g")
+        node = SimpleNamespace(leading=leading, fenced=None, leader_endpoint=lead_ep if leader else None, group="g",
+                               config=SimpleNamespace(leader_port_forward_timeout_ms=60_000))
         port = LeaderPort(node, [Handlers("member")])
         member, member_ep = await serve(port)
         try:
