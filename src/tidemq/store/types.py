@@ -102,7 +102,8 @@ _REASON_STATUS = {
     PutReason.TOPIC_NOT_FOUND: PutStatus.TOPIC_NOT_FOUND,
     PutReason.PROPERTIES_TOO_LARGE: PutStatus.PROPERTIES_SIZE_EXCEEDED,
     PutReason.REPLICAS_NOT_ENOUGH: PutStatus.SLAVE_NOT_AVAILABLE,
-    PutReason.REPLICA_LOST: PutStatus.SLAVE_NOT_AVAILABLE,
+    # appended, not confirmed: as a timeout, so that a resend is never stored twice (answered once confirmed)
+    PutReason.REPLICA_LOST: PutStatus.FLUSH_SLAVE_TIMEOUT,
     PutReason.REPLICATION_TIMEOUT: PutStatus.FLUSH_SLAVE_TIMEOUT,
     **{r: PutStatus.SERVICE_NOT_AVAILABLE for r in (
         PutReason.NOT_RUNNING, PutReason.SHUTTING_DOWN, PutReason.DISK_FULL, PutReason.ARCHIVE_PENDING,
