@@ -356,6 +356,8 @@ class StoreConfig(_Loadable):
 
     recovery_scan_segments_normal: int = _f(3, "segments checked at the log's end after a clean shutdown", 1, 1_000)
     dispatch_write_retries_max: int = _f(3, "retries of a failed consume-queue / index write before writes are refused", 0, 100)
+    dispatch_deferred_max: int = _f(1024, "puts whose dispatch may wait for after their answer (store/put_lock.py); "
+                                    "a put beyond it dispatches at once, with those before it", 1, 1_000_000)
 
     def __post_init__(self) -> None:
         for name in ("commitlog_dirs", "readonly_commitlog_dirs"):

@@ -69,9 +69,9 @@ def _status(at_ms, deleted, total, why_not_code=None, left=20, min_offset=0, tri
 
 
 def clean_with(monkeypatch, answers):
-    from tidemq.cli import topic
+    from tidemq.cli import common
     it = iter(answers)
-    monkeypatch.setattr(topic, "_admin", lambda *a, **k: next(it))
+    monkeypatch.setattr(common, "admin_call", lambda *a, **k: next(it))
     return run("clean", "--force", "--yes", "--endpoint", "127.0.0.1:1")
 
 

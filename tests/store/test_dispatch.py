@@ -86,3 +86,42 @@ def test_a_failed_write_refuses_puts_holds_later_batches_and_heals(stores):
     put_n(s, 2, start=4)
     assert bodies(s) == [b"m%03d" % i for i in range(6)]
     assert s.get("g", "T", 0, 6).status is GetStatus.OFFSET_OVERFLOW_ONE
+
+
+class CountingLock:
+    """A lock that counts how often it was taken (the heal's steps)."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.taken = inner, 0
+
+    def __enter__(self):
+        self.inner.__enter__()
+        self.taken += 1
+        return self
+
+    def __exit__(self, *exc):
+        return self.inner.__exit__(*exc)
+
+
+def test_healing_takes_the_put_lock_one_step_at_a_time(stores):
+    s = stores(memory_config(dispatch_write_retries_max=0), FaultyFileIO())
+    put_n(s, 2)
+    s.fio.fail("pwrite", errno.EIO, MEMORY_ROOT + "/consumequeue/T/0/", times=1)
+    assert s.put(Message("T", b"m002")).ok
+    d = s.dispatcher
+    assert d.error is not None
+    lock = CountingLock(s._put_lock)
+    # the failed record and none after it (puts are refused): one step of one record heals it
+    assert d.heal(s.commit_log, lock, step_records=1) and d.error is None
+    assert lock.taken == 2 and not s._put_lock.locked()       # the step, and the one that found the end
+    put_n(s, 3, start=3)
+    assert bodies(s) == [b"m%03d" % i for i in range(6)]
+
+
+def test_a_redispatch_stops_at_records_max_and_says_where(stores):
+    s = stores(memory_config(), FaultyFileIO())
+    put_n(s, 5)
+    first = s.dispatcher.redispatch(s.commit_log, s.commit_log.min_offset, records_max=2)
+    assert first.records == 2 and not first.complete
+    rest = s.dispatcher.redispatch(s.commit_log, first.end_offset, records_max=10)
+    assert rest.records == 3 and rest.complete and rest.units_skipped == 3     # idempotent: already there

@@ -131,3 +131,27 @@ def test_a_follower_crashed_with_a_frame_undispatched_recovers_it_from_the_log(s
     f.kill()
     again = stores(cfg, fio.after_crash())
     assert [m.body for m in again.get("G", "T", 0, 0).messages] == [b"m%d" % i for i in range(5)]
+
+
+def test_put_lock_bounds_what_waits_the_put_beyond_runs_them_all_in_order():
+    ran = []
+    lock = PutLock(lambda *a: ran.append(a), deferred_max=3)
+    with lock:
+        for i in range(3):
+            lock.defer((i,))
+        assert ran == [] and len(lock.pending) == 3
+        lock.defer((3,))                          # one more than may wait: all of them now, in order
+        assert ran == [(0,), (1,), (2,), (3,)] and lock.pending == []
+        lock.defer((4,))
+    assert lock.pending == [(4,)]
+
+
+def test_a_store_keeps_at_most_dispatch_deferred_max_puts_undispatched():
+    s = MessageStore(memory_config(dispatch_deferred_max=2), FaultyFileIO()).start()
+    try:
+        for i in range(5):
+            assert s.put_batch([Message("T", b"m%d" % i, queue_id=0)], defer_dispatch=True).all_ok()
+            assert len(s._put_lock.pending) <= 2
+        assert [m.body for m in s.get("g", "T", 0, 0, max_count=10).messages] == [b"m%d" % i for i in range(5)]
+    finally:
+        s.shutdown()

@@ -746,3 +746,30 @@ def test_a_get_after_shutdown_neither_skips_nor_leaks(tmp_path):
     assert not (g.status is GetStatus.MESSAGE_WAS_REMOVING and g.next_offset > 0), \
         f"a stopped store tells the consumer to skip to {g.next_offset}: {g}"
     assert leaked == 0, f"{leaked} descriptor(s) opened by a get on a stopped store"
+
+
+class _Replicas:
+    """What the write path asks of a leader's followers (broker/replication/acks.ReplicaAcks)."""
+
+    def __init__(self, sync: bool) -> None:
+        self.sync = sync
+        self.timeout_s = 60.0
+
+    def refusal(self):
+        return None
+
+    def appended(self, end):
+        pass
+
+    def wait(self, end, timeout_s):
+        return None
+
+
+@pytest.mark.parametrize("flush, replicas, waits", [("SYNC_FLUSH", None, True), ("ASYNC_FLUSH", None, False),
+                                                     ("ASYNC_FLUSH", False, False), ("ASYNC_FLUSH", True, True)])
+def test_puts_may_wait_is_true_where_a_put_waits_for_the_disk_or_the_followers(stores, flush, replicas, waits):
+    s = stores(memory_config(flush_disk_type=flush), FaultyFileIO())
+    if replicas is not None:
+        s.writer.replicas = _Replicas(sync=replicas)
+    assert s.puts_may_wait is waits
+    assert s.put(Message("T", b"x")).ok

@@ -15,6 +15,7 @@ from tidemq.io import DiskUsage, OsFileIO
 from tidemq.record import codec
 from tidemq.store import GetStatus, Message, MessageStore, PutReason, PutResult, PutStatus
 from tidemq.store.commit_log import Prepared
+from tidemq.store.put_lock import PutLock
 from tidemq.store.types import PutResults
 from tidemq.store.writer import (StoreWriter, check_body, check_numbers, check_properties_size, check_queue_id,
                                  check_record_size, check_sizes, check_tags, check_topic, encode_properties)
@@ -27,7 +28,8 @@ from ..support.store import slices, small_config
 def writer_of(s: MessageStore, **kw) -> StoreWriter:
     """A StoreWriter built from a started store's parts (as MessageStore builds its own)."""
     parts = dict(config=s.config, topics=s.topics, queues=s.queues, commit_log=s.commit_log, segments=s.segments,
-                 dispatcher=s.dispatcher, disk=s.disk, index=s.index, clock=s.clock, put_lock=threading.Lock(),
+                 dispatcher=s.dispatcher, disk=s.disk, index=s.index, clock=s.clock,
+                 put_lock=PutLock(s.dispatcher.dispatch_batch),
                  group_commit=s.group_commit, archive=s.archive)
     parts.update(kw)
     return StoreWriter(**parts)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from ..record import codec
@@ -31,12 +32,15 @@ from .index_file import HASHED_ITEM, IndexService
 
 log = logging.getLogger("tidemq.store")
 
+HEAL_STEP_RECORDS = 4096       # records one step of healing re-dispatches while it holds the put lock
+
 
 @dataclass
 class RedispatchReport:
     from_offset: int = 0
     end_offset: int = 0
     records: int = 0
+    complete: bool = True          # it reached the log's end (False: it stopped at records_max)
     units_appended: int = 0
     units_fixed: int = 0
     units_skipped: int = 0
@@ -164,24 +168,42 @@ class Dispatcher:
         log.error("dispatch failed at commit-log offset %d: %s; puts are refused until it heals",
                   from_offset, e)
 
-    def heal(self, commit_log) -> bool:
-        """Retry an incomplete dispatch from the log; True when the error is gone."""
+    def heal(self, commit_log, lock=None, step_records: int = HEAL_STEP_RECORDS) -> bool:
+        """Retry an incomplete dispatch from the log; True when the error is gone.
+
+        In steps of at most ``step_records`` records, each under ``lock`` (the store's put lock) and
+        the lock released between them: a put or a read that needs the lock waits one step, never
+        the whole re-dispatch. Puts are refused while ``error`` stands (StoreWriter.refusal, checked
+        under the lock), so nothing is appended between steps; a step still runs under the lock
+        because topic creation, deletion and a follower's truncation change the queues under it."""
         if self.pending_from is None:
             return True
-        try:
-            rep = self.redispatch(commit_log, self.pending_from)
-        except OSError as e:
-            self.error = f"consume queue / index write failed: {e}"
-            return False
-        log.warning("dispatch healed: %d records re-dispatched from %d", rep.records, rep.from_offset)
-        self.pending_from = None
-        self.error = None
-        return True
+        began, done = self.pending_from, 0
+        pos = began
+        while True:
+            with lock if lock is not None else nullcontext():
+                if self.pending_from is None:
+                    return True
+                try:
+                    rep = self.redispatch(commit_log, pos, records_max=step_records)
+                except OSError as e:
+                    self.error = f"consume queue / index write failed: {e}"
+                    return False
+                done += rep.records
+                pos = rep.end_offset
+                if rep.complete:
+                    log.warning("dispatch healed: %d records re-dispatched from %d", done, began)
+                    self.pending_from = None
+                    self.error = None
+                    return True
 
     # Read-back path -------------------------------------------------------------------
     def redispatch(self, commit_log, from_offset: int, rebuild: bool = False,
-                   only: set[tuple[str, int]] | None = None, index_from: int | None = None) -> RedispatchReport:
-        """Dispatch every valid record from ``from_offset`` to the log's end (idempotent).
+                   only: set[tuple[str, int]] | None = None, index_from: int | None = None,
+                   records_max: int | None = None) -> RedispatchReport:
+        """Dispatch every valid record from ``from_offset`` to the log's end (idempotent); with
+        ``records_max``, at most that many (``complete`` False when it stopped there: go on from
+        ``end_offset``).
 
         rebuild: queues are rebuilt from scratch (an empty queue starts at the first
         offset it meets). Queues found with missing units are rebuilt from the log's start.
@@ -197,7 +219,8 @@ class Dispatcher:
             index_end = min(index_end, index_from)
         writer = _UnitWriter()
         try:
-            self._redispatch_records(commit_log, from_offset, rebuild, only, rep, gaps, writer, index, index_end)
+            self._redispatch_records(commit_log, from_offset, rebuild, only, rep, gaps, writer, index, index_end,
+                                     records_max)
         finally:
             writer.flush_all()
         if gaps and not rebuild:
@@ -213,9 +236,12 @@ class Dispatcher:
         return rep
 
     def _redispatch_records(self, commit_log, from_offset, rebuild, only, rep, gaps, writer, index,
-                            index_end) -> None:
+                            index_end, records_max=None) -> None:
         pack = UNIT.pack
         for kind, phys, size, mf, pos in commit_log.iter_records(from_offset, verify_crc=False):
+            if records_max is not None and rep.records >= records_max:
+                rep.complete = False
+                return
             if kind != codec.REC_OK:
                 rep.end_offset = phys + size if kind == codec.REC_BLANK else phys
                 continue

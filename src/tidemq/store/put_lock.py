@@ -15,6 +15,9 @@ log order, and runs
   deferred it calls ``MessageStore.drain_dispatch`` (the broker: right after the answer left,
   ``loop.call_soon``).
 
+At most ``deferred_max`` dispatches wait (StoreConfig.dispatch_deferred_max): the put that would
+be one more runs the waiting ones and its own at once, under the lock it holds.
+
 So dispatches run in log order, never concurrently (under this lock), and a dispatch that
 fails does what it does inline: the dispatcher records the error, puts are refused until the
 queue flush heals it from the log. What the checkpoint records as dispatched
@@ -33,12 +36,13 @@ class PutLock:
     oldest first, each time it is taken. ``dispatch`` never raises (Dispatcher.dispatch_batch
     records its failures)."""
 
-    __slots__ = ("_lock", "pending", "dispatch")
+    __slots__ = ("_lock", "pending", "dispatch", "deferred_max")
 
-    def __init__(self, dispatch: Callable[..., None] | None = None) -> None:
+    def __init__(self, dispatch: Callable[..., None] | None = None, deferred_max: int = 1024) -> None:
         self._lock = threading.Lock()
         self.pending: list[tuple] = []
         self.dispatch = dispatch
+        self.deferred_max = deferred_max
 
     def __enter__(self) -> "PutLock":
         self._lock.acquire()
@@ -60,8 +64,11 @@ class PutLock:
             dispatch(*entry)
 
     def defer(self, entry: tuple) -> None:
-        """Under the lock: ``entry`` (dispatch's arguments) runs when the lock is next taken."""
+        """Under the lock: ``entry`` (dispatch's arguments) runs when the lock is next taken, or
+        now, with every entry before it, when ``deferred_max`` entries wait already."""
         self.pending.append(entry)
+        if len(self.pending) > self.deferred_max:
+            self._run_pending()
 
     def drain(self) -> None:
         """Run what is pending now (taking the lock), if anything is."""

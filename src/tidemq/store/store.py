@@ -83,7 +83,8 @@ class MessageStore:
         self.config = config
         self.fio: FileIO = fio or OsFileIO()
         self.clock: Clock = clock or SystemClock()
-        self._put_lock = PutLock()      # with the dispatches puts left for after their answer (put_lock.py)
+        # with the dispatches puts left for after their answer (put_lock.py)
+        self._put_lock = PutLock(deferred_max=config.dispatch_deferred_max)
         self._state = StoreState.NEW
         self.start_phase = "not started"    # what start() is doing (start_progress: for people)
         self._summary_due_s = 0.0           # when the checkpoint next remembers the queues' ends (heal.py)
@@ -341,8 +342,7 @@ class MessageStore:
     def _flush_queues(self) -> None:
         self._put_lock.drain()           # dispatches puts left for after their answer (put_lock.py)
         if self.dispatcher.error is not None:
-            with self._put_lock:
-                self.dispatcher.heal(self.commit_log)
+            self.dispatcher.heal(self.commit_log, self._put_lock)     # in steps: the lock is free between them
         self._write_checkpoint()
 
     # Disk space ----------------------------------------------------------------------
@@ -490,6 +490,18 @@ class MessageStore:
         if epoch:
             self.epochs.begin(epoch, self.segments.max_offset)
         self.writer.role_refusal = None
+
+    @property
+    def puts_may_wait(self) -> bool:
+        """Whether a put may keep its caller waiting on the disk or on other members: SYNC_FLUSH
+        (the group commit's fsync) or SYNC replication (the followers' confirmations, while this
+        store leads). The one rule a caller on an event loop follows: such puts run on a thread,
+        the others inline (they wait only for the put lock, which others hold for short, bounded
+        work: a put, a dispatch, a topic's creation, one step of healing: dispatch.HEAL_STEP_RECORDS)."""
+        if self.config.sync_flush:
+            return True
+        rep = self.writer.replicas if self.writer is not None else None
+        return rep is not None and rep.sync
 
     @property
     def following(self) -> bool:

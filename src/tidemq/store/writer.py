@@ -28,7 +28,6 @@ from __future__ import annotations
 import errno
 import logging
 import struct
-import threading
 from functools import lru_cache
 from typing import Callable, Sequence
 
@@ -210,7 +209,7 @@ def bind_queues(queues: ConsumeQueueTable, t: TopicState) -> None:
 class StoreWriter:
     def __init__(self, config: StoreConfig, topics: TopicTable, queues: ConsumeQueueTable, commit_log: CommitLog,
                  segments: SegmentQueue, dispatcher: Dispatcher, disk: DiskMonitor, index: IndexService | None,
-                 clock: Clock, put_lock: threading.Lock, group_commit: GroupCommitService | None = None,
+                 clock: Clock, put_lock: PutLock, group_commit: GroupCommitService | None = None,
                  archive: ArchiveGuard | None = None, check_disk: Callable[[], None] | None = None,
                  cleaner=None) -> None:
         """``put_lock``: the store's (topic creation and the queue flush's dispatch healing take it
@@ -533,7 +532,7 @@ class StoreWriter:
             if appended:
                 first, final = items.index(0), items.index(appended - 1)
                 entry = (items.units, items.index_items, now, results.phys[first], self.segments.max_offset)
-                if defer_dispatch and isinstance(self.put_lock, PutLock):
+                if defer_dispatch:
                     self.put_lock.defer(entry)
                 else:
                     self.dispatcher.dispatch_batch(*entry)
