@@ -333,15 +333,25 @@ class ReplicaLog:
         return units, index_items
 
     def truncate(self, end: int) -> int:
-        """Cut the log after ``end``; the bytes cut."""
+        """Cut the log after ``end``; the bytes cut. An I/O error while the tail is wiped (its fsync)
+        still leaves the log ending at ``end``, its queues, index and epochs cut with it, and is
+        raised then: a wipe that began may have zeroed bytes the old end still counted."""
+        failure: OSError | None = None
         with self.put_lock:
             if end >= self.segments.max_offset:
                 return 0
-            if end <= self.segments.min_offset:
-                end = 0                       # nothing of this log is kept: it starts again empty
-                cut = self.segments.clear()
-            else:
-                cut = self.segments.truncate(end)
+            cut = self.segments.max_offset - max(end, 0)
+            try:
+                if end <= self.segments.min_offset:
+                    end = 0                   # nothing of this log is kept: it starts again empty
+                    cut = self.segments.clear()
+                else:
+                    cut = self.segments.truncate(end)
+            except OSError as e:
+                failure = e
+                last = self.segments.last
+                if last is not None and last.start_offset <= end <= last.start_offset + last.wrote_pos:
+                    last.wrote_pos = last.flushed_pos = end - last.start_offset
             self.commit_log.flushed_offset = min(self.commit_log.flushed_offset, end)
             if self.index is not None:
                 self.index.truncate_after(end)
@@ -353,6 +363,8 @@ class ReplicaLog:
             self._resync_offsets()
         log.warning("replication: the log was cut at %d (%d bytes, %d consume-queue units after it were "
                     "never part of the leader's log)", end, cut, units)
+        if failure is not None:
+            raise failure
         return cut
 
     def writable(self) -> None:

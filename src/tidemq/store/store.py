@@ -514,6 +514,8 @@ class MessageStore:
         self._running("confirm")
         if self.group_commit is not None and self.group_commit.flushed < end:
             return PutReason.FLUSH_TIMEOUT
+        if self.writer.role_refusal is not None:
+            return self.writer.role_refusal[0]      # no longer the leader: it cannot tell (NOT_LEADER)
         rep = self.writer.replicas
         return rep.wait(end, 0.0) if rep is not None else None
 

@@ -227,8 +227,13 @@ class MemoryCoordinator:
             self._wake()
 
     def start(self) -> None:
+        """Connect (a first session), or, cut off, stay SUSPENDED until the service is in reach."""
         self.stopped = False
-        self._new_session()
+        self._sid = 0
+        if self.service.reachable(self.name):
+            self._new_session()
+        else:
+            self._set_state(SessionState.SUSPENDED)
 
     def _new_session(self) -> None:
         self._sid = self.service.open_session(self._timeout_s)
@@ -254,7 +259,9 @@ class MemoryCoordinator:
             self._set_state(SessionState.SUSPENDED)
             raise Unreachable(f"{self.name} cannot reach the coordinator")
         svc.tick()
-        if not svc.alive(self._sid):
+        if not self._sid:
+            self._new_session()                 # the first connection
+        elif not svc.alive(self._sid):
             self._set_state(SessionState.LOST)
             self._new_session()                 # kazoo makes a new session at once
             raise Unreachable("the session expired")

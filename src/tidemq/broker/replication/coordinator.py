@@ -111,6 +111,7 @@ class GroupCoordinator:
         self.elections = 0
         self.topology = Topology(c, base, node)
         self._session = 0
+        self._set_up = False
         self._member_ok = False
         self._round: Round | None = None
         self._isr: IsrRecord | None = None         # the leader's view of its record (None: read it)
@@ -132,14 +133,23 @@ class GroupCoordinator:
             self._wake_a.set()
 
     def start(self) -> None:
-        """Open the session and the group's nodes (blocking)."""
+        """Open the session (blocking) and, when the coordinator answers, the group's nodes and this
+        member's (else at the first step that reaches it)."""
         self.c.start()
         self.state = self.c.state.value
-        for p in (self._p("members"), f"{self.base}/topics"):
-            self.c.ensure_path(p)
-        self.c.create(self._p("epoch"), b"0")
-        self._session = self.c.session_id
-        self._ensure_member()
+        try:
+            self._setup()
+            self._session = self.c.session_id
+            self._ensure_member()
+        except Unreachable:
+            pass
+
+    def _setup(self) -> None:
+        if not self._set_up:
+            for p in (self._p("members"), f"{self.base}/topics"):
+                self.c.ensure_path(p)
+            self.c.create(self._p("epoch"), b"0")
+            self._set_up = True
 
     def stop(self) -> None:
         self._stop.set()
@@ -167,6 +177,7 @@ class GroupCoordinator:
 
     def _step(self) -> list[Action]:
         c, node = self.c, self.node
+        self._setup()
         if c.session_id != self._session:
             self._session, self._member_ok, self._round, self._isr = c.session_id, False, None, None
         self._ensure_member()
@@ -392,8 +403,14 @@ class GroupCoordinator:
             except Unreachable:
                 self.unreachable += 1
                 actions = []
+            except Exception as e:  # noqa: BLE001 - the group's loop must go on
+                log.warning("coordinator: %r (trying again)", e)
+                actions = []
             for a in actions:
-                await apply(a)
+                try:
+                    await apply(a)
+                except Exception as e:  # noqa: BLE001 - looked at again at the next step
+                    log.warning("coordinator: %s failed: %r", a.kind, e)
             try:
                 await asyncio.wait_for(self._wake_a.wait(), self.step_s)
             except asyncio.TimeoutError:

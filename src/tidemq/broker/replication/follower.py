@@ -57,12 +57,20 @@ class ReplicationClient:
         self.state_copies = 0
         self.state_bytes = 0
         self.local_errors = 0             # sessions ended by this member's own disk
+        self.stopped = False
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self.run())
 
+    def cancel(self) -> None:
+        """Stop at once (and for good: asyncio.wait_for in Python 3.11 may swallow a cancellation)."""
+        self.stopped = True
+        if self._task is not None:
+            self._task.cancel()
+
     async def stop(self) -> None:
+        self.stopped = True
         if self._task is not None:
             self._task.cancel()
             try:
@@ -89,7 +97,7 @@ class ReplicationClient:
     async def run(self) -> None:
         retry_s = self.node.config.replication_retry_ms / 1000
         wait_s = retry_s
-        while True:
+        while not self.stopped:
             try:
                 await self._session()
             except asyncio.CancelledError:
@@ -106,6 +114,13 @@ class ReplicationClient:
                     wait_s = min(RETRY_S_MAX, max(retry_s, wait_s * 2))
                 else:
                     wait_s = retry_s
+            except Exception as e:  # noqa: BLE001 - the copy must go on: said once, with what it was
+                text = f"{type(e).__name__}: {e}"
+                if text != self.last_error:
+                    log.warning("replication from %s: unexpected %s (trying again)", self.leader_endpoint, text,
+                                exc_info=True)
+                self.last_error = text
+                wait_s = min(RETRY_S_MAX, max(retry_s, wait_s * 2))
             finally:
                 self.connected = False
             await asyncio.sleep(wait_s)
@@ -145,7 +160,7 @@ class ReplicationClient:
     async def _receive(self, stream, epoch: int, theirs) -> None:
         node, store = self.node, self.node.store
         acked = -1
-        while True:
+        while not self.stopped:
             raw = await asyncio.wait_for(stream.read(), IDLE_S)
             if raw is None:
                 raise TransportError("the leader ended the stream")
@@ -165,6 +180,10 @@ class ReplicationClient:
                     else:
                         await asyncio.to_thread(store.replica.append_raw, fr.offset, fr.payload)
                 except OSError as e:
+                    if store.replica.flush_after_append:
+                        # a failed fsync proves nothing about what it covered (Linux may drop those
+                        # pages): copy again from what an fsync did make durable
+                        await asyncio.to_thread(store.replica.truncate, store.commit_log.flushed_offset)
                     raise LocalWriteError(f"this member's disk refused the leader's bytes at {fr.offset}: {e}") \
                         from None
                 self._copy_epochs(theirs)

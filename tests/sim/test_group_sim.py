@@ -1,0 +1,169 @@
+"""The seeded simulation of a broker group (group_sim.py): random runs per replication mode
+(--sim-seeds N, default 150 of each), and the scenarios of issue 27 scripted on the same group,
+deterministic: a lagging follower never elected while an up-to-date member of the in-sync set
+lives (the "378 lost" reproduction, and the unforced one: every session expires at once and the
+lagging member registers first); a paused ASYNC leader that wakes up acknowledges nothing; a
+follower whose disk is full leaves the in-sync set once, and writes are then refused before
+anything is written."""
+
+import asyncio
+import errno
+
+import pytest
+
+from tidemq.store import Message
+
+from .group_sim import LAG_MS, SESSION_S, GroupSim
+
+
+def pytest_generate_tests(metafunc):
+    if "group_seed" in metafunc.fixturenames:
+        metafunc.parametrize("group_seed", range(metafunc.config.getoption("sim_seeds")))
+
+
+@pytest.mark.parametrize("mode", ["SYNC", "ASYNC"])
+def test_group_survives_kills_pauses_partitions_and_disk_faults(group_seed, mode):
+    sim = GroupSim(group_seed, mode).run()
+    st = sim.stats
+    assert st.sent > 0 and st.older_epoch_acks == 0 and st.twice == 0
+    if mode == "SYNC":
+        assert st.lost == 0 and st.served_then_cut == 0
+
+
+def settled(sim: GroupSim) -> bool:
+    """One leader, every other member in its in-sync set (as recorded)."""
+    leaders = sim.leaders()
+    return len(leaders) == 1 and sim.isr() is not None and sorted(sim.isr()) == sorted(sim.members)
+
+
+def leader_name(sim: GroupSim) -> str:
+    return sim.leaders()[0].name
+
+
+def test_the_378_lost_reproduction_never_elects_the_lagging_follower():
+    """SYNC, in_sync_replicas_min=1, three members: a follower stopped 5 s (the leader drops it from
+    the recorded set before any put goes on without it: the puts wait meanwhile); the leader killed
+    and the stopped follower continued; when the leader's node is gone, the up-to-date follower
+    stopped for less than its session. The lagging one is never elected: the election waits."""
+    seen = {}
+
+    async def script(sim: GroupSim) -> None:
+        await sim.until(lambda: settled(sim), "a settled group")
+        await asyncio.sleep(0.5)
+        lead = leader_name(sim)
+        up_to_date, lagging = [n for n in sorted(sim.members) if n != lead]
+        sim.members[lagging].pause()
+        await asyncio.sleep(5.0)
+        assert lagging not in sim.isr(), "dropped from the record (replica_lag_time_max_ms)"
+        acked_before = sim.stats.acked
+        await asyncio.sleep(0.5)
+        assert sim.stats.acked > acked_before, "the puts went on without it once it was dropped"
+        epoch = max(sim.coord.began)
+        dead_session = sim.members[lead].node.coordinator.c.session_id
+        gone = asyncio.Event()
+
+        def expired(sid: int) -> None:                   # the moment the leader's node goes
+            if sid == dead_session:
+                sim.members[up_to_date].pause()
+                gone.set()
+        sim.coord.on_expire = expired
+        sim.members[lead].kill()
+        sim.members[lagging].resume()
+        await gone.wait()
+        await asyncio.sleep(1.2)                         # less than its session: it stays a live member
+        assert max(sim.coord.began) == epoch, "nobody was elected while it was stopped"
+        sim.members[up_to_date].resume()
+        await sim.until(lambda: max(sim.coord.began) > epoch, "an election")
+        seen["new"] = sim.coord.leaders[max(sim.coord.began)]
+        seen["lagging"], seen["up_to_date"] = lagging, up_to_date
+        await asyncio.sleep(1.0)
+
+    sim = GroupSim(1, "SYNC", min_in_sync=1, sync_flush=False, script=script).run()
+    assert seen["new"] == seen["up_to_date"] != seen["lagging"]
+    assert sim.stats.lost == 0 and sim.stats.acked > 50, sim.stats
+
+
+def test_all_sessions_expire_at_once_and_the_lagging_member_registers_first():
+    """The unforced case: a coordinator stall expires every session; the follower whose disk is full
+    (out of the in-sync set, far behind) reaches the coordinator first: it is not elected."""
+    seen = {}
+
+    async def script(sim: GroupSim) -> None:
+        await sim.until(lambda: settled(sim), "a settled group")
+        lead = leader_name(sim)
+        lagging = sorted(n for n in sim.members if n != lead)[1]
+        sim.members[lagging].fio.fail("pwrite", errno.ENOSPC, "commitlog", times=1_000_000)
+        await sim.until(lambda: lagging not in sim.isr(), "the full follower out of the set")
+        await asyncio.sleep(1.0)
+        epoch = max(sim.coord.began)
+        for n in sim.members:
+            sim.coord.cut(n)                           # the coordinator stalls for everyone
+        await asyncio.sleep(SESSION_S + 0.5)
+        sim.coord.heal(lagging)                        # the lagging member registers first
+        await asyncio.sleep(3.0)
+        assert max(sim.coord.began) == epoch, "no member of the set is alive: nobody is elected"
+        for n in sim.members:
+            sim.coord.heal(n)
+        await sim.until(lambda: max(sim.coord.began) > epoch, "an election")
+        seen["new"], seen["lagging"] = sim.coord.leaders[max(sim.coord.began)], lagging
+        await asyncio.sleep(1.0)
+
+    sim = GroupSim(2, "SYNC", min_in_sync=1, sync_flush=False, script=script).run()
+    assert seen["new"] != seen["lagging"]
+    assert sim.stats.lost == 0, sim.stats
+
+
+def test_a_paused_async_leader_acknowledges_nothing_when_it_wakes_up():
+    """ASYNC: the leader stopped 6 s (past its session), a new leader elected; the old one's pending
+    and new puts when it runs again are refused (its lease ran out), never acknowledged."""
+    seen = {}
+
+    async def script(sim: GroupSim) -> None:
+        await sim.until(lambda: settled(sim), "a settled group")
+        lead = sim.members[leader_name(sim)]
+        epoch = max(sim.coord.began)
+        lead.pause()
+        pending = asyncio.get_running_loop().create_task(lead.serve_put([Message("SimT", b"-1|while stopped")]))
+        await asyncio.sleep(6.0)
+        assert max(sim.coord.began) > epoch, "a new leader was elected meanwhile"
+        assert lead.node.leading, "the stopped leader still thinks it leads"
+        lead.resume()
+        seen["pending"] = await pending
+        seen["after"] = await lead.serve_put([Message("SimT", b"-2|after waking")])
+        await asyncio.sleep(1.0)
+
+    sim = GroupSim(3, "ASYNC", sync_flush=False, script=script).run()
+    for res in (seen["pending"], seen["after"]):
+        assert res[0] == "refused", res
+        assert res[1].name in ("LEASE_EXPIRED", "NOT_LEADER"), res
+    assert sim.stats.older_epoch_acks == 0
+
+
+def test_a_follower_with_a_full_disk_leaves_the_set_once_and_writes_are_refused_unwritten():
+    """SYNC, in_sync_replicas_min=2, three members: a follower's disk refuses every write. It leaves
+    the recorded in-sync set once (no flapping while it retries), puts waiting then are answered
+    appended-but-unconfirmed (their resends never stored twice), and every later put is refused
+    before anything is written (the "49 writes stored though reported failed" of issue 27)."""
+    seen = {}
+
+    async def script(sim: GroupSim) -> None:
+        await sim.until(lambda: settled(sim), "a settled group")
+        lead = sim.members[leader_name(sim)]
+        full = sorted(n for n in sim.members if n != lead.name)[0]
+        sim.members[full].fio.fail("pwrite", errno.ENOSPC, "commitlog", times=1_000_000)
+        end_before = lead.store.replica.end
+        await sim.until(lambda: full not in sim.isr(), "the full follower out of the set")
+        removed_at = sim.now()
+        refused_before = sim.stats.refused
+        await asyncio.sleep(8.0)                      # it keeps retrying meanwhile
+        seen["full"] = full
+        seen["flaps"] = sum(1 for _t, _e, m in sim.coord.isr_history if full in m and _t > removed_at)
+        seen["refused"] = sim.stats.refused - refused_before
+        seen["appended_after"] = lead.store.replica.end - end_before
+        seen["local_errors"] = sim.members[full].node.client.status()["local_errors"]
+
+    sim = GroupSim(4, "SYNC", min_in_sync=2, sync_flush=False, script=script).run()
+    assert seen["flaps"] == 0, "never back in the set while its disk is full"
+    assert seen["refused"] > 20, "puts refused before anything was written"
+    assert seen["local_errors"] < 8.0 / 0.1, "it retries with a growing pause, not every 100 ms"
+    assert sim.stats.lost == 0 and LAG_MS < 8000
