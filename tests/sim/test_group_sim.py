@@ -13,7 +13,7 @@ import pytest
 
 from tidemq.store import Message
 
-from .group_sim import LAG_MS, SESSION_S, GroupSim
+from .group_sim import LAG_MS, SEGMENT_FILES, SESSION_S, GroupSim
 
 
 def pytest_generate_tests(metafunc):
@@ -92,7 +92,7 @@ def test_all_sessions_expire_at_once_and_the_lagging_member_registers_first():
         await sim.until(lambda: settled(sim), "a settled group")
         lead = leader_name(sim)
         lagging = sorted(n for n in sim.members if n != lead)[1]
-        sim.members[lagging].fio.fail("pwrite", errno.ENOSPC, "commitlog", times=1_000_000)
+        sim.members[lagging].fio.fail("pwrite", errno.ENOSPC, SEGMENT_FILES, times=1_000_000)
         await sim.until(lambda: lagging not in sim.isr(), "the full follower out of the set")
         await asyncio.sleep(1.0)
         epoch = max(sim.coord.began)
@@ -150,7 +150,7 @@ def test_a_follower_with_a_full_disk_leaves_the_set_once_and_writes_are_refused_
         await sim.until(lambda: settled(sim), "a settled group")
         lead = sim.members[leader_name(sim)]
         full = sorted(n for n in sim.members if n != lead.name)[0]
-        sim.members[full].fio.fail("pwrite", errno.ENOSPC, "commitlog", times=1_000_000)
+        sim.members[full].fio.fail("pwrite", errno.ENOSPC, SEGMENT_FILES, times=1_000_000)
         end_before = lead.store.replica.end
         await sim.until(lambda: full not in sim.isr(), "the full follower out of the set")
         removed_at = sim.now()

@@ -46,9 +46,10 @@ class Member:
 
 
 class Group:
-    def __init__(self, base_dir: str, n: int = 3, coordinator: str = "", mode: str = "SYNC", name: str = "g",
-                 env: dict | None = None, leader_ports: bool = True) -> None:
-        """``leader_ports``: members serve leader ports (routes name them); False: routes name the leader."""
+    def __init__(self, base_dir: str, n: int = 3, coordinator: str | list[str] = "", mode: str = "SYNC",
+                 name: str = "g", env: dict | None = None, leader_ports: bool = True) -> None:
+        """``leader_ports``: members serve leader ports (routes name them); False: routes name the leader.
+        ``coordinator``: one for every member, or one per member (each through its own proxy)."""
         self.base_dir = base_dir
         self.n = n
         self.name = name
@@ -76,7 +77,8 @@ class Group:
         if self.leader_ports:
             args += ["--leader-port", str(self.leader_ports[i])]
         if self.coordinator:
-            args += ["--coordinator", self.coordinator]
+            c = self.coordinator
+            args += ["--coordinator", c[i] if isinstance(c, list) else c]
         elif leader is not None:
             args += ["--role", "follower", "--leader", self.endpoint(leader)]
         else:

@@ -23,6 +23,8 @@ ones of the RocketMQ service; the rest are unary).
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 
 STREAMING = {
@@ -109,13 +111,36 @@ class LeaderPort(grpc.GenericRpcHandler):
     async def _unary_unary(self, method, request, context):
         ch = await self._target(context)
         timeout_s = self._timeout(context)
+        changed = getattr(self.node, "role_changed", None)
         call = ch.unary_unary(method)(request, metadata=_metadata(context), timeout=timeout_s)
         try:
-            resp = await call
+            if changed is None:
+                resp = await call
+            else:
+                resp = await self._unless_changed(call, changed, context)
         except grpc.aio.AioRpcError as e:
             await self._abort_for(context, e, timeout_s)
         context.set_trailing_metadata(tuple(await call.trailing_metadata() or ()))
         return resp
+
+    async def _unary_unary_answer(self, call):
+        return await call
+
+    async def _unless_changed(self, call, changed: asyncio.Event, context):
+        """The forwarded call's answer, or UNAVAILABLE as soon as this member follows another leader
+        (or leads, or is fenced): a call to a leader that stopped answering is not waited for."""
+        answer = asyncio.ensure_future(self._unary_unary_answer(call))
+        moved = asyncio.ensure_future(changed.wait())
+        try:
+            await asyncio.wait((answer, moved), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            moved.cancel()
+        if not answer.done():
+            call.cancel()
+            answer.cancel()
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"broker group {self.node.group!r}: the leader "
+                                                             f"changed while the call was forwarded; try again")
+        return answer.result()
 
     async def _unary_stream(self, method, request, context):
         async for r in self._streamed("unary_stream", method, request, context):

@@ -102,6 +102,13 @@ class ReplicationNode:
         self.role_changes = 0
         self._port_open: bool | None = None
         self._lock = asyncio.Lock()
+        self.role_changed: asyncio.Event | None = None    # set (and replaced) at each change of role or leader
+
+    def _changed(self) -> None:
+        """Calls forwarded to a leader this member no longer follows end now (forward.py)."""
+        old, self.role_changed = self.role_changed, asyncio.Event()
+        if old is not None:
+            old.set()
 
     # who we are ---------------------------------------------------------------------------------
     @property
@@ -215,6 +222,7 @@ class ReplicationNode:
             await asyncio.to_thread(self.store.lead, epoch)
             self.leading, self.fenced = True, None
             self.leader_endpoint = self.endpoint
+            self._changed()
             self.members[self.member] = self._me("leader")
             self.role_changes += 1
             await self.host.activate(leading=True)
@@ -243,6 +251,8 @@ class ReplicationNode:
             if self.client is not None and self.client.leader_endpoint != leader_endpoint:
                 await self.client.stop()
                 self.client = None
+            if self.leader_endpoint != leader_endpoint or was:
+                self._changed()
             self.leader_endpoint = leader_endpoint
             if leader_endpoint and self.client is None:
                 self.client = ReplicationClient(self, leader_endpoint)
@@ -255,6 +265,7 @@ class ReplicationNode:
             if not self.leading or self.fenced:
                 return
             self.fenced = why
+            self._changed()
             if self.lease is not None:
                 self.lease.revoke()
             self.store.follow(f"fenced: {why}; writes go to the leader the coordinator names")
