@@ -195,3 +195,63 @@ def test_a_frame_the_disk_refuses_is_not_taken_and_comes_again(tmp_path):
         assert _copy(leader, follower) > 1
         assert follower.replica.end == leader.commitlog_max_offset
         assert topic_bodies(follower, "T") == sorted(bodies)
+
+
+def _copy_spans(leader: MessageStore, follower: MessageStore, frame_bytes: int = 5000) -> int:
+    """Copy as the replication stream does: whole records (DATA), or a damaged stretch as it is (RAW)."""
+    raws = 0
+    while True:
+        off, data, raw = leader.replica.read_span(follower.replica.end, frame_bytes)
+        if not data:
+            return raws
+        if raw:
+            follower.replica.append_raw(off, data)
+            raws += 1
+        else:
+            follower.replica.append(off, data)
+
+
+def test_a_damaged_stretch_of_the_leaders_log_is_copied_as_it_is_and_replication_goes_on(tmp_path):
+    """A record whose header went bad on the leader's disk (so no frame of whole records can carry
+    it): read_span gives the stretch up to the next valid record (recovery's rule,
+    codec.next_valid_record) as raw bytes; the follower writes them as they are, never dispatches
+    them, and the records after them are copied, dispatched and served as on the leader. The logs
+    stay byte-identical; a restart of the follower keeps the damage in the middle (not a torn tail)."""
+    with MessageStore(small_config(tmp_path / "l")).start() as leader:
+        leader.put_batch([Message("T", b"m%02d" % i + b"x" * 100, queue_id=0) for i in range(30)])
+        victim = leader.get("g", "T", 0, 10, 1).messages[0].commitlog_offset
+        seg = leader.segments.segments[0]
+        seg.mapping[victim + 4:victim + 8] = b"\x00\x00\x00\x00"      # its magic: not a record any more
+        with MessageStore(small_config(tmp_path / "f")).start() as follower:
+            follower.follow("a follower")
+            assert _copy_spans(leader, follower) == 1
+            assert follower.replica.raw_regions == 1 and follower.replica.raw_bytes > 0
+            assert follower.replica.end == leader.replica.end
+            assert topic_bodies(follower, "T") == topic_bodies(leader, "T") and len(topic_bodies(leader, "T")) == 29
+            leader.put_batch([Message("T", b"after", queue_id=0)])
+            _copy_spans(leader, follower)
+            assert b"after" in topic_bodies(follower, "T")
+        end = leader.commitlog_max_offset
+    assert _segments(str(tmp_path / "l")) == _segments(str(tmp_path / "f"))
+    with MessageStore(small_config(tmp_path / "f")).start() as again:
+        assert again.replica.end == end, "the damage is in the middle: nothing is cut"
+        assert len(topic_bodies(again, "T")) == 30
+
+
+def test_a_cut_whose_wipe_fails_still_ends_the_log_at_the_cut(tmp_path):
+    """The wipe of a cut tail fsyncs the segment; when that fails the log still ends at the cut (a wipe
+    that began zeroed bytes the old end would count) and the error is raised."""
+    import errno
+
+    from tidemq.testing.faulty_io import FaultyFileIO
+    fio = FaultyFileIO()
+    with MessageStore(small_config("/f"), fio=fio).start() as s:
+        s.put_batch([Message("T", b"m%02d" % i + b"x" * 100, queue_id=0) for i in range(10)])
+        cut_at = s.get("g", "T", 0, 6, 1).messages[0].commitlog_offset
+        fio.fail("fsync", errno.EIO, path_contains="/f/commitlog/0")
+        with pytest.raises(OSError):
+            s.replica.truncate(cut_at)
+        assert s.replica.end == cut_at and s.max_offset("T", 0) == 6
+        s.put_batch([Message("T", b"new", queue_id=0)])
+        assert topic_bodies(s, "T")[-1] == b"new" or b"new" in topic_bodies(s, "T")
+        assert len(topic_bodies(s, "T")) == 7

@@ -50,9 +50,12 @@ class FollowerNode:
 
 
 @contextlib.asynccontextmanager
-async def leader_server(node):
-    """A gRPC server on loopback serving ReplicationServer(node); yields its endpoint."""
-    server = grpc.aio.server()
+async def leader_server(node, message_bytes_max: int | None = None):
+    """A gRPC server on loopback serving ReplicationServer(node); yields its endpoint.
+    ``message_bytes_max``: its messages' limit both ways (a broker's grpc_message_bytes_max)."""
+    opts = [] if message_bytes_max is None else [("grpc.max_send_message_length", message_bytes_max),
+                                                 ("grpc.max_receive_message_length", message_bytes_max)]
+    server = grpc.aio.server(options=opts)
     server.add_generic_rpc_handlers((ReplicationServer(node).handler(),))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()

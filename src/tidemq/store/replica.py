@@ -53,6 +53,7 @@ log = logging.getLogger("tidemq.store")
 _DISPATCH_FIELDS = struct.Struct(">ii4xi4xq56xi")     # TOTALSIZE, MAGIC, QUEUEID, QUEUEOFFSET, BODYLEN
 assert _DISPATCH_FIELDS.size == codec.OFF_BODY and codec.OFF_QUEUEID == 12 and codec.OFF_BODYLEN == 84
 _OFF_TOPIC = codec.OFF_BODY + codec.TOPIC_LEN.size      # + body length: the topic (its length byte just before)
+HOLE = UNIT.pack(0, 0, 0)       # a consume-queue unit of size 0: a message lost (dispatch.py's)
 _TAGS, _KEYS, _UNIQ = (codec.prop_name(n) for n in (codec.PROP_TAGS, codec.PROP_KEYS, codec.PROP_UNIQ_KEY))
 
 
@@ -106,6 +107,7 @@ class ReplicaLog:
         self.appended_bytes = 0
         self.raw_bytes = 0                 # bytes copied as they are (append_raw): damage on the leader
         self.raw_regions = 0
+        self._after_raw = False
 
     @property
     def end(self) -> int:
@@ -213,6 +215,7 @@ class ReplicaLog:
             self.appended_bytes += len(data)
             self.raw_bytes += len(data)
             self.raw_regions += 1
+            self._after_raw = True       # the next records' queues may go on past units it held
         log.warning("replication: the leader's log has %d bytes at %d that are not whole records (damaged on its "
                     "disk): copied as they are, skipped by reads and recovery", len(data), offset)
         if self.flush_after_append:
@@ -260,6 +263,7 @@ class ReplicaLog:
             known = len(self.queues.all())
             end = offset + len(data)
             batch = self._batch(data, 0, len(data), offset)     # the bytes just written, as they are there
+            self._after_raw = False
             if batch is not None:
                 units, index_items = batch
                 if defer_dispatch and isinstance(self.put_lock, PutLock):
@@ -318,9 +322,14 @@ class ReplicaLog:
             unit = pack(phys, size, tags_hash(prop_value(props, _TAGS)) if plen else 0)
             u = units.get(cq)
             if u is None:
-                if qoff != cq.max_offset:
+                if qoff == cq.max_offset:
+                    units[cq] = [qoff, bytearray(unit)]
+                elif self._after_raw and qoff > cq.max_offset:
+                    # after a damaged stretch copied as it is: the units it held stay holes (size 0:
+                    # reads skip them, verify reports them), as a rebuild past a corrupt record leaves
+                    units[cq] = [cq.max_offset, bytearray(HOLE * (qoff - cq.max_offset) + unit)]
+                else:
                     return None
-                units[cq] = [qoff, bytearray(unit)]
             else:
                 if qoff != u[0] + len(u[1]) // UNIT_SIZE:
                     return None

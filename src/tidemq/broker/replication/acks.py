@@ -56,6 +56,7 @@ class Follower:
     info: dict = field(default_factory=dict)
     pending: deque = field(default_factory=deque)     # (data end, leader end, sent at) of unconfirmed frames
     conn: int = 0                      # its current stream (a stream left over from before counts no more)
+    left_isr: int = 0                  # times it was dropped from the in-sync set (flapping shows here)
 
 
 class ReplicaAcks:
@@ -198,6 +199,8 @@ class ReplicaAcks:
             if member in self.isr:
                 self.isr = self.isr - {member}
                 self.isr_changes += 1
+                if member in self.followers:
+                    self.followers[member].left_isr += 1
             self._advance_hw()
             self._cv.notify_all()
         self.appended(0)                       # the senders say the new high watermark
@@ -326,5 +329,5 @@ class ReplicaAcks:
                 out.append({"member": f.member, "endpoint": f.endpoint, "connected": f.connected,
                             "in_sync": f.member in self.isr, "confirmed_offset": f.confirmed, "lag_bytes": lag,
                             "lag_seconds": 0.0 if lag == 0 else round(max(0.0, now - f.caught_up_at), 3),
-                            "frames_sent": f.frames_sent, "bytes_sent": f.bytes_sent})
+                            "frames_sent": f.frames_sent, "bytes_sent": f.bytes_sent, "left_isr": f.left_isr})
             return out
