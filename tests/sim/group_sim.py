@@ -263,7 +263,7 @@ class SimMember:
 
 
 class GroupSim:
-    def __init__(self, seed: int, mode: str = "SYNC", duration_s: float = 5.0, chaos: bool = True,
+    def __init__(self, seed: int, mode: str = "SYNC", duration_s: float = 4.0, chaos: bool = True,
                  min_in_sync: int | None = None, sync_flush: bool | None = None, script=None) -> None:
         """``script``: a coroutine function (sim) -> None run instead of the random chaos (a scripted
         scenario); the run then lasts until it returns."""
@@ -334,8 +334,17 @@ class GroupSim:
                 self.fail(f"epoch {epoch} began while {m.name} (epoch {m.node.epoch}) held a valid lease")
 
     # the run -------------------------------------------------------------------------------------
-    def run(self) -> "GroupSim":
-        run_on_sim_loop(self._main, self.clock)
+    def run(self, quiet: bool = True) -> "GroupSim":
+        """One run; ``quiet``: the group's log is not written (thousands of lines per run: a failure
+        says its seed, replay it with the log: ``python -m tests.sim.group_sim SEED``)."""
+        logger = logging.getLogger("tidemq")
+        level = logger.level
+        if quiet:
+            logger.setLevel(logging.CRITICAL)
+        try:
+            run_on_sim_loop(self._main, self.clock)
+        finally:
+            logger.setLevel(level)
         return self
 
     async def _main(self) -> None:
@@ -621,7 +630,7 @@ def main(argv: list[str]) -> int:
     seed = int(argv[0])
     sim = GroupSim(seed, "ASYNC" if "--async" in argv else "SYNC")
     try:
-        sim.run()
+        sim.run(quiet=False)
     finally:
         print("\n".join(sim.trace))
     print(f"seed {seed}: ok, {sim.stats}")
