@@ -106,7 +106,9 @@ def run(base_dir: str, zk_endpoint: str, mode: str = "SYNC", hold_s: float = 4.5
             wait_until(lambda: len(sends.acked_since(healed)) >= 5, "writes acknowledged after healing")
             ended = time.monotonic()
             windows.append((name, began, ended))
-            done = sorted(d for b, d in list(sends.acked.values()) if began - 5 <= d <= ended)
+            acks = sorted(d for _b, d in list(sends.acked.values()))
+            before = [d for d in acks if d <= began]
+            done = before[-1:] + [d for d in acks if began < d <= ended]       # from the last ack before it
             gaps = [b - a for a, b in zip(done, done[1:])]
             first = sends.acked_since(began)
             rec = {"scenario": name, "leader": f"g-{leader}", "leader_after": f"g-{new}",

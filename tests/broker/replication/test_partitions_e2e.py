@@ -23,3 +23,120 @@ def test_sync_group_under_partitions_and_a_stopped_leader_loses_and_doubles_noth
         assert r["lost"] == 0 and r["twice"] == 0, r
     assert report["lost"] == 0 and report["twice"] == 0
     assert report["logs_equal"]
+
+
+def _producing(pg):
+    """The official client producing through the leader ports on a thread: (sends, thread, producer)."""
+    import threading
+
+    from rocketmq import ClientConfiguration, Credentials, Producer
+
+    from ...support.failover import TOPIC, Sends, produce
+    from ...support.official import start
+    sends = Sends()
+    conf = ClientConfiguration(pg.g.official_endpoints, Credentials(), request_timeout=10)
+    producer = start(lambda: Producer(conf, (TOPIC,)))
+    t = threading.Thread(target=produce, args=(producer, sends, 2_000_000), daemon=True)
+    t.start()
+    return sends, t, producer
+
+
+def _read_back(pg, sends, t, producer) -> tuple[int, int]:
+    """(lost, stored twice) of the acknowledged sends, read back from the settled group's leader."""
+    from collections import Counter
+
+    from ...support.failover import TOPIC
+    sends.stop.set()
+    t.join(timeout=120)
+    producer.shutdown()
+    leader = pg.wait_settled()
+    counts = Counter(pg.g.read_topic(leader, TOPIC))
+    stored = {int(b[1:]) for b in counts}
+    return sum(1 for s in sends.acked if s not in stored), sum(1 for c in counts.values() if c > 1)
+
+
+def test_the_378_lost_reproduction_with_real_processes(tmp_path, zookeeper):  # noqa: F811
+    """Issue 27's reproduction (SYNC, in_sync_replicas_min=1): a follower stopped 5 s (dropped from the
+    recorded in-sync set meanwhile: the puts wait for it until then), the leader killed and the
+    stopped follower continued, the up-to-date follower stopped while the leader's node goes (less
+    than its own session). The lagging follower is never elected: the election waits for the other."""
+    import signal
+    import time
+
+    from kazoo.client import KazooClient
+
+    from ...support.wait import wait_until
+    pg = partition.PartitionedGroup(str(tmp_path), zookeeper, "SYNC", env={"TIDEMQ_REPLICA_LAG_TIME_MAX_MS": "1000"})
+    zk = KazooClient(hosts=zookeeper)
+    zk.start(timeout=60)
+    try:
+        pg.start_all()
+        leader = pg.wait_settled()
+        sends, t, producer = _producing(pg)
+        wait_until(lambda: len(sends.acked) >= 20, "acknowledged sends")
+        up_to_date, lagging = [i for i in range(3) if i != leader]
+        pg.g.signal(lagging, signal.SIGSTOP)
+        wait_until(lambda: f"g-{lagging}" not in (pg.g.status(leader) or {}).get("in_sync", [f"g-{lagging}"]),
+                   "the stopped follower dropped from the recorded set")
+        acked = len(sends.acked)
+        wait_until(lambda: len(sends.acked) >= acked + 20, "puts going on without it")
+        time.sleep(max(0.0, 5.0 - 1.5))            # it stays stopped about 5 s in all
+        pg.g.kill(leader)
+        killed = time.monotonic()
+        pg.g.signal(lagging, signal.SIGCONT)
+        # the up-to-date follower stopped from before the dead leader's session (1.5 s) expires to after
+        wait_until(lambda: time.monotonic() >= killed + 0.9, "a moment before the session ends", interval_s=0.01)
+        pg.g.signal(up_to_date, signal.SIGSTOP)
+        saw_no_leader = wait_until(lambda: zk.exists("/tidemq/groups/g/leader") is None or
+                                   time.monotonic() > killed + 2.0, "the leader's node gone", interval_s=0.01)
+        gone_while_stopped = zk.exists("/tidemq/groups/g/leader") is None and saw_no_leader
+        wait_until(lambda: time.monotonic() >= killed + 2.1, "the stop lasting 1.2 s", interval_s=0.01)
+        pg.g.signal(up_to_date, signal.SIGCONT)
+        assert gone_while_stopped, "the leader's node went while the up-to-date follower was stopped"
+        assert pg.g.wait_leader(exclude={leader}) == up_to_date, "never the lagging follower"
+        pg.start(leader)
+        lost, twice = _read_back(pg, sends, t, producer)
+        print({"acked": len(sends.acked), "lost": lost, "twice": twice})
+        assert lost == 0 and twice == 0 and len(sends.acked) > 40
+    finally:
+        zk.stop()
+        zk.close()
+        pg.close()
+
+
+def test_every_session_expires_and_the_lagging_member_reaches_zookeeper_first(tmp_path, zookeeper):  # noqa: F811
+    """The unforced case, for real: a follower out of the recorded in-sync set (stopped past
+    replica_lag_time_max_ms), then every member cut from ZooKeeper past its session; the lagging one
+    reaches ZooKeeper first: nobody is elected until a member of the set is back."""
+    import signal
+    import time
+
+    from ...support.wait import wait_until
+    pg = partition.PartitionedGroup(str(tmp_path), zookeeper, "SYNC", env={"TIDEMQ_REPLICA_LAG_TIME_MAX_MS": "1000"})
+    try:
+        pg.start_all()
+        leader = pg.wait_settled()
+        sends, t, producer = _producing(pg)
+        wait_until(lambda: len(sends.acked) >= 20, "acknowledged sends")
+        lagging = [i for i in range(3) if i != leader][1]
+        pg.g.signal(lagging, signal.SIGSTOP)
+        wait_until(lambda: f"g-{lagging}" not in (pg.g.status(leader) or {}).get("in_sync", [f"g-{lagging}"]),
+                   "the stopped follower dropped from the recorded set")
+        for p in pg.zk:
+            p.cut()                                    # ZooKeeper stalls for everyone
+        pg.g.signal(lagging, signal.SIGCONT)
+        time.sleep(3.0)                                # past every session (1.5 s)
+        pg.zk[lagging].heal()                          # the lagging member reaches ZooKeeper first
+        wait_until(lambda: (pg.g.status(lagging) or {}).get("coordinator_state") == "connected",
+                   "the lagging member connected again")
+        time.sleep(3.0)                                # its chance to be elected, were it allowed
+        assert pg.g.leader() is None, "nobody leads: no member of the recorded set reaches ZooKeeper"
+        for p in pg.zk:
+            p.heal()
+        new = pg.g.wait_leader()
+        assert new != lagging
+        lost, twice = _read_back(pg, sends, t, producer)
+        print({"acked": len(sends.acked), "lost": lost, "twice": twice})
+        assert lost == 0 and twice == 0
+    finally:
+        pg.close()
