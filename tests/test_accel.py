@@ -19,7 +19,7 @@ from tidemq import accel
 from tidemq.broker.produce import dedup, send_records
 from tidemq.protocol.send_frame import ID_MAX_BYTES, FrameError, decode_request, encode_request
 from tidemq.record import codec, framing, integrity
-from tidemq.store import index_file, record_loop
+from tidemq.store import index_file, record_loop, validate
 from tidemq.store.topics import TopicState
 
 try:
@@ -222,19 +222,86 @@ def test_frames_become_the_same_arrays(raw):
 @SETTINGS
 @given(frames())
 def test_frame_arrays_say_what_the_checks_say(raw):
-    """Each message's fields, tags hash and dedup key, against the frame decoded plainly (the
-    verdicts are the Python twin's, whose words and checks tests/broker/produce hold)."""
+    """Each message's fields and dedup key, against the frame decoded plainly (the verdicts are the
+    Python twin's, whose words and checks tests/broker/produce hold)."""
     topic, msgs = decode_request(raw)
-    t, fields, why, names, ths, hashes = _accel.frame_slices(raw, send_records.RESERVED_BYTES, ID_MAX_BYTES)
+    t, fields, why, names, hashes = _accel.frame_slices(raw, send_records.RESERVED_BYTES, ID_MAX_BYTES)
     f = np.frombuffer(fields, np.uint32).reshape(-1, 10)
-    ths = np.frombuffer(ths, np.int64)
     for i, m in enumerate(msgs):
         assert [raw[f[i, j]:f[i, j] + f[i, 5 + j]] for j in range(5)] == list(m)
         w = why[i]
-        usable = w == 0 or w >= send_records.BAD_TAGS
+        usable = w in (0, send_records.BAD_PROPS_RESERVED)
         assert hashes[16 * i:16 * i + 16] == (dedup.py_id_hash(t.encode(), m[0]) if usable else bytes(16))
-        assert ths[i] == (codec.tags_hash(m[1].decode()) if w == 0 and m[1] else 0)
         assert (i in names) == (w == send_records.BAD_PROPS_RESERVED)
+
+
+# The record validator's byte checks (store/validate.py, accel_c/validate.c) ----------------------------
+def _slices_of(raw):
+    """A frame's (data, fields) as put_slices takes them."""
+    _t, fields, _why, _names, _h = send_records.py_frame_slices(raw)
+    return raw, np.frombuffer(fields, np.uint32).reshape(-1, 10)
+
+
+@SETTINGS
+@given(frames(), st.randoms(use_true_random=False), st.sampled_from([validate.SLICE_RESERVED,
+                                                                    validate.slice_reserved(b"X\x01Y\x02")]))
+def test_slices_get_the_same_verdicts_and_tags_hashes(raw, rnd, reserved):
+    data, fields = _slices_of(raw)
+    skip = None if rnd.random() < 0.5 else np.array([rnd.random() < 0.3 for _ in range(len(fields))])
+    assert _accel.check_slices(data, fields, skip, reserved) == validate.py_check_slices(data, fields, skip, reserved)
+
+
+@SETTINGS
+@given(frames())
+def test_slice_verdicts_say_what_the_rules_say(raw):
+    """Each verdict against the rules written out plainly on the decoded frame."""
+    data, fields = _slices_of(raw)
+    why, ths, names = _accel.check_slices(data, fields, None, validate.SLICE_RESERVED)
+    ths = np.frombuffer(ths, np.int64)
+    for i, (mid, tags, keys, props, _body) in enumerate(decode_request(raw)[1]):
+        text = lambda b: b"\x01" not in b and b"\x02" not in b and _decodes(b)  # noqa: E731
+        want = (validate.ID_TEXT if mid and not text(mid) else validate.TAGS_TEXT if tags and not text(tags)
+                else validate.py_check_keys(keys) if keys else 0)
+        if not want and props:
+            want, name = validate.py_check_properties(props, validate.SLICE_RESERVED)
+            assert names.get(i) == name
+        assert why[i] == want
+        assert ths[i] == (codec.tags_hash(tags.decode()) if not want and tags else 0)
+
+
+def _decodes(b) -> bool:
+    try:
+        bytes(b).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.sampled_from(["TAGS", "UNIQ_KEY", "KEYS", "x", "é", "__CRC32#"]),
+                          st.sampled_from(["", "a", "t1 t2", "ü€", "😀"])), max_size=6),
+       st.sampled_from([b"", b"\x02", b"a\x01b", b"\xff\x01x\x02", b"a\x01b\x01c\x02", b"\x01x\x02"]))
+def test_encoded_properties_get_the_same_verdict_and_fields(pairs, junk):
+    for raw in (codec.encode_properties(dict(pairs)), b"".join(f"{k}\x01{v}\x02".encode() for k, v in pairs),
+                junk, codec.encode_properties(dict(pairs)) + junk):
+        for reserved in (validate.ENCODED_RESERVED, validate.SLICE_RESERVED):
+            assert _accel.check_encoded(raw, reserved) == validate.py_check_encoded(raw, reserved), raw
+
+
+def test_the_validator_checks_its_arguments_before_it_reads():
+    data, fields = _slices_of(encode_request("T", [b"b"], [b"i"], [b"t"], [b"k"], [b"p\x01v\x02"]))
+    bad = fields.copy()
+    bad[0, 4] = len(data)                               # the body's slice past the buffer
+    with pytest.raises(ValueError):
+        _accel.check_slices(data, bad, None, validate.SLICE_RESERVED)
+    with pytest.raises(ValueError):
+        _accel.check_slices(data, fields, np.zeros(2, bool), validate.SLICE_RESERVED)     # skip of another length
+    with pytest.raises(ValueError):
+        _accel.check_slices(data, b"\0" * 39, None, validate.SLICE_RESERVED)           # not n x 10 uint32
+    with pytest.raises(TypeError):
+        _accel.check_slices(data, fields, None, ("TAGS",))                             # names as str
+    with pytest.raises(TypeError):
+        _accel.check_encoded(b"a\x01b\x02", [b"TAGS"])
 
 
 @pytest.mark.parametrize("raw", [b"", b"TQB1", b"XXXX" + bytes(6), encode_request("T", [b"b"], [b"i"])[:-1],
@@ -279,8 +346,9 @@ def test_dedup_tables_are_the_same(ids, room, rnd):
 def _run_slices(fn, raw, prefix, order_seed, limit):
     """append_slices of a frame's usable messages (in a shuffled order) into one buffer, from a
     fresh topic each time: the bytes, where it stopped, units, index items, results, topic state."""
-    topic, fields, why, _names, ths, _h = send_records.py_frame_slices(raw)
-    order = np.array([i for i in range(len(why)) if why[i] == 0], np.int64)
+    topic, fields, why, _names, _h = send_records.py_frame_slices(raw)
+    _w, ths, _n = validate.py_check_slices(raw, fields, None)
+    order = np.array([i for i in range(len(why)) if why[i] == 0 and _w[i] == 0], np.int64)
     random.Random(order_seed).shuffle(order)
     t = _topic(topic, 3, random.Random(order_seed))
     t.write_ids = range(3)
@@ -543,4 +611,4 @@ def test_send_one_reads_an_int32_as_protobuf_does():
     sp = _field(3, b"01AB") + _field(7, bytes([2 << 3]) + b"\x85\x80\x80\x80\x10")     # 2**32 + 5
     raw = _field(1, _field(1, _field(2, b"T")) + _field(4, b"b") + _field(3, sp))
     want = _send_one_reference(raw)
-    assert want is not None and want[2] == 0 and _accel.send_one(raw) == want
+    assert want is not None and want[3] == 0 and _accel.send_one(raw) == want

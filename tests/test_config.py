@@ -353,3 +353,14 @@ def test_broker_keys_and_tls_files_go_in_pairs_and_the_secret_is_not_shown():
         BrokerConfig.load(env={"TIDEMQ_TLS_CERT_FILE": "/c.pem"})
     c = BrokerConfig.load(env={"TIDEMQ_ACCESS_KEY": "ak", "TIDEMQ_SECRET_KEY": "very-secret"})
     assert c.auth_enabled and "very-secret" not in repr(c) and "ak" in repr(c)
+
+
+def test_a_retired_setting_is_ignored_with_a_warning_everywhere_it_can_be_given(tmp_path, caplog):
+    from tidemq.config import BrokerConfig
+    f = tmp_path / "t.toml"
+    f.write_text("[broker]\nsend_records_tag_cache_max = 10\n")
+    with caplog.at_level("WARNING", logger="tidemq.config"):
+        assert BrokerConfig.load(toml_path=str(f), env={}, section="broker") == BrokerConfig()
+        assert BrokerConfig.load(env={"TIDEMQ_SEND_RECORDS_TAG_CACHE_MAX": "10"}) == BrokerConfig()
+        assert BrokerConfig.load(env={}, send_records_tag_cache_max=10) == BrokerConfig()
+    assert sum("does nothing any more" in r.message for r in caplog.records) == 3

@@ -3,8 +3,9 @@
 Every field carries its unit in its name (qualifier last: ``segment_size_bytes``,
 ``send_hold_ms_max``), its default, its bounds and a doc string (in the field
 metadata). Sources, weakest first: defaults, a TOML file (one ``[section]`` per
-component: ``[store]``, ``[broker]``), ``TIDEMQ_*`` environment variables, explicit
-keyword overrides; nothing else in the code base reads the environment.
+component: ``[store]``, ``[broker]``, ``[replication]``), ``TIDEMQ_*`` environment variables,
+explicit keyword overrides (a command's flags); nothing else in the code base reads the
+environment. docs/configuration.md is generated from these classes (scripts/config-docs).
 
 Mistakes are errors (ConfigError, one line, with "did you mean" where a name is
 close to a known one), never silently ignored or bent: an unknown section, setting
@@ -145,6 +146,7 @@ class _Loadable:
 
     SECTION: ClassVar[str] = ""
     RENAMED: ClassVar[Mapping[str, str]] = {}       # old name -> new name, read with a deprecation warning
+    RETIRED: ClassVar[Mapping[str, str]] = {}       # name -> why it does nothing any more: ignored, with a warning
     MOVED_IN: ClassVar[Mapping[str, tuple[str, str]]] = {}   # old key -> (its old section, new name here)
     MOVED_OUT: ClassVar[frozenset[str]] = frozenset()       # keys of this section now read by another
 
@@ -173,6 +175,13 @@ class _Loadable:
         return new
 
     @classmethod
+    def _retired(cls, name: str, where: str) -> bool:
+        why = cls.RETIRED.get(name)
+        if why is not None:
+            log.warning("%s: setting %r does nothing any more (%s): ignored", where, name, why)
+        return why is not None
+
+    @classmethod
     def load(cls, toml_path: str | None = None, env: Mapping[str, str] | None = None,
              section: str | None = None, base: Mapping[str, Any] | None = None, **overrides: Any):
         """Defaults < base (e.g. the settings a store remembers) < TOML file (optionally one
@@ -190,6 +199,8 @@ class _Loadable:
                 if settings.pop(k, None) is not None:
                     log.warning("%s: %s is now a setting of [store]: read there", toml_path, k)
             for k, v in settings.items():
+                if cls._retired(k, toml_path):
+                    continue
                 name = cls._renamed(k, toml_path)
                 if name not in known:
                     raise ConfigError(f"{toml_path}: unknown setting {k!r}" + did_you_mean(k, known))
@@ -205,7 +216,12 @@ class _Loadable:
             ev = env.get(ENV_PREFIX + k.upper())
             if ev is not None:
                 values[k] = _coerce(k, f.type, ev)
+        for k in cls.RETIRED:
+            if ENV_PREFIX + k.upper() in env:
+                cls._retired(k, ENV_PREFIX + k.upper())
         for k, v in overrides.items():
+            if cls._retired(k, "argument"):
+                continue
             name = cls._renamed(k, "argument")
             if name not in known:
                 raise ConfigError(f"unknown setting {k!r}" + did_you_mean(k, known))
@@ -252,6 +268,7 @@ def check_env(env: Mapping[str, str]) -> None:
     for c in SECTIONS.values():
         names.update(ENV_PREFIX + f.name.upper() for f in fields(c))
         names.update(ENV_PREFIX + old.upper() for old in c.RENAMED)
+        names.update(ENV_PREFIX + old.upper() for old in c.RETIRED)
     for k in env:
         if k.startswith(ENV_PREFIX) and k not in names:
             raise ConfigError(f"environment variable {k} is not a tidemq setting" + did_you_mean(k, names))
@@ -259,6 +276,10 @@ def check_env(env: Mapping[str, str]) -> None:
 
 @dataclass(frozen=True)
 class StoreConfig(_Loadable):
+    """The embedded store (tidemq/store/): where its files live, the disks' three ratios and
+    cleanup, segment, queue and index sizes, flushing, reads. Commands on a stopped store read
+    these too (and what the store remembers of them: ``<root>/config/store.json``)."""
+
     SECTION: ClassVar[str] = "store"
     RENAMED: ClassVar[Mapping[str, str]] = {
         "disk_max_used_space_ratio": "disk_used_space_percent_max",
@@ -294,7 +315,10 @@ class StoreConfig(_Loadable):
                                                    "(RocketMQ diskSpaceWarningLevelRatio)", 35, 90)
     clean_resource_interval_ms: int = _f(10_000, "period of the cleanup services and disk checks", 10, 3_600_000)
     delete_when: str = _f("04", "hours (local time) when expired segments are deleted, e.g. '04;16'")
-    file_reserved_time_hours: float = _f(72.0, "segments older than this are expired", 0.0, 24 * 365 * 10)
+    file_reserved_time_hours: float = _f(72.0, "retention: a commit-log segment whose newest message is older than "
+                                            "this is expired (RocketMQ fileReservedTime); expired segments are "
+                                            "deleted at delete_when, or above disk_used_space_percent_max",
+                                        0.0, 24 * 365 * 10)
     delete_file_batch_max: int = _f(10, "segments deleted per cleanup round at most", 1, 10_000)
     delete_commit_log_files_interval_ms: int = _f(100, "pause between two segment deletions", 0, 60_000)
     destroy_mapped_file_interval_forcibly_ms: int = _f(120_000, "a segment held by a reader is deleted anyway after this",
@@ -446,6 +470,10 @@ class StoreConfig(_Loadable):
 
 @dataclass(frozen=True)
 class BrokerConfig(_Loadable):
+    """The broker (tidemq/broker/): its ports, consumers, delayed and transactional messages, the
+    resource alarms and flow control (RabbitMQ's model), authentication and TLS, and a ``_max``
+    on everything a client can make it hold or do per round."""
+
     SECTION: ClassVar[str] = "broker"
     RENAMED: ClassVar[Mapping[str, str]] = {
         "grpc_max_message_bytes": "grpc_message_bytes_max",
@@ -458,6 +486,9 @@ class BrokerConfig(_Loadable):
         "send_hold_max_ms": "send_hold_ms_max",
         "alarm_check_interval_max_ms": "alarm_check_interval_ms_max",
         "alarm_check_interval_min_ms": "alarm_check_interval_ms_min",
+    }
+    RETIRED: ClassVar[Mapping[str, str]] = {
+        "send_records_tag_cache_max": "SendRecords checks each message's tags in one pass; nothing is cached",
     }
     # auto-creation moved to [store] (one meaning, one default): read there, not here
     MOVED_OUT: ClassVar[frozenset[str]] = frozenset({"auto_create_topics", "default_queue_count"})
@@ -534,13 +565,17 @@ class BrokerConfig(_Loadable):
     memory_high_watermark_ratio: float = _f(0.4, "memory alarm when the broker's resident memory (anonymous: mapped "
                                                  "commit-log pages excluded) passes this fraction of RAM (or of "
                                                  "the cgroup's limit)", 0.01, 0.95)
-    memory_high_watermark_bytes: int = _f(0, "memory alarm limit in bytes; > 0 replaces the ratio", 0, 1 << 50)
+    memory_high_watermark_bytes: int = _f(0, "memory alarm limit in bytes of resident memory; > 0 replaces "
+                                             "memory_high_watermark_ratio", 0, 1 << 50)
     disk_free_limit_bytes: int = _f(0, "disk alarm when free space under a store directory falls under this; 0: two "
                                        "commit-log segments (2 GiB with the default segment_size_bytes; RabbitMQ's "
                                        "50 MB would not hold the next segment)", 0, 1 << 50)
-    alarm_check_interval_ms_max: int = _f(10_000, "alarm checks, far from the limits (closer: more often)",
+    alarm_check_interval_ms_max: int = _f(10_000, "longest time between two alarm checks, far from the limits "
+                                                  "(nearer them the checks come more often, down to "
+                                                  "alarm_check_interval_ms_min)",
                                           10, 600_000)
-    alarm_check_interval_ms_min: int = _f(100, "alarm checks, at the limits", 10, 600_000)
+    alarm_check_interval_ms_min: int = _f(100, "shortest time between two alarm checks, at the limits",
+                                          10, 600_000)
     send_hold_ms_max: int = _f(2_000, "longest a send waits on an alarm or the flush backlog before it is refused "
                                       "with TOO_MANY_REQUESTS (never past its deadline minus 0.25 s)", 0, 60_000)
     # Flow control
@@ -568,8 +603,6 @@ class BrokerConfig(_Loadable):
     telemetry_outbox_max: int = _f(1_024, "commands queued for one Telemetry stream at most", 16, 1_000_000)
     telemetry_known_clients_max: int = _f(10_000, "client ids whose Telemetry settings are remembered at most",
                                           16, 10_000_000)
-    send_records_tag_cache_max: int = _f(4_096, "distinct tags whose SendRecords encoding is remembered", 0,
-                                         10_000_000)
     state_journal_compact_bytes: int = _f(16 * MIB, "a broker state journal (pop state, transactions) larger than "
                                                     "this is compacted into its snapshot", 64 * KIB, 1 << 40)
     timer_round_messages_max: int = _f(1_024, "DELAY messages read or moved per timer round at most", 1, 1_000_000)
@@ -613,6 +646,9 @@ class ReplicationConfig(_Loadable):
     embedded set-up: one broker, no replication, no coordinator."""
 
     SECTION: ClassVar[str] = "replication"
+    RETIRED: ClassVar[Mapping[str, str]] = {
+        "in_sync_lag_bytes_max": "a follower is in sync by time now (replica_lag_time_max_ms), not by bytes behind",
+    }
 
     broker_group: str = _f("", "name of this broker's group (empty: no group, no replication: one broker)")
     broker_id: str = _f("", "this broker's name within its group (empty: its endpoint host:port)")
@@ -625,11 +661,12 @@ class ReplicationConfig(_Loadable):
                                         "reported (a failover may take back what the new leader had not copied, "
                                         "and a consumer may have read it)", choices=("ASYNC", "SYNC"))
     in_sync_replicas_min: int = _f(1, "SYNC: the in-sync set must hold at least this many followers: fewer, a put "
-                                      "is refused before anything is written (SLAVE_NOT_AVAILABLE); a put that "
-                                      "waited while the set shrank below it answers SLAVE_NOT_AVAILABLE (appended)",
-                                   1, 16)
+                                      "is refused before anything is written with HA_NOT_AVAILABLE (the store's "
+                                      "SLAVE_NOT_AVAILABLE); a put that waited while the set shrank below it is "
+                                      "answered as timed out (appended: its resend is not stored twice)", 1, 16)
     replication_timeout_ms: int = _f(3_000, "SYNC: a put the in-sync set has not confirmed by then answers "
-                                            "FLUSH_SLAVE_TIMEOUT (it stays in the log)", 1, 600_000)
+                                            "SLAVE_PERSISTENCE_TIMEOUT (the store's FLUSH_SLAVE_TIMEOUT; it stays "
+                                            "in the log, and its resend is not stored twice)", 1, 600_000)
     replica_lag_time_max_ms: int = _f(2_000, "a follower of the in-sync set that has not been caught up (had "
                                              "everything the leader had at some moment) for this long is dropped "
                                              "from the set (from the coordinator's record first, then SYNC puts go "

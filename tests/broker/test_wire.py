@@ -24,7 +24,7 @@ def wire_message(**sp) -> "pb.Message":
 def round_trip(stores, m: "pb.Message", queues: int = 4) -> "pb.Message":
     s = stores(ManualClock())
     s.create_topic("T", queues)
-    msg = to_store(m, queues)
+    msg = to_store(m)
     r = s.put(msg)
     assert r.ok, r
     got = s.get("g", "T", r.queue_id, r.queue_offset, max_count=1).messages[0]
@@ -56,12 +56,12 @@ def test_the_broker_properties_never_reach_the_client(stores):
 def test_a_message_group_picks_one_queue_for_good():
     assert len({fifo_queue("orders-17", 8) for _ in range(5)}) == 1
     assert {fifo_queue(f"g{i}", 8) for i in range(200)} == set(range(8)), "groups spread over the queues"
-    assert to_store(wire_message(message_group="orders-17"), 8).queue_id == fifo_queue("orders-17", 8)
-    assert to_store(wire_message(), 8).queue_id is None, "no group: round-robin"
+    m = to_store(wire_message(message_group="orders-17"))
+    assert m.queue_id is None and m.properties["__SHARDINGKEY"] == "orders-17", "the send path picks the queue"
 
 
 def test_gzip_bodies_keep_their_encoding(stores):
-    m = to_store(wire_message(body_encoding=Encoding.GZIP), 4)
+    m = to_store(wire_message(body_encoding=Encoding.GZIP))
     assert m.sys_flag & SYS_FLAG_COMPRESSED
     w = round_trip(stores, wire_message(body_encoding=Encoding.GZIP))
     assert w.system_properties.body_encoding == Encoding.GZIP
@@ -109,11 +109,11 @@ def test_the_one_message_lane_writes_the_record_the_general_path_writes(tmp_path
     m = plain_message(**ONE[case])
     one = encoded_one(m)
     assert one is not None
-    topic, entry, born_ms, born_host, sys_flag = one
+    topic, entry, _mid, born_ms, born_host, sys_flag = one
     lane, general = _fresh(str(tmp_path / "lane")), _fresh(str(tmp_path / "general"))
     try:
         a = lane.put_encoded(topic, [entry], born_ms, born_host, sys_flag, defer_dispatch=True)[0]
-        b = general.put(to_store(m, 4))
+        b = general.put(to_store(m))
         assert a.ok and b.ok and (a.queue_id, a.queue_offset, a.size, a.uniq_key) == (b.queue_id, b.queue_offset,
                                                                                       b.size, b.uniq_key)
         raw = [s.segments.segments[0].mapping[0:r.size] for s, r in ((lane, a), (general, b))]
@@ -197,9 +197,9 @@ def test_any_message_the_lane_takes_is_stored_as_the_general_path_stores_it(stor
     if one is None:
         return
     lane, general = store_pair
-    topic, entry, born_ms, born_host, sys_flag = one
+    topic, entry, _mid, born_ms, born_host, sys_flag = one
     a = lane.put_encoded(topic, [entry], born_ms, born_host, sys_flag)[0]
-    b = general.put(to_store(m, 4))
+    b = general.put(to_store(m))
     assert (a.status, a.reason, a.queue_id, a.queue_offset, a.size) == (b.status, b.reason, b.queue_id,
                                                                          b.queue_offset, b.size)
     if a.ok:

@@ -341,7 +341,7 @@ def test_a_batch_bigger_than_the_buffer_goes_in_several_pwrites(stores, monkeypa
     if path == "put_batch":
         rs = s.put_batch(msgs)
     else:                                                  # the SendRecords path
-        rs = s.put_slices("T", *slices([b"i%d" % i for i in range(30)], [m.body for m in msgs]), [0] * 30)
+        rs = s.put_slices("T", *slices([b"i%d" % i for i in range(30)], [m.body for m in msgs]))
     assert all(r.ok for r in rs)
     assert len(fio.log_writes) > 3 and len(s.segments) > 1
     assert log_bodies(s) == [m.body for m in msgs]
@@ -423,16 +423,15 @@ def test_a_failed_pwrite_of_slices_refuses_the_batch_and_undoes_it(stores):
     fio = CommitLogWrites()
     cfg = memory_config(topic_queues_default=3, segment_size_bytes=64 * 1024, index_enabled=True)
     s = stores(cfg, fio)
-    ok = s.put_slices("T", *slices([b"a%d" % i for i in range(5)], [b"a%03d" % i + b"x" * 300 for i in range(5)]),
-                      [0] * 5)
+    ok = s.put_slices("T", *slices([b"a%d" % i for i in range(5)], [b"a%03d" % i + b"x" * 300 for i in range(5)]))
     assert all(r.ok for r in ok)
     fio.fail("pwrite", errno.ENOSPC, path_contains="/commitlog/", written=700)
     ids = [b"n%d" % i for i in range(8)]
-    rs = s.put_slices("T", *slices(ids, [b"n" * 300] * 8, keys=[b"key"] * 8), [0] * 8)
+    rs = s.put_slices("T", *slices(ids, [b"n" * 300] * 8, keys=[b"key"] * 8))
     assert [r.reason for r in rs] == [PutReason.DISK_FULL] * 8
     assert [s.max_offset("T", q) for q in range(3)] == [2, 2, 1]
     assert s.query_by_key("T", "n0") == [] and s.query_by_key("T", "key") == []
-    again = s.put_slices("T", *slices([b"c0", b"c1"], [b"c0", b"c1"]), [0, 0])
+    again = s.put_slices("T", *slices([b"c0", b"c1"], [b"c0", b"c1"]))
     assert [(r.queue_id, r.queue_offset) for r in again] == [(2, 1), (0, 2)], "round-robin goes on where it was"
     assert again[0].commitlog_offset == ok[-1].commitlog_offset + ok[-1].size
     assert [x.body for x in s.query_by_key("T", "c1")] == [b"c1"]

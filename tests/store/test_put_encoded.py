@@ -21,8 +21,7 @@ def test_records_match_put_batch_and_verify(store: MessageStore):
     a = store.put_batch([Message("T", b"body-%d" % i, tags="tg", keys=["k%d" % i], properties={"UNIQ_KEY": "u%d" % i,
                                                                                                "x": "1"})
                          for i in range(4)])
-    b = store.put_encoded("T", [(b"body-%d" % i, props("tg", ["k%d" % i], "v%d" % i, x="1"), codec.tags_hash("tg"),
-                                 "v%d" % i, ["k%d" % i]) for i in range(4)])
+    b = store.put_encoded("T", [(b"body-%d" % i, props("tg", ["k%d" % i], "v%d" % i, x="1")) for i in range(4)])
     assert all(r.ok for r in a + b)
     assert [r.uniq_key for r in b] == ["v0", "v1", "v2", "v3"]
     assert [(r.queue_id, r.queue_offset) for r in b] == [(0, 2), (1, 2), (0, 3), (1, 3)]   # round-robin goes on
@@ -37,24 +36,24 @@ def test_records_match_put_batch_and_verify(store: MessageStore):
 
 def test_refusals_are_per_message(make_config, open_store):
     s = open_store(make_config(message_body_bytes_max=100, auto_create_topics=False))
-    assert [r.status for r in s.put_encoded("Nope", [(b"x", b"", 0, None, None)] * 2)] == [PutStatus.TOPIC_NOT_FOUND] * 2
-    assert s.put_encoded("bad topic!", [(b"x", b"", 0, None, None)])[0].status is PutStatus.MESSAGE_ILLEGAL
+    assert [r.status for r in s.put_encoded("Nope", [(b"x", b"")] * 2)] == [PutStatus.TOPIC_NOT_FOUND] * 2
+    assert s.put_encoded("bad topic!", [(b"x", b"")])[0].status is PutStatus.MESSAGE_ILLEGAL
     s.create_topic("T", 1)
     big_props = codec.encode_properties({"p": "v" * 33000})
-    rs = s.put_encoded("T", [(b"ok", b"", 0, None, None), (b"x" * 101, b"", 0, None, None),
-                             (b"ok2", big_props, 0, None, None), (bytearray(b"no"), b"", 0, None, None)])
+    rs = s.put_encoded("T", [(b"ok", b""), (b"x" * 101, b""),
+                             (b"ok2", big_props), (bytearray(b"no"), b"")])
     assert [r.status for r in rs] == [PutStatus.PUT_OK, PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED,
                                       PutStatus.MESSAGE_ILLEGAL]
     assert "exceeds message_body_bytes_max=100" in rs[1].error
     assert [r.queue_offset for r in rs if r.ok] == [0]
     s.refusal = "test refusal"
-    assert s.put_encoded("T", [(b"x", b"", 0, None, None)])[0].status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert s.put_encoded("T", [(b"x", b"")])[0].status is PutStatus.SERVICE_NOT_AVAILABLE
     s.refusal = None
 
 
 def test_auto_create(make_config, open_store):
     s = open_store(make_config(auto_create_topics=True, topic_queues_default=3))
-    assert s.put_encoded("New", [(b"x", b"", 0, None, None)])[0].ok
+    assert s.put_encoded("New", [(b"x", b"")])[0].ok
     assert s.queue_count("New") == 3
 
 
@@ -79,7 +78,7 @@ def test_get_raw_skips_holes_and_says_where_the_queue_is(store: MessageStore):
 
 def test_born_fields_are_every_entrys_and_checked_as_put_batch_checks_them(store: MessageStore):
     store.create_topic("T", 1)
-    r = store.put_encoded("T", [(b"a", b"", 0, None, None), (b"b", b"", 0, None, None)], born_ms=-5,
+    r = store.put_encoded("T", [(b"a", b""), (b"b", b"")], born_ms=-5,
                           born_host="10.0.0.9:0", sys_flag=1)
     assert [x.ok for x in r] == [True, True]
     got = store.get("g", "T", 0, 0).messages
@@ -91,6 +90,6 @@ def test_born_fields_are_every_entrys_and_checked_as_put_batch_checks_them(store
     assert port_past_i32.status is PutStatus.MESSAGE_ILLEGAL and port_past_i32.reason.name == "BAD_FIELD"
     for bad in (dict(born_host="client.example"), dict(born_host="10.0.0.9:4294967296"), dict(born_ms=1 << 63),
                 dict(sys_flag=1 << 31), dict(born_ms="now")):
-        refused = store.put_encoded("T", [(b"c", b"", 0, None, None)], **bad)
+        refused = store.put_encoded("T", [(b"c", b"")], **bad)
         assert refused[0].status is PutStatus.MESSAGE_ILLEGAL and refused[0].reason.name == "BAD_FIELD", bad
     assert store.max_offset("T", 0) == 3                # none of the refused ones is stored

@@ -146,10 +146,10 @@ def test_puts_without_a_queue_go_to_the_queues_this_group_owns(tmp_path):
         s.set_write_queues("T", [1, 4])
         rs = s.put_batch([Message("T", b"x") for _ in range(10)])
         assert sorted({r.queue_id for r in rs}) == [1, 4]
-        assert s.put_encoded("T", [(b"y", b"", 0, None, None)])[0].queue_id in (1, 4)
+        assert s.put_encoded("T", [(b"y", b"")])[0].queue_id in (1, 4)
         # the SendRecords path (slices; record_loop's compiled loop or its Python twin) too, in turn
         data, fields = slices([b"i%d" % k for k in range(4)], [b"z"] * 4)
-        cols = s.put_slices("T", data, fields, [0] * 4)
+        cols = s.put_slices("T", data, fields)
         qids = [r.queue_id for r in cols]
         assert all(r.ok for r in cols) and sorted(qids) == [1, 1, 4, 4] and qids[0] != qids[1]
         with pytest.raises(ValueError):

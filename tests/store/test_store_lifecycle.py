@@ -21,8 +21,8 @@ from ..support.store import slices, small_config
 STATUS_CALLS = {
     "put": lambda s: [s.put(Message("T", b"x"))],
     "put_batch": lambda s: s.put_batch([Message("T", b"x"), Message("T", b"y")]),
-    "put_encoded": lambda s: s.put_encoded("T", [(b"x", b"", 0, None, None)]),
-    "put_slices": lambda s: s.put_slices("T", *slices([b"i"], [b"x"]), [0]),
+    "put_encoded": lambda s: s.put_encoded("T", [(b"x", b"")]),
+    "put_slices": lambda s: s.put_slices("T", *slices([b"i"], [b"x"])),
 }
 GET_CALLS = {
     "get": lambda s: s.get("G", "T", 0, 0),
@@ -34,6 +34,7 @@ VERDICT_CALLS = {
     "write_refusal": lambda s: s.write_refusal(),
     "refusal": lambda s: s.refusal,
     "following": lambda s: s.following,
+    "puts_may_wait": lambda s: s.puts_may_wait,
 }
 # every other call raises StoreNotRunning
 RAISING_CALLS = {

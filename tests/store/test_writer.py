@@ -17,8 +17,7 @@ from tidemq.store import GetStatus, Message, MessageStore, PutReason, PutResult,
 from tidemq.store.commit_log import Prepared
 from tidemq.store.put_lock import PutLock
 from tidemq.store.types import PutResults
-from tidemq.store.writer import (StoreWriter, check_body, check_numbers, check_properties_size, check_queue_id,
-                                 check_record_size, check_sizes, check_tags, check_topic, encode_properties)
+from tidemq.store.writer import StoreWriter
 from tidemq.store.topics import TopicState
 from tidemq.testing.faulty_io import FaultyFileIO
 
@@ -46,7 +45,7 @@ def test_a_writer_built_from_the_parts_writes_what_the_store_reads(store):
     w = writer_of(store)
     rs = w.put_batch([Message("T", b"a", queue_id=0), Message("T", b"b", tags="x", queue_id=1)])
     assert [r.ok for r in rs] == [True, True] and all(r.reason is None and r.error is None for r in rs)
-    rs2 = w.put_encoded("T", [(b"c", codec.encode_properties({"TAGS": "y"}), codec.tags_hash("y"), None, None)])
+    rs2 = w.put_encoded("T", [(b"c", codec.encode_properties({"TAGS": "y"}))])
     assert rs2[0].ok
     d = store.put(Message("T", b"d", queue_id=rs2[0].queue_id))           # the store's writer follows on
     assert d.queue_offset == rs2[0].queue_offset + 1
@@ -70,7 +69,7 @@ def test_every_path_builds_a_prepared_in_its_field_order(store, monkeypatch):
     store.put_batch([Message("T", b"fast", tags="ta", queue_id=1, born_timestamp_ms=5)])
     store.put_batch([Message("T", b"general", keys=["k"], properties={"UNIQ_KEY": "U", "p": "v"}, flag=3,
                              sys_flag=4, reconsume_times=6, prepared_transaction_offset=7, born_host="1.2.3.4:5")])
-    store.put_encoded("T", [(b"encoded", codec.encode_properties({"UNIQ_KEY": "U2"}), 0, "U2", ["k2"])])
+    store.put_encoded("T", [(b"encoded", codec.encode_properties({"UNIQ_KEY": "U2", "KEYS": "k2"}))])
     fast, general, encoded = (Prepared(*b[0]) for b in batches)
     t = store.topics.get("T")
     for p, body in ((fast, b"fast"), (general, b"general"), (encoded, b"encoded")):
@@ -96,7 +95,7 @@ def test_every_path_writes_every_field_where_it_belongs(store):
                                        "p": "v"}, queue_id=3, flag=7, sys_flag=8, born_timestamp_ms=456,
                                        born_host="1.2.3.4:5", reconsume_times=9, prepared_transaction_offset=10)])[0]
     props = codec.encode_properties({"TAGS": "tc", "KEYS": "k3", "UNIQ_KEY": "U2"})
-    enc = store.put_encoded("T", [(b"encoded", props, codec.tags_hash("tc"), "U2", ["k3"])])[0]
+    enc = store.put_encoded("T", [(b"encoded", props)])[0]
     assert fast.ok and general.ok and enc.ok
     m = store.get_by_commitlog_offset(fast.commitlog_offset)
     assert (m.body, m.tags, m.queue_id, m.born_timestamp_ms, m.flag, m.sys_flag, m.reconsume_times,
@@ -124,9 +123,8 @@ def test_put_slices_writes_every_field_where_it_belongs(store):
     data, fields = slices([b"U%d" % i for i in range(4)], [b"b%d" % i for i in range(4)],
                           tags=[b"ta", b"", b"tb", b"ta"], keys=[b"k1 k2", b"", b"", b"k3"],
                           properties=[b"", b"p\x01v\x02", b"", b""])
-    ths = [codec.tags_hash(t) if t else 0 for t in ("ta", "", "tb", "ta")]
     skip = np.array([False, False, True, False])
-    rs = store.put_slices("T", data, fields, ths, b"X\x01Y\x02", skip)
+    rs = store.put_slices("T", data, fields, b"X\x01Y\x02", skip)
     assert [r.size > 0 for r in rs] == [True, True, False, True] and all(r.ok for r in rs)   # (size 0: not put)
     assert [(r.queue_id, r.queue_offset) for i, r in enumerate(rs) if i != 2] == [(0, 0), (1, 0), (0, 1)]
     for i, want in ((0, {"TAGS": "ta", "KEYS": "k1 k2"}), (1, {"p": "v"}), (3, {"TAGS": "ta", "KEYS": "k3"})):
@@ -147,10 +145,10 @@ def test_put_slices_refuses_what_the_other_paths_refuse(make_config, open_store)
     room = s.commit_log.max_record_size - codec.record_size(0, 1, codec.RECORD_CRC_TAIL_LEN)
     big = b"p\x01" + b"v" * 33_000 + b"\x02"
     data, fields = slices([b"a", b"b", b"c", b"d"], [b"x" * 101, b"x", b"ok", b"y"], properties=[b"", big, b"", b""])
-    rs = s.put_slices("T", data, fields, [0] * 4)
+    rs = s.put_slices("T", data, fields)
     assert [r.reason for r in rs] == [PutReason.BODY_TOO_LARGE, PutReason.PROPERTIES_TOO_LARGE, None, None]
     assert [r.queue_offset for r in rs[2:]] == [0, 1]
-    assert refused(s.put_slices("bad topic!", data, fields, [0] * 4)[0], PutReason.INVALID_TOPIC)
+    assert refused(s.put_slices("bad topic!", data, fields)[0], PutReason.INVALID_TOPIC)
 
 
 def test_put_slices_takes_the_largest_record_that_fits_and_no_larger(make_config, open_store):
@@ -158,7 +156,7 @@ def test_put_slices_takes_the_largest_record_that_fits_and_no_larger(make_config
     s.create_topic("T", 1)
     pl = len(b"UNIQ_KEY\x01i\x02") + codec.RECORD_CRC_TAIL_LEN
     room = s.commit_log.max_record_size - codec.record_size(0, 1, pl)
-    rs = s.put_slices("T", *slices([b"i", b"i"], [b"y" * room, b"y" * (room + 1)]), [0, 0])
+    rs = s.put_slices("T", *slices([b"i", b"i"], [b"y" * room, b"y" * (room + 1)]))
     assert rs[0].ok and refused(rs[1], PutReason.RECORD_TOO_LARGE)
 
 
@@ -178,35 +176,6 @@ def test_a_record_that_cannot_be_packed_is_refused_and_the_rest_of_the_batch_too
 
 
 # The validators --------------------------------------------------------------------------------
-
-def test_the_validators_word_each_rule_once():
-    assert check_topic("T", True) is None                   # an unknown topic that may be created
-    assert check_topic("bad topic", True).reason is PutReason.INVALID_TOPIC
-    assert check_topic(None, True).error == codec.topic_problem(None)
-    assert check_topic("Nope", False).reason is PutReason.TOPIC_NOT_FOUND
-    assert check_body(b"x", 1) is None
-    assert check_body(b"xx", 1).reason is PutReason.BODY_TOO_LARGE
-    assert check_body("text", 10).reason is PutReason.BAD_BODY
-    assert check_body(bytearray(b"x"), 10).reason is PutReason.BAD_BODY       # callers convert first
-    assert check_properties_size(codec.USER_PROPERTIES_MAX_BYTES) is None
-    assert check_properties_size(codec.USER_PROPERTIES_MAX_BYTES + 1).reason is PutReason.PROPERTIES_TOO_LARGE
-    assert check_record_size(10, 1, 20, codec.record_size(10, 1, 20)) is None
-    assert check_record_size(11, 1, 20, codec.record_size(10, 1, 20)).reason is PutReason.RECORD_TOO_LARGE
-    assert check_sizes(b"x" * 5, 4, 1, 0, 1000).reason is PutReason.BODY_TOO_LARGE
-    assert check_sizes(b"x", 4, 1, 40_000, 100_000).reason is PutReason.PROPERTIES_TOO_LARGE
-    assert check_sizes(b"x" * 4, 4, 1, 0, codec.RECORD_MIN + 4).reason is PutReason.RECORD_TOO_LARGE
-    assert check_sizes(b"x" * 4, 4, 1, 0, codec.RECORD_MIN + 5) is None
-    assert check_numbers(Message("T", b"", flag=1 << 31)).reason is PutReason.BAD_FIELD
-    assert check_numbers(Message("T", b"", born_timestamp_ms=None)) is None
-    t = TopicState("T", 2)
-    assert check_queue_id(None, t) is None and check_queue_id(1, t) is None
-    assert check_queue_id(2, t).reason is PutReason.BAD_QUEUE_ID and check_queue_id("0", t) is not None
-    assert check_tags("a\x01b").reason is PutReason.BAD_PROPERTY and check_tags("ok") is None
-    assert encode_properties(Message("T", b"", keys=["a b"])).reason is PutReason.BAD_PROPERTY
-    assert encode_properties(Message("T", b"", properties={codec.RECORD_CRC_NAME: "1"})).reason \
-        is PutReason.BAD_PROPERTY
-    assert encode_properties(Message("T", b"", tags="t")).endswith(codec.RECORD_CRC_TAIL)
-
 
 def test_every_reason_has_one_status():
     for reason in PutReason:
@@ -247,12 +216,12 @@ def test_invalid_message_reasons_on_every_path(make_config, open_store):
     for r, (m, reason) in zip(rs, cases):
         assert refused(r, reason), m
     assert rs[-1].ok and rs[-1].queue_offset == 0          # the bad ones took no offset
-    enc = s.put_encoded("T", [(b"x" * 101, b"", 0, None, None), (b"x", big_props, 0, None, None),
-                              (bytearray(b"x"), b"", 0, None, None), (b"ok", b"", 0, None, None)])
+    enc = s.put_encoded("T", [(b"x" * 101, b""), (b"x", big_props),
+                              (bytearray(b"x"), b""), (b"ok", b"")])
     assert [r.reason for r in enc] == [PutReason.BODY_TOO_LARGE, PutReason.PROPERTIES_TOO_LARGE, PutReason.BAD_BODY,
                                        None]
     assert all(refused(r, r.reason) for r in enc[:3])
-    assert refused(s.put_encoded("bad topic!", [(b"x", b"", 0, None, None)])[0], PutReason.INVALID_TOPIC)
+    assert refused(s.put_encoded("bad topic!", [(b"x", b"")])[0], PutReason.INVALID_TOPIC)
     # the invalid-topic text is codec.topic_problem's, wherever the name is checked
     assert rs[0].error == codec.topic_problem("bad topic!")
     with pytest.raises(ValueError, match=r"invalid topic name 'bad topic!': use 1-127 characters"):
@@ -265,12 +234,12 @@ def test_record_too_large_for_a_segment(make_config, open_store):
     body = b"x" * (64 * 1024)
     assert refused(s.put(Message("T", body)), PutReason.RECORD_TOO_LARGE)
     assert refused(s.put(Message("T", body, keys="k")), PutReason.RECORD_TOO_LARGE)
-    assert refused(s.put_encoded("T", [(body, b"", 0, None, None)])[0], PutReason.RECORD_TOO_LARGE)
+    assert refused(s.put_encoded("T", [(body, b"")])[0], PutReason.RECORD_TOO_LARGE)
     # the largest record that fits is taken, by every path
     room = s.commit_log.max_record_size - codec.record_size(0, 1, codec.RECORD_CRC_TAIL_LEN)
     assert s.put(Message("T", b"y" * room)).ok
-    assert s.put_encoded("T", [(b"z" * room, b"", 0, None, None)])[0].ok
-    assert refused(s.put_encoded("T", [(b"z" * (room + 1), b"", 0, None, None)])[0], PutReason.RECORD_TOO_LARGE)
+    assert s.put_encoded("T", [(b"z" * room, b"")])[0].ok
+    assert refused(s.put_encoded("T", [(b"z" * (room + 1), b"")])[0], PutReason.RECORD_TOO_LARGE)
 
 
 def test_topic_not_found_and_topic_create_failed(tmp_path):
@@ -278,7 +247,7 @@ def test_topic_not_found_and_topic_create_failed(tmp_path):
     s = MessageStore(small_config("/s", auto_create_topics=False), fio=fio).start()
     try:
         assert refused(s.put(Message("Nope", b"x")), PutReason.TOPIC_NOT_FOUND)
-        assert refused(s.put_encoded("Nope", [(b"x", b"", 0, None, None)])[0], PutReason.TOPIC_NOT_FOUND)
+        assert refused(s.put_encoded("Nope", [(b"x", b"")])[0], PutReason.TOPIC_NOT_FOUND)
     finally:
         s.shutdown()
     fio = FaultyFileIO()
@@ -286,7 +255,7 @@ def test_topic_not_found_and_topic_create_failed(tmp_path):
     try:
         fio.fail("open", errno.EIO, path_contains="topics.json", times=2)
         assert refused(s.put(Message("New", b"x")), PutReason.TOPIC_CREATE_FAILED)
-        assert refused(s.put_encoded("New2", [(b"x", b"", 0, None, None)])[0], PutReason.TOPIC_CREATE_FAILED)
+        assert refused(s.put_encoded("New2", [(b"x", b"")])[0], PutReason.TOPIC_CREATE_FAILED)
         assert s.queue_count("New") == 0 and s.queue_count("New2") == 0, "a topic not saved is not created"
         assert s.put(Message("New", b"x")).ok, "created once the file can be written"
         assert s.dispatcher.error is None and bodies(s, "New", 0) + bodies(s, "New", 1) == [b"x"]
@@ -318,7 +287,7 @@ def test_disk_full_and_archive_pending(make_config, open_store):
     s.check_disk()
     assert refused(s.put(Message("T", b"x")), PutReason.DISK_FULL)
     assert refused(s.put_batch([Message("T", b"x", keys="k")])[0], PutReason.DISK_FULL)
-    assert refused(s.put_encoded("T", [(b"x", b"", 0, None, None)])[0], PutReason.DISK_FULL)
+    assert refused(s.put_encoded("T", [(b"x", b"")])[0], PutReason.DISK_FULL)
     assert s.put_refusal()[0] is PutReason.DISK_FULL and s.write_refusal().startswith("disk full")
     fio.percent = 10
     s.check_disk()
@@ -371,7 +340,7 @@ def test_dispatch_error(tmp_path):
         assert s.put(Message("T", b"b", queue_id=0)).ok          # in the log; its unit could not be written
         assert s.dispatcher.error is not None
         assert refused(s.put(Message("T", b"c", queue_id=0)), PutReason.DISPATCH_ERROR)
-        assert refused(s.put_encoded("T", [(b"c", b"", 0, None, None)])[0], PutReason.DISPATCH_ERROR)
+        assert refused(s.put_encoded("T", [(b"c", b"")])[0], PutReason.DISPATCH_ERROR)
         s.flush_queues()                                           # heals it
         assert s.put(Message("T", b"c", queue_id=0)).ok
         assert bodies(s, "T", 0) == [b"a", b"b", b"c"]
@@ -423,7 +392,7 @@ def test_shutting_down(make_config):
     try:
         assert fio.entered.wait(120), "shutdown never reached its flush"
         assert refused(s.put(Message("T", b"y")), PutReason.SHUTTING_DOWN)
-        assert refused(s.put_encoded("T", [(b"y", b"", 0, None, None)])[0], PutReason.SHUTTING_DOWN)
+        assert refused(s.put_encoded("T", [(b"y", b"")])[0], PutReason.SHUTTING_DOWN)
         assert s.put_refusal()[0] is PutReason.SHUTTING_DOWN
     finally:
         fio.armed = False

@@ -43,7 +43,9 @@
      damaged(buf, starts, sizes)             which records fail their CRCs (integrity.py)
      index_put(...)                          the index entries of a batch (index_file.py)
      index_put_hashed(...)                   the same from items already hashed (append_slices')
-     frame_slices(raw, reserved, id_max)     a SendRecords frame, checked, as arrays (send_records.py)
+     frame_slices(raw, reserved, id_max)     a SendRecords frame parsed into arrays (send_records.py)
+     check_slices(data, fields, skip, reserved)  the record validator over a batch of slices (validate.py)
+     check_encoded(properties, reserved)     the record validator over encoded properties (validate.py)
      send_one(raw)                           the common SendMessage request, read from its bytes (wire.py)
      id_hash(topic, id)                      the send dedup window's key of a message (dedup.py)
      window_find(...), window_put(...)       the dedup window's tables (dedup.py)
@@ -52,7 +54,7 @@
      fill_room(frame, head)                  the header written into that room (record/framing.py)
    Each one's contract is in its Python twin's docstring; the argument lists are in the source
    files: crc.c (crc32, use_crc), write.c (append, append_slices, index_put, index_put_hashed),
-   frame.c (frame_slices), send_one.c (send_one), dedup.c (id_hash, window_find, window_put), read.c (scan_run, damaged,
+   frame.c (frame_slices), validate.c (check_slices, check_encoded and the text rules the lanes share), send_one.c (send_one), dedup.c (id_hash, window_find, window_put), read.c (scan_run, damaged,
    decode_run, frame_records, fill_room), module.c (the method table). */
 
 
@@ -64,7 +66,7 @@
 #include <string.h>
 #include <structmember.h>
 
-#define ACCEL_VERSION 5
+#define ACCEL_VERSION 6
 
 #define MAGIC_U32 0xDAA320A7u
 #define OFF_BODY 88
@@ -126,7 +128,15 @@ PyObject *py_index_put(PyObject *self, PyObject *args);
 PyObject *py_index_put_hashed(PyObject *self, PyObject *args);
 int accel_write_init(void);
 PyObject *py_frame_slices(PyObject *self, PyObject *args);       /* frame.c */
+PyObject *py_check_slices(PyObject *self, PyObject *args);       /* validate.c */
+PyObject *py_check_encoded(PyObject *self, PyObject *args);
 int accel_utf8_ok(const unsigned char *p, Py_ssize_t n, uint32_t *hash);
+int accel_has_sep(const unsigned char *p, Py_ssize_t n);
+int accel_text_ok(const unsigned char *p, Py_ssize_t n, uint32_t *hash);
+int accel_check_keys(const unsigned char *p, Py_ssize_t n);
+int accel_check_props(const unsigned char *p, Py_ssize_t n, PyObject *reserved, Py_ssize_t *name_at,
+                      Py_ssize_t *name_len);
+int accel_reserved_ok(PyObject *reserved, const char *who);
 PyObject *py_send_one(PyObject *self, PyObject *args);           /* send_one.c */
 PyObject *py_id_hash(PyObject *self, PyObject *args);            /* dedup.c */
 PyObject *py_window_find(PyObject *self, PyObject *args);

@@ -1,8 +1,9 @@
 /* tidemq._accel: the common SendMessage request read straight from its bytes (the record layout and
    the list of functions: accel.h; the rule it follows: broker/wire.py encoded_one)
 
-   send_one(raw) -> (topic, (body, properties, tags hash, message id, None), born ms, born host, sys flag)
-   or None. ``raw`` is an apache.rocketmq.v2.SendMessageRequest as the official clients send one
+   send_one(raw) -> (topic, (body, properties), message id, born ms, born host, sys flag) or None:
+   the entry as MessageStore.put_encoded takes it (which reads the tags hash, id and keys from the
+   properties itself: store/validate.py). ``raw`` is an apache.rocketmq.v2.SendMessageRequest as the official clients send one
    message: exactly one Message, whose fields are among
 
        Message           1 topic: Resource {1 resource_namespace, 2 name}   3 system_properties   4 body
@@ -148,9 +149,7 @@ static int read_message(span_t m, one_t *o) {
     return w == 0;
 }
 
-static inline int has_sep(span_t s) {
-    return memchr(s.p, 1, (size_t)s.n) != NULL || memchr(s.p, 2, (size_t)s.n) != NULL;
-}
+static inline int has_sep(span_t s) { return accel_has_sep(s.p, s.n); }
 
 /* wire.is_ipv4 for ASCII: four dot-separated runs of digits, each < 256 (leading zeros allowed) */
 static int plain_ipv4(span_t s) {
@@ -202,9 +201,7 @@ PyObject *py_send_one(PyObject *self, PyObject *args) {
         PyBuffer_Release(&buf);
         Py_RETURN_NONE;
     }
-    uint32_t th = 0;
     int tagged = o.has_tag && o.tag.n > 0;
-    if (tagged) accel_utf8_ok(o.tag.p, o.tag.n, &th);
     Py_ssize_t plen = (Py_ssize_t)(sizeof HEAD_ID - 1) + o.id.n + (Py_ssize_t)(sizeof HEAD_TYPE - 1) +
                       (tagged ? (Py_ssize_t)(sizeof TAGS_NAME - 1) + o.tag.n + 1 : 0);
     PyObject *props = PyBytes_FromStringAndSize(NULL, plen);
@@ -243,11 +240,10 @@ PyObject *py_send_one(PyObject *self, PyObject *args) {
                 h[o.host.n + 1] = '0';
             }
         }
-        int32_t signed_th = (int32_t)th;
         if (born != NULL && host != NULL)
-            out = Py_BuildValue("(s#(y#NLs#O)NNi)", o.topic.p != NULL ? (const char *)o.topic.p : "", o.topic.n,
-                                (const char *)o.body.p, o.body.n, props, (long long)signed_th,
-                                (const char *)o.id.p, o.id.n, Py_None, born, host, o.encoding == 2 ? 1 : 0);
+            out = Py_BuildValue("(s#(y#N)s#NNi)", o.topic.p != NULL ? (const char *)o.topic.p : "", o.topic.n,
+                                (const char *)o.body.p, o.body.n, props, (const char *)o.id.p, o.id.n, born, host,
+                                o.encoding == 2 ? 1 : 0);
         else {
             Py_DECREF(props);
             Py_XDECREF(born);

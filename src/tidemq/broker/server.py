@@ -185,7 +185,7 @@ class Broker:
             await self.replication.start()
             await self.leader_port(True)
         if self.service is not None:
-            self.service.sends.latency = self.observer.put_latency
+            self.service.puts.latency = self.observer.put_latency
         return self.port
 
     def _new_server(self) -> grpc.aio.Server:
@@ -264,14 +264,13 @@ class Broker:
         self.service = service
         self._records = Records(self.store, service.consumption.arrivals, c.grpc_message_bytes_max,
                                 c.pull_records_bytes_max, service.got)
-        self._record_sends = RecordSends(service.sends, c.send_records_tag_cache_max)
+        self._record_sends = RecordSends(service.sends)
         if self.observer is not None:
-            service.sends.latency = self.observer.put_latency
+            service.puts.latency = self.observer.put_latency
 
     def _start_leader_tasks(self) -> None:
         svc = self.service
-        self._leader_tasks = [asyncio.create_task(svc.timer.run(in_thread=self.store_config.sync_flush or (
-                                  self.replication_config is not None and self.replication_config.sync))),
+        self._leader_tasks = [asyncio.create_task(svc.timer.run()),
                               asyncio.create_task(svc.transactions.run()),
                               asyncio.create_task(svc.renewer.run())]
         self._service_leading = True

@@ -23,7 +23,6 @@ does, so consumers drain while producers wait. The broker's own state lives unde
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
 
 from google.protobuf import duration_pb2
 
@@ -42,6 +41,7 @@ from .observe.outcomes import Outcomes
 from .produce.send_message import NOT_YET, MessageSends
 from .produce.send_path import SendPath, put_code
 from .protection.flow import SendGate
+from .puts import StorePuts
 from .sessions.clients import Clients
 from .sessions.telemetry import Sessions, client_id_of
 from .state.layout import migrate, state_dir
@@ -61,7 +61,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.gate = gate or SendGate(None, store.commit_log.dirty_bytes, config.flush_backlog_high_bytes,
                                      config.send_hold_ms_max / 1000, config.inflight_requests_per_connection_max,
                                      config.inflight_bytes_per_connection_max, store.clock)
-        self._puts = ThreadPoolExecutor(config.send_executor_threads, thread_name_prefix="tidemq-put")
+        self.puts = StorePuts(store, config.send_executor_threads)      # where puts run (puts.py)
         self.closing = asyncio.Event()
         migrate(store.fio, store.config.root_dir)       # state of the layout before <root>/broker/
         self.state_dir = state_dir(store.config.root_dir)
@@ -69,7 +69,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.pop.open()
         # messages handed to consumers, by topic and status (the metrics)
         self.got = replaces.got if replaces is not None else Outcomes()
-        self.consumption = Consumption(store, config, self.pop, got=self.got)
+        self.consumption = Consumption(store, config, self.pop, got=self.got, puts=self.puts)
         self.group_offsets = GroupOffsets(store.fio, self.state_dir)
         self.group_offsets.load()
         # the store's cleanup learns what groups consumed (space policy, losses per group)
@@ -82,24 +82,23 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.renewer = AutoRenew(self.pop, self.clients, config, store.clock, self.consumption.notify_arrival)
         self.timer = Timer(store, self.consumption.notify_arrival, self.state_dir, config.timer_round_messages_max)
         self.timer.open()
-        # gate, topic checks, dedup window, put: shared with SendRecords (produce/send_records.py)
-        self.sends = SendPath(store, config, self.gate, self._puts, self._stored)
+        self.transactions = Transactions(store, config, self.sessions,
+                                         lambda msgs: self.puts.run(store.put_batch, msgs),
+                                         lambda r: put_code(r.status, r.reason), self.consumption.notify_arrival,
+                                         self.state_dir, config.transaction_scan_max,
+                                         config.transaction_checks_per_round_max, config.state_journal_compact_bytes)
+        self.transactions.open()
+        # the one way a send goes, whatever its lane (produce/send_path.py)
+        self.sends = SendPath(store, config, self.gate, self.puts, self._stored, self.timer, self.transactions)
         if replaces is not None:
             self.sends.outcomes = replaces.sends.outcomes
         self.sends.auto_create = self.sends.auto_create and leading
         if group is not None and leading:
             self.sends.spread = group.spread
-        if group is not None and group.config.sync:
-            self.sends.in_thread = True                  # SYNC puts wait for the followers: not on the loop
-        self.transactions = Transactions(store, config, self.sessions, self.sends.put_batch,
-                                         lambda r: put_code(r.status, r.reason), self.consumption.notify_arrival,
-                                         self.state_dir, config.transaction_scan_max,
-                                         config.transaction_checks_per_round_max, config.state_journal_compact_bytes)
-        self.transactions.open()
-        self.send_messages = MessageSends(self.sends, config, store.clock, self.timer, self.transactions)
+        self.send_messages = MessageSends(self.sends)
 
     def close(self) -> None:
-        self._puts.shutdown(wait=True)
+        self.puts.close()
         self.pop.close()
         self.group_offsets.flush()
         self.timer.close()
@@ -108,7 +107,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     def discard(self) -> None:
         """A follower's service goes: its files are closed, nothing is written (its state is the
         leader's copy, which the next service opens)."""
-        self._puts.shutdown(wait=True)
+        self.puts.close()
         self.pop.journal.abandon()
         self.transactions.journal.abandon()
 
@@ -244,7 +243,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         return self.consumption.change_invisible(request)
 
     async def ForwardMessageToDeadLetterQueue(self, request, context):
-        return self.consumption.forward_to_dlq(request)
+        return await self.consumption.forward_to_dlq(request)
 
     # Transactions (deferred/transactions.py) -------------------------------------------------
     async def EndTransaction(self, request, context):

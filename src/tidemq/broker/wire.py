@@ -5,7 +5,7 @@ body, tags and keys is the client's message id as UNIQ_KEY (RocketMQ's name, so 
 indexed and is the message id on delivery), the message group as ``__SHARDINGKEY``
 (RocketMQ's name), the type as ``__MSGTYPE``, and the born host string as ``__BORNHOST``
 when it is not an ipv4 address. Body encoding GZIP is sys flag bit 0x1 (RocketMQ's
-COMPRESSED_FLAG). A FIFO message's group picks its queue (:func:`fifo_queue`).
+COMPRESSED_FLAG). A FIFO message's group picks its queue (:func:`fifo_queue`, in the send path).
 
 Store -> wire (:func:`to_wire`, a delivered message): the properties above become system
 properties again; the ones the broker writes itself (INTERNAL) are not shown to the
@@ -23,7 +23,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from ..protocol.stubs import MESSAGE_TYPE_NAMES, DigestType, Encoding, MessageType, pb
 from ..store import Message
-from ..record.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage, check_property_text, tags_hash
+from ..record.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage, check_property_text
 from .deferred.parking import PARKING, PROP_DELIVER_MS
 
 PROP_MESSAGE_GROUP = "__SHARDINGKEY"
@@ -42,15 +42,15 @@ def fifo_queue(message_group: str, queue_count: int) -> int:
 
 
 # Wire -> store ----------------------------------------------------------------------------
-def to_store(m: "pb.Message", queue_count: int) -> Message:
+def to_store(m: "pb.Message") -> Message:
+    """The store Message of a sent message, queue id None (a FIFO message's queue is picked by the
+    send path: fifo_queue over the queues this broker writes)."""
     sp = m.system_properties
     props = dict(m.user_properties)
     if sp.message_id:
         props[PROP_UNIQ_KEY] = sp.message_id
-    qid = None
     if sp.HasField("message_group") and sp.message_group:
         props[PROP_MESSAGE_GROUP] = sp.message_group
-        qid = fifo_queue(sp.message_group, queue_count)
     props[PROP_MESSAGE_TYPE] = MESSAGE_TYPE_NAMES.get(sp.message_type or MessageType.NORMAL, "NORMAL")
     born_host = None
     if sp.born_host:
@@ -59,7 +59,7 @@ def to_store(m: "pb.Message", queue_count: int) -> Message:
         else:
             props[PROP_BORN_HOST] = sp.born_host
     return Message(topic=m.topic.name, body=m.body, tags=sp.tag if sp.HasField("tag") and sp.tag else None,
-                   keys=[k for k in sp.keys if k] or None, properties=props, queue_id=qid,
+                   keys=[k for k in sp.keys if k] or None, properties=props,
                    born_timestamp_ms=born_ms_of(sp), born_host=born_host, sys_flag=sys_flag_of(sp))
 
 
@@ -87,9 +87,9 @@ _ONE_HEAD = f"{PROP_UNIQ_KEY}\x01{{}}\x02{PROP_MESSAGE_TYPE}\x01NORMAL\x02"
 def encoded_one(m: "pb.Message") -> tuple | None:
     """The common sent message as the store's pre-encoded entry, or None for the general path
     (to_store): a NORMAL message with an id, maybe a tag, no keys, user properties, group or
-    delivery time, an ipv4 born host or none. (topic, (body, properties, tags hash, id, None),
-    born ms, born host "ipv4:0" or None, sys flag): the properties to_store's Message gets from
-    the store (UNIQ_KEY, __MSGTYPE, TAGS), in the same order, the same bytes."""
+    delivery time, an ipv4 born host or none. (topic, (body, properties), id, born ms, born host
+    "ipv4:0" or None, sys flag): the properties to_store's Message gets from the store (UNIQ_KEY,
+    __MSGTYPE, TAGS), in the same order, the same bytes (MessageStore.put_encoded's entry)."""
     sp = m.system_properties
     if (sp.message_type not in ONE_TYPES or m.user_properties or sp.keys or sp.HasField("message_group")
             or sp.HasField("delivery_timestamp")):
@@ -104,14 +104,11 @@ def encoded_one(m: "pb.Message") -> tuple | None:
             return None
         host += ":0"
     props = _ONE_HEAD.format(mid)
-    th = 0
     if tags:
         if not check_property_text(tags):
             return None
         props = f"{props}{PROP_TAGS}\x01{tags}\x02"
-        th = tags_hash(tags)
-    return (m.topic.name, (body, props.encode("utf-8"), th, mid, None), born_ms_of(sp), host or None,
-            sys_flag_of(sp))
+    return m.topic.name, (body, props.encode("utf-8")), mid, born_ms_of(sp), host or None, sys_flag_of(sp)
 
 
 # Store -> wire ----------------------------------------------------------------------------

@@ -640,13 +640,13 @@ class MessageStore:
             return self._refused(len(entries))
         return w.put_encoded(topic, entries, born_ms, born_host, sys_flag, defer_dispatch)
 
-    def put_slices(self, topic: str, data, fields, tags_hashes, extra: bytes = b"", skip=None) -> PutResults:
+    def put_slices(self, topic: str, data, fields, extra: bytes = b"", skip=None) -> PutResults:
         """Put messages of one topic given as slices of one buffer (the broker's SendRecords path):
         see StoreWriter.put_slices."""
         w = self.writer
         if w is None:
             return self._refused(memoryview(fields).nbytes // (4 * SLICE_FIELDS))
-        return w.put_slices(topic, data, fields, tags_hashes, extra, skip)
+        return w.put_slices(topic, data, fields, extra, skip)
 
     # Read path (reader.py) ----------------------------------------------------------------
     def min_offset(self, topic: str, queue_id: int) -> int:

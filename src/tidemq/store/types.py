@@ -85,11 +85,12 @@ class PutReason(enum.Enum):
     NOT_LEADER = "NOT_LEADER"                      # a follower (or a fenced leader): writes go to the leader
     REPLICAS_NOT_ENOUGH = "REPLICAS_NOT_ENOUGH"    # SYNC: fewer followers in sync than in_sync_replicas_min
                                                    # (refused before anything is written)
-    REPLICATION_TIMEOUT = "REPLICATION_TIMEOUT"    # SYNC: appended, not confirmed within replication_timeout_ms
+    REPLICATION_TIMEOUT = "REPLICATION_TIMEOUT"    # appended, not confirmed within replication_timeout_ms
+                                                   # (SYNC), or the leader's lease ran out before the answer
     REPLICA_LOST = "REPLICA_LOST"                  # SYNC: appended, the in-sync set shrank below
                                                    # in_sync_replicas_min before it confirmed
     LEASE_EXPIRED = "LEASE_EXPIRED"                # a leader whose coordinator lease ran out (another
-                                                   # member may lead): refused, or appended and not answered OK
+                                                   # member may lead): refused before anything is written
 
     @property
     def status(self) -> "PutStatus":

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import struct
 from functools import lru_cache
 from typing import Callable, Sequence
 
@@ -38,7 +37,7 @@ from ..record.crc import crc32
 from ..io import Clock
 from ..record import codec
 from .archive import ArchiveGuard
-from ..record.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, tags_hash
+from ..record.codec import PROP_TAGS, PROP_UNIQ_KEY, tags_hash
 from .commit_log import AppendError, CommitLog, PreparedItems, SlicedItems
 from .consume_queue import ConsumeQueueTable
 from .disk import DiskMonitor
@@ -47,132 +46,14 @@ from .flush import GroupCommitService
 from .index_file import IndexService
 from .put_lock import PutLock
 from .record_loop import SLICE_FIELDS, slice_properties_len
+from .validate import (ENCODED_RESERVED, I32, I64, born_host_bytes, check_body, check_encoded, check_number, check_numbers,
+                       check_properties_type, check_queue_id, check_record_size, check_sizes, check_slices, check_tags,
+                       check_topic, encode_properties, refusal, slice_reserved)
 from .segment_queue import SegmentQueue
 from .topics import TopicState, TopicTable
 from .types import Message, PutReason, PutResult, PutResults, PutStatus
 
 log = logging.getLogger("tidemq.store")
-
-
-# Validators: each rule worded once; each answers None (fine) or the PutResult that refuses ---------
-def check_topic(topic, auto_create: bool) -> PutResult | None:
-    """An unknown topic: not a topic name, or one that may not be created here."""
-    problem = codec.topic_problem(topic)
-    if problem is not None:
-        return PutResult.refused(PutReason.INVALID_TOPIC, problem)
-    if not auto_create:
-        return PutResult.refused(PutReason.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist")
-    return None
-
-
-def check_body(body, max_body: int) -> PutResult | None:
-    """The body: bytes, at most message_body_bytes_max."""
-    if type(body) is not bytes:
-        return PutResult.refused(PutReason.BAD_BODY, "body must be bytes")
-    if len(body) > max_body:
-        return PutResult.refused(PutReason.BODY_TOO_LARGE,
-                                 f"body of {len(body)} bytes exceeds message_body_bytes_max={max_body}")
-    return None
-
-
-def check_properties_size(props_len: int) -> PutResult | None:
-    """The encoded properties (without the record-CRC tail): at most USER_PROPERTIES_MAX_BYTES."""
-    if props_len > codec.USER_PROPERTIES_MAX_BYTES:
-        return PutResult.refused(PutReason.PROPERTIES_TOO_LARGE,
-                                 f"properties take {props_len} bytes, more than {codec.USER_PROPERTIES_MAX_BYTES}")
-    return None
-
-
-def check_record_size(body_len: int, topic_len: int, props_len: int, max_record: int) -> PutResult | None:
-    """The whole record (``props_len`` with the record-CRC tail) fits in one segment."""
-    if codec.record_size(body_len, topic_len, props_len) > max_record:
-        return PutResult.refused(PutReason.RECORD_TOO_LARGE, "message does not fit in one segment")
-    return None
-
-
-def check_sizes(body, max_body: int, topic_len: int, props_len: int, max_record: int) -> PutResult | None:
-    """check_body, check_properties_size and check_record_size in turn (``props_len`` without the
-    record-CRC tail): what a fast path calls when its bounds test doubts a message."""
-    return (check_body(body, max_body) or check_properties_size(props_len)
-            or check_record_size(len(body), topic_len, props_len + codec.RECORD_CRC_TAIL_LEN, max_record))
-
-
-_I32 = (-(1 << 31), (1 << 31) - 1)
-_I64 = (-(1 << 63), (1 << 63) - 1)
-
-
-def check_number(name: str, v, bounds: tuple[int, int]) -> PutResult | None:
-    """One numeric field, packed as i32 / i64 (``bounds``: _I32, _I64)."""
-    lo, hi = bounds
-    if type(v) is not int or not lo <= v <= hi:
-        return PutResult.refused(PutReason.BAD_FIELD, f"{name} must be an integer in [{lo}, {hi}], not {v!r}")
-    return None
-
-
-def check_numbers(m: Message) -> PutResult | None:
-    """The numeric fields, packed as i32 / i64."""
-    for name, bounds in (("flag", _I32), ("sys_flag", _I32), ("reconsume_times", _I32),
-                         ("prepared_transaction_offset", _I64), ("born_timestamp_ms", _I64)):
-        v = getattr(m, name)
-        if v is None and name == "born_timestamp_ms":
-            continue
-        bad = check_number(name, v, bounds)
-        if bad is not None:
-            return bad
-    return None
-
-
-def check_queue_id(qid, t: TopicState) -> PutResult | None:
-    """An explicit queue id: one of the topic's queues (None: round-robin)."""
-    if qid is not None and not (type(qid) is int and 0 <= qid < t.queue_count):
-        return PutResult.refused(PutReason.BAD_QUEUE_ID,
-                                 f"queue_id {qid} out of range: topic {t.name} has {t.queue_count} queues")
-    return None
-
-
-def check_tags(tags) -> PutResult | None:
-    if tags is not None and (not isinstance(tags, str) or not codec.check_property_text(tags)):
-        return PutResult.refused(PutReason.BAD_PROPERTY, "tags must be a string without \\x01 or \\x02")
-    return None
-
-
-def encode_properties(m: Message) -> bytes | PutResult:
-    """The record's properties of a general message (user properties, TAGS, KEYS) with the
-    record-CRC tail, or the PutResult that refuses them."""
-    merged: dict[str, str] = {}
-    if m.properties:
-        for k, v in m.properties.items():
-            if not isinstance(k, str) or not isinstance(v, str) or not k or k == codec.RECORD_CRC_NAME \
-                    or not codec.check_property_text(k) or not codec.check_property_text(v):
-                return PutResult.refused(PutReason.BAD_PROPERTY,
-                                         f"property {k!r} must be a non-empty string without \\x01 / \\x02, "
-                                         f"with a string value")
-            merged[k] = v
-    if m.tags:
-        merged[PROP_TAGS] = m.tags
-    if m.keys:
-        for k in m.keys:
-            if not isinstance(k, str) or not k or " " in k or not codec.check_property_text(k):
-                return PutResult.refused(PutReason.BAD_PROPERTY, f"key {k!r} must be a non-empty string without spaces")
-        merged[PROP_KEYS] = codec.KEY_SEP.join(m.keys)
-    pb = codec.encode_properties(merged)
-    bad = check_properties_size(len(pb))
-    if bad is not None:
-        return bad
-    return pb + codec.RECORD_CRC_TAIL
-
-
-@lru_cache(maxsize=256)
-def _host_bytes(host: str) -> bytes:
-    return codec.encode_host(host)
-
-
-def born_host_bytes(host: str) -> bytes | PutResult:
-    """A born host ("ipv4:port") as the record keeps it, or the PutResult that refuses it."""
-    try:
-        return _host_bytes(host)
-    except (codec.CodecError, ValueError, TypeError, struct.error):     # struct.error: a port past i32
-        return PutResult.refused(PutReason.BAD_FIELD, f"born_host {host!r} is not ipv4:port")
 
 
 @lru_cache(maxsize=4096)
@@ -329,19 +210,17 @@ class StoreWriter:
 
     def put_encoded(self, topic: str, entries: Sequence[tuple], born_ms: int | None = None,
                     born_host: str | None = None, sys_flag: int = 0, defer_dispatch: bool = False) -> PutResults:
-        """Put messages of one topic whose properties are already encoded: the broker's raw
-        send path, which builds them straight from its frame, with no Message object and no
-        property dict per message. One PutResult per entry, in order, with the same statuses
-        and reasons as put_batch.
+        """Put messages of one topic whose properties are already encoded: the broker's compiled
+        SendMessage lane, which builds them straight from the request's bytes, with no Message
+        object and no property dict per message. One PutResult per entry, in order, with the same
+        statuses and reasons as put_batch.
 
-        Each entry is ``(body, properties, tags_hash, uniq_key, keys)``: ``body`` bytes;
-        ``properties`` the record's properties as codec.encode_properties writes them
-        (TAGS, KEYS, UNIQ_KEY and the rest), without the record CRC tail, every name and
-        value already checked by the caller (codec.check_property_text: the separators
-        would otherwise split them); ``tags_hash`` codec.tags_hash of the tags (0: none);
-        ``uniq_key`` the UNIQ_KEY value or None; ``keys`` the KEYS values or None (both
-        indexed). Queues are picked round-robin. Checked here: the topic (created when
-        auto_create_topics), body type and size, properties size, record size.
+        Each entry is ``(body, properties)``: ``body`` bytes; ``properties`` the record's properties
+        as codec.encode_properties writes them (UNIQ_KEY, TAGS, KEYS and the rest), without the
+        record CRC tail. Checked here like every put (validate.py: check_encoded): the topic
+        (created when auto_create_topics), the properties' bytes, from which the tags hash, the id
+        and the keys are read, body type and size, properties size, record size. Queues are picked
+        round-robin.
 
         ``born_ms``, ``born_host`` ("ipv4:port"), ``sys_flag``: every entry's (default: the store
         time, this store's host, 0), checked as put_batch checks a Message's (BAD_FIELD).
@@ -353,8 +232,8 @@ class StoreWriter:
         now = results.now
         host = self.store_host
         if born_host or born_ms or sys_flag:
-            bad = ((check_number("born_timestamp_ms", born_ms, _I64) if born_ms is not None else None)
-                   or check_number("sys_flag", sys_flag, _I32))
+            bad = ((check_number("born_timestamp_ms", born_ms, I64) if born_ms is not None else None)
+                   or check_number("sys_flag", sys_flag, I32))
             if bad is None and born_host:
                 host = born_host_bytes(born_host)
                 if type(host) is not bytes:
@@ -374,13 +253,19 @@ class StoreWriter:
         name = t.name
         prepared: list = []
         add = prepared.append
-        for i, (body, props, th, uniq, keys) in enumerate(entries):
+        for i, (body, props) in enumerate(entries):
             pl = len(props)
-            if type(body) is not bytes or len(body) > max_body or pl > max_props or len(body) + pl > room:
-                bad = check_sizes(body, max_body, tl, pl, max_record)   # the bounds test doubts it: ask
+            if type(body) is not bytes or type(props) is not bytes or len(body) > max_body or pl > max_props \
+                    or len(body) + pl > room:
+                bad = (check_body(body, max_body) or check_properties_type(props)
+                       or check_sizes(body, max_body, tl, pl, max_record))     # the bounds test doubts it: ask
                 if bad is not None:
                     results.refuse(i, bad)
                     continue
+            why, reserved, th, uniq, keys = check_encoded(props, ENCODED_RESERVED)
+            if why:
+                results.refuse(i, refusal(why, reserved))
+                continue
             pre = tail_prefix.get(pl)
             if pre is None:
                 pre = codec.tail_prefix_crc(t.name_bytes, pl + codec.RECORD_CRC_TAIL_LEN)
@@ -388,7 +273,7 @@ class StoreWriter:
                     tail_prefix[pl] = pre
             ik = None
             if index and (keys or uniq):
-                ik = index_keys(name, keys or (), uniq)
+                ik = index_keys(name, keys.split(codec.KEY_SEP) if keys else (), uniq)
             # a Prepared, in its field order, as a plain tuple (see commit_log.Prepared: why)
             add((i, body, t, props + tail, None, born, host, 0, sys_flag, 0, 0, crc32(body) & 0x7FFFFFFF, th, ik,
                  uniq, crc32(mark, crc32(props, pre))))
@@ -411,23 +296,33 @@ class StoreWriter:
                 return None, PutResults.all_refused(n, bad)
         return t, PutResults(n, self.clock.now_ms(), self.store_host)
 
-    def put_slices(self, topic: str, data, fields, tags_hashes, extra: bytes, skip=None) -> PutResults:
+    def put_slices(self, topic: str, data, fields, extra: bytes = b"", skip=None) -> PutResults:
         """Put messages of one topic given as slices of one buffer (the broker's SendRecords path:
-        its frame, checked in one pass): message i's id (its UNIQ_KEY), tags, keys, user properties
-        and body are ``data[fields[i, j]:fields[i, j] + fields[i, 5 + j]]`` for j = 0 .. 4
-        (``fields``: n x 10 uint32, record_loop.SLICE_FIELDS), every text checked by the caller
-        (UTF-8 without the separators, keys separated by single spaces, no reserved property
-        name); its record's properties are its user properties, UNIQ_KEY, ``extra`` (encoded
-        properties the caller adds to every message), TAGS and KEYS when it has them, and
-        ``tags_hashes[i]`` (int64) its tags hash. ``skip``: a bool array of the messages not put
-        (their results stay for the caller), or None. Queues are picked round-robin. The same
-        checks, statuses and reasons as put_encoded, with no Python work per message: the
-        results are PutResults' arrays (``uniq`` is not filled)."""
+        its frame): message i's id (its UNIQ_KEY), tags, keys, user properties and body are
+        ``data[fields[i, j]:fields[i, j] + fields[i, 5 + j]]`` for j = 0 .. 4 (``fields``: n x 10
+        uint32, record_loop.SLICE_FIELDS); its record's properties are its user properties,
+        UNIQ_KEY, ``extra`` (encoded properties the caller adds to every message), TAGS and KEYS
+        when it has them. ``skip``: a bool array of the messages not put (their results stay for
+        the caller), or None. Queues are picked round-robin. Checked here like every put
+        (validate.py: check_slices, in one compiled pass that also computes the tags hashes): the
+        texts (UTF-8 without the separators, keys separated by single spaces, no property name
+        the store writes itself or ``extra`` has), then the same sizes, statuses and reasons as
+        put_encoded, with no Python work per message: the results are PutResults' arrays
+        (``uniq`` is not filled)."""
         F = np.frombuffer(fields, np.uint32).reshape(-1, SLICE_FIELDS)
         n = len(F)
         t, results = self._topic_batch(topic, n)
         if t is None:
             return results
+        reserved = slice_reserved(extra)
+        if type(reserved) is not tuple:
+            return PutResults.all_refused(n, reserved)
+        if skip is not None:
+            skip = np.ascontiguousarray(skip, np.bool_)
+        why, ths, names = check_slices(data, F, skip, reserved)
+        refused = np.frombuffer(why, np.uint8) != 0
+        for i in np.flatnonzero(refused).tolist():
+            results.refuse(i, refusal(why[i], names.get(i)))
         now = results.now
         tl = len(t.name_bytes)
         lens = F[:, 5:].astype(np.int64)
@@ -436,12 +331,12 @@ class StoreWriter:
         body = lens[:, 4]
         doubtful = ((body > self.max_body) | (props > codec.USER_PROPERTIES_MAX_BYTES)
                     | (codec.FIXED_OVERHEAD + body + tl + props + codec.RECORD_CRC_TAIL_LEN
-                       > self.commit_log.max_record_size))
+                       > self.commit_log.max_record_size)) & ~refused
         if skip is not None:
             doubtful &= ~skip
-            take = ~(doubtful | skip)
+            take = ~(doubtful | skip | refused)
         else:
-            take = ~doubtful
+            take = ~(doubtful | refused)
         for i in np.flatnonzero(doubtful).tolist():
             a = int(F[i, 4])
             bad = check_sizes(bytes(data[a:a + int(body[i])]), self.max_body, tl, int(props[i]),
@@ -451,9 +346,8 @@ class StoreWriter:
         if not len(order):
             return results
         prefix = crc32(f"{t.name}#".encode()) if self.index is not None else -1
-        ths = (np.frombuffer(tags_hashes, np.int64) if isinstance(tags_hashes, (bytes, bytearray, memoryview))
-               else np.ascontiguousarray(tags_hashes, np.int64))
-        items = SlicedItems(t, data, F, order, ths, extra, now, self.store_host, results, {}, bytearray(), prefix)
+        items = SlicedItems(t, data, F, order, np.frombuffer(ths, np.int64), extra, now, self.store_host, results, {},
+                            bytearray(), prefix)
         return self.append_items(items, results)
 
     def prepare(self, m: Message, i: int, now: int) -> tuple | PutResult:

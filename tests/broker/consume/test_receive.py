@@ -6,6 +6,8 @@ its invisible time is over, keeps that across a restart of the pop state; other 
 other groups are not held. ForwardMessageToDeadLetterQueue moves and acks.
 """
 
+import asyncio
+
 from tidemq.protocol.stubs import Code, pb, spb
 
 from ...support.pop import ORDERED, ack, bodies, put
@@ -82,6 +84,8 @@ def test_after_max_deliveries_the_head_goes_to_the_dead_letter_queue_and_the_que
     clock.advance(INVISIBLE_MS / 1000)
     assert bodies(c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)) == [b"a0"]
     clock.advance(INVISIBLE_MS / 1000)
+    assert c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None) == [], "out of attempts: held until it is moved"
+    assert asyncio.run(c.bury()) == 1                    # (a receive moves it right after the pop)
     assert bodies(c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)) == [b"a1"]
     assert [m.body for m in store.get("x", "%DLQ%ordered", 0, 0).messages] == [b"a0"]
     # what the metrics count (tidemq_messages_got_total{topic,status})
@@ -89,9 +93,9 @@ def test_after_max_deliveries_the_head_goes_to_the_dead_letter_queue_and_the_que
 
 
 def forward(c, group, handle):
-    return c.forward_to_dlq(spb.ForwardMessageToDeadLetterQueueRequest(
+    return asyncio.run(c.forward_to_dlq(spb.ForwardMessageToDeadLetterQueueRequest(
         group=pb.Resource(name=group), topic=pb.Resource(name="T"), receipt_handle=handle, message_id="m",
-        delivery_attempt=3, max_delivery_attempts=3)).status.code
+        delivery_attempt=3, max_delivery_attempts=3))).status.code
 
 
 def test_forward_to_the_dead_letter_queue_moves_acks_and_frees_the_queue(world):

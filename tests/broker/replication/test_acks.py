@@ -151,5 +151,6 @@ def test_every_write_checks_the_lease_before_and_after_the_append_async_too():
         a.confirm("f1", c1, 100)
         assert a.wait(100, 0.0) is None
         clock.advance(2.0)                        # the process was stopped between the append and the answer
-        assert a.wait(100, 0.0) is PutReason.LEASE_EXPIRED
+        assert a.wait(100, 0.0) is PutReason.REPLICATION_TIMEOUT, "appended, not acknowledged (its resend waits)"
+        assert "lease ran out" in a.describe(PutReason.REPLICATION_TIMEOUT)
         assert a.refusal()[0] is PutReason.LEASE_EXPIRED and "ran out" in a.refusal()[1]

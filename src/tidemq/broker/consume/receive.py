@@ -36,6 +36,7 @@ from ...store import GetStatus, Message, MessageStore, PutStatus
 from ...record.codec import PROP_UNIQ_KEY, valid_topic
 from ..observe.outcomes import DEAD_LETTERED, OK, REDELIVERED, Outcomes
 from ..sessions.telemetry import client_id_of
+from ..puts import StorePuts
 from ..topic_names import dlq_topic
 from ..wire import INTERNAL, to_wire
 from .pop_state import HandleError, PopState
@@ -48,8 +49,11 @@ SKIP = (GetStatus.OFFSET_TOO_SMALL, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESS
 
 class Consumption:
     def __init__(self, store: MessageStore, config: BrokerConfig, pop: PopState, clock: Clock | None = None,
-                 got: Outcomes | None = None) -> None:
+                 got: Outcomes | None = None, puts: StorePuts | None = None) -> None:
+        """``puts``: where a dead letter's put runs (broker/puts.py; None: inline, for tests that
+        build a Consumption alone)."""
         self.store = store
+        self.puts = puts
         self.got = got if got is not None else Outcomes()     # messages handed out, by topic and status
         self.clock = clock or store.clock
         self.config = config
@@ -57,6 +61,9 @@ class Consumption:
         self.fifo_groups = frozenset(config.fifo_consumer_groups)
         self.arrivals = asyncio.Event()
         self._rr: dict[tuple[str, str], int] = {}
+        # (group, topic, queue, offset) -> (message, why): out of delivery attempts, to be moved to the
+        # dead-letter queue by ``bury`` (a put, which may wait: never inside pop_batch)
+        self._dying: dict[tuple, tuple] = {}
 
     def notify_arrival(self) -> None:
         self.arrivals.set()
@@ -71,15 +78,15 @@ class Consumption:
             return g.messages[0]
         return None
 
-    def _to_dlq(self, group: str, m, why: str) -> str | None:
+    async def _to_dlq(self, group: str, m, why: str) -> str | None:
         """Store ``m`` in ``%DLQ%<group>``; None when done, else what went wrong."""
         topic = dlq_topic(group)
         if self.store.queue_count(topic) == 0:
             self.store.create_topic(topic, 1)
         props = {k: v for k, v in m.properties.items() if k not in INTERNAL}
         props.update({PROP_UNIQ_KEY: m.msg_id, "ORIGIN_TOPIC": m.topic, "ORIGIN_QUEUE_OFFSET": str(m.queue_offset)})
-        r = self.store.put(Message(topic=topic, body=m.body, tags=m.tags, keys=m.keys or None, properties=props,
-                                   queue_id=0))
+        dead = Message(topic=topic, body=m.body, tags=m.tags, keys=m.keys or None, properties=props, queue_id=0)
+        r = await self.puts.run(self.store.put, dead) if self.puts is not None else self.store.put(dead)
         if r.status is not PutStatus.PUT_OK:
             log.error("cannot move message %s to %s: %s %s", m.msg_id, topic, r.status.name, r.error)
             return f"{r.status.name} {r.error or ''}".strip()
@@ -119,11 +126,9 @@ class Consumption:
                 self.pop.drop(group, topic, q, o)
                 continue
             if inf.attempt >= self.config.delivery_attempts_max:
-                if self._to_dlq(group, m, f"after {inf.attempt} deliveries") is None:
-                    self.pop.drop(group, topic, q, o)
-                    self.got.add(topic, DEAD_LETTERED)
-                elif in_order:
-                    return
+                self._dying.setdefault((group, topic, q, o), (m, f"after {inf.attempt} deliveries"))
+                if in_order:
+                    return                  # nothing past it before it is moved (bury)
                 continue
             h = self.pop.deliver(group, topic, q, o, inf.attempt + 1, now + invisible_ms, renew_for, renew_until)
             out.append(to_wire(m, inf.attempt + 1, h, invisible_ms))
@@ -143,6 +148,25 @@ class Consumption:
                 break
             if g.next_offset <= cursor:
                 break
+
+    async def bury(self) -> int:
+        """Move the messages pop_batch found out of delivery attempts to their groups' dead-letter
+        queues; one that could not be moved stays in flight and is tried again at the next receive.
+        How many were moved."""
+        moved = 0
+        while self._dying:
+            key = next(iter(self._dying))
+            m, why = self._dying[key]
+            group, topic, q, o = key
+            try:
+                err = await self._to_dlq(group, m, why)
+            finally:
+                del self._dying[key]
+            if err is None:
+                self.pop.drop(group, topic, q, o)
+                self.got.add(topic, DEAD_LETTERED)
+                moved += 1
+        return moved
 
     def next_visible_ms(self, group: str, topic: str) -> int | None:
         best = None
@@ -190,6 +214,8 @@ class Consumption:
         while True:
             self.arrivals.clear()
             msgs = self.pop_batch(group, topic, batch, invisible_ms, tags, renew_for)
+            if self._dying and await self.bury() and not msgs:
+                continue                # moved: what was behind a dead letter may be deliverable now
             left = deadline - time.monotonic()
             if msgs or left <= 0:
                 break
@@ -262,7 +288,7 @@ class Consumption:
             self.notify_arrival()          # a held queue may now free sooner than a waiting receive thinks
         return spb.ChangeInvisibleDurationResponse(status=status(Code.OK), receipt_handle=h)
 
-    def forward_to_dlq(self, request):
+    async def forward_to_dlq(self, request):
         """ForwardMessageToDeadLetterQueue (the FIFO push consumer, once its local retries are spent):
         the message goes to ``%DLQ%<group>`` and is done for the group, as if acked. A repeated
         forward of a message already done answers OK (the client resends until it sees OK)."""
@@ -278,7 +304,7 @@ class Consumption:
                             "dead-lettered", topic, qid, offset, group)
             else:
                 why = f"by the client after {request.delivery_attempt} attempt(s)"
-                err = self._to_dlq(group, m, why)
+                err = await self._to_dlq(group, m, why)
                 if err is not None:
                     return spb.ForwardMessageToDeadLetterQueueResponse(status=status(
                         Code.INTERNAL_SERVER_ERROR, f"cannot store the message in {dlq_topic(group)}: {err}"))

@@ -183,13 +183,13 @@ class Timer:
         self._saved_at = self.store.clock.monotonic_s()
 
     # The one task -----------------------------------------------------------------------
-    async def run(self, in_thread: bool = False) -> None:
+    async def run(self) -> None:
         """Read, move, checkpoint; sleep until the next due time or a new delayed message."""
         loop = asyncio.get_running_loop()
         while True:
             self.wake.clear()
             try:
-                if in_thread:             # SYNC_FLUSH puts wait for the disk: not on the event loop
+                if self.store.puts_may_wait:      # its puts wait for the disk or followers: not on the loop
                     fut = loop.run_in_executor(None, self._round)
                     try:
                         busy, failed = await asyncio.shield(fut)

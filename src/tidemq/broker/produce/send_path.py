@@ -1,60 +1,62 @@
-"""What every send goes through, whatever its wire format (SendMessage in send_message.py,
-SendRecords in send_records.py):
+"""The one way a send goes, whatever its wire format: ``SendPath.send(batch, caller) -> Verdicts``.
 
-* flow control first (protection/flow.SendGate: the connection's in-flight bounds, then resource
-  alarms and the flush backlog, holding the send within its deadline): ``gated``;
-* topic checks: a valid name, not a system topic, known or auto-created: ``topic_check``;
-* the dedup window (dedup.py): (topic, message id) of recent stores, so that a resend after
-  a timeout is answered with the first store's offset instead of being stored twice, and
-  flagged as a duplicate (the SendRecords frame's ``duplicates``, SendMessage's
-  ``tidemq-duplicates`` trailer: protocol/data.py), with the text DUPLICATE for people:
-  ``seen`` / ``remember`` (a batch by its dedup keys: ``seen_keys`` / ``remember_keys``); a
-  resend of a message appended but not confirmed (FLUSH_*_TIMEOUT) is
-  never appended again: ``remember_unconfirmed``, ``Unconfirmed``;
-* the put (on a thread under SYNC_FLUSH or SYNC replication, inline otherwise) and the store outcome as a
-  protocol status code: ``put_batch`` / ``put_one`` / ``put_slices``, ``put_code``;
-* waking long-polling consumers and the timer after a store: ``stored``;
-* what each message was answered, counted by topic and status (observe/outcomes.py, the
-  metric tidemq_messages_put_total): ``answered``.
+The lanes (send_message.py: SendMessage; send_records.py: SendRecords frames) only parse their
+wire format into a SendBatch (batch.py) and encode the verdicts back. Here, once each, in order:
+
+1. **gate** (protection/flow.SendGate): the connection's in-flight bounds, then resource alarms and
+   the flush backlog, holding the send within its deadline; refused there, every message is
+   answered TOO_MANY_REQUESTS with the reason (HELD);
+2. **checks**: an empty body (MESSAGE_BODY_EMPTY); the topic, once per topic: a valid name, not a
+   system topic, known or auto-created (``topic_check``);
+3. **dedup** (resends.py): a resend of a message stored before is answered with its first store's
+   offset (DUPLICATE, code OK), one appended but not confirmed is answered its code again and never
+   appended twice;
+4. **route** (SendMessage's Messages only): a FIFO message to the queue its message group hashes
+   to, a DELAY message due later parked in the schedule topic, a TRANSACTION message in the half
+   topic (deferred/);
+5. **put** (MessageStore.put_batch / put_encoded / put_slices, by payload; on a thread when puts
+   may wait, inline otherwise: broker/puts.py), each message's outcome as a verdict (``put_code``);
+6. **remember** what was stored (the dedup window; the appended-but-unconfirmed), wake long-polling
+   consumers and the timer;
+7. **count** what each message was answered, by topic and code (observe/outcomes.py: the metric
+   tidemq_messages_put_total; duplicates as DUPLICATE).
+
+The store validates every record itself (store/validate.py): what a lane did not refuse and the
+store does comes back as a verdict with the store's reason.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Awaitable, Callable, TypeVar
+from typing import Callable
+
+import numpy as np
 
 from ...config import BrokerConfig
-from ...protocol.stubs import Code
+from ...protocol.stubs import Code, MessageType
+from ...record.codec import topic_problem
 from ...store import MessageStore, PutReason, PutStatus, StoreNotRunning
-from ...record.codec import PROP_UNIQ_KEY, topic_problem
+from ..deferred.parking import PROP_DELIVER_MS, park
 from ..observe.outcomes import DUPLICATE as DUPLICATE_STATUS
 from ..observe.outcomes import Outcomes
 from ..protection.flow import SendGate
-from ..topic_names import SYSTEM_TOPICS
-from .dedup import KEY_BYTES, DedupWindow
+from ..puts import StorePuts
+from ..topic_names import SCHEDULE_TOPIC, SYSTEM_TOPICS
+from ..wire import fifo_queue
+from .batch import DUPLICATE as DUPLICATE_VERDICT
+from .batch import HELD, OPEN, REFUSED, STORED, Caller, Encoded, Messages, SendBatch, Slices, Verdicts
+from .dedup import KEY_BYTES
+from .resends import Resends, Unconfirmed
 
-T = TypeVar("T")
-DUPLICATE = "duplicate: already stored"
-UNCONFIRMED_MAX = 10_000        # appended sends not yet confirmed (disk, followers) remembered for their resends
+DUPLICATE_TEXT = "duplicate: already stored"
 SENDABLE_MAX = 4096             # topic names remembered as valid by topic_check (its fast path)
-# what an appended-but-unconfirmed put answered: its resend is not stored again (below)
-APPENDED = (PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT)
-
-
-class Unconfirmed(tuple):
-    """``seen``'s answer for a resend of a message that is in the log but not yet where its
-    acknowledgement needs it (on disk, on enough followers): (code, text) to answer again; it is
-    never stored a second time."""
-
 
 _RESOURCE_REFUSALS = frozenset((PutReason.DISK_FULL, PutReason.ARCHIVE_PENDING, PutReason.UNCONSUMED_BACKLOG))
 
 
 def put_code(st: PutStatus, reason: PutReason | None) -> int:
     """A store outcome (PutResult.status, PutResult.reason) as a gRPC status code (how the
-    official clients react: see the doc)."""
+    official clients react: see docs/broker-protocol.md)."""
     if st is PutStatus.PUT_OK:
         return Code.OK
     if st is PutStatus.FLUSH_DISK_TIMEOUT:
@@ -84,30 +86,22 @@ def put_code(st: PutStatus, reason: PutReason | None) -> int:
 
 
 class SendPath:
-    def __init__(self, store: MessageStore, config: BrokerConfig, gate: SendGate, puts: ThreadPoolExecutor,
-                 on_stored: Callable[..., None]) -> None:
+    def __init__(self, store: MessageStore, config: BrokerConfig, gate: SendGate, puts: StorePuts,
+                 on_stored: Callable[[bool], None], timer=None, transactions=None) -> None:
+        """``on_stored(parked)``: something was stored (long polls wake up; ``parked``: a delayed
+        message went to the schedule topic, the timer wakes up); ``timer`` / ``transactions``
+        (deferred/): their bounds and the half topic, for routing DELAY and TRANSACTION messages."""
         self.store = store
         self.config = config
         self.gate = gate
-        self._puts = puts
-        self.in_thread = store.config.sync_flush          # puts that wait (a flush, followers) run on a thread
+        self.puts = puts
+        self.timer = timer
+        self.transactions = transactions
         self.auto_create = store.config.auto_create_topics  # off on a follower: topics are the leader's
         self.spread = None           # topic -> (queues, owned here) of a topic spread over broker groups, or None
         self._on_stored = on_stored
-        self.recent = DedupWindow(config.send_dedup_window_entries)
-        # after a start the window is empty: until then, ids it does not know are looked up in the
-        # index (durable, rebuilt by recovery) among messages stored from ``_index_from_ms`` on
-        span_s = config.send_dedup_after_restart_s if config.send_dedup_window_entries else 0.0
-        if store.commitlog_max_offset == store.commitlog_min_offset:
-            span_s = 0.0             # nothing was stored before this start: nothing to look up
-        self._index_until_s = time.monotonic() + span_s
-        self._index_from_ms = store.clock.now_ms() - int(span_s * 1000)
-        self.latency = None          # observe/latency.LatencyBuckets of the puts, once the broker observes
-        # the dedup key of (topic, message id) -> (queue offset, txn, log end) of puts answered
-        # FLUSH_*_TIMEOUT: appended, so a resend must not append again; answered OK once the store
-        # confirms the end
-        self.unconfirmed: dict[bytes, tuple[int, str, int]] = {}
-        self.outcomes = Outcomes(self._queue_count)     # messages by topic and the status they were answered
+        self.resends = Resends(store, config)
+        self.outcomes = Outcomes(self._queue_count)     # messages by topic and the code they were answered
         self._sendable: set[str] = set()       # topic names topic_check found valid (at most SENDABLE_MAX)
 
     def _queue_count(self, topic: str) -> int:
@@ -116,40 +110,77 @@ class SendPath:
         except StoreNotRunning:
             return 0
 
-    def answered(self, topics, codes: list[int], duplicates=()) -> None:
-        """Count the answers to one request's messages: ``topics`` one per message (or one topic
-        for all), ``codes`` one per message, ``duplicates`` the indexes answered from the dedup
-        window (counted as DUPLICATE, not OK)."""
-        out = self.outcomes
-        if isinstance(topics, str) and not duplicates and len(set(codes)) == 1:
-            out.add_code(topics, codes[0], len(codes))      # the common case: one update
-            return
-        dup = set(duplicates)
-        for i, c in enumerate(codes):
-            t = topics if isinstance(topics, str) else topics[i]
-            if i in dup:
-                out.add(t, DUPLICATE_STATUS)
-            else:
-                out.add_code(t, c)
-
-    # flow control ---------------------------------------------------------------------------
-    async def gated(self, context, nbytes: int, send: Callable[[], Awaitable[T]]) -> tuple[str | None, T | None]:
-        """(None, what ``send`` returned) once the gate lets the send through, or (the refusal,
-        None): TOO_MANY_REQUESTS for the caller to answer for every message."""
-        peer = context.peer()
-        refusal = self.gate.enter(peer, nbytes)
+    # the path ---------------------------------------------------------------------------------
+    async def send(self, batch: SendBatch, caller: Caller) -> Verdicts:
+        """Every message of ``batch`` through the steps above: one verdict each."""
+        v = Verdicts(batch.n)
+        for i, (code, text) in batch.refused.items():
+            v.refuse(i, code, text)
+        refusal = self.gate.enter(caller.peer, batch.nbytes)
+        kind = REFUSED
+        if refusal is None:
+            try:
+                if self.gate.blocked() is not None:          # rare: the common path makes no wait
+                    refusal = await self.gate.hold(caller.time_remaining())
+                    kind = HELD
+                if refusal is None:
+                    await self._send(batch, v, caller)
+            finally:
+                self.gate.leave(caller.peer, batch.nbytes)
         if refusal is not None:
-            return refusal, None
-        try:
-            if self.gate.blocked() is not None:          # rare: the common path makes no wait
-                refusal = await self.gate.hold(context.time_remaining())
-                if refusal is not None:
-                    return refusal, None
-            return None, await send()
-        finally:
-            self.gate.leave(peer, nbytes)
+            v.refuse_all(Code.TOO_MANY_REQUESTS, refusal, kind)
+        self._count(batch, v)
+        return v
 
-    # topics -----------------------------------------------------------------------------------
+    async def _send(self, batch: SendBatch, v: Verdicts, caller: Caller) -> None:
+        self._check(batch, v)
+        if not v.any_open():
+            return
+        keys = batch.keys if batch.keys is not None else self._keys(batch)
+        found = self.resends.find(keys, v.open(), batch.topic_of, batch.id_of)
+        for i, earlier in found.items():
+            if isinstance(earlier, Unconfirmed):        # in the log, not confirmed: never appended twice
+                reason, text = earlier
+                v.refuse(i, put_code(reason.status, reason), text)
+            else:                                       # a resend of a stored message: answered again
+                v.duplicate(i, earlier[0], earlier[1], DUPLICATE_TEXT)
+        parked, halves = False, ()
+        if type(batch.payload) is Messages:
+            parked, halves = self._route(batch.payload, v, caller)
+        if v.any_open():
+            await self._put(batch, v, keys, halves, parked)
+
+    # 2. checks --------------------------------------------------------------------------------
+    def _check(self, batch: SendBatch, v: Verdicts) -> None:
+        """Empty bodies, then each topic once: refused messages get their verdict."""
+        p = batch.payload
+        if type(p) is Encoded:
+            empty = () if p.entry[0] else (0,)
+        elif type(p) is Slices:
+            empty = np.flatnonzero(np.asarray(p.fields).reshape(-1, 10)[:, 9] == 0).tolist()
+        else:
+            empty = [i for i, m in enumerate(p.messages) if not m.body]
+        for i in empty:
+            if v.kinds[i] == OPEN:
+                v.refuse(i, Code.MESSAGE_BODY_EMPTY, "the body is empty")
+        if batch.topic is not None:
+            _, code, why = self.topic_check(batch.topic)
+            if code != Code.OK:
+                if not v.decided:
+                    v.refuse_all(code, why)
+                else:
+                    for i in v.open():
+                        v.refuse(i, code, why)
+            return
+        checked: dict[str, tuple] = {}
+        for i in v.open():
+            t = batch.topics[i]
+            got = checked.get(t)
+            if got is None:
+                got = checked[t] = self.topic_check(t)
+            if got[1] != Code.OK:
+                v.refuse(i, got[1], got[2])
+
     def ensure_topic(self, name: str) -> int:
         """Queue count of the topic (0: unknown); ValueError for a name that can never be a topic."""
         problem = topic_problem(name)
@@ -185,121 +216,135 @@ class SendPath:
             self._sendable.add(name)           # a valid name, not a system topic: known from now on
         return n, Code.OK, ""
 
-    # dedup window ---------------------------------------------------------------------------
-    def seen(self, topic: str, message_id: str) -> tuple[int, str] | Unconfirmed | None:
-        """(queue offset, transaction id) of a recent store of this message id, Unconfirmed for a
-        resend of one stored but not confirmed yet, or None."""
-        if not message_id:
+    # 3. dedup keys ------------------------------------------------------------------------------
+    def _keys(self, batch: SendBatch) -> bytes:
+        """The dedup keys of a batch whose lane did not compute them."""
+        key, topic_of, id_of = self.resends.key, batch.topic_of, batch.id_of
+        if batch.n == 1:
+            return key(topic_of(0), id_of(0))
+        return b"".join(key(topic_of(i), id_of(i)) for i in range(batch.n))
+
+    # 4. routes ----------------------------------------------------------------------------------
+    def _route(self, p: Messages, v: Verdicts, caller: Caller) -> tuple[bool, set[int]]:
+        """FIFO queues, DELAY parking, TRANSACTION halves for the open messages: (a delayed message
+        was parked, the indexes of the half messages)."""
+        parked, halves = False, set()
+        store = self.store
+        for i in v.open():
+            m, mtype = p.messages[i], p.types[i]
+            group = p.groups[i]
+            if group:                        # FIFO: hashed to one of the queues this broker writes
+                ids = store.write_queues(m.topic)
+                q = fifo_queue(group, store.queue_count(m.topic))
+                m.queue_id = q if q in ids else ids[q % len(ids)]
+            if mtype == MessageType.TRANSACTION:
+                t = self.transactions
+                if t.undecided >= self.config.transaction_undecided_max:
+                    v.refuse(i, Code.TOO_MANY_REQUESTS, f"{t.undecided} transactions undecided "
+                                                        f"(transaction_undecided_max)")
+                    continue
+                p.messages[i] = t.half(m, caller.client_id)
+                halves.add(i)
+            elif mtype == MessageType.DELAY and p.delivery_ms[i] is not None:
+                refusal = self._delay(p, i)
+                if refusal is not None:
+                    v.refuse(i, *refusal)
+                    continue
+                parked = parked or p.messages[i].topic == SCHEDULE_TOPIC
+        return parked, halves
+
+    def _delay(self, p: Messages, i: int) -> tuple[int, str] | None:
+        """A DELAY message: its delivery time kept, parked in the schedule topic when due later;
+        the refusal (code, text) of a time too far away or a full timer."""
+        m, due = p.messages[i], p.delivery_ms[i]
+        now = self.store.clock.now_ms()
+        if due - now > self.config.timer_delay_s_max * 1000:
+            return Code.ILLEGAL_DELIVERY_TIME, (f"delivery time {due} ms is more than "
+                                                f"timer_delay_s_max={self.config.timer_delay_s_max:g} away")
+        m.properties[PROP_DELIVER_MS] = str(due)
+        if due <= now:
             return None
-        key = self.recent.key(topic, message_id)
-        if self.unconfirmed and key in self.unconfirmed:
-            return self._unconfirmed(key)
-        earlier = self.recent.get_key(key)
-        if earlier is None and self._index_until_s and time.monotonic() < self._index_until_s:
-            earlier = self._stored_before_start(topic, message_id)
-        return earlier
+        if self.timer.pending >= self.config.timer_pending_max:
+            return Code.TOO_MANY_REQUESTS, f"{self.timer.pending} delayed messages waiting (timer_pending_max)"
+        p.messages[i] = park(m, SCHEDULE_TOPIC)
+        return None
 
-    def seen_keys(self, topic: str, keys, message_id: Callable[[int], str]) -> dict[int, tuple[int, str] | Unconfirmed]:
-        """``seen`` of a batch by its dedup keys (``keys``: dedup.KEY_BYTES each, zero: no usable id;
-        ``message_id(i)``: message i's id, asked only on the rare paths): {index: (queue offset,
-        transaction id), or Unconfirmed}."""
-        found = self.recent.find_keys(keys)
-        n = len(keys) // KEY_BYTES
-        if self.unconfirmed:
-            u = self.unconfirmed
-            for i in range(n):
-                k = bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)])
-                if k in u:
-                    found[i] = self._unconfirmed(k)
-        if self._index_until_s and time.monotonic() < self._index_until_s:
-            for i in range(n):
-                if i not in found and any(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]):
-                    earlier = self._stored_before_start(topic, message_id(i))
-                    if earlier is not None:
-                        found[i] = earlier
-        return found
+    # 5-6. put, remember -------------------------------------------------------------------------
+    async def _put(self, batch: SendBatch, v: Verdicts, keys: bytes, halves, parked: bool) -> None:
+        store, puts, p = self.store, self.puts, batch.payload
+        inline = not store.puts_may_wait
+        where = None
+        if type(p) is Encoded:
+            r = await puts.timed(store.put_encoded, batch.topic, (p.entry,), p.born_ms, p.born_host, p.sys_flag,
+                                 inline)
+        elif type(p) is Slices:
+            skip = np.array(v.kinds, np.uint8) != OPEN if v.decided else None
+            r = await puts.timed(store.put_slices, batch.topic, p.raw, p.fields, p.extra, skip)
+        else:
+            where = v.open()
+            r = await puts.timed(store.put_batch, [p.messages[i] for i in where], inline)
+        if inline and type(p) is not Slices:
+            # the dispatch was left for after the answer (store/put_lock.py): one message finds
+            # every cache cold, and RocketMQ answers before it dispatches too
+            asyncio.get_running_loop().call_soon(store.drain_dispatch)
+        if self._record(batch, v, r, where, keys, halves):
+            self._on_stored(parked)
 
-    def _unconfirmed(self, key: bytes) -> tuple[int, str] | Unconfirmed:
-        """A resend of a message appended but answered FLUSH_*_TIMEOUT: Unconfirmed while the store
-        still does not confirm it, else (queue offset, transaction id), moved to the window."""
-        offset, txn, end = self.unconfirmed[key]
-        why = self.store.confirm(end)
-        if why is not None:
-            return Unconfirmed((put_code(why.status, why), f"stored, not yet confirmed ({why.name})"))
-        del self.unconfirmed[key]
-        self.recent.put_key(key, offset, txn)
-        return offset, txn
+    def _record(self, batch: SendBatch, v: Verdicts, r, where, keys: bytes, halves) -> bool:
+        """The store's outcomes as verdicts (``where``: the batch index of each result, None: the
+        same); what was stored remembered. True when something was stored."""
+        size, qid, qoff = r.size, r.qid, r.qoff
+        ok = r.status is PutStatus.PUT_OK
+        if ok and where is None and not v.decided and not r.refused:     # the store took the batch whole
+            if batch.n == 1:
+                v.stored(0, qid[0], qoff[0])
+            else:
+                v.all_stored(qid.tolist(), qoff.tolist())
+        else:
+            code, text = (Code.OK, "") if ok else (put_code(r.status, r.reason), r.error or r.status.name)
+            for k in range(len(size)):
+                if size[k] <= 0:
+                    continue
+                i = k if where is None else where[k]
+                if v.kinds[i] != OPEN:
+                    continue
+                if ok:
+                    v.stored(i, qid[k], qoff[k])
+                else:
+                    v.refuse(i, code, text)
+                    # appended, not confirmed (disk, followers): its resend is answered, never stored again
+                    self.resends.remember_unconfirmed(bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]), r.status,
+                                                      qoff[k], r.phys[k] + size[k])
+            for k, res in r.refused.items():
+                i = k if where is None else where[k]
+                if v.kinds[i] == OPEN:
+                    v.refuse(i, put_code(res.status, res.reason), res.error or res.status.name)
+            if not ok or STORED not in v.kinds:
+                return False
+        txns: dict[int, str] = {}
+        if type(batch.payload) is Messages:               # (the other lanes' messages all have ids)
+            for k in range(len(size)):
+                i = k if where is None else where[k]
+                if v.kinds[i] != STORED:
+                    continue
+                one = r[k]
+                if i in halves:
+                    txns[i] = v.txns[i] = one.offset_msg_id or ""      # the half message's id
+                if not batch.id_of(i):
+                    v.ids[i] = one.msg_id or ""                     # sent without an id: the store's
+        self.resends.remember(keys, v.offsets, v.kinds, txns)
+        return True
 
-    def _stored_before_start(self, topic: str, message_id: str) -> tuple[int, str] | None:
-        """A message of this id stored shortly before the broker started (the index has its
-        UNIQ_KEY), remembered in the window; None when there is none (or no index)."""
-        if self.store.index is None:
-            return None
-        found = [m for m in self.store.query_by_key(topic, message_id, 4, self._index_from_ms)
-                 if m.properties.get(PROP_UNIQ_KEY) == message_id]      # its id, not a key of another
-        if not found:
-            return None
-        offset = found[0].queue_offset
-        self.recent.put(topic, message_id, offset)
-        return offset, ""
-
-    def remember(self, topic: str, message_id: str, offset: int, txn: str = "") -> None:
-        self.recent.put(topic, message_id, offset, txn)
-
-    def remember_unconfirmed(self, topic: str, message_id: str, status: PutStatus, queue_offset: int, end: int,
-                             txn: str = "") -> None:
-        """A put that was appended (its record ends at log offset ``end``) but answered
-        FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT (``status``): its resend is answered from here
-        (OK once confirmed), never appended a second time."""
-        if not message_id or status not in APPENDED:
+    # 7. count -----------------------------------------------------------------------------------
+    def _count(self, batch: SendBatch, v: Verdicts) -> None:
+        """What each message was answered, by topic and code; one update in the common case."""
+        out, codes = self.outcomes, v.codes
+        if batch.topic is not None and DUPLICATE_VERDICT not in v.kinds and codes.count(codes[0]) == batch.n:
+            out.add_code(batch.topic, codes[0], batch.n)
             return
-        if len(self.unconfirmed) >= UNCONFIRMED_MAX:
-            self.unconfirmed.pop(next(iter(self.unconfirmed)))
-        self.unconfirmed[self.recent.key(topic, message_id)] = (queue_offset, txn, end)
-
-    def remember_keys(self, keys, offsets, stored) -> None:
-        """Messages just stored, by their dedup keys: ``offsets`` their queue offsets, ``stored`` a
-        bool array of the ones stored (their ids usable)."""
-        self.recent.put_keys(keys, offsets, stored)
-
-    # the put ------------------------------------------------------------------------------------
-    async def put_batch(self, msgs, defer_dispatch: bool = False):
-        """The put; ``defer_dispatch`` (honoured for an inline put, not ``in_thread``): the
-        consume-queue units and index entries are written after the answer leaves (the next loop
-        round, or before anything reads or puts: store/put_lock.py), as RocketMQ dispatches."""
-        began = time.perf_counter()
-        if self.in_thread:
-            out = await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_batch, msgs)
-        elif defer_dispatch:
-            out = self.store.put_batch(msgs, defer_dispatch=True)
-            asyncio.get_running_loop().call_soon(self.store.drain_dispatch)
-        else:
-            out = self.store.put_batch(msgs)     # microseconds: no thread hop
-        if self.latency is not None:
-            self.latency.observe(time.perf_counter() - began)
-        return out
-
-    def put_one(self, topic: str, entry: tuple, born_ms: int | None, born_host: str | None, sys_flag: int):
-        """An inline put (not ``in_thread``) of one message with its properties encoded
-        (MessageStore.put_encoded), its dispatch after the answer (``put_batch``'s defer_dispatch)."""
-        began = time.perf_counter()
-        out = self.store.put_encoded(topic, (entry,), born_ms, born_host, sys_flag, defer_dispatch=True)
-        asyncio.get_running_loop().call_soon(self.store.drain_dispatch)
-        if self.latency is not None:
-            self.latency.observe(time.perf_counter() - began)
-        return out
-
-    async def put_slices(self, topic: str, *args):
-        began = time.perf_counter()
-        if self.in_thread:
-            out = await asyncio.get_running_loop().run_in_executor(self._puts, self.store.put_slices, topic, *args)
-        else:
-            out = self.store.put_slices(topic, *args)
-        if self.latency is not None:
-            self.latency.observe(time.perf_counter() - began)
-        return out
-
-    def stored(self, parked: bool = False) -> None:
-        """Something was stored: long-polling receives wake up, and the timer when a delayed
-        message was parked (``parked``)."""
-        self._on_stored(parked)
+        for i in range(batch.n):
+            t = batch.topic_of(i)
+            if v.kinds[i] == DUPLICATE_VERDICT:
+                out.add(t, DUPLICATE_STATUS)
+            else:
+                out.add_code(t, codes[i])

@@ -8,7 +8,8 @@ than ``in_sync_replicas_min``: REPLICAS_NOT_ENOUGH, before anything is written),
 after the append (the senders wake up), ``wait(end, timeout_s)`` before it answers: SYNC, until
 *every* follower of the in-sync set confirmed everything before ``end``; REPLICA_LOST when the
 set shrank below ``in_sync_replicas_min`` meanwhile, REPLICATION_TIMEOUT after ``timeout_s``;
-then, both modes, the lease again (LEASE_EXPIRED: appended, not acknowledged).
+then, both modes, the lease again (run out: REPLICATION_TIMEOUT, appended and not acknowledged, as
+a put not confirmed in time: its resend is never stored twice).
 
 The in-sync set (``isr``: followers; the leader is always in it) is the coordinator's record
 (coordinator.py keeps it there) as the waits see it, and never smaller than the record: a member
@@ -297,7 +298,10 @@ class ReplicaAcks:
                         self.timeouts += 1
                     return r
         if self._lease_refusal() is not None:
-            return PutReason.LEASE_EXPIRED
+            # appended, and not acknowledged: answered as not confirmed in time (so that a resend is
+            # never stored twice: it is answered OK once the lease is confirmed again, or goes to the
+            # next leader, which finds it by its id if it was copied)
+            return PutReason.REPLICATION_TIMEOUT
         return None
 
     def poke(self) -> None:
@@ -311,9 +315,10 @@ class ReplicaAcks:
         if reason is PutReason.REPLICA_LOST:
             return (f"appended, but the in-sync set shrank below in_sync_replicas_min={self.min_in_sync} "
                     f"follower(s) before they confirmed it ({who})")
-        if reason is PutReason.LEASE_EXPIRED:
-            return ("appended, but this leader's lease ran out before the answer: it is not acknowledged (a new "
-                    "leader may not have it; the client's retry is answered there)")
+        lapsed = self.lease is not None and not self.lease.valid()
+        if lapsed:
+            return ("appended, but this leader's lease ran out before the answer: not acknowledged (a new leader "
+                    "may not have it; a resend is answered once it is confirmed, here or there)")
         return (f"appended, but not confirmed by every follower of the in-sync set within replication_timeout_ms="
                 f"{int(self.timeout_s * 1000)} ({who})")
 

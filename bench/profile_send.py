@@ -1,0 +1,151 @@
+"""The broker's own CPU per send, in process: the handlers of SendMessage (the compiled lane, from
+the request's bytes, and the general path, from a decoded request) and of SendRecords, called in a
+loop on an event loop with a context stand-in, against a fresh store under bench/.tmp (ASYNC_FLUSH,
+topic of 8 queues, 1 KiB bodies). No gRPC, no client, no network: what is left is what the
+broker's code costs per request, which a loaded machine disturbs far less than a throughput.
+
+    .venv/bin/python bench/profile_send.py                      # CPU us per request, per variant
+    .venv/bin/python bench/profile_send.py --profile one        # + cProfile of one variant (top 25)
+    TIDEMQ_BENCH_SRC=$(python bench/_report.py snapshot --rev X) .venv/bin/python bench/profile_send.py
+
+A tool, not a benchmark (no reference, no goal): compare two versions by running it on each with
+TIDEMQ_BENCH_SRC, interleaved. Prints one JSON line per variant: CPU microseconds per request and
+per message (the median of ``--repeats`` timed loops of ``--requests`` requests each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import itertools
+import json
+import os
+import pstats
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import _report  # noqa: F401 - puts TIDEMQ_BENCH_SRC first on sys.path
+from _report import TMP_PARENT
+
+
+class Context:
+    """What the handlers ask of a grpc.aio context."""
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:40000"
+
+    def invocation_metadata(self):
+        return (("x-mq-client-id", "bench-client"),)
+
+    def time_remaining(self):
+        return 10.0
+
+    def set_trailing_metadata(self, md) -> None:
+        pass
+
+
+_next_id = itertools.count()      # every message of every request has an id of its own (no resends)
+
+
+def requests(kind: str, n: int):
+    from tidemq.protocol.send_frame import encode_request
+    from tidemq.protocol.stubs import pb, spb
+    body = b"x" * 1024
+    if kind == "records":
+        return [encode_request("Bench", [body] * 256, [b"%012d" % next(_next_id) for _ in range(256)])
+                for _ in range(n)]
+    out = []
+    for _ in range(n):
+        sp = pb.SystemProperties(message_id=f"01BENCH{next(_next_id):020d}", message_type=pb.MessageType.NORMAL, tag="TagA",
+                                 born_host="127.0.0.1")
+        sp.born_timestamp.seconds = 1_700_000_000
+        m = pb.Message(topic=pb.Resource(name="Bench"), body=body, system_properties=sp)
+        if kind == "general":
+            m.user_properties["color"] = "red"            # not the common request: the general path
+        out.append(spb.SendMessageRequest(messages=[m]).SerializeToString())
+    return out
+
+
+async def run(kind: str, reqs, svc, records) -> None:
+    ctx = Context()
+    from tidemq.protocol.stubs import spb
+    if kind == "records":
+        for raw in reqs:
+            await records.send(raw, ctx)
+    elif kind == "one":
+        for raw in reqs:
+            await svc.SendMessageBytes(raw, ctx)
+    else:
+        for raw in reqs:
+            await svc.SendMessage(spb.SendMessageRequest.FromString(raw), ctx)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--requests", type=int, default=4000)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--kinds", default="one,general,records")
+    ap.add_argument("--profile", default="", help="a kind to profile with cProfile after the timing")
+    args = ap.parse_args()
+    import uvloop
+
+    from tidemq.broker.produce.send_records import RecordSends
+    from tidemq.broker.service import MessagingService
+    from tidemq.config import BrokerConfig, StoreConfig
+    from tidemq.store import MessageStore
+    os.makedirs(TMP_PARENT, exist_ok=True)
+    root = tempfile.mkdtemp(prefix="profile-send-", dir=TMP_PARENT)
+    loop = uvloop.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        store = MessageStore(StoreConfig(root_dir=root, segment_size_bytes=256 << 20)).start()
+        store.create_topic("Bench", 8)
+        svc = loop.run_until_complete(_service(MessagingService, store, BrokerConfig()))
+        records = RecordSends(svc.sends)
+        for kind in args.kinds.split(","):
+            n = args.requests // (64 if kind == "records" else 1)
+            loop.run_until_complete(run(kind, requests(kind, max(1, n // 4)), svc, records))      # warm up
+            samples = []
+            for r in range(args.repeats):
+                reqs = requests(kind, n)
+                before = stored(store)
+                began = time.process_time()
+                loop.run_until_complete(run(kind, reqs, svc, records))
+                samples.append((time.process_time() - began) / n * 1e6)
+                want = n * (256 if kind == "records" else 1)
+                if stored(store) - before != want:     # every request must have stored its messages
+                    raise SystemExit(f"{kind}: {stored(store) - before} messages stored, {want} sent")
+            per_req = statistics.median(samples)
+            per_msg = per_req / (256 if kind == "records" else 1)
+            print(json.dumps({"kind": kind, "requests": n, "cpu_us_per_request": round(per_req, 2),
+                              "cpu_us_per_message": round(per_msg, 3), "samples": [round(s, 2) for s in samples],
+                              "src": os.environ.get("TIDEMQ_BENCH_SRC", "checkout")}), flush=True)
+            if kind == args.profile:
+                prof = cProfile.Profile()
+                reqs = requests(kind, n)
+                prof.enable()
+                loop.run_until_complete(run(kind, reqs, svc, records))
+                prof.disable()
+                pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
+        svc.close()
+        store.shutdown()
+    finally:
+        loop.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def stored(store) -> int:
+    store.drain_dispatch()
+    return sum(store.max_offset("Bench", q) for q in range(store.queue_count("Bench")))
+
+
+async def _service(cls, store, config):
+    return cls(store, config)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""What the send path knows of messages sent before, to answer a resend instead of storing it
+twice (the official clients resend with the same message id after a timeout or a lost answer).
+
+Three sources, asked in this order for a batch of dedup keys (dedup.py: a hash of topic and id):
+
+* the appended-but-unconfirmed puts: a message in the log whose put was answered FLUSH_DISK_TIMEOUT
+  or FLUSH_SLAVE_TIMEOUT. Its resend is never appended again: it is answered the same code while
+  the store still cannot confirm the message (MessageStore.confirm), and OK with the first offset
+  once it can (then it moves to the window). When the store says the message can never be confirmed
+  (a failed fsync covered it: what it covered is not durable, whatever a later fsync says), it is
+  forgotten and its resend is stored again, as a new message;
+* the window of recent stores (dedup.DedupWindow): (queue offset, transaction id);
+* for ``send_dedup_after_restart_s`` after a start, the store's index: a message of this id stored
+  shortly before the start (the window is empty then), confirmed by its UNIQ_KEY.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+
+from ...config import BrokerConfig
+from ...record.codec import PROP_UNIQ_KEY
+from ...store import MessageStore, PutReason, PutStatus
+from .batch import STORED
+from .dedup import KEY_BYTES, DedupWindow, id_hash
+
+UNCONFIRMED_MAX = 10_000        # appended sends not yet confirmed (disk, followers) remembered for their resends
+APPENDED = (PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT)   # the put appended, not confirmed
+# what MessageStore.confirm may answer while a message may still be confirmed later; any other reason
+# is final (the message may not be durable: its resend is stored again)
+NOT_YET = frozenset((PutReason.FLUSH_TIMEOUT, PutReason.REPLICATION_TIMEOUT, PutReason.REPLICA_LOST))
+
+
+class Unconfirmed(tuple):
+    """A resend of a message in the log whose acknowledgement the store cannot give yet:
+    (PutReason, text) to answer again; it is never stored a second time."""
+
+
+class Resends:
+    def __init__(self, store: MessageStore, config: BrokerConfig) -> None:
+        self.store = store
+        self.window = DedupWindow(config.send_dedup_window_entries)
+        # after a start the window is empty: until then, ids it does not know are looked up in the
+        # index (durable, rebuilt by recovery) among messages stored from ``_index_from_ms`` on
+        span_s = config.send_dedup_after_restart_s if config.send_dedup_window_entries else 0.0
+        if store.commitlog_max_offset == store.commitlog_min_offset:
+            span_s = 0.0             # nothing was stored before this start: nothing to look up
+        self._index_until_s = time.monotonic() + span_s
+        self._index_from_ms = store.clock.now_ms() - int(span_s * 1000)
+        # dedup key -> (queue offset, transaction id, log end) of puts appended but not confirmed
+        self.unconfirmed: dict[bytes, tuple[int, str, int]] = {}
+
+    @staticmethod
+    def key(topic: str, message_id: str) -> bytes:
+        """The dedup key of (topic, id): zero when there is no id (never found, never remembered)."""
+        if not message_id:
+            return bytes(KEY_BYTES)
+        return id_hash(topic.encode(), message_id.encode("utf-8", "surrogatepass"))
+
+    def find(self, keys, which, topic_of: Callable[[int], str],
+             id_of: Callable[[int], str]) -> dict[int, tuple[int, str] | Unconfirmed]:
+        """For the messages ``which`` (indexes) of a batch whose dedup keys are ``keys``: {index:
+        (queue offset, transaction id) of an earlier store, or Unconfirmed}; {} in the common case."""
+        found = self.window.find_keys(keys)
+        if self.unconfirmed:
+            for i in which:
+                k = bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)])
+                if k in self.unconfirmed:
+                    got = self._unconfirmed(k)
+                    if got is not None:
+                        found[i] = got
+        if self._index_until_s and time.monotonic() < self._index_until_s:
+            for i in which:
+                if i not in found and any(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]):
+                    earlier = self._stored_before_start(topic_of(i), id_of(i))
+                    if earlier is not None:
+                        found[i] = earlier
+        else:
+            self._index_until_s = 0.0
+        if found and len(which) < len(keys) // KEY_BYTES:
+            asked = set(which)
+            found = {i: v for i, v in found.items() if i in asked}
+        return found
+
+    def _unconfirmed(self, key: bytes) -> tuple[int, str] | Unconfirmed | None:
+        offset, txn, end = self.unconfirmed[key]
+        why = self.store.confirm(end)
+        if why in NOT_YET:
+            return Unconfirmed((why, f"stored, not yet confirmed ({why.name})"))
+        del self.unconfirmed[key]
+        if why is not None:
+            return None              # never to be confirmed: its resend is a new message
+        self.window.put_key(key, offset, txn)
+        return offset, txn
+
+    def _stored_before_start(self, topic: str, message_id: str) -> tuple[int, str] | None:
+        """A message of this id stored shortly before the broker started (the index has its
+        UNIQ_KEY), remembered in the window; None when there is none (or no index)."""
+        if self.store.index is None or not message_id:
+            return None
+        found = [m for m in self.store.query_by_key(topic, message_id, 4, self._index_from_ms)
+                 if m.properties.get(PROP_UNIQ_KEY) == message_id]      # its id, not a key of another
+        if not found:
+            return None
+        offset = found[0].queue_offset
+        self.window.put(topic, message_id, offset)
+        return offset, ""
+
+    def remember(self, keys, offsets: list[int], kinds: list[int], txns: dict[int, str]) -> None:
+        """Messages just stored (``kinds[i]`` STORED: batch.Verdicts' columns): ``offsets`` their queue
+        offsets, ``txns`` {index: transaction id} of the TRANSACTION ones."""
+        if len(kinds) == 1:                        # the common request: no array made
+            if kinds[0] == STORED:
+                self.window.put_key(bytes(keys[:KEY_BYTES]), offsets[0], txns.get(0, ""))
+            return
+        self.window.put_keys(keys, np.array(offsets, np.int64), np.array(kinds, np.uint8) == STORED)
+        for i, txn in txns.items():
+            self.window.put_key(bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]), offsets[i], txn)
+
+    def remember_unconfirmed(self, key: bytes, status: PutStatus, queue_offset: int, end: int,
+                             txn: str = "") -> None:
+        """A put appended (its record ends at log offset ``end``) but answered FLUSH_DISK_TIMEOUT /
+        FLUSH_SLAVE_TIMEOUT (``status``): its resend is answered from here, never appended again."""
+        if not any(key) or status not in APPENDED:
+            return
+        if len(self.unconfirmed) >= UNCONFIRMED_MAX:
+            self.unconfirmed.pop(next(iter(self.unconfirmed)))
+        self.unconfirmed[key] = (queue_offset, txn, end)
