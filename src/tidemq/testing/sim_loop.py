@@ -89,7 +89,8 @@ class _VirtualSelector(selectors.BaseSelector):
 
 class SimLoop(asyncio.SelectorEventLoop):
     def __init__(self, clock: ManualClock) -> None:
-        super().__init__(_VirtualSelector(clock))
+        self.virtual = _VirtualSelector(clock)
+        super().__init__(self.virtual)
         self.clock = clock
         self.set_default_executor(InlineExecutor())
 
@@ -110,7 +111,11 @@ def run(main, clock: ManualClock):
                     break
                 for t in pending:
                     t.cancel()
-                loop.run_until_complete(asyncio.wait(pending, timeout=60.0))
+                loop.virtual.spins = 0
+                try:
+                    loop.run_until_complete(asyncio.wait(pending, timeout=60.0))
+                except Deadlock:
+                    break
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             loop.close()

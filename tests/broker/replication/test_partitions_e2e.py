@@ -25,8 +25,10 @@ def test_sync_group_under_partitions_and_a_stopped_leader_loses_and_doubles_noth
     assert report["logs_equal"]
 
 
-def _producing(pg):
-    """The official client producing through the leader ports on a thread: (sends, thread, producer)."""
+def _producing(pg, members):
+    """The official client producing on a thread through the leader ports of ``members`` (in that
+    order: pick_first connects to the first that answers; a member a test stops would hold a client
+    connected through it until it runs again): (sends, thread, producer)."""
     import threading
 
     from rocketmq import ClientConfiguration, Credentials, Producer
@@ -34,7 +36,8 @@ def _producing(pg):
     from ...support.failover import TOPIC, Sends, produce
     from ...support.official import start
     sends = Sends()
-    conf = ClientConfiguration(pg.g.official_endpoints, Credentials(), request_timeout=10)
+    endpoints = ";".join(f"127.0.0.1:{pg.g.leader_ports[i]}" for i in members)
+    conf = ClientConfiguration(endpoints, Credentials(), request_timeout=10)
     producer = start(lambda: Producer(conf, (TOPIC,)))
     t = threading.Thread(target=produce, args=(producer, sends, 2_000_000), daemon=True)
     t.start()
@@ -72,9 +75,9 @@ def test_the_378_lost_reproduction_with_real_processes(tmp_path, zookeeper):  # 
     try:
         pg.start_all()
         leader = pg.wait_settled()
-        sends, t, producer = _producing(pg)
-        wait_until(lambda: len(sends.acked) >= 20, "acknowledged sends")
         up_to_date, lagging = [i for i in range(3) if i != leader]
+        sends, t, producer = _producing(pg, [leader, up_to_date])
+        wait_until(lambda: len(sends.acked) >= 20, "acknowledged sends")
         pg.g.signal(lagging, signal.SIGSTOP)
         wait_until(lambda: f"g-{lagging}" not in (pg.g.status(leader) or {}).get("in_sync", [f"g-{lagging}"]),
                    "the stopped follower dropped from the recorded set")
@@ -116,9 +119,9 @@ def test_every_session_expires_and_the_lagging_member_reaches_zookeeper_first(tm
     try:
         pg.start_all()
         leader = pg.wait_settled()
-        sends, t, producer = _producing(pg)
+        other, lagging = [i for i in range(3) if i != leader]
+        sends, t, producer = _producing(pg, [leader, other])
         wait_until(lambda: len(sends.acked) >= 20, "acknowledged sends")
-        lagging = [i for i in range(3) if i != leader][1]
         pg.g.signal(lagging, signal.SIGSTOP)
         wait_until(lambda: f"g-{lagging}" not in (pg.g.status(leader) or {}).get("in_sync", [f"g-{lagging}"]),
                    "the stopped follower dropped from the recorded set")
