@@ -27,15 +27,19 @@ class BrokerError(RuntimeError):
 
 class BrokerProcess:
     def __init__(self, root: str, home: str, env: dict | None = None, args=(), start_timeout_s: float = 60.0,
-                 log_path: str | None = None) -> None:
+                 log_path: str | None = None, module: str = "tidemq.cli.main") -> None:
+        """``module``: what ``python -m`` runs with ``serve ...`` (a benchmark's variant of the broker:
+        a module of bench/ that changes one thing and runs tidemq.cli.main)."""
         self.root = root
         os.makedirs(home, exist_ok=True)
         # no HTTP port unless asked: another broker on this shared machine may hold the default one
         e = dict(os.environ, HOME=home, PYTHONUNBUFFERED="1", **{"TIDEMQ_METRICS_PORT": "0", **(env or {})})
         e["PYTHONPATH"] = BENCH_SRC + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+        if module != "tidemq.cli.main":
+            e["PYTHONPATH"] += os.pathsep + os.path.dirname(os.path.abspath(__file__))
         self.log_path = log_path or os.path.join(home, "broker.stderr")
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "tidemq.cli.main", "serve", "--root", root, "--port", "0",
+        self.proc = subprocess.Popen([sys.executable, "-m", module, "serve", "--root", root, "--port", "0",
                                       *args], stdout=subprocess.PIPE, stderr=self._log, env=e, cwd=home)
         self.pid = self.proc.pid
         line = self._readline(start_timeout_s)

@@ -4,7 +4,7 @@ Importing tests.support.brokers first points HOME at a scratch directory, before
 imports the official RocketMQ client (it writes logs under ~/logs/)."""
 
 from tests.support.brokers import broker_factory  # noqa: F401  (fixture)
-from tests.support.auth import certificate  # noqa: F401  (fixture)
+from tests.support.auth import ca_certificates, certificate  # noqa: F401  (fixtures)
 from tests.support.tmpfs import can_mount, env  # noqa: F401  (fixtures)
 
 

@@ -216,7 +216,9 @@ def frames(draw):
 @SETTINGS
 @given(frames())
 def test_frames_become_the_same_arrays(raw):
-    assert _accel.frame_slices(raw, send_records.RESERVED_BYTES, ID_MAX_BYTES) == send_records.py_frame_slices(raw)
+    key = os.urandom(16)
+    assert _accel.frame_slices(raw, send_records.RESERVED_BYTES, ID_MAX_BYTES, key) == \
+        send_records.py_frame_slices(raw, key=key)
 
 
 @SETTINGS
@@ -225,13 +227,13 @@ def test_frame_arrays_say_what_the_checks_say(raw):
     """Each message's fields and dedup key, against the frame decoded plainly (the verdicts are the
     Python twin's, whose words and checks tests/broker/produce hold)."""
     topic, msgs = decode_request(raw)
-    t, fields, why, names, hashes = _accel.frame_slices(raw, send_records.RESERVED_BYTES, ID_MAX_BYTES)
+    t, fields, why, names, hashes = _accel.frame_slices(raw, send_records.RESERVED_BYTES, ID_MAX_BYTES, dedup.KEY)
     f = np.frombuffer(fields, np.uint32).reshape(-1, 10)
     for i, m in enumerate(msgs):
         assert [raw[f[i, j]:f[i, j] + f[i, 5 + j]] for j in range(5)] == list(m)
         w = why[i]
         usable = w in (0, send_records.BAD_PROPS_RESERVED)
-        assert hashes[16 * i:16 * i + 16] == (dedup.py_id_hash(t.encode(), m[0]) if usable else bytes(16))
+        assert hashes[16 * i:16 * i + 16] == (dedup.py_id_hash(dedup.KEY, t.encode(), m[0]) if usable else bytes(16))
         assert (i in names) == (w == send_records.BAD_PROPS_RESERVED)
 
 
@@ -311,34 +313,57 @@ def test_bad_frames_are_refused_in_the_same_words(raw):
     with pytest.raises(FrameError) as py:
         send_records.py_frame_slices(raw)
     with pytest.raises(ValueError) as c:
-        _accel.frame_slices(raw, send_records.RESERVED_BYTES, ID_MAX_BYTES)
+        _accel.frame_slices(raw, send_records.RESERVED_BYTES, ID_MAX_BYTES, dedup.KEY)
     assert str(c.value) == str(py.value)
 
 
 @SETTINGS
-@given(st.lists(st.tuples(st.binary(max_size=20), st.binary(min_size=1, max_size=150)), max_size=40))
-def test_dedup_keys_are_the_same(pairs):
+@given(st.lists(st.tuples(st.binary(max_size=20), st.binary(min_size=1, max_size=600)), max_size=40),
+       st.binary(min_size=16, max_size=16))
+def test_dedup_keys_are_the_same(pairs, key):
     for topic, mid in pairs:
-        assert _accel.id_hash(topic, mid) == dedup.py_id_hash(topic, mid)
+        assert _accel.id_hash(key, topic, mid) == dedup.py_id_hash(key, topic, mid)
+
+
+def test_dedup_keys_are_siphash_2_4_with_128_bits_of_output():
+    """Known answers (key 00..0f, messages 00 01 .. of length 0, 1, 15, 63: the reference's
+    vectors_sip128 for 0 and 1, `openssl mac -macopt hexkey:000102..0f -macopt size:16 SIPHASH` for all
+    four), the compiled and the Python one alike; another key, another hash."""
+    key = bytes(range(16))
+    want = {0: "a3817f04ba25a8e66df67214c7550293", 1: "da87c1d86b99af44347659119b22fc45",
+            15: "5493e99933b0a8117e08ec0f97cfc3d9", 63: "5150d1772f50834a503e069a973fbd7c"}
+    for n, hexed in want.items():
+        h1, h2 = dedup.siphash128(key, bytes(range(n)))
+        assert (h1.to_bytes(8, "little") + h2.to_bytes(8, "little")).hex() == hexed, n
+    for n in range(0, 70):
+        data = bytes(range(n))
+        topic, mid = data[:n // 2], data[n // 2 + 1:] if n else b""
+        assert _accel.id_hash(key, topic, mid) == dedup.py_id_hash(key, topic, mid)
+    assert _accel.id_hash(os.urandom(16), b"T", b"id") != _accel.id_hash(key, b"T", b"id")
+    with pytest.raises(ValueError):
+        _accel.id_hash(b"short", b"T", b"id")
+    with pytest.raises(ValueError):
+        dedup.py_id_hash(b"short", b"T", b"id")
 
 
 @SETTINGS
 @given(st.lists(st.integers(0, 60), max_size=120), st.integers(1, 40), st.randoms(use_true_random=False))
 def test_dedup_tables_are_the_same(ids, room, rnd):
     """window_put then window_find through both loops: the same tables, the same answers."""
-    keys = b"".join(dedup.py_id_hash(b"T", b"%d" % i) if i else bytes(16) for i in ids)
+    keys = b"".join(dedup.py_id_hash(dedup.KEY, b"T", b"%d" % i) if i else bytes(16) for i in ids)
     values = np.arange(len(ids), dtype=np.int64)
+    physs = np.arange(len(ids), dtype=np.int64) * 1000 + 7
     select = bytes(rnd.getrandbits(1) for _ in ids) if rnd.random() < 0.5 else None
     tables = []
     for put in (_accel.window_put, dedup.py_window_put):
-        k, v, i, out = bytearray(16 * 128), bytearray(8 * 128), 0, []
+        k, v, i, out = bytearray(16 * 128), bytearray(16 * 128), 0, []
         while i < len(ids):
-            i, added = put(k, v, keys, values, select, i, room)
+            i, added = put(k, v, keys, values, physs, select, i, room)
             out.append((i, added))
         tables.append((bytes(k), bytes(v), out))
     assert tables[0] == tables[1]
     k, v = bytearray(tables[0][0]), bytearray(tables[0][1])
-    empty_k, empty_v = bytearray(16 * 16), bytearray(8 * 16)
+    empty_k, empty_v = bytearray(16 * 16), bytearray(16 * 16)
     assert _accel.window_find(empty_k, empty_v, k, v, keys) == dedup.py_window_find(empty_k, empty_v, k, v, keys)
     assert _accel.window_find(k, v, empty_k, empty_v, keys) == dedup.py_window_find(k, v, empty_k, empty_v, keys)
 
@@ -403,24 +428,32 @@ def _sizes_in_order(buf: bytes, end: int) -> list[int]:
 @pytest.mark.parametrize("seed", range(30))
 def test_frame_records_are_the_same(seed):
     """Records picked out of order from a buffer, laid out after a room: the same bytes, the
-    same damaged ones (found on the copy) as the Python twin."""
+    same damaged ones (found on the copy), the same header written into the room, as the Python twin."""
     data, sizes = _records(seed % 15 + 1, damage=seed >= 15)
     starts = np.cumsum([0] + sizes).astype(np.int64)[:-1]
     rnd = random.Random(seed)
     pick = rnd.sample(range(len(sizes)), rnd.randrange(0, len(sizes) + 1))
     st_, sz = starts[pick], np.asarray(sizes, np.int64)[pick]
     room = rnd.choice([0, 7, 256])
-    a, bad_a = _accel.frame_records(data, st_, sz, room)
-    b, bad_b = framing.py_frame_records(data, st_, sz, room)
-    assert type(a) is bytes and a == bytes(b) and bad_a == bad_b
+    a, bad_a, headed_a = _accel.frame_records(data, st_, sz, room)
+    b, bad_b, headed_b = framing.py_frame_records(data, st_, sz, room)
+    assert type(a) is bytes and a == bytes(b) and bad_a == bad_b and headed_a is headed_b is False
     assert bad_a == integrity.py_damaged_records(data, st_, sz)
-    head = bytes(k % 255 + 1 for k in range(room))
-    _accel.fill_room(a, head)
-    framing.py_fill_room(b, head)
-    assert a == bytes(b) and a[:room] == head
+    seen = []
+
+    def head(crc, bad):
+        seen.append((crc, bad))
+        return bytes(k % 255 + 1 for k in range(room)) if not bad else None
+    a, bad_a, headed_a = _accel.frame_records(data, st_, sz, room, head)
+    b, bad_b, headed_b = framing.py_frame_records(data, st_, sz, room, head)
+    assert a == bytes(b) and headed_a is headed_b is (not bad_a)
+    assert seen[0] == seen[1] and seen[0][0] == zlib.crc32(a[room:]), "head gets the CRC of what follows the room"
+    if headed_a:
+        assert a[:room] == bytes(k % 255 + 1 for k in range(room))
 
 
-@pytest.mark.parametrize("starts, sizes", [([0], [10**6]), ([-1], [111]), ([5], [-1]), ([0, 0], [111])])
+@pytest.mark.parametrize("starts, sizes", [([0], [10**6]), ([-1], [111]), ([5], [-1]), ([0, 0], [111]),
+                                           ([2**62], [2**62]), ([2**63 - 1], [1]), ([1], [2**63 - 1])])
 def test_frame_records_refuse_a_record_outside_the_buffer(starts, sizes):
     data, _ = _records(2, damage=False)
     for fn in (_accel.frame_records, framing.py_frame_records):
@@ -428,19 +461,126 @@ def test_frame_records_refuse_a_record_outside_the_buffer(starts, sizes):
             fn(data, np.asarray(starts, np.int64), np.asarray(sizes[:1], np.int64), 0)
 
 
-def test_fill_room_writes_only_into_a_zeroed_room():
+def test_frame_records_take_only_a_header_that_fits_the_room():
     data, sizes = _records(3, damage=False)
     starts = np.cumsum([0] + sizes).astype(np.int64)[:-1]
-    a, _ = _accel.frame_records(data, starts, np.asarray(sizes, np.int64), 8)
-    b, _ = framing.py_frame_records(data, starts, np.asarray(sizes, np.int64), 8)
-    for frame, fill in ((a, _accel.fill_room), (b, framing.py_fill_room)):
+    for fn in (_accel.frame_records, framing.py_frame_records):
         with pytest.raises(ValueError):
-            fill(frame, b"x" * 9)               # past the room: the sizes are not zero
-        fill(frame, b"12345678")
+            fn(data, starts, np.asarray(sizes, np.int64), 8, lambda crc, bad: b"x" * 9)
         with pytest.raises(ValueError):
-            fill(frame, b"again")               # written once only
+            fn(data, starts, np.asarray(sizes, np.int64), 8, lambda crc, bad: "text")
+        with pytest.raises(ZeroDivisionError):
+            fn(data, starts, np.asarray(sizes, np.int64), 8, lambda crc, bad: 1 / 0)
+        with pytest.raises(TypeError):
+            fn(data, starts, np.asarray(sizes, np.int64), 8, "not callable")
         with pytest.raises(ValueError):
-            fill(frame, b"x" * (len(frame) + 1))
+            fn(data, starts, np.asarray(sizes, np.int64), -1)
+    assert not hasattr(_accel, "fill_room"), "no way to change a bytes object after it was made"
+
+
+def test_frame_records_copy_starts_and_sizes_before_they_let_go_of_the_gil():
+    """Another thread changing the starts and sizes while the copy runs (without the GIL) cannot make
+    it write past the frame: they were checked and copied first. The frame is always what the
+    arrays said when the call began, or the call refused them."""
+    import threading
+    data, sizes = _records(8, damage=False)
+    data = data * 200                                   # a long copy: the other thread gets to run
+    n = len(sizes) * 200
+    starts = np.cumsum([0] + sizes * 200).astype(np.int64)[:-1]
+    sz = np.asarray(sizes * 200, np.int64)
+    stop = threading.Event()
+    rnd = random.Random(1)
+
+    def meddle():
+        while not stop.is_set():
+            sz[rnd.randrange(n)] = 1 << 40
+            sz[:] = np.asarray(sizes * 200, np.int64)
+    t = threading.Thread(target=meddle)
+    t.start()
+    try:
+        for _ in range(200):
+            try:
+                frame, bad, _h = _accel.frame_records(data, starts, sz, 16)
+            except ValueError:
+                continue                                 # it saw a size out of bounds: refused, nothing written
+            assert len(frame) == 16 + 4 * n + len(data) and bad == []
+    finally:
+        stop.set()
+        t.join()
+
+
+# the misuse cases of the issue and their like: refused with a typed error, never a crash -----------------
+def test_scan_run_and_damaged_check_their_bounds():
+    assert _accel.scan_run(bytes(200), 2**63 - 50, 200) == (2**63 - 50, 0, 0)
+    assert _accel.scan_run(bytes(200), -5, 200)[1] == 0
+    assert _accel.scan_run(bytes(200), 0, -(2**63))[1] == 0
+    buf = bytes(1000)
+    for starts, sizes in (([2**62], [2**62]), ([2**63 - 1], [200]), ([10], [2**63 - 1]), ([-1], [200])):
+        s, z = np.asarray(starts, np.int64), np.asarray(sizes, np.int64)
+        assert _accel.damaged(buf, s, z) == [0] == integrity.py_damaged_records(buf, s, z)
+    unaligned = bytearray(17)                             # int64s at an odd address: read, not faulted on
+    assert _accel.damaged(buf, memoryview(unaligned)[1:9], memoryview(unaligned)[9:17]) == [0]
+
+
+def test_index_puts_check_their_bounds():
+    slots, entries = 4, 10
+    f = _File(slots, entries)
+    item = index_file.HASHED_ITEM.pack(5, 123)
+    for count in (2**62, 2**31, 0, -1, entries + 1):
+        with pytest.raises(ValueError):
+            _accel.index_put_hashed(f.buf, slots, f.entries_at, count, item, 0, 1, 0)
+        with pytest.raises(ValueError):
+            _accel.index_put(f.buf, slots, f.entries_at, count, [("k", 1)], 0, 1, 0)
+    for s in (0, -1, 2**32, 2**62):
+        with pytest.raises(ValueError):
+            _accel.index_put_hashed(f.buf, s, f.entries_at, 1, item, 0, 1, 0)
+    with pytest.raises(ValueError):
+        _accel.index_put_hashed(f.buf, slots, 2**62, 1, item, 0, 1, 0)
+    with pytest.raises(ValueError):                        # more items than the file holds
+        _accel.index_put_hashed(f.buf, slots, f.entries_at, 1, item * 20, 0, 20, 0)
+    with pytest.raises(TypeError):                         # not an int: no __index__ runs inside the loop
+        _accel.index_put(f.buf, slots, f.entries_at, 1, [("k", 1.0)], 0, 1, 0)
+    assert _accel.index_put_hashed(f.buf, slots, f.entries_at, 1, item, 0, 1, 0) == (2, 123)
+
+
+def test_decode_run_takes_only_its_own_slots():
+    class Impostor:                                       # another class's slot descriptors borrowed
+        __slots__ = ()
+    for name in ("_head", "body", "_tail", "_f", "_topic", "_props"):
+        setattr(Impostor, name, getattr(codec.StoredMessage, name))
+    data, sizes = _records(1, damage=False)
+    with pytest.raises(TypeError):
+        _accel.decode_run(Impostor, data, np.asarray(sizes, np.int32))
+    with pytest.raises(TypeError):
+        _accel.decode_run(5, data, np.asarray(sizes, np.int32))
+    assert len(_accel.decode_run(codec.StoredMessage, data, np.asarray(sizes, np.int32))) == 1
+    with pytest.raises(ValueError):
+        _accel.decode_run(codec.StoredMessage, data, np.asarray([2**31 - 1], np.int32))
+
+
+def test_use_crc_calls_only_isals_function():
+    import ctypes
+    with pytest.raises(ValueError):
+        _accel.use_crc(12345)                              # not a function at all: never jumped to
+    with pytest.raises(ValueError):
+        _accel.use_crc(ctypes.cast(ctypes.CDLL(None).strlen, ctypes.c_void_p).value)   # another function
+    assert _accel.use_crc(accel._isal_address()) is (accel.CRC == "isal") or accel.ACCEL is None
+    _accel.use_crc(accel._isal_address() if accel.CRC == "isal" else 0)
+
+
+def test_dedup_tables_check_their_arguments():
+    k, v = bytearray(16 * 16), bytearray(16 * 16)
+    keys = dedup.py_id_hash(dedup.KEY, b"T", b"1")
+    one = np.zeros(1, np.int64)
+    for put in (_accel.window_put, dedup.py_window_put):
+        with pytest.raises(ValueError):
+            put(k, bytearray(8 * 16), keys, one, one, None, 0, 1)     # values of 8 bytes a slot: not a table
+        with pytest.raises(ValueError):
+            put(k, v, keys, one, np.zeros(2, np.int64), None, 0, 1)
+        with pytest.raises(ValueError):
+            put(k, v, keys, one, one, None, -1, 1)
+    with pytest.raises(ValueError):
+        _accel.window_find(k, v, k, v, keys[:15])
 
 
 # send_one: the common SendMessage request read from its bytes (broker/wire.py encoded_one's rule) ---

@@ -30,12 +30,13 @@ def test_docs_configuration_md_is_current():
 
 def test_every_setting_of_every_section_has_a_row_with_section_and_variable():
     text = config_docs.render()
-    assert set(config.SECTIONS) == {"store", "broker", "replication"}
+    assert set(config.SECTIONS) == {"store", "broker", "replication", "client"}
     for section, cls in config.SECTIONS.items():
         body = text.split(f"## [{section}]\n", 1)[1].split("\n## ", 1)[0]
         for f in dataclasses.fields(cls):
-            line = row(body, f.name)
-            assert f"`TIDEMQ_{f.name.upper()}`" in line
+            line = row(body, cls.ENV_INFIX.lower() + f.name)
+            assert f"`{cls.env_var(f.name)}`" in line
+            assert cls.env_var(f.name) == "TIDEMQ_" + ("CLIENT_" if section == "client" else "") + f.name.upper()
             assert " ".join(f.metadata["doc"].split()).split("<")[0].replace("|", "\\|")[:40] in line
 
 

@@ -20,7 +20,7 @@ from .config import accel_wanted
 
 log = logging.getLogger("tidemq")
 
-VERSION = 6           # accel_c/accel.h's ACCEL_VERSION this code is written against
+VERSION = 7           # accel_c/accel.h's ACCEL_VERSION this code is written against
 ACCEL = None
 CRC = "none"          # the compiled loops' CRC: "isal", "tables" (or "none": no compiled loops)
 
@@ -47,7 +47,10 @@ if accel_wanted():
         _accel = None
     if _accel is not None:
         ACCEL = _accel
-        CRC = "isal" if _accel.use_crc(_isal_address()) else "tables"
+        try:
+            CRC = "isal" if _accel.use_crc(_isal_address()) else "tables"
+        except ValueError:          # not the address of ISA-L's exported function: never called
+            CRC = "tables"
 
 
 def describe() -> str:

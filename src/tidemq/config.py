@@ -59,6 +59,17 @@ def _f(default: Any, doc: str, lo: float | None = None, hi: float | None = None,
     return field(default=default, metadata=meta, repr=not secret)
 
 
+def is_loopback(host: str) -> bool:
+    """Whether an address (or "localhost") is this machine's loopback."""
+    import ipaddress
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 class ConfigError(ValueError):
     """A configuration that cannot be used (unknown name, wrong type or choice, out of bounds)."""
 
@@ -149,6 +160,12 @@ class _Loadable:
     RETIRED: ClassVar[Mapping[str, str]] = {}       # name -> why it does nothing any more: ignored, with a warning
     MOVED_IN: ClassVar[Mapping[str, tuple[str, str]]] = {}   # old key -> (its old section, new name here)
     MOVED_OUT: ClassVar[frozenset[str]] = frozenset()       # keys of this section now read by another
+    ENV_INFIX: ClassVar[str] = ""       # between TIDEMQ_ and the name in capitals (ClientConfig: CLIENT_)
+
+    @classmethod
+    def env_var(cls, name: str) -> str:
+        """The environment variable of a setting (``TIDEMQ_FLUSH_DISK_TYPE``, ``TIDEMQ_CLIENT_SECRET_KEY``)."""
+        return ENV_PREFIX + cls.ENV_INFIX + name.upper()
 
     def _check(self) -> None:
         for f in fields(self):  # type: ignore[arg-type]
@@ -208,17 +225,17 @@ class _Loadable:
         env = os.environ if env is None else env
         check_env(env)
         for old, new in cls.RENAMED.items():
-            ev = env.get(ENV_PREFIX + old.upper())
-            if ev is not None and ENV_PREFIX + new.upper() not in env:
-                cls._renamed(old, ENV_PREFIX + old.upper())
+            ev = env.get(cls.env_var(old))
+            if ev is not None and cls.env_var(new) not in env:
+                cls._renamed(old, cls.env_var(old))
                 values[new] = _coerce(new, known[new].type, _old_ratio(old, new, ev))
         for k, f in known.items():
-            ev = env.get(ENV_PREFIX + k.upper())
+            ev = env.get(cls.env_var(k))
             if ev is not None:
                 values[k] = _coerce(k, f.type, ev)
         for k in cls.RETIRED:
-            if ENV_PREFIX + k.upper() in env:
-                cls._retired(k, ENV_PREFIX + k.upper())
+            if cls.env_var(k) in env:
+                cls._retired(k, cls.env_var(k))
         for k, v in overrides.items():
             if cls._retired(k, "argument"):
                 continue
@@ -261,14 +278,20 @@ def _toml_settings(path: str, section: str | None, top_level: bool = True) -> di
     return {k: v for k, v in doc.items() if not isinstance(v, dict)} if top_level else {}
 
 
+def toml_settings(path: str, section: str | None, top_level: bool = True) -> dict[str, Any]:
+    """The settings a TOML file gives one section (a client's own file and ``[client]``:
+    client/settings.py); ConfigError when the file cannot be read or names an unknown section."""
+    return _toml_settings(path, section, top_level)
+
+
 def check_env(env: Mapping[str, str]) -> None:
     """Every TIDEMQ_* variable must name a setting of some component (or be one of
     ENV_NOT_SETTINGS): a misspelled one is an error, not silently ignored."""
     names = set(ENV_NOT_SETTINGS)
     for c in SECTIONS.values():
-        names.update(ENV_PREFIX + f.name.upper() for f in fields(c))
-        names.update(ENV_PREFIX + old.upper() for old in c.RENAMED)
-        names.update(ENV_PREFIX + old.upper() for old in c.RETIRED)
+        names.update(c.env_var(f.name) for f in fields(c))
+        names.update(c.env_var(old) for old in c.RENAMED)
+        names.update(c.env_var(old) for old in c.RETIRED)
     for k in env:
         if k.startswith(ENV_PREFIX) and k not in names:
             raise ConfigError(f"environment variable {k} is not a tidemq setting" + did_you_mean(k, names))
@@ -499,7 +522,20 @@ class BrokerConfig(_Loadable):
                                  "(0: off)", 0, 65535)
     metrics_host: str = _f("127.0.0.1", "address the metrics port binds: loopback unless configured, whatever "
                                         "the gRPC host (the status page and /status.json show the store's paths "
-                                        "and settings; no authentication)")
+                                        "and settings): off loopback it needs metrics_auth_token or "
+                                        "metrics_auth_user, or metrics_allow_unauthenticated")
+    metrics_auth_token: str = _f("", "bearer token /metrics, /status.json and the status page require "
+                                     "(Authorization: Bearer TOKEN: Prometheus's `authorization` scrape option); "
+                                     "/healthz and /readyz stay open", secret=True)
+    metrics_auth_user: str = _f("", "user of HTTP basic authentication on the metrics port (with "
+                                    "metrics_auth_password: Prometheus's `basic_auth`)")
+    metrics_auth_password: str = _f("", "password of metrics_auth_user", secret=True)
+    metrics_allow_unauthenticated: bool = _f(False, "serve the metrics port on a metrics_host off loopback without "
+                                                    "a credential (refused at start otherwise)")
+    metrics_connections_max: int = _f(64, "connections the metrics port keeps open at most (one more is closed at "
+                                          "once)", 1, 100_000)
+    metrics_idle_timeout_s: float = _f(30.0, "a metrics-port connection that sends nothing for this long is closed",
+                                       0.1, 3_600.0)
     status_history_s: float = _f(6 * 3_600.0, "how far back the status page's disk chart reaches (one sample "
                                               "per status_sample_interval_s)", 60.0, 7 * 86_400.0)
     status_sample_interval_s: float = _f(10.0, "how often disk usage and the rates are sampled for the status "
@@ -596,6 +632,12 @@ class BrokerConfig(_Loadable):
                                           "refused as a replay", 1.0, 7 * 86_400.0)
     tls_cert_file: str = _f("", "PEM certificate (chain): with tls_key_file, the port speaks TLS only")
     tls_key_file: str = _f("", "PEM private key of tls_cert_file")
+    tls_ca_file: str = _f("", "PEM of the CA(s) that signed the group's certificates: what a member trusts when it "
+                              "connects to another (replication, the leader port's forwarding); empty: "
+                              "tls_cert_file itself (one self-signed certificate for the whole group)")
+    tls_client_ca_file: str = _f("", "PEM of the CA(s) whose client certificates the ports require: a client "
+                                     "without one signed by them is refused at the TLS handshake (members show "
+                                     "their tls_cert_file); empty: no client certificate asked for")
 
     # Bounds on what clients can make the broker remember or do per round
     clients_max: int = _f(10_000, "client ids whose liveness is remembered at most (oldest idle forgotten first)",
@@ -629,6 +671,19 @@ class BrokerConfig(_Loadable):
             raise ConfigError("access_key and secret_key go together: set both (authentication) or neither")
         if bool(self.tls_cert_file) != bool(self.tls_key_file):
             raise ConfigError("tls_cert_file and tls_key_file go together: set both (TLS) or neither")
+        if (self.tls_ca_file or self.tls_client_ca_file) and not self.tls_cert_file:
+            raise ConfigError("tls_ca_file / tls_client_ca_file need TLS on (tls_cert_file and tls_key_file)")
+        if bool(self.metrics_auth_user) != bool(self.metrics_auth_password):
+            raise ConfigError("metrics_auth_user and metrics_auth_password go together: set both or neither")
+        if self.metrics_port and not is_loopback(self.metrics_host) and not self.metrics_auth_required \
+                and not self.metrics_allow_unauthenticated:
+            raise ConfigError(f"metrics_host {self.metrics_host!r} is not loopback and the metrics port has no "
+                              f"credential: set metrics_auth_token (or metrics_auth_user / metrics_auth_password), "
+                              f"or metrics_allow_unauthenticated = true to serve it open")
+
+    @property
+    def metrics_auth_required(self) -> bool:
+        return bool(self.metrics_auth_token or self.metrics_auth_user)
 
     @property
     def auth_enabled(self) -> bool:
@@ -716,6 +771,44 @@ class ReplicationConfig(_Loadable):
         return self.replication_mode == "SYNC"
 
 
-for _c in (StoreConfig, BrokerConfig, ReplicationConfig):
+@dataclass(frozen=True)
+class ClientConfig(_Loadable):
+    """A client of a running broker: the `tidemq` commands that talk to one (``--endpoint``) and
+    tidemq.client (``tidemq.client.settings``). Read from ``~/.config/tidemq/client.toml`` (or
+    ``$XDG_CONFIG_HOME/tidemq/client.toml``), then the ``[client]`` table of ``--config FILE``, then
+    ``TIDEMQ_CLIENT_*``, then the commands' flags (``--access-key``, ``--secret-key``, ``--tls``,
+    ``--ca-file``). Never the broker's private key: a client trusts a CA (``ca_file``), and proves who
+    it is with its keys (and, where the broker requires one, its own certificate)."""
+
+    SECTION: ClassVar[str] = "client"
+    ENV_INFIX: ClassVar[str] = "CLIENT_"
+
+    access_key: str = _f("", "access key every call is signed with (a user of the broker: `tidemq user create`); "
+                             "empty: unsigned (the commands then use the broker's own access_key / secret_key "
+                             "when those are set, as on the broker's host)")
+    secret_key: str = _f("", "secret key of access_key (keep it in a file only you read, or in "
+                             "TIDEMQ_CLIENT_SECRET_KEY)", secret=True)
+    tls: bool = _f(False, "speak TLS to the broker (one with tls_cert_file); the certificate is checked against "
+                          "ca_file, else the system's roots")
+    ca_file: str = _f("", "PEM file of the CA(s) that signed the brokers' certificates (implies tls)")
+    cert_file: str = _f("", "PEM certificate (chain) this client shows a broker that requires one "
+                            "(tls_client_ca_file); with key_file")
+    key_file: str = _f("", "PEM private key of cert_file (this client's own key, never the broker's)")
+    tls_server_name: str = _f("", "the name the broker's certificate must carry, when it is not the endpoint's "
+                                  "host (a certificate without an IP SAN reached by its address)")
+
+    def __post_init__(self) -> None:
+        self._check()
+        if bool(self.access_key) != bool(self.secret_key):
+            raise ConfigError("client access_key and secret_key go together: set both (signed calls) or neither")
+        if bool(self.cert_file) != bool(self.key_file):
+            raise ConfigError("client cert_file and key_file go together: set both or neither")
+
+    @property
+    def tls_enabled(self) -> bool:
+        return self.tls or bool(self.ca_file) or bool(self.cert_file)
+
+
+for _c in (StoreConfig, BrokerConfig, ReplicationConfig, ClientConfig):
     SECTIONS[_c.SECTION] = _c
 _FIELDS_BY_NAME = {f.name: f for f in fields(StoreConfig)}

@@ -155,8 +155,8 @@ def _text(doc: str) -> str:
     return "`".join(parts)
 
 
-def env_name(name: str) -> str:
-    return config.ENV_PREFIX + name.upper()
+def env_name(name: str, cls: type = config.StoreConfig) -> str:
+    return cls.env_var(name)
 
 
 def _intro(cls: type) -> str:
@@ -184,14 +184,15 @@ def section_table(cls: type) -> list[str]:
            "|---|---|---|---|---|---|"]
     for f in dataclasses.fields(cls):
         u = unit(f)
-        name = (f'<a id="{f.name}"></a>`{f.name}`<br>`{env_name(f.name)}`')
+        name = (f'<a id="{cls.ENV_INFIX.lower()}{f.name}"></a>`{f.name}`<br>`{env_name(f.name, cls)}`')
         doc = _text(f.metadata["doc"])
         if not f.repr:
             doc += " (secret: shown masked by `tidemq config show`)"
         if f.name in renamed_to:
             doc += " (formerly " + ", ".join(f"`{o}`" for o in renamed_to[f.name]) + ")"
         out.append("| " + " | ".join(_cell(c) for c in (
-            name, u, default_text(f, u), bounds_text(f, u), run_time(f.name), doc)) + " |")
+            name, u, default_text(f, u), bounds_text(f, u),
+            "read by each command" if cls is config.ClientConfig else run_time(f.name), doc)) + " |")
     return out
 
 

@@ -51,3 +51,26 @@ def test_official_client_over_tls(tmp_path, broker_factory, certificate):
         with pytest.raises(grpc.RpcError) as e:
             sgrpc.MessagingServiceStub(ch).QueryRoute(route, metadata=md, timeout=3)
         assert e.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+def test_client_certificates_required_by_tls_client_ca_file(tmp_path, broker_factory, ca_certificates):
+    """With tls_client_ca_file, a client must show a certificate that CA signed: one without is refused
+    at the handshake, one with is served; the CA of the group's certificates is what clients trust."""
+    from tidemq.client import admin
+    from tidemq.client.settings import TlsOptions
+
+    ca, _ = ca_certificates["ca"]
+    cert, key = ca_certificates["member"]
+    b = broker_factory(env={**AUTH, "TIDEMQ_TLS_CERT_FILE": cert, "TIDEMQ_TLS_KEY_FILE": key,
+                            "TIDEMQ_TLS_CA_FILE": ca, "TIDEMQ_TLS_CLIENT_CA_FILE": ca})
+    import time
+
+    from tidemq.protocol.signing import date_time, signed_metadata
+    md = signed_metadata("tidemq-ak", "s3cret-sk", date_time(time.time()))
+    roots = open(ca, "rb").read()
+    with pytest.raises(grpc.RpcError) as e:
+        admin.call(b.endpoint, "Status", metadata=md, timeout_s=10, tls=TlsOptions(roots))
+    assert e.value.code() == grpc.StatusCode.UNAVAILABLE, "no client certificate: the handshake fails"
+    ccert, ckey = ca_certificates["client"]
+    mine = TlsOptions(roots, open(ccert, "rb").read(), open(ckey, "rb").read())
+    assert admin.call(b.endpoint, "Status", metadata=md, timeout_s=60, tls=mine)["ok"]

@@ -11,13 +11,14 @@ from ..support.auth import AUTH
 
 
 def test_alarms_command_signed_and_over_tls(tmp_path, broker_factory, certificate):
-    """With authentication and TLS on, the admin commands sign with the configured keys and trust
-    the configured certificate; `tidemq alarms --set-*` changes a limit of the running broker."""
+    """With authentication and TLS on, the admin commands sign with the broker's keys (the first super
+    user: TIDEMQ_ACCESS_KEY / TIDEMQ_SECRET_KEY) and trust the client's CA file (never the broker's key
+    file); `tidemq alarms --set-*` changes a limit of the running broker."""
     cert, key = certificate
     env = {**AUTH, "TIDEMQ_TLS_CERT_FILE": cert, "TIDEMQ_TLS_KEY_FILE": key}
     b = broker_factory(str(tmp_path / "store"), env=env)
-    cli_env = {k: v for k, v in env.items() if k in ("TIDEMQ_ACCESS_KEY", "TIDEMQ_SECRET_KEY", "TIDEMQ_TLS_CERT_FILE",
-                                                     "TIDEMQ_TLS_KEY_FILE")}
+    cli_env = {"TIDEMQ_ACCESS_KEY": AUTH["TIDEMQ_ACCESS_KEY"], "TIDEMQ_SECRET_KEY": AUTH["TIDEMQ_SECRET_KEY"],
+               "TIDEMQ_CLIENT_CA_FILE": cert}
     runner = CliRunner()
     r = runner.invoke(cli, ["alarms", "--endpoint", b.endpoint], env=cli_env, catch_exceptions=False)
     assert r.exit_code == 0 and "writes: accepted" in r.output and "authentication on, TLS on" in r.output
@@ -34,4 +35,10 @@ def test_alarms_command_signed_and_over_tls(tmp_path, broker_factory, certificat
     assert r.exit_code == 0
     r = runner.invoke(cli, ["alarms", "--endpoint", b.endpoint], env={**cli_env, "TIDEMQ_SECRET_KEY": "wrong"},
                       catch_exceptions=False)
-    assert r.exit_code == 2 and "UNAUTHENTICATED" in r.output
+    assert r.exit_code == 2 and "UNAUTHORIZED" in r.output
+    r = runner.invoke(cli, ["alarms", "--endpoint", b.endpoint], env={**cli_env, "TIDEMQ_CLIENT_CA_FILE": None},
+                      catch_exceptions=False)
+    assert r.exit_code == 2 and "speaks TLS: use --tls and --ca-file" in r.output, r.output
+    r = runner.invoke(cli, ["alarms", "--endpoint", b.endpoint, "--tls"], env={**cli_env, "TIDEMQ_CLIENT_CA_FILE": None},
+                      catch_exceptions=False)
+    assert r.exit_code == 2 and "not signed by a CA this client trusts" in r.output, r.output

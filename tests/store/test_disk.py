@@ -421,3 +421,51 @@ def test_while_the_disk_alarm_holds_sends_the_forecast_says_now(env):
     assert per[dirs[0]]["90"] == 0 and per[dirs[0]]["85"] == 0
     s.disk.writes_held = None
     assert s.disk_status()["forecast"]["seconds_until_percent"]["90"] != 0
+
+
+@pytest.mark.parametrize("err", [errno.EMFILE, errno.ENFILE, errno.ENOMEM])
+def test_an_error_that_is_not_the_disks_never_takes_a_directory_offline(stores, caplog, err):
+    """Out of file descriptors (or memory) while the directory is checked or a segment made: the
+    directory keeps its state, said in one warning; writes go on once the process has them again."""
+    fio = FaultyFileIO()
+    s = stores(memory_config(segment_size_bytes=8 * 1024), fio)
+    cl = MEMORY_ROOT + "/commitlog"
+    with caplog.at_level("WARNING"):
+        for op in ("open", "disk_usage", "is_dir"):
+            fio.fail(op, err, cl, times=5)
+            for _ in range(5):
+                s.check_disk()
+            fio.clear_faults()
+        for _ in range(50):                     # segments made while the descriptors are out
+            fio.fail("open", err, cl, times=1)
+            s.put(Message("T", b"x" * 1000))
+            fio.clear_faults()
+    st = {d["path"]: d for d in s.disk_status()["directories"]}
+    assert st[cl]["state"] == "writable" and st[cl]["offline_reason"] is None
+    assert not [r for r in caplog.records if "offline" in r.getMessage()]
+    assert len([r for r in caplog.records if "not the disk" in r.getMessage()]) == 1, "once a minute at most"
+    assert s.put(Message("T", b"after")).ok
+
+
+def test_an_offline_directory_comes_back_by_itself_once_it_works(stores, caplog):
+    """EIO on its marker: offline, puts refused (its only directory); the fault gone, the next check
+    brings it back, said once, and puts go on, no restart."""
+    fio = FaultyFileIO()
+    s = stores(memory_config(segment_size_bytes=8 * 1024), fio)
+    cl = MEMORY_ROOT + "/commitlog"
+    assert s.put(Message("T", b"before")).ok
+    fio.fail("pwrite", errno.EIO, cl + "/.tidemq-dir", times=1000)
+    s.check_disk()
+    st = {d["path"]: d for d in s.disk_status()["directories"]}
+    assert st[cl]["state"] == "offline"
+    for _ in range(3):
+        s.check_disk()                          # still failing: still offline, nothing said again
+    fio.clear_faults()
+    with caplog.at_level("WARNING"):
+        s.check_disk()
+        s.check_disk()
+    st = {d["path"]: d for d in s.disk_status()["directories"]}
+    assert st[cl]["state"] == "writable" and st[cl]["offline_reason"] is None
+    assert len([r for r in caplog.records if "is back" in r.getMessage()]) == 1
+    rs = [s.put(Message("T", b"y" * 1000)) for _ in range(30)]     # new segments go there again
+    assert all(r.ok for r in rs), [r.error for r in rs if not r.ok][:3]

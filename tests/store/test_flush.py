@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from tidemq.io import ManualClock, OsFileIO
-from tidemq.store import GetStatus, Message, PutStatus
+from tidemq.store import GetStatus, Message, PutReason, PutStatus
 from tidemq.store.flush import PAGE_SIZE, AsyncFlushService, GroupCommitService
 from tidemq.testing.faulty_io import FaultyFileIO
 
@@ -167,11 +167,11 @@ def test_sync_flush_timeout(make_config, open_store):
         fio.gate.set()
     [r] = got
     assert r.status is PutStatus.FLUSH_DISK_TIMEOUT
-    # the record is in the log all the same (and becomes durable later)
-    assert r.commitlog_offset >= 0 and r.queue_offset == 1
+    # the record is in the log all the same (and becomes durable later; readable then)
+    assert r.commitlog_offset >= 0 and r.queue_offset == 1 and s.max_offset("T", 0) == 2
+    wait_until(lambda: s.commit_log.flushed_offset >= r.commitlog_offset + r.size, "the record to become durable")
     g = s.get("G", "T", 0, 0)
     assert [m.body for m in g.messages] == [b"fast", b"slow"]
-    wait_until(lambda: s.commit_log.flushed_offset >= r.commitlog_offset + r.size, "the record to become durable")
     assert s.put(Message("T", b"again", queue_id=0)).status is PutStatus.PUT_OK
 
 
@@ -188,19 +188,19 @@ def test_group_commit_service_directly():
     svc = GroupCommitService(flush, lambda: flushed[0])
     svc.start()
     try:
-        assert svc.wait_durable(0, 0.0)              # nothing to wait for
+        assert svc.wait_durable(0, 0.0) is None      # nothing to wait for
         target[0] = 100
-        assert svc.wait_durable(100, PATIENCE_S)
+        assert svc.wait_durable(100, PATIENCE_S) is None
         assert svc.flushed >= 100
         assert svc.fsyncs >= 1
         n = svc.fsyncs
-        assert svc.wait_durable(50, 0.0)             # covered already: no new fsync
+        assert svc.wait_durable(50, 0.0) is None     # covered already: no new fsync
         assert svc.fsyncs == n
     finally:
         svc.stop()
-    # stopped: a wait that cannot be satisfied returns False instead of hanging
+    # stopped: a wait that cannot be satisfied answers FLUSH_TIMEOUT instead of hanging
     target[0] = 200
-    assert svc.wait_durable(200, 0.2) is False
+    assert svc.wait_durable(200, 0.2) is PutReason.FLUSH_TIMEOUT
 
 
 class SteppedFlush:
@@ -236,7 +236,7 @@ def test_group_commit_releases_only_the_writers_an_fsync_made_durable():
     flush = SteppedFlush()
     svc = GroupCommitService(flush, lambda: flush.flushed)
     svc.start()
-    out: dict[int, bool] = {}
+    out: dict[int, object] = {}
     try:
         first = _waiter(svc, 10, out)
         assert flush.calls.acquire(timeout=PATIENCE_S)          # the fsync for 10 is under way
@@ -244,30 +244,30 @@ def test_group_commit_releases_only_the_writers_an_fsync_made_durable():
         wait_until(lambda: len(svc._waiters) == 2, "both writers to wait")
         flush.step(10)                                           # this fsync covers 10 only
         first.join(PATIENCE_S)
-        assert out == {10: True}
+        assert out == {10: None}
         assert svc.flushed == 10
         assert [e[0] for e in svc._waiters] == [20] and svc._waiters[0][1].locked()   # not woken
         assert flush.calls.acquire(timeout=PATIENCE_S)          # the next fsync, for 20
         flush.step(20)
         second.join(PATIENCE_S)
-        assert out == {10: True, 20: True} and svc._waiters == []
+        assert out == {10: None, 20: None} and svc._waiters == []
     finally:
         flush.step(10 ** 9)
         svc.stop()
 
 
 def test_group_commit_a_wait_that_times_out_leaves_nothing_behind():
-    """The short-timeout path: False, and its entry gone (no release for a writer long gone);
+    """The short-timeout path: FLUSH_TIMEOUT, and its entry gone (no release for a writer long gone);
     the fsync it asked for still happens."""
     flush = SteppedFlush()
     svc = GroupCommitService(flush, lambda: flush.flushed)
     svc.start()
     try:
-        assert svc.wait_durable(10, 0.01) is False
+        assert svc.wait_durable(10, 0.01) is PutReason.FLUSH_TIMEOUT
         assert svc._waiters == []
         assert flush.calls.acquire(timeout=PATIENCE_S)
         flush.step(10)
-        assert svc.wait_durable(10, PATIENCE_S) is True
+        assert svc.wait_durable(10, PATIENCE_S) is None
     finally:
         flush.step(10 ** 9)
         svc.stop()
@@ -275,11 +275,11 @@ def test_group_commit_a_wait_that_times_out_leaves_nothing_behind():
 
 def test_group_commit_stop_releases_the_waits_it_flushed_and_refuses_later_ones():
     """stop() flushes what was requested, releases its waits as durable; a wait after the end
-    answers False at once instead of sleeping out its timeout."""
+    answers FLUSH_TIMEOUT at once instead of sleeping out its timeout."""
     flush = SteppedFlush()
     svc = GroupCommitService(flush, lambda: flush.flushed)
     svc.start()
-    out: dict[int, bool] = {}
+    out: dict[int, object] = {}
     w = _waiter(svc, 10, out)
     assert flush.calls.acquire(timeout=PATIENCE_S)
     stopper = threading.Thread(target=svc.stop, daemon=True)
@@ -287,8 +287,8 @@ def test_group_commit_stop_releases_the_waits_it_flushed_and_refuses_later_ones(
     flush.step(10)
     w.join(PATIENCE_S)
     stopper.join(PATIENCE_S)
-    assert out == {10: True} and not stopper.is_alive()
-    assert svc.wait_durable(20, PATIENCE_S) is False           # nobody flushes any more: no wait
+    assert out == {10: None} and not stopper.is_alive()
+    assert svc.wait_durable(20, PATIENCE_S) is PutReason.FLUSH_TIMEOUT      # nobody flushes any more: no wait
 
 
 def test_group_commit_wait_times_out_when_flush_fails(caplog):
@@ -303,7 +303,7 @@ def test_group_commit_wait_times_out_when_flush_fails(caplog):
     svc = GroupCommitService(flush, lambda: 0)
     svc.start()
     try:
-        assert svc.wait_durable(10, 0.2) is False
+        assert svc.wait_durable(10, 0.2) is PutReason.FLUSH_TIMEOUT
         wait_until(lambda: svc.last_error is not None, "the flush error to be recorded")
         assert "fsync failed" in svc.last_error
     finally:
@@ -324,7 +324,7 @@ def test_group_commit_stop_returns_while_fsync_keeps_failing(caplog):
 
     svc = GroupCommitService(flush, lambda: 0)
     svc.start()
-    assert svc.wait_durable(10, 0.1) is False          # a request the disk cannot satisfy
+    assert svc.wait_durable(10, 0.1) is PutReason.FLUSH_TIMEOUT      # a request the disk cannot satisfy
     stopper = threading.Thread(target=svc.stop, daemon=True)
     stopper.start()
     stopper.join(PATIENCE_S)

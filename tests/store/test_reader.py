@@ -1,11 +1,15 @@
 """StoreReader (the read path) on its own, and how MessageStore answers reads when it is not running."""
 
+import threading
+
+from tidemq.io import OsFileIO
 from tidemq.record import codec
 from tidemq.store import GetStatus, Message, MessageStore
 from tidemq.store.reader import StoreReader
 from tidemq.testing.faulty_io import FaultyFileIO
 
 from ..support.store import MEMORY_ROOT, memory_config
+from ..support.wait import PATIENCE_S, wait_until
 
 
 def test_a_reader_built_from_the_parts_reads_what_the_store_reads(store):
@@ -169,12 +173,21 @@ def test_get_raw_never_returns_a_record_that_fails_its_crc(stores):
 
 
 def test_get_raw_lays_the_records_out_once_after_the_room(stores):
-    """The frame: the room (zero), the sizes, the records (what ``records`` are views of); with a
-    damaged record among them, the frame holds the others only."""
+    """The frame: the room (zero, or the header ``head`` answers, written as the frame is made), the
+    sizes, the records (what ``records`` are views of); with a damaged record among them, the frame
+    holds the others only (and the header is for them)."""
+    import zlib
     for victims in ((), (4,)):
         s, rs = _damaged_store(stores, 150, n=12, victims=victims)
         g = s.get_raw("T", 0, 2, max_count=6, room=64)
-        frame, room = g.frame
+        frame, room, headed = g.frame
+        assert headed is False
+        asked = []
+        h = s.get_raw("T", 0, 2, max_count=6, room=64,
+                      head=lambda *a: asked.append(a) or b"H" * 10)
+        assert h.frame[2] is True and bytes(h.frame[0][:10]) == b"H" * 10 and bytes(h.frame[0][10:64]) == bytes(54)
+        (nxt, lo, hi, count, crc), = asked
+        assert (nxt, count) == (h.next_offset, len(h.records[0])) and crc == zlib.crc32(bytes(h.frame[0][64:]))
         sizes, data = g.records
         n = len(sizes)
         assert room == 64 and bytes(frame[:room]) == bytes(room) and n == 6 - len(victims)
@@ -182,3 +195,117 @@ def test_get_raw_lays_the_records_out_once_after_the_room(stores):
         assert bytes(frame[room + 4 * n:]) == bytes(data) and len(data) == sum(sizes)
         assert [m.queue_offset for m in _records(g)] == [i for i in range(2, 8) if i not in victims]
         s.shutdown()
+
+
+# What readers may be served: MessageStore.readable_end (issue 27.2) ----------------------------
+
+class HeldFsyncs(OsFileIO):
+    """The real file system, whose commit-log fsyncs wait for ``gate`` while ``held`` (``entered``:
+    one is waiting)."""
+
+    def __init__(self) -> None:
+        self.paths: dict = {}
+        self.held = False
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def open(self, path, create=False, readonly=False):
+        h = super().open(path, create, readonly)
+        self.paths[h] = path
+        return h
+
+    def fsync(self, handle) -> None:
+        if self.held and "commitlog" in self.paths.get(handle, ""):
+            self.entered.set()
+            assert self.gate.wait(2 * PATIENCE_S), "the test never let the fsync end"
+        super().fsync(handle)
+
+
+def test_under_sync_flush_nothing_is_served_before_its_fsync_ended(make_config, open_store):
+    """The reproduction of issue 27 without time: a put whose fsync is held is in the log and its
+    queue, and no read serves it (get, get_raw, by offset, by key; the max offset consumers see does
+    not count it) until the fsync ended; a long poll waiting for it is called once it is readable."""
+    fio = HeldFsyncs()
+    s = open_store(make_config(flush_disk_type="SYNC_FLUSH", sync_flush_timeout_ms=600_000), fio=fio)
+    first = s.put(Message("T", b"first", keys="k0", queue_id=0))
+    assert first.ok and s.readable_end() == s.commitlog_max_offset
+    assert s.notify_readable(lambda: None) is False, "nothing to wait for"
+    fio.held = True
+    got: list = []
+    putter = threading.Thread(target=lambda: got.append(s.put(Message("T", b"held", keys="k1", queue_id=0))))
+    putter.start()
+    try:
+        assert fio.entered.wait(PATIENCE_S)
+        wait_until(lambda: s.max_offset("T", 0) == 2, "the record to be appended and dispatched")
+        end = s.commitlog_max_offset
+        assert s.readable_end() == first.commitlog_offset + first.size < end
+        assert s.readable_max_offset("T", 0) == 1
+        g = s.get("G", "T", 0, 0, max_count=8)
+        assert [m.body for m in g.messages] == [b"first"] and g.max_offset == 1 and g.next_offset == 1
+        g = s.get("G", "T", 0, 1)
+        assert g.status is GetStatus.OFFSET_OVERFLOW_ONE and g.next_offset == 1, "not there yet: a long poll waits"
+        assert s.get("G", "T", 0, 2).status is GetStatus.OFFSET_OVERFLOW_ONE          # the queue's own end
+        assert s.get("G", "T", 0, 3).status is GetStatus.OFFSET_OVERFLOW_BADLY
+        raw = s.get_raw("T", 0, 0)
+        assert len(raw.records[0]) == 1 and raw.max_offset == 1
+        assert s.get_raw("T", 0, 1).status is GetStatus.OFFSET_OVERFLOW_ONE
+        assert s.get_by_commitlog_offset(first.commitlog_offset + first.size) is None
+        assert s.query_by_key("T", "k1") == [] and [m.body for m in s.query_by_key("T", "k0")] == [b"first"]
+        woken = threading.Event()
+        assert s.notify_readable(woken.set) is True and not woken.is_set()
+    finally:
+        fio.held = False
+        fio.gate.set()
+    putter.join(PATIENCE_S)
+    assert got[0].ok
+    assert woken.wait(PATIENCE_S), "the waiter is called once the record is readable"
+    assert [m.body for m in s.get("G", "T", 0, 0).messages] == [b"first", b"held"]
+    assert s.readable_max_offset("T", 0) == 2 and [m.body for m in s.query_by_key("T", "k1")] == [b"held"]
+
+
+def test_under_async_flush_readers_see_the_log_to_its_end(stores):
+    """ASYNC_FLUSH keeps today's behaviour: what a crash can take back is served (the mode promises
+    only what was flushed)."""
+    s = stores(memory_config(), FaultyFileIO())
+    r = s.put(Message("T", b"x"))
+    assert s.commit_log.flushed_offset < r.commitlog_offset + r.size == s.readable_end()
+    assert [m.body for m in s.get("G", "T", 0, 0).messages] == [b"x"]
+
+
+def test_a_commit_limit_bounds_every_read_and_its_moves_wake_the_waiters(stores):
+    """set_commit_limit (SYNC replication's high watermark), with a plain function."""
+    s = stores(memory_config(), FaultyFileIO())
+    rs = s.put_batch([Message("T", b"m%d" % i) for i in range(4)])
+    ends = [r.commitlog_offset + r.size for r in rs]
+    limit = [ends[1]]
+    s.set_commit_limit(lambda: limit[0])
+    assert s.readable_end() == ends[1] and s.readable_max_offset("T", 0) == 2 and s.max_offset("T", 0) == 4
+    assert [m.body for m in s.get("G", "T", 0, 0).messages] == [b"m0", b"m1"]
+    assert s.get("G", "T", 0, 2).status is GetStatus.OFFSET_OVERFLOW_ONE
+    assert [len(s.get_raw("T", 0, 0).records[0])] == [2]
+    calls: list = []
+    assert s.notify_readable(lambda: calls.append(1)) is True
+    s.readable_advanced()
+    assert calls == [], "the limit did not move"
+    limit[0] = ends[3]
+    s.readable_advanced()
+    assert calls == [1]
+    s.readable_advanced()
+    assert calls == [1], "once"
+    assert [m.body for m in s.get("G", "T", 0, 0).messages] == [b"m0", b"m1", b"m2", b"m3"]
+    s.set_commit_limit(None)
+    assert s.readable_end() == s.commitlog_max_offset
+
+
+def test_readable_max_finds_the_readable_end_of_a_long_unreadable_tail(stores):
+    """More unreadable units than one step of the backward search, and a hole among them."""
+    s = stores(memory_config(segment_size_bytes=256 * 1024), FaultyFileIO())
+    rs = s.put_batch([Message("T", b"m%d" % i) for i in range(600)])
+    ends = [r.commitlog_offset + r.size for r in rs]
+    for k in (0, 1, 255, 256, 257, 299, 598, 599):
+        s.set_commit_limit(lambda k=k: ends[k])
+        assert s.readable_max_offset("T", 0) == k + 1
+        g = s.get("G", "T", 0, k)
+        assert [m.body for m in g.messages] == [b"m%d" % k] and g.max_offset == k + 1
+    s.set_commit_limit(lambda: ends[0] - 1)
+    assert s.readable_max_offset("T", 0) == 0

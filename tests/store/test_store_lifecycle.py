@@ -34,6 +34,7 @@ VERDICT_CALLS = {
     "write_refusal": lambda s: s.write_refusal(),
     "refusal": lambda s: s.refusal,
     "following": lambda s: s.following,
+    "log_failures": lambda s: s.log_failures,
     "puts_may_wait": lambda s: s.puts_may_wait,
 }
 # every other call raises StoreNotRunning
@@ -65,13 +66,17 @@ RAISING_CALLS = {
     "follow": lambda s: s.follow("a follower"),        # (then lead: serving() leaves the store writable)
     "lead": lambda s: s.lead(0),
     "confirm": lambda s: s.confirm(0),
+    "readable_end": lambda s: s.readable_end(),
+    "readable_max_offset": lambda s: s.readable_max_offset("T", 0),
+    "notify_readable": lambda s: s.notify_readable(lambda: None),
+    "on_log_failed": lambda s: s.on_log_failed(lambda f: None),
 }
 # the lifecycle itself (its own rules, tested below)
 LIFECYCLE = {"start", "shutdown", "kill", "install_signal_handlers", "state", "start_progress"}
 # wiring the broker does whatever the state (before start, while running): never refused
-WIRING = {"set_consumer_positions"}
+WIRING = {"set_consumer_positions", "set_commit_limit"}
 # housekeeping whatever the state: a no-op when there is nothing to do (test_put_lock.py)
-HOUSEKEEPING = {"drain_dispatch"}
+HOUSEKEEPING = {"drain_dispatch", "readable_advanced"}
 
 
 def test_every_public_method_has_a_rule():

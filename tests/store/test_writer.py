@@ -21,6 +21,7 @@ from tidemq.store.writer import StoreWriter
 from tidemq.store.topics import TopicState
 from tidemq.testing.faulty_io import FaultyFileIO
 
+from ..support.wait import wait_until
 from ..support.store import slices, small_config
 
 
@@ -378,7 +379,8 @@ def test_flush_timeout(make_config, open_store):
         fio.go.set()
     assert refused(r, PutReason.FLUSH_TIMEOUT) and r.status is PutStatus.FLUSH_DISK_TIMEOUT
     assert r.commitlog_offset >= 0 and r.queue_offset == 0, "appended, only not durable in time"
-    assert s.get("G", "T", r.queue_id, 0).status is GetStatus.FOUND
+    wait_until(lambda: s.commit_log.flushed_offset >= r.commitlog_offset + r.size, "the fsync to end")
+    assert s.get("G", "T", r.queue_id, 0).status is GetStatus.FOUND      # readable once durable
 
 
 def test_shutting_down(make_config):

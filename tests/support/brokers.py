@@ -146,10 +146,16 @@ def stored(root, topic):
         s.shutdown()
 
 
-def admin_call(endpoint: str, method: str, request: dict | None = None) -> dict:
-    """tidemq.client.admin.call with a deadline no stall reaches."""
+def admin_call(endpoint: str, method: str, request: dict | None = None, keys: tuple | None = None,
+               tls=False) -> dict:
+    """tidemq.client.admin.call with a deadline no stall reaches; signed with ``keys`` (access key,
+    secret key) when given, over TLS (a client.settings.TlsOptions) when given."""
+    import time
+
     from tidemq.client.admin import call
-    return call(endpoint, method, request, timeout_s=60.0)
+    from tidemq.protocol.signing import date_time, signed_metadata
+    md = signed_metadata(keys[0], keys[1], date_time(time.time())) if keys else None
+    return call(endpoint, method, request, timeout_s=60.0, metadata=md, tls=tls)
 
 
 def topic_end(endpoint: str, topic: str) -> int:

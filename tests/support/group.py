@@ -47,9 +47,13 @@ class Member:
 
 class Group:
     def __init__(self, base_dir: str, n: int = 3, coordinator: str | list[str] = "", mode: str = "SYNC",
-                 name: str = "g", env: dict | None = None, leader_ports: bool = True) -> None:
+                 name: str = "g", env: dict | None = None, leader_ports: bool = True,
+                 client: dict | None = None) -> None:
         """``leader_ports``: members serve leader ports (routes name them); False: routes name the leader.
-        ``coordinator``: one for every member, or one per member (each through its own proxy)."""
+        ``coordinator``: one for every member, or one per member (each through its own proxy).
+        ``client``: how the group is called from the test (tidemq.client's access_key, secret_key, tls)
+        when the members have authentication or TLS on."""
+        self.client = client or {}
         self.base_dir = base_dir
         self.n = n
         self.name = name
@@ -117,9 +121,15 @@ class Group:
         if not self.alive(i):
             return None
         try:
-            return admin_call(self.endpoint(i), "Replication").get("replication")
+            return self.admin(i, "Replication").get("replication")
         except Exception:  # noqa: BLE001 - killed, stopped, starting
             return None
+
+    def admin(self, i: int, method: str, request: dict | None = None) -> dict:
+        """An admin call to member i, signed and over TLS as ``client`` says."""
+        c = self.client
+        keys = (c["access_key"], c["secret_key"]) if c.get("access_key") else None
+        return admin_call(self.endpoint(i), method, request, keys=keys, tls=c.get("tls", False))
 
     def leader(self, exclude: set[int] = frozenset()) -> int | None:
         """The member that leads now (not fenced), if exactly one does."""
@@ -147,7 +157,7 @@ class Group:
         """Every body of ``topic`` on member i, queue by queue (PullRecords)."""
         from tidemq.client import PullConsumer
         out = []
-        with PullConsumer(self.endpoint(i), timeout_s=60) as c:
+        with PullConsumer(self.endpoint(i), timeout_s=60, **self.client) as c:
             for q in range(c.queue_count(topic)):
                 off, end = 0, c.query_offset(topic, q, "END")
                 while off < end:

@@ -155,3 +155,83 @@ def test_a_crash_releases_every_lock():
         survivor.unlock(survivor.lock("/s/lock"))
     with pytest.raises(SimulatedCrash):
         fio.lock("/t/lock")                       # the dead process takes no lock
+
+
+# A failed fsync (Linux's writeback error: PostgreSQL's "fsyncgate") ----------------------------
+
+def _failed_fsync(seed: int, drop_ratio: float):
+    """A file durable as A*3 pages, B written over it, an fsync that fails: (fio, handle)."""
+    fio = FaultyFileIO(seed=seed)
+    fio.drop_ratio = drop_ratio
+    h = new_file(fio, data=b"A" * 3 * 4096)
+    fio.fsync(h)
+    fio.pwrite(h, b"B" * 3 * 4096, 0)
+    fio.fail("fsync", errno.EIO, "/d/")
+    with pytest.raises(OSError) as e:
+        fio.fsync(h)
+    assert e.value.errno == errno.EIO
+    return fio, h
+
+
+def test_a_failed_fsync_drops_or_keeps_each_dirty_page_seeded():
+    seen = set()
+    for seed in range(20):
+        fio, h = _failed_fsync(seed, 0.5)
+        pages = tuple(fio.pread(h, 4096, p * 4096)[:1] for p in range(3))
+        assert set(pages) <= {b"A", b"B"}            # dropped: the disk's bytes again; kept: the new ones
+        seen.add(pages)
+        again, _ = _failed_fsync(seed, 0.5)
+        assert tuple(again.pread(again.open("/d/f"), 4096, p * 4096)[:1] for p in range(3)) == pages, "seeded"
+    assert len(seen) > 2
+
+
+def test_the_next_fsync_succeeding_proves_nothing_about_the_pages_a_failed_one_covered():
+    fio, h = _failed_fsync(0, 0.0)                    # every page kept in the cache, marked clean
+    assert fio.pread(h, 4, 0) == b"BBBB"
+    fio.fsync(h)                                      # succeeds: writes nothing of them
+    for seed in range(5):
+        new = fio.after_power_loss(random.Random(seed))
+        assert new.pread(new.open("/d/f"), 3 * 4096, 0) == b"A" * 3 * 4096, "the kept pages were never on disk"
+
+
+def test_a_page_written_again_after_a_failed_fsync_is_dirty_again():
+    fio, h = _failed_fsync(0, 0.0)
+    fio.pwrite(h, b"B", 4096)                         # the same byte: the page is dirty again (Linux)
+    fio.fsync(h)
+    new = fio.after_power_loss(random.Random(1))
+    data = new.pread(new.open("/d/f"), 3 * 4096, 0)
+    assert data == b"A" * 4096 + b"B" * 4096 + b"A" * 4096
+
+
+def test_a_kill9_keeps_the_clean_pages_a_failed_fsync_left_and_they_are_still_not_durable():
+    fio, h = _failed_fsync(0, 0.0)
+    new = fio.after_crash()
+    h2 = new.open("/d/f")
+    assert new.pread(h2, 4, 0) == b"BBBB"             # the page cache survives a kill -9...
+    new.sync_filesystem("/d")                         # ...and no sync writes those pages
+    after = new.after_power_loss(random.Random(2))
+    assert after.pread(after.open("/d/f"), 4, 0) == b"AAAA"
+
+
+def test_a_rename_is_atomic_and_a_committed_change_commits_the_ones_before():
+    """The names: of the changes not committed, a prefix survives a power loss (never the second
+    of two renames without the first); an fsync of any file commits every change before it."""
+    kinds = set()
+    for seed in range(30):
+        fio = FaultyFileIO()
+        new_file(fio, "/d/a", b"old")
+        fio.fsync_dir("/d")
+        fio.rename("/d/a", "/d/a.bak")
+        h = fio.open("/d/a.tmp", create=True)
+        fio.pwrite(h, b"new", 0)
+        fio.rename("/d/a.tmp", "/d/a")
+        after = fio.after_power_loss(random.Random(seed))
+        names = tuple(sorted(after.listdir("/d")))
+        assert names in {("a",), ("a.bak",), ("a.bak", "a.tmp"), ("a", "a.bak")}, names
+        kinds.add(names)
+    assert len(kinds) > 2
+    fio = FaultyFileIO()
+    new_file(fio, "/d/a", b"x")
+    h = fio.open("/d/b", create=True)
+    fio.fsync(h)                                      # commits the journal: /d/a's creation too
+    assert sorted(fio.after_power_loss(random.Random(0)).listdir("/d")) == ["a", "b"]

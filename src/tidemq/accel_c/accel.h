@@ -43,19 +43,26 @@
      damaged(buf, starts, sizes)             which records fail their CRCs (integrity.py)
      index_put(...)                          the index entries of a batch (index_file.py)
      index_put_hashed(...)                   the same from items already hashed (append_slices')
-     frame_slices(raw, reserved, id_max)     a SendRecords frame parsed into arrays (send_records.py)
+     frame_slices(raw, reserved, id_max, key)  a SendRecords frame parsed into arrays (send_records.py)
      check_slices(data, fields, skip, reserved)  the record validator over a batch of slices (validate.py)
      check_encoded(properties, reserved)     the record validator over encoded properties (validate.py)
      send_one(raw)                           the common SendMessage request, read from its bytes (wire.py)
-     id_hash(topic, id)                      the send dedup window's key of a message (dedup.py)
+     id_hash(key, topic, id)                 the send dedup window's key of a message (dedup.py: SipHash)
      window_find(...), window_put(...)       the dedup window's tables (dedup.py)
      decode_run(cls, data, sizes)            records back to back as StoredMessage objects
-     frame_records(buf, starts, sizes, room) a queue's records copied after room for a header, checked
-     fill_room(frame, head)                  the header written into that room (record/framing.py)
+     frame_records(buf, starts, sizes, room, head)  a queue's records copied after room for a header,
+                                             checked, and the header written into the room (framing.py)
    Each one's contract is in its Python twin's docstring; the argument lists are in the source
    files: crc.c (crc32, use_crc), write.c (append, append_slices, index_put, index_put_hashed),
    frame.c (frame_slices), validate.c (check_slices, check_encoded and the text rules the lanes share), send_one.c (send_one), dedup.c (id_hash, window_find, window_put), read.c (scan_run, damaged,
-   decode_run, frame_records, fill_room), module.c (the method table). */
+   decode_run, frame_records), module.c (the method table).
+
+   Callers are trusted with nothing: every function checks its arguments' types and bounds (sizes,
+   offsets and counts that a sum or a product could overflow included) before it touches memory, reads
+   numbers out of caller buffers with ld_* (no alignment assumed), takes exact ints where a Python
+   __index__ could run code in the middle of its loop, and copies what it needs before it releases
+   the GIL (frame_records: nothing another thread can change is read after). CI builds the module with
+   -fsanitize=address,undefined and runs these tests under it (.ci/sanitize). */
 
 
 #ifndef TIDEMQ_ACCEL_H
@@ -66,7 +73,7 @@
 #include <string.h>
 #include <structmember.h>
 
-#define ACCEL_VERSION 6
+#define ACCEL_VERSION 7
 
 #define MAGIC_U32 0xDAA320A7u
 #define OFF_BODY 88
@@ -101,6 +108,39 @@ static inline uint32_t rd32(const unsigned char *p) {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 static inline uint64_t rd64(const unsigned char *p) { return ((uint64_t)rd32(p) << 32) | rd32(p + 4); }
+
+/* native numbers k of a caller's buffer, wherever it is aligned */
+static inline int64_t ld_i64(const void *p, Py_ssize_t k) {
+    int64_t v;
+    memcpy(&v, (const char *)p + 8 * k, 8);
+    return v;
+}
+static inline uint64_t ld_u64(const void *p, Py_ssize_t k) {
+    uint64_t v;
+    memcpy(&v, (const char *)p + 8 * k, 8);
+    return v;
+}
+static inline int32_t ld_i32(const void *p, Py_ssize_t k) {
+    int32_t v;
+    memcpy(&v, (const char *)p + 4 * k, 4);
+    return v;
+}
+static inline uint32_t ld_u32(const void *p, Py_ssize_t k) {
+    uint32_t v;
+    memcpy(&v, (const char *)p + 4 * k, 4);
+    return v;
+}
+static inline void st_u64(void *p, Py_ssize_t k, uint64_t v) { memcpy((char *)p + 8 * k, &v, 8); }
+
+/* an exact int (no __index__ of a caller's object runs in the middle of a loop); 0 or -1 (TypeError) */
+static inline int exact_i64(PyObject *o, long long *out) {
+    if (!PyLong_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "an int is needed, not %.80s", Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    *out = PyLong_AsLongLong(o);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
 
 /* the 10 decimal digits of a CRC (b"%010d" % crc) */
 static inline void digits10(unsigned char *p, uint32_t v) {
@@ -141,11 +181,12 @@ PyObject *py_send_one(PyObject *self, PyObject *args);           /* send_one.c *
 PyObject *py_id_hash(PyObject *self, PyObject *args);            /* dedup.c */
 PyObject *py_window_find(PyObject *self, PyObject *args);
 PyObject *py_window_put(PyObject *self, PyObject *args);
-int accel_id_hash(const unsigned char *topic, size_t tl, const unsigned char *id, size_t il, uint64_t out[2]);
+#define DEDUP_KEY_BYTES 16
+int accel_id_hash(const unsigned char key[DEDUP_KEY_BYTES], const unsigned char *topic, size_t tl,
+                  const unsigned char *id, size_t il, uint64_t out[2]);
 PyObject *py_scan_run(PyObject *self, PyObject *args);           /* read.c */
 PyObject *py_damaged(PyObject *self, PyObject *args);
 PyObject *py_decode_run(PyObject *self, PyObject *args);
 PyObject *py_frame_records(PyObject *self, PyObject *args);
-PyObject *py_fill_room(PyObject *self, PyObject *args);
 
 #endif

@@ -1,6 +1,7 @@
 /* tidemq._accel: CRC-32 (the record layout and the list of functions: accel.h) */
 
-#include "accel.h"
+#include "accel.h"           /* (Python.h defines _GNU_SOURCE: dladdr) */
+#include <dlfcn.h>
 
 /* ---------------------------------------------------------------------------------------- CRC */
 
@@ -54,12 +55,20 @@ PyObject *py_crc32(PyObject *self, PyObject *args) {
 
 PyObject *py_use_crc(PyObject *self, PyObject *arg) {
     /* address of ISA-L's crc32_gzip_refl(init, buf, len) (tidemq/accel.py finds it in the isal
-       package's module); 0 goes back to the tables. Checked against the tables before use. */
+       package's module); 0 goes back to the tables. Only the address of a loaded library's exported
+       crc32_gzip_refl is called (dladdr says which symbol it is: any other address is refused, never
+       jumped to), and its answers are checked against the tables before use. */
     unsigned long long addr = PyLong_AsUnsignedLongLong(arg);
     if (PyErr_Occurred()) return NULL;
     if (addr == 0) {
         accel_isal_crc = NULL;
         Py_RETURN_FALSE;
+    }
+    Dl_info info;
+    if (dladdr((void *)(uintptr_t)addr, &info) == 0 || info.dli_saddr != (void *)(uintptr_t)addr ||
+        info.dli_sname == NULL || strcmp(info.dli_sname, "crc32_gzip_refl") != 0) {
+        PyErr_SetString(PyExc_ValueError, "use_crc: not the address of a loaded crc32_gzip_refl");
+        return NULL;
     }
     crc_fn f = (crc_fn)(uintptr_t)addr;
     unsigned char probe[300];

@@ -16,7 +16,7 @@ enum {   /* why a frame cannot carry a message here (broker/produce/send_records
 };
 #define PROPS_RESERVED_CHECK 8      /* validate.c's PROPS_RESERVED */
 
-/* frame_slices(raw, reserved, id_max) -> (topic, fields, why, names, hashes)
+/* frame_slices(raw, reserved, id_max, key) -> (topic, fields, why, names, hashes)
 
    protocol/send_frame.decode_request's framing (ValueError in the same words) and what this lane
    checks per message itself (its id, the property names only the broker writes), in one pass, into
@@ -26,18 +26,22 @@ enum {   /* why a frame cannot carry a message here (broker/produce/send_records
      fields[i]      10 native uint32: the offsets in ``raw`` of its id, tags, keys, properties and
                     body, then their lengths (send_records.FIELDS)
      why[i]         0, or why the lane refuses it (a BAD_* value above)
-     hashes[i]      16 bytes: the dedup window's key of (topic, id) (dedup.c), zero when the id is
-                    unusable (BAD_BODY_EMPTY, BAD_ID, BAD_ID_UTF8)
+     hashes[i]      16 bytes: the dedup window's key of (topic, id) under ``key`` (16 bytes: dedup.c),
+                    zero when the id is unusable (BAD_BODY_EMPTY, BAD_ID, BAD_ID_UTF8)
    ``names``: {i: the reserved property name (str)} of the messages refused BAD_PROPS_RESERVED. */
 PyObject *py_frame_slices(PyObject *self, PyObject *args) {
-    Py_buffer raw;
+    Py_buffer raw, key;
     PyObject *reserved;
     Py_ssize_t id_max;
-    if (!PyArg_ParseTuple(args, "y*O!n:frame_slices", &raw, &PyTuple_Type, &reserved, &id_max)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*O!ny*:frame_slices", &raw, &PyTuple_Type, &reserved, &id_max, &key)) return NULL;
     const unsigned char *b = (const unsigned char *)raw.buf;
     Py_ssize_t len = raw.len;
     PyObject *topic = NULL, *fields = NULL, *why = NULL, *names = NULL, *hashes = NULL, *result = NULL;
     if (!accel_reserved_ok(reserved, "frame_slices")) goto done;
+    if (key.len != DEDUP_KEY_BYTES) {
+        PyErr_SetString(PyExc_ValueError, "frame_slices: the dedup key is 16 bytes");
+        goto done;
+    }
     if (len < 10) {
         PyErr_Format(PyExc_ValueError, "%zd bytes: shorter than the 10-byte head", len);
         goto done;
@@ -120,7 +124,7 @@ PyObject *py_frame_slices(PyObject *self, PyObject *args) {
         }
         W[i] = (unsigned char)w;
         if (w == 0 || w == BAD_PROPS_RESERVED) {
-            if (accel_id_hash(b + 10, (size_t)tl, mid, (size_t)li, H + 2 * i) < 0) goto done;
+            if (accel_id_hash(key.buf, b + 10, (size_t)tl, mid, (size_t)li, H + 2 * i) < 0) goto done;
         } else {
             H[2 * i] = H[2 * i + 1] = 0;
         }
@@ -133,5 +137,6 @@ done:
     Py_XDECREF(names);
     Py_XDECREF(hashes);
     PyBuffer_Release(&raw);
+    PyBuffer_Release(&key);
     return result;
 }

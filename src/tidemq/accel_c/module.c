@@ -13,7 +13,7 @@ static PyMethodDef methods[] = {
     {"check_slices", py_check_slices, METH_VARARGS, "the record validator over slices of a buffer (validate.py)"},
     {"check_encoded", py_check_encoded, METH_VARARGS, "the record validator over encoded properties (validate.py)"},
     {"send_one", py_send_one, METH_VARARGS, "the common SendMessage request read from its bytes (wire.py)"},
-    {"id_hash", py_id_hash, METH_VARARGS, "the dedup window's key of (topic, id) (dedup.py)"},
+    {"id_hash", py_id_hash, METH_VARARGS, "the dedup window's keyed hash of (topic, id) (dedup.py)"},
     {"window_find", py_window_find, METH_VARARGS, "keys the dedup window's tables hold (dedup.py)"},
     {"window_put", py_window_put, METH_VARARGS, "keys put into a dedup window table (dedup.py)"},
     {"decode_run", py_decode_run, METH_VARARGS, "records back to back as StoredMessage objects (codec.py)"},
@@ -21,8 +21,8 @@ static PyMethodDef methods[] = {
     {"index_put_hashed", py_index_put_hashed, METH_VARARGS, "index entries of hashed items (index_file.py)"},
     {"scan_run", py_scan_run, METH_VARARGS, "verify consecutive records (codec.scan_run)"},
     {"damaged", py_damaged, METH_VARARGS, "indexes of the records that fail their CRCs (integrity.py)"},
-    {"frame_records", py_frame_records, METH_VARARGS, "records copied after room for a header, checked (framing.py)"},
-    {"fill_room", py_fill_room, METH_VARARGS, "a header written into a frame's room (framing.py)"},
+    {"frame_records", py_frame_records, METH_VARARGS, "records copied after room for a header, checked, the header "
+                                                      "written (framing.py)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,4 +1,4 @@
-/* tidemq._accel: the read path: record checks, scan_run, damaged, decode_run, frame_records, fill_room (the record layout and the list of functions: accel.h) */
+/* tidemq._accel: the read path: record checks, scan_run, damaged, decode_run, frame_records (the record layout and the list of functions: accel.h) */
 
 #include "accel.h"
 
@@ -36,10 +36,11 @@ PyObject *py_scan_run(PyObject *self, PyObject *args) {
     const unsigned char *b = (const unsigned char *)buf.buf;
     Py_ssize_t n = 0;
     long long body_bytes = 0;
-    while (pos >= 0 && pos + FIXED_OVERHEAD <= limit) {
+    /* (pos, limit and size compared by differences: no sum of a caller's numbers can overflow) */
+    while (pos >= 0 && limit >= 0 && pos <= limit && limit - pos >= FIXED_OVERHEAD) {
         const unsigned char *p = b + pos;
         int64_t size = (int32_t)rd32(p);
-        if (rd32(p + 4) != MAGIC_U32 || size < RECORD_MIN || pos + size > limit) break;
+        if (rd32(p + 4) != MAGIC_U32 || size < RECORD_MIN || size > limit - pos) break;
         if (!record_intact(p, size)) break;
         if (positions != Py_None) {
             PyObject *v = PyLong_FromSsize_t(pos);
@@ -70,10 +71,10 @@ PyObject *py_damaged(PyObject *self, PyObject *args) {
     }
     out = PyList_New(0);
     if (out == NULL) goto done;
-    const int64_t *s = (const int64_t *)st.buf, *z = (const int64_t *)sz.buf;
     const unsigned char *b = (const unsigned char *)buf.buf;
     for (Py_ssize_t k = 0; k < st.len / 8; k++) {
-        int ok = s[k] >= 0 && z[k] >= RECORD_MIN && s[k] + z[k] <= buf.len && record_intact(b + s[k], z[k]);
+        int64_t s = ld_i64(st.buf, k), z = ld_i64(sz.buf, k);
+        int ok = s >= 0 && z >= RECORD_MIN && s <= buf.len && z <= buf.len - s && record_intact(b + s, z);
         if (!ok) {
             PyObject *v = PyLong_FromSsize_t(k);
             if (v == NULL || PyList_Append(out, v) < 0) {
@@ -111,8 +112,14 @@ static int slots_of(PyObject *cls) {
     for (int k = 0; k < 6; k++) {
         PyObject *d = PyObject_GetAttrString(cls, slot_names[k]);
         if (d == NULL) return -1;
+        /* a slot of this very class (a descriptor of another class names an offset of that class's
+           layout, which this one's instances may not have) */
         int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) &&
-                 ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
+                 PyDescr_TYPE(d) == (PyTypeObject *)cls &&
+                 ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX &&
+                 ((PyMemberDescrObject *)d)->d_member->offset >= (Py_ssize_t)sizeof(PyObject) &&
+                 ((PyMemberDescrObject *)d)->d_member->offset + (Py_ssize_t)sizeof(PyObject *) <=
+                     ((PyTypeObject *)cls)->tp_basicsize;
         if (ok) slot_off[k] = ((PyMemberDescrObject *)d)->d_member->offset;
         Py_DECREF(d);
         if (!ok) {
@@ -137,12 +144,11 @@ PyObject *py_decode_run(PyObject *self, PyObject *args) {
     out = PyList_New(n);
     if (out == NULL) goto done;
     const unsigned char *b = (const unsigned char *)data.buf;
-    const int32_t *sz = (const int32_t *)sizes.buf;
     Py_ssize_t pos = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
-        int64_t size = sz[k];
+        int64_t size = ld_i32(sizes.buf, k);
         const unsigned char *p = b + pos;
-        if (size < OFF_BODY || pos + size > data.len) {
+        if (size < OFF_BODY || size > data.len - pos) {
             PyErr_Format(PyExc_ValueError, "short record at %zd", pos);
             goto fail;
         }
@@ -182,56 +188,84 @@ done:
 
 /* ---------------------------------------------------------------------- frame_records() */
 
-/* frame_records(buf, starts, sizes, room) -> (frame, bad): record/framing.frame_records. A new
-   bytes object: ``room`` zero bytes, the sizes as i32 little-endian, then the records at
+/* frame_records(buf, starts, sizes, room, head=None) -> (frame, bad, headed): record/framing.frame_records.
+   A new bytes object: ``room`` zero bytes, the sizes as i32 little-endian, then the records at
    ``starts`` (int64 buffers of one length, each record within buf) copied back to back; ``bad``
    lists the records that fail their CRCs, checked on the copy (a second pass: checking each
-   record right after its copy measured twice as slow). The GIL is released meanwhile: buf stays
-   mapped (the caller holds it), and nothing else sees the new object yet. */
+   record right after its copy measured twice as slow). With ``head`` (a callable), the header is
+   written into the room in the same pass, before anything but this function has the object:
+   head(crc, bad) (crc: CRC-32 of everything after the room) answers the header's bytes (at most
+   ``room``) or None (``headed`` False: the room stays zero, for an answer made another way).
+
+   The starts and sizes are checked and copied before the GIL is released (nothing a caller's other
+   thread changes is read after); buf stays mapped meanwhile (the caller holds it), and nothing else
+   sees the new object until it is returned. */
 PyObject *py_frame_records(PyObject *self, PyObject *args) {
     Py_buffer buf, st, sz;
     Py_ssize_t room;
-    if (!PyArg_ParseTuple(args, "y*y*y*n:frame_records", &buf, &st, &sz, &room)) return NULL;
-    PyObject *frame = NULL, *bad = NULL, *out = NULL;
+    PyObject *head = Py_None;
+    if (!PyArg_ParseTuple(args, "y*y*y*n|O:frame_records", &buf, &st, &sz, &room, &head)) return NULL;
+    PyObject *frame = NULL, *bad = NULL, *out = NULL, *headed = Py_False;
     Py_ssize_t *bad_at = NULL, nbad = 0;
-    const int64_t *s = (const int64_t *)st.buf, *z = (const int64_t *)sz.buf;
+    int64_t *at = NULL;
     Py_ssize_t n = st.len / 8, total = 0;
-    if (st.len != sz.len || st.len % 8 || room < 0) {
-        PyErr_SetString(PyExc_ValueError, "frame_records: starts and sizes must be int64 arrays of one length");
+    uint32_t crc = 0;
+    if (st.len != sz.len || st.len % 8 || room < 0 || room > (1 << 20)) {
+        PyErr_SetString(PyExc_ValueError, "frame_records: starts and sizes must be int64 arrays of one length "
+                                          "(room: 0 .. 1 MiB)");
+        goto done;
+    }
+    if (head != Py_None && !PyCallable_Check(head)) {
+        PyErr_SetString(PyExc_TypeError, "frame_records: head must be callable or None");
+        goto done;
+    }
+    if (n > (PY_SSIZE_T_MAX - room) / 8) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    at = PyMem_Malloc(sizeof(int64_t) * 2 * (size_t)(n ? n : 1));       /* private copies: starts, sizes */
+    bad_at = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n ? n : 1));
+    if (at == NULL || bad_at == NULL) {
+        PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t k = 0; k < n; k++) {
-        if (s[k] < 0 || z[k] < 0 || z[k] > INT32_MAX || s[k] > buf.len - z[k]) {
+        int64_t s = ld_i64(st.buf, k), z = ld_i64(sz.buf, k);
+        if (s < 0 || z < 0 || z > INT32_MAX || s > buf.len || z > buf.len - s) {
             PyErr_Format(PyExc_ValueError, "frame_records: record %zd lies outside the buffer", k);
             goto done;
         }
-        total += (Py_ssize_t)z[k];
+        if (z > PY_SSIZE_T_MAX - room - 4 * n - total) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        at[2 * k] = s;
+        at[2 * k + 1] = z;
+        total += (Py_ssize_t)z;
     }
     frame = PyBytes_FromStringAndSize(NULL, room + 4 * n + total);
-    bad_at = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n ? n : 1));
-    if (frame == NULL || bad_at == NULL) {
-        if (bad_at == NULL) PyErr_NoMemory();
-        goto done;
-    }
+    if (frame == NULL) goto done;
     unsigned char *f = (unsigned char *)PyBytes_AS_STRING(frame);
     const unsigned char *b = (const unsigned char *)buf.buf;
+    int want_crc = head != Py_None;
     Py_BEGIN_ALLOW_THREADS
     memset(f, 0, (size_t)room);
     unsigned char *sizes_at = f + room, *rec = f + room + 4 * n;
     for (Py_ssize_t k = 0; k < n; k++) {
-        uint32_t v = (uint32_t)z[k];
+        uint32_t v = (uint32_t)at[2 * k + 1];
         sizes_at[4 * k] = (unsigned char)v;
         sizes_at[4 * k + 1] = (unsigned char)(v >> 8);
         sizes_at[4 * k + 2] = (unsigned char)(v >> 16);
         sizes_at[4 * k + 3] = (unsigned char)(v >> 24);
-        memcpy(rec, b + s[k], (size_t)z[k]);
-        rec += z[k];
+        memcpy(rec, b + at[2 * k], (size_t)at[2 * k + 1]);
+        rec += at[2 * k + 1];
     }
     rec = f + room + 4 * n;
     for (Py_ssize_t k = 0; k < n; k++) {
-        if (!record_intact(rec, z[k])) bad_at[nbad++] = k;
-        rec += z[k];
+        if (!record_intact(rec, at[2 * k + 1])) bad_at[nbad++] = k;
+        rec += at[2 * k + 1];
     }
+    if (want_crc) crc = crc32_of(0, f + room, (size_t)(4 * n + total));
     Py_END_ALLOW_THREADS
     bad = PyList_New(nbad);
     if (bad == NULL) goto done;
@@ -240,33 +274,28 @@ PyObject *py_frame_records(PyObject *self, PyObject *args) {
         if (v == NULL) goto done;
         PyList_SET_ITEM(bad, j, v);
     }
-    out = PyTuple_Pack(2, frame, bad);
+    if (head != Py_None) {             /* the frame is still this function's alone: its header goes in now */
+        PyObject *h = PyObject_CallFunction(head, "kO", (unsigned long)crc, bad);
+        if (h == NULL) goto done;
+        if (h != Py_None) {
+            if (!PyBytes_Check(h) || PyBytes_GET_SIZE(h) > room) {
+                PyErr_SetString(PyExc_ValueError, "frame_records: head() must answer bytes of at most room, or None");
+                Py_DECREF(h);
+                goto done;
+            }
+            memcpy(PyBytes_AS_STRING(frame), PyBytes_AS_STRING(h), (size_t)PyBytes_GET_SIZE(h));
+            headed = Py_True;
+        }
+        Py_DECREF(h);
+    }
+    out = PyTuple_Pack(3, frame, bad, headed);
 done:
     Py_XDECREF(frame);
     Py_XDECREF(bad);
     PyMem_Free(bad_at);
+    PyMem_Free(at);
     PyBuffer_Release(&buf);
     PyBuffer_Release(&st);
     PyBuffer_Release(&sz);
     return out;
-}
-
-/* fill_room(frame, head): write head at the front of a bytes object frame_records made, over the
-   room it left (every byte of it still zero, else ValueError: nothing else is ever written). The
-   one place a bytes object changes after it was made: the broker's answer, before gRPC takes it
-   and before anything hashed it. */
-PyObject *py_fill_room(PyObject *self, PyObject *args) {
-    PyObject *frame;
-    Py_buffer head;
-    if (!PyArg_ParseTuple(args, "O!y*:fill_room", &PyBytes_Type, &frame, &head)) return NULL;
-    unsigned char *f = (unsigned char *)PyBytes_AS_STRING(frame);
-    int ok = head.len <= PyBytes_GET_SIZE(frame);
-    for (Py_ssize_t k = 0; ok && k < head.len; k++) ok = f[k] == 0;
-    if (ok) memcpy(f, head.buf, (size_t)head.len);
-    PyBuffer_Release(&head);
-    if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "fill_room: the frame has no zeroed room of that size");
-        return NULL;
-    }
-    Py_RETURN_NONE;
 }

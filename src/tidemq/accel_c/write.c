@@ -7,8 +7,7 @@
 static PyObject *s_rr, *s_queue_count, *s_next_offsets, *s_queues, *s_name_bytes, *s_write_ids, *s_start, *s_step;
 
 static int as_i64(PyObject *o, long long *out) {
-    *out = PyLong_AsLongLong(o);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+    return exact_i64(o, out);         /* an int: no caller's __index__ runs inside a loop over its lists */
 }
 static int as_i32(PyObject *o, long long *out) {
     if (as_i64(o, out) < 0) return -1;
@@ -78,14 +77,20 @@ static int topic_load(topic_cur *c, PyObject *t) {
     topic_clear(c);
     PyObject *rr = PyObject_GetAttr(t, s_rr);
     if (rr == NULL) return -1;
-    c->rr = PyLong_AsLongLong(rr);
+    int bad = as_i64(rr, &c->rr);
     Py_DECREF(rr);
-    if (c->rr == -1 && PyErr_Occurred()) return -1;
+    if (bad < 0) return -1;
     PyObject *qc = PyObject_GetAttr(t, s_queue_count);
     if (qc == NULL) return -1;
-    c->qc = PyLong_AsSsize_t(qc);
+    long long q;
+    bad = as_i64(qc, &q);
     Py_DECREF(qc);
-    if (c->qc == -1 && PyErr_Occurred()) return -1;
+    if (bad < 0) return -1;
+    if (q <= 0 || q > (1LL << 31)) {
+        PyErr_SetString(PyExc_ValueError, "topic state: queue_count out of range");
+        return -1;
+    }
+    c->qc = (Py_ssize_t)q;
     c->offsets = PyObject_GetAttr(t, s_next_offsets);
     c->queues = PyObject_GetAttr(t, s_queues);
     c->name = PyObject_GetAttr(t, s_name_bytes);
@@ -133,8 +138,13 @@ static int next_queue(topic_cur *c, long long *qid) {
         PyErr_SetString(PyExc_ValueError, "the topic has no queue to write (empty write_ids)");
         return -1;
     }
-    Py_ssize_t j = (Py_ssize_t)(c->rr % c->nids);
+    Py_ssize_t j = (Py_ssize_t)(((c->rr % c->nids) + c->nids) % c->nids);        /* 0 <= j < nids */
     if (c->ids == NULL) {
+        if (c->id_start < -(1LL << 40) || c->id_start > (1LL << 40) || c->id_step < -(1LL << 20) ||
+            c->id_step > (1LL << 20)) {
+            PyErr_SetString(PyExc_ValueError, "write_ids: a range out of bounds");
+            return -1;
+        }
         *qid = c->id_start + c->id_step * j;
     } else if (as_i64(PySequence_Fast_GET_ITEM(c->ids, j), qid) < 0) {
         return -1;
@@ -211,20 +221,21 @@ PyObject *py_append(PyObject *self, PyObject *args) {
     unsigned char *b = (unsigned char *)buf.buf;
     Py_ssize_t k = start, nb = PyList_GET_SIZE(batch);
     if (host.len != 8 || rphys.len < nres * 8 || rqoff.len < nres * 8 || rsize.len < nres * 4 ||
-        rqid.len < nres * 4 || limit > buf.len || pos < 0 || pos > limit) {
+        rqid.len < nres * 4 || limit > buf.len || pos < 0 || pos > limit || start < 0 || base < 0 ||
+        base > INT64_MAX - buf.len) {
         PyErr_SetString(PyExc_ValueError, "append: buffers of the wrong size");
         goto done;
     }
-    for (; k < nb; k++) {
+    for (; k < nb && k < PyList_GET_SIZE(batch); k++) {
         PyObject *it = PyList_GET_ITEM(batch, k);
         if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 16) {
             PyErr_SetString(PyExc_TypeError, "a prepared message must be a tuple of 16 fields");
             goto item_error;
         }
         PyObject **f = &PyTuple_GET_ITEM(it, 0);
-        Py_ssize_t i = PyLong_AsSsize_t(f[0]);
-        if (i == -1 && PyErr_Occurred()) goto item_error;
-        if (i < 0 || i >= nres) {
+        long long i;
+        if (as_i64(f[0], &i) < 0) goto item_error;
+        if (i < 0 || i >= nres || i >= PyList_GET_SIZE(res_uniq)) {
             PyErr_SetString(PyExc_IndexError, "message index outside the results");
             goto item_error;
         }
@@ -236,17 +247,17 @@ PyObject *py_append(PyObject *self, PyObject *args) {
         if (t != cur.t && topic_load(&cur, t) < 0) goto item_error;
         Py_ssize_t bl = PyBytes_GET_SIZE(body), tl = PyBytes_GET_SIZE(cur.name), pl = PyBytes_GET_SIZE(props);
         Py_ssize_t n = FIXED_OVERHEAD + bl + tl + pl;
-        if (pos + n > limit) break;                         /* the caller ends the segment here */
+        if (pl < CRC_DIGITS_BACK || pl > 32767 || bl > INT32_MAX - 1024) {
+            PyErr_SetString(PyExc_ValueError, "properties must end with the record-CRC tail and fit 32767 bytes");
+            goto item_error;
+        }
+        if (n > limit - pos) break;                         /* the caller ends the segment here */
         long long born_ts, flag, sys_flag, reconsume, prep_tx, crc, th, tcrc = -1, qid;
         if (as_i64(f[5], &born_ts) < 0 || as_i32(f[7], &flag) < 0 || as_i32(f[8], &sys_flag) < 0 ||
             as_i32(f[9], &reconsume) < 0 || as_i64(f[10], &prep_tx) < 0 || as_i64(f[12], &th) < 0 ||
             (f[15] != Py_None && as_i64(f[15], &tcrc) < 0))
             goto item_error;
         const unsigned char *bp = (const unsigned char *)PyBytes_AS_STRING(body);
-        if (pl < CRC_DIGITS_BACK || pl > 32767 || bl > INT32_MAX - 1024) {
-            PyErr_SetString(PyExc_ValueError, "properties must end with the record-CRC tail and fit 32767 bytes");
-            goto item_error;
-        }
         if (f[11] == Py_None) {
             crc = crc32_of(0, bp, (size_t)bl) & 0x7FFFFFFF;
         } else if (as_i64(f[11], &crc) < 0) {
@@ -256,18 +267,21 @@ PyObject *py_append(PyObject *self, PyObject *args) {
             if (next_queue(&cur, &qid) < 0) goto item_error;
             cur.rr++;
         } else {
-            qid = PyLong_AsLongLong(f[4]);
-            if (qid == -1 && PyErr_Occurred()) goto item_error;
+            if (as_i64(f[4], &qid) < 0) goto item_error;
             if (qid < 0 || qid >= cur.qc) {
                 PyErr_SetString(PyExc_ValueError, "queue id outside the topic's queues");
                 goto item_error;
             }
         }
         long long qoff;
-        if (as_i64(PyList_GET_ITEM(cur.offsets, qid), &qoff) < 0) goto item_error;
+        PyObject *cq = PyList_GetItem(cur.queues, qid), *at = PyList_GetItem(cur.offsets, qid);
+        if (cq == NULL || at == NULL || as_i64(at, &qoff) < 0) goto item_error;
+        if (qoff < 0 || qoff == INT64_MAX) {
+            PyErr_SetString(PyExc_ValueError, "a queue offset out of range");
+            goto item_error;
+        }
         PyObject *next = PyLong_FromLongLong(qoff + 1);
         if (next == NULL) goto item_error;
-        PyObject *cq = PyList_GET_ITEM(cur.queues, qid);
         unsigned char unit[UNIT_SIZE];
         long long phys = base + pos;
         be64(unit, (uint64_t)phys);
@@ -294,7 +308,7 @@ PyObject *py_append(PyObject *self, PyObject *args) {
             goto item_error;
         }
         /* nothing can fail from here on: the record goes in */
-        PyList_SetItem(cur.offsets, qid, next);              /* steals next */
+        if (PyList_SetItem(cur.offsets, qid, next) < 0) goto item_error;      /* steals next */
         unsigned char *r = b + pos;
         header_t h = {(uint32_t)n, (uint32_t)crc, (uint32_t)qid, (uint32_t)flag, (uint32_t)sys_flag,
                       (uint32_t)reconsume, (uint32_t)bl, qoff, phys, born_ts, now_ms, prep_tx,
@@ -309,10 +323,11 @@ PyObject *py_append(PyObject *self, PyObject *args) {
         if (f[15] == Py_None)            /* the tail's CRC: TOPICLEN up to the digits */
             tcrc = crc32_of(0, q, (size_t)(3 + tl + pl - CRC_DIGITS_BACK));
         digits10(r + n - CRC_DIGITS_BACK, crc32_of((uint32_t)tcrc, r, OFF_BODY));
-        o_phys[i] = phys;
-        o_size[i] = (int32_t)n;
-        o_qid[i] = (int32_t)qid;
-        o_qoff[i] = qoff;
+        memcpy(o_phys + i, &phys, 8);
+        int32_t n32 = (int32_t)n, q32 = (int32_t)qid;
+        memcpy(o_size + i, &n32, 4);
+        memcpy(o_qid + i, &q32, 4);
+        memcpy(o_qoff + i, &qoff, 8);
         PyObject *uq = f[14];
         Py_INCREF(uq);
         PyList_SetItem(res_uniq, i, uq);
@@ -404,19 +419,21 @@ PyObject *py_append_slices(PyObject *self, PyObject *args) {
     Py_ssize_t fixed_pl = (Py_ssize_t)(sizeof UNIQ_PROP - 1) + 1 + extra.len + (Py_ssize_t)(sizeof CRC_TAIL - 1);
     if (host.len != 8 || fields.len % (4 * SLICE_FIELDS) != 0 || order.len % 8 != 0 || ths.len != 8 * nmsg ||
         rphys.len < nmsg * 8 || rqoff.len < nmsg * 8 || rsize.len < nmsg * 4 || rqid.len < nmsg * 4 ||
-        limit > buf.len || pos < 0 || pos > limit || start < 0) {
+        limit > buf.len || pos < 0 || pos > limit || start < 0 || base < 0 || base > INT64_MAX - buf.len ||
+        extra.len > 32767 || prefix_crc > UINT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "append_slices: buffers of the wrong size");
         goto done;
     }
     if (topic_load(&cur, t) < 0) goto done;
     Py_ssize_t tl = PyBytes_GET_SIZE(cur.name);
     for (; k < norder; k++) {
-        int64_t i = O[k];
+        int64_t i = ld_i64(O, k);
         if (i < 0 || i >= nmsg) {
             PyErr_SetString(PyExc_IndexError, "message index outside the fields");
             goto item_error;
         }
-        const uint32_t *f = F + SLICE_FIELDS * i;
+        uint32_t f[SLICE_FIELDS];
+        memcpy(f, F + SLICE_FIELDS * i, sizeof f);
         for (int j = 0; j < 5; j++) {
             if ((Py_ssize_t)f[j] + (Py_ssize_t)f[5 + j] > data.len) {
                 PyErr_SetString(PyExc_ValueError, "a field outside the data");
@@ -430,10 +447,15 @@ PyObject *py_append_slices(PyObject *self, PyObject *args) {
             goto item_error;
         }
         Py_ssize_t n = FIXED_OVERHEAD + lb + tl + pl;
-        if (pos + n > limit) break;                         /* the caller ends the segment here */
+        if (n > limit - pos) break;                         /* the caller ends the segment here */
         long long qid, qoff;
         if (next_queue(&cur, &qid) < 0) goto item_error;
-        if (as_i64(PyList_GET_ITEM(cur.offsets, qid), &qoff) < 0) goto item_error;
+        PyObject *at = PyList_GetItem(cur.offsets, qid), *cq = PyList_GetItem(cur.queues, qid);
+        if (at == NULL || cq == NULL || as_i64(at, &qoff) < 0) goto item_error;
+        if (qoff < 0 || qoff == INT64_MAX) {
+            PyErr_SetString(PyExc_ValueError, "a queue offset out of range");
+            goto item_error;
+        }
         PyObject *next = PyLong_FromLongLong(qoff + 1);
         if (next == NULL) goto item_error;
         const unsigned char *id = d + f[0], *tg = d + f[1], *ks = d + f[2], *ps = d + f[3], *bp = d + f[4];
@@ -446,8 +468,7 @@ PyObject *py_append_slices(PyObject *self, PyObject *args) {
         unsigned char unit[UNIT_SIZE];
         be64(unit, (uint64_t)phys);
         be32(unit + 8, (uint32_t)n);
-        be64(unit + 12, (uint64_t)TH[i]);
-        PyObject *cq = PyList_GET_ITEM(cur.queues, qid);
+        be64(unit + 12, (uint64_t)ld_i64(TH, i));
         Py_INCREF(cq);
         int bad = add_unit(units, cq, qoff, unit);
         Py_DECREF(cq);
@@ -457,7 +478,7 @@ PyObject *py_append_slices(PyObject *self, PyObject *args) {
             goto item_error;
         }
         /* nothing can fail from here on: the record goes in */
-        PyList_SetItem(cur.offsets, qid, next);              /* steals next */
+        if (PyList_SetItem(cur.offsets, qid, next) < 0) goto item_error;      /* steals next */
         cur.rr++;
         unsigned char *r = b + pos;
         header_t h = {(uint32_t)n, crc32_of(0, bp, (size_t)lb) & 0x7FFFFFFF, (uint32_t)qid, 0, 0, 0, (uint32_t)lb,
@@ -487,10 +508,11 @@ PyObject *py_append_slices(PyObject *self, PyObject *args) {
         memcpy(p, CRC_TAIL, sizeof CRC_TAIL - 1);
         uint32_t tcrc = crc32_of(0, q, (size_t)(3 + tl + pl - CRC_DIGITS_BACK));
         digits10(r + n - CRC_DIGITS_BACK, crc32_of(tcrc, r, OFF_BODY));
-        o_phys[i] = phys;
-        o_size[i] = (int32_t)n;
-        o_qid[i] = (int32_t)qid;
-        o_qoff[i] = qoff;
+        memcpy(o_phys + i, &phys, 8);
+        int32_t n32 = (int32_t)n, q32 = (int32_t)qid;
+        memcpy(o_size + i, &n32, 4);
+        memcpy(o_qid + i, &q32, 4);
+        memcpy(o_qoff + i, &qoff, 8);
         pos += n;
         continue;
     item_error:
@@ -534,6 +556,18 @@ static void put_entry(unsigned char *b, Py_ssize_t slots, Py_ssize_t at, Py_ssiz
     be32(slot, (uint32_t)count);
 }
 
+/* whether entries count .. count + (end - start) - 1 of a file of ``len`` bytes with ``slots`` slots
+   and its entries from ``at`` lie within it (each number checked alone first: no product or sum of
+   a caller's numbers can overflow); ValueError naming ``who`` otherwise */
+static int index_shape_ok(Py_ssize_t len, Py_ssize_t slots, Py_ssize_t at, Py_ssize_t count, Py_ssize_t start,
+                          Py_ssize_t end, const char *who) {
+    int ok = slots > 0 && slots <= (len - 40) / 4 && slots <= (Py_ssize_t)INT32_MAX && at >= 40 + slots * 4 &&
+             at <= len && count >= 1 && count <= (len - at) / 20 && count <= (Py_ssize_t)INT32_MAX && start >= 0 &&
+             (end <= start || (end - start <= (len - at) / 20 - count && end - start <= (Py_ssize_t)INT32_MAX - count));
+    if (!ok) PyErr_Format(PyExc_ValueError, "%s: a file of the wrong shape (or entries past its end)", who);
+    return ok;
+}
+
 /* index_put(buf, slots, entries_at, count, end, items, start, diff_s) -> (count, last offset)
 
    index_file.IndexFile.put_many's loop: items[start:end] ((key str, physical offset) pairs) go
@@ -553,18 +587,15 @@ PyObject *py_index_put(PyObject *self, PyObject *args) {
     unsigned char *b = (unsigned char *)buf.buf;
     long long phys = -1;
     if (end > PyList_GET_SIZE(items)) end = PyList_GET_SIZE(items);
-    if (slots <= 0 || at < 40 + slots * 4 || count < 1 || start < 0 || (end - start + count) * 20 + at > buf.len) {
-        PyErr_SetString(PyExc_ValueError, "index_put: a file of the wrong shape");
-        goto done;
-    }
-    for (Py_ssize_t k = start; k < end; k++) {
+    if (!index_shape_ok(buf.len, slots, at, count, start, end, "index_put")) goto done;
+    for (Py_ssize_t k = start; k < end && k < PyList_GET_SIZE(items); k++) {
         PyObject *it = PyList_GET_ITEM(items, k);
         if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 2) {
             PyErr_SetString(PyExc_TypeError, "index items are (key, physical offset)");
             goto done;
         }
-        long long ph = PyLong_AsLongLong(PyTuple_GET_ITEM(it, 1));
-        if (ph == -1 && PyErr_Occurred()) goto done;
+        long long ph;
+        if (as_i64(PyTuple_GET_ITEM(it, 1), &ph) < 0) goto done;
         Py_ssize_t len;
         const char *key = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(it, 0), &len);
         if (key == NULL) goto done;
@@ -596,10 +627,7 @@ PyObject *py_index_put_hashed(PyObject *self, PyObject *args) {
     const unsigned char *it = (const unsigned char *)items.buf;
     int64_t phys = -1;
     if (end > items.len / INDEX_ITEM) end = items.len / INDEX_ITEM;
-    if (slots <= 0 || at < 40 + slots * 4 || count < 1 || start < 0 || (end - start + count) * 20 + at > buf.len) {
-        PyErr_SetString(PyExc_ValueError, "index_put_hashed: a file of the wrong shape");
-        goto done;
-    }
+    if (!index_shape_ok(buf.len, slots, at, count, start, end, "index_put_hashed")) goto done;
     for (Py_ssize_t k = start; k < end; k++) {
         uint32_t h;
         memcpy(&h, it + INDEX_ITEM * k, 4);

@@ -1,21 +1,27 @@
 """The admin service of the running broker, ``/tidemq.Admin/<Method>``: what each method does
 over the store and the broker. The methods, their JSON shapes and the caller are
-protocol/admin.py.
+protocol/admin.py. Who may call which (with authentication on) is decided before a method runs
+(protection/access.py); every change made is logged at INFO on ``tidemq.audit``: who (the access
+key that signed it, "anonymous" with authentication off), from where (the peer), what (the
+method and its request, secret keys masked).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 import grpc
 
 from ..protocol import admin as api
+from ..protocol.signing import AUTH_HEADER, SignatureError, parse_authorization
 from ..store import MessageStore
 from ..store.archive import archive_summary
 from .topic_names import SYSTEM_TOPICS
 
 log = logging.getLogger("tidemq.broker")
+audit = logging.getLogger("tidemq.audit")
 
 
 class Admin:
@@ -230,24 +236,133 @@ class Admin:
             return {"ok": True, "cluster": {"coordinator": None, "groups": {node.group: node.view()}, "topics": {}}}
         return {"ok": True, "cluster": node.coordinator.cluster()}
 
+    # Users and ACLs (protection/acl.py) ----------------------------------------------------
+    def _acl(self):
+        """(the broker's Acl, None) or (None, the refusal): on a follower, or with authentication off."""
+        if (no := self._follower()) is not None:
+            return None, no
+        acl = getattr(self.broker, "acl", None) if self.broker is not None else None
+        if acl is None or not acl.enabled:
+            return None, api.refused("authentication is off on this broker (no access_key): users and ACLs "
+                                     "would not be checked", api.Refusal.FORBIDDEN)
+        return acl, None
+
+    def _acl_read(self):
+        acl = getattr(self.broker, "acl", None) if self.broker is not None else None
+        if acl is None or not acl.enabled:
+            return None, api.refused("authentication is off on this broker (no access_key)", api.Refusal.FORBIDDEN)
+        return acl, None
+
+    def create_user(self, req: dict) -> dict:
+        from .protection.acl import AclError
+        acl, no = self._acl()
+        if no is not None:
+            return no
+        try:
+            name, secret, sup = api.user_request(req)
+            u = acl.create_user(name, secret, sup)
+        except AclError as e:
+            return api.refused(str(e), api.Refusal.EXISTS if str(e).endswith("exists") else api.Refusal.BAD_REQUEST)
+        except ValueError as e:
+            return api.refused(str(e))
+        return {"ok": True, "user": {"name": u.name, "super": u.super}}
+
+    def delete_user(self, req: dict) -> dict:
+        from .protection.acl import AclError
+        acl, no = self._acl()
+        if no is not None:
+            return no
+        try:
+            name = api.name_request(req)
+            acl.delete_user(name)
+        except KeyError:
+            return api.refused(f"no user {req.get('name')!r}", api.Refusal.NOT_FOUND)
+        except (AclError, ValueError) as e:
+            return api.refused(str(e))
+        return {"ok": True, "user": name}
+
+    def list_users(self, req: dict) -> dict:
+        acl, no = self._acl_read()
+        return no if no is not None else {"ok": True, "users": acl.users()}
+
+    def _policy_change(self, req: dict, grant: bool) -> dict:
+        from .protection.acl import AclError
+        acl, no = self._acl()
+        if no is not None:
+            return no
+        try:
+            user, resource, actions, decision, ips = api.acl_request(req)
+            if grant:
+                ps = acl.grant(user, resource, actions, decision or "allow", ips)
+            else:
+                if ips is not None:
+                    raise ValueError("Revoke takes no source_ips: it takes the actions off every policy on the "
+                                     "resource")
+                ps = acl.revoke(user, resource, actions, decision)
+        except KeyError as e:
+            return api.refused(f"no user {e.args[0]!r} (tidemq user create)", api.Refusal.NOT_FOUND)
+        except (AclError, ValueError) as e:
+            return api.refused(str(e))
+        return {"ok": True, "user": user, "policies": ps}
+
+    def grant(self, req: dict) -> dict:
+        return self._policy_change(req, True)
+
+    def revoke(self, req: dict) -> dict:
+        return self._policy_change(req, False)
+
+    def list_acl(self, req: dict) -> dict:
+        acl, no = self._acl_read()
+        if no is not None:
+            return no
+        user = req.get("user") if isinstance(req, dict) else None
+        if user is not None and not isinstance(user, str):
+            return api.refused("user is a string")
+        try:
+            return {"ok": True, "policies": acl.policies(user)}
+        except KeyError:
+            return api.refused(f"no user {user!r}", api.Refusal.NOT_FOUND)
+        except ValueError as e:
+            return api.refused(str(e))
+
     # Archive (store/archive.py) ------------------------------------------------------------
     def archive(self, req: dict) -> dict:
         return {"ok": True, **archive_summary(self.store.fio, self.store.config.root_dir)}
 
     def handler(self) -> grpc.GenericRpcHandler:
-        def unary(fn):
-            return grpc.unary_unary_rpc_method_handler(lambda req, ctx: answer(fn, req),
-                                                       request_deserializer=api.loads,
+        def unary(fn, method):
+            def call(req, ctx):
+                r = answer(fn, req)
+                if method in api.CHANGES and r.get("ok"):
+                    audit.info("audit: %s from %s: %s %s", signer(ctx), ctx.peer(), method,
+                               json.dumps(api.masked(req), default=str)[:2000])
+                return r
+            return grpc.unary_unary_rpc_method_handler(call, request_deserializer=api.loads,
                                                        response_serializer=api.dumps)
-        return grpc.method_handlers_generic_handler(api.SERVICE, {
-            api.CREATE_TOPIC: unary(self.create_topic), api.LIST_TOPICS: unary(self.list_topics),
-            api.DISK_STATUS: unary(self.disk_status), api.DELETE_EXPIRED: unary(self.delete_expired),
-            api.ALARMS: unary(self.alarms), api.SET_ALARM_LIMITS: unary(self.set_alarm_limits),
-            api.STATUS: unary(self.status), api.GROUPS: unary(self.groups), api.QUERY: unary(self.query),
-            api.TOPIC_STATUS: unary(self.topic_status), api.CONFIG: unary(self.config),
-            api.RESET_GROUP: unary(self.reset_group), api.DELETE_TOPIC: unary(self.delete_topic),
-            api.ARCHIVE: unary(self.archive), api.REPLICATION: unary(self.replication),
-            api.PROMOTE: unary(self.promote), api.FOLLOW: unary(self.follow), api.CLUSTER: unary(self.cluster)})
+        fns = {
+            api.CREATE_TOPIC: self.create_topic, api.LIST_TOPICS: self.list_topics,
+            api.DISK_STATUS: self.disk_status, api.DELETE_EXPIRED: self.delete_expired,
+            api.ALARMS: self.alarms, api.SET_ALARM_LIMITS: self.set_alarm_limits,
+            api.STATUS: self.status, api.GROUPS: self.groups, api.QUERY: self.query,
+            api.TOPIC_STATUS: self.topic_status, api.CONFIG: self.config,
+            api.RESET_GROUP: self.reset_group, api.DELETE_TOPIC: self.delete_topic,
+            api.ARCHIVE: self.archive, api.REPLICATION: self.replication,
+            api.PROMOTE: self.promote, api.FOLLOW: self.follow, api.CLUSTER: self.cluster,
+            api.CREATE_USER: self.create_user, api.DELETE_USER: self.delete_user, api.LIST_USERS: self.list_users,
+            api.GRANT: self.grant, api.REVOKE: self.revoke, api.LIST_ACL: self.list_acl}
+        assert set(fns) == set(api.METHODS)
+        return grpc.method_handlers_generic_handler(api.SERVICE, {m: unary(fn, m) for m, fn in fns.items()})
+
+
+def signer(context) -> str:
+    """The access key that signed a call (the guard verified it: protection/access.py), or "anonymous"."""
+    for k, v in context.invocation_metadata() or ():
+        if k.lower() == AUTH_HEADER and isinstance(v, str):
+            try:
+                return parse_authorization(v).credential
+            except SignatureError:
+                break
+    return "anonymous"
 
 
 def answer(fn, req) -> dict:

@@ -28,15 +28,19 @@ from ..store import MessageStore
 from .admin import Admin
 from .consume.pull_records import Records
 from .heap import keep_big_buffers
-from .observe.http import OpsServer
+from .observe.http import Credentials, OpsServer
 from .observe.status import Observer
 from .produce.send_message import send_message_lane
 from .produce.send_records import RecordSends
 from .protection.alarms import ResourceAlarms, human, read_rss_bytes, store_disk_reader, total_memory_bytes
-from .protection.auth import AuthInterceptor, Authenticator
+from .protection.access import Guard
+from .protection.members import MemberCredentials
+from .protection.acl import Acl, User
+from .protection.auth import Authenticator, Failure, Refusals
 from .protection.decoding import typed_decoding
 from .protection.flow import SendGate
 from .service import MessagingService
+from .state.layout import state_dir
 
 log = logging.getLogger("tidemq.broker")
 
@@ -68,7 +72,9 @@ class Broker:
         self.observer: Observer | None = None       # what every status view reads (observe/)
         self._tasks: list[asyncio.Task] = []
         self.gate: SendGate | None = None
-
+        self.acl: Acl | None = None                 # users and policies (protection/acl.py)
+        self.refusals = Refusals()                  # calls refused by authentication / authorization
+        self.member_credentials: MemberCredentials | None = None
     def _make_alarms(self, store: MessageStore) -> ResourceAlarms:
         c, sc = self.config, self.store_config
         per_dir, base = sc.dir_thresholds(), sc.thresholds()
@@ -139,7 +145,10 @@ class Broker:
     async def start(self) -> int:
         if self.config.metrics_port:
             try:        # before recovery, so that /readyz can say "recovering"
-                self.ops = OpsServer(self.config.metrics_host, self.config.metrics_port)
+                c = self.config
+                self.ops = OpsServer(c.metrics_host, c.metrics_port,
+                                     Credentials(c.metrics_auth_token, c.metrics_auth_user, c.metrics_auth_password),
+                                     c.metrics_connections_max, c.metrics_idle_timeout_s)
             except OSError as e:
                 raise OSError(f"cannot serve metrics on {self.config.metrics_host}:{self.config.metrics_port}: "
                               f"{e.strerror or e} (metrics_port; 0 turns it off)") from e
@@ -148,6 +157,10 @@ class Broker:
         began = time.monotonic()
         self.store = await self._start_store(MessageStore(self.store_config))
         recovery_s = time.monotonic() - began
+        c = self.config
+        first = User(c.access_key, c.secret_key, True) if c.auth_enabled else None
+        self.acl = Acl(self.store.fio, state_dir(self.store_config.root_dir), first).load()
+        self.member_credentials = MemberCredentials(c)      # how this member calls the others (a group)
         self._loop = asyncio.get_running_loop()
         self._alarm_wake = asyncio.Event()
         self.alarms = self._make_alarms(self.store)
@@ -158,7 +171,7 @@ class Broker:
                              c.send_hold_ms_max / 1000, c.inflight_requests_per_connection_max,
                              c.inflight_bytes_per_connection_max, SystemClock())
         if self.replication_config is None:
-            self._install(MessagingService(self.store, self.config, self.gate))
+            self._install(MessagingService(self.store, self.config, self.gate, acl=self.acl))
         else:
             from .replication.node import ReplicationNode
             self.replication = ReplicationNode(self, self.replication_config)
@@ -195,12 +208,18 @@ class Broker:
                 ("grpc.max_send_message_length", c.grpc_message_bytes_max),
                 ("grpc.http2.lookahead_bytes", c.grpc_lookahead_bytes),
                 ("grpc.so_reuseport", 0)]          # gRPC's default lets a second server share the port
-        interceptors = ([AuthInterceptor(Authenticator(c.access_key, c.secret_key, c.signature_window_s))]
-                        if c.auth_enabled else [])
-        server = grpc.aio.server(options=opts, interceptors=interceptors)
-        # requests are decoded after the interceptors ran: an unsigned request is refused first
-        server.add_generic_rpc_handlers(tuple(typed_decoding(self._handlers())))
+        server = grpc.aio.server(options=opts)
+        server.add_generic_rpc_handlers(self._guarded(typed_decoding(self._handlers())))
         return server
+
+    def _guarded(self, handlers: list) -> tuple:
+        """``handlers`` behind the guard (protection/access.py: every call authenticated, then authorized,
+        before its request is decoded) when authentication is on; as they are when it is off."""
+        c = self.config
+        if not c.auth_enabled:
+            return tuple(handlers)
+        auth = Authenticator(self.acl.secret_of, c.signature_window_s)
+        return (Guard(list(handlers), auth, self.acl, self.refusals),)
 
     def _handlers(self) -> list:
         """The generic handlers of every service this broker serves."""
@@ -248,11 +267,19 @@ class Broker:
         return handlers
 
     def _bind(self, server: grpc.aio.Server, address: str) -> int:
+        """Listen on ``address``: TLS when a certificate is configured (client certificates signed by
+        tls_client_ca_file required when it is set); the port, or 0 when it cannot be bound."""
         c = self.config
         try:
             if c.tls_enabled:
                 with open(c.tls_key_file, "rb") as k, open(c.tls_cert_file, "rb") as crt:
-                    creds = grpc.ssl_server_credentials([(k.read(), crt.read())])
+                    pair = (k.read(), crt.read())
+                client_ca = None
+                if c.tls_client_ca_file:
+                    with open(c.tls_client_ca_file, "rb") as f:
+                        client_ca = f.read()
+                creds = grpc.ssl_server_credentials([pair], root_certificates=client_ca,
+                                                    require_client_auth=client_ca is not None)
                 return server.add_secure_port(address, creds)
             return server.add_insecure_port(address)
         except RuntimeError:                 # grpc: "Failed to bind"
@@ -262,6 +289,8 @@ class Broker:
         """Make ``service`` the one every RPC goes to."""
         c = self.config
         self.service = service
+        service.sends.on_forbidden = lambda user, peer, why: self.refusals.refused(Failure.FORBIDDEN, peer, user,
+                                                                                   "a send", why)
         self._records = Records(self.store, service.consumption.arrivals, c.grpc_message_bytes_max,
                                 c.pull_records_bytes_max, service.got)
         self._record_sends = RecordSends(service.sends)
@@ -299,7 +328,7 @@ class Broker:
             else:
                 old.discard()
         svc = await asyncio.to_thread(MessagingService, self.store, self.config, self.gate, leading,
-                                      self.replication, old)
+                                      self.replication, old, self.acl)
         self._install(svc)
         if leading:
             self._start_leader_tasks()
@@ -316,7 +345,10 @@ class Broker:
             server = grpc.aio.server(options=[("grpc.max_receive_message_length", c.grpc_message_bytes_max),
                                               ("grpc.max_send_message_length", c.grpc_message_bytes_max),
                                               ("grpc.so_reuseport", 0)])
-            self._leader_port = LeaderPort(self.replication, self._handlers())
+            # while leading, its calls go through the guard as the main port's do (authenticated, then
+            # authorized); while following, they are forwarded as they came, signature included, and
+            # the leader checks them
+            self._leader_port = LeaderPort(self.replication, list(self._guarded(typed_decoding(self._handlers()))))
             server.add_generic_rpc_handlers((self._leader_port,))
             if self._bind(server, f"{c.host}:{port}") == 0:
                 raise OSError(f"cannot listen on the leader port {c.host}:{port}: in use (leader_port)")

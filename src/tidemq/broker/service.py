@@ -49,11 +49,12 @@ from .state.layout import migrate, state_dir
 
 class MessagingService(sgrpc.MessagingServiceServicer):
     def __init__(self, store: MessageStore, config: BrokerConfig, gate: SendGate | None = None,
-                 leading: bool = True, group=None, replaces: "MessagingService | None" = None) -> None:
+                 leading: bool = True, group=None, replaces: "MessagingService | None" = None, acl=None) -> None:
         """``leading``: False for a follower's service (reads only, from state copied from the leader:
         no topic is created here); ``group``: the broker group (replication/node.py) routes name;
         ``replaces``: the service this one follows (a change of role): its counts of messages put
-        and got go on here (the metrics are the process's, not the role's)."""
+        and got go on here (the metrics are the process's, not the role's); ``acl``: the broker's
+        users and policies (protection/acl.py), which the send path checks each topic's pub against."""
         self.store = store
         self.config = config
         self.leading = leading
@@ -90,6 +91,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.transactions.open()
         # the one way a send goes, whatever its lane (produce/send_path.py)
         self.sends = SendPath(store, config, self.gate, self.puts, self._stored, self.timer, self.transactions)
+        self.acl = acl              # users and policies (copied to followers with the rest of the state)
+        self.sends.acl = acl if acl is not None and acl.enabled else None
         if replaces is not None:
             self.sends.outcomes = replaces.sends.outcomes
         self.sends.auto_create = self.sends.auto_create and leading

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from .common import config_option, quiet_logs
+from .common import config_option, connection_options, quiet_logs
 from .output import emit_json, out, table
 
 
@@ -16,6 +16,7 @@ def _mib(n: int) -> str:
 
 @click.command()
 @click.option("--endpoint", required=True, envvar="TIDEMQ_ENDPOINT", help="HOST:PORT of a running broker")
+@connection_options
 @config_option
 @click.option("--set-memory-high-watermark-bytes", "mem_bytes", type=int, default=None,
               help="memory alarm limit in bytes (0: use the ratio), until the broker restarts")

@@ -66,53 +66,121 @@ def quiet_logs(verbose: bool = False) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def client_options(config_file: str | None) -> dict:
-    """access_key / secret_key / root_certificates for tidemq.client from the broker settings
-    (TIDEMQ_* or the TOML file's [broker] section), as `alarms` and `topic --endpoint` sign."""
+CLIENT_META = "tidemq.client"        # click context meta: the connection flags given
+
+
+def _remember(ctx: click.Context, param: click.Parameter, value):
+    if value is not None and value is not False:
+        ctx.meta.setdefault(CLIENT_META, {})[param.name] = value
+    return value
+
+
+def connection_options(f=None, keys: bool = True):
+    """--access-key, --secret-key, --tls, --ca-file (config.ClientConfig's flags; read by admin_call and
+    client_options through the click context, so the commands' own arguments do not change);
+    ``keys=False``: only --tls and --ca-file (a command whose own --secret-key means something else)."""
+    if f is None:
+        return lambda g: connection_options(g, keys)
+    opts = [
+        click.option("--access-key", "access_key", default=None, expose_value=False, callback=_remember,
+                     allow_from_autoenv=False, help="access key to sign calls with (or TIDEMQ_CLIENT_ACCESS_KEY, "
+                                                    "[client] access_key)"),
+        click.option("--secret-key", "secret_key", default=None, expose_value=False, callback=_remember,
+                     allow_from_autoenv=False, help="its secret key (better: TIDEMQ_CLIENT_SECRET_KEY or "
+                                                    "~/.config/tidemq/client.toml: a flag shows in the process list)"),
+        click.option("--tls", "tls", is_flag=True, default=None, expose_value=False, callback=_remember,
+                     allow_from_autoenv=False, help="speak TLS to the broker (TIDEMQ_CLIENT_TLS, [client] tls)"),
+        click.option("--ca-file", "ca_file", default=None, expose_value=False, callback=_remember,
+                     allow_from_autoenv=False, type=click.Path(dir_okay=False),
+                     help="PEM of the CA that signed the broker's certificate (implies --tls; "
+                          "TIDEMQ_CLIENT_CA_FILE, [client] ca_file)"),
+    ]
+    if not keys:
+        opts = opts[2:]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def client_config(config_file: str | None):
+    """This command's client settings (client/settings.py: the user's client.toml, [client] of --config,
+    TIDEMQ_CLIENT_*, the flags); without client keys, the broker's own access_key / secret_key from
+    --config's [broker] or TIDEMQ_ACCESS_KEY / TIDEMQ_SECRET_KEY (the first super user, on the broker's
+    host). Never the broker's TLS key: TLS is the client's (--tls, --ca-file)."""
+    from ..client.settings import client_settings
     from ..config import BrokerConfig
     from .output import fail
+    ctx = click.get_current_context(silent=True)
+    flags = dict(ctx.meta.get(CLIENT_META, {})) if ctx is not None else {}
     try:
-        cfg = BrokerConfig.load(toml_path=config_file, section="broker")
+        cfg = client_settings(config_file, **flags)
     except (ConfigError, OSError) as e:
-        fail(f"broker settings: {e}", code=2)
-    out: dict = {}
-    if cfg.auth_enabled:
-        out.update(access_key=cfg.access_key, secret_key=cfg.secret_key)
-    if cfg.tls_enabled:
-        out["root_certificates"] = cfg.tls_cert_file
-    return out
+        fail(f"client settings: {e}", code=2)
+    if not cfg.access_key:
+        try:
+            broker = BrokerConfig.load(toml_path=config_file, section="broker")
+        except (ConfigError, OSError):
+            broker = None                      # (the broker's own settings are only a fallback for the keys)
+        if broker is not None and broker.auth_enabled:
+            cfg = cfg.replace(access_key=broker.access_key, secret_key=broker.secret_key)
+    return cfg
 
 
-endpoint_option = click.option("--endpoint", default="127.0.0.1:8081", show_default=True, envvar="TIDEMQ_ENDPOINT",
-                               help="HOST:PORT of a running broker")
+def client_options(config_file: str | None) -> dict:
+    """tidemq.client's keywords (keys, TLS) for this command's client settings (client_config)."""
+    from ..client.settings import connection
+    from .output import fail
+    try:
+        return connection(client_config(config_file))
+    except (ConfigError, OSError) as e:
+        fail(f"client settings: {e}", code=2)
+
+
+def _endpoint(f):
+    return click.option("--endpoint", default="127.0.0.1:8081", show_default=True, envvar="TIDEMQ_ENDPOINT",
+                        help="HOST:PORT of a running broker")(f)
+
+
+def endpoint_option(f):
+    """--endpoint HOST:PORT and the connection flags (connection_options)."""
+    return _endpoint(connection_options(f))
+
+
+def fail_call(endpoint: str, e, tls: bool) -> None:
+    """Exit 2 with what a failed call says, and what is likely wrong (client.settings.explain)."""
+    from ..client.settings import explain
+    from .output import fail
+    hint = explain(endpoint, e, tls)
+    fail(f"broker at {endpoint}: {e.code().name}: {e.details()}" + (f" ({hint})" if hint else ""), code=2)
 
 
 def admin_call(endpoint: str, method: str, request: dict | None = None, config_file: str | None = None) -> dict:
-    """Call the broker's admin service; signed and over TLS when the broker settings (TIDEMQ_* or the
-    TOML file's [broker] section) say so: the TLS certificate is the one trusted."""
+    """Call the broker's admin service, signed and over TLS as this command's client settings say
+    (client_config). A refusal exits 1 with its code and error (FORBIDDEN: what this user may not do,
+    or what nobody may); UNAUTHORIZED (who you are) and a broker that cannot be reached exit 2."""
     import time
 
     import grpc
 
-    from ..config import BrokerConfig, ConfigError
     from ..client.admin import call
+    from ..client.settings import tls_of
     from ..protocol.signing import date_time, signed_metadata
     from .output import fail
+    cfg = client_config(config_file)
     try:
-        cfg = BrokerConfig.load(toml_path=config_file, section="broker")
-        roots = None
-        if cfg.tls_enabled:
-            with open(cfg.tls_cert_file, "rb") as f:
-                roots = f.read()
-    except (ConfigError, OSError) as e:
-        fail(f"broker settings: {e}", code=2)
-    md = None
-    if cfg.auth_enabled:
-        md = signed_metadata(cfg.access_key, cfg.secret_key, date_time(time.time()))
+        tls = tls_of(cfg)
+    except ConfigError as e:
+        fail(f"client settings: {e}", code=2)
+    md = signed_metadata(cfg.access_key, cfg.secret_key, date_time(time.time())) if cfg.access_key else None
     try:
-        r = call(endpoint, method, request, metadata=md, root_certificates=roots)
+        r = call(endpoint, method, request, metadata=md, tls=tls or False)
     except grpc.RpcError as e:
-        fail(f"broker at {endpoint}: {e.code().name}: {e.details()}", code=2)
+        fail_call(endpoint, e, tls is not None)
     if not r.get("ok"):
+        code = r.get("code")
+        if code == "UNAUTHORIZED":
+            fail(f"broker at {endpoint}: {code}: {r.get('error', '')}", code=2)
+        if code == "FORBIDDEN":
+            fail(f"broker at {endpoint}: {code}: {r.get('error', '')}")
         fail(r.get("error", "refused"))
     return r

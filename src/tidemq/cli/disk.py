@@ -6,7 +6,7 @@ import time
 
 import click
 
-from .common import config_option, open_store, quiet_logs, root_option
+from .common import config_option, connection_options, open_store, quiet_logs, root_option
 from ..words import cleanup_summary, human_bytes, until
 from .output import emit_json, out, table
 
@@ -23,6 +23,7 @@ def _offline_status(root, config_file) -> dict:
 @root_option
 @config_option
 @click.option("--endpoint", default=None, envvar="TIDEMQ_ENDPOINT", help="HOST:PORT of a running broker")
+@connection_options
 @click.option("--json", "as_json", is_flag=True, help="print the status as JSON")
 @click.option("-v", "--verbose", is_flag=True)
 def disk(root, config_file, endpoint, as_json, verbose) -> None:
@@ -48,6 +49,14 @@ def disk(root, config_file, endpoint, as_json, verbose) -> None:
             for d in st["directories"]]
     table("directories", ["path", "role", "state", "capacity", "used", "ratio", "free", "75/85/90", "segments",
                           "next ratio"], rows)
+    for d in st["directories"]:
+        if d.get("offline_reason"):
+            out.print(f"[red]{d['path']} is {d['state']}[/]: {d['offline_reason']}")
+    for f in st["flags"].get("log_failures") or ():
+        resume = (f"goes on at offset {f['resume_offset']}" if f["resume_offset"] is not None
+                  else "cannot go on until a restart")
+        out.print(f"[red]commit log failed[/] in {f['directory']} ({f['error']}): durable up to offset "
+                  f"{f['durable_end']}, what was written after it is out of the log; the log {resume}")
     if verdict is not None:
         from .status import print_verdict
         print_verdict(verdict)

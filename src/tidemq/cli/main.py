@@ -8,6 +8,7 @@ import importlib
 import click
 
 SUBCOMMANDS = {
+    "acl": ("tidemq.cli.acl", "acl", "what users may do: grant, revoke, list (topics, groups, cluster)"),
     "alarms": ("tidemq.cli.alarms", "alarms", "resource alarms and flow control of a running broker; set limits"),
     "archive": ("tidemq.cli.archive", "archive", "copy sealed commit-log segments to Parquet (Spark) for cleanup"),
     "clean": ("tidemq.cli.clean", "clean", "run a running broker's cleanup now (--force) and say what it freed"),
@@ -23,6 +24,7 @@ SUBCOMMANDS = {
     "status": ("tidemq.cli.status", "status", "a running broker at a glance; exit 1 while writes are refused"),
     "serve": ("tidemq.cli.serve", "serve", "run the broker (RocketMQ 5 gRPC protocol) over the store"),
     "topic": ("tidemq.cli.topic", "topic", "create, list topics; a topic's queues and groups (status)"),
+    "user": ("tidemq.cli.user", "user", "users of a running broker: create, list, delete"),
 }
 
 

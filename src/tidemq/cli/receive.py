@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 import grpc
 
-from .common import client_options, config_option, endpoint_option, quiet_logs
+from .common import client_options, config_option, endpoint_option, fail_call, quiet_logs
 from .output import emit_json, fail, out, table
 
 INVISIBLE_S = 60.0        # a message received but not acked (the command stopped) comes back after this
@@ -54,7 +54,7 @@ def receive(topic, group, count, start, queue, offset, wait_s, endpoint, config_
     except ClientError as e:
         fail(f"broker at {endpoint}: {e}", code=2)
     except grpc.RpcError as e:          # no broker answers (UNAVAILABLE), a deadline passed, ...
-        fail(f"broker at {endpoint}: {e.code().name}: {e.details()}", code=2)
+        fail_call(endpoint, e, bool(client_options(config_file).get("tls")))
     if as_json:
         emit_json(rows)
     else:

@@ -8,7 +8,7 @@ import sys
 import click
 import grpc
 
-from .common import client_options, config_option, endpoint_option, quiet_logs
+from .common import client_options, config_option, endpoint_option, fail_call, quiet_logs
 from .output import emit_json, fail, table
 
 
@@ -41,13 +41,14 @@ def send(topic, bodies, tag, keys, props, endpoint, config_file, as_json) -> Non
         fail("nothing to send: give BODY arguments or lines on stdin")
     raw = [t.encode() for t in texts]
     try:
-        with Producer(endpoint, **client_options(config_file)) as p:
+        opts = client_options(config_file)
+        with Producer(endpoint, **opts) as p:
             results = p.send_batch(topic, raw, tags=tag, keys=[list(keys)] * len(raw) if keys else None,
                                    properties=[props] * len(raw) if props else None)
     except ClientError as e:
         fail(f"broker at {endpoint}: {e}", code=2)
     except grpc.RpcError as e:          # no broker answers (UNAVAILABLE), a deadline passed, ...
-        fail(f"broker at {endpoint}: {e.code().name}: {e.details()}", code=2)
+        fail_call(endpoint, e, bool(opts.get("tls")))
     rows = [{"message_id": r.message_id, "queue": r.queue_id, "offset": r.offset, "status": code_name(r.code),
              "duplicate": r.duplicate, "error": r.error} for r in results]
     if as_json:

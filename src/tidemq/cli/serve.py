@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from .common import config_option, load_store_config, quiet_logs, root_option
@@ -34,10 +36,16 @@ def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create
     """Start the broker; prints one line when ready; stops cleanly on SIGTERM / Ctrl-C."""
     from ..config import BrokerConfig, ConfigError, ReplicationConfig
     from ..io import LockedError
+    # gRPC's core logs each failed TLS handshake (a plaintext client on a TLS port: ~20 lines a second,
+    # without the peer) at INFO: only its errors unless the operator asks (GRPC_VERBOSITY=INFO); before
+    # gRPC is first imported
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     from ..protocol import stubs  # noqa: F401  (imports the official client package: before logging is set up)
     from ..broker.server import event_loop_runner, serve as run
 
     quiet_logs(verbose)
+    import logging
+    logging.getLogger("tidemq.audit").setLevel(logging.INFO)    # every admin change, whatever the verbosity
     store_overrides = {} if auto_create_topics is None else {"auto_create_topics": auto_create_topics}
     store_cfg = load_store_config(root, config_file, remembered=False, **store_overrides)
     overrides = {k: v for k, v in (("host", host), ("port", port), ("metrics_port", metrics_port),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from .common import admin_call, config_option, open_store, quiet_logs, root_option
+from .common import admin_call, config_option, connection_options, open_store, quiet_logs, root_option
 from ..words import human_bytes
 from .output import emit_json, fail, table
 
@@ -19,8 +19,11 @@ def topic() -> None:
     """Create and list topics (offline, on a store directory; the store lock keeps a broker out)."""
 
 
-endpoint_option = click.option("--endpoint", default=None, envvar="TIDEMQ_ENDPOINT",
-                               help="HOST:PORT of a running broker (else the store directory is opened)")
+def endpoint_option(f):
+    """--endpoint (None: the store directory is opened) and the connection flags."""
+    return click.option("--endpoint", default=None, envvar="TIDEMQ_ENDPOINT",
+                        help="HOST:PORT of a running broker (else the store directory is opened)")(
+        connection_options(f))
 
 
 @topic.command("create")

@@ -29,6 +29,7 @@ from ..record.codec import OFF_QUEUEOFFSET, decode_records
 from .errors import ClientError
 from .results import SendResult, SendResults
 from .send_stream import FrameStream, Unsupported
+from .settings import tls_options
 from .watchdog import Watchdog
 
 
@@ -97,8 +98,8 @@ class _Channel:
     """A lazily created channel, recreated after a fork (gRPC channels do not survive one).
 
     ``access_key`` / ``secret_key``: every call carries the signature headers (``metadata``).
-    ``tls`` or ``root_certificates`` (a PEM file's path, or its bytes; None: the system's
-    roots): a TLS channel."""
+    ``tls`` (True, or settings.TlsOptions: a CA, this client's own certificate, the server name) or
+    ``root_certificates`` (a PEM file's path, or its bytes; None: the system's roots): a TLS channel."""
 
     def __init__(self, endpoint: str, timeout_s: float, access_key: str | None = None, secret_key: str | None = None,
                  tls: bool = False, root_certificates: str | bytes | None = None,
@@ -111,11 +112,7 @@ class _Channel:
         self.lookahead_bytes = lookahead_bytes
         self._keys = (access_key, secret_key) if access_key is not None else None
         self._signed: tuple[int, list] | None = None       # (second, headers): signed once a second
-        if isinstance(root_certificates, str):
-            with open(root_certificates, "rb") as fh:
-                root_certificates = fh.read()
-        self._tls = tls or root_certificates is not None
-        self._roots = root_certificates
+        self._tls = tls_options(tls, root_certificates)
         self._pid = None
         self._channel = None
         self._stub = None
@@ -138,9 +135,9 @@ class _Channel:
             options = [("grpc.max_receive_message_length", self.message_max_bytes),
                        ("grpc.max_send_message_length", self.message_max_bytes),
                        ("grpc.http2.lookahead_bytes", self.lookahead_bytes)]
-            if self._tls:
-                self._channel = grpc.secure_channel(
-                    self.endpoint, grpc.ssl_channel_credentials(root_certificates=self._roots), options=options)
+            if self._tls is not None:
+                self._channel = grpc.secure_channel(self.endpoint, self._tls.credentials(),
+                                                    options=options + self._tls.channel_options())
             else:
                 self._channel = grpc.insecure_channel(self.endpoint, options=options)
             self._stub = sgrpc.MessagingServiceStub(self._channel)

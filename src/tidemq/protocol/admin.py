@@ -73,8 +73,32 @@ ALARMS: {"memory": ALARM, "disk": ALARM, "refusal": str | null, "checks": int,
     Cluster         {}                                          {"cluster": groups, members, roles, epochs,
                                                                   topics' queue owners (the coordinator's)}
 
-In a broker group, a follower refuses CreateTopic, DeleteTopic and ResetGroup (topics and offsets
-are the leader's, copied to it) with the code NOT_LEADER and an error naming the leader.
+Users and their permissions (broker/protection/acl.py; super users only):
+
+    CreateUser      {"name": str, "secret_key": str, "super":    {"user": {"name", "super"}}
+                    bool = false}
+    DeleteUser      {"name": str}                               {"user": name}
+    ListUsers       {}                                          {"users": [{"name", "super", "builtin"}]}
+    Grant           {"user": str, "resource": "topic:PATTERN" |  {"user", "policies": [POLICY]}: the
+                    "group:PATTERN" | "cluster", "actions":       actions added to the user's policy on the
+                    [ACTION], "decision": "allow" | "deny" =      resource with that decision and source_ips
+                    "allow", "source_ips": [CIDR] = []}           (one made when there is none)
+    Revoke          {"user", "resource", "actions", "decision":  {"user", "policies": [POLICY]}: the actions
+                    "allow" | "deny" | null = null}               taken off the user's policies on exactly
+                                                                  that resource (a policy left with none goes)
+    ListAcl         {"user": str | null}                        {"policies": {user: [POLICY]}}
+
+POLICY: {"resource", "actions", "decision", "source_ips"}; ACTION: pub, sub, create, update, delete,
+get, list, all. Secret keys are never answered. With authentication off (no access_key on the
+broker) these methods are refused (nothing would be checked).
+
+Refusals of who calls (the broker's authentication and authorization, broker/protection/access.py):
+UNAUTHORIZED (no, or a wrong, signature) and FORBIDDEN (the user may not: the error names the user,
+the action and the resource). Every method is checked: which action each needs is access.ADMIN_RULES.
+
+In a broker group, a follower refuses CreateTopic, DeleteTopic, ResetGroup and the user and ACL
+changes (topics, offsets, users and policies are the leader's, copied to it) with the code
+NOT_LEADER and an error naming the leader.
 
 MESSAGE: {"topic", "queue", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys",
 "properties", "born_timestamp_ms", "store_timestamp_ms", "body_bytes", "body" (UTF-8, undecodable
@@ -107,8 +131,19 @@ REPLICATION = "Replication"
 PROMOTE = "Promote"
 FOLLOW = "Follow"
 CLUSTER = "Cluster"
+CREATE_USER = "CreateUser"
+DELETE_USER = "DeleteUser"
+LIST_USERS = "ListUsers"
+GRANT = "Grant"
+REVOKE = "Revoke"
+LIST_ACL = "ListAcl"
 METHODS = (CREATE_TOPIC, LIST_TOPICS, DISK_STATUS, DELETE_EXPIRED, ALARMS, SET_ALARM_LIMITS, STATUS, GROUPS, QUERY,
-           TOPIC_STATUS, CONFIG, RESET_GROUP, DELETE_TOPIC, ARCHIVE, REPLICATION, PROMOTE, FOLLOW, CLUSTER)
+           TOPIC_STATUS, CONFIG, RESET_GROUP, DELETE_TOPIC, ARCHIVE, REPLICATION, PROMOTE, FOLLOW, CLUSTER,
+           CREATE_USER, DELETE_USER, LIST_USERS, GRANT, REVOKE, LIST_ACL)
+# the methods that change something (each logged in an audit line: who, what, from where)
+CHANGES = frozenset((CREATE_TOPIC, DELETE_EXPIRED, SET_ALARM_LIMITS, RESET_GROUP, DELETE_TOPIC, PROMOTE, FOLLOW,
+                     CREATE_USER, DELETE_USER, GRANT, REVOKE))
+SECRET_FIELDS = frozenset(("secret_key",))      # never written to a log
 TIMESTAMP_MS_MIN = 10**12          # --to: a number from here on is a time in ms, below it an offset
 QUERY_MAX = 64                     # the default of BrokerConfig.query_messages_max
 QUERY_BY = ("key", "id", "commitlog_offset", "queue")
@@ -122,8 +157,11 @@ class Refusal(str, enum.Enum):
     BAD_REQUEST = "BAD_REQUEST"          # not a request of the method, or a value out of its range
     LIMIT_EXCEEDED = "LIMIT_EXCEEDED"    # a count above the broker's limit for it (a ``_max`` setting)
     NOT_FOUND = "NOT_FOUND"              # no such topic
-    FORBIDDEN = "FORBIDDEN"              # not allowed on this thing (a system topic, a broker in no group)
+    FORBIDDEN = "FORBIDDEN"              # not allowed on this thing (a system topic, a broker in no group), or
+                                         # not by this user (what you may do: the error names user, action, resource)
     NOT_LEADER = "NOT_LEADER"            # a follower: topics and offsets are the leader's (the error names it)
+    UNAUTHORIZED = "UNAUTHORIZED"        # no signature, or not one of a known user's (who you are)
+    EXISTS = "EXISTS"                    # a user of that name exists already
 ALARM_LIMITS = ("memory_high_watermark_bytes", "memory_high_watermark_ratio", "disk_free_limit_bytes")
 
 
@@ -269,6 +307,49 @@ def follow_request(req: dict) -> str:
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError("leader is HOST:PORT")
     return leader
+
+
+def user_request(req: dict) -> tuple[str, str, bool]:
+    """(name, secret key, super) of a CreateUser request; ValueError when it is not one."""
+    if not isinstance(req, dict):
+        raise ValueError("a request is a JSON object")
+    sup = req.get("super", False)
+    if not isinstance(sup, bool):
+        raise ValueError("super is true or false")
+    secret = req.get("secret_key")
+    if not isinstance(secret, str):
+        raise ValueError("secret_key is a string")
+    return _name(req, "name"), secret, sup
+
+
+def name_request(req: dict) -> str:
+    """The user a DeleteUser request names; ValueError when it is not one."""
+    if not isinstance(req, dict):
+        raise ValueError("a request is a JSON object")
+    return _name(req, "name")
+
+
+def acl_request(req: dict) -> tuple[str, str, list, str | None, list | None]:
+    """(user, resource, actions, decision or None, source_ips or None) of a Grant / Revoke request;
+    ValueError when it is not one (the values themselves are checked by the broker's ACL)."""
+    if not isinstance(req, dict):
+        raise ValueError("a request is a JSON object")
+    resource, actions = req.get("resource"), req.get("actions")
+    if not isinstance(resource, str) or not isinstance(actions, list) or not actions:
+        raise ValueError("give resource (topic:PATTERN, group:PATTERN or cluster) and actions (a list)")
+    decision, ips = req.get("decision"), req.get("source_ips")
+    if decision is not None and decision not in ("allow", "deny"):
+        raise ValueError("decision is allow or deny")
+    if ips is not None and not isinstance(ips, list):
+        raise ValueError("source_ips is a list of CIDRs")
+    return _name(req, "user"), resource, actions, decision, ips
+
+
+def masked(req) -> dict:
+    """A request as an audit line shows it: secret fields as "***"."""
+    if not isinstance(req, dict):
+        return {}
+    return {k: ("***" if k in SECRET_FIELDS else v) for k, v in req.items()}
 
 
 class LimitError(ValueError):

@@ -4,67 +4,71 @@
 segment between the other queues' records. ``frame_records`` copies them back to back into one
 new bytes object laid out as
 
-    room bytes (zero) | the sizes, i32 little-endian | the records, back to back
+    room bytes | the sizes, i32 little-endian | the records, back to back
 
-and checks each record's CRCs on the copy as it is made (the copy is in the cache then). The
-broker's PullRecords answer (protocol/pull_frame.py) is that object once ``fill_room`` has written
-the header into the room: the records are copied once, from the mapping into the answer gRPC
-sends, where a gather followed by a join of header, sizes and records copied them twice.
+checks each record's CRCs on the copy as it is made (the copy is in the cache then) and, given a
+``head`` function, writes the header it answers into the room in the same pass, before the object
+leaves the function: the broker's PullRecords answer (protocol/pull_frame.py) is that object, the
+records copied once, from the mapping into the answer gRPC sends (a gather followed by a join of
+header, sizes and records copied them twice). No bytes object is ever changed after it was made.
 
-One C loop (tidemq._accel.frame_records, fill_room) when tidemq.accel has it; else the Python
-twins, which give the same bytes in a bytearray (tests/test_accel.py holds them to it).
+One C loop (tidemq._accel.frame_records) when tidemq.accel has it; else the Python twin, which
+gives the same bytes in a bytearray (tests/test_accel.py holds them to it).
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
 from ..accel import ACCEL
 from ..bulk import gather_bytes
+from ..record.crc import crc32
 from .integrity import py_damaged_records
 
 ROOM = 256          # what PullRecords' header needs (~200 bytes with every number at its longest)
+ROOM_MAX = 1 << 20
+
+# head(crc, bad) -> the header's bytes (at most room) or None: crc is CRC-32 of everything after the room
+Head = Callable[[int, list], "bytes | None"]
 
 
-def frame_records(buf, starts, sizes, room: int = 0) -> tuple[bytes | bytearray, list[int]]:
-    """(frame, bad): the records at ``starts`` of ``buf`` (``sizes`` bytes each, every one within
-    buf) laid out after ``room`` zero bytes and their sizes, and the indices of those that fail
-    their CRCs (integrity.damaged_records' checks). ValueError for a record outside buf."""
+def frame_records(buf, starts, sizes, room: int = 0, head: Head | None = None) -> tuple[bytes | bytearray, list[int],
+                                                                                           bool]:
+    """(frame, bad, headed): the records at ``starts`` of ``buf`` (``sizes`` bytes each, every one
+    within buf) laid out after ``room`` bytes and their sizes, the indices of those that fail their
+    CRCs (integrity.damaged_records' checks), and whether ``head`` wrote the room (its bytes, or None:
+    the room stays zero). ValueError for a record outside buf."""
     starts = np.ascontiguousarray(starts, np.int64)
     sizes = np.ascontiguousarray(sizes, np.int64)
     if ACCEL is None:
-        return py_frame_records(buf, starts, sizes, room)
-    return ACCEL.frame_records(buf, starts, sizes, room)
+        return py_frame_records(buf, starts, sizes, room, head)
+    return ACCEL.frame_records(buf, starts, sizes, room, head)
 
 
-def py_frame_records(buf, starts: np.ndarray, sizes: np.ndarray, room: int = 0) -> tuple[bytearray, list[int]]:
+def py_frame_records(buf, starts: np.ndarray, sizes: np.ndarray, room: int = 0,
+                     head: Head | None = None) -> tuple[bytearray, list[int], bool]:
     """frame_records in Python: Arrow's gather, then the batch check (a bytearray, not bytes)."""
-    if len(starts) != len(sizes) or room < 0:
-        raise ValueError("frame_records: starts and sizes must be int64 arrays of one length")
+    if len(starts) != len(sizes) or not 0 <= room <= ROOM_MAX:
+        raise ValueError("frame_records: starts and sizes must be int64 arrays of one length (room: 0 .. 1 MiB)")
+    if head is not None and not callable(head):
+        raise TypeError("frame_records: head must be callable or None")
     n = len(buf)
-    if len(starts) and ((starts < 0) | (sizes < 0) | (sizes > 0x7FFFFFFF) | (starts > n - sizes)).any():
+    if len(starts) and ((starts < 0) | (sizes < 0) | (sizes > 0x7FFFFFFF) | (starts > n) | (sizes > n - starts)).any():
         raise ValueError("frame_records: a record lies outside the buffer")
     data = gather_bytes(buf, starts, sizes)
     frame = bytearray(room)
     frame += sizes.astype("<i4").tobytes()
     frame += data
     at = np.cumsum(sizes) - sizes
-    return frame, py_damaged_records(np.frombuffer(data, np.uint8), at, sizes)
-
-
-def fill_room(frame: bytes | bytearray, head: bytes) -> None:
-    """Write ``head`` over the front of a frame ``frame_records`` made (its room: every byte of it
-    still zero, else ValueError). A bytes frame is changed in place: it is the one bytes object
-    tidemq writes after making it, before anything else has it."""
-    if isinstance(frame, bytearray):
-        py_fill_room(frame, head)
-    elif ACCEL is not None:
-        ACCEL.fill_room(frame, head)
-    else:
-        raise TypeError("fill_room: a bytes frame without tidemq._accel (frame_records made a bytearray)")
-
-
-def py_fill_room(frame: bytearray, head: bytes) -> None:
-    if len(head) > len(frame) or any(frame[:len(head)]):
-        raise ValueError("fill_room: the frame has no zeroed room of that size")
-    frame[:len(head)] = head
+    bad = py_damaged_records(np.frombuffer(data, np.uint8), at, sizes)
+    headed = False
+    if head is not None:
+        h = head(crc32(memoryview(frame)[room:]), bad)
+        if h is not None:
+            if not isinstance(h, bytes) or len(h) > room:
+                raise ValueError("frame_records: head() must answer bytes of at most room, or None")
+            frame[:len(h)] = h
+            headed = True
+    return frame, bad, headed

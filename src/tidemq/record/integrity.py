@@ -45,7 +45,9 @@ def py_damaged_records(buf, starts, sizes) -> list[int]:
     """damaged_records in Python: the fixed fields with numpy, the CRCs per record."""
     starts = np.asarray(starts, np.int64)
     sizes = np.asarray(sizes, np.int64)
-    small = sizes < RECORD_MIN
+    n = len(buf)
+    # too small, or not within buf (compared by differences: no sum can overflow): damaged, never read
+    small = (sizes < RECORD_MIN) | (starts < 0) | (starts > n) | (sizes > n - np.minimum(np.maximum(starts, 0), n))
     idx = np.flatnonzero(~small)
     bad = np.flatnonzero(small).tolist()
     if not len(idx):

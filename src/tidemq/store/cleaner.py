@@ -49,6 +49,7 @@ from .index_file import IndexService
 from .mapped_file import MappedFile
 from .recovery import correct_min_offset
 from .segment_queue import SegmentQueue
+from .segment_state import SegmentState
 
 log = logging.getLogger("tidemq.store")
 
@@ -162,7 +163,7 @@ class CommitLogCleaner:
     def _finish_pending(self, rnd: CleanRound, now: int) -> None:
         """A head segment a reader held when it was deleted is out of service: finish its
         deletion whatever triggers this round has (else it would stay in the log unreadable)."""
-        while len(self.segments.segments) > 1 and not self.segments.segments[0].available:
+        while len(self.segments.segments) > 1 and self.segments.segments[0].state is SegmentState.DELETING:
             mf = self.segments.segments[0]
             if not self._destroy(rnd, mf, now):
                 break

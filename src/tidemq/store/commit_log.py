@@ -8,10 +8,17 @@ only up to a segment's ``wrote_pos``, which moves after the bytes are written,
 so a reader never sees a half-written record.
 
 The record layout is in ``codec.py``.
+
+A failed fsync or write of the log is final for what it covered (log_failure.py): ``flush`` and
+``append_items`` freeze the durable position where the last successful flush left it, call
+``on_failure`` (the store's LogFailureHandler, which cuts the log back there, sealing the failed
+segment, ``seal_failed``), and answer every later question about an offset it covered
+(``failed_for``) with the failure.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -25,8 +32,10 @@ from .. import layout
 from . import record_loop
 from ..record.codec import BLANK_MAGIC, BLANK_MIN, SIZE_MAGIC
 from .consume_queue import UNIT
+from .log_failure import LogFailed, LogFailure
 from .mapped_file import MappedFile
 from .segment_queue import SegmentQueue
+from .segment_state import SegmentState
 
 if TYPE_CHECKING:
     from .topics import TopicState
@@ -88,13 +97,18 @@ def _seals(doc) -> dict[int, int]:
 
 class AppendError(Exception):
     """The log could not take more records (no segment could be created, or written: ``writing``).
-    ``appended`` were written."""
+    ``appended`` were written. ``log_failed``: the log failed (a write error other than ENOSPC, or
+    a failure found before): the ``appended`` ones are after its durable end, not durable, and
+    never will be (log_failure.py); the caller answers them FLUSH_FAILED and dispatches nothing."""
 
-    def __init__(self, appended: int, cause: BaseException, writing: bool = False) -> None:
+    def __init__(self, appended: int, cause: BaseException, writing: bool = False, log_failed: bool = False,
+                 segment: MappedFile | None = None) -> None:
         super().__init__(str(cause))
         self.appended = appended
         self.cause = cause
         self.writing = writing          # the segment could not be written (else: not made, or a bad message)
+        self.log_failed = log_failed
+        self.segment = segment          # log_failed by this append: the segment whose write failed (else None)
 
 
 def _drop_unit(units: dict, cq) -> None:
@@ -203,9 +217,17 @@ class CommitLog:
         self.flushed_offset = 0
         self.walked_offset = 0          # where the last walk of the log (recovery, re-dispatch) got to
         self._flush_lock = threading.Lock()
+        # log_failure.py: the failures of this run (what each covered); ``_failing`` while a failure's
+        # cut is not done (or could not be: for good), when nothing is appended or flushed;
+        # ``on_failure(segment, error) -> LogFailure`` makes the cut (the store's handler)
+        self.failures: list[LogFailure] = []
+        self._failing = False
+        self.on_failure = None
         self.max_record_size = config.segment_size_bytes - BLANK_MIN
         self.warmer = None              # a SegmentWarmer (warmer.py): woken when the log's end passes its mark
         self._scratch = bytearray(SCRATCH_BYTES)    # where append lays out a batch's records (one writer)
+        segments.on_cut = self.forget_seals_after
+        segments.on_added = self.forget_seals_after
 
     # Write ------------------------------------------------------------------------
     def append(self, batch: list[Prepared], now_ms: int, results, units: dict, index_items: list) -> int:
@@ -231,6 +253,10 @@ class CommitLog:
         cache (MAP_SHARED), so readers go on reading the mapping; ``wrote_pos`` moves only after
         the pwrite returned.
         """
+        if self._failing:
+            raise AppendError(0, OSError(errno.EIO, "the commit log failed: writes refused until it is cut back "
+                                                    "to its durable end (or, if it cannot be, a restart)"),
+                              writing=True, log_failed=True)
         segs = self.segments
         mf = segs.last
         if mf is not None and not mf.is_full and self._dir_offline(mf.directory):
@@ -254,6 +280,9 @@ class CommitLog:
                     self.fio.pwrite(mf.handle, memoryview(scratch)[:pos], start)
                 except OSError as e:
                     items.undo(first, k, mark)
+                    if e.errno != errno.ENOSPC:        # the log failed here: final (log_failure.py)
+                        self._freeze(mf)
+                        raise AppendError(first, e, writing=True, log_failed=True, segment=mf) from e
                     self._wipe(mf, start, pos)
                     raise AppendError(first, e, writing=True) from e
             if pos:
@@ -298,9 +327,9 @@ class CommitLog:
             self.seal_early(mf)
 
     @staticmethod
-    def _next_valid(mf: MappedFile, pos: int) -> int | None:
-        """The next position in ``mf`` holding a whole valid record that says it is there."""
-        return codec.next_valid_record(mf.mapping, pos + 1, mf.wrote_pos, mf.start_offset)
+    def _next_valid(mf: MappedFile, pos: int, limit: int) -> int | None:
+        """The next position in ``mf`` before ``limit`` holding a whole valid record that says it is there."""
+        return codec.next_valid_record(mf.mapping, pos + 1, min(mf.wrote_pos, limit), mf.start_offset)
 
     # Early seals --------------------------------------------------------------------------
     def load_sealed(self) -> None:
@@ -314,6 +343,8 @@ class CommitLog:
         """End ``mf`` here: recorded durably (the BLANK written into a failing directory may never
         reach its disk), then a BLANK in memory for this run's readers where the mapping allows."""
         pos = mf.wrote_pos
+        if mf.state in (SegmentState.WRITABLE, SegmentState.LOADED):
+            mf.set_state(SegmentState.SEALED)
         self.sealed[mf.start_offset] = pos
         try:
             self._save_sealed()
@@ -328,10 +359,37 @@ class CommitLog:
         log.warning("segment %s sealed at %d (directory offline or read-only); the log goes on in another "
                     "directory", mf.path, pos)
 
+    def seal_pos(self, mf: MappedFile) -> int:
+        """Where ``mf``'s part of the log ends at most: its seal, or its size."""
+        return self.sealed.get(mf.start_offset, mf.size) if self.sealed else mf.size
+
     def sealed_at(self, mf: MappedFile, pos: int) -> bool:
         """Was ``mf`` sealed early at or before ``pos`` (so what is there is not the log's end)?"""
         at = self.sealed.get(mf.start_offset)
         return at is not None and pos >= at
+
+    def forget_seals_after(self, end: int) -> None:
+        """The log ends at ``end`` now (a cut), or a segment starts there: a seal of a segment at or
+        after it, or of the one holding it past it, seals what is no longer there (records appended
+        there from now on would be skipped)."""
+        size = self.config.segment_size_bytes
+        stale = [k for k, at in self.sealed.items() if k >= end or k + at > end and k + size > end]
+        if stale:
+            for k in stale:
+                del self.sealed[k]
+            try:
+                self._save_sealed()
+            except OSError as e:
+                log.error("cannot forget the seals of segments cut from the log (%s): %s", stale, e)
+
+    def in_sealed(self, offset: int) -> bool:
+        """Is ``offset`` at or after the seal of its segment (nothing there is part of the log)?"""
+        if not self.sealed:
+            return False
+        size = self.config.segment_size_bytes
+        start = offset - offset % size
+        at = self.sealed.get(start)
+        return at is not None and offset - start >= at
 
     def prune_sealed(self) -> None:
         gone = [k for k in self.sealed if k < self.segments.min_offset]
@@ -366,7 +424,7 @@ class CommitLog:
                 if pos + 8 > mf.wrote_pos:
                     return None
                 size = codec.I32.unpack_from(mf.buf, pos)[0]
-            if size < codec.FIXED_OVERHEAD or pos + size > mf.wrote_pos:
+            if size < codec.FIXED_OVERHEAD or pos + size > mf.wrote_pos or self.sealed_at(mf, pos):
                 return None
             m = codec.decode_record(mf.mapping, pos, size)
             return m if m.intact() else None       # a damaged record is never served
@@ -390,7 +448,7 @@ class CommitLog:
                 continue
             try:
                 pos = max(0, from_offset - mf.start_offset)
-                limit = mf.size
+                limit = self.seal_pos(mf)        # nothing at or past a seal is part of the log
                 buf = mf.mapping
                 while True:
                     kind, size = codec.check_record(buf, pos, limit, verify_crc)
@@ -403,7 +461,7 @@ class CommitLog:
                         # below what was made durable this is corruption recovery kept, not the
                         # log's end: report it and go on at the next valid record
                         yield codec.REC_CORRUPT, mf.start_offset + pos, 0, mf, pos
-                        nxt = self._next_valid(mf, pos + 1)
+                        nxt = self._next_valid(mf, pos + 1, limit)
                         if nxt is not None:
                             pos = nxt
                             continue
@@ -420,21 +478,120 @@ class CommitLog:
 
     # Flush ------------------------------------------------------------------------
     def flush(self) -> int:
-        """fsync every segment with unflushed bytes; returns the durable offset."""
+        """fsync every segment with unflushed bytes; returns the durable offset. An fsync that fails
+        is final for what it covered (log_failure.py): the durable offset stays where the fsyncs that
+        succeeded left it, ``on_failure`` cuts the log back there, and LogFailed is raised."""
+        failed = None
         with self._flush_lock:
+            if self._failing:
+                return self.flushed_offset     # a failure's cut is under way (or could not be made)
             target = self.segments.max_offset
             for mf in list(self.segments.segments):
                 if mf.end_offset <= self.flushed_offset:
                     continue
-                if mf.wrote_pos > mf.flushed_pos:
+                if mf.wrote_pos > mf.flushed_pos and mf.state is not SegmentState.FAILED:
                     if mf.hold():
                         try:
                             mf.flush()
+                        except OSError as e:
+                            failed = (mf, e)
+                            break
                         finally:
                             mf.release()
-            if target > self.flushed_offset:
-                self.flushed_offset = target
-            return self.flushed_offset
+            if failed is None:
+                if target > self.flushed_offset:
+                    self.flushed_offset = target
+                return self.flushed_offset
+            self._freeze_locked(failed[0])
+        raise LogFailed(self.fail(*failed)) from failed[1]
+
+    def _freeze(self, mf: MappedFile) -> None:
+        with self._flush_lock:
+            self._freeze_locked(mf)
+
+    def _freeze_locked(self, mf: MappedFile) -> None:
+        """Under the flush lock, ``mf`` having failed: nothing is appended or flushed from here until
+        the cut; the durable offset is where the fsyncs that succeeded left the log: the first segment
+        (from the durable offset on) not wholly flushed ends it, at its last fsync (``mf``'s own, after
+        a flush that made every segment before it durable; an earlier one after a failed write)."""
+        self._failing = True
+        d = self.flushed_offset
+        for m in list(self.segments.segments):
+            if m.end_offset <= d:
+                continue
+            d = max(d, m.start_offset + m.flushed_pos)
+            if m.flushed_pos < m.wrote_pos or m is mf:
+                break
+        self.flushed_offset = d
+
+    def fail(self, mf: MappedFile, error: OSError) -> LogFailure:
+        """After ``_freeze``: the cut (``on_failure``), holding no lock. Without a handler (a log
+        used alone) the log just stays frozen."""
+        handler = self.on_failure
+        if handler is not None:
+            return handler(mf, error)
+        f = LogFailure(mf.directory, mf.path, self.flushed_offset, self.segments.max_offset, str(error),
+                       getattr(error, "errno", None), 0)
+        self.halt(f)
+        return f
+
+    def seal_failed(self, mf: MappedFile, durable_end: int) -> int:
+        """Seal the log at ``durable_end`` after ``mf`` failed (an fsync or write of it): the segment
+        holding ``durable_end`` there, every later one at its start; ``mf`` is FAILED, the others
+        SEALED, so that no reader of this run and no walk of the log (re-dispatch, healing) goes past
+        the seals; then they are recorded (config/sealed.json: the next start goes past them too),
+        and only then marked with a BLANK in memory where the mapping allows (for readers of raw
+        bytes: the replication copy). OSError when recording fails (the seals hold in memory: the log
+        must not go on; the next start may find the records again). Returns where the log goes on:
+        the end of its last segment. Under the put lock."""
+        segs = [m for m in self.segments.segments if m.end_offset > durable_end]
+        for m in segs:
+            self.sealed[m.start_offset] = max(0, durable_end - m.start_offset)
+        for m in segs:
+            if m is mf:
+                if m.state is not SegmentState.FAILED:
+                    m.set_state(SegmentState.FAILED)
+            elif m.state in (SegmentState.WRITABLE, SegmentState.LOADED):
+                m.set_state(SegmentState.SEALED)
+            m.wrote_pos = m.size
+        self._save_sealed()
+        # only once the seals are recorded: a BLANK found after a crash with no seal recorded would
+        # end the log there while consume queues the checkpoint trusts still point past it
+        for m in segs:
+            pos = self.sealed[m.start_offset]
+            try:
+                if pos + BLANK_MIN <= m.size:
+                    SIZE_MAGIC.pack_into(m.buf, pos, m.size - pos, BLANK_MAGIC)
+            except (TypeError, ValueError):
+                pass                  # a read-only or closed mapping: the seal is enough
+        return segs[-1].end_offset if segs else self.segments.max_offset
+
+    def resume(self, failure: LogFailure) -> None:
+        """The cut is done: the log goes on at ``failure.resume_offset`` (nothing before it is waiting
+        for a flush: what the failure covered is out of the log)."""
+        with self._flush_lock:
+            self.failures.append(failure)
+            self.flushed_offset = max(self.flushed_offset, failure.resume_offset)
+            self._failing = False
+
+    def halt(self, failure: LogFailure) -> None:
+        """The log cannot go on in this process: frozen for good."""
+        with self._flush_lock:
+            self.failures.append(failure)
+            self._failing = True
+
+    @property
+    def frozen(self) -> bool:
+        """A failure froze the log: its cut is under way, or could not be made (nothing is appended
+        or flushed; ``flushed_offset`` is the durable end)."""
+        return self._failing
+
+    def failed_for(self, end: int) -> LogFailure | None:
+        """The failure that took the record ending at ``end``, or None."""
+        for f in self.failures:
+            if f.covers(end):
+                return f
+        return None
 
     def dirty_bytes(self) -> int:
         return self.segments.max_offset - self.flushed_offset

@@ -13,7 +13,10 @@ ten thousand queues cost ten thousand small files and at most
 at a file's end is a torn write: recovery cuts it.
 
 ``min_offset`` is the logical minimum: the first unit whose message is still in
-the commit log (corrected after cleanup); ``max_offset`` is one past the last.
+the commit log (corrected after cleanup); ``max_offset`` is one past the last;
+``tail_end`` the commit-log offset where the last unit's record ends (what a reader
+limited to a log offset compares first: MessageStore.readable_end), set before
+``max_offset`` moves, so a reader that sees a unit sees its end.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ assert UNIT.size == 20
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])   # the same, for bulk reads
 assert UNIT_DTYPE.itemsize == 20
 UNIT_SIZE = 20
+_OFF_SIZE = struct.Struct(">qi")              # a unit's first two fields
 
 
 class HandleCache:
@@ -143,6 +147,7 @@ class ConsumeQueue:
         self.files: list[int] = []          # start unit of each file, ascending
         self.max_offset = 0
         self.min_offset = 0
+        self.tail_end = 0                   # where the last unit's record ends in the log (0: none)
         self._dirty: set[int] = set()       # start units of files written since the last flush
         self._lock = threading.Lock()
         self._dir_made = False
@@ -170,6 +175,10 @@ class ConsumeQueue:
                                  f"consume_queue_units_per_segment allows ({self.seg_bytes})")
             self.max_offset = last + size // UNIT_SIZE
             self.min_offset = starts[0]
+            try:
+                self.tail_end = self._end_of_unit(self.max_offset - 1)
+            except OSError:
+                self.tail_end = 0        # (at start everything the queue points at is durable: recovery)
 
     def _path(self, start_unit: int) -> str:
         p = self._paths.get(start_unit)
@@ -189,7 +198,21 @@ class ConsumeQueue:
         if queue_offset != self.max_offset:
             raise ValueError(f"{self.topic}/{self.queue_id}: append at {queue_offset}, max is {self.max_offset}")
         self._write(queue_offset, data)
+        if len(data) >= UNIT_SIZE:
+            off, size = _OFF_SIZE.unpack_from(data, len(data) - UNIT_SIZE)
+            if off + size > self.tail_end:
+                self.tail_end = off + size      # before max_offset: a reader seeing the unit sees its end
         self.max_offset = queue_offset + len(data) // UNIT_SIZE
+
+    def _end_of_unit(self, qoff: int) -> int:
+        """Where the record of unit ``qoff`` ends in the log (0: none, or unreadable)."""
+        if qoff < 0:
+            return 0
+        raw = self.read(qoff, 1)
+        if len(raw) < UNIT_SIZE:
+            return 0
+        off, size = _OFF_SIZE.unpack_from(raw, 0)
+        return off + size if size > 0 else 0
 
     def _write(self, queue_offset: int, data) -> None:
         """Write units at ``queue_offset``: into the file the last write went to through the handle
@@ -253,7 +276,15 @@ class ConsumeQueue:
             self._remove_file(start)
             self.fio.fsync_dir(self.dir)
         self.files = []
+        self.tail_end = 0
         self.min_offset = self.max_offset = offset
+
+    def write_units(self, queue_offset: int, data) -> None:
+        """Write units over ones the queue holds already (below max_offset), as they are or fixed."""
+        if queue_offset < self.min_offset or queue_offset + len(data) // UNIT_SIZE > self.max_offset:
+            raise ValueError(f"{self.topic}/{self.queue_id}: units at {queue_offset} are not in "
+                             f"[{self.min_offset}, {self.max_offset})")
+        self._write(queue_offset, data)
 
     def put_unit_checked(self, queue_offset: int, commitlog_offset: int, size: int, tags_hash: int) -> str:
         """Recovery's idempotent put: 'skip' if the same unit is there, 'fixed' if it was
@@ -273,30 +304,36 @@ class ConsumeQueue:
         return "fixed"
 
     def truncate(self, max_offset: int) -> None:
-        """Drop units at and after max_offset (their messages are gone from the commit log)."""
+        """Drop units at and after max_offset (their messages are gone from the commit log). The
+        queue ends there for readers and writers at once; then the files are cut (an OSError from
+        that leaves the queue cut in memory, the files perhaps not: recovery checks them)."""
         if max_offset >= self.max_offset:
             return
         max_offset = max(max_offset, 0)
-        keep = []
-        for start in reversed(self.files):
+        try:
+            self.tail_end = self._end_of_unit(max_offset - 1) if max_offset > self.min_offset else 0
+        except OSError:
+            pass                         # (kept as it was: an end past the new one only makes readers wait)
+        old = self.files
+        self.files = [start for start in old if start < max_offset]
+        self.max_offset = max_offset
+        self.min_offset = min(self.min_offset, max_offset)
+        for start in reversed(old):
             if start >= max_offset:      # newest first, each removal durable: no stale file comes back
                 path = self._path(start)
                 self.handles.forget(path)
-                self.fio.unlink(path)
+                with self._lock:
+                    self._dirty.discard(start)
+                try:
+                    self.fio.unlink(path)
+                except FileNotFoundError:
+                    pass
                 self.fio.fsync_dir(self.dir)
-                self._dirty.discard(start)
         for start in self.files:
-            path = self._path(start)
-            if start >= max_offset:
-                continue
-            keep.append(start)
             if max_offset < start + self.units_per_segment:
-                with self.handles.use(path) as h:
+                with self.handles.use(self._path(start)) as h:
                     self.fio.truncate(h, (max_offset - start) * UNIT_SIZE)
                     self.fio.fsync(h)
-        self.files = keep
-        self.max_offset = max_offset
-        self.min_offset = min(self.min_offset, max_offset)
 
     def flush(self) -> None:
         with self._lock:

@@ -8,18 +8,34 @@ consume-queue directory) is measured through the FileIO seam and gets a state:
                      (unless every writable directory is above it)
     full             at or above disk_space_warning_level_percent
     read-only        configured read-only (readonly_commitlog_dirs)
-    offline          missing, unmounted or failing I/O: reported once, never written again
-                     in this run; its segments are still read where the OS allows
+    offline          missing, unmounted or failing I/O: reported once, no new segment goes there;
+                     its segments are still read where the OS allows. It is probed again at every
+                     check and comes back by itself once the probe passes (its marker is its own
+                     again, it takes a write, its usage reads): reported once too
+    failed           an fsync or write of the commit log failed there (store/log_failure.py):
+                     like offline, but final for this run (what the failed fsync covered may be
+                     gone: no probe brings it back; no new segment until a restart; read up to the
+                     failed segment's durable end); a consume-queue or index directory whose fsync
+                     failed shows it too, but keeps being written (derived data: rebuilt from
+                     the log, never a reason to refuse puts)
 
 Flags, with hysteresis so they never flap and never need a restart: a directory
 becomes *full* at the warning ratio and stops being full once it is back under
 the clean-forcibly ratio. Puts are refused (``write_refusal()``) while every
-writable commit-log directory is full or offline, or the consume-queue directory
-is full; the message names the directories and their ratios.
+writable commit-log directory is full, offline or failed, or the consume-queue directory
+is full; the message names the directories and their ratios or why they are out;
+``refusal_failed`` says when no directory is merely full but one failed (the write path
+answers WRITE_ERROR then, not DISK_FULL: no cleanup will make room).
 
 A directory counts as unmounted when the marker file tidemq wrote into it at
 start (``.tidemq-dir``, holding a random id) is gone or holds another id; the
 marker is rewritten at every check, so a read-only remount or an EIO shows too.
+
+An error that is not the disk's is never held against a directory: EMFILE / ENFILE (the process or
+the system is out of file descriptors), ENOMEM, ENOBUFS, EAGAIN, EINTR while checking or writing
+leave its state as it was (a warning, at most once a minute per directory); the next check tries
+again. (Before, 366 idle connections to the metrics port at an open-file limit of 400 took the
+commit log offline for good.)
 
 Forecast: how fast each file system fills over the last minute (WINDOW_S) gives the
 time until the three ratios are reached, per directory and overall (the commit-log file
@@ -37,6 +53,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import errno
 import logging
 import os
 import threading
@@ -51,6 +68,15 @@ from ..layout import DIR_MARKER
 log = logging.getLogger("tidemq.store")
 
 ERRORS_BEFORE_OFFLINE = 3
+# errors of the process or the system, not of a disk: never a reason to take a directory offline
+NOT_THE_DISKS = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS, errno.EAGAIN, errno.EINTR))
+TRANSIENT_LOG_INTERVAL_S = 60.0
+
+
+def disk_error(e: OSError) -> bool:
+    """Whether an error says something about the disk (EIO, ENOENT, EROFS, ...), not about the
+    process or the system (out of file descriptors or memory)."""
+    return getattr(e, "errno", None) not in NOT_THE_DISKS
 DERIVED_ROLES = ("consumequeue", "index")      # derived data written with every message
 WINDOW_S = 60.0          # rates for the forecast: over the last minute
 
@@ -61,6 +87,7 @@ class DirState(str, enum.Enum):
     FULL = "full"
     READ_ONLY = "read-only"
     OFFLINE = "offline"
+    FAILED = "failed"
 
 
 @dataclass
@@ -145,6 +172,9 @@ class DiskMonitor:
                                                                                              base)))
         self._full: set[str] = set()
         self._offline: dict[str, str] = {}
+        self._transient_logged: dict[str, float] = {}   # directory -> when an error not the disk's was logged
+        self._failed: dict[str, str] = {}          # directories an fsync or write failed in (also in _offline
+                                                   # for the commit log's: never probed back)
         self._markers: dict[str, bytes] = {}
         self._errors: dict[str, int] = {}          # consecutive I/O errors per directory
         self._lock = threading.Lock()
@@ -154,6 +184,7 @@ class DiskMonitor:
         self._growth: dict[str, _Window] = {d: _Window() for d in self.dirs}
         self._unwritten: dict[str, int] = {}       # commit-log directory -> bytes allocated, not written
         self.refusal: str | None = None
+        self.refusal_failed = False      # refused because directories failed, none merely full (WRITE_ERROR)
         # set from outside while sends are held for lack of space (the broker's disk alarm): the
         # forecast then says the warning ratio's time is now, as while the store refuses writes
         self.writes_held: str | None = None
@@ -168,7 +199,10 @@ class DiskMonitor:
                 self._write_marker(d, token)
                 self._markers[d] = token
             except OSError as e:
-                self.mark_offline(d, f"cannot write to it: {e}")
+                if disk_error(e):
+                    self.mark_offline(d, f"cannot write to it: {e}")
+                else:
+                    self._transient(d, e)          # the next check writes it
 
     def _write_marker(self, d: str, token: bytes) -> None:
         h = self.fio.open(os.path.join(d, DIR_MARKER), create=True)
@@ -208,12 +242,45 @@ class DiskMonitor:
                   "the OS allows; the store serves from the other directories.", d, reason)
         self._update_refusal()
 
+    def _transient(self, d: str, e: OSError) -> None:
+        """An error not the disk's met in ``d``: said at most once a minute, held against nothing."""
+        now = self.clock.monotonic_s()
+        if now - self._transient_logged.get(d, -TRANSIENT_LOG_INTERVAL_S) >= TRANSIENT_LOG_INTERVAL_S:
+            self._transient_logged[d] = now
+            log.warning("cannot check or write %s now: %s (the process or the system, not the disk: the directory "
+                        "keeps its state; the next check tries again)", d, e)
+
+    def mark_failed(self, d: str, reason: str) -> None:
+        """An fsync or write failed in ``d`` (store/log_failure.py; the store for a consume-queue or
+        index fsync). A commit-log directory is then out like an offline one, until a restart; a
+        derived one only shows it (it keeps being written)."""
+        st = self.dirs.get(d)
+        with self._lock:
+            if d in self._failed:
+                return
+            self._failed[d] = reason
+            if st is not None:
+                st.state, st.offline_reason = DirState.FAILED, reason
+            out = st is None or st.role == "commitlog"
+            if out:
+                self._offline[d] = reason
+        log.error("store directory %s failed: %s", d, reason)
+        self._update_refusal()
+
+    def failed(self) -> dict[str, str]:
+        """directory -> why it failed (mark_failed), in this run."""
+        return dict(self._failed)
+
     def report_error(self, d: str, e: OSError) -> None:
         """An I/O error in ``d`` (a segment could not be created there). One error is not a dead
         disk: the directory is probed now (marker rewrite, usage) and goes offline only if the
-        probe fails too, or after errors_before_offline errors in a row."""
+        probe fails too, or after errors_before_offline errors in a row. An error that is not the
+        disk's (out of file descriptors or memory) counts for nothing."""
         st = self.dirs.get(d)
         if st is None or d in self._offline:
+            return
+        if not disk_error(e):
+            self._transient(d, e)
             return
         n = self._errors.get(d, 0) + 1
         self._errors[d] = n
@@ -221,11 +288,48 @@ class DiskMonitor:
             problem = self._check_marker(d) if d in self._markers else None
             self.fio.disk_usage(d)
         except OSError as probe:
+            if not disk_error(probe):
+                self._transient(d, probe)
+                return
             problem = f"I/O error: {e}; probe: {probe}"
         if problem or n >= ERRORS_BEFORE_OFFLINE:
             self.mark_offline(d, problem or f"I/O error {n} times in a row: {e}")
         else:
             log.warning("I/O error in %s (%s); the directory answers its probe, so it stays in service", d, e)
+
+    def _new_marker(self, d: str) -> bytes:
+        token = uuid.uuid4().hex.encode()
+        self._write_marker(d, token)
+        return token
+
+    def _probe_back(self, d: str, st: DirStatus) -> bool:
+        """Probe an offline directory: it comes back (True) once it is there, its marker is its own
+        (or, never written, can be written now), it takes a write and its usage reads. A failed one
+        never does (False): a failed fsync is final for this run."""
+        if d in self._failed:
+            return False
+        try:
+            if not self.fio.is_dir(d):
+                return False
+            if d in self._markers:
+                if self._check_marker(d) is not None:
+                    return False                   # gone, or another disk mounted there: stays offline
+            elif st.role == "commitlog":
+                token = self._new_marker(d)
+                self._markers[d] = token
+            self.fio.disk_usage(d)
+        except OSError:
+            return False                           # still failing (or out of descriptors): next check
+        with self._lock:
+            reason = self._offline.pop(d, None)
+            if reason is None:
+                return True
+            st.state, st.offline_reason = DirState.WRITABLE, None
+            self._errors.pop(d, None)
+        log.warning("store directory %s is back: it passes its checks again (it was offline: %s); new segments "
+                    "may go there again", d, reason)
+        self._update_refusal()
+        return True
 
     def note_success(self, d: str) -> None:
         self._errors.pop(d, None)
@@ -247,17 +351,21 @@ class DiskMonitor:
         for d, st in self.dirs.items():
             if segment_counts is not None:
                 st.segments, st.segment_bytes = segment_counts.get(d, (0, 0, 0))[:2]
-            if d in self._offline:
+            if d in self._offline and not self._probe_back(d, st):
                 continue
             try:
                 if not self.fio.is_dir(d):
                     if st.role == "index":
                         continue            # not made yet, or lost: the store rebuilds it at start
                     raise FileNotFoundError(2, "directory is missing", d)
+                if st.role == "commitlog" and d not in self._markers:
+                    self._markers[d] = self._new_marker(d)     # its first write failed (not the disk's)
                 problem = self._check_marker(d) if st.role == "commitlog" else None
                 usage = self.fio.disk_usage(d)
             except OSError as e:
-                if st.role == "commitlog":
+                if not disk_error(e):
+                    self._transient(d, e)
+                elif st.role == "commitlog":
                     self.mark_offline(d, f"I/O error: {e}")
                 else:
                     log.warning("cannot measure %s: %s", d, e)
@@ -295,7 +403,7 @@ class DiskMonitor:
         elif ratio < forcibly and st.path in self._full:
             log.warning("disk no longer full: %s is at %.1f%%", st.path, ratio)
             self._full.discard(st.path)
-        if st.state is DirState.READ_ONLY:
+        if st.state is DirState.READ_ONLY or st.path in self._failed:
             return
         if st.path in self._full:
             st.state = DirState.FULL
@@ -308,10 +416,13 @@ class DiskMonitor:
         cl = [st for st in self.dirs.values() if st.role == "commitlog"]
         usable = [st for st in cl if st.path not in self._offline and st.path not in self._full]
         reason = None
+        failed = False
         if not usable:
-            parts = [f"{st.path} ({'offline: ' + self._offline[st.path] if st.path in self._offline else f'{st.used_ratio_percent:.1f}% used'})"
+            parts = [f"{st.path} ({self._out_words(st.path) if st.path in self._offline else f'{st.used_ratio_percent:.1f}% used'})"
                      for st in cl]
             full = any(st.path in self._full for st in cl)
+            failed = any(st.path in self._failed for st in cl) and \
+                not any(st.path in self._full and st.path not in self._offline for st in cl)
             reason = ((f"disk full: no commit-log directory can take writes (warning level "
                        f"{cl[0].thresholds_percent[2] if cl else 90}%): ") if full else
                       "no commit-log directory can take writes: ") + ", ".join(parts)
@@ -322,7 +433,11 @@ class DiskMonitor:
                     reason = (f"disk full: {what} directory {st.path} is at {st.used_ratio_percent:.1f}% "
                               f"(warning level {st.thresholds_percent[2]}%)")
                     break
+        self.refusal_failed = failed
         self.refusal = reason
+
+    def _out_words(self, d: str) -> str:
+        return f"failed: {self._failed[d]}" if d in self._failed else f"offline: {self._offline[d]}"
 
     # Decisions -------------------------------------------------------------------------
     def online_commitlog_dirs(self) -> list[str]:

@@ -62,9 +62,12 @@ class _UnitWriter:
 
     CHUNK_UNITS = 4096
 
-    def __init__(self) -> None:
+    def __init__(self, rewrite: bool = False) -> None:
+        """``rewrite``: a unit found as it should be is written again all the same (recovery after an
+        abnormal stop: recovery._rewrite says why)."""
         self.pending: dict[ConsumeQueue, list] = {}     # cq -> [first queue offset, bytearray]
         self.chunks: dict[ConsumeQueue, tuple[int, bytes]] = {}
+        self.rewrite = rewrite
 
     HOLE = UNIT.pack(0, 0, 0)      # a unit of size 0: the message is lost (get skips it, verify reports it)
 
@@ -93,6 +96,8 @@ class _UnitWriter:
                 c = self.chunks[cq] = (qoff, cq.read(qoff, self.CHUNK_UNITS))
             i = (qoff - c[0]) * 20
             if c[1][i:i + 20] == unit:
+                if self.rewrite:
+                    cq.write_units(qoff, unit)
                 return "skip"
             self.chunks.pop(cq, None)
         return cq.put_unit_checked(qoff, *UNIT.unpack(unit))
@@ -162,6 +167,11 @@ class Dispatcher:
                     raise OSError(e.errno, f"{e.strerror or e} ({where})") from e
                 time.sleep(0.001 * (attempt + 1))
 
+    def fail(self, from_offset: int, e: OSError) -> None:
+        """Record a dispatch from ``from_offset`` that could not be done (puts are refused until
+        ``heal`` redispatches from there)."""
+        self._fail(from_offset, e)
+
     def _fail(self, from_offset: int, e: OSError) -> None:
         self.pending_from = from_offset if self.pending_from is None else min(self.pending_from, from_offset)
         self.error = f"consume queue / index write failed: {e}"
@@ -200,10 +210,10 @@ class Dispatcher:
     # Read-back path -------------------------------------------------------------------
     def redispatch(self, commit_log, from_offset: int, rebuild: bool = False,
                    only: set[tuple[str, int]] | None = None, index_from: int | None = None,
-                   records_max: int | None = None) -> RedispatchReport:
+                   records_max: int | None = None, rewrite: bool = False) -> RedispatchReport:
         """Dispatch every valid record from ``from_offset`` to the log's end (idempotent); with
         ``records_max``, at most that many (``complete`` False when it stopped there: go on from
-        ``end_offset``).
+        ``end_offset``); ``rewrite``: units already right are written again (_UnitWriter).
 
         rebuild: queues are rebuilt from scratch (an empty queue starts at the first
         offset it meets). Queues found with missing units are rebuilt from the log's start.
@@ -217,7 +227,7 @@ class Dispatcher:
             # after a crash the index header may be newer than its entries: re-index from the last
             # durable point (lookups drop duplicates)
             index_end = min(index_end, index_from)
-        writer = _UnitWriter()
+        writer = _UnitWriter(rewrite)
         try:
             self._redispatch_records(commit_log, from_offset, rebuild, only, rep, gaps, writer, index, index_end,
                                      records_max)

@@ -5,7 +5,9 @@
   runs the fsyncs back to back; every writer that appended while one fsync ran
   is covered by the next: many writers share one fsync (group commit). A wait
   longer than ``sync_flush_timeout_ms`` answers FLUSH_DISK_TIMEOUT (the record
-  stays in the log and becomes durable later).
+  stays in the log and becomes durable later). An fsync that fails is never
+  retried over what it covered (log_failure.py): the commit log is cut back to
+  its durable end and every wait it covered answers FLUSH_FAILED, final.
 * ASYNC_FLUSH (``AsyncFlushService``): every ``flush_interval_ms`` flush when at
   least ``flush_least_pages`` pages are dirty, and everything at least every
   ``flush_thorough_interval_ms``.
@@ -25,6 +27,8 @@ from collections import deque
 from typing import Callable
 
 from ..io import Clock
+from .log_failure import LogFailed, LogFailure
+from .types import PutReason
 
 log = logging.getLogger("tidemq.store")
 
@@ -91,9 +95,14 @@ class GroupCommitService(Service):
 
     name = "group-commit"
 
-    def __init__(self, flush: Callable[[], int], durable_offset: Callable[[], int], gather_s_max: float = 0.0) -> None:
+    def __init__(self, flush: Callable[[], int], durable_offset: Callable[[], int], gather_s_max: float = 0.0,
+                 failed_for: Callable[[int], object] = lambda end: None) -> None:
+        """``failed_for(end)``: the log failure (log_failure.py) that took a record ending at ``end``,
+        or None; ``log_failed`` is to be called after each failure's cut."""
         super().__init__()
         self._flush = flush
+        self._failed_for = failed_for
+        self._durable = durable_offset
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)     # the flush thread waits here for requests
         self._waiters: list[list] = []      # [offset, held lock]: writers waiting, released when durable
@@ -103,19 +112,24 @@ class GroupCommitService(Service):
         self.fsyncs = 0
         self.fsync_seconds = 0.0      # time spent in the flushes (metrics: mean flush latency)
         self.on_flush_s = None        # called with each flush's seconds (the broker's latency histogram)
+        self.on_durable = None        # called after each fsync that moved ``flushed`` (readers may read further)
         self.gather_s_max = gather_s_max
         self._arrivals = 0            # waits begun (wait_durable calls that had to wait)
         self._mark = 0                # _arrivals when the last fsync began
         self._covered: deque = deque(maxlen=GATHER_ROUNDS)   # waits each of the last fsyncs covered
         self._last_fsync_s = 0.0
 
-    def wait_durable(self, offset: int, timeout_s: float) -> bool:
-        """Block until everything before ``offset`` is on disk. False on timeout or failure."""
+    def wait_durable(self, offset: int, timeout_s: float) -> PutReason | None:
+        """Block until everything before ``offset`` is on disk: None, or why not: FLUSH_FAILED (an
+        fsync that covered it failed: final), FLUSH_TIMEOUT (not yet, within ``timeout_s``; or the
+        service ended)."""
         with self._lock:
+            if self._failed_for(offset) is not None:
+                return PutReason.FLUSH_FAILED
             if self.flushed >= offset:
-                return True
+                return None
             if self.dead or self._ended:
-                return False
+                return PutReason.FLUSH_TIMEOUT
             if offset > self._requested:
                 self._requested = offset
                 self._work.notify()
@@ -130,7 +144,21 @@ class GroupCommitService(Service):
             with self._lock:
                 if entry in self._waiters:
                     self._waiters.remove(entry)
-        return self.flushed >= offset
+        if self._failed_for(offset) is not None:
+            return PutReason.FLUSH_FAILED
+        return None if self.flushed >= offset else PutReason.FLUSH_TIMEOUT
+
+    def log_failed(self, failure: LogFailure) -> None:
+        """After a failure's cut: every waiter answers (the ones it covered FLUSH_FAILED); with the log
+        halted, nothing more is to be flushed."""
+        with self._lock:
+            self.flushed = max(self.flushed, self._durable())
+            if failure.resume_offset is None:
+                self._requested = self.flushed
+            self._release(everyone=True)
+            self._work.notify()
+        if self.on_durable is not None:
+            self.on_durable()
 
     def _release(self, everyone: bool = False) -> None:
         """Under the lock: release the waiters whose offsets are durable now (``everyone``: all)."""
@@ -178,6 +206,9 @@ class GroupCommitService(Service):
                 if self.on_flush_s is not None:
                     self.on_flush_s(took)
                 self.last_error = None
+            except LogFailed as e:    # final: the cut is made, log_failed() answered the waiters
+                self.last_error = f"commit log failed: {e.failure.error}"
+                continue
             except Exception as e:    # noqa: BLE001 - the flush thread must not die: retry
                 if self.last_error is None:
                     log.error("commit-log fsync failed: %s (retrying; puts answer FLUSH_DISK_TIMEOUT)", e)
@@ -186,11 +217,19 @@ class GroupCommitService(Service):
                     return      # stopping: run() releases the waiters
                 continue
             self.fsyncs += 1
+            moved = False
             with self._lock:
                 if done > self.flushed:
                     self.flushed = done
+                    moved = True
+                elif self._requested > self.flushed:
+                    # no progress: a failure's cut is under way in another thread (log_failed() will
+                    # notify): wait for it rather than spin
+                    self._work.wait(0.05)
                 self._covered.append(covered)
                 self._release()
+            if moved and self.on_durable is not None:
+                self.on_durable()
 
     def wake(self) -> None:
         with self._lock:
@@ -239,6 +278,8 @@ class AsyncFlushService(Service):
             try:
                 self.tick()
                 self.last_error = None
+            except LogFailed as e:    # final: the log was cut back to its durable end (log_failure.py)
+                self.last_error = f"commit log failed: {e.failure.error}"
             except Exception as e:    # noqa: BLE001 - the flush thread must not die: next round
                 if self.last_error is None:
                     log.error("commit-log fsync failed: %s", e)

@@ -1,12 +1,13 @@
 """One fixed-size, preallocated, memory-mapped segment file.
 
-Lifecycle (owned here): ACTIVE (being appended) -> SEALED (full, read-only) ->
-DELETING (destroy() called, readers may still hold it) -> GONE (unmapped,
-closed, unlinked). A reader calls ``hold()`` before it touches ``buf`` and
-``release()`` after; the mapping is unmapped only when the last holder is gone,
-or by ``destroy(force=True)`` after the forced-destroy interval, in which case
-views still alive keep the pages mapped until they are garbage collected (Python
-refuses to unmap a buffer that has live exports, so this never segfaults).
+Its state (created, loaded, writable, sealed, failed, deleting, deleted, closed) and the legal
+moves between them are segment_state.py's; this class makes the moves where they happen
+(``create`` / ``open``, ``destroy``, ``close``, ``set_state``). A reader calls ``hold()`` before
+it touches ``buf`` and ``release()`` after; hold() fails once the segment is out of service
+(deleting, deleted, closed). The mapping is unmapped only when the last holder is gone, or by
+``destroy(force=True)`` after the forced-destroy interval, in which case views still alive keep
+the pages mapped until they are garbage collected (Python refuses to unmap a buffer that has
+live exports, so this never segfaults).
 
 ``mapping`` is the mmap itself: its slices are bytes (a quarter of the cost of
 copying a memoryview slice), so the hot paths slice it; ``buf`` is a memoryview
@@ -24,6 +25,8 @@ import threading
 
 from ..io import FileIO
 from ..layout import parse_segment_name, segment_name  # noqa: F401 - parse_segment_name: for older importers
+from . import segment_state
+from .segment_state import SegmentState
 from .types import StoreError
 
 log = logging.getLogger("tidemq.store")
@@ -31,10 +34,11 @@ log = logging.getLogger("tidemq.store")
 
 class MappedFile:
     __slots__ = ("fio", "path", "directory", "start_offset", "size", "handle", "mapping", "buf",
-                 "wrote_pos", "flushed_pos", "_refs", "_available", "_lock", "destroy_first_ms",
+                 "wrote_pos", "flushed_pos", "_refs", "available", "state", "_lock", "destroy_first_ms",
                  "first_store_timestamp_ms", "last_store_timestamp_ms")
 
-    def __init__(self, fio: FileIO, path: str, start_offset: int, size: int, handle, mapping) -> None:
+    def __init__(self, fio: FileIO, path: str, start_offset: int, size: int, handle, mapping,
+                 state: SegmentState = SegmentState.CREATED) -> None:
         self.fio = fio
         self.path = path
         self.directory = os.path.dirname(path)
@@ -46,7 +50,8 @@ class MappedFile:
         self.wrote_pos = 0
         self.flushed_pos = 0
         self._refs = 0
-        self._available = True
+        self.state = state                  # moved by segment_state.move only
+        self.available = state in segment_state.HOLDABLE     # hold() succeeds (kept by move())
         self._lock = threading.Lock()
         self.destroy_first_ms = 0
         self.first_store_timestamp_ms = 0
@@ -70,7 +75,7 @@ class MappedFile:
             except OSError:
                 pass
             raise
-        return cls(fio, path, start_offset, size, handle, mapping)
+        return cls(fio, path, start_offset, size, handle, mapping, SegmentState.CREATED)
 
     @classmethod
     def open(cls, fio: FileIO, path: str, start_offset: int, size: int, readonly: bool = False) -> "MappedFile":
@@ -87,7 +92,7 @@ class MappedFile:
         except BaseException:
             fio.close(handle)
             raise
-        return cls(fio, path, start_offset, size, handle, mapping)
+        return cls(fio, path, start_offset, size, handle, mapping, SegmentState.LOADED)
 
     @property
     def end_offset(self) -> int:
@@ -98,16 +103,18 @@ class MappedFile:
         return self.wrote_pos >= self.size
 
     @property
-    def available(self) -> bool:
-        return self._available
-
-    @property
     def refs(self) -> int:
         return self._refs
 
+    def set_state(self, to: SegmentState) -> SegmentState:
+        """Move to ``to`` (segment_state.move: IllegalTransition unless the table allows it); the
+        state left."""
+        with self._lock:
+            return segment_state.move(self, to)
+
     def hold(self) -> bool:
         with self._lock:
-            if not self._available:
+            if not self.available:
                 return False
             self._refs += 1
             return True
@@ -115,7 +122,7 @@ class MappedFile:
     def release(self) -> None:
         with self._lock:
             self._refs -= 1
-            gone = not self._available and self._refs <= 0
+            gone = not self.available and self._refs <= 0
         if gone:
             self._cleanup()
 
@@ -137,11 +144,13 @@ class MappedFile:
         """Take the segment out of service and delete it once no reader holds it.
 
         Returns True when the file is gone. With readers still holding it, the
-        first call only marks it; a call ``force_after_ms`` later deletes anyway.
+        first call only marks it (DELETING); a call ``force_after_ms`` later deletes anyway.
         """
         with self._lock:
-            if self._available:
-                self._available = False
+            if self.state is SegmentState.DELETED:
+                return True
+            if self.state is not SegmentState.DELETING:
+                segment_state.move(self, SegmentState.DELETING)
                 self.destroy_first_ms = now_ms
             busy = self._refs > 0
         if busy and now_ms - self.destroy_first_ms < force_after_ms:
@@ -154,13 +163,17 @@ class MappedFile:
             self.fio.unlink(self.path)
         except FileNotFoundError:
             pass
+        with self._lock:
+            segment_state.move(self, SegmentState.DELETED)
         return True
 
     def close(self) -> None:
         """Unmap and close without deleting (shutdown); a reader still holding the segment
-        keeps it mapped until its release()."""
+        keeps it mapped until its release(). Twice, or after deletion, does nothing."""
         with self._lock:
-            self._available = False
+            if self.state in (SegmentState.CLOSED, SegmentState.DELETED):
+                return
+            segment_state.move(self, SegmentState.CLOSED)
             busy = self._refs > 0
         if not busy:
             self._cleanup()

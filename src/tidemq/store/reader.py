@@ -6,6 +6,19 @@ through them: consume-queue units by pread, records from the mapped commit-log
 segments while a hold keeps a segment mapped (a segment being cleaned is
 skipped, never waited for); bodies are copied out, so a result never pins a
 segment. It writes nothing. ``MessageStore.get`` and friends delegate here.
+
+What a reader is served stops at what cannot be taken back: ``readable_limit()`` (the
+store's: MessageStore.readable_end, None when nothing limits) is where the records it
+serves must end. Limited here: ``get`` (PullMessage, ReceiveMessage, the broker's own
+readers of system topics), ``get_raw`` (PullRecords, tidemq.client, Spark broker mode),
+the queue's max offset every result carries (``readable_max``: a consumer is never told
+of a message it cannot read), ``get_by_commitlog_offset`` and ``query_by_key``. A record
+past the limit is answered as not there yet (OFFSET_OVERFLOW_ONE: a long poll waits for
+it), never as missing. Not limited (they must see the whole log, and are not consumers):
+recovery, the dispatcher's re-dispatch and healing, ``tidemq verify`` (verify.py), the
+replication copy (replica.py) and the archive job, which read the log through
+CommitLog.iter_records / the segments. Records at or past a segment's seal (an early
+seal, a failed fsync's: log_failure.py) are never served, whatever a unit says.
 """
 
 from __future__ import annotations
@@ -29,13 +42,47 @@ from .types import GetResult, GetStatus
 FILTER_SCAN_UNITS_MAX = 16_000     # units scanned by one filtered get (RocketMQ: maxFilterMessageSize)
 
 
+def _head(head, next_offset: int, min_offset: int, max_offset: int, count: int):
+    """frame_records' head for get_raw's caller's ``head`` (None: none); no header when records failed
+    their CRCs (the frame is made again without them)."""
+    if head is None:
+        return None
+    return lambda crc, bad: None if bad else head(next_offset, min_offset, max_offset, count, crc)
+
+
+READABLE_SCAN_UNITS = 256         # units read per step when looking for a queue's readable max
+
+
+def readable_max(cq: ConsumeQueue, mn: int, full: int, limit: int) -> int:
+    """One past the last unit of ``cq`` (in [mn, full)) whose record ends at or before ``limit``.
+    Units follow log order, so the unreadable ones are the queue's tail: read backwards in steps of
+    READABLE_SCAN_UNITS (what was appended since the last fsync, under SYNC_FLUSH: a step or two)."""
+    hi = full
+    while hi > mn:
+        start = max(mn, hi - READABLE_SCAN_UNITS)
+        raw = cq.read(start, hi - start)
+        n = len(raw) // UNIT.size
+        if n == 0:
+            return start                     # unreadable: nothing from here is served
+        u = np.frombuffer(raw, UNIT_DTYPE, n)
+        size = u["size"].astype(np.int64)
+        late = (size > 0) & (u["offset"].astype(np.int64) + size > limit)
+        if not late[0]:
+            return start + (int(np.argmax(late)) if late.any() else n)
+        hi = start
+    return mn
+
+
 class StoreReader:
     def __init__(self, config: StoreConfig, segments: SegmentQueue, commit_log: CommitLog,
                  queues: ConsumeQueueTable, topics: TopicTable, index: IndexService | None,
-                 memory_budget_bytes: int, running: Callable[[], bool]) -> None:
+                 memory_budget_bytes: int, running: Callable[[], bool],
+                 readable_limit: Callable[[], int | None] = lambda: None) -> None:
         """``memory_budget_bytes``: data further than this behind the log's end counts as on disk
         (the from-disk pull limits apply); ``running``: False once the store stops (reads then
-        answer SERVICE_NOT_AVAILABLE)."""
+        answer SERVICE_NOT_AVAILABLE); ``readable_limit()``: where served records must end (None:
+        anywhere in the log)."""
+        self.readable_limit = readable_limit
         self.config = config
         self.segments = segments
         self.commit_log = commit_log
@@ -49,10 +96,11 @@ class StoreReader:
     def get(self, group: str, topic: str, queue_id: int, offset: int, max_count: int = 32,
             max_bytes: int = 256 * 1024, tags: Iterable[str] | None = None) -> GetResult:
         """MessageStore.get: decoded messages of one queue from ``offset``, tag-filtered."""
-        cq = self.readable_queue(topic, queue_id, offset)
-        if isinstance(cq, GetResult):
-            return cq
-        mn, mx = cq.min_offset, cq.max_offset
+        q = self.readable_queue(topic, queue_id, offset)
+        if isinstance(q, GetResult):
+            return q
+        cq, mx = q
+        mn = cq.min_offset
         wanted = None
         if tags is not None:
             tl = [t for t in tags if t and t != "*"]
@@ -61,7 +109,7 @@ class StoreReader:
                 for t in tl:                 # two tags can share a hash: keep them all
                     wanted.setdefault(tags_hash(t), set()).add(t)
         scan = min(max_count, self.config.pull_in_memory_count_max) if wanted is None else FILTER_SCAN_UNITS_MAX
-        raw = cq.read(offset, max(scan, 1))
+        raw = cq.read(offset, max(1, min(scan, mx - offset)))      # never a unit past what is readable
         if not raw:
             nxt = cq.file_start(offset) + cq.units_per_segment
             return GetResult(GetStatus.OFFSET_FOUND_NULL, min(nxt, mx), mn, mx)
@@ -82,7 +130,9 @@ class StoreReader:
         removed = filtered = damaged = 0
         find = self.segments.find
         decode = codec.decode_record
+        sealed = self.commit_log.sealed
         mf = None
+        mend = 0
         try:
             for cl_off, size, th in UNIT.iter_unpack(raw):
                 if size <= 0 or cl_off < log_min:
@@ -105,9 +155,16 @@ class StoreReader:
                         used += 1
                         continue
                     mf = seg
+                    mend = mf.wrote_pos
+                    if sealed:
+                        mend = min(mend, sealed.get(mf.start_offset, mend))
                 pos = cl_off - mf.start_offset
-                if pos + size > mf.wrote_pos:
-                    break          # beyond what is written (cannot happen: units follow the write)
+                if pos + size > mend:
+                    if pos + size > mf.wrote_pos:
+                        break      # beyond what is written (cannot happen: units follow the write)
+                    removed += 1   # at or past a seal: not part of the log (log_failure.py)
+                    used += 1
+                    continue
                 try:
                     m = decode(mf.mapping, pos, size)
                 except codec.CodecError:
@@ -138,8 +195,11 @@ class StoreReader:
             status = GetStatus.OFFSET_FOUND_NULL
         return GetResult(status, nxt, mn, mx, msgs, from_disk)
 
-    def readable_queue(self, topic: str, queue_id: int, offset: int) -> ConsumeQueue | GetResult:
-        """The queue to read from ``offset``, or the GetResult that says why there is nothing to read."""
+    def readable_queue(self, topic: str, queue_id: int, offset: int) -> tuple[ConsumeQueue, int] | GetResult:
+        """(the queue to read from ``offset``, its readable max offset), or the GetResult that says
+        why there is nothing to read. An offset at or past the readable max but not past the queue's
+        end is "nothing new yet" (OFFSET_OVERFLOW_ONE, next offset itself): the record is there and
+        will be readable."""
         if not self.running():
             return GetResult(GetStatus.SERVICE_NOT_AVAILABLE, offset, 0, 0)
         cq = self.queues.get(topic, queue_id)
@@ -148,34 +208,53 @@ class StoreReader:
             if t is not None and 0 <= queue_id < t.queue_count:
                 return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
-        mn, mx = cq.min_offset, cq.max_offset
-        if mx == 0:
+        full = cq.max_offset
+        mn = cq.min_offset
+        mx = full
+        limit = self.readable_limit()
+        if limit is not None and cq.tail_end > limit:
+            mx = readable_max(cq, mn, full, limit)
+        if full == 0:
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, mn, mx)
         if offset < mn:
             return GetResult(GetStatus.OFFSET_TOO_SMALL, mn, mn, mx)
-        if offset == mx:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, mn, mx)
-        if offset > mx:
+        if offset > full:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, mx, mn, mx)
-        return cq
+        if offset >= mx:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, mn, mx)
+        return cq, mx
+
+    def readable_max_offset(self, topic: str, queue_id: int) -> int:
+        """The queue's max offset as consumers see it: one past its last readable message."""
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return 0
+        full = cq.max_offset
+        limit = self.readable_limit()
+        if limit is None or cq.tail_end <= limit:
+            return full
+        return readable_max(cq, cq.min_offset, full, limit)
 
     def get_raw(self, topic: str, queue_id: int, offset: int, max_count: int = 4096,
-                max_bytes: int = 16 << 20, room: int = 0) -> GetResult:
+                max_bytes: int = 16 << 20, room: int = 0, head=None) -> GetResult:
         """Up to max_count records of one queue from ``offset`` as stored bytes, for readers
         that decode in bulk (the Spark source, tidemq.client's raw pull): the result's
         ``records`` is (sizes, data): the records' sizes (little-endian i32 numpy array) and
         their bytes back to back (a buffer: bytes(data) for a bytes copy), all from one
         segment (the caller asks again from next_offset). Found with numpy over the
         consume-queue units, copied once (framing.frame_records) into the result's ``frame``:
-        ``room`` zero bytes, the sizes, the records (what ``records`` are views of), which the
-        broker answers with once it has written its header into the room. Every record's CRCs
+        ``room`` bytes, the sizes, the records (what ``records`` are views of), which the broker
+        answers with: ``head(next_offset, min_offset, max_offset, count, crc)`` (crc: CRC-32 of the
+        sizes and records), given, answers the header frame_records writes into the room as it
+        makes the frame (``frame`` is (frame, room, whether it did)). Every record's CRCs
         are checked on the copy; one that fails them is never served (skipped, counted, logged).
         No tag filter; the store's in-memory/from-disk count limits do not apply (the
         caller bounds the batch by max_count and max_bytes)."""
-        cq = self.readable_queue(topic, queue_id, offset)
-        if isinstance(cq, GetResult):
-            return cq
-        mn, mx = cq.min_offset, cq.max_offset
+        q = self.readable_queue(topic, queue_id, offset)
+        if isinstance(q, GetResult):
+            return q
+        cq, mx = q
+        mn = cq.min_offset
         raw = cq.read(offset, max(1, min(max_count, mx - offset)))
         if not raw:
             nxt = cq.file_start(offset) + cq.units_per_segment
@@ -184,6 +263,11 @@ class StoreReader:
         cl_off = units["offset"].astype(np.int64)
         size = units["size"].astype(np.int64)
         alive = (size > 0) & (cl_off >= self.segments.min_offset)
+        sealed = self.commit_log.sealed
+        if sealed:                       # at or past a seal: not part of the log (log_failure.py)
+            seg = self.segments.segment_size
+            for start, at in list(sealed.items()):
+                alive &= ~((cl_off >= start + at) & (cl_off < start + seg))
         first = int(np.argmax(alive)) if alive.any() else len(units)
         if first == len(units):                       # holes or records cleaned away only
             return GetResult(GetStatus.MESSAGE_WAS_REMOVING, offset + len(units), mn, mx)
@@ -203,7 +287,8 @@ class StoreReader:
             take = take[within]
             used = int(take[-1]) + 1 if len(take) < int(alive[first:stop].sum()) else stop
             sizes = size[take]
-            frame, bad = frame_records(mf.mapping, cl_off[take] - mf.start_offset, sizes, room)
+            frame, bad, headed = frame_records(mf.mapping, cl_off[take] - mf.start_offset, sizes, room,
+                                               _head(head, offset + used, mn, mx, len(sizes)))
         finally:
             mf.release()
         if bad:                                         # never served: skipped, counted, logged
@@ -215,15 +300,23 @@ class StoreReader:
                 return GetResult(GetStatus.MESSAGE_DAMAGED, offset + used, mn, mx)
             at = room + 4 * len(sizes) + np.cumsum(sizes) - sizes
             sizes = sizes[keep]
-            frame, _ = frame_records(frame, at[keep], sizes, room)
+            frame, _, headed = frame_records(frame, at[keep], sizes, room,
+                                             _head(head, offset + used, mn, mx, len(sizes)))
         g = GetResult(GetStatus.FOUND, offset + used, mn, mx)
         data_at = room + 4 * len(sizes)
         g.records = (np.frombuffer(frame, "<i4", len(sizes), room), memoryview(frame)[data_at:])
-        g.frame = (frame, room)
+        g.frame = (frame, room, headed)
         return g
 
     def get_by_commitlog_offset(self, offset: int, size: int | None = None) -> codec.StoredMessage | None:
-        return self.commit_log.read_message(offset, size)
+        return self._readable(self.commit_log.read_message(offset, size))
+
+    def _readable(self, m: codec.StoredMessage | None) -> codec.StoredMessage | None:
+        """``m`` if it ends where readers may be served (readable_limit), else None."""
+        if m is None:
+            return None
+        limit = self.readable_limit()
+        return m if limit is None or m.commitlog_offset + m.store_size <= limit else None
 
     def query_by_key(self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0,
                      end_ms: int | None = None) -> list[codec.StoredMessage]:
@@ -235,7 +328,7 @@ class StoreReader:
         for phys in self.index.lookup(f"{topic}#{key}", max_count * 2 + 8, begin_ms, end_ms):
             if phys < self.segments.min_offset or self.topics.is_dead(topic, phys):
                 continue
-            m = self.commit_log.read_message(phys)
+            m = self._readable(self.commit_log.read_message(phys))
             if m is None or m.topic != topic or not (begin_ms <= m.store_timestamp_ms <= end_ms):
                 continue
             if key in m.keys or m.properties.get(PROP_UNIQ_KEY) == key:

@@ -31,14 +31,17 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..record import codec
 from .checkpoint import CheckpointState
-from .commit_log import CommitLog
 from .consume_queue import UNIT, UNIT_SIZE, ConsumeQueue, ConsumeQueueTable
 from .dispatch import Dispatcher
 from .index_file import IndexService
 from .types import StoreError
+
+if TYPE_CHECKING:
+    from .commit_log import CommitLog
 
 log = logging.getLogger("tidemq.store")
 
@@ -123,9 +126,10 @@ def _scan_start(commit_log: CommitLog, abnormal: bool, cp: CheckpointState | Non
     return min(start, by_time)
 
 
-def _scan_segment(mf, pos: int, rep: RecoveryReport) -> tuple[int, int, int]:
-    """Verify the records of one segment from ``pos``: (kind that ends the run, position, size)."""
-    buf, limit = mf.mapping, mf.size
+def _scan_segment(mf, pos: int, rep: RecoveryReport, limit: int) -> tuple[int, int, int]:
+    """Verify the records of one segment from ``pos`` up to ``limit`` (its size, or its seal): (kind
+    that ends the run, position, size)."""
+    buf = mf.mapping
     while True:
         pos, n, _ = codec.scan_run(buf, pos, limit)
         rep.records_scanned += n
@@ -136,16 +140,16 @@ def _scan_segment(mf, pos: int, rep: RecoveryReport) -> tuple[int, int, int]:
         pos += size
 
 
-def _resync(segments: list, i: int, pos: int) -> tuple[int, int] | None:
+def _resync(segments: list, i: int, pos: int, limit_of=lambda mf: mf.size) -> tuple[int, int] | None:
     """The next fully valid record after position ``pos`` of ``segments[i]``, in that segment or a
-    later one: (segment index, position), or None when no later byte of the log holds one (the
-    proof that what follows may be cut)."""
+    later one (before ``limit_of(segment)``: its size, or its seal): (segment index, position), or
+    None when no later byte of the log holds one (the proof that what follows may be cut)."""
     for k in range(i, len(segments)):
         mf = segments[k]
         if not mf.hold():
             continue
         try:
-            at = codec.next_valid_record(mf.mapping, pos + 1 if k == i else 0, mf.size, mf.start_offset)
+            at = codec.next_valid_record(mf.mapping, pos + 1 if k == i else 0, limit_of(mf), mf.start_offset)
         finally:
             mf.release()
         if at is not None:
@@ -153,7 +157,7 @@ def _resync(segments: list, i: int, pos: int) -> tuple[int, int] | None:
     return None
 
 
-def _valid_records_from(segments: list, k: int, pos: int) -> int:
+def _valid_records_from(segments: list, k: int, pos: int, limit_of=lambda mf: mf.size) -> int:
     """How many valid records the log holds from position ``pos`` of ``segments[k]`` on."""
     n = 0
     found: tuple[int, int] | None = (k, pos)
@@ -163,11 +167,11 @@ def _valid_records_from(segments: list, k: int, pos: int) -> int:
         if not mf.hold():
             break
         try:
-            pos, m, _ = codec.scan_run(mf.mapping, pos, mf.size)
+            pos, m, _ = codec.scan_run(mf.mapping, pos, limit_of(mf))
         finally:
             mf.release()
         n += m
-        found = _resync(segments, k, pos)
+        found = _resync(segments, k, pos, limit_of)
     return n
 
 
@@ -229,12 +233,13 @@ def find_log_end(commit_log: CommitLog, from_offset: int, rep: RecoveryReport,
     i = 0
     pos = max(0, from_offset - segments[0].start_offset) if segments else 0
     floor = durable_floor if durable_floor is not None else -1
+    limit_of = commit_log.seal_pos          # nothing at or past a seal is part of the log (log_failure.py)
     while i < len(segments):
         mf = segments[i]
         if not mf.hold():
             break
         try:
-            kind, pos, size = _scan_segment(mf, pos, rep)
+            kind, pos, size = _scan_segment(mf, pos, rep, limit_of(mf))
         finally:
             mf.release()
         phys = mf.start_offset + pos
@@ -246,7 +251,7 @@ def find_log_end(commit_log: CommitLog, from_offset: int, rep: RecoveryReport,
             i, pos = i + 1, 0
             continue
         at_tail = written_end is not None and phys >= written_end and i == len(segments) - 1
-        nxt = None if at_tail else _resync(segments, i, pos)
+        nxt = None if at_tail else _resync(segments, i, pos, limit_of)
         if nxt is None and phys < floor:
             # acknowledged data up to the floor and nothing valid after it: keep it (never cut
             # below the durable offset), the floor is a record boundary
@@ -269,12 +274,28 @@ def find_log_end(commit_log: CommitLog, from_offset: int, rep: RecoveryReport,
         rep.end_reason = {codec.REC_END: "end of data", codec.REC_TORN: f"torn record at {phys}",
                           codec.REC_CORRUPT: f"invalid record at {phys}"}[kind]
         if nxt is not None:        # a tear above the durable offset with survivors after it
-            rep.records_dropped_after_tear = _valid_records_from(segments, *nxt)
+            rep.records_dropped_after_tear = _valid_records_from(segments, *nxt, limit_of)
             rep.end_reason += (f" above the durable offset {durable_floor}: a tear; "
                                f"{rep.records_dropped_after_tear} never-flushed record(s) after it dropped")
             log.warning("commit log: %s", rep.end_reason)
         break
     return end
+
+
+REWRITE_CHUNK_BYTES = 8 << 20
+
+
+def _rewrite(commit_log: CommitLog, mf, pos: int, end: int) -> None:
+    """Write ``mf``'s bytes [pos, end) again, as they are, before recovery's fsync. After a kill -9
+    the page cache may hold pages a failed fsync marked clean without writing them (log_failure.py):
+    an fsync does not write them, a power loss would take them back, yet recovery reads them and
+    keeps what is there. Written again, they are dirty, and the fsync makes them durable (or fails,
+    and the start with it). Above the checkpoint's durable offset only, after an abnormal stop."""
+    fio = commit_log.fio
+    while pos < end:
+        n = min(REWRITE_CHUNK_BYTES, end - pos)
+        fio.pwrite(mf.handle, mf.mapping[pos:pos + n], pos)
+        pos += n
 
 
 def unit_matches(commit_log: CommitLog, cq: ConsumeQueue, qoff: int, off: int, size: int) -> bool:
@@ -284,7 +305,8 @@ def unit_matches(commit_log: CommitLog, cq: ConsumeQueue, qoff: int, off: int, s
         return False
     try:
         pos = off - mf.start_offset
-        if pos + size > mf.wrote_pos or codec.I32.unpack_from(mf.buf, pos)[0] != size:
+        if pos + size > mf.wrote_pos or commit_log.sealed_at(mf, pos) \
+                or codec.I32.unpack_from(mf.buf, pos)[0] != size:
             return False
         qid, q, _ts, topic, _props = codec.decode_meta(mf.mapping, pos)
         return (qid, q, topic) == (cq.queue_id, qoff, cq.topic)
@@ -295,9 +317,20 @@ def unit_matches(commit_log: CommitLog, cq: ConsumeQueue, qoff: int, off: int, s
 
 
 def cut_queue(cq: ConsumeQueue, commit_log: CommitLog, log_end: int, verify_from: int) -> int:
-    """Drop tail units that are torn, point past the log's end, or (at or after
-    ``verify_from``, where the queue may hold units of records a crash took back) point
-    at a record of another queue or offset. Returns the number of units dropped."""
+    """Drop tail units that are torn, point past the log's end or into a sealed stretch of a
+    segment (log_failure.py: records a failed fsync took), or (at or after ``verify_from``, where
+    the queue may hold units of records a crash took back) point at a record of another queue or
+    offset. Returns the number of units dropped. ConsumeQueue.truncate cuts the queue in memory
+    before its files: an OSError from cutting the files leaves the queue cut."""
+    new_max = queue_end(cq, commit_log, log_end, verify_from)
+    dropped = cq.max_offset - new_max
+    if dropped:
+        cq.truncate(new_max)
+    return dropped
+
+
+def queue_end(cq: ConsumeQueue, commit_log: CommitLog, log_end: int, verify_from: int) -> int:
+    """Where ``cq`` should end, as ``cut_queue`` says (it reads, changes nothing)."""
     new_max = cq.max_offset
     while new_max > cq.min_offset:
         lo = max(cq.min_offset, cq.file_start(new_max - 1), new_max - 4096)
@@ -306,17 +339,15 @@ def cut_queue(cq: ConsumeQueue, commit_log: CommitLog, log_end: int, verify_from
         while k > 0:
             off, size, _th = UNIT.unpack_from(raw, (k - 1) * UNIT_SIZE)
             if size > 0 and 0 <= off and off + size <= log_end and \
-                    (off < verify_from or unit_matches(commit_log, cq, lo + k - 1, off, size)):
+                    ((off < verify_from and not commit_log.in_sealed(off))
+                     or unit_matches(commit_log, cq, lo + k - 1, off, size)):
                 break
             k -= 1
         if k > 0:
             new_max = lo + k
             break
         new_max = lo
-    dropped = cq.max_offset - new_max
-    if dropped:
-        cq.truncate(new_max)
-    return dropped
+    return new_max
 
 
 def correct_min_offset(cq: ConsumeQueue, log_min: int) -> None:
@@ -372,6 +403,8 @@ def recover(commit_log: CommitLog, queues: ConsumeQueueTable, index: IndexServic
     rep.bytes_cut = segs.truncate(end) if segs.segments else 0
     for mf in segs.segments:            # what survived a kill -9 may still be only in the page cache
         if mf.start_offset >= start and mf.wrote_pos:
+            if abnormal:
+                _rewrite(commit_log, mf, max(0, (floor or 0) - mf.start_offset), mf.wrote_pos)
             mf.flushed_pos = 0
             mf.flush()
     commit_log.flushed_offset = end
@@ -410,7 +443,9 @@ def recover(commit_log: CommitLog, queues: ConsumeQueueTable, index: IndexServic
     else:
         index_from = None
     if from_offset < end:
-        r = dispatcher.redispatch(commit_log, from_offset, index_from=index_from)
+        # after an abnormal stop the units there are written again even where they match (their pages
+        # may be clean without being on disk: _rewrite)
+        r = dispatcher.redispatch(commit_log, from_offset, index_from=index_from, rewrite=abnormal)
         rep.units_redispatched += r.units_appended
         rep.units_fixed += r.units_fixed
         rep.index_entries_redispatched += r.index_entries

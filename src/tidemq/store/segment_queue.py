@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 from ..io import FileIO
 from ..layout import list_segments, segment_name
 from .mapped_file import MappedFile
+from .segment_state import SegmentState
 from .types import StoreError
 
 log = logging.getLogger("tidemq.store")
@@ -56,6 +57,10 @@ class SegmentQueue:
         self._alloc_thread: threading.Thread | None = None
         self._stopping = False
         self.last_alloc_error: str | None = None
+        # told of every change of where the log ends other than appends: on_cut(end) after a truncate
+        # or clear (0), on_added(start) when a segment joins the log (the commit log's seals follow)
+        self.on_cut: Callable[[int], None] = lambda end: None
+        self.on_added: Callable[[int], None] = lambda start: None
 
     # Loading ------------------------------------------------------------------
     def load(self) -> None:
@@ -203,8 +208,13 @@ class SegmentQueue:
             if mf is None:
                 mf = self._create(start_offset)
             with self._lock:
+                prev = self.segments[-1] if self.segments else None
+                if prev is not None and prev.state in (SegmentState.WRITABLE, SegmentState.LOADED):
+                    prev.set_state(SegmentState.SEALED)
+                mf.set_state(SegmentState.WRITABLE)
                 self.segments.append(mf)
                 self._starts.append(start_offset)
+        self.on_added(start_offset)
         self._request_premade(start_offset + self.segment_size)
         return mf
 
@@ -257,6 +267,16 @@ class SegmentQueue:
         if mf is not None:
             mf.destroy(0, 0)  # an unused pre-made segment is not part of the log
 
+    def settle(self) -> None:
+        """After recovery: the last segment takes appends (WRITABLE) when it has room, every other
+        loaded one is SEALED."""
+        with self._lock:
+            segs = self.segments
+            for k, mf in enumerate(segs):
+                if mf.state is SegmentState.LOADED:
+                    last = k == len(segs) - 1
+                    mf.set_state(SegmentState.WRITABLE if last and not mf.is_full else SegmentState.SEALED)
+
     # Shrinking ----------------------------------------------------------------
     def truncate(self, end_offset: int) -> int:
         """Make ``end_offset`` the end of the log: wipe after it, delete later segments.
@@ -277,9 +297,12 @@ class SegmentQueue:
                 mf = self.segments[-1]
                 pos = end_offset - mf.start_offset
                 if pos < mf.size:
+                    if mf.state not in (SegmentState.WRITABLE, SegmentState.LOADED):
+                        mf.set_state(SegmentState.WRITABLE)     # the log's end again (a FAILED one refuses)
                     cut += max(0, mf.wrote_pos - pos)
                     mf.zero_from(pos)
                 mf.wrote_pos = mf.flushed_pos = pos
+        self.on_cut(end_offset)
         return cut
 
     def clear(self) -> int:
@@ -293,6 +316,7 @@ class SegmentQueue:
                 cut += mf.wrote_pos
                 mf.destroy(0, 0)
                 self.fio.fsync_dir(mf.directory)
+        self.on_cut(0)
         return cut
 
     def counts_by_dir(self) -> dict[str, tuple[int, int, int]]:

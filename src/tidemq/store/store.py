@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from typing import Callable, Iterable, Sequence
 
 from ..config import MIB, StoreConfig
@@ -40,11 +41,12 @@ from .cleaner import CommitLogCleaner, QueueCleaner, log_deletion
 from .commit_log import CommitLog
 from .consume_queue import ConsumeQueueTable
 from .disk import DiskMonitor, status_report
-from .dispatch import Dispatcher
+from .dispatch import HEAL_STEP_RECORDS, Dispatcher
 from .epochs import EpochFile
 from .flush import AsyncFlushService, GroupCommitService, PeriodicService
 from .index_file import IndexService, index_file_size
 from .index_file import fitted as index_fitted
+from .log_failure import LogFailure, LogFailureHandler
 from .put_lock import PutLock
 from .reader import StoreReader
 from .record_loop import SLICE_FIELDS
@@ -59,6 +61,8 @@ from .warmer import SegmentWarmer
 from .writer import StoreWriter, bind_queues
 
 log = logging.getLogger("tidemq.store")
+
+READABLE_WAITERS_MAX = 4096        # MessageStore.notify_readable
 
 # why puts are refused in a state without a writer or once it stopped (reason, text)
 _NOT_SERVING = {
@@ -102,6 +106,14 @@ class MessageStore:
         self.read_counts: dict[str, list[int]] = {}   # topic -> [messages, bytes] read since start
         self.consumer_positions: Positions | None = None   # the broker's (set_consumer_positions)
         self.backlog: BacklogGuard | None = None
+        self.log_failure: LogFailureHandler | None = None     # log_failure.py (set at start)
+        # a consume-queue or index fsync failed in this run: (logics offset, index offset) the checkpoint
+        # claimed before; it never claims more in this run (their pages may be lost: rebuilt from the log)
+        self._derived_frozen: tuple[int, int] | None = None
+        self._derived_flushed_to = 0        # every unit and index entry of a record before it was fsynced
+        self._commit_limit: Callable[[], int] | None = None    # set_commit_limit
+        self._readable_lock = threading.Lock()
+        self._readable_waiters: list[tuple[int, Callable[[], None]]] = []    # notify_readable
 
     @property
     def state(self) -> StoreState:
@@ -216,7 +228,8 @@ class MessageStore:
         self._put_lock.dispatch = self.dispatcher.dispatch_batch
         self.dispatcher.is_dead = self.topics.is_dead
         self.reader = StoreReader(cfg, self.segments, self.commit_log, self.queues, self.topics, self.index,
-                                  self._memory_budget_bytes, lambda: self._state is StoreState.RUNNING)
+                                  self._memory_budget_bytes, lambda: self._state is StoreState.RUNNING,
+                                  self._readable_limit)
         self.start_phase = ("recovering: the last run did not stop cleanly, checking the log"
                             if abnormal else "recovering: checking the end of the log")
         self.recovery = recover(self.commit_log, self.queues, self.index, self.dispatcher,
@@ -227,6 +240,7 @@ class MessageStore:
         self.recovery.queues_rebuilt += heal.heal(self.queues, self.topics, self.dispatcher, self.commit_log,
                                                   self.queue_summary.load())
         self.start_phase = "starting services"
+        self.segments.settle()
         self._restore_topic_state()
         if self.epochs.entries:
             self.epochs.truncate_after(self.segments.max_offset)    # recovery may have cut the log
@@ -240,6 +254,12 @@ class MessageStore:
         self.cleaner = CommitLogCleaner(cfg, self.segments, self.disk, self.clock, self.archive,
                                         backlog=self.backlog)
         self.queue_cleaner = QueueCleaner(self.queues, self.index)
+        self.log_failure = LogFailureHandler(self.commit_log, self.queues, self.topics, self.dispatcher, self.disk,
+                                             self._put_lock, self.clock.now_ms, self._stop_writes,
+                                             lambda where, what, e: self._derived_failed(self.config.consumequeue_path,
+                                                                                         what, e))
+        self.commit_log.on_failure = self.log_failure
+        self.log_failure.listeners.append(lambda failure: self.readable_advanced())
         self.disk.write_markers()
         self._check_disk()
         self._start_services()
@@ -318,7 +338,9 @@ class MessageStore:
             self._services.append(self.warmer)
         if cfg.sync_flush:
             self.group_commit = GroupCommitService(self.commit_log.flush, lambda: self.commit_log.flushed_offset,
-                                                   cfg.sync_flush_gather_us_max / 1e6)
+                                                   cfg.sync_flush_gather_us_max / 1e6, self.commit_log.failed_for)
+            self.log_failure.listeners.append(self.group_commit.log_failed)
+            self.group_commit.on_durable = self.readable_advanced
             self._services.append(self.group_commit)
         else:
             self.async_flush = AsyncFlushService(self.commit_log.flush, self.commit_log.dirty_bytes, self.clock,
@@ -383,7 +405,9 @@ class MessageStore:
         self._running("disk_status")
         return status_report(self.disk, self.cleaner, self.segments, {
             "write_refusal": self.write_refusal(), "disk_full": self.disk.refusal,
-            "dispatch_error": self.dispatcher.error, "segment_error": self.writer.segment_error})
+            "dispatch_error": self.dispatcher.error, "segment_error": self.writer.segment_error,
+            "log_failures": [f.as_dict() for f in self.commit_log.failures],
+            "failed_dirs": self.disk.failed()})
 
     def _write_checkpoint(self, summary: bool = False) -> None:
         d = self.dispatcher
@@ -391,21 +415,71 @@ class MessageStore:
         if d.pending_from is not None:
             dispatched = min(dispatched, d.pending_from)
         now = self.clock.monotonic_s()
-        summary = summary or now >= self._summary_due_s
+        summary = (summary or now >= self._summary_due_s) and self._derived_frozen is None
         # before the flush: what it makes durable; every record before ``dispatched`` is in it
         ends = heal.snapshot(self.queues, dispatched) if summary else None
-        self.queues.flush()
-        if self.index is not None:
-            self.index.flush()
+        flushed = True
+        for part, where, what in ((self.queues, self.config.consumequeue_path, "consume-queue"),
+                                  (self.index, self.config.index_path, "index")):
+            if part is None:
+                continue
+            try:
+                part.flush()
+            except OSError as e:
+                flushed = False
+                self._derived_failed(where, what, e)
+        if flushed:
+            self._derived_flushed_to = dispatched     # what a failed fsync of them could cover starts here
+        logics = index = dispatched
+        if self._derived_frozen is not None:
+            logics, index = min(logics, self._derived_frozen[0]), min(index, self._derived_frozen[1])
         last = self.segments.last
         self.checkpoint.update(physic_offset=self.commit_log.flushed_offset,
                                physic_timestamp_ms=last.last_store_timestamp_ms if last else 0,
-                               logics_offset=dispatched, logics_timestamp_ms=ts,
-                               index_offset=dispatched, index_timestamp_ms=ts)
+                               logics_offset=logics, logics_timestamp_ms=ts,
+                               index_offset=index, index_timestamp_ms=ts)
         self.checkpoint.flush()
         if ends is not None:
             self.queue_summary.save(ends)
             self._summary_due_s = now + heal.SUMMARY_INTERVAL_S
+
+    def _derived_failed(self, where: str, what: str, e: OSError) -> None:
+        """A consume-queue or index fsync failed: final for what it covered, as for the log
+        (log_failure.py), but they are derived from the log, so it degrades, never loses: the
+        checkpoint never again claims them flushed past what it claimed before (recovery re-dispatches
+        from there at the next start), the queue summary is no longer saved, and their units and entries
+        are checked against the log now (the kernel may have dropped the pages: what a reader would
+        find there is rewritten from the log). Between the failed fsync and that check, a reader in
+        another thread may find a dropped unit (as a hole) in this run."""
+        first = self._derived_frozen is None
+        if first:
+            cp = self.checkpoint.state
+            self._derived_frozen = (cp.logics_offset, cp.index_offset)
+        log.error("%s fsync failed in %s: %s; the checkpoint no longer claims %s data flushed past commit-log "
+                  "offset %d in this run (rebuilt from the log)", what, where, e, what, self._derived_frozen[0])
+        self.disk.mark_failed(where, f"{what} fsync failed: {e}; rebuilt from the commit log (checked at once and "
+                                     f"at the next start)")
+        # what the failed fsync covered: everything dispatched since the last flush that succeeded;
+        # checked in steps under the put lock, free between them (as Dispatcher.heal), up to the log's
+        # end as it is now (what comes after is dispatched after the failure: a later one covers it)
+        pos = max(self.segments.min_offset, self._derived_flushed_to)
+        end = self.segments.max_offset
+        while pos < end:
+            with self._put_lock:
+                try:
+                    rep = self.dispatcher.redispatch(self.commit_log, pos, index_from=pos,
+                                                     records_max=HEAL_STEP_RECORDS)
+                except OSError as again:
+                    self.dispatcher.fail(pos, again)        # puts refused until the queue flush heals it
+                    return
+            if rep.complete or rep.end_offset <= pos:
+                break
+            pos = rep.end_offset
+
+    def _stop_writes(self, text: str) -> None:
+        """Refuse every put (WRITE_ERROR) until a restart: the commit log failed and cannot go on."""
+        if self.writer is not None:
+            self.writer.stopped = (PutReason.WRITE_ERROR, text)
 
     def shutdown(self) -> None:
         """Flush, dispatch, checkpoint; remove the abort file only if all of that succeeded.
@@ -424,7 +498,8 @@ class MessageStore:
             if self.dispatcher.error is not None:
                 self.dispatcher.heal(self.commit_log)
             self._write_checkpoint(summary=True)
-            clean = self.dispatcher.error is None and self.commit_log.flushed_offset >= self.segments.max_offset
+            clean = self.dispatcher.error is None and self.commit_log.flushed_offset >= self.segments.max_offset \
+                and not self.commit_log.failures and self._derived_frozen is None
         except OSError as e:
             clean = False
             log.error("shutdown could not flush everything (%s): the next start recovers", e)
@@ -510,14 +585,117 @@ class MessageStore:
     def confirm(self, end: int) -> PutReason | None:
         """Whether everything before ``end`` is where a put's acknowledgement needs it now (on disk
         with SYNC_FLUSH, on enough followers with SYNC replication): None, or the PutReason it
-        is not (no wait: a resend's answer)."""
+        is not (no wait: a resend's answer). FLUSH_FAILED, in every flush mode, is final: a commit-log
+        fsync or write that covered the record failed, the record was taken out of the log
+        (log_failure.py) and a resend must store the message again; FLUSH_TIMEOUT and the replication
+        reasons may still turn into None."""
         self._running("confirm")
+        if self.commit_log.failed_for(end) is not None:
+            return PutReason.FLUSH_FAILED          # final: taken out of the log (log_failure.py)
         if self.group_commit is not None and self.group_commit.flushed < end:
             return PutReason.FLUSH_TIMEOUT
         if self.writer.role_refusal is not None:
             return self.writer.role_refusal[0]      # no longer the leader: it cannot tell (NOT_LEADER)
         rep = self.writer.replicas
         return rep.wait(end, 0.0) if rep is not None else None
+
+    # Log failures (log_failure.py) -----------------------------------------------------------
+    def on_log_failed(self, callback: Callable[[LogFailure], None]) -> None:
+        """``callback(failure)`` after every failure of the commit log (a failed fsync or write), once
+        the log was cut back to its durable end, from the thread that found it (the flush thread, or a
+        put's): the hook for a leader with followers, which steps down instead of writing on.
+        ``log_failures`` is the same to poll."""
+        self._running("on_log_failed")
+        self.log_failure.listeners.append(callback)
+
+    @property
+    def log_failures(self) -> list[LogFailure]:
+        """The commit log's failures in this run, oldest first (empty: none); answered in every state
+        (after a stop too: a post-mortem)."""
+        return list(self.commit_log.failures) if getattr(self, "commit_log", None) is not None else []
+
+    # What readers may be served (reader.py says which readers are limited) ------------------
+    def readable_end(self) -> int:
+        """The commit-log offset before which records may be served to readers: what cannot be taken
+        back. ASYNC_FLUSH: the log's end (what a crash can take back is served: the mode's promise is
+        only what was flushed); SYNC_FLUSH: the flushed (durable) offset; after a failure of the log
+        that froze it (log_failure.py), its durable end, in either mode; never past the limit set by
+        ``set_commit_limit`` (SYNC replication: the in-sync set's high watermark)."""
+        self._running("readable_end")
+        return self._readable_end()
+
+    def _readable_end(self) -> int:
+        lim = self._readable_limit()
+        return self.segments.max_offset if lim is None else lim
+
+    def _readable_limit(self) -> int | None:
+        """readable_end, or None when it is the log's end and nothing else limits (no work for readers)."""
+        cl = self.commit_log
+        fn = self._commit_limit
+        if self.group_commit is not None or cl.frozen:
+            end = cl.flushed_offset
+        elif fn is None:
+            return None
+        else:
+            end = self.segments.max_offset
+        return end if fn is None else min(end, fn())
+
+    def set_commit_limit(self, fn: Callable[[], int] | None) -> None:
+        """Serve readers no record ending after ``fn()`` (a commit-log offset; None: no such limit),
+        besides readable_end's own rule: the broker's SYNC replication sets the group's high
+        watermark. ``fn`` is called on every read: cheap, any thread. When what it returns moves
+        forward, call ``readable_advanced()`` so that waiting long polls look again."""
+        self._commit_limit = fn
+        self.readable_advanced()
+
+    def readable_max_offset(self, topic: str, queue_id: int) -> int:
+        """A queue's max offset as consumers see it: one past its last message readable now (QueryOffset
+        END, the max every get carries); ``max_offset`` is the queue's own end."""
+        self._reading("readable_max_offset")
+        return self.reader.readable_max_offset(topic, queue_id)
+
+    def notify_readable(self, callback: Callable[[], None]) -> bool:
+        """Call ``callback()`` once, from whichever thread moves readable_end (the flush thread, the
+        caller of ``readable_advanced``), when everything appended so far has become readable: a long
+        poll woken by an arrival that found its record not readable yet waits on this, not on the
+        next arrival, and does not spin. False (and no call) when everything is readable now. At most
+        READABLE_WAITERS_MAX wait; past that the oldest are called at once (they look again)."""
+        self._running("notify_readable")
+        end = self.segments.max_offset
+        spill = None
+        with self._readable_lock:
+            if self._readable_end() >= end:
+                return False
+            self._readable_waiters.append((end, callback))
+            if len(self._readable_waiters) > READABLE_WAITERS_MAX:
+                spill, self._readable_waiters = self._readable_waiters[:-READABLE_WAITERS_MAX // 2], \
+                    self._readable_waiters[-READABLE_WAITERS_MAX // 2:]
+        for _end, fn in spill or ():
+            fn()
+        return True
+
+    def readable_advanced(self) -> None:
+        """readable_end may have moved: call the waiters it reached (notify_readable). Whatever the
+        store's state (a no-op with nobody waiting; a stopped store calls them all: they look again)."""
+        if not self._readable_waiters:
+            return
+        if self._state is not StoreState.RUNNING:
+            with self._readable_lock:
+                due, self._readable_waiters = [fn for _e, fn in self._readable_waiters], []
+            for fn in due:
+                fn()
+            return
+        with self._readable_lock:
+            now = self._readable_end()
+            due = [fn for e, fn in self._readable_waiters if e <= now]
+            if not due:
+                return
+            self._readable_waiters = [(e, fn) for e, fn in self._readable_waiters if e > now]
+        for fn in due:
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - a waiter's failure is its own
+                log.exception("a readable-end waiter failed")
 
     # Consumers (backlog.py) ---------------------------------------------------------------
     def set_consumer_positions(self, positions: Positions | None) -> None:
@@ -692,13 +870,13 @@ class MessageStore:
         return r
 
     def get_raw(self, topic: str, queue_id: int, offset: int, max_count: int = 4096,
-                max_bytes: int = 16 << 20, room: int = 0) -> GetResult:
+                max_bytes: int = 16 << 20, room: int = 0, head=None) -> GetResult:
         """Up to max_count records of one queue from ``offset`` as stored bytes, copied after
-        ``room`` bytes for a header (reader.py)."""
+        ``room`` bytes for a header, which ``head`` makes (reader.py)."""
         if self.reader is None:
             return GetResult(GetStatus.SERVICE_NOT_AVAILABLE, offset, 0, 0)
         self._put_lock.drain()           # answered puts not dispatched yet: dispatched first (put_lock.py)
-        r = self.reader.get_raw(topic, queue_id, offset, max_count, max_bytes, room)
+        r = self.reader.get_raw(topic, queue_id, offset, max_count, max_bytes, room, head)
         if r.records is not None and len(r.records[0]):
             self._count_read(topic, len(r.records[0]), len(r.records[1]))
         return r
@@ -737,6 +915,8 @@ class MessageStore:
             "commitlog_min_offset": self.segments.min_offset,
             "commitlog_max_offset": self.segments.max_offset,
             "commitlog_flushed_offset": self.commit_log.flushed_offset,
+            "readable_end": self.readable_end(),
+            "log_failures": len(self.commit_log.failures),
             "segments": len(self.segments),
             "topics": len(self.topics.topics),
             "queues": len(self.queues.all()),

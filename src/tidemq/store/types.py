@@ -43,6 +43,8 @@ class Message:
 class PutStatus(enum.Enum):
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"              # appended, but not durable within sync_flush_timeout_ms
+    FLUSH_DISK_FAILED = "FLUSH_DISK_FAILED"                # appended, but an fsync (or write) that covered it failed:
+                                                           # not durable and never will be; store it again
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"        # store not running, disk full, write errors: see .error
     CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"                    # bad topic, body too large, bad queue id
@@ -63,6 +65,8 @@ class PutReason(enum.Enum):
     same for humans). Each reason comes with one status (``status``)."""
 
     FLUSH_TIMEOUT = "FLUSH_TIMEOUT"                # appended, not durable within sync_flush_timeout_ms
+    FLUSH_FAILED = "FLUSH_FAILED"                  # appended, but the commit-log fsync or write that covered it
+                                                   # failed: taken out of the log, final (store/log_failure.py)
     NOT_RUNNING = "NOT_RUNNING"                    # store not started, stopped, killed or failed to start
     SHUTTING_DOWN = "SHUTTING_DOWN"                # store shutting down
     DISK_FULL = "DISK_FULL"                        # a directory at the warning ratio, or no room for a segment
@@ -99,6 +103,7 @@ class PutReason(enum.Enum):
 
 _REASON_STATUS = {
     PutReason.FLUSH_TIMEOUT: PutStatus.FLUSH_DISK_TIMEOUT,
+    PutReason.FLUSH_FAILED: PutStatus.FLUSH_DISK_FAILED,
     PutReason.WRITE_ERROR: PutStatus.CREATE_MAPPED_FILE_FAILED,
     PutReason.TOPIC_NOT_FOUND: PutStatus.TOPIC_NOT_FOUND,
     PutReason.PROPERTIES_TOO_LARGE: PutStatus.PROPERTIES_SIZE_EXCEEDED,
@@ -183,7 +188,8 @@ class PutResults(Sequence):
     by message; ``refused`` maps the index of every message not appended to its PutResult.
 
     A message is appended when its ``size`` is > 0; the appended ones share ``status``, ``error``
-    and ``reason`` (PUT_OK; FLUSH_DISK_TIMEOUT when the flush wait timed out; FLUSH_SLAVE_TIMEOUT or
+    and ``reason`` (PUT_OK; FLUSH_DISK_TIMEOUT when the flush wait timed out; FLUSH_DISK_FAILED when
+    the commit log failed under them (log_failure.py: taken out of the log); FLUSH_SLAVE_TIMEOUT or
     SLAVE_NOT_AVAILABLE when SYNC replication's wait did not see enough followers confirm them)."""
 
     __slots__ = ("phys", "size", "qid", "qoff", "uniq", "refused", "status", "error", "reason", "now", "host")
@@ -282,7 +288,8 @@ class GetResult:
         self.messages = messages if messages is not None else []
         self.from_disk = from_disk
         self.records = None        # get_raw: (sizes, bytes of the records back to back)
-        self.frame = None          # get_raw: (the bytes object records are views of, its room's size)
+        self.frame = None          # get_raw: (the bytes object records are views of, its room's size, whether
+                                   # its header was written into the room)
 
     def __repr__(self) -> str:
         return (f"GetResult({self.status.name}, next={self.next_offset}, min={self.min_offset}, "

@@ -147,6 +147,8 @@ class StoreWriter:
         full = self.disk.refusal
         if full is None:
             return None
+        if self.disk.refusal_failed:        # no directory left but failed ones (log_failure.py): no room to make
+            return PutReason.WRITE_ERROR, full
         if self.archive is not None:
             n = self.archive.unarchived_count(self.segments.segments)
             if n:
@@ -423,7 +425,9 @@ class StoreWriter:
             except AppendError as e:
                 failure = e
                 appended = e.appended
-            if appended:
+            if failure is not None and failure.log_failed:
+                appended_failed, appended = appended, 0      # after the log's durable end: nothing dispatched
+            elif appended:
                 first, final = items.index(0), items.index(appended - 1)
                 entry = (items.units, items.index_items, now, results.phys[first], self.segments.max_offset)
                 if defer_dispatch:
@@ -438,12 +442,18 @@ class StoreWriter:
                     # here and at deletion): measure now, so a directory that reached the warning
                     # ratio refuses the next put instead of filling up before the next disk check
                     self.disk.refresh()
+        if failure is not None and failure.log_failed:
+            return self._log_failed(failure, items, appended_failed, results)
         rep = self.replicas
         if appended and rep is not None:
             rep.appended(end)                  # the followers' senders wake up
         if appended and self.group_commit is not None:
             timeout_ms = self.config.sync_flush_timeout_ms
-            if not self.group_commit.wait_durable(end, timeout_ms / 1000):
+            why = self.group_commit.wait_durable(end, timeout_ms / 1000)
+            if why is PutReason.FLUSH_FAILED:
+                results.status, results.reason = PutStatus.FLUSH_DISK_FAILED, PutReason.FLUSH_FAILED
+                results.error = self._flush_failed_text(end)
+            elif why is not None:
                 results.status, results.reason = PutStatus.FLUSH_DISK_TIMEOUT, PutReason.FLUSH_TIMEOUT
                 results.error = f"appended, but not on disk within sync_flush_timeout_ms={timeout_ms}"
         if appended and rep is not None and results.status is PutStatus.PUT_OK:
@@ -459,6 +469,24 @@ class StoreWriter:
             failure = None
         if failure is not None:
             self._segment_failed(failure, [items.index(k) for k in range(appended, items.n)], results)
+        return results
+
+    def _flush_failed_text(self, end: int) -> str:
+        f = self.commit_log.failed_for(end)
+        where = f" in {f.directory} ({f.error}; durable up to offset {f.durable_end})" if f is not None else ""
+        return f"appended, but the commit log failed{where}: not durable and never will be; store it again"
+
+    def _log_failed(self, failure: AppendError, items, appended: int, results: PutResults) -> PutResults:
+        """The log failed under this batch (a write error, or a failure found before it): its
+        ``appended`` first messages are after the log's durable end, FLUSH_FAILED; the rest were not
+        written (WRITE_ERROR). A write error of this batch's makes the cut (log_failure.py) here."""
+        if failure.segment is not None:
+            self.commit_log.fail(failure.segment, failure.cause)        # takes the put lock
+        if appended:
+            results.status, results.reason = PutStatus.FLUSH_DISK_FAILED, PutReason.FLUSH_FAILED
+            results.error = self._flush_failed_text(results.phys[items.index(appended - 1)]
+                                                    + results.size[items.index(appended - 1)])
+        self._segment_failed(failure, [items.index(k) for k in range(appended, items.n)], results)
         return results
 
     def _segment_failed(self, failure: AppendError, left: list[int], results: PutResults) -> None:

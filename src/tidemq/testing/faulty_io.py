@@ -9,8 +9,11 @@ kinds of crash:
 * ``after_crash()`` (kill -9): the page cache survives; every write counts.
 * ``after_power_loss(rng)``: for every file, each 4 KiB page that differs from
   the disk keeps the new bytes, the old bytes, or is torn at a random byte (so
-  unsynced writes survive in any order, partly or not at all); file lengths and
-  directory entries not yet made durable revert at random.
+  unsynced writes survive in any order, partly or not at all); file lengths revert
+  at random; of the changes to the names (create, rename, unlink) not made durable
+  yet, a random prefix survives, in order (a journaling file system: a rename is
+  atomic, and one committed commits every change before it). An fsync of a file or
+  a directory commits them all (ext4's journal is one for the file system).
 
 Both return a *new* FaultyFileIO holding the surviving state; the old one is
 dead (every operation raises SimulatedCrash), so the threads of the crashed
@@ -21,6 +24,15 @@ Injected faults (all deterministic): ``crash_after(n)`` — the n-th following
 operation raises SimulatedCrash and kills the instance; ``fail(op, errno,
 path_contains, times)`` — the named operation raises OSError; ``capacity_bytes``
 — allocations and writes past it raise ENOSPC.
+
+A failed ``fsync`` (``fail("fsync", ...)``) does what Linux does after a failed writeback
+(PostgreSQL's "fsyncgate"): every dirty page it covered is marked clean without reaching the
+disk, and each is either dropped from the page cache (readers and mappings see the disk's
+bytes again: the data reverts to what was durable) or kept with the new bytes, page by page,
+chosen by the seeded ``rng`` (``drop_ratio`` of them dropped). Either way no later fsync writes
+such a page unless it is written again (``_Node.stale``), so the next fsync's success proves
+nothing about it; a power loss takes it back; a kill -9 keeps the page cache as it is (a
+restarted process may read kept pages that are not on disk). ``sync_filesystem`` behaves alike.
 
 A ``pwrite`` lands in the page cache (``data``) like a write through a mapping:
 readers and mappings see it at once, a kill -9 keeps it, a power loss keeps it
@@ -58,12 +70,65 @@ class _MappedBytes(bytearray):
 
 
 class _Node:
-    __slots__ = ("data", "durable", "synced_once")
+    __slots__ = ("data", "durable", "synced_once", "stale")
 
     def __init__(self, data: bytearray | None = None, durable: bytes = b"") -> None:
         self.data = _MappedBytes(data) if data is not None else _MappedBytes()
         self.durable = durable
         self.synced_once = False
+        # page index -> its bytes when a failed fsync marked it clean without writing it: not
+        # durable, and written back by no fsync unless its bytes change (it is written again)
+        self.stale: dict[int, bytes] = {}
+
+    def dirty_view(self) -> bytes:
+        """``data`` with every stale page as the disk has it: what a writeback would write."""
+        data = bytes(self.data)
+        if not self.stale:
+            return data
+        out = bytearray(data)
+        for page, content in self.stale.items():
+            a = page * PAGE
+            seg = data[a:a + PAGE]
+            if seg == content:                      # not written since: the disk keeps its bytes
+                out[a:a + len(seg)] = self.durable[a:a + len(seg)].ljust(len(seg), b"\0")
+        return bytes(out)
+
+    def write_back(self) -> None:
+        """A successful fsync: every dirty page reaches the disk, stale ones do not."""
+        if self.stale:
+            data = bytes(self.data)
+            for page, content in list(self.stale.items()):
+                if data[page * PAGE:(page + 1) * PAGE] != content:
+                    del self.stale[page]            # written again: dirty, written back now
+            self.durable = self.dirty_view()
+        else:
+            self.durable = bytes(self.data)
+
+    def written(self, offset: int, length: int) -> None:
+        """Bytes written by pwrite, zero_range or truncate: their pages are dirty again (a write of
+        the same bytes too, as on Linux; a write through the mapping is seen by its bytes only)."""
+        if self.stale and length > 0:
+            for page in range(offset // PAGE, (offset + length - 1) // PAGE + 1):
+                self.stale.pop(page, None)
+
+    def writeback_failed(self, rng: random.Random, drop_ratio: float) -> int:
+        """A failed fsync: every dirty page is marked clean, dropped (``drop_ratio``) or kept. Returns
+        the pages dropped."""
+        data, old = self.data, self.durable
+        dropped = 0
+        for a in range(0, len(data), PAGE):
+            seg = data[a:a + PAGE]
+            disk = old[a:a + len(seg)].ljust(len(seg), b"\0")
+            page = a // PAGE
+            if seg == disk or self.stale.get(page) == seg:
+                continue
+            if rng.random() < drop_ratio:
+                data[a:a + len(seg)] = disk         # the kernel dropped it: the disk's bytes again
+                self.stale.pop(page, None)
+                dropped += 1
+            else:
+                self.stale[page] = seg
+        return dropped
 
 
 class _Handle:
@@ -97,6 +162,7 @@ class FaultStats:
     fsyncs: int = 0
     bytes_written: int = 0
     faults_raised: int = 0
+    pages_dropped: int = 0          # by failed fsyncs
     log: list = field(default_factory=list)
 
 
@@ -105,9 +171,10 @@ def _norm(path: str) -> str:
 
 
 class FaultyFileIO:
-    def __init__(self, capacity_bytes: int = 1 << 40) -> None:
+    def __init__(self, capacity_bytes: int = 1 << 40, seed: int = 0) -> None:
         self.files: dict[str, _Node] = {}          # current namespace
         self.durable_files: dict[str, _Node] = {}  # namespace as the disk knows it
+        self.names_pending: list[tuple] = []       # changes of names since the journal's last commit, in order
         self.dirs: set[str] = {"/"}
         self.capacity_bytes = capacity_bytes
         self.stats = FaultStats()
@@ -119,6 +186,8 @@ class FaultyFileIO:
         self._lock = threading.RLock()
         self._gen = 0
         self.locks: dict[str, _LockHandle] = {}    # path -> the handle holding it (lock / unlock)
+        self.rng = random.Random(seed)             # which pages a failed fsync drops
+        self.drop_ratio = 0.5
 
     # Fault control ----------------------------------------------------------------
     def crash_after(self, n_ops: int, torn_bytes: int = 0) -> None:
@@ -224,6 +293,7 @@ class FaultyFileIO:
                 if not create:
                     raise FileNotFoundError(errno.ENOENT, "No such file", path)
                 n = self.files[p] = _Node()
+                self.names_pending.append(("link", p, n))
             return _Handle(p, n, self._gen)
 
     def close(self, handle: _Handle) -> None:
@@ -238,12 +308,15 @@ class FaultyFileIO:
             if n is None:
                 raise FileNotFoundError(errno.ENOENT, "No such file", src)
             self.files[d] = n
+            self.names_pending.append(("rename", s, d))
 
     def unlink(self, path: str) -> None:
         with self._lock:
             self._op("unlink", path)
-            if self.files.pop(_norm(path), None) is None:
+            p = _norm(path)
+            if self.files.pop(p, None) is None:
                 raise FileNotFoundError(errno.ENOENT, "No such file", path)
+            self.names_pending.append(("unlink", p, None))
 
     def rmtree(self, path: str) -> None:
         with self._lock:
@@ -251,26 +324,39 @@ class FaultyFileIO:
             p = _norm(path)
             for f in [f for f in self.files if f == p or f.startswith(p + os.sep)]:
                 del self.files[f]
+                self.names_pending.append(("unlink", f, None))
             for d in [d for d in self.dirs if d == p or d.startswith(p + os.sep)]:
                 self.dirs.discard(d)
+
+    @staticmethod
+    def _apply_names(ns: dict, changes) -> None:
+        for op, a, b in changes:
+            if op == "link":
+                ns[a] = b
+            elif op == "rename":
+                if a in ns:
+                    ns[b] = ns.pop(a)
+                else:
+                    ns.pop(b, None)
+            else:
+                ns.pop(a, None)
+
+    def _commit_names(self) -> None:
+        """The journal commits: every change of names so far is durable."""
+        self._apply_names(self.durable_files, self.names_pending)
+        self.names_pending = []
 
     def fsync_dir(self, path: str) -> None:
         with self._lock:
             self._op("fsync_dir", path)
-            p = _norm(path)
-            for f in [f for f in self.durable_files if os.path.dirname(f) == p]:
-                if self.files.get(f) is not self.durable_files[f]:
-                    del self.durable_files[f]
-            for f, n in self.files.items():
-                if os.path.dirname(f) == p:
-                    self.durable_files[f] = n
+            self._commit_names()
 
     def sync_filesystem(self, path: str) -> None:
         with self._lock:
             self._op("sync_filesystem", path)
             for p, n in self.files.items():
-                n.durable = bytes(n.data)
-            self.durable_files = dict(self.files)
+                n.write_back()
+            self._commit_names()
 
     def disk_usage(self, path: str) -> DiskUsage:
         with self._lock:
@@ -295,6 +381,7 @@ class FaultyFileIO:
     def truncate(self, handle: _Handle, size: int) -> None:
         with self._lock:
             n = self._live(handle, "truncate")
+            n.written(size, max(len(n.data), size) - size + PAGE)
             if len(n.data) > size:
                 del n.data[size:]
             else:
@@ -307,6 +394,7 @@ class FaultyFileIO:
             end = min(len(n.data), offset + length)
             if end > offset:
                 n.data[offset:end] = bytes(end - offset)
+                n.written(offset, end - offset)
 
     def size_of(self, handle: _Handle) -> int:
         with self._lock:
@@ -331,6 +419,7 @@ class FaultyFileIO:
                 self._need(end - len(n.data))
                 n.data.extend(bytes(end - len(n.data)))
             n.data[offset:end] = b
+            n.written(offset, len(b))
             self.stats.bytes_written += len(b)
             return len(b)
 
@@ -341,10 +430,15 @@ class FaultyFileIO:
 
     def fsync(self, handle: _Handle) -> None:
         with self._lock:
-            n = self._live(handle, "fsync")
-            n.durable = bytes(n.data)
+            try:
+                n = self._live(handle, "fsync")
+            except OSError:
+                if handle.gen == self._gen:           # an injected failure: the writeback failed
+                    self.stats.pages_dropped += handle.node.writeback_failed(self.rng, self.drop_ratio)
+                raise
+            n.write_back()
             n.synced_once = True
-            self.durable_files[handle.path] = n      # ext4: fsync makes the new entry durable too
+            self._commit_names()                     # ext4: the fsync commits the journal (the new entry too)
             self.stats.fsyncs += 1
 
     def map(self, handle: _Handle, size: int, readonly: bool = False):
@@ -384,43 +478,52 @@ class FaultyFileIO:
 
     # Crashes ----------------------------------------------------------------------
     def after_crash(self) -> "FaultyFileIO":
-        """kill -9: the page cache survives. The old instance is dead."""
+        """kill -9: the page cache survives (and the changes of names the journal has not committed
+        yet: the kernel still has them). The old instance is dead."""
         with self._lock:
             self._dead = True
             new = FaultyFileIO(self.capacity_bytes)
+            new.rng, new.drop_ratio = self.rng, self.drop_ratio
             new.dirs = set(self.dirs)
             copies: dict[int, _Node] = {}
+
+            def copy(n: _Node) -> _Node:
+                c = copies.get(id(n))
+                if c is None:
+                    c = copies[id(n)] = _Node(bytearray(n.data), n.durable)
+                    c.stale = dict(n.stale)         # the page cache survives: clean pages not on disk too
+                return c
+
             for p, n in self.files.items():
-                c = copies.setdefault(id(n), _Node(bytearray(n.data), n.durable))
-                new.files[p] = c
+                new.files[p] = copy(n)
             for p, n in self.durable_files.items():
-                new.durable_files[p] = copies.get(id(n)) or _Node(bytearray(n.durable), n.durable)
+                new.durable_files[p] = copy(n)
+            new.names_pending = [(op, a, copy(b) if isinstance(b, _Node) else b) for op, a, b in self.names_pending]
             return new
 
     def after_power_loss(self, rng: random.Random) -> "FaultyFileIO":
-        """Power loss: what was not made durable survives in any part, or not at all."""
+        """Power loss: what was not made durable survives in any part, or not at all; of the changes
+        of names not committed, a prefix (in order)."""
         with self._lock:
             self._dead = True
             new = FaultyFileIO(self.capacity_bytes)
+            new.rng, new.drop_ratio = self.rng, self.drop_ratio
             new.dirs = set(self.dirs)
-            names = set(self.files) | set(self.durable_files)
-            for p in sorted(names):
-                cur, dur = self.files.get(p), self.durable_files.get(p)
-                if cur is dur:
-                    node = cur
-                elif rng.random() < 0.5:      # the directory change did not reach the disk
-                    node = dur
-                else:
-                    node = cur
-                if node is None:
-                    continue
-                content = self._survivor(node, rng)
-                new.files[p] = new.durable_files[p] = _Node(bytearray(content), content)
+            ns = dict(self.durable_files)
+            self._apply_names(ns, self.names_pending[:rng.randint(0, len(self.names_pending))])
+            made: dict[int, _Node] = {}
+            for p in sorted(ns):
+                node = ns[p]
+                m = made.get(id(node))
+                if m is None:
+                    content = self._survivor(node, rng)
+                    m = made[id(node)] = _Node(bytearray(content), content)
+                new.files[p] = new.durable_files[p] = m
             return new
 
     @staticmethod
     def _survivor(node: _Node, rng: random.Random) -> bytes:
-        new, old = bytes(node.data), node.durable
+        new, old = node.dirty_view(), node.durable        # a stale page is lost: the disk has its old bytes
         if new == old:
             return new
         length = len(new) if len(new) == len(old) else rng.choice((len(new), len(old)))
@@ -447,4 +550,6 @@ class FaultyFileIO:
                 del self.files[f]
             for f in [f for f in self.durable_files if f.startswith(p + os.sep)]:
                 del self.durable_files[f]
+            self.names_pending = [c for c in self.names_pending
+                                  if not any(isinstance(x, str) and x.startswith(p + os.sep) for x in c[1:])]
             self.dirs = {d for d in self.dirs if not (d == p or d.startswith(p + os.sep))}

@@ -154,3 +154,41 @@ def test_the_metrics_port_binds_loopback_whatever_the_grpc_host(broker_factory):
         assert listening_on(b.metrics_port) == {"127.0.0.3"}
     finally:
         assert b.stop() == 0
+
+
+def test_a_protected_port_and_many_idle_connections(broker_factory):
+    """With metrics_auth_token: Prometheus's bearer scrape works, no token is 401, /healthz stays open.
+    1,000 idle connections against metrics_connections_max=32 cost the broker no thread each and no
+    traceback, and the port answers again once they go."""
+    import urllib.request
+    b = broker_factory(env={**SMALL, "TIDEMQ_METRICS_AUTH_TOKEN": "scrape-token", "TIDEMQ_METRICS_CONNECTIONS_MAX": "32"},
+                       args=["--metrics-port", str(free_port())])
+    port = b.metrics_port
+
+    def threads() -> int:
+        with open(f"/proc/{b.proc.pid}/status") as f:
+            return int(next(line for line in f if line.startswith("Threads:")).split()[1])
+    try:
+        assert get(port, "/metrics")[0] == 401 and get(port, "/healthz") == (200, "ok\n")
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": "Bearer scrape-token"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            assert r.status == 200 and b"tidemq_up 1.0" in r.read()
+        before = threads()
+        held = [socket.create_connection(("127.0.0.1", port), timeout=60) for _ in range(1000)]
+        try:
+            assert threads() <= before + 4, "no thread per connection"
+        finally:
+            for s in held:
+                s.close()
+        wait_until(lambda: _answers(port), "the port answers again")
+    finally:
+        assert b.stop() == 0
+    err = b.proc.stderr.read()
+    assert "Traceback" not in err and err.count("metrics_connections_max") <= 1, err[-3000:]
+
+
+def _answers(port: int) -> bool | None:
+    try:
+        return get(port, "/healthz") == (200, "ok\n") or None
+    except OSError:
+        return None

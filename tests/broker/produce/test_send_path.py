@@ -16,6 +16,7 @@ CODE_OF = {
     PutReason.SHUTTING_DOWN: Code.INTERNAL_SERVER_ERROR,
     PutReason.DISPATCH_ERROR: Code.INTERNAL_SERVER_ERROR,
     PutReason.WRITE_ERROR: Code.INTERNAL_SERVER_ERROR,
+    PutReason.FLUSH_FAILED: Code.INTERNAL_SERVER_ERROR,     # final: a resend must store it again (the lead maps it)
     PutReason.TOPIC_CREATE_FAILED: Code.INTERNAL_SERVER_ERROR,
     PutReason.INVALID_TOPIC: Code.ILLEGAL_TOPIC,
     PutReason.TOPIC_NOT_FOUND: Code.TOPIC_NOT_FOUND,

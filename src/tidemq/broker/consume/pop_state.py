@@ -198,10 +198,11 @@ class PopState:
         if offset > self.state(group, topic, qid).cursor:
             self._log({"op": "skip", "g": group, "t": topic, "q": qid, "o": offset})
 
-    def current(self, group: str, handle: str) -> tuple[str, int, int, bool]:
+    def current(self, group: str, handle: str, topic_: str | None = None) -> tuple[str, int, int, bool]:
         """(topic, queue, offset, in flight) of the delivery a handle names: in flight False once
-        the message is done (acked, dead-lettered). HandleError if forged, unknown or stale."""
-        topic, qid, offset, seq = self.parse(group, handle)
+        the message is done (acked, dead-lettered). HandleError if forged, unknown or stale, or
+        (``topic_`` given) of another topic."""
+        topic, qid, offset, seq = self.parse(group, handle, topic_)
         st = self.state(group, topic, qid)
         cur = st.inflight.get(offset)
         if cur is None:
@@ -213,14 +214,14 @@ class PopState:
                               "invisible time changed since)")
         return topic, qid, offset, True
 
-    def ack(self, group: str, handle: str) -> tuple[str, int, int]:
-        topic, qid, offset, inflight = self.current(group, handle)
+    def ack(self, group: str, handle: str, topic_: str | None = None) -> tuple[str, int, int]:
+        topic, qid, offset, inflight = self.current(group, handle, topic_)
         if inflight:                               # else acked already: OK again
             self._log({"op": "ack", "g": group, "t": topic, "q": qid, "o": offset})
         return topic, qid, offset
 
-    def change_invisible(self, group: str, handle: str, visible_at_ms: int) -> str:
-        topic, qid, offset, seq = self.parse(group, handle)
+    def change_invisible(self, group: str, handle: str, visible_at_ms: int, topic_: str | None = None) -> str:
+        topic, qid, offset, seq = self.parse(group, handle, topic_)
         cur = self.state(group, topic, qid).inflight.get(offset)
         if cur is None or cur.seq != seq:
             raise HandleError("the receipt handle is stale or the message was acked")
@@ -252,7 +253,9 @@ class PopState:
     def handle(self, group: str, topic: str, qid: int, offset: int, seq: int) -> str:
         return f"{topic}:{qid}:{offset}:{seq}:{self._mac(group, topic, qid, offset, seq)}"
 
-    def parse(self, group: str, handle: str) -> tuple[str, int, int, int]:
+    def parse(self, group: str, handle: str, topic_: str | None = None) -> tuple[str, int, int, int]:
+        """(topic, queue, offset, seq) of a handle; HandleError when it is forged, of another group or
+        (``topic_`` given: the request's, which is what its caller was authorized for) of another topic."""
         try:
             topic, qid, offset, seq, mac = handle.rsplit(":", 4)
             qid, offset, seq = int(qid), int(offset), int(seq)
@@ -260,4 +263,6 @@ class PopState:
             raise HandleError("malformed receipt handle") from None
         if not hmac.compare_digest(mac, self._mac(group, topic, qid, offset, seq)):
             raise HandleError("forged receipt handle, or one of another consumer group")
+        if topic_ is not None and topic_ != topic:
+            raise HandleError(f"the receipt handle is of topic {topic!r}, not of {topic_!r} (the request's)")
         return topic, qid, offset, seq

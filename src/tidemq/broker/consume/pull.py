@@ -2,6 +2,14 @@
 (GetOffset, UpdateOffset, kept by group_offsets.py): what tidemq.client and the Spark
 source use. :func:`long_poll` is PullMessage's and PullRecords' (pull_records.py) wait
 for new messages.
+
+Consumers are served only what the store says cannot be taken back (MessageStore.readable_end:
+under SYNC_FLUSH what is on disk; under SYNC replication what the in-sync set has; store/reader.py
+says which reads are limited). A record appended but not readable yet reads as "nothing new"
+(OFFSET_OVERFLOW_ONE), and QueryOffset END is the queue's readable end. A long poll woken by an
+arrival that finds nothing readable waits for the store to say that what was appended has
+become readable (``readable_waker``: MessageStore.notify_readable) or for the next arrival,
+whichever comes first: it neither spins nor sleeps out its timeout.
 """
 
 from __future__ import annotations
@@ -10,7 +18,7 @@ import asyncio
 import time
 
 from ...protocol.stubs import Code, pb, spb, status
-from ...store import GetResult, GetStatus, MessageStore
+from ...store import GetResult, GetStatus, MessageStore, StoreNotRunning
 from ...record.codec import valid_topic
 from ..observe.outcomes import OK, Outcomes
 from ..wire import to_wire
@@ -19,9 +27,32 @@ from .group_offsets import GroupOffsets
 PULL_BYTES_MAX = 64 << 20       # message bytes one PullMessage answers at most
 
 
-async def long_poll(fetch, arrivals: asyncio.Event, wait_s: float, context) -> GetResult:
+def readable_waker(store: MessageStore, arrivals: asyncio.Event):
+    """A function for a long poll about to wait: it asks the store to set ``arrivals`` (from
+    whichever thread makes it so, through this event loop) once everything appended so far is
+    readable; nothing when it is readable already (the next arrival wakes the poll then)."""
+    loop = asyncio.get_running_loop()
+
+    def fire() -> None:
+        try:
+            loop.call_soon_threadsafe(arrivals.set)
+        except RuntimeError:
+            pass                             # the loop is closed: nobody waits any more
+
+    def arm() -> None:
+        try:
+            store.notify_readable(fire)
+        except StoreNotRunning:
+            pass                             # the next fetch answers SERVICE_NOT_AVAILABLE
+
+    return arm
+
+
+async def long_poll(fetch, arrivals: asyncio.Event, wait_s: float, context, wake=None) -> GetResult:
     """``fetch()`` until it finds something or ``wait_s`` (bounded by the call's deadline) has
-    passed; a put wakes it through ``arrivals``. PullMessage's and PullRecords' long polling."""
+    passed; a put wakes it through ``arrivals``, and so does the store once what was appended is
+    readable (``wake``: readable_waker's, called before each wait). PullMessage's and PullRecords'
+    long polling."""
     remaining = context.time_remaining()
     if remaining is not None:
         wait_s = min(wait_s, remaining - 0.5)
@@ -34,6 +65,8 @@ async def long_poll(fetch, arrivals: asyncio.Event, wait_s: float, context) -> G
         left = deadline - time.monotonic()
         if left <= 0:
             return g
+        if wake is not None:
+            wake()
         try:
             await asyncio.wait_for(arrivals.wait(), timeout=left)
         except asyncio.TimeoutError:
@@ -71,7 +104,8 @@ class Pull:
                      self.wait_s_max)
         offset = request.offset
         g = await long_poll(lambda: self.store.get(group, topic, qid, offset, max_count=batch, max_bytes=self.bytes_max,
-                                                   tags=tags), self.arrivals, wait_s, context)
+                                                   tags=tags), self.arrivals, wait_s, context,
+                            readable_waker(self.store, self.arrivals))
         if g.status is GetStatus.FOUND:
             self.got.add(topic, OK, len(g.messages))
             yield spb.PullMessageResponse(status=status(Code.OK))
@@ -94,7 +128,7 @@ class Pull:
         if policy == pb.QueryOffsetPolicy.BEGINNING:
             off = self.store.min_offset(topic, qid)
         elif policy == pb.QueryOffsetPolicy.END:
-            off = self.store.max_offset(topic, qid)
+            off = self.store.readable_max_offset(topic, qid)     # never past what a consumer can read
         else:
             ts = request.timestamp
             off = self.store.offset_for_timestamp(topic, qid, ts.seconds * 1000 + ts.nanos // 1_000_000)

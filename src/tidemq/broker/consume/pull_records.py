@@ -12,17 +12,23 @@ from __future__ import annotations
 
 import asyncio
 
-from ...record.crc import crc32
 from ...protocol.data import FrameError
 from ...protocol.pull_frame import BYTES_MAX, decode_request, encode_head, encode_response
 from ...protocol.stubs import Code
 from ...store import GetStatus, MessageStore
 from ...record.codec import valid_topic
-from ...record.framing import ROOM, fill_room
+from ...record.framing import ROOM
 from ..observe.outcomes import OK, Outcomes
-from .pull import long_poll
+from .pull import long_poll, readable_waker
 
 RESPONSE_SLACK_BYTES = 4096     # the response's header and gRPC framing, besides sizes and records
+
+
+def _head(next_offset: int, min_offset: int, max_offset: int, count: int, crc: int) -> bytes | None:
+    """The header of a FOUND answer, for the store to write into the frame's room as it makes it
+    (frame_crc: ``crc``); None when it does not fit (the answer is then made by encode_response)."""
+    return encode_head({"status": "FOUND", "next_offset": next_offset, "min_offset": min_offset,
+                        "max_offset": max_offset, "count": count, "code": Code.OK}, crc, ROOM)
 
 
 class Records:
@@ -40,7 +46,8 @@ class Records:
             return refusal
         max_bytes = self._max_bytes(req)
         g = await long_poll(lambda: self.store.get_raw(req.topic, req.queue_id, req.offset, req.max_count, max_bytes,
-                                                       ROOM), self.arrivals, req.wait_ms / 1000, context)
+                                                       ROOM, _head), self.arrivals, req.wait_ms / 1000, context,
+                            readable_waker(self.store, self.arrivals))
         return self._response(req.topic, g)
 
     async def stream(self, raw: bytes, context):
@@ -55,11 +62,12 @@ class Records:
             return
         topic, qid, end, wait_s = req.topic, req.queue_id, req.end, req.wait_ms / 1000
         offset, max_bytes = req.offset, self._max_bytes(req)
+        wake = readable_waker(self.store, self.arrivals)
         while end is None or offset < end:
             n = req.max_count if end is None else min(req.max_count, end - offset)
             at = offset
-            g = await long_poll(lambda: self.store.get_raw(topic, qid, at, n, max_bytes, ROOM), self.arrivals,
-                                wait_s, context)
+            g = await long_poll(lambda: self.store.get_raw(topic, qid, at, n, max_bytes, ROOM, _head), self.arrivals,
+                                wait_s, context, wake)
             yield self._response(topic, g)
             if g.status is GetStatus.FOUND:
                 offset = g.next_offset
@@ -94,14 +102,10 @@ class Records:
             sizes, data = g.records
             head.update(code=Code.OK, count=len(sizes))
             self.got.add(topic, OK, len(sizes))
-            if g.frame is None:
-                return encode_response(head, sizes, data)
-            frame, room = g.frame
-            front = encode_head(head, crc32(memoryview(frame)[room:]), room)    # frame_crc, in one pass
-            if front is None:
-                return encode_response(head, sizes, data)
-            fill_room(frame, front)          # the records were copied once, into the answer itself
-            return frame if type(frame) is bytes else bytes(frame)
+            if g.frame is not None and g.frame[2]:     # the header is in the room: records copied once
+                frame = g.frame[0]
+                return frame if type(frame) is bytes else bytes(frame)
+            return encode_response(head, sizes, data)
         if g.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
             head.update(code=Code.ILLEGAL_OFFSET,
                         message=f"{g.status.name}: queue holds [{g.min_offset}, {g.max_offset})")

@@ -40,6 +40,7 @@ from ..puts import StorePuts
 from ..topic_names import dlq_topic
 from ..wire import INTERNAL, to_wire
 from .pop_state import HandleError, PopState
+from .pull import readable_waker
 
 log = logging.getLogger("tidemq.broker")
 
@@ -211,6 +212,7 @@ class Consumption:
             wait_s = min(wait_s, remaining - 1.0)
         deadline = time.monotonic() + max(0.0, wait_s)
         renew_for = client_id_of(context) if request.auto_renew else ""
+        wake = readable_waker(self.store, self.arrivals)
         while True:
             self.arrivals.clear()
             msgs = self.pop_batch(group, topic, batch, invisible_ms, tags, renew_for)
@@ -222,6 +224,7 @@ class Consumption:
             nxt = self.next_visible_ms(group, topic)
             if nxt is not None:
                 left = min(left, max(0.01, (nxt - self.now_ms()) / 1000))
+            wake()                # what was appended and is not readable yet wakes us once it is
             try:
                 await asyncio.wait_for(self.arrivals.wait(), timeout=left)
             except asyncio.TimeoutError:
@@ -254,7 +257,7 @@ class Consumption:
         entries = []
         for e in request.entries:
             try:
-                self.pop.ack(group, e.receipt_handle)
+                self.pop.ack(group, e.receipt_handle, request.topic.name)
                 code, msg = Code.OK, ""
             except HandleError as err:
                 code, msg = Code.INVALID_RECEIPT_HANDLE, str(err)
@@ -280,7 +283,8 @@ class Consumption:
             return spb.ChangeInvisibleDurationResponse(status=status(Code.ILLEGAL_INVISIBLE_TIME, bad),
                                                        receipt_handle=request.receipt_handle)
         try:
-            h = self.pop.change_invisible(request.group.name, request.receipt_handle, self.now_ms() + ms)
+            h = self.pop.change_invisible(request.group.name, request.receipt_handle, self.now_ms() + ms,
+                                          request.topic.name)
         except HandleError as err:
             return spb.ChangeInvisibleDurationResponse(status=status(Code.INVALID_RECEIPT_HANDLE, str(err)),
                                                        receipt_handle=request.receipt_handle)
@@ -294,7 +298,7 @@ class Consumption:
         forward of a message already done answers OK (the client resends until it sees OK)."""
         group = request.group.name
         try:
-            topic, qid, offset, inflight = self.pop.current(group, request.receipt_handle)
+            topic, qid, offset, inflight = self.pop.current(group, request.receipt_handle, request.topic.name)
         except HandleError as err:
             return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.INVALID_RECEIPT_HANDLE, str(err)))
         if inflight:

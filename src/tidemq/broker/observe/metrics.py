@@ -33,6 +33,8 @@ counted twice and the hot path pays nothing but the put-latency bucket (latency.
     tidemq_replication_lag_seconds{group,member}  lag (on a follower, member = itself)
     tidemq_replication_in_sync{group,member}  1 while a follower is in sync (on the leader)
     tidemq_replication_sync_timeouts_total{group}  SYNC puts answered FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE
+    tidemq_auth_failures_total{reason}        calls refused by authentication (no_signature, malformed,
+                                              unknown_key, bad_signature, stale) or authorization (forbidden)
     tidemq_up                                 1
 """
 
@@ -141,6 +143,14 @@ class BrokerCollector(Collector):
                                   "their CRC (skipped; `tidemq verify` names them)", value=stats["records_damaged"])
         yield GaugeMetricFamily("tidemq_recovery_seconds", "time the store took to start",
                                 value=st["recovery"]["seconds"])
+        refusals = getattr(getattr(o, "broker", None), "refusals", None)
+        if refusals is not None:
+            af = CounterMetricFamily("tidemq_auth_failures", "calls refused since start: by authentication (who: "
+                                     "UNAUTHORIZED) or authorization (reason forbidden: what, FORBIDDEN)",
+                                     labels=["reason"])
+            for reason, n in refusals.snapshot().items():
+                af.add_metric([reason], n)
+            yield af
         rep = st.get("replication")
         if rep:
             yield from _replication(rep)

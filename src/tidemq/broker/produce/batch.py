@@ -27,6 +27,7 @@ from typing import Callable, NamedTuple, Sequence
 
 from ...protocol.stubs import Code
 from ...store import Message
+from ..protection.access import IDENTITY
 from ..sessions.telemetry import client_id_of
 
 
@@ -46,16 +47,20 @@ OPEN, STORED, DUPLICATE, REFUSED, HELD = (int(v) for v in Verdict)
 
 class Caller(NamedTuple):
     """Who sends: flow control's per-connection bounds (``peer``), the transaction checks' client
-    (``client_id``), the deadline (``time_remaining()``: seconds left, None: none)."""
+    (``client_id``), the deadline (``time_remaining()``: seconds left, None: none), the user the
+    call was authenticated as (``user``: None with authentication off; protection/access.py)."""
 
     peer: str
     client_id: str
     time_remaining: Callable[[], float | None]
+    user: str | None = None
 
 
 def caller_of(context) -> Caller:
-    """The Caller of an RPC (its grpc context)."""
-    return Caller(context.peer(), client_id_of(context), context.time_remaining)
+    """The Caller of an RPC (its grpc context, and the identity the guard found for it)."""
+    who = IDENTITY.get()
+    return Caller(context.peer(), client_id_of(context), context.time_remaining,
+                  who.user if who is not None else None)
 
 
 class Messages:

@@ -9,7 +9,11 @@ Three sources, asked in this order for a batch of dedup keys (dedup.py: a hash o
   once it can (then it moves to the window). When the store says the message can never be confirmed
   (a failed fsync covered it: what it covered is not durable, whatever a later fsync says), it is
   forgotten and its resend is stored again, as a new message;
-* the window of recent stores (dedup.DedupWindow): (queue offset, transaction id);
+* the window of recent stores (dedup.DedupWindow): (queue offset, commit-log offset, transaction id)
+  by a keyed hash of (topic, id). A match is confirmed by the message itself: the record at the
+  entry's commit-log offset must be there, intact, with this topic (or, parked or a transaction's
+  half, this real topic) and this id; anything else is no match, and the message is stored (a hash
+  collision, crafted or not, can never make a message vanish as a "duplicate");
 * for ``send_dedup_after_restart_s`` after a start, the store's index: a message of this id stored
   shortly before the start (the window is empty then), confirmed by its UNIQ_KEY.
 """
@@ -24,8 +28,9 @@ import numpy as np
 from ...config import BrokerConfig
 from ...record.codec import PROP_UNIQ_KEY
 from ...store import MessageStore, PutReason, PutStatus
+from ..deferred.parking import PROP_REAL_TOPIC
 from .batch import STORED
-from .dedup import KEY_BYTES, DedupWindow, id_hash
+from .dedup import KEY, KEY_BYTES, DedupWindow, id_hash
 
 UNCONFIRMED_MAX = 10_000        # appended sends not yet confirmed (disk, followers) remembered for their resends
 APPENDED = (PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT)   # the put appended, not confirmed
@@ -50,21 +55,27 @@ class Resends:
             span_s = 0.0             # nothing was stored before this start: nothing to look up
         self._index_until_s = time.monotonic() + span_s
         self._index_from_ms = store.clock.now_ms() - int(span_s * 1000)
-        # dedup key -> (queue offset, transaction id, log end) of puts appended but not confirmed
-        self.unconfirmed: dict[bytes, tuple[int, str, int]] = {}
+        # dedup key -> (queue offset, transaction id, log end, commit-log offset) of puts appended, not confirmed
+        self.unconfirmed: dict[bytes, tuple[int, str, int, int]] = {}
+        self.collisions = 0          # window matches the stored record did not confirm (another message)
 
     @staticmethod
     def key(topic: str, message_id: str) -> bytes:
         """The dedup key of (topic, id): zero when there is no id (never found, never remembered)."""
         if not message_id:
             return bytes(KEY_BYTES)
-        return id_hash(topic.encode(), message_id.encode("utf-8", "surrogatepass"))
+        return id_hash(KEY, topic.encode(), message_id.encode("utf-8", "surrogatepass"))
 
     def find(self, keys, which, topic_of: Callable[[int], str],
              id_of: Callable[[int], str]) -> dict[int, tuple[int, str] | Unconfirmed]:
         """For the messages ``which`` (indexes) of a batch whose dedup keys are ``keys``: {index:
         (queue offset, transaction id) of an earlier store, or Unconfirmed}; {} in the common case."""
-        found = self.window.find_keys(keys)
+        found: dict = {}
+        for i, (qoff, phys, txn) in self.window.find_keys(keys).items():
+            if self._confirmed(phys, topic_of(i), id_of(i)):
+                found[i] = (qoff, txn)
+            else:
+                self.collisions += 1
         if self.unconfirmed:
             for i in which:
                 k = bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)])
@@ -85,15 +96,27 @@ class Resends:
             found = {i: v for i, v in found.items() if i in asked}
         return found
 
+    def _confirmed(self, phys: int, topic: str, message_id: str) -> bool:
+        """Whether the record at ``phys`` is this message: intact, its id and its topic (or real topic)."""
+        if not message_id:
+            return False
+        try:
+            m = self.store.get_by_commitlog_offset(phys)
+        except Exception:  # noqa: BLE001 - unreadable (cleaned, the store stopping): not confirmed
+            return False
+        if m is None or m.properties.get(PROP_UNIQ_KEY) != message_id:
+            return False
+        return m.topic == topic or m.properties.get(PROP_REAL_TOPIC) == topic
+
     def _unconfirmed(self, key: bytes) -> tuple[int, str] | Unconfirmed | None:
-        offset, txn, end = self.unconfirmed[key]
+        offset, txn, end, phys = self.unconfirmed[key]
         why = self.store.confirm(end)
         if why in NOT_YET:
             return Unconfirmed((why, f"stored, not yet confirmed ({why.name})"))
         del self.unconfirmed[key]
         if why is not None:
             return None              # never to be confirmed: its resend is a new message
-        self.window.put_key(key, offset, txn)
+        self.window.put_key(key, offset, phys, txn)
         return offset, txn
 
     def _stored_before_start(self, topic: str, message_id: str) -> tuple[int, str] | None:
@@ -106,26 +129,28 @@ class Resends:
         if not found:
             return None
         offset = found[0].queue_offset
-        self.window.put(topic, message_id, offset)
+        self.window.put(topic, message_id, offset, found[0].commitlog_offset)
         return offset, ""
 
-    def remember(self, keys, offsets: list[int], kinds: list[int], txns: dict[int, str]) -> None:
+    def remember(self, keys, offsets: list[int], physs: list[int], kinds: list[int], txns: dict[int, str]) -> None:
         """Messages just stored (``kinds[i]`` STORED: batch.Verdicts' columns): ``offsets`` their queue
-        offsets, ``txns`` {index: transaction id} of the TRANSACTION ones."""
+        offsets, ``physs`` their records' commit-log offsets, ``txns`` {index: transaction id} of the
+        TRANSACTION ones."""
         if len(kinds) == 1:                        # the common request: no array made
             if kinds[0] == STORED:
-                self.window.put_key(bytes(keys[:KEY_BYTES]), offsets[0], txns.get(0, ""))
+                self.window.put_key(bytes(keys[:KEY_BYTES]), offsets[0], physs[0], txns.get(0, ""))
             return
-        self.window.put_keys(keys, np.array(offsets, np.int64), np.array(kinds, np.uint8) == STORED)
+        self.window.put_keys(keys, np.array(offsets, np.int64), np.array(physs, np.int64),
+                             np.array(kinds, np.uint8) == STORED)
         for i, txn in txns.items():
-            self.window.put_key(bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]), offsets[i], txn)
+            self.window.put_key(bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]), offsets[i], physs[i], txn)
 
-    def remember_unconfirmed(self, key: bytes, status: PutStatus, queue_offset: int, end: int,
+    def remember_unconfirmed(self, key: bytes, status: PutStatus, queue_offset: int, phys: int, end: int,
                              txn: str = "") -> None:
-        """A put appended (its record ends at log offset ``end``) but answered FLUSH_DISK_TIMEOUT /
+        """A put appended (its record at log offset ``phys``, ending at ``end``) but answered FLUSH_DISK_TIMEOUT /
         FLUSH_SLAVE_TIMEOUT (``status``): its resend is answered from here, never appended again."""
         if not any(key) or status not in APPENDED:
             return
         if len(self.unconfirmed) >= UNCONFIRMED_MAX:
             self.unconfirmed.pop(next(iter(self.unconfirmed)))
-        self.unconfirmed[key] = (queue_offset, txn, end)
+        self.unconfirmed[key] = (queue_offset, txn, end, phys)

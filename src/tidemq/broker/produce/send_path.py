@@ -3,6 +3,10 @@
 The lanes (send_message.py: SendMessage; send_records.py: SendRecords frames) only parse their
 wire format into a SendBatch (batch.py) and encode the verdicts back. Here, once each, in order:
 
+0. **who** (with authentication on: protection/access.py, acl.py): the caller's user must be allowed
+   ``pub`` on each topic, once per topic; a message to a topic it may not publish to is answered
+   FORBIDDEN naming the user, the action and the topic (before anything else: a topic's existence
+   is not revealed, nor auto-created, for someone who may not publish to it);
 1. **gate** (protection/flow.SendGate): the connection's in-flight bounds, then resource alarms and
    the flush backlog, holding the send within its deadline; refused there, every message is
    answered TOO_MANY_REQUESTS with the reason (HELD);
@@ -103,6 +107,8 @@ class SendPath:
         self.resends = Resends(store, config)
         self.outcomes = Outcomes(self._queue_count)     # messages by topic and the code they were answered
         self._sendable: set[str] = set()       # topic names topic_check found valid (at most SENDABLE_MAX)
+        self.acl = None              # protection/acl.Acl with authentication on: pub checked per topic (step 0)
+        self.on_forbidden = None     # (user, peer, topic, text) -> None: a refusal counted and logged
 
     def _queue_count(self, topic: str) -> int:
         try:
@@ -116,6 +122,9 @@ class SendPath:
         v = Verdicts(batch.n)
         for i, (code, text) in batch.refused.items():
             v.refuse(i, code, text)
+        if self.acl is not None and not self._authorize(batch, v, caller):
+            self._count(batch, v)
+            return v
         refusal = self.gate.enter(caller.peer, batch.nbytes)
         kind = REFUSED
         if refusal is None:
@@ -149,6 +158,38 @@ class SendPath:
             parked, halves = self._route(batch.payload, v, caller)
         if v.any_open():
             await self._put(batch, v, keys, halves, parked)
+
+    # 0. who -----------------------------------------------------------------------------------
+    def _authorize(self, batch: SendBatch, v: Verdicts, caller: Caller) -> bool:
+        """Messages to topics the caller may not pub: FORBIDDEN. False when none is left to send."""
+        from ..protection.acl import peer_ip
+        user = caller.user
+        if user is None:                          # authentication on, and no identity: never served
+            v.refuse_all(Code.FORBIDDEN, "forbidden: the call carries no authenticated user")
+            return False
+        ip = peer_ip(caller.peer)
+        if batch.topic is not None:
+            ok, why = self.acl.allowed(user, "topic", batch.topic, "pub", ip)
+            if ok:
+                return True
+            self._forbidden(user, caller.peer, why)
+            v.refuse_all(Code.FORBIDDEN, why)
+            return False
+        decided: dict[str, tuple[bool, str]] = {}
+        for i in range(batch.n):
+            t = batch.topics[i]
+            got = decided.get(t)
+            if got is None:
+                got = decided[t] = self.acl.allowed(user, "topic", t, "pub", ip)
+                if not got[0]:
+                    self._forbidden(user, caller.peer, got[1])
+            if not got[0] and v.kinds[i] == OPEN:
+                v.refuse(i, Code.FORBIDDEN, got[1])
+        return v.any_open()
+
+    def _forbidden(self, user: str, peer: str, why: str) -> None:
+        if self.on_forbidden is not None:
+            self.on_forbidden(user, peer, why)
 
     # 2. checks --------------------------------------------------------------------------------
     def _check(self, batch: SendBatch, v: Verdicts) -> None:
@@ -298,9 +339,12 @@ class SendPath:
         if ok and where is None and not v.decided and not r.refused:     # the store took the batch whole
             if batch.n == 1:
                 v.stored(0, qid[0], qoff[0])
+                physs = [r.phys[0]]
             else:
                 v.all_stored(qid.tolist(), qoff.tolist())
+                physs = r.phys.tolist()
         else:
+            physs = [-1] * batch.n                       # each stored record's commit-log offset
             code, text = (Code.OK, "") if ok else (put_code(r.status, r.reason), r.error or r.status.name)
             for k in range(len(size)):
                 if size[k] <= 0:
@@ -310,11 +354,12 @@ class SendPath:
                     continue
                 if ok:
                     v.stored(i, qid[k], qoff[k])
+                    physs[i] = r.phys[k]
                 else:
                     v.refuse(i, code, text)
                     # appended, not confirmed (disk, followers): its resend is answered, never stored again
                     self.resends.remember_unconfirmed(bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]), r.status,
-                                                      qoff[k], r.phys[k] + size[k])
+                                                      qoff[k], r.phys[k], r.phys[k] + size[k])
             for k, res in r.refused.items():
                 i = k if where is None else where[k]
                 if v.kinds[i] == OPEN:
@@ -332,7 +377,7 @@ class SendPath:
                     txns[i] = v.txns[i] = one.offset_msg_id or ""      # the half message's id
                 if not batch.id_of(i):
                     v.ids[i] = one.msg_id or ""                     # sent without an id: the store's
-        self.resends.remember(keys, v.offsets, v.kinds, txns)
+        self.resends.remember(keys, v.offsets, physs, v.kinds, txns)
         return True
 
     # 7. count -----------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from ...protocol.stubs import Code
 from ...record.codec import RECORD_CRC_NAME
 from ...store.validate import PROPS_RESERVED, py_check_properties, utf8_ok
 from ..wire import INTERNAL, PROP_MESSAGE_TYPE
-from .dedup import py_id_hash
+from .dedup import KEY, py_id_hash
 from .batch import SendBatch, Slices, caller_of
 from .send_path import SendPath
 
@@ -63,13 +63,13 @@ ID, TAGS, KEYS, PROPS, BODY = range(len(FIELDS))
 RESERVED_BYTES = tuple(sorted(name.encode() for name in RESERVED))
 
 
-def py_frame_slices(raw: bytes, reserved: tuple = RESERVED_BYTES, id_max: int = ID_MAX_BYTES) -> tuple:
+def py_frame_slices(raw: bytes, reserved: tuple = RESERVED_BYTES, id_max: int = ID_MAX_BYTES, key: bytes = KEY) -> tuple:
     """A SendRecords frame parsed into arrays: (topic, fields, why, names, hashes). Message i:
     ``fields`` (uint32, 10 per message) the offsets in ``raw`` of its id, tags, keys, properties and
     body, then their lengths (store.record_loop.SLICE_FIELDS); ``why[i]`` 0, or the BAD_* the lane
     refuses it for; ``names`` {i: the reserved property name} of the BAD_PROPS_RESERVED ones;
-    ``hashes`` (16 bytes each) the dedup window's key of (topic, id) (dedup.py), zero when its id is
-    not usable. FrameError (ValueError) for a bad frame. Twin of tidemq._accel.frame_slices
+    ``hashes`` (16 bytes each) the dedup window's key of (topic, id) under ``key`` (dedup.py), zero when
+    its id is not usable. FrameError (ValueError) for a bad frame. Twin of tidemq._accel.frame_slices
     (``reserved``: the reserved names as bytes)."""
     topic, msgs = decode_request(raw)
     n = len(msgs)
@@ -98,14 +98,14 @@ def py_frame_slices(raw: bytes, reserved: tuple = RESERVED_BYTES, id_max: int = 
             if check == PROPS_RESERVED:
                 w, names[i] = BAD_PROPS_RESERVED, name
         why[i] = w
-        hashes += py_id_hash(tb, mid_b) if w in (0, BAD_PROPS_RESERVED) else bytes(16)
+        hashes += py_id_hash(key, tb, mid_b) if w in (0, BAD_PROPS_RESERVED) else bytes(16)
     return topic, bytearray(fields.tobytes()), why, names, hashes
 
 
 def frame_slices(raw: bytes) -> tuple:
     """py_frame_slices, compiled when tidemq.accel has it (its ValueError as FrameError)."""
     try:
-        return (ACCEL.frame_slices if ACCEL is not None else py_frame_slices)(raw, RESERVED_BYTES, ID_MAX_BYTES)
+        return (ACCEL.frame_slices if ACCEL is not None else py_frame_slices)(raw, RESERVED_BYTES, ID_MAX_BYTES, KEY)
     except FrameError:
         raise
     except ValueError as e:

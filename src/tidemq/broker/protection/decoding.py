@@ -24,6 +24,12 @@ class _Undecodable:
         self.error = error
 
 
+def undecodable(request) -> bool:
+    """Whether a request is the marker of bytes its method could not decode (answered
+    INVALID_ARGUMENT by its tolerant handler)."""
+    return type(request) is _Undecodable
+
+
 def _tolerant(deserialize):
     if deserialize is None:
         return None

@@ -27,6 +27,8 @@ import asyncio
 
 import grpc
 
+from ..protection.members import MemberCredentials
+
 STREAMING = {
     "/apache.rocketmq.v2.MessagingService/Telemetry": "stream_stream",
     "/apache.rocketmq.v2.MessagingService/ReceiveMessage": "unary_stream",
@@ -97,7 +99,8 @@ class LeaderPort(grpc.GenericRpcHandler):
         if ch is None:
             for old in self._channels.values():
                 await old.close()
-            self._channels = {ep: (ch := grpc.aio.insecure_channel(ep, options=OPTIONS))}
+            # TLS where the port speaks it (the call keeps its own signature: the leader checks the client)
+            self._channels = {ep: (ch := MemberCredentials.of(self.node).channel(ep, OPTIONS))}
         self.forwarded += 1
         return ch
 

@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 from ...config import ReplicationConfig
 from ...io import Clock, SystemClock
+from ..protection.members import MemberCredentials
 from .acks import ReplicaAcks
 from .coordinator import Action, GroupCoordinator
 from .follower import ReplicationClient
@@ -77,7 +78,7 @@ class ReplicationNode:
         self.host = host
         self.config = config
         self.clock = clock or SystemClock()
-        self.transport = transport or GrpcTransport()
+        self.transport = transport or GrpcTransport(lambda: MemberCredentials.of(self))
         self.group = config.broker_group
         self.store = host.store
         automatic = bool(config.coordinator) or coordination is not None
@@ -127,6 +128,11 @@ class ReplicationNode:
     @property
     def service(self):
         return self.host.service
+
+    @property
+    def broker(self):
+        """The host, by the name protection/members.py looks its member credentials up under."""
+        return self.host
 
     @property
     def state_dir(self) -> str:

@@ -15,6 +15,8 @@ opens its state at start:
                       key: handles given out by the old leader stay valid (broker/pop/)
     timer             the timer's progress through the schedule topic (broker/timer/checkpoint.json)
     transactions      the transaction decisions (broker/transactions/)
+    acl               users and their policies (broker/acl/acl.json: protection/acl.py), so a promoted
+                      follower enforces what its leader did
 
 Each file is written in the format the broker that opens it reads: the consumer offsets and the
 timer's progress as checked documents (tidemq/checked.py: CRC, the previous version kept as
@@ -41,6 +43,7 @@ from ...store.topics import SpacePolicy
 from ..consume import group_offsets
 from ..deferred.timer import check_progress
 from ..state import journal
+from ..protection.acl import AclState
 from ..state.layout import StateLayout
 
 log = logging.getLogger("tidemq.broker")
@@ -58,6 +61,7 @@ def snapshot(store, service) -> dict:
         "pop": {"secret": service.pop.secret.decode(), "snapshot": service.pop.snapshot()},
         "timer": service.timer.snapshot(),
         "transactions": service.transactions.snapshot(),
+        "acl": service.acl.document() if getattr(service, "acl", None) is not None else None,
     }
 
 
@@ -75,6 +79,9 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
             raise TypeError("pop and transactions are objects")
         if timer is not None:
             check_progress(timer)
+        acl = doc.get("acl")
+        if acl is not None:
+            AclState.from_doc(acl)                  # (checked before anything is written)
     except (KeyError, TypeError, ValueError, AttributeError, checked.Damaged) as e:
         raise ValueError(f"not a broker state document: {e!r}") from None
     for name, end in deleted.items():
@@ -97,3 +104,5 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
         fio.makedirs(os.path.dirname(layout.timer_checkpoint))
         checked.write(fio, layout.timer_checkpoint, timer)
     journal.write_state(fio, layout.transactions_dir, txn)
+    if acl is not None and getattr(service, "acl", None) is not None:
+        service.acl.replace(acl)                    # written, and in effect on this member at once

@@ -10,7 +10,9 @@ unreachable, gone, the call cancelled or timed out -- is a ``TransportError``.
 The leader's side is transport-free: ``ReplicationServer.serve_stream(requests, send)``,
 ``epochs()``, ``state_frames()``; ``ReplicationServer.handler()`` binds them to gRPC.
 
-``GrpcTransport`` is the real one (grpc.aio channels, insecure on loopback and inside a group);
+``GrpcTransport`` is the real one: grpc.aio channels made with the member's credentials
+(protection/members.py: TLS where the ports speak it, every call signed with the broker's keys); a
+leader's refusal of them (wrong keys, not a super user, TLS) is said plainly in the error.
 ``tidemq.testing.memory_transport`` runs a group in one process, with the faults a test injects.
 """
 
@@ -22,6 +24,7 @@ from typing import AsyncIterator, Protocol
 import grpc
 
 from ...protocol import replication as rp
+from ..protection.members import MemberCredentials, refusal
 
 CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 64 << 20),
                    ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000)]
@@ -56,7 +59,8 @@ class Transport(Protocol):
 
 
 def _error(e: grpc.aio.AioRpcError) -> TransportError:
-    return TransportError(f"{e.code().name}: {e.details() or ''}")
+    why = refusal(e)                    # wrong keys, not a super user, TLS: said once, plainly
+    return TransportError(f"the leader {why}" if why else f"{e.code().name}: {e.details() or ''}")
 
 
 class GrpcStream:
@@ -85,9 +89,10 @@ class GrpcStream:
 
 
 class GrpcChannel:
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, creds: MemberCredentials) -> None:
         self.endpoint = endpoint
-        self._ch = grpc.aio.insecure_channel(endpoint, options=CHANNEL_OPTIONS)
+        self.creds = creds
+        self._ch = creds.channel(endpoint, CHANNEL_OPTIONS)
 
     async def __aenter__(self) -> "GrpcChannel":
         return self
@@ -97,12 +102,12 @@ class GrpcChannel:
 
     async def epochs(self, timeout_s: float) -> bytes:
         try:
-            return await self._ch.unary_unary(rp.EPOCHS_PATH)(b"", timeout=timeout_s)
+            return await self._ch.unary_unary(rp.EPOCHS_PATH)(b"", timeout=timeout_s, metadata=self.creds.metadata())
         except grpc.aio.AioRpcError as e:
             raise _error(e) from None
 
     async def state(self, timeout_s: float) -> AsyncIterator[bytes]:
-        call = self._ch.unary_stream(rp.STATE_PATH)(b"", timeout=timeout_s)
+        call = self._ch.unary_stream(rp.STATE_PATH)(b"", timeout=timeout_s, metadata=self.creds.metadata())
         try:
             async for raw in call:
                 yield raw
@@ -110,9 +115,13 @@ class GrpcChannel:
             raise _error(e) from None
 
     def stream(self) -> GrpcStream:
-        return GrpcStream(self._ch.stream_stream(rp.STREAM_PATH)())
+        return GrpcStream(self._ch.stream_stream(rp.STREAM_PATH)(metadata=self.creds.metadata()))
 
 
 class GrpcTransport:
+    def __init__(self, credentials=lambda: MemberCredentials.of(None)) -> None:
+        """``credentials()``: the MemberCredentials calls are made with (asked at each connection)."""
+        self.credentials = credentials
+
     def connect(self, endpoint: str) -> GrpcChannel:
-        return GrpcChannel(endpoint)
+        return GrpcChannel(endpoint, self.credentials())

@@ -1,0 +1,397 @@
+"""Who may call what: every RPC of every service of every port is authenticated and authorized here,
+in one place (``Guard``), before its handler runs; sends are authorized per topic by the send path
+(produce/send_path.py), with the identity the guard found.
+
+With authentication off (no ``access_key``) there is no guard: every call is served, as on the
+embedded loopback broker. With it on, a call is
+
+1. **authenticated** (auth.py) from its headers, before its request is even decoded: an unsigned
+   or wrongly signed call is answered **UNAUTHORIZED** (who you are), counted by reason
+   (tidemq_auth_failures_total) and logged with the peer and the access key (rate-limited);
+2. **authorized** (acl.py) by the rule of its method below: a call its user may not make is
+   answered **FORBIDDEN** naming the user, the action and the resource (what you may do), counted
+   (reason "forbidden") and logged the same way.
+
+Each service answers a refusal the way it answers anything: the RocketMQ MessagingService in the
+response's status (the official clients' codes UNAUTHORIZED 40100 / FORBIDDEN 40300; ReceiveMessage
+and PullMessage as their one status message, Telemetry as one command), tidemq.Data in its frame's
+code (the same numbers), tidemq.Admin with ``{"ok": false, "code": "UNAUTHORIZED" | "FORBIDDEN"}``,
+tidemq.Replication (members only) with gRPC UNAUTHENTICATED / PERMISSION_DENIED.
+
+What each RPC needs (any one of the actions listed, on every resource listed)::
+
+    MessagingService
+      QueryRoute                                 pub or sub on the topic
+      QueryAssignment                            sub on the topic and on the group
+      SendMessage (and tidemq.Data SendRecords,  pub on each message's topic (the send path: a
+        SendRecordsStream)                         message to a topic the user may not pub is FORBIDDEN)
+      EndTransaction, RecallMessage              pub on the topic
+      ReceiveMessage, AckMessage,                sub on the topic and on the group (the receipt handle
+        ChangeInvisibleDuration,                   must be of that topic: consume/pop_state.py)
+        ForwardMessageToDeadLetterQueue
+      PullMessage, GetOffset, UpdateOffset       sub on the topic and on the group (PullMessage
+                                                   without a group: the topic)
+      QueryOffset                                sub on the topic
+      Heartbeat, Telemetry,                      any user
+        NotifyClientTermination, SyncLiteSubscription
+    tidemq.Data PullRecords, PullRecordsStream   sub on the topic
+    tidemq.Admin (ADMIN below)                   its action on its resource
+    tidemq.Replication                           SUPER users (the members sign with the broker's keys)
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import logging
+from typing import Callable, NamedTuple
+
+import grpc
+
+from ...protocol import admin as api
+from ...protocol import data
+from ...protocol import replication as rp
+from ...protocol.pull_frame import decode_request as decode_pull
+from ...protocol.pull_frame import encode_response as encode_pull
+from ...protocol.send_frame import encode_response as encode_send
+from ...protocol.stubs import Code, spb, status
+from .acl import CLUSTER, Acl, peer_ip
+from .auth import Authenticator, Failure, Refusals, Signed
+from .decoding import undecodable
+
+log = logging.getLogger("tidemq.broker")
+
+MESSAGING = "/apache.rocketmq.v2.MessagingService/"
+ADMIN_PREFIX = f"/{api.SERVICE}/"
+
+
+class Identity(NamedTuple):
+    """Who makes the current call (authenticated): its user (access key) and address."""
+    user: str
+    peer: str
+
+
+# the identity of the call being served (set by the guard for its handler; None: authentication off)
+IDENTITY: contextvars.ContextVar[Identity | None] = contextvars.ContextVar("tidemq_identity", default=None)
+
+
+class Need(NamedTuple):
+    kind: str                # topic, group, cluster
+    name: str                # "" for cluster
+    actions: tuple           # any one of them
+
+
+# rules: method -> what the call needs (a function of its decoded request), or one of these
+ANYONE = "anyone"            # any authenticated user
+SUPER = "super"              # super users only
+SEND_PATH = "send path"      # pub per topic, checked by the send path (an identity is all it needs here)
+
+
+def _topic(name, *actions) -> Need:
+    return Need("topic", name if isinstance(name, str) else "", actions)
+
+
+def _group(name, *actions) -> Need:
+    return Need("group", name if isinstance(name, str) else "", actions)
+
+
+def _cluster(*actions) -> Need:
+    return Need(CLUSTER, "", actions)
+
+
+def _sub_topic_group(topic: str, group: str) -> tuple:
+    return (_topic(topic, "sub"), _group(group, "sub"))
+
+
+MESSAGING_RULES: dict[str, object] = {
+    "QueryRoute": lambda r: (_topic(r.topic.name, "pub", "sub"),),
+    "QueryAssignment": lambda r: _sub_topic_group(r.topic.name, r.group.name),
+    "SendMessage": SEND_PATH,
+    "EndTransaction": lambda r: (_topic(r.topic.name, "pub"),),
+    "RecallMessage": lambda r: (_topic(r.topic.name, "pub"),),
+    "ReceiveMessage": lambda r: _sub_topic_group(r.message_queue.topic.name, r.group.name),
+    "AckMessage": lambda r: _sub_topic_group(r.topic.name, r.group.name),
+    "ChangeInvisibleDuration": lambda r: _sub_topic_group(r.topic.name, r.group.name),
+    "ForwardMessageToDeadLetterQueue": lambda r: _sub_topic_group(r.topic.name, r.group.name),
+    "PullMessage": lambda r: (_sub_topic_group(r.message_queue.topic.name, r.group.name) if r.group.name
+                              else (_topic(r.message_queue.topic.name, "sub"),)),
+    "GetOffset": lambda r: _sub_topic_group(r.message_queue.topic.name, r.group.name),
+    "UpdateOffset": lambda r: _sub_topic_group(r.message_queue.topic.name, r.group.name),
+    "QueryOffset": lambda r: (_topic(r.message_queue.topic.name, "sub"),),
+    "Heartbeat": ANYONE, "Telemetry": ANYONE, "NotifyClientTermination": ANYONE, "SyncLiteSubscription": ANYONE,
+}
+
+
+def _pull_records(raw: bytes) -> tuple:
+    return (_topic(decode_pull(raw).topic, "sub"),)
+
+
+DATA_RULES: dict[str, object] = {
+    data.SEND_RECORDS: SEND_PATH, data.SEND_RECORDS_STREAM: SEND_PATH,
+    data.PULL_RECORDS: _pull_records, data.PULL_RECORDS_STREAM: _pull_records,
+}
+
+
+def _arg(req, name: str) -> str:
+    v = req.get(name) if isinstance(req, dict) else None
+    return v if isinstance(v, str) else ""
+
+
+ADMIN_RULES: dict[str, object] = {
+    api.CREATE_TOPIC: lambda r: (_topic(_arg(r, "name"), "create"),) + ((_cluster("update"),)
+                                                                         if isinstance(r, dict) and r.get("groups")
+                                                                         else ()),
+    api.DELETE_TOPIC: lambda r: (_topic(_arg(r, "topic"), "delete"),),
+    api.LIST_TOPICS: lambda r: (_cluster("list"),),
+    api.TOPIC_STATUS: lambda r: (_topic(_arg(r, "topic"), "get"),),
+    api.QUERY: lambda r: (_topic(_arg(r, "topic"), "sub"),),
+    api.GROUPS: lambda r: (_group(_arg(r, "group"), "get"),) if _arg(r, "group") else (_cluster("list"),),
+    api.RESET_GROUP: lambda r: (_group(_arg(r, "group"), "update"), _topic(_arg(r, "topic"), "sub")),
+    api.DISK_STATUS: lambda r: (_cluster("get"),), api.ALARMS: lambda r: (_cluster("get"),),
+    api.STATUS: lambda r: (_cluster("get"),), api.CONFIG: lambda r: (_cluster("get"),),
+    api.ARCHIVE: lambda r: (_cluster("get"),), api.REPLICATION: lambda r: (_cluster("get"),),
+    api.CLUSTER: lambda r: (_cluster("get"),),
+    api.SET_ALARM_LIMITS: lambda r: (_cluster("update"),), api.DELETE_EXPIRED: lambda r: (_cluster("update"),),
+    api.PROMOTE: lambda r: (_cluster("update"),), api.FOLLOW: lambda r: (_cluster("update"),),
+    api.CREATE_USER: SUPER, api.DELETE_USER: SUPER, api.LIST_USERS: SUPER,
+    api.GRANT: SUPER, api.REVOKE: SUPER, api.LIST_ACL: SUPER,
+}
+assert set(ADMIN_RULES) == set(api.METHODS), "every admin method has its rule"
+
+RULES: dict[str, object] = {
+    **{MESSAGING + m: rule for m, rule in MESSAGING_RULES.items()},
+    **{f"/{data.SERVICE}/{m}": rule for m, rule in DATA_RULES.items()},
+    **{ADMIN_PREFIX + m: rule for m, rule in ADMIN_RULES.items()},
+    **{f"/{rp.SERVICE}/{m}": SUPER for m in (rp.STREAM, rp.EPOCHS, rp.STATE)},
+}
+
+
+def messaging_rule_names() -> set[str]:
+    """The MessagingService methods (the rules cover every one: tests/broker/protection/test_access.py)."""
+    svc = spb.DESCRIPTOR.services_by_name["MessagingService"]
+    return {m.name for m in svc.methods}
+
+
+def _response_types() -> dict[str, type]:
+    svc = spb.DESCRIPTOR.services_by_name["MessagingService"]
+    return {m.name: getattr(spb, m.output_type.name) for m in svc.methods}
+
+
+_RESPONSES = _response_types()
+_ADMIN_CODES = {Code.UNAUTHORIZED: api.Refusal.UNAUTHORIZED, Code.FORBIDDEN: api.Refusal.FORBIDDEN}
+_GRPC_CODES = {Code.UNAUTHORIZED: grpc.StatusCode.UNAUTHENTICATED, Code.FORBIDDEN: grpc.StatusCode.PERMISSION_DENIED}
+
+
+def refusal_answer(method: str, code: int, text: str):
+    """What ``method`` answers for a refusal with ``code`` (UNAUTHORIZED / FORBIDDEN), or None when
+    its service has no field for it (answered with a gRPC status)."""
+    if method.startswith(MESSAGING):
+        cls = _RESPONSES.get(method[len(MESSAGING):])
+        return cls(status=status(code, text)) if cls is not None else None
+    if method.startswith(ADMIN_PREFIX):
+        return api.refused(text, _ADMIN_CODES[code])
+    if method in (data.SEND_RECORDS_PATH, data.SEND_RECORDS_STREAM_PATH):
+        return encode_send(code, text)
+    if method in (data.PULL_RECORDS_PATH, data.PULL_RECORDS_STREAM_PATH):
+        return encode_pull({"code": code, "message": text, "status": "REFUSED", "count": 0})
+    return None
+
+
+def _refusing(method: str, handler, code: int, text: str, on_call: Callable[[object], None], raw: bool):
+    """A handler like ``handler`` that answers every call with the refusal (``raw``: the request is
+    not decoded: refused before its bytes are looked at); ``on_call(context)`` runs first (the log)."""
+    answer = refusal_answer(method, code, text)
+    des = None if raw else handler.request_deserializer
+    ser = handler.response_serializer
+    if answer is None:
+        async def abort(request, context):
+            on_call(context)
+            await context.abort(_GRPC_CODES[code], text)
+        async def abort_stream(request, context):
+            on_call(context)
+            await context.abort(_GRPC_CODES[code], text)
+            yield                                   # (an async generator: never reached)
+        if handler.response_streaming:
+            make = grpc.stream_stream_rpc_method_handler if handler.request_streaming \
+                else grpc.unary_stream_rpc_method_handler
+            return make(abort_stream, des, ser)
+        make = grpc.stream_unary_rpc_method_handler if handler.request_streaming \
+            else grpc.unary_unary_rpc_method_handler
+        return make(abort, des, ser)
+    if handler.response_streaming:
+        async def stream(request, context):
+            on_call(context)
+            yield answer
+        make = grpc.stream_stream_rpc_method_handler if handler.request_streaming \
+            else grpc.unary_stream_rpc_method_handler
+        return make(stream, des, ser)
+
+    async def unary(request, context):
+        on_call(context)
+        return answer
+    make = grpc.stream_unary_rpc_method_handler if handler.request_streaming else grpc.unary_unary_rpc_method_handler
+    return make(unary, des, ser)
+
+
+class Guard(grpc.GenericRpcHandler):
+    """The generic handlers of a port, each call authenticated and authorized first (see above)."""
+
+    def __init__(self, inner: list, auth: Authenticator, acl: Acl, refusals: Refusals) -> None:
+        self.inner = inner
+        self.auth = auth
+        self.acl = acl
+        self.refusals = refusals
+        # (method, user) -> (the handler, its guarded twin): made once, not per call
+        self._made: dict[tuple[str, str], tuple] = {}
+
+    def _lookup(self, details):
+        for h in self.inner:
+            found = h.service(details)
+            if found is not None:
+                return found
+        return None
+
+    def service(self, details):
+        handler = self._lookup(details)
+        if handler is None:
+            return None
+        method = details.method
+        who = self.auth.verify(details.invocation_metadata)
+        if type(who) is not Signed:
+            refusals = self.refusals
+
+            def log_it(context, who=who):
+                refusals.refused(who.failure, context.peer(), who.access_key, method, who.text)
+            return _refusing(method, handler, Code.UNAUTHORIZED, who.text, log_it, raw=True)
+        key = (method, who.access_key)
+        made = self._made.get(key)
+        if made is None or made[0] is not handler:
+            if len(self._made) > 100_000:
+                self._made.clear()
+            made = self._made[key] = (handler, self._twin(method, handler, who.access_key))
+        return made[1]
+
+    # authorization ------------------------------------------------------------------------------
+    def check(self, method: str, request, user: str, peer: str) -> str | None:
+        """None when ``user`` may make this call from ``peer``, else the FORBIDDEN text."""
+        rule = RULES.get(method)
+        if rule is ANYONE or rule is SEND_PATH:
+            return None
+        if rule is SUPER:
+            return None if self.acl.is_super(user) else (f"forbidden: {method} is for super users; user {user!r} "
+                                                         f"is not one")
+        if rule is None:            # a method without a rule: only super users (fail closed)
+            return None if self.acl.is_super(user) else f"forbidden: user {user!r} may not call {method}"
+        if undecodable(request) or api.is_bad(request):
+            return None             # its handler refuses it (INVALID_ARGUMENT / BAD_REQUEST), reading nothing
+        try:
+            needs = rule(request)
+        except Exception as e:  # noqa: BLE001 - a request whose resources cannot be read
+            if method.startswith(f"/{data.SERVICE}/"):
+                return None         # a frame that is not one: its handler answers BAD_REQUEST, reading nothing
+            return f"forbidden: cannot tell what {method} would touch ({type(e).__name__})"
+        ip = peer_ip(peer)
+        for need in needs:
+            ok, why = self.acl.allowed_any(user, need.kind, need.name, need.actions, ip)
+            if not ok:
+                return why
+        return None
+
+    def forbid(self, method: str, user: str, peer: str, text: str) -> None:
+        self.refusals.refused(Failure.FORBIDDEN, peer, user, method, text)
+
+    def _twin(self, method: str, handler, user: str):
+        """``handler`` whose calls first set IDENTITY and pass ``check`` (a call refused is answered
+        FORBIDDEN the way its method answers: refusal_answer, else gRPC PERMISSION_DENIED)."""
+        guard = self
+
+        def refuse(request, context) -> tuple[str, object] | None:
+            """(why, the answer) when the call is refused, else None."""
+            peer = context.peer()
+            why = guard.check(method, request, user, peer)
+            if why is None:
+                return None
+            guard.forbid(method, user, peer, why)
+            return why, refusal_answer(method, Code.FORBIDDEN, why)
+
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
+            if inspect.iscoroutinefunction(inner):
+                async def unary(request, context):
+                    IDENTITY.set(Identity(user, context.peer()))
+                    no = refuse(request, context)
+                    if no is None:
+                        return await inner(request, context)
+                    if no[1] is None:
+                        await context.abort(grpc.StatusCode.PERMISSION_DENIED, no[0])
+                    return no[1]
+            else:                           # the admin's handlers run on threads (no IDENTITY there)
+                def unary(request, context):
+                    no = refuse(request, context)
+                    return inner(request, context) if no is None else no[1]
+            return grpc.unary_unary_rpc_method_handler(unary, handler.request_deserializer,
+                                                       handler.response_serializer)
+        if handler.unary_stream is not None:
+            inner_us = handler.unary_stream
+            if not inspect.isasyncgenfunction(inner_us):    # writes its answers itself (context.write)
+                async def unary_stream(request, context):
+                    IDENTITY.set(Identity(user, context.peer()))
+                    no = refuse(request, context)
+                    if no is None:
+                        return await inner_us(request, context)
+                    if no[1] is None:
+                        await context.abort(grpc.StatusCode.PERMISSION_DENIED, no[0])
+                    await context.write(no[1])
+            else:
+                async def unary_stream(request, context):
+                    IDENTITY.set(Identity(user, context.peer()))
+                    no = refuse(request, context)
+                    if no is None:
+                        async for item in inner_us(request, context):
+                            yield item
+                        return
+                    if no[1] is None:
+                        await context.abort(grpc.StatusCode.PERMISSION_DENIED, no[0])
+                    yield no[1]
+            return grpc.unary_stream_rpc_method_handler(unary_stream, handler.request_deserializer,
+                                                        handler.response_serializer)
+        # streamed requests (Telemetry, SendRecordsStream, the replication stream): decided by the
+        # user alone (their rules are ANYONE, SEND_PATH or SUPER), before the first request is read
+        if handler.stream_stream is not None:
+            inner_ss = handler.stream_stream
+            if not inspect.isasyncgenfunction(inner_ss):    # reads and writes itself (context.read / write)
+                async def stream_stream(requests, context):
+                    IDENTITY.set(Identity(user, context.peer()))
+                    no = refuse(None, context)
+                    if no is None:
+                        return await inner_ss(requests, context)
+                    if no[1] is None:
+                        await context.abort(grpc.StatusCode.PERMISSION_DENIED, no[0])
+                    await context.write(no[1])
+            else:
+                async def stream_stream(requests, context):
+                    IDENTITY.set(Identity(user, context.peer()))
+                    no = refuse(None, context)
+                    if no is None:
+                        async for item in inner_ss(requests, context):
+                            yield item
+                        return
+                    if no[1] is None:
+                        await context.abort(grpc.StatusCode.PERMISSION_DENIED, no[0])
+                    yield no[1]
+            return grpc.stream_stream_rpc_method_handler(stream_stream, handler.request_deserializer,
+                                                         handler.response_serializer)
+        if handler.stream_unary is not None:
+            inner_su = handler.stream_unary
+
+            async def stream_unary(requests, context):
+                IDENTITY.set(Identity(user, context.peer()))
+                no = refuse(None, context)
+                if no is None:
+                    return await inner_su(requests, context)
+                if no[1] is None:
+                    await context.abort(grpc.StatusCode.PERMISSION_DENIED, no[0])
+                return no[1]
+            return grpc.stream_unary_rpc_method_handler(stream_unary, handler.request_deserializer,
+                                                        handler.response_serializer)
+        return handler

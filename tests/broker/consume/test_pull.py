@@ -1,0 +1,168 @@
+"""Consumers are served only what cannot be taken back (issue 27.2), through the broker's read
+paths without a server: PullMessage (Pull), PullRecords (Records) and ReceiveMessage
+(Consumption) over a real SYNC_FLUSH store whose commit-log fsync the test holds (the FileIO
+seam). The issue's reproduction (every message pulled 1.5 s before its send was answered) without
+time: while the fsync is held no long poll returns the message, an arrival does not make them
+spin, and once the fsync ends every one of them gets it, durable."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from tidemq.broker.consume.group_offsets import GroupOffsets
+from tidemq.broker.consume.pop_state import PopState
+from tidemq.broker.consume.pull import Pull
+from tidemq.broker.consume.pull_records import Records
+from tidemq.broker.consume.receive import Consumption
+from tidemq.config import BrokerConfig
+from tidemq.io import OsFileIO
+from tidemq.protocol.pull_frame import decode_response, encode_request
+from tidemq.protocol.stubs import pb, spb
+from tidemq.store import Message, MessageStore, StoreConfig
+
+from ...support.wait import PATIENCE_S, wait_until
+
+
+class HeldFsyncs(OsFileIO):
+    """Commit-log fsyncs wait for ``gate`` while ``held`` (``entered``: one waits)."""
+
+    def __init__(self) -> None:
+        self.paths: dict = {}
+        self.held = False
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def open(self, path, create=False, readonly=False):
+        h = super().open(path, create, readonly)
+        self.paths[h] = path
+        return h
+
+    def fsync(self, handle) -> None:
+        if self.held and "commitlog" in self.paths.get(handle, ""):
+            self.entered.set()
+            assert self.gate.wait(2 * PATIENCE_S), "the test never let the fsync end"
+        super().fsync(handle)
+
+
+class Context:
+    def time_remaining(self):
+        return 3600.0
+
+
+def test_no_consumer_gets_a_message_before_its_fsync_ended_and_none_spins(tmp_path):
+    fio = HeldFsyncs()
+    root = str(tmp_path / "store")
+    store = MessageStore(StoreConfig(root_dir=root, flush_disk_type="SYNC_FLUSH", sync_flush_timeout_ms=600_000,
+                                     segment_size_bytes=256 << 10, index_slots=1000, index_entries=4000,
+                                     preallocate_next_segment=False), fio=fio).start()
+    pop = PopState(store.fio, root)
+    pop.open()
+    try:
+        store.create_topic("T", 1)
+        consumption = Consumption(store, BrokerConfig(), pop)
+        offsets = GroupOffsets(store.fio, root)
+        offsets.load()
+        pulls = Pull(store, offsets, consumption.arrivals)
+        records = Records(store, consumption.arrivals, 64 << 20)
+        fetches = [0]
+        real_get, real_raw = store.get, store.get_raw
+
+        def counting(fn):
+            def call(*a, **k):
+                fetches[0] += 1
+                return fn(*a, **k)
+            return call
+
+        store.get, store.get_raw = counting(real_get), counting(real_raw)
+        mq = pb.MessageQueue(topic=pb.Resource(name="T"), id=0)
+        at_durable: dict[str, int] = {}
+
+        async def collect(name, gen):
+            out = [r async for r in gen]
+            at_durable[name] = store.commit_log.flushed_offset
+            return out
+
+        async def pull_records():
+            raw = await records.pull(encode_request("T", 0, 0, wait_ms=600_000), Context())
+            at_durable["records"] = store.commit_log.flushed_offset
+            return raw
+
+        async def scenario():
+            loop = asyncio.get_running_loop()
+            polls = [
+                asyncio.ensure_future(collect("pull", pulls.pull(spb.PullMessageRequest(
+                    group=pb.Resource(name="g"), message_queue=mq, offset=0, batch_size=8,
+                    long_polling_timeout={"seconds": 600}), Context()))),
+                asyncio.ensure_future(pull_records()),
+                asyncio.ensure_future(collect("receive", consumption.receive(spb.ReceiveMessageRequest(
+                    group=pb.Resource(name="g"), message_queue=pb.MessageQueue(topic=pb.Resource(name="T")),
+                    batch_size=8, invisible_duration={"seconds": 30}, long_polling_timeout={"seconds": 600}),
+                    Context()))),
+            ]
+            while fetches[0] < 3:                   # each looked once and waits (nothing else runs)
+                await asyncio.sleep(0)
+            fio.held = True
+            sent = loop.run_in_executor(None, lambda: store.put(Message("T", b"m0")))
+            try:
+                assert await loop.run_in_executor(None, fio.entered.wait, PATIENCE_S), "the fsync never began"
+                assert store.max_offset("T", 0) == 1 and store.readable_max_offset("T", 0) == 0
+                consumption.notify_arrival()            # an arrival wakes them (another send's, an ack)
+                for _ in range(2000):                   # they look, find nothing readable, wait for the store
+                    if len(store._readable_waiters) >= 3 or any(p.done() for p in polls):
+                        break
+                    await asyncio.sleep(0)
+                assert not any(p.done() for p in polls) and not sent.done(), "served before its fsync ended"
+                assert len(store._readable_waiters) >= 3
+                looked = fetches[0]
+                for _ in range(200):
+                    await asyncio.sleep(0)
+                assert fetches[0] == looked, "a woken poll finding nothing readable must wait, not spin"
+                assert not any(p.done() for p in polls), "served before its fsync ended"
+            finally:
+                fio.held = False
+                fio.gate.set()
+            r = await asyncio.wait_for(sent, PATIENCE_S)
+            return r, await asyncio.wait_for(asyncio.gather(*polls), PATIENCE_S)
+
+        r, (pulled, raw, received) = asyncio.run(scenario())
+        assert r.ok
+        end = r.commitlog_offset + r.size
+        assert [x.message.body for x in pulled if x.HasField("message")] == [b"m0"]
+        head, sizes, _data = decode_response(raw)
+        assert head["count"] == 1 and len(sizes) == 4       # one i32 size
+        assert [x.message.body for x in received if x.HasField("message")] == [b"m0"]
+        assert all(at >= end for at in at_durable.values()), ("served before durable", at_durable, end)
+    finally:
+        pop.close()
+        store.shutdown()
+
+
+def test_query_offset_end_is_the_readable_end(tmp_path):
+    fio = HeldFsyncs()
+    root = str(tmp_path / "store")
+    store = MessageStore(StoreConfig(root_dir=root, flush_disk_type="SYNC_FLUSH", sync_flush_timeout_ms=600_000,
+                                     segment_size_bytes=256 << 10, index_slots=1000, index_entries=4000,
+                                     preallocate_next_segment=False), fio=fio).start()
+    try:
+        store.create_topic("T", 1)
+        assert store.put(Message("T", b"a")).ok
+        offsets = GroupOffsets(store.fio, root)
+        offsets.load()
+        pulls = Pull(store, offsets, asyncio.Event())
+        req = spb.QueryOffsetRequest(message_queue=pb.MessageQueue(topic=pb.Resource(name="T"), id=0),
+                                     query_offset_policy=pb.QueryOffsetPolicy.END)
+        fio.held = True
+        t = threading.Thread(target=lambda: store.put(Message("T", b"b")))
+        t.start()
+        try:
+            assert fio.entered.wait(PATIENCE_S)
+            wait_until(lambda: store.max_offset("T", 0) == 2, "the record to be dispatched")
+            assert pulls.query_offset(req).offset == 1, "never past what a consumer can read"
+        finally:
+            fio.held = False
+            fio.gate.set()
+        t.join(PATIENCE_S)
+        assert pulls.query_offset(req).offset == 2
+    finally:
+        store.shutdown()

@@ -1,0 +1,43 @@
+"""What the send path knows of earlier sends (broker/produce/resends.py): a key the window matches is
+confirmed by the stored record itself (its topic and id), so a collision, crafted or not, never makes
+a message vanish as a duplicate: the attack of issue 29 (an attacker's ids whose keys are a victim's
+next ones, sent to its own topic) as a test, with the strongest attacker there is: its entry holds
+the victim's key outright."""
+
+from tidemq.broker.produce.resends import Resends
+from tidemq.config import BrokerConfig
+from tidemq.io import ManualClock
+from tidemq.record.codec import PROP_UNIQ_KEY
+from tidemq.store import Message, PutStatus
+
+
+def put(store, topic, mid):
+    r = store.put(Message(topic=topic, body=b"x", properties={PROP_UNIQ_KEY: mid}))
+    assert r.status is PutStatus.PUT_OK
+    return r
+
+
+def test_a_window_match_that_is_another_message_is_no_match(stores):
+    store = stores(ManualClock(1_700_000_000_000))
+    r = Resends(store, BrokerConfig())
+    attacker = put(store, "junk", "attacker-1")
+    victim_key = r.key("orders", "victim-7")
+    r.window.put_key(victim_key, attacker.queue_offset, attacker.commitlog_offset)     # the crafted collision
+    assert r.find(victim_key, [0], lambda i: "orders", lambda i: "victim-7") == {}, "not a duplicate: stored"
+    assert r.collisions == 1
+    # the same id in another topic, or another id in the same topic: neither is the message
+    same_id = put(store, "junk", "victim-7")
+    r.window.put_key(victim_key, same_id.queue_offset, same_id.commitlog_offset)
+    assert r.find(victim_key, [0], lambda i: "orders", lambda i: "victim-7") == {} and r.collisions == 2
+
+
+def test_a_real_resend_is_still_recognised(stores):
+    store = stores(ManualClock(1_700_000_000_000))
+    r = Resends(store, BrokerConfig())
+    first = put(store, "orders", "victim-7")
+    key = r.key("orders", "victim-7")
+    r.remember(key, [first.queue_offset], [first.commitlog_offset], [True], {})
+    assert r.find(key, [0], lambda i: "orders", lambda i: "victim-7") == {0: (first.queue_offset, "")}
+    assert r.collisions == 0
+    r.window.put_key(key, first.queue_offset, 10**12)                  # an offset with no record there
+    assert r.find(key, [0], lambda i: "orders", lambda i: "victim-7") == {}
