@@ -253,13 +253,13 @@ class SimMember:
         """The whole commit log, as it is (every member's must be the leader's after healing)."""
         out, off = bytearray(), 0
         while True:
-            at, data, _raw = self.store.replica.read_span(off, 1 << 20)
+            at, data, _raw, nxt = self.store.replica.read_span(off, 1 << 20)
             if not data:
                 return bytes(out)
             if at != off:
-                out += b"\0" * (at - off)
-            out += data
-            off = at + len(data)
+                out += b"<%d>" % at                # a jump (past the log's cleaned head)
+            out += data                            # as the leader sends it: a segment's end as a BLANK header
+            off = nxt
 
 
 class GroupSim:

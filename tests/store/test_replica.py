@@ -201,7 +201,7 @@ def _copy_spans(leader: MessageStore, follower: MessageStore, frame_bytes: int =
     """Copy as the replication stream does: whole records (DATA), or a damaged stretch as it is (RAW)."""
     raws = 0
     while True:
-        off, data, raw = leader.replica.read_span(follower.replica.end, frame_bytes)
+        off, data, raw, _next = leader.replica.read_span(follower.replica.end, frame_bytes)
         if not data:
             return raws
         if raw:
@@ -255,3 +255,52 @@ def test_a_cut_whose_wipe_fails_still_ends_the_log_at_the_cut(tmp_path):
         s.put_batch([Message("T", b"new", queue_id=0)])
         assert topic_bodies(s, "T")[-1] == b"new" or b"new" in topic_bodies(s, "T")
         assert len(topic_bodies(s, "T")) == 7
+
+
+def test_a_segment_the_leader_sealed_early_ends_there_on_the_follower_and_the_copy_goes_on(stores):
+    """The leader's commit-log fsync failed: its first segment is sealed at the durable end (store/
+    log_failure.py) and its log goes on at the next segment, in its other directory. read_span gives
+    the seal as a BLANK's 8-byte header; the follower writes it, its segment ends there too, the
+    records after it land at the leader's offsets, and a restart of the follower reads the same."""
+    import errno
+
+    from tidemq.store import PutStatus
+    from tidemq.testing.faulty_io import FaultyFileIO
+
+    from tests.support.store import memory_config
+    seg = 32 * 1024
+    fio = FaultyFileIO(seed=1)
+    leader = stores(memory_config(flush_disk_type="SYNC_FLUSH", sync_flush_timeout_ms=600_000,
+                                  segment_size_bytes=seg, commitlog_dirs=("/l/a", "/l/b")), fio)
+    ok = [leader.put(Message("T", b"ok%d" % i + b"x" * 500)) for i in range(5)]
+    fio.fail("fsync", errno.EIO, "/l/a/")
+    assert leader.put(Message("T", b"failed")).status is PutStatus.FLUSH_DISK_FAILED
+    after = leader.put(Message("T", b"after"))
+    assert after.ok and after.commitlog_offset == seg
+    sealed_at = ok[-1].commitlog_offset + ok[-1].size
+    at, data, raw, nxt = leader.replica.read_span(sealed_at, 5000)
+    assert (at, raw, nxt) == (sealed_at, False, seg) and data == codec.encode_blank(seg - sealed_at)[:8]
+    ffio = FaultyFileIO()
+    cfg = memory_config(root_dir="/f", segment_size_bytes=seg)
+    follower = stores(cfg, ffio)
+    follower.follow("a follower")
+    assert _copy_spans(leader, follower) == 0
+    assert follower.replica.end == leader.replica.end == after.commitlog_offset + after.size
+    assert follower.segments.segments[0].wrote_pos == seg, "its first segment ended at the seal"
+    want = [b[:5] for b in topic_bodies(leader, "T")]
+    assert [b[:5] for b in topic_bodies(follower, "T")] == want and b"faile" not in want and b"after" in want
+    follower.kill()
+    again = stores(cfg, ffio.after_crash())
+    assert again.replica.end == leader.replica.end
+    assert [b[:5] for b in topic_bodies(again, "T")] == want
+
+
+@pytest.mark.parametrize("where", ["header short of the segment's end", "header then more bytes"])
+def test_a_blank_header_that_does_not_end_the_segment_is_refused(where):
+    from tidemq.store.replica import check_frame
+    seg = 32 * 1024
+    blank = codec.encode_blank(seg - 100)[:8] if where.startswith("header short") else codec.encode_blank(seg)[:8]
+    data = blank if where.startswith("header short") else blank + b"\0" * 8
+    with pytest.raises(ReplicaError):
+        check_frame(data, 0, seg)
+    assert check_frame(codec.encode_blank(seg)[:8], 0, seg) == (0, True)

@@ -61,10 +61,11 @@ class ReplicaError(Exception):
     """Bytes a follower refuses to write (not at its log's end, damaged, not whole records)."""
 
 
-def check_frame(data, offset: int, segment_size: int) -> int:
+def check_frame(data, offset: int, segment_size: int) -> tuple[int, bool]:
     """Check that ``data`` (the log's bytes from ``offset``) is whole, intact records within one
-    segment, a BLANK only at that segment's end; the store timestamp of its last record (0: none).
-    ReplicaError saying what is wrong otherwise."""
+    segment, a BLANK only last, ending that segment (given whole, or by its 8-byte header alone:
+    ``read_span``'s way); (the store timestamp of its last record (0: none), whether it ends the
+    segment with a BLANK). ReplicaError saying what is wrong otherwise."""
     seg_start = offset - offset % segment_size
     limit = segment_size - (offset - seg_start)          # room left in the segment
     if len(data) > limit:
@@ -73,9 +74,9 @@ def check_frame(data, offset: int, segment_size: int) -> int:
     while pos < n:
         size, magic = SIZE_MAGIC.unpack_from(data, pos) if pos + 8 <= n else (0, 0)
         if magic == BLANK_MAGIC:
-            if pos + size != n or size != limit - pos:
+            if pos + size != n and pos + SIZE_MAGIC.size != n or size != limit - pos:
                 raise ReplicaError(f"BLANK at {offset + pos} does not end segment {seg_start}")
-            return last_ts
+            return last_ts, True
         if magic != MAGIC or pos + size > n:
             raise ReplicaError(f"no whole record at {offset + pos}")
         kind, size = codec.check_record(data, pos, n, verify_crc=False)
@@ -85,7 +86,7 @@ def check_frame(data, offset: int, segment_size: int) -> int:
             raise ReplicaError(f"record at {offset + pos} says it is at another offset")
         last_ts = codec.I64.unpack_from(data, pos + OFF_STORETIMESTAMP)[0]
         pos += size
-    return last_ts
+    return last_ts, False
 
 
 class ReplicaLog:
@@ -151,37 +152,47 @@ class ReplicaLog:
             finally:
                 mf.release()
 
-    def read_span(self, offset: int, max_bytes: int) -> tuple[int, bytes, bool]:
-        """``read``, and past damage: (offset, bytes, raw). ``raw`` False: whole records (and the
-        BLANK ending a segment) as ``read`` gives them, each one that ``check_frame`` takes; True: a
-        stretch that is not whole records (damaged on this disk), from ``offset`` to where the next
-        valid record starts (codec.next_valid_record: recovery's rule) or the segment's written end,
-        at most ``max_bytes``: a follower writes it as it is (``append_raw``). (offset, b"", False) at
-        the log's end."""
+    def read_span(self, offset: int, max_bytes: int) -> tuple[int, bytes, bool, int]:
+        """What a leader sends from ``offset``: (offset, bytes, raw, next offset). ``raw`` False: whole
+        records, each one that ``check_frame`` takes, up to ``max_bytes`` (a larger record alone), and
+        the segment's end as a BLANK's 8-byte header (whether the segment ends with a BLANK or was
+        sealed early: its directory failed or went offline, commit_log.sealed; the follower's copy
+        then ends that segment there too); True: a stretch that is not whole records (damaged on this
+        disk), from ``offset`` to where the next valid record starts (codec.next_valid_record:
+        recovery's rule) or the segment's written end, at most ``max_bytes``: a follower writes it as
+        it is (``append_raw``). ``next``: where the next read goes on (past a BLANK, the next
+        segment). (offset, b"", False, offset) at the log's end."""
         segs = self.segments
         offset = max(offset, segs.min_offset)
         while True:
             mf = segs.find(offset)
             if mf is None or not mf.hold():
-                return offset, b"", False
+                return offset, b"", False, offset
             try:
                 pos = offset - mf.start_offset
-                limit = mf.wrote_pos
+                seal = self.commit_log.sealed.get(mf.start_offset) if self.commit_log.sealed else None
+                limit = mf.wrote_pos if seal is None else min(mf.wrote_pos, seal)
+                if seal is not None and pos >= seal:
+                    if pos > seal:
+                        offset = mf.end_offset          # past the seal: the next segment
+                        continue
+                    return offset, codec.encode_blank(mf.size - pos), False, mf.end_offset
                 if pos >= limit:
                     if mf.is_full:
                         offset = mf.end_offset          # the next segment
                         continue
-                    return offset, b"", False
+                    return offset, b"", False, offset
                 buf = mf.mapping
                 end = pos
                 base = mf.start_offset
+                blank = False
                 while end < limit:
                     if end + 8 > mf.size:
                         break
                     size, magic = SIZE_MAGIC.unpack_from(buf, end)
-                    if magic == BLANK_MAGIC and size == mf.size - end and end + size <= limit:
-                        end += size                     # the BLANK ending the segment
-                        continue
+                    if magic == BLANK_MAGIC and size == mf.size - end:
+                        blank = True                    # the segment ends here: its header goes
+                        break
                     if magic != MAGIC or size <= 0 or end + size > limit or \
                             codec.check_record(buf, end, limit, verify_crc=False)[0] != codec.REC_OK or \
                             codec.I64.unpack_from(buf, end + OFF_PHYSICALOFFSET)[0] != base + end:
@@ -189,11 +200,14 @@ class ReplicaLog:
                     if end > pos and end - pos + size > max_bytes:
                         break
                     end += size
+                if blank:
+                    data = bytes(buf[pos:end]) + codec.encode_blank(mf.size - end)
+                    return offset, data, False, mf.end_offset
                 if end > pos:
-                    return offset, bytes(buf[pos:end]), False
+                    return offset, bytes(buf[pos:end]), False, base + end
                 nxt = codec.next_valid_record(buf, pos, limit, base)
                 stop = min(limit if nxt is None else nxt, pos + max_bytes)
-                return offset, bytes(buf[pos:stop]), True
+                return offset, bytes(buf[pos:stop]), True, base + stop
             finally:
                 mf.release()
 
@@ -249,12 +263,14 @@ class ReplicaLog:
         if not data:
             return self.end
         seg = self.segments.segment_size
-        last_ts = check_frame(data, offset, seg)
+        last_ts, ends_segment = check_frame(data, offset, seg)
         with self.put_lock:
             mf = self._segment_at_end(offset)
             pos = offset - mf.start_offset
             self.commit_log.fio.pwrite(mf.handle, data, pos)     # as the put path's batches (commit_log.append)
-            mf.wrote_pos = pos + len(data)
+            # a frame that ends with a BLANK (check_frame: only there) ends the segment, whether the BLANK
+            # came whole or as its header alone
+            mf.wrote_pos = mf.size if ends_segment else pos + len(data)
             w = self.commit_log.warmer            # its pages ahead warmed, as for the leader's writes
             if w is not None and mf.start_offset + mf.wrote_pos >= w.wake_offset:
                 w.wake()

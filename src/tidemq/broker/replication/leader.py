@@ -106,7 +106,7 @@ class ReplicationServer:
         try:
             while node.leading and node.epoch == epoch and not reader.done():
                 wake.clear()
-                off, data, raw = store.replica.read_span(offset, frame_max)
+                off, data, raw, nxt = store.replica.read_span(offset, frame_max)
                 end = store.replica.end
                 hw = acks.hw
                 if data:
@@ -114,10 +114,10 @@ class ReplicationServer:
                         self.raw_frames += 1
                         log.warning("replication: log bytes %d..%d are not whole records (damaged here): sent to "
                                     "%s as they are", off, off + len(data), member)
-                    acks.sent(member, conn, off + len(data), end, len(data))
+                    acks.sent(member, conn, nxt, end, len(data))
                     await send(rp.encode(rp.RAW if raw else rp.DATA, epoch, off, end, data, hw))
                     hw_sent = hw
-                    offset = off + len(data)
+                    offset = nxt
                     continue
                 offset = off
                 if hw != hw_sent:                     # the high watermark moved: say so now
