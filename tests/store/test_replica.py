@@ -304,3 +304,29 @@ def test_a_blank_header_that_does_not_end_the_segment_is_refused(where):
     with pytest.raises(ReplicaError):
         check_frame(data, 0, seg)
     assert check_frame(codec.encode_blank(seg)[:8], 0, seg) == (0, True)
+
+
+@pytest.mark.parametrize("cut_to", ["a record in the middle", "nothing (the copy starts over)"])
+def test_a_cut_below_the_checkpoint_survives_a_crash(stores, cut_to):
+    """The checkpoint said the log was durable up to its end; a follower cuts below that (a diverged
+    tail, or its whole log) and is killed before any later checkpoint: its next start finds the log
+    ending at the cut (the checkpoint was lowered first), never refuses to start, never keeps the cut
+    stretch as damage, and the copy goes on from there."""
+    from tidemq.testing.faulty_io import FaultyFileIO
+
+    from tests.support.store import memory_config
+    fio = FaultyFileIO()
+    cfg = memory_config(root_dir="/f", segment_size_bytes=32 * 1024)
+    s = stores(cfg, fio)
+    s.put_batch([Message("T", b"m%02d" % i + b"x" * 700) for i in range(60)])     # two segments
+    s.commit_log.flush()
+    s.flush_queues()                                     # the checkpoint: everything on disk
+    end = s.replica.end
+    assert s.checkpoint.state.physic_offset == end
+    at = s.get("g", "T", 0, 20, 1).messages[0].commitlog_offset if cut_to.startswith("a record") else 0
+    s.replica.truncate(at)
+    s.kill()
+    again = stores(cfg, fio.after_crash())
+    assert again.replica.end == at < end
+    assert len(topic_bodies(again, "T")) == (20 if at else 0)
+    assert again.check().ok

@@ -92,9 +92,11 @@ def check_frame(data, offset: int, segment_size: int) -> tuple[int, bool]:
 class ReplicaLog:
     def __init__(self, segments: SegmentQueue, commit_log: CommitLog, queues: ConsumeQueueTable,
                  index: IndexService | None, dispatcher: Dispatcher, topics: TopicTable, epochs: EpochFile,
-                 put_lock: threading.Lock, restore_topics, flush_after_append: bool) -> None:
+                 put_lock: threading.Lock, restore_topics, flush_after_append: bool,
+                 checkpoint_below=lambda end: None) -> None:
         """``restore_topics``: adds topics the consume queues know and the table does not (the
-        store's); ``flush_after_append``: fsync before append returns (SYNC_FLUSH)."""
+        store's); ``flush_after_append``: fsync before append returns (SYNC_FLUSH);
+        ``checkpoint_below(end)``: the checkpoint made to claim nothing past ``end`` (before a cut)."""
         self.segments = segments
         self.commit_log = commit_log
         self.queues = queues
@@ -105,6 +107,7 @@ class ReplicaLog:
         self.put_lock = put_lock
         self._restore_topics = restore_topics
         self.flush_after_append = flush_after_append
+        self._checkpoint_below = checkpoint_below
         self.appended_bytes = 0
         self.raw_bytes = 0                 # bytes copied as they are (append_raw): damage on the leader
         self.raw_regions = 0
@@ -366,6 +369,9 @@ class ReplicaLog:
             if end >= self.segments.max_offset:
                 return 0
             cut = self.segments.max_offset - max(end, 0)
+            # first the checkpoint: a start after a crash in the cut must not take the cut stretch (or
+            # the zeros a wipe left) for durable data below the checkpoint's offset (recovery.py)
+            self._checkpoint_below(max(end, 0) if end > self.segments.min_offset else 0)
             try:
                 if end <= self.segments.min_offset:
                     end = 0                   # nothing of this log is kept: it starts again empty

@@ -268,7 +268,7 @@ class MessageStore:
                                   self.archive, self._check_disk, self.cleaner)
         self.replica = ReplicaLog(self.segments, self.commit_log, self.queues, self.index, self.dispatcher,
                                   self.topics, self.epochs, self._put_lock, self._restore_topic_state,
-                                  cfg.sync_flush)
+                                  cfg.sync_flush, self._checkpoint_below)
         self._state = StoreState.RUNNING
         self.start_phase = "running"
         return self
@@ -408,6 +408,15 @@ class MessageStore:
             "dispatch_error": self.dispatcher.error, "segment_error": self.writer.segment_error,
             "log_failures": [f.as_dict() for f in self.commit_log.failures],
             "failed_dirs": self.disk.failed()})
+
+    def _checkpoint_below(self, end: int) -> None:
+        """The checkpoint claims nothing at or past ``end`` (a follower's cut, replica.py: written
+        before the cut, so that the next start never takes the cut stretch for acknowledged data)."""
+        st = self.checkpoint.state
+        if max(st.physic_offset, st.logics_offset, st.index_offset) > end:
+            self.checkpoint.update(physic_offset=min(st.physic_offset, end), logics_offset=min(st.logics_offset, end),
+                                   index_offset=min(st.index_offset, end))
+            self.checkpoint.flush()
 
     def _write_checkpoint(self, summary: bool = False) -> None:
         d = self.dispatcher
