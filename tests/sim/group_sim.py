@@ -9,9 +9,9 @@ One run: a producer sends without pause to whichever member answered last (anoth
 refusal or no answer; a put the client gave up on still reaches the member when it runs again),
 consumers read from any member, and a chaos schedule kills (kill -9: the page cache survives),
 stops (SIGSTOP) and restarts members, cuts links between two members and between a member and
-the coordinator, isolates the leader, fills a follower's disk and fails its fsyncs. Then every
-fault is healed and the group must settle: one leader, every member's log equal to it and in its
-in-sync set. Checked after every run:
+the coordinator, isolates the leader, fills a follower's disk and fails a member's commit-log
+fsyncs (a leader's: it steps down). Then every fault is healed and the group must settle: one
+leader, every member's log equal to it and in its in-sync set. Checked after every run:
 
 * no acknowledged message lost (SYNC; under ASYNC the loss is counted: what the new leader had
   not copied), none stored twice;
@@ -417,8 +417,9 @@ class GroupSim:
                 target = self.net.peers.get(ep) if ep else None
 
     async def _consumer(self) -> None:
-        """Reads from any running member, each queue from where it left off; SYNC: up to what the
-        member may serve (the high watermark)."""
+        """Reads from any running member, each queue from where it left off, what its store serves
+        (SYNC: the store stops at the high watermark itself: node.read_limit through
+        store.set_commit_limit; a record served past it fails the run)."""
         rng = self.rng
         cursor = [0] * QUEUES
         while True:
@@ -427,17 +428,17 @@ class GroupSim:
             if not live:
                 continue
             m = rng.choice(live)
-            limit = m.node.read_limit()
             q = rng.randrange(QUEUES)
             try:
                 g = m.store.get("sim", TOPIC, q, cursor[q], max_count=16)
             except Exception:  # noqa: BLE001 - the store stopped meanwhile
                 continue
+            limit = m.node.read_limit()
             if g.status is not GetStatus.FOUND:
                 continue
             for msg in g.messages:
                 if limit is not None and msg.commitlog_offset + msg.store_size > limit:
-                    break
+                    self.fail(f"{m.name} served offset {msg.commitlog_offset} past its high watermark {limit}")
                 i = int(bytes(msg.body).split(b"|", 1)[0])
                 phys = msg.commitlog_offset
                 if phys in self.served and self.served[phys] != i and self.mode == "SYNC":
@@ -527,9 +528,8 @@ class GroupSim:
                     self.stats.faults.append("disk full")
                     f.fio.fail("pwrite", errno.ENOSPC, SEGMENT_FILES, times=k)
             elif r < 0.95:
-                followers = [m for m in live if not m.node.leading]
-                if followers and self.sync_flush:
-                    f = rng.choice(followers)
+                if live and self.sync_flush:
+                    f = pick if pick.alive else rng.choice(live)       # the leader too: it steps down
                     k = rng.randint(1, 5)
                     self.say(f"{f.name}'s fsync fails {k} time(s)")
                     self.stats.faults.append("fsync error")
@@ -564,6 +564,12 @@ class GroupSim:
             if m.alive:
                 m.resume()
                 m.fio.clear_faults()
+                if m.store.log_failures:
+                    # its commit log failed: its directory takes nothing more until a restart
+                    # (store/log_failure.py), as an operator would restart it
+                    self.say(f"restart {m.name} (its commit log failed)")
+                    m.kill()
+                    await m.start()
             else:
                 m.fio.clear_faults()
                 await m.start()

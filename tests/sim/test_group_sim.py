@@ -206,3 +206,87 @@ def test_whatever_the_timing_no_member_outside_the_recorded_set_is_elected(laggi
     sim = GroupSim(5, "SYNC", min_in_sync=1, sync_flush=False, script=script).run()
     assert seen["elected"] in seen["record"], seen
     assert sim.stats.lost == 0 and sim.stats.served_then_cut == 0, sim.stats
+
+
+@pytest.mark.parametrize("mode", ["SYNC", "ASYNC"])
+def test_a_leader_whose_commit_log_fsync_fails_steps_down_and_a_member_of_the_set_leads(mode):
+    """SYNC_FLUSH: the leader's commit-log fsync fails (store/log_failure.py: its log cut back to the
+    durable end, its only directory failed). It acknowledges nothing from then on, leaves the recorded
+    in-sync set and gives up its lease (node.py: on_log_failed); a member of the set is elected; after
+    a restart it copies the new leader's log (its own started over). Nothing acknowledged is lost, no
+    consumer was served what was cut, no write acknowledged by the old epoch after the new began."""
+    seen = {}
+
+    async def script(sim: GroupSim) -> None:
+        await sim.until(lambda: settled(sim), "a settled group")
+        await asyncio.sleep(0.5)
+        lead = sim.members[leader_name(sim)]
+        epoch = max(sim.coord.began)
+        lead.fio.fail("fsync", errno.EIO, SEGMENT_FILES)
+        await sim.until(lambda: lead.store.log_failures, "the leader's commit log failed")
+        failed_at = sim.now()
+        acked = sim.stats.acked
+        await sim.until(lambda: max(sim.coord.began) > epoch, "an election")
+        seen["elected"] = sim.coord.leaders[max(sim.coord.began)]
+        seen["old"] = lead.name
+        seen["took_s"] = sim.coord.began[max(sim.coord.began)] - failed_at
+        seen["acked_by_old"] = sum(1 for a in sim.acks.values() if a.member == lead.name and a.at_s >= failed_at)
+        seen["record"] = sim.isr()
+        await asyncio.sleep(1.0)
+        seen["acked_after"] = sim.stats.acked - acked
+
+    sim = GroupSim(6, mode, min_in_sync=1, sync_flush=True, script=script).run()
+    assert seen["elected"] != seen["old"] and seen["old"] not in seen["record"], seen
+    assert seen["acked_by_old"] == 0, "nothing acknowledged by the failed leader after its failure"
+    assert seen["acked_after"] > 0, "the group takes writes again"
+    assert seen["took_s"] < SESSION_S, "it stepped down: no need to wait for its session to expire"
+    st = sim.stats
+    assert st.lost == 0 and st.twice == 0 and st.older_epoch_acks == 0 and st.served_then_cut == 0, st
+
+
+def test_sync_reads_stop_at_the_high_watermark_on_the_leader_and_the_followers_and_wake_when_it_moves():
+    """SYNC, both followers in the recorded set, one stopped (less than replica_lag_time_max_ms): a
+    put the leader appended and the running follower copied is not served by either (get, get_raw,
+    the max offset every result carries: what a failover could take back); a long poll armed on the
+    leader (store.notify_readable) is woken when the stopped follower runs again and confirms it,
+    and then both serve it (the high watermark carried in the frames)."""
+    from tidemq.store import GetStatus, PutStatus
+    seen = {}
+
+    async def script(sim: GroupSim) -> None:
+        await sim.until(lambda: settled(sim), "a settled group")
+        sim._producing = False                       # this scenario's own put only
+        await asyncio.sleep(0.5)
+        lead = sim.members[leader_name(sim)]
+        stopped, running = [sim.members[n] for n in sorted(sim.members) if n != lead.name]
+        stopped.pause()
+        sim.bodies[-1] = b"-1|held"
+        [r] = lead.store.put_batch([Message("SimT", sim.bodies[-1], queue_id=0)])
+        assert r.status is PutStatus.FLUSH_SLAVE_TIMEOUT, "appended, not confirmed by the whole set"
+        q, off, end = 0, r.queue_offset, r.commitlog_offset + r.size
+        await sim.until(lambda: running.store.replica.end >= end, "the running follower copied it")
+        woken = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        seen["armed"] = lead.store.notify_readable(lambda: loop.call_soon_threadsafe(woken.set))
+        for m in (lead, running):
+            seen[m.name, "get"] = m.store.get("c", "SimT", q, off, 1).status
+            seen[m.name, "raw"] = m.store.get_raw("SimT", q, off, 1).status
+            seen[m.name, "max"] = m.store.readable_max_offset("SimT", q)
+        await asyncio.sleep(0.3)
+        seen["woken early"] = woken.is_set()
+        stopped.resume()
+        await asyncio.wait_for(woken.wait(), 5.0)
+        await sim.until(lambda: running.node.read_limit() >= end, "the follower heard of the new high watermark")
+        for m in (lead, running):
+            seen[m.name, "after"] = m.store.get("c", "SimT", q, off, 1).status
+        seen["names"] = lead.name, running.name
+        seen["off"] = off
+
+    sim = GroupSim(7, "SYNC", min_in_sync=1, sync_flush=False, chaos=False, script=script).run()
+    lead, running = seen["names"]
+    assert seen["armed"] and not seen["woken early"]
+    for m in (lead, running):
+        assert seen[m, "get"] is GetStatus.OFFSET_OVERFLOW_ONE and seen[m, "raw"] is GetStatus.OFFSET_OVERFLOW_ONE, seen
+        assert seen[m, "max"] == seen["off"], "its max offset does not name it"
+        assert seen[m, "after"] is GetStatus.FOUND
+    assert sim.stats.lost == 0 and sim.stats.served_then_cut == 0

@@ -40,6 +40,7 @@ class FollowerNode:
         self.group, self.member, self.endpoint, self.leader_port_endpoint = group, "g-1", "127.0.0.1:1", ""
         self.known_epoch = known_epoch
         self.hw_known = 0
+        self.coordinator = None
         self.service, self.state_dir = None, None
         self.clock, self.transport = SystemClock(), GrpcTransport()
         self.config = SimpleNamespace(replication_retry_ms=50, replication_state_interval_ms=3_600_000)

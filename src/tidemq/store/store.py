@@ -904,10 +904,12 @@ class MessageStore:
         return self.reader.get_by_commitlog_offset(offset, size)
 
     def query_by_key(self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0,
-                     end_ms: int | None = None) -> list[codec.StoredMessage]:
-        """Messages of ``topic`` with this key (or unique key) stored within [begin_ms, end_ms], newest first."""
+                     end_ms: int | None = None, whole_log: bool = False) -> list[codec.StoredMessage]:
+        """Messages of ``topic`` with this key (or unique key) stored within [begin_ms, end_ms], newest
+        first, readable ones only (readable_end) unless ``whole_log`` (the broker's own look-up of a
+        resend's earlier store: it answers it only once ``confirm`` says so)."""
         self._reading("query_by_key")
-        return self.reader.query_by_key(topic, key, max_count, begin_ms, end_ms)
+        return self.reader.query_by_key(topic, key, max_count, begin_ms, end_ms, whole_log)
 
     def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first queue offset whose message was stored at or after ``timestamp_ms``

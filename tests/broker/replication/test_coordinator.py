@@ -39,6 +39,7 @@ class Stub:
         self.endpoint, self.leader_port_endpoint = f"{member}:1", ""
         self.store = SimpleNamespace(replica=SimpleNamespace(end=end))
         self.leading, self.fenced, self.epoch, self.leader_endpoint = False, None, 0, ""
+        self.step_down_wanted = False
         self.lease = Lease(clock, RATIO, SESSION_S)
         self.acks = ReplicaAcks(sync, 1, 60_000, int(LAG_S * 1000), lambda: self.store.replica.end, clock, self.lease)
         self.config = SimpleNamespace(election_wait_ms=int(WAIT_S * 1000), coordinator="memory")

@@ -119,14 +119,21 @@ class Resends:
         self.window.put_key(key, offset, phys, txn)
         return offset, txn
 
-    def _stored_before_start(self, topic: str, message_id: str) -> tuple[int, str] | None:
-        """A message of this id stored shortly before the broker started (the index has its
-        UNIQ_KEY), remembered in the window; None when there is none (or no index)."""
+    def _stored_before_start(self, topic: str, message_id: str) -> tuple[int, str] | Unconfirmed | None:
+        """A message of this id stored shortly before the broker started or took the lead (the index
+        has its UNIQ_KEY), remembered in the window once the store confirms it (Unconfirmed until
+        then: a promoted follower's records past the high watermark, SYNC replication); None when
+        there is none (or no index, or it will never be confirmed)."""
         if self.store.index is None or not message_id:
             return None
-        found = [m for m in self.store.query_by_key(topic, message_id, 4, self._index_from_ms)
+        found = [m for m in self.store.query_by_key(topic, message_id, 4, self._index_from_ms, whole_log=True)
                  if m.properties.get(PROP_UNIQ_KEY) == message_id]      # its id, not a key of another
         if not found:
+            return None
+        why = self.store.confirm(found[0].commitlog_offset + found[0].store_size)
+        if why in NOT_YET:
+            return Unconfirmed((why, f"stored, not yet confirmed ({why.name})"))
+        if why is not None:
             return None
         offset = found[0].queue_offset
         self.window.put(topic, message_id, offset, found[0].commitlog_offset)

@@ -16,6 +16,10 @@ whole. Under the coordinator's chroot (``coordinator = "HOST:PORT[,...]/chroot"`
     /groups/<group>/isr              persistent: {"epoch", "members"}: the in-sync set (the leader
                                      first), written only by the leader of that epoch, each change a
                                      compare-and-set on the node's version
+    /groups/<group>/ineligible/<id>  persistent: a member whose own log lost what it had confirmed
+                                     (its commit log failed: its copy starts over); made before it
+                                     drops a byte, removed once it has the high watermark again:
+                                     never elected meanwhile, in the set or not
     /topics/<topic>                  the cluster's topology (topology.py)
 
 **The in-sync set** (Kafka's ISR, RocketMQ 5's SyncStateSet) is what makes an acknowledgement
@@ -146,7 +150,7 @@ class GroupCoordinator:
 
     def _setup(self) -> None:
         if not self._set_up:
-            for p in (self._p("members"), f"{self.base}/topics"):
+            for p in (self._p("members"), self._p("ineligible"), f"{self.base}/topics"):
                 self.c.ensure_path(p)
             self.c.create(self._p("epoch"), b"0")
             self._set_up = True
@@ -197,6 +201,11 @@ class GroupCoordinator:
                 if not node.leading or node.epoch != epoch:
                     # a lease of ours that we do not act on (lead() failed): give it up, elect again
                     c.delete(self._p("leader"), got.version)
+                    return out
+                if node.step_down_wanted:
+                    if self.step_down():                # its log failed: a member of the set leads
+                        node.step_down_wanted = False
+                        out.append(Action("follow"))
                     return out
                 node.lease.renew(sent_at)
                 if node.fenced:
@@ -324,8 +333,10 @@ class GroupCoordinator:
             r.posted = True
         members = self._read_members()
         rec = self._read_isr()
-        # only a live member of the recorded set may lead (a fresh group: any live member)
+        # only a live member of the recorded set may lead (a fresh group: any live member), and none
+        # whose log lost what it had confirmed
         live = set(members) if rec is None else set(members) & set(rec.members)
+        live -= set(c.children(self._p("ineligible")))
         if not live:
             said = f"no member of the in-sync set {list(rec.members)} is alive" if rec else "no member is alive"
             if said != self._said:
@@ -362,6 +373,50 @@ class GroupCoordinator:
         self._isr = IsrRecord(new_epoch, isr, 0 if rec is None else rec.version + 1)
         self._round = None
         return [Action("lead", epoch=new_epoch, isr=isr[1:], lease_from=sent_at)]
+
+    def set_eligible(self, eligible: bool) -> bool:
+        """Record (blocking) whether this member may be elected: False before its log drops what it had
+        confirmed, True once it has the high watermark again. False when the coordinator cannot be
+        reached (the caller tries again; it drops nothing meanwhile)."""
+        path = self._p(f"ineligible/{self.node.member}")
+        try:
+            self._setup()
+            if eligible:
+                self.c.delete(path)
+            else:
+                self.c.create(path, b"")
+            return True
+        except Unreachable:
+            return False
+
+    def eligible(self) -> bool | None:
+        """Whether the record says this member may be elected (None: the coordinator cannot say)."""
+        try:
+            return self.c.get(self._p(f"ineligible/{self.node.member}")) is None
+        except Unreachable:
+            return None
+
+    def step_down(self) -> bool:
+        """This leader gives up its lease (its log failed: node.py) and, when the recorded set has other
+        members, leaves it first, so that one of them is elected. Blocking (a thread). False when it
+        cannot (the coordinator unreachable, the lease not its own): it goes on leading."""
+        node = self.node
+        try:
+            rec = self._read_isr()
+            if rec is not None and rec.epoch == node.epoch and node.member in rec.members and len(rec.members) > 1:
+                others = [m for m in rec.members if m != node.member]
+                doc = json.dumps({"epoch": rec.epoch, "members": others}).encode()
+                if not self.c.set(self._p("isr"), doc, rec.version):
+                    return False
+            got = self.c.get(self._p("leader"))
+            if got is None or got.owner != self._session:
+                return False
+            self.c.delete(self._p("leader"), got.version)
+        except Unreachable:
+            return False
+        self._isr = None
+        self.wake()
+        return True
 
     # drivers ------------------------------------------------------------------------------------
     def run_thread(self, apply: Callable[[Action], Awaitable[None]], loop: asyncio.AbstractEventLoop) -> None:

@@ -10,7 +10,9 @@ written offset, or the durable one under SYNC_FLUSH) each frame that moved it an
 HEARTBEAT (the leader learns it is caught up: acks.py), then dispatch (its consume-queue units and
 index entries: a read before that dispatches first); keep the high watermark every frame carries
 (``node.hw_known``: what a follower serves reads up to under SYNC); copy the broker state every
-``replication_state_interval_ms`` (state.py, in chunks: any size). A session ends when the stream
+``replication_state_interval_ms`` (state.py, in chunks: any size). A follower whose own log was
+sealed early (its commit log failed: store/log_failure.py) starts its copy over: its log must be
+the leader's offset for offset. A session ends when the stream
 does (the leader stopped, was killed, refused us) or when nothing came for ``IDLE_S``; the next
 starts after ``replication_retry_ms`` (longer, up to ``RETRY_S_MAX``, while this member's own disk
 refuses the writes: a full disk), from wherever this log ends, so a follower cut off for a while
@@ -57,6 +59,7 @@ class ReplicationClient:
         self.state_copies = 0
         self.state_bytes = 0
         self.local_errors = 0             # sessions ended by this member's own disk
+        self.ineligible: bool | None = None   # recorded as not electable (its log started over); None: not asked
         self.stopped = False
         self._task: asyncio.Task | None = None
 
@@ -127,6 +130,24 @@ class ReplicationClient:
 
     async def _session(self) -> None:
         node, store = self.node, self.node.store
+        gc = node.coordinator
+        if gc is not None and self.ineligible is None:
+            self.ineligible = await asyncio.to_thread(gc.eligible) is False
+        if store.commit_log.sealed:
+            # this member's log was sealed early (its commit log failed, store/log_failure.py, or a
+            # directory went offline): it goes on at the next segment, with a hole the leader's log
+            # does not have. A follower's copy must be the leader's, offset for offset: it starts over.
+            # It may have confirmed what it drops: first it says it may not be elected (coordinator.py)
+            if gc is not None and not await asyncio.to_thread(gc.set_eligible, False):
+                raise LocalWriteError("this member's log must start over, and the coordinator cannot be told "
+                                      "it may not be elected meanwhile")
+            self.ineligible = gc is not None
+            cut = await asyncio.to_thread(store.replica.truncate, 0)
+            store.commit_log.forget_seals_after(0)        # (an empty log has nothing sealed)
+            log.warning("replication: this member's log had a sealed stretch (a failed or offline directory): "
+                        "%d bytes dropped, the copy starts again from the leader's first offset", cut)
+            self.truncated_bytes += cut
+            node.hw_known = 0
         async with node.transport.connect(self.leader_endpoint) as ch:
             info = rp.loads(await ch.epochs(CALL_TIMEOUT_S))
             if not info.get("leader"):
@@ -180,15 +201,22 @@ class ReplicationClient:
                     else:
                         await asyncio.to_thread(store.replica.append_raw, fr.offset, fr.payload)
                 except OSError as e:
-                    if store.replica.flush_after_append:
-                        # a failed fsync proves nothing about what it covered (Linux may drop those
-                        # pages): copy again from what an fsync did make durable
-                        await asyncio.to_thread(store.replica.truncate, store.commit_log.flushed_offset)
+                    # (a failed fsync or write of the log: the store cut it back to what was durable and
+                    # sealed it there, store/log_failure.py; the next session starts the copy over)
                     raise LocalWriteError(f"this member's disk refused the leader's bytes at {fr.offset}: {e}") \
                         from None
                 self._copy_epochs(theirs)
             # what every member of the in-sync set has; never past what this log has
-            node.hw_known = max(node.hw_known, min(fr.hw, store.replica.end))
+            hw = max(node.hw_known, min(fr.hw, store.replica.end))
+            if hw != node.hw_known:
+                node.hw_known = hw
+                store.readable_advanced()         # consumers waiting for it look again (SYNC: node.read_limit)
+            if self.ineligible and fr.hw <= store.replica.end and node.coordinator is not None:
+                # its copy has everything acknowledged again: it may be elected
+                if await asyncio.to_thread(node.coordinator.set_eligible, True):
+                    self.ineligible = False
+                    log.warning("replication: this member's copy has the high watermark (%d) again: it may be "
+                                "elected", fr.hw)
             confirmed = store.replica.confirmed()
             if confirmed != acked or fr.kind == rp.HEARTBEAT:
                 await stream.write(rp.encode(rp.ACK, epoch, confirmed))

@@ -27,9 +27,14 @@ leader while it follows, closed while it is fenced.
 
 Reads: under SYNC replication consumers are served only up to the high watermark (what every
 member of the in-sync set has: acks.hw on the leader, the last frame's on a follower), so that no
-failover takes back what a consumer saw (``read_limit``, the store's commit limit where the store
-has one). ASYNC replication serves the whole log: a failover takes back what the new leader had
-not copied, and a consumer may have seen it.
+failover takes back what a consumer saw (``read_limit``, the store's commit limit: every read path
+stops there, and long polls are woken when it moves). ASYNC replication serves the whole log: a
+failover takes back what the new leader had not copied, and a consumer may have seen it.
+
+A failure of this member's own commit log (store/log_failure.py, ``store.on_log_failed``): a leader
+acknowledges nothing more and steps down (coordinator.py: it leaves the recorded set and gives up
+its lease), or alone leads a new epoch beginning at the cut; a follower is recorded as not electable
+until its copy, started over, has the high watermark again (follower.py).
 """
 
 from __future__ import annotations
@@ -104,6 +109,8 @@ class ReplicationNode:
         self._port_open: bool | None = None
         self._lock = asyncio.Lock()
         self.role_changed: asyncio.Event | None = None    # set (and replaced) at each change of role or leader
+        self.step_down_wanted = False         # a leader whose log failed: the coordinator's step gives up the lease
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def _changed(self) -> None:
         """Calls forwarded to a leader this member no longer follows end now (forward.py)."""
@@ -152,6 +159,14 @@ class ReplicationNode:
 
     # lifecycle ----------------------------------------------------------------------------------
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.store.on_log_failed(self._on_log_failed)
+        if self.config.sync:
+            # consumers (every read path: store/reader.py) stop at the high watermark; a long poll
+            # waiting for it looks again whenever it may have moved (the senders' wake-ups: after
+            # every append and every move of acks.hw; on a follower, follower.py)
+            self.store.set_commit_limit(self.read_limit)
+            self.acks.add_waker(self.store.readable_advanced)
         if self.lease is not None:
             c = self._coordination
             base = "/tidemq"
@@ -197,6 +212,41 @@ class ReplicationNode:
             self.client = None
         self.acks.forget()
 
+    # a failure of this member's own commit log (store/log_failure.py) ----------------------------
+    def _on_log_failed(self, failure) -> None:
+        """From the thread that found it: the store cut its log back to ``failure.durable_end``. A
+        follower may have confirmed what the cut took: it says at once, from this thread, that it may
+        not be elected (coordinator.py), until its copy has the high watermark again (follower.py)."""
+        if self.leading:
+            if self.coordinator is not None:
+                self.step_down_wanted = True      # the coordinator renews the lease no more (coordinator.py)
+            if self.lease is not None:
+                self.lease.revoke()               # nothing acknowledged from now on (acks.py checks it)
+        elif self.coordinator is not None:
+            self.coordinator.set_eligible(False)
+            if self.client is not None:
+                self.client.ineligible = True
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._log_failed(failure)))
+
+    async def _log_failed(self, failure) -> None:
+        """A leader whose log was cut back steps down instead of writing on (27.1): records after the
+        cut may be on its followers, and within one epoch every member's log must be a prefix of the
+        leader's. With a coordinator it leaves the in-sync set (when others are in it) and gives up the
+        lease, so that a member of the set is elected; alone (a static group, or the set's only
+        member) it leads a new epoch beginning at the cut, and the followers cut what they have
+        after it. A follower's next session starts its copy over (follower.py)."""
+        if not self.leading:
+            return
+        log.error("broker group %s: %s's commit log failed (%s): it no longer leads epoch %d", self.group,
+                  self.member, failure.error, self.epoch)
+        if self.coordinator is not None:
+            self.step_down_wanted = True          # the coordinator's next step (coordinator.py)
+            self.lease.revoke()                   # (again: a renewal may have come in between)
+            self.coordinator.wake()
+        else:
+            await self.lead(self.epoch + 1, self.acks.isr)
+
     async def apply(self, a: Action) -> None:
         """Make a change the coordinator asks for (coordinator.py)."""
         if a.kind == "lead":
@@ -220,13 +270,20 @@ class ReplicationNode:
                 self.client = None
             self.epoch = epoch
             self.known_epoch = max(self.known_epoch, epoch)
+            isr = tuple(isr)
             self.acks.forget()
             self.acks.set_isr(isr, hw=min(self.hw_known, self.store.replica.end))
             if self.lease is not None and lease_from is not None:
                 self.lease.renew(lease_from)
             self.store.writer.replicas = self.acks
+            cut = self._sealed_since_epoch()
+            if cut is not None and epoch > self.store.epochs.last_epoch:
+                # this log was sealed at ``cut`` (a failure of it cut it back there: log_failure.py), in
+                # the epoch it was written in: the new epoch begins there, so that a follower holding
+                # records after the cut finds them diverged and cuts them (then copies the seal)
+                await asyncio.to_thread(self.store.epochs.begin, epoch, cut)
             await asyncio.to_thread(self.store.lead, epoch)
-            self.leading, self.fenced = True, None
+            self.leading, self.fenced, self.step_down_wanted = True, None, False
             self.leader_endpoint = self.endpoint
             self._changed()
             self.members[self.member] = self._me("leader")
@@ -235,6 +292,7 @@ class ReplicationNode:
             await self._leader_port(True)
             if self.coordinator is None and self._isr_task is None:
                 self._isr_task = asyncio.create_task(self._keep_isr())
+            self.store.readable_advanced()        # the high watermark is the leader's now
             log.warning("broker group %s: %s leads, epoch %d, from log offset %d, in-sync set %s", self.group,
                         self.member, epoch, self.store.replica.end, [self.member, *sorted(isr)])
 
@@ -265,6 +323,16 @@ class ReplicationNode:
                 self.client.start()
             await self._leader_port(True)
             log.warning("broker group %s: %s follows %s", self.group, self.member, leader_endpoint or "(no leader yet)")
+
+    def _sealed_since_epoch(self) -> int | None:
+        """The earliest seal of this log (commit_log.sealed) in its last epoch, or None."""
+        sealed = self.store.commit_log.sealed
+        if not sealed:
+            return None
+        entries = self.store.epochs.snapshot()
+        since = entries[-1][1] if entries else 0
+        at = [start + pos for start, pos in sealed.items() if start + pos >= since]
+        return min(at) if at else None
 
     async def fence(self, why: str) -> None:
         async with self._lock:
