@@ -25,7 +25,8 @@ A member's put answers at once (the writer's wait has timeout 0): an appended pu
 confirmed is confirmed by the client's resend, which the broker answers from ``store.confirm``
 (produce/send_path.Unconfirmed), as the official clients' retries are.
 
-``python -m tests.sim.group_sim SEED [--async]`` replays one seed with the group's log.
+``python -m tests.sim.group_sim SEED [--async]`` replays one seed with the group's log;
+``python -m tests.sim.group_sim --seeds N [--async]`` prints the figures of seeds 0..N-1.
 """
 
 from __future__ import annotations
@@ -631,7 +632,30 @@ class GroupSim:
             self.fail(f"{len(cut)} record(s) served to consumers were later cut: offsets {sorted(cut)[:10]}")
 
 
+def totals(seeds: range, mode: str) -> dict:
+    """The figures of many runs: sums of the counts, the longest time without a writable leader, and
+    the seeds that failed (with the first line of why)."""
+    out = {"mode": mode, "runs": 0, "sent": 0, "acked": 0, "lost": 0, "twice": 0, "older_epoch_acks": 0,
+           "served": 0, "served_then_cut": 0, "elections": 0, "unwritable_s_max": 0.0, "failed": {}}
+    for seed in seeds:
+        sim = GroupSim(seed, mode)
+        try:
+            sim.run()
+        except SimFailure as e:
+            out["failed"][seed] = str(e).splitlines()[0]
+        st = sim.stats
+        out["runs"] += 1
+        for k in ("sent", "acked", "lost", "twice", "older_epoch_acks", "served", "served_then_cut", "elections"):
+            out[k] += getattr(st, k)
+        out["unwritable_s_max"] = round(max(out["unwritable_s_max"], st.unwritable_s_max), 3)
+    return out
+
+
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--seeds":
+        # python -m tests.sim.group_sim --seeds 300 [--async]: the figures of seeds 0..N-1
+        print(json.dumps(totals(range(int(argv[1])), "ASYNC" if "--async" in argv else "SYNC")))
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     seed = int(argv[0])
     sim = GroupSim(seed, "ASYNC" if "--async" in argv else "SYNC")

@@ -276,3 +276,46 @@ def test_the_lease_is_renewed_at_every_step_and_is_shorter_than_the_session():
     assert m0.leading and m0.lease.renewals > 5
     assert 0 < m0.lease.until_s - w.clock.monotonic_s() <= RATIO * SESSION_S
     assert m0.gc.step_s <= RATIO * SESSION_S / 4
+
+
+def test_a_leader_that_wants_to_step_down_leaves_the_record_and_a_member_of_the_set_leads_at_once():
+    """node.step_down_wanted (its commit log failed, node.py): the next step takes it out of the
+    recorded set and gives up the leader node; a member of the set is elected without waiting for
+    its session to expire, and the old leader is never elected again while it is out of the set."""
+    w = World({"m0": 0, "m1": 0, "m2": 0})
+    w.start()
+    w.run(1.0)
+    assert w.leader() == "m0"
+    w.catch_up("m0", "m1", "m2")
+    w.run(0.2)
+    assert w.isr_record() == ["m0", "m1", "m2"]
+    m0 = w.members["m0"]
+    m0.step_down_wanted = True
+    m0.lease.revoke()
+    w.run(WAIT_S + 0.5)                                 # well within the session (1.5 s)
+    assert w.leader() in ("m1", "m2") and not m0.leading and not m0.step_down_wanted
+    assert "m0" not in w.isr_record(), "the new epoch's set is the old set's live members, without it"
+    assert m0.leader_endpoint == w.members[w.leader()].endpoint
+
+
+def test_a_member_recorded_ineligible_is_never_elected_until_it_says_it_may_be_again():
+    """A follower whose commit log failed (node.py: set_eligible(False) before it drops a byte) is
+    not elected, though in the recorded set with the longest log; once it has the high watermark
+    again (follower.py: set_eligible(True)) it may be."""
+    w = World({"m0": 0, "m1": 0, "m2": 0})
+    w.start()
+    w.run(1.0)
+    w.catch_up("m0", "m1", "m2")
+    w.run(0.2)
+    assert w.isr_record() == ["m0", "m1", "m2"]
+    assert w.members["m1"].gc.set_eligible(False) and w.members["m1"].gc.eligible() is False
+    w.members["m1"].store.replica.end = 10_000
+    w.kill("m0")
+    w.run(SESSION_S + WAIT_S + 1.0)
+    assert w.leader() == "m2", "the ineligible member is passed over"
+    w.catch_up("m2", "m1")
+    w.run(0.2)
+    assert w.members["m1"].gc.set_eligible(True) and w.members["m1"].gc.eligible() is True
+    w.kill("m2")
+    w.run(SESSION_S + WAIT_S + 1.0)
+    assert w.leader() == "m1"
