@@ -60,10 +60,12 @@ def test_a_leader_cut_off_from_the_coordinator_refuses_writes(tmp_path):
             try:
                 r = wait_until(lambda: (r := p.send_batch("T", [b"cut off"])[0]).code != Code.OK and r,
                                "the leader to refuse writes")
-                # its lease ran out (LEASE_EXPIRED: INTERNAL_SERVER_ERROR, retried), it is fenced while its
-                # session is suspended, or (a slow machine) the session is lost and it follows with no
-                # leader elected (FORBIDDEN): each refuses, typed
-                assert r.code in (Code.INTERNAL_SERVER_ERROR, Code.FORBIDDEN)
+                # its lease ran out (LEASE_EXPIRED: INTERNAL_SERVER_ERROR, retried; or, when it ran out
+                # between the append and the answer, appended and not acknowledged:
+                # SLAVE_PERSISTENCE_TIMEOUT), it is fenced while its session is suspended, or (a slow
+                # machine) the session is lost and it follows with no leader elected (FORBIDDEN): each
+                # refuses, typed
+                assert r.code in (Code.INTERNAL_SERVER_ERROR, Code.SLAVE_PERSISTENCE_TIMEOUT, Code.FORBIDDEN)
                 # (the lease runs out first, at half the session; the session is seen suspended after
                 # two thirds of it: then it is fenced)
                 wait_until(lambda: g.status(leader)["role"] in ("leader (fenced)", "follower"), "fenced")
