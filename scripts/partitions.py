@@ -8,9 +8,9 @@ its followers only, from both, stopped (SIGSTOP) past its session, each held ``-
     .venv/bin/python scripts/partitions.py --mode SYNC [--hold 4.5] [--json]
     .venv/bin/python scripts/partitions.py --mode ASYNC
 
-Prints per scenario: acknowledged, lost (acknowledged, not stored), stored twice, the time from
-the fault to the first write accepted that began after it, and the longest time between two
-acknowledged writes while it lasted.
+Prints per scenario: acknowledged, lost (acknowledged, not stored), stored twice, served to a
+consumer (one on every member) and later cut, the time from the fault to the first write accepted
+that began after it, and the longest time between two acknowledged writes while it lasted.
 """
 
 from __future__ import annotations
@@ -51,11 +51,13 @@ def main() -> int:
         print(json.dumps(report, indent=1))
     else:
         print(f"{a.mode} replication, 3 brokers, each fault held {a.hold} s (ZooKeeper session 1.5 s)")
-        print(f"{'scenario':34} {'acked':>6} {'lost':>5} {'twice':>6} {'first write s':>14} {'longest gap s':>14}")
+        print(f"{'scenario':34} {'acked':>6} {'lost':>5} {'twice':>6} {'served, cut':>12} {'first write s':>14} "
+              f"{'longest gap s':>14}")
         for r in report["scenarios"]:
-            print(f"{r['scenario']:34} {r['acked']:6} {r['lost']:5} {r['twice']:6} {r['to_first_write_s']!s:>14} "
-                  f"{r['longest_gap_s']!s:>14}")
+            print(f"{r['scenario']:34} {r['acked']:6} {r['lost']:5} {r['twice']:6} {r['served_then_cut']:12} "
+                  f"{r['to_first_write_s']!s:>14} {r['longest_gap_s']!s:>14}")
         print(f"in all: acknowledged {report['acked']}, lost {report['lost']}, stored twice {report['twice']}, "
+              f"served to consumers {report['served']} (then cut: {report['served_then_cut']}), "
               f"failed sends {report['failed_sends']} {report['send_errors']}, every log equal: {report['logs_equal']}")
     return 0 if report["lost"] == 0 or a.mode == "ASYNC" else 1
 

@@ -7,10 +7,12 @@ leader ports (not proxied: a client keeps reaching every member).
 Scenarios, one after the other on the same group, each from a settled group (one leader, both
 followers in its in-sync set) and back to one: the leader cut from ZooKeeper only; from its
 followers only; from both; stopped (SIGSTOP) past its session. Each is held ``hold_s``, healed, and
-the group must settle again. Then everything is read back from the leader and counted per
-scenario: acknowledged, lost (acknowledged, not stored), stored twice, the time from the fault to
-the first write accepted that began after it, and the longest time between two acknowledged
-writes while it lasted (how long no leader could take a write, as a client sees it).
+the group must settle again. A consumer on every member reads all along (Readers). Then
+everything is read back from the leader and counted per scenario: acknowledged, lost
+(acknowledged, not stored), stored twice, served to a consumer and then cut (not in the final log
+as served), the time from the fault to the first write accepted that began after it, and the
+longest time between two acknowledged writes while it lasted (how long no leader could take a
+write, as a client sees it).
 """
 
 from __future__ import annotations
@@ -27,6 +29,65 @@ from .wait import wait_until
 
 SCENARIOS = ("leader cut from ZooKeeper", "leader cut from its followers", "leader cut from both",
              "leader stopped past its session")
+
+
+class Readers:
+    """A consumer on every member (tidemq.client PullRecords, each queue from where it left off, a
+    round every 50 ms until stopped): what each was served, (queue, queue offset) -> (body, when,
+    member), to compare with the log that stays (``cut``: served, then not in it as served)."""
+
+    def __init__(self, g: Group, topic: str) -> None:
+        self.g, self.topic = g, topic
+        self.served: dict[tuple[int, int, int], tuple[bytes, float]] = {}     # (member, queue, offset)
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(3)]
+
+    def start(self) -> None:
+        for t in self.threads:
+            t.start()
+
+    def _run(self, i: int) -> None:
+        from tidemq.client import PullConsumer
+        cursors: dict[int, int] = {}
+        while not self.stop.is_set():
+            try:
+                with PullConsumer(self.g.endpoint(i), timeout_s=2, **self.g.client) as c:
+                    n = c.queue_count(self.topic)
+                    while not self.stop.is_set():
+                        for q in range(n):
+                            r = c.pull_records(self.topic, q, cursors.get(q, 0), max_count=256)
+                            if r.found:
+                                now = time.monotonic()
+                                for m in r.messages():
+                                    self.served[(i, q, m.queue_offset)] = (bytes(m.body), now)
+                                cursors[q] = r.next_offset
+                        self.stop.wait(0.05)
+            except Exception:  # noqa: BLE001 - a member stopped, cut or restarting: try again
+                self.stop.wait(0.2)
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=30)
+
+    def cut(self, final: dict[tuple[int, int], bytes], began: float = 0.0, ended: float = float("inf")) -> int:
+        """Records served between ``began`` and ``ended`` that the final log does not hold as served."""
+        return sum(1 for (_i, q, off), (body, at) in list(self.served.items())
+                   if began <= at <= ended and final.get((q, off)) != body)
+
+
+def read_queues(g: Group, i: int, topic: str) -> dict[tuple[int, int], bytes]:
+    """(queue, queue offset) -> body of every message of ``topic`` on member i."""
+    from tidemq.client import PullConsumer
+    out = {}
+    with PullConsumer(g.endpoint(i), timeout_s=60, **g.client) as c:
+        for q in range(c.queue_count(topic)):
+            off, end = 0, c.query_offset(topic, q, "END")
+            while off < end:
+                r = c.pull_records(topic, q, off)
+                out.update({(q, m.queue_offset): bytes(m.body) for m in r.messages()})
+                off = r.next_offset
+    return out
 
 
 class PartitionedGroup:
@@ -86,9 +147,11 @@ def run(base_dir: str, zk_endpoint: str, mode: str = "SYNC", hold_s: float = 4.5
     windows: list[tuple[str, float, float]] = []
     report: dict = {"mode": mode, "hold_s": hold_s, "scenarios": []}
     producer = None
+    readers = Readers(pg.g, TOPIC)
     try:
         pg.start_all()
         pg.wait_settled()
+        readers.start()
         conf = ClientConfiguration(pg.g.official_endpoints, Credentials(), request_timeout=10)
         producer = start(lambda: Producer(conf, (TOPIC,)))
         t = threading.Thread(target=produce, args=(producer, sends, 2_000_000), daemon=True)
@@ -119,6 +182,8 @@ def run(base_dir: str, zk_endpoint: str, mode: str = "SYNC", hold_s: float = 4.5
         sends.stop.set()
         t.join(timeout=120)
         leader = pg.wait_settled()
+        readers.close()
+        final = read_queues(pg.g, leader, TOPIC)
         bodies = pg.g.read_topic(leader, TOPIC)
         counts = Counter(bodies)
         stored = {int(b[1:]) for b in counts}
@@ -128,13 +193,15 @@ def run(base_dir: str, zk_endpoint: str, mode: str = "SYNC", hold_s: float = 4.5
             rec["acked"] = len(acked)
             rec["lost"] = sum(1 for s in acked if s not in stored)
             rec["twice"] = sum(1 for s in acked if s in twice)
+            rec["served_then_cut"] = readers.cut(final, began, ended)
         report.update({"acked": len(sends.acked), "failed_sends": sends.failed, "send_errors": dict(sends.errors),
                        "stored": len(bodies), "lost": len([s for s in sends.acked if s not in stored]),
-                       "twice": len(twice),
+                       "twice": len(twice), "served": len(readers.served), "served_then_cut": readers.cut(final),
                        "logs_equal": len({(pg.g.status(i) or {}).get("log_end") for i in range(3)}) == 1})
         return report
     finally:
         sends.stop.set()
+        readers.close()
         if producer is not None:
             try:
                 producer.shutdown()

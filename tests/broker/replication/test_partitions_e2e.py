@@ -20,8 +20,9 @@ def test_sync_group_under_partitions_and_a_stopped_leader_loses_and_doubles_noth
     assert [r["scenario"] for r in report["scenarios"]] == list(partition.SCENARIOS)
     for r in report["scenarios"]:
         assert r["acked"] > 20 and r["to_first_write_s"] is not None, r
-        assert r["lost"] == 0 and r["twice"] == 0, r
+        assert r["lost"] == 0 and r["twice"] == 0 and r["served_then_cut"] == 0, r
     assert report["lost"] == 0 and report["twice"] == 0
+    assert report["served"] > 0 and report["served_then_cut"] == 0, "consumers on every member: nothing served was cut"
     assert report["logs_equal"]
 
 
@@ -44,8 +45,10 @@ def _producing(pg, members):
     return sends, t, producer
 
 
-def _read_back(pg, sends, t, producer) -> tuple[int, int]:
-    """(lost, stored twice) of the acknowledged sends, read back from the settled group's leader."""
+def _read_back(pg, sends, t, producer, readers) -> tuple[int, int, int]:
+    """(lost, stored twice) of the acknowledged sends, read back from the settled group's leader, and
+    the records the consumers on every member (``readers``) were served and the final log does not
+    hold as served."""
     from collections import Counter
 
     from ...support.failover import TOPIC
@@ -53,9 +56,18 @@ def _read_back(pg, sends, t, producer) -> tuple[int, int]:
     t.join(timeout=120)
     producer.shutdown()
     leader = pg.wait_settled()
+    readers.close()
     counts = Counter(pg.g.read_topic(leader, TOPIC))
     stored = {int(b[1:]) for b in counts}
-    return sum(1 for s in sends.acked if s not in stored), sum(1 for c in counts.values() if c > 1)
+    cut = readers.cut(partition.read_queues(pg.g, leader, TOPIC))
+    return sum(1 for s in sends.acked if s not in stored), sum(1 for c in counts.values() if c > 1), cut
+
+
+def _readers(pg):
+    from ...support.failover import TOPIC
+    r = partition.Readers(pg.g, TOPIC)
+    r.start()
+    return r
 
 
 def test_the_378_lost_reproduction_with_real_processes(tmp_path, zookeeper):  # noqa: F811
@@ -77,6 +89,7 @@ def test_the_378_lost_reproduction_with_real_processes(tmp_path, zookeeper):  # 
         leader = pg.wait_settled()
         up_to_date, lagging = [i for i in range(3) if i != leader]
         sends, t, producer = _producing(pg, [leader, up_to_date])
+        readers = _readers(pg)
         wait_until(lambda: len(sends.acked) >= 20, "acknowledged sends")
         pg.g.signal(lagging, signal.SIGSTOP)
         wait_until(lambda: f"g-{lagging}" not in (pg.g.status(leader) or {}).get("in_sync", [f"g-{lagging}"]),
@@ -98,9 +111,11 @@ def test_the_378_lost_reproduction_with_real_processes(tmp_path, zookeeper):  # 
         assert gone_while_stopped, "the leader's node went while the up-to-date follower was stopped"
         assert pg.g.wait_leader(exclude={leader}) == up_to_date, "never the lagging follower"
         pg.start(leader)
-        lost, twice = _read_back(pg, sends, t, producer)
-        print({"acked": len(sends.acked), "lost": lost, "twice": twice})
-        assert lost == 0 and twice == 0 and len(sends.acked) > 40
+        first = sends.acked_since(killed)
+        lost, twice, cut = _read_back(pg, sends, t, producer, readers)
+        print({"acked": len(sends.acked), "lost": lost, "twice": twice, "served": len(readers.served),
+               "served_then_cut": cut, "kill_to_first_write_s": round(first[0] - killed, 3) if first else None})
+        assert lost == 0 and twice == 0 and cut == 0 and len(sends.acked) > 40
     finally:
         zk.stop()
         zk.close()
@@ -121,10 +136,12 @@ def test_every_session_expires_and_the_lagging_member_reaches_zookeeper_first(tm
         leader = pg.wait_settled()
         other, lagging = [i for i in range(3) if i != leader]
         sends, t, producer = _producing(pg, [leader, other])
+        readers = _readers(pg)
         wait_until(lambda: len(sends.acked) >= 20, "acknowledged sends")
         pg.g.signal(lagging, signal.SIGSTOP)
         wait_until(lambda: f"g-{lagging}" not in (pg.g.status(leader) or {}).get("in_sync", [f"g-{lagging}"]),
                    "the stopped follower dropped from the recorded set")
+        stalled = time.monotonic()
         for p in pg.zk:
             p.cut()                                    # ZooKeeper stalls for everyone
         pg.g.signal(lagging, signal.SIGCONT)
@@ -136,10 +153,15 @@ def test_every_session_expires_and_the_lagging_member_reaches_zookeeper_first(tm
         assert pg.g.leader() is None, "nobody leads: no member of the recorded set reaches ZooKeeper"
         for p in pg.zk:
             p.heal()
+        healed = time.monotonic()
         new = pg.g.wait_leader()
         assert new != lagging
-        lost, twice = _read_back(pg, sends, t, producer)
-        print({"acked": len(sends.acked), "lost": lost, "twice": twice})
-        assert lost == 0 and twice == 0
+        wait_until(lambda: sends.acked_since(healed), "a write acknowledged after healing")
+        first = sends.acked_since(healed)[0]
+        lost, twice, cut = _read_back(pg, sends, t, producer, readers)
+        print({"acked": len(sends.acked), "lost": lost, "twice": twice, "served": len(readers.served),
+               "served_then_cut": cut, "stall_to_first_write_s": round(first - stalled, 3),
+               "heal_to_first_write_s": round(first - healed, 3)})
+        assert lost == 0 and twice == 0 and cut == 0
     finally:
         pg.close()
