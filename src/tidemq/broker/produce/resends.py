@@ -20,7 +20,6 @@ Three sources, asked in this order for a batch of dedup keys (dedup.py: a hash o
 
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 import numpy as np
@@ -53,7 +52,7 @@ class Resends:
         span_s = config.send_dedup_after_restart_s if config.send_dedup_window_entries else 0.0
         if store.commitlog_max_offset == store.commitlog_min_offset:
             span_s = 0.0             # nothing was stored before this start: nothing to look up
-        self._index_until_s = time.monotonic() + span_s
+        self._index_until_s = store.clock.monotonic_s() + span_s
         self._index_from_ms = store.clock.now_ms() - int(span_s * 1000)
         # dedup key -> (queue offset, transaction id, log end, commit-log offset) of puts appended, not confirmed
         self.unconfirmed: dict[bytes, tuple[int, str, int, int]] = {}
@@ -83,7 +82,7 @@ class Resends:
                     got = self._unconfirmed(k)
                     if got is not None:
                         found[i] = got
-        if self._index_until_s and time.monotonic() < self._index_until_s:
+        if self._index_until_s and self.store.clock.monotonic_s() < self._index_until_s:
             for i in which:
                 if i not in found and any(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]):
                     earlier = self._stored_before_start(topic_of(i), id_of(i))
