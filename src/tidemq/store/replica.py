@@ -96,7 +96,7 @@ class ReplicaLog:
                  checkpoint_below=lambda end: None) -> None:
         """``restore_topics``: adds topics the consume queues know and the table does not (the
         store's); ``flush_after_append``: fsync before append returns (SYNC_FLUSH);
-        ``checkpoint_below(end)``: the checkpoint made to claim nothing past ``end`` (before a cut)."""
+        ``checkpoint_below(end)``: the checkpoint made to claim nothing past ``end`` (before a cut; None after it)."""
         self.segments = segments
         self.commit_log = commit_log
         self.queues = queues
@@ -373,25 +373,28 @@ class ReplicaLog:
             # the zeros a wipe left) for durable data below the checkpoint's offset (recovery.py)
             self._checkpoint_below(max(end, 0) if end > self.segments.min_offset else 0)
             try:
-                if end <= self.segments.min_offset:
-                    end = 0                   # nothing of this log is kept: it starts again empty
-                    cut = self.segments.clear()
-                else:
-                    cut = self.segments.truncate(end)
-            except OSError as e:
-                failure = e
-                last = self.segments.last
-                if last is not None and last.start_offset <= end <= last.start_offset + last.wrote_pos:
-                    last.wrote_pos = last.flushed_pos = end - last.start_offset
-            self.commit_log.flushed_offset = min(self.commit_log.flushed_offset, end)
-            if self.index is not None:
-                self.index.truncate_after(end)
-            units = 0
-            for cq in self.queues.all():
-                units += cut_queue(cq, self.commit_log, end, end)
-            self.dispatcher.dispatched_offset = min(self.dispatcher.dispatched_offset, end)
-            self.epochs.truncate_after(end)
-            self._resync_offsets()
+                try:
+                    if end <= self.segments.min_offset:
+                        end = 0                   # nothing of this log is kept: it starts again empty
+                        cut = self.segments.clear()
+                    else:
+                        cut = self.segments.truncate(end)
+                except OSError as e:
+                    failure = e
+                    last = self.segments.last
+                    if last is not None and last.start_offset <= end <= last.start_offset + last.wrote_pos:
+                        last.wrote_pos = last.flushed_pos = end - last.start_offset
+                self.commit_log.flushed_offset = min(self.commit_log.flushed_offset, end)
+                if self.index is not None:
+                    self.index.truncate_after(end)
+                units = 0
+                for cq in self.queues.all():
+                    units += cut_queue(cq, self.commit_log, end, end)
+                self.dispatcher.dispatched_offset = min(self.dispatcher.dispatched_offset, end)
+                self.epochs.truncate_after(end)
+                self._resync_offsets()
+            finally:
+                self._checkpoint_below(None)      # checkpoints are written from below the cut again
         log.warning("replication: the log was cut at %d (%d bytes, %d consume-queue units after it were "
                     "never part of the leader's log)", end, cut, units)
         if failure is not None:
