@@ -359,6 +359,12 @@ class Broker:
             await server.stop(0)
             await self._leader_port.close()
 
+    @property
+    def endpoint(self) -> str:
+        """This broker's endpoint as its group knows it (advertised_endpoint, else host:port)."""
+        c = self.config
+        return c.advertised_endpoint or f"{c.host}:{c.port}"
+
     def write_refusal(self) -> str | None:
         """Why this broker takes no writes as a member of its group (None: it takes them)."""
         return self.replication.write_refusal() if self.replication is not None else None

@@ -113,6 +113,8 @@ class MessageStore:
         self._derived_flushed_to = 0        # every unit and index entry of a record before it was fsynced
         self._commit_limit: Callable[[], int] | None = None    # set_commit_limit
         self._readable_lock = threading.Lock()
+        self._cut_lock = threading.Lock()     # a follower's cut against a checkpoint round (_checkpoint_below)
+        self._cutting, self._cuts = False, 0
         self._readable_waiters: list[tuple[int, Callable[[], None]]] = []    # notify_readable
 
     @property
@@ -268,7 +270,7 @@ class MessageStore:
                                   self.archive, self._check_disk, self.cleaner)
         self.replica = ReplicaLog(self.segments, self.commit_log, self.queues, self.index, self.dispatcher,
                                   self.topics, self.epochs, self._put_lock, self._restore_topic_state,
-                                  cfg.sync_flush)
+                                  cfg.sync_flush, self._checkpoint_below)
         self._state = StoreState.RUNNING
         self.start_phase = "running"
         return self
@@ -409,7 +411,25 @@ class MessageStore:
             "log_failures": [f.as_dict() for f in self.commit_log.failures],
             "failed_dirs": self.disk.failed()})
 
+    def _checkpoint_below(self, end: int | None) -> None:
+        """The checkpoint claims nothing at or past ``end`` (a follower's cut, replica.py: written
+        before the cut, so that the next start never takes the cut stretch for acknowledged data);
+        ``None``: the cut is done (the offsets a checkpoint is written from are below it now). A
+        checkpoint round that read its offsets before or during a cut writes nothing."""
+        with self._cut_lock:
+            if end is None:
+                self._cutting = False
+                return
+            self._cutting = True
+            self._cuts += 1
+            st = self.checkpoint.state
+            if max(st.physic_offset, st.logics_offset, st.index_offset) > end:
+                self.checkpoint.update(physic_offset=min(st.physic_offset, end),
+                                       logics_offset=min(st.logics_offset, end), index_offset=min(st.index_offset, end))
+                self.checkpoint.flush()
+
     def _write_checkpoint(self, summary: bool = False) -> None:
+        cuts = self._cuts
         d = self.dispatcher
         dispatched, ts = d.dispatched_offset, d.last_store_timestamp_ms
         if d.pending_from is not None:
@@ -434,11 +454,14 @@ class MessageStore:
         if self._derived_frozen is not None:
             logics, index = min(logics, self._derived_frozen[0]), min(index, self._derived_frozen[1])
         last = self.segments.last
-        self.checkpoint.update(physic_offset=self.commit_log.flushed_offset,
-                               physic_timestamp_ms=last.last_store_timestamp_ms if last else 0,
-                               logics_offset=logics, logics_timestamp_ms=ts,
-                               index_offset=index, index_timestamp_ms=ts)
-        self.checkpoint.flush()
+        with self._cut_lock:
+            if self._cutting or self._cuts != cuts:
+                return                   # a follower's cut (replica.py) began meanwhile: the next round
+            self.checkpoint.update(physic_offset=self.commit_log.flushed_offset,
+                                   physic_timestamp_ms=last.last_store_timestamp_ms if last else 0,
+                                   logics_offset=logics, logics_timestamp_ms=ts,
+                                   index_offset=index, index_timestamp_ms=ts)
+            self.checkpoint.flush()
         if ends is not None:
             self.queue_summary.save(ends)
             self._summary_due_s = now + heal.SUMMARY_INTERVAL_S
@@ -594,6 +617,8 @@ class MessageStore:
             return PutReason.FLUSH_FAILED          # final: taken out of the log (log_failure.py)
         if self.group_commit is not None and self.group_commit.flushed < end:
             return PutReason.FLUSH_TIMEOUT
+        if self.writer.role_refusal is not None:
+            return self.writer.role_refusal[0]      # no longer the leader: it cannot tell (NOT_LEADER)
         rep = self.writer.replicas
         return rep.wait(end, 0.0) if rep is not None else None
 
@@ -895,10 +920,12 @@ class MessageStore:
         return self.reader.get_by_commitlog_offset(offset, size)
 
     def query_by_key(self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0,
-                     end_ms: int | None = None) -> list[codec.StoredMessage]:
-        """Messages of ``topic`` with this key (or unique key) stored within [begin_ms, end_ms], newest first."""
+                     end_ms: int | None = None, whole_log: bool = False) -> list[codec.StoredMessage]:
+        """Messages of ``topic`` with this key (or unique key) stored within [begin_ms, end_ms], newest
+        first, readable ones only (readable_end) unless ``whole_log`` (the broker's own look-up of a
+        resend's earlier store: it answers it only once ``confirm`` says so)."""
         self._reading("query_by_key")
-        return self.reader.query_by_key(topic, key, max_count, begin_ms, end_ms)
+        return self.reader.query_by_key(topic, key, max_count, begin_ms, end_ms, whole_log)
 
     def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first queue offset whose message was stored at or after ``timestamp_ms``

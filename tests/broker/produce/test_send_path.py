@@ -30,8 +30,9 @@ CODE_OF = {
     PutReason.ENCODE_FAILED: Code.BAD_REQUEST,
     PutReason.NOT_LEADER: Code.FORBIDDEN,
     PutReason.REPLICAS_NOT_ENOUGH: Code.HA_NOT_AVAILABLE,
-    PutReason.REPLICA_LOST: Code.HA_NOT_AVAILABLE,
+    PutReason.REPLICA_LOST: Code.SLAVE_PERSISTENCE_TIMEOUT,     # appended: its resend is not stored twice
     PutReason.REPLICATION_TIMEOUT: Code.SLAVE_PERSISTENCE_TIMEOUT,
+    PutReason.LEASE_EXPIRED: Code.INTERNAL_SERVER_ERROR,          # retried: the next try finds the leader
 }
 
 
