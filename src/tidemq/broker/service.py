@@ -47,6 +47,18 @@ from .sessions.telemetry import Sessions, client_id_of
 from .state.layout import migrate, state_dir
 
 
+ALL_TYPES = (pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION,
+             pb.MessageType.LITE, pb.MessageType.PRIORITY)
+
+
+def accepted_types(kind: str | None) -> list[int]:
+    """A route's accept_message_types for a topic of message type ``kind`` (store/topics.MessageKind;
+    the Python producer checks a send against them before it sends, the send path after)."""
+    if kind is None or kind == "mixed":
+        return list(ALL_TYPES)
+    return [getattr(pb.MessageType, kind.upper())]
+
+
 class MessagingService(sgrpc.MessagingServiceServicer):
     def __init__(self, store: MessageStore, config: BrokerConfig, gate: SendGate | None = None,
                  leading: bool = True, group=None, replaces: "MessagingService | None" = None, acl=None) -> None:
@@ -150,9 +162,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             queues = group_queues(request.topic, n, self.group.view(), self.endpoint)
             return spb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
         broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self._endpoints(request.endpoints))
+        accept = accepted_types(self.store.message_type(topic))
         queues = [pb.MessageQueue(topic=request.topic, id=q, permission=pb.Permission.READ_WRITE, broker=broker,
-                                  accept_message_types=[pb.MessageType.NORMAL, pb.MessageType.FIFO,
-                                                        pb.MessageType.DELAY, pb.MessageType.TRANSACTION])
+                                  accept_message_types=accept)
                   for q in range(n)]
         return spb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
 
