@@ -35,6 +35,7 @@ from .consume.positions import consumed_positions
 from .consume.pull import Pull
 from .consume.receive import Consumption
 from .consume.renew import AutoRenew
+from .deferred import recall
 from .deferred.timer import Timer
 from .deferred.transactions import Transactions
 from .observe.outcomes import Outcomes
@@ -279,7 +280,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         return self.pulls.update_offset(request)
 
     async def RecallMessage(self, request, context):
-        return spb.RecallMessageResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="recall")))
+        """Withdraw a DELAY message before its time (deferred/recall.py)."""
+        code, text, mid = recall.answer(request, self.timer, self.store, self.config.broker_name, self.leading)
+        return spb.RecallMessageResponse(status=status(code, text), message_id=mid)
 
     async def SyncLiteSubscription(self, request, context):
         return spb.SyncLiteSubscriptionResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="lite topics")))

@@ -19,8 +19,8 @@ wire format into a SendBatch (batch.py) and encode the verdicts back. Here, once
    offset (DUPLICATE, code OK), one appended but not confirmed is answered its code again and never
    appended twice;
 4. **route** (SendMessage's Messages only): a FIFO message to the queue its message group hashes
-   to, a DELAY message due later parked in the schedule topic, a TRANSACTION message in the half
-   topic (deferred/);
+   to, a DELAY message due later parked in the schedule topic (answered with its recall handle,
+   deferred/recall.py), a TRANSACTION message in the half topic (deferred/);
 5. **put** (MessageStore.put_batch / put_encoded / put_slices, by payload; on a thread when puts
    may wait, inline otherwise: broker/puts.py), each message's outcome as a verdict (``put_code``);
 6. **remember** what was stored (the dedup window; the appended-but-unconfirmed), wake long-polling
@@ -44,6 +44,7 @@ from ...config import BrokerConfig
 from ...protocol.stubs import Code, MessageType, pb
 from ...record.codec import topic_problem
 from ...store import MessageStore, PutReason, PutStatus, StoreNotRunning
+from ..deferred import recall
 from ..deferred.parking import PROP_DELIVER_MS, park
 from ..observe.outcomes import DUPLICATE as DUPLICATE_STATUS
 from ..observe.outcomes import Outcomes
@@ -193,6 +194,17 @@ class SendPath:
             parked, halves = self._route(batch.payload, v, caller)
         if v.any_open():
             await self._put(batch, v, keys, halves, parked)
+            if parked:
+                self._recall_handles(batch, v)
+
+    def _recall_handles(self, batch: SendBatch, v: Verdicts) -> None:
+        """The recall handle of each DELAY message stored in the schedule topic (deferred/recall.py)."""
+        p = batch.payload
+        for i, m in enumerate(p.messages):
+            if m.topic == SCHEDULE_TOPIC and v.kinds[i] == STORED:
+                mid = batch.id_of(i) or v.ids.get(i, "")
+                v.recalls[i] = recall.encode(recall.Handle(batch.topic_of(i), self.config.broker_name,
+                                                           p.delivery_ms[i], mid, v.offsets[i]))
 
     # 0. who -----------------------------------------------------------------------------------
     def _authorize(self, batch: SendBatch, v: Verdicts, caller: Caller) -> bool:
