@@ -9,9 +9,9 @@ Telemetry through deferred/transactions.py); ReceiveMessage / AckMessage /
 ChangeInvisibleDuration / ForwardMessageToDeadLetterQueue (pop consumption, durable,
 dead-letter queue, in order for FIFO consumer groups: consume/receive.py; auto-renewal
 of invisible time for the push consumers: consume/renew.py); PullMessage / QueryOffset /
-GetOffset / UpdateOffset (consume/pull.py). Every other RPC answers UNSUPPORTED with a
-message that says so (never gRPC UNIMPLEMENTED, never a hang): recall and lite topics
-come with their issues.
+GetOffset / UpdateOffset (consume/pull.py); RecallMessage (deferred/recall.py);
+SyncLiteSubscription (consume/lite.py: lite consumers; consume/select.py: what a lite consumer
+is handed, and priority messages first). Nothing answers gRPC UNIMPLEMENTED.
 
 The store is synchronous: puts run on a thread pool so a SYNC_FLUSH wait never
 blocks the event loop. Sends go through flow control first (protection/flow.SendGate:
@@ -28,8 +28,10 @@ from google.protobuf import duration_pb2
 
 from ..config import BrokerConfig
 from ..protocol.stubs import Code, pb, sgrpc, spb, status
+from ..record.codec import valid_topic
 from ..store import MessageStore
 from .consume.group_offsets import GroupOffsets
+from .consume.lite import LiteSubscriptions
 from .consume.pop_state import PopState
 from .consume.positions import consumed_positions
 from .consume.pull import Pull
@@ -39,8 +41,8 @@ from .deferred import recall
 from .deferred.timer import Timer
 from .deferred.transactions import Transactions
 from .observe.outcomes import Outcomes
-from .produce.send_message import NOT_YET, MessageSends
-from .produce.send_path import SendPath, put_code
+from .produce.send_message import MessageSends
+from .produce.send_path import SendPath, lite_topic_problem, put_code
 from .protection.flow import SendGate
 from .puts import StorePuts
 from .sessions.clients import Clients
@@ -112,6 +114,11 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         if group is not None and leading:
             self.sends.spread = group.spread
         self.send_messages = MessageSends(self.sends)
+        # lite topics (consume/lite.py) and priority messages (consume/select.py)
+        self.lite = LiteSubscriptions(config.lite_subscriptions_per_client_max,
+                                      lambda n: lite_topic_problem(n, config.lite_topic_bytes_max))
+        self.consumption.lite = self.lite
+        self.sends.on_priority = self.consumption.priority_topics.add
 
     def close(self) -> None:
         self.puts.close()
@@ -202,6 +209,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     async def NotifyClientTermination(self, request, context):
         """The client is gone: the messages the broker renews for it are released now (consume/renew.py)."""
         self.clients.terminated(client_id_of(context))
+        self.lite.forget(client_id_of(context))
         self.renewer.tick()
         return spb.NotifyClientTerminationResponse(status=status(Code.OK))
 
@@ -228,6 +236,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             out.subscription.fifo = s.subscription.group.name in self.consumption.fifo_groups
             if not s.subscription.long_polling_timeout.seconds:
                 out.subscription.long_polling_timeout.seconds = 20
+            if s.client_type in (pb.ClientType.LITE_SIMPLE_CONSUMER, pb.ClientType.LITE_PUSH_CONSUMER):
+                out.subscription.lite_subscription_quota = self.config.lite_subscriptions_per_client_max
+                out.subscription.max_lite_topic_size = self.config.lite_topic_bytes_max
         return out
 
     async def Telemetry(self, request_iterator, context):
@@ -285,4 +296,16 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         return spb.RecallMessageResponse(status=status(code, text), message_id=mid)
 
     async def SyncLiteSubscription(self, request, context):
-        return spb.SyncLiteSubscriptionResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="lite topics")))
+        """A lite consumer's lite topics (consume/lite.py); the bind topic must exist."""
+        topic, group = request.topic.name, request.group.name
+        if not group or not valid_topic(group):
+            return spb.SyncLiteSubscriptionResponse(status=status(Code.ILLEGAL_CONSUMER_GROUP, f"bad group {group!r}"))
+        if not valid_topic(topic) or self.store.queue_count(topic) == 0:
+            return spb.SyncLiteSubscriptionResponse(status=status(Code.TOPIC_NOT_FOUND,
+                                                                  f"topic {topic!r} does not exist"))
+        meta = dict(context.invocation_metadata() or ())
+        code, text = self.lite.sync(group, topic, client_id_of(context), request.action, list(request.lite_topic_set),
+                                    python_quirk=meta.get("x-mq-language", "").upper() == "PYTHON")
+        if code == Code.OK:
+            self.consumption.notify_arrival()        # waiting receives of the group look again
+        return spb.SyncLiteSubscriptionResponse(status=status(code, text))

@@ -21,6 +21,10 @@ queue moves on; when an invisible time runs out, the un-acked ones come back
 first, in offset order, with attempt + 1. Message groups that share a queue wait
 for each other; other queues and other groups are not held. The hold is derived
 from the in-flight state alone, which the pop journal keeps across a kill -9.
+
+Lite consumers (lite.py) and topics with PRIORITY messages take a queue by select.py instead of
+in offset order (not FIFO groups): a lite consumer gets only its lite topics' messages, higher
+priorities come first among a queue's visible ones.
 """
 
 from __future__ import annotations
@@ -38,8 +42,9 @@ from ..observe.outcomes import DEAD_LETTERED, OK, REDELIVERED, Outcomes
 from ..sessions.telemetry import client_id_of
 from ..puts import StorePuts
 from ..topic_names import dlq_topic
-from ..wire import INTERNAL, to_wire
+from ..wire import INTERNAL, PROP_PRIORITY, to_wire
 from .pop_state import HandleError, PopState
+from .select import Selector, pop_selected
 from .pull import readable_waker
 
 log = logging.getLogger("tidemq.broker")
@@ -65,6 +70,26 @@ class Consumption:
         # (group, topic, queue, offset) -> (message, why): out of delivery attempts, to be moved to the
         # dead-letter queue by ``bury`` (a put, which may wait: never inside pop_batch)
         self._dying: dict[tuple, tuple] = {}
+        self.lite = None                           # lite.LiteSubscriptions (the service's), None: no lite topics
+        self.priority_topics: set[str] = set()     # topics PRIORITY messages were sent to or read from
+
+    def read_at(self, topic: str, qid: int, offset: int):
+        """The message at ``offset`` of a queue (None: not there any more)."""
+        return self._read(topic, qid, offset)
+
+    def give_up(self, group: str, topic: str, qid: int, offset: int, m, why: str) -> None:
+        """Out of delivery attempts: to the dead-letter queue at the next ``bury``."""
+        self._dying.setdefault((group, topic, qid, offset), (m, why))
+
+    def selector(self, group: str, topic: str, client: str) -> Selector | None:
+        """How a receive of ``client`` takes the queues of ``topic`` (select.py); None: in offset order."""
+        if group in self.fifo_groups:
+            return None
+        sets = self.lite.sets(group, topic, client) if self.lite is not None else None
+        by_priority = topic in self.priority_topics
+        if sets is None and not by_priority:
+            return None
+        return Selector(sets[0] if sets else None, sets[1] if sets else None, by_priority)
 
     def notify_arrival(self) -> None:
         self.arrivals.set()
@@ -94,23 +119,27 @@ class Consumption:
         log.info("message %s of %s moved to %s %s", m.msg_id, m.topic, topic, why)
         return None
 
-    def pop_batch(self, group: str, topic: str, batch: int, invisible_ms: int, tags, renew_for: str = "") -> list:
+    def pop_batch(self, group: str, topic: str, batch: int, invisible_ms: int, tags, renew_for: str = "",
+                  client: str = "") -> list:
         """Up to ``batch`` messages, in flight for ``invisible_ms``; with ``renew_for`` (a client id) the
-        broker renews their invisible time while that client is alive (renew.py)."""
+        broker renews their invisible time while that client is alive (renew.py); ``client``: who
+        receives (a lite consumer gets its lite topics' messages only)."""
         out: list = []
         n = self.store.queue_count(topic)
         now = self.now_ms()
         in_order = group in self.fifo_groups
+        sel = self.selector(group, topic, client)
         start = self._rr.get((group, topic), 0)
         self._rr[(group, topic)] = start + 1
         for k in range(n):
             if len(out) >= batch:
                 break
-            self._pop_queue(group, topic, (start + k) % n, out, batch, now, invisible_ms, tags, in_order, renew_for)
+            self._pop_queue(group, topic, (start + k) % n, out, batch, now, invisible_ms, tags, in_order, renew_for,
+                            sel)
         return out
 
     def _pop_queue(self, group: str, topic: str, q: int, out: list, batch: int, now: int, invisible_ms: int,
-                   tags, in_order: bool, renew_for: str) -> None:
+                   tags, in_order: bool, renew_for: str, sel: Selector | None = None) -> None:
         """Expired in-flight messages of one queue (in offset order), then new ones from the cursor.
         In order (a FIFO group): nothing while one handed out is still invisible, and nothing past
         a message that could not be moved to the dead-letter queue."""
@@ -118,6 +147,9 @@ class Consumption:
         if in_order and st.holds(now):
             return
         renew_until = now + int(self.config.auto_renew_s_max * 1000) if renew_for else 0
+        if sel is not None:
+            pop_selected(self, group, topic, q, out, batch, now, invisible_ms, tags, renew_for, renew_until, sel)
+            return
         for o in sorted(o for o, i in st.inflight.items() if i.visible_at_ms <= now):
             if len(out) >= batch:
                 return
@@ -141,6 +173,8 @@ class Consumption:
                 for m in g.messages:
                     h = self.pop.deliver(group, topic, q, m.queue_offset, 1, now + invisible_ms, renew_for, renew_until)
                     out.append(to_wire(m, 1, h, invisible_ms))
+                    if PROP_PRIORITY in m.properties:          # from the next receive on: by priority
+                        self.priority_topics.add(topic)
                 self.got.add(topic, OK, len(g.messages))
                 self.pop.skip_to(group, topic, q, g.next_offset)
             elif g.status in SKIP and g.next_offset > cursor:
@@ -215,7 +249,7 @@ class Consumption:
         wake = readable_waker(self.store, self.arrivals)
         while True:
             self.arrivals.clear()
-            msgs = self.pop_batch(group, topic, batch, invisible_ms, tags, renew_for)
+            msgs = self.pop_batch(group, topic, batch, invisible_ms, tags, renew_for, client_id_of(context))
             if self._dying and await self.bury() and not msgs:
                 continue                # moved: what was behind a dead letter may be deliverable now
             left = deadline - time.monotonic()

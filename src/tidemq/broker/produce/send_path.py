@@ -145,6 +145,7 @@ class SendPath:
         self._sendable: set[str] = set()       # topic names topic_check found valid (at most SENDABLE_MAX)
         self.acl = None              # protection/acl.Acl with authentication on: pub checked per topic (step 0)
         self.on_forbidden = None     # (user, peer, topic, text) -> None: a refusal counted and logged
+        self.on_priority = None      # (topic) -> None: a PRIORITY message is sent to it (consume/select.py)
 
     def _queue_count(self, topic: str) -> int:
         try:
@@ -296,6 +297,8 @@ class SendPath:
                 prio = props.get(PROP_PRIORITY)
                 if prio is None or int(prio) < 0:
                     v.refuse(i, Code.BAD_REQUEST, f"a PRIORITY message needs a priority >= 0 (got {prio})")
+                elif self.on_priority is not None:
+                    self.on_priority(batch.topic_of(i))
 
     def ensure_topic(self, name: str) -> int:
         """Queue count of the topic (0: unknown); ValueError for a name that can never be a topic."""

@@ -1,0 +1,104 @@
+"""Which of a queue's visible messages a receive hands out first, for lite consumers (lite.py) and
+topics with PRIORITY messages; every other receive takes the queue in offset order (receive.py).
+
+A receive that selects looks, in one queue, at the messages returned to it (their invisible time
+over, or set aside by an earlier receive) and at up to ``priority_window_messages`` new ones from
+the group's cursor, and
+
+* keeps for itself the ones it may have (a lite consumer: of its lite topics), highest priority
+  first (wire.PROP_PRIORITY; larger is higher, a message without one ranks as 0), then in offset
+  order, up to its batch;
+* sets aside the new ones it may have but does not take, and the ones of another client's lite
+  topics: in flight with attempt 0, visible at once (pop_state.deliver), so the next receive
+  finds them among the returned ones, and a kill -9 keeps them (the pop journal);
+* passes over, for the group, messages of lite topics no client of the group subscribes (done,
+  as a tag filter passes over a message).
+
+FIFO consumer groups never select: their order is the queue's.
+"""
+
+from __future__ import annotations
+
+from ...store import GetStatus
+from ..observe.outcomes import OK, REDELIVERED
+from ..wire import PROP_LITE_TOPIC, priority_of, to_wire
+
+GIVE, LEAVE, PASS = 0, 1, 2
+SKIP = (GetStatus.OFFSET_TOO_SMALL, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING,
+        GetStatus.OFFSET_FOUND_NULL, GetStatus.MESSAGE_DAMAGED)
+
+
+class Selector:
+    """``mine`` / ``anyone``: the receiving client's lite topics and the group's (None: not lite);
+    ``by_priority``: hand out higher priorities first."""
+    __slots__ = ("mine", "anyone", "by_priority")
+
+    def __init__(self, mine: frozenset | None, anyone: frozenset | None, by_priority: bool) -> None:
+        self.mine, self.anyone, self.by_priority = mine, anyone, by_priority
+
+    def pick(self, props) -> int:
+        if self.mine is None:
+            return GIVE
+        lt = props.get(PROP_LITE_TOPIC)
+        if lt is not None and lt in self.mine:
+            return GIVE
+        if lt is not None and lt in self.anyone:
+            return LEAVE
+        return PASS
+
+    def key(self, m) -> tuple:
+        if not self.by_priority:
+            return (m.queue_offset,)
+        return (-(priority_of(m.properties) or 0), m.queue_offset)
+
+
+def pop_selected(c, group: str, topic: str, q: int, out: list, batch: int, now: int, invisible_ms: int, tags,
+                 renew_for: str, renew_until: int, sel: Selector) -> None:
+    """One queue of a selecting receive (c: the receive.Consumption): see the module's docstring."""
+    pop, window = c.pop, c.config.priority_window_messages
+    st = pop.state(group, topic, q)
+    need = batch - len(out)
+    cands: list = []                        # (key, message, attempt, fresh)
+    for o in sorted(o for o, i in st.inflight.items() if i.visible_at_ms <= now)[:window]:
+        inf = st.inflight[o]
+        m = c.read_at(topic, q, o)
+        if m is None:                               # cleaned from the store meanwhile
+            pop.drop(group, topic, q, o)
+            continue
+        p = sel.pick(m.properties)
+        if p == PASS:
+            pop.drop(group, topic, q, o)
+        elif p == GIVE:
+            if inf.attempt >= c.config.delivery_attempts_max:
+                c.give_up(group, topic, q, o, m, f"after {inf.attempt} deliveries")
+            else:
+                cands.append((sel.key(m), m, inf.attempt, False))
+    aside: list[int] = []                   # new ones set aside for another client
+    cursor = st.cursor
+    read = 0
+    while read < window and (sel.by_priority or len(cands) < need):
+        g = c.store.get(group, topic, q, cursor, max_count=min(32, window - read), tags=tags)
+        if g.status is GetStatus.FOUND:
+            for m in g.messages:
+                p = sel.pick(m.properties)
+                if p == GIVE:
+                    cands.append((sel.key(m), m, 0, True))
+                elif p == LEAVE:
+                    aside.append(m.queue_offset)
+            read += len(g.messages)
+        elif not (g.status in SKIP and g.next_offset > cursor):
+            break
+        if g.next_offset <= cursor:
+            break
+        cursor = g.next_offset
+    cands.sort(key=lambda x: x[0])
+    for _, m, attempt, fresh in cands[:need]:
+        h = pop.deliver(group, topic, q, m.queue_offset, attempt + 1, now + invisible_ms, renew_for, renew_until)
+        out.append(to_wire(m, attempt + 1, h, invisible_ms))
+        c.got.add(topic, REDELIVERED if attempt else OK)
+    for _, m, _, fresh in cands[need:]:
+        if fresh:
+            aside.append(m.queue_offset)
+    for o in aside:                          # in the journal before the cursor moves past them
+        pop.deliver(group, topic, q, o, 0, now)
+    pop.skip_to(group, topic, q, cursor)
