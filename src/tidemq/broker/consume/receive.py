@@ -247,9 +247,10 @@ class Consumption:
         deadline = time.monotonic() + max(0.0, wait_s)
         renew_for = client_id_of(context) if request.auto_renew else ""
         wake = readable_waker(self.store, self.arrivals)
+        client = client_id_of(context) if self.lite is not None and self.lite.subs else ""   # who: lite topics
         while True:
             self.arrivals.clear()
-            msgs = self.pop_batch(group, topic, batch, invisible_ms, tags, renew_for, client_id_of(context))
+            msgs = self.pop_batch(group, topic, batch, invisible_ms, tags, renew_for, client)
             if self._dying and await self.bury() and not msgs:
                 continue                # moved: what was behind a dead letter may be deliverable now
             left = deadline - time.monotonic()
