@@ -88,3 +88,37 @@ def test_lite_consumers_get_only_their_lite_topics(world):
     assert lite.sets("g", "T", "A") == (frozenset(), {"s3"})
     lite.forget("B")
     assert lite.sets("g", "T", "B") is None, "no lite subscription left: the group takes the topic as usual"
+
+
+def test_another_client_s_waiting_messages_neither_hide_nor_are_read_again(world):
+    """B subscribes and does not receive: its messages wait; A's behind them come at A's first
+    receive, and B's are not read again by A's later receives; a queue holds at most
+    HELD_MAX_WINDOWS windows in flight for the group."""
+    from tidemq.broker.consume import select
+    store, clock, consumption = world
+    c = consumption(priority_window_messages=4)
+    c.lite = lite = LiteSubscriptions(8, lambda n: lite_topic_problem(n, 16))
+    lite.sync("g", "T", "A", A.COMPLETE_ADD, ["a"])
+    lite.sync("g", "T", "B", A.COMPLETE_ADD, ["b"])
+    for i in range(10):
+        put(store, 0, b"b%d" % i, __LITE_TOPIC="b")
+    put(store, 0, b"a0", __LITE_TOPIC="a")
+    assert bodies(c.pop_batch("g", "T", 8, INVISIBLE_MS, None, client="A")) == [b"a0"]
+    reads = []
+    real = c.read_at
+    c.read_at = lambda *a: reads.append(a) or real(*a)
+    put(store, 0, b"a1", __LITE_TOPIC="a")
+    assert bodies(c.pop_batch("g", "T", 8, INVISIBLE_MS, None, client="A")) == [b"a1"]
+    assert reads == [], "B's set-aside messages are known: not read again"
+    got_b = c.pop_batch("g", "T", 16, INVISIBLE_MS, None, client="B")
+    assert bodies(got_b) == [b"b%d" % i for i in range(10)]
+    assert {m.system_properties.delivery_attempt for m in got_b} == {1}
+    select.HELD_MAX_WINDOWS, saved = 1, select.HELD_MAX_WINDOWS
+    try:
+        put(store, 0, b"a2", __LITE_TOPIC="a")
+        assert c.pop_batch("g", "T", 8, INVISIBLE_MS, None, client="A") == [], "10 in flight >= 1 window of 4: held"
+        for m in got_b:
+            ack(c, "g", m)
+        assert bodies(c.pop_batch("g", "T", 8, INVISIBLE_MS, None, client="A")) == [b"a2"]
+    finally:
+        select.HELD_MAX_WINDOWS = saved

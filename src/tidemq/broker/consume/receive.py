@@ -72,6 +72,7 @@ class Consumption:
         self._dying: dict[tuple, tuple] = {}
         self.lite = None                           # lite.LiteSubscriptions (the service's), None: no lite topics
         self.priority_topics: set[str] = set()     # topics PRIORITY messages were sent to or read from
+        self.aside: dict = {}                      # select.py: (group, topic, queue) -> {offset: lite topic} set aside
 
     def read_at(self, topic: str, qid: int, offset: int):
         """The message at ``offset`` of a queue (None: not there any more)."""

@@ -28,6 +28,9 @@ SKIP = (GetStatus.OFFSET_TOO_SMALL, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESS
         GetStatus.OFFSET_FOUND_NULL, GetStatus.MESSAGE_DAMAGED)
 
 
+HELD_MAX_WINDOWS = 64      # a queue of a group holds at most this many windows in flight before it reads new ones
+
+
 class Selector:
     """``mine`` / ``anyone``: the receiving client's lite topics and the group's (None: not lite);
     ``by_priority``: hand out higher priorities first."""
@@ -37,9 +40,9 @@ class Selector:
         self.mine, self.anyone, self.by_priority = mine, anyone, by_priority
 
     def pick(self, props) -> int:
-        if self.mine is None:
-            return GIVE
-        lt = props.get(PROP_LITE_TOPIC)
+        return GIVE if self.mine is None else self.pick_lite(props.get(PROP_LITE_TOPIC))
+
+    def pick_lite(self, lt: str | None) -> int:
         if lt is not None and lt in self.mine:
             return GIVE
         if lt is not None and lt in self.anyone:
@@ -54,12 +57,31 @@ class Selector:
 
 def pop_selected(c, group: str, topic: str, q: int, out: list, batch: int, now: int, invisible_ms: int, tags,
                  renew_for: str, renew_until: int, sel: Selector) -> None:
-    """One queue of a selecting receive (c: the receive.Consumption): see the module's docstring."""
-    pop, window = c.pop, c.config.priority_window_messages
+    """One queue of a selecting receive (c: the receive.Consumption): see the module's docstring.
+
+    At most ``priority_window_messages`` messages it may have (or passes over) are looked at,
+    returned ones first, so at most that many wait set aside for their priority; messages set aside
+    for another lite consumer do not count and are not read again while that client still
+    subscribes their lite topic (their lite topics are remembered in ``c.aside``). A queue with
+    HELD_MAX_WINDOWS windows in flight for the group reads no new message (a lite consumer that
+    subscribes and never receives holds its group up there)."""
+    pop = c.pop
+    window = max(c.config.priority_window_messages, batch - len(out))    # a batch is never cut by it
     st = pop.state(group, topic, q)
+    known = c.aside.setdefault((group, topic, q), {})       # offset -> lite topic of one set aside for another
+    if len(known) > len(st.inflight):
+        for o in [o for o in known if o not in st.inflight]:
+            del known[o]
     need = batch - len(out)
     cands: list = []                        # (key, message, attempt, fresh)
-    for o in sorted(o for o, i in st.inflight.items() if i.visible_at_ms <= now)[:window]:
+    examined = 0
+    for o in sorted(o for o, i in st.inflight.items() if i.visible_at_ms <= now):
+        if examined >= window:
+            break
+        lt = known.get(o)
+        if lt is not None and sel.mine is not None and sel.pick_lite(lt) == LEAVE:
+            continue                                # still another client's: not read again
+        examined += 1
         inf = st.inflight[o]
         m = c.read_at(topic, q, o)
         if m is None:                               # cleaned from the store meanwhile
@@ -68,24 +90,29 @@ def pop_selected(c, group: str, topic: str, q: int, out: list, batch: int, now: 
         p = sel.pick(m.properties)
         if p == PASS:
             pop.drop(group, topic, q, o)
-        elif p == GIVE:
-            if inf.attempt >= c.config.delivery_attempts_max:
-                c.give_up(group, topic, q, o, m, f"after {inf.attempt} deliveries")
-            else:
-                cands.append((sel.key(m), m, inf.attempt, False))
-    aside: list[int] = []                   # new ones set aside for another client
+        elif p == LEAVE:
+            known[o] = m.properties.get(PROP_LITE_TOPIC)
+        elif inf.attempt >= c.config.delivery_attempts_max:
+            c.give_up(group, topic, q, o, m, f"after {inf.attempt} deliveries")
+        else:
+            cands.append((sel.key(m), m, inf.attempt, False))
+    aside: list = []                        # new ones set aside: (offset, lite topic or None)
     cursor = st.cursor
-    read = 0
-    while read < window and (sel.by_priority or len(cands) < need):
-        g = c.store.get(group, topic, q, cursor, max_count=min(32, window - read), tags=tags)
+    budget = window - len(cands)
+    held_max = HELD_MAX_WINDOWS * window
+    looked = 0                              # new ones read, those set aside for another client not counted
+    while (looked < budget and (sel.by_priority or len(cands) < need)
+           and len(st.inflight) + len(aside) < held_max):
+        g = c.store.get(group, topic, q, cursor, max_count=min(32, budget - looked), tags=tags)
         if g.status is GetStatus.FOUND:
             for m in g.messages:
                 p = sel.pick(m.properties)
                 if p == GIVE:
                     cands.append((sel.key(m), m, 0, True))
                 elif p == LEAVE:
-                    aside.append(m.queue_offset)
-            read += len(g.messages)
+                    aside.append((m.queue_offset, m.properties.get(PROP_LITE_TOPIC)))
+                    continue
+                looked += 1
         elif not (g.status in SKIP and g.next_offset > cursor):
             break
         if g.next_offset <= cursor:
@@ -98,7 +125,9 @@ def pop_selected(c, group: str, topic: str, q: int, out: list, batch: int, now: 
         c.got.add(topic, REDELIVERED if attempt else OK)
     for _, m, _, fresh in cands[need:]:
         if fresh:
-            aside.append(m.queue_offset)
-    for o in aside:                          # in the journal before the cursor moves past them
+            aside.append((m.queue_offset, None))
+    for o, lt in aside:                      # in the journal before the cursor moves past them
         pop.deliver(group, topic, q, o, 0, now)
+        if lt is not None:
+            known[o] = lt
     pop.skip_to(group, topic, q, cursor)
