@@ -1,7 +1,9 @@
 """RecallMessage end to end with the official Python client (Producer.recall_message with the
 SendReceipt's recall_handle) against `tidemq serve`: a recalled DELAY message is never delivered,
-one already delivered answers ILLEGAL_DELIVERY_TIME. Timer-level cases: test_recall.py."""
+not even after the broker is killed with -9 right after the answer; one already delivered answers
+ILLEGAL_DELIVERY_TIME. Timer-level cases: test_recall.py."""
 
+import signal
 import time
 
 import pytest
@@ -31,6 +33,12 @@ def test_a_recalled_message_is_never_delivered_and_a_delivered_one_says_so(tmp_p
     with pytest.raises(BadRequestException) as e:
         p.recall_message("Later", "not-a-handle")
     assert e.value.code == pb.Code.BAD_REQUEST
+    b.stop(signal.SIGKILL)                                  # the answer said OK: it stays recalled
+    p.shutdown()
+    c.shutdown()
+    b = broker_factory(root, env=SMALL)
+    p = producer(b.endpoint, ["Later"])
+    c = consumer(b.endpoint, "g", "Later")
     got = []
     while b"control" not in [m.body for m in got]:          # the timer moves in time order: by now the
         for m in receive_all(c, 1):                         # withdrawn one would have come
