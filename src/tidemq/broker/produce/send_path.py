@@ -276,17 +276,20 @@ class SendPath:
         """Each open message's type against its topic's message type; a LITE message's lite topic and
         a PRIORITY message's priority."""
         p, kind_of = batch.payload, self.store.message_type
-        if batch.topic is not None:
-            kind = kind_of(batch.topic)
-            if kind == MIXED and type(p) is not Messages:
-                return
+        if type(p) is not Messages:                 # the other lanes' messages are NORMAL, of one topic
+            problem = kind_problem(kind_of(batch.topic), MessageType.NORMAL)
+            if problem is not None:
+                for i in v.open():
+                    v.refuse(i, Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, problem)
+            return
+        kind = kind_of(batch.topic) if batch.topic is not None else None
         for i in v.open():
-            mtype = p.types[i] if type(p) is Messages else MessageType.NORMAL
+            mtype = p.types[i]
             problem = kind_problem(kind if batch.topic is not None else kind_of(batch.topics[i]), mtype)
             if problem is not None:
                 v.refuse(i, Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, problem)
                 continue
-            if type(p) is not Messages:
+            if mtype != MessageType.LITE and mtype != MessageType.PRIORITY:
                 continue
             props = p.messages[i].properties
             if mtype == MessageType.LITE:
