@@ -179,9 +179,6 @@ class Timer:
         offs = self._offsets
         while offs and offs[0] in self._moved:
             self._moved.discard(heapq.heappop(offs))
-        if self.recalled:
-            low = offs[0] if offs else self.read_offset
-            self.recalled = {o for o in self.recalled if o >= low} if min(self.recalled) < low else self.recalled
 
     # Recall ---------------------------------------------------------------------------
     def recall(self, offset: int, due_ms: int, now_ms: int) -> Recall:
@@ -220,6 +217,8 @@ class Timer:
             return None
         doc = {"enqueued": state[0], "low": state[1], "delivered_before_ms": state[2]}
         if self.recalled:
+            with self._recall_lock:             # every offset below low is passed: its recall is done
+                self.recalled = {o for o in self.recalled if o >= state[1]}
             doc["recalled"] = sorted(self.recalled)
         return doc
 
