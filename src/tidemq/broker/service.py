@@ -115,8 +115,12 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             self.sends.spread = group.spread
         self.send_messages = MessageSends(self.sends)
         # lite topics (consume/lite.py) and priority messages (consume/select.py)
-        self.lite = LiteSubscriptions(config.lite_subscriptions_per_client_max,
-                                      lambda n: lite_topic_problem(n, config.lite_topic_bytes_max))
+        if replaces is not None:                  # a change of role: the clients' subscriptions stay
+            self.lite = replaces.lite
+            self.consumption.priority_topics |= replaces.consumption.priority_topics
+        else:
+            self.lite = LiteSubscriptions(config.lite_subscriptions_per_client_max,
+                                          lambda n: lite_topic_problem(n, config.lite_topic_bytes_max))
         self.consumption.lite = self.lite
         self.sends.on_priority = self.consumption.priority_topics.add
 
