@@ -249,8 +249,16 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         """Answer every settings command with OK and the merged settings, write orphan checks;
         keep the stream open until the client ends it or the broker stops (then it ends at once,
         not after the grace). See sessions/telemetry.py."""
-        async for cmd in self.sessions.serve(client_id_of(context), request_iterator, self.closing,
-                                             self.settings_reply):
+        cid = client_id_of(context)
+
+        def reply(settings: "pb.Settings") -> "pb.Settings":
+            if settings.client_type in (pb.ClientType.LITE_SIMPLE_CONSUMER, pb.ClientType.LITE_PUSH_CONSUMER):
+                # a lite consumer: its group takes the bind topic as lite topics from now on (none yet)
+                self.lite.declare(settings.subscription.group.name,
+                                  [e.topic.name for e in settings.subscription.subscriptions], cid)
+            return self.settings_reply(settings)
+
+        async for cmd in self.sessions.serve(cid, request_iterator, self.closing, reply):
             yield cmd
 
     # Send (produce/) -------------------------------------------------------------------------

@@ -69,3 +69,36 @@ def test_a_receive_hands_out_higher_priorities_first(tmp_path, broker_factory, c
         order.append(m.body)
         c.ack(m)
     assert order == [b"top", b"mid", b"low", b"none", b"zero"], "by priority, then in the order sent"
+
+
+def test_a_lite_push_consumer_gets_its_lite_topic_only(tmp_path, broker_factory, clients):
+    import threading
+
+    from rocketmq import ClientConfiguration, Credentials
+    from rocketmq.v5.consumer import ConsumeResult, LitePushConsumer, MessageListener
+    producer, _ = clients
+    root = str(tmp_path / "store")
+    make_topic(root, "Chats", 1)           # one queue: what was sent before p1 was looked at before it
+    b = broker_factory(root, env=SMALL)
+    got, arrived = [], threading.Event()
+
+    class Listener(MessageListener):
+        def consume(self, message):
+            got.append(message.body)
+            if message.body == b"p1":
+                arrived.set()
+            return ConsumeResult.SUCCESS
+
+    conf = ClientConfiguration(b.endpoint, Credentials(), request_timeout=REQUEST_TIMEOUT_S)
+    c = start(lambda: LitePushConsumer(conf, "chatters", "Chats", Listener(), consumption_thread_count=2))
+    try:
+        c.subscribe_lite("chat-p")
+        p = producer(b.endpoint, ["Chats"])
+        for body, lt in ((b"q1", "chat-q"), (b"p1", "chat-p")):
+            m = msg("Chats", body)
+            m.lite_topic = lt
+            p.send(m)
+        assert arrived.wait(120), f"the push consumer's message did not come: {got}"
+        assert got == [b"p1"], "chat-q, subscribed by nobody of the group, is passed over"
+    finally:
+        c.shutdown()

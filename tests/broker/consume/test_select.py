@@ -122,3 +122,18 @@ def test_another_client_s_waiting_messages_neither_hide_nor_are_read_again(world
         assert bodies(c.pop_batch("g", "T", 8, INVISIBLE_MS, None, client="A")) == [b"a2"]
     finally:
         select.HELD_MAX_WINDOWS = saved
+
+
+def test_a_lite_consumer_s_settings_make_its_group_lite_before_it_subscribes(world):
+    store, clock, consumption = world
+    c = consumption()
+    c.lite = lite = LiteSubscriptions(8, lambda n: lite_topic_problem(n, 16))
+    lite.declare("g", ["T"], "A")
+    put(store, 0, b"early", __LITE_TOPIC="x")
+    assert c.pop_batch("g", "T", 8, INVISIBLE_MS, None, client="A") == [], "nothing before subscribe_lite"
+    lite.sync("g", "T", "A", A.PARTIAL_ADD, ["x"])
+    put(store, 0, b"late", __LITE_TOPIC="x")
+    assert bodies(c.pop_batch("g", "T", 8, INVISIBLE_MS, None, client="A")) == [b"late"], \
+        "what came before the subscription was passed over"
+    lite.declare("g", ["T"], "A")
+    assert lite.sets("g", "T", "A")[0] == {"x"}, "settings sent again keep the subscription"

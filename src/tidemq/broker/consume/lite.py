@@ -7,7 +7,9 @@ hands that client only messages of the lite topics it subscribes (select.py): an
 lite topics wait for it, messages of lite topics no client of the group subscribes (and messages
 without a lite topic) are passed over for the group. The subscriptions live in memory: the clients
 send them all again every 30 s (COMPLETE_ADD) and after a restart of the broker their next sync
-restores them; a client's go when it ends (NotifyClientTermination).
+restores them; a client's go when it ends (NotifyClientTermination). A lite consumer's settings
+(Telemetry, client type LITE_SIMPLE_CONSUMER / LITE_PUSH_CONSUMER) already make its group lite on
+its bind topic, with nothing subscribed: it receives nothing before its first subscribe_lite.
 
 Actions: PARTIAL_ADD adds the names to the client's set, PARTIAL_REMOVE removes them, COMPLETE_ADD
 replaces the set, COMPLETE_REMOVE empties it. A set past ``lite_subscriptions_per_client_max`` is
@@ -66,6 +68,14 @@ class LiteSubscriptions:
                     f"{len(new)} lite topics: at most lite_subscriptions_per_client_max={self.per_client_max}")
         self.subs.setdefault(key, {})[client] = frozenset(new)
         return Code.OK, ""
+
+    def declare(self, group: str, topics: list[str], client: str) -> None:
+        """A lite consumer's settings (Telemetry): its group consumes ``topics`` (its bind topic) as lite
+        topics, the client with none subscribed yet (kept if it has some). At most one bind topic."""
+        if not client or not group:
+            return
+        for topic in topics[:1]:
+            self.subs.setdefault((group, topic), {}).setdefault(client, frozenset())
 
     def sets(self, group: str, topic: str, client: str) -> tuple[frozenset[str], frozenset[str]] | None:
         """(the client's lite topics, every lite topic some client of the group subscribes) when the
