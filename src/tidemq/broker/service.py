@@ -120,7 +120,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             self.consumption.priority_topics |= replaces.consumption.priority_topics
         else:
             self.lite = LiteSubscriptions(config.lite_subscriptions_per_client_max,
-                                          lambda n: lite_topic_problem(n, config.lite_topic_bytes_max))
+                                          lambda n: lite_topic_problem(n, config.lite_topic_bytes_max),
+                                          lambda cid: self.clients.alive(cid, store.clock.now_ms()))
         self.consumption.lite = self.lite
         self.sends.on_priority = self.consumption.priority_topics.add
 

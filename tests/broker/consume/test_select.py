@@ -137,3 +137,21 @@ def test_a_lite_consumer_s_settings_make_its_group_lite_before_it_subscribes(wor
         "what came before the subscription was passed over"
     lite.declare("g", ["T"], "A")
     assert lite.sets("g", "T", "A")[0] == {"x"}, "settings sent again keep the subscription"
+
+
+def test_a_client_the_broker_no_longer_hears_from_is_forgotten(world):
+    store, clock, consumption = world
+    c = consumption()
+    alive = {"A": True, "B": True}
+    c.lite = lite = LiteSubscriptions(8, lambda n: lite_topic_problem(n, 16), lambda cid: alive.get(cid, False))
+    lite.sync("g", "T", "A", A.COMPLETE_ADD, ["a"])
+    lite.sync("g", "T", "B", A.COMPLETE_ADD, ["b"])
+    put(store, 0, b"b0", __LITE_TOPIC="b")
+    assert c.pop_batch("g", "T", 8, INVISIBLE_MS, None, client="A") == []
+    assert lite.sets("g", "T", "A") == ({"a"}, {"a", "b"}), "b0 waits for B"
+    alive["B"] = False                               # killed: its stream closed
+    assert c.pop_batch("g", "T", 8, INVISIBLE_MS, None, client="A") == []
+    assert lite.sets("g", "T", "A") == ({"a"}, {"a"}), "B forgotten: its lite topic is nobody's"
+    put(store, 0, b"a0", __LITE_TOPIC="a")
+    assert bodies(c.pop_batch("g", "T", 8, INVISIBLE_MS, None, client="A")) == [b"a0"]
+    assert c.pop.state("g", "T", 0).inflight.keys() == {1}, "b0 passed over (done for the group), a0 in flight"

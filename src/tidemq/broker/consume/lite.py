@@ -7,7 +7,9 @@ hands that client only messages of the lite topics it subscribes (select.py): an
 lite topics wait for it, messages of lite topics no client of the group subscribes (and messages
 without a lite topic) are passed over for the group. The subscriptions live in memory: the clients
 send them all again every 30 s (COMPLETE_ADD) and after a restart of the broker their next sync
-restores them; a client's go when it ends (NotifyClientTermination). A lite consumer's settings
+restores them; a client's go when it ends (NotifyClientTermination), or when the broker no longer
+hears from it (sessions/clients.py: its Telemetry stream closed, or idle past client_idle_s_max),
+so a killed lite consumer does not hold its lite topics' messages (nor its group) forever. A lite consumer's settings
 (Telemetry, client type LITE_SIMPLE_CONSUMER / LITE_PUSH_CONSUMER) already make its group lite on
 its bind topic, with nothing subscribed: it receives nothing before its first subscribe_lite.
 
@@ -31,9 +33,13 @@ A = pb.LiteSubscriptionAction
 
 
 class LiteSubscriptions:
-    def __init__(self, per_client_max: int, name_problem: Callable[[str], str | None]) -> None:
+    def __init__(self, per_client_max: int, name_problem: Callable[[str], str | None],
+                 alive: Callable[[str], bool] | None = None) -> None:
+        """``alive(client id)``: whether a client is still there (sessions/clients.py); a client that
+        is not is forgotten at the next receive of its group (None: every client is)."""
         self.per_client_max = per_client_max
         self.name_problem = name_problem
+        self.alive = alive
         # (group, bind topic) -> client id -> its lite topics
         self.subs: dict[tuple[str, str], dict[str, frozenset[str]]] = {}
 
@@ -83,6 +89,13 @@ class LiteSubscriptions:
         by_client = self.subs.get((group, topic))
         if not by_client:
             return None
+        if self.alive is not None:
+            gone = [cid for cid in by_client if cid != client and not self.alive(cid)]
+            for cid in gone:                # ended without saying so (killed, its stream closed, idle)
+                del by_client[cid]
+            if not by_client:
+                del self.subs[(group, topic)]
+                return None
         anyone = frozenset().union(*by_client.values())
         return by_client.get(client, frozenset()), anyone
 
