@@ -605,6 +605,18 @@ class BrokerConfig(_Loadable):
                                   1.0, 365 * 86_400.0)
     timer_pending_max: int = _f(1_000_000, "delayed messages waiting at most (~100 bytes of memory each); a DELAY "
                                            "send beyond is refused (TOO_MANY_REQUESTS)", 1, 100_000_000)
+    transaction_recovery_s_max: float = _f(86_400.0, "longest orphaned_transaction_recovery_duration a TRANSACTION "
+                                                     "message may ask for (its first orphan check); a longer one "
+                                                     "waits this long", 1.0, 30 * 86_400.0)
+    # Lite topics (RIP-83) and priority messages
+    lite_topic_bytes_max: int = _f(64, "longest lite topic name (ILLEGAL_LITE_TOPIC beyond; Telemetry's "
+                                       "max_lite_topic_size)", 1, 127)
+    lite_subscriptions_per_client_max: int = _f(1000, "lite topics one lite consumer may subscribe "
+                                                      "(LITE_SUBSCRIPTION_QUOTA_EXCEEDED beyond; Telemetry's "
+                                                      "lite_subscription_quota)", 1, 100_000)
+    priority_window_messages: int = _f(256, "new messages of a queue a receive looks at to hand out the higher "
+                                            "priorities first (a topic with PRIORITY messages; FIFO groups "
+                                            "excepted)", 1, 65_536)
 
     # Resource alarms (RabbitMQ's model): sends are held, then refused; receives, pulls, acks go on
     memory_high_watermark_ratio: float = _f(0.4, "memory alarm when the broker's resident memory (anonymous: mapped "

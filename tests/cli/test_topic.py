@@ -97,3 +97,24 @@ def test_topic_delete_asks_then_deletes_and_the_groups_forget_it(broker):
     assert run("send", "doomed", "new", *ep).exit_code == 0
     r = run("receive", "doomed", "--from", "beginning", "--count", 10, "--json", *ep)
     assert [m["body"] for m in json.loads(r.output)] == ["new"]
+
+
+def test_the_message_type_of_a_topic_offline_kept_across_a_restart(tmp_path):
+    """--message-type: set at creation or later (offline here; through a broker in
+    tests/broker/produce/test_message_types_e2e.py), kept in topics.json, mixed by default."""
+    root = str(tmp_path / "store")
+    MessageStore(StoreConfig(root_dir=root, segment_size_bytes=1 << 20, index_slots=100,
+                             index_entries=400)).start().shutdown()
+    r = run("topic", "create", "Orders", "--queues", "2", "--message-type", "fifo", "--root", root)
+    assert r.exit_code == 0 and "message type fifo" in r.output, r.output
+    r = run("topic", "create", "Any", "--root", root)
+    assert r.exit_code == 0 and "message type mixed" in r.output, r.output
+    r = run("topic", "create", "Any", "--message-type", "transaction", "--root", root)
+    assert r.exit_code == 0 and "8 queue(s)" in r.output and "message type transaction" in r.output, r.output
+    r = run("topic", "create", "Bad", "--message-type", "lite", "--root", root)
+    assert r.exit_code == 2, r.output
+    s = MessageStore(StoreConfig(root_dir=root, segment_size_bytes=1 << 20, index_slots=100, index_entries=400)).start()
+    try:
+        assert (s.message_type("Orders"), s.message_type("Any"), s.message_type("Bad")) == ("fifo", "transaction", None)
+    finally:
+        s.shutdown()

@@ -42,6 +42,7 @@ class Admin:
             return no
         try:
             name, queues, policy = api.create_topic_request(req)
+            kind = api.message_type_of(req)
             groups = api.groups_of(req)
         except (KeyError, ValueError, TypeError) as e:
             return api.refused(str(e))
@@ -52,13 +53,16 @@ class Admin:
             return api.refused(f"{queues} queues: a topic has at most topic_queues_max={limit}",
                                api.Refusal.LIMIT_EXCEEDED)
         if groups:
+            if kind is not None:
+                return api.refused("message_type is a broker's: create the spread topic without it, then set "
+                                   "it with CreateTopic {name, message_type} on each group's leader")
             return self._spread_topic(name, queues, groups, policy)
         try:
-            self.store.create_topic(name, queues, policy)
+            self.store.create_topic(name, queues, policy, kind)
         except (KeyError, ValueError, TypeError) as e:
             return api.refused(str(e))
         return {"ok": True, "topic": name, "queues": self.store.queue_count(name),
-                "space_policy": self.store.space_policy(name)}
+                "space_policy": self.store.space_policy(name), "message_type": self.store.message_type(name)}
 
     def _spread_topic(self, name: str, queues: int, groups: list[str], policy: str | None) -> dict:
         """CreateTopic with groups: the queues spread over those broker groups, kept in the coordinator."""
@@ -78,7 +82,7 @@ class Admin:
     def list_topics(self, req: dict) -> dict:
         s = self.store
         return {"ok": True, "topics": [
-            {"topic": t, "space_policy": s.space_policy(t),
+            {"topic": t, "space_policy": s.space_policy(t), "message_type": s.message_type(t),
              "queues": [{"id": q, "min_offset": s.min_offset(t, q), "max_offset": s.max_offset(t, q)}
                         for q in range(s.queue_count(t))]} for t in s.topic_names()]}
 

@@ -34,13 +34,17 @@ def endpoint_option(f):
               help="when space is short and the oldest segment holds messages subscribed groups have not "
                    "consumed: evict (delete them, say which groups lost what; a new topic's default) or refuse "
                    "(keep them, refuse writes until the groups consumed them)")
+@click.option("--message-type", type=click.Choice(["normal", "fifo", "delay", "transaction", "mixed"]),
+              default=None, help="the messages sends to it may carry (RocketMQ's message.type): one kind, or "
+                                 "mixed (any: a new topic's default); a send of another kind is answered "
+                                 "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE")
 @click.option("--groups", default=None, help="spread the queues over these broker groups ('a,b'; needs --endpoint "
                                              "of a broker with a coordinator)")
 @endpoint_option
 @root_option
 @config_option
-def create(name, queues, space_policy, groups, endpoint, root, config_file) -> None:
-    """Create topic NAME (or grow it to --queues queues, or set its --space-policy)."""
+def create(name, queues, space_policy, message_type, groups, endpoint, root, config_file) -> None:
+    """Create topic NAME (or grow it to --queues queues, or set its --space-policy or --message-type)."""
     quiet_logs()
     if groups and not endpoint:
         fail("--groups needs --endpoint (a broker of the cluster)")
@@ -51,17 +55,21 @@ def create(name, queues, space_policy, groups, endpoint, root, config_file) -> N
             req["queues"] = queues
         if space_policy is not None:
             req["space_policy"] = space_policy
+        if message_type is not None:
+            req["message_type"] = message_type
         if groups:
             req["groups"] = [g.strip() for g in groups.split(",") if g.strip()]
         r = admin_call(endpoint, api.CREATE_TOPIC, req, config_file)
         owners = "".join(f"; {g}: queues {','.join(map(str, q))}" for g, q in (r.get("owners") or {}).items())
         policy = f", space policy {r['space_policy']}" if r.get("space_policy") else ""
-        click.echo(f"topic {name}: {r['queues']} queue(s){policy}{owners}")
+        kind = f", message type {r['message_type']}" if r.get("message_type") else ""
+        click.echo(f"topic {name}: {r['queues']} queue(s){policy}{kind}{owners}")
         return
     store = _open(root, config_file)
     try:
-        store.create_topic(name, queues or store.queue_count(name) or 8, space_policy)
-        click.echo(f"topic {name}: {store.queue_count(name)} queue(s), space policy {store.space_policy(name)}")
+        store.create_topic(name, queues or store.queue_count(name) or 8, space_policy, message_type)
+        click.echo(f"topic {name}: {store.queue_count(name)} queue(s), space policy {store.space_policy(name)}, "
+                   f"message type {store.message_type(name)}")
     except ValueError as e:
         fail(str(e))
     finally:

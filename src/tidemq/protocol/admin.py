@@ -207,7 +207,8 @@ def is_bad(req) -> bool:
 
 def create_topic_request(req: dict) -> tuple[str, int | None, str | None]:
     """(name, queues or None, space policy or None) of a CreateTopic request; ValueError when it is
-    not one. No queues: QUEUES_DEFAULT for a new topic, an existing one keeps its count."""
+    not one. No queues: QUEUES_DEFAULT for a new topic, an existing one keeps its count. (Its
+    ``message_type``: message_type_of.)"""
     if not isinstance(req, dict):
         raise ValueError("a request is a JSON object")
     if isinstance(req.get("queues"), str) and req["queues"].isdigit() and len(req["queues"]) < 12:
@@ -216,6 +217,18 @@ def create_topic_request(req: dict) -> tuple[str, int | None, str | None]:
     if policy is not None and policy not in SPACE_POLICIES:
         raise ValueError(f"space_policy is one of {', '.join(SPACE_POLICIES)}")
     return _name(req, "name"), _int(req, "queues", 1, 1 << 31) if "queues" in req else None, policy
+
+
+MESSAGE_TYPES = ("normal", "fifo", "delay", "transaction", "mixed")
+
+
+def message_type_of(req: dict) -> str | None:
+    """The ``message_type`` a CreateTopic request sets (None: a new topic's is mixed, an existing
+    one's stays); ValueError naming the choices."""
+    t = req.get("message_type")
+    if t is not None and (not isinstance(t, str) or t.lower() not in MESSAGE_TYPES):
+        raise ValueError(f"message_type is one of {', '.join(MESSAGE_TYPES)}")
+    return t.lower() if t is not None else None
 
 
 def alarm_limits(req: dict) -> dict:

@@ -730,12 +730,20 @@ class MessageStore:
             self.backlog.positions = positions
 
     # Topics --------------------------------------------------------------------------
-    def create_topic(self, name: str, queue_count: int | None = None, space_policy: str | None = None) -> None:
+    def create_topic(self, name: str, queue_count: int | None = None, space_policy: str | None = None,
+                     message_type: str | None = None) -> None:
         """Create a topic, grow its queue count, or set its space policy ("evict" / "refuse",
-        topics.SpacePolicy; None: a new topic's is evict, an existing one's stays). ValueError: not a
-        topic name, too many queues, not a policy."""
+        topics.SpacePolicy) or message type ("normal", "fifo", "delay", "transaction", "mixed":
+        topics.MessageKind); None: a new topic's is evict / mixed, an existing one's stays.
+        ValueError: not a topic name, too many queues, not a policy, not a message type."""
         self._running("create_topic")
-        self.writer.create_topic(name, queue_count or self.config.topic_queues_default, space_policy)
+        self.writer.create_topic(name, queue_count or self.config.topic_queues_default, space_policy,
+                                 message_kind=message_type)
+
+    def message_type(self, topic: str) -> str | None:
+        """A topic's message type (topics.MessageKind's value), None if there is no such topic."""
+        t = self.topics.get(topic)
+        return t.message_kind.value if t is not None else None
 
     def space_policy(self, topic: str) -> str | None:
         """A topic's space policy ("evict" / "refuse"), None if there is no such topic."""

@@ -14,6 +14,11 @@ and writes are refused until the groups have consumed them (store/backlog.py, cl
     {"topics": {"T": {"queue_count": 8, "space_policy": "refuse"}, ...}, "deleted": {"U": 4096}}
 
 (``space_policy`` written only when it is not ``evict``.)
+
+Each topic also has a *message type* (``MessageKind``, RocketMQ's topic attribute
+``message.type``): the kind of message sends to it may carry (``normal``, ``fifo``, ``delay``,
+``transaction``) or any (``mixed``, the default, written only when it is not mixed). The store
+only keeps it; the broker's send path checks it (broker/produce/send_path.py).
 """
 
 from __future__ import annotations
@@ -46,15 +51,36 @@ class SpacePolicy(str, enum.Enum):
             raise ValueError(f"space_policy is one of {', '.join(p.value for p in cls)} (got {value!r})") from None
 
 
+class MessageKind(str, enum.Enum):
+    """The messages a topic takes (RocketMQ's TopicMessageType): one kind, or every kind (MIXED)."""
+    NORMAL = "normal"
+    FIFO = "fifo"
+    DELAY = "delay"
+    TRANSACTION = "transaction"
+    MIXED = "mixed"
+
+    @classmethod
+    def parse(cls, value) -> "MessageKind":
+        """A kind from its name (any case); ValueError naming the choices for anything else."""
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(str(value).lower())
+        except ValueError:
+            raise ValueError(f"message_type is one of {', '.join(k.value for k in cls)} (got {value!r})") from None
+
+
 class TopicState:
     """In-memory state of one topic for the write path."""
 
     __slots__ = ("name", "name_bytes", "queue_count", "next_offsets", "queues", "rr", "tag_cache", "tail_prefix_crc",
-                 "space_policy", "write_ids")
+                 "space_policy", "write_ids", "message_kind")
 
-    def __init__(self, name: str, queue_count: int, space_policy: SpacePolicy = SpacePolicy.EVICT) -> None:
+    def __init__(self, name: str, queue_count: int, space_policy: SpacePolicy = SpacePolicy.EVICT,
+                 message_kind: MessageKind = MessageKind.MIXED) -> None:
         self.name = name
         self.space_policy = space_policy
+        self.message_kind = message_kind
         self.name_bytes = name.encode("ascii")
         self.queue_count = queue_count
         self.next_offsets = [0] * queue_count   # next queue offset per queue id
@@ -86,7 +112,8 @@ class TopicTable:
             doc = json.loads(read_whole(self.fio, self.path).decode("utf-8"))
             for name, t in doc.get("topics", {}).items():
                 self.topics[name] = TopicState(name, int(t["queue_count"]),
-                                               SpacePolicy.parse(t.get("space_policy", SpacePolicy.EVICT.value)))
+                                               SpacePolicy.parse(t.get("space_policy", SpacePolicy.EVICT.value)),
+                                               MessageKind.parse(t.get("message_type", MessageKind.MIXED.value)))
             self.deleted = {str(n): int(o) for n, o in doc.get("deleted", {}).items()}
         except (ValueError, KeyError, TypeError) as e:
             raise StoreError(f"{self.path} is unreadable ({e}); restore it or remove it "
@@ -139,22 +166,26 @@ class TopicTable:
         return [t for t in list(self.topics.values()) if t.space_policy is SpacePolicy.REFUSE]
 
     def create(self, name: str, queue_count: int, save: bool = True,
-               space_policy: SpacePolicy | str | None = None) -> TopicState:
-        """Create a topic, grow its queue count, or set its space policy (None: a new topic's is
-        EVICT, an existing one's stays)."""
+               space_policy: SpacePolicy | str | None = None,
+               message_kind: MessageKind | str | None = None) -> TopicState:
+        """Create a topic, grow its queue count, or set its space policy or message kind (None: a new
+        topic's is EVICT / MIXED, an existing one's stays)."""
         problem = codec.topic_problem(name)
         if problem is not None:
             raise ValueError(problem)
         if queue_count < 1:
             raise ValueError("a topic needs at least one queue")
         policy = SpacePolicy.parse(space_policy) if space_policy is not None else None
+        kind = MessageKind.parse(message_kind) if message_kind is not None else None
         changed = False
         with self._lock:
             t = self.topics.get(name)
             was = None if t is None else t.queue_count
             was_policy = None if t is None else t.space_policy
+            was_kind = None if t is None else t.message_kind
             if t is None:
-                t = self.topics[name] = TopicState(name, queue_count, policy or SpacePolicy.EVICT)
+                t = self.topics[name] = TopicState(name, queue_count, policy or SpacePolicy.EVICT,
+                                                   kind or MessageKind.MIXED)
                 changed = True
             else:
                 if queue_count > t.queue_count:
@@ -168,6 +199,9 @@ class TopicTable:
                 if policy is not None and policy is not t.space_policy:
                     t.space_policy = policy
                     changed = True
+                if kind is not None and kind is not t.message_kind:
+                    t.message_kind = kind
+                    changed = True
         if save and changed:
             try:
                 self.save()
@@ -180,6 +214,7 @@ class TopicTable:
                         del t.next_offsets[was:], t.queues[was:]
                         t.queue_count = was
                         t.space_policy = was_policy
+                        t.message_kind = was_kind
                         if isinstance(t.write_ids, range):
                             t.write_ids = range(was)
                 raise
@@ -188,6 +223,9 @@ class TopicTable:
 
 def _entry(t: TopicState) -> dict:
     """A topic's entry in topics.json."""
-    if t.space_policy is SpacePolicy.EVICT:
-        return {"queue_count": t.queue_count}
-    return {"queue_count": t.queue_count, "space_policy": t.space_policy.value}
+    e = {"queue_count": t.queue_count}
+    if t.space_policy is not SpacePolicy.EVICT:
+        e["space_policy"] = t.space_policy.value
+    if t.message_kind is not MessageKind.MIXED:
+        e["message_type"] = t.message_kind.value
+    return e

@@ -509,7 +509,8 @@ class StoreWriter:
             results.refuse(i, refused)
 
     # Topics --------------------------------------------------------------------------
-    def create_topic(self, name: str, queue_count: int, space_policy=None, write_ids=None) -> TopicState:
+    def create_topic(self, name: str, queue_count: int, space_policy=None, write_ids=None,
+                     message_kind=None) -> TopicState:
         """Create a topic, grow its queue count or set its space policy (ValueError: not a topic
         name, no queue, too many, not a policy); ``write_ids``: the queues puts without a queue id
         go to (None: as they were), set together (no put can fall between)."""
@@ -517,7 +518,7 @@ class StoreWriter:
             raise ValueError(f"{queue_count} queues: a topic has at most topic_queues_max="
                              f"{self.config.topic_queues_max}")
         with self.put_lock:
-            t = self.topics.create(name, queue_count, space_policy=space_policy)
+            t = self.topics.create(name, queue_count, space_policy=space_policy, message_kind=message_kind)
             bind_queues(self.queues, t)
             if write_ids is not None:
                 t.write_ids = write_ids

@@ -174,6 +174,11 @@ def test_every_messaging_rpc_family(secured):
         served("EndTransaction", spb.EndTransactionRequest(topic=T, transaction_id="x", message_id="m"), "app-a",
                Code.INVALID_TRANSACTION_ID)
         refused("EndTransaction", spb.EndTransactionRequest(topic=T, transaction_id="x"), "app-b", "pub")
+        served("RecallMessage", spb.RecallMessageRequest(topic=T, recall_handle="x"), "app-a", Code.BAD_REQUEST)
+        refused("RecallMessage", spb.RecallMessageRequest(topic=T, recall_handle="x"), "app-b", "pub", "orders-1")
+        lite = spb.SyncLiteSubscriptionRequest(topic=T, group=G, lite_topic_set=["s1"])
+        served("SyncLiteSubscription", lite, "app-a", Code.CLIENT_ID_REQUIRED)   # past the guard (no client id)
+        refused("SyncLiteSubscription", lite, "app-b", "sub", "orders-1")
         served("PullMessage", spb.PullMessageRequest(group=G, message_queue=mq, offset=0, batch_size=1), "app-a")
         refused("PullMessage", spb.PullMessageRequest(group=G, message_queue=mq), "app-b", "sub", "orders-1")
         refused("PullMessage", spb.PullMessageRequest(message_queue=mq), "ops", "'ops' may not sub")

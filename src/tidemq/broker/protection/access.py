@@ -28,12 +28,13 @@ What each RPC needs (any one of the actions listed, on every resource listed)::
       EndTransaction, RecallMessage              pub on the topic
       ReceiveMessage, AckMessage,                sub on the topic and on the group (the receipt handle
         ChangeInvisibleDuration,                   must be of that topic: consume/pop_state.py)
-        ForwardMessageToDeadLetterQueue
+        ForwardMessageToDeadLetterQueue,
+        SyncLiteSubscription                       (the bind topic)
       PullMessage, GetOffset, UpdateOffset       sub on the topic and on the group (PullMessage
                                                    without a group: the topic)
       QueryOffset                                sub on the topic
       Heartbeat, Telemetry,                      any user
-        NotifyClientTermination, SyncLiteSubscription
+        NotifyClientTermination
     tidemq.Data PullRecords, PullRecordsStream   sub on the topic
     tidemq.Admin (ADMIN below)                   its action on its resource
     tidemq.Replication                           SUPER users (the members sign with the broker's keys)
@@ -118,7 +119,8 @@ MESSAGING_RULES: dict[str, object] = {
     "GetOffset": lambda r: _sub_topic_group(r.message_queue.topic.name, r.group.name),
     "UpdateOffset": lambda r: _sub_topic_group(r.message_queue.topic.name, r.group.name),
     "QueryOffset": lambda r: (_topic(r.message_queue.topic.name, "sub"),),
-    "Heartbeat": ANYONE, "Telemetry": ANYONE, "NotifyClientTermination": ANYONE, "SyncLiteSubscription": ANYONE,
+    "Heartbeat": ANYONE, "Telemetry": ANYONE, "NotifyClientTermination": ANYONE,
+    "SyncLiteSubscription": lambda r: _sub_topic_group(r.topic.name, r.group.name),
 }
 
 

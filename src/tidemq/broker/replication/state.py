@@ -41,7 +41,7 @@ import os
 
 from ... import checked
 from ...io import FileIO, write_atomic
-from ...store.topics import SpacePolicy
+from ...store.topics import MessageKind, SpacePolicy
 from ..consume import group_offsets
 from ...protocol.group_settings import load_doc as load_groups
 from ..deferred.timer import check_progress
@@ -59,7 +59,9 @@ def snapshot(store, service) -> dict:
         "log_end": store.commitlog_max_offset,
         "topics": {"topics": {n: ts.queue_count for n, ts in t.topics.items()}, "deleted": dict(t.deleted),
                    "policies": {n: ts.space_policy.value for n, ts in t.topics.items()
-                                if ts.space_policy is not SpacePolicy.EVICT}},
+                                if ts.space_policy is not SpacePolicy.EVICT},
+                   "types": {n: ts.message_kind.value for n, ts in t.topics.items()
+                             if ts.message_kind is not MessageKind.MIXED}},
         "consumer_offsets": [[g, tp, q, o] for (g, tp, q), o in service.group_offsets.offsets.items()],
         "pop": {"secret": service.pop.secret.decode(), "snapshot": service.pop.snapshot()},
         "timer": service.timer.snapshot(),
@@ -76,6 +78,7 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
         topics = {str(n): int(c) for n, c in doc["topics"]["topics"].items()}
         deleted = {str(n): int(e) for n, e in doc["topics"].get("deleted", {}).items()}
         policies = {str(n): SpacePolicy.parse(p) for n, p in doc["topics"].get("policies", {}).items()}
+        kinds = {str(n): MessageKind.parse(k) for n, k in doc["topics"].get("types", {}).items()}
         offsets = {(str(g), str(t), int(q)): int(o) for g, t, q, o in doc["consumer_offsets"]}
         secret = str(doc["pop"]["secret"])
         pop, timer, txn = doc["pop"]["snapshot"], doc.get("timer"), doc["transactions"]
@@ -96,8 +99,10 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
             store.delete_topic(name, end)
     for name, count in topics.items():
         policy = policies.get(name, SpacePolicy.EVICT)
-        if store.queue_count(name) < count or store.space_policy(name) != policy.value:
-            store.create_topic(name, max(count, store.queue_count(name)), policy.value)
+        kind = kinds.get(name, MessageKind.MIXED)
+        if (store.queue_count(name) < count or store.space_policy(name) != policy.value
+                or store.message_type(name) != kind.value):
+            store.create_topic(name, max(count, store.queue_count(name)), policy.value, kind.value)
     fio: FileIO = store.fio
     layout = StateLayout(state_dir)
     fio.makedirs(layout.dir)
