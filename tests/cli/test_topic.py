@@ -18,9 +18,12 @@ def test_topics_through_the_broker(tmp_path, broker_factory):
     r = run("topic", "list", "--endpoint", b.endpoint, "--json")
     doc = json.loads(r.output)
     from tidemq.broker.topic_names import SYSTEM_TOPICS
-    user = [d for d in doc if d["topic"] not in SYSTEM_TOPICS]     # the broker's own are listed too
-    assert [d["topic"] for d in user] == ["Made"] and len(user[0]["queues"]) == 3
-    assert {d["topic"] for d in doc} - {"Made"} == SYSTEM_TOPICS
+    assert [d["topic"] for d in doc] == ["Made"] and len(doc[0]["queues"]) == 3, "the broker's own: --all"
+    doc = json.loads(run("topic", "list", "--all", "--endpoint", b.endpoint, "--json").output)
+    assert {d["topic"] for d in doc} - {"Made"} == SYSTEM_TOPICS and all(d["system"] for d in doc if d["topic"] != "Made")
+    r = run("topic", "create", "Made", "--queues", "2", "--endpoint", b.endpoint)
+    assert r.exit_code == 0 and "3 queue(s)" in r.output and "already has 3 queues" in r.output \
+        and "never taken away" in r.output, r.output
     r = run("topic", "create", "bad name!", "--endpoint", b.endpoint)
     assert r.exit_code == 1 and "invalid topic name" in r.output
     r = run("topic", "create", "Other", "--root", root)
@@ -33,9 +36,14 @@ def test_topics_through_the_broker(tmp_path, broker_factory):
     assert r.exit_code == 0 and "space policy refuse" in r.output, r.output
     r = run("topic", "create", "Made", "--space-policy", "refuse", "--endpoint", b.endpoint)
     assert r.exit_code == 0 and "3 queue(s), space policy refuse" in r.output, "set on an existing topic, queues kept"
-    r = run("topic", "list", "--endpoint", b.endpoint, "--json")
+    r = run("topic", "list", "--all", "--endpoint", b.endpoint, "--json")
     policies = {d["topic"]: d["space_policy"] for d in json.loads(r.output)}
     assert policies["Held"] == policies["Made"] == "refuse" and set(policies.values()) == {"refuse", "evict"}
+    rows = {d["topic"]: d for d in json.loads(run("topic", "list", "--endpoint", b.endpoint, "--json").output)}
+    assert (rows["Made"]["messages"], len(rows["Made"]["queues"]), rows["Made"]["bytes"] > 3) == (3, 3, True)
+    table = run("topic", "list", "--endpoint", b.endpoint).output
+    assert sum(1 for line in table.splitlines() if "Made" in line) == 1, "one row per topic"
+    assert "2 system topic(s) not shown" in table
     r = run("topic", "status", "Held", "--endpoint", b.endpoint)
     assert r.exit_code == 0 and "space policy refuse" in r.output, r.output
     r = run("topic", "create", "Bad", "--space-policy", "keep", "--endpoint", b.endpoint)

@@ -77,10 +77,11 @@ class Broker:
         self.member_credentials: MemberCredentials | None = None
     def _make_alarms(self, store: MessageStore) -> ResourceAlarms:
         c, sc = self.config, self.store_config
-        per_dir, base = sc.dir_thresholds(), sc.thresholds()
+        def ratios(d: str) -> tuple:            # the store's config now: the ratios change at run time
+            cfg = store.config
+            return cfg.dir_thresholds().get(os.path.normpath(d), cfg.thresholds())[1:3]
         read = store_disk_reader(store.disk.online_commitlog_dirs, [sc.root_dir, sc.consumequeue_path, sc.index_path],
-                                 store.fio.disk_usage,
-                                 lambda d: per_dir.get(os.path.normpath(d), base)[1:3])
+                                 store.fio.disk_usage, ratios)
         return ResourceAlarms(0, c.disk_free_limit_bytes or 2 * sc.segment_size_bytes, read_rss_bytes, read,
                               SystemClock(),
                               c.alarm_check_interval_ms_min / 1000, c.alarm_check_interval_ms_max / 1000)

@@ -57,11 +57,17 @@ def create(name, queues, space_policy, groups, endpoint, root, config_file) -> N
         owners = "".join(f"; {g}: queues {','.join(map(str, q))}" for g, q in (r.get("owners") or {}).items())
         policy = f", space policy {r['space_policy']}" if r.get("space_policy") else ""
         click.echo(f"topic {name}: {r['queues']} queue(s){policy}{owners}")
+        if r.get("note"):
+            click.echo(f"note: {r['note']}", err=True)
         return
     store = _open(root, config_file)
     try:
-        store.create_topic(name, queues or store.queue_count(name) or 8, space_policy)
+        had = store.queue_count(name)
+        store.create_topic(name, queues or had or 8, space_policy)
         click.echo(f"topic {name}: {store.queue_count(name)} queue(s), space policy {store.space_policy(name)}")
+        if queues is not None and had > queues:
+            click.echo(f"note: topic {name} already has {had} queues; queues are never taken away (asked for "
+                       f"{queues}: kept {had})", err=True)
     except ValueError as e:
         fail(str(e))
     finally:
@@ -102,32 +108,74 @@ def delete(name, yes, endpoint, root, config_file, as_json) -> None:
 @endpoint_option
 @root_option
 @config_option
+@click.option("--all", "show_all", is_flag=True, help="the broker's system topics too (timer, transactions)")
 @click.option("--json", "as_json", is_flag=True)
-def list_(endpoint, root, config_file, as_json) -> None:
-    """Topics with their queues' min / max offsets."""
+def list_(endpoint, root, config_file, show_all, as_json) -> None:
+    """One row per topic: queues, messages, size, space policy, its own settings."""
     quiet_logs()
     if endpoint:
         from ..protocol import admin as api
         doc = admin_call(endpoint, api.LIST_TOPICS, config_file=config_file)["topics"]
     else:
         doc = _list_offline(root, config_file)
+    hidden = [d for d in doc if d.get("system")]
+    if not show_all:
+        doc = [d for d in doc if not d.get("system")]
     if as_json:
         emit_json(doc)
         return
-    table("topics", ["topic", "space policy", "queue", "min offset", "max offset"],
-          [[d["topic"], d.get("space_policy") or "-", q["id"], q["min_offset"], q["max_offset"]]
-           for d in doc for q in d["queues"]])
+    table("topics", ["topic", "queues", "messages", "size", "space policy", "own settings"],
+          [[d["topic"], len(d["queues"]), d["messages"], ("" if d["bytes_exact"] else "~") + human_bytes(d["bytes"]),
+            d.get("space_policy") or "-", ", ".join(f"{k}={v}" for k, v in d.get("settings", {}).items()) or "-"]
+           for d in doc])
+    if hidden and not show_all:
+        click.echo(f"({len(hidden)} system topic(s) not shown: --all)", err=True)
 
 
 def _list_offline(root, config_file) -> list:
+    from ..broker.admin import topic_rows
     store = _open(root, config_file)
     try:
-        return [{"topic": t, "space_policy": store.space_policy(t),
-                 "queues": [{"id": q, "min_offset": store.min_offset(t, q), "max_offset": store.max_offset(t, q)}
-                            for q in range(store.queue_count(t))]}
-                for t in store.topic_names()]
+        return topic_rows(store)
     finally:
         store.shutdown()
+
+
+@topic.command("config")
+@click.argument("name")
+@click.option("--set", "changes", multiple=True, metavar="KEY=VALUE",
+              help="retention_hours=H, retention_bytes=N, max_message_bytes=N, space_policy=evict|refuse; "
+                   "KEY=default: back to the store's (repeatable)")
+@click.option("--show", is_flag=True, help="show the topic's settings (the default without --set)")
+@endpoint_option
+@config_option
+@click.option("--json", "as_json", is_flag=True)
+def config_(name, changes, show, endpoint, config_file, as_json) -> None:
+    """A topic's own settings, changed live on the running broker (kafka-configs --entity-type
+    topics): retention by time and size (a commit-log segment is deleted once every topic with
+    messages in it allows it: the log is shared), the largest message body, the space policy.
+    Kept in the broker state (followers copy it); unset ones are the store's."""
+    from ..protocol import admin as api
+    quiet_logs()
+    if not endpoint:
+        fail("topic config needs --endpoint (a running broker)", code=2)
+    req: dict = {"topic": name}
+    if changes:
+        req["set"] = {}
+        for c in changes:
+            k, sep, v = c.partition("=")
+            if not sep or not k.strip():
+                fail(f"--set {c!r}: give KEY=VALUE", code=2)
+            req["set"][k.strip()] = None if v.strip().lower() == "default" else v.strip()
+    r = admin_call(endpoint, api.TOPIC_CONFIG, req, config_file)
+    if as_json:
+        emit_json({k: v for k, v in r.items() if k != "ok"})
+        return
+    rows = [[k, "-" if v is None else v, "own" if v is not None else
+             f"store's ({'no limit' if r['store'][k] is None else r['store'][k]})"]
+            for k, v in r["settings"].items()]
+    rows.append(["space_policy", r["space_policy"], "own"])
+    table(f"topic {name}" + (" (changed)" if changes else ""), ["setting", "value", "from"], rows)
 
 
 @topic.command("status")

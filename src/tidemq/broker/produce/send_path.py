@@ -212,6 +212,8 @@ class SendPath:
                 else:
                     for i in v.open():
                         v.refuse(i, code, why)
+            elif batch.topic in self.store.topics.body_limits:
+                self._check_body_limits(batch, v)
             return
         checked: dict[str, tuple] = {}
         for i in v.open():
@@ -221,6 +223,26 @@ class SendPath:
                 got = checked[t] = self.topic_check(t)
             if got[1] != Code.OK:
                 v.refuse(i, got[1], got[2])
+        if self.store.topics.body_limits:
+            self._check_body_limits(batch, v)
+
+    def _check_body_limits(self, batch: SendBatch, v: Verdicts) -> None:
+        """A topic's own max_message_bytes (`tidemq topic config T --set max_message_bytes=N`):
+        a larger body is refused MESSAGE_BODY_TOO_LARGE, naming the topic's limit."""
+        limits = self.store.topics.body_limits
+        p = batch.payload
+        if type(p) is Encoded:
+            sizes = [len(p.entry[0])]
+        elif type(p) is Slices:
+            sizes = np.asarray(p.fields).reshape(-1, 10)[:, 9].tolist()
+        else:
+            sizes = [len(m.body) if m.body else 0 for m in p.messages]
+        for i in v.open():
+            t = batch.topic if batch.topic is not None else batch.topics[i]
+            most = limits.get(t)
+            if most is not None and sizes[i] > most:
+                v.refuse(i, Code.MESSAGE_BODY_TOO_LARGE, f"body of {sizes[i]} bytes exceeds topic {t}'s "
+                                                         f"max_message_bytes={most}")
 
     def ensure_topic(self, name: str) -> int:
         """Queue count of the topic (0: unknown); ValueError for a name that can never be a topic."""

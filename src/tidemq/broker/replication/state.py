@@ -7,7 +7,8 @@ log, a follower copies from the leader's memory as one JSON document and writes 
 files a leader keeps (state/layout.py), so that a promoted follower opens them as any broker
 opens its state at start:
 
-    topics            the topic table: queue counts, space policies (when not evict), deleted topics
+    topics            the topic table: queue counts, space policies (when not evict), own settings
+                      (retention, message size limit: when one is set), deleted topics
                       with the log offset where each ended (the store's config/topics.json; applied
                       to the follower's table)
     consumer_offsets  committed offsets of pull consumers (broker/consumer_offsets.json)
@@ -39,7 +40,7 @@ import os
 
 from ... import checked
 from ...io import FileIO, write_atomic
-from ...store.topics import SpacePolicy
+from ...store.topics import SpacePolicy, TopicSettings
 from ..consume import group_offsets
 from ..deferred.timer import check_progress
 from ..state import journal
@@ -56,7 +57,8 @@ def snapshot(store, service) -> dict:
         "log_end": store.commitlog_max_offset,
         "topics": {"topics": {n: ts.queue_count for n, ts in t.topics.items()}, "deleted": dict(t.deleted),
                    "policies": {n: ts.space_policy.value for n, ts in t.topics.items()
-                                if ts.space_policy is not SpacePolicy.EVICT}},
+                                if ts.space_policy is not SpacePolicy.EVICT},
+                   "settings": {ts.name: ts.settings.document() for ts in t.with_settings()}},
         "consumer_offsets": [[g, tp, q, o] for (g, tp, q), o in service.group_offsets.offsets.items()],
         "pop": {"secret": service.pop.secret.decode(), "snapshot": service.pop.snapshot()},
         "timer": service.timer.snapshot(),
@@ -72,6 +74,7 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
         topics = {str(n): int(c) for n, c in doc["topics"]["topics"].items()}
         deleted = {str(n): int(e) for n, e in doc["topics"].get("deleted", {}).items()}
         policies = {str(n): SpacePolicy.parse(p) for n, p in doc["topics"].get("policies", {}).items()}
+        settings = {str(n): TopicSettings().changed(s) for n, s in doc["topics"].get("settings", {}).items()}
         offsets = {(str(g), str(t), int(q)): int(o) for g, t, q, o in doc["consumer_offsets"]}
         secret = str(doc["pop"]["secret"])
         pop, timer, txn = doc["pop"]["snapshot"], doc.get("timer"), doc["transactions"]
@@ -91,6 +94,9 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
         policy = policies.get(name, SpacePolicy.EVICT)
         if store.queue_count(name) < count or store.space_policy(name) != policy.value:
             store.create_topic(name, max(count, store.queue_count(name)), policy.value)
+        own = settings.get(name, TopicSettings())
+        if store.topic_settings(name) != own:           # the leader's own settings of the topic, as they are
+            store.topics.set_settings(name, own)
     fio: FileIO = store.fio
     layout = StateLayout(state_dir)
     fio.makedirs(layout.dir)
