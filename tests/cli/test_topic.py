@@ -105,3 +105,35 @@ def test_topic_delete_asks_then_deletes_and_the_groups_forget_it(broker):
     assert run("send", "doomed", "new", *ep).exit_code == 0
     r = run("receive", "doomed", "--from", "beginning", "--count", 10, "--json", *ep)
     assert [m["body"] for m in json.loads(r.output)] == ["new"]
+
+
+def test_topic_config_live_through_the_broker(broker):
+    """`topic config T --set ...` changes a topic's own settings at once: a body over its
+    max_message_bytes is refused MESSAGE_BODY_TOO_LARGE on the next send; --show and list show them;
+    bad values and unknown settings are refused with the reason; 'default' unsets one."""
+    from tidemq.client import Producer
+    from tidemq.protocol.stubs import Code
+    ep = ("--endpoint", broker.endpoint)
+    assert run("topic", "create", "Cfg", "--queues", "1", *ep).exit_code == 0
+    r = run("topic", "config", "Cfg", "--set", "retention_hours=2.5", "--set", "max_message_bytes=100",
+            "--set", "retention_bytes=1000000", "--set", "space_policy=refuse", *ep)
+    assert r.exit_code == 0 and "changed" in r.output, r.output
+    doc = json.loads(run("topic", "config", "Cfg", "--show", "--json", *ep).output)
+    assert doc["settings"] == {"retention_hours": 2.5, "retention_bytes": 1_000_000, "max_message_bytes": 100}
+    assert doc["space_policy"] == "refuse"
+    with Producer(broker.endpoint) as p:
+        r = p.send_batch("Cfg", [b"x" * 100, b"y" * 101])
+        assert [x.code for x in r] == [Code.OK, Code.MESSAGE_BODY_TOO_LARGE], r
+        assert "max_message_bytes=100" in r[1].error
+    rows = {d["topic"]: d for d in json.loads(run("topic", "list", "--json", *ep).output)}
+    assert rows["Cfg"]["settings"]["retention_hours"] == 2.5 and rows["Cfg"]["messages"] == 1
+    for bad, words in ((("retention_hours=-1",), "outside"), (("max_message_bytes=1.5",), "whole"),
+                       (("retention=1",), "unknown topic setting"), (("space_policy=keep",), "space_policy"),
+                       (("noequals",), "KEY=VALUE")):
+        r = run("topic", "config", "Cfg", *[a for b in bad for a in ("--set", b)], *ep)
+        assert r.exit_code in (1, 2) and words in r.output, (bad, r.output)
+    assert run("topic", "config", "NOPE", *ep).exit_code == 1
+    r = run("topic", "config", "Cfg", "--set", "max_message_bytes=default", "--json", *ep)
+    assert r.exit_code == 0 and json.loads(r.output)["settings"]["max_message_bytes"] is None
+    with Producer(broker.endpoint) as p:
+        assert p.send_batch("Cfg", [b"y" * 101]).all_ok(), "unset: the store's limit again"

@@ -252,7 +252,7 @@ def test_every_admin_method(secured):
     ok(call(b, "DeleteTopic", {"topic": "orders-new"}, user="star"))
     forbidden(call(b, "ResetGroup", {"group": "billing-1", "topic": "orders-1", "to": "latest"}, user="app-a"),
               "update on group 'billing-1'")
-    ok(call(b, "ResetGroup", {"group": "billing-1", "topic": "orders-1", "to": "latest"}, user="star"))
+    ok(call(b, "ResetGroup", {"group": "billing-1", "topic": "orders-1", "to": "latest", "force": True}, user="star"))
     for m, req in (("SetAlarmLimits", {"disk_free_limit_bytes": 1}), ("DeleteExpired", {}), ("Promote", {}),
                    ("Follow", {"leader": "127.0.0.1:1"})):
         forbidden(call(b, m, req, user="ops"), "'ops' may not update on cluster")
@@ -266,6 +266,21 @@ def test_every_admin_method(secured):
     assert "secret" not in json.dumps(call(b, "ListUsers")) .replace("secret_key", "")  # no secret is answered
     pol = ok(call(b, "ListAcl", {"user": "app-a"}))["policies"]["app-a"]
     assert {"resource": "topic:orders-secret", "actions": ["sub"], "decision": "deny", "source_ips": []} in pol
+
+
+def test_run_time_settings_and_topic_settings_are_guarded(secured):
+    """SetConfig needs update on the cluster; TopicConfig get (show) or update (set) on the topic."""
+    b = secured
+    forbidden(call(b, "SetConfig", {"name": "send_hold_ms_max", "value": 1000}, user="star"),
+              "'star' may not update on cluster")
+    forbidden(call(b, "SetConfig", {"name": "send_hold_ms_max", "value": 1000}, user="ops"), "update on cluster")
+    ok(call(b, "SetConfig", {"name": "send_hold_ms_max", "value": 2000}, user="super"))
+    ok(call(b, "TopicConfig", {"topic": "orders-1"}, user="ops"))
+    forbidden(call(b, "TopicConfig", {"topic": "orders-1", "set": {"retention_hours": 1}}, user="ops"),
+              "'ops' may not update on topic 'orders-1'")
+    forbidden(call(b, "TopicConfig", {"topic": "orders-1"}, user="app-b"), "get on topic 'orders-1'")
+    ok(call(b, "TopicConfig", {"topic": "orders-1", "set": {"retention_hours": 1}}, user="star"))
+    ok(call(b, "TopicConfig", {"topic": "orders-1", "set": {"retention_hours": None}}, user="star"))
 
 
 def test_changes_take_effect_at_once_without_a_restart(secured):
