@@ -198,6 +198,8 @@ class Admin:
             return api.refused(str(e))
         if topic in SYSTEM_TOPICS:
             return api.refused(f"{topic!r} is a system topic of the broker", api.Refusal.FORBIDDEN)
+        if isinstance(req, dict) and req.get("forget_topology") is True:
+            return self._forget_topology(topic)
         b = self.broker
 
         def delete() -> dict | None:
@@ -209,6 +211,17 @@ class Admin:
         if done is None:
             return api.refused(f"topic {topic!r} does not exist", api.Refusal.NOT_FOUND)
         return {"ok": True, **done}
+
+    def _forget_topology(self, topic: str) -> dict:
+        """DeleteTopic {"forget_topology": true}: the coordinator forgets a spread topic (sent by
+        `topic delete` after every owning group deleted its part: a member that restarts then makes it
+        no more)."""
+        node = self._node()
+        if node is None or node.coordinator is None:
+            return api.refused("this broker has no coordinator: there is no cluster topology", api.Refusal.FORBIDDEN)
+        if not self._run(asyncio.to_thread(node.coordinator.delete_topic, topic)):
+            return api.refused(f"topic {topic!r} is in no cluster topology", api.Refusal.NOT_FOUND)
+        return {"ok": True, "topic": topic, "topology": "forgotten"}
 
     def _on_loop(self, fn):
         """Run ``fn`` where consumers change offsets: on the broker's event loop."""

@@ -23,8 +23,41 @@ from .output import emit_json, fail, out, table
 
 
 def _lag(endpoint: str, config_file: str | None, group: str | None) -> dict:
+    """The Groups answer of the broker, or of every broker group of its cluster (through the
+    coordinator's topology): rows of a spread topic from the group owning each queue, each row with
+    its "broker_group"; "unreachable": the groups that did not answer (the command then exits 1)."""
+    from .cluster_admin import Cluster, unreachable
     from .common import admin_call
-    return admin_call(endpoint, "Groups", {"group": group} if group else {}, config_file)
+    req = {"group": group} if group else {}
+    cluster = Cluster.of(endpoint, config_file)
+    if cluster is None:
+        return {**admin_call(endpoint, "Groups", req, config_file), "unreachable": []}
+    answers = cluster.ask(cluster.groups, "Groups", req)
+    rows, summary = [], {}
+    for g, r in answers.items():
+        if not r.get("ok"):
+            continue
+        for row in r["lag"]:
+            owners = cluster.owners(row["topic"])
+            if owners is not None and row["queue"] not in owners.get(g, ()):
+                continue                         # a queue of the spread topic another group owns
+            rows.append({**row, "broker_group": g})
+        for x in r["groups"]:
+            d = summary.setdefault(x["group"], {"group": x["group"], "topics": [], "lag": 0, "inflight": 0,
+                                               "dlq_messages": 0, "broker_groups": []})
+            d["topics"] = sorted(set(d["topics"]) | set(x["topics"]))
+            d["inflight"] += x["inflight"]
+            d["dlq_messages"] += x.get("dlq_messages", 0)
+            d["broker_groups"].append(g)
+    for d in summary.values():
+        d["lag"] = sum(r["lag"] for r in rows if r["group"] == d["group"])
+    return {"lag": rows, "groups": [summary[k] for k in sorted(summary)], "unreachable": unreachable(answers)}
+
+
+def _say_unreachable(answer: dict) -> None:
+    if answer.get("unreachable"):
+        fail("could not reach broker group(s) " + "; ".join(answer["unreachable"]) + " (their part is missing)",
+             code=1)
 
 
 @click.group()
@@ -39,12 +72,14 @@ def group() -> None:
 def list_(endpoint, config_file, as_json) -> None:
     """Every group the broker knows, with its total lag."""
     quiet_logs()
-    gs = _lag(endpoint, config_file, None)["groups"]
+    answer = _lag(endpoint, config_file, None)
+    gs = answer["groups"]
     if as_json:
         emit_json(gs)
-        return
-    table("groups", ["group", "topics", "lag", "in flight", "dead letters"],
-          [[g["group"], ",".join(g["topics"]), g["lag"], g["inflight"], g.get("dlq_messages", "-")] for g in gs])
+    else:
+        table("groups", ["group", "topics", "lag", "in flight", "dead letters"],
+              [[g["group"], ",".join(g["topics"]), g["lag"], g["inflight"], g.get("dlq_messages", "-")] for g in gs])
+    _say_unreachable(answer)
 
 
 @group.command("status")
@@ -62,12 +97,14 @@ def status(name, endpoint, config_file, as_json) -> None:
         emit_json(rows)
     else:
         now_ms = time.time() * 1000
-        table(f"group {name}", ["topic", "queue", "kind", "committed", "max", "lag", "in flight", "again",
-                                "last consumed"],
-              [[r["topic"], r["queue"], r["kind"], r["committed_offset"], r["max_offset"], r["lag"], r["inflight"],
-                r.get("redelivering", 0), _ago(r.get("last_consumed_ms"), now_ms)] for r in rows])
+        table(f"group {name}", ["topic", "queue", "broker group", "kind", "committed", "max", "lag", "in flight",
+                                "again", "last consumed"],
+              [[r["topic"], r["queue"], r.get("broker_group", "-"), r["kind"], r["committed_offset"], r["max_offset"],
+                r["lag"], r["inflight"], r.get("redelivering", 0), _ago(r.get("last_consumed_ms"), now_ms)]
+               for r in rows])
         dlq = sum(g.get("dlq_messages", 0) for g in answer["groups"])
         out.print(f"total lag {sum(r['lag'] for r in rows)}; dead letters {dlq} (topic %DLQ%{name})")
+    _say_unreachable(answer)
     if not rows:
         fail(f"group {name!r} has consumed nothing on this broker", code=1)
 
@@ -143,7 +180,32 @@ def reset(name, topic, to, offsets, dry_run, force, endpoint, config_file, as_js
         req["dry_run"] = True
     if force:
         req["force"] = True
-    r = admin_call(endpoint, "ResetGroup", req, config_file)
+    from .cluster_admin import Cluster, unreachable
+    cluster = Cluster.of(endpoint, config_file)
+    owners = cluster.owners(topic) if cluster is not None else None
+    if owners:          # a topic spread over broker groups: each owning group's leader resets its queues
+        reqs = {}
+        for g, qids in owners.items():
+            if "offsets" in req:
+                mine = {q: o for q, o in req["offsets"].items() if int(q) in qids}
+                if mine:
+                    reqs[g] = {**req, "offsets": mine}
+            else:
+                reqs[g] = req
+        answers = {g: cluster.ask([g], "ResetGroup", rq, leader_only=True)[g] for g, rq in reqs.items()}
+        bad = unreachable(answers) + [f"{g}: {a.get('code')}: {a.get('error')}" for g, a in answers.items()
+                                      if not a.get("ok") and a.get("code") != "UNREACHABLE"]
+        done = [{**d, "broker_group": g} for g, a in answers.items() if a.get("ok") for d in a["reset"]
+                if d["queue"] in owners[g]]
+        r = {"reset": done, "live": sorted({t for a in answers.values() for t in a.get("live", ())})}
+        if bad:
+            if done:
+                table(f"group {name} reset on part of the cluster only", ["topic", "queue", "broker group", "kind",
+                                                                         "from", "to"],
+                      [[d["topic"], d["queue"], d["broker_group"], d["kind"], d["from"], d["to"]] for d in done])
+            fail("not reset on broker group(s) " + "; ".join(bad), code=1)
+    else:
+        r = admin_call(endpoint, "ResetGroup", req, config_file)
     done = r["reset"]
     if as_json:
         emit_json(done if not dry_run else {"dry_run": True, "reset": done})

@@ -89,7 +89,24 @@ def delete(name, yes, endpoint, root, config_file, as_json) -> None:
         fail("nothing deleted", code=1)
     if endpoint:
         from ..protocol import admin as api
-        done = admin_call(endpoint, api.DELETE_TOPIC, {"topic": name}, config_file)
+        from .cluster_admin import Cluster, unreachable
+        cluster = Cluster.of(endpoint, config_file)
+        owners = cluster.owners(name) if cluster is not None else None
+        if owners:                 # spread over broker groups: each owning group's leader, then the topology
+            answers = cluster.ask(owners, api.DELETE_TOPIC, {"topic": name}, leader_only=True)
+            lost = unreachable(answers)
+            refused = [f"{g}: {r.get('error')}" for g, r in answers.items()
+                       if not r.get("ok") and r.get("code") not in ("UNREACHABLE", "NOT_FOUND")]
+            if lost or refused:
+                fail(f"topic {name} not deleted everywhere (the cluster still lists it): "
+                     + "; ".join(lost + refused), code=1)
+            first = next(iter(answers.values()))["endpoint"]
+            admin_call(first, api.DELETE_TOPIC, {"topic": name, "forget_topology": True}, config_file)
+            done = {"topic": name, "queues": sum(len(q) for q in owners.values()),
+                    "messages": sum(r.get("messages", 0) for r in answers.values() if r.get("ok")),
+                    "groups": {g: {k: v for k, v in r.items() if k != "ok"} for g, r in answers.items()}}
+        else:
+            done = admin_call(endpoint, api.DELETE_TOPIC, {"topic": name}, config_file)
     else:
         store = _open(root, config_file)
         try:
@@ -184,12 +201,22 @@ def config_(name, changes, show, endpoint, config_file, as_json) -> None:
 @root_option
 @config_option
 @click.option("--json", "as_json", is_flag=True)
-def status(name, endpoint, root, config_file, as_json) -> None:
+@click.option("-v", "--verbose", is_flag=True, help="each broker group's part of a topic spread over the cluster")
+def status(name, endpoint, root, config_file, as_json, verbose) -> None:
     """Queues of topic NAME (min / max offsets, messages) and, through a broker, its groups' lag."""
     quiet_logs()
+    lost: list[str] = []
     if endpoint:
         from ..protocol import admin as api
-        doc = admin_call(endpoint, api.TOPIC_STATUS, {"topic": name}, config_file)
+        from .cluster_admin import Cluster, merge_topic_status, unreachable
+        cluster = Cluster.of(endpoint, config_file)
+        owners = cluster.owners(name) if cluster is not None else None
+        if owners:                 # spread over broker groups: each group's queues from that group
+            answers = cluster.ask(owners, api.TOPIC_STATUS, {"topic": name})
+            lost = unreachable(answers)
+            doc = merge_topic_status(name, answers, owners)
+        else:
+            doc = admin_call(endpoint, api.TOPIC_STATUS, {"topic": name}, config_file)
     else:
         from ..broker.observe.query import topic_status
         store = _open(root, config_file)
@@ -201,11 +228,25 @@ def status(name, endpoint, root, config_file, as_json) -> None:
             store.shutdown()
     if as_json:
         emit_json(doc)
+        if lost:
+            fail("could not reach broker group(s) " + "; ".join(lost), code=1)
         return
     def size(d: dict) -> str:
         return ("" if d["bytes_exact"] else "~") + human_bytes(d["bytes"])
     table(f"topic {name}: {doc['messages']} message(s), {size(doc)}, space policy {doc.get('space_policy') or '-'}",
-          ["queue", "min offset", "max offset", "messages", "size"],
-          [[q["id"], q["min_offset"], q["max_offset"], q["messages"], size(q)] for q in doc["queues"]])
+          ["queue", "broker group", "min offset", "max offset", "messages", "size"],
+          [[q["id"], q.get("group", "-"), q["min_offset"], q["max_offset"], q["messages"], size(q)]
+           for q in doc["queues"]])
     if doc["groups"]:
         table("groups", ["group", "lag", "in flight"], [[g["group"], g["lag"], g["inflight"]] for g in doc["groups"]])
+    if verbose and doc.get("groups_detail"):
+        for g, r in doc["groups_detail"].items():
+            if "queues" in r:
+                table(f"broker group {g} ({r.get('endpoint', '?')}): queues {','.join(map(str, doc['owners'][g]))}",
+                      ["queue", "messages", "lag by consumer group"],
+                      [[q["id"], q["messages"], "-"] for q in r["queues"] if q["id"] in doc["owners"][g]]
+                      + [["all", r["messages"], ", ".join(f"{x['group']}={x['lag']}" for x in r["groups"]) or "-"]])
+            else:
+                click.echo(f"broker group {g}: {r.get('code')}: {r.get('error')}", err=True)
+    if lost:
+        fail("could not reach broker group(s) " + "; ".join(lost) + " (their queues are missing above)", code=1)

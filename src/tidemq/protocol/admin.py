@@ -52,9 +52,12 @@ ALARMS: {"memory": ALARM, "disk": ALARM, "refusal": str | null, "checks": int,
                                                                   "groups": [{"group", "lag", "inflight"}]}
     Config          {}                                          {"store": {name: value}, "broker": {name:
                                                                   value}} (secrets as "***")
-    DeleteTopic     {"topic": str}                              {"topic", "queues", "messages", "log_end"}:
+    DeleteTopic     {"topic": str, "forget_topology": bool}     {"topic", "queues", "messages", "log_end"}:
                                                                   queues deleted, records dead in the log
-                                                                  until cleanup, groups' offsets dropped
+                                                                  until cleanup, groups' offsets dropped;
+                                                                  forget_topology: only the coordinator's
+                                                                  entry of a spread topic goes (sent after
+                                                                  every owning group deleted its part)
     ResetGroup      {"group": str, "topic": str, "to":          {"reset": [{"topic", "queue", "kind",
                     "earliest" | "latest" | int (>= 10**12: a     "from", "to"}], "dry_run": bool}: pull
                     time in ms, else an offset), or               offsets and pop cursors (in-flight messages

@@ -304,6 +304,18 @@ class ZkCoordinator:
         self._wake.set()
         return doc
 
+    def delete_topic(self, name: str) -> bool:
+        """Forget a spread topic's entry (`topic delete` once every owning group deleted its part);
+        False when there was none."""
+        from kazoo.exceptions import NoNodeError
+        try:
+            self.zk.delete(f"{self.base}/topics/{name}")
+        except NoNodeError:
+            return False
+        self.topology.pop(name, None)
+        self._applied.pop(name, None)
+        return True
+
     def _topics(self) -> dict[str, dict]:
         out = {}
         for t in self.zk.get_children(f"{self.base}/topics"):
@@ -315,6 +327,8 @@ class ZkCoordinator:
     def _sync_topology(self) -> None:
         topics = self._topics()
         self.topology = topics
+        for t in [t for t in self._applied if t not in topics]:    # forgotten: made again if spread again
+            del self._applied[t]
         groups = {}
         for g in self.zk.get_children(f"{self.base}/groups"):
             d = self._group(g)
