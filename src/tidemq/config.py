@@ -623,6 +623,9 @@ class BrokerConfig(_Loadable):
                                           10, 600_000)
     alarm_check_interval_ms_min: int = _f(100, "shortest time between two alarm checks, at the limits",
                                           10, 600_000)
+    quota_throttle_ms_max: int = _f(30_000, "longest a send or fetch over its quota (`tidemq quota set`) is delayed "
+                                            "before its answer; one whose debt would take longer is refused "
+                                            "TOO_MANY_REQUESTS (Kafka's quota throttling)", 0, 600_000)
     send_hold_ms_max: int = _f(2_000, "longest a send waits on an alarm or the flush backlog before it is refused "
                                       "with TOO_MANY_REQUESTS (never past its deadline minus 0.25 s)", 0, 60_000)
     log_level: str = _f("", "level of the broker's own log (tidemq.*): DEBUG, INFO, WARNING, ERROR; empty: as the "

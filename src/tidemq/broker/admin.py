@@ -160,6 +160,30 @@ class Admin:
             return api.refused(str(e), code)
         return {"ok": True, **done}
 
+    def set_quota(self, req: dict) -> dict:
+        """`tidemq quota set`: a user's, client id's or topic's byte rates (protection/quotas.py)."""
+        from .protection.quotas import QuotaError
+        if (no := self._follower()) is not None:
+            return no
+        q = getattr(self.broker, "quotas", None) if self.broker is not None else None
+        if q is None:
+            return api.refused("no running broker", api.Refusal.FORBIDDEN)
+        try:
+            kind, name, produce, fetch = api.quota_request(req)
+            now = q.set(kind, name, produce, fetch)
+        except (QuotaError, ValueError) as e:
+            return api.refused(str(e))
+        return {"ok": True, "entity": f"{kind}:{name}", "quota": now}
+
+    def list_quotas(self, req: dict) -> dict:
+        q = getattr(self.broker, "quotas", None) if self.broker is not None else None
+        if q is None:
+            return {"ok": True, "quotas": {}, "stats": []}
+        return {"ok": True, "quotas": q.document(), "stats": [
+            {"entity": e, "direction": d, "bytes": s.bytes_total, "throttled": s.throttled_total,
+             "throttled_seconds": round(s.throttled_seconds_total, 3), "refused": s.refused_total}
+            for (e, d), s in sorted(q.snapshot().items())]}
+
     def topic_config(self, req: dict) -> dict:
         """`tidemq topic config T [--set k=v ...]`: a topic's own retention, message size limit and
         space policy; kept in topics.json (the broker state a follower copies)."""
@@ -421,7 +445,8 @@ class Admin:
             api.PROMOTE: self.promote, api.FOLLOW: self.follow, api.CLUSTER: self.cluster,
             api.CREATE_USER: self.create_user, api.DELETE_USER: self.delete_user, api.LIST_USERS: self.list_users,
             api.GRANT: self.grant, api.REVOKE: self.revoke, api.LIST_ACL: self.list_acl,
-            api.SET_CONFIG: self.set_config, api.TOPIC_CONFIG: self.topic_config}
+            api.SET_CONFIG: self.set_config, api.TOPIC_CONFIG: self.topic_config,
+            api.SET_QUOTA: self.set_quota, api.LIST_QUOTAS: self.list_quotas}
         assert set(fns) == set(api.METHODS)
         return grpc.method_handlers_generic_handler(api.SERVICE, {m: unary(fn, m) for m, fn in fns.items()})
 

@@ -25,7 +25,8 @@ STORE_LIVE = ("file_reserved_time_hours", "delete_when", "delete_file_batch_max"
               "disk_space_warning_level_percent")
 BROKER_LIVE = ("memory_high_watermark_ratio", "memory_high_watermark_bytes", "disk_free_limit_bytes",
                "send_hold_ms_max", "flush_backlog_high_bytes", "inflight_requests_per_connection_max",
-               "inflight_bytes_per_connection_max", "long_polling_s_max", "receive_batch_max", "log_level")
+               "inflight_bytes_per_connection_max", "long_polling_s_max", "receive_batch_max", "log_level",
+               "quota_throttle_ms_max")
 LIVE: dict[str, str] = {**{k: "store" for k in STORE_LIVE}, **{k: "broker" for k in BROKER_LIVE}}
 SECTIONS = {"store": StoreConfig, "broker": BrokerConfig, "replication": ReplicationConfig}
 
@@ -127,6 +128,8 @@ def _apply_broker(broker, new: BrokerConfig, name: str) -> None:
         gate.hold_max_s = new.send_hold_ms_max / 1000
         gate.inflight_requests_max = new.inflight_requests_per_connection_max
         gate.inflight_bytes_max = new.inflight_bytes_per_connection_max
+    if getattr(broker, "quotas", None) is not None:
+        broker.quotas.throttle_s_max = new.quota_throttle_ms_max / 1000
     if name == "log_level":
         logging.getLogger("tidemq").setLevel(new.log_level or logging.NOTSET)
 

@@ -39,6 +39,7 @@ from .protection.acl import Acl, User
 from .protection.auth import Authenticator, Failure, Refusals
 from .protection.decoding import typed_decoding
 from .protection.flow import SendGate
+from .protection.quotas import Quotas
 from .service import MessagingService
 from .state.layout import state_dir
 
@@ -73,6 +74,7 @@ class Broker:
         self._tasks: list[asyncio.Task] = []
         self.gate: SendGate | None = None
         self.acl: Acl | None = None                 # users and policies (protection/acl.py)
+        self.quotas: Quotas | None = None           # byte-rate quotas (protection/quotas.py)
         self.refusals = Refusals()                  # calls refused by authentication / authorization
         self.member_credentials: MemberCredentials | None = None
     def _make_alarms(self, store: MessageStore) -> ResourceAlarms:
@@ -161,6 +163,9 @@ class Broker:
         c = self.config
         first = User(c.access_key, c.secret_key, True) if c.auth_enabled else None
         self.acl = Acl(self.store.fio, state_dir(self.store_config.root_dir), first).load()
+        self.quotas = Quotas(self.store.fio, state_dir(self.store_config.root_dir), SystemClock(),
+                             c.quota_throttle_ms_max / 1000)
+        self.quotas.load()
         self.member_credentials = MemberCredentials(c)      # how this member calls the others (a group)
         self._loop = asyncio.get_running_loop()
         self._alarm_wake = asyncio.Event()
@@ -294,6 +299,9 @@ class Broker:
                                                                                    "a send", why)
         self._records = Records(self.store, service.consumption.arrivals, c.grpc_message_bytes_max,
                                 c.pull_records_bytes_max, service.got)
+        # the quotas: one table for every service this broker has (protection/quotas.py)
+        service.sends.quotas = service.pulls.quotas = service.consumption.quotas = self._records.quotas = self.quotas
+        service.quotas = self.quotas
         self._record_sends = RecordSends(service.sends)
         if self.observer is not None:
             service.puts.latency = self.observer.put_latency

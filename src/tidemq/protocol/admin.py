@@ -80,6 +80,14 @@ ALARMS: {"memory": ALARM, "disk": ALARM, "refusal": str | null, "checks": int,
                                                                   unsets one (kept in the broker state, copied
                                                                   to followers)
 
+    SetQuota        {one of "user", "client_id", "topic": str,  {"entity": "user:U" | "client:C" | "topic:T",
+                    "produce_bytes_per_s": int, "fetch_bytes_     "quota": {"produce", "fetch"}}: bytes per
+                    per_s": int} (0: none; absent: unchanged)     second, live, in the broker state
+    ListQuotas      {}                                          {"quotas": {entity: {"produce", "fetch"}},
+                                                                  "stats": [{"entity", "direction",
+                                                                  "bytes", "throttled", "throttled_seconds",
+                                                                  "refused"}]}
+
     Archive         {}                                          {"manifest", "dest": str | null, "runs":
                                                                   [str], "gaps_file", "gaps": int}: where
                                                                   the store's archive is (paths on the
@@ -162,12 +170,15 @@ REVOKE = "Revoke"
 LIST_ACL = "ListAcl"
 SET_CONFIG = "SetConfig"
 TOPIC_CONFIG = "TopicConfig"
+SET_QUOTA = "SetQuota"
+LIST_QUOTAS = "ListQuotas"
 METHODS = (CREATE_TOPIC, LIST_TOPICS, DISK_STATUS, DELETE_EXPIRED, ALARMS, SET_ALARM_LIMITS, STATUS, GROUPS, QUERY,
            TOPIC_STATUS, CONFIG, RESET_GROUP, DELETE_TOPIC, ARCHIVE, REPLICATION, PROMOTE, FOLLOW, CLUSTER,
-           CREATE_USER, DELETE_USER, LIST_USERS, GRANT, REVOKE, LIST_ACL, SET_CONFIG, TOPIC_CONFIG)
+           CREATE_USER, DELETE_USER, LIST_USERS, GRANT, REVOKE, LIST_ACL, SET_CONFIG, TOPIC_CONFIG, SET_QUOTA,
+           LIST_QUOTAS)
 # the methods that change something (each logged in an audit line: who, what, from where)
 CHANGES = frozenset((CREATE_TOPIC, DELETE_EXPIRED, SET_ALARM_LIMITS, RESET_GROUP, DELETE_TOPIC, PROMOTE, FOLLOW,
-                     CREATE_USER, DELETE_USER, GRANT, REVOKE, SET_CONFIG, TOPIC_CONFIG))
+                     CREATE_USER, DELETE_USER, GRANT, REVOKE, SET_CONFIG, TOPIC_CONFIG, SET_QUOTA))
 SECRET_FIELDS = frozenset(("secret_key",))      # never written to a log
 TIMESTAMP_MS_MIN = 10**12          # --to: a number from here on is a time in ms, below it an offset
 QUERY_MAX = 64                     # the default of BrokerConfig.query_messages_max
@@ -346,6 +357,22 @@ def set_config_request(req: dict) -> tuple[str, object]:
     if not isinstance(v, (str, int, float, bool)) or (isinstance(v, str) and len(v) > 4096):
         raise ValueError("value is a string, a number or true / false")
     return _name(req, "name"), v
+
+
+def quota_request(req: dict) -> tuple[str, str, int | None, int | None]:
+    """(kind: user | client | topic, name, produce or None, fetch or None) of a SetQuota request."""
+    if not isinstance(req, dict):
+        raise ValueError("a request is a JSON object")
+    given = [k for k in ("user", "client_id", "topic") if k in req]
+    if len(given) != 1:
+        raise ValueError(f"give exactly one of user, client_id, topic (got {given or 'none'})")
+    rates = []
+    for k in ("produce_bytes_per_s", "fetch_bytes_per_s"):
+        rates.append(_int(req, k, 0, 1 << 50) if k in req else None)
+    if rates == [None, None]:
+        raise ValueError("give produce_bytes_per_s and / or fetch_bytes_per_s (0: none)")
+    kind = {"user": "user", "client_id": "client", "topic": "topic"}[given[0]]
+    return kind, _name(req, given[0]), rates[0], rates[1]
 
 
 def topic_config_request(req: dict) -> tuple[str, dict | None]:

@@ -268,8 +268,9 @@ def test_every_admin_method(secured):
     assert {"resource": "topic:orders-secret", "actions": ["sub"], "decision": "deny", "source_ips": []} in pol
 
 
-def test_run_time_settings_and_topic_settings_are_guarded(secured):
-    """SetConfig needs update on the cluster; TopicConfig get (show) or update (set) on the topic."""
+def test_run_time_settings_topic_settings_and_quotas_are_guarded(secured):
+    """SetConfig and SetQuota need update on the cluster, ListQuotas get; TopicConfig get (show) or
+    update (set) on the topic."""
     b = secured
     forbidden(call(b, "SetConfig", {"name": "send_hold_ms_max", "value": 1000}, user="star"),
               "'star' may not update on cluster")
@@ -281,6 +282,10 @@ def test_run_time_settings_and_topic_settings_are_guarded(secured):
     forbidden(call(b, "TopicConfig", {"topic": "orders-1"}, user="app-b"), "get on topic 'orders-1'")
     ok(call(b, "TopicConfig", {"topic": "orders-1", "set": {"retention_hours": 1}}, user="star"))
     ok(call(b, "TopicConfig", {"topic": "orders-1", "set": {"retention_hours": None}}, user="star"))
+    forbidden(call(b, "SetQuota", {"user": "app-a", "produce_bytes_per_s": 1}, user="star"), "update on cluster")
+    forbidden(call(b, "ListQuotas", {}, user="app-b"), "'app-b' may not get on cluster")
+    ok(call(b, "ListQuotas", {}, user="ops"))
+    ok(call(b, "SetQuota", {"user": "app-a", "produce_bytes_per_s": 0}, user="super"))
 
 
 def test_changes_take_effect_at_once_without_a_restart(secured):

@@ -7,7 +7,9 @@ wire format into a SendBatch (batch.py) and encode the verdicts back. Here, once
    ``pub`` on each topic, once per topic; a message to a topic it may not publish to is answered
    FORBIDDEN naming the user, the action and the topic (before anything else: a topic's existence
    is not revealed, nor auto-created, for someone who may not publish to it);
-1. **gate** (protection/flow.SendGate): the connection's in-flight bounds, then resource alarms and
+1. **gate**: the produce quotas of the caller's user, client id and topics (protection/quotas.py:
+   past their bound refused TOO_MANY_REQUESTS, else the answer delayed by their debt); then
+   (protection/flow.SendGate) the connection's in-flight bounds, then resource alarms and
    the flush backlog, holding the send within its deadline; refused there, every message is
    answered TOO_MANY_REQUESTS with the reason (HELD);
 2. **checks**: an empty body (MESSAGE_BODY_EMPTY); the topic, once per topic: a valid name, not a
@@ -108,6 +110,7 @@ class SendPath:
         self.outcomes = Outcomes(self._queue_count)     # messages by topic and the code they were answered
         self._sendable: set[str] = set()       # topic names topic_check found valid (at most SENDABLE_MAX)
         self.acl = None              # protection/acl.Acl with authentication on: pub checked per topic (step 0)
+        self.quotas = None           # protection/quotas.Quotas: produce byte rates, in the gate step (step 1)
         self.on_forbidden = None     # (user, peer, topic, text) -> None: a refusal counted and logged
 
     def _queue_count(self, topic: str) -> int:
@@ -125,6 +128,17 @@ class SendPath:
         if self.acl is not None and not self._authorize(batch, v, caller):
             self._count(batch, v)
             return v
+        delay_s = 0.0
+        q = self.quotas
+        if q is not None and q.limits:              # quotas (protection/quotas.py): past the bound, refused
+            ents = q.applying("produce", caller.user, caller.client_id,
+                              (batch.topic,) if batch.topic is not None else set(batch.topics))
+            qv = q.charge("produce", ents, batch.nbytes, refuse=True)
+            if qv.refused is not None:
+                v.refuse_all(Code.TOO_MANY_REQUESTS, qv.refused)
+                self._count(batch, v)
+                return v
+            delay_s = qv.delay_s
         refusal = self.gate.enter(caller.peer, batch.nbytes)
         kind = REFUSED
         if refusal is None:
@@ -139,6 +153,9 @@ class SendPath:
         if refusal is not None:
             v.refuse_all(Code.TOO_MANY_REQUESTS, refusal, kind)
         self._count(batch, v)
+        if delay_s > 0:                              # over its quota: the answer waits (Kafka's throttle)
+            left = caller.time_remaining()
+            await asyncio.sleep(delay_s if left is None else max(0.0, min(delay_s, left - 0.25)))
         return v
 
     async def _send(self, batch: SendBatch, v: Verdicts, caller: Caller) -> None:

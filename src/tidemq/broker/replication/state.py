@@ -18,6 +18,8 @@ opens its state at start:
     transactions      the transaction decisions (broker/transactions/)
     acl               users and their policies (broker/acl/acl.json: protection/acl.py), so a promoted
                       follower enforces what its leader did
+    quotas            byte-rate quotas per user, client id and topic (broker/quotas.json:
+                      protection/quotas.py)
 
 Each file is written in the format the broker that opens it reads: the consumer offsets and the
 timer's progress as checked documents (tidemq/checked.py: CRC, the previous version kept as
@@ -64,6 +66,7 @@ def snapshot(store, service) -> dict:
         "timer": service.timer.snapshot(),
         "transactions": service.transactions.snapshot(),
         "acl": service.acl.document() if getattr(service, "acl", None) is not None else None,
+        "quotas": service.quotas.document() if getattr(service, "quotas", None) is not None else None,
     }
 
 
@@ -85,6 +88,9 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
         acl = doc.get("acl")
         if acl is not None:
             AclState.from_doc(acl)                  # (checked before anything is written)
+        quotas = doc.get("quotas")
+        if quotas is not None and not isinstance(quotas, dict):
+            raise TypeError("quotas is an object")
     except (KeyError, TypeError, ValueError, AttributeError, checked.Damaged) as e:
         raise ValueError(f"not a broker state document: {e!r}") from None
     for name, end in deleted.items():
@@ -112,3 +118,7 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
     journal.write_state(fio, layout.transactions_dir, txn)
     if acl is not None and getattr(service, "acl", None) is not None:
         service.acl.replace(acl)                    # written, and in effect on this member at once
+    q = getattr(service, "quotas", None)
+    if quotas is not None and q is not None and quotas != q.document():
+        q.replace(quotas)                           # the leader's quotas, in effect here at once
+        q.save()
