@@ -58,7 +58,7 @@ class Admin:
         except (KeyError, ValueError, TypeError) as e:
             return api.refused(str(e))
         out = {"ok": True, "topic": name, "queues": self.store.queue_count(name),
-               "space_policy": self.store.space_policy(name), "existed": bool(had), "queues_before": had}
+               "space_policy": self.store.space_policy(name)}
         if asked is not None and had > asked:
             out["note"] = (f"topic {name} already has {had} queues; queues are never taken away (asked for "
                            f"{asked}: kept {had})")
