@@ -17,7 +17,9 @@ NOT_FOUND, FORBIDDEN, NOT_LEADER).
                                                                   topic's is evict, an existing one's stays)
                                                                   (+ "owners": {group: [queue ids]} with
                                                                   groups: the queues spread over those broker
-                                                                  groups, kept in the coordinator)
+                                                                  groups, kept in the coordinator); + "note"
+                                                                  when fewer queues were asked than the topic
+                                                                  has (queues are never taken away)
     ListTopics      {}                                          {"topics": [{"topic", "space_policy", "system":
                                                                   bool, "messages", "bytes", "bytes_exact",
                                                                   "settings", "queues": [{"id", "min_offset",
