@@ -1,7 +1,8 @@
 """Cluster-wide administration from any member's endpoint (tidemq/cli/cluster_admin.py): two broker
 groups on a real ZooKeeper, a topic spread over both; `topic status` through one group counts the
 other's queues too (per group with -v); `topic delete` deletes every group's part and the topology
-entry (no ghost in `status --cluster`); a view that cannot reach a group names it and exits 1."""
+entry (no ghost in `status --cluster`); a topic of one group is found through another's member; a
+view that cannot reach a group names it and exits 1."""
 
 import json
 
@@ -49,6 +50,13 @@ def test_views_and_deletes_act_on_every_group_owning_the_topic(tmp_path, zookeep
             assert "S1" not in [t["topic"] for t in admin_call(g.endpoint(0), "ListTopics")["topics"]]
         cluster = json.loads(run("status", "--cluster", "--json", "--endpoint", a.endpoint(0)).output)
         assert "S1" not in cluster["topics"] and "S2" in cluster["topics"], "no ghost entry"
+
+        assert admin_call(b.endpoint(0), "CreateTopic", {"name": "OnlyB", "queues": 2})["ok"]   # one group's
+        r = run("topic", "status", "OnlyB", "--json", "--endpoint", a.endpoint(0))
+        assert r.exit_code == 0 and {q["group"] for q in json.loads(r.output)["queues"]} == {"b"}, r.output
+        r = run("topic", "delete", "OnlyB", "--yes", "--endpoint", a.endpoint(0))
+        assert r.exit_code == 0 and "OnlyB" not in [t["topic"] for t in admin_call(b.endpoint(0), "ListTopics")["topics"]]
+        assert run("topic", "status", "OnlyB", "--endpoint", a.endpoint(0)).exit_code == 1
 
         b.kill_all()
         r = run("topic", "status", "S2", "--endpoint", a.endpoint(0))

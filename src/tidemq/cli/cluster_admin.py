@@ -68,6 +68,13 @@ class Cluster:
         return out
 
 
+def holders(cluster: Cluster, topic: str) -> tuple[dict[str, list[int]], dict[str, dict]]:
+    """A topic the topology does not know (made on one group, not spread): ({group: its queue ids}
+    for every group that has it, every group's TopicStatus answer)."""
+    answers = cluster.ask(cluster.groups, "TopicStatus", {"topic": topic})
+    return {g: [q["id"] for q in r["queues"]] for g, r in answers.items() if r.get("ok")}, answers
+
+
 def unreachable(answers: dict[str, dict]) -> list[str]:
     """'group: why' for every group that did not answer."""
     return [f"{g}: {r.get('error', 'no answer')}" for g, r in answers.items() if r.get("code") == "UNREACHABLE"]

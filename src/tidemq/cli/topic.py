@@ -89,10 +89,16 @@ def delete(name, yes, endpoint, root, config_file, as_json) -> None:
         fail("nothing deleted", code=1)
     if endpoint:
         from ..protocol import admin as api
-        from .cluster_admin import Cluster, unreachable
+        from .cluster_admin import Cluster, holders, unreachable
         cluster = Cluster.of(endpoint, config_file)
         owners = cluster.owners(name) if cluster is not None else None
-        if owners:                 # spread over broker groups: each owning group's leader, then the topology
+        spread = bool(owners)
+        if cluster is not None and not owners:      # a topic of some groups, not spread: the groups holding it
+            owners, seen = holders(cluster, name)
+            if not owners and unreachable(seen):
+                fail(f"topic {name} found on no reachable group; could not reach " + "; ".join(unreachable(seen)),
+                     code=1)
+        if owners:                 # each owning group's leader, then (a spread topic) the topology
             answers = cluster.ask(owners, api.DELETE_TOPIC, {"topic": name}, leader_only=True)
             lost = unreachable(answers)
             refused = [f"{g}: {r.get('error')}" for g, r in answers.items()
@@ -100,8 +106,9 @@ def delete(name, yes, endpoint, root, config_file, as_json) -> None:
             if lost or refused:
                 fail(f"topic {name} not deleted everywhere (the cluster still lists it): "
                      + "; ".join(lost + refused), code=1)
-            first = next(iter(answers.values()))["endpoint"]
-            admin_call(first, api.DELETE_TOPIC, {"topic": name, "forget_topology": True}, config_file)
+            if spread:
+                first = next(iter(answers.values()))["endpoint"]
+                admin_call(first, api.DELETE_TOPIC, {"topic": name, "forget_topology": True}, config_file)
             done = {"topic": name, "queues": sum(len(q) for q in owners.values()),
                     "messages": sum(r.get("messages", 0) for r in answers.values() if r.get("ok")),
                     "groups": {g: {k: v for k, v in r.items() if k != "ok"} for g, r in answers.items()}}
@@ -208,13 +215,19 @@ def status(name, endpoint, root, config_file, as_json, verbose) -> None:
     lost: list[str] = []
     if endpoint:
         from ..protocol import admin as api
-        from .cluster_admin import Cluster, merge_topic_status, unreachable
+        from .cluster_admin import Cluster, holders, merge_topic_status, unreachable
         cluster = Cluster.of(endpoint, config_file)
         owners = cluster.owners(name) if cluster is not None else None
         if owners:                 # spread over broker groups: each group's queues from that group
             answers = cluster.ask(owners, api.TOPIC_STATUS, {"topic": name})
+        elif cluster is not None:  # a topic of some groups, not spread: every group that has it
+            owners, answers = holders(cluster, name)
+        if owners:
             lost = unreachable(answers)
             doc = merge_topic_status(name, answers, owners)
+        elif cluster is not None and unreachable(answers):
+            fail(f"topic {name} found on no reachable group; could not reach " + "; ".join(unreachable(answers)),
+                 code=1)
         else:
             doc = admin_call(endpoint, api.TOPIC_STATUS, {"topic": name}, config_file)
     else:
