@@ -39,10 +39,18 @@ def test_views_and_deletes_act_on_every_group_owning_the_topic(tmp_path, zookeep
         r = run("topic", "status", "S1", "--json", "--endpoint", a.endpoint(0))
         doc = json.loads(r.output)
         assert r.exit_code == 0 and doc["messages"] == 40, "the whole topic, through one group's member"
+        assert run("query", "--topic", "S1", "--queue", 1, "--time", 0, "--endpoint", a.endpoint(0)).exit_code == 0
         assert {q["id"]: q["group"] for q in doc["queues"]} == {0: "a", 1: "b", 2: "a", 3: "b"}
         r = run("topic", "status", "S1", "-v", "--endpoint", b.endpoint(0))
         assert r.exit_code == 0 and "broker group a" in r.output and "broker group b" in r.output
 
+        for g in (a, b):
+            with Producer(g.endpoint(0)) as p:
+                for _ in range(4):
+                    assert p.send_batch("S1", [b"keyed"], keys=[["k1"]]).all_ok()
+        r = run("query", "--topic", "S1", "--key", "k1", "--json", "--endpoint", a.endpoint(0))
+        assert r.exit_code == 0 and len(json.loads(r.output)) == 8, r.output
+        assert {m["broker_group"] for m in json.loads(r.output)} == {"a", "b"}, "found on both groups"
         r = run("topic", "delete", "S1", "--yes", "--json", "--endpoint", b.endpoint(0))
         assert r.exit_code == 0, r.output
         assert set(json.loads(r.output)["groups"]) == {"a", "b"}
