@@ -248,6 +248,17 @@ class _Loadable:
     def replace(self, **changes: Any):
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
+    def with_setting(self, name: str, value: Any):
+        """A copy with setting ``name`` (an old name is read as its new one) changed to ``value`` (a
+        TOML / environment value: "0.5", 10, "04;16"), checked by the very code a start checks (type,
+        bounds, choices, the settings that go together): ConfigError when it cannot be used.
+        ``tidemq config set`` goes through it (broker/live_settings.py)."""
+        known = {f.name: f for f in fields(self)}  # type: ignore[arg-type]
+        name = self.RENAMED.get(name, name)
+        if name not in known:
+            raise ConfigError(f"unknown setting {name!r}" + did_you_mean(name, known))
+        return dataclasses.replace(self, **{name: _coerce(name, known[name].type, value)})  # type: ignore[type-var]
+
     @classmethod
     def describe(cls) -> list[tuple[str, Any, str, Any, Any]]:
         """(name, default, doc, min, max) for every setting: for `--help` and docs."""
@@ -633,8 +644,14 @@ class BrokerConfig(_Loadable):
                                           10, 600_000)
     alarm_check_interval_ms_min: int = _f(100, "shortest time between two alarm checks, at the limits",
                                           10, 600_000)
+    quota_throttle_ms_max: int = _f(30_000, "longest a send or fetch over its quota (`tidemq quota set`) is delayed "
+                                            "before its answer; one whose debt would take longer is refused "
+                                            "TOO_MANY_REQUESTS (Kafka's quota throttling)", 0, 600_000)
     send_hold_ms_max: int = _f(2_000, "longest a send waits on an alarm or the flush backlog before it is refused "
                                       "with TOO_MANY_REQUESTS (never past its deadline minus 0.25 s)", 0, 60_000)
+    log_level: str = _f("", "level of the broker's own log (tidemq.*): DEBUG, INFO, WARNING, ERROR; empty: as the "
+                            "command says (WARNING, INFO with -v); changes at run time (`tidemq config set`)",
+                        choices=("", "DEBUG", "INFO", "WARNING", "ERROR"))
     # Flow control
     flush_backlog_high_bytes: int = _f(256 * MIB, "sends are held while more commit-log bytes than this are written "
                                                   "but not yet flushed (ASYNC_FLUSH; dispatch is inline and cannot "
@@ -782,6 +799,14 @@ class ReplicationConfig(_Loadable):
 
     def __post_init__(self) -> None:
         self._check()
+        if not self.broker_group:
+            alone = [f"{k} ({flag})" for k, flag, v in (
+                ("broker_role follower", "--role", self.broker_role == "follower"),
+                ("leader_endpoint", "--leader", self.leader_endpoint), ("leader_port", "--leader-port", self.leader_port),
+                ("coordinator", "--coordinator", self.coordinator)) if v]
+            if alone:
+                raise ConfigError(f"{', '.join(alone)} only mean something in a broker group: give broker_group "
+                                  f"(--group NAME), or leave them out for one broker without replication")
         if self.coordinator:
             from .broker.replication.zk_address import AddressError, parse
             try:

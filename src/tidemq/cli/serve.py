@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import click
@@ -45,7 +46,6 @@ def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create
     from ..broker.server import event_loop_runner, serve as run
 
     quiet_logs(verbose)
-    import logging
     logging.getLogger("tidemq.audit").setLevel(logging.INFO)    # every admin change, whatever the verbosity
     store_overrides = {} if auto_create_topics is None else {"auto_create_topics": auto_create_topics}
     store_cfg = load_store_config(root, config_file, remembered=False, **store_overrides)
@@ -59,9 +59,14 @@ def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create
     try:
         cfg = BrokerConfig.load(toml_path=config_file, section="broker", **overrides)
         rcfg = ReplicationConfig.load(toml_path=config_file, section="replication", **repl)
+        if role is not None and not rcfg.broker_group:     # (leader is the default: only the flag tells)
+            raise ConfigError(f"--role {role} only means something in a broker group: give --group NAME, or "
+                              f"leave it out for one broker without replication")
         runner = event_loop_runner(cfg.event_loop)
     except (ConfigError, OSError) as e:
         raise click.ClickException(str(e)) from e
+    if cfg.log_level:
+        logging.getLogger("tidemq").setLevel(cfg.log_level)
     check_root(store_cfg.root_dir)
     said = StartReporter()
     try:

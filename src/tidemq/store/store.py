@@ -38,6 +38,7 @@ from .archive import ArchiveGuard
 from .backlog import BacklogGuard, Positions
 from .checkpoint import AbortFile, Checkpoint
 from .cleaner import CommitLogCleaner, QueueCleaner, log_deletion
+from .topic_retention import TopicRetention
 from .commit_log import CommitLog
 from .consume_queue import ConsumeQueueTable
 from .disk import DiskMonitor, status_report
@@ -254,7 +255,7 @@ class MessageStore:
                         if cfg.archive_before_delete else None)
         self.backlog = BacklogGuard(self.topics, self.queues, self.consumer_positions)
         self.cleaner = CommitLogCleaner(cfg, self.segments, self.disk, self.clock, self.archive,
-                                        backlog=self.backlog)
+                                        backlog=self.backlog, retention=TopicRetention(self.topics, self.queues))
         self.queue_cleaner = QueueCleaner(self.queues, self.index)
         self.log_failure = LogFailureHandler(self.commit_log, self.queues, self.topics, self.dispatcher, self.disk,
                                              self._put_lock, self.clock.now_ms, self._stop_writes,
@@ -744,6 +745,31 @@ class MessageStore:
         """A topic's message type (topics.MessageKind's value), None if there is no such topic."""
         t = self.topics.get(topic)
         return t.message_kind.value if t is not None else None
+
+    def topic_settings(self, topic: str):
+        """A topic's own settings (topics.TopicSettings), None if there is no such topic."""
+        self._running("topic_settings")
+        t = self.topics.get(topic)
+        return t.settings if t is not None else None
+
+    def set_topic_settings(self, topic: str, changes: dict):
+        """Change some of a topic's own settings (retention_hours, retention_bytes, max_message_bytes;
+        None: the store's again), saved before it returns: the new TopicSettings. KeyError: no such
+        topic; ValueError: a setting it does not have, or a value outside its bounds."""
+        self._running("set_topic_settings")
+        t = self.topics.get(topic)
+        if t is None:
+            raise KeyError(topic)
+        return self.topics.set_settings(topic, t.settings.changed(changes, self.config.message_body_bytes_max))
+
+    def reconfigure(self, config: StoreConfig) -> None:
+        """Settings changed at run time (broker/live_settings.py: the cleanup times and batch, the
+        three ratios); the others of ``config`` must be this store's own (they are read at start)."""
+        self.config = config
+        self.disk.set_thresholds(config)
+        cleaner = getattr(self, "cleaner", None)       # (made at start)
+        if cleaner is not None:
+            cleaner.reconfigure(config)
 
     def space_policy(self, topic: str) -> str | None:
         """A topic's space policy ("evict" / "refuse"), None if there is no such topic."""

@@ -76,6 +76,7 @@ class Consumption:
         self.groups = groups if groups is not None else GroupTable(
             store.fio, state_dir(store.config.root_dir), config.delivery_attempts_max,
             config.fifo_consumer_groups)
+        self.quotas = None              # protection/quotas.Quotas: fetch byte rates (None: none)
         self.arrivals = asyncio.Event()
         self._rr: dict[tuple[str, str], int] = {}
         # (group, topic, queue, offset) -> (message, why): out of delivery attempts, to be moved to the
@@ -276,6 +277,10 @@ class Consumption:
             wait_s = min(wait_s, remaining - 1.0)
         deadline = time.monotonic() + max(0.0, wait_s)
         renew_for = client_id_of(context) if request.auto_renew else ""
+        ents, over = self.quotas.fetch_admit(context, topic) if self.quotas is not None else ([], None)
+        if over is not None:
+            yield spb.ReceiveMessageResponse(status=status(Code.TOO_MANY_REQUESTS, over))
+            return
         wake = readable_waker(self.store, self.arrivals)
         client = client_id_of(context) if self.lite is not None and self.lite.subs else ""   # who: lite topics
         msgs = self.attempts.again(group, topic, request.attempt_id, self.now_ms())   # a repeated receive
@@ -305,6 +310,8 @@ class Consumption:
         now = self.now_ms()
         ts = pb.Message().system_properties.store_timestamp.__class__(seconds=now // 1000,
                                                                       nanos=(now % 1000) * 1_000_000)
+        if msgs and ents:
+            await self.quotas.fetch_charge(ents, sum(len(m.body) for m in msgs))
         if msgs:
             yield spb.ReceiveMessageResponse(status=status(Code.OK))
             for m in msgs:

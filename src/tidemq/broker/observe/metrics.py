@@ -48,6 +48,10 @@ counted twice and the hot path pays nothing but the put-latency bucket (latency.
                                               consumer_group_number
     tidemq_auth_failures_total{reason}        calls refused by authentication (no_signature, malformed,
                                               unknown_key, bad_signature, stale) or authorization (forbidden)
+    tidemq_quota_bytes_total{entity,direction}   bytes under a quota (entity user:U, client:C, topic:T;
+                                              direction produce, fetch); _quota_throttled_total and
+                                              _quota_throttled_seconds_total: answers delayed and for how
+                                              long; _quota_refused_total: refused past the bound
     tidemq_up                                 1
 """
 
@@ -165,11 +169,32 @@ class BrokerCollector(Collector):
             for reason, n in refusals.snapshot().items():
                 af.add_metric([reason], n)
             yield af
+        quotas = getattr(getattr(o, "broker", None), "quotas", None)
+        if quotas is not None:
+            yield from _quotas(quotas.snapshot())
         rep = st.get("replication")
         if rep:
             yield from _replication(rep)
         if getattr(getattr(getattr(o, "broker", None), "config", None), "metrics_rocketmq_aliases", False):
             yield from _rocketmq_aliases(o, st, lag_rows)
+
+
+def _quotas(stats: dict):
+    """Per quota entity (user:U, client:C, topic:T) and direction (produce, fetch)."""
+    labels = ["entity", "direction"]
+    fams = {
+        "bytes_total": CounterMetricFamily("tidemq_quota_bytes", "bytes sent or fetched under a quota", labels=labels),
+        "throttled_total": CounterMetricFamily("tidemq_quota_throttled", "requests whose answer a quota delayed",
+                                               labels=labels),
+        "throttled_seconds_total": CounterMetricFamily("tidemq_quota_throttled_seconds", "time answers were delayed "
+                                                       "by a quota", labels=labels),
+        "refused_total": CounterMetricFamily("tidemq_quota_refused", "requests refused TOO_MANY_REQUESTS: past the "
+                                             "quota's bound (quota_throttle_ms_max)", labels=labels),
+    }
+    for (e, d), st in sorted(stats.items()):
+        for k, fam in fams.items():
+            fam.add_metric([e, d], getattr(st, k))
+    yield from fams.values()
 
 
 def _replication(rep: dict):

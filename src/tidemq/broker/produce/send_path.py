@@ -7,7 +7,9 @@ wire format into a SendBatch (batch.py) and encode the verdicts back. Here, once
    ``pub`` on each topic, once per topic; a message to a topic it may not publish to is answered
    FORBIDDEN naming the user, the action and the topic (before anything else: a topic's existence
    is not revealed, nor auto-created, for someone who may not publish to it);
-1. **gate** (protection/flow.SendGate): the connection's in-flight bounds, then resource alarms and
+1. **gate**: the produce quotas of the caller's user, client id and topics (protection/quotas.py:
+   past their bound refused TOO_MANY_REQUESTS, else the answer delayed by their debt); then
+   (protection/flow.SendGate) the connection's in-flight bounds, then resource alarms and
    the flush backlog, holding the send within its deadline; refused there, every message is
    answered TOO_MANY_REQUESTS with the reason (HELD);
 2. **checks**: an empty body (MESSAGE_BODY_EMPTY); the topic, once per topic: a valid name, not a
@@ -144,6 +146,7 @@ class SendPath:
         self.outcomes = Outcomes(self._queue_count)     # messages by topic and the code they were answered
         self._sendable: set[str] = set()       # topic names topic_check found valid (at most SENDABLE_MAX)
         self.acl = None              # protection/acl.Acl with authentication on: pub checked per topic (step 0)
+        self.quotas = None           # protection/quotas.Quotas: produce byte rates, in the gate step (step 1)
         self.on_forbidden = None     # (user, peer, topic, text) -> None: a refusal counted and logged
         self.on_priority = None      # (topic) -> None: a PRIORITY message is sent to it (consume/select.py)
 
@@ -162,6 +165,17 @@ class SendPath:
         if self.acl is not None and not self._authorize(batch, v, caller):
             self._count(batch, v)
             return v
+        delay_s = 0.0
+        q = self.quotas
+        if q is not None and q.limits:              # quotas (protection/quotas.py): past the bound, refused
+            ents = q.applying("produce", caller.user, caller.client_id,
+                              (batch.topic,) if batch.topic is not None else set(batch.topics))
+            qv = q.charge("produce", ents, batch.nbytes, refuse=True)
+            if qv.refused is not None:
+                v.refuse_all(Code.TOO_MANY_REQUESTS, qv.refused)
+                self._count(batch, v)
+                return v
+            delay_s = qv.delay_s
         refusal = self.gate.enter(caller.peer, batch.nbytes)
         kind = REFUSED
         if refusal is None:
@@ -176,6 +190,9 @@ class SendPath:
         if refusal is not None:
             v.refuse_all(Code.TOO_MANY_REQUESTS, refusal, kind)
         self._count(batch, v)
+        if delay_s > 0:                              # over its quota: the answer waits (Kafka's throttle)
+            left = caller.time_remaining()
+            await asyncio.sleep(delay_s if left is None else max(0.0, min(delay_s, left - 0.25)))
         return v
 
     async def _send(self, batch: SendBatch, v: Verdicts, caller: Caller) -> None:
@@ -270,7 +287,27 @@ class SendPath:
                     got = checked[t] = self.topic_check(t)
                 if got[1] != Code.OK:
                     v.refuse(i, got[1], got[2])
+        if self.store.topics.body_limits:
+            self._check_body_limits(batch, v)
         self._check_kinds(batch, v)
+
+    def _check_body_limits(self, batch: SendBatch, v: Verdicts) -> None:
+        """A topic's own max_message_bytes (`tidemq topic config T --set max_message_bytes=N`):
+        a larger body is refused MESSAGE_BODY_TOO_LARGE, naming the topic's limit."""
+        limits = self.store.topics.body_limits
+        p = batch.payload
+        if type(p) is Encoded:
+            sizes = [len(p.entry[0])]
+        elif type(p) is Slices:
+            sizes = np.asarray(p.fields).reshape(-1, 10)[:, 9].tolist()
+        else:
+            sizes = [len(m.body) if m.body else 0 for m in p.messages]
+        for i in v.open():
+            t = batch.topic if batch.topic is not None else batch.topics[i]
+            most = limits.get(t)
+            if most is not None and sizes[i] > most:
+                v.refuse(i, Code.MESSAGE_BODY_TOO_LARGE, f"body of {sizes[i]} bytes exceeds topic {t}'s "
+                                                         f"max_message_bytes={most}")
 
     def _check_kinds(self, batch: SendBatch, v: Verdicts) -> None:
         """Each open message's type against its topic's message type; a LITE message's lite topic and

@@ -155,6 +155,10 @@ ADMIN_RULES: dict[str, object] = {
     api.CLUSTER: lambda r: (_cluster("get"),),
     api.SET_ALARM_LIMITS: lambda r: (_cluster("update"),), api.DELETE_EXPIRED: lambda r: (_cluster("update"),),
     api.PROMOTE: lambda r: (_cluster("update"),), api.FOLLOW: lambda r: (_cluster("update"),),
+    api.SET_CONFIG: lambda r: (_cluster("update"),), api.SET_QUOTA: lambda r: (_cluster("update"),),
+    api.LIST_QUOTAS: lambda r: (_cluster("get"),),
+    api.TOPIC_CONFIG: lambda r: (_topic(_arg(r, "topic"), "update" if isinstance(r, dict) and r.get("set") is not None
+                                        else "get"),),
     api.CREATE_USER: SUPER, api.DELETE_USER: SUPER, api.LIST_USERS: SUPER,
     api.GRANT: SUPER, api.REVOKE: SUPER, api.LIST_ACL: SUPER,
     api.CREATE_GROUP: lambda r: (_group(_arg(r, "group"), "create"),),

@@ -489,6 +489,9 @@ class GroupCoordinator:
         self.wake()
         return doc
 
+    def delete_topic(self, name: str) -> bool:
+        return self.topology.delete_topic(name)
+
     def route(self, topic: str):
         return self.topology.route(topic)
 

@@ -49,6 +49,8 @@ class Topology:
         self._due_s = now_s + SYNC_INTERVAL_S
         topics = self.read_topics()
         self.topics = topics
+        for t in [t for t in self._applied if t not in topics]:    # forgotten: made again if spread again
+            del self._applied[t]
         groups = {}
         for g in self.c.children(f"{self.base}/groups"):
             d = self.group(g)
@@ -85,6 +87,15 @@ class Topology:
         self.topics[name] = doc
         self._due_s = 0.0
         return doc
+
+    def delete_topic(self, name: str) -> bool:
+        """Forget a spread topic's entry (`topic delete` once every owning group deleted its part);
+        False when there was none."""
+        if not self.c.delete(f"{self.base}/topics/{name}"):
+            return False
+        self.topics.pop(name, None)
+        self._applied.pop(name, None)
+        return True
 
     def read_topics(self) -> dict[str, dict]:
         out = {}
