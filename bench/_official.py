@@ -188,7 +188,8 @@ def start_server(kind: str, workdir: str, env: dict) -> _Proc:
     os.makedirs(workdir, exist_ok=True)
     if kind.startswith("tidemq"):
         p = _Proc([sys.executable, "-m", "tidemq.cli.main", "serve", "--root", os.path.join(workdir, "store"),
-                   "--port", "0", "--metrics-port", "0"], "ready on ", env, workdir, os.path.join(workdir, "server.log"))
+                   "--port", "0", "--metrics-port", str(free_port())], "ready on ", env, workdir,
+                  os.path.join(workdir, "server.log"))
         from tidemq.client.admin import call
         r = call(p.endpoint, "CreateTopic", {"name": TOPIC, "queues": 8})
         if not r.get("ok"):
@@ -198,6 +199,13 @@ def start_server(kind: str, workdir: str, env: dict) -> _Proc:
     loop = ["--null-loop", "uvloop"] if kind == NULL_UVLOOP else []
     return _Proc([sys.executable, os.path.join(HERE, "official_client.py"), "--serve-null", "0", *loop], NULL_READY,
                  env, workdir, os.path.join(workdir, "server.log"))
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def broker_fsyncs(srv: _Proc) -> float:

@@ -180,7 +180,7 @@ class Server:
             env = dict(env, TIDEMQ_EVENT_LOOP="asyncio" if kind.endswith("asyncio") else "uvloop",
                        TIDEMQ_SEGMENT_SIZE_BYTES=str(256 << 20))
             argv = [sys.executable, "-m", "tidemq.cli.main", "serve", "--root", os.path.join(workdir, "store"),
-                    "--port", "0", "--metrics-port", "0"]
+                    "--port", "0", "--metrics-port", "0"]      # 0: no metrics port
             ready = "ready on "
         else:
             argv = [sys.executable, os.path.abspath(__file__), "--serve", kind, "--threads", str(threads)]
@@ -213,21 +213,29 @@ class Server:
 def measure(kind: str, workdir: str, env: dict, a) -> dict:
     srv = Server(kind, workdir, env, a.threads)
     try:
+        errlog = open(os.path.join(workdir, "client.err"), "w+")
         cp = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--drive", srv.endpoint,
                                "--threads", str(a.threads), "--count", str(a.count), "--max-seconds",
                                str(a.max_seconds), "--body-bytes", str(a.body_bytes)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=workdir)
-        if cp.stdout.readline().strip() != "timing":
-            cp.kill()
-            raise RuntimeError(f"{kind}: the client failed: {cp.stderr.read()[-3000:]}")
-        cpu0 = proc_cpu_seconds(srv.proc.pid)
-        if cp.stdout.readline().strip() != "timed":
-            cp.kill()
-            raise RuntimeError(f"{kind}: the client failed: {cp.stderr.read()[-3000:]}")
-        cpu = proc_cpu_seconds(srv.proc.pid) - cpu0
-        out, err = cp.communicate(timeout=120)
-        if cp.returncode != 0:
-            raise RuntimeError(f"{kind}: the client failed: {err[-3000:]}")
+                              stdout=subprocess.PIPE, stderr=errlog, text=True, env=env, cwd=workdir)
+
+        def failed(what: str) -> RuntimeError:
+            if cp.poll() is None:
+                cp.kill()
+            cp.wait()
+            errlog.seek(0)
+            return RuntimeError(f"{kind}: the client failed ({what}, exit {cp.returncode}): {errlog.read()[-3000:]}")
+
+        with errlog:
+            if cp.stdout.readline().strip() != "timing":
+                raise failed("no start")
+            cpu0 = proc_cpu_seconds(srv.proc.pid)
+            if cp.stdout.readline().strip() != "timed":
+                raise failed("no end")
+            cpu = proc_cpu_seconds(srv.proc.pid) - cpu0
+            out = cp.stdout.read()          # (communicate() would skip what readline() buffered)
+            if cp.wait(120) != 0 or not out.strip():
+                raise failed("no result")
         r = json.loads(out.strip().splitlines()[-1])
         if srv.proc.poll() is not None:
             raise RuntimeError(f"{kind}: the server exited during the run")
