@@ -24,6 +24,11 @@ request_timeout=10), ("Bench",)), startup, 50 untimed sends, then ``Producer.sen
 message, one per request, until ``--count`` messages or ``--max-seconds``; shutdown. HOME points
 at a scratch directory (the client writes ~/logs/rocketmq_python/).
 
+With ``--in-flight N`` (default 64; 0 leaves it out), also ``tidemq, send_async N`` and ``null server,
+send_async N``: the same client keeping at most N ``Producer.send_async`` sends unanswered; tidemq's
+row is paired with the null server's send_async row of the same round (issue 32: >= 0.9 x too).
+The servers and the client process live in bench/_official.py.
+
 Goal (issue 6): tidemq >= 0.9 x the do-nothing server. Also reported: the mean latency of a send
 and the CPU cores the server process used during the sample.
 """

@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import threading
 
-import pytest
-
 from tidemq.broker.puts import StorePuts
 from tidemq.broker.replication.acks import ReplicaAcks
 from tidemq.store import Message, MessageStore, PutStatus
