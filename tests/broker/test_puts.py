@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import pytest
+
 from tidemq.broker.puts import StorePuts
 from tidemq.broker.replication.acks import ReplicaAcks
 from tidemq.store import Message, MessageStore, PutStatus
@@ -65,7 +67,7 @@ def test_an_async_flush_put_runs_inline():
 
 def test_a_sync_replication_put_runs_on_a_thread():
     s = _store("ASYNC_FLUSH")
-    s.writer.replicas = ReplicaAcks(sync=True, min_in_sync=0, timeout_ms=60_000, lag_bytes_max=1 << 20,
+    s.writer.replicas = ReplicaAcks(sync=True, min_in_sync=0, timeout_ms=60_000, lag_time_ms=60_000, clock=s.clock,
                                     leader_end=lambda: s.commit_log.flushed_offset)
     puts = StorePuts(s, 2)
     where = []
@@ -202,3 +204,21 @@ def test_sync_flush_a_send_not_durable_in_time_answers_flush_disk_timeout():
         s.shutdown()
     assert r.status is PutStatus.FLUSH_DISK_TIMEOUT
     assert r[0].status is PutStatus.FLUSH_DISK_TIMEOUT
+
+
+@pytest.mark.parametrize("replicated", [False, True])
+def test_a_put_after_close_raises_puts_closed_not_a_runtime_error(replicated):
+    """Whether it would have waited on a thread (SYNC replication) or on the loop (SYNC_FLUSH)."""
+    from tidemq.broker.puts import PutsClosed
+    s = MessageStore(memory_config(flush_disk_type="SYNC_FLUSH", sync_flush_timeout_ms=60_000), FaultyFileIO()).start()
+    if replicated:
+        s.writer.replicas = ReplicaAcks(sync=True, min_in_sync=0, timeout_ms=60_000, lag_time_ms=60_000, clock=s.clock,
+                                        leader_end=lambda: s.commit_log.flushed_offset)
+    puts = StorePuts(s, 1)
+    puts.close()
+    try:
+        with pytest.raises(PutsClosed):
+            asyncio.run(puts.run(s.put, Message("T", b"x")))
+    finally:
+        s.writer.replicas = None
+        s.shutdown()

@@ -32,10 +32,17 @@ def _done(fut: asyncio.Future, value=None) -> None:
         fut.set_result(value)
 
 
+class PutsClosed(Exception):
+    """The put pool is closed: its service is going (a change of role, a stop) and the put was not
+    made. A send answers it with a typed status (send_path.py: INTERNAL_SERVER_ERROR, which clients
+    send again, to the leader of the moment), never a traceback."""
+
+
 class StorePuts:
     def __init__(self, store: MessageStore, threads: int) -> None:
         self.store = store
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="tidemq-put")
+        self.closed = False
         self.latency = None          # observe/latency.LatencyBuckets of the sends' puts, once the broker observes
 
     @property
@@ -50,11 +57,17 @@ class StorePuts:
     async def run(self, put: Callable[..., T], *args) -> T:
         """``put(*args)`` (one of the store's put, put_batch, put_encoded, put_slices) where the rule
         says: on a thread when it may wait for followers; appended inline, the fsync awaited, when it
-        waits for the disk only; else inline."""
+        waits for the disk only; else inline. A put that may wait after ``close()``: PutsClosed."""
         store = self.store
         if store.puts_may_wait:
+            if self.closed:
+                raise PutsClosed("the broker's role is changing: send again")
             if not store.puts_wait_for_disk_only:
-                return await asyncio.get_running_loop().run_in_executor(self.pool, put, *args)
+                try:
+                    fut = asyncio.get_running_loop().run_in_executor(self.pool, put, *args)
+                except RuntimeError:        # "cannot schedule new futures after shutdown": close() ran
+                    raise PutsClosed("the broker's role is changing: send again") from None
+                return await fut
             if put == store.put:
                 return (await self.run(store.put_batch, list(args)))[0]
             r = put(*args, wait=False)
@@ -98,4 +111,5 @@ class StorePuts:
         return out
 
     def close(self) -> None:
+        self.closed = True
         self.pool.shutdown(wait=True)

@@ -40,6 +40,7 @@ from .topics import TopicTable
 from .types import GetResult, GetStatus
 
 FILTER_SCAN_UNITS_MAX = 16_000     # units scanned by one filtered get (RocketMQ: maxFilterMessageSize)
+MATCH_SCAN_UNITS_MAX = 1024        # units scanned by one get with a property filter (``match``)
 
 
 def _head(head, next_offset: int, min_offset: int, max_offset: int, count: int):
@@ -94,8 +95,10 @@ class StoreReader:
         self.damage = DamageCounter()
 
     def get(self, group: str, topic: str, queue_id: int, offset: int, max_count: int = 32,
-            max_bytes: int = 256 * 1024, tags: Iterable[str] | None = None) -> GetResult:
-        """MessageStore.get: decoded messages of one queue from ``offset``, tag-filtered."""
+            max_bytes: int = 256 * 1024, tags: Iterable[str] | None = None,
+            match: Callable[[object], bool] | None = None) -> GetResult:
+        """MessageStore.get: decoded messages of one queue from ``offset``, tag-filtered, then kept
+        only where ``match(message)`` is true (a property filter; None: all)."""
         q = self.readable_queue(topic, queue_id, offset)
         if isinstance(q, GetResult):
             return q
@@ -108,7 +111,12 @@ class StoreReader:
                 wanted = {}
                 for t in tl:                 # two tags can share a hash: keep them all
                     wanted.setdefault(tags_hash(t), set()).add(t)
-        scan = min(max_count, self.config.pull_in_memory_count_max) if wanted is None else FILTER_SCAN_UNITS_MAX
+        if wanted is not None:
+            scan = FILTER_SCAN_UNITS_MAX            # a tag hash per unit: cheap
+        elif match is not None:
+            scan = MATCH_SCAN_UNITS_MAX             # a decode and an evaluation per unit
+        else:
+            scan = min(max_count, self.config.pull_in_memory_count_max)
         raw = cq.read(offset, max(1, min(scan, mx - offset)))      # never a unit past what is readable
         if not raw:
             nxt = cq.file_start(offset) + cq.units_per_segment
@@ -175,6 +183,9 @@ class StoreReader:
                     self.damage.note(topic, queue_id, offset + used - 1, cl_off)
                     continue
                 if wanted is not None and m.tags not in wanted[th]:
+                    filtered += 1
+                    continue
+                if match is not None and not match(m):
                     filtered += 1
                     continue
                 msgs.append(m)
@@ -319,8 +330,10 @@ class StoreReader:
         return m if limit is None or m.commitlog_offset + m.store_size <= limit else None
 
     def query_by_key(self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0,
-                     end_ms: int | None = None) -> list[codec.StoredMessage]:
-        """By the index; entries of cleaned segments, other topics and hash collisions are skipped."""
+                     end_ms: int | None = None, whole_log: bool = False) -> list[codec.StoredMessage]:
+        """By the index; entries of cleaned segments, other topics and hash collisions are skipped.
+        ``whole_log``: past readable_limit too (the broker looking for its own records: a resend's
+        earlier store, which it answers once store.confirm says so; never a consumer)."""
         if self.index is None:
             return []
         end_ms = end_ms if end_ms is not None else (1 << 62)
@@ -328,7 +341,9 @@ class StoreReader:
         for phys in self.index.lookup(f"{topic}#{key}", max_count * 2 + 8, begin_ms, end_ms):
             if phys < self.segments.min_offset or self.topics.is_dead(topic, phys):
                 continue
-            m = self._readable(self.commit_log.read_message(phys))
+            m = self.commit_log.read_message(phys)
+            if not whole_log:
+                m = self._readable(m)
             if m is None or m.topic != topic or not (begin_ms <= m.store_timestamp_ms <= end_ms):
                 continue
             if key in m.keys or m.properties.get(PROP_UNIQ_KEY) == key:
