@@ -38,7 +38,8 @@ def label(snap: str) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("snapshots", nargs="+", help="directories made by `_report.py snapshot`")
-    ap.add_argument("--bench", default="store_append", choices=("store_append", "store_sync_flush", "store_read"))
+    ap.add_argument("--bench", default="store_append", choices=("store_append", "store_sync_flush", "store_read",
+                                                                "broker_sync_flush", "official_client"))
     ap.add_argument("--args", default="", help="extra arguments for the benchmark (one round each run)")
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()

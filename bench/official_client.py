@@ -24,6 +24,11 @@ request_timeout=10), ("Bench",)), startup, 50 untimed sends, then ``Producer.sen
 message, one per request, until ``--count`` messages or ``--max-seconds``; shutdown. HOME points
 at a scratch directory (the client writes ~/logs/rocketmq_python/).
 
+With ``--in-flight N`` (default 64; 0 leaves it out), also ``tidemq, send_async N`` and ``null server,
+send_async N``: the same client keeping at most N ``Producer.send_async`` sends unanswered; tidemq's
+row is paired with the null server's send_async row of the same round (issue 32: >= 0.9 x too).
+The servers and the client process live in bench/_official.py.
+
 Goal (issue 6): tidemq >= 0.9 x the do-nothing server. Also reported: the mean latency of a send
 and the CPU cores the server process used during the sample.
 """
@@ -33,202 +38,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
-import threading
-import time
 
 from _report import BENCH_SRC, Report, progress, scratch_dir
+from _official import NULL_UVLOOP, client_run, measure, serve_null
 
 GOAL = 0.9
-TOPIC = "Bench"
-WARMUP = 50
-NULL_READY = "null server ready on "
-NULL_UVLOOP = "null server on uvloop"
-
-
-# The do-nothing server ------------------------------------------------------------------------
-def serve_null(port: int, loop: str = "asyncio") -> None:
-    """A MessagingService that answers what the official producer needs and stores nothing, on
-    asyncio's default event loop or (``loop="uvloop"``) on uvloop's."""
-    import asyncio
-    import signal
-
-    import grpc
-    from google.protobuf import duration_pb2
-    from rocketmq.grpc_protocol import definition_pb2 as pb
-    from rocketmq.grpc_protocol import service_pb2 as spb
-    from rocketmq.grpc_protocol import service_pb2_grpc as sgrpc
-
-    OK = pb.Status(code=pb.Code.OK, message="OK")
-
-    class Null(sgrpc.MessagingServiceServicer):
-        def __init__(self) -> None:
-            self.offset = 0
-
-        async def QueryRoute(self, request, context):
-            broker = pb.Broker(name="null", id=0, endpoints=request.endpoints)
-            q = pb.MessageQueue(topic=request.topic, id=0, permission=pb.Permission.READ_WRITE, broker=broker,
-                                accept_message_types=[pb.MessageType.NORMAL, pb.MessageType.FIFO])
-            return spb.QueryRouteResponse(status=OK, message_queues=[q])
-
-        async def Heartbeat(self, request, context):
-            return spb.HeartbeatResponse(status=OK)
-
-        async def NotifyClientTermination(self, request, context):
-            return spb.NotifyClientTerminationResponse(status=OK)
-
-        async def Telemetry(self, request_iterator, context):
-            async for cmd in request_iterator:
-                if cmd.HasField("settings"):
-                    s = pb.Settings()
-                    s.CopyFrom(cmd.settings)
-                    s.metric.CopyFrom(pb.Metric(on=False))
-                    s.backoff_policy.CopyFrom(pb.RetryPolicy(max_attempts=3, exponential_backoff=pb.ExponentialBackoff(
-                        initial=duration_pb2.Duration(nanos=10_000_000), max=duration_pb2.Duration(seconds=1),
-                        multiplier=2.0)))
-                    s.publishing.max_body_size = 4 << 20
-                    s.publishing.validate_message_type = True
-                    yield spb.TelemetryCommand(status=OK, settings=s)
-
-        async def SendMessage(self, request, context):
-            entries = []
-            for m in request.messages:
-                entries.append(spb.SendResultEntry(status=OK, message_id=m.system_properties.message_id,
-                                                   offset=self.offset))
-                self.offset += 1
-            return spb.SendMessageResponse(status=OK, entries=entries)
-
-    async def main() -> None:
-        server = grpc.aio.server(options=[("grpc.max_receive_message_length", (4 << 20) + (512 << 10))])
-        sgrpc.add_MessagingServiceServicer_to_server(Null(), server)
-        bound = server.add_insecure_port(f"127.0.0.1:{port}")
-        await server.start()
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        print(f"{NULL_READY}127.0.0.1:{bound}", flush=True)
-        await stop.wait()
-        await server.stop(1.0)
-
-    if loop == "uvloop":
-        import uvloop
-        uvloop.run(main())
-    else:
-        asyncio.run(main())
-
-
-# The client process ---------------------------------------------------------------------------
-def client_run(endpoint: str, count: int, max_s: float, body_bytes: int) -> dict:
-    from rocketmq import ClientConfiguration, Credentials, Message, Producer
-
-    body = os.urandom(body_bytes)
-
-    def msg() -> "Message":
-        m = Message()
-        m.topic = TOPIC
-        m.body = body
-        return m
-
-    p = Producer(ClientConfiguration(endpoint, Credentials(), request_timeout=10), (TOPIC,))
-    p.startup()
-    try:
-        t_end = time.monotonic() + 30
-        while True:              # the first sends may race the settings reply: retry the warm-up a little
-            try:
-                for _ in range(WARMUP):
-                    p.send(msg())
-                break
-            except Exception:
-                if time.monotonic() > t_end:
-                    raise
-                time.sleep(0.2)
-        sent = 0
-        ids = set()
-        t0 = time.perf_counter()
-        end = t0 + max_s
-        while sent < count and time.perf_counter() < end:
-            r = p.send(msg())
-            ids.add(r.message_id)
-            sent += 1
-        dt = time.perf_counter() - t0
-    finally:
-        p.shutdown()
-    if len(ids) != sent:
-        raise RuntimeError(f"{len(ids)} distinct message ids for {sent} sends")
-    return {"messages": sent, "seconds": dt}
-
-
-# Driver ---------------------------------------------------------------------------------------
-class _Proc:
-    """A server subprocess that prints a ready line with its port."""
-
-    def __init__(self, argv: list[str], ready: str, env: dict, cwd: str, log: str) -> None:
-        self._log = open(log, "ab")
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, env=env, cwd=cwd)
-        self.pid = self.proc.pid
-        out: list[bytes] = []
-        t = threading.Thread(target=lambda: out.append(self.proc.stdout.readline()), daemon=True)
-        t.start()
-        t.join(60)
-        line = out[0].decode(errors="replace") if out else ""
-        if ready not in line:
-            self.stop()
-            with open(log, "rb") as fh:
-                raise RuntimeError(f"{argv[2:4]} did not start: {line!r}; {fh.read()[-2000:].decode(errors='replace')}")
-        self.endpoint = "127.0.0.1:" + line.split(ready)[1].split()[0].rsplit(":", 1)[1]
-        threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-
-
-def start_server(kind: str, workdir: str, env: dict) -> _Proc:
-    os.makedirs(workdir, exist_ok=True)
-    if kind == "tidemq":
-        p = _Proc([sys.executable, "-m", "tidemq.cli.main", "serve", "--root", os.path.join(workdir, "store"),
-                   "--port", "0"], "ready on ", env, workdir, os.path.join(workdir, "server.log"))
-        from tidemq.client.admin import call
-        r = call(p.endpoint, "CreateTopic", {"name": TOPIC, "queues": 8})
-        if not r.get("ok"):
-            p.stop()
-            raise RuntimeError(f"CreateTopic: {r}")
-        return p
-    loop = ["--null-loop", "uvloop"] if kind == NULL_UVLOOP else []
-    return _Proc([sys.executable, os.path.abspath(__file__), "--serve-null", "0", *loop], NULL_READY, env, workdir,
-                 os.path.join(workdir, "server.log"))
-
-
-def measure(kind: str, workdir: str, env: dict, a) -> dict:
-    from _broker import proc_cpu_seconds
-    srv = start_server(kind, workdir, env)
-    try:
-        cpu0 = proc_cpu_seconds(srv.pid)
-        t0 = time.perf_counter()
-        cp = subprocess.run([sys.executable, os.path.abspath(__file__), "--client-run", srv.endpoint,
-                             "--count", str(a.count), "--max-seconds", str(a.max_seconds),
-                             "--body-bytes", str(a.body_bytes)], capture_output=True, text=True, env=env,
-                            cwd=workdir, timeout=a.max_seconds + 120)
-        wall = time.perf_counter() - t0
-        srv_cpu = proc_cpu_seconds(srv.pid) - cpu0
-        if cp.returncode != 0 or not cp.stdout.strip():
-            raise RuntimeError(f"{kind}: client run failed ({cp.returncode}): {cp.stderr[-3000:]}")
-        r = json.loads(cp.stdout.strip().splitlines()[-1])
-        if srv.proc.poll() is not None:
-            raise RuntimeError(f"{kind}: the server exited during the run ({srv.proc.returncode})")
-    finally:
-        srv.stop()
-    r["server_cores_avg"] = srv_cpu / wall          # over the whole client process (startup to shutdown)
-    r["send_ms"] = r["seconds"] / r["messages"] * 1e3
-    return r
 
 
 def main() -> None:
@@ -240,13 +54,15 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="1 round of 300 sends: a smoke run")
     ap.add_argument("--serve-null", type=int, metavar="PORT", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--null-loop", choices=("asyncio", "uvloop"), default="asyncio", help=argparse.SUPPRESS)
+    ap.add_argument("--in-flight", type=int, default=64,
+                    help="the send_async variant's sends unanswered at most (0: leave it out)")
     ap.add_argument("--client-run", metavar="ENDPOINT", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.serve_null is not None:
         serve_null(a.serve_null, a.null_loop)
         return
     if a.client_run:
-        print(json.dumps(client_run(a.client_run, a.count, a.max_seconds, a.body_bytes)), flush=True)
+        print(json.dumps(client_run(a.client_run, a.count, a.max_seconds, a.body_bytes, a.in_flight)), flush=True)
         return
     if a.quick:
         a.rounds, a.count = 1, 300
@@ -255,12 +71,17 @@ def main() -> None:
                                "bench/official_client.py): route, settings, heartbeat, SendMessage OK; stores nothing",
                  params={"client": "rocketmq-python-client " + _dist("rocketmq-python-client"),
                          "body_bytes": a.body_bytes, "rounds": a.rounds, "count_per_sample_max": a.count,
-                         "max_seconds_per_sample": a.max_seconds, "warmup_sends": WARMUP,
+                         "max_seconds_per_sample": a.max_seconds, "warmup_sends": 50, "in_flight": a.in_flight,
                          "tidemq": "tidemq serve, defaults (ASYNC_FLUSH), topic of 8 queues",
                          "send": "Producer.send, one 1 KiB message per request, synchronous"})
     rep.ratio("tidemq", GOAL)
     rep.ratio(NULL_UVLOOP, None)
-    kinds = ["tidemq", "null server", NULL_UVLOOP]
+    kinds = [("tidemq", 1), ("null server", 1), (NULL_UVLOOP, 1)]
+    if a.in_flight > 1:
+        async_null, async_tidemq = f"null server, send_async {a.in_flight}", f"tidemq, send_async {a.in_flight}"
+        rep.ratio(async_null, None)
+        rep.ratio(async_tidemq, GOAL)       # paired with the null server's send_async of the same round
+        kinds += [("tidemq", a.in_flight), ("null server", a.in_flight)]
     with scratch_dir("official_client") as tmp:
         home = os.path.join(tmp, "home")
         os.makedirs(home)
@@ -271,27 +92,42 @@ def main() -> None:
             order = kinds[r % len(kinds):] + kinds[:r % len(kinds)]
             if r // len(kinds) % 2:
                 order.reverse()
-            got = {}
-            for k in order:
-                res = measure(k, os.path.join(tmp, f"{k.replace(' ', '_')}-{r}"), env, a)
-                got[k] = res
-                progress(f"round {r + 1}/{a.rounds} {k}: {res['messages'] / res['seconds']:,.0f} msgs/s "
+            got, got_async = {}, {}
+            for k, n in order:
+                res = measure(k, os.path.join(tmp, f"{k.replace(' ', '_')}-{n}-{r}"), env, a.count, a.max_seconds,
+                              a.body_bytes, in_flight=n)
+                (got if n == 1 else got_async)[k] = res
+                progress(f"round {r + 1}/{a.rounds} {k} in flight {n}: {res['messages'] / res['seconds']:,.0f} msgs/s "
                          f"({res['messages']} in {res['seconds']:.2f}s, {res['send_ms']:.3f} ms per send; "
-                         f"server {res['server_cores_avg']:.2f} cores)")
+                         f"server {res['server_cores_avg']:.2f} cores, {res['server_us_per_msg']:.0f} us per msg)")
             ref = got["null server"]["messages"] / got["null server"]["seconds"]
-            rep.add("null server", ref, send_ms=got["null server"]["send_ms"],
-                    server_cores=got["null server"]["server_cores_avg"])
+            rep.add("null server", ref, **_cols(got["null server"]))
             x = got["tidemq"]["messages"] / got["tidemq"]["seconds"]
-            rep.add("tidemq", x, ref=ref, send_ms=got["tidemq"]["send_ms"],
-                    server_cores=got["tidemq"]["server_cores_avg"])
+            rep.add("tidemq", x, ref=ref, **_cols(got["tidemq"]))
             u = got[NULL_UVLOOP]["messages"] / got[NULL_UVLOOP]["seconds"]
-            rep.add(NULL_UVLOOP, u, ref=ref, send_ms=got[NULL_UVLOOP]["send_ms"],
-                    server_cores=got[NULL_UVLOOP]["server_cores_avg"])
-            progress(f"round {r + 1}/{a.rounds}: tidemq / null server = {x / ref:.3f}, "
-                     f"tidemq / null server on uvloop = {x / u:.3f}")
-        rep.note("send_ms: mean wall time of one Producer.send. server_cores: CPU seconds of the server process "
-                 "per second of the client process's life (startup, warm-up, timed sends, shutdown).")
+            rep.add(NULL_UVLOOP, u, ref=ref, **_cols(got[NULL_UVLOOP]))
+            line = f"tidemq / null server = {x / ref:.3f}, tidemq / null server on uvloop = {x / u:.3f}"
+            if got_async:
+                an = got_async["null server"]["messages"] / got_async["null server"]["seconds"]
+                at = got_async["tidemq"]["messages"] / got_async["tidemq"]["seconds"]
+                rep.add(async_null, an, ref=ref, **_cols(got_async["null server"]))
+                rep.add(async_tidemq, at, ref=an, **_cols(got_async["tidemq"]))
+                line += f"; send_async {a.in_flight}: tidemq / null server = {at / an:.3f}"
+            progress(f"round {r + 1}/{a.rounds}: {line}")
+        rep.note("send_ms: mean wall time of one Producer.send (send_async: the time a send is unanswered). "
+                 "server_cores: CPU seconds of the server process per second of the client process's life "
+                 "(startup, warm-up, timed sends, shutdown); server_us_per_msg: the server's CPU over that life "
+                 "per message sent (warm-up included), an upper bound of its CPU per call.")
+        if a.in_flight > 1:
+            rep.note(f"'{async_tidemq}': Producer.send_async with at most {a.in_flight} sends unanswered, its ratio "
+                     f"against '{async_null}' (the do-nothing server, the same client) of the same round; "
+                     f"'{async_null}''s ratio column is against the synchronous reference.")
         rep.write(tmp)
+
+
+def _cols(res: dict) -> dict:
+    return {"send_ms": res["send_ms"], "server_cores": res["server_cores_avg"],
+            "server_us_per_msg": res["server_us_per_msg"]}
 
 
 def _dist(name: str) -> str:

@@ -568,7 +568,8 @@ class BrokerConfig(_Loadable):
     event_loop: str = _f("uvloop", "the event loop the broker runs on: uvloop (libuv's; the official client's "
                                    "one-message sends cost the broker ~40 us less CPU each, bench/README.md) or "
                                    "asyncio's own", choices=("uvloop", "asyncio"))
-    send_executor_threads: int = _f(8, "threads that run store puts for SendMessage", 1, 256)
+    send_executor_threads: int = _f(8, "threads that run the store puts that wait for followers (SYNC replication; "
+                                    "SYNC_FLUSH puts await their fsync on the event loop)", 1, 256)
     malloc_keep_bytes: int = _f(128 * MIB, "freed memory glibc's malloc keeps for the next big buffer (a pull "
                                 "answer and gRPC's copy of it: up to 16 MiB each) instead of mapping fresh "
                                 "pages each time; it stays resident (0: glibc's defaults; broker/heap.py)",

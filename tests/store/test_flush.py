@@ -246,7 +246,7 @@ def test_group_commit_releases_only_the_writers_an_fsync_made_durable():
         first.join(PATIENCE_S)
         assert out == {10: None}
         assert svc.flushed == 10
-        assert [e[0] for e in svc._waiters] == [20] and svc._waiters[0][1].locked()   # not woken
+        assert [e[0] for e in svc._waiters] == [20] and svc._waiters[0][1].__self__.locked()   # not woken (its release: its lock's)
         assert flush.calls.acquire(timeout=PATIENCE_S)          # the next fsync, for 20
         flush.step(20)
         second.join(PATIENCE_S)

@@ -36,6 +36,7 @@ VERDICT_CALLS = {
     "following": lambda s: s.following,
     "log_failures": lambda s: s.log_failures,
     "puts_may_wait": lambda s: s.puts_may_wait,
+    "puts_wait_for_disk_only": lambda s: s.puts_wait_for_disk_only,
 }
 # every other call raises StoreNotRunning
 RAISING_CALLS = {
@@ -82,12 +83,15 @@ WIRING = {"set_consumer_positions", "set_commit_limit", "reconfigure"}
 ANY_STATE = {"message_type"}
 # housekeeping whatever the state: a no-op when there is nothing to do (test_put_lock.py)
 HOUSEKEEPING = {"drain_dispatch", "readable_advanced"}
+# the wait of a put made with wait=False (broker/puts.py), answered whatever the state: nothing to
+# wait for when no group commit runs (test_durable_waits_answer_in_every_state)
+DURABLE_WAITS = {"when_durable", "forget_durable", "settle_put"}
 
 
 def test_every_public_method_has_a_rule():
     public = {n for n in vars(MessageStore) if not n.startswith("_")}
     ruled = (set(STATUS_CALLS) | set(GET_CALLS) | set(VERDICT_CALLS) | set(RAISING_CALLS) | LIFECYCLE | WIRING
-             | HOUSEKEEPING | ANY_STATE)
+             | HOUSEKEEPING | ANY_STATE | DURABLE_WAITS)
     assert public == ruled, f"without a rule: {public - ruled}; gone: {ruled - public}"
 
 
@@ -261,3 +265,29 @@ def test_a_long_start_says_what_it_does_and_how_far_it_got(tmp_path, monkeypatch
         assert s2.start_progress() == "running"
     finally:
         s2.shutdown()
+
+
+def test_durable_waits_answer_in_every_state(tmp_path):
+    """when_durable / forget_durable / settle_put before start, running (SYNC_FLUSH) and after shutdown:
+    never raised; a put made with wait=False is settled PUT_OK once durable, and the group commit's
+    end releases a wait it did not get to."""
+    from tidemq.store.types import PutResults
+    s = MessageStore(small_config(tmp_path / "s", flush_disk_type="SYNC_FLUSH"))
+    assert s.when_durable(10, lambda: None) is None and s.forget_durable(None) is None
+    r = PutResults(1)
+    assert s.settle_put(r) is r and r.pending_end == -1
+    s.start()
+    try:
+        assert s.puts_wait_for_disk_only
+        r = s.put_batch([Message("T", b"x")], wait=False)
+        assert r.pending_end > 0
+        released = []
+        handle = s.when_durable(r.pending_end, lambda: released.append(1))
+        if handle is not None:
+            s.group_commit.wait_durable(r.pending_end, 60)
+        assert s.settle_put(r).status is PutStatus.PUT_OK and r.pending_end == -1
+        assert handle is None or released == [1]
+    finally:
+        s.shutdown()
+    assert s.when_durable(1 << 40, lambda: None) is None           # ended: nothing to wait for
+    s.forget_durable([1 << 40, None])

@@ -87,7 +87,9 @@ class GroupCommitService(Service):
     cost at most that).
 
     Wake-ups are targeted: a writer's arrival wakes the flush thread only (``_work``), and an
-    fsync releases only the writers it made durable, each on a lock of its own (``_waiters``).
+    fsync releases only the writers it made durable, each through its own ``release`` (``_waiters``):
+    a thread's lock (``wait_durable``), or an event loop's future (``when_durable``: the broker's
+    sends append on the loop and await the fsync there, no thread each, broker/puts.py).
     One condition shared by both sides woke every waiting writer at every arrival and every
     fsync, to find its offset not yet on disk and sleep again: with 8 writers, tens of futex
     wake-ups and GIL hand-offs per fsync (8 x put_batch(16): 83k msgs/s then, 118k now;
@@ -105,7 +107,7 @@ class GroupCommitService(Service):
         self._durable = durable_offset
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)     # the flush thread waits here for requests
-        self._waiters: list[list] = []      # [offset, held lock]: writers waiting, released when durable
+        self._waiters: list[list] = []      # [offset, release()]: writers waiting, released when durable
         self._ended = False                 # run() returned or failed: nobody flushes any more
         self._requested = 0
         self.flushed = durable_offset()
@@ -123,27 +125,41 @@ class GroupCommitService(Service):
         """Block until everything before ``offset`` is on disk: None, or why not: FLUSH_FAILED (an
         fsync that covered it failed: final), FLUSH_TIMEOUT (not yet, within ``timeout_s``; or the
         service ended)."""
+        gate = threading.Lock()
+        gate.acquire()
+        entry = self.when_durable(offset, gate.release)
+        if entry is not None and not gate.acquire(True, max(timeout_s, 0.0)):
+            self.forget(entry)
+        return self.outcome(offset)
+
+    def when_durable(self, offset: int, release: Callable[[], None]) -> list | None:
+        """Ask for everything before ``offset`` to be made durable without waiting: ``release()`` is
+        called (from the flush thread, holding this service's lock: it must only hand over, e.g.
+        ``loop.call_soon_threadsafe``) once it is durable, once an fsync that covered it failed, or
+        when the service ends; then ``outcome(offset)`` says which. None when that is known already
+        (``release`` is not called); else the waiter's entry, for ``forget`` (a wait given up)."""
         with self._lock:
-            if self._failed_for(offset) is not None:
-                return PutReason.FLUSH_FAILED
-            if self.flushed >= offset:
+            if self._failed_for(offset) is not None or self.flushed >= offset or self.dead or self._ended:
                 return None
-            if self.dead or self._ended:
-                return PutReason.FLUSH_TIMEOUT
             if offset > self._requested:
                 self._requested = offset
                 self._work.notify()
             # not on stop: run() flushes what was requested before it ends (a put acknowledged
             # during shutdown is durable, not a FLUSH_DISK_TIMEOUT); its end releases every waiter
             self._arrivals += 1
-            gate = threading.Lock()
-            gate.acquire()
-            entry = [offset, gate]
+            entry = [offset, release]
             self._waiters.append(entry)
-        if not gate.acquire(True, max(timeout_s, 0.0)):
-            with self._lock:
-                if entry in self._waiters:
-                    self._waiters.remove(entry)
+            return entry
+
+    def forget(self, entry: list) -> None:
+        """A wait given up (its timeout): ``release`` will not be called for it."""
+        with self._lock:
+            if entry in self._waiters:
+                self._waiters.remove(entry)
+
+    def outcome(self, offset: int) -> PutReason | None:
+        """Whether everything before ``offset`` is durable now: None, FLUSH_FAILED (final: an fsync
+        that covered it failed, log_failure.py) or FLUSH_TIMEOUT (not yet)."""
         if self._failed_for(offset) is not None:
             return PutReason.FLUSH_FAILED
         return None if self.flushed >= offset else PutReason.FLUSH_TIMEOUT
@@ -165,7 +181,7 @@ class GroupCommitService(Service):
         flushed, keep = self.flushed, []
         for entry in self._waiters:
             if everyone or entry[0] <= flushed:
-                entry[1].release()
+                entry[1]()
             else:
                 keep.append(entry)
         self._waiters = keep

@@ -190,9 +190,12 @@ class PutResults(Sequence):
     A message is appended when its ``size`` is > 0; the appended ones share ``status``, ``error``
     and ``reason`` (PUT_OK; FLUSH_DISK_TIMEOUT when the flush wait timed out; FLUSH_DISK_FAILED when
     the commit log failed under them (log_failure.py: taken out of the log); FLUSH_SLAVE_TIMEOUT or
-    SLAVE_NOT_AVAILABLE when SYNC replication's wait did not see enough followers confirm them)."""
+    SLAVE_NOT_AVAILABLE when SYNC replication's wait did not see enough followers confirm them).
+    ``pending_end`` >= 0: a put made with ``wait=False`` whose outcome is not settled yet: ``status``
+    says PUT_OK only once MessageStore.settle_put has run (the caller must not answer before)."""
 
-    __slots__ = ("phys", "size", "qid", "qoff", "uniq", "refused", "status", "error", "reason", "now", "host")
+    __slots__ = ("phys", "size", "qid", "qoff", "uniq", "refused", "status", "error", "reason", "now", "host",
+                 "pending_end")
 
     def __init__(self, n: int, now_ms: int = 0, store_host: bytes = b"") -> None:
         self.phys = array("q", bytes(8 * n))
@@ -206,6 +209,9 @@ class PutResults(Sequence):
         self.reason: PutReason | None = None
         self.now = now_ms
         self.host = store_host
+        # a put made with wait=False: the commit-log offset its acknowledgement still waits for (the
+        # group commit's fsync; MessageStore.when_durable / settle_put), -1 when nothing is pending
+        self.pending_end = -1
 
     @classmethod
     def all_refused(cls, n: int, result: "PutResult") -> "PutResults":

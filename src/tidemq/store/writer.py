@@ -158,9 +158,9 @@ class StoreWriter:
         return PutReason.DISK_FULL, full
 
     # Puts ----------------------------------------------------------------------------
-    def put_batch(self, msgs: Sequence[Message], defer_dispatch: bool = False) -> PutResults:
+    def put_batch(self, msgs: Sequence[Message], defer_dispatch: bool = False, wait: bool = True) -> PutResults:
         """Put many messages with one lock, one append pass and one flush wait.
-        Returns one PutResult per message, in order (a PutResults). ``defer_dispatch``: see
+        Returns one PutResult per message, in order (a PutResults). ``defer_dispatch``, ``wait``: see
         MessageStore.put_batch."""
         n = len(msgs)
         why = self.refusal()
@@ -208,10 +208,11 @@ class StoreWriter:
                  m.prepared_transaction_offset, crc32(body) & 0x7FFFFFFF, th, None, None, tcrc))
         if not prepared:
             return results
-        return self.append(prepared, results, now, defer_dispatch)
+        return self.append(prepared, results, now, defer_dispatch, wait)
 
     def put_encoded(self, topic: str, entries: Sequence[tuple], born_ms: int | None = None,
-                    born_host: str | None = None, sys_flag: int = 0, defer_dispatch: bool = False) -> PutResults:
+                    born_host: str | None = None, sys_flag: int = 0, defer_dispatch: bool = False,
+                    wait: bool = True) -> PutResults:
         """Put messages of one topic whose properties are already encoded: the broker's compiled
         SendMessage lane, which builds them straight from the request's bytes, with no Message
         object and no property dict per message. One PutResult per entry, in order, with the same
@@ -226,7 +227,7 @@ class StoreWriter:
 
         ``born_ms``, ``born_host`` ("ipv4:port"), ``sys_flag``: every entry's (default: the store
         time, this store's host, 0), checked as put_batch checks a Message's (BAD_FIELD).
-        ``defer_dispatch``: see MessageStore.put_batch."""
+        ``defer_dispatch``, ``wait``: see MessageStore.put_batch."""
         n = len(entries)
         t, results = self._topic_batch(topic, n)
         if t is None:
@@ -281,7 +282,7 @@ class StoreWriter:
                  uniq, crc32(mark, crc32(props, pre))))
         if not prepared:
             return results
-        return self.append(prepared, results, now, defer_dispatch)
+        return self.append(prepared, results, now, defer_dispatch, wait)
 
     def _topic_batch(self, topic: str, n: int) -> tuple[TopicState | None, PutResults]:
         """The start of a put of ``n`` messages of one topic: (the topic, its empty results), or
@@ -298,7 +299,7 @@ class StoreWriter:
                 return None, PutResults.all_refused(n, bad)
         return t, PutResults(n, self.clock.now_ms(), self.store_host)
 
-    def put_slices(self, topic: str, data, fields, extra: bytes = b"", skip=None) -> PutResults:
+    def put_slices(self, topic: str, data, fields, extra: bytes = b"", skip=None, wait: bool = True) -> PutResults:
         """Put messages of one topic given as slices of one buffer (the broker's SendRecords path:
         its frame): message i's id (its UNIQ_KEY), tags, keys, user properties and body are
         ``data[fields[i, j]:fields[i, j] + fields[i, 5 + j]]`` for j = 0 .. 4 (``fields``: n x 10
@@ -350,7 +351,7 @@ class StoreWriter:
         prefix = crc32(f"{t.name}#".encode()) if self.index is not None else -1
         items = SlicedItems(t, data, F, order, np.frombuffer(ths, np.int64), extra, now, self.store_host, results, {},
                             bytearray(), prefix)
-        return self.append_items(items, results)
+        return self.append_items(items, results, wait=wait)
 
     def prepare(self, m: Message, i: int, now: int) -> tuple | PutResult:
         """Validate and encode one message (the general case): the message as a Prepared
@@ -399,16 +400,20 @@ class StoreWriter:
                 m.reconsume_times, m.prepared_transaction_offset, crc32(body) & 0x7FFFFFFF,
                 tags_hash(tags) if tags else 0, ik, uniq, codec.tail_crc(t.name_bytes, pb))
 
-    def append(self, prepared: list[tuple], results: PutResults, now: int, defer_dispatch: bool = False) -> PutResults:
+    def append(self, prepared: list[tuple], results: PutResults, now: int, defer_dispatch: bool = False,
+               wait: bool = True) -> PutResults:
         """The common second half of the puts: append the prepared messages under the put lock,
         dispatch them, wait for the flush (SYNC_FLUSH), complete ``results``."""
         return self.append_items(PreparedItems(prepared, now, self.store_host, results, {}, []), results,
-                                 defer_dispatch)
+                                 defer_dispatch, wait)
 
     def append_items(self, items: PreparedItems | SlicedItems, results: PutResults,
-                     defer_dispatch: bool = False) -> PutResults:
+                     defer_dispatch: bool = False, wait: bool = True) -> PutResults:
         """``append`` of a batch as the record loops take it (commit_log.PreparedItems, SlicedItems).
-        ``defer_dispatch``: the dispatch waits in the put lock (put_lock.PutLock) for its next taker."""
+        ``defer_dispatch``: the dispatch waits in the put lock (put_lock.PutLock) for its next taker.
+        ``wait`` False: what the acknowledgement waits for (the group commit's fsync, SYNC replication)
+        is not waited for here: ``results.pending_end`` says up to where, and ``settle`` completes the
+        results once the caller has seen it durable (MessageStore.when_durable, settle_put)."""
         failure: AppendError | None = None
         appended = 0
         now = items.now_ms
@@ -447,19 +452,15 @@ class StoreWriter:
         rep = self.replicas
         if appended and rep is not None:
             rep.appended(end)                  # the followers' senders wake up
-        if appended and self.group_commit is not None:
-            timeout_ms = self.config.sync_flush_timeout_ms
-            why = self.group_commit.wait_durable(end, timeout_ms / 1000)
-            if why is PutReason.FLUSH_FAILED:
-                results.status, results.reason = PutStatus.FLUSH_DISK_FAILED, PutReason.FLUSH_FAILED
-                results.error = self._flush_failed_text(end)
-            elif why is not None:
-                results.status, results.reason = PutStatus.FLUSH_DISK_TIMEOUT, PutReason.FLUSH_TIMEOUT
-                results.error = f"appended, but not on disk within sync_flush_timeout_ms={timeout_ms}"
-        if appended and rep is not None and results.status is PutStatus.PUT_OK:
-            reason = rep.wait(end, rep.timeout_s)
-            if reason is not None:
-                results.status, results.reason, results.error = reason.status, reason, rep.describe(reason)
+        if appended and (self.group_commit is not None or rep is not None):
+            if wait:
+                why = self.group_commit.wait_durable(end, self.config.sync_flush_timeout_ms / 1000) \
+                    if self.group_commit is not None else None
+                self.settle(results, end, why, rep.timeout_s if rep is not None else 0.0)
+            elif self.group_commit is not None:
+                results.pending_end = end
+            else:               # nothing to wait for on disk: the followers (their lease) asked without waiting
+                self.settle(results, end, None, 0.0)
         if failure is not None and not isinstance(failure.cause, OSError):
             text = f"message could not be encoded: {failure.cause!r}"
             log.error("%s", text)
@@ -470,6 +471,23 @@ class StoreWriter:
         if failure is not None:
             self._segment_failed(failure, [items.index(k) for k in range(appended, items.n)], results)
         return results
+
+    def settle(self, results: PutResults, end: int, why: PutReason | None, replication_timeout_s: float) -> None:
+        """The outcome of appended records ending at ``end``, the group commit having answered ``why``
+        (None: durable; FLUSH_FAILED; FLUSH_TIMEOUT): then SYNC replication's wait, at most
+        ``replication_timeout_s``, for a put on disk."""
+        results.pending_end = -1
+        if why is PutReason.FLUSH_FAILED:
+            results.status, results.reason = PutStatus.FLUSH_DISK_FAILED, PutReason.FLUSH_FAILED
+            results.error = self._flush_failed_text(end)
+        elif why is not None:
+            results.status, results.reason = PutStatus.FLUSH_DISK_TIMEOUT, PutReason.FLUSH_TIMEOUT
+            results.error = f"appended, but not on disk within sync_flush_timeout_ms={self.config.sync_flush_timeout_ms}"
+        rep = self.replicas
+        if rep is not None and results.status is PutStatus.PUT_OK:
+            reason = rep.wait(end, replication_timeout_s)
+            if reason is not None:
+                results.status, results.reason, results.error = reason.status, reason, rep.describe(reason)
 
     def _flush_failed_text(self, end: int) -> str:
         f = self.commit_log.failed_for(end)

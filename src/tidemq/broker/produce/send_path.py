@@ -24,7 +24,8 @@ wire format into a SendBatch (batch.py) and encode the verdicts back. Here, once
    to, a DELAY message due later parked in the schedule topic (answered with its recall handle,
    deferred/recall.py), a TRANSACTION message in the half topic (deferred/);
 5. **put** (MessageStore.put_batch / put_encoded / put_slices, by payload; on a thread when puts
-   may wait, inline otherwise: broker/puts.py), each message's outcome as a verdict (``put_code``);
+   may wait for followers, appended inline with the fsync awaited on the loop under SYNC_FLUSH,
+   inline otherwise: broker/puts.py), each message's outcome as a verdict (``put_code``);
 6. **remember** what was stored (the dedup window; the appended-but-unconfirmed), wake long-polling
    consumers and the timer;
 7. **count** what each message was answered, by topic and code (observe/outcomes.py: the metric
@@ -431,7 +432,7 @@ class SendPath:
     # 5-6. put, remember -------------------------------------------------------------------------
     async def _put(self, batch: SendBatch, v: Verdicts, keys: bytes, halves, parked: bool) -> None:
         store, puts, p = self.store, self.puts, batch.payload
-        inline = not store.puts_may_wait
+        inline = puts.inline
         where = None
         try:
             if type(p) is Encoded:

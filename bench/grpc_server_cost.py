@@ -1,0 +1,308 @@
+"""The gRPC server's own CPU per single-message SendMessage, under the server kinds grpcio offers,
+and tidemq's against them: where a broker core goes on the official clients' path (issue 32.2).
+
+    .venv/bin/python bench/grpc_server_cost.py              # 5 rounds, 3000 calls per client thread or 10 s
+    .venv/bin/python bench/grpc_server_cost.py --quick      # 1 round of 500 calls per thread: a smoke run
+
+Every sample: a fresh server in a subprocess and one client process of ``--threads`` threads, each
+with its own channel (its own connection, as separate clients have), calling SendMessage with one
+1 KiB NORMAL message (a distinct message id per call, the bytes built before timing; grpc's generic
+unary call, no protobuf in the client's loop), one call at a time per thread; every answer checked
+OK. Measured: the server process's CPU seconds during the timed calls / calls (``server_us_per_call``)
+and the calls per second.
+
+Servers (``--kinds``), all answering SendMessage as the do-nothing server of official_client.py
+does (decode the request, one OK entry per message), storing nothing, unless tidemq:
+
+* ``null aio asyncio`` (the reference): grpc.aio.server on asyncio's loop, the default options;
+* ``null aio uvloop``: the same on uvloop's loop (tidemq's default, BrokerConfig.event_loop);
+* ``null aio uvloop throughput``: with ``grpc.optimization_target=throughput``;
+* ``null sync threads``: grpc.server with a ThreadPoolExecutor of ``--threads`` threads, synchronous
+  handlers (the threaded server);
+* ``tidemq``: ``tidemq serve`` (defaults: uvloop, ASYNC_FLUSH, the compiled SendMessage lane), topic
+  Bench of 8 queues, every message stored;
+* ``tidemq asyncio``: the same with TIDEMQ_EVENT_LOOP=asyncio.
+
+The ratio of each row: its server CPU per call over the reference's, in the same round (lower is
+cheaper); issue 32's goal: tidemq <= 1.15 x the do-nothing server's CPU per call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+from _broker import proc_cpu_seconds
+from _report import BENCH_SRC, Report, progress, scratch_dir
+
+READY = "cost server ready on "
+TOPIC = "Bench"
+METHOD = "/apache.rocketmq.v2.MessagingService/SendMessage"
+REFERENCE = "null aio asyncio"
+KINDS = [REFERENCE, "null aio uvloop", "null aio uvloop throughput", "null sync threads", "tidemq", "tidemq asyncio"]
+GOAL = 1.15
+
+
+# The servers (a subprocess each) ---------------------------------------------------------------
+def serve(kind: str, threads: int) -> None:
+    import asyncio
+    import signal
+    from concurrent.futures import ThreadPoolExecutor
+
+    import grpc
+    from rocketmq.grpc_protocol import definition_pb2 as pb
+    from rocketmq.grpc_protocol import service_pb2 as spb
+    from rocketmq.grpc_protocol import service_pb2_grpc as sgrpc
+
+    OK = pb.Status(code=pb.Code.OK, message="OK")
+    opts = [("grpc.max_receive_message_length", (4 << 20) + (512 << 10))]
+    if kind.endswith("throughput"):
+        opts.append(("grpc.optimization_target", "throughput"))
+
+    def answer(request, offset):
+        return spb.SendMessageResponse(status=OK, entries=[
+            spb.SendResultEntry(status=OK, message_id=m.system_properties.message_id, offset=offset)
+            for m in request.messages])
+
+    if kind == "null sync threads":
+        class SyncNull(sgrpc.MessagingServiceServicer):
+            def SendMessage(self, request, context):
+                return answer(request, 0)
+
+        server = grpc.server(ThreadPoolExecutor(threads), options=opts)
+        sgrpc.add_MessagingServiceServicer_to_server(SyncNull(), server)
+        bound = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        done = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: done.set())
+        print(f"{READY}127.0.0.1:{bound}", flush=True)
+        done.wait()
+        server.stop(1.0)
+        return
+
+    class AioNull(sgrpc.MessagingServiceServicer):
+        async def SendMessage(self, request, context):
+            return answer(request, 0)
+
+    async def main() -> None:
+        server = grpc.aio.server(options=opts)
+        sgrpc.add_MessagingServiceServicer_to_server(AioNull(), server)
+        bound = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        print(f"{READY}127.0.0.1:{bound}", flush=True)
+        await stop.wait()
+        await server.stop(1.0)
+
+    if "uvloop" in kind:
+        import uvloop
+        uvloop.run(main())
+    else:
+        asyncio.run(main())
+
+
+# The client process ----------------------------------------------------------------------------
+def drive(endpoint: str, threads: int, calls: int, max_s: float, body_bytes: int) -> dict:
+    import grpc
+    from rocketmq.grpc_protocol import definition_pb2 as pb
+    from rocketmq.grpc_protocol import service_pb2 as spb
+
+    body = os.urandom(body_bytes)
+    pid = os.getpid()
+
+    def request(t: int, i: int) -> bytes:
+        sp = pb.SystemProperties(message_id=f"01{pid:08X}{t:04X}{i:012X}", message_type=pb.MessageType.NORMAL,
+                                 born_host="127.0.0.1")
+        sp.born_timestamp.seconds = int(time.time())
+        m = pb.Message(topic=pb.Resource(name=TOPIC), body=body, system_properties=sp)
+        return spb.SendMessageRequest(messages=[m]).SerializeToString()
+
+    warm = 50
+    reqs = [[request(t, i) for i in range(calls + warm)] for t in range(threads)]
+    channels = [grpc.insecure_channel(endpoint) for _ in range(threads)]
+    stubs = [ch.unary_unary(METHOD, request_serializer=None, response_deserializer=None) for ch in channels]
+    bad = [0] * threads
+    done = [0] * threads
+    start = threading.Barrier(threads + 1)
+    ended = threading.Barrier(threads + 1)
+    stop_at = [0.0]
+
+    def run(t: int) -> None:
+        call = stubs[t]
+        for raw in reqs[t][:warm]:
+            call(raw, timeout=30)
+        start.wait()
+        end = stop_at[0]
+        n = 0
+        for raw in reqs[t][warm:]:
+            out = spb.SendMessageResponse.FromString(call(raw, timeout=30))
+            if out.status.code != pb.Code.OK:
+                bad[t] += 1
+            n += 1
+            if time.perf_counter() >= end:
+                break
+        done[t] = n
+        ended.wait()
+
+    ts = [threading.Thread(target=run, args=(t,), daemon=True) for t in range(threads)]
+    for t in ts:
+        t.start()
+    stop_at[0] = time.perf_counter() + 3600
+    start.wait()                          # every thread warmed up: the parent reads the server's CPU now
+    stop_at[0] = time.perf_counter() + max_s
+    print("timing", flush=True)
+    t0 = time.perf_counter()
+    ended.wait()
+    dt = time.perf_counter() - t0
+    print("timed", flush=True)
+    for ch in channels:
+        ch.close()
+    if sum(bad):
+        raise RuntimeError(f"{sum(bad)} calls not answered OK")
+    return {"calls": sum(done), "seconds": dt}
+
+
+# Driver ----------------------------------------------------------------------------------------
+class Server:
+    def __init__(self, kind: str, workdir: str, env: dict, threads: int) -> None:
+        os.makedirs(workdir, exist_ok=True)
+        self._log = open(os.path.join(workdir, "server.log"), "ab")
+        if kind.startswith("tidemq"):
+            env = dict(env, TIDEMQ_EVENT_LOOP="asyncio" if kind.endswith("asyncio") else "uvloop",
+                       TIDEMQ_SEGMENT_SIZE_BYTES=str(256 << 20))
+            argv = [sys.executable, "-m", "tidemq.cli.main", "serve", "--root", os.path.join(workdir, "store"),
+                    "--port", "0", "--metrics-port", "0"]      # 0: no metrics port
+            ready = "ready on "
+        else:
+            argv = [sys.executable, os.path.abspath(__file__), "--serve", kind, "--threads", str(threads)]
+            ready = READY
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, env=env, cwd=workdir)
+        line = self.proc.stdout.readline().decode(errors="replace")
+        if ready not in line:
+            self.stop()
+            raise RuntimeError(f"{kind} did not start: {line!r}")
+        self.endpoint = "127.0.0.1:" + line.split(ready)[1].split()[0].rsplit(":", 1)[1]
+        threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
+        if kind.startswith("tidemq"):
+            from tidemq.client.admin import call
+            r = call(self.endpoint, "CreateTopic", {"name": TOPIC, "queues": 8})
+            if not r.get("ok"):
+                self.stop()
+                raise RuntimeError(f"CreateTopic: {r}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+def measure(kind: str, workdir: str, env: dict, a) -> dict:
+    srv = Server(kind, workdir, env, a.threads)
+    try:
+        errlog = open(os.path.join(workdir, "client.err"), "w+")
+        cp = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--drive", srv.endpoint,
+                               "--threads", str(a.threads), "--count", str(a.count), "--max-seconds",
+                               str(a.max_seconds), "--body-bytes", str(a.body_bytes)],
+                              stdout=subprocess.PIPE, stderr=errlog, text=True, env=env, cwd=workdir)
+
+        def failed(what: str) -> RuntimeError:
+            if cp.poll() is None:
+                cp.kill()
+            cp.wait()
+            errlog.seek(0)
+            return RuntimeError(f"{kind}: the client failed ({what}, exit {cp.returncode}): {errlog.read()[-3000:]}")
+
+        with errlog:
+            if cp.stdout.readline().strip() != "timing":
+                raise failed("no start")
+            cpu0 = proc_cpu_seconds(srv.proc.pid)
+            if cp.stdout.readline().strip() != "timed":
+                raise failed("no end")
+            cpu = proc_cpu_seconds(srv.proc.pid) - cpu0
+            out = cp.stdout.read()          # (communicate() would skip what readline() buffered)
+            if cp.wait(120) != 0 or not out.strip():
+                raise failed("no result")
+        r = json.loads(out.strip().splitlines()[-1])
+        if srv.proc.poll() is not None:
+            raise RuntimeError(f"{kind}: the server exited during the run")
+    finally:
+        srv.stop()
+    r["server_us_per_call"] = cpu / r["calls"] * 1e6
+    r["server_cores"] = cpu / r["seconds"]
+    return r
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--count", type=int, default=3000, help="calls per client thread per sample (upper bound)")
+    ap.add_argument("--max-seconds", type=float, default=10.0, help="time bound of the timed calls")
+    ap.add_argument("--threads", type=int, default=8, help="client threads (and the threaded server's threads)")
+    ap.add_argument("--body-bytes", type=int, default=1024)
+    ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated servers (the reference always runs)")
+    ap.add_argument("--quick", action="store_true", help="1 round of 500 calls per thread: a smoke run")
+    ap.add_argument("--serve", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--drive", default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.serve:
+        serve(a.serve, a.threads)
+        return
+    if a.drive:
+        print(json.dumps(drive(a.drive, a.threads, a.count, a.max_seconds, a.body_bytes)), flush=True)
+        return
+    if a.quick:
+        a.rounds, a.count = 1, 500
+    kinds = [REFERENCE] + [k for k in a.kinds.split(",") if k and k != REFERENCE]
+    unknown = set(kinds) - set(KINDS)
+    if unknown:
+        raise SystemExit(f"unknown kinds: {sorted(unknown)}; known: {KINDS}")
+    rep = Report("grpc_server_cost", unit="server us per call", reference=REFERENCE,
+                 reference_doc="a do-nothing SendMessage (decode, one OK entry per message) on grpc.aio.server, "
+                               "asyncio's loop, default options, in a subprocess; ratio = CPU per call / its",
+                 params={"threads": a.threads, "rounds": a.rounds, "count_per_thread_max": a.count,
+                         "max_seconds": a.max_seconds, "body_bytes": a.body_bytes,
+                         "call": "SendMessage, one 1 KiB NORMAL message, one call at a time per client thread, "
+                                 "a channel per thread"})
+    for k in kinds[1:]:
+        rep.ratio(k, None)
+    with scratch_dir("grpc_server_cost") as tmp:
+        env = dict(os.environ, PYTHONUNBUFFERED="1", HOME=tmp)
+        env["PYTHONPATH"] = BENCH_SRC + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        for r in range(a.rounds):
+            order = kinds[r % len(kinds):] + kinds[:r % len(kinds)]
+            got = {}
+            for k in order:
+                res = got[k] = measure(k, os.path.join(tmp, f"{k.replace(' ', '_')}-{r}"), env, a)
+                progress(f"round {r + 1}/{a.rounds} {k}: {res['server_us_per_call']:.0f} us of server CPU per call, "
+                         f"{res['calls'] / res['seconds']:,.0f} calls/s, server {res['server_cores']:.2f} cores")
+            ref = got[REFERENCE]["server_us_per_call"]
+            rep.add(REFERENCE, ref, calls_per_s=got[REFERENCE]["calls"] / got[REFERENCE]["seconds"],
+                    server_cores=got[REFERENCE]["server_cores"])
+            for k in kinds[1:]:
+                rep.add(k, got[k]["server_us_per_call"], ref=ref, calls_per_s=got[k]["calls"] / got[k]["seconds"],
+                        server_cores=got[k]["server_cores"])
+            if "tidemq" in got and "null aio uvloop" in got:
+                progress(f"round {r + 1}/{a.rounds}: tidemq / null aio uvloop (the same loop) = "
+                         f"{got['tidemq']['server_us_per_call'] / got['null aio uvloop']['server_us_per_call']:.3f}")
+        rep.note("ratio: the row's server CPU per call over the reference's in the same round: LOWER is cheaper "
+                 "(issue 32's goal for tidemq: <= 1.15 x the do-nothing server).")
+        rep.note("server_cores: the server's CPU per second of the timed calls (2 CPUs here, shared with the client).")
+        rep.write(tmp)
+
+
+if __name__ == "__main__":
+    main()
