@@ -46,6 +46,8 @@ RAISING_CALLS = {
     "commitlog_max_offset": lambda s: s.commitlog_max_offset,
     "commitlog_min_offset": lambda s: s.commitlog_min_offset,
     "create_topic": lambda s: s.create_topic("T", 1),
+    "topic_settings": lambda s: s.topic_settings("T"),
+    "set_topic_settings": lambda s: s.set_topic_settings("T", {}),
     "set_write_queues": lambda s: s.set_write_queues("T", None),      # (T exists until delete_topic)
     "create_spread_topic": lambda s: s.create_spread_topic("T", 1, None),
     "write_queues": lambda s: s.write_queues("T"),
@@ -61,8 +63,6 @@ RAISING_CALLS = {
     "queue_bytes": lambda s: s.queue_bytes("T", 0),
     "queue_count": lambda s: s.queue_count("T"),
     "space_policy": lambda s: s.space_policy("T"),
-    "topic_settings": lambda s: s.topic_settings("T"),
-    "set_topic_settings": lambda s: s.set_topic_settings("T", {}),
     "stats": lambda s: s.stats(),
     "topic_names": lambda s: s.topic_names(),
     "trigger_delete_expired": lambda s: s.trigger_delete_expired(),

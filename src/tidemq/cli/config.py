@@ -12,7 +12,7 @@ from __future__ import annotations
 import click
 
 from .common import config_option, endpoint_option, quiet_logs
-from .output import emit_json, fail, out, table
+from .output import emit_json, out, table
 
 
 @click.group()
