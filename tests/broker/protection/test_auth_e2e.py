@@ -17,7 +17,7 @@ from tidemq.protocol.stubs import Code, pb, sgrpc, spb
 
 from ...support.auth import AUTH
 from ...support.brokers import make_topic
-from ...support.official import REQUEST_TIMEOUT_S, msg, receive_all
+from ...support.official import REQUEST_TIMEOUT_S, msg, receive_all, start
 
 
 def official(endpoint, ak, sk, topic):
@@ -33,9 +33,9 @@ def test_the_right_secret_is_accepted_and_a_wrong_one_refused(tmp_path, broker_f
     make_topic(root, "Secure", 2)
     b = broker_factory(root, env=AUTH)
     p = official(b.endpoint, "tidemq-ak", "s3cret-sk", "Secure")
-    c = SimpleConsumer(ClientConfiguration(b.endpoint, Credentials("tidemq-ak", "s3cret-sk"),
-                                           request_timeout=REQUEST_TIMEOUT_S), "g", {"Secure": FilterExpression("*")}, await_duration=1)
-    c.startup()
+    c = start(lambda: SimpleConsumer(ClientConfiguration(b.endpoint, Credentials("tidemq-ak", "s3cret-sk"),
+                                                         request_timeout=REQUEST_TIMEOUT_S), "g",
+                                     {"Secure": FilterExpression("*")}, await_duration=1))
     try:
         ids = {p.send(msg("Secure", b"m%d" % i)).message_id for i in range(3)}
         got = receive_all(c, 3)
