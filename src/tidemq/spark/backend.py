@@ -131,8 +131,8 @@ def connection(options) -> dict:
     and ``secretKey`` (both or neither: every call signed, as the broker's authentication wants),
     ``tls`` (true/false) and ``rootCertificates`` (a PEM file's path, readable where the tasks run:
     TLS against those roots; without it, the system's). Keyword arguments of Producer and
-    PullConsumer; ValueError for a half-given pair or a bad flag. (TidemqTable.java hands a read
-    with any of these options to the Python reader.)"""
+    PullConsumer; ValueError for a half-given pair or a bad flag. (The JVM reader gets them in each
+    partition: planner.py, Connection.java.)"""
     from .plan import flag
     ak, sk = options.get("accessKey") or None, options.get("secretKey") or None
     if (ak is None) != (sk is None):
@@ -141,23 +141,107 @@ def connection(options) -> dict:
             "root_certificates": options.get("rootCertificates") or None}
 
 
+class BrokerError(RuntimeError):
+    """A broker could not be read, in one line naming the option to change (``explain``)."""
+
+
+def explain(error: BaseException, endpoint: str, options) -> BrokerError | None:
+    """What to change when a call to ``endpoint`` failed with ``error`` (a ClientError or a gRPC
+    error), in the source's options' words: the certificate not verified (rootCertificates), a
+    TLS port reached in plaintext (tls), keys refused (accessKey, secretKey), a permission missing
+    (sub on the topic), nothing answering (endpoints, timeoutSeconds). None: not such an error."""
+    import grpc
+    from ..client import ClientError
+    from ..protocol.stubs import Code
+    if isinstance(error, ClientError):
+        if error.code == Code.UNAUTHORIZED:
+            return BrokerError(f"tidemq: UNAUTHORIZED: the broker at {endpoint} refused the keys ({error}): check "
+                               f"the options accessKey and secretKey")
+        if error.code == Code.FORBIDDEN:
+            topics = options.get("topics") or options.get("topic") or "TOPIC"
+            return BrokerError(f"tidemq: FORBIDDEN: reading {topics} needs the permission sub on the topic ({error}): "
+                               f"grant it (tidemq acl grant USER --topic {topics.split(',')[0]} --actions sub) or "
+                               f"use the keys (options accessKey, secretKey) of a user who has it")
+        return None
+    if not isinstance(error, grpc.RpcError):
+        return None
+    try:
+        code, details = error.code(), (error.details() or "")
+    except Exception:  # noqa: BLE001 - not a call's error
+        return None
+    if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return None
+    tls = bool(connection(options)["tls"] or options.get("rootCertificates"))
+    low = details.lower()
+    from ..client.settings import speaks_tls
+    if tls and ("hostname verification" in low or "peer name" in low):
+        return BrokerError(f"tidemq: the certificate of the broker at {endpoint} is not for that host ({details}): "
+                           f"its subjectAltName must name it, or give an endpoint (option endpoints) it names")
+    if tls and ("certificate" in low or "handshake" in low or "ssl" in low):
+        if speaks_tls(endpoint) is False:
+            return BrokerError(f"tidemq: the broker at {endpoint} does not speak TLS: drop the options tls and "
+                               f"rootCertificates")
+        return BrokerError(f"tidemq: the certificate of the broker at {endpoint} could not be verified ({details}): "
+                           f"give the option rootCertificates, the PEM file of the CA that signed it (at the same "
+                           f"path on the driver and the executors)")
+    if not tls and speaks_tls(endpoint):
+        return BrokerError(f"tidemq: the broker at {endpoint} speaks TLS: set the option tls=true and "
+                           f"rootCertificates (the PEM file of its CA; without it, the system's roots)")
+    return BrokerError(f"tidemq: no broker answered at {endpoint} ({code.name}: {details}): check the option "
+                       f"endpoints (a member reachable from the driver and the executors) or raise timeoutSeconds")
+
+
 class BrokerBackend(Backend):
-    def __init__(self, endpoint: str, timeout_s: float = 30.0, **client_options) -> None:
-        """``client_options``: connection(options)'s keywords (signing, TLS)."""
+    def __init__(self, endpoint: str, timeout_s: float = 30.0, options=None, **client_options) -> None:
+        """``client_options``: connection(options)'s keywords (signing, TLS); ``options``: the
+        source's, for errors in its words (explain)."""
         # grpc only where the broker is used; missing, it is the one-line error with the fix
         self.consumer = load_module("tidemq.client").PullConsumer(endpoint, timeout_s=timeout_s, **client_options)
+        self.endpoint = endpoint
+        self.options = options if options is not None else {}
+
+    def _explained(self, e: BaseException) -> BaseException:
+        better = explain(e, self.endpoint, self.options)
+        return e if better is None else better
 
     def queue_count(self, topic: str) -> int:
-        return self.consumer.queue_count(topic)
+        try:
+            return self.consumer.queue_count(topic)
+        except Exception as e:                            # noqa: BLE001 - said in the options' words
+            raise self._explained(e) from None
+
+    def members(self, topic: str, qid: int) -> list[str]:
+        """The endpoints of the group holding this queue, its leader's first (the JVM reader's failover)."""
+        try:
+            return self.consumer.members(topic, qid)
+        except Exception as e:                            # noqa: BLE001
+            raise self._explained(e) from None
 
     def queue_range(self, topic: str, qid: int) -> tuple[int, int]:
         c = self.consumer
-        return c.query_offset(topic, qid, "BEGINNING"), c.query_offset(topic, qid, "END")
+        try:
+            return c.query_offset(topic, qid, "BEGINNING"), c.query_offset(topic, qid, "END")
+        except Exception as e:                            # noqa: BLE001
+            raise self._explained(e) from None
 
     def offset_at(self, topic: str, qid: int, timestamp_ms: int) -> int:
-        return self.consumer.query_offset(topic, qid, "TIMESTAMP", timestamp_ms)
+        try:
+            return self.consumer.query_offset(topic, qid, "TIMESTAMP", timestamp_ms)
+        except Exception as e:                            # noqa: BLE001
+            raise self._explained(e) from None
 
     def read(self, topic, qid, start, end, batch_rows=BATCH_ROWS):
+        try:
+            yield from self._read(topic, qid, start, end, batch_rows)
+        except DataLossError:
+            raise
+        except Exception as e:                            # noqa: BLE001
+            better = self._explained(e)
+            if better is e:
+                raise
+            raise better from None
+
+    def _read(self, topic, qid, start, end, batch_rows):
         # the next pull is under way while this one is decoded (and while Spark takes the batch)
         at = start
         for r in self.consumer.iter_records(topic, qid, start, end, max_count=batch_rows, prefetch=READ_PREFETCH):
@@ -189,5 +273,5 @@ def backend_for(options) -> Backend:
             return FileBackend(path, dirs)
         except StoreFilesError as e:
             raise ValueError(f"tidemq: {e}") from e
-    return BrokerBackend(endpoints.split(",")[0].strip(), float(options.get("timeoutSeconds", 30)),
+    return BrokerBackend(endpoints.split(",")[0].strip(), float(options.get("timeoutSeconds", 30)), options,
                          **connection(options))

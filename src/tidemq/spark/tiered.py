@@ -63,7 +63,7 @@ def archive_of(options) -> Archive | None:
             summary = archive_summary(OsFileIO(), root)
     elif endpoints:
         endpoint = endpoints.split(",")[0].strip()
-        summary = _broker_summary(endpoint, float(options.get("timeoutSeconds", 30)))
+        summary = _broker_summary(endpoint, float(options.get("timeoutSeconds", 30)), options)
         if summary is not None:
             gaps = f"{summary['gaps_file']} on the broker's host ({endpoint})"
     if given is not None:
@@ -79,13 +79,25 @@ def archive_of(options) -> Archive | None:
     return Archive(summary["dest"], tuple(summary["runs"]), gaps)
 
 
-def _broker_summary(endpoint: str, timeout_s: float) -> dict | None:
-    """The broker's answer to the admin method Archive; None from a broker that has no such
-    method (older) or does not answer it."""
+def _broker_summary(endpoint: str, timeout_s: float, options=None) -> dict | None:
+    """The broker's answer to the admin method Archive (signed and over TLS as the read's options
+    say); None from a broker that has no such method (older) or refuses it (a user without the
+    permission: no tiering); a broker that cannot be reached (TLS, an endpoint) raises BrokerError
+    naming the option to change."""
+    import time
+    from ..protocol.signing import date_time, signed_metadata
+    from .backend import connection, explain
     admin = load_module("tidemq.client.admin")           # grpc: missing, the one-line error with the fix
+    conn = connection(options or {})
+    md = signed_metadata(conn["access_key"], conn["secret_key"], date_time(time.time())) if conn["access_key"] \
+        else None
     try:
-        got = admin.call(endpoint, load_module("tidemq.protocol.admin").ARCHIVE, timeout_s=timeout_s)
+        got = admin.call(endpoint, load_module("tidemq.protocol.admin").ARCHIVE, timeout_s=timeout_s, metadata=md,
+                         tls=conn["tls"], root_certificates=conn["root_certificates"])
     except admin.grpc.RpcError as e:
+        better = explain(e, endpoint, options or {})
+        if better is not None and e.code() != admin.grpc.StatusCode.UNIMPLEMENTED:
+            raise better from None
         _say_once(f"tidemq: the broker at {endpoint} does not say where its archive is ({e.code().name}): "
                   f"tiered reads only with the option archivePath")
         return None

@@ -15,6 +15,16 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 public final class ReadOne {
     private ReadOne() {}
 
+    /** How many planner processes this JVM has alive (held by a query, or idle a short while). */
+    public static int plannersAlive() {
+        return Planner.alive();
+    }
+
+    /** The MQv2-HMAC-SHA1 authorization header the JVM reader sends (checked against tidemq.protocol.signing). */
+    public static String authorization(String accessKey, String secretKey, String dateTime) {
+        return Connection.authorization(accessKey, secretKey, dateTime);
+    }
+
     public static long[] queueOffsets(String partitionJson) throws IOException {
         RangePartition p = new RangePartition(Planner.parse(partitionJson));
         long[] out = new long[16];
