@@ -142,7 +142,10 @@ def connection(options) -> dict:
 
 
 class BrokerError(RuntimeError):
-    """A broker could not be read, in one line naming the option to change (``explain``)."""
+    """A broker could not be read, in one line naming the option to change (``explain``);
+    ``unreachable``: it did not answer (another member may)."""
+
+    unreachable = False
 
 
 def explain(error: BaseException, endpoint: str, options) -> BrokerError | None:
@@ -191,71 +194,134 @@ def explain(error: BaseException, endpoint: str, options) -> BrokerError | None:
                        f"endpoints (a member reachable from the driver and the executors) or raise timeoutSeconds")
 
 
+def unreachable(e: BaseException) -> bool:
+    """Whether a call failed because the member did not answer (killed, restarting, an election
+    under way): another member may. A refusal (keys, permission, a bad request) is not."""
+    import grpc
+    from ..client import ClientError
+    if isinstance(e, ClientError):
+        return e.code >= 50000
+    if isinstance(e, grpc.RpcError):
+        try:
+            return e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                                grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN)
+        except Exception:  # noqa: BLE001 - not a call's error
+            return False
+    return False
+
+
 class BrokerBackend(Backend):
-    def __init__(self, endpoint: str, timeout_s: float = 30.0, options=None, **client_options) -> None:
+    """Through the broker: ``endpoints`` are members of the cluster (the option ``endpoints``,
+    comma-separated); calls go to the first, and move to the next one when a member does not
+    answer (``unreachable``), for up to ``timeout_s`` from the first such failure (backing off
+    after each round of them). A read resumes at the offset it reached."""
+
+    BACKOFF_S_MIN, BACKOFF_S_MAX = 0.1, 2.0
+
+    def __init__(self, endpoint: str | list[str], timeout_s: float = 30.0, options=None, **client_options) -> None:
         """``client_options``: connection(options)'s keywords (signing, TLS); ``options``: the
         source's, for errors in its words (explain)."""
-        # grpc only where the broker is used; missing, it is the one-line error with the fix
-        self.consumer = load_module("tidemq.client").PullConsumer(endpoint, timeout_s=timeout_s, **client_options)
-        self.endpoint = endpoint
+        self.endpoints = [endpoint] if isinstance(endpoint, str) else list(endpoint)
+        self.timeout_s = timeout_s
+        self.client_options = client_options
         self.options = options if options is not None else {}
+        self.member = 0
+        self.failovers = 0
+        self.consumer = self._consumer()
+
+    def _consumer(self):
+        # grpc only where the broker is used; missing, it is the one-line error with the fix
+        return load_module("tidemq.client").PullConsumer(self.endpoint, timeout_s=self.timeout_s,
+                                                         **self.client_options)
+
+    @property
+    def endpoint(self) -> str:
+        return self.endpoints[self.member]
 
     def _explained(self, e: BaseException) -> BaseException:
         better = explain(e, self.endpoint, self.options)
         return e if better is None else better
 
+    def _next_member(self, e: BaseException, since: list, round_failures: list) -> None:
+        """After ``e`` (unreachable) from the member now: the next one (raising once the budget is spent)."""
+        import time
+        now = time.monotonic()
+        if not since:
+            since.append(now)
+        if now - since[0] > self.timeout_s:
+            raise BrokerError(f"tidemq: no member answered for {now - since[0]:.0f} s ({', '.join(self.endpoints)}): "
+                              f"check the option endpoints (members reachable from the driver and the executors) "
+                              f"or raise timeoutSeconds; last: {self._explained(e)}") from None
+        round_failures[0] += 1
+        if round_failures[0] >= len(self.endpoints):
+            round_failures[0] = 0
+            time.sleep(min(self.BACKOFF_S_MAX, self.BACKOFF_S_MIN * 2 ** min(6, int(now - since[0]))))
+        self.consumer.close()
+        self.member = (self.member + 1) % len(self.endpoints)
+        self.failovers += 1
+        self.consumer = self._consumer()
+
+    def _call(self, fn):
+        since: list = []
+        rounds = [0]
+        while True:
+            try:
+                return fn(self.consumer)
+            except Exception as e:                        # noqa: BLE001 - said in the options' words
+                if not unreachable(e):
+                    raise self._explained(e) from None
+                self._next_member(e, since, rounds)
+
     def queue_count(self, topic: str) -> int:
-        try:
-            return self.consumer.queue_count(topic)
-        except Exception as e:                            # noqa: BLE001 - said in the options' words
-            raise self._explained(e) from None
+        return self._call(lambda c: c.queue_count(topic))
 
     def members(self, topic: str, qid: int) -> list[str]:
         """The endpoints of the group holding this queue, its leader's first (the JVM reader's failover)."""
-        try:
-            return self.consumer.members(topic, qid)
-        except Exception as e:                            # noqa: BLE001
-            raise self._explained(e) from None
+        return self._call(lambda c: c.members(topic, qid))
 
     def queue_range(self, topic: str, qid: int) -> tuple[int, int]:
-        c = self.consumer
-        try:
-            return c.query_offset(topic, qid, "BEGINNING"), c.query_offset(topic, qid, "END")
-        except Exception as e:                            # noqa: BLE001
-            raise self._explained(e) from None
+        return self._call(lambda c: (c.query_offset(topic, qid, "BEGINNING"), c.query_offset(topic, qid, "END")))
 
     def offset_at(self, topic: str, qid: int, timestamp_ms: int) -> int:
-        try:
-            return self.consumer.query_offset(topic, qid, "TIMESTAMP", timestamp_ms)
-        except Exception as e:                            # noqa: BLE001
-            raise self._explained(e) from None
+        return self._call(lambda c: c.query_offset(topic, qid, "TIMESTAMP", timestamp_ms))
 
     def read(self, topic, qid, start, end, batch_rows=BATCH_ROWS):
-        try:
-            yield from self._read(topic, qid, start, end, batch_rows)
-        except DataLossError:
-            raise
-        except Exception as e:                            # noqa: BLE001
-            better = self._explained(e)
-            if better is e:
+        at = [start]
+        since: list = []
+        rounds = [0]
+        while True:
+            try:
+                for batch, lost in self._read(topic, qid, at, end, batch_rows):
+                    since.clear()
+                    yield batch, lost
+                return
+            except DataLossError:
                 raise
-            raise better from None
+            except Exception as e:                        # noqa: BLE001
+                if not unreachable(e):
+                    better = self._explained(e)
+                    if better is e:
+                        raise
+                    raise better from None
+                self._next_member(e, since, rounds)       # and resume at at[0]
 
-    def _read(self, topic, qid, start, end, batch_rows):
+    def _read(self, topic, qid, at: list, end, batch_rows):
+        """The batches from at[0] (moved on as they are handed out: a retry resumes there)."""
         # the next pull is under way while this one is decoded (and while Spark takes the batch)
-        at = start
-        for r in self.consumer.iter_records(topic, qid, start, end, max_count=batch_rows, prefetch=READ_PREFETCH):
+        for r in self.consumer.iter_records(topic, qid, at[0], end, max_count=batch_rows, prefetch=READ_PREFETCH):
             if r.found:
                 # the broker sends only records whose CRCs it checked, under a frame CRC the client
                 # checked (r.checked): decode checks their layout, not their CRCs again
                 sizes = np.frombuffer(r.sizes, np.int32)
                 batch, bad = decode(np.frombuffer(r.data, np.uint8), positions_of(sizes), sizes, r.checked)
-                yield batch, r.next_offset - at - len(sizes) + bad
+                out = (batch, r.next_offset - at[0] - len(sizes) + bad)
             else:                                         # holes, or cleaned away under us
-                yield _EMPTY, r.next_offset - at
-            at = r.next_offset
-        if at < end:
-            yield _EMPTY, end - at                        # the queue ends before `end`
+                out = (_EMPTY, r.next_offset - at[0])
+            at[0] = r.next_offset
+            yield out
+        if at[0] < end:
+            n, at[0] = end - at[0], end
+            yield _EMPTY, n                               # the queue ends before `end`
 
     def close(self) -> None:
         self.consumer.close()
@@ -273,5 +339,5 @@ def backend_for(options) -> Backend:
             return FileBackend(path, dirs)
         except StoreFilesError as e:
             raise ValueError(f"tidemq: {e}") from e
-    return BrokerBackend(endpoints.split(",")[0].strip(), float(options.get("timeoutSeconds", 30)), options,
-                         **connection(options))
+    return BrokerBackend([e.strip() for e in endpoints.split(",") if e.strip()],
+                         float(options.get("timeoutSeconds", 30)), options, **connection(options))

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from ..io import OsFileIO
 from .. import layout
 from ..store.archive import archive_summary
+from .backend import BrokerError
 from .decode import SCHEMA
 from .entry import load_module
 
@@ -62,8 +63,14 @@ def archive_of(options) -> Archive | None:
         if os.path.exists(layout.manifest_path(root)):
             summary = archive_summary(OsFileIO(), root)
     elif endpoints:
-        endpoint = endpoints.split(",")[0].strip()
-        summary = _broker_summary(endpoint, float(options.get("timeoutSeconds", 30)), options)
+        members = [e.strip() for e in endpoints.split(",") if e.strip()]
+        for i, endpoint in enumerate(members):          # the first member that answers
+            try:
+                summary = _broker_summary(endpoint, float(options.get("timeoutSeconds", 30)), options)
+                break
+            except BrokerError as e:
+                if i == len(members) - 1 or not e.unreachable:
+                    raise
         if summary is not None:
             gaps = f"{summary['gaps_file']} on the broker's host ({endpoint})"
     if given is not None:
@@ -86,7 +93,7 @@ def _broker_summary(endpoint: str, timeout_s: float, options=None) -> dict | Non
     naming the option to change."""
     import time
     from ..protocol.signing import date_time, signed_metadata
-    from .backend import connection, explain
+    from .backend import connection, explain, unreachable
     admin = load_module("tidemq.client.admin")           # grpc: missing, the one-line error with the fix
     conn = connection(options or {})
     md = signed_metadata(conn["access_key"], conn["secret_key"], date_time(time.time())) if conn["access_key"] \
@@ -97,6 +104,7 @@ def _broker_summary(endpoint: str, timeout_s: float, options=None) -> dict | Non
     except admin.grpc.RpcError as e:
         better = explain(e, endpoint, options or {})
         if better is not None and e.code() != admin.grpc.StatusCode.UNIMPLEMENTED:
+            better.unreachable = unreachable(e)
             raise better from None
         _say_once(f"tidemq: the broker at {endpoint} does not say where its archive is ({e.code().name}): "
                   f"tiered reads only with the option archivePath")

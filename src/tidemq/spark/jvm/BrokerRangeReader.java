@@ -92,7 +92,7 @@ final class BrokerRangeReader extends RangeReader {
 
     private void ask(long offset, int waitMs) {
         PullClient c = client();
-        pending = c.pull(part.topic, part.queue, offset, (int) Math.min(PullClient.COUNT_MAX, part.end - offset), waitMs);
+        pending = c.pull(part.topic, part.queue, offset, (int) Math.min(part.pullCountMax, part.end - offset), waitMs);
         pendingAt = offset;
         pendingFrom = c;
     }

@@ -34,6 +34,7 @@ final class RangePartition implements InputPartition {
     final List<String> endpoints;
     final Connection connection;
     final long timeoutMs;
+    final int pullCountMax;            // records per pull at most (source field "pullCountMax"; default PullClient's)
     final boolean failOnDataLoss;
 
     RangePartition(JsonNode p) {
@@ -60,6 +61,7 @@ final class RangePartition implements InputPartition {
         }
         connection = broker ? Connection.of(s) : null;
         timeoutMs = broker ? s.get("timeoutMs").asLong() : 0;
+        pullCountMax = broker ? Math.max(1, Math.min(PullClient.COUNT_MAX, s.path("pullCountMax").asInt(PullClient.COUNT_MAX))) : 0;
     }
 
     static RangePartition[] all(JsonNode parts) {
