@@ -211,8 +211,9 @@ def main() -> None:
             cert, key = self_signed(d)
             tls_broker = BrokerProcess(root2, os.path.join(d, "home2"), env={
                 "TIDEMQ_METRICS_PORT": "0", "TIDEMQ_ACCESS_KEY": "bench-ak", "TIDEMQ_SECRET_KEY": "bench-sk",
-                "TIDEMQ_TLS_CERT_FILE": cert, "TIDEMQ_TLS_KEY_FILE": key})
-        with BrokerProcess(root, os.path.join(d, "home"), env={"TIDEMQ_METRICS_PORT": "0"}) as broker, \
+                "TIDEMQ_TLS_CERT_FILE": cert, "TIDEMQ_TLS_KEY_FILE": key}, start_timeout_s=900)
+        with BrokerProcess(root, os.path.join(d, "home"), env={"TIDEMQ_METRICS_PORT": "0"},
+                           start_timeout_s=900) as broker, \
                 tls_broker as secured:
             if secured is not None:
                 secure = spark.read.format("tidemq").options(

@@ -172,3 +172,10 @@ def test_planner_processes_end_with_their_query(spark, jvm, tmp_path):
         assert jvm.plannersAlive() == 0
     finally:
         spark.conf.unset("spark.tidemq.plannerIdleSeconds")
+
+
+def test_the_jvm_reader_signs_as_the_python_client(jvm):
+    """Connection.java's authorization header is tidemq.protocol.signing's, byte for byte."""
+    from tidemq.protocol.signing import AUTH_HEADER, signed_metadata
+    for ak, sk, dt in (("tidemq-ak", "s3cret-sk", "20250101T120000Z"), ("u", "ünï ✓ secret", "20261127T235959Z")):
+        assert jvm.authorization(ak, sk, dt) == dict(signed_metadata(ak, sk, dt))[AUTH_HEADER]

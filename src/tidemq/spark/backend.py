@@ -203,8 +203,7 @@ def unreachable(e: BaseException) -> bool:
         return e.code >= 50000
     if isinstance(e, grpc.RpcError):
         try:
-            return e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
-                                grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN)
+            return e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
         except Exception:  # noqa: BLE001 - not a call's error
             return False
     return False
@@ -276,8 +275,29 @@ class BrokerBackend(Backend):
         return self._call(lambda c: c.queue_count(topic))
 
     def members(self, topic: str, qid: int) -> list[str]:
-        """The endpoints of the group holding this queue, its leader's first (the JVM reader's failover)."""
-        return self._call(lambda c: c.members(topic, qid))
+        """The endpoints of the group holding this queue, its leader's first (the JVM reader's failover).
+        A member whose route names only itself (a follower answers so) is completed from the route
+        of another of the ``endpoints`` given, when that route names it (the same group)."""
+        ms = self._call(lambda c: c.members(topic, qid))
+        if len(ms) > 1 or len(self.endpoints) == 1:
+            return ms
+        key = (topic, qid, tuple(ms))
+        cache = self.__dict__.setdefault("_routes", {})
+        if key not in cache:
+            cache[key] = ms
+            PullConsumer = load_module("tidemq.client").PullConsumer
+            for ep in self.endpoints:
+                if ep in ms:
+                    continue
+                try:
+                    with PullConsumer(ep, timeout_s=self.timeout_s, **self.client_options) as c:
+                        other = c.members(topic, qid)
+                except Exception:                       # noqa: BLE001 - another member: best effort
+                    continue
+                if len(other) > 1 and set(ms) <= set(other):
+                    cache[key] = other
+                    break
+        return cache[key]
 
     def queue_range(self, topic: str, qid: int) -> tuple[int, int]:
         return self._call(lambda c: (c.query_offset(topic, qid, "BEGINNING"), c.query_offset(topic, qid, "END")))
