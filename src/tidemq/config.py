@@ -557,11 +557,14 @@ class BrokerConfig(_Loadable):
                                 "pages each time; it stays resident (0: glibc's defaults; broker/heap.py)",
                                 0, 4096 * MIB)
     shutdown_grace_s: float = _f(5.0, "seconds in-flight RPCs get at shutdown", 0.0, 600.0)
-    delivery_attempts_max: int = _f(16, "deliveries of a message before it goes to %DLQ%<group>", 1, 1000)
+    delivery_attempts_max: int = _f(16, "deliveries of a message before it goes to %DLQ%<group>, for a group "
+                                        "without its own retry_max (`tidemq group create G --retry-max N`: N + 1); "
+                                        "consumers are told max_attempts = this", 1, 1000)
     fifo_consumer_groups: tuple[str, ...] = _f((), "consumer groups that consume in order (RocketMQ's "
                                                "consumeMessageOrderly): a queue gives such a group its next "
                                                "message only once the ones handed out are acked or dead-lettered; "
-                                               "'a,b'")
+                                               "the default for groups without their own setting (`tidemq group "
+                                               "create G --orderly/--not-orderly` wins); 'a,b'")
     invisible_duration_default_s: float = _f(30.0, "invisible time of a pop that gives none", 1.0, 43_200.0)
     auto_renew_ahead_s: float = _f(10.0, "a message received with auto_renew (the push consumers) is renewed this "
                                          "long before its invisible time ends, while its client is alive (the "

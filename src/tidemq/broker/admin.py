@@ -18,6 +18,7 @@ from ..protocol import admin as api
 from ..protocol.signing import AUTH_HEADER, SignatureError, parse_authorization
 from ..store import MessageStore
 from ..store.archive import archive_summary
+from .consume import group_admin
 from .topic_names import SYSTEM_TOPICS
 
 log = logging.getLogger("tidemq.broker")
@@ -110,7 +111,8 @@ class Admin:
         except ValueError as e:
             return api.refused(str(e))
         rows = self.broker.observer.lag(group)
-        return {"ok": True, "lag": rows, "groups": groups_summary(rows, self.store)}
+        return {"ok": True, "lag": rows, "groups": groups_summary(rows, self.store),
+                **group_admin.shown(self._group_table(), group)}
 
     def query(self, req: dict) -> dict:
         from .observe.query import query
@@ -325,6 +327,20 @@ class Admin:
         except ValueError as e:
             return api.refused(str(e))
 
+    # Consumer-group settings (consume/groups.py, consume/group_admin.py) -------------------------
+    def _group_table(self):
+        b = self.broker
+        return b.service.groups if b is not None and getattr(b, "service", None) is not None else None
+
+    def create_group(self, req: dict) -> dict:
+        return self._follower() or group_admin.create(self._group_table(), req)
+
+    def update_group(self, req: dict) -> dict:
+        return self._follower() or group_admin.update(self._group_table(), req)
+
+    def delete_group(self, req: dict) -> dict:
+        return self._follower() or group_admin.delete(self._group_table(), req)
+
     # Archive (store/archive.py) ------------------------------------------------------------
     def archive(self, req: dict) -> dict:
         return {"ok": True, **archive_summary(self.store.fio, self.store.config.root_dir)}
@@ -349,7 +365,9 @@ class Admin:
             api.ARCHIVE: self.archive, api.REPLICATION: self.replication,
             api.PROMOTE: self.promote, api.FOLLOW: self.follow, api.CLUSTER: self.cluster,
             api.CREATE_USER: self.create_user, api.DELETE_USER: self.delete_user, api.LIST_USERS: self.list_users,
-            api.GRANT: self.grant, api.REVOKE: self.revoke, api.LIST_ACL: self.list_acl}
+            api.GRANT: self.grant, api.REVOKE: self.revoke, api.LIST_ACL: self.list_acl,
+            api.CREATE_GROUP: self.create_group, api.UPDATE_GROUP: self.update_group,
+            api.DELETE_GROUP: self.delete_group}
         assert set(fns) == set(api.METHODS)
         return grpc.method_handlers_generic_handler(api.SERVICE, {m: unary(fn, m) for m, fn in fns.items()})
 

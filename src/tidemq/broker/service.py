@@ -30,6 +30,7 @@ from ..config import BrokerConfig
 from ..protocol.stubs import Code, pb, sgrpc, spb, status
 from ..store import MessageStore
 from .consume.group_offsets import GroupOffsets
+from .consume.groups import GroupTable, retry_policy_pb
 from .consume.pop_state import PopState
 from .consume.positions import consumed_positions
 from .consume.pull import Pull
@@ -70,13 +71,16 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.pop.open()
         # messages handed to consumers, by topic and status (the metrics)
         self.got = replaces.got if replaces is not None else Outcomes()
-        self.consumption = Consumption(store, config, self.pop, got=self.got, puts=self.puts)
+        # consumer-group settings (retry policy, retry_max, orderly, consume enable), copied to followers
+        self.groups = GroupTable(store.fio, self.state_dir, config.delivery_attempts_max,
+                                 config.fifo_consumer_groups).load()
+        self.consumption = Consumption(store, config, self.pop, got=self.got, puts=self.puts, groups=self.groups)
         self.group_offsets = GroupOffsets(store.fio, self.state_dir)
         self.group_offsets.load()
         # the store's cleanup learns what groups consumed (space policy, losses per group)
         store.set_consumer_positions(lambda topic: consumed_positions(self.group_offsets, self.pop, topic))
         self.pulls = Pull(store, self.group_offsets, self.consumption.arrivals, config.pull_message_bytes_max,
-                          self.got, config.long_polling_s_max)
+                          self.got, config.long_polling_s_max, groups=self.groups)
         self.clients = Clients(store.clock, int(config.client_idle_s_max * 1000), config.clients_max)
         self.sessions = Sessions(self.clients.stream_opened, self.clients.stream_closed,
                                  config.telemetry_outbox_max, config.telemetry_known_clients_max)
@@ -204,15 +208,14 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             out.publishing.max_body_size = self.store.config.message_body_bytes_max   # never the client's value
             out.publishing.validate_message_type = True
         else:
-            # max_attempts: the proxy sends the group's retryMaxTimes + 1; a FIFO push consumer tries a
-            # message that many times locally, then forwards it to the dead-letter queue
-            out.backoff_policy.CopyFrom(pb.RetryPolicy(
-                max_attempts=self.config.delivery_attempts_max + 1, customized_backoff=pb.CustomizedBackoff(
-                    next=[duration_pb2.Duration(seconds=x) for x in
-                          (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)])))
+            # the group's own settings (consume/groups.py). max_attempts: retry_max + 1, as the proxy sends
+            # (retryMaxTimes + 1), and the broker dead-letters after that many deliveries; a FIFO push
+            # consumer tries a message that many times locally, then forwards it to the dead-letter queue
+            gs = self.groups.settings(s.subscription.group.name)
+            out.backoff_policy.CopyFrom(retry_policy_pb(gs))
             out.subscription.receive_batch_size = 32
             # the push consumer picks ordered consumption (per message group, forward to the DLQ) on this
-            out.subscription.fifo = s.subscription.group.name in self.consumption.fifo_groups
+            out.subscription.fifo = gs.orderly
             if not s.subscription.long_polling_timeout.seconds:
                 out.subscription.long_polling_timeout.seconds = 20
         return out

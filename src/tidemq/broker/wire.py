@@ -25,6 +25,9 @@ from ..protocol.stubs import MESSAGE_TYPE_NAMES, DigestType, Encoding, MessageTy
 from ..store import Message
 from ..record.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage, check_property_text
 from .deferred.parking import PARKING, PROP_DELIVER_MS
+from .topic_names import DLQ_PREFIX
+
+PROP_ORIGIN_TOPIC = "ORIGIN_TOPIC"      # a dead letter's topic before %DLQ%<group> (consume/receive.py)
 
 PROP_MESSAGE_GROUP = "__SHARDINGKEY"
 PROP_MESSAGE_TYPE = "__MSGTYPE"
@@ -145,5 +148,8 @@ def to_wire(m: StoredMessage, attempt: int, handle: str, invisible_ms: int) -> "
     deliver = props.get(PROP_DELIVER_MS)
     if deliver:
         sp.delivery_timestamp.CopyFrom(_ts(int(deliver)))
+    origin = props.get(PROP_ORIGIN_TOPIC)
+    if origin and m.topic.startswith(DLQ_PREFIX):     # a dead letter: where it came from (receive.py _to_dlq)
+        sp.dead_letter_queue.CopyFrom(pb.DeadLetterQueue(topic=origin, message_id=m.msg_id))
     return pb.Message(topic=pb.Resource(name=m.topic), body=m.body, system_properties=sp,
                       user_properties={k: v for k, v in props.items() if k not in INTERNAL})

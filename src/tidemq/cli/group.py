@@ -6,6 +6,8 @@ consumerProgress).
                                             in flight (popped, not acked); exit 1 when G is unknown
     tidemq group reset G --topic T --to earliest|latest|TIMESTAMP_MS|OFFSET
                                             move G's committed offsets and pop cursors
+    tidemq group create|update|delete G ...  G's own settings (retry policy, retry max, orderly,
+                                            consume enable): group_settings.py
 """
 
 from __future__ import annotations
@@ -65,7 +67,11 @@ def status(name, endpoint, config_file, as_json) -> None:
                 r.get("redelivering", 0), _ago(r.get("last_consumed_ms"), now_ms)] for r in rows])
         dlq = sum(g.get("dlq_messages", 0) for g in answer["groups"])
         out.print(f"total lag {sum(r['lag'] for r in rows)}; dead letters {dlq} (topic %DLQ%{name})")
-    if not rows:
+        if "settings" in answer:
+            from .group_settings import describe
+            out.print(f"settings ({'its own' if answer.get('created') else 'the broker defaults'}): "
+                      f"{describe(answer['settings'])}")
+    if not rows and not answer.get("created"):
         fail(f"group {name!r} has consumed nothing on this broker", code=1)
 
 
@@ -105,3 +111,10 @@ def reset(name, topic, to, endpoint, config_file, as_json) -> None:
         return
     table(f"group {name} reset", ["topic", "queue", "kind", "from", "to"],
           [[d["topic"], d["queue"], d["kind"], "-" if d["from"] is None else d["from"], d["to"]] for d in done])
+
+
+from .group_settings import create, delete, update  # noqa: E402  (group_settings.py: create, update, delete)
+
+group.add_command(create)
+group.add_command(update)
+group.add_command(delete)

@@ -73,6 +73,23 @@ ALARMS: {"memory": ALARM, "disk": ALARM, "refusal": str | null, "checks": int,
     Cluster         {}                                          {"cluster": groups, members, roles, epochs,
                                                                   topics' queue owners (the coordinator's)}
 
+Consumer-group settings (broker/consume/groups.py; SETTINGS: {"retry_max": int, "retry_policy":
+{"kind": "exponential", "initial_ms", "max_ms", "multiplier"} | {"kind": "customized", "delays_ms": [int]},
+"orderly": bool, "consume_enable": bool}):
+
+    CreateGroup     {"group": str, "retry_max": int, "retry_policy": {"group", "settings": SETTINGS}: fields not
+                    text ("exponential:100,60000,2" |              given take the broker's defaults; EXISTS when
+                    "customized:1s,5s") or object, "orderly":      the group has settings already
+                    bool, "consume_enable": bool} (all optional
+                    but group)
+    UpdateGroup     the same                                    {"group", "settings"}: only the fields given
+                                                                  change; NOT_FOUND when it has none
+    DeleteGroup     {"group": str}                              {"group"}: back to the broker's defaults
+                                                                  (NOT_FOUND when it has no settings)
+
+Groups answers, besides, "settings": SETTINGS of the group asked for (its own or the defaults) and
+"created": whether it has settings of its own.
+
 Users and their permissions (broker/protection/acl.py; super users only):
 
     CreateUser      {"name": str, "secret_key": str, "super":    {"user": {"name", "super"}}
@@ -96,7 +113,7 @@ Refusals of who calls (the broker's authentication and authorization, broker/pro
 UNAUTHORIZED (no, or a wrong, signature) and FORBIDDEN (the user may not: the error names the user,
 the action and the resource). Every method is checked: which action each needs is access.ADMIN_RULES.
 
-In a broker group, a follower refuses CreateTopic, DeleteTopic, ResetGroup and the user and ACL
+In a broker group, a follower refuses CreateTopic, DeleteTopic, ResetGroup, the group settings and the user and ACL
 changes (topics, offsets, users and policies are the leader's, copied to it) with the code
 NOT_LEADER and an error naming the leader.
 
@@ -137,12 +154,15 @@ LIST_USERS = "ListUsers"
 GRANT = "Grant"
 REVOKE = "Revoke"
 LIST_ACL = "ListAcl"
+CREATE_GROUP = "CreateGroup"
+UPDATE_GROUP = "UpdateGroup"
+DELETE_GROUP = "DeleteGroup"
 METHODS = (CREATE_TOPIC, LIST_TOPICS, DISK_STATUS, DELETE_EXPIRED, ALARMS, SET_ALARM_LIMITS, STATUS, GROUPS, QUERY,
            TOPIC_STATUS, CONFIG, RESET_GROUP, DELETE_TOPIC, ARCHIVE, REPLICATION, PROMOTE, FOLLOW, CLUSTER,
-           CREATE_USER, DELETE_USER, LIST_USERS, GRANT, REVOKE, LIST_ACL)
+           CREATE_USER, DELETE_USER, LIST_USERS, GRANT, REVOKE, LIST_ACL, CREATE_GROUP, UPDATE_GROUP, DELETE_GROUP)
 # the methods that change something (each logged in an audit line: who, what, from where)
 CHANGES = frozenset((CREATE_TOPIC, DELETE_EXPIRED, SET_ALARM_LIMITS, RESET_GROUP, DELETE_TOPIC, PROMOTE, FOLLOW,
-                     CREATE_USER, DELETE_USER, GRANT, REVOKE))
+                     CREATE_USER, DELETE_USER, GRANT, REVOKE, CREATE_GROUP, UPDATE_GROUP, DELETE_GROUP))
 SECRET_FIELDS = frozenset(("secret_key",))      # never written to a log
 TIMESTAMP_MS_MIN = 10**12          # --to: a number from here on is a time in ms, below it an offset
 QUERY_MAX = 64                     # the default of BrokerConfig.query_messages_max
@@ -161,7 +181,7 @@ class Refusal(str, enum.Enum):
                                          # not by this user (what you may do: the error names user, action, resource)
     NOT_LEADER = "NOT_LEADER"            # a follower: topics and offsets are the leader's (the error names it)
     UNAUTHORIZED = "UNAUTHORIZED"        # no signature, or not one of a known user's (who you are)
-    EXISTS = "EXISTS"                    # a user of that name exists already
+    EXISTS = "EXISTS"                    # a user (a group's settings) of that name exists already
 ALARM_LIMITS = ("memory_high_watermark_bytes", "memory_high_watermark_ratio", "disk_free_limit_bytes")
 
 

@@ -442,6 +442,12 @@ class StoredMessage:
     def tags(self) -> str | None:
         return self.properties.get(PROP_TAGS)
 
+    def properties_raw(self) -> bytes:
+        """The record's properties as stored (CRC tail included): what seek_properties takes, for
+        reading a few of them with prop_value without decoding them all (a SQL92 filter)."""
+        tail = self._tail
+        return tail[3 + tail[0]:]
+
     @property
     def keys(self) -> list[str]:
         k = self.properties.get(PROP_KEYS)

@@ -40,6 +40,7 @@ from .topics import TopicTable
 from .types import GetResult, GetStatus
 
 FILTER_SCAN_UNITS_MAX = 16_000     # units scanned by one filtered get (RocketMQ: maxFilterMessageSize)
+MATCH_SCAN_UNITS_MAX = 1024        # units scanned by one get with a property filter (``match``)
 
 
 def _head(head, next_offset: int, min_offset: int, max_offset: int, count: int):
@@ -94,8 +95,10 @@ class StoreReader:
         self.damage = DamageCounter()
 
     def get(self, group: str, topic: str, queue_id: int, offset: int, max_count: int = 32,
-            max_bytes: int = 256 * 1024, tags: Iterable[str] | None = None) -> GetResult:
-        """MessageStore.get: decoded messages of one queue from ``offset``, tag-filtered."""
+            max_bytes: int = 256 * 1024, tags: Iterable[str] | None = None,
+            match: Callable[[object], bool] | None = None) -> GetResult:
+        """MessageStore.get: decoded messages of one queue from ``offset``, tag-filtered, then kept
+        only where ``match(message)`` is true (a property filter; None: all)."""
         q = self.readable_queue(topic, queue_id, offset)
         if isinstance(q, GetResult):
             return q
@@ -108,7 +111,12 @@ class StoreReader:
                 wanted = {}
                 for t in tl:                 # two tags can share a hash: keep them all
                     wanted.setdefault(tags_hash(t), set()).add(t)
-        scan = min(max_count, self.config.pull_in_memory_count_max) if wanted is None else FILTER_SCAN_UNITS_MAX
+        if wanted is not None:
+            scan = FILTER_SCAN_UNITS_MAX            # a tag hash per unit: cheap
+        elif match is not None:
+            scan = MATCH_SCAN_UNITS_MAX             # a decode and an evaluation per unit
+        else:
+            scan = min(max_count, self.config.pull_in_memory_count_max)
         raw = cq.read(offset, max(1, min(scan, mx - offset)))      # never a unit past what is readable
         if not raw:
             nxt = cq.file_start(offset) + cq.units_per_segment
@@ -175,6 +183,9 @@ class StoreReader:
                     self.damage.note(topic, queue_id, offset + used - 1, cl_off)
                     continue
                 if wanted is not None and m.tags not in wanted[th]:
+                    filtered += 1
+                    continue
+                if match is not None and not match(m):
                     filtered += 1
                     continue
                 msgs.append(m)

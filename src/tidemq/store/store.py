@@ -853,16 +853,18 @@ class MessageStore:
         return self.segments.max_offset
 
     def get(self, group: str, topic: str, queue_id: int, offset: int, max_count: int = 32,
-            max_bytes: int = 256 * 1024, tags: Iterable[str] | None = None) -> GetResult:
+            max_bytes: int = 256 * 1024, tags: Iterable[str] | None = None, match=None) -> GetResult:
         """Up to max_count messages of one queue from ``offset`` (RocketMQ's getMessage).
 
-        ``tags``: only messages with one of these tags (None or '*': all). The count and
-        byte limits are also capped by the in-memory / from-disk pull limits.
+        ``tags``: only messages with one of these tags (None or '*': all); ``match``: only messages
+        for which ``match(message)`` is true (a property filter, RocketMQ's isMatchedByCommitLog;
+        None: all). The messages skipped by either are passed: next_offset is after them. The count
+        and byte limits are also capped by the in-memory / from-disk pull limits.
         """
         if self.reader is None:
             return GetResult(GetStatus.SERVICE_NOT_AVAILABLE, offset, 0, 0)
         self._put_lock.drain()           # answered puts not dispatched yet: dispatched first (put_lock.py)
-        r = self.reader.get(group, topic, queue_id, offset, max_count, max_bytes, tags)
+        r = self.reader.get(group, topic, queue_id, offset, max_count, max_bytes, tags, match)
         if r.messages:
             self._count_read(topic, len(r.messages), sum(len(m.body) for m in r.messages))
         return r

@@ -32,3 +32,9 @@ def test_an_ack_written_after_a_torn_line_holds_across_the_next_restart(tmp_path
     ps = opened(root)
     assert ps.state("g", "T", 0).inflight == {} and ps.state("g", "T", 0).cursor == 2
     ps.close()
+
+
+def test_the_handles_secret_is_readable_by_the_broker_only(tmp_path):
+    ps = opened(str(tmp_path))
+    assert os.stat(os.path.dirname(ps.secret_path)).st_mode & 0o077 == 0, "no one else may list or read the secret"
+    ps.close()

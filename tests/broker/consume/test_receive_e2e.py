@@ -237,8 +237,9 @@ def test_fifo_push_consumer_keeps_order_and_forwards_a_failing_message_to_the_dl
     producer, consumer = clients
     root = str(tmp_path / "store")
     make_topic(root, "OrderedPush", 4)
-    # 1 delivery: settings give the push consumer max_attempts 2, so one local retry (1 s) then the forward
-    b = broker_factory(root, env={**ORDERED_ENV, "TIDEMQ_DELIVERY_ATTEMPTS_MAX": "1"})
+    # 2 deliveries (retry_max 1): settings give the push consumer max_attempts 2, so one local retry (1 s)
+    # then the forward
+    b = broker_factory(root, env={**ORDERED_ENV, "TIDEMQ_DELIVERY_ATTEMPTS_MAX": "2"})
     p = producer(b.endpoint, ["OrderedPush"])
     ids = {}
     for i in range(4):

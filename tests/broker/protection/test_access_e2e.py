@@ -268,6 +268,20 @@ def test_every_admin_method(secured):
     assert {"resource": "topic:orders-secret", "actions": ["sub"], "decision": "deny", "source_ips": []} in pol
 
 
+def test_group_settings_methods_need_create_update_delete_on_the_group(secured):
+    """CreateGroup / UpdateGroup / DeleteGroup (consume/group_admin.py): group:G create, update, delete."""
+    b = secured
+    forbidden(call(b, "CreateGroup", {"group": "billing-9", "retry_max": 2}, user="app-a"),
+              "'app-a' may not create on group 'billing-9'")
+    forbidden(call(b, "CreateGroup", {"group": "billing-9"}, user="ops"), "create on group")
+    ok(call(b, "CreateGroup", {"group": "billing-9", "retry_max": 2}, user="star"))
+    forbidden(call(b, "UpdateGroup", {"group": "billing-9", "orderly": True}, user="app-a"),
+              "update on group 'billing-9'")
+    assert ok(call(b, "UpdateGroup", {"group": "billing-9", "orderly": True}, user="star"))["settings"]["orderly"]
+    forbidden(call(b, "DeleteGroup", {"group": "billing-9"}, user="app-b"), "delete on group 'billing-9'")
+    ok(call(b, "DeleteGroup", {"group": "billing-9"}, user="star"))
+
+
 def test_changes_take_effect_at_once_without_a_restart(secured):
     """Revoke: the next call is refused; a deleted user is unknown (UNAUTHORIZED); a source-address
     condition; the refusals are counted (tidemq_auth_failures_total{reason})."""

@@ -92,6 +92,10 @@ class PopState:
     # Start / stop ---------------------------------------------------------------------
     def open(self) -> None:
         self.fio.makedirs(os.path.dirname(self.secret_path))
+        try:
+            os.chmod(os.path.dirname(self.secret_path), 0o700)     # it holds the handles' secret
+        except OSError:
+            pass
         if not self.fio.exists(self.secret_path):
             write_atomic(self.fio, self.secret_path, os.urandom(32).hex().encode())
         self.secret = read_whole(self.fio, self.secret_path).strip()

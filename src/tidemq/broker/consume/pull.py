@@ -22,6 +22,7 @@ from ...store import GetResult, GetStatus, MessageStore, StoreNotRunning
 from ...record.codec import valid_topic
 from ..observe.outcomes import OK, Outcomes
 from ..wire import to_wire
+from .filters import subscription
 from .group_offsets import GroupOffsets
 
 PULL_BYTES_MAX = 64 << 20       # message bytes one PullMessage answers at most
@@ -75,8 +76,11 @@ async def long_poll(fetch, arrivals: asyncio.Event, wait_s: float, context, wake
 
 class Pull:
     def __init__(self, store: MessageStore, offsets: GroupOffsets, arrivals: asyncio.Event,
-                 bytes_max: int = PULL_BYTES_MAX, got: Outcomes | None = None, wait_s_max: float = 30.0) -> None:
-        """``wait_s_max``: the longest a PullMessage long-polls, whatever it asks (long_polling_s_max)."""
+                 bytes_max: int = PULL_BYTES_MAX, got: Outcomes | None = None, wait_s_max: float = 30.0,
+                 groups=None) -> None:
+        """``wait_s_max``: the longest a PullMessage long-polls, whatever it asks (long_polling_s_max);
+        ``groups``: the consumer groups' settings (groups.GroupTable; None: every group may consume)."""
+        self.groups = groups
         self.store = store
         self.got = got if got is not None else Outcomes()     # messages handed out, by topic and status
         self.wait_s_max = wait_s_max
@@ -95,16 +99,22 @@ class Pull:
         if bad is not None:
             yield spb.PullMessageResponse(status=bad)
             return
-        fe = request.filter_expression
-        expr = fe.expression.strip()
-        tags = None if not expr or expr == "*" else [t.strip() for t in expr.split("||") if t.strip()]
+        if (self.groups is not None and request.group.name
+                and not self.groups.settings(request.group.name).consume_enable):
+            yield spb.PullMessageResponse(status=status(Code.FORBIDDEN, f"consumption is disabled for group "
+                                                                        f"{request.group.name!r}"))
+            return
+        sub, refusal = subscription(request.filter_expression)      # SQL92 or tags, by the filter's type
+        if refusal is not None:
+            yield spb.PullMessageResponse(status=refusal)
+            return
         batch = request.batch_size if request.batch_size > 0 else 32
         group = request.group.name or "%pull"
         wait_s = min(request.long_polling_timeout.seconds + request.long_polling_timeout.nanos / 1e9,
                      self.wait_s_max)
         offset = request.offset
         g = await long_poll(lambda: self.store.get(group, topic, qid, offset, max_count=batch, max_bytes=self.bytes_max,
-                                                   tags=tags), self.arrivals, wait_s, context,
+                                                   tags=sub.tags, match=sub.match), self.arrivals, wait_s, context,
                             readable_waker(self.store, self.arrivals))
         if g.status is GetStatus.FOUND:
             self.got.add(topic, OK, len(g.messages))

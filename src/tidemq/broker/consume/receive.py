@@ -5,14 +5,15 @@ A receive pops from every queue of the topic for the group, starting at a
 rotating queue (the clients pick a queue at random: the broker must not answer
 "empty" while another queue has messages): first messages whose invisible time
 is over (delivered again with attempt + 1, or moved to ``%DLQ%<group>`` once
-delivery_attempts_max deliveries were made), then new ones from the cursor.
+the group's retry_max + 1 deliveries were made: groups.py), then new ones from the cursor.
 With nothing to give it long-polls: it waits for a send, an ack of a FIFO
 group, or the next invisible time to end, until the client's long-polling
 timeout (bounded by its deadline). A receive with ``auto_renew`` (the push
 consumers) has its messages renewed while its client is alive (renew.py). The state
 of who has what in flight is pop_state.py.
 
-FIFO consumer groups (``fifo_consumer_groups``, RocketMQ's consumeMessageOrderly)
+FIFO consumer groups (a group created ``--orderly``, or without settings one in
+``fifo_consumer_groups``: groups.py; RocketMQ's consumeMessageOrderly)
 consume in order, as RocketMQ's orderly pop does: a message group always lands in
 one queue (wire.fifo_queue), and a queue gives the group nothing while a
 message it handed out is still invisible. A batch may carry several consecutive
@@ -37,34 +38,46 @@ from ...record.codec import PROP_UNIQ_KEY, valid_topic
 from ..observe.outcomes import DEAD_LETTERED, OK, REDELIVERED, Outcomes
 from ..sessions.telemetry import client_id_of
 from ..puts import StorePuts
+from ..state.layout import state_dir
 from ..topic_names import dlq_topic
-from ..wire import INTERNAL, to_wire
+from ..wire import INTERNAL, PROP_ORIGIN_TOPIC, to_wire
+from .groups import GroupTable
+from .attempts import Attempts
+from .filters import EVERYTHING, Subscription, subscription
 from .pop_state import HandleError, PopState
 from .pull import readable_waker
 
 log = logging.getLogger("tidemq.broker")
 
+# units of one queue a property filter (SQL92) may pass in one look: each is decoded and evaluated
+# (~20-30 us), so a long stretch that does not match is crossed in steps, the event loop served between
+FILTER_PASS_UNITS_MAX = 4096
 SKIP = (GetStatus.OFFSET_TOO_SMALL, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING,
         GetStatus.OFFSET_FOUND_NULL, GetStatus.MESSAGE_DAMAGED)
 
 
 class Consumption:
     def __init__(self, store: MessageStore, config: BrokerConfig, pop: PopState, clock: Clock | None = None,
-                 got: Outcomes | None = None, puts: StorePuts | None = None) -> None:
+                 got: Outcomes | None = None, puts: StorePuts | None = None, groups: GroupTable | None = None) -> None:
         """``puts``: where a dead letter's put runs (broker/puts.py; None: inline, for tests that
-        build a Consumption alone)."""
+        build a Consumption alone); ``groups``: the consumer groups' settings (groups.py; None: every
+        group at the broker's defaults)."""
         self.store = store
         self.puts = puts
         self.got = got if got is not None else Outcomes()     # messages handed out, by topic and status
         self.clock = clock or store.clock
         self.config = config
         self.pop = pop
-        self.fifo_groups = frozenset(config.fifo_consumer_groups)
+        self.groups = groups if groups is not None else GroupTable(
+            store.fio, state_dir(store.config.root_dir), config.delivery_attempts_max,
+            config.fifo_consumer_groups)
         self.arrivals = asyncio.Event()
         self._rr: dict[tuple[str, str], int] = {}
         # (group, topic, queue, offset) -> (message, why): out of delivery attempts, to be moved to the
         # dead-letter queue by ``bury`` (a put, which may wait: never inside pop_batch)
         self._dying: dict[tuple, tuple] = {}
+        self.more_to_scan = False              # the last pop_batch stopped at FILTER_PASS_UNITS_MAX
+        self.attempts = Attempts(pop)          # what a receive with an attempt id took (attempts.py)
 
     def notify_arrival(self) -> None:
         self.arrivals.set()
@@ -85,7 +98,7 @@ class Consumption:
         if self.store.queue_count(topic) == 0:
             self.store.create_topic(topic, 1)
         props = {k: v for k, v in m.properties.items() if k not in INTERNAL}
-        props.update({PROP_UNIQ_KEY: m.msg_id, "ORIGIN_TOPIC": m.topic, "ORIGIN_QUEUE_OFFSET": str(m.queue_offset)})
+        props.update({PROP_UNIQ_KEY: m.msg_id, PROP_ORIGIN_TOPIC: m.topic, "ORIGIN_QUEUE_OFFSET": str(m.queue_offset)})
         dead = Message(topic=topic, body=m.body, tags=m.tags, keys=m.keys or None, properties=props, queue_id=0)
         r = await self.puts.run(self.store.put, dead) if self.puts is not None else self.store.put(dead)
         if r.status is not PutStatus.PUT_OK:
@@ -94,23 +107,29 @@ class Consumption:
         log.info("message %s of %s moved to %s %s", m.msg_id, m.topic, topic, why)
         return None
 
-    def pop_batch(self, group: str, topic: str, batch: int, invisible_ms: int, tags, renew_for: str = "") -> list:
-        """Up to ``batch`` messages, in flight for ``invisible_ms``; with ``renew_for`` (a client id) the
-        broker renews their invisible time while that client is alive (renew.py)."""
+    def pop_batch(self, group: str, topic: str, batch: int, invisible_ms: int, sub: Subscription | None = None,
+                  renew_for: str = "") -> list:
+        """Up to ``batch`` messages that ``sub`` wants (filters.py; None: all), in flight for
+        ``invisible_ms``; with ``renew_for`` (a client id) the broker renews their invisible time while
+        that client is alive (renew.py). Messages the filter does not want are passed (the group's
+        cursor moves over them: consumed for the group, as RocketMQ acks them), never delivered."""
+        if sub is None:
+            sub = EVERYTHING
+        self.more_to_scan = False
         out: list = []
         n = self.store.queue_count(topic)
         now = self.now_ms()
-        in_order = group in self.fifo_groups
+        in_order = self.groups.orderly(group)
         start = self._rr.get((group, topic), 0)
         self._rr[(group, topic)] = start + 1
         for k in range(n):
             if len(out) >= batch:
                 break
-            self._pop_queue(group, topic, (start + k) % n, out, batch, now, invisible_ms, tags, in_order, renew_for)
+            self._pop_queue(group, topic, (start + k) % n, out, batch, now, invisible_ms, sub, in_order, renew_for)
         return out
 
     def _pop_queue(self, group: str, topic: str, q: int, out: list, batch: int, now: int, invisible_ms: int,
-                   tags, in_order: bool, renew_for: str) -> None:
+                   sub: Subscription, in_order: bool, renew_for: str) -> None:
         """Expired in-flight messages of one queue (in offset order), then new ones from the cursor.
         In order (a FIFO group): nothing while one handed out is still invisible, and nothing past
         a message that could not be moved to the dead-letter queue."""
@@ -118,6 +137,7 @@ class Consumption:
         if in_order and st.holds(now):
             return
         renew_until = now + int(self.config.auto_renew_s_max * 1000) if renew_for else 0
+        attempts_max = self.groups.attempts_max(group)      # retry_max + 1 deliveries, then the DLQ
         for o in sorted(o for o, i in st.inflight.items() if i.visible_at_ms <= now):
             if len(out) >= batch:
                 return
@@ -126,7 +146,7 @@ class Consumption:
             if m is None:                                   # cleaned from the store meanwhile
                 self.pop.drop(group, topic, q, o)
                 continue
-            if inf.attempt >= self.config.delivery_attempts_max:
+            if inf.attempt >= attempts_max:
                 self._dying.setdefault((group, topic, q, o), (m, f"after {inf.attempt} deliveries"))
                 if in_order:
                     return                  # nothing past it before it is moved (bury)
@@ -134,9 +154,14 @@ class Consumption:
             h = self.pop.deliver(group, topic, q, o, inf.attempt + 1, now + invisible_ms, renew_for, renew_until)
             out.append(to_wire(m, inf.attempt + 1, h, invisible_ms))
             self.got.add(topic, REDELIVERED)
+        passed = 0
         while len(out) < batch:
             cursor = st.cursor
-            g = self.store.get(group, topic, q, cursor, max_count=batch - len(out), tags=tags)
+            if sub.match is not None and passed >= FILTER_PASS_UNITS_MAX:
+                self.more_to_scan = True        # the rest at the next look (receive yields to the loop first)
+                break
+            g = self.store.get(group, topic, q, cursor, max_count=batch - len(out), tags=sub.tags, match=sub.match)
+            passed += max(0, g.next_offset - cursor)
             if g.status is GetStatus.FOUND:
                 for m in g.messages:
                     h = self.pop.deliver(group, topic, q, m.queue_offset, 1, now + invisible_ms, renew_for, renew_until)
@@ -187,12 +212,14 @@ class Consumption:
         if not valid_topic(topic) or self.store.queue_count(topic) == 0:
             yield spb.ReceiveMessageResponse(status=status(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
             return
-        fe = request.filter_expression
-        if fe.type == pb.FilterType.SQL:
-            yield spb.ReceiveMessageResponse(status=status(Code.UNSUPPORTED, "SQL filters are not supported yet"))
+        if not self.groups.settings(group).consume_enable:
+            yield spb.ReceiveMessageResponse(status=status(Code.FORBIDDEN, f"consumption is disabled for group "
+                                                                           f"{group!r} (tidemq group update)"))
             return
-        expr = fe.expression.strip()
-        tags = None if not expr or expr == "*" else [t.strip() for t in expr.split("||") if t.strip()]
+        sub, bad = subscription(request.filter_expression)
+        if bad is not None:
+            yield spb.ReceiveMessageResponse(status=bad)
+            return
         batch = request.batch_size if request.batch_size > 0 else 32
         batch = min(batch, self.config.receive_batch_max)
         if request.HasField("invisible_duration") and (request.invisible_duration.seconds or
@@ -213,14 +240,22 @@ class Consumption:
         deadline = time.monotonic() + max(0.0, wait_s)
         renew_for = client_id_of(context) if request.auto_renew else ""
         wake = readable_waker(self.store, self.arrivals)
-        while True:
+        msgs = self.attempts.again(group, topic, request.attempt_id, self.now_ms())   # a repeated receive
+        while msgs is None:
             self.arrivals.clear()
-            msgs = self.pop_batch(group, topic, batch, invisible_ms, tags, renew_for)
+            msgs = self.pop_batch(group, topic, batch, invisible_ms, sub, renew_for)
             if self._dying and await self.bury() and not msgs:
+                msgs = None
                 continue                # moved: what was behind a dead letter may be deliverable now
+            if not msgs and self.more_to_scan and deadline > time.monotonic():
+                msgs = None
+                await asyncio.sleep(0)          # a long stretch the filter passes: other calls go first
+                continue
             left = deadline - time.monotonic()
             if msgs or left <= 0:
+                self.attempts.remember(group, topic, request.attempt_id, msgs, self.now_ms() + invisible_ms)
                 break
+            msgs = None
             nxt = self.next_visible_ms(group, topic)
             if nxt is not None:
                 left = min(left, max(0.01, (nxt - self.now_ms()) / 1000))
@@ -263,7 +298,7 @@ class Consumption:
                 code, msg = Code.INVALID_RECEIPT_HANDLE, str(err)
             entries.append(spb.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle,
                                                      status=status(code, msg)))
-        if group in self.fifo_groups:
+        if self.groups.orderly(group):
             self.notify_arrival()          # an ack can free a queue held for the group: waiting receives look again
         if not entries:
             return spb.AckMessageResponse(status=status(Code.BAD_REQUEST, "no entry to ack"))
@@ -288,7 +323,7 @@ class Consumption:
         except HandleError as err:
             return spb.ChangeInvisibleDurationResponse(status=status(Code.INVALID_RECEIPT_HANDLE, str(err)),
                                                        receipt_handle=request.receipt_handle)
-        if request.group.name in self.fifo_groups:
+        if self.groups.orderly(request.group.name):
             self.notify_arrival()          # a held queue may now free sooner than a waiting receive thinks
         return spb.ChangeInvisibleDurationResponse(status=status(Code.OK), receipt_handle=h)
 
@@ -313,6 +348,6 @@ class Consumption:
                     return spb.ForwardMessageToDeadLetterQueueResponse(status=status(
                         Code.INTERNAL_SERVER_ERROR, f"cannot store the message in {dlq_topic(group)}: {err}"))
             self.pop.drop(group, topic, qid, offset)
-            if group in self.fifo_groups:
+            if self.groups.orderly(group):
                 self.notify_arrival()
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.OK))

@@ -155,6 +155,9 @@ ADMIN_RULES: dict[str, object] = {
     api.PROMOTE: lambda r: (_cluster("update"),), api.FOLLOW: lambda r: (_cluster("update"),),
     api.CREATE_USER: SUPER, api.DELETE_USER: SUPER, api.LIST_USERS: SUPER,
     api.GRANT: SUPER, api.REVOKE: SUPER, api.LIST_ACL: SUPER,
+    api.CREATE_GROUP: lambda r: (_group(_arg(r, "group"), "create"),),
+    api.UPDATE_GROUP: lambda r: (_group(_arg(r, "group"), "update"),),
+    api.DELETE_GROUP: lambda r: (_group(_arg(r, "group"), "delete"),),
 }
 assert set(ADMIN_RULES) == set(api.METHODS), "every admin method has its rule"
 

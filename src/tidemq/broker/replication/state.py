@@ -17,6 +17,8 @@ opens its state at start:
     transactions      the transaction decisions (broker/transactions/)
     acl               users and their policies (broker/acl/acl.json: protection/acl.py), so a promoted
                       follower enforces what its leader did
+    groups            consumer-group settings (broker/groups.json: consume/groups.py): retry policy,
+                      retry_max, orderly, consume enable
 
 Each file is written in the format the broker that opens it reads: the consumer offsets and the
 timer's progress as checked documents (tidemq/checked.py: CRC, the previous version kept as
@@ -41,6 +43,7 @@ from ... import checked
 from ...io import FileIO, write_atomic
 from ...store.topics import SpacePolicy
 from ..consume import group_offsets
+from ...protocol.group_settings import load_doc as load_groups
 from ..deferred.timer import check_progress
 from ..state import journal
 from ..protection.acl import AclState
@@ -62,6 +65,7 @@ def snapshot(store, service) -> dict:
         "timer": service.timer.snapshot(),
         "transactions": service.transactions.snapshot(),
         "acl": service.acl.document() if getattr(service, "acl", None) is not None else None,
+        "groups": service.groups.document() if getattr(service, "groups", None) is not None else None,
     }
 
 
@@ -82,6 +86,9 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
         acl = doc.get("acl")
         if acl is not None:
             AclState.from_doc(acl)                  # (checked before anything is written)
+        groups = doc.get("groups")
+        if groups is not None:
+            load_groups(groups)                     # (checked before anything is written)
     except (KeyError, TypeError, ValueError, AttributeError, checked.Damaged) as e:
         raise ValueError(f"not a broker state document: {e!r}") from None
     for name, end in deleted.items():
@@ -106,3 +113,5 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
     journal.write_state(fio, layout.transactions_dir, txn)
     if acl is not None and getattr(service, "acl", None) is not None:
         service.acl.replace(acl)                    # written, and in effect on this member at once
+    if groups is not None and getattr(service, "groups", None) is not None:
+        service.groups.replace(groups)              # written, and in effect on this member at once
