@@ -276,28 +276,13 @@ class BrokerBackend(Backend):
 
     def members(self, topic: str, qid: int) -> list[str]:
         """The endpoints of the group holding this queue, its leader's first (the JVM reader's failover).
-        A member whose route names only itself (a follower answers so) is completed from the route
-        of another of the ``endpoints`` given, when that route names it (the same group)."""
+        A route naming one member only (a follower's answer names just its leader, dead or not, while
+        an election is under way) is followed by the ``endpoints`` given (a group's leader ports:
+        each forwards to whoever leads)."""
         ms = self._call(lambda c: c.members(topic, qid))
-        if len(ms) > 1 or len(self.endpoints) == 1:
+        if len(ms) > 1:
             return ms
-        key = (topic, qid, tuple(ms))
-        cache = self.__dict__.setdefault("_routes", {})
-        if key not in cache:
-            cache[key] = ms
-            PullConsumer = load_module("tidemq.client").PullConsumer
-            for ep in self.endpoints:
-                if ep in ms:
-                    continue
-                try:
-                    with PullConsumer(ep, timeout_s=self.timeout_s, **self.client_options) as c:
-                        other = c.members(topic, qid)
-                except Exception:                       # noqa: BLE001 - another member: best effort
-                    continue
-                if len(other) > 1 and set(ms) <= set(other):
-                    cache[key] = other
-                    break
-        return cache[key]
+        return ms + [e for e in self.endpoints if e not in ms]
 
     def queue_range(self, topic: str, qid: int) -> tuple[int, int]:
         return self._call(lambda c: (c.query_offset(topic, qid, "BEGINNING"), c.query_offset(topic, qid, "END")))

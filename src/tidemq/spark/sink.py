@@ -134,6 +134,7 @@ class _Failover:
         self.endpoints, self.timeout_s, self.conn = endpoints, timeout_s, conn
         self.member = 0
         self.producer = None
+        self.Producer = load_module("tidemq.client").Producer   # grpc: missing, the one-line error with the fix
 
     def __enter__(self):
         return self
@@ -156,8 +157,7 @@ class _Failover:
         while True:
             try:
                 if self.producer is None:
-                    Producer = load_module("tidemq.client").Producer   # grpc: missing, the one-line error
-                    self.producer = Producer(self.endpoints[self.member], timeout_s=self.timeout_s, **self.conn)
+                    self.producer = self.Producer(self.endpoints[self.member], timeout_s=self.timeout_s, **self.conn)
                 results = self.producer.send_batch(topic, bodies, **kw)
                 if all(r.ok or r.code < 50000 for r in results):
                     return results

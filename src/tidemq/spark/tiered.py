@@ -63,14 +63,8 @@ def archive_of(options) -> Archive | None:
         if os.path.exists(layout.manifest_path(root)):
             summary = archive_summary(OsFileIO(), root)
     elif endpoints:
-        members = [e.strip() for e in endpoints.split(",") if e.strip()]
-        for i, endpoint in enumerate(members):          # the first member that answers
-            try:
-                summary = _broker_summary(endpoint, float(options.get("timeoutSeconds", 30)), options)
-                break
-            except BrokerError as e:
-                if i == len(members) - 1 or not e.unreachable:
-                    raise
+        summary, endpoint = _any_member_summary([e.strip() for e in endpoints.split(",") if e.strip()],
+                                                float(options.get("timeoutSeconds", 30)), options)
         if summary is not None:
             gaps = f"{summary['gaps_file']} on the broker's host ({endpoint})"
     if given is not None:
@@ -84,6 +78,22 @@ def archive_of(options) -> Archive | None:
                   f"only (give the option archivePath, a path where the driver and executors see the archive)")
         return None
     return Archive(summary["dest"], tuple(summary["runs"]), gaps)
+
+
+def _any_member_summary(members: list[str], timeout_s: float, options) -> tuple[dict | None, str]:
+    """(_broker_summary of the first member that answers, that member): the members in turn, again
+    after a pause while none answers (an election under way), for up to ``timeout_s``."""
+    import time
+    since, pause_s = time.monotonic(), 0.1
+    while True:
+        for endpoint in members:
+            try:
+                return _broker_summary(endpoint, timeout_s, options), endpoint
+            except BrokerError as e:
+                if not e.unreachable or time.monotonic() - since > timeout_s:
+                    raise
+        time.sleep(pause_s)
+        pause_s = min(2.0, pause_s * 2)
 
 
 def _broker_summary(endpoint: str, timeout_s: float, options=None) -> dict | None:
