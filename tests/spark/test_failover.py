@@ -103,6 +103,7 @@ def test_a_stream_into_parquet_rides_through_a_leader_kill(spark, jvm_reader, gr
         assert q.exception() is None, q.exception()
         g.kill(leader)
         new = g.wait_leader(exclude={leader})
+        g.wait_in_sync(new, [i for i in range(3) if i not in (leader, new)])     # SYNC: a follower for sends
         _fill(g.endpoint(new), 2000, start=6000)
 
         def all_in():
