@@ -10,4 +10,5 @@ from tests.support.tmpfs import can_mount, env  # noqa: F401  (fixtures)
 
 def pytest_addoption(parser):
     parser.addoption("--sim-seeds", type=int, default=150,
-                     help="seeds per flush mode for the store simulation (tests/sim)")
+                     help="seeds per flush mode for the store simulation, and two thirds of it per "
+                          "replication mode for the broker group's (tests/sim)")

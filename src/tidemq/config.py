@@ -248,6 +248,17 @@ class _Loadable:
     def replace(self, **changes: Any):
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
+    def with_setting(self, name: str, value: Any):
+        """A copy with setting ``name`` (an old name is read as its new one) changed to ``value`` (a
+        TOML / environment value: "0.5", 10, "04;16"), checked by the very code a start checks (type,
+        bounds, choices, the settings that go together): ConfigError when it cannot be used.
+        ``tidemq config set`` goes through it (broker/live_settings.py)."""
+        known = {f.name: f for f in fields(self)}  # type: ignore[arg-type]
+        name = self.RENAMED.get(name, name)
+        if name not in known:
+            raise ConfigError(f"unknown setting {name!r}" + did_you_mean(name, known))
+        return dataclasses.replace(self, **{name: _coerce(name, known[name].type, value)})  # type: ignore[type-var]
+
     @classmethod
     def describe(cls) -> list[tuple[str, Any, str, Any, Any]]:
         """(name, default, doc, min, max) for every setting: for `--help` and docs."""
@@ -532,12 +543,18 @@ class BrokerConfig(_Loadable):
     metrics_auth_password: str = _f("", "password of metrics_auth_user", secret=True)
     metrics_allow_unauthenticated: bool = _f(False, "serve the metrics port on a metrics_host off loopback without "
                                                     "a credential (refused at start otherwise)")
+    metrics_rocketmq_aliases: bool = _f(True, "also serve RocketMQ 5's metric names for what tidemq counts the same "
+                                              "way (rocketmq_messages_in_total, rocketmq_consumer_lag_messages, ...: "
+                                              "docs/operating.md), so RocketMQ dashboards read a tidemq broker")
     metrics_connections_max: int = _f(64, "connections the metrics port keeps open at most (one more is closed at "
                                           "once)", 1, 100_000)
     metrics_idle_timeout_s: float = _f(30.0, "a metrics-port connection that sends nothing for this long is closed",
                                        0.1, 3_600.0)
     status_history_s: float = _f(6 * 3_600.0, "how far back the status page's disk chart reaches (one sample "
                                               "per status_sample_interval_s)", 60.0, 7 * 86_400.0)
+    status_forecast_window_s: float = _f(1_800.0, "the status page's disk forecast is the trend of the samples of "
+                                                "this window, with its uncertainty (the metric and the alerts use "
+                                                "the store's one-minute pace)", 60.0, 7 * 86_400.0)
     status_sample_interval_s: float = _f(10.0, "how often disk usage and the rates are sampled for the status "
                                                "page and `tidemq status`", 0.1, 3_600.0)
     advertised_endpoint: str = _f("", "host:port given to clients in routes when they did not say how they reached us")
@@ -599,6 +616,18 @@ class BrokerConfig(_Loadable):
                                   1.0, 365 * 86_400.0)
     timer_pending_max: int = _f(1_000_000, "delayed messages waiting at most (~100 bytes of memory each); a DELAY "
                                            "send beyond is refused (TOO_MANY_REQUESTS)", 1, 100_000_000)
+    transaction_recovery_s_max: float = _f(86_400.0, "longest orphaned_transaction_recovery_duration a TRANSACTION "
+                                                     "message may ask for (its first orphan check); a longer one "
+                                                     "waits this long", 1.0, 30 * 86_400.0)
+    # Lite topics (RIP-83) and priority messages
+    lite_topic_bytes_max: int = _f(64, "longest lite topic name (ILLEGAL_LITE_TOPIC beyond; Telemetry's "
+                                       "max_lite_topic_size)", 1, 127)
+    lite_subscriptions_per_client_max: int = _f(1000, "lite topics one lite consumer may subscribe "
+                                                      "(LITE_SUBSCRIPTION_QUOTA_EXCEEDED beyond; Telemetry's "
+                                                      "lite_subscription_quota)", 1, 100_000)
+    priority_window_messages: int = _f(256, "new messages of a queue a receive looks at to hand out the higher "
+                                            "priorities first (a topic with PRIORITY messages; FIFO groups "
+                                            "excepted)", 1, 65_536)
 
     # Resource alarms (RabbitMQ's model): sends are held, then refused; receives, pulls, acks go on
     memory_high_watermark_ratio: float = _f(0.4, "memory alarm when the broker's resident memory (anonymous: mapped "
@@ -615,8 +644,14 @@ class BrokerConfig(_Loadable):
                                           10, 600_000)
     alarm_check_interval_ms_min: int = _f(100, "shortest time between two alarm checks, at the limits",
                                           10, 600_000)
+    quota_throttle_ms_max: int = _f(30_000, "longest a send or fetch over its quota (`tidemq quota set`) is delayed "
+                                            "before its answer; one whose debt would take longer is refused "
+                                            "TOO_MANY_REQUESTS (Kafka's quota throttling)", 0, 600_000)
     send_hold_ms_max: int = _f(2_000, "longest a send waits on an alarm or the flush backlog before it is refused "
                                       "with TOO_MANY_REQUESTS (never past its deadline minus 0.25 s)", 0, 60_000)
+    log_level: str = _f("", "level of the broker's own log (tidemq.*): DEBUG, INFO, WARNING, ERROR; empty: as the "
+                            "command says (WARNING, INFO with -v); changes at run time (`tidemq config set`)",
+                        choices=("", "DEBUG", "INFO", "WARNING", "ERROR"))
     # Flow control
     flush_backlog_high_bytes: int = _f(256 * MIB, "sends are held while more commit-log bytes than this are written "
                                                   "but not yet flushed (ASYNC_FLUSH; dispatch is inline and cannot "
@@ -704,24 +739,33 @@ class ReplicationConfig(_Loadable):
     embedded set-up: one broker, no replication, no coordinator."""
 
     SECTION: ClassVar[str] = "replication"
+    RETIRED: ClassVar[Mapping[str, str]] = {
+        "in_sync_lag_bytes_max": "a follower is in sync by time now (replica_lag_time_max_ms), not by bytes behind",
+    }
 
     broker_group: str = _f("", "name of this broker's group (empty: no group, no replication: one broker)")
     broker_id: str = _f("", "this broker's name within its group (empty: its endpoint host:port)")
     broker_role: str = _f("leader", "static role without a coordinator: 'leader' or 'follower' (--role); with "
                                     "a coordinator the role is elected", choices=("leader", "follower"))
     leader_endpoint: str = _f("", "HOST:PORT of the leader a static follower replicates from (--leader)")
-    replication_mode: str = _f("ASYNC", "SYNC: a put is acknowledged once in_sync_replicas_min followers have it "
-                                        "(on disk where they run SYNC_FLUSH); ASYNC: after the local write, the lag "
-                                        "reported", choices=("ASYNC", "SYNC"))
-    in_sync_replicas_min: int = _f(1, "SYNC: followers that must have a put before it is acknowledged; fewer in "
-                                      "sync: refused at once with HA_NOT_AVAILABLE (the store's "
-                                      "SLAVE_NOT_AVAILABLE)", 1, 16)
-    replication_timeout_ms: int = _f(3_000, "SYNC: a put the followers have not confirmed by then answers "
-                                            "SLAVE_PERSISTENCE_TIMEOUT (the store's FLUSH_SLAVE_TIMEOUT; "
-                                            "it stays in the log, and its resend is not stored twice)",
-                                     1, 600_000)
-    in_sync_lag_bytes_max: int = _f(256 * MIB, "a connected follower more than this behind the leader's end is "
-                                               "not in sync (RocketMQ haMaxGapNotInSync)", 0, 1 << 50)
+    replication_mode: str = _f("ASYNC", "SYNC: a put is acknowledged once every follower of the in-sync set has "
+                                        "it (on disk where they run SYNC_FLUSH), and consumers are served only what "
+                                        "they all have (the high watermark); ASYNC: after the local write, the lag "
+                                        "reported (a failover may take back what the new leader had not copied, "
+                                        "and a consumer may have read it)", choices=("ASYNC", "SYNC"))
+    in_sync_replicas_min: int = _f(1, "SYNC: the in-sync set must hold at least this many followers: fewer, a put "
+                                      "is refused before anything is written with HA_NOT_AVAILABLE (the store's "
+                                      "SLAVE_NOT_AVAILABLE); a put that waited while the set shrank below it is "
+                                      "answered as timed out (appended: its resend is not stored twice)", 1, 16)
+    replication_timeout_ms: int = _f(3_000, "SYNC: a put the in-sync set has not confirmed by then answers "
+                                            "SLAVE_PERSISTENCE_TIMEOUT (the store's FLUSH_SLAVE_TIMEOUT; it stays "
+                                            "in the log, and its resend is not stored twice)", 1, 600_000)
+    replica_lag_time_max_ms: int = _f(2_000, "a follower of the in-sync set that has not been caught up (had "
+                                             "everything the leader had at some moment) for this long is dropped "
+                                             "from the set (from the coordinator's record first, then SYNC puts go "
+                                             "on without it); one caught up within it comes back (Kafka's "
+                                             "replica.lag.time.max.ms). Keep it below replication_timeout_ms so a "
+                                             "stopped follower costs SYNC puts a wait, not a timeout", 50, 600_000)
     replication_frame_bytes_max: int = _f(1 * MIB, "commit-log bytes one replication frame carries at most "
                                                    "(whole records; a larger record goes alone)", 4 * KIB, 64 * MIB)
     replication_state_interval_ms: int = _f(1_000, "how often a follower copies the leader's broker state "
@@ -731,16 +775,47 @@ class ReplicationConfig(_Loadable):
     leader_port: int = _f(0, "port served only while this broker leads its group: the group's write endpoint "
                              "(official clients list every member's; gRPC's pick_first finds the leader); 0: none",
                           0, 65535)
-    coordinator: str = _f("", "ZooKeeper for automatic failover, 'HOST:PORT[,HOST:PORT...][/chroot]' "
-                              "(empty: static roles, `tidemq replication promote` by hand)")
+    coordinator: str = _f("", "ZooKeeper for automatic failover, '[digest:USER@]HOST:PORT[,HOST:PORT...][/chroot]' "
+                              "(empty: static roles, `tidemq replication promote` by hand; chroot default "
+                              "/tidemq; USER: ZooKeeper digest authentication, with coordinator_password)")
+    coordinator_password: str = _f("", "password of the coordinator's digest USER (never in `coordinator` itself)",
+                                   secret=True)
     coordinator_session_timeout_ms: int = _f(6_000, "ZooKeeper session timeout: a leader silent this long loses "
-                                                    "its lease (within the server's min/max session timeout)",
+                                                    "its lease (within the server's min/max session timeout, 2 and "
+                                                    "20 ticks by default: the server may not grant less)",
                                              400, 600_000)
+    leader_lease_ratio: float = _f(0.5, "a leader acknowledges writes only until its last confirmed coordinator "
+                                        "request plus this fraction of coordinator_session_timeout_ms (checked on "
+                                        "every write, ASYNC too): below 1, so that it stops before its session can "
+                                        "expire and another member be elected; the rest is the margin for the "
+                                        "clocks' rates and a write's time between its check and its answer",
+                                   0.1, 0.9)
+    leader_port_forward_timeout_ms: int = _f(3_000, "a call a following member forwards to its leader through the "
+                                                    "leader port gets at most this long (or the client's deadline), "
+                                                    "then UNAVAILABLE, which the clients retry: a stopped leader "
+                                                    "costs them this, not their whole deadline", 100, 600_000)
     election_wait_ms: int = _f(1_000, "after the leader's lease is gone, how long the members post their log "
                                       "ends before the most up-to-date one takes the lease", 0, 600_000)
 
     def __post_init__(self) -> None:
         self._check()
+        if not self.broker_group:
+            alone = [f"{k} ({flag})" for k, flag, v in (
+                ("broker_role follower", "--role", self.broker_role == "follower"),
+                ("leader_endpoint", "--leader", self.leader_endpoint), ("leader_port", "--leader-port", self.leader_port),
+                ("coordinator", "--coordinator", self.coordinator)) if v]
+            if alone:
+                raise ConfigError(f"{', '.join(alone)} only mean something in a broker group: give broker_group "
+                                  f"(--group NAME), or leave them out for one broker without replication")
+        if self.coordinator:
+            from .broker.replication.zk_address import AddressError, parse
+            try:
+                addr = parse(self.coordinator)
+            except AddressError as e:
+                raise ConfigError(str(e)) from None
+            if addr.user and not self.coordinator_password:
+                raise ConfigError(f"coordinator user {addr.user!r} needs coordinator_password "
+                                  "(TIDEMQ_COORDINATOR_PASSWORD, or the config file)")
         if self.broker_group and not self.coordinator and self.broker_role == "follower" \
                 and not self.leader_endpoint:
             raise ConfigError("broker_role follower without a coordinator needs leader_endpoint (--leader HOST:PORT)")

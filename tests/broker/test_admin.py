@@ -68,7 +68,42 @@ def test_bad_reset_requests_are_refused_with_a_reason():
                 {"group": "g", "topic": T, "to": True}, []):
         with pytest.raises(ValueError):
             api.reset_request(bad)
-    assert api.reset_request({"group": "g", "topic": T, "to": "latest"}) == ("g", T, "latest")
+    assert api.reset_request({"group": "g", "topic": T, "to": "latest"}) == ("g", T, "latest", False, False)
+    for bad in ({"group": "g", "topic": T, "to": "latest", "offsets": {"0": 1}},      # two targets
+                {"group": "g", "topic": T, "offsets": {}}, {"group": "g", "topic": T, "offsets": {"x": 1}},
+                {"group": "g", "topic": T, "offsets": {"0": -1}}, {"group": "g", "topic": T, "offsets": [1]},
+                {"group": "g", "topic": T, "to": 0, "dry_run": "yes"}, {"group": "g", "topic": T, "timestamp_ms": -5}):
+        with pytest.raises(ValueError):
+            api.reset_request(bad)
+    assert api.reset_request({"group": "g", "topic": T, "offsets": {"0": 42, "1": 17}, "dry_run": True,
+                              "force": True}) == ("g", T, {0: 42, 1: 17}, True, True)
+    assert api.reset_request({"group": "g", "topic": T, "timestamp_ms": 5})[2] == {"timestamp_ms": 5}
+
+
+def test_a_dry_run_changes_nothing_and_per_queue_offsets_move_only_those_queues(parts):
+    store, offsets, pop, _ = parts
+    offsets.set("p", T, 0, 4)
+    offsets.set("p", T, 1, 3)
+    at = dict(offsets.committed_at_ms)
+    rows = reset_group(store, offsets, pop, "p", T, "earliest", dry_run=True)
+    assert [(r["queue"], r["from"], r["to"]) for r in rows] == [(0, 4, 0), (1, 3, 0)]
+    assert (offsets.get("p", T, 0), offsets.get("p", T, 1)) == (4, 3), "a dry run changes nothing"
+    rows = reset_group(store, offsets, pop, "p", T, {1: 1})
+    assert [(r["queue"], r["from"], r["to"]) for r in rows] == [(1, 3, 1)]
+    assert (offsets.get("p", T, 0), offsets.get("p", T, 1)) == (4, 1), "queue 0 untouched"
+    assert reset_group(store, offsets, pop, "p", T, {0: 99})[0]["to"] == 5, "past the end: the end"
+    first_ms = store.get("x", T, 0, 0).messages[0].store_timestamp_ms
+    assert reset_group(store, offsets, pop, "p", T, {"timestamp_ms": first_ms})[0]["to"] == 0
+    assert offsets.committed_at_ms == at, "a reset is not a consumption: the group's last-consumed time stays"
+
+
+def test_live_consumers_are_the_topics_a_group_consumed_within_the_idle_time():
+    from tidemq.broker.admin import live_consumers
+    rows = [{"topic": "a", "last_consumed_ms": 1_000}, {"topic": "b", "last_consumed_ms": None},
+            {"topic": "c", "last_consumed_ms": 100_000}]
+    assert live_consumers(rows, 30.0, now_ms=110_000) == ["c"]
+    assert live_consumers(rows, 30.0, now_ms=200_000) == []
+    assert live_consumers(rows, 1_000.0, now_ms=110_000) == ["a", "c"]
 
 
 def test_counts_a_request_names_are_bounded_and_refused_with_a_typed_code(parts):

@@ -35,3 +35,15 @@ def test_a_put_runs_on_a_thread_exactly_when_it_may_wait(flush, on_a_thread):
         s.shutdown()
     assert r.ok
     assert (where[0] is not loop_thread) is on_a_thread
+
+
+def test_a_put_after_close_raises_puts_closed_not_a_runtime_error():
+    from tidemq.broker.puts import PutsClosed
+    s = MessageStore(memory_config(flush_disk_type="SYNC_FLUSH", sync_flush_timeout_ms=60_000), FaultyFileIO()).start()
+    puts = StorePuts(s, 1)
+    puts.close()
+    try:
+        with pytest.raises(PutsClosed):
+            asyncio.run(puts.run(s.put, Message("T", b"x")))
+    finally:
+        s.shutdown()

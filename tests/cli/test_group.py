@@ -2,6 +2,7 @@
 earliest, latest, an offset, a time) against a real broker, following what `send` stored and `receive`
 consumed; `receive` as a group acks, from a position it commits nothing."""
 
+import datetime
 import json
 
 from ..support.cli import run
@@ -55,22 +56,58 @@ def test_send_receive_and_group_lag(broker):
     assert run("receive", T, "--offset", 0, *ep).exit_code == 2, "--offset needs --queue"
     assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 0
 
-    r = run("group", "reset", "g", "--topic", T, "--to", "earliest", "--json", *ep)
+    r = run("group", "reset", "g", "--topic", T, "--to", "earliest", *ep)
+    assert r.exit_code == 1 and "live consumers" in r.output, "it just consumed: Kafka refuses too"
+    r = run("group", "reset", "g", "--topic", T, "--to", "earliest", "--dry-run", "--json", *ep)
+    assert r.exit_code == 0 and json.loads(r.output)["dry_run"] and all(d["to"] == 0 for d in json.loads(r.output)["reset"])
+    assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 0, "dry run"
+    r = run("group", "reset", "NOSUCH", "--topic", T, "--to", "earliest", "--force", *ep)
+    assert r.exit_code == 1 and "creates no group" in r.output
+    assert "NOSUCH" not in run("group", "list", *ep).output, "a reset created no group"
+    r = run("group", "reset", "g", "--topic", T, "--to", "earliest", "--force", "--json", *ep)
     assert r.exit_code == 0 and all(d["to"] == 0 and d["kind"] == "pop" for d in json.loads(r.output))
     assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 4
-    r = run("group", "reset", "g", "--topic", T, "--to", "latest", *ep)
+    r = run("group", "reset", "g", "--topic", T, "--to", "latest", "--force", *ep)
     assert r.exit_code == 0 and "group g reset" in r.output
     assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 0
-    r = run("group", "reset", "g", "--topic", T, "--to", 1, "--json", *ep)        # an offset: 1 on every queue
+    r = run("group", "reset", "g", "--topic", T, "--to", 1, "--force", "--json", *ep)   # an offset: 1 on every queue
     ends = {q["id"]: q["max_offset"] for q in json.loads(run("topic", "status", T, "--json", *ep).output)["queues"]}
     assert {d["queue"]: d["to"] for d in json.loads(r.output)} == {q: min(1, end) for q, end in ends.items()}
     assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == \
         sum(max(0, end - 1) for end in ends.values())
     stored_ms = json.loads(run("query", "--topic", T, "--key", "k1", "--json", *ep).output)[0]["store_timestamp_ms"]
-    r = run("group", "reset", "g", "--topic", T, "--to", stored_ms, "--json", *ep)   # a time: from there on
+    r = run("group", "reset", "g", "--topic", T, "--to", stored_ms, "--force", "--json", *ep)   # a time: from there on
     assert r.exit_code == 0
     assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 4, \
         "every message was stored at or after the first one's time"
-    r = run("group", "reset", "g", "--topic", T, "--to", stored_ms + 3_600_000, "--json", *ep)
+    r = run("group", "reset", "g", "--topic", T, "--to", stored_ms + 3_600_000, "--force", "--json", *ep)
     assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 0, "an hour on"
     assert run("group", "reset", "g", "--topic", T, "--to", "soon", *ep).exit_code == 2
+    iso = datetime.datetime.fromtimestamp(stored_ms / 1000 + 3600, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    r = run("group", "reset", "g", "--topic", T, "--to", "earliest", "--force", *ep)
+    r = run("group", "reset", "g", "--topic", T, "--to", iso, "--force", "--json", *ep)      # ISO 8601, UTC
+    assert r.exit_code == 0
+    assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 0, "an hour on"
+    r = run("group", "reset", "g", "--topic", T, "--to", "-1h", "--force", "--json", *ep)     # relative: an hour ago
+    assert r.exit_code == 0
+    assert sum(x["lag"] for x in json.loads(run("group", "status", "g", "--json", *ep).output)) == 4
+    r = run("group", "reset", "g", "--topic", T, "--offsets", "0=0", "--force", "--json", *ep)  # one queue only
+    assert r.exit_code == 0 and [d["queue"] for d in json.loads(r.output)] == [0]
+    assert run("group", "reset", "g", "--topic", T, "--offsets", "0:1", *ep).exit_code == 2
+    assert run("group", "reset", "g", "--topic", T, "--offsets", "99=1", "--force", *ep).exit_code == 1
+
+
+def test_times_iso_8601_relative_and_milliseconds():
+    from tidemq.cli.group import parse_to
+    assert parse_to("2026-11-27T05:00Z") == {"timestamp_ms": 1_795_755_600_000}
+    assert parse_to("2026-11-27T06:00+01:00") == {"timestamp_ms": 1_795_755_600_000}
+    assert parse_to("-1h", now_s=10_000.0) == {"timestamp_ms": 6_400_000}
+    assert parse_to("-30m", now_s=10_000.0) == {"timestamp_ms": 8_200_000}
+    assert parse_to("-2d", now_s=10.0) == {"timestamp_ms": 0}, "before the epoch: 0"
+    assert parse_to("1795755600000") == {"timestamp_ms": 1_795_755_600_000}
+    assert parse_to("42") == {"to": 42} and parse_to("latest") == {"to": "latest"}
+    import click
+    import pytest
+    for bad in ("soon", "-1y", "2026-13-01"):
+        with pytest.raises(click.BadParameter):
+            parse_to(bad)

@@ -64,6 +64,19 @@ def test_a_configuration_mistake_is_one_line_and_exit_1(tmp_path, case):
     assert not (tmp_path / "store").exists(), "nothing made before the settings are right"
 
 
+@pytest.mark.parametrize("args, said", [
+    (["--role", "leader"], "--role leader only means something in a broker group"),
+    (["--role", "follower", "--leader", "127.0.0.1:1"], "leader_endpoint (--leader)"),
+    (["--leader-port", "9999"], "leader_port (--leader-port) only mean something in a broker group"),
+    (["--coordinator", "127.0.0.1:2181"], "coordinator (--coordinator) only mean something in a broker group"),
+])
+def test_replication_flags_without_a_group_are_refused_with_the_reason(tmp_path, args, said):
+    """`serve --role leader` without --group ran a single broker that acknowledged what no follower had."""
+    r = serve(tmp_path, *args)
+    assert r.exit_code == 1 and said in the_error(r.output) and "--group" in r.output
+    assert not (tmp_path / "store").exists(), "nothing made"
+
+
 def test_an_event_loop_that_is_not_installed_is_one_line_and_exit_1(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "uvloop", None)        # import uvloop raises ImportError
     r = serve(tmp_path)

@@ -195,3 +195,138 @@ def test_a_frame_the_disk_refuses_is_not_taken_and_comes_again(tmp_path):
         assert _copy(leader, follower) > 1
         assert follower.replica.end == leader.commitlog_max_offset
         assert topic_bodies(follower, "T") == sorted(bodies)
+
+
+def _copy_spans(leader: MessageStore, follower: MessageStore, frame_bytes: int = 5000) -> int:
+    """Copy as the replication stream does: whole records (DATA), or a damaged stretch as it is (RAW)."""
+    raws = 0
+    while True:
+        off, data, raw, _next = leader.replica.read_span(follower.replica.end, frame_bytes)
+        if not data:
+            return raws
+        if raw:
+            follower.replica.append_raw(off, data)
+            raws += 1
+        else:
+            follower.replica.append(off, data)
+
+
+def test_a_damaged_stretch_of_the_leaders_log_is_copied_as_it_is_and_replication_goes_on(tmp_path):
+    """A record whose header went bad on the leader's disk (so no frame of whole records can carry
+    it): read_span gives the stretch up to the next valid record (recovery's rule,
+    codec.next_valid_record) as raw bytes; the follower writes them as they are, never dispatches
+    them, and the records after them are copied, dispatched and served as on the leader. The logs
+    stay byte-identical; a restart of the follower keeps the damage in the middle (not a torn tail)."""
+    with MessageStore(small_config(tmp_path / "l")).start() as leader:
+        leader.put_batch([Message("T", b"m%02d" % i + b"x" * 100, queue_id=0) for i in range(30)])
+        victim = leader.get("g", "T", 0, 10, 1).messages[0].commitlog_offset
+        seg = leader.segments.segments[0]
+        seg.mapping[victim + 4:victim + 8] = b"\x00\x00\x00\x00"      # its magic: not a record any more
+        with MessageStore(small_config(tmp_path / "f")).start() as follower:
+            follower.follow("a follower")
+            assert _copy_spans(leader, follower) == 1
+            assert follower.replica.raw_regions == 1 and follower.replica.raw_bytes > 0
+            assert follower.replica.end == leader.replica.end
+            assert topic_bodies(follower, "T") == topic_bodies(leader, "T") and len(topic_bodies(leader, "T")) == 29
+            leader.put_batch([Message("T", b"after", queue_id=0)])
+            _copy_spans(leader, follower)
+            assert b"after" in topic_bodies(follower, "T")
+        end = leader.commitlog_max_offset
+    assert _segments(str(tmp_path / "l")) == _segments(str(tmp_path / "f"))
+    with MessageStore(small_config(tmp_path / "f")).start() as again:
+        assert again.replica.end == end, "the damage is in the middle: nothing is cut"
+        assert len(topic_bodies(again, "T")) == 30
+
+
+def test_a_cut_whose_wipe_fails_still_ends_the_log_at_the_cut(tmp_path):
+    """The wipe of a cut tail fsyncs the segment; when that fails the log still ends at the cut (a wipe
+    that began zeroed bytes the old end would count) and the error is raised."""
+    import errno
+
+    from tidemq.testing.faulty_io import FaultyFileIO
+    fio = FaultyFileIO()
+    with MessageStore(small_config("/f"), fio=fio).start() as s:
+        s.put_batch([Message("T", b"m%02d" % i + b"x" * 100, queue_id=0) for i in range(10)])
+        cut_at = s.get("g", "T", 0, 6, 1).messages[0].commitlog_offset
+        fio.fail("fsync", errno.EIO, path_contains="/f/commitlog/0")
+        with pytest.raises(OSError):
+            s.replica.truncate(cut_at)
+        assert s.replica.end == cut_at and s.max_offset("T", 0) == 6
+        s.put_batch([Message("T", b"new", queue_id=0)])
+        assert topic_bodies(s, "T")[-1] == b"new" or b"new" in topic_bodies(s, "T")
+        assert len(topic_bodies(s, "T")) == 7
+
+
+def test_a_segment_the_leader_sealed_early_ends_there_on_the_follower_and_the_copy_goes_on(stores):
+    """The leader's commit-log fsync failed: its first segment is sealed at the durable end (store/
+    log_failure.py) and its log goes on at the next segment, in its other directory. read_span gives
+    the seal as a BLANK's 8-byte header; the follower writes it, its segment ends there too, the
+    records after it land at the leader's offsets, and a restart of the follower reads the same."""
+    import errno
+
+    from tidemq.store import PutStatus
+    from tidemq.testing.faulty_io import FaultyFileIO
+
+    from tests.support.store import memory_config
+    seg = 32 * 1024
+    fio = FaultyFileIO(seed=1)
+    leader = stores(memory_config(flush_disk_type="SYNC_FLUSH", sync_flush_timeout_ms=600_000,
+                                  segment_size_bytes=seg, commitlog_dirs=("/l/a", "/l/b")), fio)
+    ok = [leader.put(Message("T", b"ok%d" % i + b"x" * 500)) for i in range(5)]
+    fio.fail("fsync", errno.EIO, "/l/a/")
+    assert leader.put(Message("T", b"failed")).status is PutStatus.FLUSH_DISK_FAILED
+    after = leader.put(Message("T", b"after"))
+    assert after.ok and after.commitlog_offset == seg
+    sealed_at = ok[-1].commitlog_offset + ok[-1].size
+    at, data, raw, nxt = leader.replica.read_span(sealed_at, 5000)
+    assert (at, raw, nxt) == (sealed_at, False, seg) and data == codec.encode_blank(seg - sealed_at)[:8]
+    ffio = FaultyFileIO()
+    cfg = memory_config(root_dir="/f", segment_size_bytes=seg)
+    follower = stores(cfg, ffio)
+    follower.follow("a follower")
+    assert _copy_spans(leader, follower) == 0
+    assert follower.replica.end == leader.replica.end == after.commitlog_offset + after.size
+    assert follower.segments.segments[0].wrote_pos == seg, "its first segment ended at the seal"
+    want = [b[:5] for b in topic_bodies(leader, "T")]
+    assert [b[:5] for b in topic_bodies(follower, "T")] == want and b"faile" not in want and b"after" in want
+    follower.kill()
+    again = stores(cfg, ffio.after_crash())
+    assert again.replica.end == leader.replica.end
+    assert [b[:5] for b in topic_bodies(again, "T")] == want
+
+
+@pytest.mark.parametrize("where", ["header short of the segment's end", "header then more bytes"])
+def test_a_blank_header_that_does_not_end_the_segment_is_refused(where):
+    from tidemq.store.replica import check_frame
+    seg = 32 * 1024
+    blank = codec.encode_blank(seg - 100)[:8] if where.startswith("header short") else codec.encode_blank(seg)[:8]
+    data = blank if where.startswith("header short") else blank + b"\0" * 8
+    with pytest.raises(ReplicaError):
+        check_frame(data, 0, seg)
+    assert check_frame(codec.encode_blank(seg)[:8], 0, seg) == (0, True)
+
+
+@pytest.mark.parametrize("cut_to", ["a record in the middle", "nothing (the copy starts over)"])
+def test_a_cut_below_the_checkpoint_survives_a_crash(stores, cut_to):
+    """The checkpoint said the log was durable up to its end; a follower cuts below that (a diverged
+    tail, or its whole log) and is killed before any later checkpoint: its next start finds the log
+    ending at the cut (the checkpoint was lowered first), never refuses to start, never keeps the cut
+    stretch as damage, and the copy goes on from there."""
+    from tidemq.testing.faulty_io import FaultyFileIO
+
+    from tests.support.store import memory_config
+    fio = FaultyFileIO()
+    cfg = memory_config(root_dir="/f", segment_size_bytes=32 * 1024)
+    s = stores(cfg, fio)
+    s.put_batch([Message("T", b"m%02d" % i + b"x" * 700) for i in range(60)])     # two segments
+    s.commit_log.flush()
+    s.flush_queues()                                     # the checkpoint: everything on disk
+    end = s.replica.end
+    assert s.checkpoint.state.physic_offset == end
+    at = s.get("g", "T", 0, 20, 1).messages[0].commitlog_offset if cut_to.startswith("a record") else 0
+    s.replica.truncate(at)
+    s.kill()
+    again = stores(cfg, fio.after_crash())
+    assert again.replica.end == at < end
+    assert len(topic_bodies(again, "T")) == (20 if at else 0)
+    assert again.check().ok

@@ -37,7 +37,8 @@ class Sends:
         return sorted(done for begun, done in list(self.acked.values()) if begun > t)
 
 
-def _produce(producer, sends: Sends, seq_max: int) -> None:
+def produce(producer, sends: Sends, seq_max: int) -> None:
+    """Send one message after another until told to stop (each acknowledged send timed)."""
     from .official import msg
     seq = 0
     while not sends.stop.is_set() and seq < seq_max:
@@ -69,7 +70,7 @@ def run(base_dir: str, zk: str, kills: int, mode: str = "SYNC", per_kill_acks: i
         g.wait_in_sync(leader, [i for i in range(3) if i != leader])
         conf = ClientConfiguration(g.official_endpoints, Credentials(), request_timeout=10)
         producer = start(lambda: Producer(conf, (TOPIC,)))
-        t = threading.Thread(target=_produce, args=(producer, sends, seq_max), daemon=True)
+        t = threading.Thread(target=produce, args=(producer, sends, seq_max), daemon=True)
         t.start()
         for k in range(kills):
             leader = g.wait_leader()

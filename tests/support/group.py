@@ -46,9 +46,11 @@ class Member:
 
 
 class Group:
-    def __init__(self, base_dir: str, n: int = 3, coordinator: str = "", mode: str = "SYNC", name: str = "g",
-                 env: dict | None = None, leader_ports: bool = True, client: dict | None = None) -> None:
+    def __init__(self, base_dir: str, n: int = 3, coordinator: str | list[str] = "", mode: str = "SYNC",
+                 name: str = "g", env: dict | None = None, leader_ports: bool = True,
+                 client: dict | None = None) -> None:
         """``leader_ports``: members serve leader ports (routes name them); False: routes name the leader.
+        ``coordinator``: one for every member, or one per member (each through its own proxy).
         ``client``: how the group is called from the test (tidemq.client's access_key, secret_key, tls)
         when the members have authentication or TLS on."""
         self.client = client or {}
@@ -79,7 +81,8 @@ class Group:
         if self.leader_ports:
             args += ["--leader-port", str(self.leader_ports[i])]
         if self.coordinator:
-            args += ["--coordinator", self.coordinator]
+            c = self.coordinator
+            args += ["--coordinator", c[i] if isinstance(c, list) else c]
         elif leader is not None:
             args += ["--role", "follower", "--leader", self.endpoint(leader)]
         else:

@@ -1,4 +1,5 @@
-"""A loopback TCP proxy a test controls, in front of a broker: it loses a response on purpose.
+"""A loopback TCP proxy a test controls, in front of a broker (or a ZooKeeper): it loses a response on
+purpose, or cuts the link as a network partition does.
 
     with HoldingProxy(broker.port) as px:      # clients connect to px.endpoint
         px.hold_after(b"unique body bytes")    # once a client sent them, nothing goes back to it
@@ -13,6 +14,12 @@ more, and the connection stays open when the broker's side closes (a client that
 would retry at once, before the test is ready). ``release()`` closes the held connections: a call
 waiting on one fails (gRPC UNAVAILABLE) and the client makes a new connection, through the proxy,
 to wherever it points then. Everything is closed by ``close()``.
+
+``cut()`` / ``heal()``: a partition. While cut, nothing crosses the proxy either way, and nothing
+is lost or reset: what either side sends (a close too) waits in the proxy, as a partitioned
+network holds packets that TCP retransmits, and new connections are accepted but carry nothing;
+each side finds out by its own timeouts (kazoo's read timeout, the follower's idle timeout). On
+``heal()`` everything held goes through, in order.
 """
 
 from __future__ import annotations
@@ -39,6 +46,9 @@ class HoldingProxy:
         self._conns: list[_Conn] = []
         self._marker: bytes | None = None
         self.held_once = threading.Event()          # set when a connection got held
+        self._open = threading.Event()              # clear while the link is cut
+        self._open.set()
+        self.cuts = 0
         self._closed = False
         self._threads: list[threading.Thread] = []
         self._spawn(self._accept)
@@ -61,6 +71,23 @@ class HoldingProxy:
     def retarget(self, port: int) -> None:
         self.target_port = port
 
+    def cut(self) -> None:
+        """Nothing crosses any more (held, not lost) until ``heal()``."""
+        self.cuts += 1
+        self._open.clear()
+
+    def heal(self) -> None:
+        self._open.set()
+
+    @property
+    def is_cut(self) -> bool:
+        return not self._open.is_set()
+
+    def _wait_open(self) -> None:
+        while not self._open.wait(0.5):
+            if self._closed:
+                return
+
     def release(self) -> None:
         with self._lock:
             held = [c for c in self._conns if c.held]
@@ -70,6 +97,7 @@ class HoldingProxy:
 
     def close(self) -> None:
         self._closed = True
+        self._open.set()
         _close(self._listen)
         with self._lock:
             conns = list(self._conns)
@@ -104,6 +132,7 @@ class HoldingProxy:
                 data = c.client.recv(65536)
             except OSError:
                 data = b""
+            self._wait_open()                        # a cut holds what the client sent, its close too
             if not data:
                 _close(c.upstream)
                 if not c.held:
@@ -127,6 +156,7 @@ class HoldingProxy:
                 data = c.upstream.recv(65536)
             except OSError:
                 data = b""
+            self._wait_open()
             if not data:
                 if not c.held:                        # a held connection stays open until release()
                     _close(c.client)

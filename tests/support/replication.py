@@ -10,6 +10,8 @@ import grpc
 
 from tidemq.broker.replication.acks import ReplicaAcks
 from tidemq.broker.replication.leader import ReplicationServer
+from tidemq.broker.replication.transport import GrpcTransport
+from tidemq.io import SystemClock
 
 
 class LeaderNode:
@@ -17,8 +19,8 @@ class LeaderNode:
         self.store = store
         self.leading, self.fenced, self.epoch = True, False, epoch
         self.group, self.member, self.service = group, "g-0", None
-        self.acks = ReplicaAcks(False, 0, 60_000, 1 << 20, lambda: store.replica.end)
-        self.config = SimpleNamespace(replication_frame_bytes_max=4096)
+        self.acks = ReplicaAcks(False, 1, 60_000, 60_000, lambda: store.replica.end, SystemClock())
+        self.config = SimpleNamespace(replication_frame_bytes_max=4096, replica_lag_time_max_ms=60_000)
         self.refusal = refusal
         self.seen: list[str] = []
 
@@ -37,7 +39,10 @@ class FollowerNode:
         self.store = store
         self.group, self.member, self.endpoint, self.leader_port_endpoint = group, "g-1", "127.0.0.1:1", ""
         self.known_epoch = known_epoch
+        self.hw_known = 0
+        self.coordinator = None
         self.service, self.state_dir = None, None
+        self.clock, self.transport = SystemClock(), GrpcTransport()
         self.config = SimpleNamespace(replication_retry_ms=50, replication_state_interval_ms=3_600_000)
         self.views: list[dict] = []
 
@@ -46,9 +51,12 @@ class FollowerNode:
 
 
 @contextlib.asynccontextmanager
-async def leader_server(node):
-    """A gRPC server on loopback serving ReplicationServer(node); yields its endpoint."""
-    server = grpc.aio.server()
+async def leader_server(node, message_bytes_max: int | None = None):
+    """A gRPC server on loopback serving ReplicationServer(node); yields its endpoint.
+    ``message_bytes_max``: its messages' limit both ways (a broker's grpc_message_bytes_max)."""
+    opts = [] if message_bytes_max is None else [("grpc.max_send_message_length", message_bytes_max),
+                                                 ("grpc.max_receive_message_length", message_bytes_max)]
+    server = grpc.aio.server(options=opts)
     server.add_generic_rpc_handlers((ReplicationServer(node).handler(),))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()

@@ -19,6 +19,7 @@ from ..protocol.signing import AUTH_HEADER, SignatureError, parse_authorization
 from ..store import MessageStore
 from ..store.archive import archive_summary
 from .consume import group_admin
+from .observe.console import group_console
 from .topic_names import SYSTEM_TOPICS
 
 log = logging.getLogger("tidemq.broker")
@@ -41,23 +42,33 @@ class Admin:
             return no
         try:
             name, queues, policy = api.create_topic_request(req)
+            kind = api.message_type_of(req)
             groups = api.groups_of(req)
         except (KeyError, ValueError, TypeError) as e:
             return api.refused(str(e))
+        had = self.store.queue_count(name)
+        asked = queues
         if queues is None:
-            queues = self.store.queue_count(name) or api.QUEUES_DEFAULT
+            queues = had or api.QUEUES_DEFAULT
         limit = self.store.config.topic_queues_max
         if queues > limit:              # refused before anything is made (a million queues took 7.6 s)
             return api.refused(f"{queues} queues: a topic has at most topic_queues_max={limit}",
                                api.Refusal.LIMIT_EXCEEDED)
         if groups:
+            if kind is not None:
+                return api.refused("message_type is a broker's: create the spread topic without it, then set "
+                                   "it with CreateTopic {name, message_type} on each group's leader")
             return self._spread_topic(name, queues, groups, policy)
         try:
-            self.store.create_topic(name, queues, policy)
+            self.store.create_topic(name, queues, policy, kind)
         except (KeyError, ValueError, TypeError) as e:
             return api.refused(str(e))
-        return {"ok": True, "topic": name, "queues": self.store.queue_count(name),
-                "space_policy": self.store.space_policy(name)}
+        out = {"ok": True, "topic": name, "queues": self.store.queue_count(name),
+               "space_policy": self.store.space_policy(name), "message_type": self.store.message_type(name)}
+        if asked is not None and had > asked:
+            out["note"] = (f"topic {name} already has {had} queues; queues are never taken away (asked for "
+                           f"{asked}: kept {had})")
+        return out
 
     def _spread_topic(self, name: str, queues: int, groups: list[str], policy: str | None) -> dict:
         """CreateTopic with groups: the queues spread over those broker groups, kept in the coordinator."""
@@ -75,11 +86,7 @@ class Admin:
         return {"ok": True, "topic": name, "queues": queues, "owners": doc["owners"]}
 
     def list_topics(self, req: dict) -> dict:
-        s = self.store
-        return {"ok": True, "topics": [
-            {"topic": t, "space_policy": s.space_policy(t),
-             "queues": [{"id": q, "min_offset": s.min_offset(t, q), "max_offset": s.max_offset(t, q)}
-                        for q in range(s.queue_count(t))]} for t in s.topic_names()]}
+        return {"ok": True, "topics": topic_rows(self.store)}
 
     def disk_status(self, req: dict) -> dict:
         out = {"ok": True, "status": self.store.disk_status()}
@@ -137,10 +144,79 @@ class Admin:
         return {"ok": True, **topic_status(self.store, topic, lag)}
 
     def config(self, req: dict) -> dict:
+        from .live_settings import LIVE
         from .observe.query import settings
         b = self.broker
         return {"ok": True, "store": settings(self.store.config),
-                "broker": settings(b.config) if b is not None else {}}
+                "broker": settings(b.config) if b is not None else {}, "live": sorted(LIVE)}
+
+    def set_config(self, req: dict) -> dict:
+        """`tidemq config set`: one setting of live_settings.LIVE, checked as `serve` checks it."""
+        from .live_settings import SettingError, apply
+        try:
+            name, value = api.set_config_request(req)
+        except ValueError as e:
+            return api.refused(str(e))
+        if self.broker is None:
+            return api.refused("no running broker", api.Refusal.FORBIDDEN)
+        try:
+            done = apply(self.broker, name, value)
+        except SettingError as e:
+            code = {"unknown": api.Refusal.UNKNOWN_SETTING, "restart": api.Refusal.RESTART_NEEDED}.get(
+                e.kind, api.Refusal.BAD_REQUEST)
+            return api.refused(str(e), code)
+        return {"ok": True, **done}
+
+    def set_quota(self, req: dict) -> dict:
+        """`tidemq quota set`: a user's, client id's or topic's byte rates (protection/quotas.py)."""
+        from .protection.quotas import QuotaError
+        if (no := self._follower()) is not None:
+            return no
+        q = getattr(self.broker, "quotas", None) if self.broker is not None else None
+        if q is None:
+            return api.refused("no running broker", api.Refusal.FORBIDDEN)
+        try:
+            kind, name, produce, fetch = api.quota_request(req)
+            now = q.set(kind, name, produce, fetch)
+        except (QuotaError, ValueError) as e:
+            return api.refused(str(e))
+        return {"ok": True, "entity": f"{kind}:{name}", "quota": now}
+
+    def list_quotas(self, req: dict) -> dict:
+        q = getattr(self.broker, "quotas", None) if self.broker is not None else None
+        if q is None:
+            return {"ok": True, "quotas": {}, "stats": []}
+        return {"ok": True, "quotas": q.document(), "stats": [
+            {"entity": e, "direction": d, "bytes": s.bytes_total, "throttled": s.throttled_total,
+             "throttled_seconds": round(s.throttled_seconds_total, 3), "refused": s.refused_total}
+            for (e, d), s in sorted(q.snapshot().items())]}
+
+    def topic_config(self, req: dict) -> dict:
+        """`tidemq topic config T [--set k=v ...]`: a topic's own retention, message size limit and
+        space policy; kept in topics.json (the broker state a follower copies)."""
+        try:
+            topic, changes = api.topic_config_request(req)
+        except ValueError as e:
+            return api.refused(str(e))
+        if self.store.queue_count(topic) == 0:
+            return api.refused(f"topic {topic!r} does not exist", api.Refusal.NOT_FOUND)
+        if changes is not None:
+            if (no := self._follower()) is not None:
+                return no
+            changes = dict(changes)
+            policy = changes.pop("space_policy", None)
+            if policy is not None and policy not in api.SPACE_POLICIES:
+                return api.refused(f"space_policy is one of {', '.join(api.SPACE_POLICIES)}")
+            try:
+                if changes:
+                    self.store.set_topic_settings(topic, changes)
+                if policy is not None:
+                    self.store.create_topic(topic, self.store.queue_count(topic), policy)
+            except KeyError:
+                return api.refused(f"topic {topic!r} does not exist", api.Refusal.NOT_FOUND)
+            except ValueError as e:
+                return api.refused(str(e))
+        return {"ok": True, **topic_settings_doc(self.store, topic)}
 
     def delete_topic(self, req: dict) -> dict:
         """mqadmin deleteTopic: the store forgets the topic; the groups' offsets and pop cursors of
@@ -153,6 +229,8 @@ class Admin:
             return api.refused(str(e))
         if topic in SYSTEM_TOPICS:
             return api.refused(f"{topic!r} is a system topic of the broker", api.Refusal.FORBIDDEN)
+        if isinstance(req, dict) and req.get("forget_topology") is True:
+            return self._forget_topology(topic)
         b = self.broker
 
         def delete() -> dict | None:
@@ -164,6 +242,17 @@ class Admin:
         if done is None:
             return api.refused(f"topic {topic!r} does not exist", api.Refusal.NOT_FOUND)
         return {"ok": True, **done}
+
+    def _forget_topology(self, topic: str) -> dict:
+        """DeleteTopic {"forget_topology": true}: the coordinator forgets a spread topic (sent by
+        `topic delete` after every owning group deleted its part: a member that restarts then makes it
+        no more)."""
+        node = self._node()
+        if node is None or node.coordinator is None:
+            return api.refused("this broker has no coordinator: there is no cluster topology", api.Refusal.FORBIDDEN)
+        if not self._run(asyncio.to_thread(node.coordinator.delete_topic, topic)):
+            return api.refused(f"topic {topic!r} is in no cluster topology", api.Refusal.NOT_FOUND)
+        return {"ok": True, "topic": topic, "topology": "forgotten"}
 
     def _on_loop(self, fn):
         """Run ``fn`` where consumers change offsets: on the broker's event loop."""
@@ -182,16 +271,27 @@ class Admin:
         if (no := self._follower()) is not None:
             return no
         try:
-            group, topic, to = api.reset_request(req)
+            group, topic, to, dry_run, force = api.reset_request(req)
         except ValueError as e:
             return api.refused(str(e))
-        if self.store.queue_count(topic) == 0:
+        n = self.store.queue_count(topic)
+        if n == 0:
             return api.refused(f"topic {topic!r} does not exist", api.Refusal.NOT_FOUND)
+        if isinstance(to, dict) and "timestamp_ms" not in to and max(to) >= n:
+            return api.refused(f"topic {topic!r} has queues 0..{n - 1} (offsets names queue {max(to)})")
         b = self.broker
         svc = b.service
-
-        rows = self._on_loop(lambda: reset_group(self.store, svc.group_offsets, svc.pop, group, topic, to))
-        return {"ok": True, "reset": rows}
+        rows = b.observer.lag(group) if b.observer is not None else []
+        if not rows:
+            return api.refused(f"group {group!r} has consumed nothing on this broker: a reset creates no group",
+                               api.Refusal.NOT_FOUND)
+        live = live_consumers(rows, b.config.client_idle_s_max)
+        if live and not force and not dry_run:
+            return api.refused(f"group {group!r} has live consumers (it consumed {', '.join(live)} in the last "
+                               f"{b.config.client_idle_s_max:g} s): stop them first, or reset with force",
+                               api.Refusal.BUSY)
+        done = self._on_loop(lambda: reset_group(self.store, svc.group_offsets, svc.pop, group, topic, to, dry_run))
+        return {"ok": True, "reset": done, "dry_run": dry_run, "live": live}
 
     # Replication (replication/node.py) -----------------------------------------------------
     def _node(self):
@@ -235,8 +335,13 @@ class Admin:
         if node is None:
             return api.refused("this broker is in no broker group (broker_group)", api.Refusal.FORBIDDEN)
         if node.coordinator is None:
-            return {"ok": True, "cluster": {"coordinator": None, "groups": {node.group: node.view()}, "topics": {}}}
-        return {"ok": True, "cluster": node.coordinator.cluster()}
+            out = {"coordinator": None, "groups": {node.group: node.view()}, "topics": {}}
+        else:
+            out = dict(node.coordinator.cluster())
+        obs = self.broker.observer
+        if obs is not None:         # this group as its member book has it: members down too (observe/console.py)
+            out["consoles"] = {node.group: group_console(obs.replication())}
+        return {"ok": True, "cluster": out}
 
     # Users and ACLs (protection/acl.py) ----------------------------------------------------
     def _acl(self):
@@ -367,7 +472,9 @@ class Admin:
             api.CREATE_USER: self.create_user, api.DELETE_USER: self.delete_user, api.LIST_USERS: self.list_users,
             api.GRANT: self.grant, api.REVOKE: self.revoke, api.LIST_ACL: self.list_acl,
             api.CREATE_GROUP: self.create_group, api.UPDATE_GROUP: self.update_group,
-            api.DELETE_GROUP: self.delete_group}
+            api.DELETE_GROUP: self.delete_group,
+            api.SET_CONFIG: self.set_config, api.TOPIC_CONFIG: self.topic_config,
+            api.SET_QUOTA: self.set_quota, api.LIST_QUOTAS: self.list_quotas}
         assert set(fns) == set(api.METHODS)
         return grpc.method_handlers_generic_handler(api.SERVICE, {m: unary(fn, m) for m, fn in fns.items()})
 
@@ -406,16 +513,35 @@ def forget_topic(offsets, pop, topic: str) -> None:
         pop.reset(g, t, q, 0)
 
 
-def reset_group(store, offsets, pop, group: str, topic: str, to) -> list[dict]:
+def live_consumers(rows: list[dict], idle_s_max: float, now_ms: float | None = None) -> list[str]:
+    """The topics a group consumed (a delivery, commit or ack) in the last ``idle_s_max`` seconds:
+    its consumers are live (a reset then waits for --force, as kafka-consumer-groups refuses one)."""
+    import time
+    now_ms = time.time() * 1000 if now_ms is None else now_ms
+    return sorted({r["topic"] for r in rows
+                   if r.get("last_consumed_ms") is not None and now_ms - r["last_consumed_ms"] < idle_s_max * 1000})
+
+
+def reset_group(store, offsets, pop, group: str, topic: str, to, dry_run: bool = False) -> list[dict]:
     """kafka-consumer-groups --reset-offsets for one topic: a pull group's committed offsets and
-    a pop group's cursors (both when the group consumed both ways; pull when it consumed none)."""
+    a pop group's cursors (both when the group consumed both ways; pull when it consumed none).
+    ``to``: earliest, latest, an offset, a time in ms (int >= TIMESTAMP_MS_MIN or {"timestamp_ms"}),
+    or {queue id: offset} (those queues only). ``dry_run``: the rows, nothing changed. A reset is no
+    consumption: the group's last-consumed time stays what it was."""
     keys = set(pop.queues)
     pops = any(g == group and t == topic for (g, t, _q) in keys)
     pulls = any(g == group and t == topic for (g, t, _q) in list(offsets.offsets)) or not pops
+    per_queue = isinstance(to, dict) and "timestamp_ms" not in to
     rows = []
     for q in range(store.queue_count(topic)):
+        if per_queue and q not in to:
+            continue
         lo, hi = store.min_offset(topic, q), store.max_offset(topic, q)
-        if to == "earliest":
+        if per_queue:
+            target = min(max(to[q], lo), hi)
+        elif isinstance(to, dict):
+            target = store.offset_for_timestamp(topic, q, to["timestamp_ms"])
+        elif to == "earliest":
             target = lo
         elif to == "latest":
             target = hi
@@ -426,10 +552,53 @@ def reset_group(store, offsets, pop, group: str, topic: str, to) -> list[dict]:
         if pulls:
             rows.append({"topic": topic, "queue": q, "kind": "pull", "from": offsets.get(group, topic, q),
                          "to": target})
-            offsets.set(group, topic, q, target)
+            if not dry_run:
+                at = offsets.committed_at_ms.get((group, topic, q))
+                offsets.set(group, topic, q, target)
+                if at is None:
+                    offsets.committed_at_ms.pop((group, topic, q), None)
+                else:
+                    offsets.committed_at_ms[(group, topic, q)] = at
         if pops:
             st = pop.queues.get((group, topic, q))
             rows.append({"topic": topic, "queue": q, "kind": "pop", "from": st.committed if st else None,
                          "to": target})
-            pop.reset(group, topic, q, target)
+            if not dry_run:
+                pop.reset(group, topic, q, target)
     return rows
+
+
+LIST_UNITS_MAX = 4_096       # a queue's bytes in `topic list`: exact up to this many messages, estimated beyond
+
+
+def topic_rows(store) -> list[dict]:
+    """One row per topic (ListTopics, `tidemq topic list`): queues, messages, bytes (estimated past a
+    bounded read per queue), space policy, its own settings, whether it is a broker's system topic."""
+    out = []
+    for t in store.topic_names():
+        queues, nbytes, exact = [], 0, True
+        for q in range(store.queue_count(t)):
+            queues.append({"id": q, "min_offset": store.min_offset(t, q), "max_offset": store.max_offset(t, q)})
+            b, e = store.queue_bytes(t, q, LIST_UNITS_MAX)
+            nbytes += b
+            exact = exact and e
+        s = store.topic_settings(t)
+        out.append({"topic": t, "space_policy": store.space_policy(t), "message_type": store.message_type(t),
+                    "system": is_system(t),
+                    "messages": sum(q["max_offset"] - q["min_offset"] for q in queues), "bytes": nbytes,
+                    "bytes_exact": exact, "settings": s.document() if s is not None else {}, "queues": queues})
+    return out
+
+
+def is_system(topic: str) -> bool:
+    """The broker's own topics (the timer's schedule topic, the transactions' half topic): not a
+    dead-letter topic (%DLQ%G), which its group's operators read."""
+    return topic in SYSTEM_TOPICS or topic.lower().startswith("rmq_sys_")
+
+
+def topic_settings_doc(store, topic: str) -> dict:
+    s = store.topic_settings(topic)
+    c = store.config
+    return {"topic": topic, "settings": {k: getattr(s, k) for k in s.NAMES}, "space_policy": store.space_policy(topic),
+            "store": {"retention_hours": c.file_reserved_time_hours, "retention_bytes": None,
+                      "max_message_bytes": c.message_body_bytes_max}}

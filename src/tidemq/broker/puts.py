@@ -21,6 +21,12 @@ from ..store import MessageStore
 T = TypeVar("T")
 
 
+class PutsClosed(Exception):
+    """The put pool is closed: its service is going (a change of role, a stop) and the put was not
+    made. A send answers it with a typed status (send_path.py: INTERNAL_SERVER_ERROR, which clients
+    send again, to the leader of the moment), never a traceback."""
+
+
 class StorePuts:
     def __init__(self, store: MessageStore, threads: int) -> None:
         self.store = store
@@ -34,7 +40,11 @@ class StorePuts:
     async def run(self, put: Callable[..., T], *args) -> T:
         """``put(*args)`` where the rule says: on a thread when it may wait, else inline."""
         if self.store.puts_may_wait:
-            return await asyncio.get_running_loop().run_in_executor(self.pool, put, *args)
+            try:
+                fut = asyncio.get_running_loop().run_in_executor(self.pool, put, *args)
+            except RuntimeError:        # "cannot schedule new futures after shutdown": close() ran
+                raise PutsClosed("the broker's role is changing: send again") from None
+            return await fut
         return put(*args)
 
     async def timed(self, put: Callable[..., T], *args) -> T:

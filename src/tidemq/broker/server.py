@@ -39,6 +39,7 @@ from .protection.acl import Acl, User
 from .protection.auth import Authenticator, Failure, Refusals
 from .protection.decoding import typed_decoding
 from .protection.flow import SendGate
+from .protection.quotas import Quotas
 from .service import MessagingService
 from .state.layout import state_dir
 
@@ -73,14 +74,16 @@ class Broker:
         self._tasks: list[asyncio.Task] = []
         self.gate: SendGate | None = None
         self.acl: Acl | None = None                 # users and policies (protection/acl.py)
+        self.quotas: Quotas | None = None           # byte-rate quotas (protection/quotas.py)
         self.refusals = Refusals()                  # calls refused by authentication / authorization
         self.member_credentials: MemberCredentials | None = None
     def _make_alarms(self, store: MessageStore) -> ResourceAlarms:
         c, sc = self.config, self.store_config
-        per_dir, base = sc.dir_thresholds(), sc.thresholds()
+        def ratios(d: str) -> tuple:            # the store's config now: the ratios change at run time
+            cfg = store.config
+            return cfg.dir_thresholds().get(os.path.normpath(d), cfg.thresholds())[1:3]
         read = store_disk_reader(store.disk.online_commitlog_dirs, [sc.root_dir, sc.consumequeue_path, sc.index_path],
-                                 store.fio.disk_usage,
-                                 lambda d: per_dir.get(os.path.normpath(d), base)[1:3])
+                                 store.fio.disk_usage, ratios)
         return ResourceAlarms(0, c.disk_free_limit_bytes or 2 * sc.segment_size_bytes, read_rss_bytes, read,
                               SystemClock(),
                               c.alarm_check_interval_ms_min / 1000, c.alarm_check_interval_ms_max / 1000)
@@ -160,6 +163,9 @@ class Broker:
         c = self.config
         first = User(c.access_key, c.secret_key, True) if c.auth_enabled else None
         self.acl = Acl(self.store.fio, state_dir(self.store_config.root_dir), first).load()
+        self.quotas = Quotas(self.store.fio, state_dir(self.store_config.root_dir), SystemClock(),
+                             c.quota_throttle_ms_max / 1000)
+        self.quotas.load()
         self.member_credentials = MemberCredentials(c)      # how this member calls the others (a group)
         self._loop = asyncio.get_running_loop()
         self._alarm_wake = asyncio.Event()
@@ -293,6 +299,9 @@ class Broker:
                                                                                    "a send", why)
         self._records = Records(self.store, service.consumption.arrivals, c.grpc_message_bytes_max,
                                 c.pull_records_bytes_max, service.got)
+        # the quotas: one table for every service this broker has (protection/quotas.py)
+        service.sends.quotas = service.pulls.quotas = service.consumption.quotas = self._records.quotas = self.quotas
+        service.quotas = self.quotas
         self._record_sends = RecordSends(service.sends)
         if self.observer is not None:
             service.puts.latency = self.observer.put_latency
@@ -358,6 +367,12 @@ class Broker:
             server, self._leader_server = self._leader_server, None
             await server.stop(0)
             await self._leader_port.close()
+
+    @property
+    def endpoint(self) -> str:
+        """This broker's endpoint as its group knows it (advertised_endpoint, else host:port)."""
+        c = self.config
+        return c.advertised_endpoint or f"{c.host}:{c.port}"
 
     def write_refusal(self) -> str | None:
         """Why this broker takes no writes as a member of its group (None: it takes them)."""

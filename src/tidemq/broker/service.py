@@ -9,9 +9,9 @@ Telemetry through deferred/transactions.py); ReceiveMessage / AckMessage /
 ChangeInvisibleDuration / ForwardMessageToDeadLetterQueue (pop consumption, durable,
 dead-letter queue, in order for FIFO consumer groups: consume/receive.py; auto-renewal
 of invisible time for the push consumers: consume/renew.py); PullMessage / QueryOffset /
-GetOffset / UpdateOffset (consume/pull.py). Every other RPC answers UNSUPPORTED with a
-message that says so (never gRPC UNIMPLEMENTED, never a hang): recall and lite topics
-come with their issues.
+GetOffset / UpdateOffset (consume/pull.py); RecallMessage (deferred/recall.py);
+SyncLiteSubscription (consume/lite.py: lite consumers; consume/select.py: what a lite consumer
+is handed, and priority messages first). Nothing answers gRPC UNIMPLEMENTED.
 
 The store is synchronous: puts run on a thread pool so a SYNC_FLUSH wait never
 blocks the event loop. Sends go through flow control first (protection/flow.SendGate:
@@ -28,24 +28,39 @@ from google.protobuf import duration_pb2
 
 from ..config import BrokerConfig
 from ..protocol.stubs import Code, pb, sgrpc, spb, status
+from ..record.codec import valid_topic
 from ..store import MessageStore
 from .consume.group_offsets import GroupOffsets
 from .consume.groups import GroupTable, retry_policy_pb
+from .consume.lite import LiteSubscriptions
 from .consume.pop_state import PopState
 from .consume.positions import consumed_positions
 from .consume.pull import Pull
 from .consume.receive import Consumption
 from .consume.renew import AutoRenew
+from .deferred import recall
 from .deferred.timer import Timer
 from .deferred.transactions import Transactions
 from .observe.outcomes import Outcomes
-from .produce.send_message import NOT_YET, MessageSends
-from .produce.send_path import SendPath, put_code
+from .produce.send_message import MessageSends
+from .produce.send_path import SendPath, lite_topic_problem, put_code
 from .protection.flow import SendGate
 from .puts import StorePuts
 from .sessions.clients import Clients
 from .sessions.telemetry import Sessions, client_id_of
 from .state.layout import migrate, state_dir
+
+
+ALL_TYPES = (pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION,
+             pb.MessageType.LITE, pb.MessageType.PRIORITY)
+
+
+def accepted_types(kind: str | None) -> list[int]:
+    """A route's accept_message_types for a topic of message type ``kind`` (store/topics.MessageKind;
+    the Python producer checks a send against them before it sends, the send path after)."""
+    if kind is None or kind == "mixed":
+        return list(ALL_TYPES)
+    return [getattr(pb.MessageType, kind.upper())]
 
 
 class MessagingService(sgrpc.MessagingServiceServicer):
@@ -103,6 +118,16 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         if group is not None and leading:
             self.sends.spread = group.spread
         self.send_messages = MessageSends(self.sends)
+        # lite topics (consume/lite.py) and priority messages (consume/select.py)
+        if replaces is not None:                  # a change of role: the clients' subscriptions stay
+            self.lite = replaces.lite
+            self.consumption.priority_topics |= replaces.consumption.priority_topics
+        else:
+            self.lite = LiteSubscriptions(config.lite_subscriptions_per_client_max,
+                                          lambda n: lite_topic_problem(n, config.lite_topic_bytes_max),
+                                          lambda cid: self.clients.alive(cid, store.clock.now_ms()))
+        self.consumption.lite = self.lite
+        self.sends.on_priority = self.consumption.priority_topics.add
 
     def close(self) -> None:
         self.puts.close()
@@ -154,9 +179,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             queues = group_queues(request.topic, n, self.group.view(), self.endpoint)
             return spb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
         broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self._endpoints(request.endpoints))
+        accept = accepted_types(self.store.message_type(topic))
         queues = [pb.MessageQueue(topic=request.topic, id=q, permission=pb.Permission.READ_WRITE, broker=broker,
-                                  accept_message_types=[pb.MessageType.NORMAL, pb.MessageType.FIFO,
-                                                        pb.MessageType.DELAY, pb.MessageType.TRANSACTION])
+                                  accept_message_types=accept)
                   for q in range(n)]
         return spb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
 
@@ -193,6 +218,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     async def NotifyClientTermination(self, request, context):
         """The client is gone: the messages the broker renews for it are released now (consume/renew.py)."""
         self.clients.terminated(client_id_of(context))
+        self.lite.forget(client_id_of(context))
         self.renewer.tick()
         return spb.NotifyClientTerminationResponse(status=status(Code.OK))
 
@@ -218,14 +244,25 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             out.subscription.fifo = gs.orderly
             if not s.subscription.long_polling_timeout.seconds:
                 out.subscription.long_polling_timeout.seconds = 20
+            if s.client_type in (pb.ClientType.LITE_SIMPLE_CONSUMER, pb.ClientType.LITE_PUSH_CONSUMER):
+                out.subscription.lite_subscription_quota = self.config.lite_subscriptions_per_client_max
+                out.subscription.max_lite_topic_size = self.config.lite_topic_bytes_max
         return out
 
     async def Telemetry(self, request_iterator, context):
         """Answer every settings command with OK and the merged settings, write orphan checks;
         keep the stream open until the client ends it or the broker stops (then it ends at once,
         not after the grace). See sessions/telemetry.py."""
-        async for cmd in self.sessions.serve(client_id_of(context), request_iterator, self.closing,
-                                             self.settings_reply):
+        cid = client_id_of(context)
+
+        def reply(settings: "pb.Settings") -> "pb.Settings":
+            if settings.client_type in (pb.ClientType.LITE_SIMPLE_CONSUMER, pb.ClientType.LITE_PUSH_CONSUMER):
+                # a lite consumer: its group takes the bind topic as lite topics from now on (none yet)
+                self.lite.declare(settings.subscription.group.name,
+                                  [e.topic.name for e in settings.subscription.subscriptions], cid)
+            return self.settings_reply(settings)
+
+        async for cmd in self.sessions.serve(cid, request_iterator, self.closing, reply):
             yield cmd
 
     # Send (produce/) -------------------------------------------------------------------------
@@ -270,7 +307,21 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         return self.pulls.update_offset(request)
 
     async def RecallMessage(self, request, context):
-        return spb.RecallMessageResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="recall")))
+        """Withdraw a DELAY message before its time (deferred/recall.py)."""
+        code, text, mid = recall.answer(request, self.timer, self.store, self.config.broker_name, self.leading)
+        return spb.RecallMessageResponse(status=status(code, text), message_id=mid)
 
     async def SyncLiteSubscription(self, request, context):
-        return spb.SyncLiteSubscriptionResponse(status=status(Code.UNSUPPORTED, NOT_YET.format(what="lite topics")))
+        """A lite consumer's lite topics (consume/lite.py); the bind topic must exist."""
+        topic, group = request.topic.name, request.group.name
+        if not group or not valid_topic(group):
+            return spb.SyncLiteSubscriptionResponse(status=status(Code.ILLEGAL_CONSUMER_GROUP, f"bad group {group!r}"))
+        if not valid_topic(topic) or self.store.queue_count(topic) == 0:
+            return spb.SyncLiteSubscriptionResponse(status=status(Code.TOPIC_NOT_FOUND,
+                                                                  f"topic {topic!r} does not exist"))
+        meta = dict(context.invocation_metadata() or ())
+        code, text = self.lite.sync(group, topic, client_id_of(context), request.action, list(request.lite_topic_set),
+                                    python_quirk=meta.get("x-mq-language", "").upper() == "PYTHON")
+        if code == Code.OK:
+            self.consumption.notify_arrival()        # waiting receives of the group look again
+        return spb.SyncLiteSubscriptionResponse(status=status(code, text))

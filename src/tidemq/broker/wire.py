@@ -6,6 +6,10 @@ indexed and is the message id on delivery), the message group as ``__SHARDINGKEY
 (RocketMQ's name), the type as ``__MSGTYPE``, and the born host string as ``__BORNHOST``
 when it is not an ipv4 address. Body encoding GZIP is sys flag bit 0x1 (RocketMQ's
 COMPRESSED_FLAG). A FIFO message's group picks its queue (:func:`fifo_queue`, in the send path).
+Kept too, as properties (RocketMQ's names where it has them), and given back on delivery: the
+trace context (``TRACE_CONTEXT``), a transaction message's orphan recovery time
+(``CHECK_IMMUNITY_TIME_IN_SECONDS``, RocketMQ's, whole seconds rounded up), a LITE message's lite
+topic (``__LITE_TOPIC``) and a PRIORITY message's priority (``__PRIORITY``).
 
 Store -> wire (:func:`to_wire`, a delivered message): the properties above become system
 properties again; the ones the broker writes itself (INTERNAL) are not shown to the
@@ -32,11 +36,21 @@ PROP_ORIGIN_TOPIC = "ORIGIN_TOPIC"      # a dead letter's topic before %DLQ%<gro
 PROP_MESSAGE_GROUP = "__SHARDINGKEY"
 PROP_MESSAGE_TYPE = "__MSGTYPE"
 PROP_BORN_HOST = "__BORNHOST"
+PROP_TRACE_CONTEXT = "TRACE_CONTEXT"
+PROP_ORPHAN_CHECK_S = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+PROP_LITE_TOPIC = "__LITE_TOPIC"
+PROP_PRIORITY = "__PRIORITY"
 SYS_FLAG_COMPRESSED = 0x1
 
-SUPPORTED_TYPES = (MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION)
+SUPPORTED_TYPES = (MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION,
+                   MessageType.LITE, MessageType.PRIORITY)
 INTERNAL = frozenset((PROP_TAGS, PROP_KEYS, PROP_UNIQ_KEY, PROP_MESSAGE_GROUP, PROP_MESSAGE_TYPE, PROP_BORN_HOST,
-                      PROP_DELIVER_MS, *PARKING))
+                      PROP_DELIVER_MS, PROP_TRACE_CONTEXT, PROP_ORPHAN_CHECK_S, PROP_LITE_TOPIC, PROP_PRIORITY,
+                      *PARKING))
+# SystemProperties fields (by number) the common message never has: encoded_one leaves a message with
+# any of them to to_store (as tidemq._accel.send_one does: it takes none of them)
+_NOT_ONE = ("trace_context", "orphaned_transaction_recovery_duration", "dead_letter_queue", "lite_topic",
+            "priority")
 
 
 def fifo_queue(message_group: str, queue_count: int) -> int:
@@ -55,6 +69,15 @@ def to_store(m: "pb.Message") -> Message:
     if sp.HasField("message_group") and sp.message_group:
         props[PROP_MESSAGE_GROUP] = sp.message_group
     props[PROP_MESSAGE_TYPE] = MESSAGE_TYPE_NAMES.get(sp.message_type or MessageType.NORMAL, "NORMAL")
+    if sp.HasField("trace_context") and sp.trace_context:
+        props[PROP_TRACE_CONTEXT] = sp.trace_context
+    if sp.HasField("orphaned_transaction_recovery_duration"):
+        d = sp.orphaned_transaction_recovery_duration
+        props[PROP_ORPHAN_CHECK_S] = str(max(0, d.seconds + (1 if d.nanos > 0 else 0)))
+    if sp.HasField("lite_topic"):
+        props[PROP_LITE_TOPIC] = sp.lite_topic
+    if sp.HasField("priority"):
+        props[PROP_PRIORITY] = str(sp.priority)
     born_host = None
     if sp.born_host:
         if is_ipv4(sp.born_host):
@@ -95,7 +118,7 @@ def encoded_one(m: "pb.Message") -> tuple | None:
     __MSGTYPE, TAGS), in the same order, the same bytes (MessageStore.put_encoded's entry)."""
     sp = m.system_properties
     if (sp.message_type not in ONE_TYPES or m.user_properties or sp.keys or sp.HasField("message_group")
-            or sp.HasField("delivery_timestamp")):
+            or sp.HasField("delivery_timestamp") or any(sp.HasField(f) for f in _NOT_ONE)):
         return None
     mid, body = sp.message_id, m.body
     if not mid or not body or not check_property_text(mid):
@@ -112,6 +135,17 @@ def encoded_one(m: "pb.Message") -> tuple | None:
             return None
         props = f"{props}{PROP_TAGS}\x01{tags}\x02"
     return m.topic.name, (body, props.encode("utf-8")), mid, born_ms_of(sp), host or None, sys_flag_of(sp)
+
+
+def priority_of(props) -> int | None:
+    """A stored message's priority (None: not a PRIORITY message, or a value that is not one)."""
+    p = props.get(PROP_PRIORITY)
+    if p is None:
+        return None
+    try:
+        return int(p)
+    except ValueError:
+        return None
 
 
 # Store -> wire ----------------------------------------------------------------------------
@@ -151,5 +185,17 @@ def to_wire(m: StoredMessage, attempt: int, handle: str, invisible_ms: int) -> "
     origin = props.get(PROP_ORIGIN_TOPIC)
     if origin and m.topic.startswith(DLQ_PREFIX):     # a dead letter: where it came from (receive.py _to_dlq)
         sp.dead_letter_queue.CopyFrom(pb.DeadLetterQueue(topic=origin, message_id=m.msg_id))
+    trace = props.get(PROP_TRACE_CONTEXT)
+    if trace:
+        sp.trace_context = trace
+    orphan = props.get(PROP_ORPHAN_CHECK_S)
+    if orphan and orphan.isdigit():
+        sp.orphaned_transaction_recovery_duration.seconds = int(orphan)
+    lite = props.get(PROP_LITE_TOPIC)
+    if lite:
+        sp.lite_topic = lite
+    prio = priority_of(props)
+    if prio is not None:
+        sp.priority = prio
     return pb.Message(topic=pb.Resource(name=m.topic), body=m.body, system_properties=sp,
                       user_properties={k: v for k, v in props.items() if k not in INTERNAL})

@@ -154,10 +154,13 @@ def fail_call(endpoint: str, e, tls: bool) -> None:
     fail(f"broker at {endpoint}: {e.code().name}: {e.details()}" + (f" ({hint})" if hint else ""), code=2)
 
 
-def admin_call(endpoint: str, method: str, request: dict | None = None, config_file: str | None = None) -> dict:
+def admin_call(endpoint: str, method: str, request: dict | None = None, config_file: str | None = None,
+               check: bool = True) -> dict:
     """Call the broker's admin service, signed and over TLS as this command's client settings say
     (client_config). A refusal exits 1 with its code and error (FORBIDDEN: what this user may not do,
-    or what nobody may); UNAUTHORIZED (who you are) and a broker that cannot be reached exit 2."""
+    or what nobody may); UNAUTHORIZED (who you are) and a broker that cannot be reached exit 2.
+    ``check=False``: the answer as it is, refusals included, and a broker that cannot be reached as
+    {"ok": False, "code": "UNREACHABLE", "error"} (the cluster-wide views: cli/cluster_admin.py)."""
     import time
 
     import grpc
@@ -175,7 +178,11 @@ def admin_call(endpoint: str, method: str, request: dict | None = None, config_f
     try:
         r = call(endpoint, method, request, metadata=md, tls=tls or False)
     except grpc.RpcError as e:
+        if not check:
+            return {"ok": False, "code": "UNREACHABLE", "error": f"broker at {endpoint}: {e.code().name}: {e.details()}"}
         fail_call(endpoint, e, tls is not None)
+    if not check:
+        return r
     if not r.get("ok"):
         code = r.get("code")
         if code == "UNAUTHORIZED":

@@ -17,13 +17,14 @@ SUBCOMMANDS = {
     "verify": ("tidemq.cli.verify", "verify", "check a store: segments, CRCs, consume queues, index"),
     "disk": ("tidemq.cli.disk", "disk", "disk usage, flags, cleanup and the forecast of a store"),
     "group": ("tidemq.cli.group", "group", "consumer groups of a running broker: lag per queue, reset offsets"),
+    "quota": ("tidemq.cli.quota", "quota", "byte-rate quotas per user, client id or topic: set, list"),
     "query": ("tidemq.cli.query", "query", "find messages by key, id, commit-log offset or queue and time"),
     "receive": ("tidemq.cli.receive", "receive", "print messages of a topic (a group's, or from an offset)"),
     "replication": ("tidemq.cli.replication", "replication", "broker groups: role and lag, failover by hand"),
     "send": ("tidemq.cli.send", "send", "send messages (arguments or stdin lines) to a running broker"),
     "status": ("tidemq.cli.status", "status", "a running broker at a glance; exit 1 while writes are refused"),
     "serve": ("tidemq.cli.serve", "serve", "run the broker (RocketMQ 5 gRPC protocol) over the store"),
-    "topic": ("tidemq.cli.topic", "topic", "create, list topics; a topic's queues and groups (status)"),
+    "topic": ("tidemq.cli.topic", "topic", "create, list topics; a topic's queues, groups (status), own settings (config)"),
     "user": ("tidemq.cli.user", "user", "users of a running broker: create, list, delete"),
 }
 

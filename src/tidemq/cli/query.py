@@ -32,7 +32,23 @@ def query(topic, key, msg_id, offset, queue, ts, n, endpoint, config_file, as_js
         given.update(queue=queue, timestamp_ms=ts)
     if len(set(given) - {"timestamp_ms"}) != 1:
         raise click.UsageError("give one of --key, --id, --offset, --queue with --time")
-    msgs = admin_call(endpoint, "Query", {"topic": topic, "max": n, **given}, config_file)["messages"]
+    from .cluster_admin import Cluster, unreachable
+    req = {"topic": topic, "max": n, **given}
+    cluster = Cluster.of(endpoint, config_file)
+    owners = cluster.owners(topic) if cluster is not None else None
+    lost: list[str] = []
+    if owners:      # a topic spread over broker groups: the group owning the queue, else every owning group
+        groups = [g for g, q in owners.items() if queue in q] if queue is not None else list(owners)
+        answers = cluster.ask(groups, "Query", req)
+        lost = unreachable(answers)
+        refused = [f"{g}: {r.get('error')}" for g, r in answers.items() if not r.get("ok") and g not in
+                   {x.split(":")[0] for x in lost}]
+        if refused and not any(r.get("ok") for r in answers.values()):
+            fail("; ".join(refused), code=1)
+        msgs = sorted((dict(m, broker_group=g) for g, r in answers.items() if r.get("ok") for m in r["messages"]),
+                      key=lambda m: -m["store_timestamp_ms"])[:n]
+    else:
+        msgs = admin_call(endpoint, "Query", req, config_file)["messages"]
     if as_json:
         emit_json(msgs)
     else:
@@ -41,5 +57,7 @@ def query(topic, key, msg_id, offset, queue, ts, n, endpoint, config_file, as_js
               [[m["queue"], m["queue_offset"], m["commitlog_offset"], m["msg_id"], m["tags"] or "",
                 ",".join(m["keys"]), m["store_timestamp_ms"], m["body"],
                 " ".join(f"{k}={v}" for k, v in m["properties"].items())] for m in msgs])
+    if lost:
+        fail("could not reach broker group(s) " + "; ".join(lost) + " (their messages are missing)", code=1)
     if not msgs:
         fail("no message found", code=1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import click
@@ -29,7 +30,8 @@ from .common import config_option, load_store_config, quiet_logs, root_option
 @click.option("--leader-port", type=int, default=None, envvar="TIDEMQ_LEADER_PORT",
               help="port served only while this broker leads its group (the group's write endpoint)")
 @click.option("--coordinator", default=None, envvar="TIDEMQ_COORDINATOR",
-              help="ZooKeeper HOST:PORT[,...][/chroot] electing the group's leader (automatic failover)")
+              help="ZooKeeper [digest:USER@]HOST:PORT[,...][/chroot] electing the group's leader (automatic "
+                   "failover); USER's password: TIDEMQ_COORDINATOR_PASSWORD")
 @click.option("-v", "--verbose", is_flag=True)
 def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create_topics, broker_group, role,
           leader_endpoint, leader_port, coordinator, verbose) -> None:
@@ -44,7 +46,6 @@ def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create
     from ..broker.server import event_loop_runner, serve as run
 
     quiet_logs(verbose)
-    import logging
     logging.getLogger("tidemq.audit").setLevel(logging.INFO)    # every admin change, whatever the verbosity
     store_overrides = {} if auto_create_topics is None else {"auto_create_topics": auto_create_topics}
     store_cfg = load_store_config(root, config_file, remembered=False, **store_overrides)
@@ -58,9 +59,14 @@ def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create
     try:
         cfg = BrokerConfig.load(toml_path=config_file, section="broker", **overrides)
         rcfg = ReplicationConfig.load(toml_path=config_file, section="replication", **repl)
+        if role is not None and not rcfg.broker_group:     # (leader is the default: only the flag tells)
+            raise ConfigError(f"--role {role} only means something in a broker group: give --group NAME, or "
+                              f"leave it out for one broker without replication")
         runner = event_loop_runner(cfg.event_loop)
     except (ConfigError, OSError) as e:
         raise click.ClickException(str(e)) from e
+    if cfg.log_level:
+        logging.getLogger("tidemq").setLevel(cfg.log_level)
     check_root(store_cfg.root_dir)
     said = StartReporter()
     try:

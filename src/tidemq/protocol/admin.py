@@ -17,9 +17,13 @@ NOT_FOUND, FORBIDDEN, NOT_LEADER).
                                                                   topic's is evict, an existing one's stays)
                                                                   (+ "owners": {group: [queue ids]} with
                                                                   groups: the queues spread over those broker
-                                                                  groups, kept in the coordinator)
-    ListTopics      {}                                          {"topics": [{"topic", "space_policy", "queues":
-                                                                  [{"id", "min_offset", "max_offset"}]}]}
+                                                                  groups, kept in the coordinator); + "note"
+                                                                  when fewer queues were asked than the topic
+                                                                  has (queues are never taken away)
+    ListTopics      {}                                          {"topics": [{"topic", "space_policy", "system":
+                                                                  bool, "messages", "bytes", "bytes_exact",
+                                                                  "settings", "queues": [{"id", "min_offset",
+                                                                  "max_offset"}]}]}
     DiskStatus      {}                                          {"status": the store's disk status}
     DeleteExpired   {}                                          {} (the cleaner is triggered)
     Alarms          {}                                          {"alarms": ALARMS}
@@ -50,12 +54,41 @@ ALARMS: {"memory": ALARM, "disk": ALARM, "refusal": str | null, "checks": int,
                                                                   "groups": [{"group", "lag", "inflight"}]}
     Config          {}                                          {"store": {name: value}, "broker": {name:
                                                                   value}} (secrets as "***")
-    DeleteTopic     {"topic": str}                              {"topic", "queues", "messages", "log_end"}:
+    DeleteTopic     {"topic": str, "forget_topology": bool}     {"topic", "queues", "messages", "log_end"}:
                                                                   queues deleted, records dead in the log
-                                                                  until cleanup, groups' offsets dropped
+                                                                  until cleanup, groups' offsets dropped;
+                                                                  forget_topology: only the coordinator's
+                                                                  entry of a spread topic goes (sent after
+                                                                  every owning group deleted its part)
     ResetGroup      {"group": str, "topic": str, "to":          {"reset": [{"topic", "queue", "kind",
-                    "earliest" | "latest" | int (>= 10**12: a     "from", "to"}]}: pull offsets and pop
-                    time in ms, else an offset)}                  cursors (in-flight messages forgotten)
+                    "earliest" | "latest" | int (>= 10**12: a     "from", "to"}], "dry_run": bool}: pull
+                    time in ms, else an offset), or               offsets and pop cursors (in-flight messages
+                    "timestamp_ms": int, or "offsets":            forgotten); a group that never consumed here
+                    {queue id: offset}; "dry_run": bool,          is NOT_FOUND (a reset creates no group); one
+                    "force": bool}                                with live consumers is refused BUSY unless
+                                                                  force (Kafka refuses a reset of an active
+                                                                  group); dry_run: what would change, nothing
+                                                                  changed
+
+    SetConfig       {"name": str, "value": any}                 {"name", "section", "before", "value"}: a
+                                                                  setting of broker_live_settings changed until
+                                                                  the broker restarts, checked as a start checks
+                                                                  it (UNKNOWN_SETTING with "did you mean",
+                                                                  RESTART_NEEDED, BAD_REQUEST for a value)
+    TopicConfig     {"topic": str, "set": {name: value | null}   {"topic", "settings": {retention_hours,
+                    (optional: without it, the settings shown)}   retention_bytes, max_message_bytes: value or
+                                                                  null (the store's)}, "space_policy", "store":
+                                                                  {the store's defaults}}; null or "default"
+                                                                  unsets one (kept in the broker state, copied
+                                                                  to followers)
+
+    SetQuota        {one of "user", "client_id", "topic": str,  {"entity": "user:U" | "client:C" | "topic:T",
+                    "produce_bytes_per_s": int, "fetch_bytes_     "quota": {"produce", "fetch"}}: bytes per
+                    per_s": int} (0: none; absent: unchanged)     second, live, in the broker state
+    ListQuotas      {}                                          {"quotas": {entity: {"produce", "fetch"}},
+                                                                  "stats": [{"entity", "direction",
+                                                                  "bytes", "throttled", "throttled_seconds",
+                                                                  "refused"}]}
 
     Archive         {}                                          {"manifest", "dest": str | null, "runs":
                                                                   [str], "gaps_file", "gaps": int}: where
@@ -157,12 +190,18 @@ LIST_ACL = "ListAcl"
 CREATE_GROUP = "CreateGroup"
 UPDATE_GROUP = "UpdateGroup"
 DELETE_GROUP = "DeleteGroup"
+SET_CONFIG = "SetConfig"
+TOPIC_CONFIG = "TopicConfig"
+SET_QUOTA = "SetQuota"
+LIST_QUOTAS = "ListQuotas"
 METHODS = (CREATE_TOPIC, LIST_TOPICS, DISK_STATUS, DELETE_EXPIRED, ALARMS, SET_ALARM_LIMITS, STATUS, GROUPS, QUERY,
            TOPIC_STATUS, CONFIG, RESET_GROUP, DELETE_TOPIC, ARCHIVE, REPLICATION, PROMOTE, FOLLOW, CLUSTER,
-           CREATE_USER, DELETE_USER, LIST_USERS, GRANT, REVOKE, LIST_ACL, CREATE_GROUP, UPDATE_GROUP, DELETE_GROUP)
+           CREATE_USER, DELETE_USER, LIST_USERS, GRANT, REVOKE, LIST_ACL, CREATE_GROUP, UPDATE_GROUP, DELETE_GROUP,
+           SET_CONFIG, TOPIC_CONFIG, SET_QUOTA, LIST_QUOTAS)
 # the methods that change something (each logged in an audit line: who, what, from where)
 CHANGES = frozenset((CREATE_TOPIC, DELETE_EXPIRED, SET_ALARM_LIMITS, RESET_GROUP, DELETE_TOPIC, PROMOTE, FOLLOW,
-                     CREATE_USER, DELETE_USER, GRANT, REVOKE, CREATE_GROUP, UPDATE_GROUP, DELETE_GROUP))
+                     CREATE_USER, DELETE_USER, GRANT, REVOKE, CREATE_GROUP, UPDATE_GROUP, DELETE_GROUP, SET_CONFIG,
+                     TOPIC_CONFIG, SET_QUOTA))
 SECRET_FIELDS = frozenset(("secret_key",))      # never written to a log
 TIMESTAMP_MS_MIN = 10**12          # --to: a number from here on is a time in ms, below it an offset
 QUERY_MAX = 64                     # the default of BrokerConfig.query_messages_max
@@ -182,6 +221,9 @@ class Refusal(str, enum.Enum):
     NOT_LEADER = "NOT_LEADER"            # a follower: topics and offsets are the leader's (the error names it)
     UNAUTHORIZED = "UNAUTHORIZED"        # no signature, or not one of a known user's (who you are)
     EXISTS = "EXISTS"                    # a user (a group's settings) of that name exists already
+    UNKNOWN_SETTING = "UNKNOWN_SETTING"  # SetConfig: no setting of that name (the error says which is close)
+    RESTART_NEEDED = "RESTART_NEEDED"    # SetConfig: a setting that changes only with a restart
+    BUSY = "BUSY"                        # ResetGroup: the group has live consumers (force to reset anyway)
 ALARM_LIMITS = ("memory_high_watermark_bytes", "memory_high_watermark_ratio", "disk_free_limit_bytes")
 
 
@@ -207,7 +249,8 @@ def is_bad(req) -> bool:
 
 def create_topic_request(req: dict) -> tuple[str, int | None, str | None]:
     """(name, queues or None, space policy or None) of a CreateTopic request; ValueError when it is
-    not one. No queues: QUEUES_DEFAULT for a new topic, an existing one keeps its count."""
+    not one. No queues: QUEUES_DEFAULT for a new topic, an existing one keeps its count. (Its
+    ``message_type``: message_type_of.)"""
     if not isinstance(req, dict):
         raise ValueError("a request is a JSON object")
     if isinstance(req.get("queues"), str) and req["queues"].isdigit() and len(req["queues"]) < 12:
@@ -216,6 +259,18 @@ def create_topic_request(req: dict) -> tuple[str, int | None, str | None]:
     if policy is not None and policy not in SPACE_POLICIES:
         raise ValueError(f"space_policy is one of {', '.join(SPACE_POLICIES)}")
     return _name(req, "name"), _int(req, "queues", 1, 1 << 31) if "queues" in req else None, policy
+
+
+MESSAGE_TYPES = ("normal", "fifo", "delay", "transaction", "mixed")
+
+
+def message_type_of(req: dict) -> str | None:
+    """The ``message_type`` a CreateTopic request sets (None: a new topic's is mixed, an existing
+    one's stays); ValueError naming the choices."""
+    t = req.get("message_type")
+    if t is not None and (not isinstance(t, str) or t.lower() not in MESSAGE_TYPES):
+        raise ValueError(f"message_type is one of {', '.join(MESSAGE_TYPES)}")
+    return t.lower() if t is not None else None
 
 
 def alarm_limits(req: dict) -> dict:
@@ -293,14 +348,80 @@ def query_request(req: dict, max_limit: int = QUERY_MAX) -> tuple[str, str, obje
     return topic, by, what, n
 
 
-def reset_request(req: dict) -> tuple[str, str, str | int]:
-    """(group, topic, to) of a ResetGroup request; ValueError saying what is wrong when it is not one."""
+QUEUE_OFFSETS_MAX = 65_536          # queues one ResetGroup "offsets" may name
+
+
+def reset_request(req: dict) -> tuple[str, str, str | int | dict, bool, bool]:
+    """(group, topic, to, dry_run, force) of a ResetGroup request; ``to`` is "earliest", "latest",
+    an offset, a time in ms (an int >= TIMESTAMP_MS_MIN, or {"timestamp_ms": int} from "timestamp_ms"),
+    or {queue id: offset} (from "offsets"); ValueError saying what is wrong when it is not one."""
     if not isinstance(req, dict):
         raise ValueError("a request is a JSON object")
-    to = req.get("to")
-    if to not in ("earliest", "latest"):
-        to = _int(req, "to")
-    return _name(req, "group"), _name(req, "topic"), to
+    given = [k for k in ("to", "timestamp_ms", "offsets") if k in req]
+    if len(given) != 1:
+        raise ValueError(f"give exactly one of to, timestamp_ms, offsets (got {given or 'none'})")
+    if "offsets" in req:
+        offs = req["offsets"]
+        if not isinstance(offs, dict) or not offs or len(offs) > QUEUE_OFFSETS_MAX:
+            raise ValueError("offsets is {queue id: offset}, at least one")
+        to: str | int | dict = {}
+        for q, o in offs.items():
+            if not (isinstance(q, str) and q.isdigit() and len(q) < 7) or isinstance(o, bool) \
+                    or not isinstance(o, int) or not 0 <= o < 1 << 62:
+                raise ValueError(f"offsets: {q!r}={o!r}: a queue id and an offset >= 0")
+            to[int(q)] = o
+    elif "timestamp_ms" in req:
+        to = {"timestamp_ms": _int(req, "timestamp_ms", 0, 1 << 62)}
+    else:
+        to = req.get("to")
+        if to not in ("earliest", "latest"):
+            to = _int(req, "to")
+    flags = []
+    for k in ("dry_run", "force"):
+        v = req.get(k, False)
+        if not isinstance(v, bool):
+            raise ValueError(f"{k} is true or false")
+        flags.append(v)
+    return _name(req, "group"), _name(req, "topic"), to, flags[0], flags[1]
+
+
+def set_config_request(req: dict) -> tuple[str, object]:
+    """(name, value) of a SetConfig request; ValueError when it is not one."""
+    if not isinstance(req, dict) or "value" not in req:
+        raise ValueError("give name and value")
+    v = req["value"]
+    if not isinstance(v, (str, int, float, bool)) or (isinstance(v, str) and len(v) > 4096):
+        raise ValueError("value is a string, a number or true / false")
+    return _name(req, "name"), v
+
+
+def quota_request(req: dict) -> tuple[str, str, int | None, int | None]:
+    """(kind: user | client | topic, name, produce or None, fetch or None) of a SetQuota request."""
+    if not isinstance(req, dict):
+        raise ValueError("a request is a JSON object")
+    given = [k for k in ("user", "client_id", "topic") if k in req]
+    if len(given) != 1:
+        raise ValueError(f"give exactly one of user, client_id, topic (got {given or 'none'})")
+    rates = []
+    for k in ("produce_bytes_per_s", "fetch_bytes_per_s"):
+        rates.append(_int(req, k, 0, 1 << 50) if k in req else None)
+    if rates == [None, None]:
+        raise ValueError("give produce_bytes_per_s and / or fetch_bytes_per_s (0: none)")
+    kind = {"user": "user", "client_id": "client", "topic": "topic"}[given[0]]
+    return kind, _name(req, given[0]), rates[0], rates[1]
+
+
+def topic_config_request(req: dict) -> tuple[str, dict | None]:
+    """(topic, changes or None: show) of a TopicConfig request; ValueError when it is not one."""
+    if not isinstance(req, dict):
+        raise ValueError("a request is a JSON object")
+    changes = req.get("set")
+    if changes is not None:
+        if not isinstance(changes, dict) or not changes or len(changes) > 16 or not all(
+                isinstance(k, str) and (v is None or isinstance(v, (str, int, float)) and not isinstance(v, bool))
+                for k, v in changes.items()):
+            raise ValueError("set is {setting: value or null}, at least one")
+    return _name(req, "topic"), changes
 
 
 def topic_request(req: dict) -> str:

@@ -50,6 +50,7 @@ from .mapped_file import MappedFile
 from .recovery import correct_min_offset
 from .segment_queue import SegmentQueue
 from .segment_state import SegmentState
+from .topic_retention import TopicRetention
 
 log = logging.getLogger("tidemq.store")
 
@@ -133,9 +134,11 @@ class CommitLogCleaner:
     def __init__(self, config: StoreConfig, segments: SegmentQueue, disk: DiskMonitor, clock: Clock,
                  archive: ArchiveGuard | None = None,
                  on_deleted: Callable[[MappedFile], None] | None = None,
-                 backlog: BacklogGuard | None = None) -> None:
-        """``backlog``: the space policy's guard and the per-group loss report (None: neither)."""
+                 backlog: BacklogGuard | None = None, retention: TopicRetention | None = None) -> None:
+        """``backlog``: the space policy's guard and the per-group loss report (None: neither);
+        ``retention``: the topics' own retention (topic_retention.py; None: the store's alone)."""
         self.config = config
+        self.retention = retention
         self.segments = segments
         self.disk = disk
         self.clock = clock
@@ -152,6 +155,11 @@ class CommitLogCleaner:
         self.backlog = backlog
         self.hold: Hold | None = None        # set by a round that kept a segment for space_policy=refuse
         self.evicted_by_group: dict[tuple[str, str], int] = {}   # (group, topic) -> messages lost since start
+
+    def reconfigure(self, config: StoreConfig) -> None:
+        """Retention, delete_when, the batch and pauses changed at run time: from the next round on."""
+        self.hours = config.delete_hours()
+        self.config = config
 
     def trigger_manual(self) -> None:
         """RocketMQ's `deleteExpiredCommitLog`: the next rounds delete expired segments now."""
@@ -253,12 +261,20 @@ class CommitLogCleaner:
             if len(rnd.deleted) >= cfg.delete_file_batch_max:
                 break
             expired = now >= mf.last_store_timestamp_ms + reserved_ms
+            held_by = None
+            if self.retention is not None and self.retention.topics.with_settings():
+                # the topics' own retention: the segment goes when every topic in it allows it
+                held_by = self.retention.holds(mf.start_offset + mf.size, mf.last_store_timestamp_ms, now, expired)
+                expired = held_by is None
             if not expired and not rnd.clean_immediately:
                 if rnd.why_not is None:
+                    whose = (f"topic {held_by}'s retention keeps it (its own retention_hours / retention_bytes, "
+                             f"or the store's file_reserved_time_hours="
+                             f"{cfg.file_reserved_time_hours:g})") if held_by not in (None, "store") else \
+                        f"file_reserved_time_hours={cfg.file_reserved_time_hours:g}"
                     rnd.not_freed(NotFreed.NOTHING_EXPIRED,
                                   f"nothing expired: the oldest segment {mf.path} is "
-                                  f"{(now - mf.last_store_timestamp_ms) / 3_600_000:.1f} h old, "
-                                  f"file_reserved_time_hours={cfg.file_reserved_time_hours:g}")
+                                  f"{(now - mf.last_store_timestamp_ms) / 3_600_000:.1f} h old, {whose}")
                 break
             if not expired and self.backlog is not None:
                 hold = self.backlog.hold(mf)

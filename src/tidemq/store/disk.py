@@ -189,6 +189,14 @@ class DiskMonitor:
         # forecast then says the warning ratio's time is now, as while the store refuses writes
         self.writes_held: str | None = None
 
+    def set_thresholds(self, config: StoreConfig) -> None:
+        """The three ratios changed at run time (`tidemq config set`): every directory without a ratio
+        of its own (per_dir_thresholds) takes the new ones; checked from the next disk check on."""
+        base, per_dir = config.thresholds(), config.dir_thresholds()
+        self.config = config
+        for st in self.dirs.values():
+            st.thresholds_percent = per_dir.get(os.path.normpath(st.path), base)
+
     # Markers and offline directories --------------------------------------------------
     def write_markers(self) -> None:
         for d, st in self.dirs.items():

@@ -330,8 +330,10 @@ class StoreReader:
         return m if limit is None or m.commitlog_offset + m.store_size <= limit else None
 
     def query_by_key(self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0,
-                     end_ms: int | None = None) -> list[codec.StoredMessage]:
-        """By the index; entries of cleaned segments, other topics and hash collisions are skipped."""
+                     end_ms: int | None = None, whole_log: bool = False) -> list[codec.StoredMessage]:
+        """By the index; entries of cleaned segments, other topics and hash collisions are skipped.
+        ``whole_log``: past readable_limit too (the broker looking for its own records: a resend's
+        earlier store, which it answers once store.confirm says so; never a consumer)."""
         if self.index is None:
             return []
         end_ms = end_ms if end_ms is not None else (1 << 62)
@@ -339,7 +341,9 @@ class StoreReader:
         for phys in self.index.lookup(f"{topic}#{key}", max_count * 2 + 8, begin_ms, end_ms):
             if phys < self.segments.min_offset or self.topics.is_dead(topic, phys):
                 continue
-            m = self._readable(self.commit_log.read_message(phys))
+            m = self.commit_log.read_message(phys)
+            if not whole_log:
+                m = self._readable(m)
             if m is None or m.topic != topic or not (begin_ms <= m.store_timestamp_ms <= end_ms):
                 continue
             if key in m.keys or m.properties.get(PROP_UNIQ_KEY) == key:

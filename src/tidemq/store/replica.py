@@ -53,6 +53,7 @@ log = logging.getLogger("tidemq.store")
 _DISPATCH_FIELDS = struct.Struct(">ii4xi4xq56xi")     # TOTALSIZE, MAGIC, QUEUEID, QUEUEOFFSET, BODYLEN
 assert _DISPATCH_FIELDS.size == codec.OFF_BODY and codec.OFF_QUEUEID == 12 and codec.OFF_BODYLEN == 84
 _OFF_TOPIC = codec.OFF_BODY + codec.TOPIC_LEN.size      # + body length: the topic (its length byte just before)
+HOLE = UNIT.pack(0, 0, 0)       # a consume-queue unit of size 0: a message lost (dispatch.py's)
 _TAGS, _KEYS, _UNIQ = (codec.prop_name(n) for n in (codec.PROP_TAGS, codec.PROP_KEYS, codec.PROP_UNIQ_KEY))
 
 
@@ -60,10 +61,11 @@ class ReplicaError(Exception):
     """Bytes a follower refuses to write (not at its log's end, damaged, not whole records)."""
 
 
-def check_frame(data, offset: int, segment_size: int) -> int:
+def check_frame(data, offset: int, segment_size: int) -> tuple[int, bool]:
     """Check that ``data`` (the log's bytes from ``offset``) is whole, intact records within one
-    segment, a BLANK only at that segment's end; the store timestamp of its last record (0: none).
-    ReplicaError saying what is wrong otherwise."""
+    segment, a BLANK only last, ending that segment (given whole, or by its 8-byte header alone:
+    ``read_span``'s way); (the store timestamp of its last record (0: none), whether it ends the
+    segment with a BLANK). ReplicaError saying what is wrong otherwise."""
     seg_start = offset - offset % segment_size
     limit = segment_size - (offset - seg_start)          # room left in the segment
     if len(data) > limit:
@@ -72,9 +74,9 @@ def check_frame(data, offset: int, segment_size: int) -> int:
     while pos < n:
         size, magic = SIZE_MAGIC.unpack_from(data, pos) if pos + 8 <= n else (0, 0)
         if magic == BLANK_MAGIC:
-            if pos + size != n or size != limit - pos:
+            if pos + size != n and pos + SIZE_MAGIC.size != n or size != limit - pos:
                 raise ReplicaError(f"BLANK at {offset + pos} does not end segment {seg_start}")
-            return last_ts
+            return last_ts, True
         if magic != MAGIC or pos + size > n:
             raise ReplicaError(f"no whole record at {offset + pos}")
         kind, size = codec.check_record(data, pos, n, verify_crc=False)
@@ -84,15 +86,17 @@ def check_frame(data, offset: int, segment_size: int) -> int:
             raise ReplicaError(f"record at {offset + pos} says it is at another offset")
         last_ts = codec.I64.unpack_from(data, pos + OFF_STORETIMESTAMP)[0]
         pos += size
-    return last_ts
+    return last_ts, False
 
 
 class ReplicaLog:
     def __init__(self, segments: SegmentQueue, commit_log: CommitLog, queues: ConsumeQueueTable,
                  index: IndexService | None, dispatcher: Dispatcher, topics: TopicTable, epochs: EpochFile,
-                 put_lock: threading.Lock, restore_topics, flush_after_append: bool) -> None:
+                 put_lock: threading.Lock, restore_topics, flush_after_append: bool,
+                 checkpoint_below=lambda end: None) -> None:
         """``restore_topics``: adds topics the consume queues know and the table does not (the
-        store's); ``flush_after_append``: fsync before append returns (SYNC_FLUSH)."""
+        store's); ``flush_after_append``: fsync before append returns (SYNC_FLUSH);
+        ``checkpoint_below(end)``: the checkpoint made to claim nothing past ``end`` (before a cut; None after it)."""
         self.segments = segments
         self.commit_log = commit_log
         self.queues = queues
@@ -103,7 +107,11 @@ class ReplicaLog:
         self.put_lock = put_lock
         self._restore_topics = restore_topics
         self.flush_after_append = flush_after_append
+        self._checkpoint_below = checkpoint_below
         self.appended_bytes = 0
+        self.raw_bytes = 0                 # bytes copied as they are (append_raw): damage on the leader
+        self.raw_regions = 0
+        self._after_raw = False
 
     @property
     def end(self) -> int:
@@ -147,6 +155,105 @@ class ReplicaLog:
             finally:
                 mf.release()
 
+    def read_span(self, offset: int, max_bytes: int) -> tuple[int, bytes, bool, int]:
+        """What a leader sends from ``offset``: (offset, bytes, raw, next offset). ``raw`` False: whole
+        records, each one that ``check_frame`` takes, up to ``max_bytes`` (a larger record alone), and
+        the segment's end as a BLANK's 8-byte header (whether the segment ends with a BLANK or was
+        sealed early: its directory failed or went offline, commit_log.sealed; the follower's copy
+        then ends that segment there too); True: a stretch that is not whole records (damaged on this
+        disk), from ``offset`` to where the next valid record starts (codec.next_valid_record:
+        recovery's rule) or the segment's written end, at most ``max_bytes``: a follower writes it as
+        it is (``append_raw``). ``next``: where the next read goes on (past a BLANK, the next
+        segment). (offset, b"", False, offset) at the log's end."""
+        segs = self.segments
+        offset = max(offset, segs.min_offset)
+        while True:
+            mf = segs.find(offset)
+            if mf is None or not mf.hold():
+                return offset, b"", False, offset
+            try:
+                pos = offset - mf.start_offset
+                seal = self.commit_log.sealed.get(mf.start_offset) if self.commit_log.sealed else None
+                limit = mf.wrote_pos if seal is None else min(mf.wrote_pos, seal)
+                if seal is not None and pos >= seal:
+                    if pos > seal:
+                        offset = mf.end_offset          # past the seal: the next segment
+                        continue
+                    return offset, codec.encode_blank(mf.size - pos), False, mf.end_offset
+                if pos >= limit:
+                    if mf.is_full:
+                        offset = mf.end_offset          # the next segment
+                        continue
+                    return offset, b"", False, offset
+                buf = mf.mapping
+                end = pos
+                base = mf.start_offset
+                blank = False
+                while end < limit:
+                    if end + 8 > mf.size:
+                        break
+                    size, magic = SIZE_MAGIC.unpack_from(buf, end)
+                    if magic == BLANK_MAGIC and size == mf.size - end:
+                        blank = True                    # the segment ends here: its header goes
+                        break
+                    if magic != MAGIC or size <= 0 or end + size > limit or \
+                            codec.check_record(buf, end, limit, verify_crc=False)[0] != codec.REC_OK or \
+                            codec.I64.unpack_from(buf, end + OFF_PHYSICALOFFSET)[0] != base + end:
+                        break                           # not a record that check_frame takes
+                    if end > pos and end - pos + size > max_bytes:
+                        break
+                    end += size
+                if blank:
+                    data = bytes(buf[pos:end]) + codec.encode_blank(mf.size - end)
+                    return offset, data, False, mf.end_offset
+                if end > pos:
+                    return offset, bytes(buf[pos:end]), False, base + end
+                nxt = codec.next_valid_record(buf, pos, limit, base)
+                stop = min(limit if nxt is None else nxt, pos + max_bytes)
+                return offset, bytes(buf[pos:stop]), True, base + stop
+            finally:
+                mf.release()
+
+    def append_raw(self, offset: int, data: bytes) -> int:
+        """Write a stretch of the leader's log that is not whole records (``read_span``'s raw bytes:
+        damaged on its disk) as it is, at ``offset`` (this log's end), within one segment; the new
+        end. Never dispatched: readers never reach it (no consume-queue unit names it), and recovery
+        and the self-check skip it as they skip any damage in the middle of a log."""
+        if not data:
+            return self.end
+        seg = self.segments.segment_size
+        if offset - offset % seg + seg < offset + len(data):
+            raise ReplicaError(f"{len(data)} raw bytes at {offset} cross the end of a segment")
+        with self.put_lock:
+            mf = self._segment_at_end(offset)
+            pos = offset - mf.start_offset
+            self.commit_log.fio.pwrite(mf.handle, data, pos)
+            mf.wrote_pos = pos + len(data)
+            self.appended_bytes += len(data)
+            self.raw_bytes += len(data)
+            self.raw_regions += 1
+            self._after_raw = True       # the next records' queues may go on past units it held
+        log.warning("replication: the leader's log has %d bytes at %d that are not whole records (damaged on its "
+                    "disk): copied as they are, skipped by reads and recovery", len(data), offset)
+        if self.flush_after_append:
+            self.commit_log.flush()
+        return mf.start_offset + mf.wrote_pos
+
+    def _segment_at_end(self, offset: int):
+        """The segment this log's end is in (made when the leader's log moved to the next one);
+        ReplicaError when ``offset`` is not the end. Under the put lock."""
+        seg = self.segments.segment_size
+        end = self.segments.max_offset
+        if offset != end and not (len(self.segments) == 0 and offset % seg == 0):
+            raise ReplicaError(f"frame at {offset}, but this log ends at {end}")
+        mf = self.segments.last
+        if mf is None or mf.is_full:
+            start = mf.end_offset if mf is not None else offset
+            if start != offset:
+                raise ReplicaError(f"frame at {offset}, but the next segment starts at {start}")
+            mf = self.segments.new_segment(start)
+        return mf
+
     def append(self, offset: int, data: bytes, defer_dispatch: bool = False) -> int:
         """Write ``data`` at ``offset`` (this log's end), dispatch it; the new end. ReplicaError when
         the bytes cannot be taken (nothing is written then); OSError from the disk.
@@ -159,20 +266,14 @@ class ReplicaLog:
         if not data:
             return self.end
         seg = self.segments.segment_size
-        last_ts = check_frame(data, offset, seg)
+        last_ts, ends_segment = check_frame(data, offset, seg)
         with self.put_lock:
-            end = self.segments.max_offset
-            if offset != end and not (len(self.segments) == 0 and offset % seg == 0):
-                raise ReplicaError(f"frame at {offset}, but this log ends at {end}")
-            mf = self.segments.last
-            if mf is None or mf.is_full:
-                start = mf.end_offset if mf is not None else offset
-                if start != offset:
-                    raise ReplicaError(f"frame at {offset}, but the next segment starts at {start}")
-                mf = self.segments.new_segment(start)
+            mf = self._segment_at_end(offset)
             pos = offset - mf.start_offset
             self.commit_log.fio.pwrite(mf.handle, data, pos)     # as the put path's batches (commit_log.append)
-            mf.wrote_pos = pos + len(data)
+            # a frame that ends with a BLANK (check_frame: only there) ends the segment, whether the BLANK
+            # came whole or as its header alone
+            mf.wrote_pos = mf.size if ends_segment else pos + len(data)
             w = self.commit_log.warmer            # its pages ahead warmed, as for the leader's writes
             if w is not None and mf.start_offset + mf.wrote_pos >= w.wake_offset:
                 w.wake()
@@ -181,6 +282,7 @@ class ReplicaLog:
             known = len(self.queues.all())
             end = offset + len(data)
             batch = self._batch(data, 0, len(data), offset)     # the bytes just written, as they are there
+            self._after_raw = False
             if batch is not None:
                 units, index_items = batch
                 if defer_dispatch and isinstance(self.put_lock, PutLock):
@@ -239,9 +341,14 @@ class ReplicaLog:
             unit = pack(phys, size, tags_hash(prop_value(props, _TAGS)) if plen else 0)
             u = units.get(cq)
             if u is None:
-                if qoff != cq.max_offset:
+                if qoff == cq.max_offset:
+                    units[cq] = [qoff, bytearray(unit)]
+                elif self._after_raw and qoff > cq.max_offset:
+                    # after a damaged stretch copied as it is: the units it held stay holes (size 0:
+                    # reads skip them, verify reports them), as a rebuild past a corrupt record leaves
+                    units[cq] = [cq.max_offset, bytearray(HOLE * (qoff - cq.max_offset) + unit)]
+                else:
                     return None
-                units[cq] = [qoff, bytearray(unit)]
             else:
                 if qoff != u[0] + len(u[1]) // UNIT_SIZE:
                     return None
@@ -254,26 +361,44 @@ class ReplicaLog:
         return units, index_items
 
     def truncate(self, end: int) -> int:
-        """Cut the log after ``end``; the bytes cut."""
+        """Cut the log after ``end``; the bytes cut. An I/O error while the tail is wiped (its fsync)
+        still leaves the log ending at ``end``, its queues, index and epochs cut with it, and is
+        raised then: a wipe that began may have zeroed bytes the old end still counted."""
+        failure: OSError | None = None
         with self.put_lock:
             if end >= self.segments.max_offset:
                 return 0
-            if end <= self.segments.min_offset:
-                end = 0                       # nothing of this log is kept: it starts again empty
-                cut = self.segments.clear()
-            else:
-                cut = self.segments.truncate(end)
-            self.commit_log.flushed_offset = min(self.commit_log.flushed_offset, end)
-            if self.index is not None:
-                self.index.truncate_after(end)
-            units = 0
-            for cq in self.queues.all():
-                units += cut_queue(cq, self.commit_log, end, end)
-            self.dispatcher.dispatched_offset = min(self.dispatcher.dispatched_offset, end)
-            self.epochs.truncate_after(end)
-            self._resync_offsets()
+            cut = self.segments.max_offset - max(end, 0)
+            # first the checkpoint: a start after a crash in the cut must not take the cut stretch (or
+            # the zeros a wipe left) for durable data below the checkpoint's offset (recovery.py)
+            self._checkpoint_below(max(end, 0) if end > self.segments.min_offset else 0)
+            try:
+                try:
+                    if end <= self.segments.min_offset:
+                        end = 0                   # nothing of this log is kept: it starts again empty
+                        cut = self.segments.clear()
+                    else:
+                        cut = self.segments.truncate(end)
+                except OSError as e:
+                    failure = e
+                    last = self.segments.last
+                    if last is not None and last.start_offset <= end <= last.start_offset + last.wrote_pos:
+                        last.wrote_pos = last.flushed_pos = end - last.start_offset
+                self.commit_log.flushed_offset = min(self.commit_log.flushed_offset, end)
+                if self.index is not None:
+                    self.index.truncate_after(end)
+                units = 0
+                for cq in self.queues.all():
+                    units += cut_queue(cq, self.commit_log, end, end)
+                self.dispatcher.dispatched_offset = min(self.dispatcher.dispatched_offset, end)
+                self.epochs.truncate_after(end)
+                self._resync_offsets()
+            finally:
+                self._checkpoint_below(None)      # checkpoints are written from below the cut again
         log.warning("replication: the log was cut at %d (%d bytes, %d consume-queue units after it were "
                     "never part of the leader's log)", end, cut, units)
+        if failure is not None:
+            raise failure
         return cut
 
     def writable(self) -> None:

@@ -38,6 +38,7 @@ from .archive import ArchiveGuard
 from .backlog import BacklogGuard, Positions
 from .checkpoint import AbortFile, Checkpoint
 from .cleaner import CommitLogCleaner, QueueCleaner, log_deletion
+from .topic_retention import TopicRetention
 from .commit_log import CommitLog
 from .consume_queue import ConsumeQueueTable
 from .disk import DiskMonitor, status_report
@@ -113,6 +114,8 @@ class MessageStore:
         self._derived_flushed_to = 0        # every unit and index entry of a record before it was fsynced
         self._commit_limit: Callable[[], int] | None = None    # set_commit_limit
         self._readable_lock = threading.Lock()
+        self._cut_lock = threading.Lock()     # a follower's cut against a checkpoint round (_checkpoint_below)
+        self._cutting, self._cuts = False, 0
         self._readable_waiters: list[tuple[int, Callable[[], None]]] = []    # notify_readable
 
     @property
@@ -252,7 +255,7 @@ class MessageStore:
                         if cfg.archive_before_delete else None)
         self.backlog = BacklogGuard(self.topics, self.queues, self.consumer_positions)
         self.cleaner = CommitLogCleaner(cfg, self.segments, self.disk, self.clock, self.archive,
-                                        backlog=self.backlog)
+                                        backlog=self.backlog, retention=TopicRetention(self.topics, self.queues))
         self.queue_cleaner = QueueCleaner(self.queues, self.index)
         self.log_failure = LogFailureHandler(self.commit_log, self.queues, self.topics, self.dispatcher, self.disk,
                                              self._put_lock, self.clock.now_ms, self._stop_writes,
@@ -268,7 +271,7 @@ class MessageStore:
                                   self.archive, self._check_disk, self.cleaner)
         self.replica = ReplicaLog(self.segments, self.commit_log, self.queues, self.index, self.dispatcher,
                                   self.topics, self.epochs, self._put_lock, self._restore_topic_state,
-                                  cfg.sync_flush)
+                                  cfg.sync_flush, self._checkpoint_below)
         self._state = StoreState.RUNNING
         self.start_phase = "running"
         return self
@@ -409,7 +412,25 @@ class MessageStore:
             "log_failures": [f.as_dict() for f in self.commit_log.failures],
             "failed_dirs": self.disk.failed()})
 
+    def _checkpoint_below(self, end: int | None) -> None:
+        """The checkpoint claims nothing at or past ``end`` (a follower's cut, replica.py: written
+        before the cut, so that the next start never takes the cut stretch for acknowledged data);
+        ``None``: the cut is done (the offsets a checkpoint is written from are below it now). A
+        checkpoint round that read its offsets before or during a cut writes nothing."""
+        with self._cut_lock:
+            if end is None:
+                self._cutting = False
+                return
+            self._cutting = True
+            self._cuts += 1
+            st = self.checkpoint.state
+            if max(st.physic_offset, st.logics_offset, st.index_offset) > end:
+                self.checkpoint.update(physic_offset=min(st.physic_offset, end),
+                                       logics_offset=min(st.logics_offset, end), index_offset=min(st.index_offset, end))
+                self.checkpoint.flush()
+
     def _write_checkpoint(self, summary: bool = False) -> None:
+        cuts = self._cuts
         d = self.dispatcher
         dispatched, ts = d.dispatched_offset, d.last_store_timestamp_ms
         if d.pending_from is not None:
@@ -434,11 +455,14 @@ class MessageStore:
         if self._derived_frozen is not None:
             logics, index = min(logics, self._derived_frozen[0]), min(index, self._derived_frozen[1])
         last = self.segments.last
-        self.checkpoint.update(physic_offset=self.commit_log.flushed_offset,
-                               physic_timestamp_ms=last.last_store_timestamp_ms if last else 0,
-                               logics_offset=logics, logics_timestamp_ms=ts,
-                               index_offset=index, index_timestamp_ms=ts)
-        self.checkpoint.flush()
+        with self._cut_lock:
+            if self._cutting or self._cuts != cuts:
+                return                   # a follower's cut (replica.py) began meanwhile: the next round
+            self.checkpoint.update(physic_offset=self.commit_log.flushed_offset,
+                                   physic_timestamp_ms=last.last_store_timestamp_ms if last else 0,
+                                   logics_offset=logics, logics_timestamp_ms=ts,
+                                   index_offset=index, index_timestamp_ms=ts)
+            self.checkpoint.flush()
         if ends is not None:
             self.queue_summary.save(ends)
             self._summary_due_s = now + heal.SUMMARY_INTERVAL_S
@@ -594,6 +618,8 @@ class MessageStore:
             return PutReason.FLUSH_FAILED          # final: taken out of the log (log_failure.py)
         if self.group_commit is not None and self.group_commit.flushed < end:
             return PutReason.FLUSH_TIMEOUT
+        if self.writer.role_refusal is not None:
+            return self.writer.role_refusal[0]      # no longer the leader: it cannot tell (NOT_LEADER)
         rep = self.writer.replicas
         return rep.wait(end, 0.0) if rep is not None else None
 
@@ -705,12 +731,45 @@ class MessageStore:
             self.backlog.positions = positions
 
     # Topics --------------------------------------------------------------------------
-    def create_topic(self, name: str, queue_count: int | None = None, space_policy: str | None = None) -> None:
+    def create_topic(self, name: str, queue_count: int | None = None, space_policy: str | None = None,
+                     message_type: str | None = None) -> None:
         """Create a topic, grow its queue count, or set its space policy ("evict" / "refuse",
-        topics.SpacePolicy; None: a new topic's is evict, an existing one's stays). ValueError: not a
-        topic name, too many queues, not a policy."""
+        topics.SpacePolicy) or message type ("normal", "fifo", "delay", "transaction", "mixed":
+        topics.MessageKind); None: a new topic's is evict / mixed, an existing one's stays.
+        ValueError: not a topic name, too many queues, not a policy, not a message type."""
         self._running("create_topic")
-        self.writer.create_topic(name, queue_count or self.config.topic_queues_default, space_policy)
+        self.writer.create_topic(name, queue_count or self.config.topic_queues_default, space_policy,
+                                 message_kind=message_type)
+
+    def message_type(self, topic: str) -> str | None:
+        """A topic's message type (topics.MessageKind's value), None if there is no such topic."""
+        t = self.topics.get(topic)
+        return t.message_kind.value if t is not None else None
+
+    def topic_settings(self, topic: str):
+        """A topic's own settings (topics.TopicSettings), None if there is no such topic."""
+        self._running("topic_settings")
+        t = self.topics.get(topic)
+        return t.settings if t is not None else None
+
+    def set_topic_settings(self, topic: str, changes: dict):
+        """Change some of a topic's own settings (retention_hours, retention_bytes, max_message_bytes;
+        None: the store's again), saved before it returns: the new TopicSettings. KeyError: no such
+        topic; ValueError: a setting it does not have, or a value outside its bounds."""
+        self._running("set_topic_settings")
+        t = self.topics.get(topic)
+        if t is None:
+            raise KeyError(topic)
+        return self.topics.set_settings(topic, t.settings.changed(changes, self.config.message_body_bytes_max))
+
+    def reconfigure(self, config: StoreConfig) -> None:
+        """Settings changed at run time (broker/live_settings.py: the cleanup times and batch, the
+        three ratios); the others of ``config`` must be this store's own (they are read at start)."""
+        self.config = config
+        self.disk.set_thresholds(config)
+        cleaner = getattr(self, "cleaner", None)       # (made at start)
+        if cleaner is not None:
+            cleaner.reconfigure(config)
 
     def space_policy(self, topic: str) -> str | None:
         """A topic's space policy ("evict" / "refuse"), None if there is no such topic."""
@@ -895,10 +954,12 @@ class MessageStore:
         return self.reader.get_by_commitlog_offset(offset, size)
 
     def query_by_key(self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0,
-                     end_ms: int | None = None) -> list[codec.StoredMessage]:
-        """Messages of ``topic`` with this key (or unique key) stored within [begin_ms, end_ms], newest first."""
+                     end_ms: int | None = None, whole_log: bool = False) -> list[codec.StoredMessage]:
+        """Messages of ``topic`` with this key (or unique key) stored within [begin_ms, end_ms], newest
+        first, readable ones only (readable_end) unless ``whole_log`` (the broker's own look-up of a
+        resend's earlier store: it answers it only once ``confirm`` says so)."""
         self._reading("query_by_key")
-        return self.reader.query_by_key(topic, key, max_count, begin_ms, end_ms)
+        return self.reader.query_by_key(topic, key, max_count, begin_ms, end_ms, whole_log)
 
     def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first queue offset whose message was stored at or after ``timestamp_ms``

@@ -11,15 +11,32 @@ subscribed consumer group has not consumed. ``evict`` (the default, RocketMQ's b
 cleanup deletes them, and says which groups lost which offsets. ``refuse``: cleanup keeps them
 and writes are refused until the groups have consumed them (store/backlog.py, cleaner.py).
 
-    {"topics": {"T": {"queue_count": 8, "space_policy": "refuse"}, ...}, "deleted": {"U": 4096}}
+Per-topic settings (``TopicSettings``, Kafka's topic-level configs; unset: the store's): a retention by
+time (``retention_hours``: the topic's messages may go once this old, instead of
+file_reserved_time_hours) and by size (``retention_bytes``: its oldest messages may go while it holds
+more), and the largest body a send to it may carry (``max_message_bytes``, at most the store's
+message_body_bytes_max; checked on the broker's send path). The commit log is shared: a segment is
+deleted only when every topic with messages in it allows it (cleaner.py, topic_retention.py).
 
-(``space_policy`` written only when it is not ``evict``.)
+    {"topics": {"T": {"queue_count": 8, "space_policy": "refuse", "message_type": "fifo",
+                    "settings": {"retention_hours": 2.0}}, ...},
+     "deleted": {"U": 4096}}
+
+(``space_policy`` written only when it is not ``evict``, ``message_type`` only when it is not
+``mixed``, ``settings`` only when one is set.)
+
+Each topic also has a *message type* (``MessageKind``, RocketMQ's topic attribute
+``message.type``): the kind of message sends to it may carry (``normal``, ``fifo``, ``delay``,
+``transaction``) or any (``mixed``, the default). The store only keeps it; the broker's send path
+checks it (broker/produce/send_path.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
+import math
 import os
 import threading
 
@@ -46,15 +63,85 @@ class SpacePolicy(str, enum.Enum):
             raise ValueError(f"space_policy is one of {', '.join(p.value for p in cls)} (got {value!r})") from None
 
 
+class MessageKind(str, enum.Enum):
+    """The messages a topic takes (RocketMQ's TopicMessageType): one kind, or every kind (MIXED)."""
+    NORMAL = "normal"
+    FIFO = "fifo"
+    DELAY = "delay"
+    TRANSACTION = "transaction"
+    MIXED = "mixed"
+
+    @classmethod
+    def parse(cls, value) -> "MessageKind":
+        """A kind from its name (any case); ValueError naming the choices for anything else."""
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(str(value).lower())
+        except ValueError:
+            raise ValueError(f"message_type is one of {', '.join(k.value for k in cls)} (got {value!r})") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicSettings:
+    """A topic's own settings; None: the store's (file_reserved_time_hours, no size limit,
+    message_body_bytes_max)."""
+    retention_hours: float | None = None
+    retention_bytes: int | None = None
+    max_message_bytes: int | None = None
+
+    NAMES = ("retention_hours", "retention_bytes", "max_message_bytes")
+    BOUNDS = {"retention_hours": (0.0, 24 * 365 * 10.0), "retention_bytes": (0, 1 << 62),
+              "max_message_bytes": (1, 128 * 1024 * 1024)}
+
+    def changed(self, changes: dict, body_bytes_max: int | None = None) -> "TopicSettings":
+        """A copy with ``changes`` (name -> a value, text like "2.5" or "1048576" too, or None / "" /
+        "default": back to the store's); ValueError naming the setting, its type and bounds."""
+        out = dataclasses.asdict(self)
+        for name, v in changes.items():
+            if name not in self.NAMES:
+                raise ValueError(f"unknown topic setting {name!r}; the settings of a topic: "
+                                 f"{', '.join(self.NAMES)}, space_policy")
+            out[name] = _setting(name, v, body_bytes_max)
+        return TopicSettings(**out)
+
+    def document(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+def _setting(name: str, v, body_bytes_max: int | None):
+    if v is None or (isinstance(v, str) and v.strip().lower() in ("", "default", "none")):
+        return None
+    lo, hi = TopicSettings.BOUNDS[name]
+    if name == "max_message_bytes" and body_bytes_max is not None:
+        hi = body_bytes_max
+    whole = name != "retention_hours"
+    try:
+        if isinstance(v, bool):
+            raise ValueError
+        x = float(v.replace("_", "")) if isinstance(v, str) else float(v)
+        if whole and not x.is_integer():
+            raise ValueError
+    except (TypeError, ValueError, AttributeError):
+        raise ValueError(f"{name}: {v!r} is not a {'whole ' if whole else ''}number") from None
+    if not math.isfinite(x) or not lo <= x <= hi:
+        raise ValueError(f"{name}: {v!r} is outside [{lo:g}, {hi:g}]"
+                         + (" (message_body_bytes_max of the store)" if name == "max_message_bytes" else ""))
+    return int(x) if whole else x
+
+
 class TopicState:
     """In-memory state of one topic for the write path."""
 
     __slots__ = ("name", "name_bytes", "queue_count", "next_offsets", "queues", "rr", "tag_cache", "tail_prefix_crc",
-                 "space_policy", "write_ids")
+                 "space_policy", "write_ids", "message_kind", "settings")
 
-    def __init__(self, name: str, queue_count: int, space_policy: SpacePolicy = SpacePolicy.EVICT) -> None:
+    def __init__(self, name: str, queue_count: int, space_policy: SpacePolicy = SpacePolicy.EVICT,
+                 message_kind: MessageKind = MessageKind.MIXED) -> None:
         self.name = name
         self.space_policy = space_policy
+        self.message_kind = message_kind
+        self.settings = TopicSettings()
         self.name_bytes = name.encode("ascii")
         self.queue_count = queue_count
         self.next_offsets = [0] * queue_count   # next queue offset per queue id
@@ -76,6 +163,7 @@ class TopicTable:
         # deleted topics: name -> the log's end when it was deleted; its records before that offset
         # belong to the deleted topic (never dispatched again, never found), even once re-created
         self.deleted: dict[str, int] = {}
+        self.body_limits: dict[str, int] = {}      # topic -> its max_message_bytes (only the topics with one)
         self._lock = threading.Lock()
 
     def load(self) -> None:
@@ -85,8 +173,12 @@ class TopicTable:
         try:
             doc = json.loads(read_whole(self.fio, self.path).decode("utf-8"))
             for name, t in doc.get("topics", {}).items():
-                self.topics[name] = TopicState(name, int(t["queue_count"]),
-                                               SpacePolicy.parse(t.get("space_policy", SpacePolicy.EVICT.value)))
+                ts = self.topics[name] = TopicState(name, int(t["queue_count"]),
+                                                    SpacePolicy.parse(t.get("space_policy", SpacePolicy.EVICT.value)),
+                                                    MessageKind.parse(t.get("message_type", MessageKind.MIXED.value)))
+                ts.settings = TopicSettings().changed(t.get("settings", {}))
+                if ts.settings.max_message_bytes is not None:
+                    self.body_limits[name] = ts.settings.max_message_bytes
             self.deleted = {str(n): int(o) for n, o in doc.get("deleted", {}).items()}
         except (ValueError, KeyError, TypeError) as e:
             raise StoreError(f"{self.path} is unreadable ({e}); restore it or remove it "
@@ -108,6 +200,7 @@ class TopicTable:
                 return None
             was = self.deleted.get(name)
             self.deleted[name] = log_end
+            self.body_limits.pop(name, None)
         try:
             self.save()
         except OSError:
@@ -131,6 +224,28 @@ class TopicTable:
                 self.deleted = {n: end for n, end in self.deleted.items() if end > log_min}
             self.save()
 
+    def set_settings(self, name: str, settings: TopicSettings) -> TopicSettings:
+        """Replace a topic's settings, saved before it returns (KeyError: no such topic; OSError: not
+        changed)."""
+        with self._lock:
+            t = self.topics[name]
+            was, t.settings = t.settings, settings
+        try:
+            self.save()
+        except OSError:
+            t.settings = was
+            raise
+        self._limits()
+        return settings
+
+    def _limits(self) -> None:
+        self.body_limits = {n: t.settings.max_message_bytes for n, t in list(self.topics.items())
+                            if t.settings.max_message_bytes is not None}
+
+    def with_settings(self) -> list[TopicState]:
+        """The topics with a setting of their own."""
+        return [t for t in list(self.topics.values()) if t.settings != _NONE]
+
     def get(self, name: str) -> TopicState | None:
         return self.topics.get(name)
 
@@ -139,22 +254,26 @@ class TopicTable:
         return [t for t in list(self.topics.values()) if t.space_policy is SpacePolicy.REFUSE]
 
     def create(self, name: str, queue_count: int, save: bool = True,
-               space_policy: SpacePolicy | str | None = None) -> TopicState:
-        """Create a topic, grow its queue count, or set its space policy (None: a new topic's is
-        EVICT, an existing one's stays)."""
+               space_policy: SpacePolicy | str | None = None,
+               message_kind: MessageKind | str | None = None) -> TopicState:
+        """Create a topic, grow its queue count, or set its space policy or message kind (None: a new
+        topic's is EVICT / MIXED, an existing one's stays)."""
         problem = codec.topic_problem(name)
         if problem is not None:
             raise ValueError(problem)
         if queue_count < 1:
             raise ValueError("a topic needs at least one queue")
         policy = SpacePolicy.parse(space_policy) if space_policy is not None else None
+        kind = MessageKind.parse(message_kind) if message_kind is not None else None
         changed = False
         with self._lock:
             t = self.topics.get(name)
             was = None if t is None else t.queue_count
             was_policy = None if t is None else t.space_policy
+            was_kind = None if t is None else t.message_kind
             if t is None:
-                t = self.topics[name] = TopicState(name, queue_count, policy or SpacePolicy.EVICT)
+                t = self.topics[name] = TopicState(name, queue_count, policy or SpacePolicy.EVICT,
+                                                   kind or MessageKind.MIXED)
                 changed = True
             else:
                 if queue_count > t.queue_count:
@@ -168,6 +287,9 @@ class TopicTable:
                 if policy is not None and policy is not t.space_policy:
                     t.space_policy = policy
                     changed = True
+                if kind is not None and kind is not t.message_kind:
+                    t.message_kind = kind
+                    changed = True
         if save and changed:
             try:
                 self.save()
@@ -180,14 +302,23 @@ class TopicTable:
                         del t.next_offsets[was:], t.queues[was:]
                         t.queue_count = was
                         t.space_policy = was_policy
+                        t.message_kind = was_kind
                         if isinstance(t.write_ids, range):
                             t.write_ids = range(was)
                 raise
         return t
 
 
+_NONE = TopicSettings()
+
+
 def _entry(t: TopicState) -> dict:
     """A topic's entry in topics.json."""
-    if t.space_policy is SpacePolicy.EVICT:
-        return {"queue_count": t.queue_count}
-    return {"queue_count": t.queue_count, "space_policy": t.space_policy.value}
+    out: dict = {"queue_count": t.queue_count}
+    if t.space_policy is not SpacePolicy.EVICT:
+        out["space_policy"] = t.space_policy.value
+    if t.message_kind is not MessageKind.MIXED:
+        out["message_type"] = t.message_kind.value
+    if t.settings != _NONE:
+        out["settings"] = t.settings.document()
+    return out

@@ -89,8 +89,12 @@ class PutReason(enum.Enum):
     NOT_LEADER = "NOT_LEADER"                      # a follower (or a fenced leader): writes go to the leader
     REPLICAS_NOT_ENOUGH = "REPLICAS_NOT_ENOUGH"    # SYNC: fewer followers in sync than in_sync_replicas_min
                                                    # (refused before anything is written)
-    REPLICATION_TIMEOUT = "REPLICATION_TIMEOUT"    # SYNC: appended, not confirmed within replication_timeout_ms
-    REPLICA_LOST = "REPLICA_LOST"                  # SYNC: appended, followers went away before confirming
+    REPLICATION_TIMEOUT = "REPLICATION_TIMEOUT"    # appended, not confirmed within replication_timeout_ms
+                                                   # (SYNC), or the leader's lease ran out before the answer
+    REPLICA_LOST = "REPLICA_LOST"                  # SYNC: appended, the in-sync set shrank below
+                                                   # in_sync_replicas_min before it confirmed
+    LEASE_EXPIRED = "LEASE_EXPIRED"                # a leader whose coordinator lease ran out (another
+                                                   # member may lead): refused before anything is written
 
     @property
     def status(self) -> "PutStatus":
@@ -104,12 +108,13 @@ _REASON_STATUS = {
     PutReason.TOPIC_NOT_FOUND: PutStatus.TOPIC_NOT_FOUND,
     PutReason.PROPERTIES_TOO_LARGE: PutStatus.PROPERTIES_SIZE_EXCEEDED,
     PutReason.REPLICAS_NOT_ENOUGH: PutStatus.SLAVE_NOT_AVAILABLE,
-    PutReason.REPLICA_LOST: PutStatus.SLAVE_NOT_AVAILABLE,
+    # appended, not confirmed: as a timeout, so that a resend is never stored twice (answered once confirmed)
+    PutReason.REPLICA_LOST: PutStatus.FLUSH_SLAVE_TIMEOUT,
     PutReason.REPLICATION_TIMEOUT: PutStatus.FLUSH_SLAVE_TIMEOUT,
     **{r: PutStatus.SERVICE_NOT_AVAILABLE for r in (
         PutReason.NOT_RUNNING, PutReason.SHUTTING_DOWN, PutReason.DISK_FULL, PutReason.ARCHIVE_PENDING,
         PutReason.UNCONSUMED_BACKLOG, PutReason.DISPATCH_ERROR, PutReason.TOPIC_CREATE_FAILED,
-        PutReason.NOT_LEADER)},
+        PutReason.NOT_LEADER, PutReason.LEASE_EXPIRED)},
     **{r: PutStatus.MESSAGE_ILLEGAL for r in (
         PutReason.INVALID_TOPIC, PutReason.BAD_BODY, PutReason.BODY_TOO_LARGE, PutReason.RECORD_TOO_LARGE,
         PutReason.BAD_QUEUE_ID, PutReason.BAD_PROPERTY, PutReason.BAD_FIELD, PutReason.ENCODE_FAILED)},

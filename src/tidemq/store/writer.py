@@ -5,8 +5,8 @@ service made, and writes through them; ``MessageStore.put`` / ``put_batch`` /
 ``put_encoded`` delegate here. Per batch:
 
 1. one refusal check (``refusal()``): the store stopping or stopped, a follower's or a fenced
-   leader's store (NOT_LEADER: ``role_refusal``), too few followers in sync for SYNC replication
-   (``replicas.refusal()``), a failed dispatch,
+   leader's store (NOT_LEADER: ``role_refusal``), a leader's lease run out or too few followers in
+   sync for SYNC replication (``replicas.refusal()``), a failed dispatch,
    space held by consumers' backlog (space_policy=refuse: cleaner.hold), a full disk (with the
    archive when that is what would free it);
 2. outside the put lock, every message is validated and encoded into a
@@ -16,8 +16,8 @@ service made, and writes through them; ``MessageStore.put`` / ``put_batch`` /
    rule once and answer a ``PutResult`` with its ``PutReason``;
 3. under the put lock: the refusal check again, the append (queue offsets assigned in
    log order, commit_log.append), the dispatch to the consume queues and the index;
-4. with SYNC_FLUSH, one wait for the group commit; with SYNC replication (``replicas``), one
-   wait for enough followers to have the batch.
+4. with SYNC_FLUSH, one wait for the group commit; in a broker group (``replicas``), one wait
+   for every follower of the in-sync set to have the batch (SYNC) and the lease check (both modes).
 
 One lock and one flush wait per batch; the Python cost per message is the number to
 drive down (bench/store_append.py).
@@ -117,9 +117,11 @@ class StoreWriter:
         self.stopped: tuple[PutReason, str] | None = None
         # set while this store follows a leader (or a leader is fenced): (NOT_LEADER, text naming the leader)
         self.role_refusal: tuple[PutReason, str] | None = None
-        # SYNC replication (the broker's replication.acks.ReplicaAcks, or None): ``refusal()`` before a
-        # put, ``wait(end, timeout_s)`` after it: None once enough followers have everything before end,
-        # else the PutReason (REPLICATION_TIMEOUT, REPLICA_LOST)
+        # a leader of a broker group (the broker's replication.acks.ReplicaAcks, or None): ``refusal()``
+        # before a put, (PutReason, text) or None: the leader's lease ran out (LEASE_EXPIRED), too few
+        # followers in sync (SYNC: REPLICAS_NOT_ENOUGH); ``wait(end, timeout_s)`` before the answer: None
+        # once the put may be acknowledged, else the PutReason (REPLICATION_TIMEOUT, REPLICA_LOST,
+        # LEASE_EXPIRED)
         self.replicas = None
         # why the last segment could not be made (cleared by the next successful append)
         self.segment_error: str | None = None
@@ -133,9 +135,9 @@ class StoreWriter:
             return stopped
         rep = self.replicas
         if rep is not None:
-            why = rep.refusal()
+            why = rep.refusal()          # a leader's: its lease, its in-sync set (SYNC)
             if why is not None:
-                return PutReason.REPLICAS_NOT_ENOUGH, why
+                return why
         error = self.dispatcher.error
         if error is not None:
             return PutReason.DISPATCH_ERROR, error
@@ -507,7 +509,8 @@ class StoreWriter:
             results.refuse(i, refused)
 
     # Topics --------------------------------------------------------------------------
-    def create_topic(self, name: str, queue_count: int, space_policy=None, write_ids=None) -> TopicState:
+    def create_topic(self, name: str, queue_count: int, space_policy=None, write_ids=None,
+                     message_kind=None) -> TopicState:
         """Create a topic, grow its queue count or set its space policy (ValueError: not a topic
         name, no queue, too many, not a policy); ``write_ids``: the queues puts without a queue id
         go to (None: as they were), set together (no put can fall between)."""
@@ -515,7 +518,7 @@ class StoreWriter:
             raise ValueError(f"{queue_count} queues: a topic has at most topic_queues_max="
                              f"{self.config.topic_queues_max}")
         with self.put_lock:
-            t = self.topics.create(name, queue_count, space_policy=space_policy)
+            t = self.topics.create(name, queue_count, space_policy=space_policy, message_kind=message_kind)
             bind_queues(self.queues, t)
             if write_ids is not None:
                 t.write_ids = write_ids

@@ -107,7 +107,7 @@ def test_a_group_is_dead_lettered_after_exactly_retry_max_plus_one_deliveries(wo
     store, clock, consumption = world
     c = consumption(delivery_attempts_max=16)
     c.groups.create("few", {"retry_max": 2})
-    store.put(Message("T", b"poison", queue_id=0))
+    store.put(Message("T", b"poison", queue_id=0, properties={"TRACE_CONTEXT": "00-trace-span-01"}))
     attempts = []
     for _ in range(6):
         got = [r.message for r in _receive(c, "few") if r.HasField("message")]
@@ -121,6 +121,7 @@ def test_a_group_is_dead_lettered_after_exactly_retry_max_plus_one_deliveries(wo
     [r] = [x.message for x in _receive_topic(c2, "reader", "%DLQ%few") if x.HasField("message")]
     assert r.system_properties.dead_letter_queue.topic == "T"
     assert r.system_properties.dead_letter_queue.message_id == dead.msg_id
+    assert r.system_properties.trace_context == "00-trace-span-01", "a trace follows its message into the DLQ"
 
 
 def _receive_topic(c, group, topic):

@@ -54,7 +54,7 @@ def test_refuse_refuses_writes_until_the_group_drains_and_loses_nothing(env, bro
     root = env.tmpfs("root", 24)
     b = broker_factory(root, env=ENV)
     assert admin_call(b.endpoint, "CreateTopic", {"name": "R", "queues": 2, "space_policy": "refuse"}) == {
-        "ok": True, "topic": "R", "queues": 2, "space_policy": "refuse"}
+        "ok": True, "topic": "R", "queues": 2, "space_policy": "refuse", "message_type": "mixed"}
     listed = {t["topic"]: t for t in admin_call(b.endpoint, "ListTopics")["topics"]}
     assert listed["R"]["space_policy"] == "refuse"
     assert admin_call(b.endpoint, "TopicStatus", {"topic": "R"})["space_policy"] == "refuse"

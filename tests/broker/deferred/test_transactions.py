@@ -116,3 +116,40 @@ def test_a_commit_whose_decision_was_lost_is_not_put_again(stores):
     assert t2.pending == {} and t2.ended == {0: "c"}, "the real topic has it: committed"
     assert end(t2, a, "UA", COMMIT).code == Code.OK
     assert bodies(s2, "T") == [b"a"]
+
+
+def test_a_message_s_own_orphan_recovery_time_sets_its_first_check(stores):
+    """orphaned_transaction_recovery_duration (kept as CHECK_IMMUNITY_TIME_IN_SECONDS): the first check
+    comes after the message's own time, the later ones after the interval; a time past
+    transaction_recovery_s_max waits that long."""
+    clock = ManualClock()
+    s = stores(clock)
+    s.create_topic("T", 1)
+    sessions = Sessions()
+    sess = Session("c1")
+    sessions.open["c1"] = [sess]
+    sessions.known["c1"] = Known(True, frozenset({"T"}))
+    t = service(s, sessions, transaction_check_interval_s=100.0, transaction_recovery_s_max=50.0)
+    r = s.put(t.half(Message(topic="T", body=b"soon", properties={"UNIQ_KEY": "US",
+                                                                   "CHECK_IMMUNITY_TIME_IN_SECONDS": "5"}), "c1"))
+    assert r.ok
+    r = s.put(t.half(Message(topic="T", body=b"capped", properties={"UNIQ_KEY": "UC",
+                                                                     "CHECK_IMMUNITY_TIME_IN_SECONDS": "9999"}), "c1"))
+    assert r.ok
+    send_half(s, t, b"plain", "UP")
+    assert t.scan() == 3
+    clock.advance(4)
+    assert t.check(clock.now_ms()) == 0
+    clock.advance(2)
+    assert t.check(clock.now_ms()) == 1, "its own 5 s, not the 100 s interval"
+    assert sess.outbox.get_nowait().recover_orphaned_transaction_command.message.system_properties.message_id == "US"
+    clock.advance(45)                                                     # 51 s
+    assert t.check(clock.now_ms()) == 1, "9999 s asked, transaction_recovery_s_max=50 kept"
+    m = sess.outbox.get_nowait().recover_orphaned_transaction_command.message
+    assert m.system_properties.message_id == "UC"
+    assert m.system_properties.orphaned_transaction_recovery_duration.seconds == 9999, "given back as sent"
+    clock.advance(50)                                                     # 101 s
+    assert t.check(clock.now_ms()) == 1, "UP: the interval"
+    assert sess.outbox.get_nowait().recover_orphaned_transaction_command.message.system_properties.message_id == "UP"
+    clock.advance(5)                                                      # 106 s
+    assert t.check(clock.now_ms()) == 1, "US again: the interval after its last check"

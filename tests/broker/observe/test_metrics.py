@@ -87,3 +87,41 @@ def test_forecast_per_directory_and_cleanup_by_reason():
         assert m[("tidemq_disk_forecast_seconds", (("dir", cl), ("ratio", "90")))] == 0
     finally:
         s.shutdown()
+
+
+class WithAliases(StoreOnly):
+    """A broker serving RocketMQ 5's names (metrics_rocketmq_aliases), with sends, reads and lag."""
+
+    class broker:
+        class config:
+            metrics_rocketmq_aliases = True
+
+    def status(self) -> dict:
+        return {**super().status(), "totals": {"bytes_in": 1000, "bytes_out": 400, "held": 0, "refused": 0},
+                "topics": 2, "groups": 1}
+
+    def put_outcomes(self) -> dict:
+        return {("T", "OK"): 7, ("T", "DUPLICATE"): 2, ("U", "OK"): 1, ("", "TOPIC_NOT_FOUND"): 3}
+
+    def got_outcomes(self) -> dict:
+        return {("T", "OK"): 4, ("T", "REDELIVERED"): 1, ("T", "DEAD_LETTERED"): 1}
+
+    def lag(self) -> list:
+        return [{"group": "g", "topic": "T", "queue": 0, "lag": 2}, {"group": "g", "topic": "T", "queue": 1, "lag": 1}]
+
+
+def test_rocketmq_aliases_carry_the_same_counts():
+    clock, fio = ManualClock(), FaultyFileIO()
+    store = MessageStore(memory_config(), fio, clock).start()
+    try:
+        m = scrape(WithAliases(store))
+        plain = scrape(StoreOnly(store))
+    finally:
+        store.shutdown()
+    assert m[("rocketmq_messages_in_total", (("topic", "T"),))] == 7
+    assert m[("rocketmq_messages_in_total", (("topic", "U"),))] == 1
+    assert m[("rocketmq_messages_out_total", (("topic", "T"),))] == 5
+    assert m[("rocketmq_throughput_in_total", ())] == 1000 and m[("rocketmq_throughput_out_total", ())] == 400
+    assert m[("rocketmq_consumer_lag_messages", (("consumer_group", "g"), ("topic", "T")))] == 3
+    assert m[("rocketmq_topic_number", ())] == 2 and m[("rocketmq_consumer_group_number", ())] == 1
+    assert not [k for k in plain if k[0].startswith("rocketmq_")], "off: none served"

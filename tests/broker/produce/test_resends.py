@@ -41,3 +41,31 @@ def test_a_real_resend_is_still_recognised(stores):
     assert r.collisions == 0
     r.window.put_key(key, first.queue_offset, 10**12)                  # an offset with no record there
     assert r.find(key, [0], lambda i: "orders", lambda i: "victim-7") == {}
+
+
+def test_a_resend_found_past_the_high_watermark_waits_for_it_and_is_never_stored_twice(stores):
+    """A promoted follower (SYNC replication) holds records past its high watermark: not served to
+    consumers (store.set_commit_limit), yet a resend of one of them is found by its id (the whole
+    log) and answered Unconfirmed until every follower of the in-sync set has it, then as the
+    earlier store; never stored a second time."""
+    from tidemq.broker.produce.resends import Unconfirmed
+    from tidemq.broker.replication.acks import ReplicaAcks
+    from tidemq.store import PutReason
+    clock = ManualClock(1_700_000_000_000)
+    store = stores(clock)
+    first = put(store, "orders", "in-flight-1")
+    end = first.commitlog_offset + first.size
+    acks = ReplicaAcks(True, 1, 60_000, 60_000, lambda: store.replica.end, clock)
+    acks.set_isr({"f"})                                  # its follower has confirmed nothing yet
+    store.writer.replicas = acks
+    store.set_commit_limit(lambda: acks.hw)
+    assert store.query_by_key("orders", "in-flight-1") == [], "not served: past the high watermark"
+    r = Resends(store, BrokerConfig())                   # the leader's services, built at its promotion
+    key = r.key("orders", "in-flight-1")
+    got = r.find(key, [0], lambda i: "orders", lambda i: "in-flight-1")
+    assert isinstance(got[0], Unconfirmed) and got[0][0] is PutReason.REPLICATION_TIMEOUT
+    conn = acks.connect("f", "", 0).conn
+    acks.confirm("f", conn, end)
+    assert acks.hw >= end
+    assert r.find(key, [0], lambda i: "orders", lambda i: "in-flight-1") == {0: (first.queue_offset, "")}
+    assert [m.queue_offset for m in store.query_by_key("orders", "in-flight-1")] == [first.queue_offset]

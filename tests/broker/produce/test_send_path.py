@@ -30,8 +30,9 @@ CODE_OF = {
     PutReason.ENCODE_FAILED: Code.BAD_REQUEST,
     PutReason.NOT_LEADER: Code.FORBIDDEN,
     PutReason.REPLICAS_NOT_ENOUGH: Code.HA_NOT_AVAILABLE,
-    PutReason.REPLICA_LOST: Code.HA_NOT_AVAILABLE,
+    PutReason.REPLICA_LOST: Code.SLAVE_PERSISTENCE_TIMEOUT,     # appended: its resend is not stored twice
     PutReason.REPLICATION_TIMEOUT: Code.SLAVE_PERSISTENCE_TIMEOUT,
+    PutReason.LEASE_EXPIRED: Code.INTERNAL_SERVER_ERROR,          # retried: the next try finds the leader
 }
 
 
@@ -55,3 +56,36 @@ def test_ok_and_results_without_a_reason():
     assert put_code(PutStatus.MESSAGE_ILLEGAL, None) == Code.BAD_REQUEST
     assert put_code(PutStatus.SERVICE_NOT_AVAILABLE, None) == Code.INTERNAL_SERVER_ERROR
     assert put_code(PutStatus.UNKNOWN_ERROR, None) == Code.INTERNAL_SERVER_ERROR
+
+
+def test_a_send_during_a_change_of_role_answers_a_typed_status_and_puts_nothing(tmp_path):
+    """A change of role closes the old service's put pool (server.activate) while a SendMessage may
+    still be on its way through it: the send is answered INTERNAL_SERVER_ERROR (clients send it
+    again, to the leader of the moment), nothing is stored, no exception leaves the send path."""
+    import asyncio
+
+    from tidemq.broker.produce.batch import Caller, Messages, SendBatch
+    from tidemq.broker.service import MessagingService
+    from tidemq.config import BrokerConfig
+    from tidemq.protocol.stubs import MessageType
+    from tidemq.store import Message, MessageStore
+    from tidemq.testing.faulty_io import FaultyFileIO
+
+    from tests.support.store import memory_config
+
+    store = MessageStore(memory_config(flush_disk_type="SYNC_FLUSH", sync_flush_timeout_ms=60_000),
+                         FaultyFileIO()).start()
+    store.create_topic("T", 1)
+    svc = MessagingService(store, BrokerConfig())
+    assert store.puts_may_wait
+    svc.puts.close()                            # what activate() does to the service it replaces
+    msgs = [Message(topic="T", body=b"m%d" % i) for i in range(2)]
+    batch = SendBatch(2, Messages(msgs, [MessageType.NORMAL] * 2, ["", ""], [None, None]), lambda i: "", 4,
+                      topic="T")
+    try:
+        v = asyncio.run(svc.sends.send(batch, Caller("127.0.0.1:1", "c1", lambda: None)))
+        assert v.codes == [Code.INTERNAL_SERVER_ERROR] * 2
+        assert store.max_offset("T", 0) == 0
+    finally:
+        svc.close()
+        store.shutdown()

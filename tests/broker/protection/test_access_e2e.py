@@ -174,6 +174,11 @@ def test_every_messaging_rpc_family(secured):
         served("EndTransaction", spb.EndTransactionRequest(topic=T, transaction_id="x", message_id="m"), "app-a",
                Code.INVALID_TRANSACTION_ID)
         refused("EndTransaction", spb.EndTransactionRequest(topic=T, transaction_id="x"), "app-b", "pub")
+        served("RecallMessage", spb.RecallMessageRequest(topic=T, recall_handle="x"), "app-a", Code.BAD_REQUEST)
+        refused("RecallMessage", spb.RecallMessageRequest(topic=T, recall_handle="x"), "app-b", "pub", "orders-1")
+        lite = spb.SyncLiteSubscriptionRequest(topic=T, group=G, lite_topic_set=["s1"])
+        served("SyncLiteSubscription", lite, "app-a", Code.CLIENT_ID_REQUIRED)   # past the guard (no client id)
+        refused("SyncLiteSubscription", lite, "app-b", "sub", "orders-1")
         served("PullMessage", spb.PullMessageRequest(group=G, message_queue=mq, offset=0, batch_size=1), "app-a")
         refused("PullMessage", spb.PullMessageRequest(group=G, message_queue=mq), "app-b", "sub", "orders-1")
         refused("PullMessage", spb.PullMessageRequest(message_queue=mq), "ops", "'ops' may not sub")
@@ -252,7 +257,7 @@ def test_every_admin_method(secured):
     ok(call(b, "DeleteTopic", {"topic": "orders-new"}, user="star"))
     forbidden(call(b, "ResetGroup", {"group": "billing-1", "topic": "orders-1", "to": "latest"}, user="app-a"),
               "update on group 'billing-1'")
-    ok(call(b, "ResetGroup", {"group": "billing-1", "topic": "orders-1", "to": "latest"}, user="star"))
+    ok(call(b, "ResetGroup", {"group": "billing-1", "topic": "orders-1", "to": "latest", "force": True}, user="star"))
     for m, req in (("SetAlarmLimits", {"disk_free_limit_bytes": 1}), ("DeleteExpired", {}), ("Promote", {}),
                    ("Follow", {"leader": "127.0.0.1:1"})):
         forbidden(call(b, m, req, user="ops"), "'ops' may not update on cluster")
@@ -280,6 +285,26 @@ def test_group_settings_methods_need_create_update_delete_on_the_group(secured):
     assert ok(call(b, "UpdateGroup", {"group": "billing-9", "orderly": True}, user="star"))["settings"]["orderly"]
     forbidden(call(b, "DeleteGroup", {"group": "billing-9"}, user="app-b"), "delete on group 'billing-9'")
     ok(call(b, "DeleteGroup", {"group": "billing-9"}, user="star"))
+
+
+def test_run_time_settings_topic_settings_and_quotas_are_guarded(secured):
+    """SetConfig and SetQuota need update on the cluster, ListQuotas get; TopicConfig get (show) or
+    update (set) on the topic."""
+    b = secured
+    forbidden(call(b, "SetConfig", {"name": "send_hold_ms_max", "value": 1000}, user="star"),
+              "'star' may not update on cluster")
+    forbidden(call(b, "SetConfig", {"name": "send_hold_ms_max", "value": 1000}, user="ops"), "update on cluster")
+    ok(call(b, "SetConfig", {"name": "send_hold_ms_max", "value": 2000}, user="super"))
+    ok(call(b, "TopicConfig", {"topic": "orders-1"}, user="ops"))
+    forbidden(call(b, "TopicConfig", {"topic": "orders-1", "set": {"retention_hours": 1}}, user="ops"),
+              "'ops' may not update on topic 'orders-1'")
+    forbidden(call(b, "TopicConfig", {"topic": "orders-1"}, user="app-b"), "get on topic 'orders-1'")
+    ok(call(b, "TopicConfig", {"topic": "orders-1", "set": {"retention_hours": 1}}, user="star"))
+    ok(call(b, "TopicConfig", {"topic": "orders-1", "set": {"retention_hours": None}}, user="star"))
+    forbidden(call(b, "SetQuota", {"user": "app-a", "produce_bytes_per_s": 1}, user="star"), "update on cluster")
+    forbidden(call(b, "ListQuotas", {}, user="app-b"), "'app-b' may not get on cluster")
+    ok(call(b, "ListQuotas", {}, user="ops"))
+    ok(call(b, "SetQuota", {"user": "app-a", "produce_bytes_per_s": 0}, user="super"))
 
 
 def test_changes_take_effect_at_once_without_a_restart(secured):

@@ -42,9 +42,9 @@ def segment(store):
         return f.read(store.replica.end)
 
 
-def follow(lnode, fnode, check):
+def follow(lnode, fnode, check, message_bytes_max=None):
     async def main():
-        async with leader_server(lnode) as ep:
+        async with leader_server(lnode, message_bytes_max) as ep:
             client = ReplicationClient(fnode, ep)
             client.start()
             try:
@@ -93,3 +93,40 @@ def test_the_follower_refuses_a_member_it_must_not_follow(stores, case, says):
         wait_until(lambda: client.status()["last_error"] and says in client.status()["last_error"], says)
         assert follower.replica.end == 0 and client.sessions == 0 and lnode.seen == []
     follow(lnode, fnode, check)
+
+
+def test_the_copy_goes_on_past_a_damaged_stretch_of_the_leaders_log(stores):
+    """A record whose header went bad on the leader's disk goes as a RAW frame: written as it is,
+    counted, and the records after it are copied and served."""
+    leader, follower = stores
+    victim = leader.get("g", "T", 0, 3, 1).messages[0].commitlog_offset
+    leader.segments.segments[0].mapping[victim + 4:victim + 8] = b"\x00" * 4
+    lnode, fnode = LeaderNode(leader, EPOCH), FollowerNode(follower)
+
+    def check(client):
+        wait_until(lambda: follower.replica.end == leader.replica.end, "the follower has the leader's log")
+        assert segment(follower) == segment(leader)
+        st = client.status()
+        assert st["raw_regions"] == 1 and st["raw_bytes"] > 0 and st["last_error"] is None
+    follow(lnode, fnode, check)
+    got = follower.get("g", "T", 0, 0, 100).messages + follower.get("g", "T", 1, 0, 100).messages
+    assert len(got) == 49, "every record but the damaged one, as on the leader"
+
+
+def test_the_broker_state_is_copied_in_chunks_whatever_its_size(stores, monkeypatch):
+    """A state document larger than a gRPC message the leader may send (grpc_message_bytes_max) is
+    copied whole, in frames of replication_frame_bytes_max."""
+    from tidemq.broker.replication import follower as follower_module
+    from tidemq.broker.replication import leader as leader_module
+    leader, follower = stores
+    big = {"pop": "x" * (6 << 20)}                  # 6 MiB, over the 4.5 MiB message limit below
+    monkeypatch.setattr(leader_module.state, "snapshot", lambda store, service: big)
+    applied = []
+    monkeypatch.setattr(follower_module.state, "apply", lambda doc, store, service, state_dir: applied.append(doc))
+    lnode, fnode = LeaderNode(leader, EPOCH), FollowerNode(follower)
+    lnode.service = fnode.service = object()
+
+    def check(client):
+        wait_until(lambda: client.status()["state_copies"] >= 1, "a state copy")
+        assert applied[0] == big and client.state_bytes > 6 << 20
+    follow(lnode, fnode, check, message_bytes_max=int(4.5 * (1 << 20)))

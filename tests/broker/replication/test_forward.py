@@ -15,6 +15,7 @@ ECHO = "/apache.rocketmq.v2.MessagingService/SendMessage"          # unary
 PULL = "/apache.rocketmq.v2.MessagingService/PullMessage"          # unary -> stream
 TELEMETRY = "/apache.rocketmq.v2.MessagingService/Telemetry"       # stream -> stream
 BROKEN = "/apache.rocketmq.v2.MessagingService/AckMessage"         # answers an error status
+SILENT = "/apache.rocketmq.v2.MessagingService/QueryRoute"         # never answers (a stopped leader)
 
 
 class Handlers(grpc.GenericRpcHandler):
@@ -23,6 +24,7 @@ class Handlers(grpc.GenericRpcHandler):
 
     def __init__(self, name: str) -> None:
         self.name = name.encode()
+        self.entered = asyncio.Event()          # SILENT was called
 
     def service(self, details):
         name = self.name
@@ -47,7 +49,13 @@ class Handlers(grpc.GenericRpcHandler):
         async def broken(request, context):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no such handle")
 
-        return {ECHO: grpc.unary_unary_rpc_method_handler(echo),
+        entered = self.entered
+
+        async def silent(request, context):
+            entered.set()
+            await asyncio.Event().wait()
+
+        return {SILENT: grpc.unary_unary_rpc_method_handler(silent), ECHO: grpc.unary_unary_rpc_method_handler(echo),
                 PULL: grpc.unary_stream_rpc_method_handler(pull),
                 TELEMETRY: grpc.stream_stream_rpc_method_handler(telemetry),
                 BROKEN: grpc.unary_unary_rpc_method_handler(broken)}.get(details.method)
@@ -61,12 +69,16 @@ async def serve(*handlers) -> tuple[grpc.aio.Server, str]:
     return server, f"127.0.0.1:{port}"
 
 
-def run_with_member(check, leading=False, leader=True):
+def run_with_member(check, leading=False, leader=True, forward_timeout_ms=60_000):
     """A leader server, a member serving LeaderPort(node) ahead of its own handlers; check(node,
-    port, channel to the member's port, leader endpoint) runs on the loop."""
+    port, channel to the member's port, leader endpoint) runs on the loop (node.handlers: the
+    leader's)."""
     async def main():
-        lead_server, lead_ep = await serve(Handlers("leader"))
-        node = SimpleNamespace(leading=leading, leader_endpoint=lead_ep if leader else None, group="g")
+        handlers = Handlers("leader")
+        lead_server, lead_ep = await serve(handlers)
+        node = SimpleNamespace(leading=leading, fenced=None, leader_endpoint=lead_ep if leader else None, group="g",
+                               config=SimpleNamespace(leader_port_forward_timeout_ms=forward_timeout_ms),
+                               role_changed=asyncio.Event(), handlers=handlers)
         port = LeaderPort(node, [Handlers("member")])
         member, member_ep = await serve(port)
         try:
@@ -169,3 +181,31 @@ def test_tidemqs_own_streamed_methods_are_forwarded_as_streams():
     assert STREAMING[data.SEND_RECORDS_STREAM_PATH] == "stream_stream"
     assert STREAMING[data.PULL_RECORDS_STREAM_PATH] == "unary_stream"
     assert data.SEND_RECORDS_PATH not in STREAMING and data.PULL_RECORDS_PATH not in STREAMING      # unary
+
+
+def test_a_fenced_member_never_answers_from_its_own_services():
+    async def check(node, port, ch, lead_ep):
+        node.fenced, node.leader_endpoint = "the coordinator's session is suspended", "127.0.0.1:1"
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await ch.unary_unary(ECHO)(b"x", timeout=60)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE      # retried by the clients, never "fenced"
+    run_with_member(check, leading=True)
+
+
+def test_a_leader_that_does_not_answer_costs_the_forward_timeout_not_the_clients_deadline():
+    async def check(node, port, ch, lead_ep):
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await ch.unary_unary(SILENT)(b"x", timeout=600)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE and "leader_port_forward_timeout_ms" in e.value.details()
+    run_with_member(check, forward_timeout_ms=300)
+
+
+def test_a_forwarded_call_ends_when_the_member_follows_another_leader():
+    async def check(node, port, ch, lead_ep):
+        call = ch.unary_unary(SILENT)(b"x", timeout=600)
+        await node.handlers.entered.wait()        # the call reached the (silent) leader
+        node.role_changed.set()                   # this member now follows another leader
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await call
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE and "leader changed" in e.value.details()
+    run_with_member(check)

@@ -122,6 +122,15 @@ def test_the_log_is_sent_byte_for_byte_then_each_append_and_acks_confirm(store):
     assert not node.acks.followers["f1"].connected
 
 
+async def state_doc(ch, size_max=1 << 30):
+    """The State answer put back together from its STATE frames."""
+    whole = rp.StateAssembler(size_max)
+    got = None
+    async for raw in ch.unary_stream(rp.STATE_PATH)(b"", timeout=60):
+        got = whole.add(rp.decode(raw))
+    return rp.loads(got)
+
+
 def test_epochs_and_state_answer_as_the_leader_is(store):
     node = LeaderNode(store, EPOCH)
 
@@ -131,9 +140,9 @@ def test_epochs_and_state_answer_as_the_leader_is(store):
         assert doc["group"] == "g" and doc["member"] == "g-0" and doc["view"] == {"group": "g"}
         node.fenced = True
         assert not rp.loads(await ch.unary_unary(rp.EPOCHS_PATH)(b"", timeout=60))["leader"]
-        st = rp.loads(await ch.unary_unary(rp.STATE_PATH)(b"", timeout=60))
+        st = await state_doc(ch)
         assert st == {"ok": False, "error": "not ready"}, "no service to copy the state of yet"
         node.leading, node.refusal = False, "this broker follows 127.0.0.1:8081"
-        st = rp.loads(await ch.unary_unary(rp.STATE_PATH)(b"", timeout=60))
+        st = await state_doc(ch)
         assert st == {"ok": False, "error": "this broker follows 127.0.0.1:8081"}
     with_leader(node, check)

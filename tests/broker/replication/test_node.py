@@ -69,3 +69,50 @@ def test_a_follower_names_its_leader_and_a_promotion_leads_a_new_epoch(tmp_path)
         assert store.epochs.snapshot()[-1] == (2, end), "the new epoch begins where the log ended"
         assert put(store).ok and node.status()["role_changes"] == 3
     with_member(tmp_path, check)
+
+
+def test_a_static_leader_whose_commit_log_fails_leads_a_new_epoch_from_the_cut(tmp_path):
+    """No coordinator to step down through: the leader whose commit-log fsync failed (store/
+    log_failure.py: cut back to its durable end, going on in its other directory) leads a new epoch
+    beginning at the cut, so that a follower holding records after it finds them diverged."""
+    import errno
+    from types import SimpleNamespace
+
+    from tidemq.broker.replication.node import ReplicationNode
+    from tidemq.store import MessageStore, PutStatus
+    from tidemq.testing.faulty_io import FaultyFileIO
+
+    from ...support.store import memory_config
+    from ...support.wait import PATIENCE_S
+
+    fio = FaultyFileIO(seed=2)
+    store = MessageStore(memory_config(flush_disk_type="SYNC_FLUSH", sync_flush_timeout_ms=600_000,
+                                       commitlog_dirs=("/l/a", "/l/b")), fio=fio).start()
+
+    async def nothing(*_a, **_k):
+        pass
+    host = SimpleNamespace(store=store, service=None, endpoint="127.0.0.1:1", activate=nothing, leader_port=nothing)
+
+    async def main():
+        node = ReplicationNode(host, ReplicationConfig(broker_group="g", broker_id="g-0", broker_role="leader"))
+        await node.start()
+        try:
+            assert node.epoch == 1
+            ok = [put(store) for _ in range(5)]
+            assert all(r.ok for r in ok)
+            fio.fail("fsync", errno.EIO, "/l/a/")
+            assert put(store).status is PutStatus.FLUSH_DISK_FAILED
+            for _ in range(int(PATIENCE_S / 0.01)):
+                if node.epoch == 2:
+                    break
+                await asyncio.sleep(0.01)
+            cut = ok[-1].commitlog_offset + ok[-1].size
+            assert node.epoch == 2 and node.leading
+            assert store.epochs.snapshot()[-1] == (2, cut), "the new epoch begins at the cut"
+            assert put(store).ok
+        finally:
+            await node.stop()
+    try:
+        asyncio.run(main())
+    finally:
+        store.shutdown()

@@ -84,7 +84,8 @@ def test_follower_copy_is_byte_identical_serves_reads_refuses_writes(group):
 
 
 def test_sync_waits_for_the_follower(group):
-    g = group("SYNC", env={"TIDEMQ_REPLICATION_TIMEOUT_MS": "300"})
+    # the follower stays in the in-sync set however long it is stopped here (replica_lag_time_max_ms)
+    g = group("SYNC", env={"TIDEMQ_REPLICATION_TIMEOUT_MS": "300", "TIDEMQ_REPLICA_LAG_TIME_MAX_MS": "600000"})
     with Producer(g.endpoint(0), timeout_s=60) as p:
         assert all(r.ok for r in p.send_batch("T", [b"a%d" % i for i in range(20)]))
         g.signal(1, signal.SIGSTOP)
@@ -97,16 +98,23 @@ def test_sync_waits_for_the_follower(group):
         wait_until(lambda: _caught_up(g, 0, 1), "the follower caught up")
         confirmed = p.send_batch("T", [b"while-stopped"], message_ids=[r.message_id])[0]
         assert confirmed.ok and confirmed.duplicate
+    assert g.read_topic(0, "T").count(b"while-stopped") == 1
+
+
+def test_a_follower_gone_leaves_the_in_sync_set_then_writes_are_refused_unwritten(group):
+    g = group("SYNC", env={"TIDEMQ_REPLICA_LAG_TIME_MAX_MS": "500"})
+    with Producer(g.endpoint(0), timeout_s=60) as p:
+        assert all(r.ok for r in p.send_batch("T", [b"a%d" % i for i in range(20)]))
         g.kill(1)
-        # the leader learns of it when the stream breaks: before that, a put is appended and then
-        # answered REPLICA_LOST (in the log); after it, refused before anything is written
-        wait_until(lambda: not any(f["connected"] for f in g.status(0)["followers"]), "the leader saw it go")
+        # no confirmation of the leader's end for replica_lag_time_max_ms: out of the set (before that a
+        # put is appended and waits); then a put is refused before anything is written
+        wait_until(lambda: g.status(0)["in_sync"] == ["g-0"], "the follower out of the in-sync set")
         r = p.send_batch("T", [b"no-follower"])[0]
         assert r.code == Code.HA_NOT_AVAILABLE and "in_sync_replicas_min" in r.error
         g.start(1, leader=0)
         wait_until(lambda: p.send_batch("T", [b"back"])[0].ok, "a SYNC write accepted again")
     bodies = g.read_topic(0, "T")
-    assert bodies.count(b"while-stopped") == 1 and b"no-follower" not in bodies
+    assert b"no-follower" not in bodies and b"back" in bodies
 
 
 def test_resend_of_an_unconfirmed_put_is_not_stored_twice(group, clients):

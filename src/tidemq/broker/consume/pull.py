@@ -87,6 +87,7 @@ class Pull:
         self.offsets = offsets
         self.arrivals = arrivals
         self.bytes_max = bytes_max
+        self.quotas = None          # protection/quotas.Quotas: fetch byte rates (None: none)
 
     def _queue(self, mq) -> tuple[str, int, "pb.Status | None"]:
         topic, qid = mq.topic.name, mq.id
@@ -113,10 +114,16 @@ class Pull:
         wait_s = min(request.long_polling_timeout.seconds + request.long_polling_timeout.nanos / 1e9,
                      self.wait_s_max)
         offset = request.offset
+        ents, over = self.quotas.fetch_admit(context, topic) if self.quotas is not None else ([], None)
+        if over is not None:
+            yield spb.PullMessageResponse(status=status(Code.TOO_MANY_REQUESTS, over))
+            return
         g = await long_poll(lambda: self.store.get(group, topic, qid, offset, max_count=batch, max_bytes=self.bytes_max,
                                                    tags=sub.tags, match=sub.match), self.arrivals, wait_s, context,
                             readable_waker(self.store, self.arrivals))
         if g.status is GetStatus.FOUND:
+            if ents:
+                await self.quotas.fetch_charge(ents, sum(len(m.body) for m in g.messages))
             self.got.add(topic, OK, len(g.messages))
             yield spb.PullMessageResponse(status=status(Code.OK))
             for m in g.messages:

@@ -39,15 +39,21 @@ class Records:
         self.arrivals = arrivals
         self.max_message_bytes = max_message_bytes        # what gRPC lets the response carry
         self.bytes_max = bytes_max                        # record bytes one response carries at most
+        self.quotas = None                                # protection/quotas.Quotas: fetch byte rates
 
     async def pull(self, raw: bytes, context) -> bytes:
         req, refusal = self._request(raw)
         if refusal is not None:
             return refusal
         max_bytes = self._max_bytes(req)
+        ents, over = self.quotas.fetch_admit(context, req.topic) if self.quotas is not None else ([], None)
+        if over is not None:
+            return encode_response({"code": Code.TOO_MANY_REQUESTS, "message": over})
         g = await long_poll(lambda: self.store.get_raw(req.topic, req.queue_id, req.offset, req.max_count, max_bytes,
                                                        ROOM, _head), self.arrivals, req.wait_ms / 1000, context,
                             readable_waker(self.store, self.arrivals))
+        if ents and g.status is GetStatus.FOUND:
+            await self.quotas.fetch_charge(ents, len(g.records[1]))
         return self._response(req.topic, g)
 
     async def stream(self, raw: bytes, context):
@@ -66,8 +72,14 @@ class Records:
         while end is None or offset < end:
             n = req.max_count if end is None else min(req.max_count, end - offset)
             at = offset
+            ents, over = self.quotas.fetch_admit(context, topic) if self.quotas is not None else ([], None)
+            if over is not None:
+                yield encode_response({"code": Code.TOO_MANY_REQUESTS, "message": over})
+                return
             g = await long_poll(lambda: self.store.get_raw(topic, qid, at, n, max_bytes, ROOM, _head), self.arrivals,
                                 wait_s, context, wake)
+            if ents and g.status is GetStatus.FOUND:
+                await self.quotas.fetch_charge(ents, len(g.records[1]))
             yield self._response(topic, g)
             if g.status is GetStatus.FOUND:
                 offset = g.next_offset

@@ -22,6 +22,10 @@ queue moves on; when an invisible time runs out, the un-acked ones come back
 first, in offset order, with attempt + 1. Message groups that share a queue wait
 for each other; other queues and other groups are not held. The hold is derived
 from the in-flight state alone, which the pop journal keeps across a kill -9.
+
+Lite consumers (lite.py) and topics with PRIORITY messages take a queue by select.py instead of
+in offset order (not FIFO groups): a lite consumer gets only its lite topics' messages, higher
+priorities come first among a queue's visible ones.
 """
 
 from __future__ import annotations
@@ -40,11 +44,12 @@ from ..sessions.telemetry import client_id_of
 from ..puts import StorePuts
 from ..state.layout import state_dir
 from ..topic_names import dlq_topic
-from ..wire import INTERNAL, PROP_ORIGIN_TOPIC, to_wire
+from ..wire import INTERNAL, PROP_ORIGIN_TOPIC, PROP_PRIORITY, PROP_TRACE_CONTEXT, to_wire
 from .groups import GroupTable
 from .attempts import Attempts
 from .filters import EVERYTHING, Subscription, subscription
 from .pop_state import HandleError, PopState
+from .select import Selector, pop_selected
 from .pull import readable_waker
 
 log = logging.getLogger("tidemq.broker")
@@ -71,6 +76,7 @@ class Consumption:
         self.groups = groups if groups is not None else GroupTable(
             store.fio, state_dir(store.config.root_dir), config.delivery_attempts_max,
             config.fifo_consumer_groups)
+        self.quotas = None              # protection/quotas.Quotas: fetch byte rates (None: none)
         self.arrivals = asyncio.Event()
         self._rr: dict[tuple[str, str], int] = {}
         # (group, topic, queue, offset) -> (message, why): out of delivery attempts, to be moved to the
@@ -78,6 +84,27 @@ class Consumption:
         self._dying: dict[tuple, tuple] = {}
         self.more_to_scan = False              # the last pop_batch stopped at FILTER_PASS_UNITS_MAX
         self.attempts = Attempts(pop)          # what a receive with an attempt id took (attempts.py)
+        self.lite = None                           # lite.LiteSubscriptions (the service's), None: no lite topics
+        self.priority_topics: set[str] = set()     # topics PRIORITY messages were sent to or read from
+        self.aside: dict = {}                      # select.py: (group, topic, queue) -> {offset: lite topic} set aside
+
+    def read_at(self, topic: str, qid: int, offset: int):
+        """The message at ``offset`` of a queue (None: not there any more)."""
+        return self._read(topic, qid, offset)
+
+    def give_up(self, group: str, topic: str, qid: int, offset: int, m, why: str) -> None:
+        """Out of delivery attempts: to the dead-letter queue at the next ``bury``."""
+        self._dying.setdefault((group, topic, qid, offset), (m, why))
+
+    def selector(self, group: str, topic: str, client: str) -> Selector | None:
+        """How a receive of ``client`` takes the queues of ``topic`` (select.py); None: in offset order."""
+        if self.groups.orderly(group):
+            return None
+        sets = self.lite.sets(group, topic, client) if self.lite is not None else None
+        by_priority = topic in self.priority_topics
+        if sets is None and not by_priority:
+            return None
+        return Selector(sets[0] if sets else None, sets[1] if sets else None, by_priority)
 
     def notify_arrival(self) -> None:
         self.arrivals.set()
@@ -97,7 +124,9 @@ class Consumption:
         topic = dlq_topic(group)
         if self.store.queue_count(topic) == 0:
             self.store.create_topic(topic, 1)
-        props = {k: v for k, v in m.properties.items() if k not in INTERNAL}
+        # the trace context goes with it (a trace follows a message into its DLQ); its lite topic and
+        # priority do not (the dead-letter queue is a topic of its own, read in order)
+        props = {k: v for k, v in m.properties.items() if k not in INTERNAL or k == PROP_TRACE_CONTEXT}
         props.update({PROP_UNIQ_KEY: m.msg_id, PROP_ORIGIN_TOPIC: m.topic, "ORIGIN_QUEUE_OFFSET": str(m.queue_offset)})
         dead = Message(topic=topic, body=m.body, tags=m.tags, keys=m.keys or None, properties=props, queue_id=0)
         r = await self.puts.run(self.store.put, dead) if self.puts is not None else self.store.put(dead)
@@ -108,11 +137,12 @@ class Consumption:
         return None
 
     def pop_batch(self, group: str, topic: str, batch: int, invisible_ms: int, sub: Subscription | None = None,
-                  renew_for: str = "") -> list:
+                  renew_for: str = "", client: str = "") -> list:
         """Up to ``batch`` messages that ``sub`` wants (filters.py; None: all), in flight for
         ``invisible_ms``; with ``renew_for`` (a client id) the broker renews their invisible time while
-        that client is alive (renew.py). Messages the filter does not want are passed (the group's
-        cursor moves over them: consumed for the group, as RocketMQ acks them), never delivered."""
+        that client is alive (renew.py); ``client``: who receives (a lite consumer gets its lite
+        topics' messages only). Messages the filter does not want are passed (the group's cursor moves
+        over them: consumed for the group, as RocketMQ acks them), never delivered."""
         if sub is None:
             sub = EVERYTHING
         self.more_to_scan = False
@@ -120,16 +150,18 @@ class Consumption:
         n = self.store.queue_count(topic)
         now = self.now_ms()
         in_order = self.groups.orderly(group)
+        sel = self.selector(group, topic, client)
         start = self._rr.get((group, topic), 0)
         self._rr[(group, topic)] = start + 1
         for k in range(n):
             if len(out) >= batch:
                 break
-            self._pop_queue(group, topic, (start + k) % n, out, batch, now, invisible_ms, sub, in_order, renew_for)
+            self._pop_queue(group, topic, (start + k) % n, out, batch, now, invisible_ms, sub, in_order, renew_for,
+                            sel)
         return out
 
     def _pop_queue(self, group: str, topic: str, q: int, out: list, batch: int, now: int, invisible_ms: int,
-                   sub: Subscription, in_order: bool, renew_for: str) -> None:
+                   sub: Subscription, in_order: bool, renew_for: str, sel: Selector | None = None) -> None:
         """Expired in-flight messages of one queue (in offset order), then new ones from the cursor.
         In order (a FIFO group): nothing while one handed out is still invisible, and nothing past
         a message that could not be moved to the dead-letter queue."""
@@ -138,6 +170,10 @@ class Consumption:
             return
         renew_until = now + int(self.config.auto_renew_s_max * 1000) if renew_for else 0
         attempts_max = self.groups.attempts_max(group)      # retry_max + 1 deliveries, then the DLQ
+        if sel is not None:
+            pop_selected(self, group, topic, q, out, batch, now, invisible_ms, sub, renew_for, renew_until, sel,
+                         attempts_max)
+            return
         for o in sorted(o for o, i in st.inflight.items() if i.visible_at_ms <= now):
             if len(out) >= batch:
                 return
@@ -166,6 +202,8 @@ class Consumption:
                 for m in g.messages:
                     h = self.pop.deliver(group, topic, q, m.queue_offset, 1, now + invisible_ms, renew_for, renew_until)
                     out.append(to_wire(m, 1, h, invisible_ms))
+                    if PROP_PRIORITY in m.properties:          # from the next receive on: by priority
+                        self.priority_topics.add(topic)
                 self.got.add(topic, OK, len(g.messages))
                 self.pop.skip_to(group, topic, q, g.next_offset)
             elif g.status in SKIP and g.next_offset > cursor:
@@ -239,11 +277,16 @@ class Consumption:
             wait_s = min(wait_s, remaining - 1.0)
         deadline = time.monotonic() + max(0.0, wait_s)
         renew_for = client_id_of(context) if request.auto_renew else ""
+        ents, over = self.quotas.fetch_admit(context, topic) if self.quotas is not None else ([], None)
+        if over is not None:
+            yield spb.ReceiveMessageResponse(status=status(Code.TOO_MANY_REQUESTS, over))
+            return
         wake = readable_waker(self.store, self.arrivals)
+        client = client_id_of(context) if self.lite is not None and self.lite.subs else ""   # who: lite topics
         msgs = self.attempts.again(group, topic, request.attempt_id, self.now_ms())   # a repeated receive
         while msgs is None:
             self.arrivals.clear()
-            msgs = self.pop_batch(group, topic, batch, invisible_ms, sub, renew_for)
+            msgs = self.pop_batch(group, topic, batch, invisible_ms, sub, renew_for, client)
             if self._dying and await self.bury() and not msgs:
                 msgs = None
                 continue                # moved: what was behind a dead letter may be deliverable now
@@ -267,6 +310,8 @@ class Consumption:
         now = self.now_ms()
         ts = pb.Message().system_properties.store_timestamp.__class__(seconds=now // 1000,
                                                                       nanos=(now % 1000) * 1_000_000)
+        if msgs and ents:
+            await self.quotas.fetch_charge(ents, sum(len(m.body) for m in msgs))
         if msgs:
             yield spb.ReceiveMessageResponse(status=status(Code.OK))
             for m in msgs:

@@ -23,6 +23,12 @@ broker was down is moved in the first round after the start. A damaged checkpoin
 back to its previous version, or to none: the queue is read again from its start, and
 every entry due by then is looked up in the index before it is moved (none doubled).
 
+Recall (RecallMessage, RocketMQ 5.3.2+): a waiting message is recalled by its schedule offset
+(:meth:`Timer.recall`, given a handle by recall.py); it stays in the schedule queue and is never
+moved: the offset is kept in the checkpoint's ``"recalled"`` list, written before the answer, until
+the timer has passed it. A message whose time has come (moved, or being moved) cannot be recalled
+any more (RocketMQ: "recall failed, timestamp invalid").
+
 Bounds: at most ``timer_pending_max`` waiting messages (a send beyond is refused
 by the service), ``round_max`` (ROUND_MAX) reads or moves per round.
 """
@@ -30,9 +36,11 @@ by the service), ``round_max`` (ROUND_MAX) reads or moves per round.
 from __future__ import annotations
 
 import asyncio
+import enum
 import heapq
 import logging
 import os
+import threading
 from typing import Callable
 
 from ...store import MessageStore
@@ -48,6 +56,13 @@ ROUND_MAX = 1024                # schedule messages read, or moved, per round at
 CHECKPOINT_INTERVAL_S = 1.0
 RETRY_AFTER_FAILURE_S = 1.0
 NEVER = 1 << 62
+
+
+class Recall(enum.Enum):
+    """What a recall found (:meth:`Timer.recall`)."""
+    RECALLED = "recalled"            # it will never be moved (or was recalled before)
+    DUE = "due"                      # its time came: moved, or being moved
+    UNKNOWN = "unknown"              # no such waiting message at that offset
 
 
 class Timer:
@@ -67,6 +82,9 @@ class Timer:
         self.wake = asyncio.Event()
         self._saved: tuple | None = None
         self._saved_at = 0.0
+        self.recalled: set[int] = set()            # schedule offsets recalled, not passed yet (never moved)
+        self._recall_lock = threading.Lock()       # a recall and a round's choice of what is due: one at a time
+        self._due_through_ms = 0                   # the latest time a round took due messages at
 
     # Start / stop ---------------------------------------------------------------------
     def open(self) -> None:
@@ -77,6 +95,7 @@ class Timer:
         if doc is not None:
             self._skip_below = (doc["enqueued"], doc["delivered_before_ms"])
             low = max(low, doc["low"])
+            self.recalled = {o for o in doc.get("recalled", ()) if o >= low}
             self._saved = (doc["enqueued"], doc["low"], doc["delivered_before_ms"])
         self.read_offset = low
         self.recover_until_ms = self.store.clock.now_ms()
@@ -112,12 +131,17 @@ class Timer:
         Returns (moved, failed): failed means a put was refused (they wait for a retry)."""
         limit = self.round_max if limit is None else limit
         due: list[tuple[int, int]] = []
-        while self.heap and self.heap[0][0] <= now_ms and len(due) < limit:
-            due.append(heapq.heappop(self.heap))
+        with self._recall_lock:
+            self._due_through_ms = max(self._due_through_ms, now_ms)
+            while self.heap and self.heap[0][0] <= now_ms and len(due) < limit:
+                due.append(heapq.heappop(self.heap))
         if not due:
             return 0, False
         msgs, which = [], []
         for d, o in due:
+            if o in self.recalled:                               # recalled: passed, never moved
+                self._done(o)
+                continue
             s = parking.read_at(self.store, SCHEDULE_TOPIC, o)
             if s is None:
                 log.error("delayed message at schedule offset %d is gone from the store (retention?)", o)
@@ -156,6 +180,27 @@ class Timer:
         while offs and offs[0] in self._moved:
             self._moved.discard(heapq.heappop(offs))
 
+    # Recall ---------------------------------------------------------------------------
+    def recall(self, offset: int, due_ms: int, now_ms: int) -> Recall:
+        """Recall the waiting message at schedule ``offset`` (due at ``due_ms``, as its handle says and
+        the caller checked against the message): never moved from now on, durably (the checkpoint is
+        written before this returns; OSError if it cannot be)."""
+        with self._recall_lock:
+            if offset in self.recalled:
+                return Recall.RECALLED
+            if due_ms <= max(now_ms, self._due_through_ms):
+                return Recall.DUE
+            if offset < self.store.min_offset(SCHEDULE_TOPIC, 0) or offset >= self.store.max_offset(SCHEDULE_TOPIC, 0):
+                return Recall.UNKNOWN
+            self.recalled.add(offset)
+        try:
+            self.checkpoint(force=True, recall=True)
+        except OSError:
+            with self._recall_lock:
+                self.recalled.discard(offset)
+            raise
+        return Recall.RECALLED
+
     # Progress -------------------------------------------------------------------------
     def progress(self) -> tuple[int, int, int] | None:
         """(enqueued, low, delivered_before_ms) as the checkpoint says them now; None while the queue
@@ -170,16 +215,28 @@ class Timer:
         state = self.progress() or self._saved
         if state is None:
             return None
-        return {"enqueued": state[0], "low": state[1], "delivered_before_ms": state[2]}
+        doc = {"enqueued": state[0], "low": state[1], "delivered_before_ms": state[2]}
+        if self.recalled:
+            with self._recall_lock:             # every offset below low is passed: its recall is done
+                self.recalled = {o for o in self.recalled if o >= state[1]}
+            doc["recalled"] = sorted(self.recalled)
+        return doc
 
-    def checkpoint(self, force: bool = False) -> None:
+    def checkpoint(self, force: bool = False, recall: bool = False) -> None:
+        """Write the progress (at most once a second unless ``force``); ``recall``: a recall is being
+        answered, written whatever the progress (the last checkpoint's, while it is re-read)."""
         state = self.progress()
-        if state is None:                                   # still re-reading what the last checkpoint covered
+        if state is None and not recall:                    # still re-reading what the last checkpoint covered
             return
-        if state == self._saved or (not force and self.store.clock.monotonic_s() - self._saved_at < CHECKPOINT_INTERVAL_S):
+        if not recall and (state == self._saved or
+                           (not force and self.store.clock.monotonic_s() - self._saved_at < CHECKPOINT_INTERVAL_S)):
             return
-        checked.write(self.store.fio, self.path, self.snapshot())
-        self._saved = state
+        doc = self.snapshot()
+        if doc is None:                                     # nothing moved nor read yet: nothing to skip at start
+            doc = {"enqueued": 0, "low": 0, "delivered_before_ms": 0, "recalled": sorted(self.recalled)}
+        checked.write(self.store.fio, self.path, doc)
+        if state is not None:
+            self._saved = state
         self._saved_at = self.store.clock.monotonic_s()
 
     # The one task -----------------------------------------------------------------------
@@ -224,3 +281,6 @@ def check_progress(doc) -> None:
     if not (isinstance(doc, dict) and all(type(doc.get(k)) is int
                                           for k in ("enqueued", "low", "delivered_before_ms"))):
         raise checked.Damaged("not the timer's progress")
+    rec = doc.get("recalled", [])
+    if not (isinstance(rec, list) and all(type(o) is int for o in rec)):
+        raise checked.Damaged("not the timer's progress: recalled is not a list of offsets")

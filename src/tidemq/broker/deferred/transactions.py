@@ -16,7 +16,9 @@ JSON lines, written before the answer, fsynced every second)::
 
 ONE task (:meth:`Transactions.run`) reads the half queue from ``low`` and keeps
 the undecided ones. One left undecided for ``transaction_check_interval_s``
-(since it was stored or last checked) is checked: a
+(since it was stored or last checked; for the first check, the message's own
+``orphaned_transaction_recovery_duration`` when it gave one, kept as RocketMQ's
+CHECK_IMMUNITY_TIME_IN_SECONDS and bounded by ``transaction_recovery_s_max``) is checked: a
 RecoverOrphanedTransactionCommand goes on a live Telemetry stream of its sender,
 or of a producer that declared its topic; the client answers with EndTransaction
 (source SERVER_CHECK). Without such a stream the check waits (a Python producer
@@ -43,7 +45,7 @@ from ...record.codec import CodecError, StoredMessage, parse_offset_msg_id
 from ..sessions.telemetry import Sessions
 from ..state.journal import COMPACT_BYTES, Journal
 from ..state.layout import StateLayout, state_dir as state_dir_of
-from ..wire import to_wire
+from ..wire import PROP_ORPHAN_CHECK_S, to_wire
 from . import parking
 from ..topic_names import HALF_TOPIC
 from .parking import PROP_REAL_TOPIC, PROP_TXN_CLIENT
@@ -63,6 +65,7 @@ class Half:
     topic: str
     client_id: str
     since_ms: int          # stored, or last checked
+    first_ms: int | None = None   # the message's own wait before its first check (None: the interval)
 
 
 class Transactions:
@@ -215,9 +218,16 @@ class Transactions:
                     self._log({"op": "end", "o": o, "r": "c"})     # committed just before a crash
                     continue
                 self.pending[o] = Half(s.commitlog_offset, s.properties.get(PROP_REAL_TOPIC, ""),
-                                       s.properties.get(PROP_TXN_CLIENT, ""), s.store_timestamp_ms)
+                                       s.properties.get(PROP_TXN_CLIENT, ""), s.store_timestamp_ms,
+                                       self._first_check_ms(s.properties.get(PROP_ORPHAN_CHECK_S)))
             self.scan_offset = nxt
         return self.scan_offset - first
+
+    def _first_check_ms(self, seconds: str | None) -> int | None:
+        """The wait before a half message's first check it asked for (None: it did not, or asked 0)."""
+        if not seconds or not seconds.isdigit() or int(seconds[:12]) == 0:
+            return None
+        return int(min(int(seconds[:12]), self.config.transaction_recovery_s_max) * 1000)
 
     def check(self, now_ms: int) -> int:
         """Send the orphan checks that are due; discard what was checked too often. Checks sent."""
@@ -226,9 +236,10 @@ class Transactions:
         for o, h in list(self.pending.items()):
             if sent >= self.checks_per_round_max:
                 break
-            if now_ms - h.since_ms < interval_ms or o in self._busy:
-                continue
             n = self.checks.get(o, 0)
+            wait_ms = h.first_ms if n == 0 and h.first_ms is not None else interval_ms
+            if now_ms - h.since_ms < wait_ms or o in self._busy:
+                continue
             if n >= self.config.transaction_check_max:
                 log.warning("half message at offset %d of topic %r discarded: unresolved after %d checks", o,
                             h.topic, n)

@@ -33,8 +33,25 @@ counted twice and the hot path pays nothing but the put-latency bucket (latency.
     tidemq_replication_lag_seconds{group,member}  lag (on a follower, member = itself)
     tidemq_replication_in_sync{group,member}  1 while a follower is in sync (on the leader)
     tidemq_replication_sync_timeouts_total{group}  SYNC puts answered FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE
+    tidemq_replication_members{group,state}   members this broker knows by state: leader, follower, down (seen
+                                              live since it started, gone now: members.py)
+    tidemq_replication_member_up{group,member}  1 while a known member is live, 0 while it is down
+    tidemq_replication_leader_changes_total{group}  elections seen since start (epochs passed)
+    tidemq_replication_leader_age_seconds{group}  seconds since the group's leader last changed (at start: since
+                                              this broker first saw it)
+    tidemq_coordinator_connected{group}       1 while the coordinator's session is connected
+    tidemq_coordinator_session_timeout_seconds{group,kind}  the session timeout asked, and the one granted
+    rocketmq_*                                RocketMQ 5's names for the same counts (metrics_rocketmq_aliases):
+                                              messages_in_total{topic}, messages_out_total{topic},
+                                              throughput_in_total, throughput_out_total,
+                                              consumer_lag_messages{consumer_group,topic}, topic_number,
+                                              consumer_group_number
     tidemq_auth_failures_total{reason}        calls refused by authentication (no_signature, malformed,
                                               unknown_key, bad_signature, stale) or authorization (forbidden)
+    tidemq_quota_bytes_total{entity,direction}   bytes under a quota (entity user:U, client:C, topic:T;
+                                              direction produce, fetch); _quota_throttled_total and
+                                              _quota_throttled_seconds_total: answers delayed and for how
+                                              long; _quota_refused_total: refused past the bound
     tidemq_up                                 1
 """
 
@@ -132,7 +149,8 @@ class BrokerCollector(Collector):
         yield evicted
         lag = GaugeMetricFamily("tidemq_consumer_lag_messages", "messages a group has not consumed",
                                 labels=["group", "topic", "queue"])
-        for r in o.lag():
+        lag_rows = o.lag()
+        for r in lag_rows:
             lag.add_metric([r["group"], r["topic"], str(r["queue"])], r["lag"])
         yield lag
         stats = o.store.stats()
@@ -151,9 +169,32 @@ class BrokerCollector(Collector):
             for reason, n in refusals.snapshot().items():
                 af.add_metric([reason], n)
             yield af
+        quotas = getattr(getattr(o, "broker", None), "quotas", None)
+        if quotas is not None:
+            yield from _quotas(quotas.snapshot())
         rep = st.get("replication")
         if rep:
             yield from _replication(rep)
+        if getattr(getattr(getattr(o, "broker", None), "config", None), "metrics_rocketmq_aliases", False):
+            yield from _rocketmq_aliases(o, st, lag_rows)
+
+
+def _quotas(stats: dict):
+    """Per quota entity (user:U, client:C, topic:T) and direction (produce, fetch)."""
+    labels = ["entity", "direction"]
+    fams = {
+        "bytes_total": CounterMetricFamily("tidemq_quota_bytes", "bytes sent or fetched under a quota", labels=labels),
+        "throttled_total": CounterMetricFamily("tidemq_quota_throttled", "requests whose answer a quota delayed",
+                                               labels=labels),
+        "throttled_seconds_total": CounterMetricFamily("tidemq_quota_throttled_seconds", "time answers were delayed "
+                                                       "by a quota", labels=labels),
+        "refused_total": CounterMetricFamily("tidemq_quota_refused", "requests refused TOO_MANY_REQUESTS: past the "
+                                             "quota's bound (quota_throttle_ms_max)", labels=labels),
+    }
+    for (e, d), st in sorted(stats.items()):
+        for k, fam in fams.items():
+            fam.add_metric([e, d], getattr(st, k))
+    yield from fams.values()
 
 
 def _replication(rep: dict):
@@ -182,6 +223,76 @@ def _replication(rep: dict):
     yield ins
     yield _counter("tidemq_replication_sync_timeouts", "SYNC puts not confirmed by enough followers in time", g,
                    rep.get("sync_timeouts", 0))
+    console = rep.get("console")
+    if console:
+        members = GaugeMetricFamily("tidemq_replication_members", "members of the group this broker knows, by "
+                                    "state: leader, follower, down (seen live since it started, gone now)",
+                                    labels=["group", "state"])
+        for state, n in console["counts"].items():
+            members.add_metric([g, state], n)
+        yield members
+        up = GaugeMetricFamily("tidemq_replication_member_up", "1 while a member this broker knows is live, 0 while "
+                               "it is down", labels=["group", "member"])
+        for m in console["members"]:
+            up.add_metric([g, m["member"]], 0 if m["state"] == "down" else 1)
+        yield up
+        yield _counter("tidemq_replication_leader_changes", "elections seen since this broker started (epochs "
+                       "passed)", g, console["leader_changes"])
+        if console.get("leader_for_s") is not None:
+            age = GaugeMetricFamily("tidemq_replication_leader_age_seconds", "seconds since the group's leader last "
+                                    "changed (at start: since this broker first saw it lead)", labels=["group"])
+            age.add_metric([g], console["leader_for_s"])
+            yield age
+    session = rep.get("coordinator_session")
+    if session:
+        conn = GaugeMetricFamily("tidemq_coordinator_connected", "1 while the coordinator's session is connected",
+                                 labels=["group"])
+        conn.add_metric([g], 1 if session["state"] == "connected" else 0)
+        yield conn
+        to = GaugeMetricFamily("tidemq_coordinator_session_timeout_seconds", "the coordinator session timeout asked, "
+                               "and the one the coordinator granted", labels=["group", "kind"])
+        to.add_metric([g, "asked"], session["session_timeout_ms_asked"] / 1000)
+        if session.get("session_timeout_ms_granted"):
+            to.add_metric([g, "granted"], session["session_timeout_ms_granted"] / 1000)
+        yield to
+
+
+def _rocketmq_aliases(o, st: dict, lag_rows: list[dict]):
+    """RocketMQ 5's names (its broker's metrics, 5.1+) for what tidemq counts the same way."""
+    ins: dict[str, int] = {}
+    for (t, status), n in o.put_outcomes().items():
+        if status == "OK" and t:
+            ins[t] = ins.get(t, 0) + n
+    fam = CounterMetricFamily("rocketmq_messages_in", "tidemq_messages_put_total{status=\"OK\"} under "
+                              "RocketMQ 5's name", labels=["topic"])
+    for t, n in sorted(ins.items()):
+        fam.add_metric([t], n)
+    yield fam
+    outs: dict[str, int] = {}
+    for (t, status), n in o.got_outcomes().items():
+        if status in ("OK", "REDELIVERED"):
+            outs[t] = outs.get(t, 0) + n
+    fam = CounterMetricFamily("rocketmq_messages_out", "tidemq_messages_got_total{status=~\"OK|REDELIVERED\"} "
+                              "under RocketMQ 5's name", labels=["topic"])
+    for t, n in sorted(outs.items()):
+        fam.add_metric([t], n)
+    yield fam
+    tot = st["totals"]
+    yield CounterMetricFamily("rocketmq_throughput_in", "tidemq_bytes_in_total under RocketMQ 5's name (bytes)",
+                              value=tot["bytes_in"])
+    yield CounterMetricFamily("rocketmq_throughput_out", "tidemq_bytes_out_total under RocketMQ 5's name (bytes)",
+                              value=tot["bytes_out"])
+    lag: dict[tuple[str, str], int] = {}
+    for r in lag_rows:
+        k = (r["group"], r["topic"])
+        lag[k] = lag.get(k, 0) + r["lag"]
+    fam = GaugeMetricFamily("rocketmq_consumer_lag_messages", "tidemq_consumer_lag_messages summed over queues, "
+                            "under RocketMQ 5's name", labels=["consumer_group", "topic"])
+    for (grp, t), n in sorted(lag.items()):
+        fam.add_metric([grp, t], n)
+    yield fam
+    yield GaugeMetricFamily("rocketmq_topic_number", "topics (system topics aside)", value=st["topics"])
+    yield GaugeMetricFamily("rocketmq_consumer_group_number", "consumer groups with offsets", value=st["groups"])
 
 
 def _counter(name: str, doc: str, group: str, value: int):

@@ -120,10 +120,11 @@ class Verdicts:
     numpy call): ``kinds`` (Verdict), ``codes`` (the protocol's Code: OK for STORED and DUPLICATE),
     ``qids`` / ``offsets`` (the queue and queue offset a message was stored at; a duplicate's first
     offset, queue -1), ``texts`` {i: reason}, ``txns`` {i: the transaction id of a TRANSACTION
-    message}, ``ids`` {i: the id the store gave a message sent without one}; ``whole`` (code, text)
+    message}, ``ids`` {i: the id the store gave a message sent without one}, ``recalls`` {i: the
+    recall handle of a DELAY message waiting for its time (deferred/recall.py)}; ``whole`` (code, text)
     when one refusal was for the request as a whole (flow control, the topic), else None."""
 
-    __slots__ = ("n", "kinds", "codes", "qids", "offsets", "texts", "txns", "ids", "whole", "decided")
+    __slots__ = ("n", "kinds", "codes", "qids", "offsets", "texts", "txns", "ids", "whole", "decided", "recalls")
 
     def __init__(self, n: int) -> None:
         self.n = n
@@ -134,6 +135,7 @@ class Verdicts:
         self.texts: dict[int, str] = {}
         self.txns: dict[int, str] = {}
         self.ids: dict[int, str] = {}
+        self.recalls: dict[int, str] = {}     # {i: the recall handle of a DELAY message parked for later}
         self.whole: tuple[int, str] | None = None
         self.decided = 0              # messages with a verdict
 

@@ -20,7 +20,6 @@ Three sources, asked in this order for a batch of dedup keys (dedup.py: a hash o
 
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 import numpy as np
@@ -53,7 +52,7 @@ class Resends:
         span_s = config.send_dedup_after_restart_s if config.send_dedup_window_entries else 0.0
         if store.commitlog_max_offset == store.commitlog_min_offset:
             span_s = 0.0             # nothing was stored before this start: nothing to look up
-        self._index_until_s = time.monotonic() + span_s
+        self._index_until_s = store.clock.monotonic_s() + span_s
         self._index_from_ms = store.clock.now_ms() - int(span_s * 1000)
         # dedup key -> (queue offset, transaction id, log end, commit-log offset) of puts appended, not confirmed
         self.unconfirmed: dict[bytes, tuple[int, str, int, int]] = {}
@@ -83,7 +82,7 @@ class Resends:
                     got = self._unconfirmed(k)
                     if got is not None:
                         found[i] = got
-        if self._index_until_s and time.monotonic() < self._index_until_s:
+        if self._index_until_s and self.store.clock.monotonic_s() < self._index_until_s:
             for i in which:
                 if i not in found and any(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]):
                     earlier = self._stored_before_start(topic_of(i), id_of(i))
@@ -119,14 +118,21 @@ class Resends:
         self.window.put_key(key, offset, phys, txn)
         return offset, txn
 
-    def _stored_before_start(self, topic: str, message_id: str) -> tuple[int, str] | None:
-        """A message of this id stored shortly before the broker started (the index has its
-        UNIQ_KEY), remembered in the window; None when there is none (or no index)."""
+    def _stored_before_start(self, topic: str, message_id: str) -> tuple[int, str] | Unconfirmed | None:
+        """A message of this id stored shortly before the broker started or took the lead (the index
+        has its UNIQ_KEY), remembered in the window once the store confirms it (Unconfirmed until
+        then: a promoted follower's records past the high watermark, SYNC replication); None when
+        there is none (or no index, or it will never be confirmed)."""
         if self.store.index is None or not message_id:
             return None
-        found = [m for m in self.store.query_by_key(topic, message_id, 4, self._index_from_ms)
+        found = [m for m in self.store.query_by_key(topic, message_id, 4, self._index_from_ms, whole_log=True)
                  if m.properties.get(PROP_UNIQ_KEY) == message_id]      # its id, not a key of another
         if not found:
+            return None
+        why = self.store.confirm(found[0].commitlog_offset + found[0].store_size)
+        if why in NOT_YET:
+            return Unconfirmed((why, f"stored, not yet confirmed ({why.name})"))
+        if why is not None:
             return None
         offset = found[0].queue_offset
         self.window.put(topic, message_id, offset, found[0].commitlog_offset)

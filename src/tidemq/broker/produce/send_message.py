@@ -9,7 +9,8 @@ store Messages (``Messages``: wire.to_store), each with its type, message group 
 for the path to route. A message type tidemq does not know is refused here (UNSUPPORTED).
 
 The answer: one SendResultEntry per message (its id, or the one the store gave a message sent
-without one; its queue offset; the transaction id of a TRANSACTION message); a resend answered
+without one; its queue offset; the transaction id of a TRANSACTION message; the recall handle of a
+DELAY message waiting for its time); a resend answered
 from the dedup window is OK with the first store's offset and the text "duplicate: already
 stored", its index in the ``tidemq-duplicates`` trailer (protocol/data.py).
 """
@@ -98,10 +99,11 @@ class MessageSends:
 
     @staticmethod
     def _answer(v: Verdicts, ids, context) -> "spb.SendMessageResponse":
-        texts, txns, given, codes, offsets = v.texts, v.txns, v.ids, v.codes, v.offsets
+        texts, txns, given, codes, offsets, recalls = v.texts, v.txns, v.ids, v.codes, v.offsets, v.recalls
         entries = [spb.SendResultEntry(status=status(codes[i], texts.get(i, "")),
                                        message_id=ids[i] or given.get(i, ""),
-                                       offset=max(offsets[i], 0), transaction_id=txns.get(i, ""))
+                                       offset=max(offsets[i], 0), transaction_id=txns.get(i, ""),
+                                       recall_handle=recalls.get(i, ""))
                    for i in range(v.n)]
         if v.n == 1:
             if v.kinds[0] == DUPLICATE:

@@ -7,17 +7,22 @@ wire format into a SendBatch (batch.py) and encode the verdicts back. Here, once
    ``pub`` on each topic, once per topic; a message to a topic it may not publish to is answered
    FORBIDDEN naming the user, the action and the topic (before anything else: a topic's existence
    is not revealed, nor auto-created, for someone who may not publish to it);
-1. **gate** (protection/flow.SendGate): the connection's in-flight bounds, then resource alarms and
+1. **gate**: the produce quotas of the caller's user, client id and topics (protection/quotas.py:
+   past their bound refused TOO_MANY_REQUESTS, else the answer delayed by their debt); then
+   (protection/flow.SendGate) the connection's in-flight bounds, then resource alarms and
    the flush backlog, holding the send within its deadline; refused there, every message is
    answered TOO_MANY_REQUESTS with the reason (HELD);
 2. **checks**: an empty body (MESSAGE_BODY_EMPTY); the topic, once per topic: a valid name, not a
-   system topic, known or auto-created (``topic_check``);
+   system topic, known or auto-created (``topic_check``); the message's type against the topic's
+   (``tidemq topic create --message-type``: RocketMQ's proxy check, MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+   when a topic of one kind is sent another); a LITE message's lite topic (ILLEGAL_LITE_TOPIC), a
+   PRIORITY message's priority;
 3. **dedup** (resends.py): a resend of a message stored before is answered with its first store's
    offset (DUPLICATE, code OK), one appended but not confirmed is answered its code again and never
    appended twice;
 4. **route** (SendMessage's Messages only): a FIFO message to the queue its message group hashes
-   to, a DELAY message due later parked in the schedule topic, a TRANSACTION message in the half
-   topic (deferred/);
+   to, a DELAY message due later parked in the schedule topic (answered with its recall handle,
+   deferred/recall.py), a TRANSACTION message in the half topic (deferred/);
 5. **put** (MessageStore.put_batch / put_encoded / put_slices, by payload; on a thread when puts
    may wait, inline otherwise: broker/puts.py), each message's outcome as a verdict (``put_code``);
 6. **remember** what was stored (the dedup window; the appended-but-unconfirmed), wake long-polling
@@ -32,21 +37,23 @@ store does comes back as a verdict with the store's reason.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Callable
 
 import numpy as np
 
 from ...config import BrokerConfig
-from ...protocol.stubs import Code, MessageType
+from ...protocol.stubs import Code, MessageType, pb
 from ...record.codec import topic_problem
 from ...store import MessageStore, PutReason, PutStatus, StoreNotRunning
+from ..deferred import recall
 from ..deferred.parking import PROP_DELIVER_MS, park
 from ..observe.outcomes import DUPLICATE as DUPLICATE_STATUS
 from ..observe.outcomes import Outcomes
 from ..protection.flow import SendGate
-from ..puts import StorePuts
+from ..puts import PutsClosed, StorePuts
 from ..topic_names import SCHEDULE_TOPIC, SYSTEM_TOPICS
-from ..wire import fifo_queue
+from ..wire import PROP_LITE_TOPIC, PROP_PRIORITY, fifo_queue
 from .batch import DUPLICATE as DUPLICATE_VERDICT
 from .batch import HELD, OPEN, REFUSED, STORED, Caller, Encoded, Messages, SendBatch, Slices, Verdicts
 from .dedup import KEY_BYTES
@@ -56,6 +63,37 @@ DUPLICATE_TEXT = "duplicate: already stored"
 SENDABLE_MAX = 4096             # topic names remembered as valid by topic_check (its fast path)
 
 _RESOURCE_REFUSALS = frozenset((PutReason.DISK_FULL, PutReason.ARCHIVE_PENDING, PutReason.UNCONSUMED_BACKLOG))
+
+MIXED = "mixed"
+# a message's protocol type -> the topic message type (store/topics.MessageKind) that takes it besides
+# MIXED; LITE and PRIORITY messages go to MIXED topics only
+_KIND_OF = {MessageType.MESSAGE_TYPE_UNSPECIFIED: "normal", MessageType.NORMAL: "normal",
+            MessageType.FIFO: "fifo", MessageType.DELAY: "delay", MessageType.TRANSACTION: "transaction"}
+LITE_TOPIC_RE = re.compile(r"[%|a-zA-Z0-9_-]+")
+
+
+def kind_problem(topic_kind: str | None, mtype: int) -> str | None:
+    """Why a topic of ``topic_kind`` does not take a message of protocol type ``mtype`` (RocketMQ's
+    DefaultTopicMessageTypeValidator, in its words), or None."""
+    if topic_kind is None or topic_kind == MIXED or _KIND_OF.get(mtype) == topic_kind:
+        return None
+    try:
+        name = MessageType_name(mtype)
+    except ValueError:
+        name = str(mtype)
+    return (f"TopicMessageType validate failed, the expected type is {topic_kind.upper()}, "
+            f"but actual type is {name}")
+
+
+def lite_topic_problem(name: str | None, size_max: int) -> str | None:
+    """Why ``name`` cannot be a lite topic (ILLEGAL_LITE_TOPIC), or None."""
+    if not name or len(name) > size_max or LITE_TOPIC_RE.fullmatch(name) is None:
+        return (f"invalid lite topic {name!r}: use 1-{size_max} characters of [%|a-zA-Z0-9_-] "
+                f"(lite_topic_bytes_max)")
+    return None
+
+
+MessageType_name = pb.MessageType.Name
 
 
 def put_code(st: PutStatus, reason: PutReason | None) -> int:
@@ -108,7 +146,9 @@ class SendPath:
         self.outcomes = Outcomes(self._queue_count)     # messages by topic and the code they were answered
         self._sendable: set[str] = set()       # topic names topic_check found valid (at most SENDABLE_MAX)
         self.acl = None              # protection/acl.Acl with authentication on: pub checked per topic (step 0)
+        self.quotas = None           # protection/quotas.Quotas: produce byte rates, in the gate step (step 1)
         self.on_forbidden = None     # (user, peer, topic, text) -> None: a refusal counted and logged
+        self.on_priority = None      # (topic) -> None: a PRIORITY message is sent to it (consume/select.py)
 
     def _queue_count(self, topic: str) -> int:
         try:
@@ -125,6 +165,17 @@ class SendPath:
         if self.acl is not None and not self._authorize(batch, v, caller):
             self._count(batch, v)
             return v
+        delay_s = 0.0
+        q = self.quotas
+        if q is not None and q.limits:              # quotas (protection/quotas.py): past the bound, refused
+            ents = q.applying("produce", caller.user, caller.client_id,
+                              (batch.topic,) if batch.topic is not None else set(batch.topics))
+            qv = q.charge("produce", ents, batch.nbytes, refuse=True)
+            if qv.refused is not None:
+                v.refuse_all(Code.TOO_MANY_REQUESTS, qv.refused)
+                self._count(batch, v)
+                return v
+            delay_s = qv.delay_s
         refusal = self.gate.enter(caller.peer, batch.nbytes)
         kind = REFUSED
         if refusal is None:
@@ -139,6 +190,9 @@ class SendPath:
         if refusal is not None:
             v.refuse_all(Code.TOO_MANY_REQUESTS, refusal, kind)
         self._count(batch, v)
+        if delay_s > 0:                              # over its quota: the answer waits (Kafka's throttle)
+            left = caller.time_remaining()
+            await asyncio.sleep(delay_s if left is None else max(0.0, min(delay_s, left - 0.25)))
         return v
 
     async def _send(self, batch: SendBatch, v: Verdicts, caller: Caller) -> None:
@@ -158,6 +212,17 @@ class SendPath:
             parked, halves = self._route(batch.payload, v, caller)
         if v.any_open():
             await self._put(batch, v, keys, halves, parked)
+            if parked:
+                self._recall_handles(batch, v)
+
+    def _recall_handles(self, batch: SendBatch, v: Verdicts) -> None:
+        """The recall handle of each DELAY message stored in the schedule topic (deferred/recall.py)."""
+        p = batch.payload
+        for i, m in enumerate(p.messages):
+            if m.topic == SCHEDULE_TOPIC and v.kinds[i] == STORED:
+                mid = batch.id_of(i) or v.ids.get(i, "")
+                v.recalls[i] = recall.encode(recall.Handle(batch.topic_of(i), self.config.broker_name,
+                                                           p.delivery_ms[i], mid, v.offsets[i]))
 
     # 0. who -----------------------------------------------------------------------------------
     def _authorize(self, batch: SendBatch, v: Verdicts, caller: Caller) -> bool:
@@ -212,15 +277,68 @@ class SendPath:
                 else:
                     for i in v.open():
                         v.refuse(i, code, why)
-            return
-        checked: dict[str, tuple] = {}
+                return
+        else:
+            checked: dict[str, tuple] = {}
+            for i in v.open():
+                t = batch.topics[i]
+                got = checked.get(t)
+                if got is None:
+                    got = checked[t] = self.topic_check(t)
+                if got[1] != Code.OK:
+                    v.refuse(i, got[1], got[2])
+        if self.store.topics.body_limits:
+            self._check_body_limits(batch, v)
+        self._check_kinds(batch, v)
+
+    def _check_body_limits(self, batch: SendBatch, v: Verdicts) -> None:
+        """A topic's own max_message_bytes (`tidemq topic config T --set max_message_bytes=N`):
+        a larger body is refused MESSAGE_BODY_TOO_LARGE, naming the topic's limit."""
+        limits = self.store.topics.body_limits
+        p = batch.payload
+        if type(p) is Encoded:
+            sizes = [len(p.entry[0])]
+        elif type(p) is Slices:
+            sizes = np.asarray(p.fields).reshape(-1, 10)[:, 9].tolist()
+        else:
+            sizes = [len(m.body) if m.body else 0 for m in p.messages]
         for i in v.open():
-            t = batch.topics[i]
-            got = checked.get(t)
-            if got is None:
-                got = checked[t] = self.topic_check(t)
-            if got[1] != Code.OK:
-                v.refuse(i, got[1], got[2])
+            t = batch.topic if batch.topic is not None else batch.topics[i]
+            most = limits.get(t)
+            if most is not None and sizes[i] > most:
+                v.refuse(i, Code.MESSAGE_BODY_TOO_LARGE, f"body of {sizes[i]} bytes exceeds topic {t}'s "
+                                                         f"max_message_bytes={most}")
+
+    def _check_kinds(self, batch: SendBatch, v: Verdicts) -> None:
+        """Each open message's type against its topic's message type; a LITE message's lite topic and
+        a PRIORITY message's priority."""
+        p, kind_of = batch.payload, self.store.message_type
+        if type(p) is not Messages:                 # the other lanes' messages are NORMAL, of one topic
+            problem = kind_problem(kind_of(batch.topic), MessageType.NORMAL)
+            if problem is not None:
+                for i in v.open():
+                    v.refuse(i, Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, problem)
+            return
+        kind = kind_of(batch.topic) if batch.topic is not None else None
+        for i in v.open():
+            mtype = p.types[i]
+            problem = kind_problem(kind if batch.topic is not None else kind_of(batch.topics[i]), mtype)
+            if problem is not None:
+                v.refuse(i, Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, problem)
+                continue
+            if mtype != MessageType.LITE and mtype != MessageType.PRIORITY:
+                continue
+            props = p.messages[i].properties
+            if mtype == MessageType.LITE:
+                problem = lite_topic_problem(props.get(PROP_LITE_TOPIC), self.config.lite_topic_bytes_max)
+                if problem is not None:
+                    v.refuse(i, Code.ILLEGAL_LITE_TOPIC, problem)
+            elif mtype == MessageType.PRIORITY:
+                prio = props.get(PROP_PRIORITY)
+                if prio is None or int(prio) < 0:
+                    v.refuse(i, Code.BAD_REQUEST, f"a PRIORITY message needs a priority >= 0 (got {prio})")
+                elif self.on_priority is not None:
+                    self.on_priority(batch.topic_of(i))
 
     def ensure_topic(self, name: str) -> int:
         """Queue count of the topic (0: unknown); ValueError for a name that can never be a topic."""
@@ -315,15 +433,20 @@ class SendPath:
         store, puts, p = self.store, self.puts, batch.payload
         inline = not store.puts_may_wait
         where = None
-        if type(p) is Encoded:
-            r = await puts.timed(store.put_encoded, batch.topic, (p.entry,), p.born_ms, p.born_host, p.sys_flag,
-                                 inline)
-        elif type(p) is Slices:
-            skip = np.array(v.kinds, np.uint8) != OPEN if v.decided else None
-            r = await puts.timed(store.put_slices, batch.topic, p.raw, p.fields, p.extra, skip)
-        else:
-            where = v.open()
-            r = await puts.timed(store.put_batch, [p.messages[i] for i in where], inline)
+        try:
+            if type(p) is Encoded:
+                r = await puts.timed(store.put_encoded, batch.topic, (p.entry,), p.born_ms, p.born_host,
+                                     p.sys_flag, inline)
+            elif type(p) is Slices:
+                skip = np.array(v.kinds, np.uint8) != OPEN if v.decided else None
+                r = await puts.timed(store.put_slices, batch.topic, p.raw, p.fields, p.extra, skip)
+            else:
+                where = v.open()
+                r = await puts.timed(store.put_batch, [p.messages[i] for i in where], inline)
+        except PutsClosed as e:         # a change of role closed this service's puts: nothing was put
+            for i in v.open():
+                v.refuse(i, Code.INTERNAL_SERVER_ERROR, str(e))
+            return
         if inline and type(p) is not Slices:
             # the dispatch was left for after the answer (store/put_lock.py): one message finds
             # every cache cold, and RocketMQ answers before it dispatches too

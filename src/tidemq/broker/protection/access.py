@@ -28,12 +28,13 @@ What each RPC needs (any one of the actions listed, on every resource listed)::
       EndTransaction, RecallMessage              pub on the topic
       ReceiveMessage, AckMessage,                sub on the topic and on the group (the receipt handle
         ChangeInvisibleDuration,                   must be of that topic: consume/pop_state.py)
-        ForwardMessageToDeadLetterQueue
+        ForwardMessageToDeadLetterQueue,
+        SyncLiteSubscription                       (the bind topic)
       PullMessage, GetOffset, UpdateOffset       sub on the topic and on the group (PullMessage
                                                    without a group: the topic)
       QueryOffset                                sub on the topic
       Heartbeat, Telemetry,                      any user
-        NotifyClientTermination, SyncLiteSubscription
+        NotifyClientTermination
     tidemq.Data PullRecords, PullRecordsStream   sub on the topic
     tidemq.Admin (ADMIN below)                   its action on its resource
     tidemq.Replication                           SUPER users (the members sign with the broker's keys)
@@ -118,7 +119,8 @@ MESSAGING_RULES: dict[str, object] = {
     "GetOffset": lambda r: _sub_topic_group(r.message_queue.topic.name, r.group.name),
     "UpdateOffset": lambda r: _sub_topic_group(r.message_queue.topic.name, r.group.name),
     "QueryOffset": lambda r: (_topic(r.message_queue.topic.name, "sub"),),
-    "Heartbeat": ANYONE, "Telemetry": ANYONE, "NotifyClientTermination": ANYONE, "SyncLiteSubscription": ANYONE,
+    "Heartbeat": ANYONE, "Telemetry": ANYONE, "NotifyClientTermination": ANYONE,
+    "SyncLiteSubscription": lambda r: _sub_topic_group(r.topic.name, r.group.name),
 }
 
 
@@ -153,6 +155,10 @@ ADMIN_RULES: dict[str, object] = {
     api.CLUSTER: lambda r: (_cluster("get"),),
     api.SET_ALARM_LIMITS: lambda r: (_cluster("update"),), api.DELETE_EXPIRED: lambda r: (_cluster("update"),),
     api.PROMOTE: lambda r: (_cluster("update"),), api.FOLLOW: lambda r: (_cluster("update"),),
+    api.SET_CONFIG: lambda r: (_cluster("update"),), api.SET_QUOTA: lambda r: (_cluster("update"),),
+    api.LIST_QUOTAS: lambda r: (_cluster("get"),),
+    api.TOPIC_CONFIG: lambda r: (_topic(_arg(r, "topic"), "update" if isinstance(r, dict) and r.get("set") is not None
+                                        else "get"),),
     api.CREATE_USER: SUPER, api.DELETE_USER: SUPER, api.LIST_USERS: SUPER,
     api.GRANT: SUPER, api.REVOKE: SUPER, api.LIST_ACL: SUPER,
     api.CREATE_GROUP: lambda r: (_group(_arg(r, "group"), "create"),),

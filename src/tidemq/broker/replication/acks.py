@@ -1,28 +1,47 @@
-"""What a leader knows of its followers: who is connected, what each has confirmed, how far
-behind it is; and the wait of a SYNC put for its followers (RocketMQ's GroupTransferService).
+"""What a leader knows of its followers: who is connected, what each has confirmed, which of them
+are *in sync* (the in-sync set, Kafka's ISR, RocketMQ 5's SyncStateSet); the wait of a SYNC put
+for them; the high watermark consumers are served up to.
 
-The store's write path holds one of these as ``StoreWriter.replicas`` (a leader's): it asks
-``refusal()`` before a put (SYNC: fewer followers in sync than ``in_sync_replicas_min`` refuses
-the put before anything is written: SLAVE_NOT_AVAILABLE), calls ``appended(end)`` after the
-append (the senders wake up) and ``wait(end, timeout_s)`` before it answers (SYNC: until
-``in_sync_replicas_min`` followers confirmed everything before ``end``, else REPLICATION_TIMEOUT,
-or REPLICA_LOST when too few are left connected). With ASYNC replication ``wait`` answers at once.
+The store's write path holds one of these as ``StoreWriter.replicas`` (a leader's, both modes):
+``refusal()`` before a put (the lease ran out: LEASE_EXPIRED; SYNC and fewer followers in sync
+than ``in_sync_replicas_min``: REPLICAS_NOT_ENOUGH, before anything is written), ``appended(end)``
+after the append (the senders wake up), ``wait(end, timeout_s)`` before it answers: SYNC, until
+*every* follower of the in-sync set confirmed everything before ``end``; REPLICA_LOST when the
+set shrank below ``in_sync_replicas_min`` meanwhile, REPLICATION_TIMEOUT after ``timeout_s``;
+then, both modes, the lease again (run out: REPLICATION_TIMEOUT, appended and not acknowledged, as
+a put not confirmed in time: its resend is never stored twice).
 
-A follower is *in sync* while it is connected and no more than ``in_sync_lag_bytes_max`` behind
-the leader's end. Its lag: bytes (the leader's end minus what it confirmed) and seconds (how long
-since it last had everything the leader had; 0 while it does).
+The in-sync set (``isr``: followers; the leader is always in it) is the coordinator's record
+(coordinator.py keeps it there) as the waits see it, and never smaller than the record: a member
+is removed *here* only after the record dropped it (so no ack goes on without a member that may
+still be elected), and added here *before* the record has it (so no ack skips a member that may
+be elected). A follower falls out (``laggards``) when it has not been caught up -- had, at some
+time, everything the leader had at that time -- for ``lag_time_ms`` (replica_lag_time_max_ms);
+one caught up within that time, with at least the high watermark, comes back (``caught_up``).
+"Caught up at t": a frame the leader sent at ``t`` reached the leader's end then, and the
+follower confirmed it (``sent`` records each frame: what it carried up to, the leader's end).
 
-Thread-safe: confirmations arrive on the event loop, puts wait in the put threads.
+The high watermark (``hw``): under SYNC, the offset every follower of the set has confirmed (the
+leader's end while the set has no follower), never moving back: what consumers may be served,
+since no failover can take it back (only set members may be elected). Under ASYNC, the leader's
+end.
+
+Thread-safe: confirmations arrive on the event loop, puts wait in the put threads. Time comes
+from the Clock seam.
 """
 
 from __future__ import annotations
 
 import threading
-import time
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
+from ...io import Clock
 from ...store import PutReason
+from .lease import Lease
+
+PENDING_MAX = 4096             # frames remembered per follower until it confirms them (older ones dropped)
 
 
 @dataclass
@@ -31,63 +50,116 @@ class Follower:
     endpoint: str = ""
     connected: bool = False
     confirmed: int = 0
-    caught_up_at: float = 0.0          # monotonic time it last had the leader's whole log
+    caught_up_at: float = 0.0          # Clock time as of which it last had the leader's whole log
     connected_at: float = 0.0
     frames_sent: int = 0
     bytes_sent: int = 0
     info: dict = field(default_factory=dict)
+    pending: deque = field(default_factory=deque)     # (data end, leader end, sent at) of unconfirmed frames
+    conn: int = 0                      # its current stream (a stream left over from before counts no more)
+    left_isr: int = 0                  # times it was dropped from the in-sync set (flapping shows here)
 
 
 class ReplicaAcks:
-    def __init__(self, sync: bool, min_in_sync: int, timeout_ms: int, lag_bytes_max: int,
-                 leader_end: Callable[[], int], clock=time.monotonic) -> None:
+    def __init__(self, sync: bool, min_in_sync: int, timeout_ms: int, lag_time_ms: int,
+                 leader_end: Callable[[], int], clock: Clock, lease: Lease | None = None) -> None:
         self.sync = sync
         self.min_in_sync = min_in_sync
         self.timeout_s = timeout_ms / 1000
-        self.lag_bytes_max = lag_bytes_max
+        self.lag_time_s = lag_time_ms / 1000
         self._leader_end = leader_end
-        self._clock = clock
+        self.clock = clock
+        self.lease = lease
         self._cv = threading.Condition()
         self.followers: dict[str, Follower] = {}
+        self.isr: frozenset[str] = frozenset()
+        self._hw = 0
         self._wakers: list[Callable[[], None]] = []
         self.timeouts = 0                  # SYNC puts answered REPLICATION_TIMEOUT / REPLICA_LOST
         self.refusals = 0                  # SYNC puts refused with REPLICAS_NOT_ENOUGH
+        self.lease_refusals = 0            # puts refused or not acknowledged: the lease ran out
+        self.isr_changes = 0
+        self._conns = 0
+
+    def _now(self) -> float:
+        return self.clock.monotonic_s()
 
     # Followers (the replication stream) --------------------------------------------------
     def connect(self, member: str, endpoint: str, confirmed: int, info: dict | None = None) -> Follower:
+        now = self._now()
         with self._cv:
-            f = self.followers.get(member) or Follower(member)
+            f = self.followers.get(member) or Follower(member, caught_up_at=now)
             f.endpoint, f.connected, f.confirmed = endpoint, True, confirmed
-            f.connected_at = self._clock()
+            f.connected_at = now
             f.info = dict(info or {})
+            f.pending.clear()
+            self._conns += 1
+            f.conn = self._conns
             if confirmed >= self._leader_end():
-                f.caught_up_at = self._clock()
+                f.caught_up_at = now
             self.followers[member] = f
+            self._advance_hw()
             self._cv.notify_all()
             return f
 
-    def disconnect(self, member: str) -> None:
+    def _current(self, member: str, conn: int) -> Follower | None:
+        f = self.followers.get(member)
+        return f if f is not None and f.connected and f.conn == conn else None
+
+    def disconnect(self, member: str, conn: int) -> None:
         with self._cv:
-            f = self.followers.get(member)
+            f = self._current(member, conn)
             if f is not None:
                 f.connected = False
+                f.pending.clear()
             self._cv.notify_all()
 
-    def confirm(self, member: str, offset: int) -> None:
+    def sent(self, member: str, conn: int, data_end: int, leader_end: int, nbytes: int = 0) -> None:
+        """A frame went to ``member`` on stream ``conn``: the log up to ``data_end`` when the leader's
+        ended at ``leader_end``."""
+        now = self._now()
         with self._cv:
-            f = self.followers.get(member)
-            if f is None or not f.connected:
+            f = self._current(member, conn)
+            if f is None:
                 return
+            if nbytes:
+                f.frames_sent += 1
+                f.bytes_sent += nbytes
+            if f.pending and f.pending[-1][0] == data_end:       # a heartbeat after a frame to the same end
+                if leader_end <= data_end:
+                    f.pending[-1] = (data_end, leader_end, now)      # proves a later time, once confirmed
+                return
+            if len(f.pending) >= PENDING_MAX:
+                f.pending.popleft()
+            f.pending.append((data_end, leader_end, now))
+
+    def confirm(self, member: str, conn: int, offset: int) -> None:
+        now = self._now()
+        with self._cv:
+            f = self._current(member, conn)
+            if f is None:
+                return
+            hw = self._hw
             if offset > f.confirmed:
                 f.confirmed = offset
+            while f.pending and f.pending[0][0] <= f.confirmed:
+                data_end, leader_end, at = f.pending.popleft()
+                if data_end >= leader_end and at > f.caught_up_at:
+                    f.caught_up_at = at
             if f.confirmed >= self._leader_end():
-                f.caught_up_at = self._clock()
+                f.caught_up_at = now
+            self._advance_hw()
+            moved = self._hw != hw
             self._cv.notify_all()
+        if moved and self.sync:
+            self.appended(0)                   # the senders say the new high watermark
 
     def forget(self) -> None:
         """No followers any more (the broker stopped leading)."""
         with self._cv:
             self.followers.clear()
+            self.isr = frozenset()
+            self._hw = 0
             self._cv.notify_all()
 
     def add_waker(self, wake: Callable[[], None]) -> Callable[[], None]:
@@ -101,74 +173,166 @@ class ReplicaAcks:
                     self._wakers.remove(wake)
         return remove
 
-    # The write path -----------------------------------------------------------------------
-    def in_sync(self, end: int | None = None) -> list[Follower]:
-        end = self._leader_end() if end is None else end
-        return [f for f in self.followers.values() if f.connected and end - f.confirmed <= self.lag_bytes_max]
+    # The in-sync set --------------------------------------------------------------------------
+    def set_isr(self, members: Iterable[str], hw: int = 0) -> None:
+        """Leadership begins: the followers the coordinator's record names (each has ``lag_time_ms``
+        from now to connect and catch up); ``hw``: the high watermark this member knew."""
+        now = self._now()
+        with self._cv:
+            self.isr = frozenset(members)
+            for m in self.isr:
+                f = self.followers.setdefault(m, Follower(m))
+                f.caught_up_at = max(f.caught_up_at, now)
+            self._hw = max(self._hw, hw)
+            self._advance_hw()
+            self._cv.notify_all()
 
-    def refusal(self) -> str | None:
+    def include(self, member: str) -> None:
+        """Waits count ``member`` from now on (before the coordinator's record names it)."""
+        with self._cv:
+            self.isr = self.isr | {member}
+            self.isr_changes += 1
+            self._cv.notify_all()
+
+    def exclude(self, member: str) -> None:
+        """Waits go on without ``member`` (after the coordinator's record dropped it)."""
+        with self._cv:
+            if member in self.isr:
+                self.isr = self.isr - {member}
+                self.isr_changes += 1
+                if member in self.followers:
+                    self.followers[member].left_isr += 1
+            self._advance_hw()
+            self._cv.notify_all()
+        self.appended(0)                       # the senders say the new high watermark
+
+    def laggards(self) -> list[str]:
+        """Followers of the set not caught up for ``lag_time_ms``: to drop from the record."""
+        now = self._now()
+        with self._cv:
+            return sorted(m for m in self.isr if now - self.followers[m].caught_up_at > self.lag_time_s)
+
+    def caught_up(self) -> list[str]:
+        """Followers outside the set, connected and caught up within ``lag_time_ms`` (with the high
+        watermark, under SYNC): to add to the record."""
+        now = self._now()
+        with self._cv:
+            hw = self._hw_now()
+            return sorted(m for m, f in self.followers.items()
+                          if m not in self.isr and f.connected and now - f.caught_up_at <= self.lag_time_s
+                          and (not self.sync or f.confirmed >= hw))
+
+    def _advance_hw(self) -> None:
+        if self.isr:
+            self._hw = max(self._hw, min(self.followers[m].confirmed for m in self.isr))
+        else:
+            self._hw = max(self._hw, self._leader_end())
+
+    def _hw_now(self) -> int:
+        return self._hw if self.isr else max(self._hw, self._leader_end())
+
+    @property
+    def hw(self) -> int:
+        """The high watermark (see the module doc)."""
+        if not self.sync:
+            return self._leader_end()
+        return self._hw_now()
+
+    # The write path -----------------------------------------------------------------------
+    def _lease_refusal(self) -> str | None:
+        if self.lease is None:
+            return None
+        why = self.lease.refusal()
+        if why is not None:
+            self.lease_refusals += 1
+        return why
+
+    def refusal(self) -> tuple[PutReason, str] | None:
+        why = self._lease_refusal()
+        if why is not None:
+            return PutReason.LEASE_EXPIRED, why
         if not self.sync:
             return None
         with self._cv:
-            n = len(self.in_sync())
+            n = len(self.isr)
             if n >= self.min_in_sync:
                 return None
             self.refusals += 1
-            return (f"SYNC replication needs {self.min_in_sync} follower(s) in sync (in_sync_replicas_min), "
-                    f"{n} {'is' if n == 1 else 'are'}: {self._who()}")
+            return PutReason.REPLICAS_NOT_ENOUGH, (
+                f"SYNC replication needs {self.min_in_sync} follower(s) in the in-sync set "
+                f"(in_sync_replicas_min), it has {n}: {self._who()}")
 
     def _who(self) -> str:
         if not self.followers:
             return "no follower has connected"
-        return ", ".join(f"{f.member} {'connected' if f.connected else 'disconnected'}, "
-                         f"{max(0, self._leader_end() - f.confirmed)} bytes behind" for f in self.followers.values())
+        end = self._leader_end()
+        return ", ".join(f"{f.member} {'in sync' if f.member in self.isr else 'not in sync'}, "
+                         f"{'connected' if f.connected else 'disconnected'}, {max(0, end - f.confirmed)} bytes behind"
+                         for f in sorted(self.followers.values(), key=lambda x: x.member))
 
     def appended(self, end: int) -> None:
         for wake in list(self._wakers):
             wake()
 
-    def _have(self, end: int) -> int:
-        return sum(1 for f in self.followers.values() if f.connected and f.confirmed >= end)
+    def _outcome(self, end: int) -> PutReason | None | bool:
+        """None: every follower of the set has ``end``; REPLICA_LOST: the set is too small; False: not yet."""
+        if len(self.isr) < self.min_in_sync:
+            return PutReason.REPLICA_LOST
+        if all(self.followers[m].confirmed >= end for m in self.isr):
+            return None
+        return False
 
     def wait(self, end: int, timeout_s: float) -> PutReason | None:
-        """None once ``min_in_sync`` followers confirmed everything before ``end`` (ASYNC: at once);
-        else, after ``timeout_s``, REPLICATION_TIMEOUT, or REPLICA_LOST when fewer than that many
-        are connected."""
-        if not self.sync:
-            return None
-        deadline = self._clock() + timeout_s
-        with self._cv:
-            while self._have(end) < self.min_in_sync:
-                left = deadline - self._clock()
-                if left <= 0:
+        """None once the put that ended at ``end`` may be acknowledged (see the module doc), else why not."""
+        if self.sync:
+            deadline = self._now() + timeout_s
+            with self._cv:
+                while (r := self._outcome(end)) is False:
+                    left = deadline - self._now()
+                    if left <= 0:
+                        r = PutReason.REPLICATION_TIMEOUT
+                        break
+                    self._cv.wait(left)
+                if r is not None:
                     if timeout_s > 0:
                         self.timeouts += 1
-                    connected = sum(1 for f in self.followers.values() if f.connected)
-                    return PutReason.REPLICA_LOST if connected < self.min_in_sync else PutReason.REPLICATION_TIMEOUT
-                self._cv.wait(left)
+                    return r
+        if self._lease_refusal() is not None:
+            # appended, and not acknowledged: answered as not confirmed in time (so that a resend is
+            # never stored twice: it is answered OK once the lease is confirmed again, or goes to the
+            # next leader, which finds it by its id if it was copied)
+            return PutReason.REPLICATION_TIMEOUT
         return None
+
+    def poke(self) -> None:
+        """Waiters look again (a test moved the clock)."""
+        with self._cv:
+            self._cv.notify_all()
 
     def describe(self, reason: PutReason) -> str:
         with self._cv:
             who = self._who()
         if reason is PutReason.REPLICA_LOST:
-            return (f"appended, but fewer than in_sync_replicas_min={self.min_in_sync} follower(s) stayed connected "
-                    f"to confirm it ({who})")
-        return (f"appended, but not confirmed by {self.min_in_sync} follower(s) within replication_timeout_ms="
+            return (f"appended, but the in-sync set shrank below in_sync_replicas_min={self.min_in_sync} "
+                    f"follower(s) before they confirmed it ({who})")
+        lapsed = self.lease is not None and not self.lease.valid()
+        if lapsed:
+            return ("appended, but this leader's lease ran out before the answer: not acknowledged (a new leader "
+                    "may not have it; a resend is answered once it is confirmed, here or there)")
+        return (f"appended, but not confirmed by every follower of the in-sync set within replication_timeout_ms="
                 f"{int(self.timeout_s * 1000)} ({who})")
 
     # Views --------------------------------------------------------------------------------
     def status(self) -> list[dict]:
         """Per follower: connected, in sync, confirmed offset, lag in bytes and seconds."""
-        now = self._clock()
+        now = self._now()
         with self._cv:
             end = self._leader_end()
-            ins = {f.member for f in self.in_sync(end)}
             out = []
             for f in sorted(self.followers.values(), key=lambda x: x.member):
                 lag = max(0, end - f.confirmed)
                 out.append({"member": f.member, "endpoint": f.endpoint, "connected": f.connected,
-                            "in_sync": f.member in ins, "confirmed_offset": f.confirmed, "lag_bytes": lag,
-                            "lag_seconds": 0.0 if lag == 0 else round(now - (f.caught_up_at or f.connected_at), 3),
-                            "frames_sent": f.frames_sent, "bytes_sent": f.bytes_sent})
+                            "in_sync": f.member in self.isr, "confirmed_offset": f.confirmed, "lag_bytes": lag,
+                            "lag_seconds": 0.0 if lag == 0 else round(max(0.0, now - f.caught_up_at), 3),
+                            "frames_sent": f.frames_sent, "bytes_sent": f.bytes_sent, "left_isr": f.left_isr})
             return out

@@ -1,35 +1,58 @@
-"""Leader election, leases and epochs on ZooKeeper (kazoo): automatic failover of a broker group.
+"""Leader election, the recorded in-sync set, leases and epochs for one broker group, over the
+coordinator seam (coordination.py: ZooKeeper for real, coord_zk.py; in one process for tests and
+the simulation, tidemq.testing.memory_coordinator).
 
-No consensus of our own: ZooKeeper's sessions are the leases, its ephemeral nodes the holders,
-a node's version the compare-and-set that makes epochs unique. Under the coordinator's chroot
-(``coordinator = "HOST:PORT[,...]/chroot"``, default ``/tidemq``)::
+No consensus of our own: the coordinator's sessions are the leases, its ephemeral nodes the
+holders, its versions the compare-and-set that makes epochs unique and keeps the in-sync set
+whole. Under the coordinator's chroot (``coordinator = "HOST:PORT[,...]/chroot"``, default
+``/tidemq``)::
 
-    /groups/<group>/epoch            persistent: the group's last epoch (a decimal); taking the
-                                     lease sets it to +1 with the version read (compare-and-set)
-    /groups/<group>/leader           ephemeral: {"member", "endpoint", "leader_endpoint", "epoch"},
-                                     the lease: it goes with its holder's session
+    /groups/<group>/epoch            persistent: the group's last epoch (a decimal)
+    /groups/<group>/leader           ephemeral: {"member", "endpoint", "leader_endpoint", "epoch"}: the
+                                     lease; it goes with its holder's session
     /groups/<group>/members/<id>     ephemeral per live member: {"endpoint", "leader_endpoint",
                                      "log_end", "round"}: who is there, and (during an election) how
                                      far each member's log goes
-    /groups/<group>/isr              persistent, written by the leader: {"epoch", "members"}: the
-                                     leader and the followers in sync (acks.py); only they may
-                                     take the lease after it
-    /topics/<topic>                  persistent: {"queues": N, "owners": {group: [queue ids]}}: the
-                                     cluster's topology (several groups, one topic: cluster.py)
+    /groups/<group>/isr              persistent: {"epoch", "members"}: the in-sync set (the leader
+                                     first), written only by the leader of that epoch, each change a
+                                     compare-and-set on the node's version
+    /groups/<group>/ineligible/<id>  persistent: a member whose own log lost what it had confirmed
+                                     (its commit log failed: its copy starts over); made before it
+                                     drops a byte, removed once it has the high watermark again:
+                                     never elected meanwhile, in the set or not
+    /topics/<topic>                  the cluster's topology (topology.py)
 
-The election, on the leader node's deletion (its session expired: killed, cut off, stopped): every
-live member posts its log end for this round (the epoch the leader node had); after
-``election_wait_ms``, or once every live member posted, the member with the longest log among
-those in the last ISR (ties: the smallest id) sets the epoch to +1 (compare-and-set) and creates
-the leader node; the others follow it. A member that never sees the new leader node try again.
-The new leader appends (epoch, its log end) to its epoch file; a returning old leader finds a
-newer epoch, cuts what diverged (follower.py) and follows.
+**The in-sync set** (Kafka's ISR, RocketMQ 5's SyncStateSet) is what makes an acknowledgement
+final. The leader's SYNC puts wait for every follower in it (acks.py); a follower that falls behind
+(not caught up for ``replica_lag_time_max_ms``) is removed from the *record* first, and only then
+do the waits go on without it; one that caught up is added to the waits first, then to the record.
+So the record never names a member that lacks an acknowledged message.
 
-Fencing: while this broker's session is suspended (the connection lost; the lease may be gone
-without it knowing) a leader refuses every write and closes its leader port; back connected with
-the leader node still its own, it takes writes again; the session lost, it follows whoever leads.
-Everything here runs on one thread of its own (``tidemq-coordinator``); kazoo's callbacks only
-wake it; changes of role go to the broker's loop (node.py).
+**The election**, when the leader node is gone (its session expired: killed, cut off, stopped):
+only a live member of the recorded in-sync set may lead, and the election waits for one (never
+"the longest log among whoever answered first"). Every live member posts its log end for the
+round (the current epoch); after ``election_wait_ms``, or once every live member of the set
+posted, the set's member with the longest log (ties: the smallest id) takes the lease in one
+transaction: the set's node unchanged since it read it, the epoch +1 (compare-and-set), the leader
+node created, the set rewritten for the new epoch (the new leader and the set's live members).
+The others follow it; one that never sees the new leader node starts a new round. A fresh group
+(no record yet) elects among every live member. The new leader appends (epoch, its log end) to its
+epoch file; a returning old leader finds a newer epoch, cuts what diverged (follower.py), follows.
+
+**The lease**: a leader that confirms, at a step, that the leader node is still its own in its
+current session renews its lease (lease.py) from the time it sent that request; every write
+checks it. A session cannot expire, and so no other member can be elected, before the service
+stopped hearing from the leader for the whole session timeout, which is longer than the lease.
+
+**Fencing**: while the session is suspended (the connection lost) a leader refuses every write at
+once and closes its leader port (node.py); back connected with the leader node still its own, it
+renews and takes writes again; with the session lost, it follows whoever leads.
+
+``GroupCoordinator.step()`` looks once and answers the changes of role to make (``Action``s); it
+never blocks on anything but the coordinator's requests and reads the time only through the Clock
+seam. ``run_thread`` drives it on a thread of its own (``tidemq-coordinator``, for ZooKeeper's
+blocking client), ``run_loop`` on the event loop (the in-process coordinator); both apply the
+actions on the broker's loop (node.py).
 """
 
 from __future__ import annotations
@@ -38,312 +61,416 @@ import asyncio
 import json
 import logging
 import threading
-import time
+from dataclasses import dataclass
+from typing import Awaitable, Callable, NamedTuple
+
+from ...io import Clock
+from .coordination import Coordinator, Create, SessionState, SetData, Unreachable
+from .coord_zk import parse  # noqa: F401  (the coordinator setting's hosts and chroot: imported from here)
+from .topology import Topology
 
 log = logging.getLogger("tidemq.broker")
 
-STEP_S = 0.2                  # the coordinator thread looks again at least this often
+STEP_S = 0.2                  # the group's loop looks again at least this often
 
 
-def parse(coordinator: str) -> tuple[str, str]:
-    """('HOST:PORT,...', '/chroot') of a coordinator setting."""
-    hosts, slash, chroot = coordinator.partition("/")
-    return hosts, ("/" + chroot.strip("/")) if slash and chroot.strip("/") else "/tidemq"
+class Action(NamedTuple):
+    """A change the node makes (node.apply): lead, follow, fence, unfence, apply_topic."""
+    kind: str
+    epoch: int = 0
+    endpoint: str = ""
+    isr: tuple[str, ...] = ()
+    lease_from: float | None = None
+    why: str = ""
+    topic: tuple = ()
 
 
-class ZkCoordinator:
-    def __init__(self, node, loop: asyncio.AbstractEventLoop) -> None:
-        from kazoo.client import KazooClient
+@dataclass
+class Round:
+    epoch: int               # the epoch the round elects a successor of
+    started_s: float
+    posted: bool = False
+
+
+@dataclass(frozen=True)
+class IsrRecord:
+    epoch: int
+    members: tuple[str, ...]       # the leader first
+    version: int
+
+
+class GroupCoordinator:
+    def __init__(self, node, c: Coordinator, clock: Clock, base: str = "/tidemq") -> None:
         self.node = node
-        self.loop = loop
+        self.c = c
+        self.clock = clock
+        self.base = base
         cfg = node.config
-        hosts, self.base = parse(cfg.coordinator)
-        self.group_path = f"{self.base}/groups/{node.group}"
-        self.timeout_s = cfg.coordinator_session_timeout_ms / 1000
-        self.zk = KazooClient(hosts=hosts, timeout=self.timeout_s,
-                              connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 1.5, "max_delay": 1.0},
-                              command_retry={"max_tries": 3, "delay": 0.05, "backoff": 2, "max_delay": 0.5})
+        self.group_path = f"{base}/groups/{node.group}"
+        self.timeout_s = c.timeout_s
+        self.election_wait_s = cfg.election_wait_ms / 1000
+        span = node.lease.span_s if node.lease is not None else self.timeout_s / 2
+        self.step_s = min(STEP_S, span / 4)        # a few renewals within every lease
         self.state = "new"
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._members: dict[str, dict] = {}
-        self._isr_written: tuple | None = None
-        self._member_created_for = None     # the session our member node belongs to
         self.elections = 0
-        self.topology: dict[str, dict] = {}      # topic -> {"queues", "owners": {group: [queue ids]}}
-        self.groups: dict[str, dict] = {}        # group -> {"leader", "members"}: other groups, for routes
-        self._applied: dict[str, tuple] = {}     # topic -> (queues, owned) made local
-        self._topics_due = 0.0
+        self.topology = Topology(c, base, node)
+        self._session = 0
+        self._set_up = False
+        self._member_ok = False
+        self._round: Round | None = None
+        self._isr: IsrRecord | None = None         # the leader's view of its record (None: read it)
+        self._members: dict[str, dict] = {}
+        self._said: str | None = None              # the last "cannot elect" said (said once)
+        self._wake_t = threading.Event()
+        self._wake_a: asyncio.Event | None = None
+        self._stop = threading.Event()
+        self.unreachable = 0                       # steps the coordinator could not be reached in
+        c.set_waker(self.wake)
 
-    # lifecycle ----------------------------------------------------------------------------------
+    # paths --------------------------------------------------------------------------------------
+    def _p(self, name: str) -> str:
+        return f"{self.group_path}/{name}"
+
+    def wake(self) -> None:
+        self._wake_t.set()
+        if self._wake_a is not None:
+            self._wake_a.set()
+
     def start(self) -> None:
-        self.zk.add_listener(self._listener)
-        self.zk.start(timeout=max(30.0, self.timeout_s))
-        self.state = "connected"
-        for p in ("members", ""):
-            self.zk.ensure_path(f"{self.group_path}/{p}".rstrip("/"))
-        self.zk.ensure_path(f"{self.base}/topics")
-        if not self.zk.exists(f"{self.group_path}/epoch"):
-            try:
-                self.zk.create(f"{self.group_path}/epoch", b"0")
-            except Exception:  # noqa: BLE001 - another member made it first
-                pass
-        self._thread = threading.Thread(target=self._run, name="tidemq-coordinator", daemon=True)
-        self._thread.start()
+        """Open the session (blocking) and, when the coordinator answers, the group's nodes and this
+        member's (else at the first step that reaches it)."""
+        self.c.start()
+        self.state = self.c.state.value
+        try:
+            self._setup()
+            self._session = self.c.session_id
+            self._ensure_member()
+        except Unreachable:
+            pass
+
+    def _setup(self) -> None:
+        if not self._set_up:
+            for p in (self._p("members"), self._p("ineligible"), f"{self.base}/topics"):
+                self.c.ensure_path(p)
+            self.c.create(self._p("epoch"), b"0")
+            self._set_up = True
 
     def stop(self) -> None:
         self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-        try:
-            self.zk.stop()          # our ephemeral nodes (the lease, the member) go at once
-            self.zk.close()
-        except Exception:  # noqa: BLE001 - stopping
-            pass
+        self.wake()
 
-    def _listener(self, state) -> None:
-        self.state = str(state).lower()
-        self._wake.set()
-
-    # the thread ---------------------------------------------------------------------------------
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(STEP_S)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            try:
-                self._step()
-            except Exception as e:  # noqa: BLE001 - the coordinator thread must go on
-                log.warning("coordinator: %r (trying again)", e)
-                self._stop.wait(STEP_S)
-
-    def _call(self, coro, timeout_s: float = 120.0):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=timeout_s)
-
-    def _step(self) -> None:
-        from kazoo.protocol.states import KazooState
+    # the step -----------------------------------------------------------------------------------
+    def step(self) -> list[Action]:
+        """Look once; the changes of role to make. Unreachable when the coordinator cannot be asked
+        (a leader is fenced at once then)."""
         node = self.node
-        if self.zk.state != KazooState.CONNECTED:
-            if node.leading and not node.fenced:
-                self._call(node.fence(f"the coordinator's session is {str(self.zk.state).lower()}: this broker "
-                                      f"cannot tell whether it still holds its lease"))
-            return
-        self._ensure_member()
-        if time.monotonic() >= self._topics_due:
-            self._topics_due = time.monotonic() + 1.0
-            self._sync_topology()
-        leader = self._leader()
-        if leader is not None:
-            data, owner = leader
-            if owner == self.zk.client_id[0] and data.get("member") == node.member:
-                if node.leading and node.fenced:
-                    self._call(node.unfence())
-                elif not node.leading:        # a lease of ours that we do not act on: give it up
-                    self._delete_leader()
-                    return
-                self._write_isr()
-                return
-            if data.get("member") == node.member:
-                # the lease of this broker's previous process (killed; its session not expired yet):
-                # nobody serves it; wait for it to go, then elect
-                if node.leading or node.leader_endpoint:
-                    self._call(node.follow(""))
-                return
-            if node.leading or node.leader_endpoint != data.get("endpoint"):
-                self._call(node.follow(str(data.get("endpoint", "")), int(data.get("epoch", 0))))
-            return
-        if node.leading:
-            # our lease is gone (the session expired and came back): step down, then elect
-            self._call(node.follow(""))
-        self._elect()
-
-    def _ensure_member(self) -> None:
-        from kazoo.exceptions import NodeExistsError
-        sid = self.zk.client_id[0]
-        path = f"{self.group_path}/members/{self.node.member}"
-        if self._member_created_for == sid and self.zk.exists(path):
-            return
-        data = self._member_data(round_=-1)
         try:
-            self.zk.create(path, data, ephemeral=True)
-        except NodeExistsError:
-            # a node of our previous session (not expired yet): replace it
-            try:
-                self.zk.delete(path)
-                self.zk.create(path, data, ephemeral=True)
-            except Exception:  # noqa: BLE001 - tried again at the next step
-                return
-        self._member_created_for = sid
+            st = self.c.state
+            self.state = st.value
+            if st is SessionState.CONNECTED:
+                return self._step()
+            why = f"the coordinator's session is {st.value}"
+        except Unreachable as e:
+            self.state = self.c.state.value
+            if not node.leading or node.fenced:
+                raise
+            why = f"the coordinator cannot be reached ({e})"
+        if node.leading and not node.fenced:
+            return [Action("fence", why=f"{why}: this broker cannot tell whether it still holds its lease")]
+        return []
 
-    def _member_data(self, round_: int) -> bytes:
+    def _step(self) -> list[Action]:
+        c, node = self.c, self.node
+        self._setup()
+        if c.session_id != self._session:
+            self._session, self._member_ok, self._round, self._isr = c.session_id, False, None, None
+        self._ensure_member()
+        out: list[Action] = []
+        now = self.clock.monotonic_s()
+        if self.topology.due(now):
+            out += [Action("apply_topic", topic=t) for t in self.topology.sync(now)]
+            self._read_members()                    # the group's view (routes name every leader port)
+        sent_at = self.clock.monotonic_s()
+        got = c.get(self._p("leader"), watch=True)
+        if got is not None:
+            self._round = None
+            self._said = None
+            data = _json(got.data)
+            member, epoch = str(data.get("member", "")), int(data.get("epoch", 0) or 0)
+            if member == node.member and got.owner == self._session:
+                if not node.leading or node.epoch != epoch:
+                    # a lease of ours that we do not act on (lead() failed): give it up, elect again
+                    c.delete(self._p("leader"), got.version)
+                    return out
+                if node.step_down_wanted:
+                    if self.step_down():                # its log failed: a member of the set leads
+                        node.step_down_wanted = False
+                        out.append(Action("follow"))
+                    return out
+                node.lease.renew(sent_at)
+                if node.fenced:
+                    out.append(Action("unfence"))
+                out += self._keep_isr()
+                return out
+            if member == node.member:
+                # the lease of this member's previous session (a restart; not expired yet): nobody
+                # serves it; wait for it to go, then elect
+                if node.leading or node.leader_endpoint:
+                    out.append(Action("follow"))
+                return out
+            endpoint = str(data.get("endpoint", ""))
+            if node.leading or node.leader_endpoint != endpoint:
+                out.append(Action("follow", epoch=epoch, endpoint=endpoint))
+            return out
+        if node.leading:
+            out.append(Action("follow"))        # our lease is gone: step down, then elect
+            return out
+        out += self._elect()
+        return out
+
+    # members ------------------------------------------------------------------------------------
+    def _member_doc(self, round_: int) -> bytes:
         n = self.node
         return json.dumps({"endpoint": n.endpoint, "leader_endpoint": n.leader_port_endpoint,
                            "log_end": n.store.replica.end, "round": round_}).encode()
 
-    def _leader(self) -> tuple[dict, int] | None:
-        got = self.zk.exists(f"{self.group_path}/leader", watch=lambda _e: self._wake.set())
-        if got is None:
-            return None
-        try:
-            raw, stat = self.zk.get(f"{self.group_path}/leader")
-        except Exception:  # noqa: BLE001 - gone meanwhile
-            return None
-        try:
-            return json.loads(raw), stat.ephemeralOwner
-        except ValueError:
-            return {}, stat.ephemeralOwner
-
-    def _delete_leader(self) -> None:
-        try:
-            self.zk.delete(f"{self.group_path}/leader")
-        except Exception:  # noqa: BLE001 - gone already
-            pass
+    def _ensure_member(self) -> None:
+        path = self._p(f"members/{self.node.member}")
+        if self._member_ok:
+            return
+        got = self.c.get(path)
+        if got is not None and got.owner != self._session:
+            self.c.delete(path)                     # a node of our previous session (not expired yet)
+        if got is None or got.owner != self._session:
+            if not self.c.create(path, self._member_doc(-1), ephemeral=True):
+                return                              # tried again at the next step
+        self._member_ok = True
 
     def _read_members(self) -> dict[str, dict]:
+        base = self._p("members")
         out = {}
-        base = f"{self.group_path}/members"
-        for m in self.zk.get_children(base, watch=lambda _e: self._wake.set()):
-            try:
-                raw, _ = self.zk.get(f"{base}/{m}")
-                out[m] = json.loads(raw)
-            except Exception:  # noqa: BLE001 - gone meanwhile, or not ours
-                continue
+        for m in self.c.children(base, watch=True):
+            got = self.c.get(f"{base}/{m}")
+            if got is not None:
+                out[m] = _json(got.data)
         self._members = out
         return out
 
-    def _isr(self) -> list[str] | None:
-        try:
-            raw, _ = self.zk.get(f"{self.group_path}/isr")
-            return list(json.loads(raw)["members"])
-        except Exception:  # noqa: BLE001 - none yet: every member may lead
+    def _read_isr(self) -> IsrRecord | None:
+        got = self.c.get(self._p("isr"))
+        if got is None:
             return None
+        doc = _json(got.data)
+        members = doc.get("members")
+        if not isinstance(members, list):
+            return None
+        return IsrRecord(int(doc.get("epoch", 0) or 0), tuple(str(m) for m in members), got.version)
 
-    def _write_isr(self) -> None:
-        node = self.node
-        members = [node.member] + sorted(f["member"] for f in node.acks.status() if f["in_sync"])
-        want = (node.epoch, tuple(members))
-        if want == self._isr_written:
-            return
-        doc = json.dumps({"epoch": node.epoch, "members": members}).encode()
-        path = f"{self.group_path}/isr"
-        if self.zk.exists(path):
-            self.zk.set(path, doc)
-        else:
-            self.zk.create(path, doc)
-        self._isr_written = want
-        self._read_members()
+    # the in-sync set (leader) -------------------------------------------------------------------
+    def _keep_isr(self) -> list[Action]:
+        """Drop laggards from the record (then from the waits), add caught-up followers (to the
+        waits, then to the record): one compare-and-set per change."""
+        node, acks = self.node, self.node.acks
+        rec = self._isr
+        if rec is None:
+            rec = self._read_isr()
+            if rec is None or rec.epoch != node.epoch or not rec.members or rec.members[0] != node.member:
+                if rec is not None and rec.epoch > node.epoch:
+                    return [Action("follow")]       # a newer epoch recorded its set: we do not lead any more
+                return []
+            self._reconcile(rec)
+            self._isr = rec
+        drop = set(acks.laggards())
+        add = set(acks.caught_up())
+        if not drop and not add:
+            return []
+        followers = (set(rec.members[1:]) - drop) | add
+        for m in add:
+            acks.include(m)                         # waited for before the record names it
+        members = (node.member, *sorted(followers))
+        doc = json.dumps({"epoch": node.epoch, "members": list(members)}).encode()
+        try:
+            ok = self.c.set(self._p("isr"), doc, rec.version)
+        except Unreachable:
+            self._isr = None                        # the outcome is unknown: read the record again
+            raise
+        if not ok:
+            self._isr = None                        # someone else wrote it: read again at the next step
+            return []
+        self._isr = IsrRecord(node.epoch, members, rec.version + 1)
+        for m in drop:
+            acks.exclude(m)                         # the record dropped it: the waits go on without it
+        log.warning("broker group %s: in-sync set %s (%s)", node.group, list(members),
+                    "; ".join(x for x in (f"{', '.join(sorted(drop))} fell behind" if drop else "",
+                                          f"{', '.join(sorted(add))} caught up" if add else "") if x))
+        return []
 
-    def _elect(self) -> None:
-        from kazoo.exceptions import BadVersionError, NodeExistsError
-        node = self.node
-        raw, stat = self.zk.get(f"{self.group_path}/epoch")
-        epoch = int(raw or b"0")
-        me = node.member
-        self.zk.set(f"{self.group_path}/members/{me}", self._member_data(epoch))
-        deadline = time.monotonic() + node.config.election_wait_ms / 1000
-        while True:
-            members = self._read_members()
-            posted = {m: d for m, d in members.items() if d.get("round") == epoch}
-            if len(posted) == len(members) or time.monotonic() >= deadline:
-                break
-            if self._stop.wait(0.05) or self._leader() is not None:
-                return
-        isr = self._isr()
-        eligible = {m: d for m, d in posted.items() if isr is None or m in isr}
-        if not eligible:
-            log.error("broker group %s: no member of the last ISR (%s) is alive: no leader is elected (a leader "
-                      "would lose acknowledged messages; start one of them, or promote by hand)", node.group, isr)
-            self._stop.wait(1.0)
-            return
-        best = max(eligible, key=lambda m: (int(eligible[m].get("log_end", 0)), [-ord(c) for c in m]))
-        if best != me:
-            # the best one takes the lease; if it does not within a while, elect again
-            end = time.monotonic() + self.timeout_s + node.config.election_wait_ms / 1000 + 2.0
-            while time.monotonic() < end and not self._stop.is_set():
-                if self._leader() is not None:
-                    return
-                self._stop.wait(0.05)
-            return
+    def _reconcile(self, rec: IsrRecord) -> None:
+        """The waits follow the record read (after a write whose outcome was unknown)."""
+        acks = self.node.acks
+        want = set(rec.members[1:])
+        for m in want - acks.isr:
+            acks.include(m)
+        for m in acks.isr - want:
+            acks.exclude(m)
+
+    # the election -------------------------------------------------------------------------------
+    def _elect(self) -> list[Action]:
+        c, node = self.c, self.node
+        now = self.clock.monotonic_s()
+        got = c.get(self._p("epoch"))
+        if got is None:
+            c.create(self._p("epoch"), b"0")
+            return []
+        epoch = int(got.data or b"0")
+        if self._round is None or self._round.epoch != epoch:
+            self._round = Round(epoch, now)
+        r = self._round
+        if not r.posted:
+            if not c.set(self._p(f"members/{node.member}"), self._member_doc(epoch)):
+                self._member_ok = False
+                return []
+            r.posted = True
+        members = self._read_members()
+        rec = self._read_isr()
+        # only a live member of the recorded set may lead (a fresh group: any live member), and none
+        # whose log lost what it had confirmed
+        live = set(members) if rec is None else set(members) & set(rec.members)
+        live -= set(c.children(self._p("ineligible")))
+        if not live:
+            said = f"no member of the in-sync set {list(rec.members)} is alive" if rec else "no member is alive"
+            if said != self._said:
+                self._said = said
+                log.warning("broker group %s: %s: no leader is elected until one of them is back (any other "
+                            "member may lack acknowledged messages)", node.group, said)
+            return []
+        posted = {m: d for m, d in members.items() if m in live and d.get("round") == epoch}
+        if len(posted) < len(live) and now < r.started_s + self.election_wait_s:
+            return []
+        if not posted:
+            return []
+        best = max(posted, key=lambda m: (int(posted[m].get("log_end", 0) or 0), [-ord(ch) for ch in m]))
+        if best != node.member:
+            # the best one takes the lease; if it does not within a while, a new round
+            if now > r.started_s + self.timeout_s + self.election_wait_s + 2.0:
+                self._round = None
+            return []
+        new_epoch = epoch + 1
+        # the new set: this member and the set's live members (a fresh group: this member alone;
+        # the others join once caught up)
+        isr = (node.member, *sorted(m for m in live if m != node.member and rec is not None))
+        lead = json.dumps({"member": node.member, "endpoint": node.endpoint,
+                           "leader_endpoint": node.leader_port_endpoint, "epoch": new_epoch}).encode()
+        isr_doc = json.dumps({"epoch": new_epoch, "members": list(isr)}).encode()
+        ops = [SetData(self._p("epoch"), str(new_epoch).encode(), got.version),
+               Create(self._p("leader"), lead, ephemeral=True),
+               SetData(self._p("isr"), isr_doc, rec.version) if rec is not None else Create(self._p("isr"), isr_doc)]
+        sent_at = self.clock.monotonic_s()
         self.elections += 1
+        if not c.transaction(ops):
+            self._round = None                  # another member moved first, or the set changed: look again
+            return []
+        self._isr = IsrRecord(new_epoch, isr, 0 if rec is None else rec.version + 1)
+        self._round = None
+        return [Action("lead", epoch=new_epoch, isr=isr[1:], lease_from=sent_at)]
+
+    def set_eligible(self, eligible: bool) -> bool:
+        """Record (blocking) whether this member may be elected: False before its log drops what it had
+        confirmed, True once it has the high watermark again. False when the coordinator cannot be
+        reached (the caller tries again; it drops nothing meanwhile)."""
+        path = self._p(f"ineligible/{self.node.member}")
         try:
-            self.zk.set(f"{self.group_path}/epoch", str(epoch + 1).encode(), version=stat.version)
-        except BadVersionError:
-            return                                  # another member moved the epoch: look again
-        doc = {"member": me, "endpoint": node.endpoint, "leader_endpoint": node.leader_port_endpoint,
-               "epoch": epoch + 1}
+            self._setup()
+            if eligible:
+                self.c.delete(path)
+            else:
+                self.c.create(path, b"")
+            return True
+        except Unreachable:
+            return False
+
+    def eligible(self) -> bool | None:
+        """Whether the record says this member may be elected (None: the coordinator cannot say)."""
         try:
-            self.zk.create(f"{self.group_path}/leader", json.dumps(doc).encode(), ephemeral=True)
-        except NodeExistsError:
-            return
-        self._call(node.lead(epoch + 1))
-        self._isr_written = None
-        self._write_isr()
-
-    # several groups, one cluster ----------------------------------------------------------------
-    def create_topic(self, name: str, queues: int, groups: list[str]) -> dict:
-        """Spread ``name``'s ``queues`` over ``groups`` (queue q to groups[q % len]); kept in the
-        coordinator, made local by each group's members within a second."""
-        from kazoo.exceptions import NodeExistsError
-        owners = {g: [q for q in range(queues) if q % len(groups) == i] for i, g in enumerate(groups)}
-        doc = {"queues": queues, "owners": owners}
-        path = f"{self.base}/topics/{name}"
-        raw = json.dumps(doc).encode()
-        try:
-            self.zk.create(path, raw)
-        except NodeExistsError:
-            old = json.loads(self.zk.get(path)[0])
-            if old.get("queues", 0) > queues or any(set(old.get("owners", {}).get(g, [])) - set(owners.get(g, []))
-                                                    for g in old.get("owners", {})):
-                raise ValueError(f"topic {name!r} is spread already ({old}); its queues cannot move or shrink")
-            self.zk.set(path, raw)
-        self.topology[name] = doc
-        self._topics_due = 0.0
-        self._wake.set()
-        return doc
-
-    def _topics(self) -> dict[str, dict]:
-        out = {}
-        for t in self.zk.get_children(f"{self.base}/topics"):
-            d = self._json(f"{self.base}/topics/{t}")
-            if isinstance(d, dict):
-                out[t] = d
-        return out
-
-    def _sync_topology(self) -> None:
-        topics = self._topics()
-        self.topology = topics
-        groups = {}
-        for g in self.zk.get_children(f"{self.base}/groups"):
-            d = self._group(g)
-            groups[g] = {"group": g, "leader": (d["leader"] or {}).get("endpoint", ""),
-                         "members": {m: {"endpoint": md.get("endpoint", ""),
-                                         "leader_endpoint": md.get("leader_endpoint", "")}
-                                     for m, md in d["members"].items()}}
-        self.groups = groups
-        mine = self.node.group
-        for t, doc in topics.items():
-            owned = tuple(doc.get("owners", {}).get(mine, ()))
-            want = (int(doc.get("queues", 0)), owned)
-            if not owned or self._applied.get(t) == want:
-                continue
-            self._call(self.node.apply_topic(t, want[0], owned))
-            self._applied[t] = want
-
-    def route(self, topic: str) -> list[tuple[dict, list[int]]] | None:
-        """(group view, its queue ids) per group holding ``topic``, when the topic is spread over the
-        cluster; None otherwise (a topic of this group alone)."""
-        doc = self.topology.get(topic)
-        if doc is None:
+            return self.c.get(self._p(f"ineligible/{self.node.member}")) is None
+        except Unreachable:
             return None
-        out = []
-        for g, qids in sorted(doc.get("owners", {}).items()):
-            view = self.node.view() if g == self.node.group else self.groups.get(g)
-            if view is not None and qids:
-                out.append((view, list(qids)))
-        return out
+
+    def step_down(self) -> bool:
+        """This leader gives up its lease (its log failed: node.py) and, when the recorded set has other
+        members, leaves it first, so that one of them is elected. Blocking (a thread). False when it
+        cannot (the coordinator unreachable, the lease not its own): it goes on leading."""
+        node = self.node
+        try:
+            rec = self._read_isr()
+            if rec is not None and rec.epoch == node.epoch and node.member in rec.members and len(rec.members) > 1:
+                others = [m for m in rec.members if m != node.member]
+                doc = json.dumps({"epoch": rec.epoch, "members": others}).encode()
+                if not self.c.set(self._p("isr"), doc, rec.version):
+                    return False
+            got = self.c.get(self._p("leader"))
+            if got is None or got.owner != self._session:
+                return False
+            self.c.delete(self._p("leader"), got.version)
+        except Unreachable:
+            return False
+        self._isr = None
+        self.wake()
+        return True
+
+    # drivers ------------------------------------------------------------------------------------
+    def run_thread(self, apply: Callable[[Action], Awaitable[None]], loop: asyncio.AbstractEventLoop) -> None:
+        """Step on this thread until stopped; actions run on ``loop`` (blocking ZooKeeper calls stay off it)."""
+        said = None
+        while not self._stop.is_set():
+            self._wake_t.wait(self.step_s)
+            self._wake_t.clear()
+            if self._stop.is_set():
+                return
+            try:
+                actions = self.step()
+                said = None
+            except Unreachable as e:
+                self.unreachable += 1
+                if str(e) != said:
+                    said = str(e)
+                    log.info("coordinator: %s (trying again)", e)
+                continue
+            except Exception as e:  # noqa: BLE001 - the group's loop must go on
+                log.warning("coordinator: %r (trying again)", e)
+                self._stop.wait(self.step_s)
+                continue
+            for a in actions:
+                try:
+                    asyncio.run_coroutine_threadsafe(apply(a), loop).result(timeout=120)
+                except Exception as e:  # noqa: BLE001 - looked at again at the next step
+                    log.warning("coordinator: %s failed: %r", a.kind, e)
+
+    async def run_loop(self, apply: Callable[[Action], Awaitable[None]],
+                       gate: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Step on the event loop (a coordinator that never blocks: the in-process one)."""
+        self._wake_a = asyncio.Event()
+        while not self._stop.is_set():
+            if gate is not None:
+                await gate()
+            try:
+                actions = self.step()
+            except Unreachable:
+                self.unreachable += 1
+                actions = []
+            except Exception as e:  # noqa: BLE001 - the group's loop must go on
+                log.warning("coordinator: %r (trying again)", e)
+                actions = []
+            for a in actions:
+                try:
+                    await apply(a)
+                except Exception as e:  # noqa: BLE001 - looked at again at the next step
+                    log.warning("coordinator: %s failed: %r", a.kind, e)
+            try:
+                await asyncio.wait_for(self._wake_a.wait(), self.step_s)
+            except asyncio.TimeoutError:
+                pass
+            self._wake_a.clear()
 
     # views --------------------------------------------------------------------------------------
     def members(self) -> dict[str, dict]:
@@ -353,32 +480,32 @@ class ZkCoordinator:
                     "role": "leader" if d.get("endpoint") == leader else "follower"}
                 for m, d in self._members.items()}
 
+    def isr(self) -> list[str] | None:
+        """The in-sync set as this member last read or wrote it (the leader first)."""
+        return list(self._isr.members) if self._isr is not None else None
+
+    def create_topic(self, name: str, queues: int, groups: list[str]) -> dict:
+        doc = self.topology.create_topic(name, queues, groups)
+        self.wake()
+        return doc
+
+    def delete_topic(self, name: str) -> bool:
+        return self.topology.delete_topic(name)
+
+    def route(self, topic: str):
+        return self.topology.route(topic)
+
     def cluster(self) -> dict:
-        """Every group (members, leader, epoch) and every topic's queue owners."""
-        groups = {g: self._group(g) for g in self.zk.get_children(f"{self.base}/groups")}
-        return {"coordinator": self.node.config.coordinator, "groups": groups, "topics": self._topics()}
+        return self.topology.cluster(self.node.config.coordinator)
 
-    def _json(self, path: str):
-        """A node's JSON, or None (gone, or not JSON)."""
-        try:
-            return json.loads(self.zk.get(path)[0])
-        except Exception:  # noqa: BLE001 - gone meanwhile, or not ours
-            return None
+    @property
+    def topics(self) -> dict[str, dict]:
+        return self.topology.topics
 
-    def _group(self, g: str) -> dict:
-        """A group as the coordinator has it: {"leader", "epoch", "members", "isr"}."""
-        gp = f"{self.base}/groups/{g}"
-        members = {}
-        for m in self.zk.get_children(f"{gp}/members") if self.zk.exists(f"{gp}/members") else ():
-            d = self._json(f"{gp}/members/{m}")
-            if d is not None:
-                members[m] = d
-        leader = self._json(f"{gp}/leader") if self.zk.exists(f"{gp}/leader") else None
-        epoch = int(self.zk.get(f"{gp}/epoch")[0] or b"0") if self.zk.exists(f"{gp}/epoch") else 0
-        return {"leader": leader, "epoch": epoch, "members": members, "isr": self._isr_of(gp)}
 
-    def _isr_of(self, gp: str):
-        try:
-            return json.loads(self.zk.get(f"{gp}/isr")[0])
-        except Exception:  # noqa: BLE001 - none yet
-            return None
+def _json(raw: bytes) -> dict:
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}

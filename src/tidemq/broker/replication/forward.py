@@ -8,13 +8,22 @@ its signature) and status included, to the leader it follows; while no leader is
 election), with UNAVAILABLE, which the clients retry. A client whose member is killed connects to
 the next one at once (that address never failed: no reconnect backoff to wait out), and a
 client whose member changed role keeps its connection: a failover costs it the election, not a
-reconnection.
+reconnection. A fenced member (cut off from its coordinator: it cannot tell who leads) closes its
+leader port (node.py), so that its clients move to another member's instead of being refused for
+as long as the partition lasts; it never answers from its own services then.
+
+A forwarded call gets at most ``leader_port_forward_timeout_ms`` (or the client's deadline, when
+shorter): a leader that stopped answering (SIGSTOP, a hung process, a partition not yet noticed)
+costs the client that much, then UNAVAILABLE, which the official clients retry, by then through
+the member that leads next.
 
 Every method of every service is forwarded, unary or streamed (``STREAMING`` names the streamed
 ones of the RocketMQ service; the rest are unary).
 """
 
 from __future__ import annotations
+
+import asyncio
 
 import grpc
 
@@ -25,6 +34,7 @@ STREAMING = {
     "/apache.rocketmq.v2.MessagingService/ReceiveMessage": "unary_stream",
     "/apache.rocketmq.v2.MessagingService/PullMessage": "unary_stream",
     "/tidemq.Replication/Stream": "stream_stream",
+    "/tidemq.Replication/State": "unary_stream",
     "/tidemq.Data/SendRecordsStream": "stream_stream",
     "/tidemq.Data/PullRecordsStream": "unary_stream",
 }
@@ -47,7 +57,7 @@ class LeaderPort(grpc.GenericRpcHandler):
 
     def service(self, details):
         node = self.node
-        if node.leading:
+        if node.leading and not node.fenced:
             for h in self.local:
                 found = h.service(details)
                 if found is not None:
@@ -64,6 +74,21 @@ class LeaderPort(grpc.GenericRpcHandler):
             async for r in fn(method, request, context):
                 yield r
         return getattr(grpc, f"{kind}_rpc_method_handler")(unary_unary if kind == "unary_unary" else streamed)
+
+    def _timeout(self, context) -> float:
+        """The forwarded call's deadline: the client's, at most leader_port_forward_timeout_ms."""
+        cap = self.node.config.leader_port_forward_timeout_ms / 1000
+        left = context.time_remaining()
+        return cap if left is None else min(cap, left)
+
+    async def _abort_for(self, context, e: grpc.aio.AioRpcError, timeout_s: float) -> None:
+        """The leader's error status as it is; our own cut deadline as UNAVAILABLE (retried)."""
+        left = context.time_remaining()
+        if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED and (left is None or left > 0.05):
+            await context.abort(grpc.StatusCode.UNAVAILABLE,
+                                f"broker group {self.node.group!r}: the leader {self.node.leader_endpoint} did not "
+                                f"answer within {timeout_s:g} s (leader_port_forward_timeout_ms); try again")
+        await context.abort(e.code(), e.details() or "")
 
     async def _target(self, context) -> grpc.aio.Channel:
         ep = self.node.leader_endpoint
@@ -88,13 +113,37 @@ class LeaderPort(grpc.GenericRpcHandler):
 
     async def _unary_unary(self, method, request, context):
         ch = await self._target(context)
-        call = ch.unary_unary(method)(request, metadata=_metadata(context), timeout=context.time_remaining())
+        timeout_s = self._timeout(context)
+        changed = getattr(self.node, "role_changed", None)
+        call = ch.unary_unary(method)(request, metadata=_metadata(context), timeout=timeout_s)
         try:
-            resp = await call
+            if changed is None:
+                resp = await call
+            else:
+                resp = await self._unless_changed(call, changed, context)
         except grpc.aio.AioRpcError as e:
-            await context.abort(e.code(), e.details() or "")
+            await self._abort_for(context, e, timeout_s)
         context.set_trailing_metadata(tuple(await call.trailing_metadata() or ()))
         return resp
+
+    async def _unary_unary_answer(self, call):
+        return await call
+
+    async def _unless_changed(self, call, changed: asyncio.Event, context):
+        """The forwarded call's answer, or UNAVAILABLE as soon as this member follows another leader
+        (or leads, or is fenced): a call to a leader that stopped answering is not waited for."""
+        answer = asyncio.ensure_future(self._unary_unary_answer(call))
+        moved = asyncio.ensure_future(changed.wait())
+        try:
+            await asyncio.wait((answer, moved), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            moved.cancel()
+        if not answer.done():
+            call.cancel()
+            answer.cancel()
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"broker group {self.node.group!r}: the leader "
+                                                             f"changed while the call was forwarded; try again")
+        return answer.result()
 
     async def _unary_stream(self, method, request, context):
         async for r in self._streamed("unary_stream", method, request, context):

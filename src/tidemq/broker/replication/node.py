@@ -2,63 +2,126 @@
 changes between them.
 
 Roles come from the settings (``broker_role``, ``leader_endpoint``: a static group, failover by
-hand with ``tidemq replication promote``) or from the coordinator (``coordinator``: ZooKeeper,
-coordinator.py, which calls :meth:`lead`, :meth:`follow`, :meth:`fence`).
+hand with ``tidemq replication promote``) or from the coordinator (``coordinator``: ZooKeeper;
+coordinator.py, whose ``Action``s :meth:`apply` makes):
 
 * ``lead(epoch)``: the follower's copy stops, the store takes puts again from its log's end as the
-  leader of ``epoch`` (its epoch file says where that began), a leader's MessagingService is built
-  from the state files the follower kept copying (its dedup window looks up message ids in the
-  index for ``send_dedup_after_restart_s``: a producer's retry of a put the old leader stored is
-  answered, not stored twice), and its background tasks start.
-* ``follow(endpoint)``: the store refuses puts (NOT_LEADER, naming the leader), a follower's
-  service serves reads, and the copy starts (follower.py: it first cuts what
-  diverged).
-* ``fence(why)``: a leader that cannot prove it still holds its lease (the coordinator's session
-  is suspended) refuses every put at once; ``unfence()`` when the session comes back with the
-  lease still its own.
+  leader of ``epoch`` (its epoch file says where that began), with the in-sync set the election
+  recorded and a lease from the election's request (lease.py: every write checks it); the host
+  builds a leader's services (a broker: its MessagingService from the state files the follower
+  kept copying, whose dedup window looks up message ids in the index for
+  ``send_dedup_after_restart_s``, and its background tasks).
+* ``follow(endpoint)``: the store refuses puts (NOT_LEADER, naming the leader), the host serves
+  reads as a follower, and the copy starts (follower.py: it first cuts what diverged).
+* ``fence(why)``: a leader whose coordinator session is suspended refuses every write at once and
+  closes its leader port (clients connected through it move to another member's); ``unfence()``
+  when the session comes back with the lease still its own.
 
-The leader port (forward.py) is served all the time: by this broker's services while it leads,
-forwarded to the leader while it follows.
+What a node needs of the process it runs in is ``Host`` (the Broker; the simulation's stand-in):
+the store, the services to build for a role, the leader port. What it needs of the network is a
+``Transport`` (transport.py) and, with automatic failover, a ``Coordinator`` (coordination.py).
+Time is read through the Clock seam only.
+
+The leader port (forward.py) is served by this broker's services while it leads, forwarded to the
+leader while it follows, closed while it is fenced.
+
+Reads: under SYNC replication consumers are served only up to the high watermark (what every
+member of the in-sync set has: acks.hw on the leader, the last frame's on a follower), so that no
+failover takes back what a consumer saw (``read_limit``, the store's commit limit: every read path
+stops there, and long polls are woken when it moves). ASYNC replication serves the whole log: a
+failover takes back what the new leader had not copied, and a consumer may have seen it.
+
+A failure of this member's own commit log (store/log_failure.py, ``store.on_log_failed``): a leader
+acknowledges nothing more and steps down (coordinator.py: it leaves the recorded set and gives up
+its lease), or alone leads a new epoch beginning at the cut; a follower is recorded as not electable
+until its copy, started over, has the high watermark again (follower.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+from typing import Any, Protocol
 
 from ...config import ReplicationConfig
+from ...io import Clock, SystemClock
+from ..protection.members import MemberCredentials
 from .acks import ReplicaAcks
+from .coordinator import Action, GroupCoordinator
 from .follower import ReplicationClient
 from .leader import ReplicationServer
+from .lease import Lease
+from .transport import GrpcTransport, Transport
 
 log = logging.getLogger("tidemq.broker")
 
 
+class Host(Protocol):
+    """What a ReplicationNode needs of the process it runs in."""
+
+    store: Any                    # the MessageStore
+    service: Any                  # the MessagingService the state copy reads (leader) and writes (follower), or None
+
+    @property
+    def endpoint(self) -> str: ...
+
+    async def activate(self, leading: bool) -> None:
+        """Build the services of this role (a leader's: its background tasks too)."""
+        ...
+
+    async def leader_port(self, open_: bool) -> None:
+        """Serve the leader port, or stop serving it."""
+        ...
+
+
 class ReplicationNode:
-    def __init__(self, broker, config: ReplicationConfig) -> None:
-        self.broker = broker
+    def __init__(self, host: Host, config: ReplicationConfig, clock: Clock | None = None,
+                 transport: Transport | None = None, coordination=None, coordinator_thread: bool = True) -> None:
+        """``coordination``: the Coordinator to elect through (None: ZooKeeper, from ``coordinator``);
+        ``coordinator_thread``: step it on a thread (a blocking client: ZooKeeper) or on the loop."""
+        self.host = host
         self.config = config
+        self.clock = clock or SystemClock()
+        self.transport = transport or GrpcTransport(lambda: MemberCredentials.of(self))
         self.group = config.broker_group
-        self.store = broker.store
+        self.store = host.store
+        automatic = bool(config.coordinator) or coordination is not None
+        self.lease = Lease(self.clock, config.leader_lease_ratio, config.coordinator_session_timeout_ms / 1000) \
+            if automatic else None
         self.acks = ReplicaAcks(config.sync, config.in_sync_replicas_min, config.replication_timeout_ms,
-                                config.in_sync_lag_bytes_max, lambda: self.store.replica.end)
+                                config.replica_lag_time_max_ms, lambda: self.store.replica.end, self.clock, self.lease)
         self.epoch = 0                    # the epoch this broker leads (0: it does not)
         self.known_epoch = self.store.epochs.last_epoch
+        self.hw_known = 0                 # the high watermark as the leader's last frame said (a follower)
         self.leading = False
         self.fenced: str | None = None
         self.leader_endpoint = ""         # the leader's endpoint (this broker's own while it leads)
         self.client: ReplicationClient | None = None
         self.server = ReplicationServer(self)
-        self.coordinator = None
+        self._coordination = coordination
+        self._coordinator_thread = coordinator_thread
+        self.coordinator: GroupCoordinator | None = None
+        self._runner: threading.Thread | asyncio.Future | None = None
+        self._isr_task: asyncio.Task | None = None
         self.members: dict[str, dict] = {}    # the group as this broker knows it: member -> endpoints, role
         self.role_changes = 0
+        self._port_open: bool | None = None
         self._lock = asyncio.Lock()
+        self.role_changed: asyncio.Event | None = None    # set (and replaced) at each change of role or leader
+        self.step_down_wanted = False         # a leader whose log failed: the coordinator's step gives up the lease
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _changed(self) -> None:
+        """Calls forwarded to a leader this member no longer follows end now (forward.py)."""
+        old, self.role_changed = self.role_changed, asyncio.Event()
+        if old is not None:
+            old.set()
 
     # who we are ---------------------------------------------------------------------------------
     @property
     def endpoint(self) -> str:
-        c = self.broker.config
-        return c.advertised_endpoint or f"{c.host}:{c.port}"
+        return self.host.endpoint
 
     @property
     def member(self) -> str:
@@ -71,11 +134,16 @@ class ReplicationNode:
 
     @property
     def service(self):
-        return self.broker.service
+        return self.host.service
+
+    @property
+    def broker(self):
+        """The host, by the name protection/members.py looks its member credentials up under."""
+        return self.host
 
     @property
     def state_dir(self) -> str:
-        return self.broker.service.state_dir
+        return self.host.service.state_dir
 
     @property
     def role(self) -> str:
@@ -83,48 +151,163 @@ class ReplicationNode:
             return "leader (fenced)" if self.fenced else "leader"
         return "follower"
 
+    def read_limit(self) -> int | None:
+        """The log offset consumers may be served up to (SYNC: the high watermark), None: no limit."""
+        if not self.config.sync:
+            return None
+        return self.acks.hw if self.leading else self.hw_known
+
     # lifecycle ----------------------------------------------------------------------------------
     async def start(self) -> None:
-        if self.config.coordinator:
-            from .coordinator import ZkCoordinator
-            self.coordinator = ZkCoordinator(self, asyncio.get_running_loop())
+        self._loop = asyncio.get_running_loop()
+        self.store.on_log_failed(self._on_log_failed)
+        if self.config.sync:
+            # consumers (every read path: store/reader.py) stop at the high watermark; a long poll
+            # waiting for it looks again whenever it may have moved (the senders' wake-ups: after
+            # every append and every move of acks.hw; on a follower, follower.py)
+            self.store.set_commit_limit(self.read_limit)
+            self.acks.add_waker(self.store.readable_advanced)
+        if self.lease is not None:
+            c = self._coordination
+            base = "/tidemq"
+            if c is None:
+                from . import zk_address
+                from .coord_zk import ZkCoordinator
+                addr = zk_address.parse(self.config.coordinator)
+                base = addr.chroot
+                c = ZkCoordinator(addr.hosts, self.config.coordinator_session_timeout_ms / 1000,
+                                  zk_address.kazoo_options(addr, self.config.coordinator_password), self.group)
+                c.on_granted(self.lease.session_granted)
+            self.coordinator = GroupCoordinator(self, c, self.clock, base)
             await self.follow("")                 # until the election says otherwise
-            await asyncio.to_thread(self.coordinator.start)
+            if self._coordinator_thread:
+                await asyncio.to_thread(self.coordinator.start)
+                self._runner = threading.Thread(target=self.coordinator.run_thread, name="tidemq-coordinator",
+                                                args=(self.apply, asyncio.get_running_loop()), daemon=True)
+                self._runner.start()
+            else:
+                self.coordinator.start()
+                self._runner = asyncio.ensure_future(self.coordinator.run_loop(self.apply, self.gate))
         elif self.config.broker_role == "leader":
             await self.lead(max(1, self.store.epochs.last_epoch))
         else:
             await self.follow(self.config.leader_endpoint)
 
+    async def gate(self) -> None:
+        """Where a paused member would wait (the simulation's hook; nothing here)."""
+
     async def stop(self) -> None:
         if self.coordinator is not None:
-            await asyncio.to_thread(self.coordinator.stop)
+            self.coordinator.stop()
+            if isinstance(self._runner, threading.Thread):
+                await asyncio.to_thread(self._runner.join, 30)
+            elif self._runner is not None:
+                self._runner.cancel()
+                try:
+                    await self._runner
+                except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
+                    pass
+            await asyncio.to_thread(self.coordinator.c.stop)
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+            self._isr_task = None
         if self.client is not None:
             await self.client.stop()
             self.client = None
         self.acks.forget()
 
+    # a failure of this member's own commit log (store/log_failure.py) ----------------------------
+    def _on_log_failed(self, failure) -> None:
+        """From the thread that found it: the store cut its log back to ``failure.durable_end``. A
+        follower may have confirmed what the cut took: it says at once, from this thread, that it may
+        not be elected (coordinator.py), until its copy has the high watermark again (follower.py)."""
+        if self.leading:
+            if self.coordinator is not None:
+                self.step_down_wanted = True      # the coordinator renews the lease no more (coordinator.py)
+            if self.lease is not None:
+                self.lease.revoke()               # nothing acknowledged from now on (acks.py checks it)
+        elif self.coordinator is not None:
+            self.coordinator.set_eligible(False)
+            if self.client is not None:
+                self.client.ineligible = True
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._log_failed(failure)))
+
+    async def _log_failed(self, failure) -> None:
+        """A leader whose log was cut back steps down instead of writing on (27.1): records after the
+        cut may be on its followers, and within one epoch every member's log must be a prefix of the
+        leader's. With a coordinator it leaves the in-sync set (when others are in it) and gives up the
+        lease, so that a member of the set is elected; alone (a static group, or the set's only
+        member) it leads a new epoch beginning at the cut, and the followers cut what they have
+        after it. A follower's next session starts its copy over (follower.py)."""
+        if not self.leading:
+            return
+        log.error("broker group %s: %s's commit log failed (%s): it no longer leads epoch %d", self.group,
+                  self.member, failure.error, self.epoch)
+        if self.coordinator is not None:
+            self.step_down_wanted = True          # the coordinator's next step (coordinator.py)
+            self.lease.revoke()                   # (again: a renewal may have come in between)
+            self.coordinator.wake()
+        else:
+            await self.lead(self.epoch + 1, self.acks.isr)
+
+    async def apply(self, a: Action) -> None:
+        """Make a change the coordinator asks for (coordinator.py)."""
+        if a.kind == "lead":
+            await self.lead(a.epoch, a.isr, a.lease_from)
+        elif a.kind == "follow":
+            await self.follow(a.endpoint, a.epoch)
+        elif a.kind == "fence":
+            await self.fence(a.why)
+        elif a.kind == "unfence":
+            await self.unfence()
+        elif a.kind == "apply_topic":
+            name, queues, owned = a.topic
+            await self.apply_topic(name, queues, owned)
+            self.coordinator.topology.applied(name, queues, owned)
+
     # role changes -------------------------------------------------------------------------------
-    async def lead(self, epoch: int) -> None:
+    async def lead(self, epoch: int, isr=(), lease_from: float | None = None) -> None:
         async with self._lock:
             if self.client is not None:
                 await self.client.stop()
                 self.client = None
             self.epoch = epoch
             self.known_epoch = max(self.known_epoch, epoch)
+            isr = tuple(isr)
+            self.acks.forget()
+            self.acks.set_isr(isr, hw=min(self.hw_known, self.store.replica.end))
+            if self.lease is not None and lease_from is not None:
+                self.lease.renew(lease_from)
             self.store.writer.replicas = self.acks
+            cut = self._sealed_since_epoch()
+            if cut is not None and epoch > self.store.epochs.last_epoch:
+                # this log was sealed at ``cut`` (a failure of it cut it back there: log_failure.py), in
+                # the epoch it was written in: the new epoch begins there, so that a follower holding
+                # records after the cut finds them diverged and cuts them (then copies the seal)
+                await asyncio.to_thread(self.store.epochs.begin, epoch, cut)
             await asyncio.to_thread(self.store.lead, epoch)
-            self.leading, self.fenced = True, None
+            self.leading, self.fenced, self.step_down_wanted = True, None, False
             self.leader_endpoint = self.endpoint
+            self._changed()
             self.members[self.member] = self._me("leader")
             self.role_changes += 1
-            await self.broker.activate(leading=True)
-            log.warning("broker group %s: %s leads, epoch %d, from log offset %d", self.group, self.member, epoch,
-                        self.store.replica.end)
+            await self.host.activate(leading=True)
+            await self._leader_port(True)
+            if self.coordinator is None and self._isr_task is None:
+                self._isr_task = asyncio.create_task(self._keep_isr())
+            self.store.readable_advanced()        # the high watermark is the leader's now
+            log.warning("broker group %s: %s leads, epoch %d, from log offset %d, in-sync set %s", self.group,
+                        self.member, epoch, self.store.replica.end, [self.member, *sorted(isr)])
 
     async def follow(self, leader_endpoint: str, epoch: int = 0) -> None:
         async with self._lock:
-            was = self.leading or self.broker.service is None
+            was = self.leading or self.host.service is None
+            if self.leading:
+                self.hw_known = max(self.hw_known, self.acks.hw if self.config.sync else 0)
             self.leading, self.fenced, self.epoch = False, None, 0
+            if self.lease is not None:
+                self.lease.revoke()
             self.known_epoch = max(self.known_epoch, epoch)
             self.store.follow(self.follower_text(leader_endpoint))
             self.store.writer.replicas = None
@@ -132,22 +315,39 @@ class ReplicationNode:
             self.members[self.member] = self._me("follower")
             if was:
                 self.role_changes += 1
-                await self.broker.activate(leading=False)
+                await self.host.activate(leading=False)
             if self.client is not None and self.client.leader_endpoint != leader_endpoint:
                 await self.client.stop()
                 self.client = None
+            if self.leader_endpoint != leader_endpoint or was:
+                self._changed()
             self.leader_endpoint = leader_endpoint
             if leader_endpoint and self.client is None:
                 self.client = ReplicationClient(self, leader_endpoint)
                 self.client.start()
+            await self._leader_port(True)
             log.warning("broker group %s: %s follows %s", self.group, self.member, leader_endpoint or "(no leader yet)")
+
+    def _sealed_since_epoch(self) -> int | None:
+        """The earliest seal of this log (commit_log.sealed) in its last epoch, or None."""
+        sealed = self.store.commit_log.sealed
+        if not sealed:
+            return None
+        entries = self.store.epochs.snapshot()
+        since = entries[-1][1] if entries else 0
+        at = [start + pos for start, pos in sealed.items() if start + pos >= since]
+        return min(at) if at else None
 
     async def fence(self, why: str) -> None:
         async with self._lock:
             if not self.leading or self.fenced:
                 return
             self.fenced = why
+            self._changed()
+            if self.lease is not None:
+                self.lease.revoke()
             self.store.follow(f"fenced: {why}; writes go to the leader the coordinator names")
+            await self._leader_port(False)        # clients connected through it move to another member's
             log.error("broker group %s: %s refuses writes: %s", self.group, self.member, why)
 
     async def unfence(self) -> None:
@@ -156,7 +356,19 @@ class ReplicationNode:
                 return
             self.fenced = None
             await asyncio.to_thread(self.store.lead, 0)
+            await self._leader_port(True)
             log.warning("broker group %s: %s holds its lease again, writes accepted", self.group, self.member)
+
+    async def _leader_port(self, open_: bool) -> None:
+        if self._port_open is open_:
+            return
+        try:
+            await self.host.leader_port(open_)
+            self._port_open = open_
+        except OSError as e:                      # tried again at the next change of role
+            self._port_open = None
+            log.error("broker group %s: %s the leader port failed: %s", self.group,
+                      "opening" if open_ else "closing", e)
 
     async def promote(self) -> int:
         """Manual failover (no coordinator): lead with an epoch above every one this broker knows."""
@@ -166,15 +378,32 @@ class ReplicationNode:
         await self.lead(epoch)
         return epoch
 
+    async def _keep_isr(self) -> None:
+        """A static group's in-sync set (no coordinator to record it in): kept here, as the
+        coordinator keeps it (laggards out, caught-up followers in)."""
+        step_s = min(0.2, self.config.replica_lag_time_max_ms / 4000)
+        while True:
+            await asyncio.sleep(step_s)
+            if not self.leading:
+                continue
+            for m in self.acks.caught_up():
+                self.acks.include(m)
+                log.warning("broker group %s: %s is in sync", self.group, m)
+            for m in self.acks.laggards():
+                self.acks.exclude(m)
+                log.warning("broker group %s: %s fell behind (no confirmation of the leader's end within "
+                            "replica_lag_time_max_ms=%d): out of the in-sync set", self.group, m,
+                            self.config.replica_lag_time_max_ms)
+
     async def apply_topic(self, name: str, queues: int, owned: tuple[int, ...]) -> None:
-        """A topic spread over the cluster (coordinator.py): here with its queue count, and puts
+        """A topic spread over the cluster (topology.py): here with its queue count, and puts
         without a queue id go to the queues this group owns."""
         await asyncio.to_thread(self.store.create_spread_topic, name, queues, owned)
         log.info("topic %s: %d queue(s) in the cluster, this group owns %s", name, queues, list(owned))
 
     def spread(self, topic: str) -> tuple[int, tuple[int, ...]] | None:
         """(queues, the ones this group owns) of a topic spread over the cluster, else None."""
-        doc = self.coordinator.topology.get(topic) if self.coordinator is not None else None
+        doc = self.coordinator.topics.get(topic) if self.coordinator is not None else None
         if not doc:
             return None
         return int(doc.get("queues", 0)), tuple(doc.get("owners", {}).get(self.group, ()))
@@ -236,13 +465,20 @@ class ReplicationNode:
                "known_epoch": self.known_epoch, "leader": self.leader_endpoint, "fenced": self.fenced,
                "mode": self.config.replication_mode, "in_sync_replicas_min": self.config.in_sync_replicas_min,
                "log_end": self.store.replica.end, "epochs": self.store.epochs.snapshot(),
-               "role_changes": self.role_changes, "coordinator": self.config.coordinator or None}
+               "role_changes": self.role_changes, "coordinator": self.config.coordinator or None,
+               "high_watermark": self.acks.hw if self.leading else self.hw_known}
         if self.leading:
             out["followers"] = self.acks.status()
+            out["in_sync"] = [self.member, *sorted(self.acks.isr)]
             out["sync_timeouts"] = self.acks.timeouts
             out["sync_refusals"] = self.acks.refusals
+            out["lease_refusals"] = self.acks.lease_refusals
+        if self.lease is not None:
+            out["lease"] = self.lease.status()
         if self.client is not None:
             out["replica"] = self.client.status()
         if self.coordinator is not None:
             out["coordinator_state"] = self.coordinator.state
+            out["elections"] = self.coordinator.elections
+            out["isr_recorded"] = self.coordinator.isr()
         return out

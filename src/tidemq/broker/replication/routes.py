@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from ...protocol.stubs import pb
 
-TYPES = [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION]
+TYPES = [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION,
+         pb.MessageType.LITE, pb.MessageType.PRIORITY]      # every type (a topic's own type: its leader's send path)
 
 
 def endpoints(addresses: list[str]) -> "pb.Endpoints":

@@ -7,7 +7,8 @@ log, a follower copies from the leader's memory as one JSON document and writes 
 files a leader keeps (state/layout.py), so that a promoted follower opens them as any broker
 opens its state at start:
 
-    topics            the topic table: queue counts, space policies (when not evict), deleted topics
+    topics            the topic table: queue counts, space policies (when not evict), own settings
+                      (retention, message size limit: when one is set), deleted topics
                       with the log offset where each ended (the store's config/topics.json; applied
                       to the follower's table)
     consumer_offsets  committed offsets of pull consumers (broker/consumer_offsets.json)
@@ -19,6 +20,8 @@ opens its state at start:
                       follower enforces what its leader did
     groups            consumer-group settings (broker/groups.json: consume/groups.py): retry policy,
                       retry_max, orderly, consume enable
+    quotas            byte-rate quotas per user, client id and topic (broker/quotas.json:
+                      protection/quotas.py)
 
 Each file is written in the format the broker that opens it reads: the consumer offsets and the
 timer's progress as checked documents (tidemq/checked.py: CRC, the previous version kept as
@@ -41,7 +44,7 @@ import os
 
 from ... import checked
 from ...io import FileIO, write_atomic
-from ...store.topics import SpacePolicy
+from ...store.topics import MessageKind, SpacePolicy, TopicSettings
 from ..consume import group_offsets
 from ...protocol.group_settings import load_doc as load_groups
 from ..deferred.timer import check_progress
@@ -59,13 +62,17 @@ def snapshot(store, service) -> dict:
         "log_end": store.commitlog_max_offset,
         "topics": {"topics": {n: ts.queue_count for n, ts in t.topics.items()}, "deleted": dict(t.deleted),
                    "policies": {n: ts.space_policy.value for n, ts in t.topics.items()
-                                if ts.space_policy is not SpacePolicy.EVICT}},
+                                if ts.space_policy is not SpacePolicy.EVICT},
+                   "types": {n: ts.message_kind.value for n, ts in t.topics.items()
+                             if ts.message_kind is not MessageKind.MIXED},
+                   "settings": {ts.name: ts.settings.document() for ts in t.with_settings()}},
         "consumer_offsets": [[g, tp, q, o] for (g, tp, q), o in service.group_offsets.offsets.items()],
         "pop": {"secret": service.pop.secret.decode(), "snapshot": service.pop.snapshot()},
         "timer": service.timer.snapshot(),
         "transactions": service.transactions.snapshot(),
         "acl": service.acl.document() if getattr(service, "acl", None) is not None else None,
         "groups": service.groups.document() if getattr(service, "groups", None) is not None else None,
+        "quotas": service.quotas.document() if getattr(service, "quotas", None) is not None else None,
     }
 
 
@@ -76,6 +83,8 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
         topics = {str(n): int(c) for n, c in doc["topics"]["topics"].items()}
         deleted = {str(n): int(e) for n, e in doc["topics"].get("deleted", {}).items()}
         policies = {str(n): SpacePolicy.parse(p) for n, p in doc["topics"].get("policies", {}).items()}
+        kinds = {str(n): MessageKind.parse(k) for n, k in doc["topics"].get("types", {}).items()}
+        settings = {str(n): TopicSettings().changed(s) for n, s in doc["topics"].get("settings", {}).items()}
         offsets = {(str(g), str(t), int(q)): int(o) for g, t, q, o in doc["consumer_offsets"]}
         secret = str(doc["pop"]["secret"])
         pop, timer, txn = doc["pop"]["snapshot"], doc.get("timer"), doc["transactions"]
@@ -89,6 +98,9 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
         groups = doc.get("groups")
         if groups is not None:
             load_groups(groups)                     # (checked before anything is written)
+        quotas = doc.get("quotas")
+        if quotas is not None and not isinstance(quotas, dict):
+            raise TypeError("quotas is an object")
     except (KeyError, TypeError, ValueError, AttributeError, checked.Damaged) as e:
         raise ValueError(f"not a broker state document: {e!r}") from None
     for name, end in deleted.items():
@@ -96,8 +108,13 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
             store.delete_topic(name, end)
     for name, count in topics.items():
         policy = policies.get(name, SpacePolicy.EVICT)
-        if store.queue_count(name) < count or store.space_policy(name) != policy.value:
-            store.create_topic(name, max(count, store.queue_count(name)), policy.value)
+        kind = kinds.get(name, MessageKind.MIXED)
+        if (store.queue_count(name) < count or store.space_policy(name) != policy.value
+                or store.message_type(name) != kind.value):
+            store.create_topic(name, max(count, store.queue_count(name)), policy.value, kind.value)
+        own = settings.get(name, TopicSettings())
+        if store.topic_settings(name) != own:           # the leader's own settings of the topic, as they are
+            store.topics.set_settings(name, own)
     fio: FileIO = store.fio
     layout = StateLayout(state_dir)
     fio.makedirs(layout.dir)
@@ -115,3 +132,7 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
         service.acl.replace(acl)                    # written, and in effect on this member at once
     if groups is not None and getattr(service, "groups", None) is not None:
         service.groups.replace(groups)              # written, and in effect on this member at once
+    q = getattr(service, "quotas", None)
+    if quotas is not None and q is not None and quotas != q.document():
+        q.replace(quotas)                           # the leader's quotas, in effect here at once
+        q.save()

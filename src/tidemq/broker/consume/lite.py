@@ -1,0 +1,108 @@
+"""Lite topics (RIP-83; the clients' LiteSimpleConsumer / LitePushConsumer): which lite topics each
+lite consumer subscribes, per consumer group and bind topic, as SyncLiteSubscription says.
+
+A LITE message is a message of its bind topic (a MIXED topic) carrying a lite topic name
+(wire.PROP_LITE_TOPIC). A receive by a client of a group that has lite subscriptions on the topic
+hands that client only messages of the lite topics it subscribes (select.py): another client's
+lite topics wait for it, messages of lite topics no client of the group subscribes (and messages
+without a lite topic) are passed over for the group. The subscriptions live in memory: the clients
+send them all again every 30 s (COMPLETE_ADD) and after a restart of the broker their next sync
+restores them; a client's go when it ends (NotifyClientTermination), or when the broker no longer
+hears from it (sessions/clients.py: its Telemetry stream closed, or idle past client_idle_s_max),
+so a killed lite consumer does not hold its lite topics' messages (nor its group) forever. A lite consumer's settings
+(Telemetry, client type LITE_SIMPLE_CONSUMER / LITE_PUSH_CONSUMER) already make its group lite on
+its bind topic, with nothing subscribed: it receives nothing before its first subscribe_lite.
+
+Actions: PARTIAL_ADD adds the names to the client's set, PARTIAL_REMOVE removes them, COMPLETE_ADD
+replaces the set, COMPLETE_REMOVE empties it. A set past ``lite_subscriptions_per_client_max`` is
+refused whole (LITE_SUBSCRIPTION_QUOTA_EXCEEDED), a name that cannot be a lite topic too
+(ILLEGAL_LITE_TOPIC); nothing changes then.
+
+The Python client 5.1.2 sends ``subscribe_lite("abc")`` as the set ``["a", "b", "c"]`` (it extends
+the repeated field with a string); a PARTIAL_ADD of one-character names from a client whose
+``x-mq-language`` is PYTHON is read as the one name they spell (``python_quirk``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ...protocol.stubs import Code, pb
+
+A = pb.LiteSubscriptionAction
+
+
+class LiteSubscriptions:
+    def __init__(self, per_client_max: int, name_problem: Callable[[str], str | None],
+                 alive: Callable[[str], bool] | None = None) -> None:
+        """``alive(client id)``: whether a client is still there (sessions/clients.py); a client that
+        is not is forgotten at the next receive of its group (None: every client is)."""
+        self.per_client_max = per_client_max
+        self.name_problem = name_problem
+        self.alive = alive
+        # (group, bind topic) -> client id -> its lite topics
+        self.subs: dict[tuple[str, str], dict[str, frozenset[str]]] = {}
+
+    def sync(self, group: str, topic: str, client: str, action: int, names: list[str],
+             python_quirk: bool = False) -> tuple[int, str]:
+        """One SyncLiteSubscription: (code, text)."""
+        if not client:
+            return Code.CLIENT_ID_REQUIRED, "SyncLiteSubscription needs the x-mq-client-id header"
+        if python_quirk and action == A.PARTIAL_ADD and 1 < len(names) <= 128 and all(len(n) == 1 for n in names):
+            names = ["".join(names)]
+        if len(names) > self.per_client_max:
+            return (Code.LITE_SUBSCRIPTION_QUOTA_EXCEEDED,
+                    f"{len(names)} lite topics: at most lite_subscriptions_per_client_max={self.per_client_max}")
+        for n in names:
+            problem = self.name_problem(n)
+            if problem is not None:
+                return Code.ILLEGAL_LITE_TOPIC, problem
+        key = (group, topic)
+        mine = self.subs.get(key, {}).get(client, frozenset())
+        if action == A.PARTIAL_ADD:
+            new = mine | set(names)
+        elif action == A.PARTIAL_REMOVE:
+            new = mine - set(names)
+        elif action == A.COMPLETE_ADD:
+            new = frozenset(names)
+        elif action == A.COMPLETE_REMOVE:
+            new = frozenset()
+        else:
+            return Code.BAD_REQUEST, f"unknown lite subscription action {action}"
+        if len(new) > self.per_client_max:
+            return (Code.LITE_SUBSCRIPTION_QUOTA_EXCEEDED,
+                    f"{len(new)} lite topics: at most lite_subscriptions_per_client_max={self.per_client_max}")
+        self.subs.setdefault(key, {})[client] = frozenset(new)
+        return Code.OK, ""
+
+    def declare(self, group: str, topics: list[str], client: str) -> None:
+        """A lite consumer's settings (Telemetry): its group consumes ``topics`` (its bind topic) as lite
+        topics, the client with none subscribed yet (kept if it has some). At most one bind topic."""
+        if not client or not group:
+            return
+        for topic in topics[:1]:
+            self.subs.setdefault((group, topic), {}).setdefault(client, frozenset())
+
+    def sets(self, group: str, topic: str, client: str) -> tuple[frozenset[str], frozenset[str]] | None:
+        """(the client's lite topics, every lite topic some client of the group subscribes) when the
+        group consumes ``topic`` as lite topics, else None."""
+        by_client = self.subs.get((group, topic))
+        if not by_client:
+            return None
+        if self.alive is not None:
+            gone = [cid for cid in by_client if cid != client and not self.alive(cid)]
+            for cid in gone:                # ended without saying so (killed, its stream closed, idle)
+                del by_client[cid]
+            if not by_client:
+                del self.subs[(group, topic)]
+                return None
+        anyone = frozenset().union(*by_client.values())
+        return by_client.get(client, frozenset()), anyone
+
+    def forget(self, client: str) -> None:
+        """A client ended: its subscriptions go (a group with none left is no longer lite)."""
+        for key in list(self.subs):
+            by_client = self.subs[key]
+            by_client.pop(client, None)
+            if not by_client:
+                del self.subs[key]
