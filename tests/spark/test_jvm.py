@@ -145,3 +145,37 @@ def test_a_stream_checkpointed_by_one_reader_goes_on_with_the_other(spark, jvm, 
     assert run("python") == 80
     got = spark.read.parquet(str(out))
     assert got.count() == 400 and got.select("topic", "queue_id", "queue_offset").distinct().count() == 400
+
+
+def test_planner_processes_end_with_their_query(spark, jvm, tmp_path):
+    """A batch read hands its planner back once planned, a stream holds one until it stops; with
+    spark.tidemq.plannerIdleSeconds=0 none is kept for the next query: none is left alive."""
+    from ..support.wait import wait_until
+    root = str(tmp_path / "store")
+    s = MessageStore(StoreConfig(root_dir=root, segment_size_bytes=64 * 1024, index_enabled=False)).start()
+    s.create_topic("P", 2)
+    s.put_batch([Message(topic="P", body=b"p%d" % i) for i in range(20)])
+    s.shutdown()
+    spark.conf.set("spark.tidemq.plannerIdleSeconds", "0")
+    try:
+        wait_until(lambda: jvm.plannersAlive() == 0, "idle planners of earlier tests ended", 120)
+        assert spark.read.format("tidemq").option("path", root).option("topic", "P").load().count() == 20
+        assert jvm.plannersAlive() == 0
+        q = (spark.readStream.format("tidemq").option("path", root).option("topic", "P")
+             .option("startingOffsets", "earliest").load()
+             .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "chk")).start())
+        try:
+            q.processAllAvailable()
+            assert jvm.plannersAlive() == 1
+        finally:
+            q.stop()
+        assert jvm.plannersAlive() == 0
+    finally:
+        spark.conf.unset("spark.tidemq.plannerIdleSeconds")
+
+
+def test_the_jvm_reader_signs_as_the_python_client(jvm):
+    """Connection.java's authorization header is tidemq.protocol.signing's, byte for byte."""
+    from tidemq.protocol.signing import AUTH_HEADER, signed_metadata
+    for ak, sk, dt in (("tidemq-ak", "s3cret-sk", "20250101T120000Z"), ("u", "ünï ✓ secret", "20261127T235959Z")):
+        assert jvm.authorization(ak, sk, dt) == dict(signed_metadata(ak, sk, dt))[AUTH_HEADER]

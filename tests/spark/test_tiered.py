@@ -145,14 +145,14 @@ def test_broker_mode_without_the_brokers_archive_in_sight(monkeypatch, tmp_path,
     from tidemq.spark import tiered
     summary = {"dest": str(tmp_path / "elsewhere"), "runs": [str(tmp_path / "elsewhere" / "run=1")],
                "gaps_file": "/srv/tidemq/archive/gaps.json", "gaps": 0}
-    monkeypatch.setattr(tiered, "_broker_summary", lambda endpoint, timeout_s: summary)
+    monkeypatch.setattr(tiered, "_broker_summary", lambda endpoint, timeout_s, options=None: summary)
     with caplog.at_level("WARNING", logger="tidemq.spark"):
         assert archive_of({"endpoints": "127.0.0.1:1"}) is None
         assert archive_of({"endpoints": "127.0.0.1:1"}) is None
     assert len([r for r in caplog.records if "not visible here" in r.getMessage()]) == 1
     given = archive_of({"endpoints": "127.0.0.1:1", "archivePath": str(tmp_path / "elsewhere")})
     assert given.runs == tuple(summary["runs"]) and given.gaps_file.startswith("/srv/tidemq/archive/gaps.json on")
-    monkeypatch.setattr(tiered, "_broker_summary", lambda endpoint, timeout_s: None)
+    monkeypatch.setattr(tiered, "_broker_summary", lambda endpoint, timeout_s, options=None: None)
     assert archive_of({"endpoints": "127.0.0.1:1"}) is None
     assert archive_of({"endpoints": "127.0.0.1:1", "archivePath": "/a"}) == tiered.Archive("/a", None, None)
 

@@ -366,6 +366,22 @@ class Producer(_Owner):
     def queue_count(self, topic: str) -> int:
         return _route(self._ch, topic)
 
+    def members(self, topic: str, queue_id: int) -> list[str]:
+        """The endpoints of the members of the broker group that holds this queue, as the route
+        lists them: its leader's first, then its followers' (which serve reads from their copies);
+        the endpoint given when the route cannot be had."""
+        master, followers = self._routed.targets(topic).get(queue_id, ("", []))
+        if not master:
+            return [self._ch.endpoint]
+        out: list[str] = []
+        for ep in master.removeprefix("ipv4:").split(",") + list(followers):
+            for e in ep.removeprefix("ipv4:").split(","):
+                if e and e not in out:
+                    out.append(e)
+        if self._routed._mine(master, followers) and self._ch.endpoint not in out:
+            out.append(self._ch.endpoint)
+        return out
+
 
 def _route(ch: _Channel, topic: str) -> int:
     return len(_queue_targets(ch, topic))
@@ -491,6 +507,22 @@ class PullConsumer(_Owner):
 
     def queue_count(self, topic: str) -> int:
         return _route(self._ch, topic)
+
+    def members(self, topic: str, queue_id: int) -> list[str]:
+        """The endpoints of the members of the broker group that holds this queue, as the route
+        lists them: its leader's first, then its followers' (which serve reads from their copies);
+        the endpoint given when the route cannot be had."""
+        master, followers = self._routed.targets(topic).get(queue_id, ("", []))
+        if not master:
+            return [self._ch.endpoint]
+        out: list[str] = []
+        for ep in master.removeprefix("ipv4:").split(",") + list(followers):
+            for e in ep.removeprefix("ipv4:").split(","):
+                if e and e not in out:
+                    out.append(e)
+        if self._routed._mine(master, followers) and self._ch.endpoint not in out:
+            out.append(self._ch.endpoint)
+        return out
 
     def pull(self, topic: str, queue_id: int, offset: int, batch_size: int = 32, tags: str = "*",
              long_polling_s: float = 0.0) -> PullResult:

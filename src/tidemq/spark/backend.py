@@ -131,8 +131,8 @@ def connection(options) -> dict:
     and ``secretKey`` (both or neither: every call signed, as the broker's authentication wants),
     ``tls`` (true/false) and ``rootCertificates`` (a PEM file's path, readable where the tasks run:
     TLS against those roots; without it, the system's). Keyword arguments of Producer and
-    PullConsumer; ValueError for a half-given pair or a bad flag. (TidemqTable.java hands a read
-    with any of these options to the Python reader.)"""
+    PullConsumer; ValueError for a half-given pair or a bad flag. (The JVM reader gets them in each
+    partition: planner.py, Connection.java.)"""
     from .plan import flag
     ak, sk = options.get("accessKey") or None, options.get("secretKey") or None
     if (ak is None) != (sk is None):
@@ -141,37 +141,192 @@ def connection(options) -> dict:
             "root_certificates": options.get("rootCertificates") or None}
 
 
+class BrokerError(RuntimeError):
+    """A broker could not be read, in one line naming the option to change (``explain``);
+    ``unreachable``: it did not answer (another member may)."""
+
+    unreachable = False
+
+
+def explain(error: BaseException, endpoint: str, options) -> BrokerError | None:
+    """What to change when a call to ``endpoint`` failed with ``error`` (a ClientError or a gRPC
+    error), in the source's options' words: the certificate not verified (rootCertificates), a
+    TLS port reached in plaintext (tls), keys refused (accessKey, secretKey), a permission missing
+    (sub on the topic), nothing answering (endpoints, timeoutSeconds). None: not such an error."""
+    import grpc
+    from ..client import ClientError
+    from ..protocol.stubs import Code
+    if isinstance(error, ClientError):
+        if error.code == Code.UNAUTHORIZED:
+            return BrokerError(f"tidemq: UNAUTHORIZED: the broker at {endpoint} refused the keys ({error}): check "
+                               f"the options accessKey and secretKey")
+        if error.code == Code.FORBIDDEN:
+            topics = options.get("topics") or options.get("topic") or "TOPIC"
+            return BrokerError(f"tidemq: FORBIDDEN: reading {topics} needs the permission sub on the topic ({error}): "
+                               f"grant it (tidemq acl grant USER --topic {topics.split(',')[0]} --actions sub) or "
+                               f"use the keys (options accessKey, secretKey) of a user who has it")
+        return None
+    if not isinstance(error, grpc.RpcError):
+        return None
+    try:
+        code, details = error.code(), (error.details() or "")
+    except Exception:  # noqa: BLE001 - not a call's error
+        return None
+    if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return None
+    tls = bool(connection(options)["tls"] or options.get("rootCertificates"))
+    low = details.lower()
+    from ..client.settings import speaks_tls
+    if tls and ("hostname verification" in low or "peer name" in low):
+        return BrokerError(f"tidemq: the certificate of the broker at {endpoint} is not for that host ({details}): "
+                           f"its subjectAltName must name it, or give an endpoint (option endpoints) it names")
+    if tls and ("certificate" in low or "handshake" in low or "ssl" in low):
+        if speaks_tls(endpoint) is False:
+            return BrokerError(f"tidemq: the broker at {endpoint} does not speak TLS: drop the options tls and "
+                               f"rootCertificates")
+        return BrokerError(f"tidemq: the certificate of the broker at {endpoint} could not be verified ({details}): "
+                           f"give the option rootCertificates, the PEM file of the CA that signed it (at the same "
+                           f"path on the driver and the executors)")
+    if not tls and speaks_tls(endpoint):
+        return BrokerError(f"tidemq: the broker at {endpoint} speaks TLS: set the option tls=true and "
+                           f"rootCertificates (the PEM file of its CA; without it, the system's roots)")
+    return BrokerError(f"tidemq: no broker answered at {endpoint} ({code.name}: {details}): check the option "
+                       f"endpoints (a member reachable from the driver and the executors) or raise timeoutSeconds")
+
+
+def unreachable(e: BaseException) -> bool:
+    """Whether a call failed because the member did not answer (killed, restarting, an election
+    under way): another member may. A refusal (keys, permission, a bad request) is not."""
+    import grpc
+    from ..client import ClientError
+    if isinstance(e, ClientError):
+        return e.code >= 50000
+    if isinstance(e, grpc.RpcError):
+        try:
+            return e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+        except Exception:  # noqa: BLE001 - not a call's error
+            return False
+    return False
+
+
 class BrokerBackend(Backend):
-    def __init__(self, endpoint: str, timeout_s: float = 30.0, **client_options) -> None:
-        """``client_options``: connection(options)'s keywords (signing, TLS)."""
+    """Through the broker: ``endpoints`` are members of the cluster (the option ``endpoints``,
+    comma-separated); calls go to the first, and move to the next one when a member does not
+    answer (``unreachable``), for up to ``timeout_s`` from the first such failure (backing off
+    after each round of them). A read resumes at the offset it reached."""
+
+    BACKOFF_S_MIN, BACKOFF_S_MAX = 0.1, 2.0
+
+    def __init__(self, endpoint: str | list[str], timeout_s: float = 30.0, options=None, **client_options) -> None:
+        """``client_options``: connection(options)'s keywords (signing, TLS); ``options``: the
+        source's, for errors in its words (explain)."""
+        self.endpoints = [endpoint] if isinstance(endpoint, str) else list(endpoint)
+        self.timeout_s = timeout_s
+        self.client_options = client_options
+        self.options = options if options is not None else {}
+        self.member = 0
+        self.failovers = 0
+        self.consumer = self._consumer()
+
+    def _consumer(self):
         # grpc only where the broker is used; missing, it is the one-line error with the fix
-        self.consumer = load_module("tidemq.client").PullConsumer(endpoint, timeout_s=timeout_s, **client_options)
+        return load_module("tidemq.client").PullConsumer(self.endpoint, timeout_s=self.timeout_s,
+                                                         **self.client_options)
+
+    @property
+    def endpoint(self) -> str:
+        return self.endpoints[self.member]
+
+    def _explained(self, e: BaseException) -> BaseException:
+        better = explain(e, self.endpoint, self.options)
+        return e if better is None else better
+
+    def _next_member(self, e: BaseException, since: list, round_failures: list) -> None:
+        """After ``e`` (unreachable) from the member now: the next one (raising once the budget is spent)."""
+        import time
+        now = time.monotonic()
+        if not since:
+            since.append(now)
+        if now - since[0] > self.timeout_s:
+            raise BrokerError(f"tidemq: no member answered for {now - since[0]:.0f} s ({', '.join(self.endpoints)}): "
+                              f"check the option endpoints (members reachable from the driver and the executors) "
+                              f"or raise timeoutSeconds; last: {self._explained(e)}") from None
+        round_failures[0] += 1
+        if round_failures[0] >= len(self.endpoints):
+            round_failures[0] = 0
+            time.sleep(min(self.BACKOFF_S_MAX, self.BACKOFF_S_MIN * 2 ** min(6, int(now - since[0]))))
+        self.consumer.close()
+        self.member = (self.member + 1) % len(self.endpoints)
+        self.failovers += 1
+        self.consumer = self._consumer()
+
+    def _call(self, fn):
+        since: list = []
+        rounds = [0]
+        while True:
+            try:
+                return fn(self.consumer)
+            except Exception as e:                        # noqa: BLE001 - said in the options' words
+                if not unreachable(e):
+                    raise self._explained(e) from None
+                self._next_member(e, since, rounds)
 
     def queue_count(self, topic: str) -> int:
-        return self.consumer.queue_count(topic)
+        return self._call(lambda c: c.queue_count(topic))
+
+    def members(self, topic: str, qid: int) -> list[str]:
+        """The endpoints of the group holding this queue, its leader's first (the JVM reader's failover).
+        A route naming one member only (a follower's answer names just its leader, dead or not, while
+        an election is under way) is followed by the ``endpoints`` given (a group's leader ports:
+        each forwards to whoever leads)."""
+        ms = self._call(lambda c: c.members(topic, qid))
+        if len(ms) > 1:
+            return ms
+        return ms + [e for e in self.endpoints if e not in ms]
 
     def queue_range(self, topic: str, qid: int) -> tuple[int, int]:
-        c = self.consumer
-        return c.query_offset(topic, qid, "BEGINNING"), c.query_offset(topic, qid, "END")
+        return self._call(lambda c: (c.query_offset(topic, qid, "BEGINNING"), c.query_offset(topic, qid, "END")))
 
     def offset_at(self, topic: str, qid: int, timestamp_ms: int) -> int:
-        return self.consumer.query_offset(topic, qid, "TIMESTAMP", timestamp_ms)
+        return self._call(lambda c: c.query_offset(topic, qid, "TIMESTAMP", timestamp_ms))
 
     def read(self, topic, qid, start, end, batch_rows=BATCH_ROWS):
+        at = [start]
+        since: list = []
+        rounds = [0]
+        while True:
+            try:
+                for batch, lost in self._read(topic, qid, at, end, batch_rows):
+                    since.clear()
+                    yield batch, lost
+                return
+            except DataLossError:
+                raise
+            except Exception as e:                        # noqa: BLE001
+                if not unreachable(e):
+                    better = self._explained(e)
+                    if better is e:
+                        raise
+                    raise better from None
+                self._next_member(e, since, rounds)       # and resume at at[0]
+
+    def _read(self, topic, qid, at: list, end, batch_rows):
+        """The batches from at[0] (moved on as they are handed out: a retry resumes there)."""
         # the next pull is under way while this one is decoded (and while Spark takes the batch)
-        at = start
-        for r in self.consumer.iter_records(topic, qid, start, end, max_count=batch_rows, prefetch=READ_PREFETCH):
+        for r in self.consumer.iter_records(topic, qid, at[0], end, max_count=batch_rows, prefetch=READ_PREFETCH):
             if r.found:
                 # the broker sends only records whose CRCs it checked, under a frame CRC the client
                 # checked (r.checked): decode checks their layout, not their CRCs again
                 sizes = np.frombuffer(r.sizes, np.int32)
                 batch, bad = decode(np.frombuffer(r.data, np.uint8), positions_of(sizes), sizes, r.checked)
-                yield batch, r.next_offset - at - len(sizes) + bad
+                out = (batch, r.next_offset - at[0] - len(sizes) + bad)
             else:                                         # holes, or cleaned away under us
-                yield _EMPTY, r.next_offset - at
-            at = r.next_offset
-        if at < end:
-            yield _EMPTY, end - at                        # the queue ends before `end`
+                out = (_EMPTY, r.next_offset - at[0])
+            at[0] = r.next_offset
+            yield out
+        if at[0] < end:
+            n, at[0] = end - at[0], end
+            yield _EMPTY, n                               # the queue ends before `end`
 
     def close(self) -> None:
         self.consumer.close()
@@ -189,5 +344,5 @@ def backend_for(options) -> Backend:
             return FileBackend(path, dirs)
         except StoreFilesError as e:
             raise ValueError(f"tidemq: {e}") from e
-    return BrokerBackend(endpoints.split(",")[0].strip(), float(options.get("timeoutSeconds", 30)),
-                         **connection(options))
+    return BrokerBackend([e.strip() for e in endpoints.split(",") if e.strip()],
+                         float(options.get("timeoutSeconds", 30)), options, **connection(options))

@@ -20,7 +20,9 @@ Requests: ``{"op": OP, "options": {the read's options}, ...}``
 Offsets (JSON text, as a stream checkpoints them): ``{"topic": {"queue id": offset}}``.
 PARTITION: ``{"topic", "queue", "start", "end", "failOnDataLoss", "source"}`` with source
 ``{"mode": "file", "queueDir", "commitlogDirs": [...]}`` (absolute paths) or ``{"mode":
-"broker", "endpoint": "host:port", "timeoutMs"}`` (the broker group holding that queue).
+"broker", "endpoints": ["host:port", ...], "timeoutMs", "accessKey", "secretKey", "tls",
+"rootCertificates"}`` (the members of the broker group holding that queue, its leader first: the
+JVM reader fails over among them; the read's connection options, as Connection.java uses them).
 Every answer has ``"ok": true``, or is ``{"ok": false, "error": TYPE, "message": TEXT}``
 (TYPE: ValueError, DataLossError, ...), the request's fault or the store's, never fatal to
 the process. A request line longer than REQUEST_MAX_BYTES is refused.
@@ -35,7 +37,7 @@ import sys
 from pyspark.sql.datasource import CaseInsensitiveDict
 
 from . import plan
-from .backend import BrokerBackend, FileBackend, backend_for
+from .backend import BrokerBackend, FileBackend, backend_for, connection, explain
 
 REQUEST_MAX_BYTES = 16 << 20
 
@@ -47,9 +49,11 @@ def _source(options, backend, topic: str, qid: int) -> dict:
         return {"mode": "file", "commitlogDirs": [os.path.abspath(d) for d in files.commitlog_dirs],
                 "queueDir": os.path.abspath(layout.queue_dir(layout.consumequeue_dir(files.root), topic, qid))}
     assert isinstance(backend, BrokerBackend)
-    target = backend.consumer._for(topic, qid).endpoint      # the group that holds this queue
-    target = target.removeprefix("ipv4:").split(",")[0]
-    return {"mode": "broker", "endpoint": target, "timeoutMs": int(float(options.get("timeoutSeconds", 30)) * 1000)}
+    conn = connection(options)
+    return {"mode": "broker", "endpoints": backend.members(topic, qid),
+            "timeoutMs": int(float(options.get("timeoutSeconds", 30)) * 1000),
+            "accessKey": conn["access_key"], "secretKey": conn["secret_key"], "tls": bool(conn["tls"]),
+            "rootCertificates": conn["root_certificates"]}
 
 
 def _partitions(p, start: plan.Offsets, end: plan.Offsets) -> list[dict]:
@@ -101,6 +105,7 @@ def answer(req: dict) -> dict:
 
 def handle(line: bytes) -> dict:
     """One request line to its answer; every failure is an answer too."""
+    req = None
     try:
         req = json.loads(line)
         if not isinstance(req, dict):
@@ -108,6 +113,11 @@ def handle(line: bytes) -> dict:
         req["options"] = CaseInsensitiveDict(req.get("options") or {})
         return {"ok": True, **answer(req)}
     except Exception as e:                                  # noqa: BLE001 - every failure is the caller's to see
+        opts = req.get("options") if isinstance(req, dict) else None
+        endpoint = ((opts or {}).get("endpoints") or (opts or {}).get("endpoint") or "").split(",")[0].strip()
+        better = explain(e, endpoint, opts) if endpoint else None
+        if better is not None:
+            e = better
         return {"ok": False, "error": type(e).__name__, "message": str(e)}
 
 

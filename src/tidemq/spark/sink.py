@@ -14,10 +14,15 @@ give the option ``writerId`` (unique to the query, the same across its restarts)
 micro-batch replayed after a restart from the checkpoint then gets the same keys too.
 Without it each run of the query has its own id (replays after a restart may be stored
 twice: at least once, never dropped; two queries can never take each other's keys).
-Limits: the window is in memory and bounded (a retry after a broker restart, or after
-more than send_dedup_window_entries other sends, is stored again), and derived keys follow row
-order, so they hold for inputs whose order is deterministic; a ``msg_id`` column has
-neither limit on the key side.
+Failover: ``endpoints`` may list several members (a broker group's leader ports): a send that
+finds its member gone, or that the member cannot store now (an election, followers' confirmation
+under way), is sent again with the same keys to the next member (``_Failover``), and the new
+leader answers what the old one stored as duplicates: its window is rebuilt from the index after
+it takes over, for send_dedup_after_restart_s (broker/produce/resends.py).
+Limits: the window is bounded (a retry after more than send_dedup_window_entries other sends,
+or later than send_dedup_after_restart_s after a restart or failover, is stored again), and
+derived keys follow row order, so they hold for inputs whose order is deterministic; a
+``msg_id`` column has neither limit on the key side.
 """
 
 from __future__ import annotations
@@ -78,7 +83,7 @@ class _Sender:
         endpoints = self.options.get("endpoints") or self.options.get("endpoint")
         if not endpoints:
             raise ValueError("tidemq sink: the option 'endpoints' (the broker) is required")
-        self.endpoint = endpoints.split(",")[0].strip()
+        self.endpoints = [e.strip() for e in endpoints.split(",") if e.strip()]
         self.topic = self.options.get("topic")
         self.batch_size = max(1, int(self.options.get("batchSize", 1000)))
         self.connection = connection(self.options)        # signing, TLS: checked on the driver
@@ -86,11 +91,9 @@ class _Sender:
 
     def send(self, batches, batch_id: str) -> Sent:
         from pyspark import TaskContext
-        Producer = load_module("tidemq.client").Producer     # grpc: missing, the one-line error with the fix
         part = TaskContext.get().partitionId() if TaskContext.get() else 0
         row = sent = dups = 0
-        with Producer(self.endpoint, timeout_s=float(self.options.get("timeoutSeconds", 30)),
-                      **self.connection) as producer:
+        with _Failover(self.endpoints, float(self.options.get("timeoutSeconds", 30)), self.connection) as producer:
             for batch in batches:
                 cols = _columns(batch, self.topic)
                 n = batch.num_rows
@@ -113,6 +116,67 @@ class _Sender:
                         dups += sum(1 for r in results if r.duplicate)
                 row += n
         return Sent(part, sent, dups)
+
+
+class _Failover:
+    """A Producer that moves to the next of ``endpoints`` when the one it sends to does not answer
+    or cannot store now (killed, restarting, an election or a follower's confirmation under way:
+    codes 50000 and up), and sends the same messages again, with the same ids, for up to
+    ``timeout_s`` from the first such failure. Give a broker group's leader ports (each forwards to
+    whoever leads): the new leader answers the messages the old one stored as duplicates (its
+    de-duplication window is rebuilt from the index after it takes over:
+    send_dedup_after_restart_s), so each is stored once. A refusal (keys, permission, a bad
+    message) is not retried."""
+
+    BACKOFF_S_MIN, BACKOFF_S_MAX = 0.1, 2.0
+
+    def __init__(self, endpoints: list[str], timeout_s: float, conn: dict) -> None:
+        self.endpoints, self.timeout_s, self.conn = endpoints, timeout_s, conn
+        self.member = 0
+        self.producer = None
+        self.Producer = load_module("tidemq.client").Producer   # grpc: missing, the one-line error with the fix
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._drop()
+
+    def _drop(self) -> None:
+        if self.producer is not None:
+            try:
+                self.producer.close()
+            except Exception:  # noqa: BLE001 - a producer of a killed broker
+                pass
+            self.producer = None
+
+    def send_batch(self, topic, bodies, **kw):
+        import time
+        from .backend import unreachable
+        since, failures = None, 0
+        while True:
+            try:
+                if self.producer is None:
+                    self.producer = self.Producer(self.endpoints[self.member], timeout_s=self.timeout_s, **self.conn)
+                results = self.producer.send_batch(topic, bodies, **kw)
+                if all(r.ok or r.code < 50000 for r in results):
+                    return results
+                why = next(r.error for r in results if not r.ok)
+            except Exception as e:                           # noqa: BLE001 - unreachable: the next member
+                if not unreachable(e):
+                    raise
+                why = str(e)
+            now = time.monotonic()
+            since = now if since is None else since
+            if now - since > self.timeout_s:
+                raise SinkError(f"tidemq sink: no member stored the messages for {now - since:.0f} s "
+                                f"({', '.join(self.endpoints)}): check the option endpoints or raise timeoutSeconds; "
+                                f"last: {why}")
+            failures += 1
+            if failures % len(self.endpoints) == 0:
+                time.sleep(min(self.BACKOFF_S_MAX, self.BACKOFF_S_MIN * 2 ** min(5, failures // len(self.endpoints))))
+            self._drop()
+            self.member = (self.member + 1) % len(self.endpoints)
 
 
 def _log_sent(messages) -> None:

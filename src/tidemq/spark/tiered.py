@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from ..io import OsFileIO
 from .. import layout
 from ..store.archive import archive_summary
+from .backend import BrokerError
 from .decode import SCHEMA
 from .entry import load_module
 
@@ -62,8 +63,8 @@ def archive_of(options) -> Archive | None:
         if os.path.exists(layout.manifest_path(root)):
             summary = archive_summary(OsFileIO(), root)
     elif endpoints:
-        endpoint = endpoints.split(",")[0].strip()
-        summary = _broker_summary(endpoint, float(options.get("timeoutSeconds", 30)))
+        summary, endpoint = _any_member_summary([e.strip() for e in endpoints.split(",") if e.strip()],
+                                                float(options.get("timeoutSeconds", 30)), options)
         if summary is not None:
             gaps = f"{summary['gaps_file']} on the broker's host ({endpoint})"
     if given is not None:
@@ -79,13 +80,42 @@ def archive_of(options) -> Archive | None:
     return Archive(summary["dest"], tuple(summary["runs"]), gaps)
 
 
-def _broker_summary(endpoint: str, timeout_s: float) -> dict | None:
-    """The broker's answer to the admin method Archive; None from a broker that has no such
-    method (older) or does not answer it."""
+def _any_member_summary(members: list[str], timeout_s: float, options) -> tuple[dict | None, str]:
+    """(_broker_summary of the first member that answers, that member): the members in turn, again
+    after a pause while none answers (an election under way), for up to ``timeout_s``."""
+    import time
+    since, pause_s = time.monotonic(), 0.1
+    while True:
+        for endpoint in members:
+            try:
+                return _broker_summary(endpoint, timeout_s, options), endpoint
+            except BrokerError as e:
+                if not e.unreachable or time.monotonic() - since > timeout_s:
+                    raise
+        time.sleep(pause_s)
+        pause_s = min(2.0, pause_s * 2)
+
+
+def _broker_summary(endpoint: str, timeout_s: float, options=None) -> dict | None:
+    """The broker's answer to the admin method Archive (signed and over TLS as the read's options
+    say); None from a broker that has no such method (older) or refuses it (a user without the
+    permission: no tiering); a broker that cannot be reached (TLS, an endpoint) raises BrokerError
+    naming the option to change."""
+    import time
+    from ..protocol.signing import date_time, signed_metadata
+    from .backend import connection, explain, unreachable
     admin = load_module("tidemq.client.admin")           # grpc: missing, the one-line error with the fix
+    conn = connection(options or {})
+    md = signed_metadata(conn["access_key"], conn["secret_key"], date_time(time.time())) if conn["access_key"] \
+        else None
     try:
-        got = admin.call(endpoint, load_module("tidemq.protocol.admin").ARCHIVE, timeout_s=timeout_s)
+        got = admin.call(endpoint, load_module("tidemq.protocol.admin").ARCHIVE, timeout_s=timeout_s, metadata=md,
+                         tls=conn["tls"], root_certificates=conn["root_certificates"])
     except admin.grpc.RpcError as e:
+        better = explain(e, endpoint, options or {})
+        if better is not None and e.code() != admin.grpc.StatusCode.UNIMPLEMENTED:
+            better.unreachable = unreachable(e)
+            raise better from None
         _say_once(f"tidemq: the broker at {endpoint} does not say where its archive is ({e.code().name}): "
                   f"tiered reads only with the option archivePath")
         return None

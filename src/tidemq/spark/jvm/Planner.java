@@ -10,6 +10,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -18,8 +21,13 @@ import org.apache.spark.sql.SparkSession;
 
 /**
  * The Python planner (tidemq/spark/planner.py): planning stays one implementation, in Python;
- * the JVM asks it. Processes of {@code python -m tidemq.spark.planner} are kept (one per call
- * under way, reused afterwards; they end with this JVM, when their standard input closes).
+ * the JVM asks it. A process of {@code python -m tidemq.spark.planner} is held by a query while
+ * it plans: a stream holds one until it stops ({@link #close}: the process ends), a batch read
+ * while its partitions are planned ({@link #release}). A released process is kept for the next
+ * query only a short while (spark.tidemq.plannerIdleSeconds, default 10, 0: never kept): a
+ * planner starts in about a second, longer than a small read takes, so back-to-back queries
+ * share one; past that it ends, and none outlives the queries that use it by more than that
+ * (nor this JVM: their standard input closes).
  *
  * <pre>
  * Protocol: one request per line on the planner's stdin, one answer per line on its stdout,
@@ -34,9 +42,20 @@ import org.apache.spark.sql.SparkSession;
 final class Planner {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final Map<String, ConcurrentLinkedDeque<Proc>> IDLE = new ConcurrentHashMap<>();
+    private static final ScheduledExecutorService REAPER = Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread t = new Thread(r, "tidemq-planner-reaper");
+        t.setDaemon(true);
+        return t;
+    });
+
+    static {
+        REAPER.scheduleWithFixedDelay(Planner::reap, 1, 1, TimeUnit.SECONDS);
+    }
 
     private final String[] cmd;
     private final String pythonPath;
+    private final long idleMs;
+    private Proc held;                 // the process this query plans with (null: none now)
 
     /** A planner's refusal (a bad option, data loss, an unreachable broker), with its Python type. */
     static final class PlanError extends RuntimeException {
@@ -51,6 +70,8 @@ final class Planner {
         final Process process;
         final OutputStream in;
         final BufferedReader out;
+        volatile long idleSinceMs;
+        long idleMs;
 
         Proc(Process p) {
             process = p;
@@ -59,14 +80,86 @@ final class Planner {
         }
     }
 
-    private Planner(String[] cmd, String pythonPath) {
+    private Planner(String[] cmd, String pythonPath, long idleMs) {
         this.cmd = cmd;
         this.pythonPath = pythonPath;
+        this.idleMs = idleMs;
     }
 
     /** The planner of the active session (its confs read now, on the driver's thread that has one). */
     static Planner ofSession() {
-        return new Planner(command(), conf("spark.tidemq.pythonPath", null));
+        double idle;
+        try {
+            idle = Double.parseDouble(conf("spark.tidemq.plannerIdleSeconds", "10"));
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("tidemq: spark.tidemq.plannerIdleSeconds must be a number of seconds");
+        }
+        return new Planner(command(), conf("spark.tidemq.pythonPath", null), (long) (Math.max(0, idle) * 1000));
+    }
+
+    private String key() {
+        return String.join("\u0000", cmd) + "\u0000" + pythonPath;
+    }
+
+    /** How many planner processes are alive in this JVM, held or idle (for tests). */
+    static int alive() {
+        return LIVE.size();
+    }
+
+    private static final java.util.Set<Process> LIVE = ConcurrentHashMap.newKeySet();
+
+    private static void reap() {
+        long now = System.currentTimeMillis();
+        for (ConcurrentLinkedDeque<Proc> idle : IDLE.values()) {
+            for (Proc p : idle) {
+                if (now - p.idleSinceMs >= p.idleMs && idle.remove(p)) {
+                    end(p);
+                }
+            }
+        }
+        LIVE.removeIf(p -> !p.isAlive());
+    }
+
+    private static void end(Proc p) {
+        try {
+            p.in.close();                  // the planner ends when its stdin closes
+        } catch (IOException e) {
+            // already gone
+        }
+        try {
+            if (!p.process.waitFor(5, TimeUnit.SECONDS)) {
+                p.process.destroyForcibly();
+            }
+        } catch (InterruptedException e) {
+            p.process.destroyForcibly();
+            Thread.currentThread().interrupt();
+        }
+        LIVE.remove(p.process);
+    }
+
+    /** This query is done planning for now: its process waits for another query a short while. */
+    synchronized void release() {
+        Proc p = held;
+        held = null;
+        if (p == null) {
+            return;
+        }
+        if (idleMs <= 0 || !p.process.isAlive()) {
+            end(p);
+            return;
+        }
+        p.idleMs = idleMs;
+        p.idleSinceMs = System.currentTimeMillis();
+        IDLE.computeIfAbsent(key(), k -> new ConcurrentLinkedDeque<>()).addFirst(p);
+    }
+
+    /** This query is over: its process ends now. */
+    synchronized void close() {
+        Proc p = held;
+        held = null;
+        if (p != null) {
+            end(p);
+        }
     }
 
     static ObjectNode request(String op, Map<String, String> options) {
@@ -85,12 +178,19 @@ final class Planner {
     }
 
     /** The planner's answer to {@code req}; PlanError when it refuses. */
-    JsonNode call(ObjectNode req) {
-        String key = String.join("\u0000", cmd) + "\u0000" + pythonPath;
-        ConcurrentLinkedDeque<Proc> idle = IDLE.computeIfAbsent(key, k -> new ConcurrentLinkedDeque<>());
-        Proc p = idle.pollFirst();
-        while (p != null && !p.process.isAlive()) {
+    synchronized JsonNode call(ObjectNode req) {
+        Proc p = held;
+        if (p != null && !p.process.isAlive()) {
+            LIVE.remove(p.process);
+            p = held = null;
+        }
+        if (p == null) {
+            ConcurrentLinkedDeque<Proc> idle = IDLE.computeIfAbsent(key(), k -> new ConcurrentLinkedDeque<>());
             p = idle.pollFirst();
+            while (p != null && !p.process.isAlive()) {
+                LIVE.remove(p.process);
+                p = idle.pollFirst();
+            }
         }
         String line;
         try {
@@ -103,16 +203,20 @@ final class Planner {
         } catch (IOException e) {
             if (p != null) {
                 p.process.destroy();
+                LIVE.remove(p.process);
             }
+            held = null;
             throw new IllegalStateException("tidemq: the Python planner (" + String.join(" ", cmd) + ") failed: " + e, e);
         }
         if (line == null) {
             p.process.destroy();
+            LIVE.remove(p.process);
+            held = null;
             throw new IllegalStateException("tidemq: the Python planner (" + String.join(" ", cmd) + ") ended without "
                     + "an answer (its errors are on the driver's stderr): can that Python import tidemq? "
                     + "tidemq.spark.register(spark) sets spark.tidemq.python to the driver's");
         }
-        idle.addFirst(p);
+        held = p;
         JsonNode got = parse(line);
         if (!got.path("ok").asBoolean(false)) {
             String type = got.path("error").asText("Error");
@@ -132,7 +236,9 @@ final class Planner {
             String old = b.environment().get("PYTHONPATH");
             b.environment().put("PYTHONPATH", old == null || old.isEmpty() ? pythonPath : pythonPath + ":" + old);
         }
-        return new Proc(b.start());
+        Process proc = b.start();
+        LIVE.add(proc);
+        return new Proc(proc);
     }
 
     private static String[] command() {

@@ -6,7 +6,6 @@ import java.io.InputStream;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.zip.CRC32;
@@ -15,10 +14,9 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.sparkproject.connect.grpc.CallOptions;
-import org.sparkproject.connect.grpc.ManagedChannel;
 import org.sparkproject.connect.grpc.MethodDescriptor;
+import org.sparkproject.connect.grpc.Status;
 import org.sparkproject.connect.grpc.StatusRuntimeException;
-import org.sparkproject.connect.grpc.netty.NettyChannelBuilder;
 import org.sparkproject.connect.grpc.stub.ClientCalls;
 import org.sparkproject.guava.util.concurrent.ListenableFuture;
 
@@ -37,15 +35,38 @@ import org.sparkproject.guava.util.concurrent.ListenableFuture;
  * crc32: CRC-32 of the sizes then the records as sent (the broker checked every record's
  * own CRCs before sending); a frame that fails it is refused, never decoded.
  * </pre>
- * One channel per endpoint per JVM, shared by the tasks of an executor.
+ * Channels: Connection's (TLS, signed calls), one per endpoint per JVM, shared by an executor's tasks.
+ * A failure is typed: {@link Unreachable} (the member did not answer: another member may) or
+ * {@link Refused} (the broker answered no: the keys, a permission, a bad request; the same
+ * anywhere), each with one line saying what to change.
  */
 final class PullClient {
     static final int OK = 20000, MESSAGE_NOT_FOUND = 40401, ILLEGAL_OFFSET = 40019;
+    static final int UNAUTHORIZED = 40100, FORBIDDEN = 40300;
     static final int COUNT_MAX = 65536;
     static final int BYTES_MAX = 16 << 20;
-    private static final int MESSAGE_MAX_BYTES = 80 << 20;
+    static final int WAIT_MS_MAX = 5000;
     private static final ObjectMapper JSON = new ObjectMapper();
-    private static final ConcurrentHashMap<String, ManagedChannel> CHANNELS = new ConcurrentHashMap<>();
+
+    /** The member did not answer (down, unreachable, timed out, restarting): another member may. */
+    static final class Unreachable extends IOException {
+        private static final long serialVersionUID = 1L;
+
+        Unreachable(String message, Throwable cause) {
+            super(message, cause);
+        }
+    }
+
+    /** The broker answered, refusing: the same at every member, so never retried elsewhere. */
+    static final class Refused extends IOException {
+        private static final long serialVersionUID = 1L;
+        final int code;
+
+        Refused(int code, String message) {
+            super(message);
+            this.code = code;
+        }
+    }
     private static final MethodDescriptor.Marshaller<byte[]> BYTES = new MethodDescriptor.Marshaller<>() {
         @Override
         public InputStream stream(byte[] value) {
@@ -90,33 +111,103 @@ final class PullClient {
         int recordsAt;
     }
 
-    private final ManagedChannel channel;
+    final String endpoint;
+    private final Connection conn;
     private final long timeoutMs;
 
-    PullClient(String endpoint, long timeoutMs) {
-        this.channel = CHANNELS.computeIfAbsent(endpoint, PullClient::open);
+    PullClient(String endpoint, Connection conn, long timeoutMs) {
+        this.endpoint = endpoint;
+        this.conn = conn;
         this.timeoutMs = timeoutMs;
+        conn.channel(endpoint);                 // a bad rootCertificates fails here, naming the option
     }
 
-    private static ManagedChannel open(String endpoint) {
-        int colon = endpoint.lastIndexOf(':');
-        if (colon < 0) {
-            throw new IllegalArgumentException("tidemq: endpoint " + endpoint + " is not host:port");
-        }
-        return NettyChannelBuilder.forAddress(endpoint.substring(0, colon), Integer.parseInt(endpoint.substring(colon + 1)))
-                .usePlaintext().maxInboundMessageSize(MESSAGE_MAX_BYTES).flowControlWindow(16 << 20).build();
-    }
-
-    ListenableFuture<byte[]> pull(String topic, int queue, long offset, int maxCount) {
+    ListenableFuture<byte[]> pull(String topic, int queue, long offset, int maxCount, int waitMs) {
         ObjectNode req = JSON.createObjectNode().put("topic", topic).put("queue_id", queue).put("offset", offset)
-                .put("max_count", Math.max(1, Math.min(maxCount, COUNT_MAX))).put("max_bytes", BYTES_MAX).put("wait_ms", 0);
+                .put("max_count", Math.max(1, Math.min(maxCount, COUNT_MAX))).put("max_bytes", BYTES_MAX)
+                .put("wait_ms", Math.max(0, Math.min(waitMs, WAIT_MS_MAX)));
         byte[] raw = req.toString().getBytes(StandardCharsets.UTF_8);
-        return ClientCalls.futureUnaryCall(channel.newCall(PULL,
-                CallOptions.DEFAULT.withDeadlineAfter(timeoutMs, TimeUnit.MILLISECONDS)), raw);
+        return ClientCalls.futureUnaryCall(conn.call(endpoint, PULL,
+                CallOptions.DEFAULT.withDeadlineAfter(timeoutMs + waitMs, TimeUnit.MILLISECONDS)), raw);
+    }
+
+    /** Whether a failure's causes hold a TLS handshake or certificate failure. */
+    private static Throwable tlsCause(Throwable t) {
+        for (Throwable c = t; c != null; c = c.getCause()) {
+            if (c instanceof javax.net.ssl.SSLException || c instanceof java.security.cert.CertificateException) {
+                return c;
+            }
+        }
+        return null;
+    }
+
+    /** A failed call as one typed line: a certificate not trusted (option rootCertificates), a TLS
+     * port reached in plaintext or the other way round (option tls), or the member unreachable. */
+    IOException failure(Throwable c, String topic, int queue, long offset) {
+        Throwable ssl = tlsCause(c);
+        if (ssl != null) {
+            String why = String.valueOf(ssl.getMessage());
+            boolean cert = false;
+            for (Throwable t = ssl; t != null; t = t.getCause()) {
+                String m = String.valueOf(t.getMessage()).toLowerCase(java.util.Locale.ROOT);
+                if (t instanceof java.security.cert.CertificateException
+                        || t instanceof java.security.cert.CertPathValidatorException
+                        || m.contains("pkix") || m.contains("certif") || m.contains("verif")) {
+                    cert = true;
+                    why = String.valueOf(t.getMessage());
+                }
+            }
+            if (cert) {
+                return new Refused(0, "tidemq: the certificate of the broker at " + endpoint + " could not be verified ("
+                        + why + "): give the option rootCertificates, the PEM file of the CA that signed it (readable "
+                        + "at the same path where the tasks run)" + (conn.rootCertificates == null ? ""
+                        : ", not " + conn.rootCertificates));
+            }
+            return new Refused(0, "tidemq: TLS with the broker at " + endpoint + " failed (" + why + "): does it speak "
+                    + "TLS? Set the option tls (and rootCertificates) to match the broker");
+        }
+        if (c instanceof StatusRuntimeException) {
+            Status.Code code = ((StatusRuntimeException) c).getStatus().getCode();
+            String d = String.valueOf(((StatusRuntimeException) c).getStatus().getDescription());
+            if (code == Status.Code.UNAVAILABLE && !conn.tls && (d.contains("HTTP/2") || d.contains("http2")
+                    || d.contains("first received frame") || d.contains("SETTINGS"))) {
+                return new Refused(0, "tidemq: the broker at " + endpoint + " speaks TLS: set the option tls=true "
+                        + "(and rootCertificates, the CA's PEM file)");
+            }
+            if (code == Status.Code.UNAUTHENTICATED) {
+                return new Refused(UNAUTHORIZED, "tidemq: the broker at " + endpoint + " refused the keys ("
+                        + d + "): check the options accessKey and secretKey");
+            }
+            if (code == Status.Code.PERMISSION_DENIED) {
+                return new Refused(FORBIDDEN, "tidemq: FORBIDDEN reading " + topic + " queue " + queue + " (" + d
+                        + "): the user needs the permission sub on topic " + topic);
+            }
+            if (code == Status.Code.UNIMPLEMENTED || code == Status.Code.INVALID_ARGUMENT) {
+                return new Refused(0, "tidemq: the broker at " + endpoint + " cannot serve PullRecords from offset "
+                        + offset + " (" + code + ": " + d + ")");
+            }
+        }
+        return new Unreachable("tidemq: PullRecords of " + topic + " queue " + queue + " from offset " + offset
+                + " at " + endpoint + " failed: " + c.getMessage(), c);
+    }
+
+    /** A refusal in a frame's code as one line naming what to change. */
+    Refused refusal(int code, String message, String topic, int queue, long offset) {
+        if (code == UNAUTHORIZED) {
+            return new Refused(code, "tidemq: UNAUTHORIZED: the broker at " + endpoint + " refused the keys (" + message
+                    + "): check the options accessKey and secretKey");
+        }
+        if (code == FORBIDDEN) {
+            return new Refused(code, "tidemq: FORBIDDEN: reading " + topic + " needs the permission sub on topic "
+                    + topic + " (" + message + "): grant it (tidemq acl grant USER --topic " + topic
+                    + " --actions sub) or use the keys (options accessKey, secretKey) of a user who has it");
+        }
+        return new Refused(code, "tidemq: the broker at " + endpoint + " refused a pull of " + topic + " queue " + queue
+                + " from offset " + offset + ": code " + code + ": " + message);
     }
 
     /** The response of a pull, its frame CRC checked; an error code or a bad CRC raises. */
-    static Frame frame(ListenableFuture<byte[]> pending, long offset) throws IOException {
+    Frame frame(ListenableFuture<byte[]> pending, String topic, int queue, long offset) throws IOException {
         byte[] raw;
         try {
             raw = pending.get();
@@ -124,11 +215,9 @@ final class PullClient {
             Thread.currentThread().interrupt();
             throw new IOException("tidemq: interrupted while pulling", e);
         } catch (ExecutionException e) {
-            Throwable c = e.getCause();
-            if (c instanceof StatusRuntimeException) {
-                throw new IOException("tidemq: PullRecords from offset " + offset + " failed: " + c.getMessage(), c);
-            }
-            throw new IOException("tidemq: PullRecords from offset " + offset + " failed", c);
+            throw failure(e.getCause(), topic, queue, offset);
+        } catch (java.util.concurrent.CancellationException e) {
+            throw new Unreachable("tidemq: a pull of " + topic + " queue " + queue + " was cancelled", e);
         }
         ByteBuffer le = ByteBuffer.wrap(raw).order(ByteOrder.LITTLE_ENDIAN);
         if (raw.length < 4) {
@@ -145,9 +234,12 @@ final class PullClient {
         f.nextOffset = head.path("next_offset").asLong(offset);
         f.maxOffset = head.path("max_offset").asLong(0);
         f.count = head.path("count").asInt(0);
+        if (f.code >= 50000) {                  // the member cannot serve now (starting, failing over)
+            throw new Unreachable("tidemq: the broker at " + endpoint + " could not serve a pull of " + topic
+                    + " queue " + queue + " from offset " + offset + ": code " + f.code + ": " + f.message, null);
+        }
         if (f.code != OK && f.code != MESSAGE_NOT_FOUND && f.code != ILLEGAL_OFFSET) {
-            throw new IOException("tidemq: the broker refused a pull from offset " + offset + ": code " + f.code
-                    + ": " + f.message);
+            throw refusal(f.code, f.message, topic, queue, offset);
         }
         int s0 = 4 + hl;
         long s1 = s0 + 4L * f.count;

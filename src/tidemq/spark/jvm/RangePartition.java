@@ -13,9 +13,13 @@ import org.apache.spark.sql.connector.read.InputPartition;
  * <pre>
  * {"topic": "T", "queue": 0, "start": 0, "end": 100,
  *  "source": {"mode": "file", "queueDir": ".../consumequeue/T/0", "commitlogDirs": [...]}
- *         or {"mode": "broker", "endpoint": "host:port", "timeoutMs": 30000},
+ *         or {"mode": "broker", "endpoints": ["host:port", ...], "timeoutMs": 30000,
+ *             "accessKey": ..., "secretKey": ..., "tls": false, "rootCertificates": "/ca.pem"},
  *  "failOnDataLoss": true}
  * </pre>
+ * In broker mode {@code endpoints} are the members of the group that holds the queue, its leader
+ * first (BrokerRangeReader fails over among them); {@code "endpoint"} alone is one member. The
+ * connection fields are the read's options (Connection: signing, TLS).
  */
 final class RangePartition implements InputPartition {
     private static final long serialVersionUID = 1L;
@@ -27,8 +31,10 @@ final class RangePartition implements InputPartition {
     final boolean broker;
     final String queueDir;
     final List<String> commitlogDirs;
-    final String endpoint;
+    final List<String> endpoints;
+    final Connection connection;
     final long timeoutMs;
+    final int pullCountMax;            // records per pull at most (source field "pullCountMax"; default PullClient's)
     final boolean failOnDataLoss;
 
     RangePartition(JsonNode p) {
@@ -44,8 +50,18 @@ final class RangePartition implements InputPartition {
         if (!broker) {
             s.get("commitlogDirs").forEach(d -> commitlogDirs.add(d.asText()));
         }
-        endpoint = broker ? s.get("endpoint").asText() : null;
+        endpoints = new ArrayList<>();
+        if (broker) {
+            JsonNode eps = s.get("endpoints");
+            if (eps != null && eps.isArray()) {
+                eps.forEach(e -> endpoints.add(e.asText()));
+            } else {
+                endpoints.add(s.get("endpoint").asText());
+            }
+        }
+        connection = broker ? Connection.of(s) : null;
         timeoutMs = broker ? s.get("timeoutMs").asLong() : 0;
+        pullCountMax = broker ? Math.max(1, Math.min(PullClient.COUNT_MAX, s.path("pullCountMax").asInt(PullClient.COUNT_MAX))) : 0;
     }
 
     static RangePartition[] all(JsonNode parts) {

@@ -15,6 +15,53 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 public final class ReadOne {
     private ReadOne() {}
 
+    /** How many planner processes this JVM has alive (held by a query, or idle a short while). */
+    public static int plannersAlive() {
+        return Planner.alive();
+    }
+
+    /** The MQv2-HMAC-SHA1 authorization header the JVM reader sends (checked against tidemq.protocol.signing). */
+    public static String authorization(String accessKey, String secretKey, String dateTime) {
+        return Connection.authorization(accessKey, secretKey, dateTime);
+    }
+
+    /** A partition read batch by batch (tests: a member killed between two batches). */
+    public static final class Reading implements AutoCloseable {
+        private final RangeReader reader;
+
+        Reading(RangeReader reader) {
+            this.reader = reader;
+        }
+
+        /** The queue offsets of the next batch; empty when the partition is done. */
+        public long[] next() throws IOException {
+            if (!reader.next()) {
+                return new long[0];
+            }
+            ColumnarBatch b = reader.get();
+            long[] out = new long[b.numRows()];
+            for (int i = 0; i < out.length; i++) {
+                out[i] = b.column(2).getLong(i);
+            }
+            return out;
+        }
+
+        /** How many times a broker-mode reader moved to another member. */
+        public int failovers() {
+            return reader instanceof BrokerRangeReader ? ((BrokerRangeReader) reader).failovers() : 0;
+        }
+
+        @Override
+        public void close() throws IOException {
+            reader.close();
+        }
+    }
+
+    public static Reading open(String partitionJson) {
+        RangePartition p = new RangePartition(Planner.parse(partitionJson));
+        return new Reading((RangeReader) new ReaderFactory().createColumnarReader(p));
+    }
+
     public static long[] queueOffsets(String partitionJson) throws IOException {
         RangePartition p = new RangePartition(Planner.parse(partitionJson));
         long[] out = new long[16];

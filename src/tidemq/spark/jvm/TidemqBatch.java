@@ -29,7 +29,12 @@ final class TidemqBatch implements Batch {
 
     @Override
     public InputPartition[] planInputPartitions() {
-        JsonNode plan = planner.call(Planner.request("batch", options));
+        JsonNode plan;
+        try {
+            plan = planner.call(Planner.request("batch", options));
+        } finally {
+            planner.release();                       // a batch plans once: its planner is free again
+        }
         if (plan.path("tiered").asBoolean(false)) {
             if (TidemqTable.reader(options).equals("jvm")) {
                 throw new IllegalArgumentException("tidemq: reader=jvm, but this read is tiered (an archive is in "

@@ -43,6 +43,7 @@ final class TidemqScan implements ScanBuilder, Scan {
     public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
         boolean jvm = TidemqTable.reader(options).equals("jvm");
         if (!jvm && planner.call(Planner.request("describe", options)).path("tiered").asBoolean(false)) {
+            planner.close();
             return ((org.apache.spark.sql.connector.catalog.SupportsRead) table.twin()).newScanBuilder(options).build()
                     .toMicroBatchStream(checkpointLocation);
         }

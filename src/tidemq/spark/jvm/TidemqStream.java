@@ -106,5 +106,6 @@ final class TidemqStream implements MicroBatchStream, SupportsTriggerAvailableNo
 
     @Override
     public void stop() {
+        planner.close();                             // the query is over: its planner ends
     }
 }

@@ -19,7 +19,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 /**
  * A topic read by the JVM reader unless told otherwise: the option {@code reader} ("jvm",
  * "python" or "auto", the default; the session conf spark.tidemq.reader gives the default).
- * A read with signing or TLS options goes to the Python reader (tidemq.client has both).
+ * Reads that sign their calls or speak TLS (options accessKey, secretKey, tls, rootCertificates)
+ * are the JVM reader's too (Connection).
  * Writes always go to the Python sink (PythonTwin), with the same capabilities as the Python
  * data source's own table.
  */
@@ -67,31 +68,9 @@ final class TidemqTable implements Table, SupportsRead, SupportsWrite {
                 TableCapability.STREAMING_WRITE, TableCapability.TRUNCATE);
     }
 
-    /** The options that sign calls or ask for TLS (tidemq/spark/backend.py connection()). */
-    static final String[] CONNECTION_OPTIONS = {"accessKey", "secretKey", "tls", "rootCertificates"};
-
-    /** Whether a read needs what only the Python reader has: signed calls, TLS. */
-    static boolean needsConnectionOptions(CaseInsensitiveStringMap options) {
-        for (String k : CONNECTION_OPTIONS) {
-            String v = options.get(k);
-            if (v != null && !v.isEmpty() && !(k.equals("tls") && v.trim().equalsIgnoreCase("false"))) {
-                return true;
-            }
-        }
-        return false;
-    }
-
     @Override
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
         String r = reader(options);
-        if (needsConnectionOptions(options)) {
-            if (r.equals("jvm")) {
-                throw new IllegalArgumentException("tidemq: the JVM reader does not sign calls or speak TLS "
-                        + "(options accessKey, secretKey, tls, rootCertificates): leave the option reader out "
-                        + "(the Python reader takes such reads) or set reader=python");
-            }
-            r = "python";
-        }
         if (r.equals("python")) {
             return ((SupportsRead) twin()).newScanBuilder(options);
         }
