@@ -8,7 +8,11 @@ frame as it is (store/replica.append_raw: a stretch of the leader's log that is 
 damaged on its disk; counted and reported, and replication goes on after it); confirm (ACK: the
 written offset, or the durable one under SYNC_FLUSH) each frame that moved it and every
 HEARTBEAT (the leader learns it is caught up: acks.py), then dispatch (its consume-queue units and
-index entries: a read before that dispatches first); keep the high watermark every frame carries
+index entries: a read before that dispatches first). The loop is pipelined: the next frames are
+received (and their CRC checked) while the last are written, every frame that arrived meanwhile is
+written in one pass off the loop (contiguous DATA frames as one append), and one ACK covers every
+write done while the last ACK was under way (never more than the log has: ReplicaLog.confirmed,
+read when the ACK leaves). Keep the high watermark every frame carries
 (``node.hw_known``: what a follower serves reads up to under SYNC); copy the broker state every
 ``replication_state_interval_ms`` (state.py, in chunks: any size). A follower whose own log was
 sealed early (its commit log failed: store/log_failure.py) starts its copy over: its log must be
@@ -187,9 +191,8 @@ class ReplicationClient:
         frames as one append: one check-and-write, one pwrite, one dispatch batch), and a
         confirmer task says what the log has as soon as the write is done, before the dispatch
         (one ACK for everything written while the last ACK was under way)."""
-        node, store = self.node, self.node.store
         frames: asyncio.Queue = asyncio.Queue(FRAMES_AHEAD)
-        confirm = _Confirmer(stream, epoch, store.replica)
+        confirm = _Confirmer(stream, epoch, self.node.store.replica)
         reader = asyncio.create_task(self._read_ahead(stream, frames))
         confirmer = asyncio.create_task(confirm.run())
         try:
@@ -243,7 +246,7 @@ class ReplicationClient:
                 return batch, None
             item = frames.get_nowait()
 
-    async def _apply(self, batch: list, theirs, confirm: "_Confirmer") -> None:
+    async def _apply(self, batch: list, theirs, confirm: _Confirmer) -> None:
         node, store = self.node, self.node.store
         self.connected = True
         self.last_frame_at = self._now()
@@ -253,7 +256,7 @@ class ReplicationClient:
             loop = asyncio.get_running_loop()
             try:
                 # confirmed once written, dispatched after the confirmation (ReplicaLog.append)
-                await asyncio.to_thread(_write, store, writes, lambda: loop.call_soon_threadsafe(confirm.wake))
+                await asyncio.to_thread(write_frames, store, writes, lambda: loop.call_soon_threadsafe(confirm.wake))
             except _DiskError as e:
                 # (a failed fsync or write of the log: the store cut it back to what was durable and
                 # sealed it there, store/log_failure.py; the next session starts the copy over)
@@ -315,7 +318,7 @@ class _DiskError(OSError):
         self.offset, self.error = offset, error
 
 
-def _write(store, writes: list, written) -> None:
+def write_frames(store, writes: list, written) -> None:
     """Off the loop: write the frames in order (a run of contiguous DATA frames within a segment
     as one ``ReplicaLog.append``), call ``written()`` (the confirmer looks), then dispatch."""
     replica = store.replica
