@@ -31,19 +31,6 @@ def test_put_lock_runs_what_is_pending_in_order_when_taken():
     assert ran[-1] == (3, "c") and not lock.locked()
 
 
-def test_put_lock_taken_bare_runs_nothing_until_the_holder_says():
-    ran = []
-    lock = PutLock(lambda *a: ran.append(a))
-    with lock:
-        lock.defer((1, "a"))
-    with lock.bare():
-        assert lock.locked() and ran == [] and lock.pending == [(1, "a")]
-        lock.run_pending()
-        assert ran == [(1, "a")] and lock.pending == []
-        lock.run_pending()                    # nothing pending: nothing runs
-    assert ran == [(1, "a")] and not lock.locked()
-
-
 def test_put_lock_a_dispatch_that_raises_leaves_the_lock_free():
     def boom(*_):
         raise RuntimeError("dispatch bug")

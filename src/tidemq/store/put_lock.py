@@ -63,17 +63,6 @@ class PutLock:
         for entry in pending:
             dispatch(*entry)
 
-    def bare(self) -> "_Bare":
-        """``with put_lock.bare()``: the lock taken without running what is pending; the holder runs
-        it (``run_pending``) before it reads or changes a consume queue (a follower's append: its
-        bytes written and confirmed first, then the dispatches before its own, ReplicaLog.append)."""
-        return _Bare(self._lock)
-
-    def run_pending(self) -> None:
-        """Under the lock (taken ``bare``): run what is pending now, oldest first."""
-        if self.pending:
-            self._run_pending()
-
     def defer(self, entry: tuple) -> None:
         """Under the lock: ``entry`` (dispatch's arguments) runs when the lock is next taken, or
         now, with every entry before it, when ``deferred_max`` entries wait already."""
@@ -89,16 +78,3 @@ class PutLock:
 
     def locked(self) -> bool:
         return self._lock.locked()
-
-
-class _Bare:
-    __slots__ = ("_lock",)
-
-    def __init__(self, lock: threading.Lock) -> None:
-        self._lock = lock
-
-    def __enter__(self) -> None:
-        self._lock.acquire()
-
-    def __exit__(self, *exc) -> None:
-        self._lock.release()

@@ -254,7 +254,7 @@ class ReplicaLog:
             mf = self.segments.new_segment(start)
         return mf
 
-    def append(self, offset: int, data: bytes, defer_dispatch: bool = False, written=None) -> int:
+    def append(self, offset: int, data: bytes, defer_dispatch: bool = False) -> int:
         """Write ``data`` at ``offset`` (this log's end), dispatch it; the new end. ReplicaError when
         the bytes cannot be taken (nothing is written then); OSError from the disk.
 
@@ -262,16 +262,12 @@ class ReplicaLog:
         the put lock (put_lock.py), as a leader's answered SendMessage leaves them: a follower
         confirms a frame once its log has it, before the dispatch (RocketMQ's slave reports
         its commit-log offset; its ReputMessageService dispatches on its own), and calls
-        ``MessageStore.drain_dispatch`` after the confirmation. Every read dispatches first.
-        With it, the bytes are written before the dispatches still pending from earlier frames run
-        (under the same hold of the lock, before this frame's units are made), and ``written()``
-        (the follower's confirmer looks) is called as soon as the log has them."""
+        ``MessageStore.drain_dispatch`` after the confirmation. Every read dispatches first."""
         if not data:
             return self.end
         seg = self.segments.segment_size
         last_ts, ends_segment = check_frame(data, offset, seg)
-        bare = defer_dispatch and isinstance(self.put_lock, PutLock)
-        with self.put_lock.bare() if bare else self.put_lock:
+        with self.put_lock:
             mf = self._segment_at_end(offset)
             pos = offset - mf.start_offset
             self.commit_log.fio.pwrite(mf.handle, data, pos)     # as the put path's batches (commit_log.append)
@@ -283,10 +279,6 @@ class ReplicaLog:
                 w.wake()
             if last_ts:
                 mf.last_store_timestamp_ms = last_ts
-            if written is not None:
-                written()
-            if bare:
-                self.put_lock.run_pending()      # the queues complete before this frame's units are made
             known = len(self.queues.all())
             end = offset + len(data)
             batch = self._batch(data, 0, len(data), offset)     # the bytes just written, as they are there

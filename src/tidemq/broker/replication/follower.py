@@ -320,9 +320,7 @@ class _DiskError(OSError):
 
 def write_frames(store, writes: list, written) -> None:
     """Off the loop: write the frames in order (a run of contiguous DATA frames within a segment
-    as one ``ReplicaLog.append``, which calls ``written()`` -- the confirmer looks -- as soon as the
-    log has the run, before the dispatches left pending by the runs before it), ``written()`` again
-    at the end (a RAW frame, a flush), then dispatch what is pending."""
+    as one ``ReplicaLog.append``), call ``written()`` (the confirmer looks), then dispatch."""
     replica = store.replica
     seg = replica.segments.segment_size
     i, n = 0, len(writes)
@@ -342,7 +340,7 @@ def write_frames(store, writes: list, written) -> None:
                     end += len(writes[j].payload)
                     j += 1
                 data = fr.payload if j == i + 1 else b"".join(w.payload for w in writes[i:j])
-                replica.append(off, data, True, written)
+                replica.append(off, data, True)
                 i = j
             except OSError as e:
                 raise _DiskError(off, e) from None
