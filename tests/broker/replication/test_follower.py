@@ -130,3 +130,58 @@ def test_the_broker_state_is_copied_in_chunks_whatever_its_size(stores, monkeypa
         wait_until(lambda: client.status()["state_copies"] >= 1, "a state copy")
         assert applied[0] == big and client.state_bytes > 6 << 20
     follow(lnode, fnode, check, message_bytes_max=int(4.5 * (1 << 20)))
+
+
+def leader_frames(leader, frame_bytes):
+    """The leader's log as the DATA frames a stream carries (read_span), up to its end."""
+    from tidemq.protocol import replication as rp
+    frames, offset = [], 0
+    while True:
+        off, data, raw, nxt = leader.replica.read_span(offset, frame_bytes)
+        if not data:
+            return frames
+        assert not raw
+        frames.append(rp.decode(rp.encode(rp.DATA, EPOCH, off, leader.replica.end, data, 0)))
+        offset = nxt
+
+
+def test_frames_written_in_one_pass_are_the_leaders_log_across_segments_and_confirmed_once(stores):
+    from tidemq.broker.replication.follower import write_frames
+    leader, follower = stores
+    assert leader.put_batch([Message("T", os.urandom(4000), keys=(f"k{i}",)) for i in range(400)]).all_ok()
+    frames = leader_frames(leader, 64 << 10)
+    assert leader.replica.end > 1 << 20 and len(frames) > 20          # two segments, many frames
+    seen = []
+    write_frames(follower, frames, lambda: seen.append(follower.replica.confirmed()))
+    assert seen == [leader.replica.end], "one confirmation, after everything was written"
+    assert follower.replica.end == leader.replica.end
+    for name in sorted(n for n in os.listdir(os.path.join(leader.config.root_dir, "commitlog")) if n.isdigit()):
+        with open(os.path.join(leader.config.root_dir, "commitlog", name), "rb") as a, \
+                open(os.path.join(follower.config.root_dir, "commitlog", name), "rb") as b:
+            assert a.read() == b.read(), name
+    follower.drain_dispatch()
+    assert [follower.max_offset("T", q) for q in range(2)] == [leader.max_offset("T", q) for q in range(2)]
+    assert sum(follower.max_offset("T", q) for q in range(2)) == 450, "every record in the follower's own queues"
+    last = follower.get("g", "T", 1, follower.max_offset("T", 1) - 1, 1).messages
+    assert last and last[0].body == leader.get("g", "T", 1, leader.max_offset("T", 1) - 1, 1).messages[0].body
+
+
+def test_a_damaged_frame_in_a_pass_writes_nothing_of_its_run_and_confirms_only_what_was_written(stores):
+    from tidemq.broker.replication.follower import write_frames
+    from tidemq.store.replica import ReplicaError
+    leader, follower = stores
+    assert leader.put_batch([Message("T", os.urandom(4000)) for i in range(400)]).all_ok()
+    frames = leader_frames(leader, 64 << 10)
+    seg = leader.config.segment_size_bytes
+    bad = next(i for i, f in enumerate(frames) if f.offset >= seg) + 2      # in the second segment's run
+    payload = bytearray(frames[bad].payload)
+    payload[4:8] = b"\0\0\0\0"                                              # its first record's magic
+    frames[bad] = frames[bad]._replace(payload=bytes(payload))
+    seen = []
+    with pytest.raises(ReplicaError):
+        write_frames(follower, frames, lambda: seen.append(follower.replica.confirmed()))
+    assert follower.replica.end == seg, "the first segment's run written, nothing of the damaged run"
+    assert seen == [seg]
+    with open(os.path.join(leader.config.root_dir, "commitlog", "0" * 20), "rb") as a, \
+            open(os.path.join(follower.config.root_dir, "commitlog", "0" * 20), "rb") as b:
+        assert a.read() == b.read()

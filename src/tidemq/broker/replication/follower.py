@@ -8,7 +8,11 @@ frame as it is (store/replica.append_raw: a stretch of the leader's log that is 
 damaged on its disk; counted and reported, and replication goes on after it); confirm (ACK: the
 written offset, or the durable one under SYNC_FLUSH) each frame that moved it and every
 HEARTBEAT (the leader learns it is caught up: acks.py), then dispatch (its consume-queue units and
-index entries: a read before that dispatches first); keep the high watermark every frame carries
+index entries: a read before that dispatches first). The loop is pipelined: the next frames are
+received (and their CRC checked) while the last are written, every frame that arrived meanwhile is
+written in one pass off the loop (contiguous DATA frames as one append), and one ACK covers every
+write done while the last ACK was under way (never more than the log has: ReplicaLog.confirmed,
+read when the ACK leaves). Keep the high watermark every frame carries
 (``node.hw_known``: what a follower serves reads up to under SYNC); copy the broker state every
 ``replication_state_interval_ms`` (state.py, in chunks: any size). A follower whose own log was
 sealed early (its commit log failed: store/log_failure.py) starts its copy over: its log must be
@@ -36,6 +40,8 @@ log = logging.getLogger("tidemq.broker")
 IDLE_S = 5.0               # no frame for this long (the leader sends one every HEARTBEAT_S): a dead leader
 CALL_TIMEOUT_S = 5.0       # Epochs and each State copy: a leader that does not answer within it is tried again
 RETRY_S_MAX = 2.0          # the longest wait between sessions while this member's disk refuses writes
+FRAMES_AHEAD = 16          # frames received ahead of the one being written (at most this many frame_bytes_max)
+BATCH_BYTES_MAX = 8 << 20  # frame bytes written in one pass at most
 
 
 class Refused(Exception):
@@ -179,51 +185,98 @@ class ReplicationClient:
                 stream.cancel()
 
     async def _receive(self, stream, epoch: int, theirs) -> None:
+        """The copy, pipelined: a reader task receives (and decodes, and so checks the frame CRC of)
+        the next frames while the last ones are written; each pass takes every frame that arrived
+        meanwhile (up to ``BATCH_BYTES_MAX``), writes them in one call off the loop (contiguous DATA
+        frames as one append: one check-and-write, one pwrite, one dispatch batch), and a
+        confirmer task says what the log has as soon as the write is done, before the dispatch
+        (one ACK for everything written while the last ACK was under way)."""
+        frames: asyncio.Queue = asyncio.Queue(FRAMES_AHEAD)
+        confirm = _Confirmer(stream, epoch, self.node.store.replica)
+        reader = asyncio.create_task(self._read_ahead(stream, frames))
+        confirmer = asyncio.create_task(confirm.run())
+        try:
+            while not self.stopped:
+                batch, stop = await self._gather(frames, epoch)
+                if confirmer.done():
+                    confirmer.result()            # its write failed: the stream broke
+                    raise TransportError("the confirmations stopped")
+                if batch:
+                    await self._apply(batch, theirs, confirm)
+                if stop is not None:
+                    raise stop
+        finally:
+            reader.cancel()
+            confirmer.cancel()
+            if confirmer.done() and not confirmer.cancelled():
+                confirmer.exception()             # (said by the session's own error)
+
+    async def _read_ahead(self, stream, frames: asyncio.Queue) -> None:
+        """Receive and decode frames into ``frames`` (at most FRAMES_AHEAD wait); a failure (the
+        stream ended or broke, a damaged frame, nothing for IDLE_S) goes in as the last item."""
+        while True:
+            try:
+                raw = await asyncio.wait_for(stream.read(), IDLE_S)
+                if raw is None:
+                    raise TransportError("the leader ended the stream")
+                item = rp.decode(raw)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - raised in order, after the frames before it
+                await frames.put(e)
+                return
+            await frames.put(item)
+
+    async def _gather(self, frames: asyncio.Queue, epoch: int) -> tuple[list, Exception | None]:
+        """The frames that arrived (at least one waited for), in order, up to BATCH_BYTES_MAX bytes;
+        and what ends the session after them (a failure, a REFUSE, a frame of another epoch)."""
+        batch: list = []
+        size = 0
+        item = await frames.get()
+        while True:
+            if isinstance(item, Exception):
+                return batch, item
+            if item.kind == rp.REFUSE:
+                return batch, Refused(item.payload.decode("utf-8", "replace"))
+            if item.epoch != epoch:
+                return batch, Refused(f"a frame of epoch {item.epoch} in a stream of epoch {epoch}")
+            batch.append(item)
+            size += len(item.payload)
+            if size >= BATCH_BYTES_MAX or frames.empty():
+                return batch, None
+            item = frames.get_nowait()
+
+    async def _apply(self, batch: list, theirs, confirm: _Confirmer) -> None:
         node, store = self.node, self.node.store
-        acked = -1
-        while not self.stopped:
-            raw = await asyncio.wait_for(stream.read(), IDLE_S)
-            if raw is None:
-                raise TransportError("the leader ended the stream")
-            fr = rp.decode(raw)
-            if fr.kind == rp.REFUSE:
-                raise Refused(fr.payload.decode("utf-8", "replace"))
-            if fr.epoch != epoch:
-                raise Refused(f"a frame of epoch {fr.epoch} in a stream of epoch {epoch}")
-            self.connected = True
-            self.last_frame_at = self._now()
-            self.leader_end = fr.end
-            if fr.kind in (rp.DATA, rp.RAW):
-                try:
-                    if fr.kind == rp.DATA:
-                        # confirmed once written, dispatched after the confirmation (ReplicaLog.append)
-                        await asyncio.to_thread(store.replica.append, fr.offset, fr.payload, True)
-                    else:
-                        await asyncio.to_thread(store.replica.append_raw, fr.offset, fr.payload)
-                except OSError as e:
-                    # (a failed fsync or write of the log: the store cut it back to what was durable and
-                    # sealed it there, store/log_failure.py; the next session starts the copy over)
-                    raise LocalWriteError(f"this member's disk refused the leader's bytes at {fr.offset}: {e}") \
-                        from None
-                self._copy_epochs(theirs)
-            # what every member of the in-sync set has; never past what this log has
-            hw = max(node.hw_known, min(fr.hw, store.replica.end))
-            if hw != node.hw_known:
-                node.hw_known = hw
-                store.readable_advanced()         # consumers waiting for it look again (SYNC: node.read_limit)
-            if self.ineligible and fr.hw <= store.replica.end and node.coordinator is not None:
-                # its copy has everything acknowledged again: it may be elected
-                if await asyncio.to_thread(node.coordinator.set_eligible, True):
-                    self.ineligible = False
-                    log.warning("replication: this member's copy has the high watermark (%d) again: it may be "
-                                "elected", fr.hw)
-            confirmed = store.replica.confirmed()
-            if confirmed != acked or fr.kind == rp.HEARTBEAT:
-                await stream.write(rp.encode(rp.ACK, epoch, confirmed))
-                acked = confirmed
-            if fr.kind == rp.DATA:
-                await asyncio.to_thread(store.drain_dispatch)
-            self.last_error = None
+        self.connected = True
+        self.last_frame_at = self._now()
+        self.leader_end = batch[-1].end
+        writes = [fr for fr in batch if fr.kind in (rp.DATA, rp.RAW)]
+        if writes:
+            loop = asyncio.get_running_loop()
+            try:
+                # confirmed once written, dispatched after the confirmation (ReplicaLog.append)
+                await asyncio.to_thread(write_frames, store, writes, lambda: loop.call_soon_threadsafe(confirm.wake))
+            except _DiskError as e:
+                # (a failed fsync or write of the log: the store cut it back to what was durable and
+                # sealed it there, store/log_failure.py; the next session starts the copy over)
+                raise LocalWriteError(f"this member's disk refused the leader's bytes at {e.offset}: {e.error}") \
+                    from None
+            self._copy_epochs(theirs)
+        # what every member of the in-sync set has; never past what this log has
+        fr_hw = max(fr.hw for fr in batch)
+        hw = max(node.hw_known, min(fr_hw, store.replica.end))
+        if hw != node.hw_known:
+            node.hw_known = hw
+            store.readable_advanced()         # consumers waiting for it look again (SYNC: node.read_limit)
+        if self.ineligible and fr_hw <= store.replica.end and node.coordinator is not None:
+            # its copy has everything acknowledged again: it may be elected
+            if await asyncio.to_thread(node.coordinator.set_eligible, True):
+                self.ineligible = False
+                log.warning("replication: this member's copy has the high watermark (%d) again: it may be "
+                            "elected", fr_hw)
+        confirm.wake(heartbeat=any(fr.kind == rp.HEARTBEAT for fr in batch))
+        self.last_error = None
 
     def _copy_epochs(self, theirs: list[tuple[int, int]]) -> None:
         """The leader's epoch entries for what this log now has."""
@@ -257,3 +310,67 @@ class ReplicationClient:
             except (TransportError, FrameError, ValueError, OSError) as e:
                 log.warning("replication: copying the leader's state failed: %s", e)
             await asyncio.sleep(interval)
+
+
+class _DiskError(OSError):
+    def __init__(self, offset: int, error: OSError) -> None:
+        super().__init__(str(error))
+        self.offset, self.error = offset, error
+
+
+def write_frames(store, writes: list, written) -> None:
+    """Off the loop: write the frames in order (a run of contiguous DATA frames within a segment
+    as one ``ReplicaLog.append``), call ``written()`` (the confirmer looks), then dispatch."""
+    replica = store.replica
+    seg = replica.segments.segment_size
+    i, n = 0, len(writes)
+    try:
+        while i < n:
+            fr = writes[i]
+            off = fr.offset
+            try:
+                if fr.kind == rp.RAW:
+                    replica.append_raw(off, fr.payload)
+                    i += 1
+                    continue
+                j, end = i + 1, off + len(fr.payload)
+                while j < n and writes[j].kind == rp.DATA and writes[j].offset == end and \
+                        (end + len(writes[j].payload) - 1) // seg == off // seg and \
+                        end - off < BATCH_BYTES_MAX:      # (one segment: check_frame's rule)
+                    end += len(writes[j].payload)
+                    j += 1
+                data = fr.payload if j == i + 1 else b"".join(w.payload for w in writes[i:j])
+                replica.append(off, data, True)
+                i = j
+            except OSError as e:
+                raise _DiskError(off, e) from None
+    finally:
+        if i:
+            written()
+    store.drain_dispatch()
+
+
+class _Confirmer:
+    """Sends ACK (what this log has: ReplicaLog.confirmed, read when it is sent) when woken: after
+    every write, and for every HEARTBEAT (the leader learns it is caught up); one ACK covers every
+    write done while the last was being sent."""
+
+    def __init__(self, stream, epoch: int, replica) -> None:
+        self.stream, self.epoch, self.replica = stream, epoch, replica
+        self._event = asyncio.Event()
+        self._heartbeat = False
+
+    def wake(self, heartbeat: bool = False) -> None:
+        self._heartbeat = self._heartbeat or heartbeat
+        self._event.set()
+
+    async def run(self) -> None:
+        acked = -1
+        while True:
+            await self._event.wait()
+            self._event.clear()
+            confirmed = self.replica.confirmed()
+            if confirmed != acked or self._heartbeat:
+                self._heartbeat = False
+                await self.stream.write(rp.encode(rp.ACK, self.epoch, confirmed))
+                acked = confirmed
