@@ -103,12 +103,12 @@ def test_the_378_lost_reproduction_with_real_processes(tmp_path, zookeeper):  # 
         # the up-to-date follower stopped from before the dead leader's session (1.5 s) expires to after
         wait_until(lambda: time.monotonic() >= killed + 0.9, "a moment before the session ends", interval_s=0.01)
         pg.g.signal(up_to_date, signal.SIGSTOP)
-        saw_no_leader = wait_until(lambda: zk.exists("/tidemq/groups/g/leader") is None or
-                                   time.monotonic() > killed + 2.0, "the leader's node gone", interval_s=0.01)
-        gone_while_stopped = zk.exists("/tidemq/groups/g/leader") is None and saw_no_leader
-        wait_until(lambda: time.monotonic() >= killed + 2.1, "the stop lasting 1.2 s", interval_s=0.01)
+        # kept stopped until the dead leader's node is gone (about 0.6 s on an idle machine, less than
+        # its own session; longer on a busy one, which changes nothing the test asserts): the election
+        # then starts while the only up-to-date member is stopped, whatever the CPUs' load
+        wait_until(lambda: zk.exists("/tidemq/groups/g/leader") is None,
+                   "the leader's node gone while the up-to-date follower is stopped", interval_s=0.01)
         pg.g.signal(up_to_date, signal.SIGCONT)
-        assert gone_while_stopped, "the leader's node went while the up-to-date follower was stopped"
         assert pg.g.wait_leader(exclude={leader}) == up_to_date, "never the lagging follower"
         pg.start(leader)
         first = sends.acked_since(killed)
@@ -130,7 +130,10 @@ def test_every_session_expires_and_the_lagging_member_reaches_zookeeper_first(tm
     import time
 
     from ...support.wait import wait_until
+    from kazoo.client import KazooClient
     pg = partition.PartitionedGroup(str(tmp_path), zookeeper, "SYNC", env={"TIDEMQ_REPLICA_LAG_TIME_MAX_MS": "1000"})
+    zk = KazooClient(hosts=zookeeper)                  # a look at ZooKeeper itself, past the proxies
+    zk.start(timeout=60)
     try:
         pg.start_all()
         leader = pg.wait_settled()
@@ -145,11 +148,16 @@ def test_every_session_expires_and_the_lagging_member_reaches_zookeeper_first(tm
         for p in pg.zk:
             p.cut()                                    # ZooKeeper stalls for everyone
         pg.g.signal(lagging, signal.SIGCONT)
-        time.sleep(3.0)                                # past every session (1.5 s)
+        # past every session: ZooKeeper dropped the leader's node, and the leader cut off from it stopped
+        # leading (waited for, not slept: a busy machine takes longer, never less)
+        wait_until(lambda: zk.exists("/tidemq/groups/g/leader") is None, "the leader's session expired")
+        wait_until(lambda: pg.g.leader() is None, "the leader cut off from ZooKeeper stopped leading")
         pg.zk[lagging].heal()                          # the lagging member reaches ZooKeeper first
         wait_until(lambda: (pg.g.status(lagging) or {}).get("coordinator_state") == "connected",
                    "the lagging member connected again")
-        time.sleep(3.0)                                # its chance to be elected, were it allowed
+        # its chance to be elected, were it allowed: a safety window (a busy machine can only make the
+        # lagging member try less within it, never make a leader appear that the rule forbids)
+        time.sleep(3.0)
         assert pg.g.leader() is None, "nobody leads: no member of the recorded set reaches ZooKeeper"
         for p in pg.zk:
             p.heal()
@@ -164,4 +172,6 @@ def test_every_session_expires_and_the_lagging_member_reaches_zookeeper_first(tm
                "heal_to_first_write_s": round(first - healed, 3)})
         assert lost == 0 and twice == 0 and cut == 0
     finally:
+        zk.stop()
+        zk.close()
         pg.close()
