@@ -367,20 +367,8 @@ class Producer(_Owner):
         return _route(self._ch, topic)
 
     def members(self, topic: str, queue_id: int) -> list[str]:
-        """The endpoints of the members of the broker group that holds this queue, as the route
-        lists them: its leader's first, then its followers' (which serve reads from their copies);
-        the endpoint given when the route cannot be had."""
-        master, followers = self._routed.targets(topic).get(queue_id, ("", []))
-        if not master:
-            return [self._ch.endpoint]
-        out: list[str] = []
-        for ep in master.removeprefix("ipv4:").split(",") + list(followers):
-            for e in ep.removeprefix("ipv4:").split(","):
-                if e and e not in out:
-                    out.append(e)
-        if self._routed._mine(master, followers) and self._ch.endpoint not in out:
-            out.append(self._ch.endpoint)
-        return out
+        """The endpoints of the members of the broker group that holds this queue (_members)."""
+        return _members(self._routed, self._ch.endpoint, topic, queue_id)
 
 
 def _route(ch: _Channel, topic: str) -> int:
@@ -509,20 +497,8 @@ class PullConsumer(_Owner):
         return _route(self._ch, topic)
 
     def members(self, topic: str, queue_id: int) -> list[str]:
-        """The endpoints of the members of the broker group that holds this queue, as the route
-        lists them: its leader's first, then its followers' (which serve reads from their copies);
-        the endpoint given when the route cannot be had."""
-        master, followers = self._routed.targets(topic).get(queue_id, ("", []))
-        if not master:
-            return [self._ch.endpoint]
-        out: list[str] = []
-        for ep in master.removeprefix("ipv4:").split(",") + list(followers):
-            for e in ep.removeprefix("ipv4:").split(","):
-                if e and e not in out:
-                    out.append(e)
-        if self._routed._mine(master, followers) and self._ch.endpoint not in out:
-            out.append(self._ch.endpoint)
-        return out
+        """The endpoints of the members of the broker group that holds this queue (_members)."""
+        return _members(self._routed, self._ch.endpoint, topic, queue_id)
 
     def pull(self, topic: str, queue_id: int, offset: int, batch_size: int = 32, tags: str = "*",
              long_polling_s: float = 0.0) -> PullResult:
@@ -813,3 +789,20 @@ class PopConsumer(_Owner):
         if not r.entries:
             raise ClientError(r.status.code, r.status.message)
         return [e.status.code for e in r.entries]
+
+
+def _members(routed, endpoint: str, topic: str, queue_id: int) -> list[str]:
+    """The endpoints of the members of the broker group that holds a queue, as the route lists
+    them: its leader's first, then its followers' (which serve reads from their copies); the
+    endpoint given when the route cannot be had."""
+    master, followers = routed.targets(topic).get(queue_id, ("", []))
+    if not master:
+        return [endpoint]
+    out: list[str] = []
+    for ep in master.removeprefix("ipv4:").split(",") + list(followers):
+        for e in ep.removeprefix("ipv4:").split(","):
+            if e and e not in out:
+                out.append(e)
+    if routed._mine(master, followers) and endpoint not in out:
+        out.append(endpoint)
+    return out
