@@ -1,7 +1,8 @@
 """FrameStream (tidemq/client/send_stream.py) against small gRPC servers of its method: answers
 handed over in order with their ids, never more than the window unanswered, an older broker
 (UNIMPLEMENTED) answered by the unary calls, a broker that stops answering timed out, the
-caller's own error raised as it is; Producer.send_batches on it."""
+caller's own error raised as it is, a refusal answered before any frame was taken raised
+as the refusal; Producer.send_batches on it."""
 
 from __future__ import annotations
 
@@ -25,14 +26,14 @@ class Server:
     """SendRecordsStream (and, with ``unary``, SendRecords) answering each frame with one OK
     entry per message whose offset is the frame's number; ``answer=False``: never answers."""
 
-    def __init__(self, stream: bool = True, unary: bool = False, answer: bool = True) -> None:
+    def __init__(self, stream: bool = True, unary: bool = False, answer: bool = True, refuse: bool = False) -> None:
         self.received = 0
         self.unanswered_max = 0
         self.release = threading.Event()
         self.server = grpc.server(futures.ThreadPoolExecutor(4))
         methods = {}
         if stream:
-            behaviour = self._stream if answer else self._mute
+            behaviour = self._refuse if refuse else self._stream if answer else self._mute
             methods[data.SEND_RECORDS_STREAM] = grpc.stream_stream_rpc_method_handler(behaviour)
         if unary:
             methods[data.SEND_RECORDS] = grpc.unary_unary_rpc_method_handler(self._unary)
@@ -52,6 +53,9 @@ class Server:
             self.unanswered_max = max(self.unanswered_max, self.received + 1 - answered)
             yield self._answer(frame)
             answered += 1
+
+    def _refuse(self, requests, context):
+        yield encode_response(Code.UNAUTHORIZED, "the request carries no authorization header", [])
 
     def _mute(self, requests, context):
         for _frame in requests:
@@ -120,3 +124,18 @@ def test_the_callers_error_is_raised_as_it_is(servers):
     got = []
     with pytest.raises(KeyError, match="the caller's"):
         FrameStream(_Channel(s.endpoint, 30), WINDOW, 30).run(failing(), lambda raw, ids: got.append(ids))
+
+
+def test_a_refusal_answered_before_any_frame_was_taken_is_the_refusal(servers):
+    s = servers(refuse=True)
+    later = threading.Event()
+
+    def held():                           # no frame is taken until the refusal has been handled
+        later.wait(60)
+        yield from frames(2)
+    try:
+        with pytest.raises(ClientError) as e:
+            FrameStream(_Channel(s.endpoint, 30), WINDOW, 30).run(held(), lambda raw, ids: Producer._record_results(raw, ids))
+    finally:
+        later.set()
+    assert e.value.code == Code.UNAUTHORIZED

@@ -11,7 +11,9 @@ when frames wait longer than ``timeout_s`` for their answer, and the caller gets
 ClientError(REQUEST_TIMEOUT) (the outcome of those frames is unknown: resend them with their
 message ids, which the broker's dedup window recognises). A broker that does not serve the
 method (an older one) answers UNIMPLEMENTED before it reads anything: ``Unsupported`` gives
-back the frames sent, for the caller to send as unary calls.
+back the frames sent, for the caller to send as unary calls. A broker that refuses the caller
+(unsigned, wrong key, no permission) answers one refusal frame at once, possibly before the
+first frame was even taken: it is raised as the refusal's ClientError.
 """
 
 from __future__ import annotations
@@ -79,6 +81,10 @@ class FrameStream:
         answered = 0
         try:
             for answer in call:
+                if not pending:               # answered before a frame was taken: the call itself was refused
+                    on_answer(answer, [])     # raises the refusal's ClientError
+                    raise ClientError(Code.INTERNAL_SERVER_ERROR,
+                                      "the broker answered SendRecordsStream before any frame was sent")
                 _frame, ids = pending.popleft()
                 watch.got(more=bool(pending))
                 room.release()
