@@ -29,7 +29,8 @@ from . import MEMBERS_FILE, TOPICS_FILE, TOPICS_LOCK, multi_dir, owned_queues
 log = logging.getLogger("tidemq.broker")
 
 RELOAD_S = 1.0
-TOPICS_MAX = 100_000            # bound on what topics.json may name (a damaged or hostile file)
+TOPICS_MAX = 100_000            # bounds on what topics.json may name (a damaged or hostile file)
+QUEUES_MAX = 65_536
 
 
 class MultiError(Exception):
@@ -105,7 +106,7 @@ class Siblings:
         raw = topics.get("topics", {}) if isinstance(topics, dict) else {}
         if isinstance(raw, dict):
             for name, q in list(raw.items())[:TOPICS_MAX]:
-                if isinstance(name, str) and isinstance(q, int) and q > 0:
+                if isinstance(name, str) and type(q) is int and 0 < q <= QUEUES_MAX:
                     got[name] = q
         with self._lock:
             self._stamps = stamps
@@ -159,6 +160,8 @@ class Siblings:
             if not isinstance(doc, dict) or not isinstance(doc.get("topics"), dict):
                 doc = {"topics": {}}
             topics = doc["topics"]
+            if not 0 < queues <= QUEUES_MAX:
+                raise ValueError(f"{queues} queues: at most {QUEUES_MAX}")
             if name not in topics and len(topics) >= TOPICS_MAX:
                 raise ValueError(f"the cluster has {len(topics)} topics (at most {TOPICS_MAX})")
             had = topics.get(name)

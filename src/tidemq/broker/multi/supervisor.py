@@ -57,14 +57,15 @@ class Member:
 
 class Supervisor:
     def __init__(self, root: str, count: int, host: str, port: int, metrics_port: int, member_args: list[str],
-                 python: str = sys.executable, say=print) -> None:
+                 command: list[str] | None = None, say=print) -> None:
         """``member_args``: options every member gets (--config, --host, ...) besides its own root,
-        ports and --member; ``say``: where the ready line goes."""
+        ports and --member; ``command``: what runs a member (default ``python -m tidemq.cli.main serve``);
+        ``say``: where the ready line goes."""
         self.root = root
         self.count = count
         self.host = host
         self.member_args = member_args
-        self.python = python
+        self.command = command or [sys.executable, "-m", "tidemq.cli.main", "serve"]
         self.say = say
         self.stopping = threading.Event()
         self.members = [Member(i, port + i if port else 0, metrics_port + i if metrics_port else 0)
@@ -99,7 +100,7 @@ class Supervisor:
 
     # members ---------------------------------------------------------------------------------
     def _spawn(self, m: Member) -> None:
-        argv = [self.python, "-m", "tidemq.cli.main", "serve", "--root", member_root(self.root, m.index),
+        argv = [*self.command, "--root", member_root(self.root, m.index),
                 "--port", str(m.port), "--metrics-port", str(m.metrics_port),
                 "--member", f"{m.index}/{self.count}/{os.getpid()}", "--processes", "1", *self.member_args]
         m.ready.clear()
