@@ -10,9 +10,11 @@
   restarts within ``RESTART_WINDOW_S``: every member is stopped and the parent exits 1 (a member that
   cannot stay up is an operator's problem, not a loop's).
 * SIGTERM / SIGINT to the parent: SIGTERM to every member (each stops cleanly: RPCs, flush, store
-  closed), SIGKILL to one still running after ``STOP_S_MAX``; then the parent exits 0. Members run in
-  their own session (a terminal's Ctrl-C reaches the parent only) and die with the parent
-  (member.py): no member outlives it.
+  closed), SIGKILL to one still running after ``STOP_S_MAX``; then the parent exits 0. A terminal's
+  Ctrl-C reaches the members too (one process group): each stops cleanly, and the parent, stopping,
+  restarts none. Members die with the parent (member.py): no member outlives it. (Members are not
+  put in sessions of their own: with the kernel's autogroup scheduling each would then be its own
+  scheduling group, and on this busy 2-CPU machine that halved N = 2's throughput again; bench/README.md.)
 * One parent per root (``multi/lock``); a root keeps its N (``members.json``): the queues' owners
   are q % N, so another N would hide messages.
 """
@@ -104,7 +106,7 @@ class Supervisor:
                 "--port", str(m.port), "--metrics-port", str(m.metrics_port),
                 "--member", f"{m.index}/{self.count}/{os.getpid()}", "--processes", "1", *self.member_args]
         m.ready.clear()
-        m.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+        m.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
         threading.Thread(target=self._read, args=(m, m.proc), name=f"member-{m.index}-out", daemon=True).start()
 
     def _read(self, m: Member, proc: subprocess.Popen) -> None:
