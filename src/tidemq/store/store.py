@@ -49,6 +49,7 @@ from .index_file import IndexService, index_file_size
 from .index_file import fitted as index_fitted
 from .log_failure import LogFailure, LogFailureHandler
 from .put_lock import PutLock
+from .readable import ReadableEnd
 from .reader import StoreReader
 from .record_loop import SLICE_FIELDS
 from .recovery import RecoveryReport, recover
@@ -62,8 +63,6 @@ from .warmer import SegmentWarmer
 from .writer import StoreWriter, bind_queues
 
 log = logging.getLogger("tidemq.store")
-
-READABLE_WAITERS_MAX = 4096        # MessageStore.notify_readable
 
 # why puts are refused in a state without a writer or once it stopped (reason, text)
 _NOT_SERVING = {
@@ -112,11 +111,10 @@ class MessageStore:
         # claimed before; it never claims more in this run (their pages may be lost: rebuilt from the log)
         self._derived_frozen: tuple[int, int] | None = None
         self._derived_flushed_to = 0        # every unit and index entry of a record before it was fsynced
-        self._commit_limit: Callable[[], int] | None = None    # set_commit_limit
-        self._readable_lock = threading.Lock()
         self._cut_lock = threading.Lock()     # a follower's cut against a checkpoint round (_checkpoint_below)
         self._cutting, self._cuts = False, 0
-        self._readable_waiters: list[tuple[int, Callable[[], None]]] = []    # notify_readable
+        # what readers may be served, and the long polls waiting for more (readable.py)
+        self.readable = ReadableEnd(lambda: self._state is StoreState.RUNNING, lambda: self.group_commit is not None)
 
     @property
     def state(self) -> StoreState:
@@ -211,6 +209,7 @@ class MessageStore:
         readonly = {os.path.normpath(d) for d in cfg.readonly_commitlog_dirs}
         self.commit_log = CommitLog(cfg, fio, self.segments, dir_offline=lambda d: self.disk.is_offline(d)
                                     or (bool(readonly) and os.path.normpath(d) in readonly))
+        self.readable.attach(self.segments, self.commit_log)
         self.commit_log.load_sealed()
         queues_lost = not fio.is_dir(cfg.consumequeue_path) or not fio.listdir(cfg.consumequeue_path)
         self.queues = ConsumeQueueTable(fio, cfg.consumequeue_path, cfg.consume_queue_units_per_segment,
@@ -232,7 +231,7 @@ class MessageStore:
         self.dispatcher.is_dead = self.topics.is_dead
         self.reader = StoreReader(cfg, self.segments, self.commit_log, self.queues, self.topics, self.index,
                                   self._memory_budget_bytes, lambda: self._state is StoreState.RUNNING,
-                                  self._readable_limit)
+                                  self.readable.limit)
         self.start_phase = ("recovering: the last run did not stop cleanly, checking the log"
                             if abnormal else "recovering: checking the end of the log")
         self.recovery = recover(self.commit_log, self.queues, self.index, self.dispatcher,
@@ -641,36 +640,16 @@ class MessageStore:
     # What readers may be served (reader.py says which readers are limited) ------------------
     def readable_end(self) -> int:
         """The commit-log offset before which records may be served to readers: what cannot be taken
-        back. ASYNC_FLUSH: the log's end (what a crash can take back is served: the mode's promise is
-        only what was flushed); SYNC_FLUSH: the flushed (durable) offset; after a failure of the log
-        that froze it (log_failure.py), its durable end, in either mode; never past the limit set by
-        ``set_commit_limit`` (SYNC replication: the in-sync set's high watermark)."""
+        back (readable.py: in each flush mode, after a failure of the log, under ``set_commit_limit``)."""
         self._running("readable_end")
-        return self._readable_end()
-
-    def _readable_end(self) -> int:
-        lim = self._readable_limit()
-        return self.segments.max_offset if lim is None else lim
-
-    def _readable_limit(self) -> int | None:
-        """readable_end, or None when it is the log's end and nothing else limits (no work for readers)."""
-        cl = self.commit_log
-        fn = self._commit_limit
-        if self.group_commit is not None or cl.frozen:
-            end = cl.flushed_offset
-        elif fn is None:
-            return None
-        else:
-            end = self.segments.max_offset
-        return end if fn is None else min(end, fn())
+        return self.readable.end()
 
     def set_commit_limit(self, fn: Callable[[], int] | None) -> None:
         """Serve readers no record ending after ``fn()`` (a commit-log offset; None: no such limit),
         besides readable_end's own rule: the broker's SYNC replication sets the group's high
         watermark. ``fn`` is called on every read: cheap, any thread. When what it returns moves
         forward, call ``readable_advanced()`` so that waiting long polls look again."""
-        self._commit_limit = fn
-        self.readable_advanced()
+        self.readable.set_limit(fn)
 
     def readable_max_offset(self, topic: str, queue_id: int) -> int:
         """A queue's max offset as consumers see it: one past its last message readable now (QueryOffset
@@ -683,43 +662,14 @@ class MessageStore:
         caller of ``readable_advanced``), when everything appended so far has become readable: a long
         poll woken by an arrival that found its record not readable yet waits on this, not on the
         next arrival, and does not spin. False (and no call) when everything is readable now. At most
-        READABLE_WAITERS_MAX wait; past that the oldest are called at once (they look again)."""
+        readable.READABLE_WAITERS_MAX wait; past that the oldest are called at once (they look again)."""
         self._running("notify_readable")
-        end = self.segments.max_offset
-        spill = None
-        with self._readable_lock:
-            if self._readable_end() >= end:
-                return False
-            self._readable_waiters.append((end, callback))
-            if len(self._readable_waiters) > READABLE_WAITERS_MAX:
-                spill, self._readable_waiters = self._readable_waiters[:-READABLE_WAITERS_MAX // 2], \
-                    self._readable_waiters[-READABLE_WAITERS_MAX // 2:]
-        for _end, fn in spill or ():
-            fn()
-        return True
+        return self.readable.wait(callback)
 
     def readable_advanced(self) -> None:
         """readable_end may have moved: call the waiters it reached (notify_readable). Whatever the
         store's state (a no-op with nobody waiting; a stopped store calls them all: they look again)."""
-        if not self._readable_waiters:
-            return
-        if self._state is not StoreState.RUNNING:
-            with self._readable_lock:
-                due, self._readable_waiters = [fn for _e, fn in self._readable_waiters], []
-            for fn in due:
-                fn()
-            return
-        with self._readable_lock:
-            now = self._readable_end()
-            due = [fn for e, fn in self._readable_waiters if e <= now]
-            if not due:
-                return
-            self._readable_waiters = [(e, fn) for e, fn in self._readable_waiters if e > now]
-        for fn in due:
-            try:
-                fn()
-            except Exception:  # noqa: BLE001 - a waiter's failure is its own
-                log.exception("a readable-end waiter failed")
+        self.readable.advanced()
 
     # Consumers (backlog.py) ---------------------------------------------------------------
     def set_consumer_positions(self, positions: Positions | None) -> None:
