@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from typing import Callable, Iterable, Sequence
 
 from ..config import MIB, StoreConfig
@@ -37,12 +36,13 @@ from . import heal, remembered
 from .archive import ArchiveGuard
 from .backlog import BacklogGuard, Positions
 from .checkpoint import AbortFile, Checkpoint
+from .checkpointing import CheckpointRounds
 from .cleaner import CommitLogCleaner, QueueCleaner, log_deletion
 from .topic_retention import TopicRetention
 from .commit_log import CommitLog
 from .consume_queue import ConsumeQueueTable
 from .disk import DiskMonitor, status_report
-from .dispatch import HEAL_STEP_RECORDS, Dispatcher
+from .dispatch import Dispatcher
 from .epochs import EpochFile
 from .flush import AsyncFlushService, GroupCommitService, PeriodicService
 from .index_file import IndexService, index_file_size
@@ -91,7 +91,6 @@ class MessageStore:
         self._put_lock = PutLock(deferred_max=config.dispatch_deferred_max)
         self._state = StoreState.NEW
         self.start_phase = "not started"    # what start() is doing (start_progress: for people)
-        self._summary_due_s = 0.0           # when the checkpoint next remembers the queues' ends (heal.py)
         self._lock_handle = None                       # FileIO.lock's handle on <root>/lock
         self.recovery: RecoveryReport | None = None
         self.archive: ArchiveGuard | None = None        # archive_before_delete (set at start)
@@ -107,12 +106,7 @@ class MessageStore:
         self.consumer_positions: Positions | None = None   # the broker's (set_consumer_positions)
         self.backlog: BacklogGuard | None = None
         self.log_failure: LogFailureHandler | None = None     # log_failure.py (set at start)
-        # a consume-queue or index fsync failed in this run: (logics offset, index offset) the checkpoint
-        # claimed before; it never claims more in this run (their pages may be lost: rebuilt from the log)
-        self._derived_frozen: tuple[int, int] | None = None
-        self._derived_flushed_to = 0        # every unit and index entry of a record before it was fsynced
-        self._cut_lock = threading.Lock()     # a follower's cut against a checkpoint round (_checkpoint_below)
-        self._cutting, self._cuts = False, 0
+        self.rounds: CheckpointRounds | None = None     # the checkpoint's rounds (checkpointing.py, set at start)
         # what readers may be served, and the long polls waiting for more (readable.py)
         self.readable = ReadableEnd(lambda: self._state is StoreState.RUNNING, lambda: self.group_commit is not None)
 
@@ -248,7 +242,10 @@ class MessageStore:
             self.epochs.truncate_after(self.segments.max_offset)    # recovery may have cut the log
         if self.index is not None:
             self.index.mark_present()
-        self._write_checkpoint()
+        self.rounds = CheckpointRounds(self.checkpoint, self.queue_summary, self.segments, self.commit_log,
+                                       self.queues, self.index, self.dispatcher, self.disk, self._put_lock,
+                                       self.clock.monotonic_s, cfg.consumequeue_path, cfg.index_path)
+        self.rounds.write()
         self.abort_file.create()
         self.archive = (ArchiveGuard(self.fio, cfg.root_dir, cfg.on_unarchived_full)
                         if cfg.archive_before_delete else None)
@@ -258,8 +255,8 @@ class MessageStore:
         self.queue_cleaner = QueueCleaner(self.queues, self.index)
         self.log_failure = LogFailureHandler(self.commit_log, self.queues, self.topics, self.dispatcher, self.disk,
                                              self._put_lock, self.clock.now_ms, self._stop_writes,
-                                             lambda where, what, e: self._derived_failed(self.config.consumequeue_path,
-                                                                                         what, e))
+                                             lambda where, what, e: self.rounds.derived_failed(
+                                                 self.config.consumequeue_path, what, e))
         self.commit_log.on_failure = self.log_failure
         self.log_failure.listeners.append(lambda failure: self.readable_advanced())
         self.disk.write_markers()
@@ -270,7 +267,7 @@ class MessageStore:
                                   self.archive, self._check_disk, self.cleaner)
         self.replica = ReplicaLog(self.segments, self.commit_log, self.queues, self.index, self.dispatcher,
                                   self.topics, self.epochs, self._put_lock, self._restore_topic_state,
-                                  cfg.sync_flush, self._checkpoint_below)
+                                  cfg.sync_flush, self.rounds.below)
         self._state = StoreState.RUNNING
         self.start_phase = "running"
         return self
@@ -367,7 +364,7 @@ class MessageStore:
         self._put_lock.drain()           # dispatches puts left for after their answer (put_lock.py)
         if self.dispatcher.error is not None:
             self.dispatcher.heal(self.commit_log, self._put_lock)     # in steps: the lock is free between them
-        self._write_checkpoint()
+        self.rounds.write()
 
     # Disk space ----------------------------------------------------------------------
     def check_disk(self) -> None:
@@ -411,94 +408,6 @@ class MessageStore:
             "log_failures": [f.as_dict() for f in self.commit_log.failures],
             "failed_dirs": self.disk.failed()})
 
-    def _checkpoint_below(self, end: int | None) -> None:
-        """The checkpoint claims nothing at or past ``end`` (a follower's cut, replica.py: written
-        before the cut, so that the next start never takes the cut stretch for acknowledged data);
-        ``None``: the cut is done (the offsets a checkpoint is written from are below it now). A
-        checkpoint round that read its offsets before or during a cut writes nothing."""
-        with self._cut_lock:
-            if end is None:
-                self._cutting = False
-                return
-            self._cutting = True
-            self._cuts += 1
-            st = self.checkpoint.state
-            if max(st.physic_offset, st.logics_offset, st.index_offset) > end:
-                self.checkpoint.update(physic_offset=min(st.physic_offset, end),
-                                       logics_offset=min(st.logics_offset, end), index_offset=min(st.index_offset, end))
-                self.checkpoint.flush()
-
-    def _write_checkpoint(self, summary: bool = False) -> None:
-        cuts = self._cuts
-        d = self.dispatcher
-        dispatched, ts = d.dispatched_offset, d.last_store_timestamp_ms
-        if d.pending_from is not None:
-            dispatched = min(dispatched, d.pending_from)
-        now = self.clock.monotonic_s()
-        summary = (summary or now >= self._summary_due_s) and self._derived_frozen is None
-        # before the flush: what it makes durable; every record before ``dispatched`` is in it
-        ends = heal.snapshot(self.queues, dispatched) if summary else None
-        flushed = True
-        for part, where, what in ((self.queues, self.config.consumequeue_path, "consume-queue"),
-                                  (self.index, self.config.index_path, "index")):
-            if part is None:
-                continue
-            try:
-                part.flush()
-            except OSError as e:
-                flushed = False
-                self._derived_failed(where, what, e)
-        if flushed:
-            self._derived_flushed_to = dispatched     # what a failed fsync of them could cover starts here
-        logics = index = dispatched
-        if self._derived_frozen is not None:
-            logics, index = min(logics, self._derived_frozen[0]), min(index, self._derived_frozen[1])
-        last = self.segments.last
-        with self._cut_lock:
-            if self._cutting or self._cuts != cuts:
-                return                   # a follower's cut (replica.py) began meanwhile: the next round
-            self.checkpoint.update(physic_offset=self.commit_log.flushed_offset,
-                                   physic_timestamp_ms=last.last_store_timestamp_ms if last else 0,
-                                   logics_offset=logics, logics_timestamp_ms=ts,
-                                   index_offset=index, index_timestamp_ms=ts)
-            self.checkpoint.flush()
-        if ends is not None:
-            self.queue_summary.save(ends)
-            self._summary_due_s = now + heal.SUMMARY_INTERVAL_S
-
-    def _derived_failed(self, where: str, what: str, e: OSError) -> None:
-        """A consume-queue or index fsync failed: final for what it covered, as for the log
-        (log_failure.py), but they are derived from the log, so it degrades, never loses: the
-        checkpoint never again claims them flushed past what it claimed before (recovery re-dispatches
-        from there at the next start), the queue summary is no longer saved, and their units and entries
-        are checked against the log now (the kernel may have dropped the pages: what a reader would
-        find there is rewritten from the log). Between the failed fsync and that check, a reader in
-        another thread may find a dropped unit (as a hole) in this run."""
-        first = self._derived_frozen is None
-        if first:
-            cp = self.checkpoint.state
-            self._derived_frozen = (cp.logics_offset, cp.index_offset)
-        log.error("%s fsync failed in %s: %s; the checkpoint no longer claims %s data flushed past commit-log "
-                  "offset %d in this run (rebuilt from the log)", what, where, e, what, self._derived_frozen[0])
-        self.disk.mark_failed(where, f"{what} fsync failed: {e}; rebuilt from the commit log (checked at once and "
-                                     f"at the next start)")
-        # what the failed fsync covered: everything dispatched since the last flush that succeeded;
-        # checked in steps under the put lock, free between them (as Dispatcher.heal), up to the log's
-        # end as it is now (what comes after is dispatched after the failure: a later one covers it)
-        pos = max(self.segments.min_offset, self._derived_flushed_to)
-        end = self.segments.max_offset
-        while pos < end:
-            with self._put_lock:
-                try:
-                    rep = self.dispatcher.redispatch(self.commit_log, pos, index_from=pos,
-                                                     records_max=HEAL_STEP_RECORDS)
-                except OSError as again:
-                    self.dispatcher.fail(pos, again)        # puts refused until the queue flush heals it
-                    return
-            if rep.complete or rep.end_offset <= pos:
-                break
-            pos = rep.end_offset
-
     def _stop_writes(self, text: str) -> None:
         """Refuse every put (WRITE_ERROR) until a restart: the commit log failed and cannot go on."""
         if self.writer is not None:
@@ -520,9 +429,9 @@ class MessageStore:
             self.commit_log.flush()
             if self.dispatcher.error is not None:
                 self.dispatcher.heal(self.commit_log)
-            self._write_checkpoint(summary=True)
+            self.rounds.write(summary=True)
             clean = self.dispatcher.error is None and self.commit_log.flushed_offset >= self.segments.max_offset \
-                and not self.commit_log.failures and self._derived_frozen is None
+                and not self.commit_log.failures and self.rounds.derived_frozen is None
         except OSError as e:
             clean = False
             log.error("shutdown could not flush everything (%s): the next start recovers", e)
