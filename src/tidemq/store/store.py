@@ -32,7 +32,7 @@ from ..io import Clock, FileIO, OsFileIO, SystemClock
 from ..words import human_bytes
 from ..record import codec
 from .. import layout
-from . import heal, remembered
+from . import heal, remembered, sizing
 from .archive import ArchiveGuard
 from .backlog import BacklogGuard, Positions
 from .checkpoint import AbortFile, Checkpoint
@@ -45,8 +45,7 @@ from .disk import DiskMonitor, status_report
 from .dispatch import Dispatcher
 from .epochs import EpochFile
 from .flush import AsyncFlushService, GroupCommitService, PeriodicService
-from .index_file import IndexService, index_file_size
-from .index_file import fitted as index_fitted
+from .index_file import IndexService
 from .log_failure import LogFailure, LogFailureHandler
 from .put_lock import PutLock
 from .readable import ReadableEnd
@@ -75,13 +74,6 @@ _NOT_SERVING = {
 }
 
 
-def _total_memory_bytes() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 8 << 30
-
-
 class MessageStore:
     def __init__(self, config: StoreConfig, fio: FileIO | None = None, clock: Clock | None = None) -> None:
         self.config = config
@@ -94,7 +86,7 @@ class MessageStore:
         self._lock_handle = None                       # FileIO.lock's handle on <root>/lock
         self.recovery: RecoveryReport | None = None
         self.archive: ArchiveGuard | None = None        # archive_before_delete (set at start)
-        self._memory_budget_bytes = _total_memory_bytes() * config.access_message_in_memory_percent_max // 100
+        self._memory_budget_bytes = sizing.total_memory_bytes() * config.access_message_in_memory_percent_max // 100
         self._services: list = []
         self.group_commit: GroupCommitService | None = None
         self.async_flush: AsyncFlushService | None = None
@@ -192,7 +184,7 @@ class MessageStore:
                 if fio.is_dir(d):
                     fio.sync_filesystem(d)
 
-        self._check_sizes()
+        sizing.check_sizes(cfg, fio)
         self.disk = DiskMonitor(cfg, fio, self.clock)
         self.segments = SegmentQueue(fio, cfg.commitlog_paths, cfg.segment_size_bytes,
                                      readonly_dirs=cfg.readonly_commitlog_dirs,
@@ -213,7 +205,7 @@ class MessageStore:
         index_lost = False
         if cfg.index_enabled:
             had_dir = fio.is_dir(cfg.index_path)
-            slots, entries = self._index_size()
+            slots, entries = sizing.index_size(cfg, fio)
             self.index = IndexService(fio, cfg.index_path, slots, entries, self.clock)
             bad = self.index.load()
             # lost: no index/ at all, an index/ emptied of its files (marker gone), or files unreadable
@@ -271,38 +263,6 @@ class MessageStore:
         self._state = StoreState.RUNNING
         self.start_phase = "running"
         return self
-
-    def _check_sizes(self) -> None:
-        """Preallocations must fit: two commit-log segments below the clean-forcibly ratio of some
-        commit-log directory (else a StoreError naming the setting to lower)."""
-        cfg = self.config
-        caps = []
-        for d in cfg.commitlog_paths:
-            try:
-                self.fio.makedirs(d)
-                caps.append((self.fio.disk_usage(d).total_bytes, d))
-            except OSError:
-                continue                      # missing or failing: the disk monitor takes it offline
-        forcibly = cfg.thresholds()[1]
-        if caps and all(cap * forcibly // 200 < cfg.segment_size_bytes for cap, _d in caps):
-            cap, d = max(caps)
-            raise StoreError(f"segment_size_bytes={cfg.segment_size_bytes} does not fit: the largest commit-log "
-                             f"directory, {d}, holds {cap} bytes, and two segments must fit below its "
-                             f"clean-forcibly ratio ({forcibly}%) for cleanup to free space; lower "
-                             f"segment_size_bytes (to {cap * forcibly // 200} or less here)")
-
-    def _index_size(self) -> tuple[int, int]:
-        """index_slots / index_entries, scaled down to fit the index directory's disk (logged)."""
-        cfg = self.config
-        try:
-            cap = self.fio.disk_usage(cfg.root_dir).total_bytes
-        except OSError:
-            return cfg.index_slots, cfg.index_entries
-        slots, entries = index_fitted(cfg.index_slots, cfg.index_entries, cap)
-        if (slots, entries) != (cfg.index_slots, cfg.index_entries):
-            log.warning("index files sized to index_slots=%d, index_entries=%d (%d bytes each) to fit a disk of %d "
-                        "bytes; set them to silence this", slots, entries, index_file_size(slots, entries), cap)
-        return slots, entries
 
     def _unlock_root(self) -> None:
         if self._lock_handle is not None:
