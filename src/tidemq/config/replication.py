@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Mapping
 
+from .coordinator import AddressError, parse
 from .loading import KIB, MIB, ConfigError, Loadable
 from .loading import setting as _f
 
@@ -84,7 +85,6 @@ class ReplicationConfig(Loadable):
                 raise ConfigError(f"{', '.join(alone)} only mean something in a broker group: give broker_group "
                                   f"(--group NAME), or leave them out for one broker without replication")
         if self.coordinator:
-            from ..broker.replication.zk_address import AddressError, parse
             try:
                 addr = parse(self.coordinator)
             except AddressError as e:
