@@ -59,7 +59,7 @@ from .types import (GetResult, GetStatus, Message, PutReason, PutResult, PutResu
                     StoreState)
 from .verify import CheckReport, check_store
 from .warmer import SegmentWarmer
-from .writer import StoreWriter, bind_queues
+from .writer import StoreWriter, restore_topics
 
 log = logging.getLogger("tidemq.store")
 
@@ -229,7 +229,7 @@ class MessageStore:
                                                   self.queue_summary.load())
         self.start_phase = "starting services"
         self.segments.settle()
-        self._restore_topic_state()
+        restore_topics(self.topics, self.queues)
         if self.epochs.entries:
             self.epochs.truncate_after(self.segments.max_offset)    # recovery may have cut the log
         if self.index is not None:
@@ -258,7 +258,8 @@ class MessageStore:
                                   self.disk, self.index, self.clock, self._put_lock, self.group_commit,
                                   self.archive, self._check_disk, self.cleaner)
         self.replica = ReplicaLog(self.segments, self.commit_log, self.queues, self.index, self.dispatcher,
-                                  self.topics, self.epochs, self._put_lock, self._restore_topic_state,
+                                  self.topics, self.epochs, self._put_lock,
+                                  lambda: restore_topics(self.topics, self.queues),
                                   cfg.sync_flush, self.rounds.below)
         self._state = StoreState.RUNNING
         self.start_phase = "running"
@@ -268,25 +269,6 @@ class MessageStore:
         if self._lock_handle is not None:
             self.fio.unlock(self._lock_handle)
             self._lock_handle = None
-
-    def _restore_topic_state(self) -> None:
-        changed = False
-        for topic in {cq.topic for cq in self.queues.all()}:
-            if topic in self.topics.deleted and self.topics.get(topic) is None:
-                # deleted, then a crash before its queues were: finish the deletion
-                log.warning("consume queues of deleted topic %r found: deleted", topic)
-                self.queues.drop_topic(topic)
-        for cq in self.queues.all():
-            t = self.topics.get(cq.topic)
-            if t is None or cq.queue_id >= t.queue_count:
-                if not codec.valid_topic(cq.topic):
-                    continue
-                self.topics.create(cq.topic, max(cq.queue_id + 1, t.queue_count if t else 1), save=False)
-                changed = True
-        if changed:
-            self.topics.save()
-        for t in self.topics.topics.values():
-            bind_queues(self.queues, t)
 
     def _start_services(self) -> None:
         cfg = self.config
