@@ -96,10 +96,6 @@ def serve_processes(root: str, cfg, config_file, auto_create_topics, verbose) ->
     """`serve --processes N` (N > 1): the parent of N members (broker/multi/supervisor.py); its exit code."""
     from ..broker.multi.siblings import MultiError
     from ..broker.multi.supervisor import Supervisor
-    ports = set(range(cfg.port, cfg.port + cfg.processes)) if cfg.port else set()
-    if cfg.metrics_port and ports & set(range(cfg.metrics_port, cfg.metrics_port + cfg.processes)):
-        raise click.ClickException(f"--processes {cfg.processes}: members take ports {cfg.port}.. and metrics "
-                                   f"ports {cfg.metrics_port}..: they overlap (give --metrics-port elsewhere, or 0)")
     args = ["--host", cfg.host, "--metrics-host", cfg.metrics_host]
     if config_file:
         args += ["--config", config_file]
@@ -108,8 +104,9 @@ def serve_processes(root: str, cfg, config_file, auto_create_topics, verbose) ->
     if verbose:
         args.append("-v")
     host = cfg.advertised_endpoint.rpartition(":")[0] or cfg.host
-    sup = Supervisor(root, cfg.processes, host, cfg.port, cfg.metrics_port, args, say=lambda s: print(s, flush=True))
     try:
+        sup = Supervisor(root, cfg.processes, host, cfg.port, cfg.metrics_port, args,
+                         say=lambda s: print(s, flush=True))
         return sup.run()
     except MultiError as e:
         raise click.ClickException(str(e)) from e

@@ -10,7 +10,7 @@ import pytest
 
 from tidemq.broker.multi import MEMBERS_FILE, multi_dir, supervisor
 from tidemq.broker.multi.siblings import MultiError, read_json
-from tidemq.broker.multi.supervisor import Supervisor
+from tidemq.broker.multi.supervisor import Supervisor, member_ports
 
 # a stand-in for `python -m tidemq.cli.main serve ...`: says it is ready on port 4000 + its index (from
 # --member I/N/PID), then exits with 3 once the file DIE exists next to it
@@ -89,3 +89,12 @@ def test_a_member_that_keeps_dying_is_restarted_then_everything_stops(tmp_path, 
         sup.release_root()
     assert all(m.proc.poll() is not None for m in sup.members)
 
+
+
+def test_member_ports_keep_metrics_off_the_members_ports():
+    assert member_ports(8081, 8082, 2) == (8081, 8083)        # the defaults: metrics after 8081, 8082
+    assert member_ports(8081, 9000, 4) == (8081, 9000)
+    assert member_ports(0, 8082, 2) == (0, 8082)              # any free ports: nothing to keep apart
+    assert member_ports(8081, 0, 2) == (8081, 0)
+    with pytest.raises(MultiError, match="65535"):
+        member_ports(65535, 0, 2)

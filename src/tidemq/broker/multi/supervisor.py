@@ -1,7 +1,8 @@
 """The parent of ``tidemq serve --processes N``: starts N members, restarts one that dies, stops them.
 
 * Start: member i is ``tidemq serve --member i/N`` over ``<root>/p<i>`` on port ``port + i``
-  (metrics ``metrics_port + i``; port 0: any free port, kept across its restarts). Once every member
+  (metrics ``metrics_port + i``, or right after the members' ports when those would overlap, as the
+  defaults 8081 / 8082 do; port 0: any free port, kept across its restarts). Once every member
   said it is ready, ``members.json`` names their endpoints and the parent says one ready line. A
   member that exits before it is ready stops the start: every member is stopped, the parent exits 1.
 * A member that dies afterwards (a crash, kill -9) is restarted on the same port over the same store
@@ -44,6 +45,18 @@ STOP_S_MAX = 60.0
 POLL_S = 0.2
 
 
+def member_ports(port: int, metrics_port: int, count: int) -> tuple[int, int]:
+    """The first member's port and metrics port (member i: ``+ i``; 0: any free port). Metrics ports that
+    would fall among the members' ports (the defaults, 8081 and 8082, with N > 1) start right after them
+    instead; MultiError for ports past 65535."""
+    if port and metrics_port and metrics_port < port + count and port < metrics_port + count:
+        metrics_port = port + count
+    for first, what in ((port, "port"), (metrics_port, "metrics port")):
+        if first and first + count - 1 > 65535:
+            raise MultiError(f"{count} members from {what} {first} go past 65535: give a lower one")
+    return port, metrics_port
+
+
 @dataclass
 class Member:
     index: int
@@ -70,6 +83,7 @@ class Supervisor:
         self.command = command or [sys.executable, "-m", "tidemq.cli.main", "serve"]
         self.say = say
         self.stopping = threading.Event()
+        port, metrics_port = member_ports(port, metrics_port, count)
         self.members = [Member(i, port + i if port else 0, metrics_port + i if metrics_port else 0)
                         for i in range(count)]
         self._lock_fh = None
