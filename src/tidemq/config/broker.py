@@ -68,6 +68,9 @@ class BrokerConfig(Loadable):
                                                "page and `tidemq status`", 0.1, 3_600.0)
     advertised_endpoint: str = _f("", "host:port given to clients in routes when they did not say how they reached us")
     broker_name: str = _f("tidemq", "broker name in routes")
+    processes: int = _f(1, "broker processes `tidemq serve` runs on this machine (1: one, the default; N > 1: N "
+                           "members, each its own store under <root>/p<i> and port port+i, one cluster to clients, "
+                           "a topic's queues split among them: broker/multi/, bench/README.md 32.4)", 1, 64)
     grpc_message_bytes_max: int = _f(4 * MIB + 512 * KIB, "largest gRPC message accepted (max body + headroom)",
                                      64 * KIB, 256 * MIB)
     grpc_lookahead_bytes: int = _f(4 * MIB, "HTTP/2 flow-control window a stream may receive ahead "
