@@ -804,7 +804,7 @@ def test_replica_scan_gives_what_its_twin_gives(seed):
         else:
             data.insert(rnd.randrange(len(data)), 7)
     deleted = {"T": offset + rnd.randrange(0, max(1, len(data)))} if seed % 5 == 0 else {}
-    for want_index in (True, False):
+    for deleted, want_index in ((deleted, True), (deleted, False), (None, True)):
         c = _accel.replica_scan(bytes(data), offset, seg, deleted, want_index)
         p = replica_scan.py_scan(bytes(data), offset, seg, deleted, want_index)
         if c[0] == replica_scan.TWIN:      # a value that is not UTF-8: the twin's frame

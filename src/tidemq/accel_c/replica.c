@@ -72,7 +72,7 @@ static int index_item(PyObject *index, uint32_t prefix_crc, const unsigned char 
 }
 
 /* replica_scan(data, offset, segment_size, deleted, want_index)
-     -> (code, at, last_ts, ends_segment, groups, index): store/replica_scan.py_replica_scan; SCAN_TWIN
+     -> (code, at, last_ts, ends_segment, groups, index): store/replica_scan.py_scan; SCAN_TWIN
    when this frame is one for the twin (a TAGS / KEYS / UNIQ_KEY value not UTF-8, too many topics or
    queues) */
 PyObject *py_replica_scan(PyObject *self, PyObject *args) {
@@ -80,8 +80,13 @@ PyObject *py_replica_scan(PyObject *self, PyObject *args) {
     long long offset, seg;
     PyObject *deleted;
     int want_index;
-    if (!PyArg_ParseTuple(args, "y*LLO!p:replica_scan", &buf, &offset, &seg, &PyDict_Type, &deleted, &want_index))
+    if (!PyArg_ParseTuple(args, "y*LLOp:replica_scan", &buf, &offset, &seg, &deleted, &want_index))
         return NULL;
+    if (deleted != Py_None && !PyDict_CheckExact(deleted)) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_TypeError, "deleted must be a dict or None");
+        return NULL;
+    }
     if (offset < 0 || seg <= 0) {
         PyBuffer_Release(&buf);
         PyErr_SetString(PyExc_ValueError, "offset must be >= 0 and segment_size > 0");
@@ -91,12 +96,12 @@ PyObject *py_replica_scan(PyObject *self, PyObject *args) {
     const Py_ssize_t n = buf.len;
     topic_t topics[TOPICS_MAX];
     group_t groups[GROUPS_MAX];
-    int nt = 0, ng = 0, last_g = -1, contiguous = 1;
+    int nt = 0, ng = 0, last_g = -1, contiguous = deleted != Py_None;      /* None: the check alone */
     int code = SCAN_OK, ends = 0;
     Py_ssize_t pos = 0;
     int64_t last_ts = 0;
     PyObject *index = NULL, *out = NULL, *glist = NULL;
-    if (want_index && (index = PyByteArray_FromStringAndSize(NULL, 0)) == NULL) goto fail;
+    if (want_index && contiguous && (index = PyByteArray_FromStringAndSize(NULL, 0)) == NULL) goto fail;
 
     const int64_t limit = seg - offset % seg;           /* room left in the segment */
     if ((int64_t)n > limit) {
@@ -261,7 +266,7 @@ PyObject *py_replica_scan(PyObject *self, PyObject *args) {
         }
     }
 done:
-    if (code == SCAN_OK && contiguous) {
+    if (code == SCAN_OK && contiguous) {           /* (never with deleted None) */
         if ((glist = PyList_New(ng)) == NULL) goto fail;
         for (int k = 0; k < ng; k++) {
             PyObject *units = PyByteArray_FromStringAndSize((const char *)groups[k].units, groups[k].n);

@@ -39,21 +39,23 @@ class ReplicaError(Exception):
     """Bytes a follower refuses to write (not at its log's end, damaged, not whole records)."""
 
 
-def py_scan(data, offset: int, segment_size: int, deleted: dict, want_index: bool):
+def py_scan(data, offset: int, segment_size: int, deleted: dict | None, want_index: bool):
     """(code, at, last store timestamp, ends segment, groups, index items): code OK or what is
     wrong at ``at`` (an offset in ``data``); groups [(topic, queue id, first queue offset, units)]
     or None; index items a bytearray (None unless ``want_index``; groups and items None when the
-    code is not OK). Twin of tidemq._accel.replica_scan
+    code is not OK). ``deleted`` None: the check alone (groups and items None). Twin of tidemq._accel.replica_scan
     (which may answer TWIN: this function's frame)."""
+    if deleted is not None and type(deleted) is not dict:
+        raise TypeError("deleted must be a dict or None")
     if offset < 0 or segment_size <= 0:
         raise ValueError("offset must be >= 0 and segment_size > 0")
     limit = segment_size - offset % segment_size          # room left in the segment
-    index = bytearray() if want_index else None
+    contiguous = deleted is not None                      # (None: the check alone)
+    index = bytearray() if want_index and contiguous else None
     n = len(data)
     if n > limit:
         return CROSSES, 0, 0, False, None, None
     groups: dict = {}
-    contiguous = True
     prefix: dict = {}
     pos, last_ts = 0, 0
     unit_pack, item_pack = UNIT.pack, HASHED_ITEM.pack
@@ -114,7 +116,7 @@ def _listed(groups: dict) -> list:
 _compiled = getattr(ACCEL, "replica_scan", None)
 
 
-def scan(data, offset: int, segment_size: int, deleted: dict, want_index: bool):
+def scan(data, offset: int, segment_size: int, deleted: dict | None, want_index: bool):
     """py_scan, compiled when tidemq.accel has it (its TWIN frames go to py_scan)."""
     if _compiled is not None:
         r = _compiled(data, offset, segment_size, deleted, want_index)
