@@ -6,12 +6,13 @@ same physical offsets).
 ``offset``, which must be this log's end: whole records (and the BLANK that ends a segment),
 within one segment. The frame's own CRC-32 covers its bytes in transit
 (protocol/replication.py); every record is checked before a byte is written (lengths, magic,
-its own physical offset field), so a frame that is not whole records where it says is refused
-whole (``ReplicaError``). Record CRCs are checked where records are read, as for any record
+its own physical offset field, an ASCII topic), so a frame that is not whole records where it says
+is refused whole (``ReplicaError``): replica_scan.py, one pass (compiled) that also builds the
+frame's consume-queue units and index items, under the put lock. Record CRCs are checked where records are read, as for any record
 (a record damaged on the leader's disk is copied as it is and never served, here or there). The bytes are written byte-identical at
 the same offsets, into a segment of the same name (created here when the leader's log moved
 to the next one); then they are dispatched into the consume queues and the index: in one batch per frame
-(units appended per queue, index keys put together: dispatch.dispatch_batch, the put path's),
+(units appended per queue, index items put together: dispatch.dispatch_batch, the put path's),
 or, when a queue does not continue exactly where the frame's records say, from the log itself
 (dispatch.redispatch, as recovery does). Topics the records name that the topic
 table does not know yet are added (their queue counts follow the leader's table, copied by
