@@ -64,6 +64,13 @@ def check_frame(data, offset: int, segment_size: int) -> tuple[int, bool]:
     return r[2], r[3]
 
 
+def _ascii_topic(buf, pos: int) -> bool:
+    """Whether the record at ``pos`` (its lengths checked) names an ASCII topic, as every topic is
+    (codec.valid_topic): one that does not is damage, copied as it is (replica_scan refuses it)."""
+    t0 = pos + codec.OFF_BODY + codec.I32.unpack_from(buf, pos + codec.OFF_BODYLEN)[0] + 1
+    return bytes(buf[t0:t0 + buf[t0 - 1]]).isascii()
+
+
 class ReplicaLog:
     def __init__(self, segments: SegmentQueue, commit_log: CommitLog, queues: ConsumeQueueTable,
                  index: IndexService | None, dispatcher: Dispatcher, topics: TopicTable, epochs: EpochFile,
@@ -178,7 +185,8 @@ class ReplicaLog:
                         break
                     if magic != MAGIC or size <= 0 or end + size > limit or \
                             codec.check_record(buf, end, limit, verify_crc=False)[0] != codec.REC_OK or \
-                            codec.I64.unpack_from(buf, end + OFF_PHYSICALOFFSET)[0] != base + end:
+                            codec.I64.unpack_from(buf, end + OFF_PHYSICALOFFSET)[0] != base + end or \
+                            not _ascii_topic(buf, end):
                         break                           # not a record that check_frame takes
                     if end > pos and end - pos + size > max_bytes:
                         break
