@@ -52,10 +52,12 @@
      decode_run(cls, data, sizes)            records back to back as StoredMessage objects
      frame_records(buf, starts, sizes, room, head)  a queue's records copied after room for a header,
                                              checked, and the header written into the room (framing.py)
+     replica_scan(data, offset, segment_size, deleted, want_index)  a follower's frame checked and its
+                                             consume-queue units and index items built (replica_scan.py)
    Each one's contract is in its Python twin's docstring; the argument lists are in the source
    files: crc.c (crc32, use_crc), write.c (append, append_slices, index_put, index_put_hashed),
    frame.c (frame_slices), validate.c (check_slices, check_encoded and the text rules the lanes share), send_one.c (send_one), dedup.c (id_hash, window_find, window_put), read.c (scan_run, damaged,
-   decode_run, frame_records), module.c (the method table).
+   decode_run, frame_records), replica.c (replica_scan), module.c (the method table).
 
    Callers are trusted with nothing: every function checks its arguments' types and bounds (sizes,
    offsets and counts that a sum or a product could overflow included) before it touches memory, reads
@@ -73,7 +75,7 @@
 #include <string.h>
 #include <structmember.h>
 
-#define ACCEL_VERSION 7
+#define ACCEL_VERSION 8
 
 #define MAGIC_U32 0xDAA320A7u
 #define OFF_BODY 88
@@ -188,5 +190,6 @@ PyObject *py_scan_run(PyObject *self, PyObject *args);           /* read.c */
 PyObject *py_damaged(PyObject *self, PyObject *args);
 PyObject *py_decode_run(PyObject *self, PyObject *args);
 PyObject *py_frame_records(PyObject *self, PyObject *args);
+PyObject *py_replica_scan(PyObject *self, PyObject *args);       /* replica.c */
 
 #endif

@@ -23,6 +23,8 @@ static PyMethodDef methods[] = {
     {"damaged", py_damaged, METH_VARARGS, "indexes of the records that fail their CRCs (integrity.py)"},
     {"frame_records", py_frame_records, METH_VARARGS, "records copied after room for a header, checked, the header "
                                                       "written (framing.py)"},
+    {"replica_scan", py_replica_scan, METH_VARARGS, "a follower's frame checked, its units and index items built "
+                                                    "(replica_scan.py)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -6,12 +6,13 @@ same physical offsets).
 ``offset``, which must be this log's end: whole records (and the BLANK that ends a segment),
 within one segment. The frame's own CRC-32 covers its bytes in transit
 (protocol/replication.py); every record is checked before a byte is written (lengths, magic,
-its own physical offset field), so a frame that is not whole records where it says is refused
-whole (``ReplicaError``). Record CRCs are checked where records are read, as for any record
+its own physical offset field, an ASCII topic), so a frame that is not whole records where it says
+is refused whole (``ReplicaError``): replica_scan.py, one pass (compiled) that also builds the
+frame's consume-queue units and index items, under the put lock. Record CRCs are checked where records are read, as for any record
 (a record damaged on the leader's disk is copied as it is and never served, here or there). The bytes are written byte-identical at
 the same offsets, into a segment of the same name (created here when the leader's log moved
 to the next one); then they are dispatched into the consume queues and the index: in one batch per frame
-(units appended per queue, index keys put together: dispatch.dispatch_batch, the put path's),
+(units appended per queue, index items put together: dispatch.dispatch_batch, the put path's),
 or, when a queue does not continue exactly where the frame's records say, from the log itself
 (dispatch.redispatch, as recovery does). Topics the records name that the topic
 table does not know yet are added (their queue counts follow the leader's table, copied by
@@ -31,17 +32,18 @@ run at the same time.
 from __future__ import annotations
 
 import logging
-import struct
 import threading
 
 from ..record import codec
-from ..record.codec import BLANK_MAGIC, MAGIC, OFF_PHYSICALOFFSET, OFF_STORETIMESTAMP, SIZE_MAGIC
+from ..record.codec import BLANK_MAGIC, MAGIC, OFF_PHYSICALOFFSET, SIZE_MAGIC
+from . import replica_scan
 from .commit_log import CommitLog
-from .consume_queue import UNIT, UNIT_SIZE, ConsumeQueueTable
-from .dispatch import Dispatcher, index_keys
+from .consume_queue import UNIT, ConsumeQueueTable
+from .dispatch import Dispatcher
 from .epochs import EpochFile
 from .index_file import IndexService
 from .put_lock import PutLock
+from .replica_scan import ReplicaError
 from .recovery import cut_queue
 from .segment_queue import SegmentQueue
 from .topics import TopicTable
@@ -50,43 +52,23 @@ from .writer import bind_queues
 log = logging.getLogger("tidemq.store")
 
 
-_DISPATCH_FIELDS = struct.Struct(">ii4xi4xq56xi")     # TOTALSIZE, MAGIC, QUEUEID, QUEUEOFFSET, BODYLEN
-assert _DISPATCH_FIELDS.size == codec.OFF_BODY and codec.OFF_QUEUEID == 12 and codec.OFF_BODYLEN == 84
-_OFF_TOPIC = codec.OFF_BODY + codec.TOPIC_LEN.size      # + body length: the topic (its length byte just before)
 HOLE = UNIT.pack(0, 0, 0)       # a consume-queue unit of size 0: a message lost (dispatch.py's)
-_TAGS, _KEYS, _UNIQ = (codec.prop_name(n) for n in (codec.PROP_TAGS, codec.PROP_KEYS, codec.PROP_UNIQ_KEY))
-
-
-class ReplicaError(Exception):
-    """Bytes a follower refuses to write (not at its log's end, damaged, not whole records)."""
 
 
 def check_frame(data, offset: int, segment_size: int) -> tuple[int, bool]:
     """Check that ``data`` (the log's bytes from ``offset``) is whole, intact records within one
     segment, a BLANK only last, ending that segment (given whole, or by its 8-byte header alone:
     ``read_span``'s way); (the store timestamp of its last record (0: none), whether it ends the
-    segment with a BLANK). ReplicaError saying what is wrong otherwise."""
-    seg_start = offset - offset % segment_size
-    limit = segment_size - (offset - seg_start)          # room left in the segment
-    if len(data) > limit:
-        raise ReplicaError(f"{len(data)} bytes at {offset} cross the end of segment {seg_start}")
-    pos, n, last_ts = 0, len(data), 0
-    while pos < n:
-        size, magic = SIZE_MAGIC.unpack_from(data, pos) if pos + 8 <= n else (0, 0)
-        if magic == BLANK_MAGIC:
-            if pos + size != n and pos + SIZE_MAGIC.size != n or size != limit - pos:
-                raise ReplicaError(f"BLANK at {offset + pos} does not end segment {seg_start}")
-            return last_ts, True
-        if magic != MAGIC or pos + size > n:
-            raise ReplicaError(f"no whole record at {offset + pos}")
-        kind, size = codec.check_record(data, pos, n, verify_crc=False)
-        if kind != codec.REC_OK:
-            raise ReplicaError(f"damaged record at {offset + pos} (its lengths do not check)")
-        if codec.I64.unpack_from(data, pos + OFF_PHYSICALOFFSET)[0] != offset + pos:
-            raise ReplicaError(f"record at {offset + pos} says it is at another offset")
-        last_ts = codec.I64.unpack_from(data, pos + OFF_STORETIMESTAMP)[0]
-        pos += size
-    return last_ts, False
+    segment with a BLANK). ReplicaError saying what is wrong otherwise (replica_scan.check)."""
+    r = replica_scan.check(data, offset, segment_size)
+    return r[2], r[3]
+
+
+def _ascii_topic(buf, pos: int) -> bool:
+    """Whether the record at ``pos`` (its lengths checked) names an ASCII topic, as every topic is
+    (codec.valid_topic): one that does not is damage, copied as it is (replica_scan refuses it)."""
+    t0 = pos + codec.OFF_BODY + codec.I32.unpack_from(buf, pos + codec.OFF_BODYLEN)[0] + 1
+    return bytes(buf[t0:t0 + buf[t0 - 1]]).isascii()
 
 
 class ReplicaLog:
@@ -186,8 +168,13 @@ class ReplicaLog:
                         continue
                     return offset, b"", False, offset
                 buf = mf.mapping
-                end = pos
                 base = mf.start_offset
+                # the records that plainly pass, in one compiled pass (replica_scan, the check alone); the
+                # loop below goes on from the first it did not pass, by its own rules (a BLANK, a record
+                # larger than max_bytes, a stretch that is not records)
+                with memoryview(buf) as view:
+                    end = pos + replica_scan.scan(view[pos:min(limit, pos + max_bytes)], base + pos, mf.size,
+                                                  None, False)[1]
                 blank = False
                 while end < limit:
                     if end + 8 > mf.size:
@@ -198,7 +185,8 @@ class ReplicaLog:
                         break
                     if magic != MAGIC or size <= 0 or end + size > limit or \
                             codec.check_record(buf, end, limit, verify_crc=False)[0] != codec.REC_OK or \
-                            codec.I64.unpack_from(buf, end + OFF_PHYSICALOFFSET)[0] != base + end:
+                            codec.I64.unpack_from(buf, end + OFF_PHYSICALOFFSET)[0] != base + end or \
+                            not _ascii_topic(buf, end):
                         break                           # not a record that check_frame takes
                     if end > pos and end - pos + size > max_bytes:
                         break
@@ -266,12 +254,14 @@ class ReplicaLog:
         if not data:
             return self.end
         seg = self.segments.segment_size
-        last_ts, ends_segment = check_frame(data, offset, seg)
         with self.put_lock:
+            # the check and what the dispatch needs, in one pass (replica_scan.py), before a byte is written
+            _, _, last_ts, ends_segment, groups, index_items = replica_scan.check(
+                data, offset, seg, self.topics.deleted, self.index is not None)
             mf = self._segment_at_end(offset)
             pos = offset - mf.start_offset
             self.commit_log.fio.pwrite(mf.handle, data, pos)     # as the put path's batches (commit_log.append)
-            # a frame that ends with a BLANK (check_frame: only there) ends the segment, whether the BLANK
+            # a frame that ends with a BLANK (the check: only there) ends the segment, whether the BLANK
             # came whole or as its header alone
             mf.wrote_pos = mf.size if ends_segment else pos + len(data)
             w = self.commit_log.warmer            # its pages ahead warmed, as for the leader's writes
@@ -281,10 +271,9 @@ class ReplicaLog:
                 mf.last_store_timestamp_ms = last_ts
             known = len(self.queues.all())
             end = offset + len(data)
-            batch = self._batch(data, 0, len(data), offset)     # the bytes just written, as they are there
+            units = self._units(groups)
             self._after_raw = False
-            if batch is not None:
-                units, index_items = batch
+            if units is not None:
                 if defer_dispatch and isinstance(self.put_lock, PutLock):
                     self.put_lock.defer((units, index_items, last_ts, offset, end))
                 else:
@@ -301,64 +290,26 @@ class ReplicaLog:
             self.commit_log.flush()
         return mf.start_offset + mf.wrote_pos
 
-    def _batch(self, buf, pos: int, limit: int, offset: int):
-        """(units by consume queue, index items) of the records in buf[pos:limit] as the put path
-        builds them (record_loop.py: consume queue -> [first queue offset, bytearray of 20-byte
-        units]; (index keys, physical offset)), or None when some queue would not continue exactly at its end (then the
-        records are dispatched from the log, which rebuilds such a queue).
-
-        Per record: one unpack of the header fields dispatch needs, and the three properties it
-        reads (TAGS, KEYS, UNIQ_KEY) found in the raw properties (codec.prop_value) instead of a
-        dict of them all (codec.decode_properties), from the frame's bytes rather than the mapping
-        they were just written to: 3.9 -> 3.1 us per record (bench/README.md)."""
-        if self.dispatcher.pending_from is not None:
+    def _units(self, groups):
+        """The units by consume queue (consume queue -> [first queue offset, bytearray of 20-byte
+        units], as the put path's dispatch takes them) of the groups replica_scan found, or None when
+        some queue would not continue exactly at its end, or none could be found (then the records are
+        dispatched from the log, which rebuilds such a queue). Under the put lock, after the write."""
+        if groups is None or self.dispatcher.pending_from is not None:
             return None
         units: dict = {}
-        index_items: list = []
-        pack = UNIT.pack
-        fields, head = _DISPATCH_FIELDS.unpack_from, _DISPATCH_FIELDS.size
         queues = self.queues
-        is_dead = self.dispatcher.is_dead
-        index = self.index is not None
-        tags_hash = codec.tags_hash
-        prop_value = codec.prop_value
-        base = offset - pos
-        while pos + head <= limit:            # (a BLANK may be shorter than a record's header)
-            size, magic, qid, qoff, blen = fields(buf, pos)
-            if magic == BLANK_MAGIC:
-                break
-            t0 = pos + _OFF_TOPIC + blen
-            tlen = buf[t0 - 1]
-            topic = str(buf[t0:t0 + tlen], "ascii")
-            phys = base + pos
-            pos += size
-            if is_dead(topic, phys):
-                continue
-            p0 = t0 + tlen + 2
-            plen = buf[p0 - 2] << 8 | buf[p0 - 1]
-            props = codec.seek_properties(buf[p0:p0 + plen]) if plen else b""
+        for topic, qid, first, u in groups:
             cq = queues.get_or_create(topic, qid)
-            unit = pack(phys, size, tags_hash(prop_value(props, _TAGS)) if plen else 0)
-            u = units.get(cq)
-            if u is None:
-                if qoff == cq.max_offset:
-                    units[cq] = [qoff, bytearray(unit)]
-                elif self._after_raw and qoff > cq.max_offset:
-                    # after a damaged stretch copied as it is: the units it held stay holes (size 0:
-                    # reads skip them, verify reports them), as a rebuild past a corrupt record leaves
-                    units[cq] = [cq.max_offset, bytearray(HOLE * (qoff - cq.max_offset) + unit)]
-                else:
-                    return None
+            if first == cq.max_offset:
+                units[cq] = [first, u]
+            elif self._after_raw and first > cq.max_offset:
+                # after a damaged stretch copied as it is: the units it held stay holes (size 0:
+                # reads skip them, verify reports them), as a rebuild past a corrupt record leaves
+                units[cq] = [cq.max_offset, bytearray(HOLE * (first - cq.max_offset)) + u]
             else:
-                if qoff != u[0] + len(u[1]) // UNIT_SIZE:
-                    return None
-                u[1] += unit
-            if index and plen:
-                ks = prop_value(props, _KEYS)
-                uniq = prop_value(props, _UNIQ)
-                if ks or uniq:
-                    index_items.append((index_keys(topic, ks.split(codec.KEY_SEP) if ks else (), uniq), phys))
-        return units, index_items
+                return None
+        return units
 
     def truncate(self, end: int) -> int:
         """Cut the log after ``end``; the bytes cut. An I/O error while the tail is wiped (its fsync)
