@@ -12,7 +12,9 @@ The answer: one SendResultEntry per message (its id, or the one the store gave a
 without one; its queue offset; the transaction id of a TRANSACTION message; the recall handle of a
 DELAY message waiting for its time); a resend answered
 from the dedup window is OK with the first store's offset and the text "duplicate: already
-stored", its index in the ``tidemq-duplicates`` trailer (protocol/data.py).
+stored", its index in the ``tidemq-duplicates`` trailer (protocol/data.py). The lane's one-message
+answer is written as bytes (``answer_one``: what protobuf would serialize for the same response, field
+for field) and handed to gRPC as they are (``serialize``), with no protobuf object made per call.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import grpc
 
 from ...accel import ACCEL as _ACCEL
 from ...protocol.data import duplicates_trailer
-from ...protocol.stubs import Code, MessageType, pb, spb, status
+from ...protocol.stubs import Code, MessageType, code_name, pb, spb, status
 from ..deferred.parking import delivery_ms
 from ..protection.decoding import decoded
 from ..wire import SUPPORTED_TYPES, to_store
@@ -39,13 +41,64 @@ def send_message_lane(servicer) -> "grpc.GenericRpcHandler | None":
     send_one: the service's own SendMessage serves it."""
     if _ACCEL is None or not hasattr(_ACCEL, "send_one"):
         return None
-    handler = grpc.unary_unary_rpc_method_handler(servicer.SendMessageBytes, None,
-                                                  spb.SendMessageResponse.SerializeToString)
+    handler = grpc.unary_unary_rpc_method_handler(servicer.SendMessageBytes, None, serialize)
 
     class Lane(grpc.GenericRpcHandler):
         def service(self, details):
             return handler if details.method == SEND_MESSAGE else None
     return Lane()
+
+
+def serialize(answer) -> bytes:
+    """The lane's answer as gRPC sends it: bytes as they are (``answer_one``), a SendMessageResponse
+    (the general path, a refusal of the guard) serialized."""
+    return answer if type(answer) is bytes else answer.SerializeToString()
+
+
+def _varint(v: int) -> bytes:
+    """``v`` (0 <= v < 2**64) as a protobuf varint."""
+    if v < 0x80:
+        return bytes((v,))
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _text(tag: bytes, text: str) -> bytes:
+    """A string field (``tag``: its key byte), nothing when empty (proto3 omits it)."""
+    if not text:
+        return b""
+    raw = text.encode("utf-8", "surrogatepass")
+    return tag + _varint(len(raw)) + raw
+
+
+_STATUS_MADE_MAX = 64           # (code, text) -> the encoded Status, for the answers given again and again
+_statuses: dict[tuple[int, str], bytes] = {}
+
+
+def _status(code: int, text: str) -> bytes:
+    """A Status (status(code, text): an empty text is the code's name) encoded, length included."""
+    got = _statuses.get((code, text))
+    if got is None:
+        body = (b"\x08" + _varint(code) if code else b"") + _text(b"\x12", text or code_name(code))
+        got = _varint(len(body)) + body
+        if len(_statuses) < _STATUS_MADE_MAX:
+            _statuses[(code, text)] = got
+    return got
+
+
+def answer_one(code: int, text: str, message_id: str, offset: int, transaction_id: str = "",
+               recall_handle: str = "") -> bytes:
+    """The serialized SendMessageResponse of one message: its status (the answer's own too) and one
+    entry, exactly the bytes protobuf writes for ``MessageSends._answer``'s response (fields in number
+    order, proto3's defaults left out); ``offset`` >= 0."""
+    st = b"\x0a" + _status(code, text)
+    entry = (st + _text(b"\x12", message_id) + _text(b"\x1a", transaction_id) +
+             (b"\x20" + _varint(offset) if offset else b"") + _text(b"\x2a", recall_handle))
+    return st + b"\x12" + _varint(len(entry)) + entry
 
 
 def messages_batch(msgs) -> SendBatch:
@@ -95,7 +148,14 @@ class MessageSends:
         topic, entry, mid, born_ms, born_host, sys_flag = one
         batch = SendBatch(1, Encoded(entry, born_ms, born_host, sys_flag), lambda _i: mid, len(entry[0]),
                           topic=topic)
-        return self._answer(await self.sends.send(batch, caller_of(context)), (mid,), context)
+        v = await self.sends.send_one(batch, caller_of(context))
+        if type(v) is int:                        # stored at this queue offset: the common answer
+            return answer_one(Code.OK, "", mid, v)
+        kind = v.kinds[0]
+        if kind == DUPLICATE:
+            context.set_trailing_metadata(duplicates_trailer((0,)))
+        return answer_one(v.codes[0], v.texts.get(0, ""), mid, max(v.offsets[0], 0), v.txns.get(0, ""),
+                          v.recalls.get(0, ""))
 
     @staticmethod
     def _answer(v: Verdicts, ids, context) -> "spb.SendMessageResponse":
