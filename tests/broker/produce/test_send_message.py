@@ -9,7 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidemq.broker.produce import send_message
-from tidemq.broker.produce.send_message import SEND_MESSAGE, answer_one, send_message_lane, serialize
+from tidemq.broker.produce.batch import DUPLICATE, HELD, REFUSED, STORED, Verdicts
+from tidemq.broker.produce.send_message import (SEND_MESSAGE, MessageSends, answer_many, answer_one,
+                                                send_message_lane, serialize)
 from tidemq.protocol.stubs import Code, pb, spb, status
 
 
@@ -78,3 +80,52 @@ def test_the_lane_serializer_passes_bytes_and_serializes_protobuf_answers():
     assert serialize(raw) is raw
     refused = spb.SendMessageResponse(status=status(Code.FORBIDDEN, "no"))     # e.g. the guard's refusal
     assert serialize(refused) == refused.SerializeToString()
+
+
+class _Context:
+    def __init__(self):
+        self.trailer = None
+
+    def set_trailing_metadata(self, md):
+        self.trailer = md
+
+
+_KINDS = st.sampled_from([STORED, DUPLICATE, REFUSED, HELD])
+
+
+@st.composite
+def _verdicts(draw):
+    n = draw(st.integers(1, 6))
+    v = Verdicts(n)
+    ids = []
+    for i in range(n):
+        kind = draw(_KINDS)
+        text = draw(st.text(max_size=20))
+        if kind == STORED:
+            v.stored(i, draw(st.integers(0, 7)), draw(st.integers(0, 2**62)))
+        elif kind == DUPLICATE:
+            v.duplicate(i, draw(st.integers(0, 2**40)), draw(st.text(max_size=10)), "duplicate: already stored")
+        else:
+            v.refuse(i, draw(st.sampled_from(_CODES)), text, kind)
+        if draw(st.booleans()):
+            v.recalls[i] = draw(st.text(min_size=1, max_size=12))
+        if draw(st.booleans()):
+            v.txns[i] = draw(st.text(min_size=1, max_size=12))
+        mid = draw(st.text(max_size=16))
+        if not mid and draw(st.booleans()):
+            v.ids[i] = draw(st.text(min_size=1, max_size=16))      # the id the store gave
+        ids.append(mid)
+    return v, ids
+
+
+@settings(max_examples=300, deadline=None)
+@given(_verdicts())
+def test_every_answer_written_as_bytes_is_what_protobuf_writes(case):
+    """answer_many (the lane's answers other than the common one) against MessageSends._answer's
+    protobuf response, the same trailer set."""
+    v, ids = case
+    want_ctx, got_ctx = _Context(), _Context()
+    want = MessageSends._answer(v, ids, want_ctx).SerializeToString()
+    MessageSends._trailer(v, got_ctx)
+    assert answer_many(v, ids) == want
+    assert got_ctx.trailer == want_ctx.trailer

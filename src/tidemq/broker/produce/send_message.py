@@ -13,8 +13,9 @@ without one; its queue offset; the transaction id of a TRANSACTION message; the 
 DELAY message waiting for its time); a resend answered
 from the dedup window is OK with the first store's offset and the text "duplicate: already
 stored", its index in the ``tidemq-duplicates`` trailer (protocol/data.py). The lane's one-message
-answer is written as bytes (``answer_one``: what protobuf would serialize for the same response, field
-for field) and handed to gRPC as they are (``serialize``), with no protobuf object made per call.
+answer (``answer_one``) and the lane's others (``answer_many``) are written as bytes (what protobuf would
+serialize for the same response, field for field) and handed to gRPC as they are (``serialize``), with no
+protobuf object made per message.
 """
 
 from __future__ import annotations
@@ -101,6 +102,30 @@ def answer_one(code: int, text: str, message_id: str, offset: int, transaction_i
     return st + b"\x12" + _varint(len(entry)) + entry
 
 
+def answer_many(v: Verdicts, ids) -> bytes:
+    """The serialized SendMessageResponse of ``v`` (``ids``: each message's id as sent, "" none), the bytes
+    protobuf writes for ``MessageSends._answer``'s response (its trailer is the caller's)."""
+    texts, txns, given, codes, offsets, recalls = v.texts, v.txns, v.ids, v.codes, v.offsets, v.recalls
+    varint, text = _varint, _text
+    parts = []
+    add = parts.append
+    first = b""
+    for i in range(v.n):
+        st = b"\x0a" + _status(codes[i], texts.get(i, "") if texts else "")
+        if i == 0:
+            first = st
+        off = offsets[i]
+        entry = st + text(b"\x12", ids[i] or given.get(i, "")) + (text(b"\x1a", txns.get(i, "")) if txns else b"") + \
+            (b"\x20" + varint(off) if off > 0 else b"") + (text(b"\x2a", recalls.get(i, "")) if recalls else b"")
+        add(b"\x12" + varint(len(entry)) + entry)
+    if v.n == 1:
+        top = first
+    else:
+        code, why = v.top()
+        top = b"\x0a" + _status(code, why if code != Code.MULTIPLE_RESULTS else "")
+    return top + b"".join(parts)
+
+
 def messages_batch(msgs) -> SendBatch:
     """A decoded request's messages as a SendBatch of store Messages."""
     n = len(msgs)
@@ -143,17 +168,20 @@ class MessageSends:
         as ``send`` sends it."""
         one = _ACCEL.send_one(raw)
         if one is None:
-            return await self.send(await decoded(spb.SendMessageRequest.FromString, raw, context, SEND_MESSAGE),
-                                   context)
+            msgs = (await decoded(spb.SendMessageRequest.FromString, raw, context, SEND_MESSAGE)).messages
+            if not msgs:
+                return spb.SendMessageResponse(status=status(Code.BAD_REQUEST, "no message in the request"))
+            v = await self.sends.send(messages_batch(msgs), caller_of(context))
+            ids = [m.system_properties.message_id for m in msgs]
+            self._trailer(v, context)
+            return answer_many(v, ids)
         topic, entry, mid, born_ms, born_host, sys_flag = one
         batch = SendBatch(1, Encoded(entry, born_ms, born_host, sys_flag), lambda _i: mid, len(entry[0]),
                           topic=topic)
         v = await self.sends.send_one(batch, caller_of(context))
         if type(v) is int:                        # stored at this queue offset: the common answer
             return answer_one(Code.OK, "", mid, v)
-        kind = v.kinds[0]
-        if kind == DUPLICATE:
-            context.set_trailing_metadata(duplicates_trailer((0,)))
+        self._trailer(v, context)
         return answer_one(v.codes[0], v.texts.get(0, ""), mid, max(v.offsets[0], 0), v.txns.get(0, ""),
                           v.recalls.get(0, ""))
 
@@ -165,16 +193,23 @@ class MessageSends:
                                        offset=max(offsets[i], 0), transaction_id=txns.get(i, ""),
                                        recall_handle=recalls.get(i, ""))
                    for i in range(v.n)]
+        MessageSends._trailer(v, context)
         if v.n == 1:
-            if v.kinds[0] == DUPLICATE:
-                context.set_trailing_metadata(duplicates_trailer((0,)))
             return spb.SendMessageResponse(status=entries[0].status, entries=entries)
-        dups = v.duplicates()
-        if dups:
-            context.set_trailing_metadata(duplicates_trailer(dups))
         code, text = v.top()
         return spb.SendMessageResponse(status=status(code, text if code != Code.MULTIPLE_RESULTS else ""),
                                        entries=entries)
+
+    @staticmethod
+    def _trailer(v: Verdicts, context) -> None:
+        """The ``tidemq-duplicates`` trailer of an answer with duplicates (protocol/data.py)."""
+        if v.n == 1:
+            if v.kinds[0] == DUPLICATE:
+                context.set_trailing_metadata(duplicates_trailer((0,)))
+            return
+        dups = v.duplicates()
+        if dups:
+            context.set_trailing_metadata(duplicates_trailer(dups))
 
 
 def _type_name(t: int) -> str:
