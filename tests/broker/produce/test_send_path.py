@@ -114,7 +114,7 @@ def _one(topic, body, mid):
     """SendMessage's common request as the compiled lane hands it to the path (an Encoded payload)."""
     from tidemq.broker.produce.batch import Encoded, SendBatch
     props = f"UNIQ_KEY\x01{mid}\x02__MSGTYPE\x01NORMAL\x02".encode()
-    return SendBatch(1, Encoded((body, props), 1_700_000_000_000, "127.0.0.1:0", 0), lambda _i: mid, len(body),
+    return SendBatch(1, Encoded(((body, props),), 1_700_000_000_000, "127.0.0.1:0", 0), lambda _i: mid, len(body),
                      topic=topic)
 
 
@@ -181,4 +181,37 @@ def test_send_one_answers_every_case_as_send_does(tmp_path):
     finally:
         for s, svc in ((sa, a), (sb, b)):
             svc.close()
+            s.shutdown()
+
+
+def test_an_encoded_batch_puts_only_the_messages_not_answered_already(tmp_path):
+    """SendMessage's batch read by the compiled lane (an Encoded payload of several messages): a resend
+    among them is answered as the duplicate it is, an empty body refused, and only the others stored,
+    each verdict at its own index."""
+    import asyncio
+
+    from tidemq.broker.produce.batch import DUPLICATE, REFUSED, STORED, Caller, Encoded, SendBatch
+
+    (store, svc), (other, svc2) = _pair(tmp_path)
+    caller = Caller("127.0.0.1:1", "c1", lambda: 10.0)
+
+    def batch(items):
+        entries = [(body, f"UNIQ_KEY\x01{mid}\x02__MSGTYPE\x01NORMAL\x02".encode()) for body, mid in items]
+        ids = [mid for _, mid in items]
+        return SendBatch(len(items), Encoded(entries, None, None, 0), ids.__getitem__,
+                         sum(len(b) for b, _ in items), topic="T")
+
+    try:
+        v = asyncio.run(svc.sends.send(batch([(b"a", "m0"), (b"b", "m1")]), caller))
+        assert v.kinds == [STORED, STORED]
+        first = v.offsets[1]
+        v = asyncio.run(svc.sends.send(batch([(b"c", "m2"), (b"b", "m1"), (b"", "m3"), (b"d", "m4")]), caller))
+        assert v.kinds == [STORED, DUPLICATE, REFUSED, STORED]
+        assert v.offsets[1] == first and v.codes[2] == Code.MESSAGE_BODY_EMPTY
+        store.drain_dispatch()
+        got = sorted(m.body for q in range(2) for m in store.get("g", "T", q, 0, 10).messages)
+        assert got == [b"a", b"b", b"c", b"d"]
+    finally:
+        for s, x in ((store, svc), (other, svc2)):
+            x.close()
             s.shutdown()

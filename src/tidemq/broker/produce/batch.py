@@ -11,8 +11,8 @@ the store takes them (a payload, one kind per store entry point):
 * ``Messages``: store Messages (SendMessage's general path: MessageStore.put_batch), with each
   message's type, message group and delivery time, which the send path routes (FIFO queues,
   DELAY parking, TRANSACTION half messages);
-* ``Encoded``: one NORMAL message with its record properties encoded already (SendMessage's
-  common case, tidemq._accel.send_one: MessageStore.put_encoded);
+* ``Encoded``: NORMAL messages of one topic with their record properties encoded already
+  (SendMessage's common case, tidemq._accel.send_one and send_many: MessageStore.put_encoded);
 * ``Slices``: messages of one topic as slices of one frame (SendRecords: MessageStore.put_slices).
 
 The send path (send_path.py) answers ``Verdicts``: per message one ``Verdict`` (stored at a queue
@@ -88,13 +88,13 @@ class Messages:
 
 
 class Encoded:
-    """One message with its record properties encoded: ``entry`` as MessageStore.put_encoded takes it
-    ((body, properties, tags hash, id, keys)), and its born time, born host ("ipv4:port") and sys flag."""
+    """Messages of one topic with their record properties encoded: ``entries`` as MessageStore.put_encoded
+    takes them ((body, properties) each), and their born time, born host ("ipv4:port") and sys flag."""
 
-    __slots__ = ("entry", "born_ms", "born_host", "sys_flag")
+    __slots__ = ("entries", "born_ms", "born_host", "sys_flag")
 
-    def __init__(self, entry: tuple, born_ms: int | None, born_host: str | None, sys_flag: int) -> None:
-        self.entry, self.born_ms, self.born_host, self.sys_flag = entry, born_ms, born_host, sys_flag
+    def __init__(self, entries, born_ms: int | None, born_host: str | None, sys_flag: int) -> None:
+        self.entries, self.born_ms, self.born_host, self.sys_flag = entries, born_ms, born_host, sys_flag
 
 
 class Slices:

@@ -32,6 +32,7 @@ from .batch import DUPLICATE, Encoded, Messages, SendBatch, Verdicts, caller_of
 from .send_path import SendPath
 
 NOT_YET = "not supported yet by tidemq: {what}"
+_SEND_MANY = getattr(_ACCEL, "send_many", None)       # (a build of tidemq._accel from before it: None)
 SEND_MESSAGE = "/apache.rocketmq.v2.MessagingService/SendMessage"
 
 
@@ -161,13 +162,23 @@ class MessageSends:
         v = await self.sends.send(messages_batch(msgs), caller_of(context))
         return self._answer(v, [m.system_properties.message_id for m in msgs], context)
 
-    async def send_bytes(self, raw: bytes, context) -> "spb.SendMessageResponse":
+    async def send_bytes(self, raw: bytes, context) -> "bytes | spb.SendMessageResponse":
         """SendMessage from the request's bytes (``send_message_lane``): the common message read
         straight from them (tidemq._accel.send_one, wire.encoded_one's rule) is sent as an Encoded
-        payload; any other request is decoded (bytes that are not one: INVALID_ARGUMENT) and sent
-        as ``send`` sends it."""
+        payload (``SendPath.send_one``), and so are common messages of one topic sharing their born
+        time, host and sys flag (tidemq._accel.send_many: a batch, e.g. ``Producer(raw=False)``'s);
+        any other request is decoded (bytes that are not one: INVALID_ARGUMENT) and sent as ``send``
+        sends it. The answer: its bytes (``answer_one``, ``answer_many``)."""
         one = _ACCEL.send_one(raw)
         if one is None:
+            many = _SEND_MANY(raw) if _SEND_MANY is not None else None
+            if many is not None:              # common messages of one topic: put as they were read
+                topic, entries, ids, born_ms, born_host, sys_flag = many
+                batch = SendBatch(len(ids), Encoded(entries, born_ms, born_host, sys_flag), ids.__getitem__,
+                                  sum(len(e[0]) for e in entries), topic=topic)
+                v = await self.sends.send(batch, caller_of(context))
+                self._trailer(v, context)
+                return answer_many(v, ids)
             msgs = (await decoded(spb.SendMessageRequest.FromString, raw, context, SEND_MESSAGE)).messages
             if not msgs:
                 return spb.SendMessageResponse(status=status(Code.BAD_REQUEST, "no message in the request"))
@@ -176,7 +187,7 @@ class MessageSends:
             self._trailer(v, context)
             return answer_many(v, ids)
         topic, entry, mid, born_ms, born_host, sys_flag = one
-        batch = SendBatch(1, Encoded(entry, born_ms, born_host, sys_flag), lambda _i: mid, len(entry[0]),
+        batch = SendBatch(1, Encoded((entry,), born_ms, born_host, sys_flag), lambda _i: mid, len(entry[0]),
                           topic=topic)
         v = await self.sends.send_one(batch, caller_of(context))
         if type(v) is int:                        # stored at this queue offset: the common answer

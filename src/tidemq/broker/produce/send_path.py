@@ -212,7 +212,7 @@ class SendPath:
         topic = batch.topic
         q = self.quotas
         if (self.acl is not None or (q is not None and q.limits) or topic not in self._sendable
-                or self.spread is not None or not batch.payload.entry[0] or store.topics.body_limits
+                or self.spread is not None or not batch.payload.entries[0][0] or store.topics.body_limits
                 or store.puts_may_wait or self.gate.blocked() is not None
                 or kind_problem(store.message_type(topic), MessageType.NORMAL) is not None
                 or not store.queue_count(topic)):
@@ -229,7 +229,7 @@ class SendPath:
         latency = self.puts.latency
         try:
             began = time.perf_counter() if latency is not None else 0.0
-            r = store.put_encoded(topic, (p.entry,), p.born_ms, p.born_host, p.sys_flag, True)
+            r = store.put_encoded(topic, p.entries, p.born_ms, p.born_host, p.sys_flag, True)
             if latency is not None:
                 latency.observe(time.perf_counter() - began)
         finally:
@@ -314,7 +314,7 @@ class SendPath:
         """Empty bodies, then each topic once: refused messages get their verdict."""
         p = batch.payload
         if type(p) is Encoded:
-            empty = () if p.entry[0] else (0,)
+            empty = [i for i, e in enumerate(p.entries) if not e[0]]
         elif type(p) is Slices:
             empty = np.flatnonzero(np.asarray(p.fields).reshape(-1, 10)[:, 9] == 0).tolist()
         else:
@@ -350,7 +350,7 @@ class SendPath:
         limits = self.store.topics.body_limits
         p = batch.payload
         if type(p) is Encoded:
-            sizes = [len(p.entry[0])]
+            sizes = [len(e[0]) for e in p.entries]
         elif type(p) is Slices:
             sizes = np.asarray(p.fields).reshape(-1, 10)[:, 9].tolist()
         else:
@@ -488,7 +488,11 @@ class SendPath:
         where = None
         try:
             if type(p) is Encoded:
-                r = await puts.timed(store.put_encoded, batch.topic, (p.entry,), p.born_ms, p.born_host,
+                entries = p.entries
+                if v.decided:                   # some answered already (a resend, a refusal): the others
+                    where = v.open()
+                    entries = [entries[i] for i in where]
+                r = await puts.timed(store.put_encoded, batch.topic, entries, p.born_ms, p.born_host,
                                      p.sys_flag, inline)
             elif type(p) is Slices:
                 skip = np.array(v.kinds, np.uint8) != OPEN if v.decided else None
