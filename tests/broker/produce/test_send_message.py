@@ -129,3 +129,10 @@ def test_every_answer_written_as_bytes_is_what_protobuf_writes(case):
     MessageSends._trailer(v, got_ctx)
     assert answer_many(v, ids) == want
     assert got_ctx.trailer == want_ctx.trailer
+
+
+def test_a_batch_stored_whole_is_answered_as_protobuf_writes_it():
+    v = Verdicts(5)
+    v.all_stored([0, 1, 2, 3, 4], [0, 1, 300, 2**40, 7])
+    ids = ["01A", "01B", "", "\u00e9", "01E"]
+    assert answer_many(v, ids) == MessageSends._answer(v, ids, _Context()).SerializeToString()

@@ -28,7 +28,7 @@ from ...protocol.stubs import Code, MessageType, code_name, pb, spb, status
 from ..deferred.parking import delivery_ms
 from ..protection.decoding import decoded
 from ..wire import SUPPORTED_TYPES, to_store
-from .batch import DUPLICATE, Encoded, Messages, SendBatch, Verdicts, caller_of
+from .batch import DUPLICATE, STORED, Encoded, Messages, SendBatch, Verdicts, caller_of
 from .send_path import SendPath
 
 NOT_YET = "not supported yet by tidemq: {what}"
@@ -110,6 +110,12 @@ def answer_many(v: Verdicts, ids) -> bytes:
     varint, text = _varint, _text
     parts = []
     add = parts.append
+    if not (texts or txns or given or recalls) and v.kinds.count(STORED) == v.n:     # a batch stored whole
+        st = b"\x0a" + _status(Code.OK, "")
+        for mid, off in zip(ids, offsets):
+            entry = st + text(b"\x12", mid) + (b"\x20" + varint(off) if off > 0 else b"")
+            add(b"\x12" + varint(len(entry)) + entry)
+        return st + b"".join(parts)
     first = b""
     for i in range(v.n):
         st = b"\x0a" + _status(codes[i], texts.get(i, "") if texts else "")
