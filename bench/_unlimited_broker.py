@@ -1,9 +1,9 @@
 """``python -m _unlimited_broker serve ...``: tidemq's broker with reads NOT limited to what is
 durable under SYNC_FLUSH (the behaviour before issue 27.2: consumers served what a crash can take
-back), for bench/consume_latency.py's reference. Only MessageStore's readable limit changes (a frozen
+back), for bench/consume_latency.py's reference. Only the store's readable limit (ReadableEnd) changes (a frozen
 log's durable end still holds); everything else is tidemq.cli.main as it is."""
 
-from tidemq.store.store import MessageStore
+from tidemq.store.readable import ReadableEnd
 
 
 def _unlimited(self):
@@ -11,7 +11,7 @@ def _unlimited(self):
     return cl.flushed_offset if cl.frozen else None
 
 
-MessageStore._readable_limit = _unlimited
+ReadableEnd.limit = _unlimited
 
 if __name__ == "__main__":
     from tidemq.cli.main import cli

@@ -1,6 +1,6 @@
-"""docs/configuration.md, generated from tidemq/config.py: every setting of every section.
+"""docs/configuration.md, generated from tidemq/config/: every setting of every section.
 
-The settings are documented where they are defined (config.py: a frozen dataclass per
+The settings are documented where they are defined (tidemq/config/: a frozen dataclass per
 component, each field with its default, bounds and doc string through ``_f``); this module
 turns that into the operator's reference, so the two cannot drift apart. For each setting:
 its name, TOML section, ``TIDEMQ_*`` variable, unit (from the name's suffix: units live in
@@ -201,12 +201,12 @@ def render() -> str:
     sections = list(config.SECTIONS.items())
     names = ", ".join(f"[`[{s}]`](#{s})" for s, _c in sections)
     out = [
-        "<!-- Generated from src/tidemq/config.py by src/tidemq/config_docs.py: do not edit by hand.",
+        "<!-- Generated from src/tidemq/config/ by src/tidemq/config_docs.py: do not edit by hand.",
         f"     Regenerate with `{REGENERATE}`; tests/test_config_docs.py fails while this file is stale. -->",
         "",
         "# Configuration reference",
         "",
-        f"Every setting of tidemq, by section ({names}), generated from `src/tidemq/config.py`, where each is",
+        f"Every setting of tidemq, by section ({names}), generated from `src/tidemq/config/`, where each is",
         "defined with its default, bounds and doc string. After adding or changing a setting there, run",
         f"`{REGENERATE}`.",
         "",
@@ -289,7 +289,7 @@ def stale(path: str) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tidemq.config_docs",
-                                description="Write docs/configuration.md from tidemq/config.py.")
+                                description="Write docs/configuration.md from tidemq/config/.")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 when the file is stale")
     p.add_argument("--output", default=None, help=f"the file (default: {DOC_PATH} of this checkout)")
     args = p.parse_args(argv)

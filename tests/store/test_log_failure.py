@@ -2,15 +2,14 @@
 the FileIO seam: FaultyFileIO fails the fsync as Linux does (the dirty pages it covered are marked
 clean, kept or dropped), and the store never acknowledges what it covered, cuts the log back to its
 durable end, goes on in another directory or refuses writes, and a restart finds every
-acknowledged message and none of the failed ones. Consume-queue and index fsync errors degrade.
+acknowledged message and none of the failed ones. (Consume-queue and index fsync errors degrade:
+test_checkpointing.py.)
 (The same with a real broker and a real fdatasync failing: test_log_failure_e2e.py.)"""
 
 from __future__ import annotations
 
 import errno
 import threading
-
-import pytest
 
 from tidemq.store import Message, PutReason, PutStatus
 from tidemq.store.segment_state import SegmentState
@@ -174,33 +173,3 @@ def test_when_the_seal_cannot_be_recorded_the_log_stops_and_readers_stop_at_its_
     got = bodies(s)
     assert got[:1] == [b"ok"] and set(got[1:]) <= {b"failed"}, "without the seal the next start may find it"
     assert s.check().ok
-
-
-@pytest.mark.parametrize("where", ["consumequeue", "index"])
-def test_a_failed_consume_queue_or_index_fsync_degrades_and_loses_nothing(stores, where):
-    fio = FaultyFileIO(seed=13)
-    fio.drop_ratio = 1.0                             # the kernel drops every page it covered
-    cfg = sync_config(index_enabled=True)
-    s = stores(cfg, fio)
-    for i in range(20):
-        assert s.put(Message("T", b"m%02d" % i, keys=["k%d" % i])).ok
-    s.flush_queues()
-    before = s.checkpoint.state.logics_offset, s.checkpoint.state.index_offset
-    for i in range(20, 40):
-        assert s.put(Message("T", b"m%02d" % i, keys=["k%d" % i])).ok
-    fio.fail("fsync", errno.EIO, where)
-    s.flush_queues()                                 # degrades: no error out of it
-    cp = s.checkpoint.state
-    assert (cp.logics_offset, cp.index_offset) == before, "never claims what the failed fsync covered"
-    assert s.put_refusal() is None, "derived data: puts go on"
-    d = {x["role"]: x for x in s.disk_status()["directories"]}
-    assert d[where]["state"] == "failed"
-    assert bodies(s) == [b"m%02d" % i for i in range(40)], "checked against the log at once: nothing lost"
-    assert [m.body for m in s.query_by_key("T", "k33")] == [b"m33"]
-    for i in range(40, 45):
-        assert s.put(Message("T", b"m%02d" % i)).ok
-    s.flush_queues()
-    assert s.checkpoint.state.logics_offset == before[0]
-    s.kill()
-    s = stores(cfg, fio.after_power_loss(NothingUnsyncedSurvives()))
-    assert bodies(s) == [b"m%02d" % i for i in range(45)] and s.check().ok

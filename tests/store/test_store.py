@@ -294,7 +294,7 @@ def test_config_pull_limits_in_memory(make_config, open_store):
 
 def test_config_pull_limits_from_disk(make_config, open_store, monkeypatch):
     # pretend the machine has 100 KiB of memory: data more than 40 KiB behind the log's end is "on disk"
-    monkeypatch.setattr("tidemq.store.store._total_memory_bytes", lambda: 100 * 1024)
+    monkeypatch.setattr("tidemq.store.sizing.total_memory_bytes", lambda: 100 * 1024)
     s = open_store(make_config(segment_size_bytes=1024 * 1024))
     rs = s.put_batch([Message("T", b"x" * 1000, queue_id=0) for _ in range(200)])
     g = s.get("G", "T", 0, 0, max_count=100, max_bytes=1 << 30)

@@ -54,6 +54,16 @@ class Admin:
         if queues > limit:              # refused before anything is made (a million queues took 7.6 s)
             return api.refused(f"{queues} queues: a topic has at most topic_queues_max={limit}",
                                api.Refusal.LIMIT_EXCEEDED)
+        siblings = getattr(self.broker, "siblings", None)
+        if siblings is not None:        # a member of `serve --processes N`: the topic is the members' (multi/)
+            if groups or kind is not None or policy is not None:
+                return api.refused("a topic of `serve --processes N` is made with its name and queues only")
+            try:
+                n = siblings.create_topic(name, queues)
+            except (ValueError, OSError) as e:
+                return api.refused(str(e))
+            return {"ok": True, "topic": name, "queues": n, "processes": siblings.count,
+                    "space_policy": self.store.space_policy(name), "message_type": self.store.message_type(name)}
         if groups:
             if kind is not None:
                 return api.refused("message_type is a broker's: create the spread topic without it, then set "

@@ -111,6 +111,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         # the one way a send goes, whatever its lane (produce/send_path.py)
         self.sends = SendPath(store, config, self.gate, self.puts, self._stored, self.timer, self.transactions)
         self.acl = acl              # users and policies (copied to followers with the rest of the state)
+        self.siblings = None        # a member of `serve --processes N` (multi/siblings.py): the cluster's routes
         self.sends.acl = acl if acl is not None and acl.enabled else None
         if replaces is not None:
             self.sends.outcomes = replaces.sends.outcomes
@@ -161,7 +162,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
 
     async def QueryRoute(self, request, context):
         topic = request.topic.name
-        spread = self.group.cluster_route(topic) if self.group is not None else None
+        spread = (self.group.cluster_route(topic) if self.group is not None
+                  else self.siblings.route(topic) if self.siblings is not None else None)
         if spread:
             from .replication.routes import group_queues
             queues = [mq for view, qids in spread
@@ -201,6 +203,15 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             return spb.QueryAssignmentResponse(status=status(Code.ILLEGAL_TOPIC, str(e)))
         if n == 0:
             return spb.QueryAssignmentResponse(status=status(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
+        spread = self.siblings.route(topic) if self.siblings is not None else None
+        if spread:                  # one "any queue" assignment per member holding queues of the topic
+            from .replication.routes import leader_broker
+            return spb.QueryAssignmentResponse(status=status(Code.OK), assignments=[
+                pb.Assignment(message_queue=pb.MessageQueue(
+                    topic=request.topic, id=-1, permission=pb.Permission.READ_WRITE,
+                    broker=leader_broker(view, self.endpoint),
+                    accept_message_types=[pb.MessageType.NORMAL, pb.MessageType.FIFO]))
+                for view, _ in spread])
         if self.group is not None:
             from .replication.routes import leader_broker
             broker = leader_broker(self.group.view(), self.endpoint)

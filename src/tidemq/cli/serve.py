@@ -32,9 +32,12 @@ from .common import config_option, load_store_config, quiet_logs, root_option
 @click.option("--coordinator", default=None, envvar="TIDEMQ_COORDINATOR",
               help="ZooKeeper [digest:USER@]HOST:PORT[,...][/chroot] electing the group's leader (automatic "
                    "failover); USER's password: TIDEMQ_COORDINATOR_PASSWORD")
+@click.option("--processes", type=int, default=None,
+              help="broker processes on this machine, one cluster to clients (default 1; bench/README.md 32.4)")
+@click.option("--member", default=None, hidden=True, help="I/N/PID: member I of a `serve --processes N` whose parent is PID")
 @click.option("-v", "--verbose", is_flag=True)
 def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create_topics, broker_group, role,
-          leader_endpoint, leader_port, coordinator, verbose) -> None:
+          leader_endpoint, leader_port, coordinator, processes, member, verbose) -> None:
     """Start the broker; prints one line when ready; stops cleanly on SIGTERM / Ctrl-C."""
     from ..config import BrokerConfig, ConfigError, ReplicationConfig
     from ..io import LockedError
@@ -50,7 +53,7 @@ def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create
     store_overrides = {} if auto_create_topics is None else {"auto_create_topics": auto_create_topics}
     store_cfg = load_store_config(root, config_file, remembered=False, **store_overrides)
     overrides = {k: v for k, v in (("host", host), ("port", port), ("metrics_port", metrics_port),
-                                   ("metrics_host", metrics_host)) if v is not None}
+                                   ("metrics_host", metrics_host), ("processes", processes)) if v is not None}
     repl = {k: v for k, v in (("broker_group", broker_group), ("broker_role", role),
                               ("leader_endpoint", leader_endpoint), ("leader_port", leader_port),
                               ("coordinator", coordinator)) if v is not None}
@@ -67,7 +70,13 @@ def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create
         raise click.ClickException(str(e)) from e
     if cfg.log_level:
         logging.getLogger("tidemq").setLevel(cfg.log_level)
+    if cfg.processes > 1 and member is None:
+        if rcfg.enabled:
+            raise click.ClickException("--processes N and a broker group (replication) do not go together yet")
+        raise SystemExit(serve_processes(store_cfg.root_dir, cfg, config_file, auto_create_topics, verbose))
     check_root(store_cfg.root_dir)
+    if member is not None:
+        run = member_runner(member, store_cfg.root_dir, cfg)
     said = StartReporter()
     try:
         runner(run(store_cfg, cfg, ready=said.ready, progress=said.progress, progress_interval_s=said.interval_s,
@@ -81,6 +90,42 @@ def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create
         raise click.ClickException(text) from e
     finally:
         said.stop()
+
+
+def serve_processes(root: str, cfg, config_file, auto_create_topics, verbose) -> int:
+    """`serve --processes N` (N > 1): the parent of N members (broker/multi/supervisor.py); its exit code."""
+    from ..broker.multi.siblings import MultiError
+    from ..broker.multi.supervisor import Supervisor
+    args = ["--host", cfg.host, "--metrics-host", cfg.metrics_host]
+    if config_file:
+        args += ["--config", config_file]
+    if auto_create_topics is not None:
+        args.append("--auto-create-topics" if auto_create_topics else "--no-auto-create-topics")
+    if verbose:
+        args.append("-v")
+    host = cfg.advertised_endpoint.rpartition(":")[0] or cfg.host
+    try:
+        sup = Supervisor(root, cfg.processes, host, cfg.port, cfg.metrics_port, args,
+                         say=lambda s: print(s, flush=True))
+        return sup.run()
+    except MultiError as e:
+        raise click.ClickException(str(e)) from e
+
+
+def member_runner(member: str, root: str, cfg):
+    """The coroutine function a member runs (broker/multi/member.py), given --member I/N."""
+    from ..broker.multi.member import die_with_parent, serve_member
+    from ..broker.multi.siblings import Siblings
+    try:
+        i, n, parent = (int(x) for x in member.split("/"))
+        siblings = Siblings(os.path.dirname(os.path.abspath(root)), i, n, cfg.broker_name)
+    except ValueError as e:
+        raise click.ClickException(f"--member {member!r}: {e}") from e
+    die_with_parent(parent)
+
+    def run(store_cfg, cfg, ready=print, progress=None, progress_interval_s=None, replication=None):
+        return serve_member(store_cfg, cfg, siblings, ready, progress, progress_interval_s)
+    return run
 
 
 class StartReporter:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from typing import Callable, Iterable, Sequence
 
 from ..config import MIB, StoreConfig
@@ -33,22 +32,23 @@ from ..io import Clock, FileIO, OsFileIO, SystemClock
 from ..words import human_bytes
 from ..record import codec
 from .. import layout
-from . import heal, remembered
+from . import heal, remembered, sizing
 from .archive import ArchiveGuard
 from .backlog import BacklogGuard, Positions
 from .checkpoint import AbortFile, Checkpoint
+from .checkpointing import CheckpointRounds
 from .cleaner import CommitLogCleaner, QueueCleaner, log_deletion
 from .topic_retention import TopicRetention
 from .commit_log import CommitLog
 from .consume_queue import ConsumeQueueTable
 from .disk import DiskMonitor, status_report
-from .dispatch import HEAL_STEP_RECORDS, Dispatcher
+from .dispatch import Dispatcher
 from .epochs import EpochFile
 from .flush import AsyncFlushService, GroupCommitService, PeriodicService
-from .index_file import IndexService, index_file_size
-from .index_file import fitted as index_fitted
+from .index_file import IndexService
 from .log_failure import LogFailure, LogFailureHandler
 from .put_lock import PutLock
+from .readable import ReadableEnd
 from .reader import StoreReader
 from .record_loop import SLICE_FIELDS
 from .recovery import RecoveryReport, recover
@@ -59,11 +59,9 @@ from .types import (GetResult, GetStatus, Message, PutReason, PutResult, PutResu
                     StoreState)
 from .verify import CheckReport, check_store
 from .warmer import SegmentWarmer
-from .writer import StoreWriter, bind_queues
+from .writer import StoreWriter, restore_topics
 
 log = logging.getLogger("tidemq.store")
-
-READABLE_WAITERS_MAX = 4096        # MessageStore.notify_readable
 
 # why puts are refused in a state without a writer or once it stopped (reason, text)
 _NOT_SERVING = {
@@ -76,13 +74,6 @@ _NOT_SERVING = {
 }
 
 
-def _total_memory_bytes() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 8 << 30
-
-
 class MessageStore:
     def __init__(self, config: StoreConfig, fio: FileIO | None = None, clock: Clock | None = None) -> None:
         self.config = config
@@ -92,11 +83,10 @@ class MessageStore:
         self._put_lock = PutLock(deferred_max=config.dispatch_deferred_max)
         self._state = StoreState.NEW
         self.start_phase = "not started"    # what start() is doing (start_progress: for people)
-        self._summary_due_s = 0.0           # when the checkpoint next remembers the queues' ends (heal.py)
         self._lock_handle = None                       # FileIO.lock's handle on <root>/lock
         self.recovery: RecoveryReport | None = None
         self.archive: ArchiveGuard | None = None        # archive_before_delete (set at start)
-        self._memory_budget_bytes = _total_memory_bytes() * config.access_message_in_memory_percent_max // 100
+        self._memory_budget_bytes = sizing.total_memory_bytes() * config.access_message_in_memory_percent_max // 100
         self._services: list = []
         self.group_commit: GroupCommitService | None = None
         self.async_flush: AsyncFlushService | None = None
@@ -108,15 +98,9 @@ class MessageStore:
         self.consumer_positions: Positions | None = None   # the broker's (set_consumer_positions)
         self.backlog: BacklogGuard | None = None
         self.log_failure: LogFailureHandler | None = None     # log_failure.py (set at start)
-        # a consume-queue or index fsync failed in this run: (logics offset, index offset) the checkpoint
-        # claimed before; it never claims more in this run (their pages may be lost: rebuilt from the log)
-        self._derived_frozen: tuple[int, int] | None = None
-        self._derived_flushed_to = 0        # every unit and index entry of a record before it was fsynced
-        self._commit_limit: Callable[[], int] | None = None    # set_commit_limit
-        self._readable_lock = threading.Lock()
-        self._cut_lock = threading.Lock()     # a follower's cut against a checkpoint round (_checkpoint_below)
-        self._cutting, self._cuts = False, 0
-        self._readable_waiters: list[tuple[int, Callable[[], None]]] = []    # notify_readable
+        self.rounds: CheckpointRounds | None = None     # the checkpoint's rounds (checkpointing.py, set at start)
+        # what readers may be served, and the long polls waiting for more (readable.py)
+        self.readable = ReadableEnd(lambda: self._state is StoreState.RUNNING, lambda: self.group_commit is not None)
 
     @property
     def state(self) -> StoreState:
@@ -200,7 +184,7 @@ class MessageStore:
                 if fio.is_dir(d):
                     fio.sync_filesystem(d)
 
-        self._check_sizes()
+        sizing.check_sizes(cfg, fio)
         self.disk = DiskMonitor(cfg, fio, self.clock)
         self.segments = SegmentQueue(fio, cfg.commitlog_paths, cfg.segment_size_bytes,
                                      readonly_dirs=cfg.readonly_commitlog_dirs,
@@ -211,6 +195,7 @@ class MessageStore:
         readonly = {os.path.normpath(d) for d in cfg.readonly_commitlog_dirs}
         self.commit_log = CommitLog(cfg, fio, self.segments, dir_offline=lambda d: self.disk.is_offline(d)
                                     or (bool(readonly) and os.path.normpath(d) in readonly))
+        self.readable.attach(self.segments, self.commit_log)
         self.commit_log.load_sealed()
         queues_lost = not fio.is_dir(cfg.consumequeue_path) or not fio.listdir(cfg.consumequeue_path)
         self.queues = ConsumeQueueTable(fio, cfg.consumequeue_path, cfg.consume_queue_units_per_segment,
@@ -220,7 +205,7 @@ class MessageStore:
         index_lost = False
         if cfg.index_enabled:
             had_dir = fio.is_dir(cfg.index_path)
-            slots, entries = self._index_size()
+            slots, entries = sizing.index_size(cfg, fio)
             self.index = IndexService(fio, cfg.index_path, slots, entries, self.clock)
             bad = self.index.load()
             # lost: no index/ at all, an index/ emptied of its files (marker gone), or files unreadable
@@ -232,7 +217,7 @@ class MessageStore:
         self.dispatcher.is_dead = self.topics.is_dead
         self.reader = StoreReader(cfg, self.segments, self.commit_log, self.queues, self.topics, self.index,
                                   self._memory_budget_bytes, lambda: self._state is StoreState.RUNNING,
-                                  self._readable_limit)
+                                  self.readable.limit)
         self.start_phase = ("recovering: the last run did not stop cleanly, checking the log"
                             if abnormal else "recovering: checking the end of the log")
         self.recovery = recover(self.commit_log, self.queues, self.index, self.dispatcher,
@@ -244,12 +229,15 @@ class MessageStore:
                                                   self.queue_summary.load())
         self.start_phase = "starting services"
         self.segments.settle()
-        self._restore_topic_state()
+        restore_topics(self.topics, self.queues)
         if self.epochs.entries:
             self.epochs.truncate_after(self.segments.max_offset)    # recovery may have cut the log
         if self.index is not None:
             self.index.mark_present()
-        self._write_checkpoint()
+        self.rounds = CheckpointRounds(self.checkpoint, self.queue_summary, self.segments, self.commit_log,
+                                       self.queues, self.index, self.dispatcher, self.disk, self._put_lock,
+                                       self.clock.monotonic_s, cfg.consumequeue_path, cfg.index_path)
+        self.rounds.write()
         self.abort_file.create()
         self.archive = (ArchiveGuard(self.fio, cfg.root_dir, cfg.on_unarchived_full)
                         if cfg.archive_before_delete else None)
@@ -259,8 +247,8 @@ class MessageStore:
         self.queue_cleaner = QueueCleaner(self.queues, self.index)
         self.log_failure = LogFailureHandler(self.commit_log, self.queues, self.topics, self.dispatcher, self.disk,
                                              self._put_lock, self.clock.now_ms, self._stop_writes,
-                                             lambda where, what, e: self._derived_failed(self.config.consumequeue_path,
-                                                                                         what, e))
+                                             lambda where, what, e: self.rounds.derived_failed(
+                                                 self.config.consumequeue_path, what, e))
         self.commit_log.on_failure = self.log_failure
         self.log_failure.listeners.append(lambda failure: self.readable_advanced())
         self.disk.write_markers()
@@ -270,67 +258,17 @@ class MessageStore:
                                   self.disk, self.index, self.clock, self._put_lock, self.group_commit,
                                   self.archive, self._check_disk, self.cleaner)
         self.replica = ReplicaLog(self.segments, self.commit_log, self.queues, self.index, self.dispatcher,
-                                  self.topics, self.epochs, self._put_lock, self._restore_topic_state,
-                                  cfg.sync_flush, self._checkpoint_below)
+                                  self.topics, self.epochs, self._put_lock,
+                                  lambda: restore_topics(self.topics, self.queues),
+                                  cfg.sync_flush, self.rounds.below)
         self._state = StoreState.RUNNING
         self.start_phase = "running"
         return self
-
-    def _check_sizes(self) -> None:
-        """Preallocations must fit: two commit-log segments below the clean-forcibly ratio of some
-        commit-log directory (else a StoreError naming the setting to lower)."""
-        cfg = self.config
-        caps = []
-        for d in cfg.commitlog_paths:
-            try:
-                self.fio.makedirs(d)
-                caps.append((self.fio.disk_usage(d).total_bytes, d))
-            except OSError:
-                continue                      # missing or failing: the disk monitor takes it offline
-        forcibly = cfg.thresholds()[1]
-        if caps and all(cap * forcibly // 200 < cfg.segment_size_bytes for cap, _d in caps):
-            cap, d = max(caps)
-            raise StoreError(f"segment_size_bytes={cfg.segment_size_bytes} does not fit: the largest commit-log "
-                             f"directory, {d}, holds {cap} bytes, and two segments must fit below its "
-                             f"clean-forcibly ratio ({forcibly}%) for cleanup to free space; lower "
-                             f"segment_size_bytes (to {cap * forcibly // 200} or less here)")
-
-    def _index_size(self) -> tuple[int, int]:
-        """index_slots / index_entries, scaled down to fit the index directory's disk (logged)."""
-        cfg = self.config
-        try:
-            cap = self.fio.disk_usage(cfg.root_dir).total_bytes
-        except OSError:
-            return cfg.index_slots, cfg.index_entries
-        slots, entries = index_fitted(cfg.index_slots, cfg.index_entries, cap)
-        if (slots, entries) != (cfg.index_slots, cfg.index_entries):
-            log.warning("index files sized to index_slots=%d, index_entries=%d (%d bytes each) to fit a disk of %d "
-                        "bytes; set them to silence this", slots, entries, index_file_size(slots, entries), cap)
-        return slots, entries
 
     def _unlock_root(self) -> None:
         if self._lock_handle is not None:
             self.fio.unlock(self._lock_handle)
             self._lock_handle = None
-
-    def _restore_topic_state(self) -> None:
-        changed = False
-        for topic in {cq.topic for cq in self.queues.all()}:
-            if topic in self.topics.deleted and self.topics.get(topic) is None:
-                # deleted, then a crash before its queues were: finish the deletion
-                log.warning("consume queues of deleted topic %r found: deleted", topic)
-                self.queues.drop_topic(topic)
-        for cq in self.queues.all():
-            t = self.topics.get(cq.topic)
-            if t is None or cq.queue_id >= t.queue_count:
-                if not codec.valid_topic(cq.topic):
-                    continue
-                self.topics.create(cq.topic, max(cq.queue_id + 1, t.queue_count if t else 1), save=False)
-                changed = True
-        if changed:
-            self.topics.save()
-        for t in self.topics.topics.values():
-            bind_queues(self.queues, t)
 
     def _start_services(self) -> None:
         cfg = self.config
@@ -368,7 +306,7 @@ class MessageStore:
         self._put_lock.drain()           # dispatches puts left for after their answer (put_lock.py)
         if self.dispatcher.error is not None:
             self.dispatcher.heal(self.commit_log, self._put_lock)     # in steps: the lock is free between them
-        self._write_checkpoint()
+        self.rounds.write()
 
     # Disk space ----------------------------------------------------------------------
     def check_disk(self) -> None:
@@ -412,94 +350,6 @@ class MessageStore:
             "log_failures": [f.as_dict() for f in self.commit_log.failures],
             "failed_dirs": self.disk.failed()})
 
-    def _checkpoint_below(self, end: int | None) -> None:
-        """The checkpoint claims nothing at or past ``end`` (a follower's cut, replica.py: written
-        before the cut, so that the next start never takes the cut stretch for acknowledged data);
-        ``None``: the cut is done (the offsets a checkpoint is written from are below it now). A
-        checkpoint round that read its offsets before or during a cut writes nothing."""
-        with self._cut_lock:
-            if end is None:
-                self._cutting = False
-                return
-            self._cutting = True
-            self._cuts += 1
-            st = self.checkpoint.state
-            if max(st.physic_offset, st.logics_offset, st.index_offset) > end:
-                self.checkpoint.update(physic_offset=min(st.physic_offset, end),
-                                       logics_offset=min(st.logics_offset, end), index_offset=min(st.index_offset, end))
-                self.checkpoint.flush()
-
-    def _write_checkpoint(self, summary: bool = False) -> None:
-        cuts = self._cuts
-        d = self.dispatcher
-        dispatched, ts = d.dispatched_offset, d.last_store_timestamp_ms
-        if d.pending_from is not None:
-            dispatched = min(dispatched, d.pending_from)
-        now = self.clock.monotonic_s()
-        summary = (summary or now >= self._summary_due_s) and self._derived_frozen is None
-        # before the flush: what it makes durable; every record before ``dispatched`` is in it
-        ends = heal.snapshot(self.queues, dispatched) if summary else None
-        flushed = True
-        for part, where, what in ((self.queues, self.config.consumequeue_path, "consume-queue"),
-                                  (self.index, self.config.index_path, "index")):
-            if part is None:
-                continue
-            try:
-                part.flush()
-            except OSError as e:
-                flushed = False
-                self._derived_failed(where, what, e)
-        if flushed:
-            self._derived_flushed_to = dispatched     # what a failed fsync of them could cover starts here
-        logics = index = dispatched
-        if self._derived_frozen is not None:
-            logics, index = min(logics, self._derived_frozen[0]), min(index, self._derived_frozen[1])
-        last = self.segments.last
-        with self._cut_lock:
-            if self._cutting or self._cuts != cuts:
-                return                   # a follower's cut (replica.py) began meanwhile: the next round
-            self.checkpoint.update(physic_offset=self.commit_log.flushed_offset,
-                                   physic_timestamp_ms=last.last_store_timestamp_ms if last else 0,
-                                   logics_offset=logics, logics_timestamp_ms=ts,
-                                   index_offset=index, index_timestamp_ms=ts)
-            self.checkpoint.flush()
-        if ends is not None:
-            self.queue_summary.save(ends)
-            self._summary_due_s = now + heal.SUMMARY_INTERVAL_S
-
-    def _derived_failed(self, where: str, what: str, e: OSError) -> None:
-        """A consume-queue or index fsync failed: final for what it covered, as for the log
-        (log_failure.py), but they are derived from the log, so it degrades, never loses: the
-        checkpoint never again claims them flushed past what it claimed before (recovery re-dispatches
-        from there at the next start), the queue summary is no longer saved, and their units and entries
-        are checked against the log now (the kernel may have dropped the pages: what a reader would
-        find there is rewritten from the log). Between the failed fsync and that check, a reader in
-        another thread may find a dropped unit (as a hole) in this run."""
-        first = self._derived_frozen is None
-        if first:
-            cp = self.checkpoint.state
-            self._derived_frozen = (cp.logics_offset, cp.index_offset)
-        log.error("%s fsync failed in %s: %s; the checkpoint no longer claims %s data flushed past commit-log "
-                  "offset %d in this run (rebuilt from the log)", what, where, e, what, self._derived_frozen[0])
-        self.disk.mark_failed(where, f"{what} fsync failed: {e}; rebuilt from the commit log (checked at once and "
-                                     f"at the next start)")
-        # what the failed fsync covered: everything dispatched since the last flush that succeeded;
-        # checked in steps under the put lock, free between them (as Dispatcher.heal), up to the log's
-        # end as it is now (what comes after is dispatched after the failure: a later one covers it)
-        pos = max(self.segments.min_offset, self._derived_flushed_to)
-        end = self.segments.max_offset
-        while pos < end:
-            with self._put_lock:
-                try:
-                    rep = self.dispatcher.redispatch(self.commit_log, pos, index_from=pos,
-                                                     records_max=HEAL_STEP_RECORDS)
-                except OSError as again:
-                    self.dispatcher.fail(pos, again)        # puts refused until the queue flush heals it
-                    return
-            if rep.complete or rep.end_offset <= pos:
-                break
-            pos = rep.end_offset
-
     def _stop_writes(self, text: str) -> None:
         """Refuse every put (WRITE_ERROR) until a restart: the commit log failed and cannot go on."""
         if self.writer is not None:
@@ -521,9 +371,9 @@ class MessageStore:
             self.commit_log.flush()
             if self.dispatcher.error is not None:
                 self.dispatcher.heal(self.commit_log)
-            self._write_checkpoint(summary=True)
+            self.rounds.write(summary=True)
             clean = self.dispatcher.error is None and self.commit_log.flushed_offset >= self.segments.max_offset \
-                and not self.commit_log.failures and self._derived_frozen is None
+                and not self.commit_log.failures and self.rounds.derived_frozen is None
         except OSError as e:
             clean = False
             log.error("shutdown could not flush everything (%s): the next start recovers", e)
@@ -641,36 +491,16 @@ class MessageStore:
     # What readers may be served (reader.py says which readers are limited) ------------------
     def readable_end(self) -> int:
         """The commit-log offset before which records may be served to readers: what cannot be taken
-        back. ASYNC_FLUSH: the log's end (what a crash can take back is served: the mode's promise is
-        only what was flushed); SYNC_FLUSH: the flushed (durable) offset; after a failure of the log
-        that froze it (log_failure.py), its durable end, in either mode; never past the limit set by
-        ``set_commit_limit`` (SYNC replication: the in-sync set's high watermark)."""
+        back (readable.py: in each flush mode, after a failure of the log, under ``set_commit_limit``)."""
         self._running("readable_end")
-        return self._readable_end()
-
-    def _readable_end(self) -> int:
-        lim = self._readable_limit()
-        return self.segments.max_offset if lim is None else lim
-
-    def _readable_limit(self) -> int | None:
-        """readable_end, or None when it is the log's end and nothing else limits (no work for readers)."""
-        cl = self.commit_log
-        fn = self._commit_limit
-        if self.group_commit is not None or cl.frozen:
-            end = cl.flushed_offset
-        elif fn is None:
-            return None
-        else:
-            end = self.segments.max_offset
-        return end if fn is None else min(end, fn())
+        return self.readable.end()
 
     def set_commit_limit(self, fn: Callable[[], int] | None) -> None:
         """Serve readers no record ending after ``fn()`` (a commit-log offset; None: no such limit),
         besides readable_end's own rule: the broker's SYNC replication sets the group's high
         watermark. ``fn`` is called on every read: cheap, any thread. When what it returns moves
         forward, call ``readable_advanced()`` so that waiting long polls look again."""
-        self._commit_limit = fn
-        self.readable_advanced()
+        self.readable.set_limit(fn)
 
     def readable_max_offset(self, topic: str, queue_id: int) -> int:
         """A queue's max offset as consumers see it: one past its last message readable now (QueryOffset
@@ -683,43 +513,14 @@ class MessageStore:
         caller of ``readable_advanced``), when everything appended so far has become readable: a long
         poll woken by an arrival that found its record not readable yet waits on this, not on the
         next arrival, and does not spin. False (and no call) when everything is readable now. At most
-        READABLE_WAITERS_MAX wait; past that the oldest are called at once (they look again)."""
+        readable.READABLE_WAITERS_MAX wait; past that the oldest are called at once (they look again)."""
         self._running("notify_readable")
-        end = self.segments.max_offset
-        spill = None
-        with self._readable_lock:
-            if self._readable_end() >= end:
-                return False
-            self._readable_waiters.append((end, callback))
-            if len(self._readable_waiters) > READABLE_WAITERS_MAX:
-                spill, self._readable_waiters = self._readable_waiters[:-READABLE_WAITERS_MAX // 2], \
-                    self._readable_waiters[-READABLE_WAITERS_MAX // 2:]
-        for _end, fn in spill or ():
-            fn()
-        return True
+        return self.readable.wait(callback)
 
     def readable_advanced(self) -> None:
         """readable_end may have moved: call the waiters it reached (notify_readable). Whatever the
         store's state (a no-op with nobody waiting; a stopped store calls them all: they look again)."""
-        if not self._readable_waiters:
-            return
-        if self._state is not StoreState.RUNNING:
-            with self._readable_lock:
-                due, self._readable_waiters = [fn for _e, fn in self._readable_waiters], []
-            for fn in due:
-                fn()
-            return
-        with self._readable_lock:
-            now = self._readable_end()
-            due = [fn for e, fn in self._readable_waiters if e <= now]
-            if not due:
-                return
-            self._readable_waiters = [(e, fn) for e, fn in self._readable_waiters if e > now]
-        for fn in due:
-            try:
-                fn()
-            except Exception:  # noqa: BLE001 - a waiter's failure is its own
-                log.exception("a readable-end waiter failed")
+        self.readable.advanced()
 
     # Consumers (backlog.py) ---------------------------------------------------------------
     def set_consumer_positions(self, positions: Positions | None) -> None:

@@ -87,6 +87,29 @@ def bind_queues(queues: ConsumeQueueTable, t: TopicState) -> None:
             t.next_offsets[qid] = cq.max_offset
 
 
+def restore_topics(topics: TopicTable, queues: ConsumeQueueTable) -> None:
+    """The topic table as the consume queues on disk have it (at start, and after a follower's cut):
+    the queues of a topic deleted just before a crash are deleted, a topic or queue found only as
+    consume queues is added (topics.json lost or behind), and every topic's queues are bound."""
+    changed = False
+    for topic in {cq.topic for cq in queues.all()}:
+        if topic in topics.deleted and topics.get(topic) is None:
+            # deleted, then a crash before its queues were: finish the deletion
+            log.warning("consume queues of deleted topic %r found: deleted", topic)
+            queues.drop_topic(topic)
+    for cq in queues.all():
+        t = topics.get(cq.topic)
+        if t is None or cq.queue_id >= t.queue_count:
+            if not codec.valid_topic(cq.topic):
+                continue
+            topics.create(cq.topic, max(cq.queue_id + 1, t.queue_count if t else 1), save=False)
+            changed = True
+    if changed:
+        topics.save()
+    for t in topics.topics.values():
+        bind_queues(queues, t)
+
+
 class StoreWriter:
     def __init__(self, config: StoreConfig, topics: TopicTable, queues: ConsumeQueueTable, commit_log: CommitLog,
                  segments: SegmentQueue, dispatcher: Dispatcher, disk: DiskMonitor, index: IndexService | None,

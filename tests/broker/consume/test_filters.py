@@ -111,6 +111,28 @@ def test_a_long_stretch_the_filter_passes_is_crossed_in_steps(world, monkeypatch
     assert bodies(asyncio.run(waiting())) == [b"yes"], "with time to wait, it goes on step by step"
 
 
+def test_a_long_stretch_of_other_tags_is_crossed_in_steps(world, monkeypatch):
+    from tidemq.broker.consume import receive
+    from tidemq.store import reader
+    monkeypatch.setattr(reader, "FILTER_SCAN_UNITS_MAX", 4)
+    monkeypatch.setattr(receive, "TAG_PASS_UNITS_MAX", 4)
+    store, _clock, consumption = world
+    for i in range(20):
+        store.put(Message("T", b"no%d" % i, queue_id=0, tags="other"))
+    store.put(Message("T", b"yes", queue_id=0, tags="wanted"))
+    c = consumption()
+    assert _receive(c, "g", "wanted", kind=pb.FilterType.TAG)[0].status.code == Code.MESSAGE_NOT_FOUND, \
+        "no wait: one step, then answered"
+    assert c.pop.state("g", "T", 0).cursor == 4
+
+    async def waiting():
+        return [r async for r in c.receive(spb.ReceiveMessageRequest(
+            group=pb.Resource(name="g"), message_queue=pb.MessageQueue(topic=pb.Resource(name="T")),
+            filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="wanted"), batch_size=32,
+            invisible_duration={"seconds": 300}, long_polling_timeout={"seconds": 600}), _Context())]
+    assert bodies(asyncio.run(waiting())) == [b"yes"], "with time to wait, it goes on step by step"
+
+
 class _Context:
     def time_remaining(self):
         return 3600.0

@@ -109,11 +109,11 @@ def test_no_consumer_gets_a_message_before_its_fsync_ended_and_none_spins(tmp_pa
                 assert store.max_offset("T", 0) == 1 and store.readable_max_offset("T", 0) == 0
                 consumption.notify_arrival()            # an arrival wakes them (another send's, an ack)
                 for _ in range(2000):                   # they look, find nothing readable, wait for the store
-                    if len(store._readable_waiters) >= 3 or any(p.done() for p in polls):
+                    if len(store.readable.waiters) >= 3 or any(p.done() for p in polls):
                         break
                     await asyncio.sleep(0)
                 assert not any(p.done() for p in polls) and not sent.done(), "served before its fsync ended"
-                assert len(store._readable_waiters) >= 3
+                assert len(store.readable.waiters) >= 3
                 looked = fetches[0]
                 for _ in range(200):
                     await asyncio.sleep(0)

@@ -42,3 +42,81 @@ def test_a_method_without_a_rule_or_a_request_that_cannot_be_read_fails_closed()
     assert g.check(pull, b'{"topic": "t", "queue_id": 0, "offset": 0}', "u", "") is None
     assert g.check(pull, b'{"topic": "x", "queue_id": 0, "offset": 0}', "u", "") == "forbidden: u topic x"
     assert g.check(pull, b"not a frame", "u", "") is None, "its handler answers BAD_REQUEST, reading nothing"
+
+
+def test_every_kind_of_call_is_served_refused_or_unauthenticated_by_the_guard(tmp_path):
+    """The guard over a real gRPC server, for the four kinds of call (a service without rules: super
+    users only; no answer of its own: refused with a gRPC status): the super user is served, another
+    user gets PERMISSION_DENIED and an unsigned call UNAUTHENTICATED, before any handler runs."""
+    import asyncio
+    import time
+
+    import grpc
+
+    from tidemq.broker.protection.acl import Acl, User
+    from tidemq.broker.protection.auth import Authenticator, Refusals
+    from tidemq.io import OsFileIO
+    from tidemq.protocol.signing import date_time, signed_metadata
+
+    acl = Acl(OsFileIO(), str(tmp_path), User("root", "root-secret-key", True)).load()
+    acl.create_user("u", "u-secret-key")
+    ran = []
+
+    async def uu(request, context):
+        ran.append("uu")
+        return b"uu:" + request
+
+    async def us(request, context):               # an async generator
+        ran.append("us")
+        yield b"us:" + request
+
+    async def su(requests, context):
+        ran.append("su")
+        return b"su:" + b"".join([r async for r in requests])
+
+    async def ss(requests, context):              # reads and writes itself
+        ran.append("ss")
+        await context.write(b"ss:" + await context.read())
+
+    generic = grpc.method_handlers_generic_handler("tidemq.Test", {
+        "UU": grpc.unary_unary_rpc_method_handler(uu), "US": grpc.unary_stream_rpc_method_handler(us),
+        "SU": grpc.stream_unary_rpc_method_handler(su), "SS": grpc.stream_stream_rpc_method_handler(ss)})
+    guard = access.Guard([generic], Authenticator(acl.secret_of), acl, Refusals())
+
+    async def outcomes(channel, metadata):
+        calls = {"UU": lambda: channel.unary_unary("/tidemq.Test/UU")(b"x", metadata=metadata, timeout=60),
+                 "US": lambda: _first(channel.unary_stream("/tidemq.Test/US")(b"x", metadata=metadata, timeout=60)),
+                 "SU": lambda: channel.stream_unary("/tidemq.Test/SU")(iter([b"x"]), metadata=metadata, timeout=60),
+                 "SS": lambda: _first(channel.stream_stream("/tidemq.Test/SS")(iter([b"x"]), metadata=metadata,
+                                                                              timeout=60))}
+        out = {}
+        for name, call in calls.items():
+            try:
+                out[name] = await call()
+            except grpc.aio.AioRpcError as e:
+                out[name] = e.code()
+        return out
+
+    async def _first(stream):
+        async for item in stream:
+            return item
+
+    async def run():
+        server = grpc.aio.server()
+        server.add_generic_rpc_handlers((guard,))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                now = date_time(time.time())
+                return (await outcomes(channel, signed_metadata("u", "u-secret-key", now)),
+                        await outcomes(channel, None),
+                        await outcomes(channel, signed_metadata("root", "root-secret-key", now)))
+        finally:
+            await server.stop(None)
+
+    forbidden, unsigned, served = asyncio.run(run())
+    assert forbidden == dict.fromkeys(("UU", "US", "SU", "SS"), grpc.StatusCode.PERMISSION_DENIED)
+    assert unsigned == dict.fromkeys(("UU", "US", "SU", "SS"), grpc.StatusCode.UNAUTHENTICATED)
+    assert served == {"UU": b"uu:x", "US": b"us:x", "SU": b"su:x", "SS": b"ss:x"}
+    assert ran == ["uu", "us", "su", "ss"], "a refused call never reaches its handler"

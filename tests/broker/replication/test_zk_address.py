@@ -1,38 +1,15 @@
-"""The coordinator setting: hosts, chroot and digest credentials parsed, a password in the setting
-refused (it shows on command lines and pages), a bad host or chroot named; against a real
-ZooKeeper: the group's nodes under the chroot carry the creator-only ACL, a client without the
-credentials is refused (NoAuth), and the granted session timeout is read from the connect answer."""
+"""The coordinator's ZooKeeper client: the credentials and creator-only ACL kazoo is given, and the
+granted session timeout read from the connect answer; against a real ZooKeeper: the group's nodes
+under the chroot carry the creator-only ACL and a client without the credentials is refused
+(NoAuth). The setting's address itself: tests/config/test_coordinator.py."""
 
 import pytest
 
 from tidemq.broker.replication import zk_address
-from tidemq.broker.replication.zk_address import AddressError, GrantedTimeout, ZkAddress, parse
-from tidemq.config import ConfigError, ReplicationConfig
+from tidemq.broker.replication.zk_address import GrantedTimeout
+from tidemq.config.coordinator import parse
 
 from tests.support.zookeeper import TICK_MS, zookeeper  # noqa: F401  (fixture)
-
-
-def test_hosts_chroot_and_credentials():
-    assert parse("127.0.0.1:2181") == ZkAddress("127.0.0.1:2181", "/tidemq")
-    assert parse("a:1, b:2,c:3/prod/mq/") == ZkAddress("a:1,b:2,c:3", "/prod/mq")
-    assert parse("digest:tidemq@zk1:2181,zk2:2181/prod") == ZkAddress("zk1:2181,zk2:2181", "/prod", "digest", "tidemq")
-    assert parse("[::1]:2181/x").hosts == "[::1]:2181"
-
-
-@pytest.mark.parametrize("bad", ["", "zk1", "zk1:2181,", "digest:u:secret@zk1:2181", "sasl:u@zk1:2181",
-                                 "digest:@zk1:2181", "zk1:2181/zookeeper", "zk1:2181/a/../b"])
-def test_a_bad_setting_is_refused_with_its_reason(bad):
-    with pytest.raises(AddressError):
-        parse(bad)
-
-
-def test_the_config_refuses_a_user_without_password_and_a_password_in_the_setting():
-    with pytest.raises(ConfigError, match="coordinator_password"):
-        ReplicationConfig(broker_group="g", coordinator="digest:u@zk1:2181")
-    with pytest.raises(ConfigError, match="no password in the setting"):
-        ReplicationConfig(broker_group="g", coordinator="digest:u:pw@zk1:2181", coordinator_password="pw")
-    c = ReplicationConfig(broker_group="g", coordinator="digest:u@zk1:2181/c", coordinator_password="pw")
-    assert "pw" not in repr(c)
 
 
 def test_kazoo_options_set_the_credentials_and_the_creator_acl():

@@ -57,6 +57,9 @@ log = logging.getLogger("tidemq.broker")
 # units of one queue a property filter (SQL92) may pass in one look: each is decoded and evaluated
 # (~20-30 us), so a long stretch that does not match is crossed in steps, the event loop served between
 FILTER_PASS_UNITS_MAX = 4096
+# the same for a tag filter alone: a tag hash compared per unit (well under a microsecond), so a
+# look passes more, but a backlog of millions of other tags is still crossed in steps
+TAG_PASS_UNITS_MAX = 65_536
 SKIP = (GetStatus.OFFSET_TOO_SMALL, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING,
         GetStatus.OFFSET_FOUND_NULL, GetStatus.MESSAGE_DAMAGED)
 
@@ -191,9 +194,10 @@ class Consumption:
             out.append(to_wire(m, inf.attempt + 1, h, invisible_ms))
             self.got.add(topic, REDELIVERED)
         passed = 0
+        pass_max = FILTER_PASS_UNITS_MAX if sub.match is not None else TAG_PASS_UNITS_MAX if sub.tags else None
         while len(out) < batch:
             cursor = st.cursor
-            if sub.match is not None and passed >= FILTER_PASS_UNITS_MAX:
+            if pass_max is not None and passed >= pass_max:
                 self.more_to_scan = True        # the rest at the next look (receive yields to the loop first)
                 break
             g = self.store.get(group, topic, q, cursor, max_count=batch - len(out), tags=sub.tags, match=sub.match)

@@ -206,40 +206,80 @@ def refusal_answer(method: str, code: int, text: str):
     return None
 
 
+class Refused(NamedTuple):
+    """A call refused: answered with ``answer`` (its method's own way: refusal_answer), or, when
+    its method has none (None), with the gRPC status ``grpc_code`` and ``text``."""
+    grpc_code: grpc.StatusCode
+    text: str
+    answer: object
+
+
+_MAKERS = {(False, False): grpc.unary_unary_rpc_method_handler, (False, True): grpc.unary_stream_rpc_method_handler,
+           (True, False): grpc.stream_unary_rpc_method_handler, (True, True): grpc.stream_stream_rpc_method_handler}
+
+
+def _behaviour(handler):
+    """The function that serves ``handler``'s calls, whichever of the four gRPC kinds it is."""
+    return handler.unary_unary or handler.unary_stream or handler.stream_unary or handler.stream_stream
+
+
+def _gated(handler, gate: Callable[[object, object], Refused | None], enter: Callable[[object], None] | None = None,
+           serves: bool = True, raw: bool = False):
+    """A handler of ``handler``'s kind (one of the four) whose calls first ask ``gate(request,
+    context)`` (request None when the requests are streamed: asked before the first is read): None
+    serves the call with ``handler``'s own behaviour, a Refused answers it instead. ``enter(context)``
+    runs before the gate on the event loop only (the admin's synchronous handlers run on threads, where
+    a context variable set would outlive the call); ``serves`` False: every call is refused (the gate
+    never says None); ``raw``: the request is not decoded (refused before its bytes are looked at)."""
+    streamed_in, streamed_out = handler.request_streaming, handler.response_streaming
+    inner = _behaviour(handler) if serves else None
+
+    def ask(request, context) -> Refused | None:
+        if enter is not None:
+            enter(context)
+        return gate(None if streamed_in else request, context)
+
+    if not streamed_out and inner is not None and not inspect.iscoroutinefunction(inner):
+        def call(request, context):                 # the admin's handlers (on threads)
+            no = gate(None if streamed_in else request, context)
+            if no is None:
+                return inner(request, context)
+            if no.answer is None:
+                context.abort(no.grpc_code, no.text)
+            return no.answer
+    elif not streamed_out or (inner is not None and not inspect.isasyncgenfunction(inner)):
+        async def call(request, context):           # one answer, or a behaviour writing its own (context.write)
+            no = ask(request, context)
+            if no is None:
+                return await inner(request, context)
+            if no.answer is None:
+                await context.abort(no.grpc_code, no.text)
+            if not streamed_out:
+                return no.answer
+            await context.write(no.answer)
+    else:
+        async def call(request, context):
+            no = ask(request, context)
+            if no is None:
+                async for item in inner(request, context):
+                    yield item
+                return
+            if no.answer is None:
+                await context.abort(no.grpc_code, no.text)
+            yield no.answer
+    return _MAKERS[streamed_in, streamed_out](call, None if raw else handler.request_deserializer,
+                                              handler.response_serializer)
+
+
 def _refusing(method: str, handler, code: int, text: str, on_call: Callable[[object], None], raw: bool):
     """A handler like ``handler`` that answers every call with the refusal (``raw``: the request is
     not decoded: refused before its bytes are looked at); ``on_call(context)`` runs first (the log)."""
-    answer = refusal_answer(method, code, text)
-    des = None if raw else handler.request_deserializer
-    ser = handler.response_serializer
-    if answer is None:
-        async def abort(request, context):
-            on_call(context)
-            await context.abort(_GRPC_CODES[code], text)
-        async def abort_stream(request, context):
-            on_call(context)
-            await context.abort(_GRPC_CODES[code], text)
-            yield                                   # (an async generator: never reached)
-        if handler.response_streaming:
-            make = grpc.stream_stream_rpc_method_handler if handler.request_streaming \
-                else grpc.unary_stream_rpc_method_handler
-            return make(abort_stream, des, ser)
-        make = grpc.stream_unary_rpc_method_handler if handler.request_streaming \
-            else grpc.unary_unary_rpc_method_handler
-        return make(abort, des, ser)
-    if handler.response_streaming:
-        async def stream(request, context):
-            on_call(context)
-            yield answer
-        make = grpc.stream_stream_rpc_method_handler if handler.request_streaming \
-            else grpc.unary_stream_rpc_method_handler
-        return make(stream, des, ser)
+    refused = Refused(_GRPC_CODES[code], text, refusal_answer(method, code, text))
 
-    async def unary(request, context):
+    def gate(_request, context) -> Refused:
         on_call(context)
-        return answer
-    make = grpc.stream_unary_rpc_method_handler if handler.request_streaming else grpc.unary_unary_rpc_method_handler
-    return make(unary, des, ser)
+        return refused
+    return _gated(handler, gate, serves=False, raw=raw)
 
 
 class Guard(grpc.GenericRpcHandler):
@@ -311,96 +351,21 @@ class Guard(grpc.GenericRpcHandler):
 
     def _twin(self, method: str, handler, user: str):
         """``handler`` whose calls first set IDENTITY and pass ``check`` (a call refused is answered
-        FORBIDDEN the way its method answers: refusal_answer, else gRPC PERMISSION_DENIED)."""
+        FORBIDDEN the way its method answers: refusal_answer, else gRPC PERMISSION_DENIED). Streamed
+        requests (Telemetry, SendRecordsStream, the replication stream) are decided by the user alone
+        (their rules are ANYONE, SEND_PATH or SUPER), before the first request is read."""
+        if _behaviour(handler) is None:
+            return handler
         guard = self
 
-        def refuse(request, context) -> tuple[str, object] | None:
-            """(why, the answer) when the call is refused, else None."""
+        def identify(context) -> None:
+            IDENTITY.set(Identity(user, context.peer()))
+
+        def refuse(request, context) -> Refused | None:
             peer = context.peer()
             why = guard.check(method, request, user, peer)
             if why is None:
                 return None
             guard.forbid(method, user, peer, why)
-            return why, refusal_answer(method, Code.FORBIDDEN, why)
-
-        if handler.unary_unary is not None:
-            inner = handler.unary_unary
-            if inspect.iscoroutinefunction(inner):
-                async def unary(request, context):
-                    IDENTITY.set(Identity(user, context.peer()))
-                    no = refuse(request, context)
-                    if no is None:
-                        return await inner(request, context)
-                    if no[1] is None:
-                        await context.abort(grpc.StatusCode.PERMISSION_DENIED, no[0])
-                    return no[1]
-            else:                           # the admin's handlers run on threads (no IDENTITY there)
-                def unary(request, context):
-                    no = refuse(request, context)
-                    return inner(request, context) if no is None else no[1]
-            return grpc.unary_unary_rpc_method_handler(unary, handler.request_deserializer,
-                                                       handler.response_serializer)
-        if handler.unary_stream is not None:
-            inner_us = handler.unary_stream
-            if not inspect.isasyncgenfunction(inner_us):    # writes its answers itself (context.write)
-                async def unary_stream(request, context):
-                    IDENTITY.set(Identity(user, context.peer()))
-                    no = refuse(request, context)
-                    if no is None:
-                        return await inner_us(request, context)
-                    if no[1] is None:
-                        await context.abort(grpc.StatusCode.PERMISSION_DENIED, no[0])
-                    await context.write(no[1])
-            else:
-                async def unary_stream(request, context):
-                    IDENTITY.set(Identity(user, context.peer()))
-                    no = refuse(request, context)
-                    if no is None:
-                        async for item in inner_us(request, context):
-                            yield item
-                        return
-                    if no[1] is None:
-                        await context.abort(grpc.StatusCode.PERMISSION_DENIED, no[0])
-                    yield no[1]
-            return grpc.unary_stream_rpc_method_handler(unary_stream, handler.request_deserializer,
-                                                        handler.response_serializer)
-        # streamed requests (Telemetry, SendRecordsStream, the replication stream): decided by the
-        # user alone (their rules are ANYONE, SEND_PATH or SUPER), before the first request is read
-        if handler.stream_stream is not None:
-            inner_ss = handler.stream_stream
-            if not inspect.isasyncgenfunction(inner_ss):    # reads and writes itself (context.read / write)
-                async def stream_stream(requests, context):
-                    IDENTITY.set(Identity(user, context.peer()))
-                    no = refuse(None, context)
-                    if no is None:
-                        return await inner_ss(requests, context)
-                    if no[1] is None:
-                        await context.abort(grpc.StatusCode.PERMISSION_DENIED, no[0])
-                    await context.write(no[1])
-            else:
-                async def stream_stream(requests, context):
-                    IDENTITY.set(Identity(user, context.peer()))
-                    no = refuse(None, context)
-                    if no is None:
-                        async for item in inner_ss(requests, context):
-                            yield item
-                        return
-                    if no[1] is None:
-                        await context.abort(grpc.StatusCode.PERMISSION_DENIED, no[0])
-                    yield no[1]
-            return grpc.stream_stream_rpc_method_handler(stream_stream, handler.request_deserializer,
-                                                         handler.response_serializer)
-        if handler.stream_unary is not None:
-            inner_su = handler.stream_unary
-
-            async def stream_unary(requests, context):
-                IDENTITY.set(Identity(user, context.peer()))
-                no = refuse(None, context)
-                if no is None:
-                    return await inner_su(requests, context)
-                if no[1] is None:
-                    await context.abort(grpc.StatusCode.PERMISSION_DENIED, no[0])
-                return no[1]
-            return grpc.stream_unary_rpc_method_handler(stream_unary, handler.request_deserializer,
-                                                        handler.response_serializer)
-        return handler
+            return Refused(grpc.StatusCode.PERMISSION_DENIED, why, refusal_answer(method, Code.FORBIDDEN, why))
+        return _gated(handler, refuse, identify)

@@ -13,7 +13,7 @@ answer says which (zk_address.watch_granted_timeout reads it, logged once per ch
 leader's lease (lease.py: a fraction of the timeout) never outlives a session the server expires
 sooner than asked.
 
-The setting's address (zk_address.py): ``[digest:USER@]HOST:PORT,...[/chroot]``, the password in
+The setting's address (tidemq.config.coordinator): ``[digest:USER@]HOST:PORT,...[/chroot]``, the password in
 ``coordinator_password``.
 """
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Callable, Sequence
 
+from ...config import coordinator as coordinator_address
 from . import zk_address
 from .coordination import Check, Create, NodeStat, Op, SessionState, SetData, Unreachable
 
@@ -34,8 +35,8 @@ CONNECTION_RETRY = {"max_tries": -1, "delay": 0.1, "backoff": 1.5, "max_delay": 
 
 
 def parse(coordinator: str) -> tuple[str, str]:
-    """('HOST:PORT,...', '/chroot') of a coordinator setting (zk_address.parse)."""
-    addr = zk_address.parse(coordinator)
+    """('HOST:PORT,...', '/chroot') of a coordinator setting (config.coordinator.parse)."""
+    addr = coordinator_address.parse(coordinator)
     return addr.hosts, addr.chroot
 
 

@@ -171,9 +171,10 @@ class ReplicationNode:
             c = self._coordination
             base = "/tidemq"
             if c is None:
+                from ...config import coordinator as coordinator_address
                 from . import zk_address
                 from .coord_zk import ZkCoordinator
-                addr = zk_address.parse(self.config.coordinator)
+                addr = coordinator_address.parse(self.config.coordinator)
                 base = addr.chroot
                 c = ZkCoordinator(addr.hosts, self.config.coordinator_session_timeout_ms / 1000,
                                   zk_address.kazoo_options(addr, self.config.coordinator_password), self.group)
