@@ -21,7 +21,9 @@ does (decode the request, one OK entry per message), storing nothing, unless tid
   handlers (the threaded server);
 * ``tidemq``: ``tidemq serve`` (defaults: uvloop, ASYNC_FLUSH, the compiled SendMessage lane), topic
   Bench of 8 queues, every message stored;
-* ``tidemq asyncio``: the same with TIDEMQ_EVENT_LOOP=asyncio.
+* ``tidemq asyncio``: the same with TIDEMQ_EVENT_LOOP=asyncio;
+* ``tidemq LABEL`` (``--src LABEL=PATH``, repeatable): ``tidemq serve`` from another tree (a snapshot),
+  in the same rounds: an A/B of two versions against the same reference.
 
 The ratio of each row: its server CPU per call over the reference's, in the same round (lower is
 cheaper); issue 32's goal: tidemq <= 1.15 x the do-nothing server's CPU per call.
@@ -141,14 +143,13 @@ def drive(endpoint: str, threads: int, calls: int, max_s: float, body_bytes: int
         for raw in reqs[t][:warm]:
             call(raw, timeout=30)
         start.wait()
-        end = stop_at[0]
         n = 0
         for raw in reqs[t][warm:]:
             out = spb.SendMessageResponse.FromString(call(raw, timeout=30))
             if out.status.code != pb.Code.OK:
                 bad[t] += 1
             n += 1
-            if time.perf_counter() >= end:
+            if time.perf_counter() >= stop_at[0]:     # read each call: the parent sets it after the barrier
                 break
         done[t] = n
         ended.wait()
@@ -173,12 +174,14 @@ def drive(endpoint: str, threads: int, calls: int, max_s: float, body_bytes: int
 
 # Driver ----------------------------------------------------------------------------------------
 class Server:
-    def __init__(self, kind: str, workdir: str, env: dict, threads: int) -> None:
+    def __init__(self, kind: str, workdir: str, env: dict, threads: int, src: str | None = None) -> None:
         os.makedirs(workdir, exist_ok=True)
         self._log = open(os.path.join(workdir, "server.log"), "ab")
         if kind.startswith("tidemq"):
             env = dict(env, TIDEMQ_EVENT_LOOP="asyncio" if kind.endswith("asyncio") else "uvloop",
                        TIDEMQ_SEGMENT_SIZE_BYTES=str(256 << 20))
+            if src is not None:                 # --src: this row's tidemq from another tree
+                env["PYTHONPATH"] = src + os.pathsep + env["PYTHONPATH"]
             argv = [sys.executable, "-m", "tidemq.cli.main", "serve", "--root", os.path.join(workdir, "store"),
                     "--port", "0", "--metrics-port", "0"]      # 0: no metrics port
             ready = "ready on "
@@ -211,7 +214,7 @@ class Server:
 
 
 def measure(kind: str, workdir: str, env: dict, a) -> dict:
-    srv = Server(kind, workdir, env, a.threads)
+    srv = Server(kind, workdir, env, a.threads, a.srcs.get(kind))
     try:
         errlog = open(os.path.join(workdir, "client.err"), "w+")
         cp = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--drive", srv.endpoint,
@@ -254,6 +257,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=8, help="client threads (and the threaded server's threads)")
     ap.add_argument("--body-bytes", type=int, default=1024)
     ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated servers (the reference always runs)")
+    ap.add_argument("--src", action="append", default=[], metavar="LABEL=PATH",
+                    help="another row, 'tidemq LABEL': tidemq serve from the tree PATH (a snapshot: "
+                         "_report.py snapshot), measured in the same rounds as the others (A/B interleaved)")
     ap.add_argument("--quick", action="store_true", help="1 round of 500 calls per thread: a smoke run")
     ap.add_argument("--serve", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--drive", default=None, help=argparse.SUPPRESS)
@@ -267,7 +273,14 @@ def main() -> None:
     if a.quick:
         a.rounds, a.count = 1, 500
     kinds = [REFERENCE] + [k for k in a.kinds.split(",") if k and k != REFERENCE]
-    unknown = set(kinds) - set(KINDS)
+    a.srcs = {}
+    for spec in a.src:
+        label, _, path = spec.partition("=")
+        if not label or not os.path.isdir(os.path.join(path, "tidemq")):
+            raise SystemExit(f"--src {spec!r}: want LABEL=PATH, PATH a tree holding tidemq/")
+        a.srcs[f"tidemq {label}"] = os.path.abspath(path)
+    kinds += list(a.srcs)
+    unknown = set(kinds) - set(KINDS) - set(a.srcs)
     if unknown:
         raise SystemExit(f"unknown kinds: {sorted(unknown)}; known: {KINDS}")
     rep = Report("grpc_server_cost", unit="server us per call", reference=REFERENCE,

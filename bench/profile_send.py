@@ -48,6 +48,7 @@ class Context:
         pass
 
 
+BATCH = 256                       # messages per request of the batch kinds
 _next_id = itertools.count()      # every message of every request has an id of its own (no resends)
 
 
@@ -58,6 +59,11 @@ def requests(kind: str, n: int):
     if kind == "records":
         return [encode_request("Bench", [body] * 256, [b"%012d" % next(_next_id) for _ in range(256)])
                 for _ in range(n)]
+    if kind == "batch":              # SendMessage with BATCH messages, as Producer(raw=False) builds them
+        res = pb.Resource(name="Bench")
+        return [spb.SendMessageRequest(messages=[pb.Message(topic=res, body=body, system_properties=pb.SystemProperties(
+            message_id=f"01BENCH{next(_next_id):020d}", body_encoding=pb.Encoding.IDENTITY,
+            message_type=pb.MessageType.NORMAL)) for _ in range(BATCH)]).SerializeToString() for _ in range(n)]
     out = []
     for _ in range(n):
         sp = pb.SystemProperties(message_id=f"01BENCH{next(_next_id):020d}", message_type=pb.MessageType.NORMAL, tag="TagA",
@@ -76,7 +82,7 @@ async def run(kind: str, reqs, svc, records) -> None:
     if kind == "records":
         for raw in reqs:
             await records.send(raw, ctx)
-    elif kind == "one":
+    elif kind in ("one", "batch"):            # as the server's lane: from the request's bytes
         for raw in reqs:
             await svc.SendMessageBytes(raw, ctx)
     else:
@@ -88,7 +94,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=4000)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--kinds", default="one,general,records")
+    ap.add_argument("--kinds", default="one,general,batch,records",
+                    help="one: the common SendMessage (the compiled lane); general: one message the lane does not "
+                         "take; batch: SendMessage of 256 messages (Producer(raw=False)); records: SendRecords of 256")
     ap.add_argument("--profile", default="", help="a kind to profile with cProfile after the timing")
     args = ap.parse_args()
     import uvloop
@@ -107,7 +115,8 @@ def main() -> None:
         svc = loop.run_until_complete(_service(MessagingService, store, BrokerConfig()))
         records = RecordSends(svc.sends)
         for kind in args.kinds.split(","):
-            n = args.requests // (64 if kind == "records" else 1)
+            per = BATCH if kind in ("records", "batch") else 1
+            n = args.requests // (64 if per > 1 else 1)
             loop.run_until_complete(run(kind, requests(kind, max(1, n // 4)), svc, records))      # warm up
             samples = []
             for r in range(args.repeats):
@@ -116,11 +125,11 @@ def main() -> None:
                 began = time.process_time()
                 loop.run_until_complete(run(kind, reqs, svc, records))
                 samples.append((time.process_time() - began) / n * 1e6)
-                want = n * (256 if kind == "records" else 1)
+                want = n * per
                 if stored(store) - before != want:     # every request must have stored its messages
                     raise SystemExit(f"{kind}: {stored(store) - before} messages stored, {want} sent")
             per_req = statistics.median(samples)
-            per_msg = per_req / (256 if kind == "records" else 1)
+            per_msg = per_req / per
             print(json.dumps({"kind": kind, "requests": n, "cpu_us_per_request": round(per_req, 2),
                               "cpu_us_per_message": round(per_msg, 3), "samples": [round(s, 2) for s in samples],
                               "src": os.environ.get("TIDEMQ_BENCH_SRC", "checkout")}), flush=True)

@@ -837,3 +837,106 @@ def test_replica_scan_checks_its_arguments():
                 d[:4] = v.to_bytes(4, "big", signed=True)
             assert _accel.replica_scan(bytes(d), 2**62, 1 << 40, {}, True)[0] == \
                 __import__("tidemq.store.replica_scan", fromlist=["x"]).py_scan(bytes(d), 2**62, 1 << 40, {}, True)[0]
+# send_many: a SendMessage request of common messages of one topic (the lane's batches) -----------
+def _send_many_reference(raw: bytes):
+    """protobuf's decoding, then encoded_one for each message; one topic, born time, born host and sys
+    flag for all (put_encoded's arguments), else None."""
+    from tidemq.broker.wire import encoded_one
+    from tidemq.protocol.stubs import spb
+    try:
+        req = spb.SendMessageRequest.FromString(raw)
+    except Exception:            # noqa: BLE001 - not a request: the general path refuses it
+        return None
+    got = [encoded_one(m) for m in req.messages]
+    if not got or any(g is None for g in got):
+        return None
+    shared = {(g[0], g[3], g[4], g[5]) for g in got}
+    if len(shared) != 1:
+        return None
+    topic, born, host, flag = shared.pop()
+    return topic, [g[1] for g in got], [g[2] for g in got], born, host, flag
+
+
+@st.composite
+def many_requests(draw):
+    """A request of 1-6 messages, mostly alike (the common batch), sometimes one that differs."""
+    from tidemq.protocol.stubs import spb
+    r = spb.SendMessageRequest()
+    topic = draw(st.sampled_from(["T", "Bench", "\u00e9t\u00e9"]))
+    born = draw(st.sampled_from([None, (1_700_000_000, 5_000_000), (-3, -1)]))
+    host = draw(st.sampled_from(["", "10.0.0.1"]))
+    encoding = draw(st.sampled_from([0, 1, 2]))
+    for i in range(draw(st.integers(1, 6))):
+        m = r.messages.add()
+        m.topic.name = topic
+        m.body = draw(st.sampled_from([b"x", b"\x00\x01" * 30, b"b%d" % i]))
+        sp = m.system_properties
+        sp.message_id = draw(st.sampled_from([f"01AB{i}", f"01AB{i}", "", "a\x02"]))
+        sp.message_type = draw(st.sampled_from([1, 1, 1, 0, 2]))
+        sp.body_encoding = encoding
+        if draw(st.integers(0, 2)) == 0:
+            sp.tag = draw(st.sampled_from(["TagA", "", "\u00e9"]))
+        if born is not None:
+            sp.born_timestamp.seconds, sp.born_timestamp.nanos = born
+        sp.born_host = host
+        odd = draw(st.integers(0, 12))                      # now and then one message differs
+        if odd == 1:
+            m.topic.name = "Other"
+        elif odd == 2:
+            sp.born_timestamp.seconds = 1_700_000_001
+        elif odd == 3:
+            sp.born_host = "10.0.0.2"
+        elif odd == 4:
+            sp.body_encoding = 2 if encoding != 2 else 1
+        elif odd == 5:
+            sp.keys.append("k")
+        elif odd == 6:
+            m.user_properties["a"] = "b"
+    return r.SerializeToString()
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(many_requests())
+def test_send_many_reads_what_protobuf_and_encoded_one_read(raw):
+    """Whatever it answers is what protobuf and encoded_one make of each message; None exactly where
+    the messages are not all common or do not share topic, born time, born host and sys flag (as
+    far as send_one would read each: a host or a time send_one leaves to protobuf is None too)."""
+    got, want = _accel.send_many(raw), _send_many_reference(raw)
+    assert got == want
+    if got is not None:
+        assert [type(x) for x in got] == [type(x) for x in want]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(many_requests(), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255), st.integers(0, 2)),
+                                 min_size=1, max_size=4))
+def test_send_many_on_damaged_bytes_answers_none_or_what_protobuf_reads(raw, edits):
+    raw = bytearray(raw)
+    for at, byte, kind in edits:
+        at = at % (len(raw) + 1)
+        if kind == 0 and at < len(raw):
+            raw[at] = byte
+        elif kind == 1:
+            raw.insert(at, byte)
+        else:
+            del raw[at:]
+    raw = bytes(raw)
+    got = _accel.send_many(raw)
+    if got is not None:
+        assert got == _send_many_reference(raw)
+
+
+@SETTINGS
+@given(st.binary(max_size=200))
+def test_send_many_on_any_bytes(raw):
+    got = _accel.send_many(raw)
+    assert got is None or got == _send_many_reference(raw)
+
+
+def test_send_many_takes_what_send_one_takes_and_refuses_a_field_besides_messages():
+    one = _request()
+    assert _accel.send_many(one) == _send_many_reference(one)
+    assert _accel.send_many(one)[1] == [_accel.send_one(one)[1]]
+    assert _accel.send_many(b"") is None                      # no message
+    assert _accel.send_many(one + bytes([2 << 3 | 2, 0])) is None     # a field the request does not have
+    assert _accel.send_many(one + one + b"\x80") is None            # a truncated field after two messages

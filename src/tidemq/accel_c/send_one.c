@@ -178,6 +178,57 @@ static const char HEAD_TYPE[] = "\x02__MSGTYPE\x01NORMAL\x02";
 static const char TAGS_NAME[] = "TAGS\x01";
 #define BORN_SECONDS_MAX 4000000000000000LL                          /* x 1000 stays an int64 */
 
+/* encoded_one's rule for a message read into *o: 1 when it is the common message */
+static int common(const one_t *o) {
+    return (o->type == 0 || o->type == 1) && o->id.n > 0 && o->body.n > 0 && !has_sep(o->id) &&
+           !(o->has_tag && o->tag.n > 0 && has_sep(o->tag)) && (o->host.n == 0 || plain_ipv4(o->host)) &&
+           (!o->has_born || (o->seconds > -BORN_SECONDS_MAX && o->seconds < BORN_SECONDS_MAX));
+}
+
+/* The record properties of a common message (wire._ONE_HEAD, then TAGS): new bytes, NULL on error */
+static PyObject *properties(const one_t *o) {
+    int tagged = o->has_tag && o->tag.n > 0;
+    Py_ssize_t plen = (Py_ssize_t)(sizeof HEAD_ID - 1) + o->id.n + (Py_ssize_t)(sizeof HEAD_TYPE - 1) +
+                      (tagged ? (Py_ssize_t)(sizeof TAGS_NAME - 1) + o->tag.n + 1 : 0);
+    PyObject *props = PyBytes_FromStringAndSize(NULL, plen);
+    if (props == NULL) return NULL;
+    char *q = PyBytes_AS_STRING(props);
+    memcpy(q, HEAD_ID, sizeof HEAD_ID - 1);
+    q += sizeof HEAD_ID - 1;
+    memcpy(q, o->id.p, (size_t)o->id.n);
+    q += o->id.n;
+    memcpy(q, HEAD_TYPE, sizeof HEAD_TYPE - 1);
+    q += sizeof HEAD_TYPE - 1;
+    if (tagged) {
+        memcpy(q, TAGS_NAME, sizeof TAGS_NAME - 1);
+        q += sizeof TAGS_NAME - 1;
+        memcpy(q, o->tag.p, (size_t)o->tag.n);
+        q += o->tag.n;
+        *q = 2;
+    }
+    return props;
+}
+
+/* A message's born time in ms (Python's floor division of the nanos), when it has one */
+static int64_t born_ms_of(const one_t *o) {
+    int64_t q_ms = o->nanos / 1000000;
+    if (o->nanos % 1000000 != 0 && o->nanos < 0) q_ms -= 1;
+    return o->seconds * 1000 + q_ms;
+}
+
+/* The born host "<host>:0" (plain ASCII: plain_ipv4), or None; NULL on error */
+static PyObject *host_of(const one_t *o) {
+    if (o->host.n == 0) Py_RETURN_NONE;
+    PyObject *host = PyUnicode_New(o->host.n + 2, 127);
+    if (host != NULL) {
+        Py_UCS1 *h = PyUnicode_1BYTE_DATA(host);
+        memcpy(h, o->host.p, (size_t)o->host.n);
+        h[o->host.n] = ':';
+        h[o->host.n + 1] = '0';
+    }
+    return host;
+}
+
 PyObject *py_send_one(PyObject *self, PyObject *args) {
     Py_buffer buf;
     if (!PyArg_ParseTuple(args, "y*:send_one", &buf)) return NULL;
@@ -191,66 +242,97 @@ PyObject *py_send_one(PyObject *self, PyObject *args) {
         if (f.wire != 2 || f.num != 1) ok = 0;
         else msg = f.s;
     }
-    ok = ok && w == 0 && msg.p != NULL && read_message(msg, &o);
-    /* encoded_one's rule */
-    ok = ok && (o.type == 0 || o.type == 1) && o.id.n > 0 && o.body.n > 0 && !has_sep(o.id);
-    ok = ok && !(o.has_tag && o.tag.n > 0 && has_sep(o.tag));
-    ok = ok && (o.host.n == 0 || plain_ipv4(o.host));
-    ok = ok && (!o.has_born || (o.seconds > -BORN_SECONDS_MAX && o.seconds < BORN_SECONDS_MAX));
+    ok = ok && w == 0 && msg.p != NULL && read_message(msg, &o) && common(&o);
     if (!ok) {
         PyBuffer_Release(&buf);
         Py_RETURN_NONE;
     }
-    int tagged = o.has_tag && o.tag.n > 0;
-    Py_ssize_t plen = (Py_ssize_t)(sizeof HEAD_ID - 1) + o.id.n + (Py_ssize_t)(sizeof HEAD_TYPE - 1) +
-                      (tagged ? (Py_ssize_t)(sizeof TAGS_NAME - 1) + o.tag.n + 1 : 0);
-    PyObject *props = PyBytes_FromStringAndSize(NULL, plen);
     PyObject *out = NULL;
-    if (props != NULL) {
-        char *q = PyBytes_AS_STRING(props);
-        memcpy(q, HEAD_ID, sizeof HEAD_ID - 1);
-        q += sizeof HEAD_ID - 1;
-        memcpy(q, o.id.p, (size_t)o.id.n);
-        q += o.id.n;
-        memcpy(q, HEAD_TYPE, sizeof HEAD_TYPE - 1);
-        q += sizeof HEAD_TYPE - 1;
-        if (tagged) {
-            memcpy(q, TAGS_NAME, sizeof TAGS_NAME - 1);
-            q += sizeof TAGS_NAME - 1;
-            memcpy(q, o.tag.p, (size_t)o.tag.n);
-            q += o.tag.n;
-            *q = 2;
+    PyObject *props = properties(&o);
+    PyObject *born = o.has_born ? PyLong_FromLongLong(born_ms_of(&o)) : (Py_INCREF(Py_None), Py_None);
+    PyObject *host = host_of(&o);
+    if (props != NULL && born != NULL && host != NULL) {
+        out = Py_BuildValue("(s#(y#N)s#NNi)", o.topic.p != NULL ? (const char *)o.topic.p : "", o.topic.n,
+                            (const char *)o.body.p, o.body.n, props, (const char *)o.id.p, o.id.n, born, host,
+                            o.encoding == 2 ? 1 : 0);
+        props = born = host = NULL;         /* Py_BuildValue's N took them (or released them) */
+    }
+    Py_XDECREF(props);
+    Py_XDECREF(born);
+    Py_XDECREF(host);
+    PyBuffer_Release(&buf);
+    return out;
+}
+
+static int same_span(span_t a, span_t b) {
+    return a.n == b.n && (a.n == 0 || memcmp(a.p, b.p, (size_t)a.n) == 0);
+}
+
+/* send_many(raw) -> (topic, [(body, properties), ...], [message id, ...], born ms, born host, sys flag)
+   or None: a SendMessageRequest of one or more messages, each the common message send_one reads
+   (encoded_one's rule), all of one topic and with the same born time (or none), born host and sys
+   flag (what MessageStore.put_encoded takes for all its entries: tidemq.client's Producer(raw=False)
+   sets none of them). Anything else is None: the caller decodes the request with protobuf. */
+PyObject *py_send_many(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "y*:send_many", &buf)) return NULL;
+    reader_t r = {(const unsigned char *)buf.buf, buf.len, 0, 0};
+    field_t f;
+    one_t first, o;
+    memset(&first, 0, sizeof first);
+    int64_t first_born = 0;
+    Py_ssize_t n = 0;
+    int w;
+    PyObject *entries = PyList_New(0), *ids = PyList_New(0), *out = NULL;
+    if (entries == NULL || ids == NULL) goto done;
+    for (;;) {
+        r.seen = 0;                                   /* messages: a repeated field */
+        w = next_field(&r, &f);
+        if (w == 0) break;
+        if (w < 0 || f.wire != 2 || f.num != 1) goto none;
+        memset(&o, 0, sizeof o);
+        if (!read_message(f.s, &o) || !common(&o)) goto none;
+        int64_t born = o.has_born ? born_ms_of(&o) : 0;
+        if (n == 0) {
+            first = o;
+            first_born = born;
+        } else if (!same_span(o.topic, first.topic) || o.has_born != first.has_born || born != first_born ||
+                   !same_span(o.host, first.host) || (o.encoding == 2) != (first.encoding == 2)) {
+            goto none;
         }
-        PyObject *born = Py_None, *host = Py_None;
-        Py_INCREF(Py_None);
-        Py_INCREF(Py_None);
-        if (o.has_born) {
-            int64_t q_ms = o.nanos / 1000000;
-            if (o.nanos % 1000000 != 0 && o.nanos < 0) q_ms -= 1;       /* Python's floor division */
-            Py_DECREF(born);
-            born = PyLong_FromLongLong(o.seconds * 1000 + q_ms);
-        }
-        if (o.host.n > 0) {            /* plain ASCII (plain_ipv4): "<host>:0" */
-            Py_DECREF(host);
-            host = PyUnicode_New(o.host.n + 2, 127);
-            if (host != NULL) {
-                Py_UCS1 *h = PyUnicode_1BYTE_DATA(host);
-                memcpy(h, o.host.p, (size_t)o.host.n);
-                h[o.host.n] = ':';
-                h[o.host.n + 1] = '0';
-            }
-        }
-        if (born != NULL && host != NULL)
-            out = Py_BuildValue("(s#(y#N)s#NNi)", o.topic.p != NULL ? (const char *)o.topic.p : "", o.topic.n,
-                                (const char *)o.body.p, o.body.n, props, (const char *)o.id.p, o.id.n, born, host,
-                                o.encoding == 2 ? 1 : 0);
-        else {
-            Py_DECREF(props);
+        PyObject *props = properties(&o);
+        if (props == NULL) goto done;
+        PyObject *entry = Py_BuildValue("(y#N)", (const char *)o.body.p, o.body.n, props);
+        if (entry == NULL) goto done;
+        int bad = PyList_Append(entries, entry);
+        Py_DECREF(entry);
+        if (bad) goto done;
+        PyObject *id = PyUnicode_DecodeUTF8((const char *)o.id.p, o.id.n, NULL);
+        if (id == NULL) goto done;
+        bad = PyList_Append(ids, id);
+        Py_DECREF(id);
+        if (bad) goto done;
+        n++;
+    }
+    if (n == 0) goto none;
+    {
+        PyObject *born = first.has_born ? PyLong_FromLongLong(first_born) : (Py_INCREF(Py_None), Py_None);
+        PyObject *host = host_of(&first);
+        if (born != NULL && host != NULL) {
+            out = Py_BuildValue("(s#OONNi)", first.topic.p != NULL ? (const char *)first.topic.p : "",
+                                first.topic.n, entries, ids, born, host, first.encoding == 2 ? 1 : 0);
+        } else {
             Py_XDECREF(born);
             Py_XDECREF(host);
         }
-        props = NULL;          /* Py_BuildValue's N took it (or it is released above) */
     }
+    goto done;
+none:
+    out = Py_None;
+    Py_INCREF(out);
+done:
+    Py_XDECREF(entries);
+    Py_XDECREF(ids);
     PyBuffer_Release(&buf);
     return out;
 }

@@ -1,11 +1,18 @@
 """produce/send_message.py's lane registration: with tidemq._accel, SendMessage is served from the
 request's bytes (MessageSends.send_bytes; what the lane reads: tests/test_accel.py, send_one; the
-lane end to end: test_send_message_e2e.py, test_fuzz.py); without it, by the service's SendMessage."""
+lane end to end: test_send_message_e2e.py, test_fuzz.py); without it, by the service's SendMessage.
+The lane's one-message answer written as bytes (answer_one) is what protobuf writes for the same
+response, and the lane's serializer passes those bytes through and serializes protobuf answers."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tidemq.broker.produce import send_message
-from tidemq.broker.produce.send_message import SEND_MESSAGE, send_message_lane
+from tidemq.broker.produce.batch import DUPLICATE, HELD, REFUSED, STORED, Verdicts
+from tidemq.broker.produce.send_message import (SEND_MESSAGE, MessageSends, answer_many, answer_one,
+                                                send_message_lane, serialize)
+from tidemq.protocol.stubs import Code, pb, spb, status
 
 
 class Servicer:
@@ -24,7 +31,7 @@ def test_send_message_is_given_its_bytes_when_compiled():
     lane = send_message_lane(s)
     h = lane.service(Details(SEND_MESSAGE))
     assert h.request_deserializer is None and h.unary_unary == s.SendMessageBytes
-    assert h.response_serializer is not None
+    assert h.response_serializer is serialize
     for other in ("/apache.rocketmq.v2.MessagingService/QueryRoute", "/tidemq.Data/SendRecords"):
         assert lane.service(Details(other)) is None
 
@@ -32,3 +39,100 @@ def test_send_message_is_given_its_bytes_when_compiled():
 def test_without_the_compiled_reader_the_service_serves_send_message(monkeypatch):
     monkeypatch.setattr(send_message, "_ACCEL", None)
     assert send_message_lane(Servicer()) is None
+
+
+def _protobuf_answer(code, text, mid, offset, txn, recall) -> bytes:
+    """The answer as MessageSends._answer builds it for one message, serialized by protobuf."""
+    e = spb.SendResultEntry(status=status(code, text), message_id=mid, offset=offset, transaction_id=txn,
+                            recall_handle=recall)
+    return spb.SendMessageResponse(status=e.status, entries=[e]).SerializeToString()
+
+
+_CODES = sorted(set(dict(pb.Code.items()).values()))
+
+
+@settings(max_examples=400, deadline=None)
+@given(code=st.one_of(st.sampled_from(_CODES), st.integers(1, 2**31 - 1)), text=st.text(max_size=80),
+       mid=st.text(max_size=40), offset=st.one_of(st.integers(0, 300), st.integers(0, 2**63 - 1)),
+       txn=st.text(max_size=30), recall=st.text(max_size=30))
+def test_the_answer_written_as_bytes_is_what_protobuf_writes(code, text, mid, offset, txn, recall):
+    got = answer_one(code, text, mid, offset, txn, recall)
+    assert got == _protobuf_answer(code, text, mid, offset, txn, recall)
+    back = spb.SendMessageResponse.FromString(got)
+    assert back.status.code == code and back.entries[0].message_id == mid and back.entries[0].offset == offset
+
+
+def test_the_common_answers_and_a_text_the_codes_do_not_name():
+    assert answer_one(Code.OK, "", "01ABC", 0) == _protobuf_answer(Code.OK, "", "01ABC", 0, "", "")
+    assert answer_one(Code.OK, "duplicate: already stored", "01ABC", 7) == \
+        _protobuf_answer(Code.OK, "duplicate: already stored", "01ABC", 7, "", "")
+    assert answer_one(Code.TOO_MANY_REQUESTS, "disk full \u00e9", "x", 0) == \
+        _protobuf_answer(Code.TOO_MANY_REQUESTS, "disk full \u00e9", "x", 0, "", "")
+    for _ in range(100):                              # the status cache keeps to its bound, answers stay right
+        n = _
+        assert answer_one(Code.BAD_REQUEST, f"reason {n}", "m", n) == \
+            _protobuf_answer(Code.BAD_REQUEST, f"reason {n}", "m", n, "", "")
+    assert len(send_message._statuses) <= send_message._STATUS_MADE_MAX
+
+
+def test_the_lane_serializer_passes_bytes_and_serializes_protobuf_answers():
+    raw = answer_one(Code.OK, "", "m", 1)
+    assert serialize(raw) is raw
+    refused = spb.SendMessageResponse(status=status(Code.FORBIDDEN, "no"))     # e.g. the guard's refusal
+    assert serialize(refused) == refused.SerializeToString()
+
+
+class _Context:
+    def __init__(self):
+        self.trailer = None
+
+    def set_trailing_metadata(self, md):
+        self.trailer = md
+
+
+_KINDS = st.sampled_from([STORED, DUPLICATE, REFUSED, HELD])
+
+
+@st.composite
+def _verdicts(draw):
+    n = draw(st.integers(1, 6))
+    v = Verdicts(n)
+    ids = []
+    for i in range(n):
+        kind = draw(_KINDS)
+        text = draw(st.text(max_size=20))
+        if kind == STORED:
+            v.stored(i, draw(st.integers(0, 7)), draw(st.integers(0, 2**62)))
+        elif kind == DUPLICATE:
+            v.duplicate(i, draw(st.integers(0, 2**40)), draw(st.text(max_size=10)), "duplicate: already stored")
+        else:
+            v.refuse(i, draw(st.sampled_from(_CODES)), text, kind)
+        if draw(st.booleans()):
+            v.recalls[i] = draw(st.text(min_size=1, max_size=12))
+        if draw(st.booleans()):
+            v.txns[i] = draw(st.text(min_size=1, max_size=12))
+        mid = draw(st.text(max_size=16))
+        if not mid and draw(st.booleans()):
+            v.ids[i] = draw(st.text(min_size=1, max_size=16))      # the id the store gave
+        ids.append(mid)
+    return v, ids
+
+
+@settings(max_examples=300, deadline=None)
+@given(_verdicts())
+def test_every_answer_written_as_bytes_is_what_protobuf_writes(case):
+    """answer_many (the lane's answers other than the common one) against MessageSends._answer's
+    protobuf response, the same trailer set."""
+    v, ids = case
+    want_ctx, got_ctx = _Context(), _Context()
+    want = MessageSends._answer(v, ids, want_ctx).SerializeToString()
+    MessageSends._trailer(v, got_ctx)
+    assert answer_many(v, ids) == want
+    assert got_ctx.trailer == want_ctx.trailer
+
+
+def test_a_batch_stored_whole_is_answered_as_protobuf_writes_it():
+    v = Verdicts(5)
+    v.all_stored([0, 1, 2, 3, 4], [0, 1, 300, 2**40, 7])
+    ids = ["01A", "01B", "", "\u00e9", "01E"]
+    assert answer_many(v, ids) == MessageSends._answer(v, ids, _Context()).SerializeToString()

@@ -1,5 +1,6 @@
-"""broker/send.py's put_code: every store outcome (status and typed reason) as the protocol
-code the official clients react to, decided by the reason, never by the error text."""
+"""produce/send_path.py: put_code (every store outcome, status and typed reason, as the protocol code
+the official clients react to, decided by the reason, never by the error text); a send during a change
+of role; send_one (SendMessage's common request) answering every case as send does."""
 
 import pytest
 
@@ -89,3 +90,128 @@ def test_a_send_during_a_change_of_role_answers_a_typed_status_and_puts_nothing(
     finally:
         svc.close()
         store.shutdown()
+
+
+def _pair(tmp_path, **store_overrides):
+    """Two services over two stores alike: one answers through send_one, the other through send."""
+    from tidemq.broker.service import MessagingService
+    from tidemq.config import BrokerConfig
+    from tidemq.store import MessageStore
+    from tidemq.testing.faulty_io import FaultyFileIO
+
+    from tests.support.store import memory_config
+
+    out = []
+    for _ in range(2):
+        store = MessageStore(memory_config(**store_overrides), FaultyFileIO()).start()
+        store.create_topic("T", 2)
+        store.create_topic("F", 1, message_type="fifo")
+        out.append((store, MessagingService(store, BrokerConfig(send_hold_ms_max=0))))
+    return out
+
+
+def _one(topic, body, mid):
+    """SendMessage's common request as the compiled lane hands it to the path (an Encoded payload)."""
+    from tidemq.broker.produce.batch import Encoded, SendBatch
+    props = f"UNIQ_KEY\x01{mid}\x02__MSGTYPE\x01NORMAL\x02".encode()
+    return SendBatch(1, Encoded(((body, props),), 1_700_000_000_000, "127.0.0.1:0", 0), lambda _i: mid, len(body),
+                     topic=topic)
+
+
+def _verdict(v):
+    if type(v) is int:                               # send_one's stored-at offset
+        return ("STORED", Code.OK, "", v)
+    from tidemq.broker.produce.batch import STORED
+    return ("STORED" if v.kinds[0] == STORED else v.kinds[0], v.codes[0], v.texts.get(0, ""), v.offsets[0])
+
+
+def test_send_one_answers_every_case_as_send_does(tmp_path):
+    """The same sends through send_one (one service) and send (another, alike): the same verdicts, the
+    same messages stored, the same outcome counts; each case the common one, a resend, an empty body,
+    a topic of another kind, an unknown topic, a flush backlog holding sends, a full connection, the
+    disk alarm refusing the put."""
+    import asyncio
+
+    from tidemq.broker.produce.batch import Caller
+
+    (sa, a), (sb, b) = _pair(tmp_path)
+    caller = Caller("127.0.0.1:1", "c1", lambda: 10.0)
+
+    lean = []                                           # whether send_one answered by itself (an offset)
+
+    def both(topic, body, mid):
+        va = asyncio.run(a.sends.send_one(_one(topic, body, mid), caller))
+        vb = asyncio.run(b.sends.send(_one(topic, body, mid), caller))
+        assert _verdict(va) == _verdict(vb), (topic, body, mid)
+        lean.append(type(va) is int)
+        return _verdict(va)
+
+    try:
+        assert both("T", b"first", "m0")[0] == "STORED"          # the topic not sent to before: send's way
+        assert lean == [False]
+        fast = [both("T", b"x%d" % i, f"m{i + 1}") for i in range(4)]
+        assert [f[0] for f in fast] == ["STORED"] * 4 and lean[1:] == [True] * 4
+        assert both("T", b"again", "m2")[1:3] == (Code.OK, "duplicate: already stored")      # a resend
+        assert both("T", b"", "m9")[1] == Code.MESSAGE_BODY_EMPTY
+        assert both("F", b"fifo", "m10")[1] == Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+        assert both("Nope/x", b"x", "m11")[1] == Code.ILLEGAL_TOPIC
+        for svc in (a, b):                                          # the flush backlog holds sends
+            svc.gate.backlog_high_bytes = 0
+        assert both("T", b"held", "m12")[1] == Code.TOO_MANY_REQUESTS
+        for svc in (a, b):
+            svc.gate.backlog_high_bytes = 1 << 40
+            for _ in range(svc.gate.inflight_requests_max):         # the connection at its bound
+                assert svc.gate.enter(caller.peer, 0) is None
+        assert both("T", b"busy", "m13")[1] == Code.TOO_MANY_REQUESTS
+        for svc in (a, b):
+            for _ in range(svc.gate.inflight_requests_max):
+                svc.gate.leave(caller.peer, 0)
+        for s in (sa, sb):                                          # the disk alarm: the store refuses
+            s.disk.refusal = "disk full (test)"
+        assert both("T", b"full", "m14")[1] == Code.TOO_MANY_REQUESTS
+        for s in (sa, sb):
+            s.disk.refusal = None
+        assert both("T", b"after", "m14")[0] == "STORED"            # refused, not stored: stored now
+        assert lean[5:] == [False] * 7 + [True]                     # every other case: send's way
+        for s in (sa, sb):
+            s.drain_dispatch()
+        assert [sa.max_offset("T", q) for q in range(2)] == [sb.max_offset("T", q) for q in range(2)]
+        assert sum(sa.max_offset("T", q) for q in range(2)) == 6
+        assert a.sends.outcomes.snapshot() == b.sends.outcomes.snapshot()
+    finally:
+        for s, svc in ((sa, a), (sb, b)):
+            svc.close()
+            s.shutdown()
+
+
+def test_an_encoded_batch_puts_only_the_messages_not_answered_already(tmp_path):
+    """SendMessage's batch read by the compiled lane (an Encoded payload of several messages): a resend
+    among them is answered as the duplicate it is, an empty body refused, and only the others stored,
+    each verdict at its own index."""
+    import asyncio
+
+    from tidemq.broker.produce.batch import DUPLICATE, REFUSED, STORED, Caller, Encoded, SendBatch
+
+    (store, svc), (other, svc2) = _pair(tmp_path)
+    caller = Caller("127.0.0.1:1", "c1", lambda: 10.0)
+
+    def batch(items):
+        entries = [(body, f"UNIQ_KEY\x01{mid}\x02__MSGTYPE\x01NORMAL\x02".encode()) for body, mid in items]
+        ids = [mid for _, mid in items]
+        return SendBatch(len(items), Encoded(entries, None, None, 0), ids.__getitem__,
+                         sum(len(b) for b, _ in items), topic="T")
+
+    try:
+        v = asyncio.run(svc.sends.send(batch([(b"a", "m0"), (b"b", "m1")]), caller))
+        assert v.kinds == [STORED, STORED]
+        first = v.offsets[1]
+        v = asyncio.run(svc.sends.send(batch([(b"c", "m2"), (b"b", "m1"), (b"", "m3"), (b"d", "m4")]), caller))
+        assert v.kinds == [STORED, DUPLICATE, REFUSED, STORED]
+        assert v.offsets[1] == first and v.codes[2] == Code.MESSAGE_BODY_EMPTY
+        store.drain_dispatch()
+        got = sorted(m.body for q in range(2) for m in store.get("g", "T", q, 0, 10).messages)
+        assert got == [b"a", b"b", b"c", b"d"]
+    finally:
+        for s, x in ((store, svc), (other, svc2)):
+            x.close()
+            s.shutdown()

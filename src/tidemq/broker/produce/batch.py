@@ -11,8 +11,8 @@ the store takes them (a payload, one kind per store entry point):
 * ``Messages``: store Messages (SendMessage's general path: MessageStore.put_batch), with each
   message's type, message group and delivery time, which the send path routes (FIFO queues,
   DELAY parking, TRANSACTION half messages);
-* ``Encoded``: one NORMAL message with its record properties encoded already (SendMessage's
-  common case, tidemq._accel.send_one: MessageStore.put_encoded);
+* ``Encoded``: NORMAL messages of one topic with their record properties encoded already
+  (SendMessage's common case, tidemq._accel.send_one and send_many: MessageStore.put_encoded);
 * ``Slices``: messages of one topic as slices of one frame (SendRecords: MessageStore.put_slices).
 
 The send path (send_path.py) answers ``Verdicts``: per message one ``Verdict`` (stored at a queue
@@ -23,7 +23,7 @@ then refused) as columns, which the lane encodes back into its wire format.
 from __future__ import annotations
 
 import enum
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, Sequence
 
 from ...protocol.stubs import Code
 from ...store import Message
@@ -45,22 +45,34 @@ class Verdict(enum.IntEnum):
 OPEN, STORED, DUPLICATE, REFUSED, HELD = (int(v) for v in Verdict)
 
 
-class Caller(NamedTuple):
-    """Who sends: flow control's per-connection bounds (``peer``), the transaction checks' client
-    (``client_id``), the deadline (``time_remaining()``: seconds left, None: none), the user the
-    call was authenticated as (``user``: None with authentication off; protection/access.py)."""
+class Caller:
+    """Who sends: flow control's per-connection bounds (``peer``), the transaction checks' and the
+    quotas' client (``client_id``), the deadline (``time_remaining()``: seconds left, None: none), the
+    user the call was authenticated as (``user``: None with authentication off; protection/access.py).
+    ``client_id`` is read from the call's metadata when first asked (``context``), not per call: the
+    common send never asks."""
 
-    peer: str
-    client_id: str
-    time_remaining: Callable[[], float | None]
-    user: str | None = None
+    __slots__ = ("peer", "_client_id", "time_remaining", "user", "_context")
+
+    def __init__(self, peer: str, client_id: str | None, time_remaining: Callable[[], float | None],
+                 user: str | None = None, context=None) -> None:
+        self.peer = peer
+        self._client_id = client_id
+        self.time_remaining = time_remaining
+        self.user = user
+        self._context = context
+
+    @property
+    def client_id(self) -> str:
+        if self._client_id is None:
+            self._client_id = client_id_of(self._context) if self._context is not None else ""
+        return self._client_id
 
 
 def caller_of(context) -> Caller:
     """The Caller of an RPC (its grpc context, and the identity the guard found for it)."""
     who = IDENTITY.get()
-    return Caller(context.peer(), client_id_of(context), context.time_remaining,
-                  who.user if who is not None else None)
+    return Caller(context.peer(), None, context.time_remaining, who.user if who is not None else None, context)
 
 
 class Messages:
@@ -76,13 +88,13 @@ class Messages:
 
 
 class Encoded:
-    """One message with its record properties encoded: ``entry`` as MessageStore.put_encoded takes it
-    ((body, properties, tags hash, id, keys)), and its born time, born host ("ipv4:port") and sys flag."""
+    """Messages of one topic with their record properties encoded: ``entries`` as MessageStore.put_encoded
+    takes them ((body, properties) each), and their born time, born host ("ipv4:port") and sys flag."""
 
-    __slots__ = ("entry", "born_ms", "born_host", "sys_flag")
+    __slots__ = ("entries", "born_ms", "born_host", "sys_flag")
 
-    def __init__(self, entry: tuple, born_ms: int | None, born_host: str | None, sys_flag: int) -> None:
-        self.entry, self.born_ms, self.born_host, self.sys_flag = entry, born_ms, born_host, sys_flag
+    def __init__(self, entries, born_ms: int | None, born_host: str | None, sys_flag: int) -> None:
+        self.entries, self.born_ms, self.born_host, self.sys_flag = entries, born_ms, born_host, sys_flag
 
 
 class Slices:

@@ -12,7 +12,10 @@ The answer: one SendResultEntry per message (its id, or the one the store gave a
 without one; its queue offset; the transaction id of a TRANSACTION message; the recall handle of a
 DELAY message waiting for its time); a resend answered
 from the dedup window is OK with the first store's offset and the text "duplicate: already
-stored", its index in the ``tidemq-duplicates`` trailer (protocol/data.py).
+stored", its index in the ``tidemq-duplicates`` trailer (protocol/data.py). The lane's one-message
+answer (``answer_one``) and the lane's others (``answer_many``) are written as bytes (what protobuf would
+serialize for the same response, field for field) and handed to gRPC as they are (``serialize``), with no
+protobuf object made per message.
 """
 
 from __future__ import annotations
@@ -21,14 +24,15 @@ import grpc
 
 from ...accel import ACCEL as _ACCEL
 from ...protocol.data import duplicates_trailer
-from ...protocol.stubs import Code, MessageType, pb, spb, status
+from ...protocol.stubs import Code, MessageType, code_name, pb, spb, status
 from ..deferred.parking import delivery_ms
 from ..protection.decoding import decoded
 from ..wire import SUPPORTED_TYPES, to_store
-from .batch import DUPLICATE, Encoded, Messages, SendBatch, Verdicts, caller_of
+from .batch import DUPLICATE, STORED, Encoded, Messages, SendBatch, Verdicts, caller_of
 from .send_path import SendPath
 
 NOT_YET = "not supported yet by tidemq: {what}"
+_SEND_MANY = getattr(_ACCEL, "send_many", None)       # (a build of tidemq._accel from before it: None)
 SEND_MESSAGE = "/apache.rocketmq.v2.MessagingService/SendMessage"
 
 
@@ -39,13 +43,94 @@ def send_message_lane(servicer) -> "grpc.GenericRpcHandler | None":
     send_one: the service's own SendMessage serves it."""
     if _ACCEL is None or not hasattr(_ACCEL, "send_one"):
         return None
-    handler = grpc.unary_unary_rpc_method_handler(servicer.SendMessageBytes, None,
-                                                  spb.SendMessageResponse.SerializeToString)
+    handler = grpc.unary_unary_rpc_method_handler(servicer.SendMessageBytes, None, serialize)
 
     class Lane(grpc.GenericRpcHandler):
         def service(self, details):
             return handler if details.method == SEND_MESSAGE else None
     return Lane()
+
+
+def serialize(answer) -> bytes:
+    """The lane's answer as gRPC sends it: bytes as they are (``answer_one``), a SendMessageResponse
+    (the general path, a refusal of the guard) serialized."""
+    return answer if type(answer) is bytes else answer.SerializeToString()
+
+
+def _varint(v: int) -> bytes:
+    """``v`` (0 <= v < 2**64) as a protobuf varint."""
+    if v < 0x80:
+        return bytes((v,))
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _text(tag: bytes, text: str) -> bytes:
+    """A string field (``tag``: its key byte), nothing when empty (proto3 omits it)."""
+    if not text:
+        return b""
+    raw = text.encode("utf-8", "surrogatepass")
+    return tag + _varint(len(raw)) + raw
+
+
+_STATUS_MADE_MAX = 64           # (code, text) -> the encoded Status, for the answers given again and again
+_statuses: dict[tuple[int, str], bytes] = {}
+
+
+def _status(code: int, text: str) -> bytes:
+    """A Status (status(code, text): an empty text is the code's name) encoded, length included."""
+    got = _statuses.get((code, text))
+    if got is None:
+        body = (b"\x08" + _varint(code) if code else b"") + _text(b"\x12", text or code_name(code))
+        got = _varint(len(body)) + body
+        if len(_statuses) < _STATUS_MADE_MAX:
+            _statuses[(code, text)] = got
+    return got
+
+
+def answer_one(code: int, text: str, message_id: str, offset: int, transaction_id: str = "",
+               recall_handle: str = "") -> bytes:
+    """The serialized SendMessageResponse of one message: its status (the answer's own too) and one
+    entry, exactly the bytes protobuf writes for ``MessageSends._answer``'s response (fields in number
+    order, proto3's defaults left out); ``offset`` >= 0."""
+    st = b"\x0a" + _status(code, text)
+    entry = (st + _text(b"\x12", message_id) + _text(b"\x1a", transaction_id) +
+             (b"\x20" + _varint(offset) if offset else b"") + _text(b"\x2a", recall_handle))
+    return st + b"\x12" + _varint(len(entry)) + entry
+
+
+def answer_many(v: Verdicts, ids) -> bytes:
+    """The serialized SendMessageResponse of ``v`` (``ids``: each message's id as sent, "" none), the bytes
+    protobuf writes for ``MessageSends._answer``'s response (its trailer is the caller's)."""
+    texts, txns, given, codes, offsets, recalls = v.texts, v.txns, v.ids, v.codes, v.offsets, v.recalls
+    varint, text = _varint, _text
+    parts = []
+    add = parts.append
+    if not (texts or txns or given or recalls) and v.kinds.count(STORED) == v.n:     # a batch stored whole
+        st = b"\x0a" + _status(Code.OK, "")
+        for mid, off in zip(ids, offsets):
+            entry = st + text(b"\x12", mid) + (b"\x20" + varint(off) if off > 0 else b"")
+            add(b"\x12" + varint(len(entry)) + entry)
+        return st + b"".join(parts)
+    first = b""
+    for i in range(v.n):
+        st = b"\x0a" + _status(codes[i], texts.get(i, "") if texts else "")
+        if i == 0:
+            first = st
+        off = offsets[i]
+        entry = st + text(b"\x12", ids[i] or given.get(i, "")) + (text(b"\x1a", txns.get(i, "")) if txns else b"") + \
+            (b"\x20" + varint(off) if off > 0 else b"") + (text(b"\x2a", recalls.get(i, "")) if recalls else b"")
+        add(b"\x12" + varint(len(entry)) + entry)
+    if v.n == 1:
+        top = first
+    else:
+        code, why = v.top()
+        top = b"\x0a" + _status(code, why if code != Code.MULTIPLE_RESULTS else "")
+    return top + b"".join(parts)
 
 
 def messages_batch(msgs) -> SendBatch:
@@ -83,19 +168,39 @@ class MessageSends:
         v = await self.sends.send(messages_batch(msgs), caller_of(context))
         return self._answer(v, [m.system_properties.message_id for m in msgs], context)
 
-    async def send_bytes(self, raw: bytes, context) -> "spb.SendMessageResponse":
+    async def send_bytes(self, raw: bytes, context) -> "bytes | spb.SendMessageResponse":
         """SendMessage from the request's bytes (``send_message_lane``): the common message read
         straight from them (tidemq._accel.send_one, wire.encoded_one's rule) is sent as an Encoded
-        payload; any other request is decoded (bytes that are not one: INVALID_ARGUMENT) and sent
-        as ``send`` sends it."""
+        payload (``SendPath.send_one``), and so are common messages of one topic sharing their born
+        time, host and sys flag (tidemq._accel.send_many: a batch, e.g. ``Producer(raw=False)``'s);
+        any other request is decoded (bytes that are not one: INVALID_ARGUMENT) and sent as ``send``
+        sends it. The answer: its bytes (``answer_one``, ``answer_many``)."""
         one = _ACCEL.send_one(raw)
         if one is None:
-            return await self.send(await decoded(spb.SendMessageRequest.FromString, raw, context, SEND_MESSAGE),
-                                   context)
+            many = _SEND_MANY(raw) if _SEND_MANY is not None else None
+            if many is not None:              # common messages of one topic: put as they were read
+                topic, entries, ids, born_ms, born_host, sys_flag = many
+                batch = SendBatch(len(ids), Encoded(entries, born_ms, born_host, sys_flag), ids.__getitem__,
+                                  sum(len(e[0]) for e in entries), topic=topic)
+                v = await self.sends.send(batch, caller_of(context))
+                self._trailer(v, context)
+                return answer_many(v, ids)
+            msgs = (await decoded(spb.SendMessageRequest.FromString, raw, context, SEND_MESSAGE)).messages
+            if not msgs:
+                return spb.SendMessageResponse(status=status(Code.BAD_REQUEST, "no message in the request"))
+            v = await self.sends.send(messages_batch(msgs), caller_of(context))
+            ids = [m.system_properties.message_id for m in msgs]
+            self._trailer(v, context)
+            return answer_many(v, ids)
         topic, entry, mid, born_ms, born_host, sys_flag = one
-        batch = SendBatch(1, Encoded(entry, born_ms, born_host, sys_flag), lambda _i: mid, len(entry[0]),
+        batch = SendBatch(1, Encoded((entry,), born_ms, born_host, sys_flag), lambda _i: mid, len(entry[0]),
                           topic=topic)
-        return self._answer(await self.sends.send(batch, caller_of(context)), (mid,), context)
+        v = await self.sends.send_one(batch, caller_of(context))
+        if type(v) is int:                        # stored at this queue offset: the common answer
+            return answer_one(Code.OK, "", mid, v)
+        self._trailer(v, context)
+        return answer_one(v.codes[0], v.texts.get(0, ""), mid, max(v.offsets[0], 0), v.txns.get(0, ""),
+                          v.recalls.get(0, ""))
 
     @staticmethod
     def _answer(v: Verdicts, ids, context) -> "spb.SendMessageResponse":
@@ -105,16 +210,23 @@ class MessageSends:
                                        offset=max(offsets[i], 0), transaction_id=txns.get(i, ""),
                                        recall_handle=recalls.get(i, ""))
                    for i in range(v.n)]
+        MessageSends._trailer(v, context)
         if v.n == 1:
-            if v.kinds[0] == DUPLICATE:
-                context.set_trailing_metadata(duplicates_trailer((0,)))
             return spb.SendMessageResponse(status=entries[0].status, entries=entries)
-        dups = v.duplicates()
-        if dups:
-            context.set_trailing_metadata(duplicates_trailer(dups))
         code, text = v.top()
         return spb.SendMessageResponse(status=status(code, text if code != Code.MULTIPLE_RESULTS else ""),
                                        entries=entries)
+
+    @staticmethod
+    def _trailer(v: Verdicts, context) -> None:
+        """The ``tidemq-duplicates`` trailer of an answer with duplicates (protocol/data.py)."""
+        if v.n == 1:
+            if v.kinds[0] == DUPLICATE:
+                context.set_trailing_metadata(duplicates_trailer((0,)))
+            return
+        dups = v.duplicates()
+        if dups:
+            context.set_trailing_metadata(duplicates_trailer(dups))
 
 
 def _type_name(t: int) -> str:
