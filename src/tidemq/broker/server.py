@@ -454,8 +454,14 @@ async def serve(store_config: StoreConfig, config: BrokerConfig, ready=print, pr
     """Serve until SIGTERM / SIGINT; then stop RPCs, flush and close the store. ``progress``: how
     a long start is said (default: logged), every ``progress_interval_s`` (default START_PROGRESS_S);
     ``replication``: a broker group's settings."""
+    await run_until_stopped(Broker(store_config, config, progress, progress_interval_s, replication), ready)
+
+
+async def run_until_stopped(broker: "Broker", ready=print, who: str = "") -> None:
+    """Start ``broker``, say it is ready (``who``: what it is, said after the port), serve until
+    SIGTERM / SIGINT, then stop it cleanly."""
+    config = broker.config
     keep_big_buffers(config.malloc_keep_bytes)         # process-wide: here, not in Broker (tests embed one)
-    broker = Broker(store_config, config, progress, progress_interval_s, replication)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -466,7 +472,7 @@ async def serve(store_config: StoreConfig, config: BrokerConfig, ready=print, pr
                          if on)
         if broker.metrics_port:
             extras += f", metrics on {config.metrics_host}:{broker.metrics_port}"
-        ready(f"tidemq broker ready on {config.host}:{port} (store {store_config.root_dir}{extras})")
+        ready(f"tidemq broker ready on {config.host}:{port} ({who}store {broker.store_config.root_dir}{extras})")
         await stop.wait()
     finally:
         await broker.stop()

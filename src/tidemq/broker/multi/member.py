@@ -15,8 +15,7 @@ import os
 import signal
 
 from ...config import BrokerConfig, StoreConfig
-from ..heap import keep_big_buffers
-from ..server import Broker
+from ..server import Broker, run_until_stopped
 from .siblings import Siblings
 
 log = logging.getLogger("tidemq.broker")
@@ -57,17 +56,5 @@ class MemberBroker(Broker):
 async def serve_member(store_config: StoreConfig, config: BrokerConfig, siblings: Siblings, ready=print,
                        progress=None, progress_interval_s: float | None = None) -> None:
     """server.serve for a member: until SIGTERM / SIGINT, then a clean stop."""
-    keep_big_buffers(config.malloc_keep_bytes)
-    broker = MemberBroker(store_config, config, siblings, progress, progress_interval_s)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        port = await broker.start()
-        extras = f", metrics on {config.metrics_host}:{broker.metrics_port}" if broker.metrics_port else ""
-        ready(f"tidemq broker ready on {config.host}:{port} (member {siblings.index} of {siblings.count}, "
-              f"store {store_config.root_dir}{extras})")
-        await stop.wait()
-    finally:
-        await broker.stop()
+    await run_until_stopped(MemberBroker(store_config, config, siblings, progress, progress_interval_s), ready,
+                            f"member {siblings.index} of {siblings.count}, ")
