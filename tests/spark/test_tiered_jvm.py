@@ -2,7 +2,7 @@
 through a real broker whose oldest segments are only in the archive, every message once and the
 same rows as the Python reader, the archived ones served by the JVM (its counter); offsets in
 neither tier fail the read under failOnDataLoss and are skipped otherwise; a live range whose head
-was cleaned after planning reads that head from the archive. (tests/spark/test_tiered.py runs its
+was cleaned after planning reads that head from the archive (broker and file mode). (tests/spark/test_tiered.py runs its
 batch and stream cases with both readers too.)"""
 
 import json
@@ -17,7 +17,7 @@ from tidemq.spark import archive, planner
 
 from ..support.spark import fill_through_broker, rows_by_position
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture
@@ -51,9 +51,19 @@ def test_the_jvm_reader_reads_the_archive_then_the_log_once(spark, jvm, broker, 
     dest = str(tmp_path / "archive")
     report = archive.run(spark, b.root, dest)
     assert len(report["archived"]) >= 2
+    b1 = broker(root=b.root, env=small)                   # planned while the log holds everything:
+    planned = planner.handle(json.dumps({"op": "batch", "options": {"endpoints": b1.endpoint, "topic": "Orders"}})
+                             .encode())["partitions"]
+    assert planned and all(p["archive"] and not p["archived"] for p in planned)   # ranges of the live log
+    assert b1.stop() == 0
     for name in report["archived"]:                       # what cleanup deletes once archived
         os.remove(os.path.join(b.root, "commitlog", name))
     b2 = broker(root=b.root, env=small)
+    before = jvm.archivedRowsServed()
+    for p in planned:                                     # read after the clean: their heads from the archive
+        p["source"]["endpoints"] = [b2.endpoint]
+        assert list(jvm.queueOffsets(json.dumps(p))) == list(range(p["start"], p["end"]))
+    assert jvm.archivedRowsServed() > before
 
     def read(reader, **options):
         return (spark.read.format("tidemq").option("endpoints", b2.endpoint).option("topic", "Orders")

@@ -182,6 +182,9 @@ final class BrokerRangeReader extends RangeReader {
                         finished = true;
                         break;
                     }
+                    if (f.count == 0) {
+                        continue;                        // (OFFSET_TOO_SMALL): asked again from the log's head
+                    }
                 }
             }
             long next = Math.min(f.nextOffset, part.end);
