@@ -41,9 +41,10 @@ import scala.Function1;
  * of the topic's directories are read with Spark's own Parquet reader (ParquetFileFormat's, built on
  * the driver with the session's settings: {@link #parquetReader}, carried by the partition), in log order
  * (run, then the archive task's part number, which follows the segments, then day); a file
- * whose row groups' statistics cannot hold the queue's range is not opened. Rows come out in
- * offset order for an archive written by ``tidemq archive`` (each segment's records are in log
- * order); each offset at most once in any case.
+ * whose row groups' statistics cannot hold the queue's range is not opened. Rows come out in the
+ * order the files hold them (for ``tidemq archive``'s runs, the log's: one file per segment and
+ * day, its records as the segment has them), not sorted as the Python reader sorts them; each
+ * offset at most once in any case.
  */
 final class ArchiveRangeReader extends RangeReader {
     /** The archive's columns this reader takes, in this order (the topic is the directory's). */
