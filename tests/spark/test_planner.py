@@ -88,10 +88,15 @@ def test_the_process_answers_on_stdout_and_ends_with_its_stdin(root):
     assert len(lines) == 2 and all(json.loads(x)["ok"] for x in lines)
 
 
-def test_a_tiered_read_is_named_and_its_stream_partitions_refused(root, tmp_path):
-    opts = {"path": root, "topic": "A", "archivePath": str(tmp_path / "archive")}
+def test_a_tiered_read_is_named_and_its_partitions_say_where_the_archive_is(root, tmp_path):
+    dest = str(tmp_path / "archive")
+    opts = {"path": root, "topic": "A", "archivePath": dest}
     ask_t = lambda op, **more: planner.handle(json.dumps({"op": op, "options": opts, **more}).encode())  # noqa: E731
     assert ask_t("describe") == {"ok": True, "tiered": True}
-    assert ask_t("batch") == {"ok": True, "tiered": True}             # the JVM hands the batch to the Python reader
+    got = ask_t("batch")
+    assert got["ok"] and got["tiered"] is True and len(got["partitions"]) == 2
+    where = {"dest": dest, "runs": None, "gapsFile": os.path.join(root, "archive", "gaps.json")}
+    assert all(p["archive"] == where and p["archived"] is False for p in got["partitions"])   # all in the log
     got = ask_t("partitions", start='{"A": {"0": 0}}', end='{"A": {"0": 5}}')
-    assert got["ok"] is False and "tiered reads are the Python reader's" in got["message"]
+    assert got["ok"] and [(p["queue"], p["start"], p["end"], p["archived"]) for p in got["partitions"]] == [(0, 0, 5, False)]
+    assert "archive" not in ask("batch", root)["partitions"][0]                                # untiered: none

@@ -9,7 +9,7 @@ Two readers, one planner ("Python plans, the JVM reads"): where a JDK's javac is
 driver, ``format("tidemq")`` is a JVM data source (src/tidemq/spark/jvm/, compiled on first use
 by tidemq.spark.jar) that asks tidemq.spark.planner for the plan and reads the partitions in
 the executors' JVMs; elsewhere it is the Python data source (tidemq.spark.entry / source),
-which also takes what the JVM one hands it (writes, tiered reads, ``reader=python``) under the
+which also takes what the JVM one hands it (writes, ``reader=python``) under the
 name ``tidemq_python``. The option ``reader`` (auto, jvm, python) or the session conf
 ``spark.tidemq.reader`` picks one; both give the same rows.
 

@@ -217,7 +217,7 @@ class TidemqDataSource(DataSource):
 
 
 class TidemqPythonDataSource(TidemqDataSource):
-    """The same data source under the name the JVM reader hands work to (writes, tiered reads,
+    """The same data source under the name the JVM reader hands work to (writes and
     ``reader=python``): tidemq.spark.register registers it always, and registers
     TidemqDataSource as ``tidemq`` only where the JVM reader does not hold that name."""
 

@@ -8,14 +8,14 @@ tidemq log goes to stderr.
 
 Requests: ``{"op": OP, "options": {the read's options}, ...}``
 
-    describe       {"tiered": bool}: an archive is in play (tiered reads are the Python reader's)
-    batch          {"tiered": true} or {"tiered": false, "partitions": [PARTITION, ...]}
+    describe       {"tiered": bool}: an archive is in play (tidemq.spark.tiered)
+    batch          {"tiered": bool, "partitions": [PARTITION, ...]}
     initial        {"offsets": JSON}: a stream's first offsets (startingOffsets, default latest)
     latest         + "start": JSON, "maxRows": n (optional), "target": JSON (optional, availableNow)
                    {"offsets": JSON}: a micro-batch's end
     report_latest  {"offsets": JSON}: the queues' ends now
     partitions     + "start": JSON, "end": JSON
-                   {"partitions": [PARTITION, ...]} (refused for a tiered read)
+                   {"partitions": [PARTITION, ...]}
 
 Offsets (JSON text, as a stream checkpoints them): ``{"topic": {"queue id": offset}}``.
 PARTITION: ``{"topic", "queue", "start", "end", "failOnDataLoss", "source"}`` with source
@@ -23,6 +23,9 @@ PARTITION: ``{"topic", "queue", "start", "end", "failOnDataLoss", "source"}`` wi
 "broker", "endpoints": ["host:port", ...], "timeoutMs", "accessKey", "secretKey", "tls",
 "rootCertificates"}`` (the members of the broker group holding that queue, its leader first: the
 JVM reader fails over among them; the read's connection options, as Connection.java uses them).
+A tiered read (an archive in play) adds ``"archived": bool`` (the range lies below the live log:
+read from the archive only) and ``"archive": {"dest", "runs": [...] or null, "gapsFile"}`` to
+each (RangePartition.java; tidemq.spark.tiered reads the same runs).
 Every answer has ``"ok": true``, or is ``{"ok": false, "error": TYPE, "message": TEXT}``
 (TYPE: ValueError, DataLossError, ...), the request's fault or the store's, never fatal to
 the process. A request line longer than REQUEST_MAX_BYTES is refused.
@@ -56,13 +59,30 @@ def _source(options, backend, topic: str, qid: int) -> dict:
             "rootCertificates": conn["root_certificates"]}
 
 
+def _archive(archive) -> dict | None:
+    if archive is None:
+        return None
+    return {"dest": os.path.abspath(archive.dest), "runs": None if archive.runs is None else list(archive.runs),
+            "gapsFile": archive.gaps_file}
+
+
 def _partitions(p, start: plan.Offsets, end: plan.Offsets) -> list[dict]:
-    rs, _archive = p.ranges(start, end)
+    rs, archive = p.ranges(start, end)
     backend = backend_for(p.options)
+    where = _archive(archive)
     try:
-        return [{"topic": r.topic, "queue": r.queue_id, "start": r.start, "end": r.end,
-                 "failOnDataLoss": p.fail_on_data_loss, "source": _source(p.options, backend, r.topic, r.queue_id)}
-                for r in rs]
+        sources: dict = {}
+        out = []
+        for r in rs:
+            key = (r.topic, r.queue_id)
+            if key not in sources:
+                sources[key] = _source(p.options, backend, r.topic, r.queue_id)
+            part = {"topic": r.topic, "queue": r.queue_id, "start": r.start, "end": r.end,
+                    "failOnDataLoss": p.fail_on_data_loss, "source": sources[key]}
+            if where is not None:
+                part.update(archived=r.archived, archive=where)
+            out.append(part)
+        return out
     finally:
         backend.close()
 
@@ -83,9 +103,7 @@ def answer(req: dict) -> dict:
     if op == "describe":
         return {"tiered": tiered}
     if op == "batch":
-        if tiered:
-            return {"tiered": True}
-        return {"tiered": False, "partitions": _partitions(p, *p.batch_bounds())}
+        return {"tiered": tiered, "partitions": _partitions(p, *p.batch_bounds())}
     if op == "initial":
         return {"offsets": json.dumps(p.offsets("startingOffsets", "startingTimestamp", plan.LATEST))}
     if op == "report_latest":
@@ -96,9 +114,6 @@ def answer(req: dict) -> dict:
         return {"offsets": json.dumps(p.stream_latest(_offsets(req.get("start") or "{}"),
                                                       int(max_rows) if max_rows else None, target))}
     if op == "partitions":
-        if tiered:                  # the JVM reader asks only for streams it reads, never tiered ones
-            raise ValueError("tidemq: reader=jvm, but this stream is tiered (an archive is in play) and tiered "
-                             "reads are the Python reader's: leave reader out, or set archivePath=\"\"")
         return {"partitions": _partitions(p, _offsets(req["start"]), _offsets(req["end"]))}
     raise ValueError(f"tidemq planner: unknown op {op!r}")
 

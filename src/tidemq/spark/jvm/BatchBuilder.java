@@ -6,7 +6,11 @@ import java.nio.charset.StandardCharsets;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
 import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.catalyst.util.MapData;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * Checked records (Records.check) into a ColumnarBatch of the source's schema, column by
@@ -78,6 +82,74 @@ final class BatchBuilder {
         int ulen = Math.max(plen - Records.CRC_TAIL_LEN - 1, 0);   // user properties, last separator off
         properties(r, buf, ppos + 2, ulen, pos);
         rows = r + 1;
+    }
+
+    /** Append an archive's row (its columns ArchiveRangeReader.COLUMNS; the topic given). */
+    void addArchived(byte[] topicName, InternalRow row) {
+        int r = rows;
+        topic.putByteArray(r, topicName, 0, topicName.length);
+        queueId.putInt(r, row.getInt(0));
+        queueOffset.putLong(r, row.getLong(1));
+        copyLong(row, 2, commitlogOffset, r);
+        copyString(row, 3, msgId, r);
+        copyString(row, 4, tags, r);
+        if (row.isNullAt(5)) {
+            keys.putNull(r);
+        } else {
+            ArrayData a = row.getArray(5);
+            int k0 = keyItems.getElementsAppended();
+            for (int j = 0; j < a.numElements(); j++) {
+                append(keyItems, a.isNullAt(j) ? null : a.getUTF8String(j));
+            }
+            keys.putArray(r, k0, a.numElements());
+        }
+        if (row.isNullAt(6)) {
+            body.putNull(r);
+        } else {
+            byte[] v = row.getBinary(6);
+            body.putByteArray(r, v, 0, v.length);
+        }
+        if (row.isNullAt(7)) {
+            props.putNull(r);
+        } else {
+            MapData m = row.getMap(7);
+            ArrayData names = m.keyArray(), values = m.valueArray();
+            int first = propNames.getElementsAppended();
+            for (int j = 0; j < m.numElements(); j++) {
+                append(propNames, names.getUTF8String(j));
+                append(propValues, values.isNullAt(j) ? null : values.getUTF8String(j));
+            }
+            props.putArray(r, first, m.numElements());
+        }
+        copyLong(row, 8, born, r);
+        copyLong(row, 9, stored, r);
+        rows = r + 1;
+    }
+
+    private static void copyLong(InternalRow from, int i, WritableColumnVector to, int r) {
+        if (from.isNullAt(i)) {
+            to.putNull(r);
+        } else {
+            to.putLong(r, from.getLong(i));
+        }
+    }
+
+    private static void copyString(InternalRow from, int i, WritableColumnVector to, int r) {
+        if (from.isNullAt(i)) {
+            to.putNull(r);
+        } else {
+            byte[] v = from.getUTF8String(i).getBytes();
+            to.putByteArray(r, v, 0, v.length);
+        }
+    }
+
+    private static void append(WritableColumnVector to, UTF8String s) {
+        if (s == null) {
+            to.appendNull();
+        } else {
+            byte[] v = s.getBytes();
+            to.appendByteArray(v, 0, v.length);
+        }
     }
 
     /** The properties map of row r, and TAGS / KEYS / msg_id picked from it (the last one of a name wins). */

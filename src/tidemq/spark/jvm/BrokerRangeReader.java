@@ -43,6 +43,7 @@ final class BrokerRangeReader extends RangeReader {
     private PullClient.Frame frame;
     private int index, pos;
     private boolean finished;
+    private boolean headChecked;           // tiered: the first answer's min_offset looked at
 
     BrokerRangeReader(RangePartition part) {
         super(part);
@@ -76,10 +77,15 @@ final class BrokerRangeReader extends RangeReader {
             if (frame == null && !nextFrame()) {
                 return;
             }
+            if (archiving()) {
+                return;                                  // the archived head first (RangeReader.next)
+            }
             PullClient.Frame f = frame;
             int size = f.sizes[index++];
             if (size >= 0 && Records.check(f.data, pos, size, f.crcChecked, crc)) {
-                rows.add(f.data, pos, size);
+                if (f.data.getLong(pos + Records.OFF_QUEUEOFFSET) < part.end) {   // an answer from below the
+                    rows.add(f.data, pos, size);                                   // log's head may run past end
+                }
             } else {
                 lost(1);
             }
@@ -167,6 +173,20 @@ final class BrokerRangeReader extends RangeReader {
                 continue;
             }
             pending = null;
+            if (!headChecked) {
+                headChecked = true;
+                if (part.tiered() && f.minOffset > at) {   // cleaned since planning: archived before it was
+                    archiveFirst(at, Math.min(f.minOffset, part.end));
+                    at = Math.min(f.minOffset, part.end);
+                    if (at >= part.end) {
+                        finished = true;
+                        break;
+                    }
+                    if (f.count == 0) {
+                        continue;                        // (OFFSET_TOO_SMALL): asked again from the log's head
+                    }
+                }
+            }
             long next = Math.min(f.nextOffset, part.end);
             if (f.count > 0) {
                 failingSinceMs = -1;

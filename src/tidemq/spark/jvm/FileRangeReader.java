@@ -15,11 +15,15 @@ final class FileRangeReader extends RangeReader {
     private int unitCount, unitAt;
     private long pendingLost;
 
-    FileRangeReader(RangePartition part) {
+    FileRangeReader(RangePartition part) throws java.io.IOException {
         super(part);
         files = new StoreFiles(part.commitlogDirs, part.queueDir);
         long first = files.firstUnit();
-        if (first >= 0 && at < first) {                  // its head files were cleaned away
+        if (part.tiered()) {                             // what the log no longer holds: archived before
+            long cut = files.firstLive(at, part.end);    // it was cleaned (since planning)
+            archiveFirst(at, cut);
+            at = Math.max(at, cut);
+        } else if (first >= 0 && at < first) {           // its head files were cleaned away
             lost(Math.min(first, part.end) - at);
             at = first;
         }

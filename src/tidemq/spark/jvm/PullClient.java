@@ -103,7 +103,7 @@ final class PullClient {
     static final class Frame {
         int code;
         String message;
-        long nextOffset, maxOffset;
+        long nextOffset, minOffset, maxOffset;
         int count;
         boolean crcChecked;
         ByteBuffer data;        // big-endian view of the whole response
@@ -233,6 +233,7 @@ final class PullClient {
         f.message = head.path("message").asText("");
         f.nextOffset = head.path("next_offset").asLong(offset);
         f.maxOffset = head.path("max_offset").asLong(0);
+        f.minOffset = head.path("min_offset").asLong(-1);
         f.count = head.path("count").asInt(0);
         if (f.code >= 50000) {                  // the member cannot serve now (starting, failing over)
             throw new Unreachable("tidemq: the broker at " + endpoint + " could not serve a pull of " + topic

@@ -22,6 +22,8 @@ abstract class RangeReader implements PartitionReader<ColumnarBatch> {
     protected final CRC32 crc = new CRC32();   // for Records.check
     protected long at;                         // the next offset of the range to read
     private long skipped;
+    private RangeReader head;                  // tiered: archived rows served before the live ones
+    private ColumnarBatch current;
 
     RangeReader(RangePartition part) {
         this.part = part;
@@ -34,34 +36,72 @@ abstract class RangeReader implements PartitionReader<ColumnarBatch> {
     /** Whether the whole range has been read. */
     protected abstract boolean done();
 
-    /** {@code n} offsets of the range are not in the store. */
+    /** {@code n} offsets of the range are not in the store (tiered: nor in the archive). */
     protected final void lost(long n) {
         if (n <= 0) {
             return;
         }
         if (part.failOnDataLoss) {
-            throw new DataLossError("DataLossError: " + n + " offsets of " + part.describe()
-                    + " are not in the store (cleaned away or unreadable). Set failOnDataLoss=false to skip them.");
+            throw new DataLossError("DataLossError: " + n + " offsets of " + part.describe() + " are " + why()
+                    + ". Set failOnDataLoss=false to skip them.");
         }
         skipped += n;
+    }
+
+    /** Where the lost offsets are not, in tidemq.spark.source's words. */
+    private String why() {
+        if (!part.tiered()) {
+            return "not in the store (cleaned away or unreadable)";
+        }
+        return "in neither the store nor the archive at " + part.archiveDest + " (deleted before they were archived"
+                + (part.gapsFile != null ? "? see " + part.gapsFile : "?") + ")";
+    }
+
+    /** Tiered reads: the offsets [from, to), below what the live log still holds, are served from the
+     * archive before any row of this reader's own (called before this reader adds a row). */
+    protected final void archiveFirst(long from, long to) throws IOException {
+        if (to > from) {
+            head = new ArchiveRangeReader(part, from, to);
+        }
+    }
+
+    /** Whether archived rows are to be served before this reader adds any. */
+    protected final boolean archiving() {
+        return head != null;
     }
 
     @Override
     public final boolean next() throws IOException {
         rows.reset();
-        while (rows.rows() == 0 && !done()) {
+        while (true) {
+            if (head != null) {
+                if (head.next()) {
+                    current = head.get();
+                    return true;
+                }
+                head.close();
+                head = null;
+            }
+            if (rows.rows() > 0 || done()) {
+                break;
+            }
             fill();
         }
+        current = rows.batch();
         return rows.rows() > 0;
     }
 
     @Override
     public final ColumnarBatch get() {
-        return rows.batch();
+        return current;
     }
 
     @Override
     public void close() throws IOException {
+        if (head != null) {
+            head.close();
+            head = null;
+        }
         rows.close();
         if (skipped > 0) {
             LOG.warn("tidemq: skipped {} offsets of {} (failOnDataLoss=false)", skipped, part.describe());

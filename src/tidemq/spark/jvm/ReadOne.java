@@ -20,6 +20,11 @@ public final class ReadOne {
         return Planner.alive();
     }
 
+    /** How many rows this JVM's readers have served from archives (tiered reads: which reader read them). */
+    public static long archivedRowsServed() {
+        return ArchiveRangeReader.served();
+    }
+
     /** The MQv2-HMAC-SHA1 authorization header the JVM reader sends (checked against tidemq.protocol.signing). */
     public static String authorization(String accessKey, String secretKey, String dateTime) {
         return Connection.authorization(accessKey, secretKey, dateTime);

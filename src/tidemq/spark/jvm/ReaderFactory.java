@@ -6,7 +6,7 @@ import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
-/** Columnar readers of RangePartitions: the store's files or the broker, as the partition says. */
+/** Columnar readers of RangePartitions: the store's files, the broker or the archive, as the partition says. */
 final class ReaderFactory implements PartitionReaderFactory {
     private static final long serialVersionUID = 1L;
 
@@ -23,6 +23,13 @@ final class ReaderFactory implements PartitionReaderFactory {
     @Override
     public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
         RangePartition p = (RangePartition) partition;
-        return p.broker ? new BrokerRangeReader(p) : new FileRangeReader(p);
+        try {
+            if (p.archived) {
+                return new ArchiveRangeReader(p, p.start, p.end);
+            }
+            return p.broker ? new BrokerRangeReader(p) : new FileRangeReader(p);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
     }
 }

@@ -111,6 +111,34 @@ final class StoreFiles implements AutoCloseable {
     }
 
     /**
+     * The first queue offset in [from, end) whose unit's record the commit log still holds (as
+     * tidemq.spark.files.StoreFiles.queue_range finds the minimum), {@code end} when none does;
+     * {@code from} when the queue has no file.
+     */
+    long firstLive(long from, long end) {
+        long first = firstUnit();
+        if (first < 0) {
+            return from;
+        }
+        long logMin = segmentStarts.length == 0 ? Long.MAX_VALUE : segmentStarts[0];
+        ByteBuffer buf = ByteBuffer.allocate(4096 * UNIT_SIZE);
+        long at = Math.max(from, first);
+        while (at < end) {
+            int n = units(at, end, buf);
+            if (n == 0) {
+                return end;
+            }
+            for (int i = 0; i < n; i++) {
+                if (buf.getInt(i * UNIT_SIZE + 8) > 0 && buf.getLong(i * UNIT_SIZE) >= logMin) {
+                    return at + i;
+                }
+            }
+            at += n;
+        }
+        return end;
+    }
+
+    /**
      * Units [start, end) into {@code out} (big-endian, 20 bytes each), fewer when the files end
      * first or at a file's end; how many were read.
      */

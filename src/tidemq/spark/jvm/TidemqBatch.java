@@ -1,7 +1,5 @@
 package org.tidemq.spark;
 
-import java.util.function.Supplier;
-
 import com.fasterxml.jackson.databind.JsonNode;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
@@ -11,20 +9,17 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 /**
  * A batch read: the Python planner's partitions (op "batch": startingOffsets/endingOffsets,
  * timestamps, maxRecordsPerPartition, failOnDataLoss, all as the Python reader plans them),
- * read by ReaderFactory. When the planner says the read is tiered (an archive in play:
- * archived ranges, and live ranges whose head may be cleaned while they are read), the whole
- * batch is the Python reader's, which reads the archive (``reader=jvm`` refuses instead).
+ * read by ReaderFactory. A tiered read (an archive in play) is planned the same way: ranges
+ * below the live log are read from the archive (ArchiveRangeReader), the others from the log,
+ * reading from the archive a head cleaned since planning.
  */
 final class TidemqBatch implements Batch {
     private final Planner planner;
     private final CaseInsensitiveStringMap options;
-    private final Supplier<Batch> python;
-    private Batch delegate;
 
-    TidemqBatch(Planner planner, CaseInsensitiveStringMap options, Supplier<Batch> python) {
+    TidemqBatch(Planner planner, CaseInsensitiveStringMap options) {
         this.planner = planner;
         this.options = options;
-        this.python = python;
     }
 
     @Override
@@ -35,20 +30,11 @@ final class TidemqBatch implements Batch {
         } finally {
             planner.release();                       // a batch plans once: its planner is free again
         }
-        if (plan.path("tiered").asBoolean(false)) {
-            if (TidemqTable.reader(options).equals("jvm")) {
-                throw new IllegalArgumentException("tidemq: reader=jvm, but this read is tiered (an archive is in "
-                        + "play) and tiered reads are the Python reader's: leave reader out, or set archivePath=\"\"");
-            }
-            delegate = python.get();
-            return delegate.planInputPartitions();
-        }
-        delegate = null;
         return RangePartition.all(plan.get("partitions"));
     }
 
     @Override
     public PartitionReaderFactory createReaderFactory() {
-        return delegate != null ? delegate.createReaderFactory() : new ReaderFactory();
+        return new ReaderFactory();
     }
 }

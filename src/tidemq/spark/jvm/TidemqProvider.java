@@ -12,10 +12,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 /**
  * {@code format("tidemq")} on the JVM: "Python plans, the JVM reads". Spark finds it by its
  * short name (META-INF/services) once tidemq's jar is in the session (tidemq.spark.register).
- * Reads go to the JVM reader; what it does not do goes to the Python data source registered as
- * {@code tidemq_python} (PythonTwin): writes, tiered reads (an archive in play), and any read
- * with the option {@code reader=python} (or the session conf spark.tidemq.reader=python). Reads
- * that sign their calls or speak TLS are the JVM reader's (Connection).
+ * Reads go to the JVM reader (signed, TLS and tiered ones too: Connection, ArchiveRangeReader);
+ * what it does not do goes to the Python data source registered as {@code tidemq_python}
+ * (PythonTwin): writes, and any read with the option {@code reader=python} (or the session conf
+ * spark.tidemq.reader=python).
  */
 public final class TidemqProvider implements TableProvider, DataSourceRegister {
     /** tidemq.spark.decode.SPARK_SCHEMA, the Python reader's (tests/spark/test_jvm.py holds them equal). */

@@ -9,9 +9,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * The JVM reader's scan: a batch (TidemqBatch) or a stream (TidemqStream), columnar per
- * partition (ReaderFactory: a batch handed to the Python reader is read in rows). A stream over a
- * topic with an archive in play (tiered reads: tidemq.spark.tiered) is the Python reader's,
- * decided once when the stream starts; a batch decides when it is planned.
+ * partition (ReaderFactory), tiered or not (an archive in play: tidemq.spark.tiered).
  */
 final class TidemqScan implements ScanBuilder, Scan {
     private final TidemqTable table;
@@ -35,18 +33,11 @@ final class TidemqScan implements ScanBuilder, Scan {
 
     @Override
     public Batch toBatch() {
-        return new TidemqBatch(planner, options, () -> ((org.apache.spark.sql.connector.catalog.SupportsRead) table.twin())
-                .newScanBuilder(options).build().toBatch());
+        return new TidemqBatch(planner, options);
     }
 
     @Override
     public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-        boolean jvm = TidemqTable.reader(options).equals("jvm");
-        if (!jvm && planner.call(Planner.request("describe", options)).path("tiered").asBoolean(false)) {
-            planner.close();
-            return ((org.apache.spark.sql.connector.catalog.SupportsRead) table.twin()).newScanBuilder(options).build()
-                    .toMicroBatchStream(checkpointLocation);
-        }
         return new TidemqStream(planner, options);
     }
 }

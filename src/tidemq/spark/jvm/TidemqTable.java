@@ -20,7 +20,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * A topic read by the JVM reader unless told otherwise: the option {@code reader} ("jvm",
  * "python" or "auto", the default; the session conf spark.tidemq.reader gives the default).
  * Reads that sign their calls or speak TLS (options accessKey, secretKey, tls, rootCertificates)
- * are the JVM reader's too (Connection).
+ * and tiered reads (an archive in play) are the JVM reader's too (Connection, ArchiveRangeReader).
  * Writes always go to the Python sink (PythonTwin), with the same capabilities as the Python
  * data source's own table.
  */
