@@ -29,13 +29,14 @@ def _controller(config) -> bool:
 def pytest_xdist_make_scheduler(config, log):
     if config.getoption("dist") == "loadfile":
         from tests.support.schedule import CACHE_KEY, LongestFileFirst
-        return LongestFileFirst(config, log, config.cache.get(CACHE_KEY, {}) if config.cache else {})
+        cache = getattr(config, "cache", None)          # None with -p no:cacheprovider
+        return LongestFileFirst(config, log, cache.get(CACHE_KEY, {}) if cache is not None else {})
     return None
 
 
 def pytest_configure(config):
     global _FILE_CLOCK
-    if _controller(config) and config.cache is not None:
+    if _controller(config) and getattr(config, "cache", None) is not None:
         from tests.support.schedule import FileClock
         _FILE_CLOCK = FileClock()
 
