@@ -61,6 +61,19 @@ class LongestFileFirst(LoadFileScheduling):
     def weight(self, scope: str, tests: int) -> float:
         return self.seconds.get(scope, tests * SECONDS_PER_TEST)
 
+    def _reschedule(self, node) -> None:
+        """As LoadFileScheduling's, but a worker is handed its next file only once the last test of
+        its file is pending (the one it holds back until it knows what comes next), not two: a
+        Spark file of two long tests no longer claims the next file as soon as it starts."""
+        if node.shutting_down:
+            return
+        if not self.workqueue:
+            node.shutdown()
+            return
+        if self._pending_of(self.assigned_work[node]) > 1:
+            return
+        self._assign_work_unit(node)
+
     def _assign_work_unit(self, node) -> None:
         if not self._ordered:          # the queue is complete before its first unit is handed out
             units = sorted(self.workqueue.items(), key=lambda kv: -self.weight(kv[0], len(kv[1])))
