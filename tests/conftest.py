@@ -3,6 +3,8 @@
 Importing tests.support.brokers first points HOME at a scratch directory, before anything
 imports the official RocketMQ client (it writes logs under ~/logs/)."""
 
+import pytest
+
 from tests.support.brokers import broker_factory  # noqa: F401  (fixture)
 from tests.support.auth import ca_certificates, certificate  # noqa: F401  (fixtures)
 from tests.support.tmpfs import can_mount, env  # noqa: F401  (fixtures)
@@ -12,3 +14,38 @@ def pytest_addoption(parser):
     parser.addoption("--sim-seeds", type=int, default=150,
                      help="seeds per flush mode for the store simulation, and two thirds of it per "
                           "replication mode for the broker group's (tests/sim)")
+
+
+# the order of the files on the xdist workers: the longest first (tests/support/schedule.py)
+_FILE_CLOCK = None
+
+
+def _controller(config) -> bool:
+    """This process hands the files to xdist workers (not a worker, not a run with -n 0)."""
+    return not hasattr(config, "workerinput") and config.getoption("dist", "no") != "no"
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") == "loadfile":
+        from tests.support.schedule import CACHE_KEY, LongestFileFirst
+        cache = getattr(config, "cache", None)          # None with -p no:cacheprovider
+        return LongestFileFirst(config, log, cache.get(CACHE_KEY, {}) if cache is not None else {})
+    return None
+
+
+def pytest_configure(config):
+    global _FILE_CLOCK
+    if _controller(config) and getattr(config, "cache", None) is not None:
+        from tests.support.schedule import FileClock
+        _FILE_CLOCK = FileClock()
+
+
+def pytest_runtest_logreport(report):
+    if _FILE_CLOCK is not None:
+        _FILE_CLOCK.add(report.nodeid, report.duration)
+
+
+def pytest_sessionfinish(session):
+    if _FILE_CLOCK is not None:
+        _FILE_CLOCK.save(session.config.cache)
