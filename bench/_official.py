@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import urllib.request
+from typing import Callable
 
 TOPIC = "Bench"
 WARMUP = 50
@@ -96,9 +97,12 @@ def serve_null(port: int, loop: str = "asyncio") -> None:
 
 
 # The client process ---------------------------------------------------------------------------
-def client_run(endpoint: str, count: int, max_s: float, body_bytes: int, in_flight: int = 1) -> dict:
+def client_run(endpoint: str, count: int, max_s: float, body_bytes: int, in_flight: int = 1,
+               gate: "Callable[[], None] | None" = None, done: "Callable[[dict], None] | None" = None) -> dict:
     """One client process: ``Producer.send`` one at a time (``in_flight`` 1), or ``send_async`` with at most
-    ``in_flight`` sends unanswered; every answer checked (a failed send raises), every message id distinct."""
+    ``in_flight`` sends unanswered; every answer checked (a failed send raises), every message id distinct.
+    ``gate()`` runs between the warm-up and the timed sends, ``done(result)`` after them, before the
+    producer shuts down (bench/multicore.py: the broker's CPU read around the timed sends only)."""
     import concurrent.futures
 
     from rocketmq import ClientConfiguration, Credentials, Message, Producer
@@ -124,6 +128,8 @@ def client_run(endpoint: str, count: int, max_s: float, body_bytes: int, in_flig
                 if time.monotonic() > t_end:
                     raise
                 time.sleep(0.2)
+        if gate is not None:
+            gate()
         sent = 0
         ids = set()
         t0 = time.perf_counter()
@@ -137,17 +143,21 @@ def client_run(endpoint: str, count: int, max_s: float, body_bytes: int, in_flig
             pending: set = set()
             while sent < count and time.perf_counter() < end:
                 while len(pending) >= in_flight:
-                    done, pending = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
-                    ids.update(f.result().message_id for f in done)
+                    answered, pending = concurrent.futures.wait(pending,
+                                                                return_when=concurrent.futures.FIRST_COMPLETED)
+                    ids.update(f.result().message_id for f in answered)
                 pending.add(p.send_async(msg()))
                 sent += 1
             ids.update(f.result().message_id for f in concurrent.futures.as_completed(pending))
         dt = time.perf_counter() - t0
+        if len(ids) != sent:
+            raise RuntimeError(f"{len(ids)} distinct message ids for {sent} sends")
+        result = {"messages": sent, "seconds": dt}
+        if done is not None:
+            done(result)
     finally:
         p.shutdown()
-    if len(ids) != sent:
-        raise RuntimeError(f"{len(ids)} distinct message ids for {sent} sends")
-    return {"messages": sent, "seconds": dt}
+    return result
 
 
 # Driver ---------------------------------------------------------------------------------------

@@ -33,7 +33,8 @@ import sys
 import time
 
 from _broker import proc_cpu_seconds
-from _official import TOPIC, WARMUP, _Proc
+from _official import TOPIC, _Proc
+from _official import client_run as official_client_run
 from _report import BENCH_SRC, Report, progress, scratch_dir
 
 PLACEMENTS = ("shared", "split", "spread")
@@ -71,60 +72,18 @@ def start_broker(n: int, placement: str, workdir: str, env: dict) -> tuple[_Proc
 
 
 def client_run(endpoint: str, count: int, max_s: float, body_bytes: int, in_flight: int) -> None:
-    """One client process (as bench/_official.py's, with a gate): warm up, say ``warm``, wait for ``go`` on
+    """One client process (bench/_official.py's, with a gate): warm up, say ``warm``, wait for ``go`` on
     stdin, send (one at a time, or ``send_async`` with ``in_flight`` unanswered; every answer checked, every
     id distinct), print the result, wait for stdin to close, shut down: the broker's CPU is read between
     ``go`` and the last result, the timed sends only."""
-    import concurrent.futures
-
-    from rocketmq import ClientConfiguration, Credentials, Message, Producer
-
-    body = os.urandom(body_bytes)
-
-    def msg() -> Message:
-        m = Message()
-        m.topic = TOPIC
-        m.body = body
-        return m
-
-    p = Producer(ClientConfiguration(endpoint, Credentials(), request_timeout=30), (TOPIC,))
-    p.startup()
-    try:
-        t_end = time.monotonic() + 30
-        while True:
-            try:
-                for _ in range(WARMUP):
-                    p.send(msg())
-                break
-            except Exception:
-                if time.monotonic() > t_end:
-                    raise
-                time.sleep(0.2)
+    def gate() -> None:
         print("warm", flush=True)
         sys.stdin.readline()
-        sent, ids = 0, set()
-        t0 = time.perf_counter()
-        end = t0 + max_s
-        if in_flight <= 1:
-            while sent < count and time.perf_counter() < end:
-                ids.add(p.send(msg()).message_id)
-                sent += 1
-        else:
-            pending: set = set()
-            while sent < count and time.perf_counter() < end:
-                while len(pending) >= in_flight:
-                    done, pending = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
-                    ids.update(f.result().message_id for f in done)
-                pending.add(p.send_async(msg()))
-                sent += 1
-            ids.update(f.result().message_id for f in concurrent.futures.as_completed(pending))
-        dt = time.perf_counter() - t0
-        if len(ids) != sent:
-            raise RuntimeError(f"{len(ids)} distinct message ids for {sent} sends")
-        print(json.dumps({"messages": sent, "seconds": dt}), flush=True)
+
+    def done(result: dict) -> None:
+        print(json.dumps(result), flush=True)
         sys.stdin.read()
-    finally:
-        p.shutdown()
+    official_client_run(endpoint, count, max_s, body_bytes, in_flight, gate=gate, done=done)
 
 
 def sample(n: int, placement: str, load: str, a, workdir: str, env: dict) -> dict:
