@@ -55,6 +55,14 @@ def jvm_reader(spark):
     return _provider_class(spark) == PROVIDER
 
 
+@pytest.fixture
+def jvm(spark, jvm_reader):
+    """The JVM reader's test entry (org.tidemq.spark.ReadOne); the test is skipped, saying why, without it."""
+    if not jvm_reader:
+        pytest.skip("the JVM reader is not available (no javac: see tidemq.spark.jar's log line)")
+    return spark._jvm.org.tidemq.spark.ReadOne
+
+
 def pytest_generate_tests(metafunc):
     if "reader" in metafunc.fixturenames:
         metafunc.parametrize("reader", READERS, indirect=True)

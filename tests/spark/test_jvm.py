@@ -20,13 +20,6 @@ from ..support.records import varied
 pytestmark = pytest.mark.timeout(600)
 
 
-@pytest.fixture
-def jvm(spark, jvm_reader):
-    if not jvm_reader:
-        pytest.skip("the JVM reader is not available (no javac: see tidemq.spark.jar's log line)")
-    return spark._jvm.org.tidemq.spark.ReadOne
-
-
 def read_one(jvm, part: dict) -> list[int]:
     return list(jvm.queueOffsets(json.dumps(part)))
 

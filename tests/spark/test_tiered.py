@@ -19,6 +19,7 @@ from tidemq.spark.tiered import archive_of
 from tidemq.store.archive import read_manifest
 
 from ..support.archive import archiving_store, fill
+from ..support.spark import filled_and_archived, rewrite_archive_file
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("reader")]
 
@@ -102,10 +103,7 @@ def test_offsets_in_neither_tier_are_a_data_loss(spark, env, tmp_path):
     shutil.copytree(dest, kept)                          # as if the first offsets were never archived
     for f in ds.dataset(os.path.join(kept, f"run={run}"), format="parquet").files:
         t = pq.read_table(f)
-        pq.write_table(t.filter(t.column("queue_offset").to_numpy() >= 100), f, use_deprecated_int96_timestamps=True)
-        crc = os.path.join(os.path.dirname(f), f".{os.path.basename(f)}.crc")
-        if os.path.exists(crc):                          # Hadoop's checksum of the file as Spark wrote it
-            os.remove(crc)
+        rewrite_archive_file(f, t.filter(t.column("queue_offset").to_numpy() >= 100))
     with pytest.raises(Exception, match="DataLossError"):
         tiered(spark, root, cl, archivePath=kept).count()
     skipped = tiered(spark, root, cl, archivePath=kept, failOnDataLoss="false")
@@ -114,14 +112,9 @@ def test_offsets_in_neither_tier_are_a_data_loss(spark, env, tmp_path):
 
 
 def test_broker_mode_reads_the_archive_the_broker_names_or_the_one_it_is_given(spark, broker, tmp_path):
-    from ..support.spark import fill_through_broker
     small = {"TIDEMQ_SEGMENT_SIZE_BYTES": str(64 * 1024)}
-    b = broker(env=small)
-    n = fill_through_broker(b.endpoint, topic="Orders", batches=4, per=250)
-    assert b.stop() == 0
     dest = str(tmp_path / "archive")
-    report = archive.run(spark, b.root, dest)
-    assert len(report["archived"]) >= 2
+    b, n, report = filled_and_archived(spark, broker, dest, small)
     for name in report["archived"]:                       # what cleanup deletes once archived
         os.remove(os.path.join(b.root, "commitlog", name))
     b2 = broker(root=b.root, env=small)

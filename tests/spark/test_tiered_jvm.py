@@ -15,16 +15,9 @@ import pytest
 
 from tidemq.spark import archive, planner
 
-from ..support.spark import fill_through_broker, rows_by_position
+from ..support.spark import filled_and_archived, rewrite_archive_file, rows_by_position
 
 pytestmark = pytest.mark.timeout(900)
-
-
-@pytest.fixture
-def jvm(spark, jvm_reader):
-    if not jvm_reader:
-        pytest.skip("the JVM reader is not available (no javac: see tidemq.spark.jar's log line)")
-    return spark._jvm.org.tidemq.spark.ReadOne
 
 
 def without_offsets(src: str, dst: str, queue: int, below: int) -> int:
@@ -36,21 +29,14 @@ def without_offsets(src: str, dst: str, queue: int, below: int) -> int:
         t = pq.read_table(f)
         keep = ~((t.column("queue_id").to_numpy() == queue) & (t.column("queue_offset").to_numpy() < below))
         gone += int((~keep).sum())
-        pq.write_table(t.filter(keep), f, use_deprecated_int96_timestamps=True)   # as Spark wrote it
-        crc = os.path.join(os.path.dirname(f), f".{os.path.basename(f)}.crc")
-        if os.path.exists(crc):                         # Hadoop's checksum of the file Spark wrote
-            os.remove(crc)
+        rewrite_archive_file(f, t.filter(keep))
     return gone
 
 
 def test_the_jvm_reader_reads_the_archive_then_the_log_once(spark, jvm, broker, tmp_path):
     small = {"TIDEMQ_SEGMENT_SIZE_BYTES": str(64 * 1024)}
-    b = broker(env=small)
-    n = fill_through_broker(b.endpoint, topic="Orders", batches=4, per=250)
-    assert b.stop() == 0
     dest = str(tmp_path / "archive")
-    report = archive.run(spark, b.root, dest)
-    assert len(report["archived"]) >= 2
+    b, n, report = filled_and_archived(spark, broker, dest, small)
     b1 = broker(root=b.root, env=small)                   # planned while the log holds everything:
     planned = planner.handle(json.dumps({"op": "batch", "options": {"endpoints": b1.endpoint, "topic": "Orders"}})
                              .encode())["partitions"]

@@ -1,5 +1,8 @@
-"""Spark tests: a topic filled through a broker with the fast client, and DataFrame rows in an
-order that compares (the SparkSession and broker fixtures are in tests/spark/conftest.py)."""
+"""Spark tests: a topic filled through a broker with the fast client, its segments archived, an
+archive file rewritten as Spark would read it, and DataFrame rows in an order that compares (the
+SparkSession and broker fixtures are in tests/spark/conftest.py)."""
+
+import os
 
 
 def fill_through_broker(endpoint, topic="Orders", batches=4, per=250):
@@ -24,3 +27,26 @@ def rows_by_position(df):
         d["properties"] = sorted((d["properties"] or {}).items())
         out.append(d)
     return sorted(out, key=lambda d: (d["topic"], d["queue_id"], d["queue_offset"]))
+
+
+def filled_and_archived(spark, broker, dest: str, env: dict):
+    """A broker (``broker``: the fixture's factory, with ``env``) whose topic Orders is filled
+    (fill_through_broker), stopped, its sealed segments archived to ``dest`` (tidemq.spark.archive: two
+    or more); (the stopped broker, messages sent, the archive's report). The segments stay in the log."""
+    from tidemq.spark import archive
+    b = broker(env=env)
+    n = fill_through_broker(b.endpoint, topic="Orders", batches=4, per=250)
+    assert b.stop() == 0
+    report = archive.run(spark, b.root, dest)
+    assert len(report["archived"]) >= 2
+    return b, n, report
+
+
+def rewrite_archive_file(path: str, table) -> None:
+    """Write ``table`` over the archive's Parquet file ``path`` as Spark wrote it (int96 timestamps), and
+    drop Hadoop's checksum of the old file (Spark's reader checks a file against its ``.crc``)."""
+    import pyarrow.parquet as pq
+    pq.write_table(table, path, use_deprecated_int96_timestamps=True)
+    crc = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.crc")
+    if os.path.exists(crc):
+        os.remove(crc)
