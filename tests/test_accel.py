@@ -660,22 +660,28 @@ def test_send_one_reads_what_protobuf_and_encoded_one_read(request):
         assert odd_host or abs(sp.born_timestamp.seconds) >= 4 * 10**15, (raw, want)
 
 
+def damaged(raw: bytes, edits) -> bytes:
+    """``raw`` with ``edits`` applied in turn: (at, byte, 0) a byte changed, (at, byte, 1) one inserted,
+    (at, _, 2) the rest cut (``at`` taken modulo the length + 1)."""
+    out = bytearray(raw)
+    for at, byte, kind in edits:
+        at = at % (len(out) + 1)
+        if kind == 0 and at < len(out):
+            out[at] = byte
+        elif kind == 1:
+            out.insert(at, byte)
+        else:
+            del out[at:]
+    return bytes(out)
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(send_requests(), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255), st.integers(0, 2)),
                                  min_size=1, max_size=4))
 def test_send_one_on_damaged_bytes_answers_none_or_what_protobuf_reads(request, edits):
     """Bytes changed, cut or grown anywhere: send_one never reads them as something protobuf would
     not (it answers None, and the general path decodes or refuses them)."""
-    raw = bytearray(request[0])
-    for at, byte, kind in edits:
-        at = at % (len(raw) + 1)
-        if kind == 0 and at < len(raw):
-            raw[at] = byte
-        elif kind == 1:
-            raw.insert(at, byte)
-        else:
-            del raw[at:]
-    raw = bytes(raw)
+    raw = damaged(request[0], edits)
     got = _accel.send_one(raw)
     if got is not None:
         assert got == _send_one_reference(raw)
@@ -911,16 +917,7 @@ def test_send_many_reads_what_protobuf_and_encoded_one_read(raw):
 @given(many_requests(), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255), st.integers(0, 2)),
                                  min_size=1, max_size=4))
 def test_send_many_on_damaged_bytes_answers_none_or_what_protobuf_reads(raw, edits):
-    raw = bytearray(raw)
-    for at, byte, kind in edits:
-        at = at % (len(raw) + 1)
-        if kind == 0 and at < len(raw):
-            raw[at] = byte
-        elif kind == 1:
-            raw.insert(at, byte)
-        else:
-            del raw[at:]
-    raw = bytes(raw)
+    raw = damaged(raw, edits)
     got = _accel.send_many(raw)
     if got is not None:
         assert got == _send_many_reference(raw)
