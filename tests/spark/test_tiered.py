@@ -19,7 +19,7 @@ from tidemq.spark.tiered import archive_of
 from tidemq.store.archive import read_manifest
 
 from ..support.archive import archiving_store, fill
-from ..support.spark import filled_and_archived, rewrite_archive_file
+from ..support.spark import archived_store, filled_and_archived, rewrite_archive_file
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("reader")]
 
@@ -157,13 +157,7 @@ def test_a_live_range_cleaned_after_planning_is_read_from_the_archive(spark, tmp
     """Planned while the log held everything; the archived head deleted before the executor reads it."""
     from tidemq.spark.backend import DataLossError
     from tidemq.spark.source import TidemqReader, read_partition
-    from tidemq.store import Message, MessageStore, StoreConfig
-    root, dest = str(tmp_path / "root"), str(tmp_path / "archive")
-    s = MessageStore(StoreConfig(root_dir=root, segment_size_bytes=64 * 1024, index_enabled=False)).start()
-    s.create_topic("T", 1)
-    s.put_batch([Message(topic="T", body=b"%05d" % i + b"." * 500) for i in range(600)])
-    s.shutdown()
-    report = archive.run(spark, root, dest)
+    root, report = archived_store(spark, tmp_path)
     reader = TidemqReader({"path": root, "topic": "T"})
     parts = reader.partitions()
     assert all(not p.value[-1] for p in parts)               # nothing planned from the archive yet

@@ -13,9 +13,9 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from tidemq.spark import archive, planner
+from tidemq.spark import planner
 
-from ..support.spark import filled_and_archived, rewrite_archive_file, rows_by_position
+from ..support.spark import archived_store, filled_and_archived, rewrite_archive_file, rows_by_position
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -78,13 +78,7 @@ def test_the_jvm_reader_reads_the_archive_then_the_log_once(spark, jvm, broker, 
 
 
 def test_a_live_range_cleaned_after_planning_reads_its_head_from_the_archive(spark, jvm, tmp_path):
-    from tidemq.store import Message, MessageStore, StoreConfig
-    root, dest = str(tmp_path / "root"), str(tmp_path / "archive")
-    s = MessageStore(StoreConfig(root_dir=root, segment_size_bytes=64 * 1024, index_enabled=False)).start()
-    s.create_topic("T", 1)
-    s.put_batch([Message(topic="T", body=b"%05d" % i + b"." * 500) for i in range(600)])
-    s.shutdown()
-    report = archive.run(spark, root, dest)
+    root, report = archived_store(spark, tmp_path)
 
     def plan(**options):
         got = planner.handle(json.dumps({"op": "batch", "options": {"path": root, "topic": "T", **options}}).encode())

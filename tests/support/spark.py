@@ -50,3 +50,17 @@ def rewrite_archive_file(path: str, table) -> None:
     crc = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.crc")
     if os.path.exists(crc):
         os.remove(crc)
+
+
+def archived_store(spark, tmp_path):
+    """A store (``tmp_path``/root, small segments, no index) of topic T, one queue, 600 messages of ~500
+    bytes, shut down, its sealed segments archived to ``tmp_path``/archive; (the root, the archive's
+    report). The segments stay in the log."""
+    from tidemq.spark import archive
+    from tidemq.store import Message, MessageStore, StoreConfig
+    root, dest = str(tmp_path / "root"), str(tmp_path / "archive")
+    s = MessageStore(StoreConfig(root_dir=root, segment_size_bytes=64 * 1024, index_enabled=False)).start()
+    s.create_topic("T", 1)
+    s.put_batch([Message(topic="T", body=b"%05d" % i + b"." * 500) for i in range(600)])
+    s.shutdown()
+    return root, archive.run(spark, root, dest)
