@@ -174,7 +174,8 @@ class MessageSends:
         payload (``SendPath.send_one``), and so are common messages of one topic sharing their born
         time, host and sys flag (tidemq._accel.send_many: a batch, e.g. ``Producer(raw=False)``'s);
         any other request is decoded (bytes that are not one: INVALID_ARGUMENT) and sent as ``send``
-        sends it. The answer: its bytes (``answer_one``, ``answer_many``)."""
+        sends it. The answer: its bytes (``answer_one``, ``answer_many``), ``send``'s SendMessageResponse
+        for the others (``serialize`` takes both)."""
         one = _ACCEL.send_one(raw)
         if one is None:
             many = _SEND_MANY(raw) if _SEND_MANY is not None else None
@@ -185,13 +186,8 @@ class MessageSends:
                 v = await self.sends.send(batch, caller_of(context))
                 self._trailer(v, context)
                 return answer_many(v, ids)
-            msgs = (await decoded(spb.SendMessageRequest.FromString, raw, context, SEND_MESSAGE)).messages
-            if not msgs:
-                return spb.SendMessageResponse(status=status(Code.BAD_REQUEST, "no message in the request"))
-            v = await self.sends.send(messages_batch(msgs), caller_of(context))
-            ids = [m.system_properties.message_id for m in msgs]
-            self._trailer(v, context)
-            return answer_many(v, ids)
+            return await self.send(await decoded(spb.SendMessageRequest.FromString, raw, context, SEND_MESSAGE),
+                                   context)
         topic, entry, mid, born_ms, born_host, sys_flag = one
         batch = SendBatch(1, Encoded((entry,), born_ms, born_host, sys_flag), lambda _i: mid, len(entry[0]),
                           topic=topic)
