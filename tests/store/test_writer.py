@@ -29,7 +29,7 @@ def writer_of(s: MessageStore, **kw) -> StoreWriter:
     """A StoreWriter built from a started store's parts (as MessageStore builds its own)."""
     parts = dict(config=s.config, topics=s.topics, queues=s.queues, commit_log=s.commit_log, segments=s.segments,
                  dispatcher=s.dispatcher, disk=s.disk, index=s.index, clock=s.clock,
-                 put_lock=PutLock(s.dispatcher.dispatch_batch),
+                 put_lock=PutLock(s.dispatcher.dispatch_many),
                  group_commit=s.group_commit, archive=s.archive)
     parts.update(kw)
     return StoreWriter(**parts)

@@ -39,11 +39,31 @@ class PutsClosed(Exception):
 
 
 class StorePuts:
-    def __init__(self, store: MessageStore, threads: int) -> None:
+    def __init__(self, store: MessageStore, threads: int, dispatch_delay_ms: int = 0) -> None:
+        """``dispatch_delay_ms``: BrokerConfig.dispatch_delay_ms (``dispatch_later``)."""
         self.store = store
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="tidemq-put")
         self.closed = False
         self.latency = None          # observe/latency.LatencyBuckets of the sends' puts, once the broker observes
+        self.dispatch_delay_s = dispatch_delay_ms / 1000
+        self._drain_due = False      # a drain_dispatch is scheduled (dispatch_later)
+
+    def dispatch_later(self) -> None:
+        """On the loop, after a put that left its dispatch for after its answer (``defer_dispatch``):
+        the store's pending dispatches run ``dispatch_delay_ms`` from the first such put, all of them
+        at once (store/put_lock.py: one write per consume queue, one index run, for every send
+        answered meanwhile); a read of the store runs them before it reads, whenever it comes."""
+        if not self._drain_due:
+            self._drain_due = True
+            loop = asyncio.get_running_loop()
+            if self.dispatch_delay_s > 0:
+                loop.call_later(self.dispatch_delay_s, self._drain)
+            else:
+                loop.call_soon(self._drain)
+
+    def _drain(self) -> None:
+        self._drain_due = False
+        self.store.drain_dispatch()
 
     @property
     def may_wait(self) -> bool:
@@ -83,7 +103,7 @@ class StorePuts:
         store = self.store
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        loop.call_soon(store.drain_dispatch)      # its dispatch need not wait for the fsync
+        self.dispatch_later()                     # its dispatch need not wait for the fsync
 
         def release() -> None:                    # the flush thread, under its lock: hand over only
             try:
@@ -101,6 +121,17 @@ class StorePuts:
             timer.cancel()
             if not fut.done() or fut.result() is _TIMED_OUT:
                 store.forget_durable(handle)
+
+    def now(self, put: Callable[..., T], *args) -> T:
+        """``put(*args)`` inline, for a put that waits for nothing (not ``may_wait``: ``run`` would
+        run it inline too), its time observed in ``latency``; no coroutine in between."""
+        latency = self.latency
+        if latency is None:
+            return put(*args)
+        began = time.perf_counter()
+        out = put(*args)
+        latency.observe(time.perf_counter() - began)
+        return out
 
     async def timed(self, put: Callable[..., T], *args) -> T:
         """``run``, its time observed in ``latency`` (the sends' put latency histogram)."""

@@ -82,6 +82,10 @@ class BrokerConfig(Loadable):
                                    "asyncio's own", choices=("uvloop", "asyncio"))
     send_executor_threads: int = _f(8, "threads that run the store puts that wait for followers (SYNC replication; "
                                     "SYNC_FLUSH puts await their fsync on the event loop)", 1, 256)
+    dispatch_delay_ms: int = _f(5, "how long after a send's answer its consume-queue / index dispatch may wait, so that "
+                                "the dispatches of every send answered meanwhile are written as one (store/put_lock.py; "
+                                "a read of the store dispatches what waits first: never seen later; 0: at the event "
+                                "loop's next turn)", 0, 1_000)
     malloc_keep_bytes: int = _f(128 * MIB, "freed memory glibc's malloc keeps for the next big buffer (a pull "
                                 "answer and gRPC's copy of it: up to 16 MiB each) instead of mapping fresh "
                                 "pages each time; it stays resident (0: glibc's defaults; broker/heap.py)",

@@ -132,6 +132,39 @@ class Dispatcher:
         units: consume queue -> [first queue offset, bytearray of units]; index_items: (keys, phys)
         pairs, or a bytearray of hashed items (index_file.HASHED_ITEM: record_loop.append_slices').
         """
+        self._dispatch(units, ((index_items, now_ms),) if index_items else (), now_ms, first_phys, end_offset)
+
+    def dispatch_many(self, entries: list[tuple]) -> None:
+        """``dispatch_batch(*entry)`` for each of ``entries`` (consecutive appends, in log order: the
+        dispatches puts left for after their answer, put_lock.PutLock), written as one: each consume
+        queue's units in one write, the index entries in one run per second of store time (an index
+        entry keeps its time in seconds: a run's entries take its last put's time). The outcome is
+        the same as one dispatch_batch after the other (a failure: ``pending_from`` the first
+        entry's first record, healed from the log)."""
+        if len(entries) == 1:
+            self.dispatch_batch(*entries[0])
+            return
+        units: dict = {}
+        runs: list = []              # [items, store time ms]: consecutive entries' index items of one kind
+        for u, items, now_ms, _first, _end in entries:
+            for cq, g in u.items():
+                have = units.get(cq)
+                if have is None:
+                    units[cq] = [g[0], bytearray(g[1])]
+                else:                 # (log order: this queue's units continue where the last entry's end)
+                    have[1] += g[1]
+            if items:
+                last = runs[-1] if runs else None
+                if (last is not None and type(last[0]) is type(items)
+                        and last[1] // 1000 == now_ms // 1000):
+                    last[0] += items
+                    last[1] = now_ms
+                else:
+                    runs.append([items.copy(), now_ms])
+        self._dispatch(units, runs, entries[-1][2], entries[0][3], entries[-1][4])
+
+    def _dispatch(self, units: dict, runs, now_ms: int, first_phys: int, end_offset: int) -> None:
+        """dispatch_batch's writes: ``runs`` the index items as (items, store time ms) pairs."""
         if self.pending_from is not None:
             # an earlier batch is not fully dispatched: this one waits for heal() (order is kept)
             return
@@ -140,17 +173,18 @@ class Dispatcher:
             # continues exactly at its max offset)
             for cq, g in units.items():
                 self._retry(cq.append, cq.dir, g[0], g[1])
-            if index_items and self.index is not None:
-                index = self.index
-                if isinstance(index_items, bytearray):
-                    put, flat, total = index.put_hashed, index_items, len(index_items) // HASHED_ITEM.size
-                else:
-                    put = index.put_many
-                    flat = [(k, phys) for ks, phys in index_items for k in ks]
-                    total = len(flat)
-                done = 0
-                while done < total:      # each call fills what fits in one file
-                    done += self._retry(put, index.dir, flat, done, now_ms)
+            index = self.index
+            if index is not None:
+                for index_items, ts_ms in runs:
+                    if isinstance(index_items, bytearray):
+                        put, flat, total = index.put_hashed, index_items, len(index_items) // HASHED_ITEM.size
+                    else:
+                        put = index.put_many
+                        flat = [(k, phys) for ks, phys in index_items for k in ks]
+                        total = len(flat)
+                    done = 0
+                    while done < total:      # each call fills what fits in one file
+                        done += self._retry(put, index.dir, flat, done, ts_ms)
         except Exception as e:        # noqa: BLE001 - never out of a put: refuse writes until healed
             self._fail(first_phys, e if isinstance(e, OSError) else OSError(0, repr(e)))
             return

@@ -1,19 +1,22 @@
-"""The store's put lock, which also carries the dispatches a put left for after its answer.
+"""The store's put lock, which also carries the dispatches puts left for after their answer.
 
 A put appends its records to the commit log and then dispatches them: the consume-queue units
 and the index entries (dispatch.Dispatcher). RocketMQ answers a send once the commit log has
 the record and dispatches afterwards (ReputMessageService). A put here may do the same
 (``defer_dispatch=True`` of put_batch / put_encoded: the broker's SendMessage, whose one message per
 request finds every cache cold, bench/README.md): its dispatch is queued in ``pending``, in
-log order, and runs
+log order, and the dispatches waiting there run together, as one (Dispatcher.dispatch_many: one
+write per consume queue, one index run), in log order:
 
-* when anybody next takes this lock (``with put_lock``): the next put, before its own append;
-  topic deletion, a follower's truncation, shutdown: each sees the consume queues complete;
+* when anybody next takes this lock (``with put_lock``): topic creation and deletion, a follower's
+  truncation, the checkpoint, shutdown: each sees the consume queues complete. A put takes it as
+  ``put_lock.appending``, which leaves them waiting (the next puts' dispatches join them), unless
+  the put dispatches at once (``run``: what waits first);
 * before any read of the store (``MessageStore._reading``, get, get_raw): a consumer never
   misses a message whose send was answered;
-* at the queue flush's next round (``flush_queues``), and at the latest when the caller that
-  deferred it calls ``MessageStore.drain_dispatch`` (the broker: right after the answer left,
-  ``loop.call_soon``).
+* at the queue flush's next round (``flush_queues``), and when the caller that deferred it calls
+  ``MessageStore.drain_dispatch`` (the broker: once per ``dispatch_delay_ms`` after a send's answer,
+  for every send answered meanwhile: broker/puts.py).
 
 At most ``deferred_max`` dispatches wait (StoreConfig.dispatch_deferred_max): the put that would
 be one more runs the waiting ones and its own at once, under the lock it holds.
@@ -32,17 +35,18 @@ from typing import Callable
 
 
 class PutLock:
-    """A non-reentrant lock (``with``) that runs ``dispatch(*entry)`` for every pending entry,
-    oldest first, each time it is taken. ``dispatch`` never raises (Dispatcher.dispatch_batch
-    records its failures)."""
+    """A non-reentrant lock (``with``) that runs ``dispatch(entries)`` for what is pending (the
+    entries, oldest first) each time it is taken, except as ``appending``. ``dispatch`` never
+    raises (Dispatcher.dispatch_many records its failures)."""
 
-    __slots__ = ("_lock", "pending", "dispatch", "deferred_max")
+    __slots__ = ("_lock", "pending", "dispatch", "deferred_max", "appending")
 
-    def __init__(self, dispatch: Callable[..., None] | None = None, deferred_max: int = 1024) -> None:
+    def __init__(self, dispatch: Callable[[list], None] | None = None, deferred_max: int = 1024) -> None:
         self._lock = threading.Lock()
         self.pending: list[tuple] = []
         self.dispatch = dispatch
         self.deferred_max = deferred_max
+        self.appending = _Appending(self._lock)
 
     def __enter__(self) -> "PutLock":
         self._lock.acquire()
@@ -59,16 +63,23 @@ class PutLock:
 
     def _run_pending(self) -> None:
         pending, self.pending = self.pending, []
-        dispatch = self.dispatch
-        for entry in pending:
-            dispatch(*entry)
+        self.dispatch(pending)
 
     def defer(self, entry: tuple) -> None:
-        """Under the lock: ``entry`` (dispatch's arguments) runs when the lock is next taken, or
+        """Under the lock: ``entry`` (dispatch_batch's arguments) waits with those before it, or runs
         now, with every entry before it, when ``deferred_max`` entries wait already."""
-        self.pending.append(entry)
-        if len(self.pending) > self.deferred_max:
+        pending = self.pending
+        pending.append(entry)
+        if len(pending) > self.deferred_max:
             self._run_pending()
+
+    def run(self, entry: tuple) -> None:
+        """Under the lock: ``entry`` dispatched now, after (with) what waits."""
+        if self.pending:
+            self.pending.append(entry)
+            self._run_pending()
+        else:
+            self.dispatch([entry])
 
     def drain(self) -> None:
         """Run what is pending now (taking the lock), if anything is."""
@@ -78,3 +89,18 @@ class PutLock:
 
     def locked(self) -> bool:
         return self._lock.locked()
+
+
+class _Appending:
+    """``with put_lock.appending``: the put lock taken by a put, what waits left waiting."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self._lock = lock
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self._lock.release()

@@ -213,7 +213,7 @@ class MessageStore:
             if bad:
                 log.warning("unreadable index files removed (rebuilt from the log): %s", ", ".join(bad))
         self.dispatcher = Dispatcher(self.queues, self.index, cfg.dispatch_write_retries_max)
-        self._put_lock.dispatch = self.dispatcher.dispatch_batch
+        self._put_lock.dispatch = self.dispatcher.dispatch_many
         self.dispatcher.is_dead = self.topics.is_dead
         self.reader = StoreReader(cfg, self.segments, self.commit_log, self.queues, self.topics, self.index,
                                   self._memory_budget_bytes, lambda: self._state is StoreState.RUNNING,

@@ -440,7 +440,7 @@ class StoreWriter:
         failure: AppendError | None = None
         appended = 0
         now = items.now_ms
-        with self.put_lock:
+        with self.put_lock.appending:          # (what waits to be dispatched goes on waiting: put_lock.py)
             why = self.refusal()
             if why is not None:
                 refused = PutResult.refused(*why)
@@ -461,7 +461,7 @@ class StoreWriter:
                 if defer_dispatch:
                     self.put_lock.defer(entry)
                 else:
-                    self.dispatcher.dispatch_batch(*entry)
+                    self.put_lock.run(entry)             # after what waits: log order
                 end = results.phys[final] + results.size[final]
             if failure is None:
                 self.segment_error = None
