@@ -171,7 +171,7 @@ class MessageSends:
     async def send_bytes(self, raw: bytes, context) -> "bytes | spb.SendMessageResponse":
         """SendMessage from the request's bytes (``send_message_lane``): the common message read
         straight from them (tidemq._accel.send_one, wire.encoded_one's rule) is sent as an Encoded
-        payload (``SendPath.send_one``), and so are common messages of one topic sharing their born
+        payload, and so are common messages of one topic sharing their born
         time, host and sys flag (tidemq._accel.send_many: a batch, e.g. ``Producer(raw=False)``'s);
         any other request is decoded (bytes that are not one: INVALID_ARGUMENT) and sent as ``send``
         sends it. The answer: its bytes (``answer_one``, ``answer_many``), ``send``'s SendMessageResponse
@@ -191,9 +191,9 @@ class MessageSends:
         topic, entry, mid, born_ms, born_host, sys_flag = one
         batch = SendBatch(1, Encoded((entry,), born_ms, born_host, sys_flag), lambda _i: mid, len(entry[0]),
                           topic=topic)
-        v = await self.sends.send_one(batch, caller_of(context))
-        if type(v) is int:                        # stored at this queue offset: the common answer
-            return answer_one(Code.OK, "", mid, v)
+        v = await self.sends.send(batch, caller_of(context))
+        if v.kinds[0] == STORED:                 # the common answer
+            return answer_one(Code.OK, "", mid, v.offsets[0])
         self._trailer(v, context)
         return answer_one(v.codes[0], v.texts.get(0, ""), mid, max(v.offsets[0], 0), v.txns.get(0, ""),
                           v.recalls.get(0, ""))

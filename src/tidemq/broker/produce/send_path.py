@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from typing import Callable
 
 import numpy as np
@@ -72,7 +71,6 @@ MIXED = "mixed"
 _KIND_OF = {MessageType.MESSAGE_TYPE_UNSPECIFIED: "normal", MessageType.NORMAL: "normal",
             MessageType.FIFO: "fifo", MessageType.DELAY: "delay", MessageType.TRANSACTION: "transaction"}
 LITE_TOPIC_RE = re.compile(r"[%|a-zA-Z0-9_-]+")
-_ONE_STORED = (STORED,)
 
 
 def kind_problem(topic_kind: str | None, mtype: int) -> str | None:
@@ -161,10 +159,13 @@ class SendPath:
 
     # the path ---------------------------------------------------------------------------------
     async def send(self, batch: SendBatch, caller: Caller) -> Verdicts:
-        """Every message of ``batch`` through the steps above: one verdict each."""
+        """Every message of ``batch`` through the steps above: one verdict each. A put that waits for
+        nothing (ASYNC_FLUSH, no SYNC followers) runs inline with no coroutine in between
+        (StorePuts.now), its dispatch left for after the answer (StorePuts.dispatch_later)."""
         v = Verdicts(batch.n)
-        for i, (code, text) in batch.refused.items():
-            v.refuse(i, code, text)
+        if batch.refused:
+            for i, (code, text) in batch.refused.items():
+                v.refuse(i, code, text)
         if self.acl is not None and not self._authorize(batch, v, caller):
             self._count(batch, v)
             return v
@@ -179,17 +180,28 @@ class SendPath:
                 self._count(batch, v)
                 return v
             delay_s = qv.delay_s
-        refusal = self.gate.enter(caller.peer, batch.nbytes)
+        gate, peer, nbytes = self.gate, caller.peer, batch.nbytes
+        refusal = gate.enter(peer, nbytes)
         kind = REFUSED
         if refusal is None:
             try:
-                if self.gate.blocked() is not None:          # rare: the common path makes no wait
-                    refusal = await self.gate.hold(caller.time_remaining())
+                if gate.blocked() is not None:          # rare: the common path makes no wait
+                    refusal = await gate.hold(caller.time_remaining())
                     kind = HELD
                 if refusal is None:
-                    await self._send(batch, v, caller)
+                    self._check(batch, v)
+                    if v.decided < v.n:
+                        keys = batch.keys if batch.keys is not None else self._keys(batch)
+                        self._dedup(batch, v, keys)
+                        parked, halves = False, ()
+                        if type(batch.payload) is Messages:
+                            parked, halves = self._route(batch.payload, v, caller)
+                        if v.decided < v.n:
+                            await self._put(batch, v, keys, halves, parked)
+                            if parked:
+                                self._recall_handles(batch, v)
             finally:
-                self.gate.leave(caller.peer, batch.nbytes)
+                gate.leave(peer, nbytes)
         if refusal is not None:
             v.refuse_all(Code.TOO_MANY_REQUESTS, refusal, kind)
         self._count(batch, v)
@@ -198,75 +210,17 @@ class SendPath:
             await asyncio.sleep(delay_s if left is None else max(0.0, min(delay_s, left - 0.25)))
         return v
 
-    async def send_one(self, batch: SendBatch, caller: Caller) -> "int | Verdicts":
-        """``send`` for SendMessage's common request (one message as an Encoded payload: the compiled
-        lane): the queue offset it was stored at when every step finds what it finds for almost every
-        send; else ``send``'s Verdicts, ``send`` taking over before any step had an effect. The same
-        steps in the same order as ``send``, fewer objects: no authentication (``acl``) and no produce
-        quota limits; a topic sent to before (``topic_check``'s fast case), of a kind that takes NORMAL
-        messages, no body limit of its own, a body; no alarm or flush backlog; no earlier store of the
-        message's id (found: ``send`` answers the duplicate); the connection within its bounds; a put
-        that waits for nothing (ASYNC_FLUSH, no SYNC followers); stored (else its verdict as ``send``
-        gives it: ``_record``). bench/README.md (32.2): what this saves per call."""
-        store = self.store
-        topic = batch.topic
-        q = self.quotas
-        if (self.acl is not None or (q is not None and q.limits) or topic not in self._sendable
-                or self.spread is not None or not batch.payload.entries[0][0] or store.topics.body_limits
-                or store.puts_may_wait or self.gate.blocked() is not None
-                or kind_problem(store.message_type(topic), MessageType.NORMAL) is not None
-                or not store.queue_count(topic)):
-            return await self.send(batch, caller)
-        resends = self.resends
-        batch.keys = keys = resends.key(topic, batch.id_of(0))
-        if resends.find(keys, (0,), batch.topic_of, batch.id_of):
-            return await self.send(batch, caller)            # a resend: answered as one
-        peer, nbytes = caller.peer, batch.nbytes
-        gate = self.gate
-        if gate.enter(peer, nbytes) is not None:
-            return await self.send(batch, caller)            # refused there (and counted) again
-        p = batch.payload
-        latency = self.puts.latency
-        try:
-            began = time.perf_counter() if latency is not None else 0.0
-            r = store.put_encoded(topic, p.entries, p.born_ms, p.born_host, p.sys_flag, True)
-            if latency is not None:
-                latency.observe(time.perf_counter() - began)
-        finally:
-            gate.leave(peer, nbytes)
-        # the dispatch was left for after the answer (store/put_lock.py), as ``_put`` leaves it
-        asyncio.get_running_loop().call_soon(store.drain_dispatch)
-        if r.status is PutStatus.PUT_OK and not r.refused:
-            offset = int(r.qoff[0])
-            resends.remember(keys, (offset,), (r.phys[0],), _ONE_STORED, {})
-            self._on_stored(False)
-            self.outcomes.add_code(topic, Code.OK, 1)
-            return offset
-        v = Verdicts(1)
-        if self._record(batch, v, r, None, keys, ()):
-            self._on_stored(False)
-        self._count(batch, v)
-        return v
-
-    async def _send(self, batch: SendBatch, v: Verdicts, caller: Caller) -> None:
-        self._check(batch, v)
-        if not v.any_open():
+    def _dedup(self, batch: SendBatch, v: Verdicts, keys: bytes) -> None:
+        """Step 3: the open messages sent before answered as such."""
+        found = self.resends.find(keys, v.open() if v.decided else range(v.n), batch.topic_of, batch.id_of)
+        if not found:
             return
-        keys = batch.keys if batch.keys is not None else self._keys(batch)
-        found = self.resends.find(keys, v.open(), batch.topic_of, batch.id_of)
         for i, earlier in found.items():
             if isinstance(earlier, Unconfirmed):        # in the log, not confirmed: never appended twice
                 reason, text = earlier
                 v.refuse(i, put_code(reason.status, reason), text)
             else:                                       # a resend of a stored message: answered again
                 v.duplicate(i, earlier[0], earlier[1], DUPLICATE_TEXT)
-        parked, halves = False, ()
-        if type(batch.payload) is Messages:
-            parked, halves = self._route(batch.payload, v, caller)
-        if v.any_open():
-            await self._put(batch, v, keys, halves, parked)
-            if parked:
-                self._recall_handles(batch, v)
 
     def _recall_handles(self, batch: SendBatch, v: Verdicts) -> None:
         """The recall handle of each DELAY message stored in the schedule topic (deferred/recall.py)."""
@@ -492,14 +446,15 @@ class SendPath:
                 if v.decided:                   # some answered already (a resend, a refusal): the others
                     where = v.open()
                     entries = [entries[i] for i in where]
-                r = await puts.timed(store.put_encoded, batch.topic, entries, p.born_ms, p.born_host,
-                                     p.sys_flag, inline)
+                put = (store.put_encoded, batch.topic, entries, p.born_ms, p.born_host, p.sys_flag, inline)
             elif type(p) is Slices:
                 skip = np.array(v.kinds, np.uint8) != OPEN if v.decided else None
-                r = await puts.timed(store.put_slices, batch.topic, p.raw, p.fields, p.extra, skip)
+                put = (store.put_slices, batch.topic, p.raw, p.fields, p.extra, skip)
             else:
                 where = v.open()
-                r = await puts.timed(store.put_batch, [p.messages[i] for i in where], inline)
+                put = (store.put_batch, [p.messages[i] for i in where], inline)
+            # a put that waits for nothing runs now, with no coroutine in between (StorePuts.now)
+            r = puts.now(*put) if not store.puts_may_wait else await puts.timed(*put)
         except PutsClosed as e:         # a change of role closed this service's puts: nothing was put
             for i in v.open():
                 v.refuse(i, Code.INTERNAL_SERVER_ERROR, str(e))
@@ -507,7 +462,7 @@ class SendPath:
         if inline and type(p) is not Slices:
             # the dispatch was left for after the answer (store/put_lock.py): one message finds
             # every cache cold, and RocketMQ answers before it dispatches too
-            asyncio.get_running_loop().call_soon(store.drain_dispatch)
+            puts.dispatch_later()
         if self._record(batch, v, r, where, keys, halves):
             self._on_stored(parked)
 
