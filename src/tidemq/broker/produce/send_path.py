@@ -438,7 +438,8 @@ class SendPath:
     # 5-6. put, remember -------------------------------------------------------------------------
     async def _put(self, batch: SendBatch, v: Verdicts, keys: bytes, halves, parked: bool) -> None:
         store, puts, p = self.store, self.puts, batch.payload
-        inline = puts.inline
+        may_wait = store.puts_may_wait
+        inline = not may_wait or store.puts_wait_for_disk_only        # (StorePuts.inline)
         where = None
         try:
             if type(p) is Encoded:
@@ -454,7 +455,7 @@ class SendPath:
                 where = v.open()
                 put = (store.put_batch, [p.messages[i] for i in where], inline)
             # a put that waits for nothing runs now, with no coroutine in between (StorePuts.now)
-            r = puts.now(*put) if not store.puts_may_wait else await puts.timed(*put)
+            r = puts.now(*put) if not may_wait else await puts.timed(*put)
         except PutsClosed as e:         # a change of role closed this service's puts: nothing was put
             for i in v.open():
                 v.refuse(i, Code.INTERNAL_SERVER_ERROR, str(e))
