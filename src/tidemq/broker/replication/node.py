@@ -444,16 +444,35 @@ class ReplicationNode:
                                 "leader_endpoint": str(hello.get("leader_endpoint", "")), "role": "follower"}
 
     def view(self) -> dict:
-        """The group: its members' endpoints and roles, the leader, the epoch (routes, status)."""
+        """The group: its members' endpoints and roles, the leader, the epoch (routes, status);
+        ``complete``: False while the coordinator's members are not known as they are now (before the
+        first read, or a change signalled and not read yet: ``fresh_view`` waits for it)."""
+        complete = True
         if self.coordinator is not None:
             members = self.coordinator.members()
+            complete = self.coordinator.members_fresh()
         else:
             members = dict(self.members)
             if self.leading:
                 live = {f["member"] for f in self.acks.status() if f["connected"]}
                 members = {m: v for m, v in members.items() if m == self.member or m in live}
         return {"group": self.group, "leader": self.leader_endpoint, "epoch": self.epoch or self.known_epoch,
-                "members": members}
+                "members": members, "complete": complete}
+
+    async def fresh_view(self, timeout_s: float) -> dict:
+        """``view()`` with the members the coordinator holds now: read on demand (the coordinator's
+        loop reads them at once; routes asking meanwhile share the read), waited for at most
+        ``timeout_s`` (the loop may be busy with a change of role); then the last read, when no change
+        was signalled since (``complete``: the coordinator's watch says it is still what it holds), else
+        ``complete`` False."""
+        c = self.coordinator
+        if c is None:
+            return self.view()
+        ticket = c.ask_members()
+        read = await asyncio.to_thread(c.wait_members, ticket, timeout_s)
+        out = self.view()
+        out["complete"] = read or out["complete"]
+        return out
 
     def adopt_view(self, view: dict) -> None:
         """A follower takes the leader's view of the group (static groups)."""
