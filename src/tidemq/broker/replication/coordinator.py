@@ -333,6 +333,8 @@ class GroupCoordinator:
         followers = (set(rec.members[1:]) - drop) | add
         for m in add:
             acks.include(m)                         # waited for before the record names it
+        if add and hasattr(node, "isr_grew"):
+            node.isr_grew()                         # sends waiting for the set to grow (node.until_in_sync)
         members = (node.member, *sorted(followers))
         doc = json.dumps({"epoch": node.epoch, "members": list(members)}).encode()
         try:
