@@ -496,7 +496,7 @@ class SendPath:
                                      p.sys_flag, inline)
             elif type(p) is Slices:
                 skip = np.array(v.kinds, np.uint8) != OPEN if v.decided else None
-                r = await puts.timed(store.put_slices, batch.topic, p.raw, p.fields, p.extra, skip)
+                r = await puts.timed(store.put_slices, batch.topic, p.raw, p.fields, p.extra, skip, p.born)
             else:
                 where = v.open()
                 r = await puts.timed(store.put_batch, [p.messages[i] for i in where], inline)
