@@ -17,7 +17,6 @@ says they changed (coordinator.py), and a route waits for that read (``VIEW_WAIT
 a member that cannot read them in time answers ``INCOMPLETE`` instead of a route missing members.
 """
 
-
 from __future__ import annotations
 
 from ...protocol.stubs import Code, pb
