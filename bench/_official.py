@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -266,6 +267,8 @@ def measure(kind: str, workdir: str, env: dict, count: int, max_s: float, body_b
             raise RuntimeError(f"{kind}: the server exited during the run ({srv.proc.returncode})")
     finally:
         srv.stop()
+        # the sample's store is not read again: a run of many samples must not fill a small disk
+        shutil.rmtree(os.path.join(workdir, "store"), ignore_errors=True)
     r = {"messages": sum(o["messages"] for o in outs), "seconds": max(o["seconds"] for o in outs)}
     r["server_cores_avg"] = srv_cpu / wall          # over the whole client processes (startup to shutdown)
     r["send_ms"] = r["seconds"] / r["messages"] * 1e3 * clients * in_flight   # mean time a send is unanswered

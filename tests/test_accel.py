@@ -368,9 +368,10 @@ def test_dedup_tables_are_the_same(ids, room, rnd):
     assert _accel.window_find(k, v, empty_k, empty_v, keys) == dedup.py_window_find(k, v, empty_k, empty_v, keys)
 
 
-def _run_slices(fn, raw, prefix, order_seed, limit):
+def _run_slices(fn, raw, prefix, order_seed, limit, born=(99, b"\x7f\0\0\x01\0\0\x27\x10", 0)):
     """append_slices of a frame's usable messages (in a shuffled order) into one buffer, from a
-    fresh topic each time: the bytes, where it stopped, units, index items, results, topic state."""
+    fresh topic each time: the bytes, where it stopped, units, index items, results, topic state.
+    ``born``: every record's born ms, born host and sys flag."""
     topic, fields, why, _names, _h = send_records.py_frame_slices(raw)
     _w, ths, _n = validate.py_check_slices(raw, fields, None)
     order = np.array([i for i in range(len(why)) if why[i] == 0 and _w[i] == 0], np.int64)
@@ -381,16 +382,34 @@ def _run_slices(fn, raw, prefix, order_seed, limit):
     res = (array("q", bytes(8 * n)), array("i", bytes(4 * n)), array("i", bytes(4 * n)), array("q", bytes(8 * n)))
     buf, units, index_out = bytearray(limit), {}, bytearray()
     k, pos, err = fn(raw, fields, order, 0, ths, buf, 0, limit, 1 << 30, 99, b"\x7f\0\0\x01\0\0\x27\x10", t,
-                     b"X\x01Y\x02", units, index_out, prefix, *res)
+                     b"X\x01Y\x02", units, index_out, prefix, *res, *born)
     return (bytes(buf), k, pos, type(err), {cq: (u[0], bytes(u[1])) for cq, u in units.items()}, bytes(index_out),
             [r.tolist() for r in res], (t.rr, t.next_offsets))
 
 
 @SETTINGS
-@given(frames(), st.sampled_from([-1, 0, 12345]), st.integers(0, 1000), st.integers(0, 6000))
-def test_append_slices_writes_the_same_bytes_and_outcomes(raw, prefix, seed, limit):
-    assert _run_slices(_accel.append_slices, raw, prefix, seed, limit) == \
-        _run_slices(record_loop.py_append_slices, raw, prefix, seed, limit)
+@given(frames(), st.sampled_from([-1, 0, 12345]), st.integers(0, 1000), st.integers(0, 6000),
+       st.tuples(st.sampled_from([99, 0, -1, 2**63 - 1, -2**63]), st.sampled_from([b"\x7f\0\0\x01\0\0\x27\x10",
+                                                                              b"\x0a\0\0\x02\0\0\0\0"]),
+                 st.sampled_from([0, 1, 2**31 - 1, -2**31])))
+def test_append_slices_writes_the_same_bytes_and_outcomes(raw, prefix, seed, limit, born):
+    assert _run_slices(_accel.append_slices, raw, prefix, seed, limit, born) == \
+        _run_slices(record_loop.py_append_slices, raw, prefix, seed, limit, born)
+
+
+def test_append_slices_writes_the_born_fields_it_is_given():
+    """Every record's born time, born host and sys flag are the ones given (SendMessage's batches),
+    its store time and store host the store's; a born host of other than 8 bytes: ValueError."""
+    raw = encode_request("T", [b"a", b"bb"], [b"i0", b"i1"])
+    host = codec.encode_host("10.0.0.2:0")
+    for fn in (_accel.append_slices, record_loop.py_append_slices):
+        buf, k, pos, err, *_ = _run_slices(fn, raw, -1, 0, 10_000, (1_700_000_000_123, host, 1))
+        assert k == 2 and err is type(None)
+        for x in codec.py_decode_records(buf[:pos], _sizes_in_order(buf, pos)):
+            assert x.intact() and (x.born_timestamp_ms, x.born_host_raw, x.sys_flag) == (1_700_000_000_123, host, 1)
+            assert x.store_timestamp_ms == 99
+        with pytest.raises(ValueError):
+            _run_slices(fn, raw, -1, 0, 10_000, (1, b"short", 0))
 
 
 def test_append_slices_lays_out_records_that_verify_and_decode():
@@ -901,13 +920,41 @@ def many_requests(draw):
     return r.SerializeToString()
 
 
+def _send_many_read(raw: bytes, key: bytes = dedup.KEY):
+    """send_many's answer as _send_many_reference says it: each message's (body, the record properties
+    put_slices writes for it with send_records.NORMAL_SUFFIX, without the CRC tail) and id, after
+    checking its slices (no keys, no user properties, within ``raw``), its dedup key (the Python
+    twin's) and the bodies' byte count."""
+    got = _accel.send_many(raw, key)
+    if got is None:
+        return None
+    topic, fields, keys, nbytes, born, host, flag = got
+    assert type(fields) is bytearray and type(keys) is bytes and len(fields) % 40 == 0
+    F = np.frombuffer(fields, np.uint32).reshape(-1, 10)
+    entries, ids = [], []
+    for i, f in enumerate(F.tolist()):
+        assert f[2] == f[3] == f[7] == f[8] == 0
+        assert all(f[j] + f[5 + j] <= len(raw) for j in range(5))
+        mid, tag, body = (raw[f[j]:f[j] + f[5 + j]] for j in (0, 1, 4))
+        props = b"".join((record_loop.UNIQ_PROP, mid, b"\x02", send_records.NORMAL_SUFFIX,
+                          b"TAGS\x01" + tag + b"\x02" if tag else b""))
+        assert record_loop.slice_properties_len(f[5], f[6], 0, 0, len(send_records.NORMAL_SUFFIX), tail=0) == len(props)
+        entries.append((body, props))
+        ids.append(mid.decode("utf-8"))
+        assert keys[16 * i:16 * (i + 1)] == dedup.py_id_hash(key, topic.encode(), mid)
+    assert len(keys) == 16 * len(F) and nbytes == sum(len(b) for b, _ in entries)
+    return topic, entries, ids, born, host, flag
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(many_requests())
 def test_send_many_reads_what_protobuf_and_encoded_one_read(raw):
-    """Whatever it answers is what protobuf and encoded_one make of each message; None exactly where
-    the messages are not all common or do not share topic, born time, born host and sys flag (as
-    far as send_one would read each: a host or a time send_one leaves to protobuf is None too)."""
-    got, want = _accel.send_many(raw), _send_many_reference(raw)
+    """Whatever it answers is what protobuf and encoded_one make of each message (the properties
+    put_slices writes from its slices are encoded_one's, byte for byte; the dedup keys the Python
+    twin's); None exactly where the messages are not all common or do not share topic, born time,
+    born host and sys flag (as far as send_one would read each: a host or a time send_one leaves to
+    protobuf is None too)."""
+    got, want = _send_many_read(raw), _send_many_reference(raw)
     assert got == want
     if got is not None:
         assert [type(x) for x in got] == [type(x) for x in want]
@@ -918,7 +965,7 @@ def test_send_many_reads_what_protobuf_and_encoded_one_read(raw):
                                  min_size=1, max_size=4))
 def test_send_many_on_damaged_bytes_answers_none_or_what_protobuf_reads(raw, edits):
     raw = damaged(raw, edits)
-    got = _accel.send_many(raw)
+    got = _send_many_read(raw)
     if got is not None:
         assert got == _send_many_reference(raw)
 
@@ -926,14 +973,64 @@ def test_send_many_on_damaged_bytes_answers_none_or_what_protobuf_reads(raw, edi
 @SETTINGS
 @given(st.binary(max_size=200))
 def test_send_many_on_any_bytes(raw):
-    got = _accel.send_many(raw)
+    got = _send_many_read(raw)
     assert got is None or got == _send_many_reference(raw)
 
 
 def test_send_many_takes_what_send_one_takes_and_refuses_a_field_besides_messages():
     one = _request()
-    assert _accel.send_many(one) == _send_many_reference(one)
-    assert _accel.send_many(one)[1] == [_accel.send_one(one)[1]]
-    assert _accel.send_many(b"") is None                      # no message
-    assert _accel.send_many(one + bytes([2 << 3 | 2, 0])) is None     # a field the request does not have
-    assert _accel.send_many(one + one + b"\x80") is None            # a truncated field after two messages
+    assert _send_many_read(one) == _send_many_reference(one)
+    assert _send_many_read(one)[1] == [_accel.send_one(one)[1]]
+    assert _accel.send_many(b"", dedup.KEY) is None                      # no message
+    assert _accel.send_many(one + bytes([2 << 3 | 2, 0]), dedup.KEY) is None     # a field the request does not have
+    assert _accel.send_many(one + one + b"\x80", dedup.KEY) is None            # a truncated field after two messages
+    many = b"".join([one] * 40)                                          # past the first growth of its arrays
+    assert _send_many_read(many) == _send_many_reference(many)
+    with pytest.raises(ValueError):
+        _accel.send_many(one, b"short key")
+    with pytest.raises(TypeError):
+        _accel.send_many(one)
+
+
+# answer_stored: the answer of a batch stored whole (send_message.py) ------------------------------
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(many_requests(), st.lists(st.integers(-5, 2**63 - 1), min_size=6, max_size=6),
+       st.sampled_from([b"\x0a\x04\x12\x02OK", b"\x0a\x00", b"\x0a\x06\x08\x90\x03\x12\x01x"]))
+def test_answer_stored_writes_what_its_twin_and_protobuf_write(raw, offsets, st_bytes):
+    from tidemq.broker.produce.send_message import py_answer_stored
+    from tidemq.protocol.stubs import spb
+    got = _accel.send_many(raw, dedup.KEY)
+    if got is None:
+        return
+    fields = got[1]
+    n = len(fields) // 40
+    offs = (offsets * n)[:n]
+    out = _accel.answer_stored(st_bytes, raw, fields, offs)
+    assert out == py_answer_stored(st_bytes, raw, fields, offs)
+    r = spb.SendMessageResponse.FromString(out)
+    ids = _send_many_read(raw)[2]
+    assert [e.message_id for e in r.entries] == ids and [e.offset for e in r.entries] == [max(o, 0) for o in offs]
+    assert all(e.status == r.status for e in r.entries)
+
+
+def test_answer_stored_checks_its_arguments():
+    from tidemq.broker.produce.send_message import py_answer_stored
+    one = _request()
+    fields = _accel.send_many(one, dedup.KEY)[1]
+    st_ok = b"\x0a\x00"
+    for fn in (_accel.answer_stored, py_answer_stored):
+        assert fn(st_ok, one, bytearray(), []) == st_ok                  # no message: the status only
+        with pytest.raises(ValueError):
+            fn(st_ok, one, fields, [1, 2])                               # fields for one, two offsets
+        with pytest.raises(ValueError):
+            fn(st_ok, one[:10], fields, [1])                             # an id outside the request
+        bad = bytearray(fields)
+        bad[0:4] = (2**32 - 1).to_bytes(4, "little")                     # an offset past every request
+        with pytest.raises(ValueError):
+            fn(st_ok, one, bad, [1])
+    with pytest.raises(TypeError):
+        _accel.answer_stored(st_ok, one, fields, [1.5])                  # offsets are ints
+    with pytest.raises(OverflowError):
+        _accel.answer_stored(st_ok, one, fields, [2**64])
+    with pytest.raises(TypeError):
+        _accel.answer_stored(st_ok, one, fields, (1,))                   # a list

@@ -152,6 +152,24 @@ def test_put_slices_refuses_what_the_other_paths_refuse(make_config, open_store)
     assert refused(s.put_slices("bad topic!", data, fields)[0], PutReason.INVALID_TOPIC)
 
 
+def test_put_slices_takes_born_fields_as_put_encoded_does(store):
+    """``born`` (SendMessage's batches read from their bytes): every record's born time, born host and
+    sys flag, the store's time and host without them; refused for the whole batch as put_encoded
+    refuses the same (BAD_FIELD), nothing put."""
+    store.create_topic("T", 1)
+    data, fields = slices([b"U0", b"U1"], [b"b0", b"b1"])
+    rs = store.put_slices("T", data, fields, b"", None, (1_600_000_000_000, "10.0.0.2:7", 1))
+    for r in rs:
+        m = store.get_by_commitlog_offset(r.commitlog_offset)
+        assert m.intact() and (m.born_timestamp_ms, m.born_host, m.sys_flag) == (1_600_000_000_000, "10.0.0.2:7", 1)
+    for born in ((None, "not a host", 0), (1, None, 2**31), (2**63, None, 0), ("1", None, 0)):
+        got = store.put_slices("T", data, fields, b"", None, born)
+        want = store.put_encoded("T", [(b"b0", b"UNIQ_KEY\x01U0\x02")] * 2, *born)
+        assert [(r.status, r.reason, r.error) for r in got] == [(r.status, r.reason, r.error) for r in want]
+        assert refused(got[0], PutReason.BAD_FIELD) and refused(got[1], PutReason.BAD_FIELD), born
+    assert store.max_offset("T", 0) == 2
+
+
 def test_put_slices_takes_the_largest_record_that_fits_and_no_larger(make_config, open_store):
     s = open_store(make_config(message_body_bytes_max=1 << 20, segment_size_bytes=64 * 1024))
     s.create_topic("T", 1)

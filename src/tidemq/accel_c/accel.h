@@ -47,7 +47,9 @@
      check_slices(data, fields, skip, reserved)  the record validator over a batch of slices (validate.py)
      check_encoded(properties, reserved)     the record validator over encoded properties (validate.py)
      send_one(raw)                           the common SendMessage request, read from its bytes (wire.py)
-     send_many(raw)                          a SendMessage request of common messages of one topic (the same)
+     send_many(raw, key)                     a SendMessage request of common messages of one topic, as
+                                             put_slices takes it, with its dedup keys (the same)
+     answer_stored(status, raw, fields, offsets)  the SendMessageResponse of a batch stored whole (send_message.py)
      id_hash(key, topic, id)                 the send dedup window's key of a message (dedup.py: SipHash)
      window_find(...), window_put(...)       the dedup window's tables (dedup.py)
      decode_run(cls, data, sizes)            records back to back as StoredMessage objects
@@ -57,7 +59,7 @@
                                              consume-queue units and index items built (replica_scan.py)
    Each one's contract is in its Python twin's docstring; the argument lists are in the source
    files: crc.c (crc32, use_crc), write.c (append, append_slices, index_put, index_put_hashed),
-   frame.c (frame_slices), validate.c (check_slices, check_encoded and the text rules the lanes share), send_one.c (send_one, send_many), dedup.c (id_hash, window_find, window_put), read.c (scan_run, damaged,
+   frame.c (frame_slices), validate.c (check_slices, check_encoded and the text rules the lanes share), send_one.c (send_one, send_many, answer_stored), dedup.c (id_hash, window_find, window_put), read.c (scan_run, damaged,
    decode_run, frame_records), replica.c (replica_scan), module.c (the method table).
 
    Callers are trusted with nothing: every function checks its arguments' types and bounds (sizes,
@@ -76,7 +78,7 @@
 #include <string.h>
 #include <structmember.h>
 
-#define ACCEL_VERSION 9
+#define ACCEL_VERSION 10
 
 #define MAGIC_U32 0xDAA320A7u
 #define OFF_BODY 88
@@ -182,6 +184,7 @@ int accel_check_props(const unsigned char *p, Py_ssize_t n, PyObject *reserved, 
 int accel_reserved_ok(PyObject *reserved, const char *who);
 PyObject *py_send_one(PyObject *self, PyObject *args);           /* send_one.c */
 PyObject *py_send_many(PyObject *self, PyObject *args);          /* send_one.c */
+PyObject *py_answer_stored(PyObject *self, PyObject *args);
 PyObject *py_id_hash(PyObject *self, PyObject *args);            /* dedup.c */
 PyObject *py_window_find(PyObject *self, PyObject *args);
 PyObject *py_window_put(PyObject *self, PyObject *args);

@@ -268,23 +268,40 @@ static int same_span(span_t a, span_t b) {
     return a.n == b.n && (a.n == 0 || memcmp(a.p, b.p, (size_t)a.n) == 0);
 }
 
-/* send_many(raw) -> (topic, [(body, properties), ...], [message id, ...], born ms, born host, sys flag)
-   or None: a SendMessageRequest of one or more messages, each the common message send_one reads
-   (encoded_one's rule), all of one topic and with the same born time (or none), born host and sys
-   flag (what MessageStore.put_encoded takes for all its entries: tidemq.client's Producer(raw=False)
-   sets none of them). Anything else is None: the caller decodes the request with protobuf. */
+/* send_many(raw, key) -> (topic, fields, keys, body bytes, born ms, born host, sys flag) or None: a
+   SendMessageRequest of one or more messages, each the common message send_one reads (encoded_one's
+   rule), all of one topic and with the same born time (or none), born host and sys flag (what
+   MessageStore.put_slices takes for all its messages: tidemq.client's Producer(raw=False) sets none
+   of them), as put_slices takes them: ``fields`` (a bytearray, 10 native uint32 per message: the
+   offsets in ``raw`` of its id, tag, keys, properties and body, then their lengths; no keys, no
+   properties: a common message has neither, and put_slices with the extra properties
+   ``__MSGTYPE=NORMAL`` writes the record properties encoded_one gives, byte for byte), ``keys`` the
+   dedup window's key of (topic, id) of each under ``key`` (16 bytes each, dedup.py), the bodies'
+   bytes in all. Anything else is None: the caller decodes the request with protobuf. No Python
+   object per message. */
+#define SLICE_FIELDS 10
+
 PyObject *py_send_many(PyObject *self, PyObject *args) {
-    Py_buffer buf;
-    if (!PyArg_ParseTuple(args, "y*:send_many", &buf)) return NULL;
+    Py_buffer buf, key;
+    if (!PyArg_ParseTuple(args, "y*y*:send_many", &buf, &key)) return NULL;
     reader_t r = {(const unsigned char *)buf.buf, buf.len, 0, 0};
     field_t f;
     one_t first, o;
     memset(&first, 0, sizeof first);
     int64_t first_born = 0;
-    Py_ssize_t n = 0;
+    Py_ssize_t n = 0, cap = 16;
+    long long nbytes = 0;
     int w;
-    PyObject *entries = PyList_New(0), *ids = PyList_New(0), *out = NULL;
-    if (entries == NULL || ids == NULL) goto done;
+    PyObject *fields = NULL, *keys = NULL, *out = NULL;
+    if (key.len != DEDUP_KEY_BYTES) {
+        PyErr_SetString(PyExc_ValueError, "send_many: the key is 16 bytes");
+        goto done;
+    }
+    if (buf.len > (Py_ssize_t)UINT32_MAX) goto none;      /* offsets are uint32: protobuf's path takes it */
+    fields = PyByteArray_FromStringAndSize(NULL, cap * SLICE_FIELDS * 4);
+    keys = PyBytes_FromStringAndSize(NULL, cap * DEDUP_KEY_BYTES);
+    if (fields == NULL || keys == NULL) goto done;
+    const unsigned char *base = (const unsigned char *)buf.buf;
     for (;;) {
         r.seen = 0;                                   /* messages: a repeated field */
         w = next_field(&r, &f);
@@ -300,27 +317,34 @@ PyObject *py_send_many(PyObject *self, PyObject *args) {
                    !same_span(o.host, first.host) || (o.encoding == 2) != (first.encoding == 2)) {
             goto none;
         }
-        PyObject *props = properties(&o);
-        if (props == NULL) goto done;
-        PyObject *entry = Py_BuildValue("(y#N)", (const char *)o.body.p, o.body.n, props);
-        if (entry == NULL) goto done;
-        int bad = PyList_Append(entries, entry);
-        Py_DECREF(entry);
-        if (bad) goto done;
-        PyObject *id = PyUnicode_DecodeUTF8((const char *)o.id.p, o.id.n, NULL);
-        if (id == NULL) goto done;
-        bad = PyList_Append(ids, id);
-        Py_DECREF(id);
-        if (bad) goto done;
+        if (n == cap) {
+            cap *= 2;
+            if (PyByteArray_Resize(fields, cap * SLICE_FIELDS * 4) < 0 ||
+                _PyBytes_Resize(&keys, cap * DEDUP_KEY_BYTES) < 0)
+                goto done;
+        }
+        int tagged = o.has_tag && o.tag.n > 0;
+        uint32_t fl[SLICE_FIELDS] = {(uint32_t)(o.id.p - base), tagged ? (uint32_t)(o.tag.p - base) : 0, 0, 0,
+                                     (uint32_t)(o.body.p - base), (uint32_t)o.id.n, tagged ? (uint32_t)o.tag.n : 0,
+                                     0, 0, (uint32_t)o.body.n};
+        memcpy(PyByteArray_AS_STRING(fields) + n * SLICE_FIELDS * 4, fl, sizeof fl);
+        uint64_t h[2];
+        if (accel_id_hash(key.buf, o.topic.p != NULL ? o.topic.p : (const unsigned char *)"", (size_t)o.topic.n,
+                          o.id.p, (size_t)o.id.n, h) < 0)
+            goto done;
+        memcpy(PyBytes_AS_STRING(keys) + n * DEDUP_KEY_BYTES, h, DEDUP_KEY_BYTES);
+        nbytes += o.body.n;
         n++;
     }
     if (n == 0) goto none;
+    if (PyByteArray_Resize(fields, n * SLICE_FIELDS * 4) < 0 || _PyBytes_Resize(&keys, n * DEDUP_KEY_BYTES) < 0)
+        goto done;
     {
         PyObject *born = first.has_born ? PyLong_FromLongLong(first_born) : (Py_INCREF(Py_None), Py_None);
         PyObject *host = host_of(&first);
         if (born != NULL && host != NULL) {
-            out = Py_BuildValue("(s#OONNi)", first.topic.p != NULL ? (const char *)first.topic.p : "",
-                                first.topic.n, entries, ids, born, host, first.encoding == 2 ? 1 : 0);
+            out = Py_BuildValue("(s#OOLNNi)", first.topic.p != NULL ? (const char *)first.topic.p : "",
+                                first.topic.n, fields, keys, nbytes, born, host, first.encoding == 2 ? 1 : 0);
         } else {
             Py_XDECREF(born);
             Py_XDECREF(host);
@@ -331,8 +355,92 @@ none:
     out = Py_None;
     Py_INCREF(out);
 done:
-    Py_XDECREF(entries);
-    Py_XDECREF(ids);
+    Py_XDECREF(fields);
+    Py_XDECREF(keys);
     PyBuffer_Release(&buf);
+    PyBuffer_Release(&key);
+    return out;
+}
+
+/* a varint at q (v < 2**64): its length */
+static Py_ssize_t put_varint(unsigned char *q, uint64_t v) {
+    Py_ssize_t k = 0;
+    while (v >= 0x80) {
+        q[k++] = (unsigned char)((v & 0x7F) | 0x80);
+        v >>= 7;
+    }
+    q[k++] = (unsigned char)v;
+    return k;
+}
+
+static Py_ssize_t varint_len(uint64_t v) {
+    Py_ssize_t k = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        k++;
+    }
+    return k;
+}
+
+/* answer_stored(status, raw, fields, offsets) -> bytes: the serialized SendMessageResponse of a batch
+   stored whole (send_message.answer_many's first case; its Python twin py_answer_stored): ``status``
+   the encoded answer status (field 1 with its key and length: every entry's too), then one entry
+   per message: the status, its id (``raw``'s slice ``fields`` names, 10 native uint32 per message,
+   as send_many gives them; left out when empty), its queue offset (``offsets``: a list of ints;
+   left out when <= 0). */
+PyObject *py_answer_stored(PyObject *self, PyObject *args) {
+    Py_buffer st, raw, fields;
+    PyObject *offsets, *out = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*O!:answer_stored", &st, &raw, &fields, &PyList_Type, &offsets)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(offsets);
+    const unsigned char *F = (const unsigned char *)fields.buf;
+    if (fields.len != n * SLICE_FIELDS * 4) {
+        PyErr_SetString(PyExc_ValueError, "answer_stored: 10 uint32 of fields per offset");
+        goto done;
+    }
+    Py_ssize_t total = st.len;
+    for (Py_ssize_t i = 0; i < n; i++) {            /* sizes first: every number checked before a byte is written */
+        uint32_t a = ld_u32(F, SLICE_FIELDS * i), li = ld_u32(F, SLICE_FIELDS * i + 5);
+        long long off;
+        if ((uint64_t)a + li > (uint64_t)raw.len) {
+            PyErr_SetString(PyExc_ValueError, "answer_stored: an id outside the request");
+            goto done;
+        }
+        if (exact_i64(PyList_GET_ITEM(offsets, i), &off) < 0) goto done;
+        Py_ssize_t entry = st.len + (li ? 1 + varint_len(li) + li : 0) + (off > 0 ? 1 + varint_len((uint64_t)off) : 0);
+        if (total > PY_SSIZE_T_MAX / 2 - entry - 16) {
+            PyErr_SetString(PyExc_OverflowError, "answer_stored: too large");
+            goto done;
+        }
+        total += 1 + varint_len((uint64_t)entry) + entry;
+    }
+    out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL) goto done;
+    unsigned char *q = (unsigned char *)PyBytes_AS_STRING(out);
+    memcpy(q, st.buf, (size_t)st.len);
+    q += st.len;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t a = ld_u32(F, SLICE_FIELDS * i), li = ld_u32(F, SLICE_FIELDS * i + 5);
+        long long off = PyLong_AsLongLong(PyList_GET_ITEM(offsets, i));     /* exact ints, checked above */
+        Py_ssize_t entry = st.len + (li ? 1 + varint_len(li) + li : 0) + (off > 0 ? 1 + varint_len((uint64_t)off) : 0);
+        *q++ = 0x12;
+        q += put_varint(q, (uint64_t)entry);
+        memcpy(q, st.buf, (size_t)st.len);
+        q += st.len;
+        if (li) {
+            *q++ = 0x12;
+            q += put_varint(q, li);
+            memcpy(q, (const unsigned char *)raw.buf + a, li);
+            q += li;
+        }
+        if (off > 0) {
+            *q++ = 0x20;
+            q += put_varint(q, (uint64_t)off);
+        }
+    }
+done:
+    PyBuffer_Release(&st);
+    PyBuffer_Release(&raw);
+    PyBuffer_Release(&fields);
     return out;
 }

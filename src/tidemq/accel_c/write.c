@@ -386,26 +386,29 @@ static int add_index_items(PyObject *out, uint32_t prefix_crc, const unsigned ch
 }
 
 /* append_slices(data, fields, order, start, tags_hashes, buf, pos, limit, base, now_ms, store_host, t,
-                 extra, units, index_items, index_prefix_crc, res_phys, res_size, res_qid, res_qoff)
+                 extra, units, index_items, index_prefix_crc, res_phys, res_size, res_qid, res_qoff,
+                 born_ms, born_host, sys_flag)
        -> (next, pos, error)
 
    record_loop.append for messages given as slices of one buffer (writer.put_slices): message
    i = order[k] (int64) for k from ``start`` is the record of topic ``t`` (its TopicState; queue
-   round-robin over its write_ids) with the body, born timestamp now_ms, born host store_host, flag,
-   sys flag, reconsume times and transaction offset 0, and the properties: its user properties,
+   round-robin over its write_ids) with the body, born timestamp born_ms, born host born_host (8 bytes),
+   sys flag sys_flag, flag, reconsume times and transaction offset 0, and the properties: its user properties,
    UNIQ_KEY = its id, ``extra`` (bytes), TAGS and KEYS when it has them, the record-CRC tail. Its
    fields are fields[10 i .. 10 i + 9] (uint32: offsets in ``data`` of id, tags, keys, properties,
    body, then their lengths); tags_hashes[i] (int64) goes into its unit. With index_prefix_crc >= 0
    (crc32 of b"<topic>#"), its index items (12 bytes: uint32 hash, int64 physical offset) are
    appended to ``index_items``. Returns as append does. */
 PyObject *py_append_slices(PyObject *self, PyObject *args) {
-    Py_buffer data, fields, order, ths, buf, host, extra, rphys, rsize, rqid, rqoff;
+    Py_buffer data, fields, order, ths, buf, host, extra, rphys, rsize, rqid, rqoff, bhost;
     Py_ssize_t start, pos, limit;
-    long long base, now_ms, prefix_crc;
+    long long base, now_ms, prefix_crc, born_ms;
+    int sys_flag;
     PyObject *t, *units, *index_items;
-    if (!PyArg_ParseTuple(args, "y*y*y*ny*w*nnLLy*Oy*O!O!Lw*w*w*w*:append_slices", &data, &fields, &order, &start,
-                          &ths, &buf, &pos, &limit, &base, &now_ms, &host, &t, &extra, &PyDict_Type, &units,
-                          &PyByteArray_Type, &index_items, &prefix_crc, &rphys, &rsize, &rqid, &rqoff))
+    if (!PyArg_ParseTuple(args, "y*y*y*ny*w*nnLLy*Oy*O!O!Lw*w*w*w*Ly*i:append_slices", &data, &fields, &order,
+                          &start, &ths, &buf, &pos, &limit, &base, &now_ms, &host, &t, &extra, &PyDict_Type, &units,
+                          &PyByteArray_Type, &index_items, &prefix_crc, &rphys, &rsize, &rqid, &rqoff, &born_ms,
+                          &bhost, &sys_flag))
         return NULL;
     PyObject *error = NULL, *result = NULL;
     topic_cur cur = {0};
@@ -417,7 +420,7 @@ PyObject *py_append_slices(PyObject *self, PyObject *args) {
     int32_t *o_size = (int32_t *)rsize.buf, *o_qid = (int32_t *)rqid.buf;
     unsigned char *b = (unsigned char *)buf.buf;
     Py_ssize_t fixed_pl = (Py_ssize_t)(sizeof UNIQ_PROP - 1) + 1 + extra.len + (Py_ssize_t)(sizeof CRC_TAIL - 1);
-    if (host.len != 8 || fields.len % (4 * SLICE_FIELDS) != 0 || order.len % 8 != 0 || ths.len != 8 * nmsg ||
+    if (host.len != 8 || bhost.len != 8 || fields.len % (4 * SLICE_FIELDS) != 0 || order.len % 8 != 0 || ths.len != 8 * nmsg ||
         rphys.len < nmsg * 8 || rqoff.len < nmsg * 8 || rsize.len < nmsg * 4 || rqid.len < nmsg * 4 ||
         limit > buf.len || pos < 0 || pos > limit || start < 0 || base < 0 || base > INT64_MAX - buf.len ||
         extra.len > 32767 || prefix_crc > UINT32_MAX) {
@@ -481,8 +484,9 @@ PyObject *py_append_slices(PyObject *self, PyObject *args) {
         if (PyList_SetItem(cur.offsets, qid, next) < 0) goto item_error;      /* steals next */
         cur.rr++;
         unsigned char *r = b + pos;
-        header_t h = {(uint32_t)n, crc32_of(0, bp, (size_t)lb) & 0x7FFFFFFF, (uint32_t)qid, 0, 0, 0, (uint32_t)lb,
-                      qoff, phys, now_ms, now_ms, 0, (const unsigned char *)host.buf, (const unsigned char *)host.buf};
+        header_t h = {(uint32_t)n, crc32_of(0, bp, (size_t)lb) & 0x7FFFFFFF, (uint32_t)qid, 0, (uint32_t)sys_flag, 0,
+                      (uint32_t)lb, qoff, phys, born_ms, now_ms, 0, (const unsigned char *)bhost.buf,
+                      (const unsigned char *)host.buf};
         write_head(r, &h, bp);
         unsigned char *q = r + OFF_BODY + lb, *p;
         q[0] = (unsigned char)tl;
@@ -535,6 +539,7 @@ done:
     PyBuffer_Release(&rsize);
     PyBuffer_Release(&rqid);
     PyBuffer_Release(&rqoff);
+    PyBuffer_Release(&bhost);
     return result;
 }
 

@@ -162,6 +162,14 @@ class MessagingService(sgrpc.MessagingServiceServicer):
 
     async def QueryRoute(self, request, context):
         topic = request.topic.name
+        view = None
+        if self.group is not None:                # a broker group: its members as the coordinator has them now
+            from .replication.routes import INCOMPLETE, VIEW_WAIT_S
+            view = await self.group.fresh_view(VIEW_WAIT_S)
+            if not view.get("complete", True):
+                return spb.QueryRouteResponse(status=status(
+                    INCOMPLETE, f"broker group {view.get('group')!r}: its members could not be read from the "
+                                f"coordinator within {VIEW_WAIT_S:g} s: ask again, or ask another member"))
         spread = (self.group.cluster_route(topic) if self.group is not None
                   else self.siblings.route(topic) if self.siblings is not None else None)
         if spread:
@@ -178,7 +186,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             return spb.QueryRouteResponse(status=status(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
         if self.group is not None:
             from .replication.routes import group_queues
-            queues = group_queues(request.topic, n, self.group.view(), self.endpoint)
+            queues = group_queues(request.topic, n, view, self.endpoint)
             return spb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
         broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self._endpoints(request.endpoints))
         accept = accepted_types(self.store.message_type(topic))

@@ -165,11 +165,16 @@ class SlicedItems:
     order; the rest as record_loop.append_slices says."""
 
     def __init__(self, t: "TopicState", data, fields, order, tags_hashes, extra: bytes, now_ms: int, store_host: bytes,
-                 results, units: dict, index_items: bytearray, index_prefix_crc: int) -> None:
-        """``index_items``: receives the hashed index items (index_file.HASHED_ITEM each)."""
+                 results, units: dict, index_items: bytearray, index_prefix_crc: int, born_ms: int | None = None,
+                 born_host: bytes | None = None, sys_flag: int = 0) -> None:
+        """``index_items``: receives the hashed index items (index_file.HASHED_ITEM each); ``born_ms``,
+        ``born_host`` (8 bytes), ``sys_flag``: every record's (None: ``now_ms``, ``store_host``)."""
         self.t, self.data, self.fields, self.order, self.tags_hashes = t, data, fields, order, tags_hashes
         self.extra, self.now_ms, self.store_host, self.results = extra, now_ms, store_host, results
         self.units, self.index_items, self.index_prefix_crc = units, index_items, index_prefix_crc
+        self.born_ms = now_ms if born_ms is None else born_ms
+        self.born_host = store_host if born_host is None else born_host
+        self.sys_flag = sys_flag
         self.n = len(order)
 
     def index(self, k: int) -> int:
@@ -182,7 +187,8 @@ class SlicedItems:
         r = self.results
         return record_loop.append_slices(self.data, self.fields, self.order, k, self.tags_hashes, buf, pos, limit,
                                          base, self.now_ms, self.store_host, self.t, self.extra, self.units,
-                                         self.index_items, self.index_prefix_crc, r.phys, r.size, r.qid, r.qoff)
+                                         self.index_items, self.index_prefix_crc, r.phys, r.size, r.qid, r.qoff,
+                                         self.born_ms, self.born_host, self.sys_flag)
 
     def record_size(self, k: int) -> int:
         f = self.fields[self.order[k]]

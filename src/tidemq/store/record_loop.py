@@ -113,16 +113,19 @@ def slice_properties_len(li, lt, lk, lp, extra_len: int, tail: int = RECORD_CRC_
 
 
 def py_append_slices(data, fields, order, start, tags_hashes, buf, pos, limit, base, now_ms, store_host, t, extra,
-                     units, index_items, index_prefix_crc, res_phys, res_size, res_qid, res_qoff):
+                     units, index_items, index_prefix_crc, res_phys, res_size, res_qid, res_qoff, born_ms, born_host,
+                     sys_flag):
     """``append`` for messages given as slices of one buffer (writer.put_slices): message
     i = order[k] for k from ``start`` is the record of topic ``t`` (round-robin over its write_ids)
-    with born timestamp ``now_ms``, born host ``store_host``, flag, sys flag, reconsume times and
-    transaction offset 0, and the properties: its user properties, UNIQ_KEY = its id, ``extra``,
+    with born timestamp ``born_ms``, born host ``born_host`` (8 bytes), sys flag ``sys_flag``, flag,
+    reconsume times and transaction offset 0, and the properties: its user properties, UNIQ_KEY = its id, ``extra``,
     TAGS and KEYS when it has them, the record-CRC tail. ``fields`` (uint32, SLICE_FIELDS per
     message): the offsets in ``data`` of its id, tags, keys, properties and body, then their
     lengths; ``tags_hashes[i]`` (int64) goes into its unit. With ``index_prefix_crc`` >= 0 (crc32 of
     b"<topic>#"), its index items (index_file.HASHED_ITEM: the hash of each key, then of the id)
     are appended to ``index_items``. Returns as ``append`` does. Twin of tidemq._accel.append_slices."""
+    if len(born_host) != 8:
+        raise ValueError("append_slices: buffers of the wrong size")
     F = memoryview(fields).cast("B").cast("I")
     O = memoryview(order).cast("B").cast("q")
     TH = memoryview(tags_hashes).cast("B").cast("q")
@@ -159,8 +162,8 @@ def py_append_slices(data, fields, order, start, tags_hashes, buf, pos, limit, b
             mid, tg, ks, ps, body = (bytes(data[f[j]:f[j] + f[5 + j]]) for j in range(5))
             props = b"".join((ps, UNIQ_PROP, mid, b"\x02", extra, b"TAGS\x01" + tg + b"\x02" if tg else b"",
                               b"KEYS\x01" + ks + b"\x02" if ks else b"", RECORD_CRC_TAIL))
-            s.pack_into(buf, pos, n, MAGIC, crc32(body) & 0x7FFFFFFF, q, 0, qoff, phys, 0, now_ms, store_host, now_ms,
-                        store_host, 0, 0, lb, body, tl, topic, pl, props)
+            s.pack_into(buf, pos, n, MAGIC, crc32(body) & 0x7FFFFFFF, q, 0, qoff, phys, sys_flag, born_ms, born_host,
+                        now_ms, store_host, 0, 0, lb, body, tl, topic, pl, props)
             end = pos + n
             tcrc = crc32(buf[pos + off_body + lb:end - back])
             buf[end - back:end - 1] = b"%010d" % crc32(buf[pos:pos + off_body], tcrc)

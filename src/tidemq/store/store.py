@@ -681,13 +681,14 @@ class MessageStore:
             return self._refused(len(entries))
         return w.put_encoded(topic, entries, born_ms, born_host, sys_flag, defer_dispatch, wait)
 
-    def put_slices(self, topic: str, data, fields, extra: bytes = b"", skip=None, wait: bool = True) -> PutResults:
-        """Put messages of one topic given as slices of one buffer (the broker's SendRecords path):
-        see StoreWriter.put_slices; ``wait``: see put_batch."""
+    def put_slices(self, topic: str, data, fields, extra: bytes = b"", skip=None, born=None,
+                   wait: bool = True) -> PutResults:
+        """Put messages of one topic given as slices of one buffer (the broker's SendRecords path, and
+        SendMessage's batches read by the compiled lane): see StoreWriter.put_slices; ``wait``: see put_batch."""
         w = self.writer
         if w is None:
             return self._refused(memoryview(fields).nbytes // (4 * SLICE_FIELDS))
-        return w.put_slices(topic, data, fields, extra, skip, wait)
+        return w.put_slices(topic, data, fields, extra, skip, born, wait)
 
     # Puts that do not wait (put_*(..., wait=False)): the caller waits for the fsync its own way ------
     def when_durable(self, end: int, release: Callable[[], None]):

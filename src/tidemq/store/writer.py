@@ -258,14 +258,9 @@ class StoreWriter:
         now = results.now
         host = self.store_host
         if born_host or born_ms or sys_flag:
-            bad = ((check_number("born_timestamp_ms", born_ms, I64) if born_ms is not None else None)
-                   or check_number("sys_flag", sys_flag, I32))
-            if bad is None and born_host:
-                host = born_host_bytes(born_host)
-                if type(host) is not bytes:
-                    bad = host
-            if bad is not None:
-                return PutResults.all_refused(n, bad)
+            host = self._born(born_ms, born_host, sys_flag)
+            if type(host) is not bytes:
+                return PutResults.all_refused(n, host)
         born = born_ms or now
         max_body = self.max_body
         max_props = codec.USER_PROPERTIES_MAX_BYTES
@@ -307,6 +302,16 @@ class StoreWriter:
             return results
         return self.append(prepared, results, now, defer_dispatch, wait)
 
+    def _born(self, born_ms: int | None, born_host: str | None, sys_flag: int) -> bytes | PutResult:
+        """The born host of a batch whose messages share ``born_ms``, ``born_host`` ("ipv4:port") and
+        ``sys_flag`` (put_encoded, put_slices): its bytes (this store's without one), or the refusal of
+        the three (BAD_FIELD)."""
+        bad = ((check_number("born_timestamp_ms", born_ms, I64) if born_ms is not None else None)
+               or check_number("sys_flag", sys_flag, I32))
+        if bad is not None:
+            return bad
+        return born_host_bytes(born_host) if born_host else self.store_host
+
     def _topic_batch(self, topic: str, n: int) -> tuple[TopicState | None, PutResults]:
         """The start of a put of ``n`` messages of one topic: (the topic, its empty results), or
         (None, every message refused: the store's refusal, or the topic's)."""
@@ -322,7 +327,8 @@ class StoreWriter:
                 return None, PutResults.all_refused(n, bad)
         return t, PutResults(n, self.clock.now_ms(), self.store_host)
 
-    def put_slices(self, topic: str, data, fields, extra: bytes = b"", skip=None, wait: bool = True) -> PutResults:
+    def put_slices(self, topic: str, data, fields, extra: bytes = b"", skip=None, born=None,
+                   wait: bool = True) -> PutResults:
         """Put messages of one topic given as slices of one buffer (the broker's SendRecords path:
         its frame): message i's id (its UNIQ_KEY), tags, keys, user properties and body are
         ``data[fields[i, j]:fields[i, j] + fields[i, 5 + j]]`` for j = 0 .. 4 (``fields``: n x 10
@@ -334,12 +340,20 @@ class StoreWriter:
         texts (UTF-8 without the separators, keys separated by single spaces, no property name
         the store writes itself or ``extra`` has), then the same sizes, statuses and reasons as
         put_encoded, with no Python work per message: the results are PutResults' arrays
-        (``uniq`` is not filled)."""
+        (``uniq`` is not filled). ``born``: (born ms, born host "ipv4:port", sys flag) of every
+        message, checked and taken as put_encoded takes them (None: the store time, this store's
+        host, 0)."""
         F = np.frombuffer(fields, np.uint32).reshape(-1, SLICE_FIELDS)
         n = len(F)
         t, results = self._topic_batch(topic, n)
         if t is None:
             return results
+        born_ms, born_host, sys_flag = born if born is not None else (None, None, 0)
+        host = self.store_host
+        if born_host or born_ms or sys_flag:
+            host = self._born(born_ms, born_host, sys_flag)
+            if type(host) is not bytes:
+                return PutResults.all_refused(n, host)
         reserved = slice_reserved(extra)
         if type(reserved) is not tuple:
             return PutResults.all_refused(n, reserved)
@@ -373,7 +387,7 @@ class StoreWriter:
             return results
         prefix = crc32(f"{t.name}#".encode()) if self.index is not None else -1
         items = SlicedItems(t, data, F, order, np.frombuffer(ths, np.int64), extra, now, self.store_host, results, {},
-                            bytearray(), prefix)
+                            bytearray(), prefix, born_ms or now, host, sys_flag)
         return self.append_items(items, results, wait=wait)
 
     def prepare(self, m: Message, i: int, now: int) -> tuple | PutResult:

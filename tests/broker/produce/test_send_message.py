@@ -10,8 +10,14 @@ from hypothesis import strategies as st
 
 from tidemq.broker.produce import send_message
 from tidemq.broker.produce.batch import DUPLICATE, HELD, REFUSED, STORED, Verdicts
-from tidemq.broker.produce.send_message import (SEND_MESSAGE, MessageSends, answer_many, answer_one,
-                                                send_message_lane, serialize)
+from tidemq.broker.produce.send_message import (
+    SEND_MESSAGE,
+    MessageSends,
+    answer_many,
+    answer_one,
+    send_message_lane,
+    serialize,
+)
 from tidemq.protocol.stubs import Code, pb, spb, status
 
 
@@ -136,3 +142,109 @@ def test_a_batch_stored_whole_is_answered_as_protobuf_writes_it():
     v.all_stored([0, 1, 2, 3, 4], [0, 1, 300, 2**40, 7])
     ids = ["01A", "01B", "", "\u00e9", "01E"]
     assert answer_many(v, ids) == MessageSends._answer(v, ids, _Context()).SerializeToString()
+
+
+class _Call:
+    """What the lane asks of a grpc.aio context (the trailer it is given kept)."""
+
+    def __init__(self):
+        self.trailer = None
+
+    def peer(self):
+        return "ipv4:127.0.0.1:40000"
+
+    def invocation_metadata(self):
+        return (("x-mq-client-id", "c1"),)
+
+    def time_remaining(self):
+        return 10.0
+
+    def set_trailing_metadata(self, md):
+        self.trailer = md
+
+
+def _batch_request(topic, items, born=None, host="", encoding=0):
+    """A SendMessageRequest of common messages: ``items`` (body, id, tag or None)."""
+    r = spb.SendMessageRequest()
+    for body, mid, tag in items:
+        m = r.messages.add()
+        m.topic.name, m.body = topic, body
+        sp = m.system_properties
+        sp.message_id, sp.message_type, sp.body_encoding = mid, pb.MessageType.NORMAL, encoding
+        if tag is not None:
+            sp.tag = tag
+        if born is not None:
+            sp.born_timestamp.seconds, sp.born_timestamp.nanos = born
+        sp.born_host = host
+    return r.SerializeToString()
+
+
+@pytest.mark.skipif(send_message._SEND_MANY is None, reason="tidemq._accel is not built")
+def test_a_batch_the_lane_reads_is_answered_and_stored_as_the_general_path_does():
+    """The same SendMessage batches through the compiled lane (send_bytes: send_many's slices put with
+    put_slices, answer_stored's bytes) on one service and through the general path (protobuf,
+    to_store, put_batch) on another, alike (a ManualClock each): the same answer bytes and trailers,
+    byte for byte the same records in every queue, the same outcome counts; each case a batch stored
+    whole (tags or none; born time, host and a compressed body), a resend among new messages, a body
+    past the store's limit, an empty tag, a topic auto-created, an illegal topic, a topic of another
+    kind, and a request send_many leaves to protobuf (two topics)."""
+    import asyncio
+
+    from tests.support.store import memory_config
+    from tidemq.broker.service import MessagingService
+    from tidemq.config import BrokerConfig
+    from tidemq.io import ManualClock
+    from tidemq.store import MessageStore
+    from tidemq.testing.faulty_io import FaultyFileIO
+
+    pair = []
+    for _ in range(2):
+        store = MessageStore(memory_config(message_body_bytes_max=512, segment_size_bytes=256 * 1024),
+                             FaultyFileIO(), ManualClock()).start()
+        store.create_topic("T", 3)
+        store.create_topic("F", 1, message_type="fifo")
+        pair.append((store, MessagingService(store, BrokerConfig(send_hold_ms_max=0))))
+    (sa, a), (sb, b) = pair
+    lane, general = send_message.MessageSends(a.sends), send_message.MessageSends(b.sends)
+    used = []
+
+    def both(raw):
+        ca, cb = _Call(), _Call()
+        got = asyncio.run(lane.send_bytes(raw, ca))
+        want = asyncio.run(general.send(spb.SendMessageRequest.FromString(raw), cb))
+        assert serialize(got) == want.SerializeToString()
+        assert ca.trailer == cb.trailer
+        used.append(send_message._SEND_MANY(raw, b"k" * 16) is not None)
+        return want
+
+    try:
+        items = [(b"m%d" % i * (i + 1), f"01ID{i}", ("TagA", None, "\u00e9t\u00e9")[i % 3]) for i in range(7)]
+        assert [e.status.code for e in both(_batch_request("T", items)).entries] == [Code.OK] * 7
+        both(_batch_request("T", [(b"b%d" % i, f"01BORN{i}", "t") for i in range(4)],
+                            born=(1_700_000_001, 5_000_000), host="10.0.0.2", encoding=2))
+        again = both(_batch_request("T", [(b"new", "01NEW", None), items[2], (b"new2", "01NEW2", "t")]))
+        assert [e.status.code for e in again.entries] == [Code.OK] * 3
+        assert again.entries[1].status.message == "duplicate: already stored"
+        big = both(_batch_request("T", [(b"s", "01S", None), (b"x" * 600, "01BIG", None)]))
+        assert [e.status.code for e in big.entries] == [Code.OK, Code.MESSAGE_BODY_TOO_LARGE]
+        both(_batch_request("T", [(b"e", "01E", ""), (b"e2", "01E2", "")]))
+        both(_batch_request("New", [(b"n", "01N0", None), (b"n", "01N1", None)]))
+        assert both(_batch_request("bad topic!", [(b"x", "01X", None)] * 2)).entries[1].status.code == Code.ILLEGAL_TOPIC
+        kinds = both(_batch_request("F", [(b"f", "01F0", None), (b"f", "01F1", None)]))
+        assert kinds.entries[0].status.code == Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+        mixed = spb.SendMessageRequest.FromString(_batch_request("T", [(b"y", "01Y", None)]))
+        mixed.messages.add().CopyFrom(spb.SendMessageRequest.FromString(_batch_request("New", [(b"z", "01Z", None)]))
+                                      .messages[0])
+        both(mixed.SerializeToString())
+        assert used == [True] * 8 + [False]
+        for s in (sa, sb):
+            s.drain_dispatch()
+        for topic, queues in (("T", 3), ("New", 1)):
+            for q in range(queues):
+                ra, rb = sa.get_raw(topic, q, 0), sb.get_raw(topic, q, 0)
+                assert bytes(ra.records[1]) == bytes(rb.records[1]) and len(ra.records[0]) > 0, (topic, q)
+        assert a.sends.outcomes.snapshot() == b.sends.outcomes.snapshot()
+    finally:
+        for s, svc in pair:
+            svc.close()
+            s.shutdown()

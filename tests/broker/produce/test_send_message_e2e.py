@@ -74,3 +74,35 @@ def test_auto_created_topics_when_enabled(tmp_path, broker_factory, clients):
     assert p.send(msg("Fresh", b"hello")).message_id
     b.stop()
     assert [m.body for m in stored(str(tmp_path / "store"), "Fresh")] == [b"hello"]
+
+
+def test_a_batch_of_common_messages_is_stored_answered_and_deduplicated(tmp_path, broker_factory):
+    """SendMessage with a batch (tidemq.client's Producer(raw=False): common messages of one topic, the
+    compiled lane's slices when it is built): one result per message, the messages read back with
+    their tags as NORMAL messages, a resend answered from the dedup window, a body past the limit
+    refused and the rest stored."""
+    from tidemq.client import Producer, PullConsumer
+    from tidemq.protocol.stubs import Code
+
+    root = str(tmp_path / "store")
+    make_topic(root, "Batch", 2)
+    b = broker_factory(root, env={**SMALL, "TIDEMQ_MESSAGE_BODY_BYTES_MAX": "1000"})
+    with Producer(b.endpoint, raw=False) as p, PullConsumer(b.endpoint) as c:
+        tags = ["A", None, "B", "A", None, "\u00fc"]
+        rs = p.send_batch("Batch", [b"m-%d" % i for i in range(6)], tags=tags)
+        assert [r.code for r in rs] == [Code.OK] * 6
+        assert sorted(r.offset for r in rs) == [0, 0, 1, 1, 2, 2]         # round-robin over the two queues
+        got = {m.system_properties.message_id: m for q in range(2) for m in c.pull("Batch", q, 0).messages}
+        assert set(got) == {r.message_id for r in rs}
+        for i, r in enumerate(rs):
+            m = got[r.message_id]
+            assert m.body == b"m-%d" % i and m.system_properties.message_type == 1        # NORMAL
+            assert (m.system_properties.tag or None) == tags[i]
+        again = p.send_batch("Batch", [b"m-0", b"new"], message_ids=[rs[0].message_id, "01NEWBATCH"])
+        assert (again[0].code, again[0].offset, again[0].error) == (Code.OK, rs[0].offset, "duplicate: already stored")
+        assert again[0].duplicate and again[1].ok and not again[1].duplicate
+        mixed = p.send_batch("Batch", [b"ok", b"x" * 1001, b"ok2"])
+        assert [r.code for r in mixed] == [Code.OK, Code.MESSAGE_BODY_TOO_LARGE, Code.OK]
+        assert "exceeds message_body_bytes_max=1000" in mixed[1].error
+    assert b.stop() == 0
+    assert len(stored(root, "Batch")) == 6 + 1 + 2

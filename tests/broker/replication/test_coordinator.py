@@ -319,3 +319,51 @@ def test_a_member_recorded_ineligible_is_never_elected_until_it_says_it_may_be_a
     w.kill("m2")
     w.run(SESSION_S + WAIT_S + 1.0)
     assert w.leader() == "m1"
+
+
+def _just_synced(w: World, m: str) -> None:
+    """Step the group until ``m``'s cluster view was read at the last step (so its timer is a whole
+    interval away): what it learns at the next step, it learns from a watch or an ask."""
+    gc = w.members[m].gc
+    for _ in range(100):
+        due = gc.topology.due(w.clock.monotonic_s() + 0.05)
+        w.step()
+        if due:
+            return
+    raise AssertionError("the view was never read")
+
+
+def test_a_member_that_joins_is_in_the_view_at_the_next_step_on_the_watch_not_a_timer():
+    w = World({"m0": 0, "m1": 0, "m2": 0})
+    w.members["m2"].alive = False                   # not started yet
+    w.start("m0", "m1")
+    w.run(1.0)
+    _just_synced(w, "m0")
+    assert set(w.members["m0"].gc.members()) == {"m0", "m1"} and w.members["m0"].gc.members_fresh()
+    w.start("m2")                                   # its member node: the others' watch fires
+    assert not w.members["m0"].gc.members_fresh(), "a change signalled, not read yet"
+    w.step()                                        # 0.05 s: the 1 s timer is far
+    assert set(w.members["m0"].gc.members()) == {"m0", "m1", "m2"} and w.members["m0"].gc.members_fresh()
+    w.kill("m2")
+    w.run(SESSION_S + 0.5)                          # its session expires: its node goes
+    assert set(w.members["m0"].gc.members()) == {"m0", "m1"}
+
+
+def test_a_route_asks_for_a_read_begun_after_it_and_says_when_none_could_be_made():
+    w = World({"m0": 0, "m1": 0})
+    w.start()
+    w.run(1.0)
+    _just_synced(w, "m1")
+    gc = w.members["m1"].gc
+    ticket = gc.ask_members()
+    assert not gc.wait_members(ticket, 0)           # not read yet
+    w.step()
+    assert gc.wait_members(ticket, 0)
+    w.service.cut("m1")                             # the coordinator cannot be reached
+    ticket = gc.ask_members()
+    w.step()
+    w.step()
+    assert not gc.wait_members(ticket, 0), "no read could be made: the route says it is incomplete"
+    w.service.heal("m1")
+    w.step()
+    assert gc.wait_members(ticket, 0)

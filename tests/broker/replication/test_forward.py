@@ -1,7 +1,8 @@
 """broker/replication/forward.py: the leader port over real gRPC servers on loopback. A member
 that leads serves it with its own handlers; one that follows forwards every call to its leader,
 bytes, metadata, trailing metadata and status as they are, unary and streamed; while no leader is
-known it answers UNAVAILABLE. The "leader" here is a gRPC server of raw-bytes methods."""
+known it answers UNAVAILABLE. QueryRoute is the leader's too, and the member's own while no leader
+answers it. The "leader" here is a gRPC server of raw-bytes methods."""
 
 import asyncio
 from types import SimpleNamespace
@@ -15,7 +16,8 @@ ECHO = "/apache.rocketmq.v2.MessagingService/SendMessage"          # unary
 PULL = "/apache.rocketmq.v2.MessagingService/PullMessage"          # unary -> stream
 TELEMETRY = "/apache.rocketmq.v2.MessagingService/Telemetry"       # stream -> stream
 BROKEN = "/apache.rocketmq.v2.MessagingService/AckMessage"         # answers an error status
-SILENT = "/apache.rocketmq.v2.MessagingService/QueryRoute"         # never answers (a stopped leader)
+SILENT = "/apache.rocketmq.v2.MessagingService/QueryAssignment"    # never answers (a stopped leader)
+ROUTE = "/apache.rocketmq.v2.MessagingService/QueryRoute"          # unary, answered as ECHO is
 
 
 class Handlers(grpc.GenericRpcHandler):
@@ -56,6 +58,7 @@ class Handlers(grpc.GenericRpcHandler):
             await asyncio.Event().wait()
 
         return {SILENT: grpc.unary_unary_rpc_method_handler(silent), ECHO: grpc.unary_unary_rpc_method_handler(echo),
+                ROUTE: grpc.unary_unary_rpc_method_handler(silent if name == b"silent" else echo),
                 PULL: grpc.unary_stream_rpc_method_handler(pull),
                 TELEMETRY: grpc.stream_stream_rpc_method_handler(telemetry),
                 BROKEN: grpc.unary_unary_rpc_method_handler(broken)}.get(details.method)
@@ -209,3 +212,33 @@ def test_a_forwarded_call_ends_when_the_member_follows_another_leader():
             await call
         assert e.value.code() == grpc.StatusCode.UNAVAILABLE and "leader changed" in e.value.details()
     run_with_member(check)
+
+
+def test_a_follower_asks_its_leader_for_a_route():
+    async def check(node, port, ch, lead_ep):
+        assert await ch.unary_unary(ROUTE)(b"r", metadata=(("x-client", "c-1"),), timeout=60) == b"leader|r|c-1"
+        assert port.forwarded == 1 and port.routes_answered == 0
+    run_with_member(check)
+
+
+def test_a_route_no_leader_answers_is_the_followers_own():
+    """No leader known (an election), the leader gone (killed: refused), the leader silent (stopped):
+    the member answers the route itself (routes.py: the group's, the same from every member)."""
+    async def check(node, port, ch, lead_ep):
+        node.leader_endpoint = ""
+        assert await ch.unary_unary(ROUTE)(b"1", metadata=(("x-client", "c"),), timeout=60) == b"member|1|c"
+        gone, gone_ep = await serve(Handlers("gone"))
+        await gone.stop(None)
+        node.leader_endpoint = gone_ep
+        assert await ch.unary_unary(ROUTE)(b"2", timeout=60) == b"member|2|"
+        silent, silent_ep = await serve(Handlers("silent"))
+        try:
+            node.leader_endpoint = silent_ep
+            assert await ch.unary_unary(ROUTE)(b"3", timeout=600) == b"member|3|"
+        finally:
+            await silent.stop(None)
+        assert port.routes_answered == 3
+        with pytest.raises(grpc.aio.AioRpcError) as e:           # other calls are still the leader's only
+            await ch.unary_unary(ECHO)(b"x", timeout=60)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+    run_with_member(check, forward_timeout_ms=300)

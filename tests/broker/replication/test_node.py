@@ -116,3 +116,39 @@ def test_a_static_leader_whose_commit_log_fails_leads_a_new_epoch_from_the_cut(t
         asyncio.run(main())
     finally:
         store.shutdown()
+
+
+def with_sync_leader(tmp_path, check):
+    """check(node, store) on the loop of a started broker that leads group g (static, SYNC, a lag
+    time long enough that no follower in these tests falls out on its own)."""
+    store = StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=1 << 20, index_slots=1000,
+                        index_entries=4000, auto_create_topics=True)
+    b = server.Broker(store, BrokerConfig(host="127.0.0.1", port=0, metrics_port=0), lambda line: None,
+                      replication=ReplicationConfig(broker_group="g", broker_id="g-0", broker_role="leader",
+                                                    replication_mode="SYNC", replica_lag_time_max_ms=60_000))
+
+    async def main():
+        await b.start()
+        try:
+            await check(b.replication, b.store)
+        finally:
+            await b.stop()
+    asyncio.run(main())
+
+
+def test_a_send_while_the_set_is_short_waits_for_a_member_coming_back_not_refused_at_once(tmp_path):
+    """HA_NOT_AVAILABLE right after a failover or a restart, while a follower reconnects: a send
+    waits (bounded) for the set to reach in_sync_replicas_min when a member is on its way back, and is
+    put then; with nobody on the way it goes on at once (and is refused, issue 27)."""
+    async def check(node, store):
+        assert node.in_sync_short() and put(store).reason is PutReason.REPLICAS_NOT_ENOUGH
+        await asyncio.wait_for(node.until_in_sync(600), 60)      # nobody coming: no wait
+        conn = node.acks.connect("g-1", "127.0.0.1:1", store.replica.end).conn    # a follower back, caught up
+        await asyncio.wait_for(node.until_in_sync(600), 60)      # until the set took it in
+        assert not node.in_sync_short() and node.acks.isr == {"g-1"}
+        assert node.acks.refusal() is None
+        node.acks.disconnect("g-1", conn)                        # gone again
+        node.acks.exclude("g-1")
+        await asyncio.wait_for(node.until_in_sync(600), 60)      # nobody coming: no wait, refused as before
+        assert put(store).reason is PutReason.REPLICAS_NOT_ENOUGH
+    with_sync_leader(tmp_path, check)

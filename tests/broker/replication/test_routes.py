@@ -51,3 +51,18 @@ def test_group_queues_lists_each_queue_master_first_then_its_followers():
 def test_group_queues_of_the_queues_a_group_owns():
     qs = routes.group_queues(TOPIC, 8, {"group": "b", "leader": "h:1"}, "h:1", queue_ids=[5, 7])
     assert [(q.id, q.broker.name, addresses(q.broker)) for q in qs] == [(5, "b", ["h:1"]), (7, "b", ["h:1"])]
+
+
+def test_no_member_is_named_writable_while_the_group_has_no_write_endpoint():
+    """No leader known and no leader ports (an election, leader ports off): no master queue at all
+    (RocketMQ's route has no broker id 0 then), never the answering follower's own endpoint; its
+    members are still listed, read only."""
+    members = {k: {"endpoint": v["endpoint"]} for k, v in VIEW["members"].items()}
+    qs = routes.group_queues(TOPIC, 1, {"group": "g", "leader": "", "members": members}, "127.0.0.1:8181")
+    assert [(q.permission, q.broker.id, addresses(q.broker)) for q in qs] == [
+        (pb.Permission.READ, 1, ["127.0.0.1:8081"]), (pb.Permission.READ, 2, ["127.0.0.1:8181"]),
+        (pb.Permission.READ, 3, ["127.0.0.1:8281"])]
+    # with leader ports, they are the write endpoint whoever leads (each forwards to the leader)
+    qs = routes.group_queues(TOPIC, 1, {**VIEW, "leader": ""}, "127.0.0.1:8181")
+    assert (qs[0].permission, addresses(qs[0].broker)) == (pb.Permission.READ_WRITE, routes.leader_addresses(VIEW, ""))
+    assert len(qs) == 4

@@ -12,8 +12,9 @@ the store takes them (a payload, one kind per store entry point):
   message's type, message group and delivery time, which the send path routes (FIFO queues,
   DELAY parking, TRANSACTION half messages);
 * ``Encoded``: NORMAL messages of one topic with their record properties encoded already
-  (SendMessage's common case, tidemq._accel.send_one and send_many: MessageStore.put_encoded);
-* ``Slices``: messages of one topic as slices of one frame (SendRecords: MessageStore.put_slices).
+  (SendMessage's common case, tidemq._accel.send_one: MessageStore.put_encoded);
+* ``Slices``: messages of one topic as slices of one buffer (SendRecords' frame; SendMessage's batch
+  of common messages read by tidemq._accel.send_many: MessageStore.put_slices).
 
 The send path (send_path.py) answers ``Verdicts``: per message one ``Verdict`` (stored at a queue
 offset, a duplicate of an earlier store, refused with a code and a reason, held by flow control
@@ -99,12 +100,13 @@ class Encoded:
 
 class Slices:
     """Messages of one topic as slices of ``raw`` (MessageStore.put_slices: ``fields`` n x 10 uint32,
-    ``extra`` properties every record gets)."""
+    ``extra`` properties every record gets, ``born`` every record's (born ms, born host, sys flag) or
+    None: SendRecords' frames, SendMessage's batches read by tidemq._accel.send_many)."""
 
-    __slots__ = ("raw", "fields", "extra")
+    __slots__ = ("raw", "fields", "extra", "born")
 
-    def __init__(self, raw, fields, extra: bytes) -> None:
-        self.raw, self.fields, self.extra = raw, fields, extra
+    def __init__(self, raw, fields, extra: bytes, born: tuple | None = None) -> None:
+        self.raw, self.fields, self.extra, self.born = raw, fields, extra, born
 
 
 class SendBatch:

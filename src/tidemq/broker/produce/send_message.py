@@ -13,14 +13,21 @@ without one; its queue offset; the transaction id of a TRANSACTION message; the 
 DELAY message waiting for its time); a resend answered
 from the dedup window is OK with the first store's offset and the text "duplicate: already
 stored", its index in the ``tidemq-duplicates`` trailer (protocol/data.py). The lane's one-message
-answer (``answer_one``) and the lane's others (``answer_many``) are written as bytes (what protobuf would
-serialize for the same response, field for field) and handed to gRPC as they are (``serialize``), with no
-protobuf object made per message.
+answer (``answer_one``) and the lane's others (``answer_many``; a batch stored whole: ``answer_stored``,
+compiled) are written as bytes (what protobuf would serialize for the same response, field for field) and
+handed to gRPC as they are (``serialize``), with no protobuf object made per message.
+
+A batch of common messages of one topic (tidemq._accel.send_many: e.g. ``Producer(raw=False)``'s) is
+read into slices of the request's bytes with the dedup keys of its ids and put as SendRecords' frames
+are (a ``Slices`` payload: MessageStore.put_slices with the properties ``__MSGTYPE=NORMAL`` after
+UNIQ_KEY, then TAGS: the record encoded_one's properties give, byte for byte): no Python object per
+message on its way in or out.
 """
 
 from __future__ import annotations
 
 import grpc
+import numpy as np
 
 from ...accel import ACCEL as _ACCEL
 from ...protocol.data import duplicates_trailer
@@ -28,8 +35,19 @@ from ...protocol.stubs import Code, MessageType, code_name, pb, spb, status
 from ..deferred.parking import delivery_ms
 from ..protection.decoding import decoded
 from ..wire import SUPPORTED_TYPES, to_store
-from .batch import DUPLICATE, STORED, Encoded, Messages, SendBatch, Verdicts, caller_of
+from .batch import (
+    DUPLICATE,
+    STORED,
+    Encoded,
+    Messages,
+    SendBatch,
+    Slices,
+    Verdicts,
+    caller_of,
+)
+from .dedup import KEY
 from .send_path import SendPath
+from .send_records import NORMAL_SUFFIX, message_id
 
 NOT_YET = "not supported yet by tidemq: {what}"
 _SEND_MANY = getattr(_ACCEL, "send_many", None)       # (a build of tidemq._accel from before it: None)
@@ -92,6 +110,9 @@ def _status(code: int, text: str) -> bytes:
     return got
 
 
+_STORED_STATUS = b"\x0a" + _status(Code.OK, "")      # answer_stored's: every message of the batch stored
+
+
 def answer_one(code: int, text: str, message_id: str, offset: int, transaction_id: str = "",
                recall_handle: str = "") -> bytes:
     """The serialized SendMessageResponse of one message: its status (the answer's own too) and one
@@ -133,6 +154,28 @@ def answer_many(v: Verdicts, ids) -> bytes:
     return top + b"".join(parts)
 
 
+def py_answer_stored(st: bytes, raw: bytes, fields, offsets: list[int]) -> bytes:
+    """answer_many's bytes for a batch stored whole: ``st`` the encoded status (field 1, key and
+    length included: the answer's and every entry's), each entry its id (the slice of ``raw`` that
+    ``fields`` names, 10 uint32 per message as send_many gives them) and its queue offset. Twin of
+    tidemq._accel.answer_stored."""
+    F = memoryview(fields).cast("B").cast("I")
+    if len(F) != 10 * len(offsets):
+        raise ValueError("answer_stored: 10 uint32 of fields per offset")
+    parts = [st]
+    for i, off in enumerate(offsets):
+        a, n = F[10 * i], F[10 * i + 5]
+        if a + n > len(raw):
+            raise ValueError("answer_stored: an id outside the request")
+        mid = raw[a:a + n]
+        entry = st + (b"\x12" + _varint(n) + mid if n else b"") + (b"\x20" + _varint(off) if off > 0 else b"")
+        parts.append(b"\x12" + _varint(len(entry)) + entry)
+    return b"".join(parts)
+
+
+answer_stored = getattr(_ACCEL, "answer_stored", None) or py_answer_stored
+
+
 def messages_batch(msgs) -> SendBatch:
     """A decoded request's messages as a SendBatch of store Messages."""
     n = len(msgs)
@@ -171,21 +214,27 @@ class MessageSends:
     async def send_bytes(self, raw: bytes, context) -> "bytes | spb.SendMessageResponse":
         """SendMessage from the request's bytes (``send_message_lane``): the common message read
         straight from them (tidemq._accel.send_one, wire.encoded_one's rule) is sent as an Encoded
-        payload, and so are common messages of one topic sharing their born
-        time, host and sys flag (tidemq._accel.send_many: a batch, e.g. ``Producer(raw=False)``'s);
+        payload; common messages of one topic sharing their born time, host and
+        sys flag (tidemq._accel.send_many: a batch, e.g. ``Producer(raw=False)``'s) are sent as slices
+        of the request's bytes (a ``Slices`` payload with their dedup keys, as SendRecords' frames);
         any other request is decoded (bytes that are not one: INVALID_ARGUMENT) and sent as ``send``
-        sends it. The answer: its bytes (``answer_one``, ``answer_many``), ``send``'s SendMessageResponse
-        for the others (``serialize`` takes both)."""
+        sends it. The answer: its bytes (``answer_one``, ``answer_stored``, ``answer_many``), ``send``'s
+        SendMessageResponse for the others (``serialize`` takes both)."""
         one = _ACCEL.send_one(raw)
         if one is None:
-            many = _SEND_MANY(raw) if _SEND_MANY is not None else None
-            if many is not None:              # common messages of one topic: put as they were read
-                topic, entries, ids, born_ms, born_host, sys_flag = many
-                batch = SendBatch(len(ids), Encoded(entries, born_ms, born_host, sys_flag), ids.__getitem__,
-                                  sum(len(e[0]) for e in entries), topic=topic)
+            many = _SEND_MANY(raw, KEY) if _SEND_MANY is not None else None
+            if many is not None:              # common messages of one topic: put from the request's bytes
+                topic, fields, keys, nbytes, born_ms, born_host, sys_flag = many
+                F = np.frombuffer(fields, np.uint32).reshape(-1, 10)
+                n = len(F)
+                born = (born_ms, born_host, sys_flag) if born_ms is not None or born_host or sys_flag else None
+                batch = SendBatch(n, Slices(raw, F, NORMAL_SUFFIX, born), lambda i: message_id(raw, F, i), nbytes,
+                                  topic=topic, keys=keys)
                 v = await self.sends.send(batch, caller_of(context))
                 self._trailer(v, context)
-                return answer_many(v, ids)
+                if not (v.texts or v.txns or v.ids or v.recalls) and v.kinds.count(STORED) == n:
+                    return answer_stored(_STORED_STATUS, raw, fields, v.offsets)     # stored whole
+                return answer_many(v, [message_id(raw, F, i) for i in range(n)])
             return await self.send(await decoded(spb.SendMessageRequest.FromString, raw, context, SEND_MESSAGE),
                                    context)
         topic, entry, mid, born_ms, born_host, sys_flag = one

@@ -450,7 +450,7 @@ class SendPath:
                 put = (store.put_encoded, batch.topic, entries, p.born_ms, p.born_host, p.sys_flag, inline)
             elif type(p) is Slices:
                 skip = np.array(v.kinds, np.uint8) != OPEN if v.decided else None
-                put = (store.put_slices, batch.topic, p.raw, p.fields, p.extra, skip)
+                put = (store.put_slices, batch.topic, p.raw, p.fields, p.extra, skip, p.born)
             else:
                 where = v.open()
                 put = (store.put_batch, [p.messages[i] for i in where], inline)

@@ -46,7 +46,7 @@ from .batch import SendBatch, Slices, caller_of
 from .send_path import SendPath
 
 RESERVED = frozenset(INTERNAL | {RECORD_CRC_NAME})
-_SUFFIX = f"{PROP_MESSAGE_TYPE}\x01NORMAL\x02".encode()
+NORMAL_SUFFIX = f"{PROP_MESSAGE_TYPE}\x01NORMAL\x02".encode()
 
 # Why the frame cannot carry a message here (the compiled frame_slices returns the same numbers): its
 # id is not usable, or it names a property only the broker writes (the record's own rules, texts,
@@ -173,7 +173,7 @@ class RecordSends:
         for i in np.flatnonzero(np.frombuffer(why, np.uint8)).tolist():
             code, words = WHY[why[i]]
             refused[i] = (code, words.format(name=names.get(i)) if i in names else words)
-        batch = SendBatch(n, Slices(raw, F, _SUFFIX), lambda i: message_id(raw, F, i), len(raw), topic=topic,
+        batch = SendBatch(n, Slices(raw, F, NORMAL_SUFFIX), lambda i: message_id(raw, F, i), len(raw), topic=topic,
                           keys=hashes, refused=refused)
         v = await self.sends.send(batch, caller_of(context))
         if v.whole is not None:              # one refusal for the request (flow control, the topic): said once

@@ -120,6 +120,15 @@ class GroupCoordinator:
         self._round: Round | None = None
         self._isr: IsrRecord | None = None         # the leader's view of its record (None: read it)
         self._members: dict[str, dict] = {}
+        # the members as routes name them (topology.py, routes.py): read again at the first step after
+        # a wake-up (the members' watch fires when one joins or goes, and so does every session state
+        # change), not on a timer, and on demand: a route asks for a read (``ask_members``) and waits
+        # for one begun after it asked (``wait_members``; routes asking meanwhile share it)
+        self._members_due = True
+        self._members_reads = 0
+        self._members_asked = 0                    # reads asked for (tickets)
+        self._members_done = 0                     # the last ticket a finished read covers
+        self._members_cv = threading.Condition()
         self._said: str | None = None              # the last "cannot elect" said (said once)
         self._wake_t = threading.Event()
         self._wake_a: asyncio.Event | None = None
@@ -132,6 +141,10 @@ class GroupCoordinator:
         return f"{self.group_path}/{name}"
 
     def wake(self) -> None:
+        self._members_due = True                   # something changed: the members are read again
+        self._poke()
+
+    def _poke(self) -> None:
         self._wake_t.set()
         if self._wake_a is not None:
             self._wake_a.set()
@@ -189,7 +202,9 @@ class GroupCoordinator:
         now = self.clock.monotonic_s()
         if self.topology.due(now):
             out += [Action("apply_topic", topic=t) for t in self.topology.sync(now)]
-            self._read_members()                    # the group's view (routes name every leader port)
+            self._members_due = True
+        if self._members_due or self._members_asked > self._members_done:
+            self._read_members()                    # the group's view (routes name every member)
         sent_at = self.clock.monotonic_s()
         got = c.get(self._p("leader"), watch=True)
         if got is not None:
@@ -248,13 +263,44 @@ class GroupCoordinator:
 
     def _read_members(self) -> dict[str, dict]:
         base = self._p("members")
+        self._members_due = False                   # (a wake-up from now on makes it due again)
+        with self._members_cv:
+            covers = self._members_asked            # every read asked for until now: this one answers it
         out = {}
-        for m in self.c.children(base, watch=True):
-            got = self.c.get(f"{base}/{m}")
-            if got is not None:
-                out[m] = _json(got.data)
+        try:
+            for m in self.c.children(base, watch=True):
+                got = self.c.get(f"{base}/{m}")
+                if got is not None:
+                    out[m] = _json(got.data)
+        except Unreachable:
+            self._members_due = True
+            raise
         self._members = out
+        with self._members_cv:
+            self._members_reads += 1
+            self._members_done = max(self._members_done, covers)
+            self._members_cv.notify_all()
         return out
+
+    def members_fresh(self) -> bool:
+        """Whether ``members()`` is what the coordinator held at the last look, with no change
+        signalled since (False before the first read, after a watch fired or the session changed)."""
+        return self._members_reads > 0 and not self._members_due
+
+    def ask_members(self) -> int:
+        """Ask the loop for a read of the members now (from the thread that runs the loop's actions,
+        or any thread with ``run_thread``); the ticket ``wait_members`` waits for."""
+        with self._members_cv:
+            self._members_asked += 1
+            ticket = self._members_asked
+        self._poke()
+        return ticket
+
+    def wait_members(self, ticket: int, timeout_s: float) -> bool:
+        """Blocking (a thread): wait at most ``timeout_s`` for a read of the members begun after
+        ``ticket`` was asked for; whether one finished (False: the coordinator could not be read)."""
+        with self._members_cv:
+            return self._members_cv.wait_for(lambda: self._members_done >= ticket, timeout_s)
 
     def _read_isr(self) -> IsrRecord | None:
         got = self.c.get(self._p("isr"))
@@ -287,6 +333,8 @@ class GroupCoordinator:
         followers = (set(rec.members[1:]) - drop) | add
         for m in add:
             acks.include(m)                         # waited for before the record names it
+        if add and hasattr(node, "isr_grew"):
+            node.isr_grew()                         # sends waiting for the set to grow (node.until_in_sync)
         members = (node.member, *sorted(followers))
         doc = json.dumps({"epoch": node.epoch, "members": list(members)}).encode()
         try:

@@ -18,7 +18,9 @@ costs the client that much, then UNAVAILABLE, which the official clients retry, 
 the member that leads next.
 
 Every method of every service is forwarded, unary or streamed (``STREAMING`` names the streamed
-ones of the RocketMQ service; the rest are unary).
+ones of the RocketMQ service; the rest are unary). QueryRoute, when no leader answers it (an
+election, a leader killed or stopped), is answered by the member itself (``_route``: the route is
+the group's, the same from every member).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ STREAMING = {
     "/tidemq.Data/SendRecordsStream": "stream_stream",
     "/tidemq.Data/PullRecordsStream": "unary_stream",
 }
+ROUTE = "/apache.rocketmq.v2.MessagingService/QueryRoute"
 OPTIONS = [("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20),
            ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000)]
 DROP = {"user-agent", "content-type", "te", "grpc-timeout", "grpc-accept-encoding", "grpc-encoding"}
@@ -54,15 +57,25 @@ class LeaderPort(grpc.GenericRpcHandler):
         self.local = local
         self._channels: dict[str, grpc.aio.Channel] = {}
         self.forwarded = 0
+        self.routes_answered = 0                # QueryRoutes a follower answered itself (no leader answered)
+
+    def _local(self, details):
+        for h in self.local:
+            found = h.service(details)
+            if found is not None:
+                return found
+        return None
 
     def service(self, details):
         node = self.node
         if node.leading and not node.fenced:
-            for h in self.local:
-                found = h.service(details)
-                if found is not None:
-                    return found
-            return None
+            return self._local(details)
+        if details.method == ROUTE:
+            local = self._local(details)
+            if local is not None and local.unary_unary is not None:
+                async def route(request, context):
+                    return await self._route(request, context, local)
+                return grpc.unary_unary_rpc_method_handler(route)
         kind = STREAMING.get(details.method, "unary_unary")
         fn = getattr(self, "_" + kind)
         method = details.method
@@ -125,6 +138,43 @@ class LeaderPort(grpc.GenericRpcHandler):
             await self._abort_for(context, e, timeout_s)
         context.set_trailing_metadata(tuple(await call.trailing_metadata() or ()))
         return resp
+
+    async def _route(self, request: bytes, context, local):
+        """QueryRoute at a follower's leader port: the leader's answer (it may create the topic); while
+        no leader answers it (an election under way, a leader killed or stopped), this member's own,
+        which is the group's too (routes.py), instead of UNAVAILABLE: a reader given the leader ports
+        learns the members it may read from when it needs them most."""
+        node = self.node
+        if node.leader_endpoint and not node.leading:
+            ch = await self._target(context)
+            timeout_s = self._timeout(context)
+            left = context.time_remaining()
+            if left is not None:
+                timeout_s = min(timeout_s, left / 2)     # time left for the member's own answer
+            call = ch.unary_unary(ROUTE)(request, metadata=_metadata(context), timeout=timeout_s)
+            answer = asyncio.ensure_future(self._unary_unary_answer(call))
+            changed = getattr(node, "role_changed", None)
+            moved = asyncio.ensure_future(changed.wait()) if changed is not None else None
+            try:
+                await asyncio.wait([f for f in (answer, moved) if f is not None], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if moved is not None:
+                    moved.cancel()
+            if not answer.done():                 # this member follows another leader now: its own answer
+                call.cancel()
+                answer.cancel()
+            else:
+                try:
+                    resp = answer.result()
+                    context.set_trailing_metadata(tuple(await call.trailing_metadata() or ()))
+                    return resp
+                except grpc.aio.AioRpcError as e:
+                    if e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                        await context.abort(e.code(), e.details() or "")
+        self.routes_answered += 1
+        req = local.request_deserializer(request) if local.request_deserializer is not None else request
+        resp = await local.unary_unary(req, context)
+        return local.response_serializer(resp) if local.response_serializer is not None else resp
 
     async def _unary_unary_answer(self, call):
         return await call

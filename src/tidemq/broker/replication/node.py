@@ -56,6 +56,8 @@ from .transport import GrpcTransport, Transport
 
 log = logging.getLogger("tidemq.broker")
 
+ISR_LOOK_S = 0.5          # a send waiting for the in-sync set looks again this often (members come and go)
+
 
 class Host(Protocol):
     """What a ReplicationNode needs of the process it runs in."""
@@ -111,6 +113,8 @@ class ReplicationNode:
         self.role_changed: asyncio.Event | None = None    # set (and replaced) at each change of role or leader
         self.step_down_wanted = False         # a leader whose log failed: the coordinator's step gives up the lease
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._isr_grew: asyncio.Event | None = None   # set (and replaced) when a follower joins the waits
+        self._members_asked_at = float("-inf")        # the last read of the members a short set asked for
 
     def _changed(self) -> None:
         """Calls forwarded to a leader this member no longer follows end now (forward.py)."""
@@ -389,6 +393,7 @@ class ReplicationNode:
                 continue
             for m in self.acks.caught_up():
                 self.acks.include(m)
+                self.isr_grew()
                 log.warning("broker group %s: %s is in sync", self.group, m)
             for m in self.acks.laggards():
                 self.acks.exclude(m)
@@ -412,6 +417,62 @@ class ReplicationNode:
     def cluster_route(self, topic: str):
         """coordinator.route(topic), or None without a coordinator."""
         return self.coordinator.route(topic) if self.coordinator is not None else None
+
+    # a send while the in-sync set is short ---------------------------------------------------------
+    def in_sync_short(self) -> bool:
+        """This SYNC leader's in-sync set holds fewer followers than in_sync_replicas_min: puts are
+        refused (HA_NOT_AVAILABLE) until it grows."""
+        return self.leading and self.config.sync and len(self.acks.isr) < self.config.in_sync_replicas_min
+
+    def isr_grew(self) -> None:
+        """A follower joined the waits (the coordinator's thread or the loop): sends waiting for the
+        set (``until_in_sync``) look again."""
+        loop = self._loop
+        if loop is None:
+            return
+        try:
+            loop.call_soon_threadsafe(self._wake_isr_waiters)
+        except RuntimeError:                      # the loop is closed: nobody waits
+            pass
+
+    def _wake_isr_waiters(self) -> None:
+        old, self._isr_grew = self._isr_grew, None
+        if old is not None:
+            old.set()
+
+    def _coming_back(self) -> bool:
+        """A member outside the in-sync set that may join it soon: a live member of the group the
+        coordinator names (after a failover, the others reconnecting; a restarted member on its way),
+        or (a static group) a follower connected now."""
+        out = set(self.acks.isr) | {self.member}
+        if self.coordinator is not None:
+            return any(m not in out for m in self.coordinator.members())
+        return any(f["connected"] and f["member"] not in out for f in self.acks.status())
+
+    async def until_in_sync(self, timeout_s: float) -> None:
+        """A send arriving while the set is short (``in_sync_short``) waits, at most ``timeout_s``,
+        while a member may come back into it (``_coming_back``), so that a send right after a
+        failover or a restart is taken rather than refused; with nobody to wait for it goes on at
+        once. Either way the put itself then follows issue 27's rules: refused below the minimum
+        (HA_NOT_AVAILABLE, which the clients retry), acknowledged once every member of the set has
+        it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        if self.in_sync_short() and not self._coming_back() and self.coordinator is not None \
+                and loop.time() >= self._members_asked_at + ISR_LOOK_S:
+            # a member that joined a moment ago (its watch not heard yet): asked at most every ISR_LOOK_S
+            self._members_asked_at = loop.time()
+            await self.fresh_view(min(timeout_s, ISR_LOOK_S))
+        while self.in_sync_short() and self._coming_back():
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            if self._isr_grew is None:
+                self._isr_grew = asyncio.Event()
+            try:
+                await asyncio.wait_for(self._isr_grew.wait(), min(left, ISR_LOOK_S))
+            except asyncio.TimeoutError:
+                pass                              # looked at again: a member may have gone meanwhile
 
     # what other parts ask ------------------------------------------------------------------------
     def follower_text(self, leader_endpoint: str) -> str:
@@ -444,16 +505,35 @@ class ReplicationNode:
                                 "leader_endpoint": str(hello.get("leader_endpoint", "")), "role": "follower"}
 
     def view(self) -> dict:
-        """The group: its members' endpoints and roles, the leader, the epoch (routes, status)."""
+        """The group: its members' endpoints and roles, the leader, the epoch (routes, status);
+        ``complete``: False while the coordinator's members are not known as they are now (before the
+        first read, or a change signalled and not read yet: ``fresh_view`` waits for it)."""
+        complete = True
         if self.coordinator is not None:
             members = self.coordinator.members()
+            complete = self.coordinator.members_fresh()
         else:
             members = dict(self.members)
             if self.leading:
                 live = {f["member"] for f in self.acks.status() if f["connected"]}
                 members = {m: v for m, v in members.items() if m == self.member or m in live}
         return {"group": self.group, "leader": self.leader_endpoint, "epoch": self.epoch or self.known_epoch,
-                "members": members}
+                "members": members, "complete": complete}
+
+    async def fresh_view(self, timeout_s: float) -> dict:
+        """``view()`` with the members the coordinator holds now: read on demand (the coordinator's
+        loop reads them at once; routes asking meanwhile share the read), waited for at most
+        ``timeout_s`` (the loop may be busy with a change of role); then the last read, when no change
+        was signalled since (``complete``: the coordinator's watch says it is still what it holds), else
+        ``complete`` False."""
+        c = self.coordinator
+        if c is None:
+            return self.view()
+        ticket = c.ask_members()
+        read = await asyncio.to_thread(c.wait_members, ticket, timeout_s)
+        out = self.view()
+        out["complete"] = read or out["complete"]
+        return out
 
     def adopt_view(self, view: dict) -> None:
         """A follower takes the leader's view of the group (static groups)."""

@@ -6,7 +6,10 @@ While this broker does not lead (a follower, or a leader fenced off its coordina
 that change broker state are refused here with FORBIDDEN and a text naming the leader: pop
 consumption (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
 ForwardMessageToDeadLetterQueue), UpdateOffset and EndTransaction. Sends need nothing here: the
-store refuses them (PutReason.NOT_LEADER, answered FORBIDDEN with the same text). Reads (routes,
+store refuses them (PutReason.NOT_LEADER, answered FORBIDDEN with the same text); on a SYNC leader
+whose in-sync set is short of in_sync_replicas_min, a send first waits a while for a member coming
+back into it (node.until_in_sync: after a failover or a restart), then is put (or refused:
+HA_NOT_AVAILABLE). Reads (routes,
 PullMessage, QueryOffset, GetOffset, PullRecords) are served by the follower from its copy.
 """
 
@@ -44,10 +47,22 @@ class ServiceProxy(sgrpc.MessagingServiceServicer):
         async for cmd in self._svc.Telemetry(request_iterator, context):
             yield cmd
 
+    async def _in_sync(self, context) -> None:
+        """A SYNC leader whose in-sync set is short waits a while for a member coming back into it
+        before the send is put (node.until_in_sync): at most replication_timeout_ms, and half what is
+        left of the client's deadline (time to answer, refused or not)."""
+        node = getattr(self.broker, "replication", None)       # (None: not a broker group's)
+        if node is not None and node.in_sync_short():
+            wait_s = node.config.replication_timeout_ms / 1000
+            left = context.time_remaining()
+            await node.until_in_sync(wait_s if left is None else min(wait_s, left / 2))
+
     async def SendMessage(self, request, context):
+        await self._in_sync(context)
         return await self._svc.SendMessage(request, context)
 
     async def SendMessageBytes(self, raw: bytes, context):
+        await self._in_sync(context)
         return await self._svc.SendMessageBytes(raw, context)
 
     async def ReceiveMessage(self, request, context):

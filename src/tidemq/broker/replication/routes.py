@@ -5,14 +5,24 @@ are every member's leader port when the group has them (``leader_port``): every 
 leader port, the leader itself and a follower by forwarding to the leader (forward.py), so gRPC's
 pick_first (how the official clients connect to an endpoint list) works with any of them, and
 goes on after a failover without a new route. Without leader ports, the
-leader's own endpoint. Then once per follower (broker id 1, 2, ..., READ only, its own endpoint):
-producers and pop consumers of the official clients take only master queues; tidemq.client and
-the Spark source read from a follower when the leader is down (docs/broker-protocol.md, 4.12).
+leader's own endpoint; with neither (no leader known: an election under way, leader ports off) no
+master queue at all, as RocketMQ's route has no broker id 0 while a group has no master: never a
+follower's own endpoint as the writable broker. Then once per follower (broker id 1, 2, ..., READ
+only, its own endpoint): producers and pop consumers of the official clients take only master
+queues; tidemq.client and the Spark source read from a follower when the leader is down
+(docs/broker-protocol.md, 4.12).
+
+Every member answers the same route: the members are the coordinator's, read again when its watch
+says they changed (coordinator.py), and a route waits for that read (``VIEW_WAIT_S``, node.fresh_view);
+a member that cannot read them in time answers ``INCOMPLETE`` instead of a route missing members.
 """
 
 from __future__ import annotations
 
-from ...protocol.stubs import pb
+from ...protocol.stubs import Code, pb
+
+VIEW_WAIT_S = 2.0            # a route waits this long at most for the coordinator's members to be read
+INCOMPLETE = Code.PROXY_TIMEOUT   # the route's status when they could not be (the clients ask again)
 
 TYPES = [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION,
          pb.MessageType.LITE, pb.MessageType.PRIORITY]      # every type (a topic's own type: its leader's send path)
@@ -47,13 +57,18 @@ def follower_brokers(view: dict) -> list["pb.Broker"]:
 
 
 def group_queues(topic: "pb.Resource", n: int, view: dict, fallback: str, queue_ids=None) -> list:
-    """The route of ``topic``'s queues (``queue_ids``, default all ``n``) held by one group."""
-    master = leader_broker(view, fallback)
+    """The route of ``topic``'s queues (``queue_ids``, default all ``n``) held by one group: a
+    master queue when the group has a write endpoint (``fallback``, the answering broker's own, only
+    for a view that names no members: one that knows none), then its followers' READ queues."""
+    writable = leader_addresses(view, fallback if not view.get("members") else "")
+    master = pb.Broker(name=view.get("group") or "tidemq", id=0, endpoints=endpoints(writable)) \
+        if any(writable) else None
     followers = follower_brokers(view)
     out = []
     for q in (range(n) if queue_ids is None else queue_ids):
-        out.append(pb.MessageQueue(topic=topic, id=q, permission=pb.Permission.READ_WRITE, broker=master,
-                                   accept_message_types=TYPES))
+        if master is not None:
+            out.append(pb.MessageQueue(topic=topic, id=q, permission=pb.Permission.READ_WRITE, broker=master,
+                                       accept_message_types=TYPES))
         for b in followers:
             out.append(pb.MessageQueue(topic=topic, id=q, permission=pb.Permission.READ, broker=b,
                                        accept_message_types=TYPES))

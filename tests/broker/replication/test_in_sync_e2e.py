@@ -1,0 +1,39 @@
+"""A SYNC send right after a failover, through real processes on a real ZooKeeper (node.until_in_sync,
+proxy.py): a group of two whose leader is killed leaves the new leader's in-sync set short of
+in_sync_replicas_min (1), so a send is refused, typed (HA_NOT_AVAILABLE, before anything is
+written: issue 27); the killed member started again, a send made the moment it is up waits for it
+to come back into the set and is stored, instead of being refused until it has caught up."""
+
+from tidemq.protocol.stubs import Code, pb, sgrpc, spb
+
+import grpc
+
+from ...support.group import Group
+from ...support.zookeeper import zookeeper  # noqa: F401  (fixture)
+
+
+def send(endpoint: str, mid: str) -> int:
+    m = pb.Message(topic=pb.Resource(name="T"), body=mid.encode(),
+                   system_properties=pb.SystemProperties(message_id=mid, message_type=pb.MessageType.NORMAL))
+    with grpc.insecure_channel(endpoint) as ch:
+        r = sgrpc.MessagingServiceStub(ch).SendMessage(spb.SendMessageRequest(messages=[m]), timeout=60)
+    return r.status.code
+
+
+def test_a_send_as_a_member_comes_back_after_a_failover_is_stored_not_refused(tmp_path, zookeeper):  # noqa: F811
+    g = Group(str(tmp_path), 2, coordinator=zookeeper, mode="SYNC")
+    try:
+        g.start_all()
+        old = g.wait_leader()
+        assert send(g.endpoint(old), "m-0") == Code.OK            # (the topic made, the follower in the set)
+        g.wait_in_sync(old, [1 - old])
+        g.kill(old)
+        new = g.wait_leader(exclude={old})
+        end = g.status(new)["log_end"]
+        assert send(g.endpoint(new), "m-1") == Code.HA_NOT_AVAILABLE    # nobody to wait for: refused at once
+        assert g.status(new)["log_end"] == end, "refused before anything was written"
+        g.start(old)                                               # up: registered with the coordinator
+        assert send(g.endpoint(new), "m-2") == Code.OK             # waited for it, not refused
+        assert g.status(new)["in_sync"] == [f"g-{new}", f"g-{old}"]
+    finally:
+        g.kill_all()
