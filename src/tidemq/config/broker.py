@@ -32,6 +32,8 @@ class BrokerConfig(Loadable):
     }
     RETIRED: ClassVar[Mapping[str, str]] = {
         "send_records_tag_cache_max": "SendRecords checks each message's tags in one pass; nothing is cached",
+        "send_executor_threads": "no put runs on a thread: SYNC replication's puts await their followers on the "
+                                 "event loop (broker/puts.py)",
     }
     # auto-creation moved to [store] (one meaning, one default): read there, not here
     MOVED_OUT: ClassVar[frozenset[str]] = frozenset({"auto_create_topics", "default_queue_count"})
@@ -80,8 +82,6 @@ class BrokerConfig(Loadable):
     event_loop: str = _f("uvloop", "the event loop the broker runs on: uvloop (libuv's; the official client's "
                                    "one-message sends cost the broker ~40 us less CPU each, bench/README.md) or "
                                    "asyncio's own", choices=("uvloop", "asyncio"))
-    send_executor_threads: int = _f(8, "threads that run the store puts that wait for followers (SYNC replication; "
-                                    "SYNC_FLUSH puts await their fsync on the event loop)", 1, 256)
     malloc_keep_bytes: int = _f(128 * MIB, "freed memory glibc's malloc keeps for the next big buffer (a pull "
                                 "answer and gRPC's copy of it: up to 16 MiB each) instead of mapping fresh "
                                 "pages each time; it stays resident (0: glibc's defaults; broker/heap.py)",

@@ -704,17 +704,18 @@ class MessageStore:
         if handle is not None and self.group_commit is not None:
             self.group_commit.forget(handle)
 
-    def settle_put(self, results: PutResults) -> PutResults:
+    def settle_put(self, results: PutResults, replicas=None) -> PutResults:
         """Complete a put made with ``wait=False`` from what is durable now: PUT_OK once its records
         are on disk (SYNC_FLUSH), FLUSH_DISK_FAILED (final, log_failure.py) or FLUSH_DISK_TIMEOUT, as
-        the waiting put would have answered; SYNC replication is asked without waiting (a caller
-        that must wait for followers runs the waiting put on a thread: ``puts_wait_for_disk_only``)."""
+        the waiting put would have answered; SYNC replication is asked without waiting (a caller on
+        an event loop first awaits the followers: ``replicas``, the writer's ``replicas`` when it
+        appended, ``when_confirmed``; broker/puts.py)."""
         end = results.pending_end
         w = self.writer
         if end < 0 or w is None:
             return results
         gc = self.group_commit
-        w.settle(results, end, gc.outcome(end) if gc is not None else None, 0.0)
+        w.settle(results, end, gc.outcome(end) if gc is not None else None, 0.0, replicas)
         return results
 
     @property

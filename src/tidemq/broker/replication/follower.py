@@ -256,7 +256,15 @@ class ReplicationClient:
             loop = asyncio.get_running_loop()
             try:
                 # confirmed once written, dispatched after the confirmation (ReplicaLog.append)
-                await asyncio.to_thread(write_frames, store, writes, lambda: loop.call_soon_threadsafe(confirm.wake))
+                if store.replica.flush_after_append:       # an fsync each pass (SYNC_FLUSH): off the loop
+                    await asyncio.to_thread(write_frames, store, writes,
+                                            lambda: loop.call_soon_threadsafe(confirm.wake))
+                else:
+                    # into the page cache (~1 us a record): on the loop, no hop to a thread and back;
+                    # the ACK is sent before the dispatch, which runs next on the loop (a read before
+                    # it dispatches first: put_lock.py)
+                    write_frames(store, writes, confirm.wake, dispatch=False)
+                    loop.call_soon(store.drain_dispatch)
             except _DiskError as e:
                 # (a failed fsync or write of the log: the store cut it back to what was durable and
                 # sealed it there, store/log_failure.py; the next session starts the copy over)
@@ -318,9 +326,10 @@ class _DiskError(OSError):
         self.offset, self.error = offset, error
 
 
-def write_frames(store, writes: list, written) -> None:
-    """Off the loop: write the frames in order (a run of contiguous DATA frames within a segment
-    as one ``ReplicaLog.append``), call ``written()`` (the confirmer looks), then dispatch."""
+def write_frames(store, writes: list, written, dispatch: bool = True) -> None:
+    """Write the frames in order (a run of contiguous DATA frames within a segment as one
+    ``ReplicaLog.append``), call ``written()`` (the confirmer looks), then dispatch (``dispatch``
+    False: the caller has ``store.drain_dispatch`` run next)."""
     replica = store.replica
     seg = replica.segments.segment_size
     i, n = 0, len(writes)
@@ -347,18 +356,27 @@ def write_frames(store, writes: list, written) -> None:
     finally:
         if i:
             written()
-    store.drain_dispatch()
+    if dispatch:
+        store.drain_dispatch()
 
 
 class _Confirmer:
     """Sends ACK (what this log has: ReplicaLog.confirmed, read when it is sent) when woken: after
-    every write, and for every HEARTBEAT (the leader learns it is caught up); one ACK covers every
-    write done while the last was being sent."""
+    every write, and for a HEARTBEAT (the leader learns it is caught up: acks.py), unless an ACK
+    that moved the confirmed offset went since the last HEARTBEAT -- the leader sends one after
+    each ACK that moves the high watermark (for this member's readers), and answering each of those
+    cost a round of wake-ups on both sides per write; the leader's record of it (acks.sent) is
+    confirmed by the next ACK, and of two HEARTBEATs in a row (nothing written between: idle) the
+    second is always answered, so the leader hears it is caught up at least every second
+    heartbeat interval (a quarter of replica_lag_time_max_ms). One ACK covers every write done
+    while the last was being sent."""
 
     def __init__(self, stream, epoch: int, replica) -> None:
         self.stream, self.epoch, self.replica = stream, epoch, replica
         self._event = asyncio.Event()
         self._heartbeat = False
+        self.moved_since_heartbeat = False       # an ACK that moved the offset went since the last HEARTBEAT
+        self.acks = 0                             # ACKs sent (tests, status)
 
     def wake(self, heartbeat: bool = False) -> None:
         self._heartbeat = self._heartbeat or heartbeat
@@ -370,7 +388,15 @@ class _Confirmer:
             await self._event.wait()
             self._event.clear()
             confirmed = self.replica.confirmed()
-            if confirmed != acked or self._heartbeat:
-                self._heartbeat = False
+            heartbeat, self._heartbeat = self._heartbeat, False
+            if confirmed != acked:
+                answer, self.moved_since_heartbeat = True, not heartbeat
+            elif heartbeat:
+                answer = not self.moved_since_heartbeat
+                self.moved_since_heartbeat = False
+            else:
+                answer = False
+            if answer:
                 await self.stream.write(rp.encode(rp.ACK, self.epoch, confirmed))
+                self.acks += 1
                 acked = confirmed
