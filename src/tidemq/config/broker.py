@@ -86,6 +86,11 @@ class BrokerConfig(Loadable):
                                 "answer and gRPC's copy of it: up to 16 MiB each) instead of mapping fresh "
                                 "pages each time; it stays resident (0: glibc's defaults; broker/heap.py)",
                                 0, 4096 * MIB)
+    thread_switch_interval_us: int = _f(500, "how long a thread holding the GIL runs before one waiting for it "
+                                        "may (sys.setswitchinterval; Python's own: 5000): gRPC's poller thread "
+                                        "hands each completion to the event loop through the GIL, so a SYNC put's "
+                                        "round trip to its followers crosses it several times (bench/README.md 32.3)",
+                                        50, 100_000)
     shutdown_grace_s: float = _f(5.0, "seconds in-flight RPCs get at shutdown", 0.0, 600.0)
     delivery_attempts_max: int = _f(16, "deliveries of a message before it goes to %DLQ%<group>, for a group "
                                         "without its own retry_max (`tidemq group create G --retry-max N`: N + 1); "

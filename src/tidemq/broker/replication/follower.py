@@ -66,6 +66,8 @@ class ReplicationClient:
         self.state_bytes = 0
         self.local_errors = 0             # sessions ended by this member's own disk
         self.ineligible: bool | None = None   # recorded as not electable (its log started over); None: not asked
+        self.heartbeats = 0               # HEARTBEAT frames received
+        self.acks_sent = 0                # ACK frames sent (each confirms the log's end, or a HEARTBEAT)
         self.stopped = False
         self._task: asyncio.Task | None = None
 
@@ -100,6 +102,7 @@ class ReplicationClient:
                 "high_watermark": self.node.hw_known,
                 "since_last_frame_s": round(self._now() - self.last_frame_at, 3) if self.last_frame_at else None,
                 "sessions": self.sessions, "truncated_bytes": self.truncated_bytes, "state_copies": self.state_copies,
+                "heartbeats": self.heartbeats, "acks_sent": self.acks_sent,
                 "raw_bytes": store.replica.raw_bytes, "raw_regions": store.replica.raw_regions,
                 "local_errors": self.local_errors, "last_error": self.last_error}
 
@@ -192,7 +195,7 @@ class ReplicationClient:
         confirmer task says what the log has as soon as the write is done, before the dispatch
         (one ACK for everything written while the last ACK was under way)."""
         frames: asyncio.Queue = asyncio.Queue(FRAMES_AHEAD)
-        confirm = _Confirmer(stream, epoch, self.node.store.replica)
+        confirm = _Confirmer(stream, epoch, self.node.store.replica, self)
         reader = asyncio.create_task(self._read_ahead(stream, frames))
         confirmer = asyncio.create_task(confirm.run())
         try:
@@ -283,7 +286,9 @@ class ReplicationClient:
                 self.ineligible = False
                 log.warning("replication: this member's copy has the high watermark (%d) again: it may be "
                             "elected", fr_hw)
-        confirm.wake(heartbeat=any(fr.kind == rp.HEARTBEAT for fr in batch))
+        heartbeats = sum(fr.kind == rp.HEARTBEAT for fr in batch)
+        self.heartbeats += heartbeats
+        confirm.wake(heartbeat=heartbeats > 0)
         self.last_error = None
 
     def _copy_epochs(self, theirs: list[tuple[int, int]]) -> None:
@@ -371,12 +376,11 @@ class _Confirmer:
     heartbeat interval (a quarter of replica_lag_time_max_ms). One ACK covers every write done
     while the last was being sent."""
 
-    def __init__(self, stream, epoch: int, replica) -> None:
-        self.stream, self.epoch, self.replica = stream, epoch, replica
+    def __init__(self, stream, epoch: int, replica, client: ReplicationClient) -> None:
+        self.stream, self.epoch, self.replica, self.client = stream, epoch, replica, client
         self._event = asyncio.Event()
         self._heartbeat = False
         self.moved_since_heartbeat = False       # an ACK that moved the offset went since the last HEARTBEAT
-        self.acks = 0                             # ACKs sent (tests, status)
 
     def wake(self, heartbeat: bool = False) -> None:
         self._heartbeat = self._heartbeat or heartbeat
@@ -398,5 +402,5 @@ class _Confirmer:
                 answer = False
             if answer:
                 await self.stream.write(rp.encode(rp.ACK, self.epoch, confirmed))
-                self.acks += 1
+                self.client.acks_sent += 1
                 acked = confirmed
