@@ -125,7 +125,7 @@ def test_a_sync_replication_put_awaited_is_not_acknowledged_when_the_set_shrinks
     from tidemq.broker.replication.lease import Lease
     from tidemq.store import PutReason
     s = _store("ASYNC_FLUSH")
-    acks, conn = _replicated(s)
+    acks, _ = _replicated(s)
     puts = StorePuts(s)
 
     async def main():
