@@ -87,9 +87,10 @@ class BrokerConfig(Loadable):
                                 "pages each time; it stays resident (0: glibc's defaults; broker/heap.py)",
                                 0, 4096 * MIB)
     thread_switch_interval_us: int = _f(500, "how long a thread holding the GIL runs before one waiting for it "
-                                        "may (sys.setswitchinterval; Python's own: 5000): gRPC's poller thread "
-                                        "hands each completion to the event loop through the GIL, so a SYNC put's "
-                                        "round trip to its followers crosses it several times (bench/README.md 32.3)",
+                                        "may (sys.setswitchinterval; Python's own: 5000): a SYNC put's round trip "
+                                        "to its followers crosses threads of both brokers (gRPC's, the event loop's, "
+                                        "the store's), each a wait for the GIL (bench/README.md 32.3: SYNC 0.85 x "
+                                        "against 0.65 x with 5000, medians of 5 pairs on a loaded machine)",
                                         50, 100_000)
     shutdown_grace_s: float = _f(5.0, "seconds in-flight RPCs get at shutdown", 0.0, 600.0)
     delivery_attempts_max: int = _f(16, "deliveries of a message before it goes to %DLQ%<group>, for a group "
