@@ -106,13 +106,14 @@ def record_loops() -> str:
 
 
 def tree_sha1(src: str) -> str:
-    """Hash of every .py file under src/tidemq (path + content): the identity of the code measured."""
+    """Hash of every source file under src/tidemq (.py, and the compiled parts' .c / .h and the JVM
+    reader's .java; path + content): the identity of the code measured."""
     h = hashlib.sha1()
     base = os.path.join(src, "tidemq")
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
         for f in sorted(filenames):
-            if f.endswith(".py"):
+            if f.endswith((".py", ".c", ".h", ".java")):
                 p = os.path.join(dirpath, f)
                 h.update(os.path.relpath(p, base).encode())
                 with open(p, "rb") as fh:

@@ -1,14 +1,15 @@
 package org.tidemq.spark;
 
 import java.io.IOException;
+import java.util.ArrayDeque;
 import java.util.List;
 
 import org.sparkproject.guava.util.concurrent.ListenableFuture;
 
 /**
  * Broker mode: a queue's range read with PullRecords (PullClient), as
- * tidemq.spark.backend.BrokerBackend reads it: the next pull is under way while a response is
- * turned into rows; offsets a response skips (holes, records cleaned away) and records failing
+ * tidemq.spark.backend.BrokerBackend reads it: the next two pulls are under way while a response
+ * is turned into rows (the first ones short: PULL_COUNT_FIRST); offsets a response skips (holes, records cleaned away) and records failing
  * their checks are offsets not served. A frame whose CRC held carries records the broker
  * checked: only their layout is checked again; without one, both CRCs of every record.
  *
@@ -27,6 +28,29 @@ import org.sparkproject.guava.util.concurrent.ListenableFuture;
  */
 final class BrokerRangeReader extends RangeReader {
     static final long BACKOFF_MS_MIN = 100, BACKOFF_MS_MAX = 2000;
+    /** The first pull's records at most; each pull after it may carry twice as many as the one before, up to
+     * the partition's pullCountMax: a task's first rows come after a short answer (the broker reads
+     * and checks ~0.5 MB of 100-byte messages, not 16 MB), and the longer pulls after it are under way
+     * while it turns the short ones into rows. */
+    static final int PULL_COUNT_FIRST = 2048;
+    /** Pulls under way at once: the one answered next and the one after it, so that the broker makes
+     * an answer while the one before is on its way and the one before that is turned into rows. */
+    static final int PULLS_IN_FLIGHT = 2;
+
+    /** A pull under way: from which member, from which offset, how many records it asked for. */
+    private static final class Pull {
+        final ListenableFuture<byte[]> answer;
+        final PullClient from;
+        final long at;
+        final int count;
+
+        Pull(ListenableFuture<byte[]> answer, PullClient from, long at, int count) {
+            this.answer = answer;
+            this.from = from;
+            this.at = at;
+            this.count = count;
+        }
+    }
 
     private final List<String> members;
     private final Connection conn;
@@ -37,9 +61,9 @@ final class BrokerRangeReader extends RangeReader {
     private long backoffMs = BACKOFF_MS_MIN;
     private boolean switched;              // read from another member than the first since the start
     private int failovers;
-    private ListenableFuture<byte[]> pending;
-    private long pendingAt = -1;
-    private PullClient pendingFrom;
+    private int pullCount = PULL_COUNT_FIRST;   // the next pull's records at most (before pullCountMax)
+    private final ArrayDeque<Pull> inFlight = new ArrayDeque<>();   // PULLS_IN_FLIGHT at most, by offset
+    private long readableEnd = Long.MAX_VALUE;  // the last answer's max_offset: no pull asked from past it
     private PullClient.Frame frame;
     private int index, pos;
     private boolean finished;
@@ -98,16 +122,31 @@ final class BrokerRangeReader extends RangeReader {
 
     private void ask(long offset, int waitMs) {
         PullClient c = client();
-        pending = c.pull(part.topic, part.queue, offset, (int) Math.min(part.pullCountMax, part.end - offset), waitMs);
-        pendingAt = offset;
-        pendingFrom = c;
+        int n = (int) Math.min(Math.min(part.pullCountMax, pullCount), part.end - offset);
+        pullCount = (int) Math.min((long) pullCount * 2, part.pullCountMax);
+        inFlight.addLast(new Pull(c.pull(part.topic, part.queue, offset, n, waitMs), c, offset, n));
+    }
+
+    /** Pulls of the offsets after those asked for already, up to PULLS_IN_FLIGHT: each from where the
+     * one before would end were it answered whole; one that ends elsewhere (holes, the byte bound)
+     * makes the ones after it useless, dropped when their turn comes ({@link #nextFrame}). Never from
+     * the range's end or the readable end the last answer gave on. */
+    private void askAhead() {
+        while (!inFlight.isEmpty() && inFlight.size() < PULLS_IN_FLIGHT) {
+            Pull last = inFlight.peekLast();
+            long o = last.at + last.count;
+            if (o >= part.end || o >= readableEnd) {
+                return;
+            }
+            ask(o, 0);
+        }
     }
 
     private void drop() {
-        if (pending != null) {
-            pending.cancel(true);
-            pending = null;
+        for (Pull p : inFlight) {
+            p.answer.cancel(true);
         }
+        inFlight.clear();
     }
 
     /** ``u`` from the member read now: the next member, waiting after a round where all failed;
@@ -160,19 +199,25 @@ final class BrokerRangeReader extends RangeReader {
                 finished = true;
                 break;
             }
-            if (pending == null || pendingAt != at || pendingFrom != clients[member]) {
+            Pull p = inFlight.peekFirst();
+            if (p == null || p.at != at || p.from != clients[member]) {
                 drop();
                 ask(at, waitMs);
+                if (waitMs == 0) {
+                    askAhead();                          // (a long poll waits alone)
+                }
+                p = inFlight.peekFirst();
             }
             PullClient.Frame f;
             try {
-                f = pendingFrom.frame(pending, part.topic, part.queue, at);
+                f = p.from.frame(p.answer, part.topic, part.queue, at);
             } catch (PullClient.Unreachable u) {
                 failOver(u);
                 waitMs = 0;
                 continue;
             }
-            pending = null;
+            inFlight.pollFirst();
+            readableEnd = f.maxOffset;
             if (!headChecked) {
                 headChecked = true;
                 if (part.tiered() && f.minOffset > at) {   // cleaned since planning: archived before it was
@@ -192,9 +237,14 @@ final class BrokerRangeReader extends RangeReader {
                 failingSinceMs = -1;
                 failedInRound = 0;
                 backoffMs = BACKOFF_MS_MIN;
-                if (next < part.end && next < f.maxOffset) {
-                    ask(next, 0);                        // the next pull, under way while this one is read
+                Pull q = inFlight.peekFirst();
+                if (q != null && q.at != next) {         // this answer ended before what it asked for
+                    drop();
                 }
+                if (inFlight.isEmpty() && next < part.end && next < f.maxOffset) {
+                    ask(next, 0);                        // the next pulls, under way while this one is read
+                }
+                askAhead();
                 lost(next - at - f.count);
                 at = next;
                 frame = f;
