@@ -139,7 +139,6 @@ def pyspy_summary(path: str, top: int = 30) -> None:
     (put_workload / get_all), by innermost store line, Python function (inclusive) and what C
     code runs under the innermost Python frame (with --native). Printed and written to
     bench/results/<raw file name>.md."""
-    leaf = collections.Counter()
     pyleaf = collections.Counter()
     incl = collections.Counter()
     native = collections.Counter()

@@ -18,7 +18,6 @@ from tidemq.store.commit_log import Prepared
 from tidemq.store.put_lock import PutLock
 from tidemq.store.types import PutResults
 from tidemq.store.writer import StoreWriter
-from tidemq.store.topics import TopicState
 from tidemq.testing.faulty_io import FaultyFileIO
 
 from ..support.wait import wait_until
@@ -143,7 +142,6 @@ def test_put_slices_writes_every_field_where_it_belongs(store):
 def test_put_slices_refuses_what_the_other_paths_refuse(make_config, open_store):
     s = open_store(make_config(message_body_bytes_max=100, segment_size_bytes=64 * 1024))
     s.create_topic("T", 1)
-    room = s.commit_log.max_record_size - codec.record_size(0, 1, codec.RECORD_CRC_TAIL_LEN)
     big = b"p\x01" + b"v" * 33_000 + b"\x02"
     data, fields = slices([b"a", b"b", b"c", b"d"], [b"x" * 101, b"x", b"ok", b"y"], properties=[b"", big, b"", b""])
     rs = s.put_slices("T", data, fields)

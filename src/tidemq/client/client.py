@@ -27,7 +27,7 @@ from ..protocol.signing import date_time, signed_metadata
 from ..protocol.stubs import Code, Encoding, MessageType, pb, sgrpc, spb
 from ..record.codec import OFF_QUEUEOFFSET, decode_records
 from .errors import ClientError
-from .results import SendResult, SendResults
+from .results import SendResults
 from .send_stream import FrameStream, Unsupported
 from .settings import tls_options
 from .watchdog import Watchdog

@@ -8,7 +8,6 @@ import base64
 import logging
 import socket
 import threading
-import time
 
 import pytest
 

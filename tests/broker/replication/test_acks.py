@@ -33,7 +33,7 @@ def test_refused_until_the_set_holds_enough_followers():
     a, end, _ = make(n=2)
     reason, text = a.refusal()
     assert reason is PutReason.REPLICAS_NOT_ENOUGH and "it has 0" in text
-    c1, c2 = connect(a, "f1"), connect(a, "f2")
+    connect(a, "f1"), connect(a, "f2")
     assert sorted(a.caught_up()) == ["f1", "f2"]        # connected with the leader's whole (empty) log
     a.include("f1")
     assert a.refusal()[0] is PutReason.REPLICAS_NOT_ENOUGH
@@ -64,7 +64,7 @@ def test_a_sync_put_waits_for_every_member_of_the_set_not_for_enough_of_them():
 
 def test_a_laggard_leaves_the_waits_only_when_excluded_and_the_put_goes_on_then():
     a, end, clock = make(n=1)
-    c1, c2 = connect(a, "f1"), connect(a, "f2")
+    c1, _ = connect(a, "f1"), connect(a, "f2")
     a.set_isr(["f1", "f2"])
     end[0] = 100
     a.sent("f1", c1, 100, 100)
@@ -101,7 +101,7 @@ def test_caught_up_means_had_the_leaders_end_at_some_moment_and_the_high_waterma
 
 def test_a_put_waiting_while_the_set_shrinks_below_the_minimum_is_replica_lost():
     a, end, _ = make(n=1)
-    c1 = connect(a, "f1")
+    connect(a, "f1")
     a.set_isr(["f1"])
     end[0] = 100
     assert a.wait(100, 0.0) is PutReason.REPLICATION_TIMEOUT
