@@ -25,8 +25,11 @@ from ..support.brokers import free_port, free_ports
 from ..support.spark import fill_through_broker
 from ..support.wait import wait_until
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = pytest.mark.timeout(1200)
 HERE = os.path.dirname(os.path.abspath(__file__))
+# a bound for a hang while a Spark JVM starts (master, worker, Connect server): minutes on two CPUs
+# busy with other work (wait_until's two minutes were not enough at a load of 30)
+JVM_START_S_MAX = 600.0
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +83,7 @@ def cluster(tmp_path_factory):
                 assert all(p.poll() is None for p in procs), (d / "master.log").read_text()[-2000:]
                 return 0
 
-        wait_until(alive_workers, "the worker to register with the master")
+        wait_until(alive_workers, "the worker to register with the master", JVM_START_S_MAX, 0.5)
         yield master
     finally:
         for p in reversed(procs):
@@ -93,13 +96,19 @@ def cluster(tmp_path_factory):
                 p.wait()
 
 
-def run_job(master, endpoint, ship, python, *more) -> dict:
-    r = subprocess.run([sys.executable, os.path.join(HERE, "cluster_job.py"), master, endpoint, ship, *more],
+def run_job(master, endpoint, python, *steps) -> dict:
+    """cluster_job.py's ``steps`` in one driver process: {step: its JSON line}."""
+    r = subprocess.run([sys.executable, os.path.join(HERE, "cluster_job.py"), master, endpoint, *steps],
                        capture_output=True, text=True, timeout=600, cwd="/",
                        env=_clean_env(PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=sys.executable))
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
-    assert lines, f"the driver printed no result (rc {r.returncode}): {r.stderr[-3000:]}"
-    return json.loads(lines[-1])
+    done = {}
+    for ln in r.stdout.splitlines():
+        if ln.startswith("{"):
+            got = json.loads(ln)
+            done[got.pop("step")] = got
+    assert list(done) == list(steps), f"the driver printed {list(done)} of {list(steps)} (rc {r.returncode}): " \
+                                      f"{r.stderr[-3000:]}"
+    return done
 
 
 def _connect_server(d, python, *more):
@@ -120,7 +129,7 @@ def _connect_server(d, python, *more):
             assert p.poll() is None, log.read_text()[-3000:]
             with socket.socket() as s:
                 return s.connect_ex(("127.0.0.1", port)) == 0
-        wait_until(listening, "the Spark Connect server to listen")
+        wait_until(listening, "the Spark Connect server to listen", JVM_START_S_MAX, 0.5)
         yield f"sc://127.0.0.1:{port}"
     finally:
         os.killpg(p.pid, signal.SIGTERM)           # the script's group: the script and its java
@@ -151,44 +160,45 @@ def why(result: dict) -> str:
     return "\n".join(ln for ln in result.get("error", "").splitlines() if not ln.lstrip().startswith("at "))[-4000:]
 
 
-def copied_rows(spark, endpoint, n):
-    """Topic Out holds topic In's rows (body, tags, keys, user properties), each once."""
+def copied_rows(spark, endpoint, n, out="Out"):
+    """Topic ``out`` holds topic In's rows (body, tags, keys, user properties), each once."""
     read = lambda t: spark.read.format("tidemq").option("endpoints", endpoint).option("topic", t).load()  # noqa: E731
     user = lambda r: {k: v for k, v in (r.properties or {}).items() if k in ("n", "note")}  # noqa: E731
     row = lambda r: (r.body, r.tags, r.keys, sorted(user(r).items()))                       # noqa: E731
     original = sorted(row(r) for r in read("In").collect())
-    copied = sorted(row(r) for r in read("Out").collect())
+    copied = sorted(row(r) for r in read(out).collect())
     assert len(original) == n and copied == original
 
 
-def check_shipping(spark, broker, master, python, reader):
+def check_shipping(spark, broker, master, python, reader, *more_steps):
+    """In one driver (cluster_job.py): the copy without shipping fails with tidemq's one-line error
+    naming the fix, then, in the same session, with the package shipped it copies
+    every row once, read with ``reader``; then ``more_steps``. Their results and the broker."""
     b = broker()
     n = fill_through_broker(b.endpoint, topic="In", batches=1, per=300)
-    failed = run_job(master, b.endpoint, "noship", python)
+    done = run_job(master, b.endpoint, python, "noship", "ship", *more_steps)
+    failed = done["noship"]
     assert not failed["ok"]
     line = next(ln for ln in failed["error"].splitlines() if "MissingOnWorker: tidemq:" in ln)
     assert "cannot import 'tidemq'" in line and "register(spark)" in line and "--py-files" in line
-    done = run_job(master, b.endpoint, "ship", python)
-    assert done["ok"], why(done)
-    assert done["reader"] == reader
+    assert done["ship"]["ok"], why(done["ship"])
+    assert done["ship"]["reader"] == reader
     copied_rows(spark, b.endpoint, n)
+    return done, b, n
 
 
 def test_register_ships_the_package_to_executors_without_tidemq(spark, broker, cluster, bare_python, jvm_reader):
     check_shipping(spark, broker, cluster, bare_python, "jvm" if jvm_reader else "python")
 
 
-def test_through_spark_connect(spark, broker, connect_server, bare_python):
-    check_shipping(spark, broker, connect_server, bare_python, "python")
+def test_through_spark_connect_a_batch_and_a_stream(spark, broker, connect_server, bare_python, tmp_path):
+    """Through a Connect server without the jar (the Python reader): the batch copy as above, then,
+    in the same Connect session, the copy as a checkpointed stream (availableNow) into topic Streamed."""
+    done, b, n = check_shipping(spark, broker, connect_server, bare_python, "python",
+                                f"stream:{tmp_path / 'checkpoint'}")
+    assert done[f"stream:{tmp_path / 'checkpoint'}"]["ok"], why(done[f"stream:{tmp_path / 'checkpoint'}"])
+    copied_rows(spark, b.endpoint, n, out="Streamed")
 
 
 def test_through_spark_connect_with_the_jar_on_the_server(spark, broker, connect_server_with_jar, bare_python):
     check_shipping(spark, broker, connect_server_with_jar, bare_python, "jvm")
-
-
-def test_a_stream_through_spark_connect(spark, broker, connect_server, bare_python, tmp_path):
-    b = broker()
-    n = fill_through_broker(b.endpoint, topic="In", batches=1, per=300)
-    done = run_job(connect_server, b.endpoint, "ship", bare_python, str(tmp_path / "checkpoint"))
-    assert done["ok"], why(done)
-    copied_rows(spark, b.endpoint, n)

@@ -148,6 +148,17 @@ class BrokerError(RuntimeError):
     unreachable = False
 
 
+class Refused(BrokerError):
+    """The broker refuses the read as its options set it up: its certificate not trusted, TLS spoken
+    on one side only, a certificate not for the endpoint's host, the keys, a permission. Every
+    member answers alike, so it is raised at once, never retried for timeoutSeconds (as the JVM
+    reader's PullClient.Refused); ``option``: the option(s) to change, as the line names them."""
+
+    def __init__(self, message: str, option: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+
 def explain(error: BaseException, endpoint: str, options) -> BrokerError | None:
     """What to change when a call to ``endpoint`` failed with ``error`` (a ClientError or a gRPC
     error), in the source's options' words: the certificate not verified (rootCertificates), a
@@ -158,13 +169,13 @@ def explain(error: BaseException, endpoint: str, options) -> BrokerError | None:
     from ..protocol.stubs import Code
     if isinstance(error, ClientError):
         if error.code == Code.UNAUTHORIZED:
-            return BrokerError(f"tidemq: UNAUTHORIZED: the broker at {endpoint} refused the keys ({error}): check "
-                               f"the options accessKey and secretKey")
+            return Refused(f"tidemq: UNAUTHORIZED: the broker at {endpoint} refused the keys ({error}): check "
+                           f"the options accessKey and secretKey", "accessKey, secretKey")
         if error.code == Code.FORBIDDEN:
             topics = options.get("topics") or options.get("topic") or "TOPIC"
-            return BrokerError(f"tidemq: FORBIDDEN: reading {topics} needs the permission sub on the topic ({error}): "
-                               f"grant it (tidemq acl grant USER --topic {topics.split(',')[0]} --actions sub) or "
-                               f"use the keys (options accessKey, secretKey) of a user who has it")
+            return Refused(f"tidemq: FORBIDDEN: reading {topics} needs the permission sub on the topic ({error}): "
+                           f"grant it (tidemq acl grant USER --topic {topics.split(',')[0]} --actions sub) or "
+                           f"use the keys (options accessKey, secretKey) of a user who has it", "accessKey, secretKey")
         return None
     if not isinstance(error, grpc.RpcError):
         return None
@@ -174,24 +185,35 @@ def explain(error: BaseException, endpoint: str, options) -> BrokerError | None:
         return None
     if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return None
-    tls = bool(connection(options)["tls"] or options.get("rootCertificates"))
+    conn = connection(options)
+    tls = bool(conn["tls"] or conn["root_certificates"])
     low = details.lower()
     from ..client.settings import speaks_tls
-    if tls and ("hostname verification" in low or "peer name" in low):
-        return BrokerError(f"tidemq: the certificate of the broker at {endpoint} is not for that host ({details}): "
-                           f"its subjectAltName must name it, or give an endpoint (option endpoints) it names")
-    if tls and ("certificate" in low or "handshake" in low or "ssl" in low):
-        if speaks_tls(endpoint) is False:
-            return BrokerError(f"tidemq: the broker at {endpoint} does not speak TLS: drop the options tls and "
-                               f"rootCertificates")
-        return BrokerError(f"tidemq: the certificate of the broker at {endpoint} could not be verified ({details}): "
-                           f"give the option rootCertificates, the PEM file of the CA that signed it (at the same "
-                           f"path on the driver and the executors)")
-    if not tls and speaks_tls(endpoint):
-        return BrokerError(f"tidemq: the broker at {endpoint} speaks TLS: set the option tls=true and "
-                           f"rootCertificates (the PEM file of its CA; without it, the system's roots)")
-    return BrokerError(f"tidemq: no broker answered at {endpoint} ({code.name}: {details}): check the option "
+    if code == grpc.StatusCode.UNAVAILABLE:
+        # gRPC says a TLS failure only in its details; whether the port speaks TLS (a handshake that
+        # checks nothing) tells a refusal (it answers) from a member that is not there (None)
+        if tls and ("hostname verification" in low or "peer name" in low):
+            return Refused(f"tidemq: the certificate of the broker at {endpoint} is not for that host ({details}): "
+                           f"its subjectAltName must name it, or give an endpoint (option endpoints) it names",
+                           "endpoints")
+        if tls and ("certificate" in low or "handshake" in low or "ssl" in low):
+            speaks = speaks_tls(endpoint)
+            if speaks is False:
+                return Refused(f"tidemq: the broker at {endpoint} does not speak TLS: drop the options tls and "
+                               f"rootCertificates", "tls")
+            if speaks:
+                return Refused(f"tidemq: the certificate of the broker at {endpoint} could not be verified "
+                               f"({details}): give the option rootCertificates, the PEM file of the CA that signed "
+                               f"it (readable at the same path where the tasks run)"
+                               + (f", not {conn['root_certificates']}" if conn["root_certificates"] else ""),
+                               "rootCertificates")
+        elif not tls and speaks_tls(endpoint):
+            return Refused(f"tidemq: the broker at {endpoint} speaks TLS: set the option tls=true (and "
+                           f"rootCertificates, the CA's PEM file)", "tls")
+    gone = BrokerError(f"tidemq: no broker answered at {endpoint} ({code.name}: {details}): check the option "
                        f"endpoints (a member reachable from the driver and the executors) or raise timeoutSeconds")
+    gone.unreachable = True
+    return gone
 
 
 def unreachable(e: BaseException) -> bool:
@@ -213,7 +235,8 @@ class BrokerBackend(Backend):
     """Through the broker: ``endpoints`` are members of the cluster (the option ``endpoints``,
     comma-separated); calls go to the first, and move to the next one when a member does not
     answer (``unreachable``), for up to ``timeout_s`` from the first such failure (backing off
-    after each round of them). A read resumes at the offset it reached."""
+    after each round of them). A read resumes at the offset it reached. A refusal (``Refused``: the
+    certificate, TLS on one side only, the keys, a permission) is raised at once, never retried."""
 
     BACKOFF_S_MIN, BACKOFF_S_MAX = 0.1, 2.0
 
@@ -241,6 +264,19 @@ class BrokerBackend(Backend):
         better = explain(e, self.endpoint, self.options)
         return e if better is None else better
 
+    def _retried(self, e: BaseException) -> BaseException:
+        """``e`` again if another try (the next member) may answer; raised, in the options' words, if
+        not: a refusal (the certificate, TLS on one side only, the keys, a permission) at once."""
+        if not unreachable(e):
+            better = self._explained(e)
+            if better is e:
+                raise e
+            raise better from None
+        better = explain(e, self.endpoint, self.options)
+        if isinstance(better, Refused):
+            raise better from None
+        return e
+
     def _next_member(self, e: BaseException, since: list, round_failures: list) -> None:
         """After ``e`` (unreachable) from the member now: the next one (raising once the budget is spent)."""
         import time
@@ -248,9 +284,11 @@ class BrokerBackend(Backend):
         if not since:
             since.append(now)
         if now - since[0] > self.timeout_s:
-            raise BrokerError(f"tidemq: no member answered for {now - since[0]:.0f} s ({', '.join(self.endpoints)}): "
-                              f"check the option endpoints (members reachable from the driver and the executors) "
-                              f"or raise timeoutSeconds; last: {self._explained(e)}") from None
+            gone = BrokerError(f"tidemq: no member answered for {now - since[0]:.0f} s ({', '.join(self.endpoints)}): "
+                               f"check the option endpoints (members reachable from the driver and the executors) "
+                               f"or raise timeoutSeconds; last: {self._explained(e)}")
+            gone.unreachable = True
+            raise gone from None
         round_failures[0] += 1
         if round_failures[0] >= len(self.endpoints):
             round_failures[0] = 0
@@ -267,9 +305,7 @@ class BrokerBackend(Backend):
             try:
                 return fn(self.consumer)
             except Exception as e:                        # noqa: BLE001 - said in the options' words
-                if not unreachable(e):
-                    raise self._explained(e) from None
-                self._next_member(e, since, rounds)
+                self._next_member(self._retried(e), since, rounds)
 
     def queue_count(self, topic: str) -> int:
         return self._call(lambda c: c.queue_count(topic))
@@ -303,12 +339,7 @@ class BrokerBackend(Backend):
             except DataLossError:
                 raise
             except Exception as e:                        # noqa: BLE001
-                if not unreachable(e):
-                    better = self._explained(e)
-                    if better is e:
-                        raise
-                    raise better from None
-                self._next_member(e, since, rounds)       # and resume at at[0]
+                self._next_member(self._retried(e), since, rounds)   # and resume at at[0]
 
     def _read(self, topic, qid, at: list, end, batch_rows):
         """The batches from at[0] (moved on as they are handed out: a retry resumes there)."""

@@ -103,7 +103,7 @@ def _broker_summary(endpoint: str, timeout_s: float, options=None) -> dict | Non
     naming the option to change."""
     import time
     from ..protocol.signing import date_time, signed_metadata
-    from .backend import connection, explain, unreachable
+    from .backend import Refused, connection, explain, unreachable
     admin = load_module("tidemq.client.admin")           # grpc: missing, the one-line error with the fix
     conn = connection(options or {})
     md = signed_metadata(conn["access_key"], conn["secret_key"], date_time(time.time())) if conn["access_key"] \
@@ -114,7 +114,7 @@ def _broker_summary(endpoint: str, timeout_s: float, options=None) -> dict | Non
     except admin.grpc.RpcError as e:
         better = explain(e, endpoint, options or {})
         if better is not None and e.code() != admin.grpc.StatusCode.UNIMPLEMENTED:
-            better.unreachable = unreachable(e)
+            better.unreachable = unreachable(e) and not isinstance(better, Refused)   # a refusal: at once
             raise better from None
         _say_once(f"tidemq: the broker at {endpoint} does not say where its archive is ({e.code().name}): "
                   f"tiered reads only with the option archivePath")
