@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from tidemq.store import Message, MessageStore, StoreConfig
-from tidemq.testing.crash import crash_files
+from tidemq.testing.crash import crash_files  # noqa: F401 (tests use it as d.crash_files)
 
 SEG = 128 << 10                 # commit-log segment: 2,400 messages fill about nine
 UNITS = 256                     # consume-queue units per file: three files per queue

@@ -8,10 +8,14 @@ Fixtures over these live in tests/store/conftest.py.
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING
 
 from tidemq.config import KIB
 from tidemq.io import OsFileIO
 from tidemq.store import MessageStore, StoreConfig
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Small sizes: every store a test makes is cheap to create, fill and delete. Topics are created on
 # first put (auto_create_topics), as most store tests put to a topic they never created.
