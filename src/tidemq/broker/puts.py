@@ -33,6 +33,14 @@ def _done(fut: asyncio.Future, value=None) -> None:
         fut.set_result(value)
 
 
+def _hand_over(loop: asyncio.AbstractEventLoop, fut: asyncio.Future) -> None:
+    """From another thread: ``fut`` done on its loop (nothing if the loop is closed: nobody waits)."""
+    try:
+        loop.call_soon_threadsafe(_done, fut)
+    except RuntimeError:
+        pass
+
+
 class PutsClosed(Exception):
     """The put pool is closed: its service is going (a change of role, a stop) and the put was not
     made. A send answers it with a typed status (send_path.py: INTERNAL_SERVER_ERROR, which clients
@@ -108,11 +116,8 @@ class StorePuts:
         def release() -> None:                    # under the acks' lock, on any thread: hand over only
             if threading.get_ident() == loop_thread:
                 _done(fut)                        # a confirmation read on this loop: no wake-up
-                return
-            try:
-                loop.call_soon_threadsafe(_done, fut)
-            except RuntimeError:                  # the loop is closed: nobody waits any more
-                pass
+            else:
+                _hand_over(loop, fut)
 
         handle = rep.when_confirmed(end, release)
         if handle is None:
@@ -139,13 +144,7 @@ class StorePuts:
         fut = loop.create_future()
         self.dispatch_later()                     # its dispatch need not wait for the fsync
 
-        def release() -> None:                    # the flush thread, under its lock: hand over only
-            try:
-                loop.call_soon_threadsafe(_done, fut)
-            except RuntimeError:                  # the loop is closed: nobody waits any more
-                pass
-
-        handle = store.when_durable(end, release)
+        handle = store.when_durable(end, lambda: _hand_over(loop, fut))   # the flush thread, under its lock
         if handle is None:
             return
         timer = loop.call_later(store.config.sync_flush_timeout_ms / 1000, _done, fut, _TIMED_OUT)

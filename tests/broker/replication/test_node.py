@@ -9,12 +9,14 @@ from tidemq.config import BrokerConfig, ReplicationConfig, StoreConfig
 from tidemq.store import Message, PutReason
 
 
-def with_member(tmp_path, check):
-    """check(node, store) on the loop of a started broker that leads group g (static)."""
+def with_member(tmp_path, check, **replication):
+    """check(node, store) on the loop of a started broker that leads group g (static; ``replication``:
+    more ReplicationConfig fields)."""
     store = StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=1 << 20, index_slots=1000,
                         index_entries=4000, auto_create_topics=True)
     b = server.Broker(store, BrokerConfig(host="127.0.0.1", port=0, metrics_port=0), lambda line: None,
-                      replication=ReplicationConfig(broker_group="g", broker_id="g-0", broker_role="leader"))
+                      replication=ReplicationConfig(broker_group="g", broker_id="g-0", broker_role="leader",
+                                                    **replication))
 
     async def main():
         await b.start()
@@ -119,21 +121,8 @@ def test_a_static_leader_whose_commit_log_fails_leads_a_new_epoch_from_the_cut(t
 
 
 def with_sync_leader(tmp_path, check):
-    """check(node, store) on the loop of a started broker that leads group g (static, SYNC, a lag
-    time long enough that no follower in these tests falls out on its own)."""
-    store = StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=1 << 20, index_slots=1000,
-                        index_entries=4000, auto_create_topics=True)
-    b = server.Broker(store, BrokerConfig(host="127.0.0.1", port=0, metrics_port=0), lambda line: None,
-                      replication=ReplicationConfig(broker_group="g", broker_id="g-0", broker_role="leader",
-                                                    replication_mode="SYNC", replica_lag_time_max_ms=60_000))
-
-    async def main():
-        await b.start()
-        try:
-            await check(b.replication, b.store)
-        finally:
-            await b.stop()
-    asyncio.run(main())
+    """with_member, SYNC, with a lag time long enough that no follower in these tests falls out on its own."""
+    with_member(tmp_path, check, replication_mode="SYNC", replica_lag_time_max_ms=60_000)
 
 
 def test_a_send_while_the_set_is_short_waits_for_a_member_coming_back_not_refused_at_once(tmp_path):
