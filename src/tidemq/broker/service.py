@@ -164,12 +164,14 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         topic = request.topic.name
         view = None
         if self.group is not None:                # a broker group: its members as the coordinator has them now
-            from .replication.routes import INCOMPLETE, VIEW_WAIT_S
-            view = await self.group.fresh_view(VIEW_WAIT_S)
+            from .replication.routes import INCOMPLETE, view_wait_s
+            remaining = getattr(context, "time_remaining", None)
+            wait_s = view_wait_s(remaining() if remaining is not None else None)
+            view = await self.group.fresh_view(wait_s)
             if not view.get("complete", True):
                 return spb.QueryRouteResponse(status=status(
                     INCOMPLETE, f"broker group {view.get('group')!r}: its members could not be read from the "
-                                f"coordinator within {VIEW_WAIT_S:g} s: ask again, or ask another member"))
+                                f"coordinator within {wait_s:.3g} s: ask again, or ask another member"))
         spread = (self.group.cluster_route(topic) if self.group is not None
                   else self.siblings.route(topic) if self.siblings is not None else None)
         if spread:

@@ -138,6 +138,33 @@ def test_the_high_watermark_never_moves_back():
     assert a.hw == 300
 
 
+def test_the_high_watermark_never_passes_what_the_leader_itself_keeps():
+    """SYNC_FLUSH: followers may confirm what the leader has not fsynced yet; an fsync error of the
+    leader then cuts its log at its durable end (log_failure.py). Followers serve up to the high
+    watermark the leader tells them, so it counts the leader's own durable end as a confirmation."""
+    end, durable = [0], [0]
+    clock = ManualClock()
+    a = ReplicaAcks(True, 1, 60_000, int(LAG_S * 1000), lambda: end[0], clock, None, lambda: durable[0])
+    woken = []
+    a.add_waker(lambda: woken.append(a.hw))
+    c1 = connect(a, "f1")
+    a.set_isr(["f1"])
+    end[0] = 400
+    a.confirm("f1", c1, 400)                 # the follower has it before the leader's fsync ended
+    assert a.hw == 0, "served on the follower, then cut by the leader's failed fsync"
+    durable[0] = 250                         # part of it fsynced: readable there at once, no event needed
+    assert a.hw == 250
+    durable[0] = 400                         # the put's group commit ended; its wait tells the senders
+    assert a.wait(400, 0.0) is None and a.hw == 400 and woken[-1] == 400
+    a.exclude("f1")                          # the leader alone in the set: its own durable end
+    end[0] = 600
+    assert a.hw == 400
+    durable[0] = 600
+    assert a.hw == 600
+    durable[0] = 500                         # never moves back
+    assert a.hw == 600
+
+
 def test_every_write_checks_the_lease_before_and_after_the_append_async_too():
     for sync in (True, False):
         a, end, clock = make(sync=sync, lease=True)

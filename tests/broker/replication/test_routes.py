@@ -66,3 +66,12 @@ def test_no_member_is_named_writable_while_the_group_has_no_write_endpoint():
     qs = routes.group_queues(TOPIC, 1, {**VIEW, "leader": ""}, "127.0.0.1:8181")
     assert (qs[0].permission, addresses(qs[0].broker)) == (pb.Permission.READ_WRITE, routes.leader_addresses(VIEW, ""))
     assert len(qs) == 4
+
+
+def test_a_route_waits_for_the_members_as_long_as_its_client_does():
+    from tidemq.broker.replication.routes import VIEW_WAIT_S, VIEW_WAIT_S_MAX, view_wait_s
+    assert view_wait_s(None) == VIEW_WAIT_S                  # no deadline: the default wait
+    assert view_wait_s(30.0) == 30.0 - 0.25                  # a busy coordinator is waited out ...
+    assert view_wait_s(3.0) == 2.75                          # ... while the client still waits for the answer
+    assert view_wait_s(3600.0) == VIEW_WAIT_S_MAX
+    assert 0 < view_wait_s(0.1) <= 0.1 and 0 < view_wait_s(-1.0)

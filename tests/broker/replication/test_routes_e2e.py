@@ -16,11 +16,13 @@ from ...support.zookeeper import zookeeper  # noqa: F401  (fixture)
 TOPIC = "Routed"
 
 
-def route(endpoint: str) -> tuple[int, set[str], set[str]]:
-    """(status code, queue 0's write endpoints, queue 0's read-only members' endpoints)."""
+def route(endpoint: str, ok: bool = True) -> tuple[int, set[str], set[str]]:
+    """(status code, queue 0's write endpoints, queue 0's read-only members' endpoints); ``ok``: the
+    status must be OK (its message in the failure)."""
     with grpc.insecure_channel(endpoint) as ch:
         r = sgrpc.MessagingServiceStub(ch).QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name=TOPIC)),
                                                       timeout=30)
+    assert not ok or r.status.code == Code.OK, (endpoint, r.status.code, r.status.message)
     write, read = set(), set()
     for q in r.message_queues:
         if q.id == 0:
@@ -44,7 +46,7 @@ def test_a_started_member_is_in_the_next_route_and_a_followers_leader_port_route
             assert write == set(lp[:i + 1]), (i, write)
             assert read == {g.endpoint(j) for j in range(1, i + 1)}, (i, read)
         # both followers have the topic (the state copy), then the leader goes
-        wait_until(lambda: all(route(g.endpoint(i))[0] == Code.OK for i in (1, 2)), "the topic on the followers")
+        wait_until(lambda: all(route(g.endpoint(i), ok=False)[0] == Code.OK for i in (1, 2)), "the topic on the followers")
         g.kill(0)
         for i in (1, 2):
             code, write, read = route(lp[i])                 # its leader is dead, or being replaced

@@ -21,10 +21,14 @@ one caught up within that time, with at least the high watermark, comes back (``
 "Caught up at t": a frame the leader sent at ``t`` reached the leader's end then, and the
 follower confirmed it (``sent`` records each frame: what it carried up to, the leader's end).
 
-The high watermark (``hw``): under SYNC, the offset every follower of the set has confirmed (the
-leader's end while the set has no follower), never moving back: what consumers may be served,
-since no failover can take it back (only set members may be elected). Under ASYNC, the leader's
-end.
+The high watermark (``hw``): under SYNC, the offset every member of the set has confirmed -- each
+follower's confirmation and the leader's own (``leader_durable``: what a fault of the leader cannot
+take back, its fsynced end under SYNC_FLUSH, the log's end otherwise) -- never moving back: what
+consumers may be served, since no failover can take it back (only set members may be elected), and
+no failure of the leader's log either (it cuts at its durable end, log_failure.py, and a leader alone
+in the set goes on from there: node.py). Followers serve up to the high watermark their leader told
+them, so it must not pass what the leader itself keeps. The leader's own part moves when its group
+commit ends, before a put's ``wait``, which looks again. Under ASYNC, the leader's end.
 
 Thread-safe: confirmations arrive on the event loop, puts wait in the put threads. Time comes
 from the Clock seam.
@@ -62,18 +66,21 @@ class Follower:
 
 class ReplicaAcks:
     def __init__(self, sync: bool, min_in_sync: int, timeout_ms: int, lag_time_ms: int,
-                 leader_end: Callable[[], int], clock: Clock, lease: Lease | None = None) -> None:
+                 leader_end: Callable[[], int], clock: Clock, lease: Lease | None = None,
+                 leader_durable: Callable[[], int] | None = None) -> None:
         self.sync = sync
         self.min_in_sync = min_in_sync
         self.timeout_s = timeout_ms / 1000
         self.lag_time_s = lag_time_ms / 1000
         self._leader_end = leader_end
+        self._leader_durable = leader_durable or leader_end     # the leader's own confirmation (module doc)
         self.clock = clock
         self.lease = lease
         self._cv = threading.Condition()
         self.followers: dict[str, Follower] = {}
         self.isr: frozenset[str] = frozenset()
         self._hw = 0
+        self._hw_followers = 0             # what every follower of the set confirmed (never moving back)
         self._wakers: list[Callable[[], None]] = []
         self.timeouts = 0                  # SYNC puts answered REPLICATION_TIMEOUT / REPLICA_LOST
         self.refusals = 0                  # SYNC puts refused with REPLICAS_NOT_ENOUGH
@@ -159,7 +166,7 @@ class ReplicaAcks:
         with self._cv:
             self.followers.clear()
             self.isr = frozenset()
-            self._hw = 0
+            self._hw = self._hw_followers = 0
             self._cv.notify_all()
 
     def add_waker(self, wake: Callable[[], None]) -> Callable[[], None]:
@@ -224,19 +231,25 @@ class ReplicaAcks:
 
     def _advance_hw(self) -> None:
         if self.isr:
-            self._hw = max(self._hw, min(self.followers[m].confirmed for m in self.isr))
-        else:
-            self._hw = max(self._hw, self._leader_end())
+            self._hw_followers = max(self._hw_followers, min(self.followers[m].confirmed for m in self.isr))
+        self._hw = self._hw_now()
 
     def _hw_now(self) -> int:
-        return self._hw if self.isr else max(self._hw, self._leader_end())
+        """The high watermark as of now (no lock: readers call it on every read): the leader's own part
+        is read now, so that its group commit moves it without an event."""
+        own = self._leader_durable()
+        return max(self._hw, min(self._hw_followers, own) if self.isr else own)
 
     @property
     def hw(self) -> int:
         """The high watermark (see the module doc)."""
         if not self.sync:
             return self._leader_end()
-        return self._hw_now()
+        hw = self._hw_now()
+        if hw != self._hw:                     # kept, so that it never moves back
+            with self._cv:
+                self._hw = hw = max(self._hw, hw)
+        return hw
 
     # The write path -----------------------------------------------------------------------
     def _lease_refusal(self) -> str | None:
@@ -287,16 +300,21 @@ class ReplicaAcks:
         if self.sync:
             deadline = self._now() + timeout_s
             with self._cv:
+                hw = self._hw
+                self._advance_hw()             # the leader's own part moved (its group commit ended)
+                moved = self._hw != hw
                 while (r := self._outcome(end)) is False:
                     left = deadline - self._now()
                     if left <= 0:
                         r = PutReason.REPLICATION_TIMEOUT
                         break
                     self._cv.wait(left)
-                if r is not None:
-                    if timeout_s > 0:
-                        self.timeouts += 1
-                    return r
+                if r is not None and timeout_s > 0:
+                    self.timeouts += 1
+            if moved:
+                self.appended(0)               # the senders say the new high watermark, readers look again
+            if r is not None:
+                return r
         if self._lease_refusal() is not None:
             # appended, and not acknowledged: answered as not confirmed in time (so that a resend is
             # never stored twice: it is answered OK once the lease is confirmed again, or goes to the

@@ -92,7 +92,8 @@ class ReplicationNode:
         self.lease = Lease(self.clock, config.leader_lease_ratio, config.coordinator_session_timeout_ms / 1000) \
             if automatic else None
         self.acks = ReplicaAcks(config.sync, config.in_sync_replicas_min, config.replication_timeout_ms,
-                                config.replica_lag_time_max_ms, lambda: self.store.replica.end, self.clock, self.lease)
+                                config.replica_lag_time_max_ms, lambda: self.store.replica.end, self.clock, self.lease,
+                                lambda: self.store.replica.confirmed())
         self.epoch = 0                    # the epoch this broker leads (0: it does not)
         self.known_epoch = self.store.epochs.last_epoch
         self.hw_known = 0                 # the high watermark as the leader's last frame said (a follower)

@@ -13,19 +13,31 @@ queues; tidemq.client and the Spark source read from a follower when the leader 
 (docs/broker-protocol.md, 4.12).
 
 Every member answers the same route: the members are the coordinator's, read again when its watch
-says they changed (coordinator.py), and a route waits for that read (``VIEW_WAIT_S``, node.fresh_view);
-a member that cannot read them in time answers ``INCOMPLETE`` instead of a route missing members.
+says they changed (coordinator.py), and a route waits for that read (node.fresh_view) for what is
+left of the client's deadline (``view_wait_s``: a busy coordinator or machine is waited out while the
+client still waits); a member that cannot read them in time answers ``INCOMPLETE`` instead of a route
+missing members.
 """
 
 from __future__ import annotations
 
 from ...protocol.stubs import Code, pb
 
-VIEW_WAIT_S = 2.0            # a route waits this long at most for the coordinator's members to be read
+VIEW_WAIT_S = 2.0            # a route waits this long for the coordinator's members, when its client set no deadline
+VIEW_WAIT_S_MAX = 30.0       # ... and never longer than this, whatever its deadline
+VIEW_WAIT_MARGIN_S = 0.25    # the answer's way back within the client's deadline
 INCOMPLETE = Code.PROXY_TIMEOUT   # the route's status when they could not be (the clients ask again)
 
 TYPES = [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION,
          pb.MessageType.LITE, pb.MessageType.PRIORITY]      # every type (a topic's own type: its leader's send path)
+
+
+def view_wait_s(remaining_s: float | None) -> float:
+    """How long a route waits for the coordinator's members: what is left of its client's deadline
+    (``remaining_s``, None: none set) less the answer's way back, within (0, VIEW_WAIT_S_MAX]."""
+    if remaining_s is None:
+        return VIEW_WAIT_S
+    return min(VIEW_WAIT_S_MAX, max(0.05, remaining_s - VIEW_WAIT_MARGIN_S))
 
 
 def endpoints(addresses: list[str]) -> "pb.Endpoints":
