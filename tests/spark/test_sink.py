@@ -2,9 +2,13 @@
 
 import os
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
+
+from tidemq.spark.backend import Refused
+from tidemq.spark.sink import TidemqWriter
 
 from ..support.spark import fill_through_broker
 
@@ -87,3 +91,31 @@ def test_a_stream_from_one_topic_to_another_copies_each_message_once(spark, brok
     copied = read(spark, b.endpoint, "Copy").select("body", "msg_id").collect()
     original = read(spark, b.endpoint, "In").select("body", "msg_id").collect()
     assert sorted((r.body, r.msg_id) for r in copied) == sorted((r.body, r.msg_id) for r in original)
+
+
+def _sink_refusal(endpoints: list[str], **options) -> str:
+    """The Refused that a write of one row through the sink (its tasks' code, no Spark needed) raises
+    with these options, from the first member's first answer: the option named, and no other member
+    tried (failovers 0) though both endpoints are named and timeoutSeconds (120) would allow many
+    more tries."""
+    w = TidemqWriter({"endpoints": ",".join(endpoints), "topic": "T", "timeoutSeconds": "120", **options}, None)
+    with pytest.raises(Refused) as e:
+        w.write(iter([pa.RecordBatch.from_pylist([{"body": b"x"}])]))
+    assert w.sender.failovers == 0 and not e.value.unreachable
+    return e.value.option
+
+
+def test_an_untrusted_certificate_or_tls_on_one_side_only_fails_the_write_at_once(broker, certificate, tmp_path):
+    """As the readers (test_backend.py): a certificate the sink does not trust, a TLS port reached in
+    plaintext and a plaintext port reached with TLS are refusals, not members that do not answer:
+    the one-line error naming the option to change, at once, not after timeoutSeconds of sends to
+    the next member. With the CA (rootCertificates) the same broker stores the row."""
+    cert, key = certificate
+    tls = broker(env={"TIDEMQ_TLS_CERT_FILE": cert, "TIDEMQ_TLS_KEY_FILE": key}).endpoint
+    plain = broker(root=str(tmp_path / "plain")).endpoint
+    assert _sink_refusal([tls, tls], tls="true") == "rootCertificates"       # system roots: not its CA
+    assert _sink_refusal([tls, tls]) == "tls"                                # plaintext to a TLS port
+    assert _sink_refusal([plain, plain], rootCertificates=cert) == "tls"    # TLS to a plaintext port
+    w = TidemqWriter({"endpoints": tls, "topic": "T", "rootCertificates": cert, "timeoutSeconds": "120"}, None)
+    sent = w.write(iter([pa.RecordBatch.from_pylist([{"body": b"x"}])]))
+    assert sent.messages == 1 and sent.duplicates == 0 and w.sender.failovers == 0

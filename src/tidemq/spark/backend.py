@@ -159,11 +159,12 @@ class Refused(BrokerError):
         self.option = option
 
 
-def explain(error: BaseException, endpoint: str, options) -> BrokerError | None:
+def explain(error: BaseException, endpoint: str, options, permission: str = "sub") -> BrokerError | None:
     """What to change when a call to ``endpoint`` failed with ``error`` (a ClientError or a gRPC
-    error), in the source's options' words: the certificate not verified (rootCertificates), a
-    TLS port reached in plaintext (tls), keys refused (accessKey, secretKey), a permission missing
-    (sub on the topic), nothing answering (endpoints, timeoutSeconds). None: not such an error."""
+    error), in the source's or the sink's options' words: the certificate not verified
+    (rootCertificates), a TLS port reached in plaintext (tls), keys refused (accessKey, secretKey), a
+    permission missing (``permission`` on the topic: sub to read, pub to write), nothing answering
+    (endpoints, timeoutSeconds). None: not such an error."""
     import grpc
     from ..client import ClientError
     from ..protocol.stubs import Code
@@ -173,8 +174,10 @@ def explain(error: BaseException, endpoint: str, options) -> BrokerError | None:
                            f"the options accessKey and secretKey", "accessKey, secretKey")
         if error.code == Code.FORBIDDEN:
             topics = options.get("topics") or options.get("topic") or "TOPIC"
-            return Refused(f"tidemq: FORBIDDEN: reading {topics} needs the permission sub on the topic ({error}): "
-                           f"grant it (tidemq acl grant USER --topic {topics.split(',')[0]} --actions sub) or "
+            doing = "reading" if permission == "sub" else "writing to"
+            return Refused(f"tidemq: FORBIDDEN: {doing} {topics} needs the permission {permission} on the topic "
+                           f"({error}): grant it (tidemq acl grant USER --topic {topics.split(',')[0]} --actions "
+                           f"{permission}) or "
                            f"use the keys (options accessKey, secretKey) of a user who has it", "accessKey, secretKey")
         return None
     if not isinstance(error, grpc.RpcError):
@@ -214,6 +217,21 @@ def explain(error: BaseException, endpoint: str, options) -> BrokerError | None:
                        f"endpoints (a member reachable from the driver and the executors) or raise timeoutSeconds")
     gone.unreachable = True
     return gone
+
+
+def retried(e: BaseException, endpoint: str, options, permission: str = "sub") -> BaseException:
+    """``e`` again if another try (the next member, or the same one later) may answer: it did not
+    answer (``unreachable``) and it is not a refusal in disguise. Raised, in the options' words
+    (``explain``), if not: a refusal (the certificate, TLS on one side only, the keys, a permission)
+    at once, never retried for timeoutSeconds. The readers' and the sink's (``permission`` pub) one rule."""
+    better = explain(e, endpoint, options, permission)
+    if not unreachable(e):
+        if better is None:
+            raise e
+        raise better from None
+    if isinstance(better, Refused):
+        raise better from None
+    return e
 
 
 def unreachable(e: BaseException) -> bool:
@@ -264,19 +282,6 @@ class BrokerBackend(Backend):
         better = explain(e, self.endpoint, self.options)
         return e if better is None else better
 
-    def _retried(self, e: BaseException) -> BaseException:
-        """``e`` again if another try (the next member) may answer; raised, in the options' words, if
-        not: a refusal (the certificate, TLS on one side only, the keys, a permission) at once."""
-        if not unreachable(e):
-            better = self._explained(e)
-            if better is e:
-                raise e
-            raise better from None
-        better = explain(e, self.endpoint, self.options)
-        if isinstance(better, Refused):
-            raise better from None
-        return e
-
     def _next_member(self, e: BaseException, since: list, round_failures: list) -> None:
         """After ``e`` (unreachable) from the member now: the next one (raising once the budget is spent)."""
         import time
@@ -305,7 +310,7 @@ class BrokerBackend(Backend):
             try:
                 return fn(self.consumer)
             except Exception as e:                        # noqa: BLE001 - said in the options' words
-                self._next_member(self._retried(e), since, rounds)
+                self._next_member(retried(e, self.endpoint, self.options), since, rounds)
 
     def queue_count(self, topic: str) -> int:
         return self._call(lambda c: c.queue_count(topic))
@@ -339,7 +344,7 @@ class BrokerBackend(Backend):
             except DataLossError:
                 raise
             except Exception as e:                        # noqa: BLE001
-                self._next_member(self._retried(e), since, rounds)   # and resume at at[0]
+                self._next_member(retried(e, self.endpoint, self.options), since, rounds)   # and resume at at[0]
 
     def _read(self, topic, qid, at: list, end, batch_rows):
         """The batches from at[0] (moved on as they are handed out: a retry resumes there)."""

@@ -88,34 +88,44 @@ class _Sender:
         self.batch_size = max(1, int(self.options.get("batchSize", 1000)))
         self.connection = connection(self.options)        # signing, TLS: checked on the driver
         self.write_id = write_id
+        self.failovers = 0                                 # sends moved to the next member
 
     def send(self, batches, batch_id: str) -> Sent:
         from pyspark import TaskContext
         part = TaskContext.get().partitionId() if TaskContext.get() else 0
-        row = sent = dups = 0
-        with _Failover(self.endpoints, float(self.options.get("timeoutSeconds", 30)), self.connection) as producer:
-            for batch in batches:
-                cols = _columns(batch, self.topic)
-                n = batch.num_rows
-                ids = cols.get("msg_id") or [None] * n
-                ids = [i or _message_id(self.write_id, batch_id, part, row + k) for k, i in enumerate(ids)]
-                by_topic: dict[str, list[int]] = {}
-                for k, t in enumerate(cols["topic"]):
-                    by_topic.setdefault(t, []).append(k)
-                for topic, rows in by_topic.items():
-                    for lo in range(0, len(rows), self.batch_size):
-                        idx = rows[lo:lo + self.batch_size]
-                        pick = lambda c: [cols[c][k] for k in idx] if c in cols else None   # noqa: E731
-                        results = producer.send_batch(topic, pick("body"), tags=pick("tags"), keys=pick("keys"),
-                                                      properties=pick("properties"), message_ids=[ids[k] for k in idx])
-                        bad = [r for r in results if not r.ok]
-                        if bad:
-                            raise SinkError(f"tidemq sink: {len(bad)} of {len(idx)} messages to {topic!r} refused: "
-                                            f"{bad[0].error}")
-                        sent += len(results)
-                        dups += sum(1 for r in results if r.duplicate)
-                row += n
+        producer = _Failover(self.endpoints, float(self.options.get("timeoutSeconds", 30)), self.options)
+        try:
+            with producer:
+                sent, dups = self._send(producer, batches, batch_id, part)
+        finally:
+            self.failovers += producer.failovers
         return Sent(part, sent, dups)
+
+    def _send(self, producer: _Failover, batches, batch_id: str, part: int) -> tuple[int, int]:
+        """(messages sent, of them duplicates) of ``batches``, ``batch_size`` per request."""
+        row = sent = dups = 0
+        for batch in batches:
+            cols = _columns(batch, self.topic)
+            n = batch.num_rows
+            ids = cols.get("msg_id") or [None] * n
+            ids = [i or _message_id(self.write_id, batch_id, part, row + k) for k, i in enumerate(ids)]
+            by_topic: dict[str, list[int]] = {}
+            for k, t in enumerate(cols["topic"]):
+                by_topic.setdefault(t, []).append(k)
+            for topic, rows in by_topic.items():
+                for lo in range(0, len(rows), self.batch_size):
+                    idx = rows[lo:lo + self.batch_size]
+                    pick = lambda c: [cols[c][k] for k in idx] if c in cols else None   # noqa: E731
+                    results = producer.send_batch(topic, pick("body"), tags=pick("tags"), keys=pick("keys"),
+                                                  properties=pick("properties"), message_ids=[ids[k] for k in idx])
+                    bad = [r for r in results if not r.ok]
+                    if bad:
+                        raise SinkError(f"tidemq sink: {len(bad)} of {len(idx)} messages to {topic!r} refused: "
+                                        f"{bad[0].error}")
+                    sent += len(results)
+                    dups += sum(1 for r in results if r.duplicate)
+            row += n
+        return sent, dups
 
 
 class _Failover:
@@ -126,13 +136,16 @@ class _Failover:
     whoever leads): the new leader answers the messages the old one stored as duplicates (its
     de-duplication window is rebuilt from the index after it takes over:
     send_dedup_after_restart_s), so each is stored once. A refusal (keys, permission, a bad
-    message) is not retried."""
+    message) is not retried; nor is a refusal of the connection (the certificate not trusted, TLS
+    on one side only: backend.retried, as the readers), raised at once in one line naming the
+    option to change."""
 
     BACKOFF_S_MIN, BACKOFF_S_MAX = 0.1, 2.0
 
-    def __init__(self, endpoints: list[str], timeout_s: float, conn: dict) -> None:
-        self.endpoints, self.timeout_s, self.conn = endpoints, timeout_s, conn
-        self.member = 0
+    def __init__(self, endpoints: list[str], timeout_s: float, options) -> None:
+        self.endpoints, self.timeout_s, self.options = endpoints, timeout_s, options
+        self.conn = connection(options)
+        self.member = self.failovers = 0
         self.producer = None
         self.Producer = load_module("tidemq.client").Producer   # grpc: missing, the one-line error with the fix
 
@@ -152,7 +165,7 @@ class _Failover:
 
     def send_batch(self, topic, bodies, **kw):
         import time
-        from .backend import unreachable
+        from .backend import retried
         since, failures = None, 0
         while True:
             try:
@@ -163,9 +176,7 @@ class _Failover:
                     return results
                 why = next(r.error for r in results if not r.ok)
             except Exception as e:                           # noqa: BLE001 - unreachable: the next member
-                if not unreachable(e):
-                    raise
-                why = str(e)
+                why = str(retried(e, self.endpoints[self.member], self.options, "pub"))
             now = time.monotonic()
             since = now if since is None else since
             if now - since > self.timeout_s:
@@ -177,6 +188,7 @@ class _Failover:
                 time.sleep(min(self.BACKOFF_S_MAX, self.BACKOFF_S_MIN * 2 ** min(5, failures // len(self.endpoints))))
             self._drop()
             self.member = (self.member + 1) % len(self.endpoints)
+            self.failovers += 1
 
 
 def _log_sent(messages) -> None:
