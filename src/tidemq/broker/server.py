@@ -12,6 +12,7 @@ flush of the broker's state every second.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -302,7 +303,11 @@ class Broker:
         # the quotas: one table for every service this broker has (protection/quotas.py)
         service.sends.quotas = service.pulls.quotas = service.consumption.quotas = self._records.quotas = self.quotas
         service.quotas = self.quotas
-        self._record_sends = RecordSends(service.sends)
+        before_put = None
+        if self.replication is not None:             # SendRecords waits as SendMessage does (proxy.in_sync)
+            from .replication.proxy import in_sync
+            before_put = functools.partial(in_sync, self.replication)
+        self._record_sends = RecordSends(service.sends, before_put)
         if self.observer is not None:
             service.puts.latency = self.observer.put_latency
 

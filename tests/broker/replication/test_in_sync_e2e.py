@@ -1,18 +1,20 @@
 """A SYNC send right after a failover, through real processes on a real ZooKeeper (node.until_in_sync,
-proxy.py): a group of two whose leader is killed leaves the new leader's in-sync set short of
+proxy.py in_sync), by either lane (SendMessage; tidemq.Data's SendRecords, tidemq.client's bulk path): a group of two whose leader is killed leaves the new leader's in-sync set short of
 in_sync_replicas_min (1), so a send is refused, typed (HA_NOT_AVAILABLE, before anything is
 written: issue 27); the killed member started again, a send made the moment it is up waits for it
 to come back into the set and is stored, instead of being refused until it has caught up."""
 
-from tidemq.protocol.stubs import Code, pb, sgrpc, spb
-
 import grpc
+import pytest
+
+from tidemq.protocol.send_frame import decode_response, encode_request
+from tidemq.protocol.stubs import Code, pb, sgrpc, spb
 
 from ...support.group import Group
 from ...support.zookeeper import zookeeper  # noqa: F401  (fixture)
 
 
-def send(endpoint: str, mid: str) -> int:
+def send_message(endpoint: str, mid: str) -> int:
     m = pb.Message(topic=pb.Resource(name="T"), body=mid.encode(),
                    system_properties=pb.SystemProperties(message_id=mid, message_type=pb.MessageType.NORMAL))
     with grpc.insecure_channel(endpoint) as ch:
@@ -20,7 +22,15 @@ def send(endpoint: str, mid: str) -> int:
     return r.status.code
 
 
-def test_a_send_as_a_member_comes_back_after_a_failover_is_stored_not_refused(tmp_path, zookeeper):  # noqa: F811
+def send_records(endpoint: str, mid: str) -> int:
+    with grpc.insecure_channel(endpoint) as ch:
+        head, entries = decode_response(ch.unary_unary("/tidemq.Data/SendRecords")(
+            encode_request("T", [mid.encode()], [mid.encode()]), timeout=60))
+    return entries[0][0] if entries else head["code"]
+
+
+@pytest.mark.parametrize("send", [send_message, send_records], ids=["SendMessage", "SendRecords"])
+def test_a_send_as_a_member_comes_back_after_a_failover_is_stored_not_refused(tmp_path, zookeeper, send):  # noqa: F811
     g = Group(str(tmp_path), 2, coordinator=zookeeper, mode="SYNC")
     try:
         g.start_all()

@@ -127,8 +127,12 @@ STREAM_WINDOW = 16              # frames of a SendRecordsStream read ahead of th
 
 
 class RecordSends:
-    def __init__(self, sends: SendPath) -> None:
+    def __init__(self, sends: SendPath, before_put=None) -> None:
+        """``before_put``: awaited with the call's context before each frame's messages are put (a
+        broker group's leader: the wait while its in-sync set is short, replication/proxy.py
+        in_sync, as SendMessage takes it); None: nothing."""
         self.sends = sends
+        self.before_put = before_put
 
     async def stream(self, context, window: int = STREAM_WINDOW) -> None:
         """``/tidemq.Data/SendRecordsStream``: SendRecords frames one after the other on one call,
@@ -175,6 +179,8 @@ class RecordSends:
             refused[i] = (code, words.format(name=names.get(i)) if i in names else words)
         batch = SendBatch(n, Slices(raw, F, NORMAL_SUFFIX), lambda i: message_id(raw, F, i), len(raw), topic=topic,
                           keys=hashes, refused=refused)
+        if self.before_put is not None:
+            await self.before_put(context)
         v = await self.sends.send(batch, caller_of(context))
         if v.whole is not None:              # one refusal for the request (flow control, the topic): said once
             return encode_response_columns(v.whole[0], v.whole[1], v.codes, v.qids, v.offsets)

@@ -9,13 +9,25 @@ ForwardMessageToDeadLetterQueue), UpdateOffset and EndTransaction. Sends need no
 store refuses them (PutReason.NOT_LEADER, answered FORBIDDEN with the same text); on a SYNC leader
 whose in-sync set is short of in_sync_replicas_min, a send first waits a while for a member coming
 back into it (node.until_in_sync: after a failover or a restart), then is put (or refused:
-HA_NOT_AVAILABLE). Reads (routes,
+HA_NOT_AVAILABLE); tidemq.Data's SendRecords frames take the same wait (``in_sync``: the server's
+RecordSends calls it). Reads (routes,
 PullMessage, QueryOffset, GetOffset, PullRecords) are served by the follower from its copy.
 """
 
 from __future__ import annotations
 
 from ...protocol.stubs import Code, sgrpc, spb, status
+
+
+async def in_sync(node, context) -> None:
+    """A SYNC leader whose in-sync set is short waits a while for a member coming back into it
+    before a send is put (node.until_in_sync): at most replication_timeout_ms, and half what is left
+    of the client's deadline (time to answer, refused or not). Every send lane's one wait
+    (SendMessage here, SendRecords frames: server.py); ``node`` None: not a broker group's."""
+    if node is not None and node.in_sync_short():
+        wait_s = node.config.replication_timeout_ms / 1000
+        left = context.time_remaining()
+        await node.until_in_sync(wait_s if left is None else min(wait_s, left / 2))
 
 
 class ServiceProxy(sgrpc.MessagingServiceServicer):
@@ -48,14 +60,7 @@ class ServiceProxy(sgrpc.MessagingServiceServicer):
             yield cmd
 
     async def _in_sync(self, context) -> None:
-        """A SYNC leader whose in-sync set is short waits a while for a member coming back into it
-        before the send is put (node.until_in_sync): at most replication_timeout_ms, and half what is
-        left of the client's deadline (time to answer, refused or not)."""
-        node = getattr(self.broker, "replication", None)       # (None: not a broker group's)
-        if node is not None and node.in_sync_short():
-            wait_s = node.config.replication_timeout_ms / 1000
-            left = context.time_remaining()
-            await node.until_in_sync(wait_s if left is None else min(wait_s, left / 2))
+        await in_sync(getattr(self.broker, "replication", None), context)
 
     async def SendMessage(self, request, context):
         await self._in_sync(context)
