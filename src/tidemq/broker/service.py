@@ -160,18 +160,27 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         host, _, port = ep.rpartition(":")
         return pb.Endpoints(scheme=pb.AddressScheme.IPv4, addresses=[pb.Address(host=host, port=int(port))])
 
+    async def _group_view(self, context) -> tuple[dict | None, object]:
+        """A broker group's view with its members as the coordinator holds them now (node.fresh_view),
+        waited for what is left of the client's deadline (routes.view_wait_s): (view, None), or (None,
+        the INCOMPLETE status) when they could not be read in time. (None, None): not a broker group.
+        What QueryRoute and QueryAssignment answer from."""
+        if self.group is None:
+            return None, None
+        from .replication.routes import INCOMPLETE, view_wait_s
+        remaining = getattr(context, "time_remaining", None)
+        wait_s = view_wait_s(remaining() if remaining is not None else None)
+        view = await self.group.fresh_view(wait_s)
+        if view.get("complete", True):
+            return view, None
+        return None, status(INCOMPLETE, f"broker group {view.get('group')!r}: its members could not be read from "
+                                        f"the coordinator within {wait_s:.3g} s: ask again, or ask another member")
+
     async def QueryRoute(self, request, context):
         topic = request.topic.name
-        view = None
-        if self.group is not None:                # a broker group: its members as the coordinator has them now
-            from .replication.routes import INCOMPLETE, view_wait_s
-            remaining = getattr(context, "time_remaining", None)
-            wait_s = view_wait_s(remaining() if remaining is not None else None)
-            view = await self.group.fresh_view(wait_s)
-            if not view.get("complete", True):
-                return spb.QueryRouteResponse(status=status(
-                    INCOMPLETE, f"broker group {view.get('group')!r}: its members could not be read from the "
-                                f"coordinator within {wait_s:.3g} s: ask again, or ask another member"))
+        view, incomplete = await self._group_view(context)
+        if incomplete is not None:
+            return spb.QueryRouteResponse(status=incomplete)
         spread = (self.group.cluster_route(topic) if self.group is not None
                   else self.siblings.route(topic) if self.siblings is not None else None)
         if spread:
@@ -205,7 +214,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         """Push consumers: one assignment with queue id -1, "pop from any queue" (as the RocketMQ proxy
         answers non-FIFO groups); ReceiveMessage pops from every queue whatever id it is given. FIFO
         groups get the same (the proxy gives them one per queue): order is kept by the broker's hold
-        on each queue, not by which receive loop asks."""
+        on each queue, not by which receive loop asks. In a broker group the queue's endpoints are
+        its members' leader ports as the coordinator holds them when asked (as QueryRoute's)."""
         topic = request.topic.name
         try:
             n = self._ensure_topic(topic)
@@ -224,7 +234,10 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                 for view, _ in spread])
         if self.group is not None:
             from .replication.routes import leader_broker
-            broker = leader_broker(self.group.view(), self.endpoint)
+            view, incomplete = await self._group_view(context)
+            if incomplete is not None:
+                return spb.QueryAssignmentResponse(status=incomplete)
+            broker = leader_broker(view, self.endpoint)
         else:
             broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self._endpoints(request.endpoints))
         mq = pb.MessageQueue(topic=request.topic, id=-1, permission=pb.Permission.READ_WRITE, broker=broker,

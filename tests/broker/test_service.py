@@ -1,0 +1,90 @@
+"""broker/service.py in a broker group, in process: a leader elected through the in-process
+coordinator (tidemq.testing.memory_coordinator, stepped on the test's loop) and its
+MessagingService. QueryAssignment names the members the coordinator holds when it is asked (the
+service reads them on demand, node.fresh_view, as QueryRoute does), not the last read: a member
+that joined a moment ago is in the next assignment. The coordinator's loop and the calls share
+one event loop, so "a moment ago" is exact: the member joins and the assignment is asked for
+with nothing of the loop run in between (the cached view cannot have been read again)."""
+
+import asyncio
+import json
+from types import SimpleNamespace
+
+from tidemq.broker.replication.node import ReplicationNode
+from tidemq.broker.replication.routes import INCOMPLETE
+from tidemq.broker.service import MessagingService
+from tidemq.config import BrokerConfig, ReplicationConfig
+from tidemq.io import SystemClock
+from tidemq.protocol.stubs import Code, pb, spb
+from tidemq.store import MessageStore, StoreConfig
+from tidemq.testing.memory_coordinator import MemoryCoordinatorService
+
+from ..support.wait import PATIENCE_S
+
+SESSION_S = 60.0
+MEMBERS = "/tidemq/groups/g/members"
+
+
+class Deadline:
+    """What the service reads of a call's context here: the client's deadline (``left_s`` left)."""
+
+    def __init__(self, left_s: float = 30.0) -> None:
+        self.left_s = left_s
+
+    def time_remaining(self) -> float:
+        return self.left_s
+
+
+def assigned(response) -> set[str]:
+    assert response.status.code == Code.OK, response.status
+    (a,) = response.assignments
+    return {f"{x.host}:{x.port}" for x in a.message_queue.broker.endpoints.addresses}
+
+
+def test_an_assignment_names_a_member_that_joined_a_moment_ago_or_says_the_members_could_not_be_read(tmp_path):
+    store = MessageStore(StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=1 << 20, index_slots=1000,
+                                     index_entries=4000, auto_create_topics=True)).start()
+    coordinator = MemoryCoordinatorService(SystemClock())
+
+    async def nothing(*_a, **_k):
+        pass
+    host = SimpleNamespace(store=store, service=None, endpoint="127.0.0.1:1", activate=nothing, leader_port=nothing)
+
+    async def main():
+        node = ReplicationNode(host, ReplicationConfig(broker_group="g", broker_id="g-0", leader_port=2,
+                                                       coordinator_session_timeout_ms=int(SESSION_S * 1000)),
+                               coordination=coordinator.client("g-0", SESSION_S), coordinator_thread=False)
+        await node.start()
+        svc = None
+        joined = coordinator.client("g-1", SESSION_S)
+        try:
+            for _ in range(int(PATIENCE_S / 0.01)):             # a group of one elects it
+                if node.leading and node.coordinator.members_fresh():
+                    break
+                await asyncio.sleep(0.01)
+            assert node.leading
+            svc = MessagingService(store, BrokerConfig(host="127.0.0.1", port=1, metrics_port=0), group=node)
+            ask = spb.QueryAssignmentRequest(topic=pb.Resource(name="T"), group=pb.Resource(name="G"))
+            assert assigned(await svc.QueryAssignment(ask, Deadline())) == {"127.0.0.1:2"}
+            joined.start()
+            assert joined.create(f"{MEMBERS}/g-1", json.dumps(
+                {"endpoint": "127.0.0.1:3", "leader_endpoint": "127.0.0.1:4", "log_end": 0, "round": -1}).encode(),
+                ephemeral=True)
+            # no await since it joined: the loop's read of the members has not run
+            assert set(node.coordinator.members()) == {"g-0"} and not node.coordinator.members_fresh()
+            assert assigned(await svc.QueryAssignment(ask, Deadline())) == {"127.0.0.1:2", "127.0.0.1:4"}
+            # cut off from the coordinator with a change signalled (its watch): the members cannot be
+            # read within the client's (short) deadline, and the answer says so instead of the last read
+            coordinator.cut("g-0")
+            node.coordinator.wake()
+            r = await svc.QueryAssignment(ask, Deadline(0.5))
+            assert r.status.code == INCOMPLETE and not r.assignments, r.status
+        finally:
+            joined.stop()
+            if svc is not None:
+                svc.close()
+            await node.stop()
+    try:
+        asyncio.run(main())
+    finally:
+        store.shutdown()
