@@ -34,8 +34,8 @@ def test_hosts_and_chroot(setting, hosts, chroot):
 class Stub:
     """What GroupCoordinator reads of a node, and its actions applied as node.apply would."""
 
-    def __init__(self, member: str, end: int, clock, service, sync: bool = True) -> None:
-        self.member, self.group = member, "g"
+    def __init__(self, member: str, end: int, clock, service, sync: bool = True, group: str = "g") -> None:
+        self.member, self.group = member, group
         self.endpoint, self.leader_port_endpoint = f"{member}:1", ""
         self.store = SimpleNamespace(replica=SimpleNamespace(end=end))
         self.leading, self.fenced, self.epoch, self.leader_endpoint = False, None, 0, ""
@@ -47,6 +47,10 @@ class Stub:
         self.gc = GroupCoordinator(self, self.session, clock)
         self.led: list[int] = []            # epochs led
         self.alive = True
+
+    def view(self) -> dict:
+        """Its own group, as routes name it (node.view: here, its leader only)."""
+        return {"group": self.group, "leader": self.leader_endpoint, "members": {}}
 
     def apply(self, a) -> None:
         if a.kind == "lead":
@@ -104,7 +108,7 @@ class World:
                 if a.kind == "lead":
                     # a new epoch begins: every older leader's lease has run out by now
                     for other in self.members.values():
-                        if other is not s and other.leading and other.lease.valid():
+                        if other is not s and other.group == s.group and other.leading and other.lease.valid():
                             raise AssertionError(f"{s.member} elected while {other.member}'s lease is valid")
                 s.apply(a)
 
@@ -322,13 +326,12 @@ def test_a_member_recorded_ineligible_is_never_elected_until_it_says_it_may_be_a
 
 
 def _just_synced(w: World, m: str) -> None:
-    """Step the group until ``m``'s cluster view was read at the last step (so its timer is a whole
-    interval away): what it learns at the next step, it learns from a watch or an ask."""
+    """Step the group until ``m``'s cluster view is not due at the next step (read at the last one,
+    nothing changed since): what it learns at the next step, it learns from a watch or an ask."""
     gc = w.members[m].gc
     for _ in range(100):
-        due = gc.topology.due(w.clock.monotonic_s() + 0.05)
         w.step()
-        if due:
+        if not gc.topology.due(w.clock.monotonic_s() + 0.05):
             return
     raise AssertionError("the view was never read")
 
@@ -367,3 +370,36 @@ def test_a_route_asks_for_a_read_begun_after_it_and_says_when_none_could_be_made
     w.service.heal("m1")
     w.step()
     assert gc.wait_members(ticket, 0)
+
+
+def test_another_groups_members_leader_and_topics_are_seen_at_the_next_step_on_the_watch_not_a_timer():
+    """A topic spread over groups g and h: g's member routes h's queues to h's members and leader as
+    the coordinator holds them, and h's member makes its part of a topic spread a moment ago; each
+    read again at the first step after the coordinator's watch fires (0.05 s here), not on a timer."""
+    w = World({"g0": 0})
+    for m in ("h0", "h1"):
+        w.members[m] = Stub(m, 0, w.clock, w.service, group="h")
+    w.members["h1"].alive = False                    # not started yet
+    w.start("g0", "h0")
+    for _ in range(200):
+        if w.members["g0"].leading and w.members["h0"].leading:
+            break
+        w.step()
+    assert w.members["g0"].leading and w.members["h0"].leading
+    g0, h0 = w.members["g0"].gc, w.members["h0"].gc
+    _just_synced(w, "g0")
+    assert g0.topology.groups["h"] == {"group": "h", "leader": "h0:1", "members": {
+        "h0": {"endpoint": "h0:1", "leader_endpoint": ""}}}
+    w.start("h1")                                    # its member node: g0's watch on h's members fires
+    w.step()
+    assert set(g0.topology.groups["h"]["members"]) == {"h0", "h1"}
+    _just_synced(w, "h0")
+    g0.create_topic("T", 4, ["g", "h"])
+    w.step()                                         # h0's watch on the topics fires
+    assert h0.topology.topics["T"]["owners"] == {"g": [0, 2], "h": [1, 3]}
+    assert [(v["group"], q) for v, q in g0.route("T")][1] == ("h", [1, 3])
+    _just_synced(w, "g0")
+    w.members["h0"].alive = False
+    w.members["h0"].session.stop()                   # a clean stop: its leader and member nodes go at once
+    w.step()
+    assert g0.topology.groups["h"]["leader"] == "" and set(g0.topology.groups["h"]["members"]) == {"h1"}

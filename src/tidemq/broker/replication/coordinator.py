@@ -141,7 +141,8 @@ class GroupCoordinator:
         return f"{self.group_path}/{name}"
 
     def wake(self) -> None:
-        self._members_due = True                   # something changed: the members are read again
+        self._members_due = True                   # something changed: the members are read again,
+        self.topology.changed()                    # and the cluster's topics and other groups
         self._poke()
 
     def _poke(self) -> None:
@@ -202,7 +203,6 @@ class GroupCoordinator:
         now = self.clock.monotonic_s()
         if self.topology.due(now):
             out += [Action("apply_topic", topic=t) for t in self.topology.sync(now)]
-            self._members_due = True
         if self._members_due or self._members_asked > self._members_done:
             self._read_members()                    # the group's view (routes name every member)
         sent_at = self.clock.monotonic_s()

@@ -5,10 +5,12 @@ Under the coordinator's chroot::
     /topics/<topic>      persistent: {"queues": N, "owners": {group: [queue ids]}}
     /groups/<group>/...  each group's own nodes (coordinator.py): its members, leader, epoch, ISR
 
-``Topology`` reads them (every second, from the group's coordinator step) and makes the topics
-this group owns a part of local (an ``apply_topic`` action for the node); it answers routes (per
-group holding a topic, its view and queue ids) and the whole cluster's view. Works over any
-``Coordinator`` (coordination.py).
+``Topology`` reads them (at the group's coordinator step after a change: its reads leave watches on
+the topics, the groups, each other group's members and leader, and a watch that fires wakes the
+step, as the group's own members are read; not on a timer) and makes the topics this group owns a
+part of local (an ``apply_topic`` action for the node; one that could not be made is tried again
+every ``RETRY_S``); it answers routes (per group holding a topic, its view and queue ids) and the
+whole cluster's view. Works over any ``Coordinator`` (coordination.py).
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ import json
 
 from .coordination import Coordinator
 
-SYNC_INTERVAL_S = 1.0
+RETRY_S = 1.0           # a topic this group owns that could not be made local is tried again this often
 
 
-def load_json(c: Coordinator, path: str):
-    """A node's JSON, or None (gone, or not JSON)."""
-    got = c.get(path)
+def load_json(c: Coordinator, path: str, watch: bool = False):
+    """A node's JSON, or None (gone, or not JSON); ``watch``: a change of it (or its making) wakes the step."""
+    got = c.get(path, watch=watch)
     if got is None:
         return None
     try:
@@ -39,41 +41,62 @@ class Topology:
         self.topics: dict[str, dict] = {}        # topic -> {"queues", "owners": {group: [queue ids]}}
         self.groups: dict[str, dict] = {}        # group -> {"leader", "members"}: other groups, for routes
         self._applied: dict[str, tuple] = {}     # topic -> (queues, owned) made local
-        self._due_s = 0.0
+        self._due = True                         # read at the first step, then after each change (``changed``)
+        self._pending: set[str] = set()          # topics handed out to make local, not made yet
+        self._retry_s = 0.0
+
+    def changed(self) -> None:
+        """A watch fired, or the session changed (the group coordinator's wake-up): read again."""
+        self._due = True
 
     def due(self, now_s: float) -> bool:
-        return now_s >= self._due_s
+        return self._due or (bool(self._pending) and now_s >= self._retry_s)
 
     def sync(self, now_s: float) -> list[tuple[str, int, tuple[int, ...]]]:
-        """Read the cluster's topics and groups; the topics to make local (name, queues, owned)."""
-        self._due_s = now_s + SYNC_INTERVAL_S
-        topics = self.read_topics()
-        self.topics = topics
+        """Read the cluster's topics and the other groups (leaving watches on them); the topics to
+        make local (name, queues, owned). Unreachable: read again at the next step."""
+        self._due = False                        # (a change from now on makes it due again)
+        try:
+            topics = self.read_topics(watch=True)
+            mine = self.node.group
+            groups = {g: self._route_view(g) for g in self.c.children(f"{self.base}/groups", watch=True)
+                      if g != mine}
+        except Exception:
+            self._due = True
+            raise
+        self.topics, self.groups = topics, groups
         for t in [t for t in self._applied if t not in topics]:    # forgotten: made again if spread again
             del self._applied[t]
-        groups = {}
-        for g in self.c.children(f"{self.base}/groups"):
-            d = self.group(g)
-            groups[g] = {"group": g, "leader": (d["leader"] or {}).get("endpoint", ""),
-                         "members": {m: {"endpoint": md.get("endpoint", ""),
-                                         "leader_endpoint": md.get("leader_endpoint", "")}
-                                     for m, md in d["members"].items()}}
-        self.groups = groups
-        mine = self.node.group
         out = []
         for t, doc in topics.items():
             owned = tuple(doc.get("owners", {}).get(mine, ()))
             want = (int(doc.get("queues", 0)), owned)
             if owned and self._applied.get(t) != want:
                 out.append((t, want[0], owned))
+        self._pending = {t for t, _, _ in out}
+        self._retry_s = now_s + RETRY_S
         return out
 
     def applied(self, topic: str, queues: int, owned: tuple[int, ...]) -> None:
         self._applied[topic] = (queues, owned)
+        self._pending.discard(topic)
+
+    def _route_view(self, g: str) -> dict:
+        """Another group as routes name it: its leader's endpoint and its members' (watched: a member
+        that comes or goes, a new leader, wakes the step)."""
+        gp = f"{self.base}/groups/{g}"
+        members = {}
+        for m in self.c.children(f"{gp}/members", watch=True):
+            d = load_json(self.c, f"{gp}/members/{m}")
+            if isinstance(d, dict):
+                members[m] = {"endpoint": d.get("endpoint", ""), "leader_endpoint": d.get("leader_endpoint", "")}
+        leader = load_json(self.c, f"{gp}/leader", watch=True)
+        return {"group": g, "leader": leader.get("endpoint", "") if isinstance(leader, dict) else "",
+                "members": members}
 
     def create_topic(self, name: str, queues: int, groups: list[str]) -> dict:
         """Spread ``name``'s ``queues`` over ``groups`` (queue q to groups[q % len]); made local by each
-        group's members within a second. ValueError when it would move or shrink queues."""
+        group's members at their next step (the topics' watch). ValueError when it would move or shrink queues."""
         owners = {g: [q for q in range(queues) if q % len(groups) == i] for i, g in enumerate(groups)}
         doc = {"queues": queues, "owners": owners}
         path = f"{self.base}/topics/{name}"
@@ -85,7 +108,7 @@ class Topology:
                 raise ValueError(f"topic {name!r} is spread already ({old}); its queues cannot move or shrink")
             self.c.set(path, raw)
         self.topics[name] = doc
-        self._due_s = 0.0
+        self._due = True
         return doc
 
     def delete_topic(self, name: str) -> bool:
@@ -97,10 +120,10 @@ class Topology:
         self._applied.pop(name, None)
         return True
 
-    def read_topics(self) -> dict[str, dict]:
+    def read_topics(self, watch: bool = False) -> dict[str, dict]:
         out = {}
-        for t in self.c.children(f"{self.base}/topics"):
-            d = load_json(self.c, f"{self.base}/topics/{t}")
+        for t in self.c.children(f"{self.base}/topics", watch=watch):
+            d = load_json(self.c, f"{self.base}/topics/{t}", watch=watch)
             if isinstance(d, dict):
                 out[t] = d
         return out
