@@ -17,10 +17,11 @@ import signal
 import subprocess
 import sys
 
+import grpc
 import pytest
 
 from tidemq.client import Producer, PullConsumer
-from tidemq.protocol.stubs import Code
+from tidemq.protocol.stubs import Code, pb, sgrpc, spb
 
 from ...support.brokers import REPO, admin_call
 from ...support.group import Group
@@ -216,5 +217,39 @@ def test_lag_in_status_metrics_and_page(tmp_path):
             assert "broker group g: g-0 is leader" in out.stdout and "g-1" in out.stdout, out.stdout
         finally:
             g.signal(1, signal.SIGCONT)
+    finally:
+        g.kill_all()
+
+
+def test_a_followers_route_names_a_follower_that_joined_after_it(tmp_path):
+    """No coordinator: a follower takes its leader's view of the group when its copy starts, and again
+    when a route is asked of it (node.fresh_view), so a follower that joined later is in its route
+    (a read-only broker, and its leader port among the write endpoints), as in the leader's."""
+    def route(endpoint):
+        """(status code, queue 0's write endpoints, its read-only members' endpoints)."""
+        with grpc.insecure_channel(endpoint) as ch:
+            r = sgrpc.MessagingServiceStub(ch).QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="T")),
+                                                          timeout=30)
+        write, read = set(), set()
+        for q in r.message_queues:
+            if q.id == 0:
+                addrs = {f"{a.host}:{a.port}" for a in q.broker.endpoints.addresses}
+                (write if q.permission == pb.Permission.READ_WRITE else read).update(addrs)
+        return r.status.code, write, read
+
+    g = Group(str(tmp_path), 3, mode="ASYNC")
+    try:
+        g.start(0, role="leader")
+        g.start(1, leader=0)
+        g.wait_in_sync(0, [1])
+        with Producer(g.endpoint(0)) as p:                  # the topic, on the followers too
+            assert p.send_batch("T", [b"x"])[0].ok
+        g.start(2, leader=0)                                # joins after 1 took the leader's view
+        g.wait_in_sync(0, [1, 2])
+        lp = {f"127.0.0.1:{p}" for p in g.leader_ports}
+        followers = {g.endpoint(1), g.endpoint(2)}
+        assert route(g.endpoint(0)) == (Code.OK, lp, followers)
+        wait_until(lambda: route(g.endpoint(1))[0] == Code.OK, "the topic on follower 1 (its state copy)")
+        assert route(g.endpoint(1)) == (Code.OK, lp, followers)
     finally:
         g.kill_all()

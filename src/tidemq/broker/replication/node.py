@@ -526,15 +526,31 @@ class ReplicationNode:
         loop reads them at once; routes asking meanwhile share the read), waited for at most
         ``timeout_s`` (the loop may be busy with a change of role); then the last read, when no change
         was signalled since (``complete``: the coordinator's watch says it is still what it holds), else
-        ``complete`` False."""
+        ``complete`` False. A static group's follower asks its leader for its view instead."""
         c = self.coordinator
         if c is None:
+            if not self.leading and self.leader_endpoint:
+                await self._ask_leader_view(timeout_s / 2)     # half: time to answer, the leader gone or not
             return self.view()
         ticket = c.ask_members()
         read = await asyncio.to_thread(c.wait_members, ticket, timeout_s)
         out = self.view()
         out["complete"] = read or out["complete"]
         return out
+
+    async def _ask_leader_view(self, timeout_s: float) -> None:
+        """A static group's follower takes its leader's view as it is now (the Epochs answer, as at the
+        start of its copy: follower.py), so that its routes name the followers that joined since; a
+        leader that does not answer within ``timeout_s`` leaves the view it gave last."""
+        from ...protocol import replication as rp
+        try:
+            async with self.transport.connect(self.leader_endpoint) as ch:
+                info = rp.loads(await ch.epochs(timeout_s))
+        except Exception as e:  # noqa: BLE001 - unreachable, or not an answer: the last view
+            log.debug("replication: the view of the leader at %s: %r", self.leader_endpoint, e)
+            return
+        if isinstance(info, dict) and info.get("leader") and info.get("group") == self.group:
+            self.adopt_view(info.get("view") or {})
 
     def adopt_view(self, view: dict) -> None:
         """A follower takes the leader's view of the group (static groups)."""
