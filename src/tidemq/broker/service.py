@@ -215,7 +215,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         answers non-FIFO groups); ReceiveMessage pops from every queue whatever id it is given. FIFO
         groups get the same (the proxy gives them one per queue): order is kept by the broker's hold
         on each queue, not by which receive loop asks. In a broker group the queue's endpoints are
-        its members' leader ports as the coordinator holds them when asked (as QueryRoute's)."""
+        its members' leader ports as the coordinator holds them when asked (as QueryRoute's); a topic
+        spread over several groups gets one assignment per group holding queues of it."""
         topic = request.topic.name
         try:
             n = self._ensure_topic(topic)
@@ -223,20 +224,21 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             return spb.QueryAssignmentResponse(status=status(Code.ILLEGAL_TOPIC, str(e)))
         if n == 0:
             return spb.QueryAssignmentResponse(status=status(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
-        spread = self.siblings.route(topic) if self.siblings is not None else None
-        if spread:                  # one "any queue" assignment per member holding queues of the topic
+        view, incomplete = await self._group_view(context)
+        if incomplete is not None:
+            return spb.QueryAssignmentResponse(status=incomplete)
+        spread = (self.group.cluster_route(topic) if self.group is not None
+                  else self.siblings.route(topic) if self.siblings is not None else None)
+        if spread:                  # one "any queue" assignment per group (member) holding queues of the topic
             from .replication.routes import leader_broker
             return spb.QueryAssignmentResponse(status=status(Code.OK), assignments=[
                 pb.Assignment(message_queue=pb.MessageQueue(
                     topic=request.topic, id=-1, permission=pb.Permission.READ_WRITE,
-                    broker=leader_broker(view, self.endpoint),
+                    broker=leader_broker(v, self.endpoint),
                     accept_message_types=[pb.MessageType.NORMAL, pb.MessageType.FIFO]))
-                for view, _ in spread])
-        if self.group is not None:
+                for v, _ in spread])
+        if view is not None:
             from .replication.routes import leader_broker
-            view, incomplete = await self._group_view(context)
-            if incomplete is not None:
-                return spb.QueryAssignmentResponse(status=incomplete)
             broker = leader_broker(view, self.endpoint)
         else:
             broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self._endpoints(request.endpoints))

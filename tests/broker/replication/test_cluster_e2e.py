@@ -1,6 +1,7 @@
 """Several broker groups, one cluster: a topic's queues spread over two groups in ZooKeeper; the
 official client (given both groups' leader ports), tidemq.client and the route all use the whole
-cluster; each group's store holds only the queues it owns; `tidemq status --cluster` shows it.
+cluster (and a push consumer's assignment names both groups); each group's store holds only the
+queues it owns; `tidemq status --cluster` shows it.
 
 A feature across modules, kept whole: it tests broker/replication/coordinator.py (the topology),
 node.py (topics applied, cluster routes), routes.py, and cli/status.py (--cluster)."""
@@ -10,7 +11,10 @@ import os
 import subprocess
 import sys
 
+import grpc
+
 from tidemq.client import Producer, PullConsumer
+from tidemq.protocol.stubs import Code, pb, sgrpc, spb
 
 from ...support.brokers import REPO, admin_call
 from ...support.group import Group
@@ -34,6 +38,12 @@ def test_a_topic_spread_over_two_groups(tmp_path, zookeeper, clients):  # noqa: 
             with PullConsumer(b.endpoint(0)) as c:
                 return c.queue_count("Spread") == 4
         wait_until(routed, "the spread topic known to both groups")
+        for g in (a, b):                                 # push consumers: one "any queue" assignment per group
+            with grpc.insecure_channel(g.endpoint(0)) as ch:
+                r = sgrpc.MessagingServiceStub(ch).QueryAssignment(spb.QueryAssignmentRequest(
+                    topic=pb.Resource(name="Spread"), group=pb.Resource(name="G")), timeout=30)
+            assert r.status.code == Code.OK, r.status
+            assert {(x.message_queue.broker.name, x.message_queue.id) for x in r.assignments} == {("a", -1), ("b", -1)}
         producer, _ = clients
         p = producer(f"{a.official_endpoints};{b.official_endpoints}", ["Spread"])
         for i in range(40):
