@@ -22,6 +22,10 @@ does (decode the request, one OK entry per message), storing nothing, unless tid
 * ``tidemq``: ``tidemq serve`` (defaults: uvloop, ASYNC_FLUSH, the compiled SendMessage lane), topic
   Bench of 8 queues, every message stored;
 * ``tidemq asyncio``: the same with TIDEMQ_EVENT_LOOP=asyncio;
+* ``tidemq no handler``: ``tidemq serve`` as ``tidemq``, its SendMessage lane's handler replaced by one
+  that answers a constant OK (the request not read, nothing stored): everything of the broker but
+  the handler (its gRPC server set-up and options, the generic handlers, its threads and loop tasks),
+  so that ``tidemq`` - ``tidemq no handler`` is what the handler costs in the server;
 * ``tidemq LABEL`` (``--src LABEL=PATH``, repeatable): ``tidemq serve`` from another tree (a snapshot),
   in the same rounds: an A/B of two versions against the same reference.
 
@@ -46,7 +50,8 @@ READY = "cost server ready on "
 TOPIC = "Bench"
 METHOD = "/apache.rocketmq.v2.MessagingService/SendMessage"
 REFERENCE = "null aio asyncio"
-KINDS = [REFERENCE, "null aio uvloop", "null aio uvloop throughput", "null sync threads", "tidemq", "tidemq asyncio"]
+KINDS = [REFERENCE, "null aio uvloop", "null aio uvloop throughput", "null sync threads", "tidemq", "tidemq asyncio",
+         "tidemq no handler"]
 GOAL = 1.15
 
 
@@ -110,6 +115,22 @@ def serve(kind: str, threads: int) -> None:
         uvloop.run(main())
     else:
         asyncio.run(main())
+
+
+def serve_tidemq_no_handler() -> None:
+    """``tidemq serve`` (the arguments after ``--tidemq-no-handler``) with MessageSends.send_bytes
+    answering a constant OK: the broker without its SendMessage handler's work."""
+    from tidemq.broker.produce import send_message
+    from tidemq.cli.main import cli
+    from tidemq.protocol.stubs import Code
+
+    ok = send_message.answer_one(Code.OK, "", "0" * 32, 1)
+
+    async def send_bytes(self, raw, context):
+        return ok
+    send_message.MessageSends.send_bytes = send_bytes
+    i = sys.argv.index("--tidemq-no-handler")
+    cli(sys.argv[i + 1:], prog_name="tidemq", auto_envvar_prefix="TIDEMQ")
 
 
 # The client process ----------------------------------------------------------------------------
@@ -184,6 +205,8 @@ class Server:
                 env["PYTHONPATH"] = src + os.pathsep + env["PYTHONPATH"]
             argv = [sys.executable, "-m", "tidemq.cli.main", "serve", "--root", os.path.join(workdir, "store"),
                     "--port", "0", "--metrics-port", "0"]      # 0: no metrics port
+            if kind == "tidemq no handler":
+                argv[1:3] = [os.path.abspath(__file__), "--tidemq-no-handler"]
             ready = "ready on "
         else:
             argv = [sys.executable, os.path.abspath(__file__), "--serve", kind, "--threads", str(threads)]
@@ -250,6 +273,9 @@ def measure(kind: str, workdir: str, env: dict, a) -> dict:
 
 
 def main() -> None:
+    if "--tidemq-no-handler" in sys.argv:
+        serve_tidemq_no_handler()
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--count", type=int, default=3000, help="calls per client thread per sample (upper bound)")
