@@ -236,6 +236,18 @@ class Server:
         self._log.close()
 
 
+def thread_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of the process's main thread (the event loop's, in every aio server
+    and in tidemq), from /proc; the rest of the process's CPU is its other threads' (gRPC's
+    EventEngine and completion-queue poller, tidemq's flush, warmer and disk threads)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/stat") as fh:
+            parts = fh.read().rsplit(")", 1)[1].split()
+        return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def measure(kind: str, workdir: str, env: dict, a) -> dict:
     srv = Server(kind, workdir, env, a.threads, a.srcs.get(kind))
     try:
@@ -255,10 +267,11 @@ def measure(kind: str, workdir: str, env: dict, a) -> dict:
         with errlog:
             if cp.stdout.readline().strip() != "timing":
                 raise failed("no start")
-            cpu0 = proc_cpu_seconds(srv.proc.pid)
+            cpu0, main0 = proc_cpu_seconds(srv.proc.pid), thread_cpu_seconds(srv.proc.pid)
             if cp.stdout.readline().strip() != "timed":
                 raise failed("no end")
             cpu = proc_cpu_seconds(srv.proc.pid) - cpu0
+            main = thread_cpu_seconds(srv.proc.pid) - main0
             out = cp.stdout.read()          # (communicate() would skip what readline() buffered)
             if cp.wait(120) != 0 or not out.strip():
                 raise failed("no result")
@@ -268,6 +281,7 @@ def measure(kind: str, workdir: str, env: dict, a) -> dict:
     finally:
         srv.stop()
     r["server_us_per_call"] = cpu / r["calls"] * 1e6
+    r["loop_thread_us_per_call"] = main / r["calls"] * 1e6
     r["server_cores"] = cpu / r["seconds"]
     return r
 
@@ -326,20 +340,24 @@ def main() -> None:
             got = {}
             for k in order:
                 res = got[k] = measure(k, os.path.join(tmp, f"{k.replace(' ', '_')}-{r}"), env, a)
-                progress(f"round {r + 1}/{a.rounds} {k}: {res['server_us_per_call']:.0f} us of server CPU per call, "
+                progress(f"round {r + 1}/{a.rounds} {k}: {res['server_us_per_call']:.0f} us of server CPU per call "
+                         f"({res['loop_thread_us_per_call']:.0f} on its main thread), "
                          f"{res['calls'] / res['seconds']:,.0f} calls/s, server {res['server_cores']:.2f} cores")
             ref = got[REFERENCE]["server_us_per_call"]
             rep.add(REFERENCE, ref, calls_per_s=got[REFERENCE]["calls"] / got[REFERENCE]["seconds"],
-                    server_cores=got[REFERENCE]["server_cores"])
+                    server_cores=got[REFERENCE]["server_cores"],
+                    loop_thread_us_per_call=got[REFERENCE]["loop_thread_us_per_call"])
             for k in kinds[1:]:
                 rep.add(k, got[k]["server_us_per_call"], ref=ref, calls_per_s=got[k]["calls"] / got[k]["seconds"],
-                        server_cores=got[k]["server_cores"])
+                        server_cores=got[k]["server_cores"], loop_thread_us_per_call=got[k]["loop_thread_us_per_call"])
             if "tidemq" in got and "null aio uvloop" in got:
                 progress(f"round {r + 1}/{a.rounds}: tidemq / null aio uvloop (the same loop) = "
                          f"{got['tidemq']['server_us_per_call'] / got['null aio uvloop']['server_us_per_call']:.3f}")
         rep.note("ratio: the row's server CPU per call over the reference's in the same round: LOWER is cheaper "
                  "(issue 32's goal for tidemq: <= 1.15 x the do-nothing server).")
         rep.note("server_cores: the server's CPU per second of the timed calls (2 CPUs here, shared with the client).")
+        rep.note("loop_thread_us_per_call: the part of the server's CPU per call spent on its main thread (the event "
+                 "loop's: grpc.aio's per-call work and the handler; the threaded server's handlers run on its pool).")
         rep.write(tmp)
 
 
