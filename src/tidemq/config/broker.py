@@ -82,7 +82,7 @@ class BrokerConfig(Loadable):
                                    "asyncio's own", choices=("uvloop", "asyncio"))
     send_executor_threads: int = _f(8, "threads that run the store puts that wait for followers (SYNC replication; "
                                     "SYNC_FLUSH puts await their fsync on the event loop)", 1, 256)
-    dispatch_delay_ms: int = _f(5, "how long after a send's answer its consume-queue / index dispatch may wait, so that "
+    dispatch_delay_ms: int = _f(20, "how long after a send's answer its consume-queue / index dispatch may wait, so that "
                                 "the dispatches of every send answered meanwhile are written as one (store/put_lock.py; "
                                 "a read of the store dispatches what waits first: never seen later; 0: at the event "
                                 "loop's next turn)", 0, 1_000)
