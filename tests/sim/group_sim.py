@@ -21,8 +21,9 @@ leader, every member's log equal to it and in its in-sync set. Checked after eve
 * no consumer served a record that was later cut (SYNC: reads stop at the high watermark; under
   ASYNC counted).
 
-A member's put answers at once (the writer's wait has timeout 0): an appended put not yet
-confirmed is confirmed by the client's resend, which the broker answers from ``store.confirm``
+A member's put runs as the broker's do (broker/puts.py: appended on the loop, under SYNC its
+followers' confirmations awaited there, at most ``PUT_WAIT_S``): an appended put not confirmed
+in that time is confirmed by the client's resend, which the broker answers from ``store.confirm``
 (produce/send_path.Unconfirmed), as the official clients' retries are.
 
 ``python -m tests.sim.group_sim SEED [--async]`` replays one seed with the group's log;
@@ -39,6 +40,7 @@ import random
 import sys
 from dataclasses import dataclass, field
 
+from tidemq.broker.puts import StorePuts
 from tidemq.broker.replication.coordination import Create, SetData
 from tidemq.broker.replication.node import ReplicationNode
 from tidemq.config import ReplicationConfig
@@ -58,6 +60,7 @@ LAG_MS = 1000
 ELECTION_WAIT_MS = 200
 CLIENT_TIMEOUT_S = 3.0           # a client waits this long for an answer, then tries another member
 CONFIRM_S = 2.0                  # how long a client resends an appended, unconfirmed put
+PUT_WAIT_S = 0.5                 # a SYNC put's wait for its followers (replication_timeout_ms)
 SETTLE_S = 60.0                  # after healing, the group must settle within this (virtual) time
 # disk faults hit the segment files only: the store's disk check (a thread on real time) writes a
 # marker in the directory, and a fault it met would take the directory offline at a moment the seed
@@ -180,7 +183,8 @@ class SimMember:
                                     transport=sim.net.transport(self.name), coordination=session,
                                     coordinator_thread=False)
         self.node.gate = self.gate
-        self.node.acks.timeout_s = 0.0    # a put never blocks the loop: the client's resend confirms it
+        self.node.acks.timeout_s = PUT_WAIT_S  # then the client's resend confirms it
+        self.puts = StorePuts(self.store)
         self.alive = True
         await self.node.start()
         self._ping = asyncio.get_running_loop().create_task(self._pings(session))
@@ -225,9 +229,12 @@ class SimMember:
         if not self.alive:
             return ("dead",)
         clock = self.sim.clock
+        store = self.store
         try:
-            rs = self.store.put_batch(msgs)
+            rs = await self.puts.run(store.put_batch, msgs)
         except SimulatedCrash:
+            return ("dead",)
+        if not self.alive or self.store is not store:     # killed while it waited: no answer
             return ("dead",)
         results = [rs[i] for i in range(len(msgs))]
         if all(r.status is PutStatus.PUT_OK for r in results):

@@ -13,7 +13,7 @@ import pytest
 
 from tidemq.store import Message
 
-from .group_sim import LAG_MS, SEGMENT_FILES, SESSION_S, GroupSim
+from .group_sim import LAG_MS, PUT_WAIT_S, SEGMENT_FILES, SESSION_S, GroupSim
 
 
 def pytest_generate_tests(metafunc):
@@ -261,7 +261,9 @@ def test_sync_reads_stop_at_the_high_watermark_on_the_leader_and_the_followers_a
         stopped, running = [sim.members[n] for n in sorted(sim.members) if n != lead.name]
         stopped.pause()
         sim.bodies[-1] = b"-1|held"
+        lead.node.acks.timeout_s = 0.0               # the store's own waiting put: answered at once
         [r] = lead.store.put_batch([Message("SimT", sim.bodies[-1], queue_id=0)])
+        lead.node.acks.timeout_s = PUT_WAIT_S
         assert r.status is PutStatus.FLUSH_SLAVE_TIMEOUT, "appended, not confirmed by the whole set"
         q, off, end = 0, r.queue_offset, r.commitlog_offset + r.size
         await sim.until(lambda: running.store.replica.end >= end, "the running follower copied it")
