@@ -24,7 +24,10 @@ leader, every member's log equal to it and in its in-sync set. Checked after eve
 A member's put runs as the broker's do (broker/puts.py: appended on the loop, under SYNC its
 followers' confirmations awaited there, at most ``PUT_WAIT_S``): an appended put not confirmed
 in that time is confirmed by the client's resend, which the broker answers from ``store.confirm``
-(produce/send_path.Unconfirmed), as the official clients' retries are.
+(produce/send_path.Unconfirmed), as the official clients' retries are. SYNC_FLUSH's group commit
+runs on the loop too (``MessageStore(stepped_flush=True)``, ``SimMember._flusher``): each fsync takes
+a seeded ``fsync_s`` of virtual time, so followers may confirm a record before the leader's fsync of
+it ends, and no real thread decides the order: the same seed is the same run.
 
 ``python -m tests.sim.group_sim SEED [--async]`` replays one seed with the group's log;
 ``python -m tests.sim.group_sim --seeds N [--async]`` prints the figures of seeds 0..N-1.
@@ -155,6 +158,8 @@ class SimMember:
         self.store: MessageStore | None = None
         self.node: ReplicationNode | None = None
         self._ping: asyncio.Task | None = None
+        self._flush_task: asyncio.Task | None = None
+        self.flush_open: asyncio.Event | None = None
         self.kills = 0
 
     # Host ---------------------------------------------------------------------------------------
@@ -177,7 +182,9 @@ class SimMember:
     async def start(self) -> None:
         sim = self.sim
         self._resume = asyncio.Event()
-        self.store = MessageStore(store_config(self.name, sim.sync_flush), fio=self.fio, clock=sim.clock).start()
+        # SYNC_FLUSH's group commit runs on this loop (``_flusher``), not on a thread of real time
+        self.store = MessageStore(store_config(self.name, sim.sync_flush), fio=self.fio, clock=sim.clock,
+                                  stepped_flush=True).start()
         session = sim.coord.client(self.name, SESSION_S)
         self.node = ReplicationNode(self, replication_config(self.name, sim.mode, sim.min_in_sync), clock=sim.clock,
                                     transport=sim.net.transport(self.name), coordination=session,
@@ -186,8 +193,32 @@ class SimMember:
         self.node.acks.timeout_s = PUT_WAIT_S  # then the client's resend confirms it
         self.puts = StorePuts(self.store)
         self.alive = True
+        self.flush_open = asyncio.Event()         # cleared: its group commit waits (a scripted scenario's)
+        self.flush_open.set()
+        loop = asyncio.get_running_loop()
+        self._flush_task = loop.create_task(self._flusher(self.store)) if sim.sync_flush else None
         await self.node.start()
-        self._ping = asyncio.get_running_loop().create_task(self._pings(session))
+        self._ping = loop.create_task(self._pings(session))
+
+    async def _flusher(self, store: MessageStore) -> None:
+        """The store's group commit (SYNC_FLUSH), on the loop: once a flush is asked for, an fsync
+        that takes ``sim.fsync_s`` (its covering everything appended meanwhile: one group commit);
+        followers may confirm a record before it ends, and a failed fsync cuts what they confirmed
+        (log_failure.py). A stopped process (SIGSTOP) does not fsync."""
+        gc = store.group_commit
+        asked = asyncio.Event()
+        gc.on_request = asked.set                 # called on this loop's thread (every put is made here)
+        while self.alive and self.store is store:
+            await self.gate()
+            if not gc.pending():
+                asked.clear()
+                await asked.wait()
+                continue
+            await asyncio.sleep(self.sim.fsync_s)
+            await self.flush_open.wait()
+            await self.gate()
+            if self.alive and self.store is store:
+                gc.step()
 
     async def _pings(self, session) -> None:
         """kazoo's heartbeats: the session lives while the process runs and reaches the coordinator."""
@@ -204,7 +235,7 @@ class SimMember:
         node.coordinator.stop()
         if node.client is not None:
             node.client.cancel()
-        for t in (self._ping, node._runner, node._isr_task):
+        for t in (self._ping, node._runner, node._isr_task, self._flush_task):
             if t is not None:
                 t.cancel()
         self.sim.net.killed(self.name)
@@ -283,6 +314,8 @@ class GroupSim:
         self.script = script
         self.min_in_sync = min_in_sync or (2 if mode == "SYNC" and self.rng.random() < 0.25 else 1)
         self.sync_flush = sync_flush if sync_flush is not None else self.rng.random() < 0.3
+        # how long a leader's group commit fsync takes (its own draw: the others' stay as they were)
+        self.fsync_s = random.Random(seed * 104_729 + 3).choice((0.0002, 0.001, 0.004, 0.015))
         self.clock = ManualClock()
         self.coord = EpochRecorder(self.clock, self._epoch_began)
         self.net = MemoryNetwork(self.rng, latency_s=0.0005, jitter_s=self.rng.choice([0.0, 0.002, 0.02]),

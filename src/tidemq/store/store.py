@@ -75,8 +75,12 @@ _NOT_SERVING = {
 
 
 class MessageStore:
-    def __init__(self, config: StoreConfig, fio: FileIO | None = None, clock: Clock | None = None) -> None:
+    def __init__(self, config: StoreConfig, fio: FileIO | None = None, clock: Clock | None = None,
+                 stepped_flush: bool = False) -> None:
+        """``stepped_flush``: SYNC_FLUSH's group commit has no thread; its owner runs each one
+        (``group_commit.step()``: a simulation on one thread decides when an fsync ends, tests/sim)."""
         self.config = config
+        self.stepped_flush = stepped_flush
         self.fio: FileIO = fio or OsFileIO()
         self.clock: Clock = clock or SystemClock()
         # with the dispatches puts left for after their answer (put_lock.py)
@@ -279,7 +283,8 @@ class MessageStore:
             self._services.append(self.warmer)
         if cfg.sync_flush:
             self.group_commit = GroupCommitService(self.commit_log.flush, lambda: self.commit_log.flushed_offset,
-                                                   cfg.sync_flush_gather_us_max / 1e6, self.commit_log.failed_for)
+                                                   cfg.sync_flush_gather_us_max / 1e6, self.commit_log.failed_for,
+                                                   stepped=self.stepped_flush)
             self.log_failure.listeners.append(self.group_commit.log_failed)
             self.group_commit.on_durable = self.readable_advanced
             self._services.append(self.group_commit)
