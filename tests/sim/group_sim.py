@@ -30,7 +30,7 @@ a seeded ``fsync_s`` of virtual time, so followers may confirm a record before t
 it ends, and no real thread decides the order: the same seed is the same run.
 
 ``python -m tests.sim.group_sim SEED [--async]`` replays one seed with the group's log;
-``python -m tests.sim.group_sim --seeds N [--async]`` prints the figures of seeds 0..N-1.
+``python -m tests.sim.group_sim --seeds N [--from K] [--async]`` prints the figures of seeds K..K+N-1.
 """
 
 from __future__ import annotations
@@ -693,8 +693,10 @@ def totals(seeds: range, mode: str) -> dict:
 
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "--seeds":
-        # python -m tests.sim.group_sim --seeds 300 [--async]: the figures of seeds 0..N-1
-        print(json.dumps(totals(range(int(argv[1])), "ASYNC" if "--async" in argv else "SYNC")))
+        # python -m tests.sim.group_sim --seeds 300 [--from K] [--async]: the figures of seeds K..K+N-1
+        # (K: 0 unless given; several processes over different ranges)
+        first = int(argv[argv.index("--from") + 1]) if "--from" in argv else 0
+        print(json.dumps(totals(range(first, first + int(argv[1])), "ASYNC" if "--async" in argv else "SYNC")))
         return 0
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     seed = int(argv[0])
