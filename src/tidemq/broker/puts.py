@@ -99,8 +99,9 @@ class StorePuts:
             r = put(*args, wait=False)
             if r.pending_end >= 0:
                 await self._durable(r.pending_end)
-                if rep is not None and rep.sync:
-                    await self._confirmed(rep, r.pending_end)
+                gc = store.group_commit
+                if rep is not None and rep.sync and (gc is None or gc.outcome(r.pending_end) is None):
+                    await self._confirmed(rep, r.pending_end)      # on disk here: the followers now
                 store.settle_put(r, rep)
             return r
         return put(*args)
