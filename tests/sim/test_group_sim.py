@@ -352,3 +352,13 @@ def test_a_follower_never_serves_what_a_failed_fsync_of_the_leader_cuts():
     assert seen["answer"] == ("refused", PutReason.FLUSH_FAILED) and seen["cut"], "taken out of the leader's log"
     st = sim.stats
     assert st.served_then_cut == 0 and st.lost == 0 and st.twice == 0, st
+
+
+@pytest.mark.parametrize("seed", [546, 772])
+def test_a_timer_that_fires_a_hair_before_its_deadline_does_not_spin_the_leaders_stream(seed):
+    """Seeds whose leader's stream waited for the rest of HW_HEARTBEAT_DELAY_S when a float's rounding
+    left ~1e-13 s of it: the loop fires such a timer at once (within its clock's resolution) and the
+    stream waited again, forever (the simulation's loop: a livelock; a real one burns a CPU until the
+    clock ticks). Now it is due."""
+    st = GroupSim(seed, "SYNC").run().stats
+    assert st.sent > 0 and st.lost == 0 and st.twice == 0 and st.served_then_cut == 0

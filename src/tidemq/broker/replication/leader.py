@@ -37,6 +37,7 @@ log = logging.getLogger("tidemq.broker")
 
 HEARTBEAT_S = 0.5          # a frame at least this often while there is nothing new (the follower's lag)
 HW_HEARTBEAT_DELAY_S = 0.01    # a moved high watermark waits at most this for a DATA frame to carry it
+HW_DUE_SLACK_S = 1e-4          # ... and goes once less than this is left (a float's rounding never waits again)
 
 
 class ReplicationServer:
@@ -128,7 +129,7 @@ class ReplicationServer:
                     now = loop.time()
                     if hw_due is None:
                         hw_due = now + HW_HEARTBEAT_DELAY_S
-                    if now < hw_due:
+                    if hw_due - now > HW_DUE_SLACK_S:     # (a timer may fire a hair early: then it is due)
                         try:                          # an append comes first (its frame carries it)?
                             await asyncio.wait_for(wake.wait(), hw_due - now)
                         except asyncio.TimeoutError:
