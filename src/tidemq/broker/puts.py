@@ -42,7 +42,7 @@ def _hand_over(loop: asyncio.AbstractEventLoop, fut: asyncio.Future) -> None:
 
 
 class PutsClosed(Exception):
-    """The put pool is closed: its service is going (a change of role, a stop) and the put was not
+    """The puts are closed: their service is going (a change of role, a stop) and the put was not
     made. A send answers it with a typed status (send_path.py: INTERNAL_SERVER_ERROR, which clients
     send again, to the leader of the moment), never a traceback."""
 

@@ -30,8 +30,9 @@ in the set goes on from there: node.py). Followers serve up to the high watermar
 them, so it must not pass what the leader itself keeps. The leader's own part moves when its group
 commit ends, before a put's ``wait``, which looks again. Under ASYNC, the leader's end.
 
-Thread-safe: confirmations arrive on the event loop, puts wait in the put threads. Time comes
-from the Clock seam.
+Thread-safe: confirmations arrive on the event loop; the broker's SYNC puts await them there
+(``when_confirmed``, broker/puts.py), the store's own waiting puts in their threads (``wait``). Time
+comes from the Clock seam.
 """
 
 from __future__ import annotations
