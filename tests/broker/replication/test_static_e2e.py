@@ -102,6 +102,42 @@ def test_sync_waits_for_the_follower(group):
     assert g.read_topic(0, "T").count(b"while-stopped") == 1
 
 
+def test_sync_sends_from_many_threads_each_wait_for_the_follower_and_it_stays_in_sync_idle(group):
+    """SYNC puts awaited on the leader's event loop (broker/puts.py): 8 producers' sends, each
+    answered OK only with the follower holding it; then idle for many heartbeat intervals (the
+    follower answers a HEARTBEAT unless an ACK moved its offset since the last one): it never left
+    the in-sync set."""
+    import threading
+    g = group("SYNC", env={"TIDEMQ_REPLICA_LAG_TIME_MAX_MS": "1500"})     # a HEARTBEAT every 0.375 s idle
+    bodies = [[b"t%d-%d" % (t, i) for i in range(40)] for t in range(8)]
+    oks, errors = [], []
+
+    def send(t):
+        try:
+            with Producer(g.endpoint(0), timeout_s=60) as p:
+                for i in range(0, 40, 4):
+                    before = g.status(0)["log_end"]
+                    rs = p.send_batch("T", bodies[t][i:i + 4])
+                    # OK only once the follower has it: its log then ends past where the leader's did
+                    oks.append(all(r.ok for r in rs) and g.status(1)["log_end"] > before)
+        except Exception as e:  # noqa: BLE001 - said below
+            errors.append(e)
+    threads = [threading.Thread(target=send, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors and oks == [True] * 80
+    after = g.status(1)["replica"]
+    wait_until(lambda: g.status(1)["replica"]["heartbeats"] >= after["heartbeats"] + 12,
+               "12 heartbeats (3 x replica_lag_time_max_ms) with nothing written")
+    leader = g.status(0)
+    f = next(f for f in leader["followers"] if f["member"] == "g-1")
+    assert f["in_sync"] and f["left_isr"] == 0 and f["lag_bytes"] == 0
+    assert g.status(1)["replica"]["acks_sent"] > after["acks_sent"], "idle heartbeats answered"
+    assert sorted(g.read_topic(1, "T")) == sorted(b for bs in bodies for b in bs)
+
+
 def test_a_follower_gone_leaves_the_in_sync_set_then_writes_are_refused_unwritten(group):
     g = group("SYNC", env={"TIDEMQ_REPLICA_LAG_TIME_MAX_MS": "500"})
     with Producer(g.endpoint(0), timeout_s=60) as p:
