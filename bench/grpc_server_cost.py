@@ -22,6 +22,10 @@ does (decode the request, one OK entry per message), storing nothing, unless tid
 * ``tidemq``: ``tidemq serve`` (defaults: uvloop, ASYNC_FLUSH, the compiled SendMessage lane), topic
   Bench of 8 queues, every message stored;
 * ``tidemq asyncio``: the same with TIDEMQ_EVENT_LOOP=asyncio;
+* ``tidemq no handler``: ``tidemq serve`` as ``tidemq``, its SendMessage lane's handler replaced by one
+  that answers a constant OK (the request not read, nothing stored): everything of the broker but
+  the handler (its gRPC server set-up and options, the generic handlers, its threads and loop tasks),
+  so that ``tidemq`` - ``tidemq no handler`` is what the handler costs in the server;
 * ``tidemq LABEL`` (``--src LABEL=PATH``, repeatable): ``tidemq serve`` from another tree (a snapshot),
   in the same rounds: an A/B of two versions against the same reference.
 
@@ -46,7 +50,8 @@ READY = "cost server ready on "
 TOPIC = "Bench"
 METHOD = "/apache.rocketmq.v2.MessagingService/SendMessage"
 REFERENCE = "null aio asyncio"
-KINDS = [REFERENCE, "null aio uvloop", "null aio uvloop throughput", "null sync threads", "tidemq", "tidemq asyncio"]
+KINDS = [REFERENCE, "null aio uvloop", "null aio uvloop throughput", "null sync threads", "tidemq", "tidemq asyncio",
+         "tidemq no handler"]
 GOAL = 1.15
 
 
@@ -110,6 +115,22 @@ def serve(kind: str, threads: int) -> None:
         uvloop.run(main())
     else:
         asyncio.run(main())
+
+
+def serve_tidemq_no_handler() -> None:
+    """``tidemq serve`` (the arguments after ``--tidemq-no-handler``) with MessageSends.send_bytes
+    answering a constant OK: the broker without its SendMessage handler's work."""
+    from tidemq.broker.produce import send_message
+    from tidemq.cli.main import cli
+    from tidemq.protocol.stubs import Code
+
+    ok = send_message.answer_one(Code.OK, "", "0" * 32, 1)
+
+    async def send_bytes(self, raw, context):
+        return ok
+    send_message.MessageSends.send_bytes = send_bytes
+    i = sys.argv.index("--tidemq-no-handler")
+    cli(sys.argv[i + 1:], prog_name="tidemq", auto_envvar_prefix="TIDEMQ")
 
 
 # The client process ----------------------------------------------------------------------------
@@ -184,6 +205,8 @@ class Server:
                 env["PYTHONPATH"] = src + os.pathsep + env["PYTHONPATH"]
             argv = [sys.executable, "-m", "tidemq.cli.main", "serve", "--root", os.path.join(workdir, "store"),
                     "--port", "0", "--metrics-port", "0"]      # 0: no metrics port
+            if kind == "tidemq no handler":
+                argv[1:3] = [os.path.abspath(__file__), "--tidemq-no-handler"]
             ready = "ready on "
         else:
             argv = [sys.executable, os.path.abspath(__file__), "--serve", kind, "--threads", str(threads)]
@@ -213,6 +236,18 @@ class Server:
         self._log.close()
 
 
+def thread_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of the process's main thread (the event loop's, in every aio server
+    and in tidemq), from /proc; the rest of the process's CPU is its other threads' (gRPC's
+    EventEngine and completion-queue poller, tidemq's flush, warmer and disk threads)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/stat") as fh:
+            parts = fh.read().rsplit(")", 1)[1].split()
+        return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def measure(kind: str, workdir: str, env: dict, a) -> dict:
     srv = Server(kind, workdir, env, a.threads, a.srcs.get(kind))
     try:
@@ -232,10 +267,11 @@ def measure(kind: str, workdir: str, env: dict, a) -> dict:
         with errlog:
             if cp.stdout.readline().strip() != "timing":
                 raise failed("no start")
-            cpu0 = proc_cpu_seconds(srv.proc.pid)
+            cpu0, main0 = proc_cpu_seconds(srv.proc.pid), thread_cpu_seconds(srv.proc.pid)
             if cp.stdout.readline().strip() != "timed":
                 raise failed("no end")
             cpu = proc_cpu_seconds(srv.proc.pid) - cpu0
+            main = thread_cpu_seconds(srv.proc.pid) - main0
             out = cp.stdout.read()          # (communicate() would skip what readline() buffered)
             if cp.wait(120) != 0 or not out.strip():
                 raise failed("no result")
@@ -245,11 +281,15 @@ def measure(kind: str, workdir: str, env: dict, a) -> dict:
     finally:
         srv.stop()
     r["server_us_per_call"] = cpu / r["calls"] * 1e6
+    r["loop_thread_us_per_call"] = main / r["calls"] * 1e6
     r["server_cores"] = cpu / r["seconds"]
     return r
 
 
 def main() -> None:
+    if "--tidemq-no-handler" in sys.argv:
+        serve_tidemq_no_handler()
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--count", type=int, default=3000, help="calls per client thread per sample (upper bound)")
@@ -300,20 +340,24 @@ def main() -> None:
             got = {}
             for k in order:
                 res = got[k] = measure(k, os.path.join(tmp, f"{k.replace(' ', '_')}-{r}"), env, a)
-                progress(f"round {r + 1}/{a.rounds} {k}: {res['server_us_per_call']:.0f} us of server CPU per call, "
+                progress(f"round {r + 1}/{a.rounds} {k}: {res['server_us_per_call']:.0f} us of server CPU per call "
+                         f"({res['loop_thread_us_per_call']:.0f} on its main thread), "
                          f"{res['calls'] / res['seconds']:,.0f} calls/s, server {res['server_cores']:.2f} cores")
             ref = got[REFERENCE]["server_us_per_call"]
             rep.add(REFERENCE, ref, calls_per_s=got[REFERENCE]["calls"] / got[REFERENCE]["seconds"],
-                    server_cores=got[REFERENCE]["server_cores"])
+                    server_cores=got[REFERENCE]["server_cores"],
+                    loop_thread_us_per_call=got[REFERENCE]["loop_thread_us_per_call"])
             for k in kinds[1:]:
                 rep.add(k, got[k]["server_us_per_call"], ref=ref, calls_per_s=got[k]["calls"] / got[k]["seconds"],
-                        server_cores=got[k]["server_cores"])
+                        server_cores=got[k]["server_cores"], loop_thread_us_per_call=got[k]["loop_thread_us_per_call"])
             if "tidemq" in got and "null aio uvloop" in got:
                 progress(f"round {r + 1}/{a.rounds}: tidemq / null aio uvloop (the same loop) = "
                          f"{got['tidemq']['server_us_per_call'] / got['null aio uvloop']['server_us_per_call']:.3f}")
         rep.note("ratio: the row's server CPU per call over the reference's in the same round: LOWER is cheaper "
                  "(issue 32's goal for tidemq: <= 1.15 x the do-nothing server).")
         rep.note("server_cores: the server's CPU per second of the timed calls (2 CPUs here, shared with the client).")
+        rep.note("loop_thread_us_per_call: the part of the server's CPU per call spent on its main thread (the event "
+                 "loop's: grpc.aio's per-call work and the handler; the threaded server's handlers run on its pool).")
         rep.write(tmp)
 
 

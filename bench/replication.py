@@ -3,6 +3,7 @@ replication, measured in the same run.
 
     .venv/bin/python bench/replication.py            # 5 rounds, <= 200k msgs or 10 s per sample
     .venv/bin/python bench/replication.py --quick    # 1 round of 20k: a smoke run
+    .venv/bin/python bench/replication.py --rounds 1 --max-seconds 6 --modes SYNC   # one A/B sample
 
 Every sample runs on fresh brokers with fresh stores under bench/.tmp (256 MiB segments),
 started and warmed up untimed and stopped afterwards; ``tidemq.client`` ``Producer.send_batches``:
@@ -119,6 +120,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--in-flight", type=int, default=4)
     ap.add_argument("--body-bytes", type=int, default=1024)
+    ap.add_argument("--modes", default="SYNC,ASYNC", help="the group's variants measured (SYNC, ASYNC or both)")
     a = ap.parse_args()
     body = os.urandom(a.body_bytes)
     rep = Report("replication", unit="msgs/s", reference=REFERENCE,
@@ -127,9 +129,9 @@ def main() -> None:
                          "count_per_sample_max": a.count, "max_seconds_per_sample": a.max_seconds,
                          "segment_bytes": int(SEGMENT), "client": "tidemq.client Producer.send_batches (SendRecords)",
                          "group": "leader + 1 follower on this machine, in_sync_replicas_min 1, ASYNC_FLUSH"})
-    variants = [Variant("SYNC, 1 follower", "SYNC"), Variant("ASYNC, 1 follower", "ASYNC")]
-    rep.ratio(variants[0].name, None)
-    rep.ratio(variants[1].name, None)
+    variants = [Variant(f"{m}, 1 follower", m) for m in ("SYNC", "ASYNC") if m in a.modes.upper().split(",")]
+    for v in variants:
+        rep.ratio(v.name, None)
     with scratch_dir("replication") as tmp:
         n = [0]
 

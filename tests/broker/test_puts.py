@@ -1,6 +1,6 @@
-"""broker/puts.py: every broker put runs where the store's one rule says (MessageStore.puts_may_wait):
-on a put thread when it may wait on followers (SYNC replication); appended inline on the event loop,
-its fsync awaited there, when it waits on the disk only (SYNC_FLUSH); inline otherwise."""
+"""broker/puts.py: every broker put is appended on the event loop; one that waits (MessageStore.
+puts_may_wait) awaits there what its acknowledgement needs -- the group commit's fsync (SYNC_FLUSH),
+every follower of the in-sync set (SYNC replication) -- without a thread per waiting put."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _store(flush: str, fio=None, **kw) -> MessageStore:
 
 def test_an_async_flush_put_runs_inline():
     s = _store("ASYNC_FLUSH")
-    puts = StorePuts(s, 2)
+    puts = StorePuts(s)
     where = []
 
     def put(m):
@@ -65,29 +65,133 @@ def test_an_async_flush_put_runs_inline():
     assert puts.inline
 
 
-def test_a_sync_replication_put_runs_on_a_thread():
+def _replicated(s, clock=None, timeout_ms=60_000, min_in_sync=1):
+    """``s`` leads one follower ``f`` of its in-sync set, SYNC: (acks, f's stream)."""
+    acks = ReplicaAcks(sync=True, min_in_sync=min_in_sync, timeout_ms=timeout_ms, lag_time_ms=60_000,
+                       clock=clock or s.clock, leader_end=lambda: s.commit_log.segments.max_offset)
+    conn = acks.connect("f", "e-f", 0).conn
+    acks.set_isr(["f"])
+    s.writer.replicas = acks
+    return acks, conn
+
+
+def test_sync_replication_puts_append_on_the_loop_and_are_answered_once_every_follower_confirmed():
+    """16 SYNC sends appended on the loop (no put thread), none answered before the follower of the
+    in-sync set confirmed it, the loop free meanwhile; one confirmation answers every put it covers
+    and only those."""
     s = _store("ASYNC_FLUSH")
-    s.writer.replicas = ReplicaAcks(sync=True, min_in_sync=0, timeout_ms=60_000, lag_time_ms=60_000, clock=s.clock,
-                                    leader_end=lambda: s.commit_log.flushed_offset)
-    puts = StorePuts(s, 2)
+    acks, conn = _replicated(s)
+    puts = StorePuts(s)
     where = []
 
-    def put(m):
+    def put(msgs, wait=True):
         where.append(threading.current_thread())
-        return s.put(m)
+        return s.put_batch(msgs, wait=wait)
 
     async def main():
-        return await puts.run(put, Message("T", b"x")), threading.current_thread()
+        loop_thread = threading.current_thread()
+        assert puts.inline
+        first = [asyncio.create_task(puts.run(put, [Message("T", b"a%d" % i)])) for i in range(8)]
+        await asyncio.sleep(0)
+        half = s.commit_log.segments.max_offset
+        rest = [asyncio.create_task(puts.run(put, [Message("T", b"b%d" % i)])) for i in range(8)]
+        await asyncio.sleep(0)
+        ran = await asyncio.sleep(0, "the loop is free")
+        assert not any(t.done() for t in first + rest), "nothing answered before the follower has it"
+        acks.confirm("f", conn, half)               # what a confirmation on the loop does (leader.py)
+        got_first = await asyncio.wait_for(asyncio.gather(*first), WAIT_S)
+        assert not any(t.done() for t in rest)
+        acks.confirm("f", conn, s.commit_log.segments.max_offset)
+        got_rest = await asyncio.wait_for(asyncio.gather(*rest), WAIT_S)
+        return got_first + got_rest, ran, loop_thread
 
     try:
-        assert s.puts_may_wait and not s.puts_wait_for_disk_only and not puts.inline
-        r, loop_thread = asyncio.run(main())
+        rs, ran, loop_thread = asyncio.run(main())
     finally:
         s.writer.replicas = None
         puts.close()
         s.shutdown()
-    assert r.ok
-    assert where[0] is not loop_thread
+    assert ran == "the loop is free"
+    assert all(t is loop_thread for t in where) and len(where) == 16
+    assert [r.status for rs1 in rs for r in rs1] == [PutStatus.PUT_OK] * 16
+    assert all(r.pending_end == -1 for r in rs)
+    assert not acks._waits and acks.timeouts == 0
+
+
+def test_a_sync_replication_put_awaited_is_not_acknowledged_when_the_set_shrinks_or_leadership_goes():
+    """Appended and awaiting the follower: the set drops below in_sync_replicas_min (REPLICA_LOST);
+    the broker stops leading meanwhile (its writer forgets the acks, acks.forget(), the lease
+    revoked): never PUT_OK, though the writer no longer names any followers when it is settled."""
+    from tidemq.broker.replication.lease import Lease
+    from tidemq.store import PutReason
+    s = _store("ASYNC_FLUSH")
+    acks, _ = _replicated(s)
+    puts = StorePuts(s)
+
+    async def main():
+        lost = asyncio.create_task(puts.run(s.put_batch, [Message("T", b"lost")]))
+        await asyncio.sleep(0)
+        acks.exclude("f")                            # the record dropped it: 0 < in_sync_replicas_min
+        lost_r = await asyncio.wait_for(lost, WAIT_S)
+        acks.include("f")
+        acks.lease = Lease(s.clock, 0.5, 60.0)
+        acks.lease.renew(s.clock.monotonic_s())
+        gone = asyncio.create_task(puts.run(s.put_batch, [Message("T", b"gone")]))
+        await asyncio.sleep(0)
+        acks.lease.revoke()                          # node.follow(): the lease, then the writer, then the acks
+        s.writer.replicas = None
+        acks.min_in_sync = 0
+        acks.forget()                                # the set is empty: the wait ends
+        return lost_r, await asyncio.wait_for(gone, WAIT_S)
+
+    try:
+        lost, gone = asyncio.run(main())
+    finally:
+        s.writer.replicas = None
+        puts.close()
+        s.shutdown()
+    assert lost.status is PutStatus.FLUSH_SLAVE_TIMEOUT and lost.reason is PutReason.REPLICA_LOST
+    assert gone.status is not PutStatus.PUT_OK and gone.reason is PutReason.REPLICATION_TIMEOUT
+    assert acks.timeouts == 1 and acks.lease_refusals >= 1
+
+
+def test_a_sync_replication_put_not_confirmed_within_the_timeout_by_the_clock_answers_timeout():
+    """The wait's time is the store's Clock's: a ManualClock that stands still never times it out
+    (the loop's timer looks again), moved past replication_timeout_ms it does."""
+    from tidemq.io import ManualClock
+    from tidemq.store import PutReason
+    s = _store("ASYNC_FLUSH")
+    clock = ManualClock()
+    acks, _ = _replicated(s, clock=clock, timeout_ms=20)
+    puts = StorePuts(s)
+    checked = None
+
+    expire, looked = acks.expire, []
+
+    def counted(handle):
+        looked.append(expire(handle))
+        if len(looked) == 3:
+            checked.set()
+        return looked[-1]
+    acks.expire = counted
+
+    async def main():
+        nonlocal checked
+        checked = asyncio.Event()
+        t = asyncio.create_task(puts.run(s.put_batch, [Message("T", b"x")]))
+        await asyncio.wait_for(checked.wait(), WAIT_S)     # its timer looked three times: the Clock stood still
+        assert not t.done() and all(abs(x - 0.02) < 1e-9 for x in looked)
+        clock.advance(1.0)
+        return await asyncio.wait_for(t, WAIT_S)
+
+    try:
+        r = asyncio.run(main())
+    finally:
+        s.writer.replicas = None
+        puts.close()
+        s.shutdown()
+    assert r.status is PutStatus.FLUSH_SLAVE_TIMEOUT and r.reason is PutReason.REPLICATION_TIMEOUT
+    assert acks.timeouts == 1 and not acks._waits
 
 
 def test_sync_flush_sends_append_on_the_loop_and_share_the_fsync_they_await():
@@ -95,7 +199,7 @@ def test_sync_flush_sends_append_on_the_loop_and_share_the_fsync_they_await():
     meanwhile, and the next fsync covers the 49 that came during the first (no thread each)."""
     fio = GatedFileIO()
     s = _store("SYNC_FLUSH", fio)
-    puts = StorePuts(s, 2)
+    puts = StorePuts(s)
     gc = s.group_commit
     n = 50
 
@@ -132,7 +236,7 @@ def test_sync_flush_sends_append_on_the_loop_and_share_the_fsync_they_await():
 def test_sync_flush_dead_letter_put_of_one_message():
     """MessageStore.put (one message, a PutResult) through the awaited path too."""
     s = _store("SYNC_FLUSH")
-    puts = StorePuts(s, 2)
+    puts = StorePuts(s)
 
     async def main():
         return await puts.run(s.put, Message("T", b"x"))
@@ -151,7 +255,7 @@ def test_sync_flush_a_failed_fsync_fails_exactly_the_sends_it_covered():
     FLUSH_DISK_FAILED (final), none OK; a send after the cut is OK in the new segment."""
     fio = GatedFileIO()
     s = _store("SYNC_FLUSH", fio)
-    puts = StorePuts(s, 2)
+    puts = StorePuts(s)
 
     async def main():
         first = await puts.run(s.put_batch, [Message("T", b"before")])
@@ -189,7 +293,7 @@ def test_sync_flush_a_failed_fsync_fails_exactly_the_sends_it_covered():
 def test_sync_flush_a_send_not_durable_in_time_answers_flush_disk_timeout():
     fio = GatedFileIO()
     s = MessageStore(memory_config(flush_disk_type="SYNC_FLUSH", sync_flush_timeout_ms=1), fio).start()
-    puts = StorePuts(s, 2)
+    puts = StorePuts(s)
 
     async def main():
         fio.gate.clear()
@@ -214,7 +318,7 @@ def test_a_put_after_close_raises_puts_closed_not_a_runtime_error(replicated):
     if replicated:
         s.writer.replicas = ReplicaAcks(sync=True, min_in_sync=0, timeout_ms=60_000, lag_time_ms=60_000, clock=s.clock,
                                         leader_end=lambda: s.commit_log.flushed_offset)
-    puts = StorePuts(s, 1)
+    puts = StorePuts(s)
     puts.close()
     try:
         with pytest.raises(PutsClosed):

@@ -21,12 +21,16 @@ leader, every member's log equal to it and in its in-sync set. Checked after eve
 * no consumer served a record that was later cut (SYNC: reads stop at the high watermark; under
   ASYNC counted).
 
-A member's put answers at once (the writer's wait has timeout 0): an appended put not yet
-confirmed is confirmed by the client's resend, which the broker answers from ``store.confirm``
-(produce/send_path.Unconfirmed), as the official clients' retries are.
+A member's put runs as the broker's do (broker/puts.py: appended on the loop, under SYNC its
+followers' confirmations awaited there, at most ``PUT_WAIT_S``): an appended put not confirmed
+in that time is confirmed by the client's resend, which the broker answers from ``store.confirm``
+(produce/send_path.Unconfirmed), as the official clients' retries are. SYNC_FLUSH's group commit
+runs on the loop too (``MessageStore(stepped_flush=True)``, ``SimMember._flusher``): each fsync takes
+a seeded ``fsync_s`` of virtual time, so followers may confirm a record before the leader's fsync of
+it ends, and no real thread decides the order: the same seed is the same run.
 
 ``python -m tests.sim.group_sim SEED [--async]`` replays one seed with the group's log;
-``python -m tests.sim.group_sim --seeds N [--async]`` prints the figures of seeds 0..N-1.
+``python -m tests.sim.group_sim --seeds N [--from K] [--async]`` prints the figures of seeds K..K+N-1.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import random
 import sys
 from dataclasses import dataclass, field
 
+from tidemq.broker.puts import StorePuts
 from tidemq.broker.replication.coordination import Create, SetData
 from tidemq.broker.replication.node import ReplicationNode
 from tidemq.config import ReplicationConfig
@@ -58,6 +63,7 @@ LAG_MS = 1000
 ELECTION_WAIT_MS = 200
 CLIENT_TIMEOUT_S = 3.0           # a client waits this long for an answer, then tries another member
 CONFIRM_S = 2.0                  # how long a client resends an appended, unconfirmed put
+PUT_WAIT_S = 0.5                 # a SYNC put's wait for its followers (replication_timeout_ms)
 SETTLE_S = 60.0                  # after healing, the group must settle within this (virtual) time
 # disk faults hit the segment files only: the store's disk check (a thread on real time) writes a
 # marker in the directory, and a fault it met would take the directory offline at a moment the seed
@@ -152,6 +158,8 @@ class SimMember:
         self.store: MessageStore | None = None
         self.node: ReplicationNode | None = None
         self._ping: asyncio.Task | None = None
+        self._flush_task: asyncio.Task | None = None
+        self.flush_open: asyncio.Event | None = None
         self.kills = 0
 
     # Host ---------------------------------------------------------------------------------------
@@ -174,16 +182,43 @@ class SimMember:
     async def start(self) -> None:
         sim = self.sim
         self._resume = asyncio.Event()
-        self.store = MessageStore(store_config(self.name, sim.sync_flush), fio=self.fio, clock=sim.clock).start()
+        # SYNC_FLUSH's group commit runs on this loop (``_flusher``), not on a thread of real time
+        self.store = MessageStore(store_config(self.name, sim.sync_flush), fio=self.fio, clock=sim.clock,
+                                  stepped_flush=True).start()
         session = sim.coord.client(self.name, SESSION_S)
         self.node = ReplicationNode(self, replication_config(self.name, sim.mode, sim.min_in_sync), clock=sim.clock,
                                     transport=sim.net.transport(self.name), coordination=session,
                                     coordinator_thread=False)
         self.node.gate = self.gate
-        self.node.acks.timeout_s = 0.0    # a put never blocks the loop: the client's resend confirms it
+        self.node.acks.timeout_s = PUT_WAIT_S  # then the client's resend confirms it
+        self.puts = StorePuts(self.store)
         self.alive = True
+        self.flush_open = asyncio.Event()         # cleared: its group commit waits (a scripted scenario's)
+        self.flush_open.set()
+        loop = asyncio.get_running_loop()
+        self._flush_task = loop.create_task(self._flusher(self.store)) if sim.sync_flush else None
         await self.node.start()
-        self._ping = asyncio.get_running_loop().create_task(self._pings(session))
+        self._ping = loop.create_task(self._pings(session))
+
+    async def _flusher(self, store: MessageStore) -> None:
+        """The store's group commit (SYNC_FLUSH), on the loop: once a flush is asked for, an fsync
+        that takes ``sim.fsync_s`` (its covering everything appended meanwhile: one group commit);
+        followers may confirm a record before it ends, and a failed fsync cuts what they confirmed
+        (log_failure.py). A stopped process (SIGSTOP) does not fsync."""
+        gc = store.group_commit
+        asked = asyncio.Event()
+        gc.on_request = asked.set                 # called on this loop's thread (every put is made here)
+        while self.alive and self.store is store:
+            await self.gate()
+            if not gc.pending():
+                asked.clear()
+                await asked.wait()
+                continue
+            await asyncio.sleep(self.sim.fsync_s)
+            await self.flush_open.wait()
+            await self.gate()
+            if self.alive and self.store is store:
+                gc.step()
 
     async def _pings(self, session) -> None:
         """kazoo's heartbeats: the session lives while the process runs and reaches the coordinator."""
@@ -200,7 +235,7 @@ class SimMember:
         node.coordinator.stop()
         if node.client is not None:
             node.client.cancel()
-        for t in (self._ping, node._runner, node._isr_task):
+        for t in (self._ping, node._runner, node._isr_task, self._flush_task):
             if t is not None:
                 t.cancel()
         self.sim.net.killed(self.name)
@@ -225,9 +260,12 @@ class SimMember:
         if not self.alive:
             return ("dead",)
         clock = self.sim.clock
+        store = self.store
         try:
-            rs = self.store.put_batch(msgs)
+            rs = await self.puts.run(store.put_batch, msgs)
         except SimulatedCrash:
+            return ("dead",)
+        if not self.alive or self.store is not store:     # killed while it waited: no answer
             return ("dead",)
         results = [rs[i] for i in range(len(msgs))]
         if all(r.status is PutStatus.PUT_OK for r in results):
@@ -276,6 +314,8 @@ class GroupSim:
         self.script = script
         self.min_in_sync = min_in_sync or (2 if mode == "SYNC" and self.rng.random() < 0.25 else 1)
         self.sync_flush = sync_flush if sync_flush is not None else self.rng.random() < 0.3
+        # how long a leader's group commit fsync takes (its own draw: the others' stay as they were)
+        self.fsync_s = random.Random(seed * 104_729 + 3).choice((0.0002, 0.001, 0.004, 0.015))
         self.clock = ManualClock()
         self.coord = EpochRecorder(self.clock, self._epoch_began)
         self.net = MemoryNetwork(self.rng, latency_s=0.0005, jitter_s=self.rng.choice([0.0, 0.002, 0.02]),
@@ -653,8 +693,10 @@ def totals(seeds: range, mode: str) -> dict:
 
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "--seeds":
-        # python -m tests.sim.group_sim --seeds 300 [--async]: the figures of seeds 0..N-1
-        print(json.dumps(totals(range(int(argv[1])), "ASYNC" if "--async" in argv else "SYNC")))
+        # python -m tests.sim.group_sim --seeds 300 [--from K] [--async]: the figures of seeds K..K+N-1
+        # (K: 0 unless given; several processes over different ranges)
+        first = int(argv[argv.index("--from") + 1]) if "--from" in argv else 0
+        print(json.dumps(totals(range(first, first + int(argv[1])), "ASYNC" if "--async" in argv else "SYNC")))
         return 0
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     seed = int(argv[0])

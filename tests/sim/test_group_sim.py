@@ -13,7 +13,7 @@ import pytest
 
 from tidemq.store import Message
 
-from .group_sim import LAG_MS, SEGMENT_FILES, SESSION_S, GroupSim
+from .group_sim import LAG_MS, PUT_WAIT_S, SEGMENT_FILES, SESSION_S, GroupSim
 
 
 def pytest_generate_tests(metafunc):
@@ -261,7 +261,9 @@ def test_sync_reads_stop_at_the_high_watermark_on_the_leader_and_the_followers_a
         stopped, running = [sim.members[n] for n in sorted(sim.members) if n != lead.name]
         stopped.pause()
         sim.bodies[-1] = b"-1|held"
+        lead.node.acks.timeout_s = 0.0               # the store's own waiting put: answered at once
         [r] = lead.store.put_batch([Message("SimT", sim.bodies[-1], queue_id=0)])
+        lead.node.acks.timeout_s = PUT_WAIT_S
         assert r.status is PutStatus.FLUSH_SLAVE_TIMEOUT, "appended, not confirmed by the whole set"
         q, off, end = 0, r.queue_offset, r.commitlog_offset + r.size
         await sim.until(lambda: running.store.replica.end >= end, "the running follower copied it")
@@ -290,3 +292,73 @@ def test_sync_reads_stop_at_the_high_watermark_on_the_leader_and_the_followers_a
         assert seen[m, "max"] == seen["off"], "its max offset does not name it"
         assert seen[m, "after"] is GetStatus.FOUND
     assert sim.stats.lost == 0 and sim.stats.served_then_cut == 0
+
+
+def test_a_follower_never_serves_what_a_failed_fsync_of_the_leader_cuts():
+    """SYNC + SYNC_FLUSH (issue 32.3's window): the leader appends a put and sends it before its group
+    commit's fsync ends; both followers stopped meanwhile fall out of the in-sync set (the leader is
+    its only member), one runs again and copies the put before the leader's fsync ends; then that
+    fsync fails (FaultyFileIO) and the leader's log is cut at its durable end for good (it alone may
+    be elected). A consumer reading the follower all along is never served the put: the high
+    watermark the leader tells its followers counts its own durable end (acks.py). With the
+    followers' confirmations alone (or the leader's log end while the set is empty) it was served,
+    then cut."""
+    from tidemq.store import GetStatus, PutReason
+    seen = {}
+
+    async def script(sim: GroupSim) -> None:
+        await sim.until(lambda: settled(sim), "a settled group")
+        sim._producing = False                       # this scenario's own put only
+        await asyncio.sleep(0.5)
+        lead = sim.members[leader_name(sim)]
+        copier, other = [sim.members[n] for n in sorted(sim.members) if n != lead.name]
+        lead.flush_open.clear()                      # its fsync ends when this script says
+        copier.pause()
+        other.pause()
+        before = lead.store.replica.end
+        sim.bodies[-1] = b"-1|not durable on the leader"
+        put = asyncio.get_running_loop().create_task(lead.serve_put([Message("SimT", sim.bodies[-1], queue_id=0)]))
+        await sim.until(lambda: lead.store.replica.end > before, "the leader appended it")
+        end = lead.store.replica.end
+        await sim.until(lambda: not lead.node.acks.isr and sim.isr() == [lead.name],
+                        "both followers out of the in-sync set (replica_lag_time_max_ms)")
+        seen["durable before"] = lead.store.replica.confirmed()
+        copier.resume()
+        cursor, deadline = 0, sim.now() + 2.0
+        while sim.now() < deadline and not (copier.store.replica.end >= end and sim.now() > seen.setdefault("copied", sim.now()) + 0.003):
+            if copier.store.replica.end < end:
+                seen.pop("copied", None)
+            g = copier.store.get("c", "SimT", 0, cursor, 64)      # a consumer of the follower, all along
+            if g.status is GetStatus.FOUND:
+                for msg in g.messages:
+                    sim.served[msg.commitlog_offset] = int(bytes(msg.body).split(b"|", 1)[0])
+                    cursor = msg.queue_offset + 1
+            await asyncio.sleep(0.0002)
+        seen["copier end"], seen["copier hw"] = copier.store.replica.end, copier.node.read_limit()
+        seen["isr at the failure"] = sorted(lead.node.acks.isr)
+        seen["served it"] = -1 in sim.served.values()
+        lead.fio.fail("fsync", errno.EIO, SEGMENT_FILES, times=1)
+        lead.store.group_commit.step()               # the fsync covering it fails: cut at the durable end
+        lead.flush_open.set()
+        seen["answer"] = await put
+        seen["cut"] = lead.store.commit_log.failed_for(end) is not None
+        seen["end"], seen["before"] = end, before
+        other.resume()
+
+    sim = GroupSim(3, "SYNC", min_in_sync=1, sync_flush=True, chaos=False, script=script).run()
+    assert seen["durable before"] <= seen["before"] < seen["end"], seen
+    assert seen["copier end"] >= seen["end"] and seen["isr at the failure"] == [], "the window was reached"
+    assert seen["copier hw"] <= seen["before"] and not seen["served it"], seen
+    assert seen["answer"] == ("refused", PutReason.FLUSH_FAILED) and seen["cut"], "taken out of the leader's log"
+    st = sim.stats
+    assert st.served_then_cut == 0 and st.lost == 0 and st.twice == 0, st
+
+
+@pytest.mark.parametrize("seed", [546, 772])
+def test_a_timer_that_fires_a_hair_before_its_deadline_does_not_spin_the_leaders_stream(seed):
+    """Seeds whose leader's stream waited for the rest of HW_HEARTBEAT_DELAY_S when a float's rounding
+    left ~1e-13 s of it: the loop fires such a timer at once (within its clock's resolution) and the
+    stream waited again, forever (the simulation's loop: a livelock; a real one burns a CPU until the
+    clock ticks). Now it is due."""
+    st = GroupSim(seed, "SYNC").run().stats
+    assert st.sent > 0 and st.lost == 0 and st.twice == 0 and st.served_then_cut == 0

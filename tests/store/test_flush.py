@@ -203,6 +203,39 @@ def test_group_commit_service_directly():
     assert svc.wait_durable(200, 0.2) is PutReason.FLUSH_TIMEOUT
 
 
+def test_a_stepped_group_commit_runs_only_when_its_owner_steps_it():
+    """``stepped`` (a simulation on one thread, tests/sim): no thread; a request is said to
+    ``on_request`` and waits for ``step()``; a waiting put runs one itself; an fsync error leaves
+    the request pending for the next step; ``stop()`` flushes what was asked and answers the rest."""
+    target, fail = [0], [False]
+
+    def flush():
+        if fail[0]:
+            fail[0] = False
+            raise OSError(5, "EIO")
+        return target[0]
+
+    svc = GroupCommitService(flush, lambda: 0, stepped=True)
+    svc.start()
+    assert svc._thread is None
+    asked, released = [], []
+    svc.on_request = lambda: asked.append(True)        # under its lock: only hand over
+    target[0] = 100
+    entry = svc.when_durable(100, lambda: released.append(100))
+    assert entry is not None and asked == [True] and svc.pending() and released == []
+    fail[0] = True
+    assert svc.step() and svc.pending() and released == [], "an fsync error: asked for still"
+    assert svc.step() and not svc.pending() and released == [100] and svc.flushed == 100
+    assert not svc.step(), "nothing asked for"
+    target[0] = 200
+    assert svc.wait_durable(200, 0.0) is None and svc.flushed == 200      # a waiting put's own step
+    target[0] = 300
+    assert svc.when_durable(300, lambda: released.append(300)) is not None
+    svc.stop()
+    assert released == [100, 300] and svc.flushed == 300
+    assert svc.when_durable(400, lambda: released.append(400)) is None     # ended: known at once
+
+
 class SteppedFlush:
     """A flush function that makes durable, at each call, the next offset a test hands it, and
     says when it was called (the test decides what each fsync covers)."""

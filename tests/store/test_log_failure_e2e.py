@@ -33,7 +33,8 @@ SHIM = r"""
 #include <unistd.h>
 
 /* fdatasync of a file whose path contains FSYNC_SHIM_MATCH fails once with EIO, when the file
-   FSYNC_SHIM_FAIL_FILE exists (it is removed: one failure per trigger). */
+   FSYNC_SHIM_FAIL_FILE exists (it is removed: one failure per trigger); while the file
+   FSYNC_SHIM_HOLD_FILE exists, that failing fdatasync waits first (a test's gate). */
 int fdatasync(int fd) {
     static int (*real)(int) = 0;
     if (!real) real = (int (*)(int)) dlsym(RTLD_NEXT, "fdatasync");
@@ -46,6 +47,9 @@ int fdatasync(int fd) {
         if (n > 0) {
             path[n] = 0;
             if (strstr(path, match) && unlink(trigger) == 0) {
+                const char *hold = getenv("FSYNC_SHIM_HOLD_FILE");
+                while (hold && access(hold, F_OK) == 0)
+                    usleep(5000);
                 errno = EIO;
                 return -1;
             }

@@ -1,24 +1,25 @@
-"""Where the broker's puts run: inline on the event loop, or on a thread of the put pool.
-
-One rule, the store's (MessageStore.puts_may_wait): a put that may wait on other members (SYNC
-replication) runs on a thread, so the loop goes on serving while it waits; a put that waits only
-for the disk (SYNC_FLUSH's group commit, ``puts_wait_for_disk_only``) appends inline and awaits its
-fsync on the loop (``put_*(..., wait=False)``, ``when_durable`` releasing a future, ``settle_put``):
-no thread per waiting send, so one fsync covers every send appended while the last one ran, not
-only as many as the pool has threads (issue 32: with a thread per send, 8 threads, the official
-client's send_async under SYNC_FLUSH ran at 0.36-0.40 x ASYNC_FLUSH); any other put runs inline
+"""Where the broker's puts run: on the event loop, every one; a put whose acknowledgement waits
+(MessageStore.puts_may_wait) is appended there and awaits what it waits for on the loop, holding no
+thread: SYNC_FLUSH's fsync (``put_*(..., wait=False)``, ``when_durable`` releasing a future,
+``settle_put``), so one fsync covers every send appended while the last one ran, not only as many
+as a pool has threads (issue 32: with a thread per send, 8 threads, the official client's send_async
+under SYNC_FLUSH ran at 0.36-0.40 x ASYNC_FLUSH); and SYNC replication's confirmations
+(replication/acks.py ``when_confirmed``: the confirmation the leader's stream reads on this same
+loop releases every put it covers, no thread woken, none waking the loop back -- issue 32.3: a SYNC
+put on a pool thread crossed four thread hand-offs more per round trip). Any other put runs inline
 (microseconds: a thread hop would cost more than the put).
 Every put of the broker goes through here: sends (produce/send_path.py), transaction commits
 (deferred/transactions.py), delayed messages coming due (deferred/timer.py), dead letters
 (consume/receive.py). The rule is asked at each put, so a change of role (a leader's SYNC
-followers come and go with it) takes effect at the next one.
+followers come and go with it) takes effect at the next one; a put keeps the followers it was
+appended under until it is settled.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, TypeVar
 
 from ..store import MessageStore
@@ -32,17 +33,24 @@ def _done(fut: asyncio.Future, value=None) -> None:
         fut.set_result(value)
 
 
+def _hand_over(loop: asyncio.AbstractEventLoop, fut: asyncio.Future) -> None:
+    """From another thread: ``fut`` done on its loop (nothing if the loop is closed: nobody waits)."""
+    try:
+        loop.call_soon_threadsafe(_done, fut)
+    except RuntimeError:
+        pass
+
+
 class PutsClosed(Exception):
-    """The put pool is closed: its service is going (a change of role, a stop) and the put was not
+    """The puts are closed: their service is going (a change of role, a stop) and the put was not
     made. A send answers it with a typed status (send_path.py: INTERNAL_SERVER_ERROR, which clients
     send again, to the leader of the moment), never a traceback."""
 
 
 class StorePuts:
-    def __init__(self, store: MessageStore, threads: int, dispatch_delay_ms: int = 0) -> None:
+    def __init__(self, store: MessageStore, dispatch_delay_ms: int = 0) -> None:
         """``dispatch_delay_ms``: BrokerConfig.dispatch_delay_ms (``dispatch_later``)."""
         self.store = store
-        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="tidemq-put")
         self.closed = False
         self.latency = None          # observe/latency.LatencyBuckets of the sends' puts, once the broker observes
         self.dispatch_delay_s = dispatch_delay_ms / 1000
@@ -71,31 +79,63 @@ class StorePuts:
 
     @property
     def inline(self) -> bool:
-        """Whether the appends run on the loop (a dispatch may then be left for after the answer)."""
-        return not self.store.puts_may_wait or self.store.puts_wait_for_disk_only
+        """Whether the appends run on the loop (a dispatch may then be left for after the answer):
+        always, now (kept for the callers that ask)."""
+        return True
 
     async def run(self, put: Callable[..., T], *args) -> T:
-        """``put(*args)`` (one of the store's put, put_batch, put_encoded, put_slices) where the rule
-        says: on a thread when it may wait for followers; appended inline, the fsync awaited, when it
-        waits for the disk only; else inline. A put that may wait after ``close()``: PutsClosed."""
+        """``put(*args)`` (one of the store's put, put_batch, put_encoded, put_slices) on the loop;
+        one that may wait: appended with ``wait=False``, then its fsync (SYNC_FLUSH) and its
+        followers (SYNC replication) awaited, then settled. A put that may wait after ``close()``:
+        PutsClosed."""
         store = self.store
         if store.puts_may_wait:
             if self.closed:
                 raise PutsClosed("the broker's role is changing: send again")
-            if not store.puts_wait_for_disk_only:
-                try:
-                    fut = asyncio.get_running_loop().run_in_executor(self.pool, put, *args)
-                except RuntimeError:        # "cannot schedule new futures after shutdown": close() ran
-                    raise PutsClosed("the broker's role is changing: send again") from None
-                return await fut
             if put == store.put:
                 return (await self.run(store.put_batch, list(args)))[0]
+            w = store.writer
+            rep = w.replicas if w is not None else None       # the followers it is appended under
             r = put(*args, wait=False)
             if r.pending_end >= 0:
                 await self._durable(r.pending_end)
-                store.settle_put(r)
+                gc = store.group_commit
+                if rep is not None and rep.sync and (gc is None or gc.outcome(r.pending_end) is None):
+                    await self._confirmed(rep, r.pending_end)      # on disk here: the followers now
+                store.settle_put(r, rep)
             return r
         return put(*args)
+
+    async def _confirmed(self, rep, end: int) -> None:
+        """Until every follower of the in-sync set confirmed ``end`` (or the set shrank below the
+        minimum, or replication_timeout_ms passed by the store's Clock): settle_put says which. One
+        confirmation (on this loop: the leader's stream) releases every put it covers."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        loop_thread = threading.get_ident()
+
+        def release() -> None:                    # under the acks' lock, on any thread: hand over only
+            if threading.get_ident() == loop_thread:
+                _done(fut)                        # a confirmation read on this loop: no wake-up
+            else:
+                _hand_over(loop, fut)
+
+        handle = rep.when_confirmed(end, release)
+        if handle is None:
+            return
+        timer = None
+
+        def check() -> None:                      # its time by the Clock (a test's may stand still)
+            nonlocal timer
+            left = rep.expire(handle)
+            if left > 0 and not fut.done():
+                timer = loop.call_later(max(left, 0.01), check)
+        timer = loop.call_later(rep.timeout_s, check)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+            rep.forget_wait(handle)
 
     async def _durable(self, end: int) -> None:
         """Until the commit log is durable up to ``end`` (or an fsync covering it failed, or the group
@@ -105,13 +145,7 @@ class StorePuts:
         fut = loop.create_future()
         self.dispatch_later()                     # its dispatch need not wait for the fsync
 
-        def release() -> None:                    # the flush thread, under its lock: hand over only
-            try:
-                loop.call_soon_threadsafe(_done, fut)
-            except RuntimeError:                  # the loop is closed: nobody waits any more
-                pass
-
-        handle = store.when_durable(end, release)
+        handle = store.when_durable(end, lambda: _hand_over(loop, fut))   # the flush thread, under its lock
         if handle is None:
             return
         timer = loop.call_later(store.config.sync_flush_timeout_ms / 1000, _done, fut, _TIMED_OUT)
@@ -142,5 +176,6 @@ class StorePuts:
         return out
 
     def close(self) -> None:
+        """No more puts that may wait (the service is going): they raise PutsClosed. Those awaiting
+        already are settled against what they were appended under (never OK without it)."""
         self.closed = True
-        self.pool.shutdown(wait=True)

@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import time
 
 import grpc
@@ -467,6 +468,7 @@ async def run_until_stopped(broker: "Broker", ready=print, who: str = "") -> Non
     SIGTERM / SIGINT, then stop it cleanly."""
     config = broker.config
     keep_big_buffers(config.malloc_keep_bytes)         # process-wide: here, not in Broker (tests embed one)
+    sys.setswitchinterval(config.thread_switch_interval_us / 1e6)     # process-wide too
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

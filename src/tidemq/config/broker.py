@@ -32,6 +32,8 @@ class BrokerConfig(Loadable):
     }
     RETIRED: ClassVar[Mapping[str, str]] = {
         "send_records_tag_cache_max": "SendRecords checks each message's tags in one pass; nothing is cached",
+        "send_executor_threads": "no put runs on a thread: SYNC replication's puts await their followers on the "
+                                 "event loop (broker/puts.py)",
     }
     # auto-creation moved to [store] (one meaning, one default): read there, not here
     MOVED_OUT: ClassVar[frozenset[str]] = frozenset({"auto_create_topics", "default_queue_count"})
@@ -80,9 +82,7 @@ class BrokerConfig(Loadable):
     event_loop: str = _f("uvloop", "the event loop the broker runs on: uvloop (libuv's; the official client's "
                                    "one-message sends cost the broker ~40 us less CPU each, bench/README.md) or "
                                    "asyncio's own", choices=("uvloop", "asyncio"))
-    send_executor_threads: int = _f(8, "threads that run the store puts that wait for followers (SYNC replication; "
-                                    "SYNC_FLUSH puts await their fsync on the event loop)", 1, 256)
-    dispatch_delay_ms: int = _f(5, "how long after a send's answer its consume-queue / index dispatch may wait, so that "
+    dispatch_delay_ms: int = _f(20, "how long after a send's answer its consume-queue / index dispatch may wait, so that "
                                 "the dispatches of every send answered meanwhile are written as one (store/put_lock.py; "
                                 "a read of the store dispatches what waits first: never seen later; 0: at the event "
                                 "loop's next turn)", 0, 1_000)
@@ -90,6 +90,12 @@ class BrokerConfig(Loadable):
                                 "answer and gRPC's copy of it: up to 16 MiB each) instead of mapping fresh "
                                 "pages each time; it stays resident (0: glibc's defaults; broker/heap.py)",
                                 0, 4096 * MIB)
+    thread_switch_interval_us: int = _f(500, "how long a thread holding the GIL runs before one waiting for it "
+                                        "may (sys.setswitchinterval; Python's own: 5000): a SYNC put's round trip "
+                                        "to its followers crosses threads of both brokers (gRPC's, the event loop's, "
+                                        "the store's), each a wait for the GIL (bench/README.md 32.3: SYNC 0.85 x "
+                                        "against 0.65 x with 5000, medians of 5 pairs on a loaded machine)",
+                                        50, 100_000)
     shutdown_grace_s: float = _f(5.0, "seconds in-flight RPCs get at shutdown", 0.0, 600.0)
     delivery_attempts_max: int = _f(16, "deliveries of a message before it goes to %DLQ%<group>, for a group "
                                         "without its own retry_max (`tidemq group create G --retry-max N`: N + 1); "

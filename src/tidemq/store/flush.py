@@ -98,10 +98,14 @@ class GroupCommitService(Service):
     name = "group-commit"
 
     def __init__(self, flush: Callable[[], int], durable_offset: Callable[[], int], gather_s_max: float = 0.0,
-                 failed_for: Callable[[int], object] = lambda end: None) -> None:
+                 failed_for: Callable[[int], object] = lambda end: None, stepped: bool = False) -> None:
         """``failed_for(end)``: the log failure (log_failure.py) that took a record ending at ``end``,
-        or None; ``log_failed`` is to be called after each failure's cut."""
+        or None; ``log_failed`` is to be called after each failure's cut. ``stepped``: no thread; each
+        group commit runs when the owner calls ``step()`` (a simulation, all on one thread, decides
+        when the fsync ends: tests/sim), and a waiting put (``wait_durable``) runs one itself."""
         super().__init__()
+        self.stepped = stepped
+        self.on_request = None        # stepped: called (under this service's lock) when a flush is asked for
         self._flush = flush
         self._failed_for = failed_for
         self._durable = durable_offset
@@ -125,6 +129,12 @@ class GroupCommitService(Service):
         """Block until everything before ``offset`` is on disk: None, or why not: FLUSH_FAILED (an
         fsync that covered it failed: final), FLUSH_TIMEOUT (not yet, within ``timeout_s``; or the
         service ended)."""
+        if self.stepped:
+            entry = self.when_durable(offset, lambda: None)
+            if entry is not None:
+                self.step()
+                self.forget(entry)
+            return self.outcome(offset)
         gate = threading.Lock()
         gate.acquire()
         entry = self.when_durable(offset, gate.release)
@@ -144,6 +154,8 @@ class GroupCommitService(Service):
             if offset > self._requested:
                 self._requested = offset
                 self._work.notify()
+                if self.on_request is not None:
+                    self.on_request()
             # not on stop: run() flushes what was requested before it ends (a put acknowledged
             # during shutdown is durable, not a FLUSH_DISK_TIMEOUT); its end releases every waiter
             self._arrivals += 1
@@ -214,38 +226,74 @@ class GroupCommitService(Service):
                     return
                 self._gather()
                 covered, self._mark = self._arrivals - self._mark, self._arrivals
-            try:
-                began = time.perf_counter()
-                done = self._flush()
-                took = self._last_fsync_s = time.perf_counter() - began
-                self.fsync_seconds += took
-                if self.on_flush_s is not None:
-                    self.on_flush_s(took)
-                self.last_error = None
-            except LogFailed as e:    # final: the cut is made, log_failed() answered the waiters
-                self.last_error = f"commit log failed: {e.failure.error}"
-                continue
-            except Exception as e:    # noqa: BLE001 - the flush thread must not die: retry
-                if self.last_error is None:
-                    log.error("commit-log fsync failed: %s (retrying; puts answer FLUSH_DISK_TIMEOUT)", e)
-                self.last_error = f"fsync failed: {e}"
-                if self._stop.wait(0.05):
-                    return      # stopping: run() releases the waiters
-                continue
-            self.fsyncs += 1
-            moved = False
-            with self._lock:
-                if done > self.flushed:
-                    self.flushed = done
-                    moved = True
-                elif self._requested > self.flushed:
-                    # no progress: a failure's cut is under way in another thread (log_failed() will
-                    # notify): wait for it rather than spin
-                    self._work.wait(0.05)
-                self._covered.append(covered)
-                self._release()
-            if moved and self.on_durable is not None:
-                self.on_durable()
+            if self._commit(covered) is False and self._stop.wait(0.05):
+                return          # stopping: run() releases the waiters
+
+    def _commit(self, covered: int) -> bool | None:
+        """One fsync and its releases: True (done), None (the log failed: final, its cut answered the
+        waiters), False (an fsync error to retry)."""
+        try:
+            began = time.perf_counter()
+            done = self._flush()
+            took = self._last_fsync_s = time.perf_counter() - began
+            self.fsync_seconds += took
+            if self.on_flush_s is not None:
+                self.on_flush_s(took)
+            self.last_error = None
+        except LogFailed as e:    # final: the cut is made, log_failed() answered the waiters
+            self.last_error = f"commit log failed: {e.failure.error}"
+            return None
+        except Exception as e:    # noqa: BLE001 - the flush thread must not die: retry
+            if self.last_error is None:
+                log.error("commit-log fsync failed: %s (retrying; puts answer FLUSH_DISK_TIMEOUT)", e)
+            self.last_error = f"fsync failed: {e}"
+            return False
+        self.fsyncs += 1
+        moved = False
+        with self._lock:
+            if done > self.flushed:
+                self.flushed = done
+                moved = True
+            elif self._requested > self.flushed and not self.stepped:
+                # no progress: a failure's cut is under way in another thread (log_failed() will
+                # notify): wait for it rather than spin
+                self._work.wait(0.05)
+            self._covered.append(covered)
+            self._release()
+        if moved and self.on_durable is not None:
+            self.on_durable()
+        return True
+
+    # Stepped (``stepped``): the owner runs each group commit ------------------------------------
+    def start(self) -> None:
+        if not self.stepped:
+            super().start()
+
+    def pending(self) -> bool:
+        """Whether a flush is asked for that no group commit has made yet."""
+        with self._lock:
+            return self._requested > self.flushed and not self._ended
+
+    def step(self) -> bool:
+        """Stepped: one group commit now, in the caller's thread, covering everything appended so far
+        (no gathering); False when none was asked for. An fsync error leaves it asked for (the next
+        step tries again, as the thread does)."""
+        with self._lock:
+            if self._ended or self._requested <= self.flushed:
+                return False
+            covered, self._mark = self._arrivals - self._mark, self._arrivals
+        self._commit(covered)
+        return True
+
+    def stop(self) -> None:
+        if not self.stepped:
+            super().stop()
+            return
+        self._stop.set()          # as run() ends: what was asked for is flushed, every waiter answers
+        self.step()
+        with self._lock:
+            self._ended = True
+            self._release(everyone=True)
 
     def wake(self) -> None:
         with self._lock:

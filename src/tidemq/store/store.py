@@ -75,8 +75,12 @@ _NOT_SERVING = {
 
 
 class MessageStore:
-    def __init__(self, config: StoreConfig, fio: FileIO | None = None, clock: Clock | None = None) -> None:
+    def __init__(self, config: StoreConfig, fio: FileIO | None = None, clock: Clock | None = None,
+                 stepped_flush: bool = False) -> None:
+        """``stepped_flush``: SYNC_FLUSH's group commit has no thread; its owner runs each one
+        (``group_commit.step()``: a simulation on one thread decides when an fsync ends, tests/sim)."""
         self.config = config
+        self.stepped_flush = stepped_flush
         self.fio: FileIO = fio or OsFileIO()
         self.clock: Clock = clock or SystemClock()
         # with the dispatches puts left for after their answer (put_lock.py)
@@ -279,7 +283,8 @@ class MessageStore:
             self._services.append(self.warmer)
         if cfg.sync_flush:
             self.group_commit = GroupCommitService(self.commit_log.flush, lambda: self.commit_log.flushed_offset,
-                                                   cfg.sync_flush_gather_us_max / 1e6, self.commit_log.failed_for)
+                                                   cfg.sync_flush_gather_us_max / 1e6, self.commit_log.failed_for,
+                                                   stepped=self.stepped_flush)
             self.log_failure.listeners.append(self.group_commit.log_failed)
             self.group_commit.on_durable = self.readable_advanced
             self._services.append(self.group_commit)
@@ -444,9 +449,11 @@ class MessageStore:
     def puts_may_wait(self) -> bool:
         """Whether a put may keep its caller waiting on the disk or on other members: SYNC_FLUSH
         (the group commit's fsync) or SYNC replication (the followers' confirmations, while this
-        store leads). The one rule a caller on an event loop follows: such puts run on a thread,
-        the others inline (they wait only for the put lock, which others hold for short, bounded
-        work: a put, a dispatch, a topic's creation, one step of healing: dispatch.HEAL_STEP_RECORDS)."""
+        store leads). The one rule a caller on an event loop follows: such puts are made with
+        ``wait=False`` and what they wait for is awaited (``when_durable``, the followers' acks),
+        or they run on a thread; the others inline (they wait only for the put lock, which others
+        hold for short, bounded work: a put, a dispatch, a topic's creation, one step of healing:
+        dispatch.HEAL_STEP_RECORDS)."""
         if self.config.sync_flush:
             return True
         rep = self.writer.replicas if self.writer is not None else None
@@ -705,23 +712,25 @@ class MessageStore:
         if handle is not None and self.group_commit is not None:
             self.group_commit.forget(handle)
 
-    def settle_put(self, results: PutResults) -> PutResults:
+    def settle_put(self, results: PutResults, replicas=None) -> PutResults:
         """Complete a put made with ``wait=False`` from what is durable now: PUT_OK once its records
         are on disk (SYNC_FLUSH), FLUSH_DISK_FAILED (final, log_failure.py) or FLUSH_DISK_TIMEOUT, as
-        the waiting put would have answered; SYNC replication is asked without waiting (a caller
-        that must wait for followers runs the waiting put on a thread: ``puts_wait_for_disk_only``)."""
+        the waiting put would have answered; SYNC replication is asked without waiting (a caller on
+        an event loop first awaits the followers: ``replicas``, the writer's ``replicas`` when it
+        appended, ``when_confirmed``; broker/puts.py)."""
         end = results.pending_end
         w = self.writer
         if end < 0 or w is None:
             return results
         gc = self.group_commit
-        w.settle(results, end, gc.outcome(end) if gc is not None else None, 0.0)
+        w.settle(results, end, gc.outcome(end) if gc is not None else None, 0.0, replicas)
         return results
 
     @property
     def puts_wait_for_disk_only(self) -> bool:
         """SYNC_FLUSH with no SYNC replication: a put's acknowledgement waits for the group commit's
-        fsync and nothing else, which an event loop can await (``when_durable``) without a thread."""
+        fsync and nothing else (``when_durable``; SYNC replication's waits are the followers' acks:
+        broker/puts.py)."""
         if not self.config.sync_flush:
             return False
         rep = self.writer.replicas if self.writer is not None else None

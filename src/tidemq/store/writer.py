@@ -494,9 +494,9 @@ class StoreWriter:
                 why = self.group_commit.wait_durable(end, self.config.sync_flush_timeout_ms / 1000) \
                     if self.group_commit is not None else None
                 self.settle(results, end, why, rep.timeout_s if rep is not None else 0.0)
-            elif self.group_commit is not None:
-                results.pending_end = end
-            else:               # nothing to wait for on disk: the followers (their lease) asked without waiting
+            elif self.group_commit is not None or rep.sync:
+                results.pending_end = end       # the caller awaits the fsync / the followers, then settle_put
+            else:               # nothing to wait for: the followers (their lease) asked without waiting
                 self.settle(results, end, None, 0.0)
         if failure is not None and not isinstance(failure.cause, OSError):
             text = f"message could not be encoded: {failure.cause!r}"
@@ -509,10 +509,12 @@ class StoreWriter:
             self._segment_failed(failure, [items.index(k) for k in range(appended, items.n)], results)
         return results
 
-    def settle(self, results: PutResults, end: int, why: PutReason | None, replication_timeout_s: float) -> None:
+    def settle(self, results: PutResults, end: int, why: PutReason | None, replication_timeout_s: float,
+               replicas=None) -> None:
         """The outcome of appended records ending at ``end``, the group commit having answered ``why``
         (None: durable; FLUSH_FAILED; FLUSH_TIMEOUT): then SYNC replication's wait, at most
-        ``replication_timeout_s``, for a put on disk."""
+        ``replication_timeout_s``, for a put on disk; ``replicas``: the followers' acks the put was
+        appended under (a put settled later keeps them across a change of role), else the current."""
         results.pending_end = -1
         if why is PutReason.FLUSH_FAILED:
             results.status, results.reason = PutStatus.FLUSH_DISK_FAILED, PutReason.FLUSH_FAILED
@@ -520,7 +522,7 @@ class StoreWriter:
         elif why is not None:
             results.status, results.reason = PutStatus.FLUSH_DISK_TIMEOUT, PutReason.FLUSH_TIMEOUT
             results.error = f"appended, but not on disk within sync_flush_timeout_ms={self.config.sync_flush_timeout_ms}"
-        rep = self.replicas
+        rep = replicas if replicas is not None else self.replicas
         if rep is not None and results.status is PutStatus.PUT_OK:
             reason = rep.wait(end, replication_timeout_s)
             if reason is not None:

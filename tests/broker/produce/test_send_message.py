@@ -15,6 +15,7 @@ from tidemq.broker.produce.send_message import (
     MessageSends,
     answer_many,
     answer_one,
+    answer_stored_one,
     send_message_lane,
     serialize,
 )
@@ -66,6 +67,17 @@ def test_the_answer_written_as_bytes_is_what_protobuf_writes(code, text, mid, of
     assert got == _protobuf_answer(code, text, mid, offset, txn, recall)
     back = spb.SendMessageResponse.FromString(got)
     assert back.status.code == code and back.entries[0].message_id == mid and back.entries[0].offset == offset
+
+
+@settings(max_examples=300, deadline=None)
+@given(mid=st.one_of(st.text(max_size=40), st.text(min_size=90, max_size=130)),
+       offset=st.one_of(st.integers(0, 300), st.integers(0x3FF0, 0x4010), st.integers(0x1FFFF0, 0x200010),
+                        st.integers(0, 2**63 - 1)))
+def test_the_stored_answer_is_the_general_writers_bytes(mid, offset):
+    """answer_stored_one (the lane's common answer, its constant parts made once) writes exactly what
+    answer_one writes for OK, whatever the id's length and the offset's varint length."""
+    assert answer_stored_one(mid, offset) == answer_one(Code.OK, "", mid, offset) == \
+        _protobuf_answer(Code.OK, "", mid, offset, "", "")
 
 
 def test_the_common_answers_and_a_text_the_codes_do_not_name():

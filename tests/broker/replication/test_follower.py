@@ -187,3 +187,52 @@ def test_a_damaged_frame_in_a_pass_writes_nothing_of_its_run_and_confirms_only_w
     with open(os.path.join(leader.config.root_dir, "commitlog", "0" * 20), "rb") as a, \
             open(os.path.join(follower.config.root_dir, "commitlog", "0" * 20), "rb") as b:
         assert a.read() == b.read()
+
+
+def test_a_heartbeat_right_after_an_ack_that_moved_the_offset_is_not_answered_an_idle_one_is():
+    """The confirmer (follower._Confirmer): one ACK per write; the HEARTBEAT a leader sends after an
+    ACK moved its high watermark goes unanswered (the next ACK confirms it); of HEARTBEATs with
+    nothing written between (idle), every one is answered, so the leader hears it is caught up."""
+    from tidemq.broker.replication.follower import _Confirmer
+    from tidemq.protocol import replication as rp
+
+    sent = []
+
+    class Stream:
+        async def write(self, frame):
+            sent.append(rp.decode(frame).offset)
+
+    class Replica:
+        end = 0
+
+        def confirmed(self):
+            return self.end
+
+    class Client:
+        acks_sent = 0
+
+    async def main():
+        replica, client = Replica(), Client()
+        c = _Confirmer(Stream(), EPOCH, replica, client)
+        task = asyncio.create_task(c.run())
+
+        async def settle():                       # the confirmer takes the wake-up (no timing)
+            for _ in range(5):
+                await asyncio.sleep(0)
+        replica.end = 100
+        c.wake()                                  # written: ACK 100
+        await settle()
+        c.wake(heartbeat=True)                    # the HEARTBEAT that ACK caused: not answered
+        await settle()
+        c.wake(heartbeat=True)                    # idle: answered
+        await settle()
+        c.wake(heartbeat=True)                    # idle: answered
+        await settle()
+        replica.end = 250
+        c.wake()
+        c.wake(heartbeat=True)                    # a write and a HEARTBEAT in one pass: one ACK
+        await settle()
+        task.cancel()
+        return client.acks_sent
+    assert asyncio.run(main()) == 4
+    assert sent == [100, 100, 100, 250]

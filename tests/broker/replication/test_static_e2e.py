@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 import grpc
 import pytest
@@ -100,6 +101,42 @@ def test_sync_waits_for_the_follower(group):
         confirmed = p.send_batch("T", [b"while-stopped"], message_ids=[r.message_id])[0]
         assert confirmed.ok and confirmed.duplicate
     assert g.read_topic(0, "T").count(b"while-stopped") == 1
+
+
+def test_sync_sends_from_many_threads_each_wait_for_the_follower_and_it_stays_in_sync_idle(group):
+    """SYNC puts awaited on the leader's event loop (broker/puts.py): 8 producers' sends, each
+    answered OK only with the follower holding it; then idle for many heartbeat intervals (the
+    follower answers a HEARTBEAT unless an ACK moved its offset since the last one): it never left
+    the in-sync set."""
+    import threading
+    g = group("SYNC", env={"TIDEMQ_REPLICA_LAG_TIME_MAX_MS": "1500"})     # a HEARTBEAT every 0.375 s idle
+    bodies = [[b"t%d-%d" % (t, i) for i in range(40)] for t in range(8)]
+    oks, errors = [], []
+
+    def send(t):
+        try:
+            with Producer(g.endpoint(0), timeout_s=60) as p:
+                for i in range(0, 40, 4):
+                    before = g.status(0)["log_end"]
+                    rs = p.send_batch("T", bodies[t][i:i + 4])
+                    # OK only once the follower has it: its log then ends past where the leader's did
+                    oks.append(all(r.ok for r in rs) and g.status(1)["log_end"] > before)
+        except Exception as e:  # noqa: BLE001 - said below
+            errors.append(e)
+    threads = [threading.Thread(target=send, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors and oks == [True] * 80
+    after = g.status(1)["replica"]
+    wait_until(lambda: g.status(1)["replica"]["heartbeats"] >= after["heartbeats"] + 12,
+               "12 heartbeats (3 x replica_lag_time_max_ms) with nothing written")
+    leader = g.status(0)
+    f = next(f for f in leader["followers"] if f["member"] == "g-1")
+    assert f["in_sync"] and f["left_isr"] == 0 and f["lag_bytes"] == 0
+    assert g.status(1)["replica"]["acks_sent"] > after["acks_sent"], "idle heartbeats answered"
+    assert sorted(g.read_topic(1, "T")) == sorted(b for bs in bodies for b in bs)
 
 
 def test_a_follower_gone_leaves_the_in_sync_set_then_writes_are_refused_unwritten(group):
@@ -252,4 +289,62 @@ def test_a_followers_route_names_a_follower_that_joined_after_it(tmp_path):
         wait_until(lambda: route(g.endpoint(1))[0] == Code.OK, "the topic on follower 1 (its state copy)")
         assert route(g.endpoint(1)) == (Code.OK, lp, followers)
     finally:
+        g.kill_all()
+
+
+def test_a_follower_never_serves_what_its_leaders_failed_fsync_cuts(tmp_path):
+    """SYNC + SYNC_FLUSH: the follower may have a record (and confirm it) before the leader's own
+    fdatasync of it ends; if that fdatasync fails, the leader cuts its log there and -- a static
+    group's leader -- leads a new epoch from the cut, and the follower cuts what it has after it. So
+    the high watermark the follower serves up to counts the leader's own durable end (acks.py): the
+    record is not served while the leader's fdatasync is held (the shim's gate), and after the
+    failure nothing that was served is gone. (With the high watermark of the followers' confirmations
+    only, the held record was served, then cut.)"""
+    from ...store.test_log_failure_e2e import build_shim
+    so = build_shim(tmp_path)
+    fail, hold = tmp_path / "fail-the-next-fdatasync", tmp_path / "hold-it"
+    g = Group(str(tmp_path), 2, mode="SYNC", env={"TIDEMQ_FLUSH_DISK_TYPE": "SYNC_FLUSH",
+                                                  "TIDEMQ_SYNC_FLUSH_TIMEOUT_MS": "600000",
+                                                  "TIDEMQ_REPLICATION_TIMEOUT_MS": "600000",
+                                                  "TIDEMQ_REPLICA_LAG_TIME_MAX_MS": "600000"})
+    try:
+        logs = [tmp_path / "leader-log-a", tmp_path / "leader-log-b"]       # the log goes on in the other
+        g.start(0, role="leader", env={"LD_PRELOAD": so, "FSYNC_SHIM_FAIL_FILE": str(fail),
+                                       "FSYNC_SHIM_HOLD_FILE": str(hold), "FSYNC_SHIM_MATCH": "/leader-log-",
+                                       "TIDEMQ_COMMITLOG_DIRS": ",".join(map(str, logs))})
+        g.start(1, leader=0)
+        g.wait_in_sync(0, [1])
+        before = [b"before%d" % i for i in range(20)]
+        with Producer(g.endpoint(0), timeout_s=600) as p:
+            assert all(r.ok for r in p.send_batch("T", before))
+            wait_until(lambda: g.status(1)["high_watermark"] == g.status(0)["log_end"], "the follower serves all")
+            assert sorted(g.read_topic(1, "T")) == sorted(before)
+            hold.touch()
+            fail.touch()                                  # the leader's next fdatasync waits, then fails
+            answer = []
+            sender = threading.Thread(target=lambda: answer.extend(p.send_batch("T", [b"held"])))
+            sender.start()
+
+            def follower_has_it():
+                lead = g.status(0)
+                return lead["followers"][0]["confirmed_offset"] == lead["log_end"] and not fail.exists()
+            wait_until(follower_has_it, "the follower confirmed the held record, the leader's fdatasync waiting")
+            lead = g.status(0)
+            assert lead["high_watermark"] < lead["log_end"], lead        # not past the leader's own durable end
+            assert g.status(1)["high_watermark"] <= lead["high_watermark"]
+            served = g.read_topic(1, "T")
+            assert b"held" not in served and sorted(served) == sorted(before)
+            hold.unlink()                                 # the fdatasync fails: the cut, a new epoch
+            sender.join(600)
+            assert answer                                  # (stored again by the broker's resend, or refused)
+            wait_until(lambda: g.status(0)["epoch"] == 2 and _caught_up(g, 0, 1), "the follower on the new epoch")
+            after = p.send_batch("T", [b"after"])[0]
+            assert after.ok
+        wait_until(lambda: g.status(1)["high_watermark"] == g.status(0)["log_end"], "the follower serves all")
+        on_follower = g.read_topic(1, "T")
+        assert set(served) <= set(on_follower) and b"after" in on_follower
+        assert (b"held" in on_follower) == answer[0].ok, answer[0]
+        assert sorted(on_follower) == sorted(g.read_topic(0, "T"))
+    finally:
+        hold.unlink(missing_ok=True)
         g.kill_all()

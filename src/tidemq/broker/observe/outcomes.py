@@ -17,10 +17,11 @@ metric's series must not be).
 
 from __future__ import annotations
 
-from ...protocol.stubs import code_name
+from ...protocol.stubs import Code, code_name
 
 DUPLICATE = "DUPLICATE"
 OK, REDELIVERED, DEAD_LETTERED = "OK", "REDELIVERED", "DEAD_LETTERED"
+_OK_CODE = Code.OK               # (the common outcome: its name without a lookup)
 
 
 class Outcomes:
@@ -39,7 +40,7 @@ class Outcomes:
         self.counts[key] = self.counts.get(key, 0) + n
 
     def add_code(self, topic: str, code: int, n: int = 1) -> None:
-        self.add(topic, code_name(code), n)
+        self.add(topic, OK if code == _OK_CODE else code_name(code), n)
 
     def snapshot(self) -> dict[tuple[str, str], int]:
         return dict(list(self.counts.items()))

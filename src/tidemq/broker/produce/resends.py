@@ -144,7 +144,8 @@ class Resends:
         TRANSACTION ones."""
         if len(kinds) == 1:                        # the common request: no array made
             if kinds[0] == STORED:
-                self.window.put_key(bytes(keys[:KEY_BYTES]), offsets[0], physs[0], txns.get(0, ""))
+                key = keys if type(keys) is bytes and len(keys) == KEY_BYTES else bytes(keys[:KEY_BYTES])
+                self.window.put_key(key, offsets[0], physs[0], txns.get(0, "") if txns else "")
             return
         self.window.put_keys(keys, np.array(offsets, np.int64), np.array(physs, np.int64),
                              np.array(kinds, np.uint8) == STORED)

@@ -268,7 +268,11 @@ class SendPath:
         """Empty bodies, then each topic once: refused messages get their verdict."""
         p = batch.payload
         if type(p) is Encoded:
-            empty = [i for i, e in enumerate(p.entries) if not e[0]]
+            entries = p.entries
+            if len(entries) == 1:               # the lane's common request
+                empty = () if entries[0][0] else (0,)
+            else:
+                empty = [i for i, e in enumerate(entries) if not e[0]]
         elif type(p) is Slices:
             empty = np.flatnonzero(np.asarray(p.fields).reshape(-1, 10)[:, 9] == 0).tolist()
         else:

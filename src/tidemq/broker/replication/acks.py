@@ -30,8 +30,9 @@ in the set goes on from there: node.py). Followers serve up to the high watermar
 them, so it must not pass what the leader itself keeps. The leader's own part moves when its group
 commit ends, before a put's ``wait``, which looks again. Under ASYNC, the leader's end.
 
-Thread-safe: confirmations arrive on the event loop, puts wait in the put threads. Time comes
-from the Clock seam.
+Thread-safe: confirmations arrive on the event loop; the broker's SYNC puts await them there
+(``when_confirmed``, broker/puts.py), the store's own waiting puts in their threads (``wait``). Time
+comes from the Clock seam.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class ReplicaAcks:
         self._hw = 0
         self._hw_followers = 0             # what every follower of the set confirmed (never moving back)
         self._wakers: list[Callable[[], None]] = []
+        self._waits: list[list] = []       # [end, deadline, release] of puts awaited on a loop (when_confirmed)
         self.timeouts = 0                  # SYNC puts answered REPLICATION_TIMEOUT / REPLICA_LOST
         self.refusals = 0                  # SYNC puts refused with REPLICAS_NOT_ENOUGH
         self.lease_refusals = 0            # puts refused or not acknowledged: the lease ran out
@@ -107,6 +109,7 @@ class ReplicaAcks:
             self.followers[member] = f
             self._advance_hw()
             self._cv.notify_all()
+            self._release()
             return f
 
     def _current(self, member: str, conn: int) -> Follower | None:
@@ -120,6 +123,7 @@ class ReplicaAcks:
                 f.connected = False
                 f.pending.clear()
             self._cv.notify_all()
+            self._release()
 
     def sent(self, member: str, conn: int, data_end: int, leader_end: int, nbytes: int = 0) -> None:
         """A frame went to ``member`` on stream ``conn``: the log up to ``data_end`` when the leader's
@@ -158,6 +162,7 @@ class ReplicaAcks:
             self._advance_hw()
             moved = self._hw != hw
             self._cv.notify_all()
+            self._release()
         if moved and self.sync:
             self.appended(0)                   # the senders say the new high watermark
 
@@ -168,6 +173,7 @@ class ReplicaAcks:
             self.isr = frozenset()
             self._hw = self._hw_followers = 0
             self._cv.notify_all()
+            self._release()
 
     def add_waker(self, wake: Callable[[], None]) -> Callable[[], None]:
         """``wake`` is called after every append (a sender's event); returns its remover."""
@@ -193,6 +199,7 @@ class ReplicaAcks:
             self._hw = max(self._hw, hw)
             self._advance_hw()
             self._cv.notify_all()
+            self._release()
 
     def include(self, member: str) -> None:
         """Waits count ``member`` from now on (before the coordinator's record names it)."""
@@ -200,6 +207,7 @@ class ReplicaAcks:
             self.isr = self.isr | {member}
             self.isr_changes += 1
             self._cv.notify_all()
+            self._release()
 
     def exclude(self, member: str) -> None:
         """Waits go on without ``member`` (after the coordinator's record dropped it)."""
@@ -211,6 +219,7 @@ class ReplicaAcks:
                     self.followers[member].left_isr += 1
             self._advance_hw()
             self._cv.notify_all()
+            self._release()
         self.appended(0)                       # the senders say the new high watermark
 
     def laggards(self) -> list[str]:
@@ -322,10 +331,62 @@ class ReplicaAcks:
             return PutReason.REPLICATION_TIMEOUT
         return None
 
+    # A SYNC put awaited on an event loop (broker/puts.py): no thread waits --------------------
+    def when_confirmed(self, end: int, release: Callable[[], None]) -> list | None:
+        """After a SYNC put appended up to ``end`` without waiting (``put_*(..., wait=False)``):
+        ``release()`` is called once ``wait(end, 0.0)`` no longer answers "not confirmed in time" for
+        a reason that time or a confirmation can change -- every follower of the in-sync set confirmed
+        ``end``, the set shrank below ``in_sync_replicas_min`` (REPLICA_LOST), or ``timeout_s`` passed
+        by the Clock (``expire``). Called holding this object's lock, from whichever thread saw it
+        (the event loop's, for a confirmation): only hand over (``loop.call_soon_threadsafe``). One
+        confirmation releases every put it covers. None when that is known already (settle at once:
+        ``wait(end, 0.0)`` says the outcome); else a handle for ``expire`` and ``forget_wait``."""
+        with self._cv:
+            if not self.sync or self._outcome(end) is not False:
+                return None
+            w = [end, self._now() + self.timeout_s, release]
+            self._waits.append(w)
+            return w
+
+    def expire(self, handle: list) -> float:
+        """Release ``handle``'s put if its time ran out by the Clock; returns the seconds it has left
+        (0: released, by this or before)."""
+        with self._cv:
+            self._release()
+            return max(0.0, handle[1] - self._now()) if handle in self._waits else 0.0
+
+    def forget_wait(self, handle: list | None) -> None:
+        """``when_confirmed``'s wait given up (its caller went)."""
+        if handle is None:
+            return
+        with self._cv:
+            if handle in self._waits:
+                self._waits.remove(handle)
+
+    def _release(self) -> None:
+        """Under the lock: release the awaited puts whose outcome is known (see when_confirmed)."""
+        if not self._waits:
+            return
+        if len(self.isr) < self.min_in_sync:
+            have = -1
+            ready, keep = self._waits, []          # REPLICA_LOST: every one is released
+        else:
+            have = min((self.followers[m].confirmed for m in self.isr), default=None)
+            now = self._now()
+            ready, keep = [], []
+            for w in self._waits:
+                (ready if have is None or w[0] <= have or w[1] <= now else keep).append(w)
+        self._waits = keep
+        for w in ready:
+            if have is not None and w[0] > have:
+                self.timeouts += 1                 # REPLICA_LOST or REPLICATION_TIMEOUT (as wait() counts)
+            w[2]()
+
     def poke(self) -> None:
         """Waiters look again (a test moved the clock)."""
         with self._cv:
             self._cv.notify_all()
+            self._release()
 
     def describe(self, reason: PutReason) -> str:
         with self._cv:

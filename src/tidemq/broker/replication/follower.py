@@ -66,6 +66,8 @@ class ReplicationClient:
         self.state_bytes = 0
         self.local_errors = 0             # sessions ended by this member's own disk
         self.ineligible: bool | None = None   # recorded as not electable (its log started over); None: not asked
+        self.heartbeats = 0               # HEARTBEAT frames received
+        self.acks_sent = 0                # ACK frames sent (each confirms the log's end, or a HEARTBEAT)
         self.stopped = False
         self._task: asyncio.Task | None = None
 
@@ -100,6 +102,7 @@ class ReplicationClient:
                 "high_watermark": self.node.hw_known,
                 "since_last_frame_s": round(self._now() - self.last_frame_at, 3) if self.last_frame_at else None,
                 "sessions": self.sessions, "truncated_bytes": self.truncated_bytes, "state_copies": self.state_copies,
+                "heartbeats": self.heartbeats, "acks_sent": self.acks_sent,
                 "raw_bytes": store.replica.raw_bytes, "raw_regions": store.replica.raw_regions,
                 "local_errors": self.local_errors, "last_error": self.last_error}
 
@@ -192,7 +195,7 @@ class ReplicationClient:
         confirmer task says what the log has as soon as the write is done, before the dispatch
         (one ACK for everything written while the last ACK was under way)."""
         frames: asyncio.Queue = asyncio.Queue(FRAMES_AHEAD)
-        confirm = _Confirmer(stream, epoch, self.node.store.replica)
+        confirm = _Confirmer(stream, epoch, self.node.store.replica, self)
         reader = asyncio.create_task(self._read_ahead(stream, frames))
         confirmer = asyncio.create_task(confirm.run())
         try:
@@ -256,7 +259,15 @@ class ReplicationClient:
             loop = asyncio.get_running_loop()
             try:
                 # confirmed once written, dispatched after the confirmation (ReplicaLog.append)
-                await asyncio.to_thread(write_frames, store, writes, lambda: loop.call_soon_threadsafe(confirm.wake))
+                if store.replica.flush_after_append:       # an fsync each pass (SYNC_FLUSH): off the loop
+                    await asyncio.to_thread(write_frames, store, writes,
+                                            lambda: loop.call_soon_threadsafe(confirm.wake))
+                else:
+                    # into the page cache (~1 us a record): on the loop, no hop to a thread and back;
+                    # the ACK is sent before the dispatch, which runs next on the loop (a read before
+                    # it dispatches first: put_lock.py)
+                    write_frames(store, writes, confirm.wake, dispatch=False)
+                    loop.call_soon(store.drain_dispatch)
             except _DiskError as e:
                 # (a failed fsync or write of the log: the store cut it back to what was durable and
                 # sealed it there, store/log_failure.py; the next session starts the copy over)
@@ -275,7 +286,9 @@ class ReplicationClient:
                 self.ineligible = False
                 log.warning("replication: this member's copy has the high watermark (%d) again: it may be "
                             "elected", fr_hw)
-        confirm.wake(heartbeat=any(fr.kind == rp.HEARTBEAT for fr in batch))
+        heartbeats = sum(fr.kind == rp.HEARTBEAT for fr in batch)
+        self.heartbeats += heartbeats
+        confirm.wake(heartbeat=heartbeats > 0)
         self.last_error = None
 
     def _copy_epochs(self, theirs: list[tuple[int, int]]) -> None:
@@ -318,9 +331,10 @@ class _DiskError(OSError):
         self.offset, self.error = offset, error
 
 
-def write_frames(store, writes: list, written) -> None:
-    """Off the loop: write the frames in order (a run of contiguous DATA frames within a segment
-    as one ``ReplicaLog.append``), call ``written()`` (the confirmer looks), then dispatch."""
+def write_frames(store, writes: list, written, dispatch: bool = True) -> None:
+    """Write the frames in order (a run of contiguous DATA frames within a segment as one
+    ``ReplicaLog.append``), call ``written()`` (the confirmer looks), then dispatch (``dispatch``
+    False: the caller has ``store.drain_dispatch`` run next)."""
     replica = store.replica
     seg = replica.segments.segment_size
     i, n = 0, len(writes)
@@ -347,18 +361,26 @@ def write_frames(store, writes: list, written) -> None:
     finally:
         if i:
             written()
-    store.drain_dispatch()
+    if dispatch:
+        store.drain_dispatch()
 
 
 class _Confirmer:
     """Sends ACK (what this log has: ReplicaLog.confirmed, read when it is sent) when woken: after
-    every write, and for every HEARTBEAT (the leader learns it is caught up); one ACK covers every
-    write done while the last was being sent."""
+    every write, and for a HEARTBEAT (the leader learns it is caught up: acks.py), unless an ACK
+    that moved the confirmed offset went since the last HEARTBEAT -- the leader sends one after
+    each ACK that moves the high watermark (for this member's readers), and answering each of those
+    cost a round of wake-ups on both sides per write; the leader's record of it (acks.sent) is
+    confirmed by the next ACK, and of two HEARTBEATs in a row (nothing written between: idle) the
+    second is always answered, so the leader hears it is caught up at least every second
+    heartbeat interval (a quarter of replica_lag_time_max_ms). One ACK covers every write done
+    while the last was being sent."""
 
-    def __init__(self, stream, epoch: int, replica) -> None:
-        self.stream, self.epoch, self.replica = stream, epoch, replica
+    def __init__(self, stream, epoch: int, replica, client: ReplicationClient) -> None:
+        self.stream, self.epoch, self.replica, self.client = stream, epoch, replica, client
         self._event = asyncio.Event()
         self._heartbeat = False
+        self.moved_since_heartbeat = False       # an ACK that moved the offset went since the last HEARTBEAT
 
     def wake(self, heartbeat: bool = False) -> None:
         self._heartbeat = self._heartbeat or heartbeat
@@ -370,7 +392,15 @@ class _Confirmer:
             await self._event.wait()
             self._event.clear()
             confirmed = self.replica.confirmed()
-            if confirmed != acked or self._heartbeat:
-                self._heartbeat = False
+            heartbeat, self._heartbeat = self._heartbeat, False
+            if confirmed != acked:
+                answer, self.moved_since_heartbeat = True, not heartbeat
+            elif heartbeat:
+                answer = not self.moved_since_heartbeat
+                self.moved_since_heartbeat = False
+            else:
+                answer = False
+            if answer:
                 await self.stream.write(rp.encode(rp.ACK, self.epoch, confirmed))
+                self.client.acks_sent += 1
                 acked = confirmed

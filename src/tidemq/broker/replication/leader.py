@@ -5,10 +5,12 @@ the ReplicaAcks (acks.py) that SYNC puts wait on and the in-sync set is kept by.
 ``state_frames()`` answer the follower's divergence check and its copy of the broker state.
 
 Every frame carries the high watermark (acks.hw); when it moves while there is nothing new to
-send, a HEARTBEAT says so at once (followers serve reads up to it). A stretch of the log that is
-not whole records (damaged on this disk; codec.next_valid_record finds where records go on, as
-recovery does) goes as a RAW frame: the follower writes it as it is and never reads it as
-records, and replication goes on after it.
+send, a HEARTBEAT says so within ``HW_HEARTBEAT_DELAY_S`` (followers serve reads up to it) unless
+a DATA frame carries it first: under a steady load the next append comes sooner, and a HEARTBEAT
+after each confirmation cost both members a frame (and the follower's ACK of it) per write. A
+stretch of the log that is not whole records (damaged on this disk; codec.next_valid_record finds
+where records go on, as recovery does) goes as a RAW frame: the follower writes it as it is and
+never reads it as records, and replication goes on after it.
 
 Only a leader serves a stream: a follower (or a fenced leader) answers REFUSE with who leads, as
 it does to a follower that knows a newer epoch than its own (then it is not the leader any more:
@@ -34,6 +36,8 @@ from . import state
 log = logging.getLogger("tidemq.broker")
 
 HEARTBEAT_S = 0.5          # a frame at least this often while there is nothing new (the follower's lag)
+HW_HEARTBEAT_DELAY_S = 0.01    # a moved high watermark waits at most this for a DATA frame to carry it
+HW_DUE_SLACK_S = 1e-4          # ... and goes once less than this is left (a float's rounding never waits again)
 
 
 class ReplicationServer:
@@ -102,6 +106,7 @@ class ReplicationServer:
         frame_max = node.config.replication_frame_bytes_max
         heartbeat_s = self.heartbeat_s
         hw_sent = -1
+        hw_due = None                  # when a moved high watermark goes in a HEARTBEAT if no DATA took it
         log.info("replication: follower %s connected from offset %d", member, offset)
         try:
             while node.leading and node.epoch == epoch and not reader.done():
@@ -116,14 +121,23 @@ class ReplicationServer:
                                     "%s as they are", off, off + len(data), member)
                     acks.sent(member, conn, nxt, end, len(data))
                     await send(rp.encode(rp.RAW if raw else rp.DATA, epoch, off, end, data, hw))
-                    hw_sent = hw
+                    hw_sent, hw_due = hw, None
                     offset = nxt
                     continue
                 offset = off
-                if hw != hw_sent:                     # the high watermark moved: say so now
+                if hw != hw_sent:                     # the high watermark moved: said soon
+                    now = loop.time()
+                    if hw_due is None:
+                        hw_due = now + HW_HEARTBEAT_DELAY_S
+                    if hw_due - now > HW_DUE_SLACK_S:     # (a timer may fire a hair early: then it is due)
+                        try:                          # an append comes first (its frame carries it)?
+                            await asyncio.wait_for(wake.wait(), hw_due - now)
+                        except asyncio.TimeoutError:
+                            pass
+                        continue
                     acks.sent(member, conn, offset, end)
                     await send(rp.encode(rp.HEARTBEAT, epoch, offset, end, hw=hw))
-                    hw_sent = hw
+                    hw_sent, hw_due = hw, None
                     continue
                 try:
                     await asyncio.wait_for(wake.wait(), heartbeat_s)
@@ -131,7 +145,7 @@ class ReplicationServer:
                     end, hw = store.replica.end, acks.hw
                     acks.sent(member, conn, offset, end)
                     await send(rp.encode(rp.HEARTBEAT, epoch, offset, end, hw=hw))
-                    hw_sent = hw
+                    hw_sent, hw_due = hw, None
             if not reader.done():
                 await send(self._refuse(node.serving_refusal("", 0) or "the leader's epoch changed"))
         finally:
