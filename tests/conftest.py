@@ -36,6 +36,10 @@ def pytest_xdist_make_scheduler(config, log):
 
 def pytest_configure(config):
     global _FILE_CLOCK
+    # the default suite leaves out tests marked slow (a shorter test of the same promise runs in it):
+    # -m slow runs them, -m "slow or not slow" everything
+    if not config.option.markexpr:
+        config.option.markexpr = "not slow"
     if _controller(config) and getattr(config, "cache", None) is not None:
         from tests.support.schedule import FileClock
         _FILE_CLOCK = FileClock()

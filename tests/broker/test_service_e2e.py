@@ -6,16 +6,19 @@ import pytest
 
 from tidemq.protocol.stubs import pb, sgrpc, spb
 
-from ..support.brokers import SMALL, make_topic, stored
+from ..support.brokers import SMALL, brokers, make_topic, stored
 from ..support.wait import PATIENCE_S
 
 
-@pytest.fixture
-def stub(tmp_path, broker_factory):
-    b = broker_factory(str(tmp_path / "store"))
-    ch = grpc.insecure_channel(b.endpoint)
-    yield sgrpc.MessagingServiceStub(ch)
-    ch.close()
+@pytest.fixture(scope="module")
+def stub(tmp_path_factory):
+    """One broker for the tests that send it requests it refuses or answers without storing anything
+    (a broker's start is most of such a test's time)."""
+    with brokers(str(tmp_path_factory.mktemp("service") / "store")) as start:
+        b = start()
+        ch = grpc.insecure_channel(b.endpoint)
+        yield sgrpc.MessagingServiceStub(ch)
+        ch.close()
 
 
 UNARY = ["QueryRoute", "Heartbeat", "SendMessage", "AckMessage", "ChangeInvisibleDuration",

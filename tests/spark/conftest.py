@@ -7,13 +7,13 @@ the JVM reader (the session conf spark.tidemq.reader=auto: the JVM reader holds 
 and hands only writes and tiered reads to the Python one) and with ``reader=python``. The
 JVM run is skipped, saying why, only where the JVM reader could not be built (no javac)."""
 
-import fcntl
 import os
 import tempfile
 
 import pytest
 
 from ..support.brokers import REPO, SMALL, brokers
+from ..support.spark import checkout_jar
 
 _HOME = tempfile.mkdtemp(prefix="tidemq-spark-home-")
 READERS = ("jvm", "python")
@@ -21,26 +21,16 @@ READERS = ("jvm", "python")
 
 # The JVM reader's jar is built once for the checkout, not once per test process: its cache
 # (tidemq.spark.jar: $XDG_CACHE_HOME/tidemq, keyed by the sources, Spark's and javac's versions)
-# is under build/ for every worker and run (HOME is a fresh scratch directory per process);
-# tests/spark/test_jar.py builds in its own empty caches.
+# is under build/ for every worker and run (HOME is a fresh scratch directory per process; the
+# build under a lock: tests/support/spark.py's checkout_jar); tests/spark/test_jar.py builds in its
+# own caches.
 os.environ.setdefault("XDG_CACHE_HOME", os.path.join(REPO, "build", "test-cache"))
-
-
-def _jar_built_once():
-    """The jar built (or found) under a lock: the other worker waits for it instead of running
-    javac at the same time."""
-    from tidemq.spark.jar import default_cache_dir, jar_path
-    d = default_cache_dir()
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, ".build-lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        jar_path()
 
 
 @pytest.fixture(scope="session")
 def spark():
     from tidemq.spark import session
-    _jar_built_once()
+    checkout_jar()
     # local[2,2]: two cores, and a failed task is retried once (the sink's retry test needs it)
     s = session("local[2,2]", "tidemq-tests", spark_sql_session_timeZone="UTC")
     s.sparkContext.setLogLevel("ERROR")

@@ -25,30 +25,30 @@ CACHE_KEY = "tidemq/file_seconds"
 # on 2 busy CPUs; refresh from .pytest_cache/v/tidemq/file_seconds after a full run); files not
 # named here are weighed by their number of tests (SECONDS_PER_TEST each)
 FILE_SECONDS: dict[str, float] = {
-    # measured (the suite on 2 loaded CPUs, 2026-11-27: about three times CI's figures); test_cluster's
-    # jobs run in 3 drivers since (was 7): 1335 -> 785 s measured at a load of ~20, scaled to this table
-    "tests/spark/test_cluster.py": 620, "tests/spark/test_source.py": 563, "tests/spark/test_tiered.py": 503,
-    "tests/spark/test_jvm.py": 417, "tests/spark/test_jar.py": 388, "tests/spark/test_sink.py": 214,
-    "tests/spark/test_stream.py": 186, "tests/broker/replication/test_failover_e2e.py": 154,
-    "tests/broker/replication/test_static_e2e.py": 150, "tests/broker/test_service_e2e.py": 147,
-    "tests/sim/test_store_sim.py": 144, "tests/store/test_disk_tmpfs.py": 137,
-    "tests/broker/consume/test_receive_e2e.py": 127, "tests/broker/replication/test_partitions_e2e.py": 125,
-    "tests/broker/test_damage_e2e.py": 120, "tests/spark/test_failover.py": 118, "tests/spark/test_archive.py": 107,
-    "tests/sim/test_group_sim.py": 105, "tests/test_accel.py": 68, "tests/broker/observe/test_http_e2e.py": 66,
-    "tests/record/test_codec_scan_run.py": 59, "tests/store/test_heal.py": 54,
-    "tests/broker/state/test_damaged_state_e2e.py": 53, "tests/cli/test_serve.py": 49,
-    "tests/record/test_codec.py": 36, "tests/broker/produce/test_send_message_e2e.py": 36,
-    "tests/broker/protection/test_access_e2e.py": 35, "tests/broker/protection/test_alarms_e2e.py": 28,
-    "tests/cli/test_topic.py": 27, "tests/store/test_consume_queue.py": 26, "tests/cli/test_clean.py": 22,
-    "tests/store/test_store.py": 20, "tests/spark/test_entry.py": 18,
-    "tests/broker/consume/test_lite_priority_e2e.py": 18, "tests/store/test_disk.py": 16,
-    "tests/broker/produce/test_send_records_e2e.py": 15, "tests/test_bulk.py": 13,
-    "tests/filter/test_evaluate.py": 11, "tests/cli/test_replication.py": 10, "tests/broker/test_server.py": 10,
-    # from CI's figures (x3): not reached in the measured run; test_source_secured measured later (331 s at
-    # a load of ~25, before its two refusals were said at once: 40 s less)
-    "tests/spark/test_source_secured.py": 260, "tests/spark/test_init.py": 250,
-    # added after the measured run (estimated x3 from one run's figures)
-    "tests/spark/test_tiered_jvm.py": 120, "tests/broker/multi/test_supervisor_e2e.py": 60,
+    # measured: the whole suite (2,411 tests, 2 workers) on 2 CPUs busy with other work (load 13-22),
+    # 2026-11-28 (.pytest_cache/v/tidemq/file_seconds, files of 8 s or more); its JVMs still with C2
+    "tests/spark/test_cluster.py": 737, "tests/spark/test_source.py": 365, "tests/spark/test_tiered.py": 283,
+    "tests/spark/test_jar.py": 197, "tests/spark/test_stream.py": 186, "tests/spark/test_sink.py": 173,
+    "tests/spark/test_source_secured.py": 156, "tests/spark/test_jvm.py": 136,
+    "tests/spark/test_init.py": 121, "tests/spark/test_failover.py": 93,
+    "tests/broker/replication/test_partitions_e2e.py": 79, "tests/sim/test_group_sim.py": 78,
+    "tests/broker/replication/test_static_e2e.py": 67, "tests/spark/test_archive.py": 58,
+    "tests/spark/test_tiered_jvm.py": 51, "tests/broker/observe/test_http_e2e.py": 47,
+    "tests/sim/test_store_sim.py": 47, "tests/test_accel.py": 44, "tests/cli/test_archive.py": 42,
+    "tests/broker/consume/test_receive_e2e.py": 41, "tests/broker/test_damage_e2e.py": 40,
+    "tests/store/test_disk_tmpfs.py": 35, "tests/broker/replication/test_failover_e2e.py": 33,
+    "tests/broker/observe/test_page_browser.py": 30, "tests/broker/state/test_damaged_state_e2e.py": 25,
+    "tests/store/test_heal.py": 24, "tests/record/test_codec_scan_run.py": 19,
+    "tests/cli/test_replication.py": 18, "tests/filter/test_evaluate.py": 18, "tests/cli/test_clean.py": 16,
+    "tests/broker/protection/test_alarms_e2e.py": 15, "tests/spark/test_entry.py": 14,
+    "tests/broker/produce/test_send_message_e2e.py": 14, "tests/record/test_codec.py": 13,
+    "tests/cli/test_topic.py": 13, "tests/broker/deferred/test_timer_e2e.py": 12,
+    "tests/broker/produce/test_send_records_e2e.py": 12, "tests/broker/replication/test_disk_full_e2e.py": 11,
+    "tests/cli/test_serve.py": 11, "tests/broker/observe/test_console_browser.py": 10,
+    "tests/broker/multi/test_supervisor_e2e.py": 10, "tests/broker/consume/test_damaged_records_e2e.py": 10,
+    "tests/broker/consume/test_renew_e2e.py": 9, "tests/broker/deferred/test_transactions_e2e.py": 9,
+    "tests/broker/deferred/test_recall_e2e.py": 9, "tests/deploy/test_prometheus_e2e.py": 9,
+    "tests/store/test_store.py": 8,
 }
 SECONDS_PER_TEST = 0.2
 

@@ -2,6 +2,7 @@
 archive file rewritten as Spark would read it, and DataFrame rows in an order that compares (the
 SparkSession and broker fixtures are in tests/spark/conftest.py)."""
 
+import fcntl
 import os
 
 
@@ -64,3 +65,15 @@ def archived_store(spark, tmp_path):
     s.put_batch([Message(topic="T", body=b"%05d" % i + b"." * 500) for i in range(600)])
     s.shutdown()
     return root, archive.run(spark, root, dest)
+
+
+def checkout_jar() -> str | None:
+    """The JVM reader's jar in the default cache (tidemq.spark.jar: $XDG_CACHE_HOME/tidemq, which
+    tests/spark/conftest.py points under build/ for every worker and run), built or found under a lock:
+    another worker waits for it instead of running javac at the same time. None without javac."""
+    from tidemq.spark.jar import default_cache_dir, jar_path
+    d = default_cache_dir()
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, ".build-lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return jar_path()
