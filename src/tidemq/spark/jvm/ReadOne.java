@@ -3,8 +3,6 @@ package org.tidemq.spark;
 import java.io.IOException;
 import java.util.Arrays;
 
-import org.apache.spark.sql.vectorized.ColumnarBatch;
-
 /**
  * One partition read outside a Spark job, as an executor would read it: the queue offsets of
  * its rows, in order (a failure raises as it would in the task). For tests of the readers
@@ -43,12 +41,15 @@ public final class ReadOne {
             if (!reader.next()) {
                 return new long[0];
             }
-            ColumnarBatch b = reader.get();
-            long[] out = new long[b.numRows()];
-            for (int i = 0; i < out.length; i++) {
-                out[i] = b.column(2).getLong(i);
-            }
-            return out;
+            long[] out = new long[BatchBuilder.CAPACITY];
+            int n = 0;
+            do {
+                if (n == out.length) {
+                    out = Arrays.copyOf(out, n * 2);
+                }
+                out[n++] = reader.get().getLong(BatchBuilder.QUEUE_OFFSET);
+            } while (reader.buffered() && reader.next());
+            return Arrays.copyOf(out, n);
         }
 
         /** How many times a broker-mode reader moved to another member. */
@@ -64,22 +65,19 @@ public final class ReadOne {
 
     public static Reading open(String partitionJson) {
         RangePartition p = new RangePartition(Planner.parse(partitionJson));
-        return new Reading((RangeReader) new ReaderFactory().createColumnarReader(p));
+        return new Reading((RangeReader) new ReaderFactory().createReader(p));
     }
 
     public static long[] queueOffsets(String partitionJson) throws IOException {
         RangePartition p = new RangePartition(Planner.parse(partitionJson));
         long[] out = new long[16];
         int n = 0;
-        try (RangeReader r = (RangeReader) new ReaderFactory().createColumnarReader(p)) {
+        try (RangeReader r = (RangeReader) new ReaderFactory().createReader(p)) {
             while (r.next()) {
-                ColumnarBatch b = r.get();
-                for (int i = 0; i < b.numRows(); i++) {
-                    if (n == out.length) {
-                        out = Arrays.copyOf(out, n * 2);
-                    }
-                    out[n++] = b.column(2).getLong(i);
+                if (n == out.length) {
+                    out = Arrays.copyOf(out, n * 2);
                 }
+                out[n++] = r.get().getLong(BatchBuilder.QUEUE_OFFSET);
             }
         }
         return Arrays.copyOf(out, n);
