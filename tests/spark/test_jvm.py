@@ -72,6 +72,26 @@ def test_broker_mode_reads_checked_frames(jvm):
         assert read_one(jvm, broker_part(ep, 45, fail=False)) == list(range(40))
 
 
+def test_every_field_of_a_row_is_the_codecs(jvm):
+    """Rows as the codec decodes their records: tags absent (null), keys absent ([]) or several, no
+    UNIQ_KEY (the offset message id), non-ASCII property values, an empty body."""
+    from tidemq.record import codec
+    recs = varied(40)
+    with fake_pull_server(recs) as ep:
+        rows = jvm.rows(json.dumps(broker_part(ep, 40)))
+    assert len(rows) == 40
+    for rec, v in zip(recs, rows):
+        m = codec.decode_record(rec, 0)
+        kv = list(v[8])
+        got = dict(topic=v[0], queue_id=v[1], queue_offset=v[2], commitlog_offset=v[3], msg_id=v[4], tags=v[5],
+                   keys=list(v[6]), body=bytes(v[7]), properties=sorted(zip(kv[::2], kv[1::2])),
+                   born=v[9] // 1000, stored=v[10] // 1000)
+        assert got == dict(topic=m.topic, queue_id=m.queue_id, queue_offset=m.queue_offset,
+                           commitlog_offset=m.commitlog_offset, msg_id=m.msg_id, tags=m.tags, keys=m.keys, body=m.body,
+                           properties=sorted(m.properties.items()), born=m.born_timestamp_ms,
+                           stored=m.store_timestamp_ms)
+
+
 def flip(at):
     def mangle(header, sizes, body):
         body[at] ^= 0x01

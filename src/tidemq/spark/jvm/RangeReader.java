@@ -4,17 +4,18 @@ import java.io.IOException;
 import java.util.zip.CRC32;
 
 import org.apache.spark.sql.connector.read.PartitionReader;
-import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.sql.catalyst.InternalRow;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * What the file-mode and broker-mode readers share: batches of checked records, and the
+ * What the file-mode and broker-mode readers share: rows of checked records, made a batch at a
+ * time (BatchBuilder) and handed to Spark one by one, and the
  * offsets of the range that were not served (cleaned away, holes, damaged records), which
  * fail the read under failOnDataLoss (DataLossError, the Python reader's words) or are
  * skipped with one warning at the end.
  */
-abstract class RangeReader implements PartitionReader<ColumnarBatch> {
+abstract class RangeReader implements PartitionReader<InternalRow> {
     private static final Logger LOG = LoggerFactory.getLogger("tidemq.spark");
 
     protected final RangePartition part;
@@ -23,7 +24,8 @@ abstract class RangeReader implements PartitionReader<ColumnarBatch> {
     protected long at;                         // the next offset of the range to read
     private long skipped;
     private RangeReader head;                  // tiered: archived rows served before the live ones
-    private ColumnarBatch current;
+    private InternalRow current;
+    private int served;                        // rows of the batch handed out
 
     RangeReader(RangePartition part) {
         this.part = part;
@@ -72,7 +74,6 @@ abstract class RangeReader implements PartitionReader<ColumnarBatch> {
 
     @Override
     public final boolean next() throws IOException {
-        rows.reset();
         while (true) {
             if (head != null) {
                 if (head.next()) {
@@ -82,17 +83,26 @@ abstract class RangeReader implements PartitionReader<ColumnarBatch> {
                 head.close();
                 head = null;
             }
-            if (rows.rows() > 0 || done()) {
-                break;
+            if (served < rows.rows()) {
+                current = rows.row(served++);
+                return true;
             }
+            if (done()) {
+                return false;
+            }
+            rows.reset();
+            served = 0;
             fill();
         }
-        current = rows.batch();
-        return rows.rows() > 0;
+    }
+
+    /** Whether the batch read last has rows not handed out yet (ReadOne: a partition read batch by batch). */
+    final boolean buffered() {
+        return head != null ? head.buffered() : served < rows.rows();
     }
 
     @Override
-    public final ColumnarBatch get() {
+    public final InternalRow get() {
         return current;
     }
 

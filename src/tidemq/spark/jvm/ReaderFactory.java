@@ -4,24 +4,19 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
-import org.apache.spark.sql.vectorized.ColumnarBatch;
 
-/** Columnar readers of RangePartitions: the store's files, the broker or the archive, as the partition says. */
+/** Readers of RangePartitions: the store's files, the broker or the archive, as the partition says. Rows, not
+ * column vectors: each is an UnsafeRow written once from its record (BatchBuilder), which Spark copies whole. */
 final class ReaderFactory implements PartitionReaderFactory {
     private static final long serialVersionUID = 1L;
 
     @Override
     public boolean supportColumnarReads(InputPartition partition) {
-        return true;
+        return false;
     }
 
     @Override
     public PartitionReader<InternalRow> createReader(InputPartition partition) {
-        throw new UnsupportedOperationException("tidemq: the JVM reader is columnar");
-    }
-
-    @Override
-    public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
         RangePartition p = (RangePartition) partition;
         try {
             if (p.archived) {

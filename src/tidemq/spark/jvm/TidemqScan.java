@@ -8,7 +8,7 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * The JVM reader's scan: a batch (TidemqBatch) or a stream (TidemqStream), columnar per
+ * The JVM reader's scan: a batch (TidemqBatch) or a stream (TidemqStream), rows (UnsafeRows) per
  * partition (ReaderFactory), tiered or not (an archive in play: tidemq.spark.tiered).
  */
 final class TidemqScan implements ScanBuilder, Scan {
