@@ -16,11 +16,11 @@ from ...support.zookeeper import zookeeper  # noqa: F401  (fixture)
 TOPIC = "Routed"
 
 
-def route(endpoint: str, ok: bool = True) -> tuple[int, set[str], set[str]]:
+def route(endpoint: str, ok: bool = True, topic: str = TOPIC) -> tuple[int, set[str], set[str]]:
     """(status code, queue 0's write endpoints, queue 0's read-only members' endpoints); ``ok``: the
     status must be OK (its message in the failure)."""
     with grpc.insecure_channel(endpoint) as ch:
-        r = sgrpc.MessagingServiceStub(ch).QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name=TOPIC)),
+        r = sgrpc.MessagingServiceStub(ch).QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name=topic)),
                                                       timeout=30)
     assert not ok or r.status.code == Code.OK, (endpoint, r.status.code, r.status.message)
     write, read = set(), set()

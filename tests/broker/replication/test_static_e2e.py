@@ -18,15 +18,15 @@ import subprocess
 import sys
 import threading
 
-import grpc
 import pytest
 
 from tidemq.client import Producer, PullConsumer
-from tidemq.protocol.stubs import Code, pb, sgrpc, spb
+from tidemq.protocol.stubs import Code
 
 from ...support.brokers import REPO, admin_call
 from ...support.group import Group
 from ...support.wait import wait_until
+from .test_routes_e2e import route as routed
 
 
 def _segments(root):
@@ -263,16 +263,7 @@ def test_a_followers_route_names_a_follower_that_joined_after_it(tmp_path):
     when a route is asked of it (node.fresh_view), so a follower that joined later is in its route
     (a read-only broker, and its leader port among the write endpoints), as in the leader's."""
     def route(endpoint):
-        """(status code, queue 0's write endpoints, its read-only members' endpoints)."""
-        with grpc.insecure_channel(endpoint) as ch:
-            r = sgrpc.MessagingServiceStub(ch).QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="T")),
-                                                          timeout=30)
-        write, read = set(), set()
-        for q in r.message_queues:
-            if q.id == 0:
-                addrs = {f"{a.host}:{a.port}" for a in q.broker.endpoints.addresses}
-                (write if q.permission == pb.Permission.READ_WRITE else read).update(addrs)
-        return r.status.code, write, read
+        return routed(endpoint, ok=False, topic="T")
 
     g = Group(str(tmp_path), 3, mode="ASYNC")
     try:
