@@ -42,6 +42,15 @@ def leader_name(sim: GroupSim) -> str:
     return sim.leaders()[0].name
 
 
+async def quiet_group(sim: GroupSim) -> tuple:
+    """A settled group whose producer stopped (a scenario's own puts only): (leader, follower, follower)."""
+    await sim.until(lambda: settled(sim), "a settled group")
+    sim._producing = False
+    await asyncio.sleep(0.5)
+    lead = sim.members[leader_name(sim)]
+    return (lead, *[sim.members[n] for n in sorted(sim.members) if n != lead.name])
+
+
 def test_the_378_lost_reproduction_never_elects_the_lagging_follower():
     """SYNC, in_sync_replicas_min=1, three members: a follower stopped 5 s (the leader drops it from
     the recorded set before any put goes on without it: the puts wait meanwhile); the leader killed
@@ -254,11 +263,7 @@ def test_sync_reads_stop_at_the_high_watermark_on_the_leader_and_the_followers_a
     seen = {}
 
     async def script(sim: GroupSim) -> None:
-        await sim.until(lambda: settled(sim), "a settled group")
-        sim._producing = False                       # this scenario's own put only
-        await asyncio.sleep(0.5)
-        lead = sim.members[leader_name(sim)]
-        stopped, running = [sim.members[n] for n in sorted(sim.members) if n != lead.name]
+        lead, stopped, running = await quiet_group(sim)
         stopped.pause()
         sim.bodies[-1] = b"-1|held"
         lead.node.acks.timeout_s = 0.0               # the store's own waiting put: answered at once
@@ -307,11 +312,7 @@ def test_a_follower_never_serves_what_a_failed_fsync_of_the_leader_cuts():
     seen = {}
 
     async def script(sim: GroupSim) -> None:
-        await sim.until(lambda: settled(sim), "a settled group")
-        sim._producing = False                       # this scenario's own put only
-        await asyncio.sleep(0.5)
-        lead = sim.members[leader_name(sim)]
-        copier, other = [sim.members[n] for n in sorted(sim.members) if n != lead.name]
+        lead, copier, other = await quiet_group(sim)
         lead.flush_open.clear()                      # its fsync ends when this script says
         copier.pause()
         other.pause()
