@@ -11,6 +11,7 @@ from tidemq.protocol.send_frame import decode_response, encode_request
 from tidemq.protocol.stubs import Code, pb, sgrpc, spb
 
 from ...support.group import Group
+from ...support.wait import wait_until
 from ...support.zookeeper import zookeeper  # noqa: F401  (fixture)
 
 
@@ -40,7 +41,11 @@ def test_a_send_as_a_member_comes_back_after_a_failover_is_stored_not_refused(tm
         g.kill(old)
         new = g.wait_leader(exclude={old})
         end = g.status(new)["log_end"]
-        assert send(g.endpoint(new), "m-1") == Code.HA_NOT_AVAILABLE    # nobody to wait for: refused at once
+        # nobody to wait for: refused at once (while its role still changes, a send is answered
+        # INTERNAL_SERVER_ERROR, "send again", nothing put: the clients send again, as here)
+        code = wait_until(lambda: (c,) if (c := send(g.endpoint(new), "m-1")) != Code.INTERNAL_SERVER_ERROR else None,
+                          "an answer once the new leader's role changed")[0]
+        assert code == Code.HA_NOT_AVAILABLE
         assert g.status(new)["log_end"] == end, "refused before anything was written"
         g.start(old)                                               # up: registered with the coordinator
         assert send(g.endpoint(new), "m-2") == Code.OK             # waited for it, not refused
