@@ -42,7 +42,6 @@ CALL_TIMEOUT_S = 5.0       # Epochs and each State copy: a leader that does not 
 RETRY_S_MAX = 2.0          # the longest wait between sessions while this member's disk refuses writes
 FRAMES_AHEAD = 16          # frames received ahead of the one being written (at most this many frame_bytes_max)
 BATCH_BYTES_MAX = 8 << 20  # frame bytes written in one pass at most
-DISPATCH_DELAY_S = 0.01    # the passes' dispatches wait this long (at most) to run together (a read runs them first)
 
 
 class Refused(Exception):
@@ -71,7 +70,6 @@ class ReplicationClient:
         self.acks_sent = 0                # ACK frames sent (each confirms the log's end, or a HEARTBEAT)
         self.stopped = False
         self._task: asyncio.Task | None = None
-        self._dispatch_due = False        # a drain_dispatch is scheduled (_dispatch_soon)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self.run())
@@ -266,10 +264,10 @@ class ReplicationClient:
                                             lambda: loop.call_soon_threadsafe(confirm.wake))
                 else:
                     # into the page cache (~1 us a record): on the loop, no hop to a thread and back;
-                    # the ACK is sent before the dispatch, which runs with the next passes' (a read
-                    # before it dispatches first: put_lock.py)
+                    # the ACK is sent before the dispatch, which runs next on the loop (a read before
+                    # it dispatches first: put_lock.py)
                     write_frames(store, writes, confirm.wake, dispatch=False)
-                    self._dispatch_soon(loop)
+                    loop.call_soon(store.drain_dispatch)
             except _DiskError as e:
                 # (a failed fsync or write of the log: the store cut it back to what was durable and
                 # sealed it there, store/log_failure.py; the next session starts the copy over)
@@ -292,18 +290,6 @@ class ReplicationClient:
         self.heartbeats += heartbeats
         confirm.wake(heartbeat=heartbeats > 0)
         self.last_error = None
-
-    def _dispatch_soon(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The dispatches the passes left pending run ``DISPATCH_DELAY_S`` from the first, together
-        (put_lock.py: one write per consume queue, one index run, for every pass meanwhile), off the
-        loop's way while frames come; a read of the store runs them first, whenever it comes."""
-        if not self._dispatch_due:
-            self._dispatch_due = True
-            loop.call_later(DISPATCH_DELAY_S, self._drain_dispatch)
-
-    def _drain_dispatch(self) -> None:
-        self._dispatch_due = False
-        self.node.store.drain_dispatch()
 
     def _copy_epochs(self, theirs: list[tuple[int, int]]) -> None:
         """The leader's epoch entries for what this log now has."""
