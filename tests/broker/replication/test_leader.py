@@ -14,7 +14,6 @@ import threading
 import grpc
 import pytest
 
-from tidemq.broker.replication.leader import sender_waker, woken_before
 from tidemq.protocol import replication as rp
 from tidemq.store import Message, MessageStore, StoreConfig
 
@@ -147,28 +146,3 @@ def test_epochs_and_state_answer_as_the_leader_is(store):
         st = await state_doc(ch)
         assert st == {"ok": False, "error": "this broker follows 127.0.0.1:8081"}
     with_leader(node, check)
-
-
-def test_a_sender_is_woken_at_once_on_its_loop_and_handed_over_from_another_thread():
-    async def main():
-        loop = asyncio.get_running_loop()
-        wake = asyncio.Event()
-        waker = sender_waker(loop, wake)
-        waker()                                        # an append on the loop's own thread
-        assert wake.is_set(), "set at once, not on a later turn of the loop"
-        wake.clear()
-        await asyncio.to_thread(waker)                 # an append in a store's own put thread
-        await asyncio.wait_for(wake.wait(), 60)
-    asyncio.run(main())
-
-
-def test_a_timed_wait_says_whether_it_was_woken_before_its_deadline():
-    async def main():
-        loop = asyncio.get_running_loop()
-        wake = asyncio.Event()
-        loop.call_soon(wake.set)
-        assert await woken_before(loop, wake, loop.time() + 60)
-        wake.clear()
-        assert not await woken_before(loop, wake, loop.time() + 0.01), "nothing woke it: the deadline came"
-        assert wake.is_set()                           # (by its timer: the sender's loop looks again)
-    asyncio.run(main())

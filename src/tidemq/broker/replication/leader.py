@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from typing import AsyncIterator, Awaitable, Callable
 
 import grpc
@@ -101,7 +100,7 @@ class ReplicationServer:
         node.member_seen(member, hello)
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()
-        remove = acks.add_waker(sender_waker(loop, wake))
+        remove = acks.add_waker(lambda: loop.call_soon_threadsafe(wake.set))
         reader = asyncio.create_task(self._read_acks(it, member, conn))
         offset = first.offset
         frame_max = node.config.replication_frame_bytes_max
@@ -131,13 +130,18 @@ class ReplicationServer:
                     if hw_due is None:
                         hw_due = now + HW_HEARTBEAT_DELAY_S
                     if hw_due - now > HW_DUE_SLACK_S:     # (a timer may fire a hair early: then it is due)
-                        await woken_before(loop, wake, hw_due)  # an append comes first (its frame carries it)?
+                        try:                          # an append comes first (its frame carries it)?
+                            await asyncio.wait_for(wake.wait(), hw_due - now)
+                        except asyncio.TimeoutError:
+                            pass
                         continue
                     acks.sent(member, conn, offset, end)
                     await send(rp.encode(rp.HEARTBEAT, epoch, offset, end, hw=hw))
                     hw_sent, hw_due = hw, None
                     continue
-                if not await woken_before(loop, wake, loop.time() + heartbeat_s):
+                try:
+                    await asyncio.wait_for(wake.wait(), heartbeat_s)
+                except asyncio.TimeoutError:
                     end, hw = store.replica.end, acks.hw
                     acks.sent(member, conn, offset, end)
                     await send(rp.encode(rp.HEARTBEAT, epoch, offset, end, hw=hw))
@@ -178,29 +182,3 @@ class ReplicationServer:
             doc = {"ok": True, "state": state.snapshot(node.store, node.service)}
         for fr in rp.state_frames(rp.dumps(doc), node.epoch, node.config.replication_frame_bytes_max):
             yield fr
-
-
-async def woken_before(loop: asyncio.AbstractEventLoop, wake: asyncio.Event, deadline: float) -> bool:
-    """Wait for ``wake`` until ``deadline`` (loop time): True when woken before it. A timer sets the
-    event (no task and no timeout machinery per wait, as asyncio.wait_for has: the sender waits once
-    per confirmation that moves the high watermark); a timer that fires a hair early counts as due."""
-    timer = loop.call_at(deadline, wake.set)
-    try:
-        await wake.wait()
-    finally:
-        timer.cancel()
-    return loop.time() < deadline - HW_DUE_SLACK_S
-
-
-def sender_waker(loop: asyncio.AbstractEventLoop, wake: asyncio.Event) -> Callable[[], None]:
-    """A sender's wake-up after an append (acks.appended): the event set at once from the loop's own
-    thread (a broker's puts are appended there: no self-pipe write, no extra turn of the loop),
-    handed over from any other (a store's own waiting puts)."""
-    loop_thread = threading.get_ident()
-
-    def waker() -> None:
-        if threading.get_ident() == loop_thread:
-            wake.set()
-        else:
-            loop.call_soon_threadsafe(wake.set)
-    return waker
