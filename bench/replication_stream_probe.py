@@ -11,9 +11,14 @@ follower does. Optional disturbances of the server, as the leader has them:
   gRPC client (as tidemq.client's FrameStream), answered by the server after ``--request-work-ms``
   of work on its loop each.
 
+``--own-loop``: the frames are served by a second grpc.aio server (its own port) on a thread of the
+server process with its own event loop, the requests and the busy task by the first, on the main
+thread's loop: what the replication stream would gain from a loop of its own in the leader.
+
     .venv/bin/python bench/replication_stream_probe.py                    # one lane, 4 s
     .venv/bin/python bench/replication_stream_probe.py --lanes 2
     .venv/bin/python bench/replication_stream_probe.py --producer --request-work-ms 0.7
+    .venv/bin/python bench/replication_stream_probe.py --producer --request-work-ms 0.7 --own-loop
 
 A probe, not a benchmark (no reference): prints frames a second (and the producer's requests a
 second); run the variants interleaved and say the load.
@@ -42,7 +47,7 @@ def _busy(ms: float) -> None:
         pass
 
 
-async def serve(frame_bytes: int, loop_busy_ms: float, request_work_ms: float) -> None:
+async def serve(frame_bytes: int, loop_busy_ms: float, request_work_ms: float, own_loop: bool) -> None:
     payload = os.urandom(frame_bytes)
     lanes: dict[int, tuple] = {}
 
@@ -86,15 +91,36 @@ async def serve(frame_bytes: int, loop_busy_ms: float, request_work_ms: float) -
             _busy(loop_busy_ms)
             await asyncio.sleep(0.002)
 
+    def started(handlers: dict) -> tuple[grpc.aio.Server, int]:
+        server = grpc.aio.server(options=OPTIONS)
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, {
+            name: grpc.stream_stream_rpc_method_handler(h) for name, h in handlers.items()})])
+        return server, server.add_insecure_port("127.0.0.1:0")
+
     if loop_busy_ms:
         asyncio.ensure_future(busy())
-    server = grpc.aio.server(options=OPTIONS)
-    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, {
-        "Frames": grpc.stream_stream_rpc_method_handler(frames),
-        "Requests": grpc.stream_stream_rpc_method_handler(requests)})])
-    port = server.add_insecure_port("127.0.0.1:0")
+    if not own_loop:
+        server, port = started({"Frames": frames, "Requests": requests})
+        await server.start()
+        print(port, port, flush=True)
+        await server.wait_for_termination()
+        return
+    frames_port: list[int] = []
+    ready = threading.Event()
+
+    def own() -> None:
+        async def run() -> None:
+            server, port = started({"Frames": frames})
+            await server.start()
+            frames_port.append(port)
+            ready.set()
+            await server.wait_for_termination()
+        uvloop.run(run())
+    threading.Thread(target=own, daemon=True).start()
+    ready.wait()
+    server, port = started({"Requests": requests})
     await server.start()
-    print(port, flush=True)
+    print(port, frames_port[0], flush=True)
     await server.wait_for_termination()
 
 
@@ -144,28 +170,31 @@ def main() -> None:
     ap.add_argument("--loop-busy-ms", type=float, default=0.0)
     ap.add_argument("--producer", action="store_true")
     ap.add_argument("--request-work-ms", type=float, default=0.0)
+    ap.add_argument("--own-loop", action="store_true", help="the frames on a thread with its own loop")
     ap.add_argument("--role", choices=("server", "producer"), help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.role == "server":
-        uvloop.run(serve(a.frame_bytes, a.loop_busy_ms, a.request_work_ms))
+        uvloop.run(serve(a.frame_bytes, a.loop_busy_ms, a.request_work_ms, a.own_loop))
         return
     if a.role == "producer":
         print(f"{produce(a.port, a.seconds):.0f}", flush=True)
         return
     me = [sys.executable, os.path.abspath(__file__)]
     server = subprocess.Popen(me + ["--role", "server", "--frame-bytes", str(a.frame_bytes), "--loop-busy-ms",
-                                    str(a.loop_busy_ms), "--request-work-ms", str(a.request_work_ms)],
+                                    str(a.loop_busy_ms), "--request-work-ms", str(a.request_work_ms)]
+                              + (["--own-loop"] if a.own_loop else []),
                               stdout=subprocess.PIPE, text=True)
     producer = None
     try:
-        port = int(server.stdout.readline())
+        port, frames_port = map(int, server.stdout.readline().split())
         if a.producer:
             producer = subprocess.Popen(me + ["--role", "producer", "--port", str(port), "--seconds",
                                               str(a.seconds + 1)], stdout=subprocess.PIPE, text=True)
             time.sleep(0.5)
-        rate = uvloop.run(follow(port, a.lanes, a.seconds))
-        line = f"lanes {a.lanes}, frames of {a.frame_bytes} bytes: {rate:,.0f} frames/s"
+        rate = uvloop.run(follow(frames_port, a.lanes, a.seconds))
+        line = (f"lanes {a.lanes}{', own loop' if a.own_loop else ''}, frames of {a.frame_bytes} bytes: "
+                f"{rate:,.0f} frames/s")
         if producer is not None:
             line += f"; producer {producer.stdout.readline().strip()} requests/s"
         print(f"{line} (load {os.getloadavg()[0]:.1f})")
