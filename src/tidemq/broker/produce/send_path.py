@@ -217,8 +217,8 @@ class SendPath:
         Encoded payload of one entry, ``key`` its dedup key), taking the steps above in the same
         order with no SendBatch, Verdicts or step call where every step finds what almost every send
         finds: no authentication, no quota limit, the connection within its bounds and nothing
-        holding sends, a body, a topic sent to before of a kind that takes NORMAL with no body limit
-        of its own, no earlier store of the id, a put that waits for nothing (ASYNC_FLUSH, no SYNC
+        holding sends, a body, a topic sent to before of a kind that takes NORMAL and a body within
+        its own limit (max_message_bytes), no earlier store of the id, a put that waits for nothing (ASYNC_FLUSH, no SYNC
         followers). Answers the queue offset the message was stored at; the Verdicts ``send``
         answers where the connection's bound refused it or the store refused the put; None, having
         done nothing, where a step would find anything else: the caller sends it through ``send``.
@@ -229,12 +229,16 @@ class SendPath:
         if q is not None and q.limits:
             return None
         store = self.store
-        if store.puts_may_wait or store.topics.body_limits:
+        if store.puts_may_wait:
+            return None
+        nbytes = len(entry[0])
+        limits = store.topics.body_limits
+        if limits and nbytes > limits.get(topic, nbytes):     # the topic's own max_message_bytes: refused
             return None
         kind = store.message_type(topic)
         if (kind != "normal" and kind != MIXED) or not store.queue_count(topic):
             return None                 # (no such topic any more: topic_check's way)
-        gate, nbytes = self.gate, len(entry[0])
+        gate = self.gate
         if gate.blocked() is not None:
             return None
         resends = self.resends
