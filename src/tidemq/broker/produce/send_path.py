@@ -257,7 +257,7 @@ class SendPath:
                 off = int(r.qoff[0])
                 resends.window.put_key(key, off, int(r.phys[0]))
                 self._on_stored(False)
-                self.outcomes.add(topic, OK_STATUS)
+                self.outcomes.add_known(topic, OK_STATUS)         # (its queues seen above)
                 return off
             # refused by the store: the verdict as send makes it
             batch = SendBatch(1, Encoded((entry,), born_ms, born_host, sys_flag), lambda _i: mid, nbytes,
