@@ -6,7 +6,9 @@ Two ways in. With the compiled module, SendMessage is registered with no deseria
 wire.encoded_one's rule) is read straight from its bytes by tidemq._accel.send_one into the
 store's pre-encoded entry (an ``Encoded`` payload); any other request is decoded by protobuf into
 store Messages (``Messages``: wire.to_store), each with its type, message group and delivery time
-for the path to route. A message type tidemq does not know is refused here (UNSUPPORTED).
+for the path to route. A message type tidemq does not know is refused here (UNSUPPORTED). The common
+request, read with its dedup key, goes through ``SendPath.send_one`` first (send's steps in one pass;
+it declines, having done nothing, whatever it does not answer the way send would, and send takes it).
 
 The answer: one SendResultEntry per message (its id, or the one the store gave a message sent
 without one; its queue offset; the transaction id of a TRANSACTION message; the recall handle of a

@@ -33,6 +33,11 @@ wire format into a SendBatch (batch.py) and encode the verdicts back. Here, once
 
 The store validates every record itself (store/validate.py): what a lane did not refuse and the
 store does comes back as a verdict with the store's reason.
+
+``SendPath.send_one`` is the same steps for SendMessage's common request (one message read by the
+compiled lane) where each finds what almost every send finds, in one pass with no per-call objects;
+anywhere else it declines before any effect and the lane calls ``send`` (tests/broker/produce/
+test_send_path.py holds the two to the same answers, stores and counts).
 """
 
 from __future__ import annotations
