@@ -195,7 +195,8 @@ def test_the_compiled_lane_answers_every_case_as_the_general_lane_does(tmp_path)
         # send_one stored the common ones, answered the full connection and the refused put itself, and
         # left the first send to a topic (not checked yet), the resend, the other kind, the unknown topic
         # and the held send to send (the empty body is not the compiled reader's: protobuf's way)
-        assert taken == ["declined"] + ["stored"] * 4 + ["declined"] * 4 + ["answered"] * 2 + ["stored"], taken
+        want = ["declined"] + ["stored"] * 4 + ["declined"] * 4 + ["answered"] * 2 + ["stored"]
+        assert taken == want, taken
         for q in range(2):
             got = [[(m.queue_offset, m.body, m.properties.get("UNIQ_KEY")) for m in s.get("G", "T", q, 0, max_count=32).messages]
                    for s in (sa, sb)]

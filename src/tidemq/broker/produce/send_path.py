@@ -223,8 +223,8 @@ class SendPath:
         order with no SendBatch, Verdicts or step call where every step finds what almost every send
         finds: no authentication, no quota limit, the connection within its bounds and nothing
         holding sends, a body, a topic sent to before of a kind that takes NORMAL and a body within
-        its own limit (max_message_bytes), no earlier store of the id, a put that waits for nothing (ASYNC_FLUSH, no SYNC
-        followers). Answers the queue offset the message was stored at; the Verdicts ``send``
+        its own limit (max_message_bytes), no earlier store of the id, a put that waits for nothing
+        (ASYNC_FLUSH, no SYNC followers). Answers the queue offset the message was stored at; the Verdicts ``send``
         answers where the connection's bound refused it or the store refused the put; None, having
         done nothing, where a step would find anything else: the caller sends it through ``send``.
         tests/broker/produce/test_send_path.py holds it to ``send`` case by case."""
