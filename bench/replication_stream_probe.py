@@ -11,6 +11,9 @@ follower does. Optional disturbances of the server, as the leader has them:
   gRPC client (as tidemq.client's FrameStream), answered by the server after ``--request-work-ms``
   of work on its loop each.
 
+``--switch-interval-us``: the server's ``sys.setswitchinterval`` (the broker's thread_switch_interval_us:
+500; Python's own: 5000).
+
 ``--own-loop``: the frames are served by a second grpc.aio server (its own port) on a thread of the
 server process with its own event loop, the requests and the busy task by the first, on the main
 thread's loop: what the replication stream would gain from a loop of its own in the leader.
@@ -171,10 +174,12 @@ def main() -> None:
     ap.add_argument("--producer", action="store_true")
     ap.add_argument("--request-work-ms", type=float, default=0.0)
     ap.add_argument("--own-loop", action="store_true", help="the frames on a thread with its own loop")
+    ap.add_argument("--switch-interval-us", type=int, default=500)
     ap.add_argument("--role", choices=("server", "producer"), help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.role == "server":
+        sys.setswitchinterval(a.switch_interval_us / 1e6)
         uvloop.run(serve(a.frame_bytes, a.loop_busy_ms, a.request_work_ms, a.own_loop))
         return
     if a.role == "producer":
@@ -183,7 +188,8 @@ def main() -> None:
     me = [sys.executable, os.path.abspath(__file__)]
     server = subprocess.Popen(me + ["--role", "server", "--frame-bytes", str(a.frame_bytes), "--loop-busy-ms",
                                     str(a.loop_busy_ms), "--request-work-ms", str(a.request_work_ms)]
-                              + (["--own-loop"] if a.own_loop else []),
+                              + (["--own-loop"] if a.own_loop else [])
+                              + ["--switch-interval-us", str(a.switch_interval_us)],
                               stdout=subprocess.PIPE, text=True)
     producer = None
     try:
