@@ -54,20 +54,32 @@ class Single:
 
 
 class Group(Single):
-    def __init__(self, workdir: str, mode: str) -> None:
-        env = {"TIDEMQ_SEGMENT_SIZE_BYTES": SEGMENT, "TIDEMQ_METRICS_PORT": "0", "TIDEMQ_REPLICATION_MODE": mode}
+    def __init__(self, workdir: str, mode: str, module: str = "tidemq.cli.main", env: dict | None = None) -> None:
+        """``module``, ``env``: BrokerProcess's, for both members (bench/replication_hops.py)."""
+        env = {"TIDEMQ_SEGMENT_SIZE_BYTES": SEGMENT, "TIDEMQ_METRICS_PORT": "0", "TIDEMQ_REPLICATION_MODE": mode,
+               **(env or {})}
         home = os.path.join(workdir, "home")
-        self.leader = BrokerProcess(os.path.join(workdir, "leader"), home, env=env,
-                                    args=("--group", "bench", "--role", "leader"))
+        self.leader = BrokerProcess(os.path.join(workdir, "leader"), home,
+                                    env=self._env(env, workdir, "leader", module),
+                                    args=("--group", "bench", "--role", "leader"), module=module)
         self.pid = self.leader.pid
-        self.follower = BrokerProcess(os.path.join(workdir, "follower"), home, env=env,
-                                      args=("--group", "bench", "--leader", self.leader.endpoint))
+        self.follower = BrokerProcess(os.path.join(workdir, "follower"), home,
+                                      env=self._env(env, workdir, "follower", module),
+                                      args=("--group", "bench", "--leader", self.leader.endpoint), module=module)
         deadline = time.monotonic() + 60
         while not self._in_sync():
             if time.monotonic() > deadline:
                 raise RuntimeError("the follower did not connect")
             time.sleep(0.05)
         self.leader.create_topic("Bench", 8)
+
+    @staticmethod
+    def _trace(workdir: str, member: str) -> dict:
+        """Where bench/_traced_broker.py writes a member's events (read only by that module)."""
+        return {"BENCH_TRACE_OUT": os.path.join(workdir, f"trace-{member}.json")}
+
+    def _env(self, env: dict, workdir: str, member: str, module: str) -> dict:
+        return dict(env, **self._trace(workdir, member)) if module == "_traced_broker" else env
 
     def _in_sync(self) -> bool:
         rep = call(self.leader.endpoint, "Replication")["replication"]
