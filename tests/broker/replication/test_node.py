@@ -3,10 +3,13 @@ leader, no coordinator): what it refuses and why while it leads, is fenced or fo
 promotion to a new epoch; the status it reports."""
 
 import asyncio
+from types import SimpleNamespace
 
 from tidemq.broker import server
+from tidemq.broker.replication.node import ReplicationNode
 from tidemq.config import BrokerConfig, ReplicationConfig, StoreConfig
-from tidemq.store import Message, PutReason
+from tidemq.protocol import replication as rp
+from tidemq.store import Message, MessageStore, PutReason
 
 
 def with_member(tmp_path, check, **replication):
@@ -141,3 +144,57 @@ def test_a_send_while_the_set_is_short_waits_for_a_member_coming_back_not_refuse
         await asyncio.wait_for(node.until_in_sync(600), 60)      # nobody coming: no wait, refused as before
         assert put(store).reason is PutReason.REPLICAS_NOT_ENOUGH
     with_sync_leader(tmp_path, check)
+
+
+class _GatedEpochs:
+    """A leader reached through the Transport seam whose Epochs answer waits for ``gate``; counts the calls."""
+
+    def __init__(self, answer: dict) -> None:
+        self.answer, self.calls, self.gate = answer, 0, asyncio.Event()
+
+    def connect(self, endpoint):
+        outer = self
+
+        class Channel:
+            async def __aenter__(self):
+                return self
+
+            async def __aexit__(self, *exc):
+                return None
+
+            async def epochs(self, timeout_s):
+                outer.calls += 1
+                await outer.gate.wait()
+                return rp.dumps(outer.answer)
+        return Channel()
+
+
+def test_a_static_followers_routes_arriving_together_share_one_epochs_call_to_its_leader(tmp_path):
+    """A burst of routes asked of a static group's follower (node.fresh_view) makes one Epochs call to its
+    leader, not one each; every route then names the member the leader's view added."""
+    store = MessageStore(StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=1 << 20,
+                                     index_slots=1000, index_entries=4000))
+    store.start()
+    joined = {"endpoint": "127.0.0.1:9", "leader_endpoint": "", "role": "follower"}
+    leader = _GatedEpochs({"leader": True, "group": "g", "view": {"members": {"g-2": joined}}})
+    node = ReplicationNode(SimpleNamespace(store=store, endpoint="127.0.0.1:8"),
+                           ReplicationConfig(broker_group="g", broker_id="g-1", broker_role="follower",
+                                             leader_endpoint="127.0.0.1:7"), transport=leader)
+    node.leader_endpoint = "127.0.0.1:7"
+
+    async def main():
+        routes = [asyncio.ensure_future(node.fresh_view(600.0)) for _ in range(5)]
+        while leader.calls == 0:                 # the first route's call reached the leader
+            await asyncio.sleep(0)
+        for _ in range(10):                      # the other routes had their turns meanwhile
+            await asyncio.sleep(0)
+        leader.gate.set()
+        views = await asyncio.gather(*routes)
+        await node.stop()
+        return views
+    try:
+        views = asyncio.run(main())
+    finally:
+        store.shutdown()
+    assert leader.calls == 1
+    assert all(v["members"].get("g-2") == joined for v in views)

@@ -116,6 +116,7 @@ class ReplicationNode:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._isr_grew: asyncio.Event | None = None   # set (and replaced) when a follower joins the waits
         self._members_asked_at = float("-inf")        # the last read of the members a short set asked for
+        self._view_ask: asyncio.Future | None = None  # a static follower's Epochs call for routes (shared)
 
     def _changed(self) -> None:
         """Calls forwarded to a leader this member no longer follows end now (forward.py)."""
@@ -217,6 +218,9 @@ class ReplicationNode:
         if self._isr_task is not None:
             self._isr_task.cancel()
             self._isr_task = None
+        if self._view_ask is not None:
+            self._view_ask.cancel()
+            self._view_ask = None
         if self.client is not None:
             await self.client.stop()
             self.client = None
@@ -530,13 +534,25 @@ class ReplicationNode:
         c = self.coordinator
         if c is None:
             if not self.leading and self.leader_endpoint:
-                await self._ask_leader_view(timeout_s / 2)     # half: time to answer, the leader gone or not
+                await self._leader_view(timeout_s / 2)     # half: time to answer, the leader gone or not
             return self.view()
         ticket = c.ask_members()
         read = await asyncio.to_thread(c.wait_members, ticket, timeout_s)
         out = self.view()
         out["complete"] = read or out["complete"]
         return out
+
+    async def _leader_view(self, timeout_s: float) -> None:
+        """The leader's view for a route: routes asking while an Epochs call is on its way share it
+        (one call to the leader for a burst of routes, not one each); each waits for it at most
+        ``timeout_s`` (then the last view)."""
+        ask = self._view_ask
+        if ask is None or ask.done():
+            ask = self._view_ask = asyncio.ensure_future(self._ask_leader_view(timeout_s))
+        try:
+            await asyncio.wait_for(asyncio.shield(ask), timeout_s)
+        except asyncio.TimeoutError:
+            pass
 
     async def _ask_leader_view(self, timeout_s: float) -> None:
         """A static group's follower takes its leader's view as it is now (the Epochs answer, as at the
