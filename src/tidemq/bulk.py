@@ -4,14 +4,21 @@ A ``binary_view`` array whose views point into the buffer is built with numpy, a
 Arrow's cast to ``binary`` does the copying in C: ~0.1 us a slice here, where a
 Python loop of slices and a join costs ~0.5 us. Used by the store's raw reads
 (records of one queue, scattered in the commit log) and the Spark decoder.
+
+pyarrow is imported on the first call, not with this module: a broker imports it (through
+record/framing.py) but only its raw pulls use it, and importing pyarrow costs ~0.1-0.2 s of
+every start.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 from numpy.lib.stride_tricks import sliding_window_view
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _INLINE = 12                               # a binary_view holds values up to 12 bytes itself
 _ARANGE = np.arange(_INLINE)
@@ -22,6 +29,8 @@ def gather(buf: np.ndarray, arrow_buf: pa.Buffer, starts: np.ndarray, lens: np.n
     """binary array of buf[starts[i] : starts[i] + lens[i]]: views built in numpy, copied by Arrow.
     (A long value's view also has a 4-byte prefix; the cast to binary does not read it, so it
     is left zero.)"""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     n = len(starts)
     views = np.zeros((n, 4), np.int32)
     views[:, 0] = lens
@@ -54,6 +63,7 @@ def _inline(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray
 def gather_bytes(buf, starts: np.ndarray, lens: np.ndarray) -> pa.Buffer:
     """buf[starts[0]:+lens[0]] + buf[starts[1]:+lens[1]] + ... in one new buffer (a pa.Buffer:
     it has the buffer protocol, so a join or a write takes it without another copy)."""
+    import pyarrow as pa
     if len(starts) == 0:
         return pa.py_buffer(b"")
     arr = np.frombuffer(buf, np.uint8)

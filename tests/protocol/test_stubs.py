@@ -1,4 +1,4 @@
-"""protocol/stubs.py: the RocketMQ 5 stubs of the official client package, their enums as plain
+"""protocol/stubs.py: the RocketMQ 5 stubs (our copy of the official client package's), their enums as plain
 attributes that agree with the stubs, status values and code names."""
 
 import pytest
@@ -36,6 +36,30 @@ def test_message_type_names():
     assert {stubs.MESSAGE_TYPE_NAMES[v] for v in vars(MessageType).values()} == set(dict(pb.MessageType.items()))
 
 
-def test_the_stubs_are_the_official_clients():
-    import rocketmq.grpc_protocol.definition_pb2 as official
-    assert pb is official and stubs.sgrpc.MessagingServiceStub is not None
+def test_the_stubs_are_a_copy_of_the_official_clients_generated_modules():
+    """The pool accepts a second copy of a file only if it is identical (docs/broker-protocol.md, P1):
+    our copy must stay the pinned client's, byte for byte but for the imports of each other."""
+    import importlib.util
+    import pathlib
+
+    import tidemq.protocol.rocketmq_v2 as ours
+    official = pathlib.Path(importlib.util.find_spec("rocketmq").submodule_search_locations[0]) / "grpc_protocol"
+    for name in ("definition_pb2.py", "service_pb2.py", "service_pb2_grpc.py"):
+        theirs = (official / name).read_text().replace("from rocketmq.grpc_protocol import ", "from . import ")
+        assert (pathlib.Path(ours.__file__).parent / name).read_text() == theirs, name
+
+
+def test_a_process_with_the_official_client_shares_the_descriptors_and_classes():
+    from rocketmq.grpc_protocol import definition_pb2, service_pb2
+    assert pb.DESCRIPTOR is definition_pb2.DESCRIPTOR and stubs.spb.DESCRIPTOR is service_pb2.DESCRIPTOR
+    assert pb.Message is definition_pb2.Message and stubs.spb.SendMessageRequest is service_pb2.SendMessageRequest
+    assert stubs.sgrpc.MessagingServiceStub is not None
+
+
+def test_importing_the_stubs_does_not_import_the_official_client():
+    import subprocess
+    import sys
+    code = ("import sys; import tidemq.protocol.stubs; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rocketmq', 'opentelemetry')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]"

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from tidemq.io import ManualClock
 from tidemq.store import GetStatus, Message, StoreError
 from tidemq.store.cleaner import DeleteReason, NotFreed, QueueCleaner
@@ -182,6 +184,50 @@ def test_queue_files_and_index_files_behind_the_log_go_and_minimums_follow(store
     assert g.status is GetStatus.FOUND and g.messages[0].commitlog_offset >= log_min
     assert s.query_by_key("T", "k59") and not s.query_by_key("T", "k0")
 
+
+@pytest.mark.parametrize("then", ["round", "restart"])
+@pytest.mark.parametrize("held", [0, 1])
+def test_a_queues_minimum_never_points_at_a_segment_out_of_service(stores, held, then):
+    """A segment a reader holds when the cleaner deletes it goes out of service at once (DELETING: no
+    read may hold it) and is deleted after the reader's release, by the next round or the shutdown.
+    The queues' minimum follows the log as readers see it: its first segment in service, from the
+    round that took the segment out; never records no read can serve (a consumer starting at the
+    minimum would be told MESSAGE_WAS_REMOVING until the next round), and the next start does not
+    bring them back. ``held``: the head segment, or the one after it (the head is deleted, the round
+    stops there)."""
+    clock, fio = ManualClock(), FaultyFileIO()
+    cfg = memory_config(segment_size_bytes=SEG, consume_queue_units_per_segment=16,
+                        delete_when=other_hour(clock), delete_file_batch_max=10)
+    s = stores(cfg, fio, clock)
+    for i in range(60):
+        assert s.put(Message("T", b"m%02d" % i + b"x" * 400)).ok
+    assert len(s.segments) >= 4
+    reader = s.segments.segments[held]
+    assert reader.hold()                                   # a reader is reading this segment
+    clock.advance(73 * HOUR_S)
+    s.trigger_delete_expired()
+    s.clean()
+    assert not reader.available and reader.refs == 1       # out of service, still held
+    assert len(s.cleaner.last.deleted) == held and s.cleaner.last.out_of_service == [reader.path]
+    mn = s.min_offset("T", 0)
+    g = s.get("g", "T", 0, mn)
+    assert g.status is GetStatus.FOUND and g.messages[0].queue_offset == mn, (
+        f"the queue's minimum {mn} points at a record of {reader.path} (out of service): {g.status}")
+    assert g.messages[0].commitlog_offset >= reader.end_offset
+    assert s.get("g", "T", 0, mn - 1).status is GetStatus.OFFSET_TOO_SMALL
+    reader.release()                                       # the reader is done
+    if then == "round":
+        s.clean()
+    else:
+        s.shutdown()
+        s = stores(cfg, fio, clock)
+        assert s.recovery.queues_rebuilt == []
+    assert reader.path not in [m.path for m in s.segments.segments] and s.commitlog_min_offset >= reader.end_offset
+    # (the manual trigger's next round may delete more: expired)
+    assert s.min_offset("T", 0) >= mn if then == "round" else s.min_offset("T", 0) == mn, "records came back"
+    mn = s.min_offset("T", 0)
+    g = s.get("g", "T", 0, mn)
+    assert g.status is GetStatus.FOUND and g.messages[0].queue_offset == mn
 
 # What an operator is told -------------------------------------------------------------------
 

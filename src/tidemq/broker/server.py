@@ -19,6 +19,7 @@ import signal
 import socket
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -30,7 +31,6 @@ from ..store import MessageStore
 from .admin import Admin
 from .consume.pull_records import Records
 from .heap import keep_big_buffers
-from .observe.http import Credentials, OpsServer
 from .observe.status import Observer
 from .produce.send_message import send_message_lane
 from .produce.send_records import RecordSends
@@ -44,6 +44,9 @@ from .protection.flow import SendGate
 from .protection.quotas import Quotas
 from .service import MessagingService
 from .state.layout import state_dir
+
+if TYPE_CHECKING:
+    from .observe.http import OpsServer
 
 log = logging.getLogger("tidemq.broker")
 
@@ -149,6 +152,8 @@ class Broker:
 
     async def start(self) -> int:
         if self.config.metrics_port:
+            # (imported here: prometheus_client and http.server, for a broker with a metrics port only)
+            from .observe.http import Credentials, OpsServer
             try:        # before recovery, so that /readyz can say "recovering"
                 c = self.config
                 self.ops = OpsServer(c.metrics_host, c.metrics_port,

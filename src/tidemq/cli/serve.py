@@ -45,7 +45,6 @@ def serve(root, config_file, host, port, metrics_port, metrics_host, auto_create
     # without the peer) at INFO: only its errors unless the operator asks (GRPC_VERBOSITY=INFO); before
     # gRPC is first imported
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
-    from ..protocol import stubs  # noqa: F401  (imports the official client package: before logging is set up)
     from ..broker.server import event_loop_runner, serve as run
 
     quiet_logs(verbose)

@@ -1,18 +1,18 @@
 """The one module that imports the RocketMQ 5 gRPC stubs (``apache.rocketmq.v2``).
 
-They come from the official client package (rocketmq-python-client, Apache-2.0),
-never from copies of our own: two copies of ``definition.proto`` in one process
-collide in protobuf's default descriptor pool (docs/broker-protocol.md, P1).
-Importing them runs the whole client package, which creates
-``~/logs/rocketmq_python/`` and reconfigures logging (P2): import this module
-before configuring logging, and only where the protocol is spoken (broker, client).
+They are tidemq's own copy of the official client package's generated modules
+(protocol/rocketmq_v2/, identical descriptors): importing them from the official package
+(``rocketmq.grpc_protocol``) would run the whole client, opentelemetry included, create
+``~/logs/rocketmq_python/`` and reconfigure logging (docs/broker-protocol.md, P2); a broker
+needs none of that. A process that also loads the official client shares their descriptors
+and message classes (protobuf's default pool accepts the identical file twice; P1).
 """
 
 import types
 
-from rocketmq.grpc_protocol import definition_pb2 as pb  # noqa: F401
-from rocketmq.grpc_protocol import service_pb2 as spb  # noqa: F401
-from rocketmq.grpc_protocol import service_pb2_grpc as sgrpc  # noqa: F401
+from .rocketmq_v2 import definition_pb2 as pb  # noqa: F401
+from .rocketmq_v2 import service_pb2 as spb  # noqa: F401
+from .rocketmq_v2 import service_pb2_grpc as sgrpc  # noqa: F401
 
 # Status codes as plain attributes: pb.Code.OK goes through EnumTypeWrapper.__getattr__ (Python
 # code, ~1 µs) on every use; the broker reads codes per message.

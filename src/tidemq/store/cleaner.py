@@ -29,6 +29,14 @@ round (``groups_lost``) and in ``evicted_by_group``.
 QueueCleaner: consume-queue files whose units all lie before the commit log's
 first offset, and index files wholly before it, are deleted; every queue's
 minimum offset is corrected so a get below it answers OFFSET_TOO_SMALL.
+
+The first offset the queues follow is the log's first offset *in service*
+(``CleanRound.log_min_offset``): a head segment a reader held when it was deleted is out
+of service at once (DELETING: no read may hold it again) but stays in the log until its
+reader releases it and a later round deletes it. Its records are gone for readers from the
+round that took it out, so the queues' minimum moves past it in that round, and what it
+took is reported (``lost``) then; a minimum left at its records would send a consumer
+starting there MESSAGE_WAS_REMOVING until the next round.
 """
 
 from __future__ import annotations
@@ -93,6 +101,9 @@ class CleanRound:
     reasons: list[DeleteReason] = field(default_factory=list)   # one per deleted segment
     why_not: str | None = None                            # space short but nothing deleted: why
     why_not_code: NotFreed | None = None
+    # the log's first offset in service after the round (min_offset_in_service): what the queues follow
+    log_min_offset: int = 0
+    out_of_service: list[str] = field(default_factory=list)   # head segments left DELETING: held by readers
     lost: list[LostRange] = field(default_factory=list)   # filled behind the log by QueueCleaner
     groups_lost: list[GroupLoss] = field(default_factory=list)   # what of ``lost`` groups had not consumed
     hold: Hold | None = None                              # space_policy=refuse kept a segment: writes refused
@@ -103,6 +114,7 @@ class CleanRound:
     def as_dict(self) -> dict:
         return {"at_ms": self.at_ms, "triggers": self.triggers, "clean_immediately": self.clean_immediately,
                 "deleted": self.deleted, "deleted_bytes": self.deleted_bytes,
+                "out_of_service": self.out_of_service, "log_min_offset": self.log_min_offset,
                 "reasons": [r.value for r in self.reasons], "why_not": self.why_not,
                 "why_not_code": self.why_not_code.value if self.why_not_code else None,
                 "lost": [r.as_dict() for r in self.lost],
@@ -118,8 +130,11 @@ def log_deletion(rnd: CleanRound) -> None:
     ranges = [f"{r.topic}/{r.queue_id} {r.first}..{r.end - 1}" for r in rnd.lost]
     more = len(ranges) - LOST_RANGES_LOGGED
     reasons = sorted({r.value for r in rnd.reasons})
-    log.warning("cleanup deleted %d commit-log segment(s), %.1f MiB (%s; trigger %s%s); messages gone: %s%s",
-                len(rnd.deleted), rnd.deleted_bytes / 2**20, "+".join(reasons), "+".join(rnd.triggers),
+    pending = (f", {len(rnd.out_of_service)} more out of service (held by readers: deleted after their release)"
+               if rnd.out_of_service else "")
+    log.warning("cleanup deleted %d commit-log segment(s), %.1f MiB%s (%strigger %s%s); messages gone: %s%s",
+                len(rnd.deleted), rnd.deleted_bytes / 2**20, pending, "+".join(reasons) + "; " if reasons else "",
+                "+".join(rnd.triggers),
                 ", clean immediately" if rnd.clean_immediately else "",
                 ", ".join(ranges[:LOST_RANGES_LOGGED]) or "none (no queue lost a unit)",
                 f" and {more} more queue(s)" if more > 0 else "")
@@ -168,21 +183,44 @@ class CommitLogCleaner:
     def is_time(self, now_ms: int) -> bool:
         return time.localtime(now_ms / 1000).tm_hour in self.hours
 
-    def _finish_pending(self, rnd: CleanRound, now: int) -> None:
+    def min_offset_in_service(self) -> int:
+        """The log's first offset a read can be served from: the start of its first segment not out
+        of service (head segments DELETING wait there for their readers; no read may hold them)."""
+        for mf in list(self.segments.segments):
+            if mf.state is not SegmentState.DELETING:
+                return mf.start_offset
+        return self.segments.max_offset
+
+    def _end_round(self, rnd: CleanRound) -> CleanRound:
+        rnd.log_min_offset = self.min_offset_in_service()
+        rnd.out_of_service = [mf.path for mf in list(self.segments.segments)
+                              if mf.state is SegmentState.DELETING and mf.start_offset < rnd.log_min_offset]
+        return rnd
+
+    def _finish_pending(self, rnd: CleanRound, now: int, force: bool = True) -> None:
         """A head segment a reader held when it was deleted is out of service: finish its
-        deletion whatever triggers this round has (else it would stay in the log unreadable)."""
+        deletion whatever triggers this round has (else it would stay in the log unreadable).
+        ``force`` False: never one still held, whatever destroy_mapped_file_interval_forcibly_ms says."""
         while len(self.segments.segments) > 1 and self.segments.segments[0].state is SegmentState.DELETING:
             mf = self.segments.segments[0]
-            if not self._destroy(rnd, mf, now):
+            if not self._destroy(rnd, mf, now, force=force):
                 break
 
+    def finish_pending(self, now: int) -> CleanRound:
+        """Delete the head segments out of service that no reader holds any more (the store's shutdown,
+        once its services stopped: a segment left DELETING would be loaded again by the next start, its
+        records back in the log under queues whose minimum went past them)."""
+        rnd = CleanRound(at_ms=now)
+        self._finish_pending(rnd, now, force=False)
+        return self._end_round(rnd)
+
     def _destroy(self, rnd: CleanRound, mf: MappedFile, now: int,
-                 reason: DeleteReason = DeleteReason.EXPIRED) -> bool:
+                 reason: DeleteReason = DeleteReason.EXPIRED, force: bool = True) -> bool:
         """Delete the head segment; False (and why_not set) if it must wait."""
         cfg = self.config
         size = mf.size
         try:
-            gone = mf.destroy(now, cfg.destroy_mapped_file_interval_forcibly_ms)
+            gone = mf.destroy(now, cfg.destroy_mapped_file_interval_forcibly_ms if force else 1 << 62)
         except OSError as e:
             if not self.disk.is_offline(mf.directory):
                 rnd.not_freed(NotFreed.DELETE_FAILED, f"cannot delete segment {mf.path}: {e}; retried next round")
@@ -229,7 +267,7 @@ class CommitLogCleaner:
             self._say_space(False, rnd, over)
             self.last = rnd
             self.hold = None
-            return rnd
+            return self._end_round(rnd)
         rnd.clean_immediately = forcibly
         self._delete(rnd, now)
         self._say_space(space, rnd, over)
@@ -237,7 +275,7 @@ class CommitLogCleaner:
         self.hold = rnd.hold
         if rnd.deleted:
             self.last_deleted = rnd
-        return rnd
+        return self._end_round(rnd)
 
     def _say_space(self, space: bool, rnd: CleanRound, over: list[str]) -> None:
         """Log a change of state (space short and why nothing could be freed, space no longer
@@ -311,6 +349,12 @@ class QueueCleaner:
         self.queues = queues
         self.index = index
         self.deleted_files = 0
+        self.log_min_offset = 0          # what the last round followed: the queues lie at or after it
+
+    def behind(self, rnd: CleanRound) -> bool:
+        """Whether the queues must follow the log after ``rnd``: it deleted segments, or took one out
+        of service (its first offset in service moved past what the queues last followed)."""
+        return bool(rnd.deleted) or rnd.log_min_offset > self.log_min_offset
 
     def run_round(self, log_min_offset: int, lost: list[LostRange] | None = None) -> int:
         """Delete consume-queue and index files wholly before the log; correct minimum offsets.
@@ -334,4 +378,5 @@ class QueueCleaner:
         if self.index is not None:
             n += self.index.delete_before(log_min_offset)
         self.deleted_files += n
+        self.log_min_offset = max(self.log_min_offset, log_min_offset)
         return n

@@ -34,13 +34,16 @@ class StoreOps:
     def _clean(self) -> None:
         self._check_disk()
         rnd = self.cleaner.run_round()
-        if rnd.deleted:
-            self.queue_cleaner.run_round(self.segments.min_offset, rnd.lost)
+        if self.queue_cleaner.behind(rnd):
+            # the queues follow the log as readers see it: past a head segment out of service too
+            self.queue_cleaner.run_round(rnd.log_min_offset, rnd.lost)
             self.cleaner.account(rnd)
+        if rnd.deleted:
             self.topics.forget_deleted_before(self.segments.min_offset)
             self.commit_log.prune_sealed()
             self.epochs.prune_before(self.segments.min_offset)
             self._check_disk()
+        if rnd.deleted or rnd.lost:
             log_deletion(rnd)
 
     def trigger_delete_expired(self) -> None:
