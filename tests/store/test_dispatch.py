@@ -160,3 +160,18 @@ def test_deferred_dispatches_that_still_fail_wait_for_the_heal_from_the_first(st
     put_n(s, 2, start=6)
     assert bodies(s) == [b"m%03d" % i for i in range(8)]
     assert [m.body for m in s.query_by_key("T", "k4")] == [b"m004"]
+
+
+def test_deferred_dispatches_retry_a_failed_index_write(stores):
+    """The index's part of a dispatch of deferred puts: a new index file that cannot be opened at
+    the first try is opened at the retry; every key is found, nothing is refused."""
+    s = stores(memory_config(dispatch_write_retries_max=1, index_slots=16, index_entries=16), FaultyFileIO())
+    put_n(s, 2)
+    for i in range(2, 40):      # past one index file's entries: the drain opens the next one
+        assert s.put_batch([Message("T", b"m%03d" % i, keys=["k%d" % i])], defer_dispatch=True)[0].ok
+    s.fio.fail("open", errno.EIO, MEMORY_ROOT + "/index/", times=1)
+    s.drain_dispatch()
+    d = s.dispatcher
+    assert d.error is None and d.write_failures == 1
+    assert len(s.index.files) >= 2
+    assert [[m.body for m in s.query_by_key("T", "k%d" % i)] for i in range(40)] == [[b"m%03d" % i] for i in range(40)]

@@ -175,7 +175,7 @@ class Dispatcher:
             # (after a failure pending_from is set and later batches wait above: every queue here
             # continues exactly at its max offset)
             for cq, g in units.items():
-                try:                  # (the first attempt inline: no frame of _retry per queue)
+                try:                  # (the first attempt inline: _retry_after the others)
                     cq.append(g[0], g[1])
                 except OSError as e:
                     self._retry_after(e, cq.append, cq.dir, g[0], g[1])
@@ -190,7 +190,10 @@ class Dispatcher:
                         total = len(flat)
                     done = 0
                     while done < total:      # each call fills what fits in one file
-                        done += self._retry(put, index.dir, flat, done, ts_ms)
+                        try:
+                            done += put(flat, done, ts_ms)
+                        except OSError as e:
+                            done += self._retry_after(e, put, index.dir, flat, done, ts_ms)
         except Exception as e:        # noqa: BLE001 - never out of a put: refuse writes until healed
             self._fail(first_phys, e if isinstance(e, OSError) else OSError(0, repr(e)))
             return
@@ -198,7 +201,9 @@ class Dispatcher:
         self.last_store_timestamp_ms = now_ms
 
     def _retry_after(self, e: OSError, fn, where: str, *args):
-        """``_retry`` of a call whose first attempt failed with ``e``: the same retries, sleeps, count."""
+        """A write whose first attempt (made inline by the caller: no frame per write) failed with
+        ``e``: failures counted (``write_failures``), tried again up to ``retries_max`` times, 1, 2, ..
+        ms apart; what it returns, or an OSError naming ``where`` once the retries are spent."""
         for attempt in range(1, self.retries_max + 1):
             self.write_failures += 1
             time.sleep(0.001 * attempt)
@@ -208,16 +213,6 @@ class Dispatcher:
                 e = again
         self.write_failures += 1
         raise OSError(e.errno, f"{e.strerror or e} ({where})") from e
-
-    def _retry(self, fn, where: str, *args):
-        for attempt in range(self.retries_max + 1):
-            try:
-                return fn(*args)
-            except OSError as e:
-                self.write_failures += 1
-                if attempt >= self.retries_max:
-                    raise OSError(e.errno, f"{e.strerror or e} ({where})") from e
-                time.sleep(0.001 * (attempt + 1))
 
     def fail(self, from_offset: int, e: OSError) -> None:
         """Record a dispatch from ``from_offset`` that could not be done (puts are refused until
