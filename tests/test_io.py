@@ -29,6 +29,22 @@ def test_makedirs_listdir_exists_is_dir(fio, tmp_path):
     assert not fio.exists(os.path.join(d, "nope"))
 
 
+def test_pwrite_that_fills_a_file_system_keeps_what_fit_and_raises_enospc(fio, env):
+    """A write the file system takes only part of (a short pwrite) goes on from where it stopped:
+    what fit stays, the rest is refused with ENOSPC, never a silent short write."""
+    d = env.tmpfs("full", 1)
+    h = fio.open(os.path.join(d, "f"), create=True)
+    try:
+        data = bytes(range(256)) * (8 << 10)           # 2 MiB into 1 MiB
+        with pytest.raises(OSError) as e:
+            fio.pwrite(h, data, 0)
+        assert e.value.errno == errno.ENOSPC
+        kept = fio.size_of(h)
+        assert 0 < kept < len(data) and fio.pread(h, kept, 0) == data[:kept]
+    finally:
+        fio.close(h)
+
+
 def test_open_without_create_of_missing_file_raises_enoent(fio, tmp_path):
     with pytest.raises(FileNotFoundError):
         fio.open(str(tmp_path / "missing"))

@@ -176,8 +176,13 @@ class OsFileIO:
         return os.fstat(handle).st_size
 
     def pwrite(self, handle: int, data: bytes | memoryview, offset: int) -> int:
+        n = os.pwrite(handle, data, offset)
+        if n == len(data):        # (the common case: all of it in one call, no view nor loop)
+            return n
+        if n <= 0:
+            raise OSError(5, "short write")
         view = memoryview(data)
-        written = 0
+        written = n
         while written < len(view):
             n = os.pwrite(handle, view[written:], offset + written)
             if n <= 0:

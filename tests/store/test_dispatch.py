@@ -125,3 +125,53 @@ def test_a_redispatch_stops_at_records_max_and_says_where(stores):
     assert first.records == 2 and not first.complete
     rest = s.dispatcher.redispatch(s.commit_log, first.end_offset, records_max=10)
     assert rest.records == 3 and rest.complete and rest.units_skipped == 3     # idempotent: already there
+
+
+def test_deferred_dispatches_retry_a_failed_write_as_one_put_does(stores):
+    """Deferred puts dispatched as one (Dispatcher.dispatch_many): a consume-queue write that fails
+    and then succeeds is retried, counted, and leaves nothing refused or missing."""
+    s = stores(memory_config(dispatch_write_retries_max=2), FaultyFileIO())
+    put_n(s, 2)
+    for i in range(2, 8):
+        assert s.put_batch([Message("T", b"m%03d" % i)], defer_dispatch=True)[0].ok
+    s.fio.fail("pwrite", errno.EIO, MEMORY_ROOT + "/consumequeue/T/0/", times=2)
+    s.drain_dispatch()
+    d = s.dispatcher
+    assert d.error is None and d.pending_from is None and d.write_failures == 2
+    assert d.dispatched_offset == s.commit_log.max_offset
+    assert bodies(s) == [b"m%03d" % i for i in range(8)]
+
+
+def test_deferred_dispatches_that_still_fail_wait_for_the_heal_from_the_first(stores):
+    """Retries exhausted in a dispatch of several deferred puts: every try counted, the first of
+    them is where the heal starts, puts are refused until it healed, then everything is in order."""
+    s = stores(memory_config(dispatch_write_retries_max=1), FaultyFileIO())
+    put_n(s, 2)
+    first = s.put_batch([Message("T", b"m002", keys=["k2"])], defer_dispatch=True)[0]
+    for i in range(3, 6):
+        assert s.put_batch([Message("T", b"m%03d" % i, keys=["k%d" % i])], defer_dispatch=True)[0].ok
+    s.fio.fail("pwrite", errno.EIO, MEMORY_ROOT + "/consumequeue/T/0/", times=2)     # the write and its retry
+    s.drain_dispatch()
+    d = s.dispatcher
+    assert d.error is not None and d.write_failures == 2 and d.pending_from == first.commitlog_offset
+    assert s.put(Message("T", b"refused")).status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert s.max_offset("T", 0) == 2
+    assert d.heal(s.commit_log) and d.error is None
+    put_n(s, 2, start=6)
+    assert bodies(s) == [b"m%03d" % i for i in range(8)]
+    assert [m.body for m in s.query_by_key("T", "k4")] == [b"m004"]
+
+
+def test_deferred_dispatches_retry_a_failed_index_write(stores):
+    """The index's part of a dispatch of deferred puts: a new index file that cannot be opened at
+    the first try is opened at the retry; every key is found, nothing is refused."""
+    s = stores(memory_config(dispatch_write_retries_max=1, index_slots=16, index_entries=16), FaultyFileIO())
+    put_n(s, 2)
+    for i in range(2, 40):      # past one index file's entries: the drain opens the next one
+        assert s.put_batch([Message("T", b"m%03d" % i, keys=["k%d" % i])], defer_dispatch=True)[0].ok
+    s.fio.fail("open", errno.EIO, MEMORY_ROOT + "/index/", times=1)
+    s.drain_dispatch()
+    d = s.dispatcher
+    assert d.error is None and d.write_failures == 1
+    assert len(s.index.files) >= 2
+    assert [[m.body for m in s.query_by_key("T", "k%d" % i)] for i in range(40)] == [[b"m%03d" % i] for i in range(40)]

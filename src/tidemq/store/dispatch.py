@@ -144,23 +144,26 @@ class Dispatcher:
         if len(entries) == 1:
             self.dispatch_batch(*entries[0])
             return
+        # an entry's units and index items are its own (each append builds them afresh, put_lock.py):
+        # the first of each queue and of each run is taken as it is and the next ones added to it
         units: dict = {}
+        get = units.get
         runs: list = []              # [items, store time ms]: consecutive entries' index items of one kind
+        last = None                  # runs[-1]
         for u, items, now_ms, _first, _end in entries:
             for cq, g in u.items():
-                have = units.get(cq)
+                have = get(cq)
                 if have is None:
-                    units[cq] = [g[0], bytearray(g[1])]
+                    units[cq] = g if type(g[1]) is bytearray else [g[0], bytearray(g[1])]
                 else:                 # (log order: this queue's units continue where the last entry's end)
                     have[1] += g[1]
             if items:
-                last = runs[-1] if runs else None
-                if (last is not None and type(last[0]) is type(items)
-                        and last[1] // 1000 == now_ms // 1000):
+                if last is not None and type(last[0]) is type(items) and last[1] // 1000 == now_ms // 1000:
                     last[0] += items
                     last[1] = now_ms
                 else:
-                    runs.append([items.copy(), now_ms])
+                    last = [items, now_ms]
+                    runs.append(last)
         self._dispatch(units, runs, entries[-1][2], entries[0][3], entries[-1][4])
 
     def _dispatch(self, units: dict, runs, now_ms: int, first_phys: int, end_offset: int) -> None:
@@ -172,7 +175,10 @@ class Dispatcher:
             # (after a failure pending_from is set and later batches wait above: every queue here
             # continues exactly at its max offset)
             for cq, g in units.items():
-                self._retry(cq.append, cq.dir, g[0], g[1])
+                try:                  # (the first attempt inline: _retry_after the others)
+                    cq.append(g[0], g[1])
+                except OSError as e:
+                    self._retry_after(e, cq.append, cq.dir, g[0], g[1])
             index = self.index
             if index is not None:
                 for index_items, ts_ms in runs:
@@ -184,22 +190,29 @@ class Dispatcher:
                         total = len(flat)
                     done = 0
                     while done < total:      # each call fills what fits in one file
-                        done += self._retry(put, index.dir, flat, done, ts_ms)
+                        try:
+                            done += put(flat, done, ts_ms)
+                        except OSError as e:
+                            done += self._retry_after(e, put, index.dir, flat, done, ts_ms)
         except Exception as e:        # noqa: BLE001 - never out of a put: refuse writes until healed
             self._fail(first_phys, e if isinstance(e, OSError) else OSError(0, repr(e)))
             return
         self.dispatched_offset = end_offset
         self.last_store_timestamp_ms = now_ms
 
-    def _retry(self, fn, where: str, *args):
-        for attempt in range(self.retries_max + 1):
+    def _retry_after(self, e: OSError, fn, where: str, *args):
+        """A write whose first attempt (made inline by the caller: no frame per write) failed with
+        ``e``: failures counted (``write_failures``), tried again up to ``retries_max`` times, 1, 2, ..
+        ms apart; what it returns, or an OSError naming ``where`` once the retries are spent."""
+        for attempt in range(1, self.retries_max + 1):
+            self.write_failures += 1
+            time.sleep(0.001 * attempt)
             try:
                 return fn(*args)
-            except OSError as e:
-                self.write_failures += 1
-                if attempt >= self.retries_max:
-                    raise OSError(e.errno, f"{e.strerror or e} ({where})") from e
-                time.sleep(0.001 * (attempt + 1))
+            except OSError as again:
+                e = again
+        self.write_failures += 1
+        raise OSError(e.errno, f"{e.strerror or e} ({where})") from e
 
     def fail(self, from_offset: int, e: OSError) -> None:
         """Record a dispatch from ``from_offset`` that could not be done (puts are refused until

@@ -86,8 +86,9 @@ class PutLock:
     def drain(self) -> None:
         """Run what is pending now (taking the lock), if anything is."""
         if self.pending:
-            with self:
-                pass
+            with self._lock:         # (``with self`` less its frames: what __enter__ does, here)
+                if self.pending:
+                    self._run_pending()
 
     def locked(self) -> bool:
         return self._lock.locked()
