@@ -1034,3 +1034,55 @@ def test_answer_stored_checks_its_arguments():
         _accel.answer_stored(st_ok, one, fields, [2**64])
     with pytest.raises(TypeError):
         _accel.answer_stored(st_ok, one, fields, (1,))                   # a list
+
+
+# send_one with the dedup key, answer_one_stored: SendPath.send_one's lane (send_message.py) ------
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(send_requests(), st.binary(min_size=16, max_size=16))
+def test_send_one_with_a_key_adds_the_dedup_key_of_its_topic_and_id(request, key):
+    """send_one(raw, key): send_one(raw)'s answer and, seventh, the dedup key Resends.key gives for its
+    topic and id (dedup.py's Python twin of the hash, under that key)."""
+    raw, _ = request
+    plain, got = _accel.send_one(raw), _accel.send_one(raw, key)
+    if plain is None:
+        assert got is None
+        return
+    assert got[:6] == plain
+    topic, mid = plain[0], plain[2]
+    assert got[6] == dedup.py_id_hash(key, topic.encode(), mid.encode("utf-8", "surrogatepass"))
+
+
+def test_send_one_checks_its_key():
+    one = _request()
+    assert _accel.send_one(one, dedup.KEY)[6] == dedup.id_hash(dedup.KEY, b"T", _accel.send_one(one)[2].encode())
+    with pytest.raises(ValueError):
+        _accel.send_one(one, b"short key")
+    with pytest.raises(TypeError):
+        _accel.send_one(one, "a str key of sixteen")
+    assert _accel.send_one(b"\xff", dedup.KEY) is None            # not a request: None, the key unused
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(max_size=200) | st.sampled_from(["", "01AB", "\udc80x", "\u00e9" * 70]),
+       st.integers(0, 2**63 - 1) | st.sampled_from([0, 1, 127, 128, 0x3FFF, 0x4000, 0x1FFFFF, 0x200000]))
+def test_answer_one_stored_writes_what_its_twin_and_answer_one_write(mid, offset):
+    """The compiled answer of one message stored: its Python twin's bytes, answer_one's for
+    (OK, "", id, offset) (protobuf's: tests/broker/produce/test_send_message.py) and answer_stored_one's."""
+    from tidemq.broker.produce.send_message import _STORED_STATUS, answer_one, answer_stored_one, py_answer_one_stored
+    from tidemq.protocol.stubs import Code
+    got = _accel.answer_one_stored(_STORED_STATUS, mid, offset)
+    assert got == py_answer_one_stored(_STORED_STATUS, mid, offset) == answer_one(Code.OK, "", mid, offset)
+    assert got == answer_stored_one(mid, offset)
+
+
+def test_answer_one_stored_checks_its_arguments():
+    from tidemq.broker.produce.send_message import _STORED_STATUS, py_answer_one_stored
+    for fn in (_accel.answer_one_stored, py_answer_one_stored):
+        with pytest.raises(ValueError):
+            fn(_STORED_STATUS, "m", -1)                                  # a queue offset >= 0
+    with pytest.raises(OverflowError):
+        _accel.answer_one_stored(_STORED_STATUS, "m", 2**64)
+    with pytest.raises(TypeError):
+        _accel.answer_one_stored(_STORED_STATUS, b"m", 1)                # the id is a str
+    with pytest.raises(TypeError):
+        _accel.answer_one_stored(_STORED_STATUS, "m", 1.5)

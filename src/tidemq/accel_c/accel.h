@@ -46,10 +46,12 @@
      frame_slices(raw, reserved, id_max, key)  a SendRecords frame parsed into arrays (send_records.py)
      check_slices(data, fields, skip, reserved)  the record validator over a batch of slices (validate.py)
      check_encoded(properties, reserved)     the record validator over encoded properties (validate.py)
-     send_one(raw)                           the common SendMessage request, read from its bytes (wire.py)
+     send_one(raw[, key])                    the common SendMessage request, read from its bytes (wire.py),
+                                             with its dedup key when given the window's key (dedup.py)
      send_many(raw, key)                     a SendMessage request of common messages of one topic, as
                                              put_slices takes it, with its dedup keys (the same)
      answer_stored(status, raw, fields, offsets)  the SendMessageResponse of a batch stored whole (send_message.py)
+     answer_one_stored(status, id, offset)   the SendMessageResponse of one message stored (send_message.py)
      id_hash(key, topic, id)                 the send dedup window's key of a message (dedup.py: SipHash)
      window_find(...), window_put(...)       the dedup window's tables (dedup.py)
      decode_run(cls, data, sizes)            records back to back as StoredMessage objects
@@ -78,7 +80,7 @@
 #include <string.h>
 #include <structmember.h>
 
-#define ACCEL_VERSION 10
+#define ACCEL_VERSION 11
 
 #define MAGIC_U32 0xDAA320A7u
 #define OFF_BODY 88
@@ -185,6 +187,7 @@ int accel_reserved_ok(PyObject *reserved, const char *who);
 PyObject *py_send_one(PyObject *self, PyObject *args);           /* send_one.c */
 PyObject *py_send_many(PyObject *self, PyObject *args);          /* send_one.c */
 PyObject *py_answer_stored(PyObject *self, PyObject *args);
+PyObject *py_answer_one_stored(PyObject *self, PyObject *args);
 PyObject *py_id_hash(PyObject *self, PyObject *args);            /* dedup.c */
 PyObject *py_window_find(PyObject *self, PyObject *args);
 PyObject *py_window_put(PyObject *self, PyObject *args);

@@ -14,6 +14,8 @@ static PyMethodDef methods[] = {
     {"check_encoded", py_check_encoded, METH_VARARGS, "the record validator over encoded properties (validate.py)"},
     {"send_one", py_send_one, METH_VARARGS, "the common SendMessage request read from its bytes (wire.py)"},
     {"send_many", py_send_many, METH_VARARGS, "a SendMessage request of common messages read from its bytes"},
+    {"answer_one_stored", py_answer_one_stored, METH_VARARGS, "the SendMessageResponse of one message stored "
+                                                              "(send_message.py)"},
     {"answer_stored", py_answer_stored, METH_VARARGS, "the SendMessageResponse of a batch stored whole (send_message.py)"},
     {"id_hash", py_id_hash, METH_VARARGS, "the dedup window's keyed hash of (topic, id) (dedup.py)"},
     {"window_find", py_window_find, METH_VARARGS, "keys the dedup window's tables hold (dedup.py)"},

@@ -1,7 +1,9 @@
 /* tidemq._accel: the common SendMessage request read straight from its bytes (the record layout and
    the list of functions: accel.h; the rule it follows: broker/wire.py encoded_one)
 
-   send_one(raw) -> (topic, (body, properties), message id, born ms, born host, sys flag) or None:
+   send_one(raw[, key]) -> (topic, (body, properties), message id, born ms, born host, sys flag) or None
+   (with ``key``, 16 bytes: the same with a seventh item, the dedup window's key of (topic, id) under
+   it, id_hash's bytes: dedup.py):
    the entry as MessageStore.put_encoded takes it (which reads the tags hash, id and keys from the
    properties itself: store/validate.py). ``raw`` is an apache.rocketmq.v2.SendMessageRequest as the official clients send one
    message: exactly one Message, whose fields are among
@@ -230,8 +232,14 @@ static PyObject *host_of(const one_t *o) {
 }
 
 PyObject *py_send_one(PyObject *self, PyObject *args) {
-    Py_buffer buf;
-    if (!PyArg_ParseTuple(args, "y*:send_one", &buf)) return NULL;
+    Py_buffer buf, key = {0};
+    if (!PyArg_ParseTuple(args, "y*|y*:send_one", &buf, &key)) return NULL;
+    if (key.buf != NULL && key.len != DEDUP_KEY_BYTES) {
+        PyBuffer_Release(&buf);
+        PyBuffer_Release(&key);
+        PyErr_SetString(PyExc_ValueError, "send_one: the key is 16 bytes");
+        return NULL;
+    }
     reader_t r = {(const unsigned char *)buf.buf, buf.len, 0, 0};
     one_t o;
     memset(&o, 0, sizeof o);
@@ -245,22 +253,33 @@ PyObject *py_send_one(PyObject *self, PyObject *args) {
     ok = ok && w == 0 && msg.p != NULL && read_message(msg, &o) && common(&o);
     if (!ok) {
         PyBuffer_Release(&buf);
+        if (key.buf != NULL) PyBuffer_Release(&key);
         Py_RETURN_NONE;
     }
     PyObject *out = NULL;
     PyObject *props = properties(&o);
     PyObject *born = o.has_born ? PyLong_FromLongLong(born_ms_of(&o)) : (Py_INCREF(Py_None), Py_None);
     PyObject *host = host_of(&o);
-    if (props != NULL && born != NULL && host != NULL) {
-        out = Py_BuildValue("(s#(y#N)s#NNi)", o.topic.p != NULL ? (const char *)o.topic.p : "", o.topic.n,
-                            (const char *)o.body.p, o.body.n, props, (const char *)o.id.p, o.id.n, born, host,
-                            o.encoding == 2 ? 1 : 0);
+    uint64_t h[2];
+    int hashed = key.buf == NULL ||
+                 accel_id_hash(key.buf, o.topic.p != NULL ? o.topic.p : (const unsigned char *)"", (size_t)o.topic.n,
+                               o.id.p, (size_t)o.id.n, h) == 0;
+    if (props != NULL && born != NULL && host != NULL && hashed) {
+        const char *topic = o.topic.p != NULL ? (const char *)o.topic.p : "";
+        if (key.buf == NULL)
+            out = Py_BuildValue("(s#(y#N)s#NNi)", topic, o.topic.n, (const char *)o.body.p, o.body.n, props,
+                                (const char *)o.id.p, o.id.n, born, host, o.encoding == 2 ? 1 : 0);
+        else                                /* with the dedup key of (topic, id): id_hash's bytes */
+            out = Py_BuildValue("(s#(y#N)s#NNiy#)", topic, o.topic.n, (const char *)o.body.p, o.body.n, props,
+                                (const char *)o.id.p, o.id.n, born, host, o.encoding == 2 ? 1 : 0,
+                                (const char *)h, (Py_ssize_t)16);
         props = born = host = NULL;         /* Py_BuildValue's N took them (or released them) */
     }
     Py_XDECREF(props);
     Py_XDECREF(born);
     Py_XDECREF(host);
     PyBuffer_Release(&buf);
+    if (key.buf != NULL) PyBuffer_Release(&key);
     return out;
 }
 
@@ -442,5 +461,53 @@ done:
     PyBuffer_Release(&st);
     PyBuffer_Release(&raw);
     PyBuffer_Release(&fields);
+    return out;
+}
+
+/* answer_one_stored(status, message_id, offset) -> bytes: the serialized SendMessageResponse of one
+   message stored (send_message.answer_stored_one, its Python twin): ``status`` the encoded OK status
+   (field 1 with its key and length, the answer's and the entry's), then the entry: the status, the
+   id (UTF-8, surrogates passed; left out when empty), the queue offset (left out when 0; >= 0). */
+PyObject *py_answer_one_stored(PyObject *self, PyObject *args) {
+    Py_buffer st;
+    PyObject *mid;
+    long long off;
+    if (!PyArg_ParseTuple(args, "y*UL:answer_one_stored", &st, &mid, &off)) return NULL;
+    PyObject *out = NULL, *raw = NULL;
+    if (off < 0) {
+        PyErr_SetString(PyExc_ValueError, "answer_one_stored: a queue offset >= 0");
+        goto done;
+    }
+    raw = PyUnicode_AsEncodedString(mid, "utf-8", "surrogatepass");
+    if (raw == NULL) goto done;
+    Py_ssize_t li = PyBytes_GET_SIZE(raw);
+    if (li > PY_SSIZE_T_MAX / 4 || st.len > PY_SSIZE_T_MAX / 4) {
+        PyErr_SetString(PyExc_OverflowError, "answer_one_stored: too large");
+        goto done;
+    }
+    Py_ssize_t entry = st.len + (li ? 1 + varint_len((uint64_t)li) + li : 0) +
+                       (off > 0 ? 1 + varint_len((uint64_t)off) : 0);
+    out = PyBytes_FromStringAndSize(NULL, st.len + 1 + varint_len((uint64_t)entry) + entry);
+    if (out == NULL) goto done;
+    unsigned char *q = (unsigned char *)PyBytes_AS_STRING(out);
+    memcpy(q, st.buf, (size_t)st.len);
+    q += st.len;
+    *q++ = 0x12;
+    q += put_varint(q, (uint64_t)entry);
+    memcpy(q, st.buf, (size_t)st.len);
+    q += st.len;
+    if (li) {
+        *q++ = 0x12;
+        q += put_varint(q, (uint64_t)li);
+        memcpy(q, PyBytes_AS_STRING(raw), (size_t)li);
+        q += li;
+    }
+    if (off > 0) {
+        *q++ = 0x20;
+        q += put_varint(q, (uint64_t)off);
+    }
+done:
+    Py_XDECREF(raw);
+    PyBuffer_Release(&st);
     return out;
 }

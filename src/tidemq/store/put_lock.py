@@ -46,7 +46,9 @@ class PutLock:
         self.pending: list[tuple] = []
         self.dispatch = dispatch
         self.deferred_max = deferred_max
-        self.appending = _Appending(self._lock)
+        # ``with put_lock.appending``: the lock taken by a put, what waits left waiting (the lock itself:
+        # no Python frame per put)
+        self.appending = self._lock
 
     def __enter__(self) -> "PutLock":
         self._lock.acquire()
@@ -89,18 +91,3 @@ class PutLock:
 
     def locked(self) -> bool:
         return self._lock.locked()
-
-
-class _Appending:
-    """``with put_lock.appending``: the put lock taken by a put, what waits left waiting."""
-
-    __slots__ = ("_lock",)
-
-    def __init__(self, lock: threading.Lock) -> None:
-        self._lock = lock
-
-    def __enter__(self) -> None:
-        self._lock.acquire()
-
-    def __exit__(self, *exc) -> None:
-        self._lock.release()

@@ -252,9 +252,16 @@ class StoreWriter:
         time, this store's host, 0), checked as put_batch checks a Message's (BAD_FIELD).
         ``defer_dispatch``, ``wait``: see MessageStore.put_batch."""
         n = len(entries)
-        t, results = self._topic_batch(topic, n)
+        t = self.topics.topics.get(topic)
         if t is None:
-            return results
+            t, results = self._topic_batch(topic, n)
+            if t is None:
+                return results
+        else:                                   # (_topic_batch's common case, inline)
+            why = self.refusal()
+            if why is not None:
+                return PutResults.all_refused(n, PutResult.refused(*why))
+            results = PutResults(n, self.clock.now_ms(), self.store_host)
         now = results.now
         host = self.store_host
         if born_host or born_ms or sys_flag:

@@ -46,3 +46,14 @@ def test_a_snapshot_is_a_copy():
     snap = o.snapshot()
     o.add("T", OK)
     assert snap == {("T", "OK"): 1} and o.snapshot() == {("T", "OK"): 2}
+
+
+def test_a_known_topic_counts_as_add_counts_it():
+    queues = {"T": 8}
+    o, p = Outcomes(known=lambda t: queues.get(t, 0)), Outcomes(known=lambda t: queues.get(t, 0))
+    for _ in range(3):
+        o.add_known("T", OK)
+        p.add("T", OK)
+    o.add_known("T", DUPLICATE)
+    p.add("T", DUPLICATE)
+    assert o.snapshot() == p.snapshot() == {("T", "OK"): 3, ("T", "DUPLICATE"): 1}

@@ -154,6 +154,7 @@ def test_the_compiled_lane_answers_every_case_as_the_general_lane_does(tmp_path)
         pytest.skip("the compiled lane needs tidemq._accel")
     (sa, a), (sb, b) = _pair(tmp_path)
     lanes = []                                          # whether the compiled reader took the request
+    taken = _taken(a.sends)                             # what SendPath.send_one answered, request by request
 
     def both(topic, body, mid):
         raw = _request(topic, body, mid)
@@ -191,11 +192,87 @@ def test_the_compiled_lane_answers_every_case_as_the_general_lane_does(tmp_path)
             s.disk.refusal = None
         assert both("T", b"after", "m14")[0] == Code.OK             # refused, not stored: stored now
         assert lanes.count(False) <= 1                              # (an empty body: protobuf's way, maybe)
+        # send_one stored the common ones, answered the full connection and the refused put itself, and
+        # left the first send to a topic (not checked yet), the resend, the other kind, the unknown topic
+        # and the held send to send (the empty body is not the compiled reader's: protobuf's way)
+        want = ["declined"] + ["stored"] * 4 + ["declined"] * 4 + ["answered"] * 2 + ["stored"]
+        assert taken == want, taken
         for q in range(2):
             got = [[(m.queue_offset, m.body, m.properties.get("UNIQ_KEY")) for m in s.get("G", "T", q, 0, max_count=32).messages]
                    for s in (sa, sb)]
             assert got[0] == got[1]
         assert sum(sa.max_offset("T", q) for q in range(2)) == 6
+        assert a.sends.outcomes.snapshot() == b.sends.outcomes.snapshot()
+    finally:
+        for s, svc in ((sa, a), (sb, b)):
+            svc.close()
+            s.shutdown()
+
+
+def _taken(sends) -> list[str]:
+    """What ``sends.send_one`` answers from now on, call by call: stored (a queue offset), answered (a
+    Verdicts) or declined (None: send's way)."""
+    taken, real = [], sends.send_one
+
+    def send_one(*args):
+        got = real(*args)
+        taken.append("stored" if type(got) is int else "declined" if got is None else "answered")
+        return got
+    sends.send_one = send_one
+    return taken
+
+
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_send_one_answers_as_send_does_where_it_declines_or_not(tmp_path, flush):
+    """SendPath.send_one's conditions, each on twin stores (the compiled lane on one, protobuf's on the
+    other): a topic of every kind (MIXED takes NORMAL), a topic's own body limit, quotas and the
+    dedup window off: the same answers, stored messages and outcome counts; under SYNC_FLUSH (a put
+    answered only once durable) send_one declines every request and send answers it."""
+    import asyncio
+
+    from tidemq.accel import ACCEL
+    from tidemq.protocol.stubs import spb
+
+    if ACCEL is None or not hasattr(ACCEL, "send_one"):
+        pytest.skip("the compiled lane needs tidemq._accel")
+    (sa, a), (sb, b) = _pair(tmp_path, flush_disk_type=flush)
+    for s in (sa, sb):
+        s.create_topic("M", 1, message_type="mixed")
+        s.create_topic("D", 1, message_type="delay")
+        s.create_topic("L", 1)
+        s.set_topic_settings("L", {"max_message_bytes": 3})
+    taken = _taken(a.sends)
+
+    def both(topic, body, mid):
+        raw = _request(topic, body, mid)
+        ca, cb = _Context(), _Context()
+        got = asyncio.run(a.send_messages.send_bytes(raw, ca))
+        want = asyncio.run(b.send_messages.send(spb.SendMessageRequest.FromString(raw), cb))
+        got = spb.SendMessageResponse.FromString(got) if type(got) is bytes else got
+        assert got == want and ca.trailer == cb.trailer, (topic, body, mid)
+        return got.entries[0].status.code
+
+    try:
+        for topic in ("T", "M", "D", "L"):
+            for mid in ("m0", "m0", "m1"):                           # the second: a resend
+                both(topic, b"body", f"{topic}-{mid}")
+        assert both("L", b"ok", "L-m2") == Code.OK
+        assert both("L", b"long", "L-m3") == Code.MESSAGE_BODY_TOO_LARGE
+        assert both("D", b"x", "D-m2") == Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+        for svc in (a, b):
+            svc.sends.resends.window.size = 0                         # the window off: no duplicates
+        assert both("T", b"again", "T-m0") == Code.OK
+        if flush == "SYNC_FLUSH":
+            assert set(taken) == {"declined"}
+        else:
+            assert taken.count("stored") == 4 and "declined" in taken, taken
+        for s in (sa, sb):
+            s.drain_dispatch()
+        for topic, queues in (("T", 2), ("M", 1), ("L", 1)):
+            for q in range(queues):
+                got = [[(m.queue_offset, m.body, m.properties.get("UNIQ_KEY")) for m in
+                        s.get("G", topic, q, 0, max_count=32).messages] for s in (sa, sb)]
+                assert got[0] == got[1]
         assert a.sends.outcomes.snapshot() == b.sends.outcomes.snapshot()
     finally:
         for s, svc in ((sa, a), (sb, b)):

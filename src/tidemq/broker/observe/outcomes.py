@@ -39,6 +39,12 @@ class Outcomes:
         key = (topic, status)
         self.counts[key] = self.counts.get(key, 0) + n
 
+    def add_known(self, topic: str, status: str) -> None:
+        """``add(topic, status)`` of one message to a topic known to exist (the caller saw its queues)."""
+        key = (topic, status)
+        counts = self.counts
+        counts[key] = counts.get(key, 0) + 1
+
     def add_code(self, topic: str, code: int, n: int = 1) -> None:
         self.add(topic, OK if code == _OK_CODE else code_name(code), n)
 

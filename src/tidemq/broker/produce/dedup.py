@@ -188,6 +188,7 @@ class DedupWindow:
             cap <<= 1
         self._new = _Table(cap)
         self._old = _Table(cap)
+        self._one_off, self._one_phys = array("q", (0,)), array("q", (0,))     # put_key's values
 
     @staticmethod
     def key(topic: str, message_id: str) -> bytes:
@@ -217,9 +218,18 @@ class DedupWindow:
         self.put_key(self.key(topic, message_id), offset, phys, txn)
 
     def put_key(self, key: bytes, offset: int, phys: int, txn: str = "") -> None:
-        if txn and self.size > 0:
+        if self.size <= 0:
+            return
+        if txn:
             self._new.txns[key] = txn         # the table it goes into: a turn below takes it along
-        self.put_keys(key, array("q", (offset,)), array("q", (phys,)))
+        one_off, one_phys = self._one_off, self._one_phys     # (no arrays made per store)
+        one_off[0], one_phys[0] = offset, phys
+        new = self._new
+        _, added = window_put(new.keys, new.vals, key, one_off, one_phys, None, 0, self.size - new.count)
+        new.count += added
+        if new.count >= self.size:
+            self._old.clear()
+            self._old, self._new = new, self._old
 
     def put_keys(self, keys, offsets, physs, select=None) -> None:
         """Remember stores: ``keys`` (KEY_BYTES each) with ``offsets`` (queue offsets) and ``physs``

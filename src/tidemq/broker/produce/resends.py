@@ -95,6 +95,19 @@ class Resends:
             found = {i: v for i, v in found.items() if i in asked}
         return found
 
+    def surely_new(self, key: bytes) -> bool:
+        """Whether ``find`` would answer {} for one message of dedup key ``key`` with nothing to look
+        up: the window does not hold the key, nothing appended waits for its confirmation and the
+        index is no longer asked (SendPath.send_one's precondition). False: ask ``find``. No effect
+        but ``find``'s own: the index's time, once over, forgotten."""
+        if self.unconfirmed:
+            return False
+        if self._index_until_s:
+            if self.store.clock.monotonic_s() < self._index_until_s:
+                return False
+            self._index_until_s = 0.0
+        return not self.window.find_keys(key)
+
     def _confirmed(self, phys: int, topic: str, message_id: str) -> bool:
         """Whether the record at ``phys`` is this message: intact, its id and its topic (or real topic)."""
         if not message_id:

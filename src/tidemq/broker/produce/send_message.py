@@ -6,7 +6,9 @@ Two ways in. With the compiled module, SendMessage is registered with no deseria
 wire.encoded_one's rule) is read straight from its bytes by tidemq._accel.send_one into the
 store's pre-encoded entry (an ``Encoded`` payload); any other request is decoded by protobuf into
 store Messages (``Messages``: wire.to_store), each with its type, message group and delivery time
-for the path to route. A message type tidemq does not know is refused here (UNSUPPORTED).
+for the path to route. A message type tidemq does not know is refused here (UNSUPPORTED). The common
+request, read with its dedup key, goes through ``SendPath.send_one`` first (send's steps in one pass;
+it declines, having done nothing, whatever it does not answer the way send would, and send takes it).
 
 The answer: one SendResultEntry per message (its id, or the one the store gave a message sent
 without one; its queue offset; the transaction id of a TRANSACTION message; the recall handle of a
@@ -139,6 +141,19 @@ def answer_stored_one(message_id: str, offset: int) -> bytes:
     return _STORED_STATUS + b"\x12" + bytes((len(entry),)) + entry
 
 
+def py_answer_one_stored(st: bytes, message_id: str, offset: int) -> bytes:
+    """``answer_one(Code.OK, "", message_id, offset)`` with ``st`` the encoded OK status (field 1, key
+    and length included: ``_STORED_STATUS``); ``offset`` >= 0. Twin of tidemq._accel.answer_one_stored."""
+    if offset < 0:
+        raise ValueError("answer_one_stored: a queue offset >= 0")
+    raw = message_id.encode("utf-8", "surrogatepass")
+    entry = st + (b"\x12" + _varint(len(raw)) + raw if raw else b"") + (b"\x20" + _varint(offset) if offset else b"")
+    return st + b"\x12" + _varint(len(entry)) + entry
+
+
+_answer_one_stored = getattr(_ACCEL, "answer_one_stored", None) or py_answer_one_stored
+
+
 def answer_many(v: Verdicts, ids) -> bytes:
     """The serialized SendMessageResponse of ``v`` (``ids``: each message's id as sent, "" none), the bytes
     protobuf writes for ``MessageSends._answer``'s response (its trailer is the caller's)."""
@@ -235,7 +250,7 @@ class MessageSends:
         any other request is decoded (bytes that are not one: INVALID_ARGUMENT) and sent as ``send``
         sends it. The answer: its bytes (``answer_one``, ``answer_stored``, ``answer_many``), ``send``'s
         SendMessageResponse for the others (``serialize`` takes both)."""
-        one = _ACCEL.send_one(raw)
+        one = _ACCEL.send_one(raw, KEY)        # (with the dedup key of its topic and id)
         if one is None:
             many = _SEND_MANY(raw, KEY) if _SEND_MANY is not None else None
             if many is not None:              # common messages of one topic: put from the request's bytes
@@ -252,10 +267,14 @@ class MessageSends:
                 return answer_many(v, [message_id(raw, F, i) for i in range(n)])
             return await self.send(await decoded(spb.SendMessageRequest.FromString, raw, context, SEND_MESSAGE),
                                    context)
-        topic, entry, mid, born_ms, born_host, sys_flag = one
-        batch = SendBatch(1, Encoded((entry,), born_ms, born_host, sys_flag), lambda _i: mid, len(entry[0]),
-                          topic=topic)
-        v = await self.sends.send(batch, caller_of(context))
+        topic, entry, mid, born_ms, born_host, sys_flag, key = one
+        v = self.sends.send_one(topic, entry, mid, key, born_ms, born_host, sys_flag, context.peer())
+        if type(v) is int:                       # stored: the common answer
+            return _answer_one_stored(_STORED_STATUS, mid, v)
+        if v is None:                            # a step finds something uncommon: send's way
+            batch = SendBatch(1, Encoded((entry,), born_ms, born_host, sys_flag), lambda _i: mid, len(entry[0]),
+                              topic=topic, keys=key)
+            v = await self.sends.send(batch, caller_of(context))
         if v.kinds[0] == STORED:                 # the common answer
             return answer_stored_one(mid, v.offsets[0])
         self._trailer(v, context)

@@ -33,6 +33,11 @@ wire format into a SendBatch (batch.py) and encode the verdicts back. Here, once
 
 The store validates every record itself (store/validate.py): what a lane did not refuse and the
 store does comes back as a verdict with the store's reason.
+
+``SendPath.send_one`` is the same steps for SendMessage's common request (one message read by the
+compiled lane) where each finds what almost every send finds, in one pass with no per-call objects;
+anywhere else it declines before any effect and the lane calls ``send`` (tests/broker/produce/
+test_send_path.py holds the two to the same answers, stores and counts).
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from ...store import MessageStore, PutReason, PutStatus, StoreNotRunning
 from ..deferred import recall
 from ..deferred.parking import PROP_DELIVER_MS, park
 from ..observe.outcomes import DUPLICATE as DUPLICATE_STATUS
+from ..observe.outcomes import OK as OK_STATUS
 from ..observe.outcomes import Outcomes
 from ..protection.flow import SendGate
 from ..puts import PutsClosed, StorePuts
@@ -208,6 +214,65 @@ class SendPath:
         if delay_s > 0:                              # over its quota: the answer waits (Kafka's throttle)
             left = caller.time_remaining()
             await asyncio.sleep(delay_s if left is None else max(0.0, min(delay_s, left - 0.25)))
+        return v
+
+    def send_one(self, topic: str, entry: tuple, mid: str, key: bytes, born_ms: int | None, born_host: str | None,
+                 sys_flag: int, peer: str) -> "int | Verdicts | None":
+        """``send`` of the lane's common request (one message read by tidemq._accel.send_one: an
+        Encoded payload of one entry, ``key`` its dedup key), taking the steps above in the same
+        order with no SendBatch, Verdicts or step call where every step finds what almost every send
+        finds: no authentication, no quota limit, the connection within its bounds and nothing
+        holding sends, a body, a topic sent to before of a kind that takes NORMAL and a body within
+        its own limit (max_message_bytes), no earlier store of the id, a put that waits for nothing
+        (ASYNC_FLUSH, no SYNC followers). Answers the queue offset the message was stored at; the Verdicts ``send``
+        answers where the connection's bound refused it or the store refused the put; None, having
+        done nothing, where a step would find anything else: the caller sends it through ``send``.
+        tests/broker/produce/test_send_path.py holds it to ``send`` case by case."""
+        if not entry[0] or self.acl is not None or topic not in self._sendable or self.spread is not None:
+            return None
+        q = self.quotas
+        if q is not None and q.limits:
+            return None
+        store = self.store
+        if store.puts_may_wait:
+            return None
+        nbytes = len(entry[0])
+        limits = store.topics.body_limits
+        if limits and nbytes > limits.get(topic, nbytes):     # the topic's own max_message_bytes: refused
+            return None
+        kind = store.message_type(topic)
+        if (kind != "normal" and kind != MIXED) or not store.queue_count(topic):
+            return None                 # (no such topic any more: topic_check's way)
+        gate = self.gate
+        if gate.blocked() is not None:
+            return None
+        resends = self.resends
+        if not resends.surely_new(key):
+            return None
+        refusal = gate.enter(peer, nbytes)
+        if refusal is not None:         # the connection at its bound (counted there): refused, as send does
+            v = Verdicts(1)
+            v.refuse_all(Code.TOO_MANY_REQUESTS, refusal, REFUSED)
+            self.outcomes.add_code(topic, Code.TOO_MANY_REQUESTS)
+            return v
+        try:
+            r = self.puts.now(store.put_encoded, topic, (entry,), born_ms, born_host, sys_flag, True)
+            self.puts.dispatch_later()
+            if r.status is PutStatus.PUT_OK and not r.refused and r.size[0] > 0:
+                off = int(r.qoff[0])
+                resends.window.put_key(key, off, int(r.phys[0]))
+                self._on_stored(False)
+                self.outcomes.add_known(topic, OK_STATUS)         # (its queues seen above)
+                return off
+            # refused by the store: the verdict as send makes it
+            batch = SendBatch(1, Encoded((entry,), born_ms, born_host, sys_flag), lambda _i: mid, nbytes,
+                              topic=topic, keys=key)
+            v = Verdicts(1)
+            if self._record(batch, v, r, None, key, ()):
+                self._on_stored(False)
+        finally:
+            gate.leave(peer, nbytes)
+        self._count(batch, v)
         return v
 
     def _dedup(self, batch: SendBatch, v: Verdicts, keys: bytes) -> None:
