@@ -12,7 +12,8 @@ own reader, ``spark.read.parquet``), the source in **file mode** (``path``: the 
 files), the source in **broker mode** (``endpoints``: a ``tidemq serve`` on the same
 store, raw pulls), both with the reader ``format("tidemq")`` picks (the JVM reader where
 javac built it: the rows that count), then both again with ``reader=python`` (the Python
-data source, for information; ``--no-python`` leaves them out). The action is ``write.format("noop")``: every column of every row is
+data source, for information; ``--no-python`` leaves them out); plain broker mode and the signed + TLS
+read (a second broker with authentication and TLS on) take turns going first, round by round. The action is ``write.format("noop")``: every column of every row is
 produced and handed to Spark (a ``count()`` would let Parquet skip the data). Spark runs
 ``local[2]`` (this machine's two cores), one warm-up read of each before timing.
 
@@ -23,8 +24,9 @@ JVM and its Python workers), the broker during the broker-mode read, what the JV
 Python data source costs alone (a source handing over already-decoded Arrow batches from a
 mapped IPC file, ``tidemq_bench_passthrough``) and what our side costs alone, one thread, no
 Spark: file mode's decode (every record's CRCs), broker mode's pulls + frame CRC + decode in
-this process and get_raw (every record's CRCs) in the broker. The load average at the end is
-in the notes.
+this process and get_raw (every record's CRCs) in the broker; for the signed + TLS read, the CPU
+of Spark's JVM and of the broker that served it against plain broker mode's, round by round (what
+TLS and signing cost, robust to load). The load average at the end is in the notes.
 """
 
 from __future__ import annotations
@@ -229,15 +231,22 @@ def main() -> None:
                 variants += [("file mode (python)", py(path=root)), ("broker mode (python)", py(endpoints=broker.endpoint))]
             for _name, df in variants:
                 timed(df)                                          # warm-up: JVM, workers, page cache
+            serving = {"broker mode": broker, "broker mode (python)": broker, "broker mode, signed + TLS": secured}
             for r in range(args.rounds):
                 ref = None
-                for name, df in variants:
-                    c0, b0 = tree_cpu_seconds(java), proc_cpu_seconds(broker.pid)
+                order = list(variants)
+                if r % 2 and secure is not None:       # plain and signed + TLS: each first in every other round
+                    i, j = 2, 3
+                    order[i], order[j] = order[j], order[i]
+                for name, df in order:
+                    serves = serving.get(name)
+                    c0 = tree_cpu_seconds(java)
+                    b0 = proc_cpu_seconds(serves.pid) if serves is not None else 0.0
                     dt = timed(df)
                     cpu.setdefault(f"spark: {name}", []).append(tree_cpu_seconds(java) - c0)
-                    if name.startswith("broker mode"):
+                    if serves is not None:                 # the broker that served this read
                         cpu.setdefault(f"broker, during the {name} read", []).append(
-                            proc_cpu_seconds(broker.pid) - b0)
+                            proc_cpu_seconds(serves.pid) - b0)
                     rate = args.count / dt
                     progress(f"round {r + 1}: {name}: {rate:,.0f} rows/s ({dt:.2f} s)")
                     if name == "parquet":
@@ -262,6 +271,20 @@ def main() -> None:
                      f"ratios {med:.3f} (rounds {', '.join(f'{x:.3f}' for x in pairs)}): the goal (within 10 %: "
                      f">= 0.9) is {'met' if med >= 0.9 else 'NOT met'}")
         us = {k: statistics.median(v) / args.count * 1e6 for k, v in cpu.items()}       # CPU us per row
+        if secure is not None:
+            # what TLS and signing cost in CPU (robust to other work on the machine, unlike the rates):
+            # the whole read's CPU (Spark's JVM and the broker that served it), round by round
+            both = [(s + b, ts + tb) for s, b, ts, tb in zip(
+                cpu["spark: broker mode"], cpu["broker, during the broker mode read"],
+                cpu["spark: broker mode, signed + TLS"], cpu["broker, during the broker mode, signed + TLS read"])]
+            per = [(t - p) / args.count * 1e6 for p, t in both]
+            rep.note(f"signed + TLS, CPU per row (median of rounds): Spark's JVM {us['spark: broker mode, signed + TLS']:.2f}"
+                     f" us (plain {us['spark: broker mode']:.2f}), its broker "
+                     f"{us['broker, during the broker mode, signed + TLS read']:.2f} us (plain "
+                     f"{us['broker, during the broker mode read']:.2f}); the whole read's CPU against plain's, round by "
+                     f"round: {', '.join(f'{p / t:.3f}' for p, t in both)} (median "
+                     f"{statistics.median(p / t for p, t in both):.3f}; TLS + signing +{statistics.median(per):.2f} us "
+                     f"per row)")
         rep.note(f"CPU per row (median of rounds, user + system of Spark's JVM and its Python workers): Spark's "
                  f"Parquet read {us['spark: parquet']:.2f} us; the JVM reader {us['spark: file mode']:.2f} us in file "
                  f"mode, {us['spark: broker mode']:.2f} us in broker mode (+ {us['broker, during the broker mode read']:.2f}"

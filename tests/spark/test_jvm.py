@@ -4,6 +4,7 @@ row: a data loss, or skipped), broker frames are checked (a wrong frame CRC, siz
 fit) and the reader option is checked. The rows of both readers are compared by the tests of
 tidemq.spark.source, .stream and .tiered, which run with each (tests/spark/conftest.py)."""
 
+import itertools
 import json
 import os
 import re
@@ -15,7 +16,7 @@ from tidemq.spark.decode import SPARK_SCHEMA
 from tidemq.store import Message, MessageStore, StoreConfig
 
 from ..support.fake_pull import fake_pull_server
-from ..support.records import varied
+from ..support.records import record, varied
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -70,6 +71,22 @@ def test_broker_mode_reads_checked_frames(jvm):
         with pytest.raises(Exception, match="DataLossError: 5 offsets"):
             read_one(jvm, broker_part(ep, 45))                       # the queue ends at 40
         assert read_one(jvm, broker_part(ep, 45, fail=False)) == list(range(40))
+
+
+def test_broker_mode_pulls_what_one_answer_holds(jvm):
+    """A broker's answer stops at its byte bound (its gRPC message limit): the reader sizes each pull's
+    count to fit it, from the records' size in the answer before, so the pull under way after an answer,
+    asked from where it ends, is the one read next: the server sends every record once, no answer is
+    made for nothing (a pull of more than one answer holds came back short and the one after it was
+    dropped)."""
+    recs = [record(i, {"UNIQ_KEY": f"01{i:032X}"}, body=b"%01000d" % i) for i in range(12_000)]   # ~1 KiB each
+    assert len({len(r) for r in recs}) == 1
+    served = []
+    with fake_pull_server(recs, bytes_max=(4 << 20) + (512 << 10), served=served) as ep:     # the broker's default
+        assert read_one(jvm, broker_part(ep, len(recs))) == list(range(len(recs)))
+    served.sort()
+    assert [at for at, _ in served] == [0] + list(itertools.accumulate(n for _, n in served[:-1])), served
+    assert sum(n for _, n in served) == len(recs), served
 
 
 def test_every_field_of_a_row_is_the_codecs(jvm):

@@ -16,14 +16,26 @@ from tidemq.protocol.stubs import Code
 
 
 @contextmanager
-def fake_pull_server(records: list[bytes], mangle=None):
+def fake_pull_server(records: list[bytes], mangle=None, bytes_max: int | None = None, served: list | None = None):
     """Yields the endpoint; ``records[i]`` is queue offset i. ``mangle(header, sizes, body)`` ->
     (header, sizes, body) edits each response (sizes: numpy i32 little-endian, body: bytearray);
-    the frame CRC is computed before it, so an edited body fails it unless the header is edited too."""
+    the frame CRC is computed before it, so an edited body fails it unless the header is edited too.
+    ``bytes_max``: an answer's records stop within the request's max_bytes and this bound, as the
+    broker's do (Records._max_bytes: its gRPC message limit less the sizes and the header; one
+    record always goes). ``served``: (offset, records) of every answer is appended to it."""
 
     def pull(raw: bytes, _context) -> bytes:
         req = pull_frame.decode_request(raw)
         got = records[req.offset:req.offset + req.max_count]
+        if bytes_max is not None:
+            room, n = min(req.max_bytes, bytes_max - 4 * req.max_count - 4096), 0
+            for r in got:
+                if n and room < len(r):
+                    break
+                room, n = room - len(r), n + 1
+            got = got[:n]
+        if served is not None:
+            served.append((req.offset, len(got)))
         if not got:
             return pull_frame.encode_response({"code": Code.ILLEGAL_OFFSET, "next_offset": len(records),
                                                "max_offset": len(records), "count": 0})

@@ -36,6 +36,16 @@ final class BrokerRangeReader extends RangeReader {
     /** Pulls under way at once: the one answered next and the one after it, so that the broker makes
      * an answer while the one before is on its way and the one before that is turned into rows. */
     static final int PULLS_IN_FLIGHT = 2;
+    /** The record bytes each pull asks for at most, and sizes its count for (from the mean record size of
+     * the answer before): under the bound the broker puts on an answer by default (its gRPC message
+     * limit, grpc_message_bytes_max 4.5 MiB, less the sizes and the header), so that an answer ends where
+     * its count says and the pull under way after it, asked from there, is the one needed next. (A pull
+     * of more than the broker sends comes back short and the one after it is dropped: a wait with
+     * nothing under way, and an answer the broker made for nothing.) */
+    static final int ANSWER_BYTES = 4 << 20;
+    /** The share of ANSWER_BYTES a pull's count is sized for: records longer than the last answer's
+     * mean still end it by count. */
+    static final double ANSWER_FILL = 0.9;
 
     /** A pull under way: from which member, from which offset, how many records it asked for. */
     private static final class Pull {
@@ -64,6 +74,7 @@ final class BrokerRangeReader extends RangeReader {
     private int pullCount = PULL_COUNT_FIRST;   // the next pull's records at most (before pullCountMax)
     private final ArrayDeque<Pull> inFlight = new ArrayDeque<>();   // PULLS_IN_FLIGHT at most, by offset
     private long readableEnd = Long.MAX_VALUE;  // the last answer's max_offset: no pull asked from past it
+    private double recordBytes;            // the mean record size of the last answer (0: none yet)
     private PullClient.Frame frame;
     private int index, pos;
     private boolean finished;
@@ -122,17 +133,22 @@ final class BrokerRangeReader extends RangeReader {
 
     private void ask(long offset, int waitMs) {
         PullClient c = client();
-        int n = (int) Math.min(Math.min(part.pullCountMax, pullCount), part.end - offset);
+        long n = Math.min(Math.min(part.pullCountMax, pullCount), part.end - offset);
+        if (recordBytes > 0) {
+            n = Math.min(n, Math.max(1, (long) (ANSWER_BYTES * ANSWER_FILL / recordBytes)));
+        }
         pullCount = (int) Math.min((long) pullCount * 2, part.pullCountMax);
-        inFlight.addLast(new Pull(c.pull(part.topic, part.queue, offset, n, waitMs), c, offset, n));
+        inFlight.addLast(new Pull(c.pull(part.topic, part.queue, offset, (int) n, ANSWER_BYTES, waitMs), c, offset,
+                (int) n));
     }
 
     /** Pulls of the offsets after those asked for already, up to PULLS_IN_FLIGHT: each from where the
      * one before would end were it answered whole; one that ends elsewhere (holes, the byte bound)
      * makes the ones after it useless, dropped when their turn comes ({@link #nextFrame}). Never from
-     * the range's end or the readable end the last answer gave on. */
+     * the range's end or the readable end the last answer gave on, nor before an answer gave the
+     * records' size (the count that fits ANSWER_BYTES). */
     private void askAhead() {
-        while (!inFlight.isEmpty() && inFlight.size() < PULLS_IN_FLIGHT) {
+        while (!inFlight.isEmpty() && inFlight.size() < PULLS_IN_FLIGHT && recordBytes > 0) {
             Pull last = inFlight.peekLast();
             long o = last.at + last.count;
             if (o >= part.end || o >= readableEnd) {
@@ -234,6 +250,7 @@ final class BrokerRangeReader extends RangeReader {
             }
             long next = Math.min(f.nextOffset, part.end);
             if (f.count > 0) {
+                recordBytes = (double) (f.data.capacity() - f.recordsAt) / f.count;
                 failingSinceMs = -1;
                 failedInRound = 0;
                 backoffMs = BACKOFF_MS_MIN;

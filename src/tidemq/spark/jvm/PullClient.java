@@ -122,9 +122,12 @@ final class PullClient {
         conn.channel(endpoint);                 // a bad rootCertificates fails here, naming the option
     }
 
-    ListenableFuture<byte[]> pull(String topic, int queue, long offset, int maxCount, int waitMs) {
+    /** A pull of up to {@code maxCount} records and {@code maxBytes} of them (the broker may stop sooner:
+     * its own bound, a segment's end). */
+    ListenableFuture<byte[]> pull(String topic, int queue, long offset, int maxCount, int maxBytes, int waitMs) {
         ObjectNode req = JSON.createObjectNode().put("topic", topic).put("queue_id", queue).put("offset", offset)
-                .put("max_count", Math.max(1, Math.min(maxCount, COUNT_MAX))).put("max_bytes", BYTES_MAX)
+                .put("max_count", Math.max(1, Math.min(maxCount, COUNT_MAX)))
+                .put("max_bytes", Math.max(1, Math.min(maxBytes, BYTES_MAX)))
                 .put("wait_ms", Math.max(0, Math.min(waitMs, WAIT_MS_MAX)));
         byte[] raw = req.toString().getBytes(StandardCharsets.UTF_8);
         return ClientCalls.futureUnaryCall(conn.call(endpoint, PULL,
