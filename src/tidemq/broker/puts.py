@@ -48,9 +48,16 @@ class PutsClosed(Exception):
 
 
 class StorePuts:
-    def __init__(self, store: MessageStore, dispatch_delay_ms: int = 0) -> None:
-        """``dispatch_delay_ms``: BrokerConfig.dispatch_delay_ms (``dispatch_later``)."""
+    def __init__(self, store: MessageStore, dispatch_delay_ms: int = 0, leading: bool = True) -> None:
+        """``dispatch_delay_ms``: BrokerConfig.dispatch_delay_ms (``dispatch_later``); ``leading``: False
+        for a follower's service, which never puts: while its store follows, the store refuses the put
+        (NOT_LEADER, naming the leader); once its store takes puts -- a promotion under way
+        (replication/node.lead makes the store a leader's, then the host replaces this service by the
+        leader's) -- the put raises PutsClosed (``_not_ours``): a message put there would be stored
+        past the leader's dedup window (produce/resends.py), which finds the records this member
+        copied as a follower; a resend of one of them would be stored twice."""
         self.store = store
+        self.leading = leading
         self.closed = False
         self.latency = None          # observe/latency.LatencyBuckets of the sends' puts, once the broker observes
         self.dispatch_delay_s = dispatch_delay_ms / 1000
@@ -89,6 +96,8 @@ class StorePuts:
         followers (SYNC replication) awaited, then settled. A put that may wait after ``close()``:
         PutsClosed."""
         store = self.store
+        if not self.leading:
+            self._not_ours()
         if store.puts_may_wait:
             if self.closed:
                 raise PutsClosed("the broker's role is changing: send again")
@@ -159,6 +168,8 @@ class StorePuts:
     def now(self, put: Callable[..., T], *args) -> T:
         """``put(*args)`` inline, for a put that waits for nothing (not ``may_wait``: ``run`` would
         run it inline too), its time observed in ``latency``; no coroutine in between."""
+        if not self.leading:
+            self._not_ours()
         latency = self.latency
         if latency is None:
             return put(*args)
@@ -174,6 +185,11 @@ class StorePuts:
         if self.latency is not None:
             self.latency.observe(time.perf_counter() - began)
         return out
+
+    def _not_ours(self) -> None:
+        """A follower's service: PutsClosed once its store takes puts (see __init__)."""
+        if not self.store.following:
+            raise PutsClosed("this member is taking the lead: send again")
 
     def close(self) -> None:
         """No more puts that may wait (the service is going): they raise PutsClosed. Those awaiting

@@ -234,7 +234,7 @@ class SendPath:
         if q is not None and q.limits:
             return None
         store = self.store
-        if store.puts_may_wait:
+        if store.puts_may_wait or not self.puts.leading:     # (a follower's service: send says what it may)
             return None
         nbytes = len(entry[0])
         limits = store.topics.body_limits
