@@ -378,3 +378,64 @@ def test_a_resend_reaching_a_promoted_followers_old_service_is_never_stored_twic
             s.close()
         follower.shutdown()
         leader.shutdown()
+
+
+def test_a_put_whose_caller_went_while_it_waited_is_remembered_for_its_resend():
+    """A SYNC put waits for its followers; its caller may go meanwhile: the client's deadline, or the
+    member that forwarded it through its leader port giving up (leader_port_forward_timeout_ms, a change
+    of role: replication/forward.py). gRPC cancels the handler then, but the message is in the log:
+    its resend (same id) is answered from there -- not confirmed yet while the followers have not got
+    it, then as the earlier store -- and never stored a second time, even where nothing else would
+    find it (a service built on an empty store looks nothing up in the index)."""
+    import asyncio
+
+    from tidemq.broker.replication.acks import ReplicaAcks
+    from tidemq.broker.service import MessagingService
+    from tidemq.config import BrokerConfig
+    from tidemq.io import ManualClock
+    from tidemq.protocol.stubs import spb
+    from tidemq.store import MessageStore
+    from tidemq.testing.faulty_io import FaultyFileIO
+
+    from tests.support.store import memory_config
+
+    clock = ManualClock(1_700_000_000_000)
+    store = MessageStore(memory_config(), FaultyFileIO(), clock=clock).start()
+    store.lead(1)
+    store.create_topic("T", 1)
+    svc = MessagingService(store, BrokerConfig(send_hold_ms_max=0))
+    acks = ReplicaAcks(True, 1, 60_000, 60_000, lambda: store.replica.end, clock)
+    acks.set_isr({"f"})
+    conn = acks.connect("f", "", 0).conn
+    store.writer.replicas = acks
+    request = spb.SendMessageRequest.FromString(_request("T", b"the-one", "gone-1"))
+
+    async def main():
+        first = asyncio.ensure_future(svc.SendMessage(request, _Context()))
+        for _ in range(1000):                      # its put appended, waiting for the follower
+            if store.replica.end > 0:
+                break
+            await asyncio.sleep(0)
+        end = store.replica.end
+        assert end > 0 and not first.done()
+        first.cancel()                             # gRPC: the caller went
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        again = asyncio.ensure_future(svc.SendMessage(request, _Context()))
+        for _ in range(1000):
+            if again.done() or store.replica.end > end:
+                break
+            await asyncio.sleep(0)
+        acks.confirm("f", conn, store.replica.end)       # (releases a put made again, if one was)
+        waiting = (await again).entries[0]
+        later = (await svc.SendMessage(request, _Context())).entries[0]
+        return end, waiting, later
+
+    try:
+        end, waiting, later = asyncio.run(main())
+        assert store.replica.end == end, "stored once"
+        assert waiting.status.code == Code.SLAVE_PERSISTENCE_TIMEOUT, "in the log, not confirmed yet"
+        assert (later.status.code, later.offset) == (Code.OK, 0), "then answered as the earlier store"
+    finally:
+        svc.close()
+        store.shutdown()

@@ -523,8 +523,13 @@ class SendPath:
             else:
                 where = v.open()
                 put = (store.put_batch, [p.messages[i] for i in where], inline)
-            # a put that waits for nothing runs now, with no coroutine in between (StorePuts.now)
-            r = puts.now(*put) if not may_wait else await puts.timed(*put)
+            # a put that waits for nothing runs now, with no coroutine in between (StorePuts.now); one
+            # whose caller goes while it waits is remembered all the same (in the log: its resend is
+            # answered from there, never stored twice)
+            if not may_wait:
+                r = puts.now(*put)
+            else:
+                r = await puts.timed(*put, on_cancel=lambda r: self._record(batch, v, r, where, keys, halves))
         except PutsClosed as e:         # a change of role closed this service's puts: nothing was put
             for i in v.open():
                 v.refuse(i, Code.INTERNAL_SERVER_ERROR, str(e))
