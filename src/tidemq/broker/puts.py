@@ -90,15 +90,14 @@ class StorePuts:
         always, now (kept for the callers that ask)."""
         return True
 
-    async def run(self, put: Callable[..., T], *args, on_cancel: Callable[[T], None] | None = None) -> T:
+    async def run(self, put: Callable[..., T], *args, on_appended: Callable[[T], None] | None = None) -> T:
         """``put(*args)`` (one of the store's put, put_batch, put_encoded, put_slices) on the loop;
         one that may wait: appended with ``wait=False``, then its fsync (SYNC_FLUSH) and its
         followers (SYNC replication) awaited, then settled. A put that may wait after ``close()``:
-        PutsClosed. Cancelled while it waits (its caller went: a client's deadline, a forwarding
-        member giving up), the put is settled as it stands -- not confirmed yet, most often -- and
-        given to ``on_cancel`` before the cancellation goes on: its records are in the log, and the
-        send path remembers them for their resend (produce/resends.py), as it does a put answered
-        not confirmed in time."""
+        PutsClosed. ``on_appended(result)``: called once the records are in the log, before the wait
+        (the send path remembers them there for a resend that comes while it waits, or after its
+        caller went -- a client's deadline, a forwarding member giving up, which cancel the wait
+        here and leave the records in the log: produce/resends.py)."""
         store = self.store
         if not self.leading:
             self._not_ours()
@@ -111,15 +110,12 @@ class StorePuts:
             rep = w.replicas if w is not None else None       # the followers it is appended under
             r = put(*args, wait=False)
             if r.pending_end >= 0:
-                try:
-                    await self._durable(r.pending_end)
-                    gc = store.group_commit
-                    if rep is not None and rep.sync and (gc is None or gc.outcome(r.pending_end) is None):
-                        await self._confirmed(rep, r.pending_end)      # on disk here: the followers now
-                except asyncio.CancelledError:
-                    if on_cancel is not None:
-                        on_cancel(store.settle_put(r, rep))
-                    raise
+                if on_appended is not None:
+                    on_appended(r)
+                await self._durable(r.pending_end)
+                gc = store.group_commit
+                if rep is not None and rep.sync and (gc is None or gc.outcome(r.pending_end) is None):
+                    await self._confirmed(rep, r.pending_end)      # on disk here: the followers now
                 store.settle_put(r, rep)
             return r
         return put(*args)
@@ -187,10 +183,10 @@ class StorePuts:
         latency.observe(time.perf_counter() - began)
         return out
 
-    async def timed(self, put: Callable[..., T], *args, on_cancel: Callable[[T], None] | None = None) -> T:
+    async def timed(self, put: Callable[..., T], *args, on_appended: Callable[[T], None] | None = None) -> T:
         """``run``, its time observed in ``latency`` (the sends' put latency histogram)."""
         began = time.perf_counter()
-        out = await self.run(put, *args, on_cancel=on_cancel)
+        out = await self.run(put, *args, on_appended=on_appended)
         if self.latency is not None:
             self.latency.observe(time.perf_counter() - began)
         return out

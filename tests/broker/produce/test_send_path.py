@@ -380,13 +380,14 @@ def test_a_resend_reaching_a_promoted_followers_old_service_is_never_stored_twic
         leader.shutdown()
 
 
-def test_a_put_whose_caller_went_while_it_waited_is_remembered_for_its_resend():
+@pytest.mark.parametrize("caller_went", [True, False], ids=["caller-went", "caller-waits"])
+def test_a_put_waiting_for_its_followers_is_remembered_for_its_resend(caller_went):
     """A SYNC put waits for its followers; its caller may go meanwhile: the client's deadline, or the
     member that forwarded it through its leader port giving up (leader_port_forward_timeout_ms, a change
-    of role: replication/forward.py). gRPC cancels the handler then, but the message is in the log:
-    its resend (same id) is answered from there -- not confirmed yet while the followers have not got
-    it, then as the earlier store -- and never stored a second time, even where nothing else would
-    find it (a service built on an empty store looks nothing up in the index)."""
+    of role: replication/forward.py); gRPC cancels the handler then. Gone or still waiting, the message
+    is in the log: its resend (same id) is answered from there -- not confirmed yet while the followers
+    have not got it, then as the earlier store -- and never stored a second time, even where nothing
+    else would find it (a service built on an empty store looks nothing up in the index)."""
     import asyncio
 
     from tidemq.broker.replication.acks import ReplicaAcks
@@ -418,9 +419,10 @@ def test_a_put_whose_caller_went_while_it_waited_is_remembered_for_its_resend():
             await asyncio.sleep(0)
         end = store.replica.end
         assert end > 0 and not first.done()
-        first.cancel()                             # gRPC: the caller went
-        with pytest.raises(asyncio.CancelledError):
-            await first
+        if caller_went:
+            first.cancel()                         # gRPC: the caller went
+            with pytest.raises(asyncio.CancelledError):
+                await first
         again = asyncio.ensure_future(svc.SendMessage(request, _Context()))
         for _ in range(1000):
             if again.done() or store.replica.end > end:
@@ -428,6 +430,8 @@ def test_a_put_whose_caller_went_while_it_waited_is_remembered_for_its_resend():
             await asyncio.sleep(0)
         acks.confirm("f", conn, store.replica.end)       # (releases a put made again, if one was)
         waiting = (await again).entries[0]
+        if not caller_went:
+            assert (await first).entries[0].status.code == Code.OK
         later = (await svc.SendMessage(request, _Context())).entries[0]
         return end, waiting, later
 
@@ -436,6 +440,7 @@ def test_a_put_whose_caller_went_while_it_waited_is_remembered_for_its_resend():
         assert store.replica.end == end, "stored once"
         assert waiting.status.code == Code.SLAVE_PERSISTENCE_TIMEOUT, "in the log, not confirmed yet"
         assert (later.status.code, later.offset) == (Code.OK, 0), "then answered as the earlier store"
+        assert svc.sends.resends.unconfirmed == {}, "confirmed: the window answers it now"
     finally:
         svc.close()
         store.shutdown()

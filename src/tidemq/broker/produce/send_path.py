@@ -524,12 +524,12 @@ class SendPath:
                 where = v.open()
                 put = (store.put_batch, [p.messages[i] for i in where], inline)
             # a put that waits for nothing runs now, with no coroutine in between (StorePuts.now); one
-            # whose caller goes while it waits is remembered all the same (in the log: its resend is
-            # answered from there, never stored twice)
+            # that waits is remembered as appended while it waits (a resend meanwhile, or after its
+            # caller went, is answered from the log, never stored twice: resends.remember_appended)
             if not may_wait:
                 r = puts.now(*put)
             else:
-                r = await puts.timed(*put, on_cancel=lambda r: self._record(batch, v, r, where, keys, halves))
+                r = await puts.timed(*put, on_appended=lambda r: self.resends.remember_appended(keys, r, where))
         except PutsClosed as e:         # a change of role closed this service's puts: nothing was put
             for i in v.open():
                 v.refuse(i, Code.INTERNAL_SERVER_ERROR, str(e))
