@@ -158,15 +158,17 @@ class Resends:
         """Messages just stored (``kinds[i]`` STORED: batch.Verdicts' columns): ``offsets`` their queue
         offsets, ``physs`` their records' commit-log offsets, ``txns`` {index: transaction id} of the
         TRANSACTION ones."""
-        if self.unconfirmed:                       # confirmed now: the window answers their resends
-            for i, kind in enumerate(kinds):
-                if kind == STORED:
-                    self.unconfirmed.pop(bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]), None)
         if len(kinds) == 1:                        # the common request: no array made
             if kinds[0] == STORED:
                 key = keys if type(keys) is bytes and len(keys) == KEY_BYTES else bytes(keys[:KEY_BYTES])
+                if self.unconfirmed:               # confirmed now: the window answers its resends
+                    self.unconfirmed.pop(key, None)
                 self.window.put_key(key, offsets[0], physs[0], txns.get(0, "") if txns else "")
             return
+        if self.unconfirmed:
+            for i, kind in enumerate(kinds):
+                if kind == STORED:
+                    self.unconfirmed.pop(bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]), None)
         self.window.put_keys(keys, np.array(offsets, np.int64), np.array(physs, np.int64),
                              np.array(kinds, np.uint8) == STORED)
         for i, txn in txns.items():
@@ -177,16 +179,18 @@ class Resends:
         results, ``where`` the batch index of each, None: the same) remembered as not confirmed yet,
         its dedup key from ``keys``, until ``remember`` (confirmed) or ``remember_unconfirmed``
         (answered not confirmed in time) says more."""
-        size, qoff, phys = r.size, r.qoff, r.phys
+        size, qoff, phys = r.size.tolist(), r.qoff.tolist(), r.phys.tolist()     # (numpy's items: slow one by one)
+        pending = self.unconfirmed
         for k in range(len(size)):
             if size[k] <= 0 or phys[k] < 0:
                 continue
             i = k if where is None else where[k]
-            key = bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)])
+            key = keys if type(keys) is bytes and len(keys) == KEY_BYTES else \
+                bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)])
             if any(key):
-                if len(self.unconfirmed) >= UNCONFIRMED_MAX:
-                    self.unconfirmed.pop(next(iter(self.unconfirmed)))
-                self.unconfirmed[key] = (int(qoff[k]), "", int(phys[k]) + int(size[k]), int(phys[k]))
+                if len(pending) >= UNCONFIRMED_MAX:
+                    pending.pop(next(iter(pending)))
+                pending[key] = (qoff[k], "", phys[k] + size[k], phys[k])
 
     def remember_unconfirmed(self, key: bytes, status: PutStatus, queue_offset: int, phys: int, end: int,
                              txn: str = "") -> None:
