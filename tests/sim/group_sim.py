@@ -24,7 +24,14 @@ leader, every member's log equal to it and in its in-sync set. Checked after eve
 A member's put runs as the broker's do (broker/puts.py: appended on the loop, under SYNC its
 followers' confirmations awaited there, at most ``PUT_WAIT_S``): an appended put not confirmed
 in that time is confirmed by the client's resend, which the broker answers from ``store.confirm``
-(produce/send_path.Unconfirmed), as the official clients' retries are. SYNC_FLUSH's group commit
+(produce/send_path.Unconfirmed), as the official clients' retries are. A put refused or not answered
+(a member killed or stopped, no leader, not confirmed in time) is sent again with the same message
+ids, up to ``SEND_ATTEMPTS`` times in all, to the member the last one would forward it to, as the
+official clients resend: each member answers a resend as the broker's send path does, from its
+dedup window, the puts it appended but could not confirm, and the index after it took the lead
+(produce/resends.py, rebuilt at every change of role as server.activate rebuilds the services,
+whose puts a follower's never makes: broker/puts.py), so a message copied to a follower and
+resent to it once it leads is counted "twice" unless the broker recognises it. SYNC_FLUSH's group commit
 runs on the loop too (``MessageStore(stepped_flush=True)``, ``SimMember._flusher``): each fsync takes
 a seeded ``fsync_s`` of virtual time, so followers may confirm a record before the leader's fsync of
 it ends, and no real thread decides the order: the same seed is the same run.
@@ -43,10 +50,11 @@ import random
 import sys
 from dataclasses import dataclass, field
 
-from tidemq.broker.puts import StorePuts
+from tidemq.broker.produce.resends import Resends, Unconfirmed
+from tidemq.broker.puts import PutsClosed, StorePuts
 from tidemq.broker.replication.coordination import Create, SetData
 from tidemq.broker.replication.node import ReplicationNode
-from tidemq.config import ReplicationConfig
+from tidemq.config import BrokerConfig, ReplicationConfig
 from tidemq.io import ManualClock
 from tidemq.record import codec
 from tidemq.store import GetStatus, Message, MessageStore, PutStatus, StoreConfig
@@ -64,6 +72,7 @@ ELECTION_WAIT_MS = 200
 CLIENT_TIMEOUT_S = 3.0           # a client waits this long for an answer, then tries another member
 CONFIRM_S = 2.0                  # how long a client resends an appended, unconfirmed put
 PUT_WAIT_S = 0.5                 # a SYNC put's wait for its followers (replication_timeout_ms)
+SEND_ATTEMPTS = 3                # a client sends a message this many times at most (same id), as the official clients
 SETTLE_S = 60.0                  # after healing, the group must settle within this (virtual) time
 # disk faults hit the segment files only: the store's disk check (a thread on real time) writes a
 # marker in the directory, and a fault it met would take the directory offline at a moment the seed
@@ -124,6 +133,7 @@ class Ack:
     member: str
     epoch: int
     at_s: float
+    resend: bool = False     # answered as a resend of a message stored and confirmed before (its window)
 
 
 @dataclass
@@ -133,6 +143,8 @@ class Stats:
     refused: int = 0
     no_answer: int = 0
     unconfirmed: int = 0
+    resent: int = 0              # messages sent again (same id) after no answer, a refusal, not confirmed in time
+    recognised: int = 0          # resent messages a member found stored before (answered, not stored again)
     lost: int = 0
     twice: int = 0
     older_epoch_acks: int = 0
@@ -161,10 +173,18 @@ class SimMember:
         self._flush_task: asyncio.Task | None = None
         self.flush_open: asyncio.Event | None = None
         self.kills = 0
+        self.puts: StorePuts | None = None
+        self.resends: Resends | None = None
 
     # Host ---------------------------------------------------------------------------------------
     async def activate(self, leading: bool) -> None:
-        pass
+        """server.activate's part here: the send path's state built again for the new role (its dedup
+        window empty, the index looked up for a while after it began on a log holding messages) and
+        the puts of a follower's never made."""
+        if self.puts is not None:
+            self.puts.close()
+        self.puts = StorePuts(self.store, leading=leading)
+        self.resends = Resends(self.store, BrokerConfig())
 
     async def leader_port(self, open_: bool) -> None:
         pass
@@ -191,7 +211,7 @@ class SimMember:
                                     coordinator_thread=False)
         self.node.gate = self.gate
         self.node.acks.timeout_s = PUT_WAIT_S  # then the client's resend confirms it
-        self.puts = StorePuts(self.store)
+        self.puts, self.resends = None, None  # (the node's first role change builds them: activate)
         self.alive = True
         self.flush_open = asyncio.Event()         # cleared: its group commit waits (a scripted scenario's)
         self.flush_open.set()
@@ -255,19 +275,43 @@ class SimMember:
 
     # the broker's side of a send ------------------------------------------------------------------
     async def serve_put(self, msgs: list[Message]) -> tuple:
-        """("ok", epoch, at, phys list) | ("refused", reason) | ("unconfirmed",) | ("dead",)"""
+        """("ok", epoch, at, phys list) | ("refused", reason) | ("unconfirmed",) | ("dead",); a resend
+        of messages stored before answered as the broker's send path answers it (produce/resends.py)."""
         await self.gate()
-        if not self.alive:
+        if not self.alive or self.puts is None:
             return ("dead",)
         clock = self.sim.clock
-        store = self.store
+        store, resends = self.store, self.resends
+        ids = [(m.properties or {}).get(codec.PROP_UNIQ_KEY, "") for m in msgs]     # (a script's: none)
+        keys = b"".join(resends.key(TOPIC, i) for i in ids)
+        found = resends.find(keys, range(len(msgs)), lambda i: TOPIC, lambda i: ids[i])
+        self.sim.stats.recognised += len(found)
+        if any(isinstance(f, Unconfirmed) for f in found.values()):
+            return ("unconfirmed",)                   # in the log, not confirmed yet: never appended again
+        todo = [k for k in range(len(msgs)) if k not in found]
+        if not todo:
+            return ("ok", self.node.epoch, clock.monotonic_s(), [])
+        todo_keys = b"".join(keys[16 * k:16 * (k + 1)] for k in todo)
         try:
-            rs = await self.puts.run(store.put_batch, msgs)
+            rs = await self.puts.run(store.put_batch, [msgs[k] for k in todo],
+                                     on_appended=lambda r: resends.remember_appended(todo_keys, r, None))
         except SimulatedCrash:
             return ("dead",)
+        except PutsClosed:                            # a change of role under way: sent again
+            return ("refused", "closed")
         if not self.alive or self.store is not store:     # killed while it waited: no answer
             return ("dead",)
-        results = [rs[i] for i in range(len(msgs))]
+        results = [rs[i] for i in range(len(todo))]
+        for k, r in zip(todo, results):               # what the send path remembers (send_path._record)
+            key = keys[16 * k:16 * (k + 1)]
+            if not any(key):
+                continue
+            if r.status is PutStatus.PUT_OK:
+                resends.unconfirmed.pop(key, None)
+                resends.window.put_key(key, r.queue_offset, r.commitlog_offset)
+            elif r.commitlog_offset >= 0:
+                resends.remember_unconfirmed(key, r.status, r.queue_offset, r.commitlog_offset,
+                                             r.commitlog_offset + r.size)
         if all(r.status is PutStatus.PUT_OK for r in results):
             return ("ok", self.node.epoch, clock.monotonic_s(), [r.commitlog_offset for r in results])
         if not any(r.status is PutStatus.FLUSH_SLAVE_TIMEOUT for r in results):
@@ -418,17 +462,26 @@ class GroupSim:
     async def _producer(self) -> None:
         rng, seq, target = self.rng, 0, None
         loop = asyncio.get_running_loop()
+        again, attempts = None, 0                  # the messages to send again (same ids), and how often sent
         while self._producing:
             await asyncio.sleep(rng.uniform(0.01, 0.08))
-            n = rng.choice((1, 1, 1, 2, 5))
-            ids = list(range(seq, seq + n))
-            seq += n
-            msgs = []
-            for i in ids:
-                body = b"%d|" % i + rng.randbytes(rng.choice((10, 100, 600)))
-                self.bodies[i] = body
-                msgs.append(Message(TOPIC, body))
-            self.stats.sent += n
+            if again is not None and attempts < SEND_ATTEMPTS:
+                ids, msgs = again
+                n = len(ids)
+                attempts += 1
+                self.stats.resent += n
+            else:
+                n = rng.choice((1, 1, 1, 2, 5))
+                ids = list(range(seq, seq + n))
+                seq += n
+                msgs = []
+                for i in ids:
+                    body = b"%d|" % i + rng.randbytes(rng.choice((10, 100, 600)))
+                    self.bodies[i] = body
+                    msgs.append(Message(TOPIC, body, properties={codec.PROP_UNIQ_KEY: "sim-%d" % i}))
+                self.stats.sent += n
+                attempts = 1
+            again = (ids, msgs)                    # until answered ok
             live = [m for m in self.members.values() if m.alive]
             m = target if target is not None and target.alive else (rng.choice(live) if live else None)
             if m is None:
@@ -443,9 +496,11 @@ class GroupSim:
             if res[0] == "ok":
                 _, epoch, at, phys = res
                 for i in ids:
-                    self.acks[i] = Ack(i, m.name, epoch, at)
+                    if i not in self.acks:
+                        self.acks[i] = Ack(i, m.name, epoch, at, resend=not phys)
                 self.stats.acked += n
                 target = m
+                again = None
             else:
                 if res[0] == "refused":
                     self.stats.refused += n
@@ -661,6 +716,8 @@ class GroupSim:
                       f"(acked by {[(self.acks[i].member, self.acks[i].epoch) for i in lost[:3]]})")
         began = self.coord.began
         for a in self.acks.values():
+            if a.resend:
+                continue            # confirmed when it was first stored (the window holds only those)
             newer = [e for e, t in began.items() if e > a.epoch and t <= a.at_s]
             if newer:
                 st.older_epoch_acks += 1
@@ -675,7 +732,8 @@ class GroupSim:
 def totals(seeds: range, mode: str) -> dict:
     """The figures of many runs: sums of the counts, the longest time without a writable leader, and
     the seeds that failed (with the first line of why)."""
-    out = {"mode": mode, "runs": 0, "sent": 0, "acked": 0, "lost": 0, "twice": 0, "older_epoch_acks": 0,
+    out = {"mode": mode, "runs": 0, "sent": 0, "acked": 0, "resent": 0, "recognised": 0, "lost": 0, "twice": 0,
+           "older_epoch_acks": 0,
            "served": 0, "served_then_cut": 0, "elections": 0, "unwritable_s_max": 0.0, "failed": {}}
     for seed in seeds:
         sim = GroupSim(seed, mode)
@@ -685,7 +743,8 @@ def totals(seeds: range, mode: str) -> dict:
             out["failed"][seed] = str(e).splitlines()[0]
         st = sim.stats
         out["runs"] += 1
-        for k in ("sent", "acked", "lost", "twice", "older_epoch_acks", "served", "served_then_cut", "elections"):
+        for k in ("sent", "acked", "resent", "recognised", "lost", "twice", "older_epoch_acks", "served",
+                  "served_then_cut", "elections"):
             out[k] += getattr(st, k)
         out["unwritable_s_max"] = round(max(out["unwritable_s_max"], st.unwritable_s_max), 3)
     return out

@@ -155,6 +155,11 @@ class Group:
     # reading back -------------------------------------------------------------------------------
     def read_topic(self, i: int, topic: str) -> list[bytes]:
         """Every body of ``topic`` on member i, queue by queue (PullRecords)."""
+        return [bytes(m.body) for m in self.read_records(i, topic)]
+
+    def read_records(self, i: int, topic: str) -> list:
+        """Every record of ``topic`` on member i, queue by queue (PullRecords): StoredMessages (queue,
+        queue offset, commit-log offset, properties: where a record counted twice comes from)."""
         from tidemq.client import PullConsumer
         out = []
         with PullConsumer(self.endpoint(i), timeout_s=60, **self.client) as c:
@@ -162,7 +167,7 @@ class Group:
                 off, end = 0, c.query_offset(topic, q, "END")
                 while off < end:
                     r = c.pull_records(topic, q, off)
-                    out += [bytes(m.body) for m in r.messages()]
+                    out += r.messages()
                     off = r.next_offset
         return out
 

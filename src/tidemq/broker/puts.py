@@ -48,9 +48,16 @@ class PutsClosed(Exception):
 
 
 class StorePuts:
-    def __init__(self, store: MessageStore, dispatch_delay_ms: int = 0) -> None:
-        """``dispatch_delay_ms``: BrokerConfig.dispatch_delay_ms (``dispatch_later``)."""
+    def __init__(self, store: MessageStore, dispatch_delay_ms: int = 0, leading: bool = True) -> None:
+        """``dispatch_delay_ms``: BrokerConfig.dispatch_delay_ms (``dispatch_later``); ``leading``: False
+        for a follower's service, which never puts: while its store follows, the store refuses the put
+        (NOT_LEADER, naming the leader); once its store takes puts -- a promotion under way
+        (replication/node.lead makes the store a leader's, then the host replaces this service by the
+        leader's) -- the put raises PutsClosed (``_not_ours``): a message put there would be stored
+        past the leader's dedup window (produce/resends.py), which finds the records this member
+        copied as a follower; a resend of one of them would be stored twice."""
         self.store = store
+        self.leading = leading
         self.closed = False
         self.latency = None          # observe/latency.LatencyBuckets of the sends' puts, once the broker observes
         self.dispatch_delay_s = dispatch_delay_ms / 1000
@@ -83,12 +90,17 @@ class StorePuts:
         always, now (kept for the callers that ask)."""
         return True
 
-    async def run(self, put: Callable[..., T], *args) -> T:
+    async def run(self, put: Callable[..., T], *args, on_appended: Callable[[T], None] | None = None) -> T:
         """``put(*args)`` (one of the store's put, put_batch, put_encoded, put_slices) on the loop;
         one that may wait: appended with ``wait=False``, then its fsync (SYNC_FLUSH) and its
         followers (SYNC replication) awaited, then settled. A put that may wait after ``close()``:
-        PutsClosed."""
+        PutsClosed. ``on_appended(result)``: called once the records are in the log, before the wait
+        (the send path remembers them there for a resend that comes while it waits, or after its
+        caller went -- a client's deadline, a forwarding member giving up, which cancel the wait
+        here and leave the records in the log: produce/resends.py)."""
         store = self.store
+        if not self.leading:
+            self._not_ours()
         if store.puts_may_wait:
             if self.closed:
                 raise PutsClosed("the broker's role is changing: send again")
@@ -98,6 +110,8 @@ class StorePuts:
             rep = w.replicas if w is not None else None       # the followers it is appended under
             r = put(*args, wait=False)
             if r.pending_end >= 0:
+                if on_appended is not None:
+                    on_appended(r)
                 await self._durable(r.pending_end)
                 gc = store.group_commit
                 if rep is not None and rep.sync and (gc is None or gc.outcome(r.pending_end) is None):
@@ -159,6 +173,8 @@ class StorePuts:
     def now(self, put: Callable[..., T], *args) -> T:
         """``put(*args)`` inline, for a put that waits for nothing (not ``may_wait``: ``run`` would
         run it inline too), its time observed in ``latency``; no coroutine in between."""
+        if not self.leading:
+            self._not_ours()
         latency = self.latency
         if latency is None:
             return put(*args)
@@ -167,13 +183,18 @@ class StorePuts:
         latency.observe(time.perf_counter() - began)
         return out
 
-    async def timed(self, put: Callable[..., T], *args) -> T:
+    async def timed(self, put: Callable[..., T], *args, on_appended: Callable[[T], None] | None = None) -> T:
         """``run``, its time observed in ``latency`` (the sends' put latency histogram)."""
         began = time.perf_counter()
-        out = await self.run(put, *args)
+        out = await self.run(put, *args, on_appended=on_appended)
         if self.latency is not None:
             self.latency.observe(time.perf_counter() - began)
         return out
+
+    def _not_ours(self) -> None:
+        """A follower's service: PutsClosed once its store takes puts (see __init__)."""
+        if not self.store.following:
+            raise PutsClosed("this member is taking the lead: send again")
 
     def close(self) -> None:
         """No more puts that may wait (the service is going): they raise PutsClosed. Those awaiting

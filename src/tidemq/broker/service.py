@@ -78,7 +78,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.gate = gate or SendGate(None, store.commit_log.dirty_bytes, config.flush_backlog_high_bytes,
                                      config.send_hold_ms_max / 1000, config.inflight_requests_per_connection_max,
                                      config.inflight_bytes_per_connection_max, store.clock)
-        self.puts = StorePuts(store, config.dispatch_delay_ms)      # where puts run (puts.py)
+        self.puts = StorePuts(store, config.dispatch_delay_ms, leading)      # where puts run (puts.py)
         self.closing = asyncio.Event()
         migrate(store.fio, store.config.root_dir)       # state of the layout before <root>/broker/
         self.state_dir = state_dir(store.config.root_dir)

@@ -311,3 +311,136 @@ def test_an_encoded_batch_puts_only_the_messages_not_answered_already(tmp_path):
         for s, x in ((store, svc), (other, svc2)):
             x.close()
             s.shutdown()
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["SYNC", "ASYNC"])
+def test_a_resend_reaching_a_promoted_followers_old_service_is_never_stored_twice(sync):
+    """Issue 27's "twice": a message stored on the leader and copied to a follower, its answer lost
+    with the leader; the client resends it (same id) to the follower being promoted. The promotion
+    (replication/node.lead) makes the store a leader's before the host replaces the follower's service
+    (server.activate): a resend that reaches the follower's service in between (its window is empty,
+    it was built on an empty store) is answered INTERNAL_SERVER_ERROR (the clients send it again) and
+    put nowhere; the leader's service then answers it as the earlier store, found by its id in what
+    the follower copied."""
+    import asyncio
+
+    from tidemq.broker.replication.acks import ReplicaAcks
+    from tidemq.broker.service import MessagingService
+    from tidemq.config import BrokerConfig
+    from tidemq.io import ManualClock
+    from tidemq.protocol.stubs import spb
+    from tidemq.store import MessageStore
+    from tidemq.testing.faulty_io import FaultyFileIO
+
+    from tests.support.store import memory_config
+
+    clock = ManualClock(1_700_000_000_000)
+    leader = MessageStore(memory_config(), FaultyFileIO(), clock=clock).start()
+    follower = MessageStore(memory_config(), FaultyFileIO(), clock=clock).start()
+    config = BrokerConfig(send_hold_ms_max=0)
+    services = []
+    try:
+        leader.lead(1)
+        leader.create_topic("T", 2)
+        follower.follow("follows the leader")
+        copy_svc = MessagingService(follower, config, leading=False)         # a follower's, on an empty store
+        services.append(copy_svc)
+        lead_svc = MessagingService(leader, config)
+        services.append(lead_svc)
+        request = spb.SendMessageRequest.FromString(_request("T", b"the-one", "resend-1"))
+
+        def send(svc):
+            return asyncio.run(svc.SendMessage(request, _Context())).entries[0]
+
+        def copies():
+            return [m.queue_offset for m in follower.query_by_key("T", "resend-1", whole_log=True)]
+
+        first = send(lead_svc)
+        assert first.status.code == Code.OK
+        at, data = leader.replica.read(follower.replica.end, 1 << 20)
+        follower.replica.append(at, data, defer_dispatch=True)          # copied; its answer is lost
+        # node.lead's steps on the store: its followers' acknowledgements (none in sync yet: in_sync_replicas_min
+        # 0, every put confirmed at once), then the store takes puts
+        acks = ReplicaAcks(sync, 0, 60_000, 60_000, lambda: follower.replica.end, clock)
+        follower.writer.replicas = acks
+        follower.lead(2)
+        # ... and the resend reaches the follower's service before the host replaced it
+        early = send(copy_svc)
+        assert early.status.code == Code.INTERNAL_SERVER_ERROR, early
+        assert copies() == [first.offset], "put nowhere"
+        promoted = MessagingService(follower, config, leading=True, replaces=copy_svc)     # server.activate
+        services.append(promoted)
+        again = send(promoted)
+        assert (again.status.code, again.offset) == (Code.OK, first.offset), "answered as the earlier store"
+        assert copies() == [first.offset], "stored once"
+    finally:
+        for s in services:
+            s.close()
+        follower.shutdown()
+        leader.shutdown()
+
+
+@pytest.mark.parametrize("caller_went", [True, False], ids=["caller-went", "caller-waits"])
+def test_a_put_waiting_for_its_followers_is_remembered_for_its_resend(caller_went):
+    """A SYNC put waits for its followers; its caller may go meanwhile: the client's deadline, or the
+    member that forwarded it through its leader port giving up (leader_port_forward_timeout_ms, a change
+    of role: replication/forward.py); gRPC cancels the handler then. Gone or still waiting, the message
+    is in the log: its resend (same id) is answered from there -- not confirmed yet while the followers
+    have not got it, then as the earlier store -- and never stored a second time, even where nothing
+    else would find it (a service built on an empty store looks nothing up in the index)."""
+    import asyncio
+
+    from tidemq.broker.replication.acks import ReplicaAcks
+    from tidemq.broker.service import MessagingService
+    from tidemq.config import BrokerConfig
+    from tidemq.io import ManualClock
+    from tidemq.protocol.stubs import spb
+    from tidemq.store import MessageStore
+    from tidemq.testing.faulty_io import FaultyFileIO
+
+    from tests.support.store import memory_config
+
+    clock = ManualClock(1_700_000_000_000)
+    store = MessageStore(memory_config(), FaultyFileIO(), clock=clock).start()
+    store.lead(1)
+    store.create_topic("T", 1)
+    svc = MessagingService(store, BrokerConfig(send_hold_ms_max=0))
+    acks = ReplicaAcks(True, 1, 60_000, 60_000, lambda: store.replica.end, clock)
+    acks.set_isr({"f"})
+    conn = acks.connect("f", "", 0).conn
+    store.writer.replicas = acks
+    request = spb.SendMessageRequest.FromString(_request("T", b"the-one", "gone-1"))
+
+    async def main():
+        first = asyncio.ensure_future(svc.SendMessage(request, _Context()))
+        for _ in range(1000):                      # its put appended, waiting for the follower
+            if store.replica.end > 0:
+                break
+            await asyncio.sleep(0)
+        end = store.replica.end
+        assert end > 0 and not first.done()
+        if caller_went:
+            first.cancel()                         # gRPC: the caller went
+            with pytest.raises(asyncio.CancelledError):
+                await first
+        again = asyncio.ensure_future(svc.SendMessage(request, _Context()))
+        for _ in range(1000):
+            if again.done() or store.replica.end > end:
+                break
+            await asyncio.sleep(0)
+        acks.confirm("f", conn, store.replica.end)       # (releases a put made again, if one was)
+        waiting = (await again).entries[0]
+        if not caller_went:
+            assert (await first).entries[0].status.code == Code.OK
+        later = (await svc.SendMessage(request, _Context())).entries[0]
+        return end, waiting, later
+
+    try:
+        end, waiting, later = asyncio.run(main())
+        assert store.replica.end == end, "stored once"
+        assert waiting.status.code == Code.SLAVE_PERSISTENCE_TIMEOUT, "in the log, not confirmed yet"
+        assert (later.status.code, later.offset) == (Code.OK, 0), "then answered as the earlier store"
+        assert svc.sends.resends.unconfirmed == {}, "confirmed: the window answers it now"
+    finally:
+        svc.close()
+        store.shutdown()

@@ -55,11 +55,17 @@ def _read_back(pg, sends, t, producer, readers) -> tuple[int, int, int]:
     sends.stop.set()
     t.join(timeout=120)
     producer.shutdown()
+    from tidemq.record.codec import PROP_UNIQ_KEY
     leader = pg.wait_settled()
     readers.close()
-    counts = Counter(pg.g.read_topic(leader, TOPIC))
+    records = pg.g.read_records(leader, TOPIC)
+    counts = Counter(bytes(m.body) for m in records)
     stored = {int(b[1:]) for b in counts}
     cut = readers.cut(partition.read_queues(pg.g, leader, TOPIC))
+    twice = [(bytes(m.body), m.queue_id, m.queue_offset, m.commitlog_offset, m.properties.get(PROP_UNIQ_KEY),
+              int(bytes(m.body)[1:]) in sends.acked) for m in records if counts[bytes(m.body)] > 1]
+    if twice:       # (body, queue, queue offset, commit-log offset, message id, acknowledged): which copy is which
+        print({"stored_twice": twice[:20]})
     return sum(1 for s in sends.acked if s not in stored), sum(1 for c in counts.values() if c > 1), cut
 
 

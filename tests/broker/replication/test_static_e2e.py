@@ -339,3 +339,59 @@ def test_a_follower_never_serves_what_its_leaders_failed_fsync_cuts(tmp_path):
     finally:
         hold.unlink(missing_ok=True)
         g.kill_all()
+
+
+def test_a_send_forwarded_past_its_cap_while_the_leader_waits_for_a_stopped_follower_is_stored_once(tmp_path):
+    """A SYNC leader waits for a follower of its in-sync set that was stopped (SIGSTOP, not yet out of
+    the set: replica_lag_time_max_ms); a client sending through another member's leader port is cut
+    at leader_port_forward_timeout_ms (UNAVAILABLE), and gRPC cancels the leader's handler, while the
+    message is in the leader's log. The client sends it again with the same id, as the official
+    clients do at once: each resend is answered from the log (not confirmed yet), never appended
+    again -- the leader began on an empty log, so it looks nothing up in its index -- and once the
+    follower runs again, the message is there once and a last resend is answered with its offset."""
+    import grpc
+
+    from tidemq.protocol.stubs import pb, spb
+
+    g = Group(str(tmp_path), 3, mode="SYNC", env={"TIDEMQ_REPLICA_LAG_TIME_MAX_MS": "60000",
+                                                   "TIDEMQ_REPLICATION_TIMEOUT_MS": "120000",
+                                                   "TIDEMQ_LEADER_PORT_FORWARD_TIMEOUT_MS": "1000"})
+    try:
+        g.start(0, role="leader")
+        g.start(1, leader=0)
+        g.start(2, leader=0)
+        g.wait_in_sync(0, [1, 2])
+        sp = pb.SystemProperties(message_id="forwarded-1", message_type=pb.MessageType.NORMAL, born_host="127.0.0.1")
+        sp.born_timestamp.seconds = 1_700_000_000
+        request = spb.SendMessageRequest(messages=[pb.Message(topic=pb.Resource(name="T"), body=b"the-one",
+                                                              system_properties=sp)])
+        with grpc.insecure_channel(f"127.0.0.1:{g.leader_ports[1]}") as ch:
+            send = ch.unary_unary("/apache.rocketmq.v2.MessagingService/SendMessage",
+                                  request_serializer=spb.SendMessageRequest.SerializeToString,
+                                  response_deserializer=spb.SendMessageResponse.FromString)
+
+            def answered_ok() -> bool:
+                try:
+                    return send(request, timeout=60).entries[0].status.code == Code.OK
+                except grpc.RpcError:
+                    return False                                      # (a busy machine: past the forward cap)
+            wait_until(answered_ok, "the first message stored (the topic made)")
+            g.signal(2, signal.SIGSTOP)
+            request.messages[0].system_properties.message_id = "forwarded-2"
+            answers = []
+            for _ in range(3):                                        # the official client's attempts
+                try:
+                    answers.append(send(request, timeout=60).entries[0].status.code)
+                except grpc.RpcError as e:
+                    answers.append(e.code())
+            g.signal(2, signal.SIGCONT)
+            g.wait_in_sync(0, [1, 2])
+            wait_until(answered_ok, "the resent message answered OK once the follower has it")
+        assert answers[0] == grpc.StatusCode.UNAVAILABLE, answers       # cut by the forwarding member
+        assert all(a in (grpc.StatusCode.UNAVAILABLE, Code.SLAVE_PERSISTENCE_TIMEOUT) for a in answers[1:]), answers
+        assert g.read_topic(0, "T").count(b"the-one") == 2, "the first message and the resent one, once each"
+    finally:
+        for i in range(3):
+            if g.alive(i):
+                g.signal(i, signal.SIGCONT)
+        g.kill_all()

@@ -3,12 +3,15 @@ twice (the official clients resend with the same message id after a timeout or a
 
 Three sources, asked in this order for a batch of dedup keys (dedup.py: a hash of topic and id):
 
-* the appended-but-unconfirmed puts: a message in the log whose put was answered FLUSH_DISK_TIMEOUT
-  or FLUSH_SLAVE_TIMEOUT. Its resend is never appended again: it is answered the same code while
-  the store still cannot confirm the message (MessageStore.confirm), and OK with the first offset
-  once it can (then it moves to the window). When the store says the message can never be confirmed
-  (a failed fsync covered it: what it covered is not durable, whatever a later fsync says), it is
-  forgotten and its resend is stored again, as a new message;
+* the appended-but-unconfirmed puts: a message in the log whose put waits for the disk or the
+  followers (from its append on: a resend that comes meanwhile, or after its caller went -- a
+  client's deadline, a forwarding member giving up, which cancel the wait and leave the record in
+  the log), or was answered FLUSH_DISK_TIMEOUT or FLUSH_SLAVE_TIMEOUT. Its resend is never appended
+  again: it is answered the same code while the store still cannot confirm the message
+  (MessageStore.confirm), and OK with the first offset once it can (then it moves to the window).
+  When the store says the message can never be confirmed (a failed fsync covered it: what it
+  covered is not durable, whatever a later fsync says), it is forgotten and its resend is stored
+  again, as a new message;
 * the window of recent stores (dedup.DedupWindow): (queue offset, commit-log offset, transaction id)
   by a keyed hash of (topic, id). A match is confirmed by the message itself: the record at the
   entry's commit-log offset must be there, intact, with this topic (or, parked or a transaction's
@@ -158,12 +161,36 @@ class Resends:
         if len(kinds) == 1:                        # the common request: no array made
             if kinds[0] == STORED:
                 key = keys if type(keys) is bytes and len(keys) == KEY_BYTES else bytes(keys[:KEY_BYTES])
+                if self.unconfirmed:               # confirmed now: the window answers its resends
+                    self.unconfirmed.pop(key, None)
                 self.window.put_key(key, offsets[0], physs[0], txns.get(0, "") if txns else "")
             return
+        if self.unconfirmed:
+            for i, kind in enumerate(kinds):
+                if kind == STORED:
+                    self.unconfirmed.pop(bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]), None)
         self.window.put_keys(keys, np.array(offsets, np.int64), np.array(physs, np.int64),
                              np.array(kinds, np.uint8) == STORED)
         for i, txn in txns.items():
             self.window.put_key(bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]), offsets[i], physs[i], txn)
+
+    def remember_appended(self, keys, r, where: list[int] | None) -> None:
+        """A put appended and waiting (for the disk, the followers): each record of ``r`` (the put's
+        results, ``where`` the batch index of each, None: the same) remembered as not confirmed yet,
+        its dedup key from ``keys``, until ``remember`` (confirmed) or ``remember_unconfirmed``
+        (answered not confirmed in time) says more."""
+        size, qoff, phys = r.size.tolist(), r.qoff.tolist(), r.phys.tolist()     # (numpy's items: slow one by one)
+        pending = self.unconfirmed
+        for k in range(len(size)):
+            if size[k] <= 0 or phys[k] < 0:
+                continue
+            i = k if where is None else where[k]
+            key = keys if type(keys) is bytes and len(keys) == KEY_BYTES else \
+                bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)])
+            if any(key):
+                if len(pending) >= UNCONFIRMED_MAX:
+                    pending.pop(next(iter(pending)))
+                pending[key] = (qoff[k], "", phys[k] + size[k], phys[k])
 
     def remember_unconfirmed(self, key: bytes, status: PutStatus, queue_offset: int, phys: int, end: int,
                              txn: str = "") -> None:

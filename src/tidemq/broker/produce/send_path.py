@@ -234,7 +234,7 @@ class SendPath:
         if q is not None and q.limits:
             return None
         store = self.store
-        if store.puts_may_wait:
+        if store.puts_may_wait or not self.puts.leading:     # (a follower's service: send says what it may)
             return None
         nbytes = len(entry[0])
         limits = store.topics.body_limits
@@ -523,8 +523,13 @@ class SendPath:
             else:
                 where = v.open()
                 put = (store.put_batch, [p.messages[i] for i in where], inline)
-            # a put that waits for nothing runs now, with no coroutine in between (StorePuts.now)
-            r = puts.now(*put) if not may_wait else await puts.timed(*put)
+            # a put that waits for nothing runs now, with no coroutine in between (StorePuts.now); one
+            # that waits is remembered as appended while it waits (a resend meanwhile, or after its
+            # caller went, is answered from the log, never stored twice: resends.remember_appended)
+            if not may_wait:
+                r = puts.now(*put)
+            else:
+                r = await puts.timed(*put, on_appended=lambda r: self.resends.remember_appended(keys, r, where))
         except PutsClosed as e:         # a change of role closed this service's puts: nothing was put
             for i in v.open():
                 v.refuse(i, Code.INTERNAL_SERVER_ERROR, str(e))
