@@ -32,7 +32,10 @@ def send_records(endpoint: str, mid: str) -> int:
 
 @pytest.mark.parametrize("send", [send_message, send_records], ids=["SendMessage", "SendRecords"])
 def test_a_send_as_a_member_comes_back_after_a_failover_is_stored_not_refused(tmp_path, zookeeper, send):  # noqa: F811
-    g = Group(str(tmp_path), 2, coordinator=zookeeper, mode="SYNC")
+    # the wait for the member coming back is bounded by replication_timeout_ms (3 s by default): a
+    # restart, reconnection and catch-up can take longer on a loaded machine, so 60 s here (the send's
+    # own deadline, 60 s, halves it: 30 s); the short default's refusal is what the clients retry
+    g = Group(str(tmp_path), 2, coordinator=zookeeper, mode="SYNC", env={"TIDEMQ_REPLICATION_TIMEOUT_MS": "60000"})
     try:
         g.start_all()
         old = g.wait_leader()

@@ -115,7 +115,6 @@ class ReplicationNode:
         self.step_down_wanted = False         # a leader whose log failed: the coordinator's step gives up the lease
         self._loop: asyncio.AbstractEventLoop | None = None
         self._isr_grew: asyncio.Event | None = None   # set (and replaced) when a follower joins the waits
-        self._members_asked_at = float("-inf")        # the last read of the members a short set asked for
         self._view_ask: asyncio.Future | None = None  # a static follower's Epochs call for routes (shared)
 
     def _changed(self) -> None:
@@ -463,10 +462,10 @@ class ReplicationNode:
         it."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        if self.in_sync_short() and not self._coming_back() and self.coordinator is not None \
-                and loop.time() >= self._members_asked_at + ISR_LOOK_S:
-            # a member that joined a moment ago (its watch not heard yet): asked at most every ISR_LOOK_S
-            self._members_asked_at = loop.time()
+        if self.in_sync_short() and not self._coming_back() and self.coordinator is not None:
+            # a member that registered a moment ago (its watch not heard yet): the members read now,
+            # by every such send (sends asking together share one read: coordinator.ask_members). Not
+            # rate-limited by time: a member that came back within the limit was refused at once
             await self.fresh_view(min(timeout_s, ISR_LOOK_S))
         while self.in_sync_short() and self._coming_back():
             left = deadline - loop.time()
