@@ -50,6 +50,7 @@ import random
 import sys
 from dataclasses import dataclass, field
 
+from tidemq.broker.produce import dedup, resends
 from tidemq.broker.produce.resends import Resends, Unconfirmed
 from tidemq.broker.puts import PutsClosed, StorePuts
 from tidemq.broker.replication.coordination import Create, SetData
@@ -426,10 +427,15 @@ class GroupSim:
         level = logger.level
         if quiet:
             logger.setLevel(logging.CRITICAL)
+        # the dedup window's SipHash key is drawn at random per process (produce/dedup.py): seeded here
+        # like every other draw, else a seed's run depends on it and cannot be replayed
+        keys = dedup.KEY, resends.KEY
+        dedup.KEY = resends.KEY = random.Random(self.seed * 31 + 7).randbytes(len(dedup.KEY))
         try:
             run_on_sim_loop(self._main, self.clock)
         finally:
             logger.setLevel(level)
+            dedup.KEY, resends.KEY = keys
         return self
 
     async def _main(self) -> None:
