@@ -81,6 +81,7 @@ def test_a_static_leader_whose_commit_log_fails_leads_a_new_epoch_from_the_cut(t
     log_failure.py: cut back to its durable end, going on in its other directory) leads a new epoch
     beginning at the cut, so that a follower holding records after it finds them diverged."""
     import errno
+    import threading
     from types import SimpleNamespace
 
     from tidemq.broker.replication.node import ReplicationNode
@@ -98,17 +99,32 @@ def test_a_static_leader_whose_commit_log_fails_leads_a_new_epoch_from_the_cut(t
         pass
     host = SimpleNamespace(store=store, service=None, endpoint="127.0.0.1:1", activate=nothing, leader_port=nothing)
 
+    # the new epoch's recording held (it runs on a thread): meanwhile no Epochs answer may name this
+    # member the leader (a follower asking then would compare against epochs without the cut)
+    begin, recording, go_on = store.epochs.begin, threading.Event(), threading.Event()
+
+    def held_begin(*a):
+        recording.set()
+        assert go_on.wait(PATIENCE_S)
+        return begin(*a)
+
     async def main():
         node = ReplicationNode(host, ReplicationConfig(broker_group="g", broker_id="g-0", broker_role="leader"))
         await node.start()
+        store.epochs.begin = held_begin           # (epoch 1 begun)
         try:
             assert node.epoch == 1
             ok = [put(store) for _ in range(5)]
             assert all(r.ok for r in ok)
             fio.fail("fsync", errno.EIO, "/l/a/")
             assert put(store).status is PutStatus.FLUSH_DISK_FAILED
+            while not recording.is_set():
+                await asyncio.sleep(0.01)
+            during = rp.loads(await node.server.epochs())
+            assert not during["leader"] and not node.leading, during
+            go_on.set()
             for _ in range(int(PATIENCE_S / 0.01)):
-                if node.epoch == 2:
+                if node.epoch == 2 and node.leading:
                     break
                 await asyncio.sleep(0.01)
             cut = ok[-1].commitlog_offset + ok[-1].size

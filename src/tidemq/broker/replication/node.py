@@ -281,8 +281,13 @@ class ReplicationNode:
             if self.client is not None:
                 await self.client.stop()
                 self.client = None
-            self.epoch = epoch
-            self.known_epoch = max(self.known_epoch, epoch)
+            if self.leading:
+                # a new epoch of this leader (its log failed and was cut, or it was elected again): no
+                # stream, Epochs answer or put in between names it the leader of an epoch whose start
+                # is not recorded yet (a follower asking then would find nothing diverged): its streams
+                # end and it is no leader until the epoch is recorded and the store leads in it
+                self.leading, self.leader_endpoint = False, ""     # (nobody to forward to meanwhile)
+                self._changed()
             isr = tuple(isr)
             self.acks.forget()
             self.acks.set_isr(isr, hw=min(self.hw_known, self.store.replica.end))
@@ -296,6 +301,8 @@ class ReplicationNode:
                 # records after the cut finds them diverged and cuts them (then copies the seal)
                 await asyncio.to_thread(self.store.epochs.begin, epoch, cut)
             await asyncio.to_thread(self.store.lead, epoch)
+            self.epoch = epoch
+            self.known_epoch = max(self.known_epoch, epoch)
             self.leading, self.fenced, self.step_down_wanted = True, None, False
             self.leader_endpoint = self.endpoint
             self._changed()
