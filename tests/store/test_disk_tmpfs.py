@@ -288,6 +288,7 @@ def test_four_times_the_disk_with_short_retention(env, tmp_path, preallocate):
     refused = 0
     episodes: list[float] = []            # seconds from the first refusal to the next success
     refused_since: float | None = None
+    high_since_writable = 0.0             # the highest ratio seen since the directory was last not full
     cursor = 0
     cursor_statuses: Counter = Counter()
     batches = 0
@@ -301,6 +302,7 @@ def test_four_times_the_disk_with_short_retention(env, tmp_path, preallocate):
                 [r for r in rs if r.status not in (PutStatus.PUT_OK, PutStatus.SERVICE_NOT_AVAILABLE)][:1]
             ratio = fs_usage(d)[3]
             peak = max(peak, ratio)
+            high_since_writable = max(high_since_writable, ratio)
             assert ratio < 90 + ahead * seg_pct + 0.1, f"{ratio:.2f}% used: writes were not refused in time"
             now = time.monotonic()
             bad = [r for r in rs if not r.ok]
@@ -311,12 +313,18 @@ def test_four_times_the_disk_with_short_retention(env, tmp_path, preallocate):
                 assert s.disk.dirs[d].state is DirState.FULL
                 if refused_since is None:
                     refused_since = now
-                    assert ratio >= 90, f"refused at {ratio:.2f}%"
+                    # the flag is set by the disk check at >= 90 %: what the file system held at its
+                    # highest since the directory was last seen not full (a reader releasing a head
+                    # segment out of service frees it at once, also between the flag and this look)
+                    assert max(ratio, high_since_writable) >= 90, \
+                        f"refused at {ratio:.2f}% (at most {high_since_writable:.2f}% since it was writable)"
                 else:
                     assert ratio >= 85, f"still refused at {ratio:.2f}%"
             if rs[-1].ok and refused_since is not None:
                 episodes.append(now - refused_since)
                 refused_since = None
+            if s.disk.dirs[d].state is not DirState.FULL:
+                high_since_writable = ratio
             # a consumer on queue 0
             g = s.get("c", TOPIC, 0, cursor, max_count=8)   # slower than the writer: falls behind
             cursor_statuses[g.status] += 1
