@@ -51,6 +51,7 @@ import sys
 from dataclasses import dataclass, field
 
 from tidemq.broker.produce import dedup, resends
+from tidemq.broker.produce.batch import STORED
 from tidemq.broker.produce.resends import Resends, Unconfirmed
 from tidemq.broker.puts import PutsClosed, StorePuts
 from tidemq.broker.replication.coordination import Create, SetData
@@ -292,7 +293,7 @@ class SimMember:
         todo = [k for k in range(len(msgs)) if k not in found]
         if not todo:
             return ("ok", self.node.epoch, clock.monotonic_s(), [])
-        todo_keys = b"".join(keys[16 * k:16 * (k + 1)] for k in todo)
+        todo_keys = b"".join(dedup.key_at(keys, k) for k in todo)
         try:
             rs = await self.puts.run(store.put_batch, [msgs[k] for k in todo],
                                      on_appended=lambda r: resends.remember_appended(todo_keys, r, None))
@@ -304,12 +305,11 @@ class SimMember:
             return ("dead",)
         results = [rs[i] for i in range(len(todo))]
         for k, r in zip(todo, results):               # what the send path remembers (send_path._record)
-            key = keys[16 * k:16 * (k + 1)]
+            key = dedup.key_at(keys, k)
             if not any(key):
                 continue
             if r.status is PutStatus.PUT_OK:
-                resends.unconfirmed.pop(key, None)
-                resends.window.put_key(key, r.queue_offset, r.commitlog_offset)
+                resends.remember(key, [r.queue_offset], [r.commitlog_offset], [STORED], {})
             elif r.commitlog_offset >= 0:
                 resends.remember_unconfirmed(key, r.status, r.queue_offset, r.commitlog_offset,
                                              r.commitlog_offset + r.size)

@@ -82,6 +82,14 @@ def siphash128(key: bytes, data: bytes) -> tuple[int, int]:
     return h1, v0 ^ v1 ^ v2 ^ v3
 
 
+def key_at(keys, i: int) -> bytes:
+    """The ``i``-th dedup key of ``keys`` (KEY_BYTES each, one after the other) as bytes: ``keys`` itself
+    when it is one key's bytes (then ``i`` is 0)."""
+    if type(keys) is bytes and len(keys) == KEY_BYTES:
+        return keys
+    return bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)])
+
+
 def py_id_hash(key: bytes, topic: bytes, message_id: bytes) -> bytes:
     """The window's key of (topic, id): siphash128(key, topic + b"\\0" + id) as two native uint64;
     (0, 0) is an empty slot, so it is taken as (1, 0). Twin of tidemq._accel.id_hash."""

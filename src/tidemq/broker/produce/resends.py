@@ -32,7 +32,7 @@ from ...record.codec import PROP_UNIQ_KEY
 from ...store import MessageStore, PutReason, PutStatus
 from ..deferred.parking import PROP_REAL_TOPIC
 from .batch import STORED
-from .dedup import KEY, KEY_BYTES, DedupWindow, id_hash
+from .dedup import KEY, KEY_BYTES, DedupWindow, id_hash, key_at
 
 UNCONFIRMED_MAX = 10_000        # appended sends not yet confirmed (disk, followers) remembered for their resends
 APPENDED = (PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT)   # the put appended, not confirmed
@@ -80,7 +80,7 @@ class Resends:
                 self.collisions += 1
         if self.unconfirmed:
             for i in which:
-                k = bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)])
+                k = key_at(keys, i)
                 if k in self.unconfirmed:
                     got = self._unconfirmed(k)
                     if got is not None:
@@ -160,7 +160,7 @@ class Resends:
         TRANSACTION ones."""
         if len(kinds) == 1:                        # the common request: no array made
             if kinds[0] == STORED:
-                key = keys if type(keys) is bytes and len(keys) == KEY_BYTES else bytes(keys[:KEY_BYTES])
+                key = key_at(keys, 0)
                 if self.unconfirmed:               # confirmed now: the window answers its resends
                     self.unconfirmed.pop(key, None)
                 self.window.put_key(key, offsets[0], physs[0], txns.get(0, "") if txns else "")
@@ -168,11 +168,11 @@ class Resends:
         if self.unconfirmed:
             for i, kind in enumerate(kinds):
                 if kind == STORED:
-                    self.unconfirmed.pop(bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]), None)
+                    self.unconfirmed.pop(key_at(keys, i), None)
         self.window.put_keys(keys, np.array(offsets, np.int64), np.array(physs, np.int64),
                              np.array(kinds, np.uint8) == STORED)
         for i, txn in txns.items():
-            self.window.put_key(bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]), offsets[i], physs[i], txn)
+            self.window.put_key(key_at(keys, i), offsets[i], physs[i], txn)
 
     def remember_appended(self, keys, r, where: list[int] | None) -> None:
         """A put appended and waiting (for the disk, the followers): each record of ``r`` (the put's
@@ -184,9 +184,7 @@ class Resends:
         for k in range(len(size)):
             if size[k] <= 0 or phys[k] < 0:
                 continue
-            i = k if where is None else where[k]
-            key = keys if type(keys) is bytes and len(keys) == KEY_BYTES else \
-                bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)])
+            key = key_at(keys, k if where is None else where[k])
             if any(key):
                 if len(pending) >= UNCONFIRMED_MAX:
                     pending.pop(next(iter(pending)))

@@ -63,7 +63,7 @@ from ..topic_names import SCHEDULE_TOPIC, SYSTEM_TOPICS
 from ..wire import PROP_LITE_TOPIC, PROP_PRIORITY, fifo_queue
 from .batch import DUPLICATE as DUPLICATE_VERDICT
 from .batch import HELD, OPEN, REFUSED, STORED, Caller, Encoded, Messages, SendBatch, Slices, Verdicts
-from .dedup import KEY_BYTES
+from .dedup import key_at
 from .resends import Resends, Unconfirmed
 
 DUPLICATE_TEXT = "duplicate: already stored"
@@ -568,8 +568,8 @@ class SendPath:
                 else:
                     v.refuse(i, code, text)
                     # appended, not confirmed (disk, followers): its resend is answered, never stored again
-                    self.resends.remember_unconfirmed(bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]), r.status,
-                                                      qoff[k], r.phys[k], r.phys[k] + size[k])
+                    self.resends.remember_unconfirmed(key_at(keys, i), r.status, qoff[k], r.phys[k],
+                                                      r.phys[k] + size[k])
             for k, res in r.refused.items():
                 i = k if where is None else where[k]
                 if v.kinds[i] == OPEN:
