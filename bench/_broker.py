@@ -27,14 +27,15 @@ class BrokerError(RuntimeError):
 
 class BrokerProcess:
     def __init__(self, root: str, home: str, env: dict | None = None, args=(), start_timeout_s: float = 60.0,
-                 log_path: str | None = None, module: str = "tidemq.cli.main") -> None:
+                 log_path: str | None = None, module: str = "tidemq.cli.main", src: str = BENCH_SRC) -> None:
         """``module``: what ``python -m`` runs with ``serve ...`` (a benchmark's variant of the broker:
-        a module of bench/ that changes one thing and runs tidemq.cli.main)."""
+        a module of bench/ that changes one thing and runs tidemq.cli.main); ``src``: the tidemq source
+        tree it runs (a benchmark comparing two trees in one run)."""
         self.root = root
         os.makedirs(home, exist_ok=True)
         # no HTTP port unless asked: another broker on this shared machine may hold the default one
         e = dict(os.environ, HOME=home, PYTHONUNBUFFERED="1", **{"TIDEMQ_METRICS_PORT": "0", **(env or {})})
-        e["PYTHONPATH"] = BENCH_SRC + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+        e["PYTHONPATH"] = src + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
         if module != "tidemq.cli.main":
             e["PYTHONPATH"] += os.pathsep + os.path.dirname(os.path.abspath(__file__))
         self.log_path = log_path or os.path.join(home, "broker.stderr")

@@ -20,11 +20,11 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 
+from _broker import BrokerProcess, proc_cpu_seconds
 from _report import BENCH_SRC, Report, progress, scratch_dir, settle
 
 IMPORTS = "import tidemq.cli.serve, tidemq.broker.server"
@@ -45,32 +45,15 @@ def measure_import(src: str, tmp: str) -> tuple[float, float]:
     return time.perf_counter() - t, float(out.stdout.split()[-1])
 
 
-def proc_cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def measure_ready(src: str, tmp: str) -> tuple[float, float]:
     """(wall s, CPU s) from `tidemq serve` on an empty root to its "ready on" line."""
     root = os.path.join(tmp, "root")
     shutil.rmtree(root, ignore_errors=True)
     t = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-m", "tidemq.cli.main", "serve", "--root", root, "--port", "0"],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env_for(src, tmp), cwd=tmp)
-    try:
-        line = p.stdout.readline()
-        wall = time.perf_counter() - t
-        cpu = proc_cpu_s(p.pid)
-        if "ready on" not in line:
-            raise SystemExit(f"the broker of {src} did not start: {line!r}")
-    finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+    b = BrokerProcess(root, tmp, env=SMALL, src=src)
+    wall = time.perf_counter() - t
+    cpu = proc_cpu_seconds(b.pid)
+    b.stop()
     return wall, cpu
 
 
