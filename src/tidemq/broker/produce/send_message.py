@@ -129,18 +129,6 @@ def answer_one(code: int, text: str, message_id: str, offset: int, transaction_i
     return st + b"\x12" + _varint(len(entry)) + entry
 
 
-def answer_stored_one(message_id: str, offset: int) -> bytes:
-    """``answer_one(Code.OK, "", message_id, offset)``, the common answer, with its constant parts
-    made once: the same bytes (tests/broker/produce/test_send_message.py)."""
-    raw = message_id.encode("utf-8", "surrogatepass")
-    n = len(raw)
-    if n >= 0x60:                             # (a long id: the general writer; an entry < 0x80 bytes here)
-        return answer_one(Code.OK, "", message_id, offset)
-    entry = _STORED_STATUS + (b"\x12" + bytes((n,)) + raw if n else b"") + \
-        (b"\x20" + _varint(offset) if offset else b"")
-    return _STORED_STATUS + b"\x12" + bytes((len(entry),)) + entry
-
-
 def py_answer_one_stored(st: bytes, message_id: str, offset: int) -> bytes:
     """``answer_one(Code.OK, "", message_id, offset)`` with ``st`` the encoded OK status (field 1, key
     and length included: ``_STORED_STATUS``); ``offset`` >= 0. Twin of tidemq._accel.answer_one_stored."""
@@ -152,6 +140,12 @@ def py_answer_one_stored(st: bytes, message_id: str, offset: int) -> bytes:
 
 
 _answer_one_stored = getattr(_ACCEL, "answer_one_stored", None) or py_answer_one_stored
+
+
+def answer_stored_one(message_id: str, offset: int) -> bytes:
+    """``answer_one(Code.OK, "", message_id, offset)``, the common answer, with its constant parts
+    made once: the same bytes (tests/broker/produce/test_send_message.py); ``offset`` >= 0."""
+    return _answer_one_stored(_STORED_STATUS, message_id, offset)
 
 
 def answer_many(v: Verdicts, ids) -> bytes:
