@@ -211,12 +211,14 @@ def test_the_compiled_lane_answers_every_case_as_the_general_lane_does(tmp_path)
 
 def _taken(sends) -> list[str]:
     """What ``sends.send_one`` answers from now on, call by call: stored (a queue offset), answered (a
-    Verdicts) or declined (None: send's way)."""
+    Verdicts), declined (None: send's way) or together (a future: put with its turn's other sends)."""
+    from tidemq.broker.produce.batch import Verdicts
     taken, real = [], sends.send_one
 
     def send_one(*args):
         got = real(*args)
-        taken.append("stored" if type(got) is int else "declined" if got is None else "answered")
+        taken.append("stored" if type(got) is int else "declined" if got is None else
+                     "answered" if type(got) is Verdicts else "together")
         return got
     sends.send_one = send_one
     return taken
@@ -444,3 +446,226 @@ def test_a_put_waiting_for_its_followers_is_remembered_for_its_resend(caller_wen
     finally:
         svc.close()
         store.shutdown()
+
+
+# Single sends put together (send_path.py's module doc) ---------------------------------------------
+def _puts_counted(store) -> list[int]:
+    """The number of entries of each put_encoded ``store`` makes from now on."""
+    sizes, real = [], store.put_encoded
+
+    def put_encoded(topic, entries, *args, **kw):
+        sizes.append(len(entries))
+        return real(topic, entries, *args, **kw)
+    store.put_encoded = put_encoded
+    return sizes
+
+
+async def _together(svc, raws, between=None):
+    """``raws`` sent through the compiled lane as concurrent calls (a task each, as grpc.aio runs them),
+    all in one turn of the loop; ``between(tasks)`` runs in that turn once every one has taken its
+    steps up to the put (before the turn's group is put). Each call's (answer, trailer), or the
+    exception it ended with."""
+    import asyncio
+
+    from tidemq.protocol.stubs import spb
+
+    ctxs = [_Context() for _ in raws]
+    tasks = [asyncio.ensure_future(svc.send_messages.send_bytes(raw, c)) for raw, c in zip(raws, ctxs)]
+    if between is not None:
+        asyncio.get_running_loop().call_soon(between, tasks)
+    got = await asyncio.gather(*tasks, return_exceptions=True)
+    return [g if isinstance(g, BaseException) else
+            (spb.SendMessageResponse.FromString(g) if type(g) is bytes else g, c.trailer) for g, c in zip(got, ctxs)]
+
+
+def _twins_agree(sa, a, sb, b, topics):
+    """The two services stored the same messages in the same queues at the same offsets, and counted
+    the same outcomes."""
+    for s in (sa, sb):
+        s.drain_dispatch()
+    for topic in topics:
+        for q in range(sa.queue_count(topic)):
+            got = [[(m.queue_offset, m.body, m.properties.get("UNIQ_KEY")) for m in
+                    s.get("G", topic, q, 0, max_count=64).messages] for s in (sa, sb)]
+            assert got[0] == got[1], (topic, q)
+    assert a.sends.outcomes.snapshot() == b.sends.outcomes.snapshot()
+
+
+def _sequential(svc, raws):
+    """``raws`` sent one after the other through protobuf's way (send): each (answer, trailer)."""
+    import asyncio
+
+    from tidemq.protocol.stubs import spb
+
+    out = []
+    for raw in raws:
+        c = _Context()
+        out.append((asyncio.run(svc.send_messages.send(spb.SendMessageRequest.FromString(raw), c)), c.trailer))
+    return out
+
+
+def _lane_or_skip():
+    from tidemq.accel import ACCEL
+    if ACCEL is None or not hasattr(ACCEL, "send_one"):
+        pytest.skip("the compiled lane needs tidemq._accel")
+
+
+def test_single_sends_in_one_turn_are_put_together_each_answered_as_one_after_the_other(tmp_path):
+    """Single sends that run in one loop turn (two topics, a message id twice, a body the store
+    refuses) on one service, the same sends one after the other through protobuf's way on its twin:
+    the same answers and trailers, the same messages in the same queues at the same offsets (arrival
+    order), the same outcome counts. The turn's first send is put alone, at once; the others as one
+    put per topic; the id sent twice is stored once, its second send answered the duplicate."""
+    import asyncio
+
+    _lane_or_skip()
+    (sa, a), (sb, b) = _pair(tmp_path, message_body_bytes_max=64)
+    for s in (sa, sb):
+        s.create_topic("M", 1, message_type="mixed")
+    taken = _taken(a.sends)
+    first = [_request("T", b"warm", "w0"), _request("M", b"warm", "w1")]      # each topic sent to once
+    raws = [_request(t, body, mid) for t, body, mid in (
+        ("T", b"a", "m0"), ("T", b"b", "m1"), ("M", b"c", "m2"), ("T", b"b-again", "m1"),
+        ("T", b"x" * 65, "m3"), ("M", b"d", "m4"), ("T", b"e", "m5"))]
+    try:
+        for raw, want in zip(first, _sequential(b, first)):
+            got = asyncio.run(_together(a, [raw]))
+            assert got == [want]
+        sizes = _puts_counted(sa)
+        got = asyncio.run(_together(a, raws))
+        want = _sequential(b, raws)
+        assert got == want
+        codes = [r.entries[0].status.code for r, _ in got]
+        assert codes == [Code.OK] * 4 + [Code.MESSAGE_BODY_TOO_LARGE, Code.OK, Code.OK]
+        assert got[3][0].entries[0].status.message == "duplicate: already stored"
+        assert got[3][0].entries[0].offset == got[1][0].entries[0].offset
+        # the first alone; T's next three and M's two together, T's first (the id sent again: send's way,
+        # after them, stores nothing)
+        assert taken[2:] == ["stored"] + ["together"] * 6, taken
+        assert sizes == [1, 3, 2], sizes
+        _twins_agree(sa, a, sb, b, ("T", "M"))
+        # every send of the turn left the connection's gate: it has room for as many as before
+        for _ in range(a.gate.inflight_requests_max):
+            assert a.gate.enter("ipv4:127.0.0.1:1", 0) is None
+    finally:
+        for s, svc in ((sa, a), (sb, b)):
+            svc.close()
+            s.shutdown()
+
+
+def test_a_lone_single_send_is_put_at_once_alone(tmp_path):
+    """A single send with no other in its loop turn is put at once (no wait, one put of its one
+    message); so is the next turn's first."""
+    import asyncio
+
+    _lane_or_skip()
+    (sa, a), (sb, b) = _pair(tmp_path)
+    taken = _taken(a.sends)
+    try:
+        asyncio.run(_together(a, [_request("T", b"warm", "w0")]))
+        sizes = _puts_counted(sa)
+
+        async def lone():
+            out = []
+            for i in range(3):                      # one after the other, each awaited: a turn each at least
+                out += await _together(a, [_request("T", b"x", f"m{i}")])
+            return out
+        got = asyncio.run(lone())
+        assert [r.entries[0].status.code for r, _ in got] == [Code.OK] * 3
+        assert taken[1:] == ["stored"] * 3 and sizes == [1, 1, 1], (taken, sizes)
+    finally:
+        for s, svc in ((sa, a), (sb, b)):
+            svc.close()
+            s.shutdown()
+
+
+def test_the_stores_refusal_of_a_turns_put_answers_each_of_its_sends(tmp_path):
+    """The store refuses puts (the disk alarm) between the turn's first send, put at once, and the put
+    of the others: each of them is answered the refusal, as one after the other would be, and stored
+    nowhere; sent again once the store takes puts, each is stored once."""
+    import asyncio
+
+    _lane_or_skip()
+    (sa, a), (sb, b) = _pair(tmp_path)
+    raws = [_request("T", b"v%d" % i, f"m{i}") for i in range(4)]
+
+    def full(_tasks):
+        sa.disk.refusal = "disk full (test)"
+    try:
+        asyncio.run(_together(a, [_request("T", b"warm", "w0")]))
+        _sequential(b, [_request("T", b"warm", "w0")])
+        got = asyncio.run(_together(a, raws, full))
+        want = _sequential(b, raws[:1])
+        sb.disk.refusal = "disk full (test)"
+        want += _sequential(b, raws[1:])
+        assert got == want
+        assert [r.entries[0].status.code for r, _ in got] == [Code.OK] + [Code.TOO_MANY_REQUESTS] * 3
+        for s in (sa, sb):
+            s.disk.refusal = None
+        got = asyncio.run(_together(a, raws))
+        assert got == _sequential(b, raws)
+        assert [r.entries[0].status.message for r, _ in got] == ["duplicate: already stored"] + ["OK"] * 3
+        _twins_agree(sa, a, sb, b, ("T",))
+    finally:
+        for s, svc in ((sa, a), (sb, b)):
+            svc.close()
+            s.shutdown()
+
+
+def test_a_caller_gone_before_its_turns_put_is_stored_once_and_its_resend_answered(tmp_path):
+    """gRPC cancels a call's handler when its caller goes (its deadline): a single send waiting for its
+    turn's put is cancelled there. Its message is put with the others and remembered: sent again, it
+    is answered the duplicate of that store, never stored a second time; the connection's gate counts
+    it out."""
+    import asyncio
+
+    _lane_or_skip()
+    (sa, a), (sb, b) = _pair(tmp_path)
+    raws = [_request("T", b"v%d" % i, f"m{i}") for i in range(4)]
+
+    def cancel(tasks):
+        tasks[2].cancel()
+    try:
+        asyncio.run(_together(a, [_request("T", b"warm", "w0")]))
+        got = asyncio.run(_together(a, raws, cancel))
+        assert isinstance(got[2], asyncio.CancelledError)
+        assert [got[i][0].entries[0].status.code for i in (0, 1, 3)] == [Code.OK] * 3
+        again = asyncio.run(_together(a, [raws[2]]))[0][0].entries[0]
+        assert (again.status.code, again.status.message) == (Code.OK, "duplicate: already stored")
+        sa.drain_dispatch()
+        stored = [m.properties.get("UNIQ_KEY") for q in range(2) for m in sa.get("G", "T", q, 0, 64).messages]
+        assert sorted(stored) == ["m0", "m1", "m2", "m3", "w0"]
+        assert again.offset in [m.queue_offset for q in range(2) for m in sa.get("G", "T", q, 0, 64).messages
+                                if m.properties.get("UNIQ_KEY") == "m2"]
+        for _ in range(a.gate.inflight_requests_max):
+            assert a.gate.enter("ipv4:127.0.0.1:1", 0) is None
+    finally:
+        for s, svc in ((sa, a), (sb, b)):
+            svc.close()
+            s.shutdown()
+
+
+def test_a_send_of_the_general_way_waits_for_the_turns_single_sends(tmp_path):
+    """A request the compiled lane does not take (a user property: send's way) of the same id as a
+    single send waiting for its turn's put, in the same turn: answered after that put, the duplicate
+    it is; the message stored once."""
+    import asyncio
+
+    from tidemq.protocol.stubs import pb, spb
+
+    _lane_or_skip()
+    (sa, a), (sb, b) = _pair(tmp_path)
+    req = spb.SendMessageRequest.FromString(_request("T", b"other", "m1"))
+    req.messages[0].user_properties["color"] = "red"
+    raws = [_request("T", b"a", "m0"), _request("T", b"b", "m1"), req.SerializeToString()]
+    try:
+        asyncio.run(_together(a, [_request("T", b"warm", "w0")]))
+        _sequential(b, [_request("T", b"warm", "w0")])
+        got = asyncio.run(_together(a, raws))
+        assert got == _sequential(b, raws)
+        assert got[2][0].entries[0].status.message == "duplicate: already stored"
+        _twins_agree(sa, a, sb, b, ("T",))
+    finally:
+        for s, svc in ((sa, a), (sb, b)):
+            svc.close()
+            s.shutdown()
