@@ -354,7 +354,9 @@ class SendPath:
             self._turn = None
 
     async def _after(self, group: _Group) -> None:
-        """Until ``group`` was put."""
+        """Until ``group`` was put (a group of another loop, which ended with it, never will be)."""
+        if group.loop is not asyncio.get_running_loop():
+            return
         if group.put is None:
             group.put = group.loop.create_future()
         await asyncio.shield(group.put)
