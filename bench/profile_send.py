@@ -107,6 +107,7 @@ async def run(kind: str, reqs, svc, records, drain_every: int = 0) -> None:
 
 
 def main() -> None:
+    global TOGETHER
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=4000)
     ap.add_argument("--repeats", type=int, default=5)
@@ -122,7 +123,6 @@ def main() -> None:
                     help="--kinds together: that many single sends at a time, a task each (8: grpc_server_cost's threads)")
     ap.add_argument("--profile", default="", help="a kind to profile with cProfile after the timing")
     args = ap.parse_args()
-    global TOGETHER
     TOGETHER = max(1, args.together)
     import uvloop
 
