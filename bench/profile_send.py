@@ -49,7 +49,6 @@ class Context:
 
 
 BATCH = 256                       # messages per request of the batch kinds
-TOGETHER = 8                      # single sends in flight at once (--kinds together; --together)
 _next_id = itertools.count()      # every message of every request has an id of its own (no resends)
 
 
@@ -88,12 +87,6 @@ async def run(kind: str, reqs, svc, records, drain_every: int = 0) -> None:
     if kind == "records":
         for raw in reqs:
             await records.send(raw, ctx)
-    elif kind == "together":                  # the lane's single sends, TOGETHER at a time (a task each, as
-        gather = asyncio.gather               # grpc.aio runs each call): they share the loop's turns
-        for i in range(0, len(reqs), TOGETHER):
-            await gather(*[svc.SendMessageBytes(raw, ctx) for raw in reqs[i:i + TOGETHER]])
-            if (i // TOGETHER + 1) % max(1, every // TOGETHER) == 0:
-                drain()
     elif kind in ("one", "batch"):            # as the server's lane: from the request's bytes
         for i, raw in enumerate(reqs, 1):
             await svc.SendMessageBytes(raw, ctx)
@@ -107,23 +100,18 @@ async def run(kind: str, reqs, svc, records, drain_every: int = 0) -> None:
 
 
 def main() -> None:
-    global TOGETHER
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=4000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--kinds", default="one,general,batch,records",
-                    help="one: the common SendMessage (the compiled lane); together: the same, --together at a time "
-                         "(a task each); general: one message the lane does not take; batch: SendMessage of 256 "
-                         "messages (Producer(raw=False)); records: SendRecords of 256")
+                    help="one: the common SendMessage (the compiled lane); general: one message the lane does not "
+                         "take; batch: SendMessage of 256 messages (Producer(raw=False)); records: SendRecords of 256")
     ap.add_argument("--drain-every", type=int, default=10,
                     help="the deferred dispatch run after every N requests of the one-message kinds, timed with "
                          "them (the broker's timer runs it every dispatch_delay_ms = 5: ~10 sends at ~2k sends/s); "
                          "0: once after the timed loop, not counted (this tool before)")
-    ap.add_argument("--together", type=int, default=TOGETHER,
-                    help="--kinds together: that many single sends at a time, a task each (8: grpc_server_cost's threads)")
     ap.add_argument("--profile", default="", help="a kind to profile with cProfile after the timing")
     args = ap.parse_args()
-    TOGETHER = max(1, args.together)
     import uvloop
 
     from tidemq.broker.produce.send_records import RecordSends

@@ -168,24 +168,6 @@ def test_put_slices_takes_born_fields_as_put_encoded_does(store):
     assert store.max_offset("T", 0) == 2
 
 
-def test_put_encoded_takes_each_entrys_born_time(store):
-    """``borns`` (the broker's single sends put together): each record's own born time (None or 0: the
-    store's time), checked as ``born_ms`` is; one out of bounds is refused alone (BAD_FIELD), the others
-    put."""
-    store.create_topic("T", 1)
-    entries = [(b"b%d" % i, b"UNIQ_KEY\x01U%d\x02" % i) for i in range(5)]
-    borns = [1_600_000_000_000, None, 2**63, 0, 1_600_000_000_007]
-    rs = store.put_encoded("T", entries, None, "10.0.0.2:7", 1, borns=borns)
-    assert refused(rs[2], PutReason.BAD_FIELD)
-    want = store.put_encoded("T", entries[2:3], 2**63, "10.0.0.2:7", 1)[0]
-    assert (rs[2].status, rs[2].reason, rs[2].error) == (want.status, want.reason, want.error)
-    for i in (0, 1, 3, 4):
-        m = store.get_by_commitlog_offset(rs[i].commitlog_offset)
-        assert m.intact() and (m.born_host, m.sys_flag) == ("10.0.0.2:7", 1)
-        assert m.born_timestamp_ms == (borns[i] or rs.now), i          # (rs.now: the put's store time)
-    assert store.max_offset("T", 0) == 4
-
-
 def test_put_slices_takes_the_largest_record_that_fits_and_no_larger(make_config, open_store):
     s = open_store(make_config(message_body_bytes_max=1 << 20, segment_size_bytes=64 * 1024))
     s.create_topic("T", 1)

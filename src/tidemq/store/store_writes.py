@@ -77,13 +77,13 @@ class StoreWrites:
 
     def put_encoded(self, topic: str, entries: Sequence[tuple], born_ms: int | None = None,
                     born_host: str | None = None, sys_flag: int = 0, defer_dispatch: bool = False,
-                    wait: bool = True, borns: Sequence[int | None] | None = None) -> PutResults:
+                    wait: bool = True) -> PutResults:
         """Put messages of one topic whose properties are already encoded (the broker's one-message
-        SendMessage): see StoreWriter.put_encoded (``borns``: each entry's born ms); ``wait``: see put_batch."""
+        SendMessage): see StoreWriter.put_encoded; ``wait``: see put_batch."""
         w = self.writer
         if w is None:
             return self._refused(len(entries))
-        return w.put_encoded(topic, entries, born_ms, born_host, sys_flag, defer_dispatch, wait, borns)
+        return w.put_encoded(topic, entries, born_ms, born_host, sys_flag, defer_dispatch, wait)
 
     def put_slices(self, topic: str, data, fields, extra: bytes = b"", skip=None, born=None,
                    wait: bool = True) -> PutResults:

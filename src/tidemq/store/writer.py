@@ -235,7 +235,7 @@ class StoreWriter:
 
     def put_encoded(self, topic: str, entries: Sequence[tuple], born_ms: int | None = None,
                     born_host: str | None = None, sys_flag: int = 0, defer_dispatch: bool = False,
-                    wait: bool = True, borns: Sequence[int | None] | None = None) -> PutResults:
+                    wait: bool = True) -> PutResults:
         """Put messages of one topic whose properties are already encoded: the broker's compiled
         SendMessage lane, which builds them straight from the request's bytes, with no Message
         object and no property dict per message. One PutResult per entry, in order, with the same
@@ -250,9 +250,7 @@ class StoreWriter:
 
         ``born_ms``, ``born_host`` ("ipv4:port"), ``sys_flag``: every entry's (default: the store
         time, this store's host, 0), checked as put_batch checks a Message's (BAD_FIELD).
-        ``borns``: each entry's own born ms instead of ``born_ms`` (None: the store time), one checked
-        out of bounds refused alone (BAD_FIELD): the broker's single sends put together
-        (broker/produce/send_path.py). ``defer_dispatch``, ``wait``: see MessageStore.put_batch."""
+        ``defer_dispatch``, ``wait``: see MessageStore.put_batch."""
         n = len(entries)
         t = self.topics.topics.get(topic)
         if t is None:
@@ -284,12 +282,6 @@ class StoreWriter:
         prepared: list = []
         add = prepared.append
         for i, (body, props) in enumerate(entries):
-            if borns is not None:                # (as born_ms: checked when given, 0 / None the store time)
-                born = borns[i]
-                if born is not None and (type(born) is not int or not I64[0] <= born <= I64[1]):
-                    results.refuse(i, check_number("born_timestamp_ms", born, I64))
-                    continue
-                born = born or now
             pl = len(props)
             if type(body) is not bytes or type(props) is not bytes or len(body) > max_body or pl > max_props \
                     or len(body) + pl > room:

@@ -8,8 +8,7 @@ store's pre-encoded entry (an ``Encoded`` payload); any other request is decoded
 store Messages (``Messages``: wire.to_store), each with its type, message group and delivery time
 for the path to route. A message type tidemq does not know is refused here (UNSUPPORTED). The common
 request, read with its dedup key, goes through ``SendPath.send_one`` first (send's steps in one pass;
-it declines, having done nothing, whatever it does not answer the way send would, and send takes it;
-after another single send in the same loop turn it is put together with it: send_path.py).
+it declines, having done nothing, whatever it does not answer the way send would, and send takes it).
 
 The answer: one SendResultEntry per message (its id, or the one the store gave a message sent
 without one; its queue offset; the transaction id of a TRANSACTION message; the recall handle of a
@@ -266,10 +265,6 @@ class MessageSends:
         v = self.sends.send_one(topic, entry, mid, key, born_ms, born_host, sys_flag, context.peer())
         if type(v) is int:                       # stored: the common answer
             return _answer_one_stored(_STORED_STATUS, mid, v)
-        if v is not None and type(v) is not Verdicts:   # put together with this turn's other single sends
-            v = await v
-            if type(v) is int:
-                return _answer_one_stored(_STORED_STATUS, mid, v)
         if v is None:                            # a step finds something uncommon: send's way
             batch = SendBatch(1, Encoded((entry,), born_ms, born_host, sys_flag), lambda _i: mid, len(entry[0]),
                               topic=topic, keys=key)

@@ -38,19 +38,6 @@ store does comes back as a verdict with the store's reason.
 compiled lane) where each finds what almost every send finds, in one pass with no per-call objects;
 anywhere else it declines before any effect and the lane calls ``send`` (tests/broker/produce/
 test_send_path.py holds the two to the same answers, stores and counts).
-
-**Single sends put together.** Every official client sends one message per SendMessage; under
-concurrency several such sends run in the same turn of the event loop. The first of a turn is put
-at once, as a lone send is (nothing added to its latency: no wait, one ``call_soon`` that ends the
-turn). Those that come after it in the same turn (``_Group``) have taken every step up to the put
-(checks, dedup look-up, the gate entered) and wait; at the turn's end (their group's ``call_soon``)
-they are put as ONE store put per (topic, born host, sys flag), each with its own born time, and
-each is answered its own verdict (its queue offset, or its own refusal). A message id already
-waiting in the group is not put twice: its second send waits for the put, then goes through
-``send``, which answers it the duplicate. ``send`` itself (every other request) waits for a
-group waiting to be put before its own steps: arrival order and the dedup window hold across both.
-A caller gone meanwhile (its deadline: gRPC cancels the handler) leaves its message in the group:
-it is put and remembered like the others (its resend is answered the duplicate, never stored twice).
 """
 
 from __future__ import annotations
@@ -147,29 +134,6 @@ def put_code(st: PutStatus, reason: PutReason | None) -> int:
     return Code.INTERNAL_SERVER_ERROR
 
 
-def _answer(fut: asyncio.Future, value) -> None:
-    """``fut`` answered ``value``, unless its caller went (cancelled)."""
-    if not fut.done():
-        fut.set_result(value)
-
-
-class _Group:
-    """Single sends that came in one loop turn after its first (SendPath.send_one), put together at the
-    turn's end (SendPath._put_together): ``members`` in arrival order, each (topic, entry, id, dedup key,
-    born ms, born host, sys flag, peer, body bytes, future of its answer); ``keys`` theirs; ``again``
-    the futures of sends of an id already among them (answered None after the put: ``send``'s way);
-    ``put`` a future for ``send`` to wait on (made when one waits)."""
-
-    __slots__ = ("loop", "members", "keys", "again", "put")
-
-    def __init__(self, loop) -> None:
-        self.loop = loop
-        self.members: list[tuple] = []
-        self.keys: set[bytes] = set()
-        self.again: list = []
-        self.put = None
-
-
 class SendPath:
     def __init__(self, store: MessageStore, config: BrokerConfig, gate: SendGate, puts: StorePuts,
                  on_stored: Callable[[bool], None], timer=None, transactions=None) -> None:
@@ -192,9 +156,6 @@ class SendPath:
         self.quotas = None           # protection/quotas.Quotas: produce byte rates, in the gate step (step 1)
         self.on_forbidden = None     # (user, peer, topic, text) -> None: a refusal counted and logged
         self.on_priority = None      # (topic) -> None: a PRIORITY message is sent to it (consume/select.py)
-        # single sends in this loop turn (send_one): None none yet; True one, put at once; a _Group: those
-        # after it, waiting to be put together at the turn's end
-        self._turn: "_Group | bool | None" = None
 
     def _queue_count(self, topic: str) -> int:
         try:
@@ -207,9 +168,6 @@ class SendPath:
         """Every message of ``batch`` through the steps above: one verdict each. A put that waits for
         nothing (ASYNC_FLUSH, no SYNC followers) runs inline with no coroutine in between
         (StorePuts.now), its dispatch left for after the answer (StorePuts.dispatch_later)."""
-        turn = self._turn
-        if turn is not None and turn is not True:       # single sends wait to be put: after them
-            await self._after(turn)
         v = Verdicts(batch.n)
         if batch.refused:
             for i, (code, text) in batch.refused.items():
@@ -269,8 +227,6 @@ class SendPath:
         (ASYNC_FLUSH, no SYNC followers). Answers the queue offset the message was stored at; the Verdicts ``send``
         answers where the connection's bound refused it or the store refused the put; None, having
         done nothing, where a step would find anything else: the caller sends it through ``send``.
-        After another single send in the same loop turn, a future of one of those three, set when
-        the turn's group is put (the module's doc: single sends put together).
         tests/broker/produce/test_send_path.py holds it to ``send`` case by case."""
         if not entry[0] or self.acl is not None or topic not in self._sendable or self.spread is not None:
             return None
@@ -293,14 +249,12 @@ class SendPath:
         resends = self.resends
         if not resends.surely_new(key):
             return None
-        turn = self._turn
-        if turn is not None:            # another single send was put in this loop turn: put together after it
-            return self._join(turn, topic, entry, mid, key, born_ms, born_host, sys_flag, peer, nbytes)
         refusal = gate.enter(peer, nbytes)
         if refusal is not None:         # the connection at its bound (counted there): refused, as send does
-            return self._gate_refused(topic, refusal)
-        self._turn = True               # the turn's first: put now; the turn ends at the loop's next turn
-        asyncio.get_running_loop().call_soon(self._turn_over)
+            v = Verdicts(1)
+            v.refuse_all(Code.TOO_MANY_REQUESTS, refusal, REFUSED)
+            self.outcomes.add_code(topic, Code.TOO_MANY_REQUESTS)
+            return v
         try:
             r = self.puts.now(store.put_encoded, topic, (entry,), born_ms, born_host, sys_flag, True)
             self.puts.dispatch_later()
@@ -320,118 +274,6 @@ class SendPath:
             gate.leave(peer, nbytes)
         self._count(batch, v)
         return v
-
-    def _gate_refused(self, topic: str, refusal: str) -> Verdicts:
-        """A single send the connection's bound refused (counted there): send's verdict and count."""
-        v = Verdicts(1)
-        v.refuse_all(Code.TOO_MANY_REQUESTS, refusal, REFUSED)
-        self.outcomes.add_code(topic, Code.TOO_MANY_REQUESTS)
-        return v
-
-    # single sends put together (the module's doc) ------------------------------------------------
-    def _join(self, turn, topic: str, entry: tuple, mid: str, key: bytes, born_ms: int | None,
-              born_host: str | None, sys_flag: int, peer: str, nbytes: int):
-        """send_one of a single send after the turn's first, every step up to the put taken: a future
-        of its answer (a queue offset, a Verdicts, None: send's way), set when its group is put."""
-        loop = asyncio.get_running_loop()
-        if turn is True or turn.loop is not loop:
-            turn = self._turn = _Group(loop)
-            loop.call_soon(self._put_together, turn)
-        fut = loop.create_future()
-        if key in turn.keys:            # the same message again before its put: send's way after it
-            turn.again.append(fut)
-            return fut
-        refusal = self.gate.enter(peer, nbytes)
-        if refusal is not None:
-            return self._gate_refused(topic, refusal)
-        turn.keys.add(key)
-        turn.members.append((topic, entry, mid, key, born_ms, born_host, sys_flag, peer, nbytes, fut))
-        return fut
-
-    def _turn_over(self) -> None:
-        """The loop's next turn: a turn whose first single send was alone is over (a group ends itself)."""
-        if self._turn is True:
-            self._turn = None
-
-    async def _after(self, group: _Group) -> None:
-        """Until ``group`` was put (a group of another loop, which ended with it, never will be)."""
-        if group.loop is not asyncio.get_running_loop():
-            return
-        if group.put is None:
-            group.put = group.loop.create_future()
-        await asyncio.shield(group.put)
-
-    def _put_together(self, group: _Group) -> None:
-        """``group``'s sends put, one store put per (topic, born host, sys flag), each answered; where
-        the put's rule changed since they joined (SYNC_FLUSH, SYNC followers, a change of role), each
-        answered None: send's way, which waits as it must."""
-        if self._turn is group:
-            self._turn = None
-        members = group.members
-        gate = self.gate
-        try:
-            for m in members:
-                gate.leave(m[7], m[8])
-            if self.store.puts_may_wait or not self.puts.leading:
-                for m in members:
-                    _answer(m[9], None)
-            elif members:
-                first = members[0]
-                kind = (first[0], first[5], first[6])
-                if all((m[0], m[5], m[6]) == kind for m in members):
-                    self._put_part(members)
-                else:
-                    parts: dict[tuple, list] = {}
-                    for m in members:
-                        parts.setdefault((m[0], m[5], m[6]), []).append(m)
-                    for part in parts.values():
-                        self._put_part(part)
-                self.puts.dispatch_later()
-        except Exception as e:       # noqa: BLE001 - every waiting send is answered (gRPC: an error), none hangs
-            for m in members:
-                if not m[9].done():
-                    m[9].set_exception(e)
-        finally:
-            for fut in group.again:
-                _answer(fut, None)
-            if group.put is not None:
-                _answer(group.put, None)
-
-    def _put_part(self, part: list[tuple]) -> None:
-        """Sends of one topic, born host and sys flag put as one: each answered as send_one answers it."""
-        topic, born_host, sys_flag = part[0][0], part[0][5], part[0][6]
-        n = len(part)
-        entries = [m[1] for m in part]
-        r = self.puts.now(self.store.put_encoded, topic, entries, None, born_host, sys_flag, True, True,
-                          [m[4] for m in part])
-        resends, out = self.resends, self.outcomes
-        if r.status is PutStatus.PUT_OK and not r.refused and min(r.size) > 0:      # the common case
-            qoffs, physs = r.qoff.tolist(), r.phys.tolist()
-            window, unconfirmed = resends.window, resends.unconfirmed
-            for k, m in enumerate(part):
-                if unconfirmed:
-                    unconfirmed.pop(m[3], None)
-                window.put_key(m[3], qoffs[k], physs[k])
-                _answer(m[9], qoffs[k])
-            self._on_stored(False)
-            out.add(topic, OK_STATUS, n)
-            return
-        keys = b"".join(m[3] for m in part)
-        ids = [m[2] for m in part]
-        batch = SendBatch(n, Encoded(entries, None, born_host, sys_flag), ids.__getitem__, sum(m[8] for m in part),
-                          topic=topic, keys=keys)
-        v = Verdicts(n)
-        if self._record(batch, v, r, None, keys, ()):
-            self._on_stored(False)
-        for k, m in enumerate(part):
-            if v.kinds[k] == STORED:
-                out.add_known(topic, OK_STATUS)
-                _answer(m[9], v.offsets[k])
-            else:                       # refused (the store's refusal of this one, or of the put)
-                one = Verdicts(1)
-                one.refuse(0, v.codes[k], v.texts.get(k, ""), v.kinds[k])
-                out.add_code(topic, v.codes[k])
-                _answer(m[9], one)
 
     def _dedup(self, batch: SendBatch, v: Verdicts, keys: bytes) -> None:
         """Step 3: the open messages sent before answered as such."""
