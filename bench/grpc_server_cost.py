@@ -33,6 +33,14 @@ does (decode the request, one OK entry per message), storing nothing, unless tid
 * ``tidemq LABEL`` (``--src LABEL=PATH``, repeatable): ``tidemq serve`` from another tree (a snapshot),
   in the same rounds: an A/B of two versions against the same reference.
 
+``--timed``: every tidemq row with its handler (``tidemq``, ``tidemq asyncio``, the ``--src`` rows) runs
+with the handler's parts timed inside the server (``time.thread_time_ns`` around the lane's
+``send_bytes``, ``SendPath.send_one``, the store put ``StorePuts.now``, the dispatch drain
+``StorePuts._drain``, and the cyclic GC through ``gc.callbacks``; ~1 us per wrapper): columns
+``handler_us``, ``send_one_us``, ``put_us``, ``drain_us``, ``gc_us`` per call (warm-up included), the
+CPU the handler costs in the server, where its caches are cold (about twice profile_send.py's figure).
+A send that awaits (not the driver's) would count what the loop ran meanwhile.
+
 The ratio of each row: its server CPU per call over the reference's, in the same round (lower is
 cheaper); issue 32's goal: tidemq <= 1.15 x the do-nothing server's CPU per call.
 """
@@ -57,6 +65,8 @@ REFERENCE = "null aio asyncio"
 KINDS = [REFERENCE, "null aio uvloop", "null aio uvloop throughput", "null sync threads", "tidemq", "tidemq asyncio",
          "tidemq no handler", "tidemq turns"]
 TURNS_OUT = "BENCH_TURNS_OUT"        # where ``tidemq turns`` writes {sends in a turn: turns} at its exit
+TIMED_OUT = "BENCH_TIMED_OUT"        # where a ``--timed`` tidemq writes its timers at its exit
+TIMERS = ("handler", "send_one", "put", "drain", "gc")
 GOAL = 1.15
 
 
@@ -173,6 +183,60 @@ def serve_tidemq_turns() -> None:
     cli(sys.argv[i + 1:], prog_name="tidemq", auto_envvar_prefix="TIDEMQ")
 
 
+def serve_tidemq_timed() -> None:
+    """``tidemq serve`` (the arguments after ``--tidemq-timed``) with the handler's parts timed (the
+    module's doc: ``--timed``); {timer: ns, "calls": n} written to $BENCH_TIMED_OUT at exit."""
+    import atexit
+    import gc
+
+    from tidemq.broker.produce.send_message import MessageSends
+    from tidemq.broker.produce.send_path import SendPath
+    from tidemq.broker.puts import StorePuts
+    from tidemq.cli.main import cli
+
+    clock = time.thread_time_ns
+    ns = dict.fromkeys(TIMERS, 0)
+    ns["calls"] = 0
+
+    def timed(name: str, real):
+        def run(*args):
+            t0 = clock()
+            try:
+                return real(*args)
+            finally:
+                ns[name] += clock() - t0
+        return run
+
+    real_send = MessageSends.send_bytes
+
+    async def send_bytes(self, raw, context):
+        t0 = clock()
+        try:
+            return await real_send(self, raw, context)
+        finally:
+            ns["handler"] += clock() - t0
+            ns["calls"] += 1
+    MessageSends.send_bytes = send_bytes
+    SendPath.send_one = timed("send_one", SendPath.send_one)
+    StorePuts.now = timed("put", StorePuts.now)
+    StorePuts._drain = timed("drain", StorePuts._drain)
+    began = [0]
+
+    def on_gc(phase: str, _info) -> None:
+        if phase == "start":
+            began[0] = clock()
+        else:
+            ns["gc"] += clock() - began[0]
+    gc.callbacks.append(on_gc)
+
+    def dump() -> None:
+        with open(os.environ[TIMED_OUT], "w") as fh:
+            json.dump(ns, fh)
+    atexit.register(dump)
+    i = sys.argv.index("--tidemq-timed")
+    cli(sys.argv[i + 1:], prog_name="tidemq", auto_envvar_prefix="TIDEMQ")
+
+
 # The client process ----------------------------------------------------------------------------
 def drive(endpoint: str, threads: int, calls: int, max_s: float, body_bytes: int) -> dict:
     import grpc
@@ -235,7 +299,8 @@ def drive(endpoint: str, threads: int, calls: int, max_s: float, body_bytes: int
 
 # Driver ----------------------------------------------------------------------------------------
 class Server:
-    def __init__(self, kind: str, workdir: str, env: dict, threads: int, src: str | None = None) -> None:
+    def __init__(self, kind: str, workdir: str, env: dict, threads: int, src: str | None = None,
+                 timed: bool = False) -> None:
         os.makedirs(workdir, exist_ok=True)
         self._log = open(os.path.join(workdir, "server.log"), "ab")
         if kind.startswith("tidemq"):
@@ -250,6 +315,9 @@ class Server:
             elif kind == "tidemq turns":
                 argv[1:3] = [os.path.abspath(__file__), "--tidemq-turns"]
                 env = dict(env, **{TURNS_OUT: os.path.join(workdir, "turns.json")})
+            elif timed:
+                argv[1:3] = [os.path.abspath(__file__), "--tidemq-timed"]
+                env = dict(env, **{TIMED_OUT: os.path.join(workdir, "timed.json")})
             ready = "ready on "
         else:
             argv = [sys.executable, os.path.abspath(__file__), "--serve", kind, "--threads", str(threads)]
@@ -292,7 +360,8 @@ def thread_cpu_seconds(pid: int) -> float:
 
 
 def measure(kind: str, workdir: str, env: dict, a) -> dict:
-    srv = Server(kind, workdir, env, a.threads, a.srcs.get(kind))
+    timed = a.timed and kind.startswith("tidemq") and kind not in ("tidemq no handler", "tidemq turns")
+    srv = Server(kind, workdir, env, a.threads, a.srcs.get(kind), timed)
     try:
         errlog = open(os.path.join(workdir, "client.err"), "w+")
         cp = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--drive", srv.endpoint,
@@ -323,6 +392,11 @@ def measure(kind: str, workdir: str, env: dict, a) -> dict:
             raise RuntimeError(f"{kind}: the server exited during the run")
     finally:
         srv.stop()
+    if timed:                                   # (warm-up calls included)
+        with open(os.path.join(workdir, "timed.json")) as fh:
+            ns = json.load(fh)
+        for t in TIMERS:
+            r[f"{t}_us"] = ns[t] / max(1, ns["calls"]) / 1e3
     if kind == "tidemq turns":                  # (warm-up calls included)
         with open(os.path.join(workdir, "turns.json")) as fh:
             hist = {int(k): v for k, v in json.load(fh).items()}
@@ -342,6 +416,9 @@ def main() -> None:
     if "--tidemq-turns" in sys.argv:
         serve_tidemq_turns()
         return
+    if "--tidemq-timed" in sys.argv:
+        serve_tidemq_timed()
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--count", type=int, default=3000, help="calls per client thread per sample (upper bound)")
@@ -353,6 +430,9 @@ def main() -> None:
                     help="another row, 'tidemq LABEL': tidemq serve from the tree PATH (a snapshot: "
                          "_report.py snapshot), measured in the same rounds as the others (A/B interleaved)")
     ap.add_argument("--quick", action="store_true", help="1 round of 500 calls per thread: a smoke run")
+    ap.add_argument("--timed", action="store_true",
+                    help="the tidemq rows' handler timed inside the server, by part (columns handler_us, send_one_us, "
+                         "put_us, drain_us, gc_us)")
     ap.add_argument("--serve", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--drive", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -396,13 +476,16 @@ def main() -> None:
                          f"({res['loop_thread_us_per_call']:.0f} on its main thread), "
                          f"{res['calls'] / res['seconds']:,.0f} calls/s, server {res['server_cores']:.2f} cores"
                          + (f", {res['sends_per_loop_turn']:.3f} sends per loop turn, {res['after_a_turns_first']:.1%} "
-                            f"after a turn's first" if "sends_per_loop_turn" in res else ""))
+                            f"after a turn's first" if "sends_per_loop_turn" in res else "")
+                         + ("; per call: " + ", ".join(f"{t} {res[f'{t}_us']:.1f} us" for t in TIMERS)
+                            if "handler_us" in res else ""))
             ref = got[REFERENCE]["server_us_per_call"]
             rep.add(REFERENCE, ref, calls_per_s=got[REFERENCE]["calls"] / got[REFERENCE]["seconds"],
                     server_cores=got[REFERENCE]["server_cores"],
                     loop_thread_us_per_call=got[REFERENCE]["loop_thread_us_per_call"])
             for k in kinds[1:]:
-                turns = {c: got[k][c] for c in ("sends_per_loop_turn", "after_a_turns_first") if c in got[k]}
+                turns = {c: got[k][c] for c in ("sends_per_loop_turn", "after_a_turns_first") + tuple(
+                    f"{t}_us" for t in TIMERS) if c in got[k]}
                 rep.add(k, got[k]["server_us_per_call"], ref=ref, calls_per_s=got[k]["calls"] / got[k]["seconds"],
                         server_cores=got[k]["server_cores"], loop_thread_us_per_call=got[k]["loop_thread_us_per_call"],
                         **turns)
@@ -412,6 +495,10 @@ def main() -> None:
         rep.note("ratio: the row's server CPU per call over the reference's in the same round: LOWER is cheaper "
                  "(issue 32's goal for tidemq: <= 1.15 x the do-nothing server).")
         rep.note("server_cores: the server's CPU per second of the timed calls (2 CPUs here, shared with the client).")
+        if a.timed:
+            rep.note("handler_us, send_one_us, put_us, drain_us, gc_us (--timed): thread CPU per call inside the server of "
+                     "the lane's send_bytes, SendPath.send_one, the store put (StorePuts.now), the dispatch drain and the "
+                     "cyclic GC (warm-up calls included; ~1 us of timer each).")
         if "tidemq turns" in kinds:
             rep.note("sends_per_loop_turn (tidemq turns): single sends per event-loop turn that had one; after_a_turns_first: "
                      "the share of sends that came after another in the same turn (what one store put per turn could take).")
