@@ -310,6 +310,10 @@ def test_the_log_minimum_everyone_reads_is_the_first_segment_in_service(stores):
     assert s.commitlog_min_offset == reader.end_offset == s.cleaner.last.log_min_offset
     assert s.stats()["commitlog_min_offset"] == reader.end_offset
     assert s.disk_status()["commitlog"]["min_offset"] == reader.end_offset
+    off, data = s.replica.read(0, 1 << 16)                 # a follower starting before it
+    assert off == reader.end_offset and data, f"a follower asking from 0 gets {len(data)} bytes at {off}"
+    report = s.check()
+    assert report.ok, report.problems[:5]
     reader.release()
 
 # What an operator is told -------------------------------------------------------------------
