@@ -19,7 +19,7 @@ from ..support.wait import PATIENCE_S
 ROOT_OF_TESTS = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_a_segment_held_when_the_process_ends_does_not_come_back(tmp_path, sig):
     root = str(tmp_path / "store")
     p = subprocess.Popen([sys.executable, "-m", "tests.support.held_segment_child", root],
