@@ -167,6 +167,64 @@ def test_caught_up_followers_join_the_record_and_a_laggard_leaves_it_before_the_
     assert w.isr_record() == [lead, others[0]] and acks.isr == {others[0]}, "removed from the record, then the waits"
 
 
+def test_two_followers_joining_at_one_step_release_a_waiting_put_only_once_both_have_it():
+    w = World({"m0": 0, "m1": 0, "m2": 0, "m3": 0})
+    w.start()
+    w.run(1.0)
+    lead = w.leader()
+    first, *late = sorted(set(w.members) - {lead})
+    w.members[lead].store.replica.end = 100
+    w.catch_up(lead, first)
+    w.run(0.2)
+    assert w.isr_record() == [lead, first]
+    acks = w.members[lead].acks
+    w.members[lead].store.replica.end = 500         # a SYNC put appended up to 500
+    released = []
+    assert acks.when_confirmed(500, lambda: released.append(acks.wait(500, 0.0))) is not None
+    conns = {m: acks.connect(m, m + ":1", 100).conn for m in late}      # both have the watermark (100)
+    w.step()                                        # both join in one step, the waits first
+    assert acks.isr == {first, *late} and w.isr_record() == [lead, first, *late]
+    for m in [first, *late]:
+        assert not released, "released before every member of the set has it"
+        acks.confirm(m, conns.get(m) or acks.followers[m].conn, 500)
+    assert released == [None]
+
+
+def test_a_put_acknowledged_while_a_follower_joins_keeps_the_follower_out_until_it_has_the_put():
+    w = World({"m0": 0, "m1": 0, "m2": 0})
+    w.start()
+    w.run(1.0)
+    lead = w.leader()
+    first, late = sorted(set(w.members) - {lead})
+    w.members[lead].store.replica.end = 100
+    w.catch_up(lead, first)
+    w.run(0.2)
+    acks = w.members[lead].acks
+    w.members[lead].store.replica.end = 500         # a SYNC put appended up to 500, waiting for `first`
+    released = []
+    assert acks.when_confirmed(500, lambda: released.append(acks.wait(500, 0.0))) is not None
+    late_conn = acks.connect(late, late + ":1", 100).conn       # has the watermark (100), not the put
+    caught_up = acks.caught_up
+
+    def confirmed_meanwhile():
+        """The loop's confirmation lands between the coordinator's look and its include()."""
+        got = caught_up()
+        if got == [late] and not released:
+            acks.confirm(first, acks.followers[first].conn, 500)
+        return got
+
+    acks.caught_up = confirmed_meanwhile
+    w.step()
+    assert released == [None], "acknowledged: the whole set of its time has it"
+    record = w.isr_record()
+    assert all(acks.followers[m].confirmed >= 500 for m in record[1:]), \
+        f"the record {record} names a member without an acknowledged put: electable without it"
+    assert late not in acks.isr
+    acks.confirm(late, late_conn, 500)
+    w.step()
+    assert w.isr_record() == [lead, first, late] and acks.isr == {first, late}
+
+
 def test_only_a_member_of_the_recorded_set_is_elected_and_the_election_waits_for_one():
     w = World({"m0": 0, "m1": 0, "m2": 0})
     w.start()

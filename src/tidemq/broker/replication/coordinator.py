@@ -330,9 +330,20 @@ class GroupCoordinator:
         add = set(acks.caught_up())
         if not drop and not add:
             return []
-        followers = (set(rec.members[1:]) - drop) | add
-        for m in add:
+        for m in sorted(add):
             acks.include(m)                         # waited for before the record names it
+        if acks.sync:
+            # caught_up() said "has the high watermark" before include(): a put acknowledged in between
+            # (a confirmation on the loop) moved it past what m has. From include() on every put waits
+            # for m, so the watermark now covers every put acknowledged without it: m joins the record
+            # only if it has that (else the waits let it go again; it was never recorded)
+            hw = acks.hw
+            for m in sorted(m for m in add if acks.followers[m].confirmed < hw):
+                add.discard(m)
+                acks.exclude(m)
+            if not drop and not add:
+                return []
+        followers = (set(rec.members[1:]) - drop) | add
         if add and hasattr(node, "isr_grew"):
             node.isr_grew()                         # sends waiting for the set to grow (node.until_in_sync)
         members = (node.member, *sorted(followers))
@@ -346,7 +357,7 @@ class GroupCoordinator:
             self._isr = None                        # someone else wrote it: read again at the next step
             return []
         self._isr = IsrRecord(node.epoch, members, rec.version + 1)
-        for m in drop:
+        for m in sorted(drop):
             acks.exclude(m)                         # the record dropped it: the waits go on without it
         log.warning("broker group %s: in-sync set %s (%s)", node.group, list(members),
                     "; ".join(x for x in (f"{', '.join(sorted(drop))} fell behind" if drop else "",
@@ -357,9 +368,9 @@ class GroupCoordinator:
         """The waits follow the record read (after a write whose outcome was unknown)."""
         acks = self.node.acks
         want = set(rec.members[1:])
-        for m in want - acks.isr:
+        for m in sorted(want - acks.isr):
             acks.include(m)
-        for m in acks.isr - want:
+        for m in sorted(acks.isr - want):
             acks.exclude(m)
 
     # the election -------------------------------------------------------------------------------
