@@ -45,6 +45,37 @@ def pytest_configure(config):
         _FILE_CLOCK = FileClock()
 
 
+def _patience_budget_s(item) -> float | None:
+    """What the waits of ``item`` may share: its pytest-timeout (marker, --timeout, ini) less a fifth
+    (at least 30 s) for its teardown and the report; None without a timeout."""
+    marker = item.get_closest_marker("timeout")
+    timeout = None
+    if marker is not None:
+        timeout = marker.args[0] if marker.args else marker.kwargs.get("timeout")
+    if timeout is None:
+        try:
+            timeout = item.config.getoption("timeout", None) or item.config.getini("timeout")
+        except ValueError:              # (pytest-timeout not loaded: -p no:timeout)
+            return None
+    try:
+        timeout = float(timeout)
+    except (TypeError, ValueError):
+        return None
+    return timeout - max(30.0, timeout / 5) if timeout > 60 else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    from tests.support.wait import begin_test
+    begin_test(_patience_budget_s(item))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    from tests.support.wait import end_test
+    end_test()           # a teardown's waits (stopping what the test started) keep their own bounds
+
+
 def pytest_runtest_logreport(report):
     if _FILE_CLOCK is not None:
         _FILE_CLOCK.add(report.nodeid, report.duration)

@@ -12,7 +12,7 @@ from tidemq.client import PullConsumer
 
 from ..support.brokers import SMALL
 from ..support.official import msg
-from ..support.wait import PATIENCE_S
+from ..support.wait import PATIENCE_S, patience
 
 T = "durable"
 SENDS = 300
@@ -45,7 +45,7 @@ def test_sync_flush_send_async_acknowledged_survives_a_kill_9(broker_factory, tm
             done, pending = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
             acked += [f.result().message_id for f in done]
         pending.add(p.send_async(msg(T, b"durable-%d" % i)))
-    acked += [f.result(timeout=PATIENCE_S).message_id for f in concurrent.futures.as_completed(pending)]
+    acked += [f.result(timeout=patience()).message_id for f in concurrent.futures.as_completed(pending)]
     assert len(set(acked)) == SENDS
     b.stop(signal.SIGKILL)                       # no clean stop: only what was fsynced is there
 

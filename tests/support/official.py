@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from .wait import PATIENCE_S
+from .wait import PATIENCE_S, patience, ran_out
 
 LONG_INVISIBLE_S = 300          # no stall makes a message received with it come back during a test
 REQUEST_TIMEOUT_S = 30          # the client's deadline per call (its default is 3 s)
@@ -76,21 +76,24 @@ def receive_all(consumer, want, invisible_s=LONG_INVISIBLE_S, timeout_s=PATIENCE
     (a long poll answers as soon as there is something); AssertionError if they did not come
     within ``timeout_s``."""
     got = []
-    end = time.monotonic() + timeout_s
+    limit_s = patience(timeout_s)
+    end = time.monotonic() + limit_s
     while len(got) < want:
-        assert time.monotonic() < end, f"received {len(got)} of {want} message(s) in {timeout_s:.0f} s: {got}"
+        assert time.monotonic() < end, \
+            f"received {len(got)} of {want} message(s) in {limit_s:.0f} s{ran_out(limit_s)}: {got}"
         got += consumer.receive(min(want - len(got), 32), invisible_s)
     return got
 
 
 def receive_some(consumer, batch, invisible_s=LONG_INVISIBLE_S, timeout_s=PATIENCE_S):
     """The first non-empty answer of receive(batch, invisible_s)."""
-    end = time.monotonic() + timeout_s
+    limit_s = patience(timeout_s)
+    end = time.monotonic() + limit_s
     while time.monotonic() < end:
         got = consumer.receive(batch, invisible_s)
         if got:
             return got
-    raise AssertionError(f"nothing received in {timeout_s:.0f} s")
+    raise AssertionError(f"nothing received in {limit_s:.0f} s{ran_out(limit_s)}")
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 
 from ...support.brokers import SMALL, make_topic
 from ...support.official import REQUEST_TIMEOUT_S, msg, receive_all, start
-from ...support.wait import PATIENCE_S
+from ...support.wait import patience
 
 
 def test_official_simple_consumer_with_a_sql92_filter(tmp_path, broker_factory, clients):
@@ -60,7 +60,7 @@ def test_official_simple_consumer_with_a_sql92_filter(tmp_path, broker_factory, 
         pc = start(lambda: PushConsumer(conf, "us-push", Listener(), {"Orders": FilterExpression(
             "region IN ('us') AND NOT (amount BETWEEN 0 AND 50)", FilterType.SQL)}))
         made.append(pc)
-        assert enough.wait(PATIENCE_S), f"pushed so far: {[m.message_id for m in pushed]}"
+        assert enough.wait(patience()), f"pushed so far: {[m.message_id for m in pushed]}"
         assert {m.message_id for m in pushed} == us
     finally:
         for x in made:

@@ -15,7 +15,7 @@ import pytest
 
 from ...support.brokers import SMALL, make_topic, stored, topic_end
 from ...support.official import REQUEST_TIMEOUT_S, msg, receive_all, receive_some, start
-from ...support.wait import PATIENCE_S, wait_until
+from ...support.wait import patience, wait_until
 
 
 def test_receive_and_ack_every_message_once(tmp_path, broker_factory, clients):
@@ -144,7 +144,7 @@ def test_push_consumer_consumes_everything(tmp_path, broker_factory, clients):
     pc = start(lambda: PushConsumer(ClientConfiguration(b.endpoint, Credentials(), request_timeout=REQUEST_TIMEOUT_S),
                                     "pushers", Listener(), {"Pushed": FilterExpression()}))
     try:
-        assert done.wait(PATIENCE_S), f"push consumer saw {len(seen)} of {len(ids)}"
+        assert done.wait(patience()), f"push consumer saw {len(seen)} of {len(ids)}"
     finally:
         pc.shutdown()
 
@@ -260,7 +260,7 @@ def test_fifo_push_consumer_keeps_order_and_forwards_a_failing_message_to_the_dl
                                     "ordered-push", Listener(), {"OrderedPush": FilterExpression()}))
     try:
         assert pc.fifo, "the Telemetry settings said subscription.fifo"
-        assert done.wait(PATIENCE_S), f"consumed so far: {consumed}"
+        assert done.wait(patience()), f"consumed so far: {consumed}"
     finally:
         pc.shutdown()
     assert [x for x in consumed if x.startswith("A")] == ["A-0", "A-1", "A-1", "A-2", "A-3"]

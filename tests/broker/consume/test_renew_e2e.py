@@ -19,7 +19,7 @@ from tidemq.broker.state.layout import state_dir
 
 from ...support.brokers import SMALL, make_topic
 from ...support.official import REQUEST_TIMEOUT_S, msg, start
-from ...support.wait import PATIENCE_S, wait_until
+from ...support.wait import patience, wait_until
 
 # renewed when less than 59 s of its 60 s are left: about every second, for the client that has it
 ENV = {**SMALL, "TIDEMQ_FIFO_CONSUMER_GROUPS": "slow-fifo",
@@ -73,7 +73,7 @@ def test_a_slow_push_listener_gets_its_message_renewed_and_no_redelivery(tmp_pat
                                     group, Listener(), {"Slow": FilterExpression()}))
     try:
         assert pc.fifo == (group == "slow-fifo")
-        assert done.wait(PATIENCE_S), f"consumed so far: {consumed}"
+        assert done.wait(patience()), f"consumed so far: {consumed}"
     finally:
         pc.shutdown()
     assert renewed_while_working == [True], "the listener saw its message renewed"

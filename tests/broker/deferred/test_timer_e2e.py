@@ -11,7 +11,7 @@ import time
 
 from ...support.brokers import SMALL, make_topic
 from ...support.official import LONG_INVISIBLE_S, msg, receive_all
-from ...support.wait import PATIENCE_S
+from ...support.wait import patience, ran_out
 
 
 def delayed(topic, body, due_ms):
@@ -27,9 +27,10 @@ def now_ms():
 def receive_until(c, want: set, seen: dict) -> None:
     """Receive and ack until every id of ``want`` is in ``seen`` (id -> ms when it arrived); a
     message arriving twice fails."""
-    end = time.monotonic() + PATIENCE_S
+    limit_s = patience()
+    end = time.monotonic() + limit_s
     while not want <= set(seen):
-        assert time.monotonic() < end, f"waited {PATIENCE_S:.0f} s for {want - set(seen)}"
+        assert time.monotonic() < end, f"waited {limit_s:.0f} s for {want - set(seen)}{ran_out(limit_s)}"
         for m in c.receive(8, LONG_INVISIBLE_S):
             assert m.message_id not in seen, f"{m.body!r} delivered twice"
             seen[m.message_id] = now_ms()

@@ -53,7 +53,7 @@ def test_the_official_clients_own_retry_across_a_kill_9_is_answered_not_stored_t
 
     from ...support.official import msg
     from ...support.proxy import HoldingProxy
-    from ...support.wait import PATIENCE_S, wait_until
+    from ...support.wait import PATIENCE_S, patience, wait_until
 
     topic = "once-official"
     root = str(tmp_path / "store")
@@ -73,14 +73,14 @@ def test_the_official_clients_own_retry_across_a_kill_9_is_answered_not_stored_t
         assert p.send(msg(topic, b"through the proxy")).message_id
         px.hold_after(marker)
         pending = p.send_async(msg(topic, marker))
-        assert px.held_once.wait(PATIENCE_S), "the send never went through the proxy"
+        assert px.held_once.wait(patience()), "the send never went through the proxy"
         first = wait_until(lambda: copies(a.endpoint), "the held send to be stored by the first broker")
         assert not pending.done(), "its answer was lost on the way back"
         a.stop(signal.SIGKILL)
         b = broker_factory(root, env=env, args=["--auto-create-topics"])
         px.retarget(b.port)
         px.release()                                 # the held connection closes: the client retries
-        receipt = pending.result(timeout=PATIENCE_S)
+        receipt = pending.result(timeout=patience())
         p.shutdown()
     stored_once = copies(b.endpoint)
     assert len(stored_once) == 1, f"{len(stored_once)} copies stored"

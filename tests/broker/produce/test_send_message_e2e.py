@@ -6,7 +6,7 @@ import pytest
 
 from ...support.brokers import SMALL, make_topic, stored
 from ...support.official import msg
-from ...support.wait import PATIENCE_S
+from ...support.wait import patience
 
 
 def test_official_producer_sends_and_the_store_has_it(tmp_path, broker_factory, clients):
@@ -18,7 +18,7 @@ def test_official_producer_sends_and_the_store_has_it(tmp_path, broker_factory, 
     receipts = [p.send(msg("Orders", b"order-%d" % i, tag="TagA", keys="k%d" % i, props={"p": "v%d" % i}))
                 for i in range(20)]
     fut = p.send_async(msg("Orders", b"async-1", tag="TagB"))
-    receipts.append(fut.result(timeout=PATIENCE_S))
+    receipts.append(fut.result(timeout=patience()))
     assert len({r.message_id for r in receipts}) == 21
     assert b.stop() == 0
     got = {m.msg_id: m for m in stored(root, "Orders")}

@@ -11,7 +11,7 @@ import pytest
 
 from ...support.brokers import admin_call, make_topic
 from ...support.official import msg, receive_all
-from ...support.wait import PATIENCE_S, wait_until
+from ...support.wait import PATIENCE_S, patience, wait_until
 
 MIB = 1 << 20
 FAST = {"TIDEMQ_ALARM_CHECK_INTERVAL_MS_MAX": "200", "TIDEMQ_SEND_HOLD_MS_MAX": "1000"}
@@ -86,7 +86,7 @@ def test_a_send_held_while_the_alarm_clears_goes_through(tmp_path, broker_factor
     fut = p.send_async(msg("Mem", b"held-then-sent"))
     wait_until(lambda: alarm_status(b)["flow"]["inflight_requests"] == 1, "the send to be held")
     admin_call(b.endpoint, "SetAlarmLimits", {"memory_high_watermark_bytes": 0, "memory_high_watermark_ratio": 0.9})
-    assert fut.result(timeout=PATIENCE_S).message_id          # ... and sent once the alarm cleared
+    assert fut.result(timeout=patience()).message_id          # ... and sent once the alarm cleared
     st = alarm_status(b)
     assert not st["memory"]["raised"] and st["refusal"] is None
     assert st["flow"]["held_total"] == 1 and st["flow"]["refused_total"] == 0 and st["flow"]["inflight_requests"] == 0
