@@ -14,7 +14,7 @@ import pytest
 from tidemq.store import GetStatus, MessageStore
 
 from ..support.held_segment_child import TOPIC, config
-from ..support.wait import PATIENCE_S
+from ..support.wait import patience
 
 ROOT_OF_TESTS = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
@@ -37,7 +37,7 @@ def test_a_segment_held_when_the_process_ends_does_not_come_back(tmp_path, sig):
     finally:
         p.send_signal(sig)
         err = p.stderr.read()
-        p.wait(timeout=PATIENCE_S)
+        p.wait(timeout=patience())
     assert p.returncode == (-signal.SIGKILL if sig is signal.SIGKILL else 128 + signal.SIGTERM), err
     store = MessageStore(config(root)).start()
     try:

@@ -41,7 +41,7 @@ from tidemq.store.disk import DirState
 from tidemq.store.mapped_file import parse_segment_name
 
 from ..support.tmpfs import mounted, run
-from ..support.wait import PATIENCE_S
+from ..support.wait import patience
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
                                 reason="mounting tmpfs needs root")
@@ -348,7 +348,7 @@ def test_four_times_the_disk_with_short_retention(env, tmp_path, preallocate):
                     assert rnd.triggers == ["space"], rnd.triggers
     finally:
         reader.stop.set()
-        reader.join(PATIENCE_S)
+        reader.join(patience())
     assert not reader.is_alive() and reader.statuses, "the reader ran and stopped"
     assert not reader.errors, reader.errors[:5]
     assert w.statuses[PutStatus.CREATE_MAPPED_FILE_FAILED] == 0

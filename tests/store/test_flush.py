@@ -16,7 +16,7 @@ from tidemq.store.flush import PAGE_SIZE, AsyncFlushService, GroupCommitService
 from tidemq.testing.faulty_io import FaultyFileIO
 
 from ..support.store import MEMORY_ROOT, memory_config
-from ..support.wait import PATIENCE_S, wait_until
+from ..support.wait import PATIENCE_S, patience, wait_until
 
 THREADS = 8
 PUTS_PER_THREAD = 150
@@ -132,7 +132,7 @@ def test_group_commit_puts_appended_during_an_fsync_share_the_next_one(make_conf
     fio.gated = True
     first = threading.Thread(target=put, args=(-1,))
     first.start()
-    assert fio.entered.wait(PATIENCE_S), "the first put's fsync did not start"
+    assert fio.entered.wait(patience()), "the first put's fsync did not start"
     others = [threading.Thread(target=put, args=(t,)) for t in range(THREADS)]
     for th in others:
         th.start()
@@ -142,7 +142,7 @@ def test_group_commit_puts_appended_during_an_fsync_share_the_next_one(make_conf
     fio.gated = False
     fio.gate.set()
     for th in [first, *others]:
-        th.join(PATIENCE_S)
+        th.join(patience())
     assert sorted(results) == [-1, *range(THREADS)]
     assert all(r.status is PutStatus.PUT_OK for r in results.values())
     assert s.commit_log.flushed_offset == s.commitlog_max_offset
@@ -160,7 +160,7 @@ def test_sync_flush_timeout(make_config, open_store):
     try:
         putter = threading.Thread(target=lambda: got.append(s.put(Message("T", b"slow", queue_id=0))))
         putter.start()
-        putter.join(PATIENCE_S)                   # the fsync cannot end before the gate opens, below
+        putter.join(patience())                   # the fsync cannot end before the gate opens, below
         assert got, "the put waited for its fsync instead of timing out"
     finally:
         fio.gated = False
@@ -248,7 +248,7 @@ class SteppedFlush:
 
     def __call__(self) -> int:
         self.calls.release()
-        assert self.allow.acquire(timeout=PATIENCE_S), "the test did not let the fsync end"
+        assert self.allow.acquire(timeout=patience()), "the test did not let the fsync end"
         self.flushed = self.next.pop(0)
         return self.flushed
 
@@ -272,17 +272,17 @@ def test_group_commit_releases_only_the_writers_an_fsync_made_durable():
     out: dict[int, object] = {}
     try:
         first = _waiter(svc, 10, out)
-        assert flush.calls.acquire(timeout=PATIENCE_S)          # the fsync for 10 is under way
+        assert flush.calls.acquire(timeout=patience())          # the fsync for 10 is under way
         second = _waiter(svc, 20, out)
         wait_until(lambda: len(svc._waiters) == 2, "both writers to wait")
         flush.step(10)                                           # this fsync covers 10 only
-        first.join(PATIENCE_S)
+        first.join(patience())
         assert out == {10: None}
         assert svc.flushed == 10
         assert [e[0] for e in svc._waiters] == [20] and svc._waiters[0][1].__self__.locked()   # not woken (its release: its lock's)
-        assert flush.calls.acquire(timeout=PATIENCE_S)          # the next fsync, for 20
+        assert flush.calls.acquire(timeout=patience())          # the next fsync, for 20
         flush.step(20)
-        second.join(PATIENCE_S)
+        second.join(patience())
         assert out == {10: None, 20: None} and svc._waiters == []
     finally:
         flush.step(10 ** 9)
@@ -298,7 +298,7 @@ def test_group_commit_a_wait_that_times_out_leaves_nothing_behind():
     try:
         assert svc.wait_durable(10, 0.01) is PutReason.FLUSH_TIMEOUT
         assert svc._waiters == []
-        assert flush.calls.acquire(timeout=PATIENCE_S)
+        assert flush.calls.acquire(timeout=patience())
         flush.step(10)
         assert svc.wait_durable(10, PATIENCE_S) is None
     finally:
@@ -314,12 +314,12 @@ def test_group_commit_stop_releases_the_waits_it_flushed_and_refuses_later_ones(
     svc.start()
     out: dict[int, object] = {}
     w = _waiter(svc, 10, out)
-    assert flush.calls.acquire(timeout=PATIENCE_S)
+    assert flush.calls.acquire(timeout=patience())
     stopper = threading.Thread(target=svc.stop, daemon=True)
     stopper.start()
     flush.step(10)
-    w.join(PATIENCE_S)
-    stopper.join(PATIENCE_S)
+    w.join(patience())
+    stopper.join(patience())
     assert out == {10: None} and not stopper.is_alive()
     assert svc.wait_durable(20, PATIENCE_S) is PutReason.FLUSH_TIMEOUT      # nobody flushes any more: no wait
 
@@ -360,10 +360,10 @@ def test_group_commit_stop_returns_while_fsync_keeps_failing(caplog):
     assert svc.wait_durable(10, 0.1) is PutReason.FLUSH_TIMEOUT      # a request the disk cannot satisfy
     stopper = threading.Thread(target=svc.stop, daemon=True)
     stopper.start()
-    stopper.join(PATIENCE_S)
+    stopper.join(patience())
     ended = not stopper.is_alive() and not svc._thread.is_alive()
     failing[0] = False                                  # whatever happened, let the service end now
-    stopper.join(PATIENCE_S)
+    stopper.join(patience())
     assert ended, "GroupCommitService.stop() did not end the service while every fsync failed"
 
 
@@ -387,11 +387,11 @@ def test_async_put_does_not_wait_for_fsync(make_config, open_store):
     fio.gated = True
     try:
         assert s.put(Message("T", b"dirty")).ok
-        assert fio.entered.wait(PATIENCE_S), "the async flush did not start an fsync"
+        assert fio.entered.wait(patience()), "the async flush did not start an fsync"
         results = []
         putter = threading.Thread(target=lambda: results.extend(s.put(Message("T", b"%d" % i)) for i in range(20)))
         putter.start()
-        putter.join(PATIENCE_S)
+        putter.join(patience())
         assert len(results) == 20 and not fio.gate.is_set(), "the puts returned while the fsync is held"
         assert all(r.status is PutStatus.PUT_OK for r in results)
     finally:
@@ -491,7 +491,7 @@ def test_async_flush_service_runs_on_its_interval():
                             thorough_interval_ms=10_000)
     svc.start()
     try:
-        assert flushed.wait(PATIENCE_S)
+        assert flushed.wait(patience())
     finally:
         svc.stop()
     assert svc.fsyncs == 1
@@ -552,14 +552,14 @@ def test_a_put_made_durable_during_shutdown_is_put_ok(stores):
     res = []
     a = threading.Thread(target=lambda: res.append(s.put(Message("T", b"hello"))))
     a.start()
-    assert fio.entered.wait(PATIENCE_S)         # the group commit's fsync is on its way
+    assert fio.entered.wait(patience())         # the group commit's fsync is on its way
     b = threading.Thread(target=s.shutdown)
     b.start()
     wait_until(lambda: s.group_commit._stop.is_set(), "shutdown to stop the group commit")
     assert not res, "the put still waits for its fsync"
     fio.gate.set()
-    a.join(PATIENCE_S)
-    b.join(PATIENCE_S)
+    a.join(patience())
+    b.join(patience())
     assert not a.is_alive() and not b.is_alive()
     assert not fio.exists(MEMORY_ROOT + "/abort")           # shutdown was clean: the record is durable
     assert res[0].status is PutStatus.PUT_OK, res[0]

@@ -14,7 +14,7 @@ import sys
 from tidemq.store import GetStatus, MessageStore
 
 from ..support.kill9_child import config
-from ..support.wait import PATIENCE_S
+from ..support.wait import patience
 
 KILLS = 10
 
@@ -48,7 +48,7 @@ def end_child(p, sig, lines: list[str]) -> tuple[dict[int, int], str]:
     p.send_signal(sig)
     rest = p.stdout.read()
     err = p.stderr.read()
-    p.wait(timeout=PATIENCE_S)
+    p.wait(timeout=patience())
     acked = {}
     for line in (*lines, *rest.splitlines(keepends=True)):
         if line.endswith("\n") and line.strip():        # a put's line is written whole, or not at all

@@ -16,7 +16,7 @@ from tidemq.store.segment_state import SegmentState
 from tidemq.testing.faulty_io import FaultyFileIO
 
 from ..support.store import NothingUnsyncedSurvives, memory_config, topic_messages
-from ..support.wait import PATIENCE_S, wait_until
+from ..support.wait import PATIENCE_S, patience, wait_until
 
 SEG = 32 * 1024
 TWO_DIRS = ("/r/a", "/r/b")
@@ -76,7 +76,7 @@ def test_every_put_waiting_on_the_failed_fsync_is_answered_flush_failed(stores):
     results: list = []
     blocker = threading.Thread(target=lambda: results.append(s.put(Message("T", b"b0"))))
     blocker.start()
-    assert fio.entered.wait(PATIENCE_S)             # its fsync is held
+    assert fio.entered.wait(patience())             # its fsync is held
     threads = [threading.Thread(target=lambda i=i: results.append(s.put(Message("T", b"w%d" % i))))
                for i in range(7)]
     for t in threads:
@@ -85,7 +85,7 @@ def test_every_put_waiting_on_the_failed_fsync_is_answered_flush_failed(stores):
     fio.fail("fsync", errno.EIO, "/r/a/")           # the held fsync fails once released
     fio.hold.set()
     for t in [blocker, *threads]:
-        t.join(PATIENCE_S)
+        t.join(patience())
     assert len(results) == 8
     assert {r.status for r in results} == {PutStatus.FLUSH_DISK_FAILED}, [r.status for r in results]
     assert bodies(s) == [b"first"]

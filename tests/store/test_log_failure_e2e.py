@@ -21,7 +21,7 @@ from tidemq.client import Producer, PullConsumer
 
 from ..support.brokers import SMALL
 from ..support.cli import run
-from ..support.wait import PATIENCE_S
+from ..support.wait import patience
 
 SHIM = r"""
 #define _GNU_SOURCE
@@ -119,7 +119,7 @@ def test_a_failed_commit_log_fdatasync_is_never_acknowledged(tmp_path, broker_fa
         for t in threads:
             t.start()
         for t in threads:
-            t.join(PATIENCE_S)
+            t.join(patience())
         assert not trigger.exists(), "the shim's failure was used"
         first_after = BEFORE + THREADS * DURING_EACH
         for i in range(first_after, first_after + AFTER):

@@ -9,7 +9,7 @@ from tidemq.store.reader import StoreReader
 from tidemq.testing.faulty_io import FaultyFileIO
 
 from ..support.store import MEMORY_ROOT, memory_config
-from ..support.wait import PATIENCE_S, wait_until
+from ..support.wait import PATIENCE_S, patience, wait_until
 
 
 def test_a_reader_built_from_the_parts_reads_what_the_store_reads(store):
@@ -235,7 +235,7 @@ def test_under_sync_flush_nothing_is_served_before_its_fsync_ended(make_config, 
     putter = threading.Thread(target=lambda: got.append(s.put(Message("T", b"held", keys="k1", queue_id=0))))
     putter.start()
     try:
-        assert fio.entered.wait(PATIENCE_S)
+        assert fio.entered.wait(patience())
         wait_until(lambda: s.max_offset("T", 0) == 2, "the record to be appended and dispatched")
         end = s.commitlog_max_offset
         assert s.readable_end() == first.commitlog_offset + first.size < end
@@ -256,9 +256,9 @@ def test_under_sync_flush_nothing_is_served_before_its_fsync_ended(make_config, 
     finally:
         fio.held = False
         fio.gate.set()
-    putter.join(PATIENCE_S)
+    putter.join(patience())
     assert got[0].ok
-    assert woken.wait(PATIENCE_S), "the waiter is called once the record is readable"
+    assert woken.wait(patience()), "the waiter is called once the record is readable"
     assert [m.body for m in s.get("G", "T", 0, 0).messages] == [b"first", b"held"]
     assert s.readable_max_offset("T", 0) == 2 and [m.body for m in s.query_by_key("T", "k1")] == [b"held"]
 

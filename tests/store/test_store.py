@@ -18,7 +18,7 @@ from tidemq.store.mapped_file import segment_name
 from tidemq.testing.faulty_io import FaultyFileIO
 
 from ..support.store import memory_config
-from ..support.wait import PATIENCE_S
+from ..support.wait import patience
 
 T0 = 1_700_000_000_000
 USER_PROPS_MAX = getattr(codec, "USER_PROPERTIES_MAX_BYTES", codec.PROPERTIES_MAX_BYTES)
@@ -643,7 +643,7 @@ def test_readers_never_see_a_half_written_record(make_config, open_store):
     finally:
         done.set()
         for t in readers:
-            t.join(PATIENCE_S)
+            t.join(patience())
     assert not any(t.is_alive() for t in readers)
     assert not errors, errors
     assert seen[0] == total

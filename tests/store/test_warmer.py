@@ -20,7 +20,7 @@ from tidemq.store.segment_queue import SegmentQueue
 from tidemq.store.warmer import BLOCKED_WAIT_S, SegmentWarmer
 from tidemq.testing.faulty_io import FaultyFileIO
 
-from ..support.wait import PATIENCE_S, wait_until
+from ..support.wait import patience, wait_until
 
 
 SEG = 256 * KIB
@@ -277,7 +277,7 @@ def test_disabled_and_off_by_default(tmp_path, open_store, explicit):
 def test_in_memory_file_io_turns_it_off(tmp_path, open_store):
     s = open_store(small(tmp_path, root_dir="/store"), fio=FaultyFileIO())
     fill(s, 4)
-    s.warmer._thread.join(PATIENCE_S)            # it stops by itself: nothing to populate
+    s.warmer._thread.join(patience())            # it stops by itself: nothing to populate
     assert not s.warmer._thread.is_alive()
     assert s.warmer.unsupported and s.stats()["warm"]["populate_mode"] == "none"
 
