@@ -338,7 +338,7 @@ class GroupCoordinator:
             # for m, so the watermark now covers every put acknowledged without it: m joins the record
             # only if it has that (else the waits let it go again; it was never recorded)
             hw = acks.hw
-            for m in sorted(m for m in add if acks.followers[m].confirmed < hw):
+            for m in sorted(m for m in add if getattr(acks.followers.get(m), "confirmed", -1) < hw):
                 add.discard(m)
                 acks.exclude(m)
             if not drop and not add:
