@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .group import Group
-from .wait import wait_until
+from .wait import patience, wait_until
 
 TOPIC = "FailoverT"
 RECORD_OVERHEAD = 181          # a record's bytes besides its topic and body here (header, UNIQ_KEY and the
@@ -95,7 +95,7 @@ def run(base_dir: str, zk: str, kills: int, mode: str = "SYNC", per_kill_acks: i
             report["kills"].append(rec)
             log(f"kill {k + 1}: {rec}")
         sends.stop.set()
-        t.join(timeout=120)
+        t.join(timeout=patience())
         leader = g.wait_leader()
         others = [i for i in range(3) if i != leader]
         g.wait_in_sync(leader, others)

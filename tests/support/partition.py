@@ -25,7 +25,7 @@ from collections import Counter
 from .failover import TOPIC, Sends, produce
 from .group import Group
 from .proxy import HoldingProxy
-from .wait import wait_until
+from .wait import patience, wait_until
 
 SCENARIOS = ("leader cut from ZooKeeper", "leader cut from its followers", "leader cut from both",
              "leader stopped past its session")
@@ -180,7 +180,7 @@ def run(base_dir: str, zk_endpoint: str, mode: str = "SYNC", hold_s: float = 4.5
             report["scenarios"].append(rec)
             log(f"{name}: {rec}")
         sends.stop.set()
-        t.join(timeout=120)
+        t.join(timeout=patience())
         leader = pg.wait_settled()
         readers.close()
         final = read_queues(pg.g, leader, TOPIC)
