@@ -26,7 +26,9 @@ mapped IPC file, ``tidemq_bench_passthrough``) and what our side costs alone, on
 Spark: file mode's decode (every record's CRCs), broker mode's pulls + frame CRC + decode in
 this process and get_raw (every record's CRCs) in the broker; for the signed + TLS read, the CPU
 of Spark's JVM and of the broker that served it against plain broker mode's, round by round (what
-TLS and signing cost, robust to load). The load average at the end is in the notes.
+TLS and signing cost, robust to load), and the same without the CPU of the JVM's JIT compiler
+threads (still compiling after the warm-up reads: their CPU lands in whichever read runs while they
+work). The load average at the end is in the notes.
 """
 
 from __future__ import annotations
@@ -144,6 +146,24 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
+def jit_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of the JIT's compiler threads of a JVM (C1/C2 CompilerThread), from
+    /proc: in a JVM that has run only a few queries they are still compiling Spark's, Netty's and our
+    code, and their CPU lands in whichever read runs while they work."""
+    total = 0.0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as fh:
+                if "CompilerThre" not in fh.read():
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/stat") as fh:
+                parts = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def fill(root: str, count: int) -> float:
     s = MessageStore(StoreConfig(root_dir=root, index_enabled=False)).start()
     s.create_topic(TOPIC, QUEUES)
@@ -240,10 +260,11 @@ def main() -> None:
                     order[i], order[j] = order[j], order[i]
                 for name, df in order:
                     serves = serving.get(name)
-                    c0 = tree_cpu_seconds(java)
+                    c0, j0 = tree_cpu_seconds(java), jit_cpu_seconds(java)
                     b0 = proc_cpu_seconds(serves.pid) if serves is not None else 0.0
                     dt = timed(df)
                     cpu.setdefault(f"spark: {name}", []).append(tree_cpu_seconds(java) - c0)
+                    cpu.setdefault(f"jit: {name}", []).append(jit_cpu_seconds(java) - j0)
                     if serves is not None:                 # the broker that served this read
                         cpu.setdefault(f"broker, during the {name} read", []).append(
                             proc_cpu_seconds(serves.pid) - b0)
@@ -285,6 +306,16 @@ def main() -> None:
                      f"round: {', '.join(f'{p / t:.3f}' for p, t in both)} (median "
                      f"{statistics.median(p / t for p, t in both):.3f}; TLS + signing +{statistics.median(per):.2f} us "
                      f"per row)")
+            jit = [(s - js + b, ts - tjs + tb) for s, js, b, ts, tjs, tb in zip(
+                cpu["spark: broker mode"], cpu["jit: broker mode"], cpu["broker, during the broker mode read"],
+                cpu["spark: broker mode, signed + TLS"], cpu["jit: broker mode, signed + TLS"],
+                cpu["broker, during the broker mode, signed + TLS read"])]
+            rep.note(f"signed + TLS, the same without the JIT's compiler threads (their CPU goes to whichever read "
+                     f"runs while they compile): the whole read's CPU against plain's, round by round: "
+                     f"{', '.join(f'{p / t:.3f}' for p, t in jit)} (median {statistics.median(p / t for p, t in jit):.3f}; "
+                     f"TLS + signing +{statistics.median((t - p) / args.count * 1e6 for p, t in jit):.2f} us per row); "
+                     f"the compiler threads per row: plain {us['jit: broker mode']:.2f} us, signed + TLS "
+                     f"{us['jit: broker mode, signed + TLS']:.2f} us (Parquet's read {us['jit: parquet']:.2f} us)")
         rep.note(f"CPU per row (median of rounds, user + system of Spark's JVM and its Python workers): Spark's "
                  f"Parquet read {us['spark: parquet']:.2f} us; the JVM reader {us['spark: file mode']:.2f} us in file "
                  f"mode, {us['spark: broker mode']:.2f} us in broker mode (+ {us['broker, during the broker mode read']:.2f}"

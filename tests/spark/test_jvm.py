@@ -89,6 +89,24 @@ def test_broker_mode_pulls_what_one_answer_holds(jvm):
     assert sum(n for _, n in served) == len(recs), served
 
 
+@pytest.mark.parametrize("says_bound", [True, False])
+def test_broker_mode_sizes_its_pulls_to_a_brokers_smaller_bound(jvm, says_bound):
+    """A broker configured to bound its answers below what the reader asks for (a small
+    grpc_message_bytes_max or pull_records_bytes_max) says its bound in each answer (bytes_max): the
+    pulls after the first are sized to it, so each answer again ends where its count says and the pull
+    under way after it is the one read next (every record sent once). A broker that does not say it
+    still has every record read once (its short answers make the pulls ahead of them useless)."""
+    recs = [record(i, {"UNIQ_KEY": f"01{i:032X}"}, body=b"%01000d" % i) for i in range(8_000)]   # ~1 KiB each
+    served = []
+    with fake_pull_server(recs, bytes_max=(128 << 10) + 4096, served=served, says_bound=says_bound) as ep:
+        assert read_one(jvm, broker_part(ep, len(recs))) == list(range(len(recs)))
+    served.sort()
+    if says_bound:
+        assert [at for at, _ in served] == [0] + list(itertools.accumulate(n for _, n in served[:-1])), served
+        assert sum(n for _, n in served) == len(recs), served
+    assert max(n for _, n in served) * len(recs[0]) <= 128 << 10
+
+
 def test_every_field_of_a_row_is_the_codecs(jvm):
     """Rows as the codec decodes their records: tags absent (null), keys absent ([]) or several, no
     UNIQ_KEY (the offset message id), non-ASCII property values, an empty body."""

@@ -16,13 +16,16 @@ from tidemq.protocol.stubs import Code
 
 
 @contextmanager
-def fake_pull_server(records: list[bytes], mangle=None, bytes_max: int | None = None, served: list | None = None):
+def fake_pull_server(records: list[bytes], mangle=None, bytes_max: int | None = None, served: list | None = None,
+                     says_bound: bool = True):
     """Yields the endpoint; ``records[i]`` is queue offset i. ``mangle(header, sizes, body)`` ->
     (header, sizes, body) edits each response (sizes: numpy i32 little-endian, body: bytearray);
     the frame CRC is computed before it, so an edited body fails it unless the header is edited too.
     ``bytes_max``: an answer's records stop within the request's max_bytes and this bound, as the
     broker's do (Records._max_bytes: its gRPC message limit less the sizes and the header; one
-    record always goes). ``served``: (offset, records) of every answer is appended to it."""
+    record always goes), and said in each answer's header (``bytes_max``: records and sizes fit in
+    ``bytes_max`` less 4096) unless ``says_bound`` is False (a broker from before that field).
+    ``served``: (offset, records) of every answer is appended to it."""
 
     def pull(raw: bytes, _context) -> bytes:
         req = pull_frame.decode_request(raw)
@@ -43,6 +46,8 @@ def fake_pull_server(records: list[bytes], mangle=None, bytes_max: int | None = 
         body = bytearray(b"".join(got))
         header = {"code": Code.OK, "next_offset": req.offset + len(got), "max_offset": len(records),
                   "count": len(got), "crc32": pull_frame.frame_crc(sizes.tobytes(), bytes(body))}
+        if bytes_max is not None and says_bound:
+            header["bytes_max"] = bytes_max - 4096
         if mangle is not None:
             header, sizes, body = mangle(header, sizes, body)
         h = json.dumps(header).encode()

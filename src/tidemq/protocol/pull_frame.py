@@ -16,7 +16,7 @@ Response::
 
     u32 LE    header length h
     h         header, UTF-8 JSON: {"code", "message", "status", "next_offset", "min_offset",
-              "max_offset", "count", "crc32"}
+              "max_offset", "count", "crc32", "bytes_max"}
     4*count   record sizes, i32 LE
     ...       the records, back to back, in the commit-log layout of record/codec.py
 
@@ -24,6 +24,11 @@ Response::
 checked every record's own CRCs before sending it; this one shows the frame arrived as sent,
 so a reader that checks it (tidemq.client: RecordsResult.checked) need not check every record
 again. A broker that does not send it leaves that to the reader.
+
+``bytes_max`` (with records only): the broker's own bound on an answer, whatever a request asks:
+its records and their sizes (4 bytes each) fit in it. A reader that keeps pulls under way sizes
+them to it, so that an answer ends where its count says and the pull after it, asked from there,
+is the one it needs next (the Spark JVM reader's BrokerRangeReader). Absent: not known.
 
 The header may end in spaces (JSON's whitespace): a broker that lays the records out first,
 with room for the header before them (record/framing.py), pads the header to that room.

@@ -27,7 +27,7 @@ from ..bulk import gather_bytes
 from ..record.crc import crc32
 from .integrity import py_damaged_records
 
-ROOM = 256          # what PullRecords' header needs (~200 bytes with every number at its longest)
+ROOM = 256          # what PullRecords' header needs (~210 bytes with every number at its longest)
 ROOM_MAX = 1 << 20
 
 # head(crc, bad) -> the header's bytes (at most room) or None: crc is CRC-32 of everything after the room

@@ -105,6 +105,29 @@ def test_holes_are_skipped(tmp_path):
         s.shutdown()
 
 
+@pytest.mark.parametrize("message_bytes, records_bytes", [(4 << 20, 16 << 10), (24 << 10, 1 << 20)])
+def test_every_answer_says_the_bound_its_records_and_sizes_fit_in(tmp_path, message_bytes, records_bytes):
+    """bytes_max in every answer with records: the broker's own bound (pull_records_bytes_max, or the gRPC
+    message limit less the header's slack, whichever is smaller), whatever a pull asks; the records and
+    their sizes of every answer fit in it."""
+    s = _store(tmp_path)
+    try:
+        s.create_topic("B", 1)
+        s.put_batch([Message("B", b"%0500d" % i) for i in range(200)])
+        records = Records(s, asyncio.Event(), message_bytes, records_bytes)
+        bound = min(records_bytes, message_bytes - 4096)
+        offset, seen = 0, 0
+        while offset < 200:
+            req = {"topic": "B", "queue_id": 0, "offset": offset, "max_count": 1000, "max_bytes": 64 << 20}
+            head, sizes, data = unframe(asyncio.run(records.pull(json.dumps(req).encode(), _Context())))
+            assert head["code"] == Code.OK and head["bytes_max"] == bound
+            assert len(sizes) + len(data) <= bound and head["count"] * 500 < bound
+            offset, seen = head["next_offset"], seen + head["count"]
+        assert seen == 200
+    finally:
+        s.shutdown()
+
+
 def _frames(records: Records, req: dict) -> list[dict]:
     """The headers of every answer of a PullRecordsStream of ``req`` (in process)."""
     async def collect():

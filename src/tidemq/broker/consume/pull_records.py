@@ -24,11 +24,16 @@ from .pull import long_poll, readable_waker
 RESPONSE_SLACK_BYTES = 4096     # the response's header and gRPC framing, besides sizes and records
 
 
-def _head(next_offset: int, min_offset: int, max_offset: int, count: int, crc: int) -> bytes | None:
-    """The header of a FOUND answer, for the store to write into the frame's room as it makes it
-    (frame_crc: ``crc``); None when it does not fit (the answer is then made by encode_response)."""
-    return encode_head({"status": "FOUND", "next_offset": next_offset, "min_offset": min_offset,
-                        "max_offset": max_offset, "count": count, "code": Code.OK}, crc, ROOM)
+def _found_head(bytes_max: int):
+    """head(next_offset, min_offset, max_offset, count, crc): the header of a FOUND answer, for the
+    store to write into the frame's room as it makes it (frame_crc: ``crc``; ``bytes_max``: the
+    broker's own bound on an answer's records); None when it does not fit (the answer is then made
+    by encode_response)."""
+    def head(next_offset: int, min_offset: int, max_offset: int, count: int, crc: int) -> bytes | None:
+        return encode_head({"status": "FOUND", "next_offset": next_offset, "min_offset": min_offset,
+                            "max_offset": max_offset, "count": count, "code": Code.OK, "bytes_max": bytes_max},
+                           crc, ROOM)
+    return head
 
 
 class Records:
@@ -40,6 +45,9 @@ class Records:
         self.max_message_bytes = max_message_bytes        # what gRPC lets the response carry
         self.bytes_max = bytes_max                        # record bytes one response carries at most
         self.quotas = None                                # protection/quotas.Quotas: fetch byte rates
+        # what any answer's records and their sizes fit in (the header's bytes_max: readers size pulls to it)
+        self.answer_bytes_max = max(1, min(bytes_max, max_message_bytes - RESPONSE_SLACK_BYTES))
+        self._head = _found_head(self.answer_bytes_max)
 
     async def pull(self, raw: bytes, context) -> bytes:
         req, refusal = self._request(raw)
@@ -50,7 +58,7 @@ class Records:
         if over is not None:
             return encode_response({"code": Code.TOO_MANY_REQUESTS, "message": over})
         g = await long_poll(lambda: self.store.get_raw(req.topic, req.queue_id, req.offset, req.max_count, max_bytes,
-                                                       ROOM, _head), self.arrivals, req.wait_ms / 1000, context,
+                                                       ROOM, self._head), self.arrivals, req.wait_ms / 1000, context,
                             readable_waker(self.store, self.arrivals))
         if ents and g.status is GetStatus.FOUND:
             await self.quotas.fetch_charge(ents, len(g.records[1]))
@@ -76,7 +84,7 @@ class Records:
             if over is not None:
                 yield encode_response({"code": Code.TOO_MANY_REQUESTS, "message": over})
                 return
-            g = await long_poll(lambda: self.store.get_raw(topic, qid, at, n, max_bytes, ROOM, _head), self.arrivals,
+            g = await long_poll(lambda: self.store.get_raw(topic, qid, at, n, max_bytes, ROOM, self._head), self.arrivals,
                                 wait_s, context, wake)
             if ents and g.status is GetStatus.FOUND:
                 await self.quotas.fetch_charge(ents, len(g.records[1]))
@@ -104,15 +112,15 @@ class Records:
 
     def _max_bytes(self, req) -> int:
         # the response must fit the gRPC limit: sizes, header and records together
-        return max(1, min(req.max_bytes, self.bytes_max,
-                          self.max_message_bytes - 4 * req.max_count - RESPONSE_SLACK_BYTES))
+        # (records and sizes within answer_bytes_max: what every answer's header says)
+        return max(1, min(req.max_bytes, self.answer_bytes_max - 4 * req.max_count))
 
     def _response(self, topic: str, g) -> bytes:
         head = {"status": g.status.name, "next_offset": g.next_offset, "min_offset": g.min_offset,
                 "max_offset": g.max_offset, "count": 0}
         if g.status is GetStatus.FOUND:
             sizes, data = g.records
-            head.update(code=Code.OK, count=len(sizes))
+            head.update(code=Code.OK, count=len(sizes), bytes_max=self.answer_bytes_max)
             self.got.add(topic, OK, len(sizes))
             if g.frame is not None and g.frame[2]:     # the header is in the room: records copied once
                 frame = g.frame[0]

@@ -41,9 +41,11 @@ final class BrokerRangeReader extends RangeReader {
      * limit, grpc_message_bytes_max 4.5 MiB, less the sizes and the header), so that an answer ends where
      * its count says and the pull under way after it, asked from there, is the one needed next. (A pull
      * of more than the broker sends comes back short and the one after it is dropped: a wait with
-     * nothing under way, and an answer the broker made for nothing.) */
+     * nothing under way, and an answer the broker made for nothing.) A broker configured to bound its
+     * answers lower (pull_records_bytes_max, grpc_message_bytes_max) says its bound in every answer's
+     * header (bytes_max): the pulls after the first answer are sized to that instead. */
     static final int ANSWER_BYTES = 4 << 20;
-    /** The share of ANSWER_BYTES a pull's count is sized for: records longer than the last answer's
+    /** The share of the answer's bytes a pull's count is sized for: records longer than the last answer's
      * mean still end it by count. */
     static final double ANSWER_FILL = 0.9;
 
@@ -75,6 +77,7 @@ final class BrokerRangeReader extends RangeReader {
     private final ArrayDeque<Pull> inFlight = new ArrayDeque<>();   // PULLS_IN_FLIGHT at most, by offset
     private long readableEnd = Long.MAX_VALUE;  // the last answer's max_offset: no pull asked from past it
     private double recordBytes;            // the mean record size of the last answer (0: none yet)
+    private long answerBytes = ANSWER_BYTES;   // what a pull asks for: ANSWER_BYTES, or the broker's bound if less
     private PullClient.Frame frame;
     private int index, pos;
     private boolean finished;
@@ -135,18 +138,18 @@ final class BrokerRangeReader extends RangeReader {
         PullClient c = client();
         long n = Math.min(Math.min(part.pullCountMax, pullCount), part.end - offset);
         if (recordBytes > 0) {
-            n = Math.min(n, Math.max(1, (long) (ANSWER_BYTES * ANSWER_FILL / recordBytes)));
+            n = Math.min(n, Math.max(1, (long) (answerBytes * ANSWER_FILL / (recordBytes + 4))));
         }
         pullCount = (int) Math.min((long) pullCount * 2, part.pullCountMax);
-        inFlight.addLast(new Pull(c.pull(part.topic, part.queue, offset, (int) n, ANSWER_BYTES, waitMs), c, offset,
-                (int) n));
+        inFlight.addLast(new Pull(c.pull(part.topic, part.queue, offset, (int) n, (int) answerBytes, waitMs), c,
+                offset, (int) n));
     }
 
     /** Pulls of the offsets after those asked for already, up to PULLS_IN_FLIGHT: each from where the
      * one before would end were it answered whole; one that ends elsewhere (holes, the byte bound)
      * makes the ones after it useless, dropped when their turn comes ({@link #nextFrame}). Never from
      * the range's end or the readable end the last answer gave on, nor before an answer gave the
-     * records' size (the count that fits ANSWER_BYTES). */
+     * records' size (the count that fits an answer). */
     private void askAhead() {
         while (!inFlight.isEmpty() && inFlight.size() < PULLS_IN_FLIGHT && recordBytes > 0) {
             Pull last = inFlight.peekLast();
@@ -251,6 +254,9 @@ final class BrokerRangeReader extends RangeReader {
             long next = Math.min(f.nextOffset, part.end);
             if (f.count > 0) {
                 recordBytes = (double) (f.data.capacity() - f.recordsAt) / f.count;
+                if (f.bytesMax > 0) {                    // a broker bounding its answers below ANSWER_BYTES
+                    answerBytes = Math.max(1, Math.min(ANSWER_BYTES, f.bytesMax));
+                }
                 failingSinceMs = -1;
                 failedInRound = 0;
                 backoffMs = BACKOFF_MS_MIN;
