@@ -26,8 +26,20 @@ does (decode the request, one OK entry per message), storing nothing, unless tid
   that answers a constant OK (the request not read, nothing stored): everything of the broker but
   the handler (its gRPC server set-up and options, the generic handlers, its threads and loop tasks),
   so that ``tidemq`` - ``tidemq no handler`` is what the handler costs in the server;
+* ``tidemq turns``: ``tidemq serve`` as ``tidemq``, counting how many single sends (SendPath.send_one's
+  calls) run in each turn of its event loop: its columns ``sends_per_loop_turn`` and
+  ``after_a_turns_first`` (the share of sends that came after another in the same turn: what putting
+  a turn's sends together, one store put per turn, could ever take; bench/README.md 32.2, wave 7);
 * ``tidemq LABEL`` (``--src LABEL=PATH``, repeatable): ``tidemq serve`` from another tree (a snapshot),
   in the same rounds: an A/B of two versions against the same reference.
+
+``--timed``: every tidemq row with its handler (``tidemq``, ``tidemq asyncio``, the ``--src`` rows) runs
+with the handler's parts timed inside the server (``time.thread_time_ns`` around the lane's
+``send_bytes``, ``SendPath.send_one``, the store put ``StorePuts.now``, the dispatch drain
+``StorePuts._drain``, and the cyclic GC through ``gc.callbacks``; ~1 us per wrapper): columns
+``handler_us``, ``send_one_us``, ``put_us``, ``drain_us``, ``gc_us`` per call (warm-up included), the
+CPU the handler costs in the server, where its caches are cold (about twice profile_send.py's figure).
+A send that awaits (not the driver's) would count what the loop ran meanwhile.
 
 The ratio of each row: its server CPU per call over the reference's, in the same round (lower is
 cheaper); issue 32's goal: tidemq <= 1.15 x the do-nothing server's CPU per call.
@@ -51,7 +63,10 @@ TOPIC = "Bench"
 METHOD = "/apache.rocketmq.v2.MessagingService/SendMessage"
 REFERENCE = "null aio asyncio"
 KINDS = [REFERENCE, "null aio uvloop", "null aio uvloop throughput", "null sync threads", "tidemq", "tidemq asyncio",
-         "tidemq no handler"]
+         "tidemq no handler", "tidemq turns"]
+TURNS_OUT = "BENCH_TURNS_OUT"        # where ``tidemq turns`` writes {sends in a turn: turns} at its exit
+TIMED_OUT = "BENCH_TIMED_OUT"        # where a ``--timed`` tidemq writes its timers at its exit
+TIMERS = ("handler", "send_one", "put", "drain", "gc")
 GOAL = 1.15
 
 
@@ -133,6 +148,95 @@ def serve_tidemq_no_handler() -> None:
     cli(sys.argv[i + 1:], prog_name="tidemq", auto_envvar_prefix="TIDEMQ")
 
 
+def serve_tidemq_turns() -> None:
+    """``tidemq serve`` (the arguments after ``--tidemq-turns``) with SendPath.send_one counting the
+    single sends of each event-loop turn (the first of a turn schedules the count's end with
+    ``call_soon``: it runs once the turn's ready callbacks have); the histogram written to
+    $BENCH_TURNS_OUT at exit."""
+    import asyncio
+    import atexit
+
+    from tidemq.broker.produce.send_path import SendPath
+    from tidemq.cli.main import cli
+
+    hist: dict[int, int] = {}
+    turn = [0]
+
+    def over() -> None:
+        hist[turn[0]] = hist.get(turn[0], 0) + 1
+        turn[0] = 0
+
+    real = SendPath.send_one
+
+    def send_one(self, *args):
+        if not turn[0]:
+            asyncio.get_running_loop().call_soon(over)
+        turn[0] += 1
+        return real(self, *args)
+    SendPath.send_one = send_one
+
+    def dump() -> None:
+        with open(os.environ[TURNS_OUT], "w") as fh:
+            json.dump(hist, fh)
+    atexit.register(dump)
+    i = sys.argv.index("--tidemq-turns")
+    cli(sys.argv[i + 1:], prog_name="tidemq", auto_envvar_prefix="TIDEMQ")
+
+
+def serve_tidemq_timed() -> None:
+    """``tidemq serve`` (the arguments after ``--tidemq-timed``) with the handler's parts timed (the
+    module's doc: ``--timed``); {timer: ns, "calls": n} written to $BENCH_TIMED_OUT at exit."""
+    import atexit
+    import gc
+
+    from tidemq.broker.produce.send_message import MessageSends
+    from tidemq.broker.produce.send_path import SendPath
+    from tidemq.broker.puts import StorePuts
+    from tidemq.cli.main import cli
+
+    clock = time.thread_time_ns
+    ns = dict.fromkeys(TIMERS, 0)
+    ns["calls"] = 0
+
+    def timed(name: str, real):
+        def run(*args):
+            t0 = clock()
+            try:
+                return real(*args)
+            finally:
+                ns[name] += clock() - t0
+        return run
+
+    real_send = MessageSends.send_bytes
+
+    async def send_bytes(self, raw, context):
+        t0 = clock()
+        try:
+            return await real_send(self, raw, context)
+        finally:
+            ns["handler"] += clock() - t0
+            ns["calls"] += 1
+    MessageSends.send_bytes = send_bytes
+    SendPath.send_one = timed("send_one", SendPath.send_one)
+    StorePuts.now = timed("put", StorePuts.now)
+    StorePuts._drain = timed("drain", StorePuts._drain)
+    began = [0]
+
+    def on_gc(phase: str, _info) -> None:
+        if phase == "start":
+            began[0] = clock()
+        else:
+            ns["gc"] += clock() - began[0]
+    gc.callbacks.append(on_gc)
+
+    def dump() -> None:
+        with open(os.environ[TIMED_OUT], "w") as fh:
+            json.dump(ns, fh)
+    atexit.register(dump)
+    i = sys.argv.index("--tidemq-timed")
+    cli(sys.argv[i + 1:], prog_name="tidemq", auto_envvar_prefix="TIDEMQ")
+
+
 # The client process ----------------------------------------------------------------------------
 def drive(endpoint: str, threads: int, calls: int, max_s: float, body_bytes: int) -> dict:
     import grpc
@@ -195,7 +299,8 @@ def drive(endpoint: str, threads: int, calls: int, max_s: float, body_bytes: int
 
 # Driver ----------------------------------------------------------------------------------------
 class Server:
-    def __init__(self, kind: str, workdir: str, env: dict, threads: int, src: str | None = None) -> None:
+    def __init__(self, kind: str, workdir: str, env: dict, threads: int, src: str | None = None,
+                 timed: bool = False) -> None:
         os.makedirs(workdir, exist_ok=True)
         self._log = open(os.path.join(workdir, "server.log"), "ab")
         if kind.startswith("tidemq"):
@@ -207,6 +312,12 @@ class Server:
                     "--port", "0", "--metrics-port", "0"]      # 0: no metrics port
             if kind == "tidemq no handler":
                 argv[1:3] = [os.path.abspath(__file__), "--tidemq-no-handler"]
+            elif kind == "tidemq turns":
+                argv[1:3] = [os.path.abspath(__file__), "--tidemq-turns"]
+                env = dict(env, **{TURNS_OUT: os.path.join(workdir, "turns.json")})
+            elif timed:
+                argv[1:3] = [os.path.abspath(__file__), "--tidemq-timed"]
+                env = dict(env, **{TIMED_OUT: os.path.join(workdir, "timed.json")})
             ready = "ready on "
         else:
             argv = [sys.executable, os.path.abspath(__file__), "--serve", kind, "--threads", str(threads)]
@@ -249,7 +360,8 @@ def thread_cpu_seconds(pid: int) -> float:
 
 
 def measure(kind: str, workdir: str, env: dict, a) -> dict:
-    srv = Server(kind, workdir, env, a.threads, a.srcs.get(kind))
+    timed = a.timed and kind.startswith("tidemq") and kind not in ("tidemq no handler", "tidemq turns")
+    srv = Server(kind, workdir, env, a.threads, a.srcs.get(kind), timed)
     try:
         errlog = open(os.path.join(workdir, "client.err"), "w+")
         cp = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--drive", srv.endpoint,
@@ -280,6 +392,17 @@ def measure(kind: str, workdir: str, env: dict, a) -> dict:
             raise RuntimeError(f"{kind}: the server exited during the run")
     finally:
         srv.stop()
+    if timed:                                   # (warm-up calls included)
+        with open(os.path.join(workdir, "timed.json")) as fh:
+            ns = json.load(fh)
+        for t in TIMERS:
+            r[f"{t}_us"] = ns[t] / max(1, ns["calls"]) / 1e3
+    if kind == "tidemq turns":                  # (warm-up calls included)
+        with open(os.path.join(workdir, "turns.json")) as fh:
+            hist = {int(k): v for k, v in json.load(fh).items()}
+        sends = sum(k * v for k, v in hist.items())
+        r["sends_per_loop_turn"] = sends / max(1, sum(hist.values()))
+        r["after_a_turns_first"] = sum((k - 1) * v for k, v in hist.items()) / max(1, sends)
     r["server_us_per_call"] = cpu / r["calls"] * 1e6
     r["loop_thread_us_per_call"] = main / r["calls"] * 1e6
     r["server_cores"] = cpu / r["seconds"]
@@ -289,6 +412,12 @@ def measure(kind: str, workdir: str, env: dict, a) -> dict:
 def main() -> None:
     if "--tidemq-no-handler" in sys.argv:
         serve_tidemq_no_handler()
+        return
+    if "--tidemq-turns" in sys.argv:
+        serve_tidemq_turns()
+        return
+    if "--tidemq-timed" in sys.argv:
+        serve_tidemq_timed()
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
@@ -301,6 +430,9 @@ def main() -> None:
                     help="another row, 'tidemq LABEL': tidemq serve from the tree PATH (a snapshot: "
                          "_report.py snapshot), measured in the same rounds as the others (A/B interleaved)")
     ap.add_argument("--quick", action="store_true", help="1 round of 500 calls per thread: a smoke run")
+    ap.add_argument("--timed", action="store_true",
+                    help="the tidemq rows' handler timed inside the server, by part (columns handler_us, send_one_us, "
+                         "put_us, drain_us, gc_us)")
     ap.add_argument("--serve", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--drive", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -342,20 +474,34 @@ def main() -> None:
                 res = got[k] = measure(k, os.path.join(tmp, f"{k.replace(' ', '_')}-{r}"), env, a)
                 progress(f"round {r + 1}/{a.rounds} {k}: {res['server_us_per_call']:.0f} us of server CPU per call "
                          f"({res['loop_thread_us_per_call']:.0f} on its main thread), "
-                         f"{res['calls'] / res['seconds']:,.0f} calls/s, server {res['server_cores']:.2f} cores")
+                         f"{res['calls'] / res['seconds']:,.0f} calls/s, server {res['server_cores']:.2f} cores"
+                         + (f", {res['sends_per_loop_turn']:.3f} sends per loop turn, {res['after_a_turns_first']:.1%} "
+                            f"after a turn's first" if "sends_per_loop_turn" in res else "")
+                         + ("; per call: " + ", ".join(f"{t} {res[f'{t}_us']:.1f} us" for t in TIMERS)
+                            if "handler_us" in res else ""))
             ref = got[REFERENCE]["server_us_per_call"]
             rep.add(REFERENCE, ref, calls_per_s=got[REFERENCE]["calls"] / got[REFERENCE]["seconds"],
                     server_cores=got[REFERENCE]["server_cores"],
                     loop_thread_us_per_call=got[REFERENCE]["loop_thread_us_per_call"])
             for k in kinds[1:]:
+                turns = {c: got[k][c] for c in ("sends_per_loop_turn", "after_a_turns_first") + tuple(
+                    f"{t}_us" for t in TIMERS) if c in got[k]}
                 rep.add(k, got[k]["server_us_per_call"], ref=ref, calls_per_s=got[k]["calls"] / got[k]["seconds"],
-                        server_cores=got[k]["server_cores"], loop_thread_us_per_call=got[k]["loop_thread_us_per_call"])
+                        server_cores=got[k]["server_cores"], loop_thread_us_per_call=got[k]["loop_thread_us_per_call"],
+                        **turns)
             if "tidemq" in got and "null aio uvloop" in got:
                 progress(f"round {r + 1}/{a.rounds}: tidemq / null aio uvloop (the same loop) = "
                          f"{got['tidemq']['server_us_per_call'] / got['null aio uvloop']['server_us_per_call']:.3f}")
         rep.note("ratio: the row's server CPU per call over the reference's in the same round: LOWER is cheaper "
                  "(issue 32's goal for tidemq: <= 1.15 x the do-nothing server).")
         rep.note("server_cores: the server's CPU per second of the timed calls (2 CPUs here, shared with the client).")
+        if a.timed:
+            rep.note("handler_us, send_one_us, put_us, drain_us, gc_us (--timed): thread CPU per call inside the server of "
+                     "the lane's send_bytes, SendPath.send_one, the store put (StorePuts.now), the dispatch drain and the "
+                     "cyclic GC (warm-up calls included; ~1 us of timer each).")
+        if "tidemq turns" in kinds:
+            rep.note("sends_per_loop_turn (tidemq turns): single sends per event-loop turn that had one; after_a_turns_first: "
+                     "the share of sends that came after another in the same turn (what one store put per turn could take).")
         rep.note("loop_thread_us_per_call: the part of the server's CPU per call spent on its main thread (the event "
                  "loop's: grpc.aio's per-call work and the handler; the threaded server's handlers run on its pool).")
         rep.write(tmp)

@@ -229,6 +229,93 @@ def test_a_queues_minimum_never_points_at_a_segment_out_of_service(stores, held,
     g = s.get("g", "T", 0, mn)
     assert g.status is GetStatus.FOUND and g.messages[0].queue_offset == mn
 
+
+def _held_out_of_service(stores, fio, clock, held=0):
+    """A store over ``fio`` whose segment ``held`` a reader holds while a cleanup deletes every
+    expired head segment (all written is durable before): (store, config, the held segment, the
+    queue's minimum after the round)."""
+    cfg = memory_config(segment_size_bytes=SEG, consume_queue_units_per_segment=16,
+                        delete_when=other_hour(clock), delete_file_batch_max=10)
+    s = stores(cfg, fio, clock)
+    for i in range(60):
+        assert s.put(Message("T", b"m%02d" % i + b"x" * 400)).ok
+    s.commit_log.flush()
+    s.flush_queues()
+    reader = s.segments.segments[held]
+    assert reader.hold()
+    clock.advance(73 * HOUR_S)
+    s.trigger_delete_expired()
+    s.clean()
+    assert s.cleaner.last.out_of_service == [reader.path] and reader.refs == 1
+    return s, cfg, reader, s.min_offset("T", 0)
+
+
+@pytest.mark.parametrize("end", ["shutdown", "kill"] + [f"power-loss-{seed}" for seed in range(4)])
+def test_a_segment_still_held_when_the_store_stops_does_not_come_back(stores, end):
+    """A head segment out of service (DELETING) that a reader still holds when the store stops
+    (shutdown, kill -9, power loss right after the round: seeded) stays gone at the next start: its
+    name went when it left service (the holder reads on through its mapping) and the directory was
+    fsynced, so neither a clean stop nor a crash loads it again under queues already past it."""
+    clock, fio = ManualClock(), FaultyFileIO()
+    s, cfg, reader, mn = _held_out_of_service(stores, fio, clock)
+    assert mn > 0
+    assert not fio.exists(reader.path), "a segment out of service keeps its name until its reader releases it"
+    assert reader.mapping[:4] != b"\0\0\0\0", "the holder no longer reads the segment's records"
+    if end == "shutdown":
+        s.shutdown()
+    else:
+        s.kill()
+        fio = fio.after_crash() if end == "kill" else fio.after_power_loss(random.Random(int(end.split("-")[-1])))
+    s = stores(cfg, fio, clock)
+    assert reader.path not in [m.path for m in s.segments.segments], "the segment came back"
+    assert s.commitlog_min_offset >= reader.end_offset
+    assert s.min_offset("T", 0) == mn, f"the queue's minimum went from {mn} to {s.min_offset('T', 0)}"
+    g = s.get("g", "T", 0, mn)
+    assert g.status is GetStatus.FOUND and g.messages[0].queue_offset == mn
+    report = s.check()
+    assert report.ok, report.problems[:5]
+    if end == "shutdown":
+        reader.release()                                   # the old reader is done (after its store)
+
+
+def test_a_held_segment_out_of_service_keeps_its_space_until_released():
+    """The name goes at once, the space only when the last holder closes it (as on Linux: an
+    unlinked file that is still open or mapped keeps its blocks)."""
+    clock, fio = ManualClock(), FaultyFileIO()
+    made = []
+
+    def stores(cfg, fio, clock):
+        from tidemq.store import MessageStore
+        made.append(MessageStore(cfg, fio=fio, clock=clock).start())
+        return made[-1]
+
+    try:
+        s, _cfg, reader, _mn = _held_out_of_service(stores, fio, clock, held=1)
+        used = fio.disk_usage("/").used_bytes
+        reader.release()
+        s.clean()
+        assert reader.path in s.cleaner.last.deleted
+        assert fio.disk_usage("/").used_bytes <= used - reader.size
+    finally:
+        for m in made:
+            m.shutdown()
+
+
+def test_the_log_minimum_everyone_reads_is_the_first_segment_in_service(stores):
+    """While a head segment waits out of service for its reader, the log's minimum offset the store
+    shows (commitlog_min_offset, stats, disk status) is the first segment in service, as the queues'."""
+    clock, fio = ManualClock(), FaultyFileIO()
+    s, _cfg, reader, _mn = _held_out_of_service(stores, fio, clock)
+    assert s.segments.segments[0] is reader                # still in the log's list, DELETING
+    assert s.commitlog_min_offset == reader.end_offset == s.cleaner.last.log_min_offset
+    assert s.stats()["commitlog_min_offset"] == reader.end_offset
+    assert s.disk_status()["commitlog"]["min_offset"] == reader.end_offset
+    off, data = s.replica.read(0, 1 << 16)                 # a follower starting before it
+    assert off == reader.end_offset and data, f"a follower asking from 0 gets {len(data)} bytes at {off}"
+    report = s.check()
+    assert report.ok, report.problems[:5]
+    reader.release()
+
 # What an operator is told -------------------------------------------------------------------
 
 def test_space_short_is_logged_when_it_changes_not_every_round(caplog):

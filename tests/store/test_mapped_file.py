@@ -151,14 +151,14 @@ def test_destroy_waits_for_readers(fio, tmp_path):
     m.buf[:4] = b"data"
     assert m.hold()
     assert m.destroy(now_ms=1000, force_after_ms=5000) is False
-    # taken out of service: no new reader gets it, the current one still reads it
+    # taken out of service: no new reader gets it, its name is gone at once (no start after this
+    # process, however it ends, loads it again), the current reader still reads it through the mapping
     assert not m.available
     assert not m.hold()
-    assert os.path.exists(m.path)
+    assert not os.path.exists(m.path)
     assert bytes(m.buf[:4]) == b"data"
     # retried before the interval: still waiting
     assert m.destroy(now_ms=5999, force_after_ms=5000) is False
-    assert os.path.exists(m.path)
     assert bytes(m.buf[:4]) == b"data"
     # the reader goes; the retried delete succeeds
     m.release()
@@ -204,10 +204,11 @@ def test_last_release_after_destroy_unmaps(fio, tmp_path):
     assert m.hold()
     assert m.destroy(0, 60_000) is False
     m.release()
-    # unmapped and closed by the release, the file waits for the retried destroy
+    # unmapped and closed by the release (the name went when it left service); the retried
+    # destroy finishes it
     assert m.mapping is None
     assert fd_count(tmp_path) == before
-    assert os.path.exists(m.path)
+    assert not os.path.exists(m.path)
     assert m.destroy(1, 60_000) is True
     assert not os.path.exists(m.path)
 

@@ -101,9 +101,19 @@ def brokers(default_root: str, home: str = CLIENT_HOME, default_args=()):
     try:
         yield start
     finally:
+        stuck = None
         for b in started:
-            if b.proc.poll() is None:
-                b.stop(signal.SIGKILL)
+            try:
+                if b.proc.poll() is None:
+                    b.stop(signal.SIGKILL)
+            except AssertionError as e:          # the others are stopped all the same
+                stuck = stuck or e
+            finally:
+                for pipe in (b.proc.stdout, b.proc.stderr):     # (read by tests until now)
+                    if pipe is not None:
+                        pipe.close()
+        if stuck is not None:
+            raise stuck
 
 
 @pytest.fixture

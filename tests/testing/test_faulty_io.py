@@ -235,3 +235,23 @@ def test_a_rename_is_atomic_and_a_committed_change_commits_the_ones_before():
     h = fio.open("/d/b", create=True)
     fio.fsync(h)                                      # commits the journal: /d/a's creation too
     assert sorted(fio.after_power_loss(random.Random(0)).listdir("/d")) == ["a", "b"]
+
+
+def test_a_file_unlinked_while_open_keeps_its_bytes_and_its_space_until_closed():
+    """As on Linux: the name goes at once, the open handle (and a mapping of it) reads on, and the
+    space is used until the last handle closes; a crash closes every handle."""
+    fio = FaultyFileIO()
+    h = new_file(fio, data=b"x" * 10_000)
+    m = fio.map(h, 10_000)
+    other = fio.open("/d/f")
+    used = fio.disk_usage("/").used_bytes
+    fio.unlink("/d/f")
+    assert not fio.exists("/d/f") and m[:1] == b"x" and fio.pread(h, 1, 0) == b"x"
+    assert fio.disk_usage("/").used_bytes == used, "an unlinked file still open keeps its blocks"
+    fio.close(other)
+    assert fio.disk_usage("/").used_bytes == used, "... until its last handle closes"
+    fio.close(h)
+    assert fio.disk_usage("/").used_bytes == used - 10_000
+    h = new_file(fio, "/d/g", data=b"y" * 5_000)
+    fio.unlink("/d/g")
+    assert fio.after_crash().disk_usage("/").used_bytes == 0, "a crash closed it"

@@ -83,3 +83,23 @@ def test_a_clean_stop_closes_the_session_a_kill_leaves_it_to_expire():
     clock.advance(0.5)
     svc.tick()
     assert b.get("/y") is None
+
+
+def test_watchers_are_woken_in_the_order_they_watched():
+    """A change wakes its watchers in the order they set their watches, whatever their addresses (a
+    set of clients woke them in an order that differed from run to run: a seeded simulation, whose
+    members act in the order they are woken, did not replay)."""
+    clock = ManualClock()
+    svc = MemoryCoordinatorService(clock)
+    clients = [svc.client(f"c{i}", 1.0) for i in range(24)]
+    woken = []
+    for c in clients:
+        c.start()
+        c.set_waker(lambda c=c: woken.append(c.name))
+    clients[0].create("/x", b"")
+    order = list(reversed(clients[::2])) + clients[1::2]        # not the order they were made in
+    for c in order:
+        c.get("/x", watch=True)
+    woken.clear()
+    clients[0].set("/x", b"1")
+    assert woken == [c.name for c in order]

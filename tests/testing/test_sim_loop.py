@@ -40,3 +40,33 @@ def test_a_livelock_is_raised():
             await asyncio.sleep(0)
     with pytest.raises(Deadlock):
         run(main, ManualClock())
+
+
+def test_tasks_left_at_the_end_are_cancelled_in_the_order_they_were_made():
+    """What the tasks still running when ``main`` returns do as they are cancelled (a stream's "follower
+    disconnected", a member's last words) happens in the order the tasks were made, not in the order
+    of their addresses (asyncio.all_tasks is a set: a seed's log differed from run to run)."""
+    stopped = []
+
+    async def forever(i):
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stopped.append(i)
+
+    async def quick():
+        pass
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        done = [loop.create_task(quick()) for _ in range(200)]
+        await asyncio.wait(done)
+        del done[:]                                     # freed: their memory goes to the next tasks, last first
+        made = list(range(60))
+        for i in made:
+            loop.create_task(forever(i))
+        await asyncio.sleep(0)
+        return made
+
+    made = run(main, ManualClock())
+    assert stopped == made

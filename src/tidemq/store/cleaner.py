@@ -32,8 +32,9 @@ minimum offset is corrected so a get below it answers OFFSET_TOO_SMALL.
 
 The first offset the queues follow is the log's first offset *in service*
 (``CleanRound.log_min_offset``): a head segment a reader held when it was deleted is out
-of service at once (DELETING: no read may hold it again) but stays in the log until its
-reader releases it and a later round deletes it. Its records are gone for readers from the
+of service at once (DELETING: no read may hold it again; its file's name is removed then, the
+reader reading on through its mapping: no stop of the process can bring it back) but stays in the
+log's list until its reader releases it and a later round finishes it. Its records are gone for readers from the
 round that took it out, so the queues' minimum moves past it in that round, and what it
 took is reported (``lost``) then; a minimum left at its records would send a consumer
 starting there MESSAGE_WAS_REMOVING until the next round.
@@ -184,12 +185,9 @@ class CommitLogCleaner:
         return time.localtime(now_ms / 1000).tm_hour in self.hours
 
     def min_offset_in_service(self) -> int:
-        """The log's first offset a read can be served from: the start of its first segment not out
-        of service (head segments DELETING wait there for their readers; no read may hold them)."""
-        for mf in list(self.segments.segments):
-            if mf.state is not SegmentState.DELETING:
-                return mf.start_offset
-        return self.segments.max_offset
+        """The log's first offset a read can be served from (SegmentQueue.min_offset: the start of its
+        first segment not out of service; head segments DELETING wait there for their readers)."""
+        return self.segments.min_offset
 
     def _end_round(self, rnd: CleanRound) -> CleanRound:
         rnd.log_min_offset = self.min_offset_in_service()
@@ -207,9 +205,9 @@ class CommitLogCleaner:
                 break
 
     def finish_pending(self, now: int) -> CleanRound:
-        """Delete the head segments out of service that no reader holds any more (the store's shutdown,
-        once its services stopped: a segment left DELETING would be loaded again by the next start, its
-        records back in the log under queues whose minimum went past them)."""
+        """Finish the head segments out of service that no reader holds any more (the store's shutdown,
+        once its services stopped). Their names went when they left service (MappedFile.destroy), so
+        one still held is not loaded again by the next start either; this counts them deleted."""
         rnd = CleanRound(at_ms=now)
         self._finish_pending(rnd, now, force=False)
         return self._end_round(rnd)

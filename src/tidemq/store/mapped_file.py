@@ -35,7 +35,7 @@ log = logging.getLogger("tidemq.store")
 class MappedFile:
     __slots__ = ("fio", "path", "directory", "start_offset", "size", "handle", "mapping", "buf",
                  "wrote_pos", "flushed_pos", "_refs", "available", "state", "_lock", "destroy_first_ms",
-                 "first_store_timestamp_ms", "last_store_timestamp_ms")
+                 "first_store_timestamp_ms", "last_store_timestamp_ms", "unlinked")
 
     def __init__(self, fio: FileIO, path: str, start_offset: int, size: int, handle, mapping,
                  state: SegmentState = SegmentState.CREATED) -> None:
@@ -54,6 +54,7 @@ class MappedFile:
         self.available = state in segment_state.HOLDABLE     # hold() succeeds (kept by move())
         self._lock = threading.Lock()
         self.destroy_first_ms = 0
+        self.unlinked = False               # its name is gone (DELETING: its holders read on)
         self.first_store_timestamp_ms = 0
         self.last_store_timestamp_ms = 0
 
@@ -143,8 +144,12 @@ class MappedFile:
     def destroy(self, now_ms: int, force_after_ms: int) -> bool:
         """Take the segment out of service and delete it once no reader holds it.
 
-        Returns True when the file is gone. With readers still holding it, the
-        first call only marks it (DELETING); a call ``force_after_ms`` later deletes anyway.
+        Returns True when the file is gone. With readers still holding it, the first call takes it
+        out of service (DELETING) and removes its name at once, the directory fsynced: the holders read
+        on through the mapping, the space goes at their release, and no stop of the process (shutdown,
+        kill -9, power loss) can bring it back at the next start under queues already past it. The
+        unmapping waits for the last release, or for a call ``force_after_ms`` later.
+        An OSError of the unlink leaves it DELETING with its name: the next call tries again.
         """
         with self._lock:
             if self.state is SegmentState.DELETED:
@@ -154,18 +159,29 @@ class MappedFile:
                 self.destroy_first_ms = now_ms
             busy = self._refs > 0
         if busy and now_ms - self.destroy_first_ms < force_after_ms:
+            if not self.unlinked:
+                self._unlink()
+                try:
+                    self.fio.fsync_dir(self.directory)
+                except OSError:
+                    pass      # (as the cleaner's own fsync after a deletion: the name is gone for this run)
             return False
         if busy:
             log.warning("segment %s still held by %d reader(s) after %d ms: deleting it anyway",
                         self.path, self._refs, force_after_ms)
         self._cleanup()
+        if not self.unlinked:
+            self._unlink()
+        with self._lock:
+            segment_state.move(self, SegmentState.DELETED)
+        return True
+
+    def _unlink(self) -> None:
         try:
             self.fio.unlink(self.path)
         except FileNotFoundError:
             pass
-        with self._lock:
-            segment_state.move(self, SegmentState.DELETED)
-        return True
+        self.unlinked = True
 
     def close(self) -> None:
         """Unmap and close without deleting (shutdown); a reader still holding the segment

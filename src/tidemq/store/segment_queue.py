@@ -109,8 +109,21 @@ class SegmentQueue:
 
     @property
     def min_offset(self) -> int:
+        """The log's first offset in service: the start of its first segment not DELETING (a head
+        segment the cleaner took out of service waits in the list for its readers' release, its name
+        already gone and no read able to hold it: what every view, the queues, the cleaner and a
+        follower's start see as the log's beginning). The end of the log when every one is."""
         segs = self.segments
-        return segs[0].start_offset if segs else 0
+        try:
+            head = segs[0]
+        except IndexError:
+            return 0
+        if head.state is not SegmentState.DELETING:
+            return head.start_offset                      # (nearly always: a read's path asks this)
+        for mf in list(segs):
+            if mf.state is not SegmentState.DELETING:
+                return mf.start_offset
+        return self.max_offset
 
     @property
     def max_offset(self) -> int:

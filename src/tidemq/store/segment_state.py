@@ -17,9 +17,11 @@ States (what the code does with a segment in each)::
     FAILED    an fsync or a write of it failed: sealed where its durable data ends (the position of
               its last successful fsync; config/sealed.json). Readers and recovery read it up to
               there and go on at the next segment; nothing is written to it again
-    DELETING  out of service (MappedFile.destroy): no new reader may hold it; the readers that
-              hold it finish, then (or by force after destroy_mapped_file_interval_forcibly_ms) the
-              next destroy() unmaps and unlinks it. This is "held by readers" of issue 28
+    DELETING  out of service (MappedFile.destroy): no new reader may hold it; its name is removed at
+              once (the directory fsynced) while the readers that hold it read on through the
+              mapping, so no later start loads it again; when they finish (or by force after
+              destroy_mapped_file_interval_forcibly_ms) the next destroy() unmaps it and its space
+              goes. This is "held by readers" of issue 28
     DELETED   unmapped, closed, unlinked. Final
     CLOSED    unmapped and closed, the file kept (shutdown, a start that failed; a reader still
               holding it unmaps it at its release). Final
@@ -76,7 +78,7 @@ TRANSITIONS: dict[SegmentState, frozenset[SegmentState]] = {
     # never written again: deleted (from the head, or a cut), or closed
     S.FAILED: frozenset({S.DELETING, S.CLOSED}),
     # the last reader released it and destroy() ran again (or the force interval passed); or the
-    # store shut down while a reader still held it (the file stays: the next start deletes it)
+    # store shut down while a reader still held it (its name is gone already: nothing comes back)
     S.DELETING: frozenset({S.DELETED, S.CLOSED}),
     S.DELETED: frozenset(),
     S.CLOSED: frozenset(),

@@ -332,8 +332,8 @@ class MessageStore(StoreWrites, StoreReads, StoreTopics, StoreRoles, StoreOps):
             s.stop()
         clean = True
         try:
-            # head segments out of service whose readers are done go now: the next start would load
-            # them again, their records back under queues whose minimum went past them (cleaner.py)
+            # head segments out of service whose readers are done are finished now (their names went
+            # when they left service: one still held does not come back at the next start either)
             self.cleaner.finish_pending(self.clock.now_ms())
             self.commit_log.flush()
             if self.dispatcher.error is not None:

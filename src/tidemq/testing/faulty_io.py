@@ -20,6 +20,9 @@ dead (every operation raises SimulatedCrash), so the threads of the crashed
 store stop at their next file operation and their mappings no longer reach
 the new "disk".
 
+A file unlinked (or replaced by a rename) while a handle on it is open keeps its bytes for that
+handle and its mappings, and its space in ``disk_usage``, until the last handle closes (Linux).
+
 Injected faults (all deterministic): ``crash_after(n)`` — the n-th following
 operation raises SimulatedCrash and kills the instance; ``fail(op, errno,
 path_contains, times)`` — the named operation raises OSError; ``capacity_bytes``
@@ -70,7 +73,7 @@ class _MappedBytes(bytearray):
 
 
 class _Node:
-    __slots__ = ("data", "durable", "synced_once", "stale")
+    __slots__ = ("data", "durable", "synced_once", "stale", "opens")
 
     def __init__(self, data: bytearray | None = None, durable: bytes = b"") -> None:
         self.data = _MappedBytes(data) if data is not None else _MappedBytes()
@@ -79,6 +82,7 @@ class _Node:
         # page index -> its bytes when a failed fsync marked it clean without writing it: not
         # durable, and written back by no fsync unless its bytes change (it is written again)
         self.stale: dict[int, bytes] = {}
+        self.opens = 0                   # handles open on it: an unlinked file keeps its space until 0
 
     def dirty_view(self) -> bytes:
         """``data`` with every stale page as the disk has it: what a writeback would write."""
@@ -188,6 +192,9 @@ class FaultyFileIO:
         self.locks: dict[str, _LockHandle] = {}    # path -> the handle holding it (lock / unlock)
         self.rng = random.Random(seed)             # which pages a failed fsync drops
         self.drop_ratio = 0.5
+        # files unlinked (or replaced by a rename) while open: their space stays used until the last
+        # handle on them closes, as on Linux (a crash closes them all: the new instance has none)
+        self.orphans: dict[int, _Node] = {}
 
     # Fault control ----------------------------------------------------------------
     def crash_after(self, n_ops: int, torn_bytes: int = 0) -> None:
@@ -229,7 +236,11 @@ class FaultyFileIO:
                 raise OSError(f.err, f"{os.strerror(f.err)} (injected on {name})", path)
 
     def _used(self) -> int:
-        return sum(len(n.data) for n in self.files.values())
+        return sum(len(n.data) for n in self.files.values()) + sum(len(n.data) for n in self.orphans.values())
+
+    def _unlinked(self, n: _Node | None) -> None:
+        if n is not None and n.opens > 0:
+            self.orphans[id(n)] = n
 
     def _need(self, extra: int) -> None:
         if extra > 0 and self._used() + extra > self.capacity_bytes:
@@ -294,11 +305,16 @@ class FaultyFileIO:
                     raise FileNotFoundError(errno.ENOENT, "No such file", path)
                 n = self.files[p] = _Node()
                 self.names_pending.append(("link", p, n))
+            n.opens += 1
             return _Handle(p, n, self._gen)
 
     def close(self, handle: _Handle) -> None:
         with self._lock:
             self._op("close", handle.path)
+            n = handle.node
+            n.opens = max(0, n.opens - 1)
+            if n.opens == 0:
+                self.orphans.pop(id(n), None)
 
     def rename(self, src: str, dst: str) -> None:
         with self._lock:
@@ -307,6 +323,7 @@ class FaultyFileIO:
             n = self.files.pop(s, None)
             if n is None:
                 raise FileNotFoundError(errno.ENOENT, "No such file", src)
+            self._unlinked(self.files.get(d))
             self.files[d] = n
             self.names_pending.append(("rename", s, d))
 
@@ -314,8 +331,10 @@ class FaultyFileIO:
         with self._lock:
             self._op("unlink", path)
             p = _norm(path)
-            if self.files.pop(p, None) is None:
+            n = self.files.pop(p, None)
+            if n is None:
                 raise FileNotFoundError(errno.ENOENT, "No such file", path)
+            self._unlinked(n)
             self.names_pending.append(("unlink", p, None))
 
     def rmtree(self, path: str) -> None:
@@ -323,7 +342,7 @@ class FaultyFileIO:
             self._op("rmtree", path)
             p = _norm(path)
             for f in [f for f in self.files if f == p or f.startswith(p + os.sep)]:
-                del self.files[f]
+                self._unlinked(self.files.pop(f))
                 self.names_pending.append(("unlink", f, None))
             for d in [d for d in self.dirs if d == p or d.startswith(p + os.sep)]:
                 self.dirs.discard(d)

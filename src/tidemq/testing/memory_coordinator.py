@@ -53,7 +53,10 @@ class MemoryCoordinatorService:
         self.sessions: dict[int, _Session] = {}
         self._cut: set[str] = set()
         self._ids = itertools.count(0x1000)
-        self._watches: dict[str, set["MemoryCoordinator"]] = {}
+        # path -> the clients watching it, in the order they asked (a dict as an ordered set: a set of
+        # clients iterates in the order of their addresses, which differs from run to run, and the
+        # order they are woken in is the order their members act in: a seed would not replay)
+        self._watches: dict[str, dict["MemoryCoordinator", None]] = {}
         self._lock = threading.RLock()
         self.expired = 0                  # sessions expired (a view for tests)
         self.on_expire: Callable[[int], None] | None = None
@@ -118,12 +121,12 @@ class MemoryCoordinatorService:
 
     # watches ----------------------------------------------------------------------------------
     def watch(self, path: str, client: "MemoryCoordinator") -> None:
-        self._watches.setdefault(path, set()).add(client)
+        self._watches.setdefault(path, {})[client] = None
 
     def _changed(self, path: str) -> None:
-        woken: set[MemoryCoordinator] = set()
+        woken: dict[MemoryCoordinator, None] = {}
         for p in (path, _parent(path)):
-            woken |= self._watches.pop(p, set())
+            woken.update(self._watches.pop(p, {}))
         for c in woken:
             c.wake()
 

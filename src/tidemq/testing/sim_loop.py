@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import selectors
 
 from ..io import ManualClock
@@ -93,9 +94,22 @@ class SimLoop(asyncio.SelectorEventLoop):
         super().__init__(self.virtual)
         self.clock = clock
         self.set_default_executor(InlineExecutor())
+        self._made = itertools.count()
+        self.set_task_factory(self._task)
 
     def time(self) -> float:
         return self.clock.monotonic_s()
+
+    def _task(self, loop, coro, **kwargs) -> asyncio.Task:
+        """A task that knows when it was made (``sim_made``): asyncio.all_tasks is a set, which
+        iterates in the order of the tasks' addresses, and those differ from run to run."""
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        task.sim_made = next(self._made)
+        return task
+
+    def pending_tasks(self) -> list[asyncio.Task]:
+        """The tasks not done yet, in the order they were made."""
+        return sorted((t for t in asyncio.all_tasks(self) if not t.done()), key=lambda t: getattr(t, "sim_made", -1))
 
 
 def run(main, clock: ManualClock):
@@ -106,7 +120,7 @@ def run(main, clock: ManualClock):
     finally:
         try:
             for _ in range(10):         # a task may swallow a cancellation (wait_for, Python 3.11): again
-                pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+                pending = loop.pending_tasks()          # cancelled in the order they were made
                 if not pending:
                     break
                 for t in pending:
