@@ -69,3 +69,40 @@ def test_a_resend_found_past_the_high_watermark_waits_for_it_and_is_never_stored
     assert acks.hw >= end
     assert r.find(key, [0], lambda i: "orders", lambda i: "in-flight-1") == {0: (first.queue_offset, "")}
     assert [m.queue_offset for m in store.query_by_key("orders", "in-flight-1")] == [first.queue_offset]
+
+
+def test_a_waiting_batch_is_remembered_record_by_record_and_forgotten_once_confirmed(stores):
+    """A batch put that waits (SYNC replication, SYNC_FLUSH) is remembered from its append on, in one
+    pass over the batch (``remember_appended`` past ``SMALL`` messages): each appended record with an id
+    under its key, with its queue offset, end and commit-log offset; a record not appended (size 0) or
+    without an id (a zero key) is not. A resend of any of them is found (Unconfirmed while the store
+    cannot confirm it); once confirmed (``remember``) the pending entries go and the window answers."""
+    from tidemq.broker.produce.resends import SMALL, Unconfirmed, split_keys
+    from tidemq.broker.replication.acks import ReplicaAcks
+    from tidemq.store.types import PutResults
+
+    clock = ManualClock(1_700_000_000_000)
+    store = stores(clock)
+    r = Resends(store, BrokerConfig())
+    n = SMALL + 12
+    msgs = [put(store, "orders", f"m-{i}") for i in range(n)]
+    acks = ReplicaAcks(True, 1, 60_000, 60_000, lambda: store.replica.end, clock)
+    acks.set_isr({"f"})                                  # its follower has confirmed nothing yet
+    store.writer.replicas = acks
+    keys = bytearray(b"".join(r.key("orders", f"m-{i}") for i in range(n)))
+    keys[16 * 3:16 * 4] = bytes(16)                      # message 3 has no id
+    res = PutResults(n)
+    for i, m in enumerate(msgs):
+        res.phys[i], res.qoff[i], res.size[i] = m.commitlog_offset, m.queue_offset, m.size
+    res.size[5] = 0                                      # message 5 was not appended
+    r.remember_appended(keys, res, None)
+    ks = split_keys(keys)
+    assert list(r.unconfirmed) == [ks[i] for i in range(n) if i not in (3, 5)], "in order, the others only"
+    m = msgs[7]
+    assert r.unconfirmed[ks[7]] == (m.queue_offset, "", m.commitlog_offset + m.size, m.commitlog_offset)
+    found = r.find(bytes(keys), range(n), lambda i: "orders", lambda i: f"m-{i}")
+    assert set(found) == {i for i in range(n) if i not in (3, 5)}
+    assert all(isinstance(v, Unconfirmed) for v in found.values()), "not confirmed yet: never stored again"
+    r.remember(bytes(keys), [m.queue_offset for m in msgs], [m.commitlog_offset for m in msgs], [1] * n, {})
+    assert r.unconfirmed == {}, "confirmed: the window answers them now"
+    assert r.find(ks[9], [0], lambda i: "orders", lambda i: "m-9") == {0: (msgs[9].queue_offset, "")}
