@@ -215,7 +215,7 @@ class Resends:
         every = split_keys(keys)
         if where is not None:
             every = [every[i] for i in where]
-        named = np.frombuffer(b"".join(every), np.uint64).reshape(-1, 2).any(axis=1)   # a zero key: no id
+        named = np.frombuffer(b"".join(every), np.uint64).reshape(-1, KEY_BYTES // 8).any(axis=1)   # a zero key: no id
         idx = np.flatnonzero((size > 0) & (phys >= 0) & named)
         if not len(idx):
             return
