@@ -91,9 +91,10 @@ def to_store(m: "pb.Message") -> Message:
 
 def is_ipv4(host: str) -> bool:
     """A dotted ipv4 address (the store keeps it in the record's born host field; anything else
-    is the ``__BORNHOST`` property)."""
+    is the ``__BORNHOST`` property). Digits are what int() reads (str.isdecimal): str.isdigit takes
+    a superscript two, which int() refuses."""
     parts = host.split(".")
-    return len(parts) == 4 and all(p.isdigit() and int(p) < 256 for p in parts)
+    return len(parts) == 4 and all(p.isdecimal() and int(p) < 256 for p in parts)
 
 
 def born_ms_of(sp: "pb.SystemProperties") -> int | None:

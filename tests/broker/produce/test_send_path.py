@@ -444,3 +444,48 @@ def test_a_put_waiting_for_its_followers_is_remembered_for_its_resend(caller_wen
     finally:
         svc.close()
         store.shutdown()
+
+
+def _message_request(messages) -> bytes:
+    """A SendMessageRequest of ``messages``: (topic, body, id, {SystemProperties field: value})."""
+    from tidemq.protocol.stubs import spb
+    r = spb.SendMessageRequest()
+    for topic, body, mid, fields in messages:
+        m = r.messages.add()
+        m.topic.name, m.body = topic, body
+        m.system_properties.message_id = mid
+        for name, value in fields.items():
+            setattr(m.system_properties, name, value)
+    return r.SerializeToString()
+
+
+@pytest.mark.parametrize("host", ["\u00b2.1.1.1", "1.\u2460.3.4", "\u0661.2.3.4", "h.example", "10.0.0.1"])
+def test_a_born_host_of_any_digits_gets_a_typed_answer_on_both_lanes(tmp_path, host):
+    """A born host of four dotted runs of what str.isdigit calls digits but int() does not read (a
+    superscript two, a circled one) is no ipv4 address: kept as the __BORNHOST property as any
+    other name is, the message stored, the same answer from the compiled lane and from protobuf's,
+    one message or a batch; never an exception out of the handler (gRPC's UNKNOWN, no typed status)."""
+    import asyncio
+
+    from tidemq.protocol.stubs import spb
+
+    (sa, a), (sb, b) = _pair(tmp_path)
+    try:
+        for n in (1, 2):
+            raw = _message_request([("T", b"body", f"{n}-{i}", {"born_host": host}) for i in range(n)])
+            ca, cb = _Context(), _Context()
+            got = asyncio.run(a.send_messages.send_bytes(raw, ca))
+            got = spb.SendMessageResponse.FromString(got) if type(got) is bytes else got
+            want = asyncio.run(b.send_messages.send(spb.SendMessageRequest.FromString(raw), cb))
+            assert got == want, host
+            assert [e.status.code for e in got.entries] == [Code.OK] * n
+        for s in (sa, sb):
+            s.drain_dispatch()
+            got = [m for q in range(2) for m in s.get("G", "T", q, 0, max_count=8).messages]
+            assert len(got) == 3
+            if host in ("\u00b2.1.1.1", "1.\u2460.3.4", "h.example"):      # (int() reads \u0661: an ipv4 address)
+                assert {m.properties.get("__BORNHOST") for m in got} == {host}
+    finally:
+        for s, svc in ((sa, a), (sb, b)):
+            svc.close()
+            s.shutdown()
