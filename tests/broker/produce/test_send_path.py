@@ -489,3 +489,31 @@ def test_a_born_host_of_any_digits_gets_a_typed_answer_on_both_lanes(tmp_path, h
         for s, svc in ((sa, a), (sb, b)):
             svc.close()
             s.shutdown()
+
+
+@pytest.mark.parametrize("given", ["abc", "", "1.5", "-1"])
+def test_a_priority_message_whose_priority_is_no_number_is_refused_typed(tmp_path, given):
+    """A PRIORITY message carries its priority in the system property, which the client may leave out
+    and give as the __PRIORITY user property instead (to_store keeps the user's properties): one
+    that is no integer is refused BAD_REQUEST (as a negative one is), and nothing is stored; it raised
+    ValueError out of the send path (the handler's exception: gRPC UNKNOWN, no typed status)."""
+    import asyncio
+
+    from tidemq.protocol.stubs import pb, spb
+
+    (sa, a), (sb, b) = _pair(tmp_path)
+    sa.create_topic("M", 1, message_type="mixed")
+    r = spb.SendMessageRequest()
+    m = r.messages.add()
+    m.topic.name, m.body = "M", b"body"
+    m.system_properties.message_id, m.system_properties.message_type = "p-1", pb.MessageType.PRIORITY
+    m.user_properties["__PRIORITY"] = given
+    try:
+        got = asyncio.run(a.send_messages.send_bytes(r.SerializeToString(), _Context()))
+        got = spb.SendMessageResponse.FromString(got) if type(got) is bytes else got
+        assert got.entries[0].status.code == Code.BAD_REQUEST
+        assert sa.max_offset("M", 0) == 0
+    finally:
+        for s, svc in ((sa, a), (sb, b)):
+            svc.close()
+            s.shutdown()
