@@ -517,3 +517,79 @@ def test_a_priority_message_whose_priority_is_no_number_is_refused_typed(tmp_pat
         for s, svc in ((sa, a), (sb, b)):
             svc.close()
             s.shutdown()
+
+
+def test_both_lanes_answer_requests_at_their_bounds_alike(tmp_path):
+    """Requests at the bounds of what is stored, through the compiled lane and through protobuf's, on
+    twin stores: a message id, a tag, a key and a user property at the properties' bound and one byte
+    past it; topic names empty, of 127 and 128 characters and huge, a system topic; message types and
+    body encodings no enum names; born times at the compiled reader's bound and past an int64 of ms; a
+    batch with one message past a bound. The same answers, a typed code each, the same messages stored."""
+    import asyncio
+
+    from tidemq.protocol.stubs import spb
+    from tidemq.record.codec import USER_PROPERTIES_MAX_BYTES as MOST
+
+    (sa, a), (sb, b) = _pair(tmp_path, segment_size_bytes=128 * 1024)
+    head = len("UNIQ_KEY\x01\x02__MSGTYPE\x01NORMAL\x02")            # the common message's properties
+    cases = [
+        [("T", b"b", "i" * (MOST - head), {})], [("T", b"b", "i" * (MOST - head + 1), {})],
+        [("T", b"b", "\u00e9" * ((MOST - head) // 2), {})], [("T", b"b", "\u00e9" * ((MOST - head) // 2 + 1), {})],
+        [("T", b"b", "t1", {"tag": "g" * (MOST - head - 2 - len("TAGS\x01\x02"))})],
+        [("T", b"b", "t2", {"tag": "g" * (MOST - head - 2 - len("TAGS\x01\x02") + 1)})],
+        [("T", b"b", "k1", {"keys": ["k" * (MOST - 100)]})], [("T", b"b", "k2", {"keys": ["k" * MOST]})],
+        [("T", b"b", "k3", {"keys": ["k%d" % i for i in range(3000)]})],
+        [("", b"b", "e1", {})], [("t" * 127, b"b", "e2", {})], [("t" * 128, b"b", "e3", {})],
+        [("t" * 100_000, b"b", "e4", {})], [("RMQ_SYS_TRANS_HALF_TOPIC", b"b", "e5", {})],
+        [("T", b"b", "y1", {"message_type": 42})], [("T", b"b", "y2", {"message_type": -3})],
+        [("T", b"b", "y3", {"body_encoding": 9})], [("T", b"b", "y4", {"body_encoding": -1})],
+        [("T", b"b", "s1", {"seconds": 4 * 10**15 - 1})], [("T", b"b", "s2", {"seconds": 4 * 10**15})],
+        [("T", b"b", "s3", {"seconds": 2**63 - 1})], [("T", b"b", "s4", {"seconds": -2**63, "nanos": -2**31})],
+        [("T", b"b", "m1", {}), ("T", b"b", "i" * (MOST - head + 1), {}), ("T", b"b", "m2", {})],
+        [("T", b"b", "m3", {"seconds": 2**62}), ("T", b"b", "m4", {"seconds": 2**62})],
+    ]
+
+    def request(messages) -> bytes:
+        r = spb.SendMessageRequest()
+        for topic, body, mid, fields in messages:
+            m = r.messages.add()
+            m.topic.name, m.body = topic, body
+            sp = m.system_properties
+            sp.message_id = mid
+            for name, value in fields.items():
+                if name == "keys":
+                    sp.keys.extend(value)
+                elif name in ("seconds", "nanos"):
+                    setattr(sp.born_timestamp, name, value)
+                else:
+                    setattr(sp, name, value)
+        return r.SerializeToString()
+
+    try:
+        codes = []
+        for messages in cases:
+            raw = request(messages)
+            ca, cb = _Context(), _Context()
+            got = asyncio.run(a.send_messages.send_bytes(raw, ca))
+            got = spb.SendMessageResponse.FromString(got) if type(got) is bytes else got
+            want = asyncio.run(b.send_messages.send(spb.SendMessageRequest.FromString(raw), cb))
+            assert got == want and ca.trailer == cb.trailer, messages[0][2][:8]
+            codes.append([e.status.code for e in got.entries])
+        assert codes[:4] == [[Code.OK], [Code.MESSAGE_PROPERTIES_TOO_LARGE]] * 2
+        assert codes[4:6] == [[Code.OK], [Code.MESSAGE_PROPERTIES_TOO_LARGE]]
+        assert codes[9:14] == [[Code.ILLEGAL_TOPIC], [Code.OK]] + [[Code.ILLEGAL_TOPIC]] * 3
+        assert codes[14:16] == [[Code.UNSUPPORTED]] * 2
+        assert codes[-2] == [Code.OK, Code.MESSAGE_PROPERTIES_TOO_LARGE, Code.OK]
+        assert all(c in vars(Code).values() for cs in codes for c in cs)
+        for s in (sa, sb):
+            s.drain_dispatch()
+        for topic, queues in (("T", 2), ("t" * 127, 1)):
+            for q in range(queues):
+                got = [[(m.queue_offset, m.body, m.properties.get("UNIQ_KEY")) for m in
+                        s.get("G", topic, q, 0, max_count=64).messages] for s in (sa, sb)]
+                assert got[0] == got[1]
+        assert a.sends.outcomes.snapshot() == b.sends.outcomes.snapshot()
+    finally:
+        for s, svc in ((sa, a), (sb, b)):
+            svc.close()
+            s.shutdown()
