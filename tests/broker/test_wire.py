@@ -223,7 +223,7 @@ def test_a_stored_property_the_broker_cannot_read_is_left_out_of_the_delivery(st
     its pop (a queue blocked for good by one message)."""
     s = stores(ManualClock())
     s.create_topic("T", 1)
-    r = s.put(to_store(wire_message(**{"message_type": MessageType.NORMAL})))
+    r = s.put(to_store(wire_message()))
     assert r.ok
     from tidemq.store import Message
     r = s.put(Message(topic="T", body=b"odd", properties={"UNIQ_KEY": "odd-1", name: value}))

@@ -538,7 +538,7 @@ def test_both_lanes_answer_requests_at_their_bounds_alike(tmp_path):
         [("T", b"b", "t1", {"tag": "g" * (MOST - head - 2 - len("TAGS\x01\x02"))})],
         [("T", b"b", "t2", {"tag": "g" * (MOST - head - 2 - len("TAGS\x01\x02") + 1)})],
         [("T", b"b", "k1", {"keys": ["k" * (MOST - 100)]})], [("T", b"b", "k2", {"keys": ["k" * MOST]})],
-        [("T", b"b", "k3", {"keys": ["k%d" % i for i in range(3000)]})],
+        [("T", b"b", "k3", {"keys": [f"k{i}" for i in range(3000)]})],
         [("", b"b", "e1", {})], [("t" * 127, b"b", "e2", {})], [("t" * 128, b"b", "e3", {})],
         [("t" * 100_000, b"b", "e4", {})], [("RMQ_SYS_TRANS_HALF_TOPIC", b"b", "e5", {})],
         [("T", b"b", "y1", {"message_type": 42})], [("T", b"b", "y2", {"message_type": -3})],
