@@ -493,25 +493,23 @@ def test_a_born_host_of_any_digits_gets_a_typed_answer_on_both_lanes(tmp_path, h
 
 @pytest.mark.parametrize("given", ["abc", "", "1.5", "-1"])
 def test_a_priority_message_whose_priority_is_no_number_is_refused_typed(tmp_path, given):
-    """A PRIORITY message carries its priority in the system property, which the client may leave out
-    and give as the __PRIORITY user property instead (to_store keeps the user's properties): one
-    that is no integer is refused BAD_REQUEST (as a negative one is), and nothing is stored; it raised
-    ValueError out of the send path (the handler's exception: gRPC UNKNOWN, no typed status)."""
+    """A PRIORITY message whose store Message holds a __PRIORITY that is no integer (SendMessage refuses
+    the user property of that name now, ILLEGAL_MESSAGE_PROPERTY_KEY; the path does not count on its
+    lanes for it) is refused BAD_REQUEST, as a negative one is, and nothing is stored; it raised
+    ValueError out of the send path (gRPC UNKNOWN, no typed status)."""
     import asyncio
 
-    from tidemq.protocol.stubs import pb, spb
+    from tidemq.broker.produce.batch import Caller, Messages, SendBatch
+    from tidemq.protocol.stubs import MessageType
+    from tidemq.store import Message
 
     (sa, a), (sb, b) = _pair(tmp_path)
     sa.create_topic("M", 1, message_type="mixed")
-    r = spb.SendMessageRequest()
-    m = r.messages.add()
-    m.topic.name, m.body = "M", b"body"
-    m.system_properties.message_id, m.system_properties.message_type = "p-1", pb.MessageType.PRIORITY
-    m.user_properties["__PRIORITY"] = given
+    msgs = [Message(topic="M", body=b"body", properties={"UNIQ_KEY": "p-1", "__PRIORITY": given})]
+    batch = SendBatch(1, Messages(msgs, [MessageType.PRIORITY], [""], [None]), lambda i: "p-1", 4, topic="M")
     try:
-        got = asyncio.run(a.send_messages.send_bytes(r.SerializeToString(), _Context()))
-        got = spb.SendMessageResponse.FromString(got) if type(got) is bytes else got
-        assert got.entries[0].status.code == Code.BAD_REQUEST
+        v = asyncio.run(a.sends.send(batch, Caller("127.0.0.1:1", "c1", lambda: None)))
+        assert v.codes == [Code.BAD_REQUEST]
         assert sa.max_offset("M", 0) == 0
     finally:
         for s, svc in ((sa, a), (sb, b)):
@@ -593,3 +591,52 @@ def test_both_lanes_answer_requests_at_their_bounds_alike(tmp_path):
         for s, svc in ((sa, a), (sb, b)):
             svc.close()
             s.shutdown()
+
+
+def test_a_user_property_of_a_name_the_broker_writes_is_refused_and_cannot_forge_an_id(tmp_path):
+    """A message sent with no id and the user property UNIQ_KEY=<another message's id> was stored under
+    that id: in the first send_dedup_after_restart_s after a start (the index asked for ids the window
+    does not know), the real message of that id was then answered OK as a duplicate and never stored.
+    Every name the broker writes itself (wire.INTERNAL: UNIQ_KEY, TAGS, TIMER_DELIVER_MS, __PRIORITY,
+    REAL_TOPIC...) is refused as a user property, ILLEGAL_MESSAGE_PROPERTY_KEY as RocketMQ's proxy
+    answers it, that message only; nothing of it is stored."""
+    import asyncio
+
+    from tidemq.broker.service import MessagingService
+    from tidemq.broker.wire import INTERNAL
+    from tidemq.config import BrokerConfig
+    from tidemq.protocol.stubs import pb, spb
+    from tidemq.store import Message, MessageStore
+    from tidemq.testing.faulty_io import FaultyFileIO
+
+    from tests.support.store import memory_config
+
+    store = MessageStore(memory_config(), FaultyFileIO()).start()
+    store.create_topic("T", 1)
+    assert store.put(Message(topic="T", body=b"before", properties={"UNIQ_KEY": "e-1"})).ok    # (a start with data)
+    svc = MessagingService(store, BrokerConfig(send_hold_ms_max=0))
+
+    def send(messages):
+        r = spb.SendMessageRequest()
+        for mid, body, props in messages:
+            m = r.messages.add()
+            m.topic.name, m.body = "T", body
+            m.system_properties.message_id, m.system_properties.message_type = mid, pb.MessageType.NORMAL
+            m.user_properties.update(props)
+        got = asyncio.run(svc.send_messages.send_bytes(r.SerializeToString(), _Context()))
+        got = spb.SendMessageResponse.FromString(got) if type(got) is bytes else got
+        return [(e.status.code, e.status.message) for e in got.entries]
+
+    try:
+        forged = send([("", b"forged", {"UNIQ_KEY": "victim-1"})])
+        assert forged[0][0] == Code.ILLEGAL_MESSAGE_PROPERTY_KEY and "UNIQ_KEY" in forged[0][1]
+        assert send([("victim-1", b"real", {})]) == [(Code.OK, "OK")]
+        for name in sorted(INTERNAL):
+            got = send([(f"{name}-1", b"odd", {name: "abc", "fine": "1"}), (f"{name}-2", b"plain", {"fine": "1"})])
+            assert [c for c, _ in got] == [Code.ILLEGAL_MESSAGE_PROPERTY_KEY, Code.OK], name
+        store.drain_dispatch()
+        bodies = [m.body for m in store.get("G", "T", 0, 0, max_count=64).messages]
+        assert bodies == [b"before", b"real"] + [b"plain"] * len(INTERNAL)
+    finally:
+        svc.close()
+        store.shutdown()

@@ -36,7 +36,7 @@ from ...protocol.data import duplicates_trailer
 from ...protocol.stubs import Code, MessageType, code_name, pb, spb, status
 from ..deferred.parking import delivery_ms
 from ..protection.decoding import decoded
-from ..wire import SUPPORTED_TYPES, to_store
+from ..wire import INTERNAL, SUPPORTED_TYPES, to_store
 from .batch import (
     DUPLICATE,
     STORED,
@@ -52,6 +52,11 @@ from .send_path import SendPath
 from .send_records import NORMAL_SUFFIX, message_id
 
 NOT_YET = "not supported yet by tidemq: {what}"
+# a user property may not have a name the broker writes itself (wire.INTERNAL): UNIQ_KEY would give a message
+# sent without an id another message's id (whose first send, looked up in the index after a start, would
+# be answered a duplicate and never stored), a number the broker reads back (TIMER_DELIVER_MS, __PRIORITY)
+# anything; RocketMQ's proxy refuses them so too
+SYSTEM_NAME = "property {name!r} is used by the system: a user property may not have its name"
 _SEND_MANY = getattr(_ACCEL, "send_many", None)       # (a build of tidemq._accel from before it: None)
 SEND_MESSAGE = "/apache.rocketmq.v2.MessagingService/SendMessage"
 
@@ -214,6 +219,9 @@ def messages_batch(msgs) -> SendBatch:
         t = sp.message_type
         if t not in SUPPORTED_TYPES and t != MessageType.MESSAGE_TYPE_UNSPECIFIED:
             refused[i] = (Code.UNSUPPORTED, NOT_YET.format(what=f"{_type_name(t)} messages"))
+        elif m.user_properties and not INTERNAL.isdisjoint(m.user_properties):
+            refused[i] = (Code.ILLEGAL_MESSAGE_PROPERTY_KEY, SYSTEM_NAME.format(
+                name=min(INTERNAL.intersection(m.user_properties))))
         stored.append(to_store(m))
         types.append(t)
         groups.append(sp.message_group if sp.HasField("message_group") else "")
