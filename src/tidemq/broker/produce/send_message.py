@@ -6,7 +6,8 @@ Two ways in. With the compiled module, SendMessage is registered with no deseria
 wire.encoded_one's rule) is read straight from its bytes by tidemq._accel.send_one into the
 store's pre-encoded entry (an ``Encoded`` payload); any other request is decoded by protobuf into
 store Messages (``Messages``: wire.to_store), each with its type, message group and delivery time
-for the path to route. A message type tidemq does not know is refused here (UNSUPPORTED). The common
+for the path to route. A message type tidemq does not know is refused here (UNSUPPORTED), and a user
+property named as one the broker writes itself (ILLEGAL_MESSAGE_PROPERTY_KEY: ``SYSTEM_NAME``). The common
 request, read with its dedup key, goes through ``SendPath.send_one`` first (send's steps in one pass;
 it declines, having done nothing, whatever it does not answer the way send would, and send takes it).
 
