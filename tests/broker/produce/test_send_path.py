@@ -446,6 +446,21 @@ def test_a_put_waiting_for_its_followers_is_remembered_for_its_resend(caller_wen
         store.shutdown()
 
 
+def _lane(svc, raw: bytes, context):
+    """SendMessage as the server takes it: through the compiled lane (the request's bytes) when
+    tidemq._accel is built, else through protobuf; the answer as a SendMessageResponse."""
+    import asyncio
+
+    from tidemq.accel import ACCEL
+    from tidemq.protocol.stubs import spb
+
+    if ACCEL is not None and hasattr(ACCEL, "send_one"):
+        got = asyncio.run(svc.send_messages.send_bytes(raw, context))
+    else:
+        got = asyncio.run(svc.send_messages.send(spb.SendMessageRequest.FromString(raw), context))
+    return spb.SendMessageResponse.FromString(got) if type(got) is bytes else got
+
+
 def _message_request(messages) -> bytes:
     """A SendMessageRequest of ``messages``: (topic, body, id, {SystemProperties field: value})."""
     from tidemq.protocol.stubs import spb
@@ -473,10 +488,8 @@ def test_a_born_host_of_any_digits_gets_a_typed_answer_on_both_lanes(tmp_path, h
     try:
         for n in (1, 2):
             raw = _message_request([("T", b"body", f"{n}-{i}", {"born_host": host}) for i in range(n)])
-            ca, cb = _Context(), _Context()
-            got = asyncio.run(a.send_messages.send_bytes(raw, ca))
-            got = spb.SendMessageResponse.FromString(got) if type(got) is bytes else got
-            want = asyncio.run(b.send_messages.send(spb.SendMessageRequest.FromString(raw), cb))
+            got = _lane(a, raw, _Context())
+            want = asyncio.run(b.send_messages.send(spb.SendMessageRequest.FromString(raw), _Context()))
             assert got == want, host
             assert [e.status.code for e in got.entries] == [Code.OK] * n
         for s in (sa, sb):
@@ -568,8 +581,7 @@ def test_both_lanes_answer_requests_at_their_bounds_alike(tmp_path):
         for messages in cases:
             raw = request(messages)
             ca, cb = _Context(), _Context()
-            got = asyncio.run(a.send_messages.send_bytes(raw, ca))
-            got = spb.SendMessageResponse.FromString(got) if type(got) is bytes else got
+            got = _lane(a, raw, ca)
             want = asyncio.run(b.send_messages.send(spb.SendMessageRequest.FromString(raw), cb))
             assert got == want and ca.trailer == cb.trailer, messages[0][2][:8]
             codes.append([e.status.code for e in got.entries])
@@ -600,8 +612,6 @@ def test_a_user_property_of_a_name_the_broker_writes_is_refused_and_cannot_forge
     Every name the broker writes itself (wire.INTERNAL: UNIQ_KEY, TAGS, TIMER_DELIVER_MS, __PRIORITY,
     REAL_TOPIC...) is refused as a user property, ILLEGAL_MESSAGE_PROPERTY_KEY as RocketMQ's proxy
     answers it, that message only; nothing of it is stored."""
-    import asyncio
-
     from tidemq.broker.service import MessagingService
     from tidemq.broker.wire import INTERNAL
     from tidemq.config import BrokerConfig
@@ -623,8 +633,7 @@ def test_a_user_property_of_a_name_the_broker_writes_is_refused_and_cannot_forge
             m.topic.name, m.body = "T", body
             m.system_properties.message_id, m.system_properties.message_type = mid, pb.MessageType.NORMAL
             m.user_properties.update(props)
-        got = asyncio.run(svc.send_messages.send_bytes(r.SerializeToString(), _Context()))
-        got = spb.SendMessageResponse.FromString(got) if type(got) is bytes else got
+        got = _lane(svc, r.SerializeToString(), _Context())
         return [(e.status.code, e.status.message) for e in got.entries]
 
     try:
