@@ -649,3 +649,47 @@ def test_a_user_property_of_a_name_the_broker_writes_is_refused_and_cannot_forge
     finally:
         svc.close()
         store.shutdown()
+
+
+def test_a_request_of_more_messages_than_its_bound_is_refused_whole_on_both_lanes(tmp_path):
+    """send_messages_per_request_max bounds the messages one SendMessage carries (a request of 4.5 MiB
+    held ~300k tiny ones, a store Message each on the general path: seconds of the event loop and a GB
+    of memory): one past it is refused whole, PAYLOAD_TOO_LARGE, nothing stored, by the compiled
+    lane's batch (common messages) and by protobuf's (messages with keys) alike; the bound itself is
+    stored."""
+    import asyncio
+
+    from tidemq.broker.service import MessagingService
+    from tidemq.config import BrokerConfig
+    from tidemq.protocol.stubs import spb
+    from tidemq.store import MessageStore
+    from tidemq.testing.faulty_io import FaultyFileIO
+
+    from tests.support.store import memory_config
+
+    pairs = []
+    for _ in range(2):
+        store = MessageStore(memory_config(), FaultyFileIO()).start()
+        store.create_topic("T", 1)
+        pairs.append((store, MessagingService(store, BrokerConfig(send_hold_ms_max=0, send_messages_per_request_max=3))))
+    (sa, a), (sb, b) = pairs
+    try:
+        for fields in ({}, {"keys": ["k"]}):
+            for n, code in ((4, Code.PAYLOAD_TOO_LARGE), (3, Code.OK)):
+                raw = _message_request([("T", b"b%d" % i, f"{n}-{i}-{len(fields)}", {}) for i in range(n)])
+                if fields:
+                    req = spb.SendMessageRequest.FromString(raw)
+                    for m in req.messages:
+                        m.system_properties.keys.append("k")
+                    raw = req.SerializeToString()
+                got = _lane(a, raw, _Context())
+                want = asyncio.run(b.send_messages.send(spb.SendMessageRequest.FromString(raw), _Context()))
+                assert got == want and got.status.code == code, (n, fields)
+                if code != Code.OK:
+                    assert not got.entries and "send_messages_per_request_max=3" in got.status.message
+        for s in (sa, sb):
+            assert s.max_offset("T", 0) == 6
+    finally:
+        for s, svc in pairs:
+            svc.close()
+            s.shutdown()

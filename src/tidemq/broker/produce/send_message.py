@@ -237,10 +237,22 @@ class MessageSends:
     def __init__(self, sends: SendPath) -> None:
         self.sends = sends
 
+    def _too_many(self, n: int) -> "spb.SendMessageResponse | None":
+        """The answer to a request of ``n`` messages, more than send_messages_per_request_max: refused
+        whole (PAYLOAD_TOO_LARGE), before a message of it is looked at; None when within."""
+        most = self.sends.config.send_messages_per_request_max
+        if n <= most:
+            return None
+        return spb.SendMessageResponse(status=status(
+            Code.PAYLOAD_TOO_LARGE, f"{n} messages in one request, more than send_messages_per_request_max={most}"))
+
     async def send(self, request, context) -> "spb.SendMessageResponse":
         msgs = request.messages
         if not msgs:
             return spb.SendMessageResponse(status=status(Code.BAD_REQUEST, "no message in the request"))
+        too_many = self._too_many(len(msgs))
+        if too_many is not None:
+            return too_many
         v = await self.sends.send(messages_batch(msgs), caller_of(context))
         return self._answer(v, [m.system_properties.message_id for m in msgs], context)
 
@@ -260,6 +272,9 @@ class MessageSends:
                 topic, fields, keys, nbytes, born_ms, born_host, sys_flag = many
                 F = np.frombuffer(fields, np.uint32).reshape(-1, 10)
                 n = len(F)
+                too_many = self._too_many(n)
+                if too_many is not None:
+                    return too_many
                 born = (born_ms, born_host, sys_flag) if born_ms is not None or born_host or sys_flag else None
                 batch = SendBatch(n, Slices(raw, F, NORMAL_SUFFIX, born), lambda i: message_id(raw, F, i), nbytes,
                                   topic=topic, keys=keys)
