@@ -211,6 +211,7 @@ def test_any_message_the_lane_takes_is_stored_as_the_general_path_stores_it(stor
 
 @pytest.mark.parametrize("name, value", [
     ("TIMER_DELIVER_MS", "abc"), ("TIMER_DELIVER_MS", "\u00b2"), ("TIMER_DELIVER_MS", "9" * 23),
+    ("TIMER_DELIVER_MS", str(-2**63 * 1000 - 1)),
     ("CHECK_IMMUNITY_TIME_IN_SECONDS", "\u00b2"), ("CHECK_IMMUNITY_TIME_IN_SECONDS", "9" * 23),
     ("CHECK_IMMUNITY_TIME_IN_SECONDS", "-5"), ("__PRIORITY", "9" * 23), ("__PRIORITY", "-99999999999"),
     ("__PRIORITY", "x"),
@@ -247,3 +248,7 @@ def test_stored_properties_in_range_are_delivered_at_their_bounds(stores):
     sp = to_wire(s.get("g", "T", 0, r.queue_offset, max_count=1).messages[0], 1, "h", 0).system_properties
     assert sp.priority == 2**31 - 1 and sp.orphaned_transaction_recovery_duration.seconds == 7
     assert (sp.delivery_timestamp.seconds, sp.delivery_timestamp.nanos) == (-1, 995_000_000)
+    far = -2**62 * 1000                       # a DELAY message sent with -2**62 seconds: due, stored as sent
+    r = s.put(Message(topic="T", body=b"b", properties={"UNIQ_KEY": "b-2", "TIMER_DELIVER_MS": str(far)}))
+    sp = to_wire(s.get("g", "T", 0, r.queue_offset, max_count=1).messages[0], 1, "h", 0).system_properties
+    assert sp.delivery_timestamp.seconds == -2**62

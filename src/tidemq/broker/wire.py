@@ -196,7 +196,7 @@ def to_wire(m: StoredMessage, attempt: int, handle: str, invisible_ms: int) -> "
     group = props.get(PROP_MESSAGE_GROUP)
     if group:
         sp.message_group = group
-    deliver = _number(props.get(PROP_DELIVER_MS), I64_MIN, I64_MAX)
+    deliver = _number(props.get(PROP_DELIVER_MS), I64_MIN * 1000, I64_MAX * 1000 + 999)     # (seconds: an int64)
     if deliver is not None:
         sp.delivery_timestamp.CopyFrom(_ts(deliver))
     origin = props.get(PROP_ORIGIN_TOPIC)
