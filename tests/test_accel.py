@@ -605,7 +605,8 @@ def test_dedup_tables_check_their_arguments():
 # send_one: the common SendMessage request read from its bytes (broker/wire.py encoded_one's rule) ---
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=6)
 _HOSTS = st.sampled_from(["", "", "10.0.0.1", "10.0.0.1", "1.2.3", "256.1.1.1", "01.002.3.004", "1.2.3.4.", ".1.2.3",
-                          "\u0661.\u0662.\u0663.\u0664", "host.example", "0000000001.2.3.4"])
+                          "\u0661.\u0662.\u0663.\u0664", "host.example", "0000000001.2.3.4",
+                          "\u00b2.1.1.1"])
 
 
 @st.composite
@@ -739,7 +740,7 @@ def _field(num: int, payload: bytes) -> bytes:
     _request(body_encoding=1), _request(seconds=1_700_000_000, nanos=-1), _request(nanos=-1_000_001),
     _request(nanos=1_999_999), _request(seconds=-5), _request(tag="a\x01b"), _request(tag="x\x02"),
     _request(tag=""), _request(tag="\u00e9\U0001F600"), _request(born_host="1.2.3.256"),
-    _request(born_host="001.2.3.4"), _request(message_id="a\x01"),
+    _request(born_host="001.2.3.4"), _request(born_host="\u00b2.1.1.1"), _request(message_id="a\x01"),
 ], ids=lambda raw: raw.hex()[-24:])
 def test_send_one_case_by_case(raw):
     got, want = _accel.send_one(raw), _send_one_reference(raw)

@@ -207,3 +207,48 @@ def test_any_message_the_lane_takes_is_stored_as_the_general_path_stores_it(stor
         assert (seg[0].start_offset, a.commitlog_offset) == (seg[1].start_offset, b.commitlog_offset)
         at = a.commitlog_offset - seg[0].start_offset
         assert seg[0].mapping[at:at + a.size] == seg[1].mapping[at:at + b.size]
+
+
+@pytest.mark.parametrize("name, value", [
+    ("TIMER_DELIVER_MS", "abc"), ("TIMER_DELIVER_MS", "\u00b2"), ("TIMER_DELIVER_MS", "9" * 23),
+    ("TIMER_DELIVER_MS", str(-2**63 * 1000 - 1)),
+    ("CHECK_IMMUNITY_TIME_IN_SECONDS", "\u00b2"), ("CHECK_IMMUNITY_TIME_IN_SECONDS", "9" * 23),
+    ("CHECK_IMMUNITY_TIME_IN_SECONDS", "-5"), ("__PRIORITY", "9" * 23), ("__PRIORITY", "-99999999999"),
+    ("__PRIORITY", "x"),
+])
+def test_a_stored_property_the_broker_cannot_read_is_left_out_of_the_delivery(stores, name, value):
+    """A client may send a user property under a name the broker writes itself (to_store keeps the
+    user's properties; SendRecords' frames reserve fewer names): a value that is no integer in the
+    field's range (int32 priority, int64 ms and seconds) is left out of the delivered message, which is
+    delivered; it raised ValueError out of to_wire, every receive of its queue then failing after
+    its pop (a queue blocked for good by one message)."""
+    s = stores(ManualClock())
+    s.create_topic("T", 1)
+    r = s.put(to_store(wire_message()))
+    assert r.ok
+    from tidemq.store import Message
+    r = s.put(Message(topic="T", body=b"odd", properties={"UNIQ_KEY": "odd-1", name: value}))
+    assert r.ok
+    got = s.get("g", "T", 0, r.queue_offset, max_count=1).messages[0]
+    w = to_wire(got, 1, "h", 1000)
+    assert w.body == b"odd" and w.system_properties.message_id == "odd-1"
+    sp = w.system_properties
+    assert not sp.HasField("delivery_timestamp") and not sp.HasField("orphaned_transaction_recovery_duration")
+    assert not sp.HasField("priority")
+    assert name not in w.user_properties                       # (the broker's name: never shown as the user's)
+
+
+def test_stored_properties_in_range_are_delivered_at_their_bounds(stores):
+    s = stores(ManualClock())
+    s.create_topic("T", 1)
+    from tidemq.store import Message
+    props = {"UNIQ_KEY": "b-1", "__PRIORITY": str(2**31 - 1), "CHECK_IMMUNITY_TIME_IN_SECONDS": "7",
+             "TIMER_DELIVER_MS": "-5"}
+    r = s.put(Message(topic="T", body=b"b", properties=props))
+    sp = to_wire(s.get("g", "T", 0, r.queue_offset, max_count=1).messages[0], 1, "h", 0).system_properties
+    assert sp.priority == 2**31 - 1 and sp.orphaned_transaction_recovery_duration.seconds == 7
+    assert (sp.delivery_timestamp.seconds, sp.delivery_timestamp.nanos) == (-1, 995_000_000)
+    far = -2**62 * 1000                       # a DELAY message sent with -2**62 seconds: due, stored as sent
+    r = s.put(Message(topic="T", body=b"b", properties={"UNIQ_KEY": "b-2", "TIMER_DELIVER_MS": str(far)}))
+    sp = to_wire(s.get("g", "T", 0, r.queue_offset, max_count=1).messages[0], 1, "h", 0).system_properties
+    assert sp.delivery_timestamp.seconds == -2**62

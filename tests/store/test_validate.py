@@ -99,3 +99,35 @@ def test_the_store_refuses_what_its_callers_did_not_check(store):
     assert [m.body for m in store.get("g", "T", 0, 0, tags=["t"]).messages] == [b"y"]      # its hash, computed here
     assert store.put_slices("T", data, fields, b"no pairs")[0].reason is PutReason.BAD_PROPERTY
     assert store.check().ok
+
+
+def test_a_refused_born_host_is_remembered_as_an_accepted_one_is(monkeypatch):
+    """A client sending a born host without its port is refused BAD_FIELD at every send, worked out
+    once (the cache of hosts, bounded, keeps the refusal as it keeps the bytes of an accepted host);
+    a host too long to be remembered is still refused, typed, each time."""
+    from tidemq.store import validate
+
+    calls = []
+    real = codec.encode_host
+
+    def counted(host):
+        calls.append(host)
+        return real(host)
+
+    monkeypatch.setattr(codec, "encode_host", counted)
+    validate._host_bytes.cache_clear()
+    for host in ("10.0.0.1", "10.0.0.1", "10.0.0.1:99999999999", "10.0.0.1:99999999999"):
+        got = validate.born_host_bytes(host)
+        assert got.reason is PutReason.BAD_FIELD, host
+    assert calls == ["10.0.0.1", "10.0.0.1:99999999999"]
+    assert validate.born_host_bytes("10.0.0.1:80") == bytes((10, 0, 0, 1)) + (80).to_bytes(4, "big")
+    assert validate.born_host_bytes("10.0.0.1:80") == bytes((10, 0, 0, 1)) + (80).to_bytes(4, "big")
+    assert calls.count("10.0.0.1:80") == 1
+    long_host = "1" * (validate.HOST_CACHED_CHARS_MAX + 1)
+    for _ in range(2):
+        assert validate.born_host_bytes(long_host).reason is PutReason.BAD_FIELD
+    assert calls.count(long_host) == 2                       # not remembered: the cache stays small
+    assert validate._host_bytes.cache_info().maxsize == 256
+    for bad in (None, 7, b"10.0.0.1:80"):                      # not a string: refused, never raised
+        assert validate.born_host_bytes(bad).reason is PutReason.BAD_FIELD
+    validate._host_bytes.cache_clear()

@@ -91,9 +91,10 @@ def to_store(m: "pb.Message") -> Message:
 
 def is_ipv4(host: str) -> bool:
     """A dotted ipv4 address (the store keeps it in the record's born host field; anything else
-    is the ``__BORNHOST`` property)."""
+    is the ``__BORNHOST`` property). Digits are what int() reads (str.isdecimal): str.isdigit takes
+    a superscript two, which int() refuses."""
     parts = host.split(".")
-    return len(parts) == 4 and all(p.isdigit() and int(p) < 256 for p in parts)
+    return len(parts) == 4 and all(p.isdecimal() and int(p) < 256 for p in parts)
 
 
 def born_ms_of(sp: "pb.SystemProperties") -> int | None:
@@ -148,6 +149,22 @@ def priority_of(props) -> int | None:
         return None
 
 
+I32_MIN, I32_MAX, I64_MIN, I64_MAX = -2**31, 2**31 - 1, -2**63, 2**63 - 1
+
+
+def _number(value: str | None, low: int, high: int) -> int | None:
+    """A stored property's integer in [low, high] (its protobuf field's range), or None: the broker
+    writes these names itself, but a client may have sent a user property of the name with anything
+    in it (to_store keeps the user's properties); delivering such a message leaves the field out."""
+    if not value:
+        return None
+    try:
+        v = int(value)
+    except ValueError:
+        return None
+    return v if low <= v <= high else None
+
+
 # Store -> wire ----------------------------------------------------------------------------
 def _ts(ms: int) -> timestamp_pb2.Timestamp:
     return timestamp_pb2.Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
@@ -179,23 +196,23 @@ def to_wire(m: StoredMessage, attempt: int, handle: str, invisible_ms: int) -> "
     group = props.get(PROP_MESSAGE_GROUP)
     if group:
         sp.message_group = group
-    deliver = props.get(PROP_DELIVER_MS)
-    if deliver:
-        sp.delivery_timestamp.CopyFrom(_ts(int(deliver)))
+    deliver = _number(props.get(PROP_DELIVER_MS), I64_MIN * 1000, I64_MAX * 1000 + 999)     # (seconds: an int64)
+    if deliver is not None:
+        sp.delivery_timestamp.CopyFrom(_ts(deliver))
     origin = props.get(PROP_ORIGIN_TOPIC)
     if origin and m.topic.startswith(DLQ_PREFIX):     # a dead letter: where it came from (receive.py _to_dlq)
         sp.dead_letter_queue.CopyFrom(pb.DeadLetterQueue(topic=origin, message_id=m.msg_id))
     trace = props.get(PROP_TRACE_CONTEXT)
     if trace:
         sp.trace_context = trace
-    orphan = props.get(PROP_ORPHAN_CHECK_S)
-    if orphan and orphan.isdigit():
-        sp.orphaned_transaction_recovery_duration.seconds = int(orphan)
+    orphan = _number(props.get(PROP_ORPHAN_CHECK_S), 0, I64_MAX)
+    if orphan is not None:
+        sp.orphaned_transaction_recovery_duration.seconds = orphan
     lite = props.get(PROP_LITE_TOPIC)
     if lite:
         sp.lite_topic = lite
     prio = priority_of(props)
-    if prio is not None:
+    if prio is not None and I32_MIN <= prio <= I32_MAX:
         sp.priority = prio
     return pb.Message(topic=pb.Resource(name=m.topic), body=m.body, system_properties=sp,
                       user_properties={k: v for k, v in props.items() if k not in INTERNAL})

@@ -183,6 +183,10 @@ class BrokerConfig(Loadable):
                                                    1, 1_000_000)
     inflight_bytes_per_connection_max: int = _f(64 * MIB, "message body bytes in flight on one connection; more: "
                                                           "TOO_MANY_REQUESTS", 1, 1 << 40)
+    send_messages_per_request_max: int = _f(4_096, "messages one SendMessage request may carry (a store Message "
+                                                   "each on its general path: 4.5 MiB of tiny ones were ~300k, "
+                                                   "seconds of the event loop); more: PAYLOAD_TOO_LARGE, nothing "
+                                                   "stored", 1, 1_000_000)
     # Authentication and TLS
     access_key: str = _f("", "access key; with secret_key set, every call must carry a valid MQv2-HMAC-SHA1 "
                              "signature (else UNAUTHORIZED)")

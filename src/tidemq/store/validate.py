@@ -148,17 +148,26 @@ def encode_properties(m: Message) -> bytes | PutResult:
     return pb + codec.RECORD_CRC_TAIL
 
 
-@lru_cache(maxsize=256)
-def _host_bytes(host: str) -> bytes:
-    return codec.encode_host(host)
+HOST_CACHED_CHARS_MAX = 64      # born hosts this long at most are remembered (accepted or refused)
+
+
+def _encode_host(host) -> bytes | PutResult:
+    try:
+        return codec.encode_host(host)
+    except (codec.CodecError, ValueError, TypeError, AttributeError, struct.error):  # struct.error: a port past i32
+        return PutResult.refused(PutReason.BAD_FIELD, f"born_host {host!r} is not ipv4:port")
+
+
+_host_bytes = lru_cache(maxsize=256)(_encode_host)
 
 
 def born_host_bytes(host: str) -> bytes | PutResult:
-    """A born host ("ipv4:port") as the record keeps it, or the PutResult that refuses it."""
-    try:
+    """A born host ("ipv4:port") as the record keeps it, or the PutResult that refuses it. Both are
+    remembered (a bounded cache of short hosts: a client sending one without its port is refused
+    without an exception per send); a host that is not a short string is worked out each time."""
+    if type(host) is str and len(host) <= HOST_CACHED_CHARS_MAX:
         return _host_bytes(host)
-    except (codec.CodecError, ValueError, TypeError, struct.error):     # struct.error: a port past i32
-        return PutResult.refused(PutReason.BAD_FIELD, f"born_host {host!r} is not ipv4:port")
+    return _encode_host(host)
 
 
 # Byte checks (the compiled twins: accel_c/validate.c) ----------------------------------------------

@@ -19,6 +19,10 @@ def test_handles_round_trip_and_anything_else_is_none():
     assert back == h._replace(broker="broker_a")
     for bad in ("", "nonsense!", "djEgVCBiIDEgMg==", "x" * 2000, recall.encode(h).replace("d", "*")):
         assert recall.decode(bad) is None, bad
+    import base64
+    for time, offset in (("\u00b2", "5"), ("5", "1\u00b2")):         # digits to str.isdigit, not to int()
+        raw = " ".join((recall.VERSION, "T", "b", time, offset, "id"))
+        assert recall.decode(base64.urlsafe_b64encode(raw.encode()).decode()) is None, raw
 
 
 def test_a_recalled_message_is_never_moved_even_after_a_restart(stores, tmp_path):

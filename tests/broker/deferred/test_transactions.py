@@ -153,3 +153,20 @@ def test_a_message_s_own_orphan_recovery_time_sets_its_first_check(stores):
     assert sess.outbox.get_nowait().recover_orphaned_transaction_command.message.system_properties.message_id == "UP"
     clock.advance(5)                                                      # 106 s
     assert t.check(clock.now_ms()) == 1, "US again: the interval after its last check"
+
+
+def test_a_half_message_whose_recovery_time_is_no_number_does_not_stop_the_scan(stores):
+    """CHECK_IMMUNITY_TIME_IN_SECONDS as a client's user property of that name, digits int() does not
+    read ('\\u00b2': str.isdigit says yes): its half is checked after the interval, and the scan goes
+    on past it; it raised ValueError at every round, and no half after it was ever checked."""
+    clock = ManualClock()
+    s = stores(clock)
+    s.create_topic("T", 1)
+    t = service(s, transaction_check_interval_s=100.0)
+    for i, odd in enumerate(("\u00b2", "1\u00b2", "")):
+        r = s.put(t.half(Message(topic="T", body=b"odd", properties={"UNIQ_KEY": f"U{i}",
+                                                                     "CHECK_IMMUNITY_TIME_IN_SECONDS": odd}), "c1"))
+        assert r.ok
+    send_half(s, t, b"plain", "UP")
+    assert t.scan() == 4
+    assert len(t.pending) == 4 and all(h.first_ms is None for h in t.pending.values())

@@ -59,7 +59,7 @@ def decode(handle: str) -> Handle | None:
     except (binascii.Error, ValueError, UnicodeError):
         return None
     words = raw.split(" ", 5)
-    if len(words) != 6 or words[0] != VERSION or not words[3].isdigit() or not words[4].isdigit():
+    if len(words) != 6 or words[0] != VERSION or not words[3].isdecimal() or not words[4].isdecimal():
         return None
     if len(words[3]) > 18 or len(words[4]) > 18:
         return None

@@ -225,7 +225,7 @@ class Transactions:
 
     def _first_check_ms(self, seconds: str | None) -> int | None:
         """The wait before a half message's first check it asked for (None: it did not, or asked 0)."""
-        if not seconds or not seconds.isdigit() or int(seconds[:12]) == 0:
+        if not seconds or not seconds.isdecimal() or int(seconds[:12]) == 0:      # (isdigit takes "\u00b2")
             return None
         return int(min(int(seconds[:12]), self.config.transaction_recovery_s_max) * 1000)
 

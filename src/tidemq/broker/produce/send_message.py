@@ -6,7 +6,8 @@ Two ways in. With the compiled module, SendMessage is registered with no deseria
 wire.encoded_one's rule) is read straight from its bytes by tidemq._accel.send_one into the
 store's pre-encoded entry (an ``Encoded`` payload); any other request is decoded by protobuf into
 store Messages (``Messages``: wire.to_store), each with its type, message group and delivery time
-for the path to route. A message type tidemq does not know is refused here (UNSUPPORTED). The common
+for the path to route. A message type tidemq does not know is refused here (UNSUPPORTED), and a user
+property named as one the broker writes itself (ILLEGAL_MESSAGE_PROPERTY_KEY: ``SYSTEM_NAME``). The common
 request, read with its dedup key, goes through ``SendPath.send_one`` first (send's steps in one pass;
 it declines, having done nothing, whatever it does not answer the way send would, and send takes it).
 
@@ -36,7 +37,7 @@ from ...protocol.data import duplicates_trailer
 from ...protocol.stubs import Code, MessageType, code_name, pb, spb, status
 from ..deferred.parking import delivery_ms
 from ..protection.decoding import decoded
-from ..wire import SUPPORTED_TYPES, to_store
+from ..wire import INTERNAL, SUPPORTED_TYPES, to_store
 from .batch import (
     DUPLICATE,
     STORED,
@@ -52,6 +53,11 @@ from .send_path import SendPath
 from .send_records import NORMAL_SUFFIX, message_id
 
 NOT_YET = "not supported yet by tidemq: {what}"
+# a user property may not have a name the broker writes itself (wire.INTERNAL): UNIQ_KEY would give a message
+# sent without an id another message's id (whose first send, looked up in the index after a start, would
+# be answered a duplicate and never stored), a number the broker reads back (TIMER_DELIVER_MS, __PRIORITY)
+# anything; RocketMQ's proxy refuses them so too
+SYSTEM_NAME = "property {name!r} is used by the system: a user property may not have its name"
 _SEND_MANY = getattr(_ACCEL, "send_many", None)       # (a build of tidemq._accel from before it: None)
 SEND_MESSAGE = "/apache.rocketmq.v2.MessagingService/SendMessage"
 
@@ -214,6 +220,9 @@ def messages_batch(msgs) -> SendBatch:
         t = sp.message_type
         if t not in SUPPORTED_TYPES and t != MessageType.MESSAGE_TYPE_UNSPECIFIED:
             refused[i] = (Code.UNSUPPORTED, NOT_YET.format(what=f"{_type_name(t)} messages"))
+        elif m.user_properties and not INTERNAL.isdisjoint(m.user_properties):
+            refused[i] = (Code.ILLEGAL_MESSAGE_PROPERTY_KEY, SYSTEM_NAME.format(
+                name=min(INTERNAL.intersection(m.user_properties))))
         stored.append(to_store(m))
         types.append(t)
         groups.append(sp.message_group if sp.HasField("message_group") else "")
@@ -228,10 +237,22 @@ class MessageSends:
     def __init__(self, sends: SendPath) -> None:
         self.sends = sends
 
+    def _too_many(self, n: int) -> "spb.SendMessageResponse | None":
+        """The answer to a request of ``n`` messages, more than send_messages_per_request_max: refused
+        whole (PAYLOAD_TOO_LARGE), before a message of it is looked at; None when within."""
+        most = self.sends.config.send_messages_per_request_max
+        if n <= most:
+            return None
+        return spb.SendMessageResponse(status=status(
+            Code.PAYLOAD_TOO_LARGE, f"{n} messages in one request, more than send_messages_per_request_max={most}"))
+
     async def send(self, request, context) -> "spb.SendMessageResponse":
         msgs = request.messages
         if not msgs:
             return spb.SendMessageResponse(status=status(Code.BAD_REQUEST, "no message in the request"))
+        too_many = self._too_many(len(msgs))
+        if too_many is not None:
+            return too_many
         v = await self.sends.send(messages_batch(msgs), caller_of(context))
         return self._answer(v, [m.system_properties.message_id for m in msgs], context)
 
@@ -251,6 +272,9 @@ class MessageSends:
                 topic, fields, keys, nbytes, born_ms, born_host, sys_flag = many
                 F = np.frombuffer(fields, np.uint32).reshape(-1, 10)
                 n = len(F)
+                too_many = self._too_many(n)
+                if too_many is not None:
+                    return too_many
                 born = (born_ms, born_host, sys_flag) if born_ms is not None or born_host or sys_flag else None
                 batch = SendBatch(n, Slices(raw, F, NORMAL_SUFFIX, born), lambda i: message_id(raw, F, i), nbytes,
                                   topic=topic, keys=keys)

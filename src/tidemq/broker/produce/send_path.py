@@ -60,7 +60,7 @@ from ..observe.outcomes import Outcomes
 from ..protection.flow import SendGate
 from ..puts import PutsClosed, StorePuts
 from ..topic_names import SCHEDULE_TOPIC, SYSTEM_TOPICS
-from ..wire import PROP_LITE_TOPIC, PROP_PRIORITY, fifo_queue
+from ..wire import PROP_LITE_TOPIC, PROP_PRIORITY, fifo_queue, priority_of
 from .batch import DUPLICATE as DUPLICATE_VERDICT
 from .batch import HELD, OPEN, REFUSED, STORED, Caller, Encoded, Messages, SendBatch, Slices, Verdicts
 from .dedup import key_at
@@ -410,9 +410,10 @@ class SendPath:
                 if problem is not None:
                     v.refuse(i, Code.ILLEGAL_LITE_TOPIC, problem)
             elif mtype == MessageType.PRIORITY:
-                prio = props.get(PROP_PRIORITY)
-                if prio is None or int(prio) < 0:
-                    v.refuse(i, Code.BAD_REQUEST, f"a PRIORITY message needs a priority >= 0 (got {prio})")
+                prio = priority_of(props)                   # (None: none, or no integer)
+                if prio is None or prio < 0:
+                    v.refuse(i, Code.BAD_REQUEST, f"a PRIORITY message needs a priority >= 0 "
+                                                  f"(got {props.get(PROP_PRIORITY)!r})")
                 elif self.on_priority is not None:
                     self.on_priority(batch.topic_of(i))
 
