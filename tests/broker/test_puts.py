@@ -131,9 +131,9 @@ def test_a_sync_replication_put_awaited_is_not_acknowledged_when_the_set_shrinks
     async def main():
         lost = asyncio.create_task(puts.run(s.put_batch, [Message("T", b"lost")]))
         await asyncio.sleep(0)
-        acks.exclude("f")                            # the record dropped it: 0 < in_sync_replicas_min
+        acks.update_isr(exclude=["f"])               # the record dropped it: 0 < in_sync_replicas_min
         lost_r = await asyncio.wait_for(lost, WAIT_S)
-        acks.include("f")
+        acks.update_isr(include=["f"])
         acks.lease = Lease(s.clock, 0.5, 60.0)
         acks.lease.renew(s.clock.monotonic_s())
         gone = asyncio.create_task(puts.run(s.put_batch, [Message("T", b"gone")]))

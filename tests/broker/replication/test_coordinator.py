@@ -4,6 +4,7 @@ ManualClock, every member stepped in turn. The members are stand-ins holding wha
 reads of a node (role, epoch, log end, acks, lease); the whole node runs over the same coordinator
 in tests/sim/. (The coordinator setting's parsing: test_hosts_and_chroot.)"""
 
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -12,6 +13,7 @@ from tidemq.broker.replication.acks import ReplicaAcks
 from tidemq.broker.replication.coordinator import GroupCoordinator, parse
 from tidemq.broker.replication.lease import Lease
 from tidemq.io import ManualClock
+from tidemq.store import PutReason
 from tidemq.testing.memory_coordinator import MemoryCoordinatorService
 
 SESSION_S = 1.5
@@ -190,7 +192,51 @@ def test_two_followers_joining_at_one_step_release_a_waiting_put_only_once_both_
     assert released == [None]
 
 
-def test_a_put_acknowledged_while_a_follower_joins_keeps_the_follower_out_until_it_has_the_put():
+class _Points:
+    """The waits' lock (an RLock, as ReplicaAcks makes it), calling ``at_point()`` at every moment another
+    thread could take it in between: before each outermost acquire and after each last release by
+    the stepping thread. A confirmation landed there is one the event loop's thread could land."""
+
+    def __init__(self, at_point) -> None:
+        self._l = threading.RLock()
+        self._depth = 0
+        self._at_point = at_point
+
+    def acquire(self, blocking=True, timeout=-1):
+        if self._depth == 0:
+            self._at_point()
+        got = self._l.acquire(blocking, timeout)
+        if got:
+            self._depth += 1
+        return got
+
+    __enter__ = acquire
+
+    def release(self) -> None:
+        self._depth -= 1
+        self._l.release()
+        if self._depth == 0:
+            self._at_point()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def _is_owned(self) -> bool:
+        return self._l._is_owned()
+
+    def _release_save(self):
+        self._depth, saved = 0, (self._depth, self._l._release_save())
+        return saved
+
+    def _acquire_restore(self, saved) -> None:
+        self._l._acquire_restore(saved[1])
+        self._depth = saved[0]
+
+
+def _join_with_a_confirmation_at(point: int) -> int:
+    """`late` joins (the step that finds it caught up) while a SYNC put waits for `first`, whose
+    confirmation lands at the ``point``-th moment of that step another thread could act in; the
+    number of such moments."""
     w = World({"m0": 0, "m1": 0, "m2": 0})
     w.start()
     w.run(1.0)
@@ -199,30 +245,74 @@ def test_a_put_acknowledged_while_a_follower_joins_keeps_the_follower_out_until_
     w.members[lead].store.replica.end = 100
     w.catch_up(lead, first)
     w.run(0.2)
+    assert w.isr_record() == [lead, first]
     acks = w.members[lead].acks
     w.members[lead].store.replica.end = 500         # a SYNC put appended up to 500, waiting for `first`
     released = []
     assert acks.when_confirmed(500, lambda: released.append(acks.wait(500, 0.0))) is not None
     late_conn = acks.connect(late, late + ":1", 100).conn       # has the watermark (100), not the put
-    caught_up = acks.caught_up
+    seen = [0]
 
-    def confirmed_meanwhile():
-        """The loop's confirmation lands between the coordinator's look and its include()."""
-        got = caught_up()
-        if got == [late] and not released:
+    def at_point():
+        seen[0] += 1
+        if seen[0] == point:
             acks.confirm(first, acks.followers[first].conn, 500)
-        return got
 
-    acks.caught_up = confirmed_meanwhile
+    acks._cv = threading.Condition(_Points(at_point))       # (the lock that moves the watermark)
     w.step()
-    assert released == [None], "acknowledged: the whole set of its time has it"
+    acks._cv = threading.Condition(threading.RLock())
     record = w.isr_record()
-    assert all(acks.followers[m].confirmed >= 500 for m in record[1:]), \
-        f"the record {record} names a member without an acknowledged put: electable without it"
-    assert late not in acks.isr
-    acks.confirm(late, late_conn, 500)
+    if released == [None]:
+        assert all(acks.followers[m].confirmed >= 500 for m in record[1:]), \
+            f"confirmation at moment {point}: the record {record} names a member without an acknowledged put"
+    else:
+        assert not released and record == [lead, first, late] and acks.isr == {first, late}, \
+            f"confirmation at moment {point}: {released}, {record}"
+    for m, c in ((first, acks.followers[first].conn), (late, late_conn)):
+        acks.confirm(m, c, 500)
     w.step()
-    assert w.isr_record() == [lead, first, late] and acks.isr == {first, late}
+    assert released == [None] and w.isr_record() == [lead, first, late] and acks.isr == {first, late}
+    return seen[0]
+
+
+def test_a_put_acknowledged_while_a_follower_joins_keeps_the_follower_out_until_it_has_the_put():
+    """The join looks for the high watermark and joins the waits under the lock that moves it: a
+    confirmation landed at any moment of the step (before it, before or after any look of it, after
+    it) leaves no recorded member without an acknowledged put."""
+    moments = _join_with_a_confirmation_at(0)
+    assert moments >= 4
+    for point in range(1, moments + 2):
+        _join_with_a_confirmation_at(point)
+
+
+def test_two_of_three_dropped_by_one_record_write_leave_the_waits_at_once():
+    """in_sync_replicas_min=2, the set {x, y, z}; x and y fall behind, y and z hold the waiting put:
+    the record drops both, and the put is judged on {z}: REPLICA_LOST (excluding x first would have
+    released it OK on {y, z})."""
+    w = World({"m0": 0, "m1": 0, "m2": 0, "m3": 0})
+    w.start()
+    w.run(1.0)
+    lead = w.leader()
+    x, y, z = sorted(set(w.members) - {lead})
+    acks = w.members[lead].acks
+    acks.min_in_sync = 2
+    w.catch_up(lead, x, y, z)
+    w.run(0.2)
+    assert w.isr_record() == [lead, x, y, z]
+    w.catch_up(lead, x, y, z)                       # all three caught up at this moment ...
+    w.members[lead].store.replica.end = 500         # ... then a SYNC put appended up to 500
+    released = []
+    assert acks.when_confirmed(500, lambda: released.append(acks.wait(500, 0.0))) is not None
+    w.catch_up(lead, y, z)
+    assert not released, "x is in the set and lacks it"
+    w.members[lead].store.replica.end = 600         # the leader goes on; only z keeps up
+    for _ in range(int((LAG_S + 0.3) / 0.05)):
+        w.catch_up(lead, z)
+        w.step()
+        if w.isr_record() != [lead, x, y, z]:
+            break
+    assert w.isr_record() == [lead, z] and acks.isr == {z}, "x and y dropped by one record write"
+    assert released == [PutReason.REPLICA_LOST]
 
 
 def test_only_a_member_of_the_recorded_set_is_elected_and_the_election_waits_for_one():

@@ -156,7 +156,7 @@ def test_a_send_while_the_set_is_short_waits_for_a_member_coming_back_not_refuse
         assert not node.in_sync_short() and node.acks.isr == {"g-1"}
         assert node.acks.refusal() is None
         node.acks.disconnect("g-1", conn)                        # gone again
-        node.acks.exclude("g-1")
+        node.acks.update_isr(exclude=["g-1"])
         await asyncio.wait_for(node.until_in_sync(600), 60)      # nobody coming: no wait, refused as before
         assert put(store).reason is PutReason.REPLICAS_NOT_ENOUGH
     with_sync_leader(tmp_path, check)

@@ -17,7 +17,11 @@ is removed *here* only after the record dropped it (so no ack goes on without a 
 still be elected), and added here *before* the record has it (so no ack skips a member that may
 be elected). A follower falls out (``laggards``) when it has not been caught up -- had, at some
 time, everything the leader had at that time -- for ``lag_time_ms`` (replica_lag_time_max_ms);
-one caught up within that time, with at least the high watermark, comes back (``caught_up``).
+one caught up within that time, with at least the high watermark, comes back (``caught_up``; it
+joins by ``include_if_caught_up``, which looks again and joins under the lock that moves the high
+watermark, so no put is acknowledged between the look and the join without it). A record write that
+drops several members drops them here as one step (``update_isr``): a waiting put is judged on the
+set before or after it, never on one half-changed.
 "Caught up at t": a frame the leader sent at ``t`` reached the leader's end then, and the
 follower confirmed it (``sent`` records each frame: what it carried up to, the leader's end).
 
@@ -201,26 +205,40 @@ class ReplicaAcks:
             self._cv.notify_all()
             self._release()
 
-    def include(self, member: str) -> None:
-        """Waits count ``member`` from now on (before the coordinator's record names it)."""
+    def include_if_caught_up(self, member: str) -> bool:
+        """``member`` joins the waits if it may (``caught_up``'s test) -- looked at and done under the lock
+        that moves the high watermark, so that no put is acknowledged between the look and the join
+        without it (every put acknowledged before has it: it has the watermark). Before the
+        coordinator's record names it. Whether it joined."""
+        now = self._now()
         with self._cv:
+            if not self._may_join(member, now, self._hw_now()):
+                return False
             self.isr = self.isr | {member}
             self.isr_changes += 1
             self._cv.notify_all()
             self._release()
+            return True
 
-    def exclude(self, member: str) -> None:
-        """Waits go on without ``member`` (after the coordinator's record dropped it)."""
+    def update_isr(self, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> None:
+        """The waits count the set changed as one step (``include`` in, then ``exclude`` out): a waiting
+        put is judged on the set before or after, never one half-changed. Include before the
+        coordinator's record names a member (unchecked: the record, or a test, says so), exclude after
+        the record dropped it."""
         with self._cv:
-            if member in self.isr:
-                self.isr = self.isr - {member}
+            old = self.isr
+            left = old & set(exclude)
+            self.isr = (old | set(include)) - set(exclude)
+            if self.isr != old:
                 self.isr_changes += 1
-                if member in self.followers:
-                    self.followers[member].left_isr += 1
+            for m in left:
+                if m in self.followers:
+                    self.followers[m].left_isr += 1
             self._advance_hw()
             self._cv.notify_all()
             self._release()
-        self.appended(0)                       # the senders say the new high watermark
+        if left:
+            self.appended(0)                   # the senders say the new high watermark
 
     def laggards(self) -> list[str]:
         """Followers of the set not caught up for ``lag_time_ms``: to drop from the record."""
@@ -230,13 +248,16 @@ class ReplicaAcks:
 
     def caught_up(self) -> list[str]:
         """Followers outside the set, connected and caught up within ``lag_time_ms`` (with the high
-        watermark, under SYNC): to add to the record."""
+        watermark, under SYNC): to add to the record (each by ``include_if_caught_up``, which looks again)."""
         now = self._now()
         with self._cv:
             hw = self._hw_now()
-            return sorted(m for m, f in self.followers.items()
-                          if m not in self.isr and f.connected and now - f.caught_up_at <= self.lag_time_s
-                          and (not self.sync or f.confirmed >= hw))
+            return sorted(m for m in self.followers if self._may_join(m, now, hw))
+
+    def _may_join(self, member: str, now: float, hw: int) -> bool:
+        f = self.followers.get(member)
+        return (f is not None and member not in self.isr and f.connected and now - f.caught_up_at <= self.lag_time_s
+                and (not self.sync or f.confirmed >= hw))
 
     def _advance_hw(self) -> None:
         if self.isr:

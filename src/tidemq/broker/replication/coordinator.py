@@ -327,22 +327,11 @@ class GroupCoordinator:
             self._reconcile(rec)
             self._isr = rec
         drop = set(acks.laggards())
-        add = set(acks.caught_up())
+        # each joins the waits only if it has the high watermark, looked at under the lock that
+        # moves it: every put acknowledged before the join has it, every one after waits for it
+        add = {m for m in acks.caught_up() if acks.include_if_caught_up(m)}
         if not drop and not add:
             return []
-        for m in sorted(add):
-            acks.include(m)                         # waited for before the record names it
-        if acks.sync:
-            # caught_up() said "has the high watermark" before include(): a put acknowledged in between
-            # (a confirmation on the loop) moved it past what m has. From include() on every put waits
-            # for m, so the watermark now covers every put acknowledged without it: m joins the record
-            # only if it has that (else the waits let it go again; it was never recorded)
-            hw = acks.hw
-            for m in sorted(m for m in add if getattr(acks.followers.get(m), "confirmed", -1) < hw):
-                add.discard(m)
-                acks.exclude(m)
-            if not drop and not add:
-                return []
         followers = (set(rec.members[1:]) - drop) | add
         if add and hasattr(node, "isr_grew"):
             node.isr_grew()                         # sends waiting for the set to grow (node.until_in_sync)
@@ -357,8 +346,8 @@ class GroupCoordinator:
             self._isr = None                        # someone else wrote it: read again at the next step
             return []
         self._isr = IsrRecord(node.epoch, members, rec.version + 1)
-        for m in sorted(drop):
-            acks.exclude(m)                         # the record dropped it: the waits go on without it
+        acks.update_isr(exclude=drop)               # the record dropped them: the waits go on without
+                                                    # them, all at once (never judged on a set half-changed)
         log.warning("broker group %s: in-sync set %s (%s)", node.group, list(members),
                     "; ".join(x for x in (f"{', '.join(sorted(drop))} fell behind" if drop else "",
                                           f"{', '.join(sorted(add))} caught up" if add else "") if x))
@@ -368,10 +357,7 @@ class GroupCoordinator:
         """The waits follow the record read (after a write whose outcome was unknown)."""
         acks = self.node.acks
         want = set(rec.members[1:])
-        for m in sorted(want - acks.isr):
-            acks.include(m)
-        for m in sorted(acks.isr - want):
-            acks.exclude(m)
+        acks.update_isr(include=want - acks.isr, exclude=acks.isr - want)
 
     # the election -------------------------------------------------------------------------------
     def _elect(self) -> list[Action]:

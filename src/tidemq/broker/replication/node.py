@@ -403,11 +403,12 @@ class ReplicationNode:
             if not self.leading:
                 continue
             for m in self.acks.caught_up():
-                self.acks.include(m)
-                self.isr_grew()
-                log.warning("broker group %s: %s is in sync", self.group, m)
-            for m in self.acks.laggards():
-                self.acks.exclude(m)
+                if self.acks.include_if_caught_up(m):       # (looked at again under the waits' lock)
+                    self.isr_grew()
+                    log.warning("broker group %s: %s is in sync", self.group, m)
+            lag = self.acks.laggards()
+            self.acks.update_isr(exclude=lag)               # all at once
+            for m in lag:
                 log.warning("broker group %s: %s fell behind (no confirmation of the leader's end within "
                             "replica_lag_time_max_ms=%d): out of the in-sync set", self.group, m,
                             self.config.replica_lag_time_max_ms)
