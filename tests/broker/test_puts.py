@@ -310,6 +310,33 @@ def test_sync_flush_a_send_not_durable_in_time_answers_flush_disk_timeout():
     assert r[0].status is PutStatus.FLUSH_DISK_TIMEOUT
 
 
+def test_sync_flush_a_send_whose_caller_went_while_it_awaits_the_fsync_leaves_no_waiter_behind():
+    """Its caller cancelled (a client's deadline): the records stay in the log, the wait is forgotten
+    at once (not held by the group commit until the next fsync releases it)."""
+    fio = GatedFileIO()
+    s = _store("SYNC_FLUSH", fio)
+    puts = StorePuts(s)
+
+    async def main():
+        fio.gate.clear()
+        appended = asyncio.Event()
+        task = asyncio.create_task(puts.run(s.put_batch, [Message("T", b"x")], on_appended=lambda r: appended.set()))
+        await asyncio.wait_for(appended.wait(), WAIT_S)      # appended, and awaiting its fsync
+        assert s.group_commit._waiters
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return s.group_commit._waiters
+
+    try:
+        left = asyncio.run(main())
+    finally:
+        fio.gate.set()
+        puts.close()
+        s.shutdown()
+    assert left == [], "the cancelled send's wait is still held by the group commit"
+
+
 @pytest.mark.parametrize("replicated", [False, True])
 def test_a_put_after_close_raises_puts_closed_not_a_runtime_error(replicated):
     """Whether it would have waited on a thread (SYNC replication) or on the loop (SYNC_FLUSH)."""

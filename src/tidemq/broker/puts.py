@@ -167,7 +167,7 @@ class StorePuts:
             await fut
         finally:
             timer.cancel()
-            if not fut.done() or fut.result() is _TIMED_OUT:
+            if not fut.done() or fut.cancelled() or fut.result() is _TIMED_OUT:     # (cancelled: result() raises)
                 store.forget_durable(handle)
 
     def now(self, put: Callable[..., T], *args) -> T:
