@@ -516,6 +516,73 @@ def test_a_gone_callers_put_leaves_the_unconfirmed_once_its_followers_confirm_it
         store.shutdown()
 
 
+@pytest.mark.parametrize("fsync", ["done", "failed"])
+def test_a_gone_callers_sync_flush_put_is_settled_by_its_fsync(fsync):
+    """SYNC_FLUSH: a put whose caller went while its fsync ran is settled by that fsync all the same:
+    done, its entry moves to the window (its resend answered as the earlier store, stored once);
+    failed (the record taken out of the log: never durable), its entry is forgotten and its resend is
+    a new message (stored again where the log takes writes). Either way nothing is left in
+    ``unconfirmed``."""
+    import asyncio
+
+    from tidemq.broker.service import MessagingService
+    from tidemq.config import BrokerConfig
+    from tidemq.protocol.stubs import spb
+    from tidemq.store import MessageStore
+
+    from tests.broker.test_puts import WAIT_S, GatedFileIO
+    from tests.support.store import memory_config
+
+    fio = GatedFileIO()
+    store = MessageStore(memory_config(flush_disk_type="SYNC_FLUSH", sync_flush_timeout_ms=60_000), fio).start()
+    store.create_topic("T", 1)
+    svc = MessagingService(store, BrokerConfig(send_hold_ms_max=0))
+    resends = svc.sends.resends
+    request = spb.SendMessageRequest.FromString(_request("T", b"the-one", "gone-3"))
+    settled = []
+
+    async def main():
+        done = asyncio.Event()
+        real = resends.settled_gone
+
+        def settled_gone(*args):
+            real(*args)
+            settled.append(dict(resends.unconfirmed))
+            done.set()
+        resends.settled_gone = settled_gone
+        fio.gate.clear()                           # the next commit-log fsync waits
+        fio.entered.clear()
+        first = asyncio.ensure_future(svc.SendMessage(request, _Context()))
+        for _ in range(1000):                      # its put appended, waiting for its fsync
+            if resends.unconfirmed:
+                break
+            await asyncio.sleep(0)
+        assert len(resends.unconfirmed) == 1 and not first.done()
+        assert await asyncio.to_thread(fio.entered.wait, WAIT_S)
+        first.cancel()                             # gRPC: the caller went
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        if fsync == "failed":
+            fio.fail("fsync", path_contains="commitlog")
+        fio.gate.set()
+        await asyncio.wait_for(done.wait(), WAIT_S)
+        if fsync == "failed":                      # never durable: its resend is a new message
+            key = resends.key("T", "gone-3")
+            assert resends.find(key, [0], lambda _i: "T", lambda _i: "gone-3") == {}
+            return None
+        return (await svc.SendMessage(request, _Context())).entries[0]
+
+    try:
+        again = asyncio.run(main())
+        assert settled == [{}], "settled: nothing left unconfirmed"
+        if fsync == "done":
+            assert (again.status.code, again.offset) == (Code.OK, 0), "answered as the earlier store"
+            assert store.max_offset("T", 0) == 1, "stored once"
+    finally:
+        svc.close()
+        store.shutdown()
+
+
 def _lane(svc, raw: bytes, context):
     """SendMessage as the server takes it: through the compiled lane (the request's bytes) when
     tidemq._accel is built, else through protobuf; the answer as a SendMessageResponse."""
