@@ -117,8 +117,13 @@ class StorePuts:
             if r.pending_end >= 0:
                 if on_appended is not None:
                     on_appended(r)
-                try:
-                    await self._settle(r, rep)
+                try:                      # (_settle's steps inline: no coroutine more per put)
+                    end = r.pending_end
+                    await self._durable(end)
+                    gc = store.group_commit
+                    if rep is not None and rep.sync and (gc is None or gc.outcome(end) is None):
+                        await self._confirmed(rep, end)      # on disk here: the followers now
+                    store.settle_put(r, rep)
                 except asyncio.CancelledError:
                     if on_gone is not None:
                         self._settle_gone(r, rep, on_gone)
@@ -127,7 +132,8 @@ class StorePuts:
         return put(*args)
 
     async def _settle(self, r, rep) -> None:
-        """An appended put's wait (its fsync, then its followers), then settled (settle_put)."""
+        """An appended put's wait (its fsync, then its followers), then settled (settle_put): ``run``'s
+        steps, for ``_settle_gone``."""
         store = self.store
         await self._durable(r.pending_end)
         gc = store.group_commit
