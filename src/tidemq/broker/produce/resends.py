@@ -11,7 +11,10 @@ Three sources, asked in this order for a batch of dedup keys (dedup.py: a hash o
   (MessageStore.confirm), and OK with the first offset once it can (then it moves to the window).
   When the store says the message can never be confirmed (a failed fsync covered it: what it
   covered is not durable, whatever a later fsync says), it is forgotten and its resend is stored
-  again, as a new message;
+  again, as a new message. A put whose caller went is still settled when what it waited for comes
+  (broker/puts.py ``on_gone``) and its entry asked the same way then (``settled_gone``), so entries
+  do not outlive their puts; an entry holds back only its own key (``surely_new``: the compiled
+  lane takes every other message);
 * the window of recent stores (dedup.DedupWindow): (queue offset, commit-log offset, transaction id)
   by a keyed hash of (topic, id). A match is confirmed by the message itself: the record at the
   entry's commit-log offset must be there, intact, with this topic (or, parked or a transaction's
