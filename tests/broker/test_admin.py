@@ -125,3 +125,29 @@ def test_counts_a_request_names_are_bounded_and_refused_with_a_typed_code(parts)
     assert admin.query({"topic": T, "key": "k", "max": api.QUERY_MAX})["ok"]
     assert admin.topic_status({"topic": "nope"})["code"] == "NOT_FOUND"
     assert admin.create_topic({"name": "x", "space_policy": "keep"})["code"] == "BAD_REQUEST"
+
+
+@pytest.mark.parametrize("digits", ["\u00b2", "1\u00b2", "\u0663", "\uff13"], ids=["superscript", "mixed",
+                                                                                    "arabic-indic", "fullwidth"])
+def test_numbers_given_as_text_are_ascii_digits_or_a_typed_refusal(parts, digits):
+    """CreateTopic's queues, ResetGroup's queue ids and Follow's port given as text: ASCII digits only.
+    str.isdigit took a superscript two, which int() then refused (a ValueError the handlers answered
+    BAD_REQUEST with Python's text); other scripts' digits, which int() reads, were taken (a Follow of
+    "host:<arabic-indic 80>" kept that text as the leader's address). Each is a typed BAD_REQUEST,
+    nothing made or moved."""
+    from types import SimpleNamespace
+
+    from tidemq.broker.admin import Admin, answer
+    store, _offsets, _pop, _tmp = parts
+    admin = Admin(store)
+
+    def refused(fn, req):
+        r = answer(fn, req)
+        assert r["ok"] is False and r["code"] == api.Refusal.BAD_REQUEST.value, r
+    refused(admin.create_topic, {"name": "Digits", "queues": digits})
+    assert store.queue_count("Digits") == 0, "nothing was made"
+    refused(admin.reset_group, {"group": "g", "topic": T, "offsets": {digits: 1}})
+    node = SimpleNamespace(coordinator=None, endpoint="127.0.0.1:1")     # refused before it is asked anything
+    admin_of_member = Admin(store, SimpleNamespace(replication=node))
+    refused(admin_of_member.follow, {"leader": "127.0.0.1:" + digits})
+    assert answer(admin.create_topic, {"name": "Digits", "queues": "3"})["queues"] == 3, "ASCII digits: taken"

@@ -62,6 +62,7 @@ class StorePuts:
         self.latency = None          # observe/latency.LatencyBuckets of the sends' puts, once the broker observes
         self.dispatch_delay_s = dispatch_delay_ms / 1000
         self._drain_due = False      # a drain_dispatch is scheduled (dispatch_later)
+        self._gone: set[asyncio.Task] = set()     # settling puts whose callers went (_settle_gone)
 
     def dispatch_later(self) -> None:
         """On the loop, after a put that left its dispatch for after its answer (``defer_dispatch``):
@@ -90,14 +91,18 @@ class StorePuts:
         always, now (kept for the callers that ask)."""
         return True
 
-    async def run(self, put: Callable[..., T], *args, on_appended: Callable[[T], None] | None = None) -> T:
+    async def run(self, put: Callable[..., T], *args, on_appended: Callable[[T], None] | None = None,
+                  on_gone: Callable[[T], None] | None = None) -> T:
         """``put(*args)`` (one of the store's put, put_batch, put_encoded, put_slices) on the loop;
         one that may wait: appended with ``wait=False``, then its fsync (SYNC_FLUSH) and its
         followers (SYNC replication) awaited, then settled. A put that may wait after ``close()``:
         PutsClosed. ``on_appended(result)``: called once the records are in the log, before the wait
         (the send path remembers them there for a resend that comes while it waits, or after its
         caller went -- a client's deadline, a forwarding member giving up, which cancel the wait
-        here and leave the records in the log: produce/resends.py)."""
+        here and leave the records in the log: produce/resends.py). ``on_gone(result)``: where the
+        caller went (cancelled while it waited), the put is still settled when what it waited for
+        comes (``_settle_gone``: its own task) and handed to ``on_gone`` (the send path moves what
+        the store confirmed to its dedup window, forgets what it refused for good)."""
         store = self.store
         if not self.leading:
             self._not_ours()
@@ -112,13 +117,44 @@ class StorePuts:
             if r.pending_end >= 0:
                 if on_appended is not None:
                     on_appended(r)
-                await self._durable(r.pending_end)
-                gc = store.group_commit
-                if rep is not None and rep.sync and (gc is None or gc.outcome(r.pending_end) is None):
-                    await self._confirmed(rep, r.pending_end)      # on disk here: the followers now
-                store.settle_put(r, rep)
+                try:                      # (_settle's steps inline: no coroutine more per put)
+                    end = r.pending_end
+                    await self._durable(end)
+                    gc = store.group_commit
+                    if rep is not None and rep.sync and (gc is None or gc.outcome(end) is None):
+                        await self._confirmed(rep, end)      # on disk here: the followers now
+                    store.settle_put(r, rep)
+                except asyncio.CancelledError:
+                    if on_gone is not None:
+                        self._settle_gone(r, rep, on_gone)
+                    raise
             return r
         return put(*args)
+
+    async def _settle(self, r, rep) -> None:
+        """An appended put's wait (its fsync, then its followers), then settled (settle_put): ``run``'s
+        steps, for ``_settle_gone``."""
+        store = self.store
+        await self._durable(r.pending_end)
+        gc = store.group_commit
+        if rep is not None and rep.sync and (gc is None or gc.outcome(r.pending_end) is None):
+            await self._confirmed(rep, r.pending_end)      # on disk here: the followers now
+        store.settle_put(r, rep)
+
+    def _settle_gone(self, r, rep, on_gone: Callable) -> None:
+        """A put whose caller went while it waited: waited for again (each wait bounded by its
+        timeout) and settled in a task of its own, then ``on_gone(r)``; nothing if the store or the
+        loop stops first (its entries stay until a resend asks the store: produce/resends.py)."""
+        async def settle() -> None:
+            try:
+                await self._settle(r, rep)
+                on_gone(r)
+            except Exception:  # noqa: BLE001 - the store stopping: its resend asks the store itself
+                pass
+            finally:
+                self._gone.discard(task)
+        task = asyncio.get_running_loop().create_task(settle())
+        self._gone.add(task)                      # (a reference: the loop keeps only a weak one)
 
     async def _confirmed(self, rep, end: int) -> None:
         """Until every follower of the in-sync set confirmed ``end`` (or the set shrank below the
@@ -183,10 +219,11 @@ class StorePuts:
         latency.observe(time.perf_counter() - began)
         return out
 
-    async def timed(self, put: Callable[..., T], *args, on_appended: Callable[[T], None] | None = None) -> T:
+    async def timed(self, put: Callable[..., T], *args, on_appended: Callable[[T], None] | None = None,
+                    on_gone: Callable[[T], None] | None = None) -> T:
         """``run``, its time observed in ``latency`` (the sends' put latency histogram)."""
         began = time.perf_counter()
-        out = await self.run(put, *args, on_appended=on_appended)
+        out = await self.run(put, *args, on_appended=on_appended, on_gone=on_gone)
         if self.latency is not None:
             self.latency.observe(time.perf_counter() - began)
         return out

@@ -253,8 +253,8 @@ def create_topic_request(req: dict) -> tuple[str, int | None, str | None]:
     ``message_type``: message_type_of.)"""
     if not isinstance(req, dict):
         raise ValueError("a request is a JSON object")
-    if isinstance(req.get("queues"), str) and req["queues"].isdigit() and len(req["queues"]) < 12:
-        req = {**req, "queues": int(req["queues"])}             # a count given as text
+    if isinstance(req.get("queues"), str):
+        req = {**req, "queues": _digits(req["queues"], 11)}      # a count given as text (None: refused below)
     policy = req.get("space_policy")
     if policy is not None and policy not in SPACE_POLICIES:
         raise ValueError(f"space_policy is one of {', '.join(SPACE_POLICIES)}")
@@ -308,6 +308,15 @@ def group_request(req: dict) -> str | None:
     if g is not None and (not isinstance(g, str) or not g or len(g) > 255):
         raise ValueError("group is a non-empty string of at most 255 characters")
     return g
+
+
+def _digits(text: str, most: int) -> int | None:
+    """``text`` as an int when it is 1 to ``most`` ASCII digits (a number a request gives as text),
+    else None. (str.isdigit takes a superscript two, which int() refuses; str.isdecimal other
+    scripts' digits, which int() reads but no address, and no client, means.)"""
+    if 0 < len(text) <= most and text.isascii() and text.isdecimal():
+        return int(text)
+    return None
 
 
 def _int(req: dict, name: str, lo: int = 0, hi: int = (1 << 63) - 1) -> int:
@@ -366,10 +375,10 @@ def reset_request(req: dict) -> tuple[str, str, str | int | dict, bool, bool]:
             raise ValueError("offsets is {queue id: offset}, at least one")
         to: str | int | dict = {}
         for q, o in offs.items():
-            if not (isinstance(q, str) and q.isdigit() and len(q) < 7) or isinstance(o, bool) \
-                    or not isinstance(o, int) or not 0 <= o < 1 << 62:
+            qid = _digits(q, 6) if isinstance(q, str) else None
+            if qid is None or isinstance(o, bool) or not isinstance(o, int) or not 0 <= o < 1 << 62:
                 raise ValueError(f"offsets: {q!r}={o!r}: a queue id and an offset >= 0")
-            to[int(q)] = o
+            to[qid] = o
     elif "timestamp_ms" in req:
         to = {"timestamp_ms": _int(req, "timestamp_ms", 0, 1 << 62)}
     else:
@@ -445,7 +454,7 @@ def follow_request(req: dict) -> str:
     """The leader (HOST:PORT) a Follow request names; ValueError when it is not one."""
     leader = _name(req, "leader") if isinstance(req, dict) else None
     host, _, port = (leader or "").rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not host or not 0 < (_digits(port, 5) or 0) < 65536:
         raise ValueError("leader is HOST:PORT")
     return leader
 

@@ -106,3 +106,17 @@ def test_a_waiting_batch_is_remembered_record_by_record_and_forgotten_once_confi
     r.remember(bytes(keys), [m.queue_offset for m in msgs], [m.commitlog_offset for m in msgs], [1] * n, {})
     assert r.unconfirmed == {}, "confirmed: the window answers them now"
     assert r.find(ks[9], [0], lambda i: "orders", lambda i: "m-9") == {0: (msgs[9].queue_offset, "")}
+
+
+def test_an_unconfirmed_entry_keeps_only_its_own_message_off_the_compiled_lane(stores):
+    """``surely_new`` (SendPath.send_one's precondition) declines the key of a message appended and not
+    confirmed (its resend must ask the store), and only that key: an entry that stays (a put answered
+    not confirmed in time, its caller gone) kept every other single send off the compiled lane too."""
+    store = stores(ManualClock(1_700_000_000_000))
+    r = Resends(store, BrokerConfig(send_dedup_after_restart_s=0))
+    first = put(store, "orders", "waiting-1")
+    waiting = r.key("orders", "waiting-1")
+    r.remember_unconfirmed(waiting, PutStatus.FLUSH_SLAVE_TIMEOUT, first.queue_offset, first.commitlog_offset,
+                           first.commitlog_offset + first.size)
+    assert not r.surely_new(waiting), "its resend asks the store"
+    assert r.surely_new(r.key("orders", "other-1")), "another message takes the lane"

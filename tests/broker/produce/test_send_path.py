@@ -446,6 +446,143 @@ def test_a_put_waiting_for_its_followers_is_remembered_for_its_resend(caller_wen
         store.shutdown()
 
 
+def test_a_gone_callers_put_leaves_the_unconfirmed_once_its_followers_confirm_it():
+    """A SYNC put whose caller went (gRPC cancelled the handler while it waited for its followers) is
+    still settled when its followers confirm it: its entry leaves ``unconfirmed`` for the window, with
+    no resend needed -- an entry left there kept every later single send off the compiled lane
+    (SendPath.send_one declined while any remained) until a resend or the 10k eviction. Its resend is
+    answered as the earlier store (from the window now) and never stored again; once the puts wait for
+    nothing, the next single send takes the compiled lane (protobuf's where tidemq._accel is not built)."""
+    import asyncio
+
+    from tidemq.broker.replication.acks import ReplicaAcks
+    from tidemq.broker.service import MessagingService
+    from tidemq.config import BrokerConfig
+    from tidemq.io import ManualClock
+    from tidemq.protocol.stubs import spb
+    from tidemq.store import MessageStore
+    from tidemq.testing.faulty_io import FaultyFileIO
+
+    from tests.support.store import memory_config
+
+    clock = ManualClock(1_700_000_000_000)
+    store = MessageStore(memory_config(), FaultyFileIO(), clock=clock).start()
+    store.lead(1)
+    store.create_topic("T", 1)
+    svc = MessagingService(store, BrokerConfig(send_hold_ms_max=0))
+    resends = svc.sends.resends
+    acks = ReplicaAcks(True, 1, 60_000, 60_000, lambda: store.replica.end, clock)
+    acks.set_isr({"f"})
+    conn = acks.connect("f", "", 0).conn
+    store.writer.replicas = acks
+    request = spb.SendMessageRequest.FromString(_request("T", b"the-one", "gone-2"))
+
+    async def main():
+        first = asyncio.ensure_future(svc.SendMessage(request, _Context()))
+        for _ in range(1000):                      # its put appended, waiting for the follower
+            if store.replica.end > 0:
+                break
+            await asyncio.sleep(0)
+        end = store.replica.end
+        assert end > 0 and not first.done()
+        assert len(resends.unconfirmed) == 1
+        first.cancel()                             # gRPC: the caller went
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        acks.confirm("f", conn, end)               # its follower has it now
+        for _ in range(1000):
+            if not resends.unconfirmed:
+                break
+            await asyncio.sleep(0)
+        assert resends.unconfirmed == {}, "confirmed: out of the unconfirmed, no resend needed"
+        again = (await svc.SendMessage(request, _Context())).entries[0]
+        return end, again
+
+    try:
+        end, again = asyncio.run(main())
+        assert (again.status.code, again.offset) == (Code.OK, 0), "its resend: answered as the earlier store"
+        assert store.replica.end == end, "stored once"
+        assert resends.window.find_keys(resends.key("T", "gone-2")), "the window answers it"
+        store.writer.replicas = None               # the puts wait for nothing now
+        taken = _taken(svc.sends)
+        got = _lane(svc, _request("T", b"next", "next-1"), _Context())
+        assert got.entries[0].status.code == Code.OK and got.entries[0].offset == 1
+        from tidemq.accel import ACCEL
+        if ACCEL is not None and hasattr(ACCEL, "send_one"):
+            assert taken == ["stored"], "the compiled lane took it"
+        assert resends.surely_new(resends.key("T", "next-2"))
+    finally:
+        svc.close()
+        store.shutdown()
+
+
+@pytest.mark.parametrize("fsync", ["done", "failed"])
+def test_a_gone_callers_sync_flush_put_is_settled_by_its_fsync(fsync):
+    """SYNC_FLUSH: a put whose caller went while its fsync ran is settled by that fsync all the same:
+    done, its entry moves to the window (its resend answered as the earlier store, stored once);
+    failed (the record taken out of the log: never durable), its entry is forgotten and its resend is
+    a new message (stored again where the log takes writes). Either way nothing is left in
+    ``unconfirmed``."""
+    import asyncio
+
+    from tidemq.broker.service import MessagingService
+    from tidemq.config import BrokerConfig
+    from tidemq.protocol.stubs import spb
+    from tidemq.store import MessageStore
+
+    from tests.broker.test_puts import WAIT_S, GatedFileIO
+    from tests.support.store import memory_config
+
+    fio = GatedFileIO()
+    store = MessageStore(memory_config(flush_disk_type="SYNC_FLUSH", sync_flush_timeout_ms=60_000), fio).start()
+    store.create_topic("T", 1)
+    svc = MessagingService(store, BrokerConfig(send_hold_ms_max=0))
+    resends = svc.sends.resends
+    request = spb.SendMessageRequest.FromString(_request("T", b"the-one", "gone-3"))
+    settled = []
+
+    async def main():
+        done = asyncio.Event()
+        real = resends.settled_gone
+
+        def settled_gone(*args):
+            real(*args)
+            settled.append(dict(resends.unconfirmed))
+            done.set()
+        resends.settled_gone = settled_gone
+        fio.gate.clear()                           # the next commit-log fsync waits
+        fio.entered.clear()
+        first = asyncio.ensure_future(svc.SendMessage(request, _Context()))
+        for _ in range(1000):                      # its put appended, waiting for its fsync
+            if resends.unconfirmed:
+                break
+            await asyncio.sleep(0)
+        assert len(resends.unconfirmed) == 1 and not first.done()
+        assert await asyncio.to_thread(fio.entered.wait, WAIT_S)
+        first.cancel()                             # gRPC: the caller went
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        if fsync == "failed":
+            fio.fail("fsync", path_contains="commitlog")
+        fio.gate.set()
+        await asyncio.wait_for(done.wait(), WAIT_S)
+        if fsync == "failed":                      # never durable: its resend is a new message
+            key = resends.key("T", "gone-3")
+            assert resends.find(key, [0], lambda _i: "T", lambda _i: "gone-3") == {}
+            return None
+        return (await svc.SendMessage(request, _Context())).entries[0]
+
+    try:
+        again = asyncio.run(main())
+        assert settled == [{}], "settled: nothing left unconfirmed"
+        if fsync == "done":
+            assert (again.status.code, again.offset) == (Code.OK, 0), "answered as the earlier store"
+            assert store.max_offset("T", 0) == 1, "stored once"
+    finally:
+        svc.close()
+        store.shutdown()
+
+
 def _lane(svc, raw: bytes, context):
     """SendMessage as the server takes it: through the compiled lane (the request's bytes) when
     tidemq._accel is built, else through protobuf; the answer as a SendMessageResponse."""

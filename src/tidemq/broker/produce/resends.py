@@ -11,7 +11,10 @@ Three sources, asked in this order for a batch of dedup keys (dedup.py: a hash o
   (MessageStore.confirm), and OK with the first offset once it can (then it moves to the window).
   When the store says the message can never be confirmed (a failed fsync covered it: what it
   covered is not durable, whatever a later fsync says), it is forgotten and its resend is stored
-  again, as a new message;
+  again, as a new message. A put whose caller went is still settled when what it waited for comes
+  (broker/puts.py ``on_gone``) and its entry asked the same way then (``settled_gone``), so entries
+  do not outlive their puts; an entry holds back only its own key (``surely_new``: the compiled
+  lane takes every other message);
 * the window of recent stores (dedup.DedupWindow): (queue offset, commit-log offset, transaction id)
   by a keyed hash of (topic, id). A match is confirmed by the message itself: the record at the
   entry's commit-log offset must be there, intact, with this topic (or, parked or a transaction's
@@ -120,8 +123,9 @@ class Resends:
         """Whether ``find`` would answer {} for one message of dedup key ``key`` with nothing to look
         up: the window does not hold the key, nothing appended waits for its confirmation and the
         index is no longer asked (SendPath.send_one's precondition). False: ask ``find``. No effect
-        but ``find``'s own: the index's time, once over, forgotten."""
-        if self.unconfirmed:
+        but ``find``'s own: the index's time, once over, forgotten. (``find`` asks the unconfirmed
+        only of the keys it holds: another message's entry there changes nothing for this one.)"""
+        if key in self.unconfirmed:
             return False
         if self._index_until_s:
             if self.store.clock.monotonic_s() < self._index_until_s:
@@ -225,6 +229,24 @@ class Resends:
                                    p.tolist())))
         while len(pending) > UNCONFIRMED_MAX:
             pending.pop(next(iter(pending)))
+
+    def settled_gone(self, keys, r, where: list[int] | None) -> None:
+        """A put remembered by ``remember_appended`` whose caller went while it waited, settled now
+        (broker/puts.py: its fsync, its followers came, or their time ran out): each of its entries
+        asked of the store as a resend would ask it (``_unconfirmed``): what the store confirms leaves
+        the unconfirmed for the window, what it can never confirm (a failed fsync) is forgotten, what
+        it may still confirm (a timeout, a follower lost) stays for its resend. Only this put's
+        entries (their commit-log offsets) are touched."""
+        pending = self.unconfirmed
+        if not pending:
+            return
+        every = split_keys(keys)
+        if where is not None:
+            every = [every[i] for i in where]
+        for key, size, phys in zip(every, r.size.tolist(), r.phys.tolist()):
+            e = pending.get(key)
+            if e is not None and size > 0 and e[3] == phys:
+                self._unconfirmed(key)
 
     def remember_unconfirmed(self, key: bytes, status: PutStatus, queue_offset: int, phys: int, end: int,
                              txn: str = "") -> None:

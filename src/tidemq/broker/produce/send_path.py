@@ -526,11 +526,15 @@ class SendPath:
                 put = (store.put_batch, [p.messages[i] for i in where], inline)
             # a put that waits for nothing runs now, with no coroutine in between (StorePuts.now); one
             # that waits is remembered as appended while it waits (a resend meanwhile, or after its
-            # caller went, is answered from the log, never stored twice: resends.remember_appended)
+            # caller went, is answered from the log, never stored twice: resends.remember_appended);
+            # one whose caller went is settled all the same, then moved to the window or forgotten
+            # (resends.settled_gone): an entry left there for good kept send_one off the lane
             if not may_wait:
                 r = puts.now(*put)
             else:
-                r = await puts.timed(*put, on_appended=lambda r: self.resends.remember_appended(keys, r, where))
+                resends = self.resends
+                r = await puts.timed(*put, on_appended=lambda r: resends.remember_appended(keys, r, where),
+                                     on_gone=lambda r: resends.settled_gone(keys, r, where))
         except PutsClosed as e:         # a change of role closed this service's puts: nothing was put
             for i in v.open():
                 v.refuse(i, Code.INTERNAL_SERVER_ERROR, str(e))
