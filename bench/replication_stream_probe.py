@@ -20,7 +20,8 @@ CHANNEL_OPTIONS instead of the probe's message limits), ``--optimization-target 
 ``--asyncio`` (asyncio's loop in both processes, not uvloop), ``--gil-threads N`` (N threads in the
 server doing pure-Python work 1 ms of every 2, as put threads hold the GIL), ``--rate F`` (the server
 writes at most F frames a second, idle in between, as the leader writes when appends come, not back to
-back), ``--yield-frames`` (the handler yields its frames instead of ``context.write``), ``--ack-bytes``.
+back), ``--yield-frames`` (the handler yields its frames instead of ``context.write``), ``--ack-bytes``,
+``--tls`` (every port and channel over TLS, a self-signed certificate made with openssl for the run).
 Every run prints the CPU of both processes per frame (us; /proc's schedstat, so ns-exact) over the
 measured seconds (after a warm-up of 20 frames or 0.2 s); ``PROBE_THREADS=1`` adds the server's
 threads' share and its context switches per frame. With ``--producer`` the server's CPU is the frames'
@@ -47,8 +48,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -63,6 +66,29 @@ BROKER_SERVER_OPTIONS = [("grpc.max_receive_message_length", (4 << 20) + (512 <<
 BROKER_CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 64 << 20),
                           ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000)]
 SERVER_OPTIONS = CHANNEL_OPTIONS = PROBE_OPTIONS      # set by main() in each process
+TLS: tuple[bytes, bytes] | None = None                # (certificate, key) with --tls: set by main()
+
+
+def make_tls(directory: str) -> tuple[bytes, bytes]:
+    """A self-signed certificate for 127.0.0.1 (openssl), and its key."""
+    cert, key = os.path.join(directory, "probe.crt"), os.path.join(directory, "probe.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
+                   check=True, capture_output=True)
+    with open(cert, "rb") as c, open(key, "rb") as k:
+        return c.read(), k.read()
+
+
+def _port(server: grpc.aio.Server) -> int:
+    if TLS is None:
+        return server.add_insecure_port("127.0.0.1:0")
+    return server.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials([(TLS[1], TLS[0])]))
+
+
+def _aio_channel(port: int) -> grpc.aio.Channel:
+    if TLS is None:
+        return grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=CHANNEL_OPTIONS)
+    return grpc.aio.secure_channel(f"127.0.0.1:{port}", grpc.ssl_channel_credentials(TLS[0]), options=CHANNEL_OPTIONS)
 SERVICE = "probe.Stream"
 
 
@@ -184,7 +210,7 @@ async def serve(frame_bytes: int, loop_busy_ms: float, request_work_ms: float, o
             handlers = dict(handlers, Frames=yielded)
         server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, {
             name: grpc.stream_stream_rpc_method_handler(h) for name, h in handlers.items()})])
-        return server, server.add_insecure_port("127.0.0.1:0")
+        return server, _port(server)
 
     if loop_busy_ms:
         asyncio.ensure_future(busy())
@@ -215,7 +241,7 @@ async def serve(frame_bytes: int, loop_busy_ms: float, request_work_ms: float, o
 
 async def follow(port: int, lanes: int, seconds: float, server_pid: int, ack: bytes) -> tuple[float, float, float]:
     """Frames a second, and the server's and this process's CPU per frame (us)."""
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=CHANNEL_OPTIONS) as ch:
+    async with _aio_channel(port) as ch:
         calls = [ch.stream_stream(f"/{SERVICE}/Frames")() for _ in range(lanes)]
         for i, c in enumerate(calls[1:], 1):
             await c.write(bytes([lanes, i]))
@@ -246,7 +272,8 @@ async def follow(port: int, lanes: int, seconds: float, server_pid: int, ack: by
 
 
 def produce(port: int, seconds: float) -> float:
-    ch = grpc.insecure_channel(f"127.0.0.1:{port}", options=PROBE_OPTIONS)
+    ch = (grpc.insecure_channel(f"127.0.0.1:{port}", options=PROBE_OPTIONS) if TLS is None else
+          grpc.secure_channel(f"127.0.0.1:{port}", grpc.ssl_channel_credentials(TLS[0]), options=PROBE_OPTIONS))
     room = threading.Semaphore(4)
     body = os.urandom(256 << 10)
     stop = time.perf_counter() + seconds
@@ -265,7 +292,7 @@ def produce(port: int, seconds: float) -> float:
 
 
 def main() -> None:
-    global SERVER_OPTIONS, CHANNEL_OPTIONS
+    global SERVER_OPTIONS, CHANNEL_OPTIONS, TLS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lanes", type=int, default=1)
     ap.add_argument("--frame-bytes", type=int, default=450 << 10)
@@ -284,9 +311,12 @@ def main() -> None:
     ap.add_argument("--yield-frames", action="store_true", help="the handler yields frames (one lane)")
     ap.add_argument("--server-option", action="append", default=[], metavar="K=V", help="a server option (int)")
     ap.add_argument("--channel-option", action="append", default=[], metavar="K=V", help="a channel option (int)")
+    ap.add_argument("--tls", action="store_true", help="TLS on the ports and channels (a self-signed certificate)")
+    ap.add_argument("--tls-dir", help=argparse.SUPPRESS)
     ap.add_argument("--role", choices=("server", "producer"), help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
     a, _ = ap.parse_known_args()
+    flags = " ".join(sys.argv[1:]) or "bare"
     if a.broker_options:
         SERVER_OPTIONS, CHANNEL_OPTIONS = BROKER_SERVER_OPTIONS, BROKER_CHANNEL_OPTIONS
     if a.optimization_target:
@@ -294,6 +324,13 @@ def main() -> None:
         CHANNEL_OPTIONS = CHANNEL_OPTIONS + [("grpc.optimization_target", a.optimization_target)]
     SERVER_OPTIONS = SERVER_OPTIONS + [(k, int(v)) for k, v in (o.split("=") for o in a.server_option)]
     CHANNEL_OPTIONS = CHANNEL_OPTIONS + [(k, int(v)) for k, v in (o.split("=") for o in a.channel_option)]
+    if a.tls:
+        if a.tls_dir is None:
+            a.tls_dir = tempfile.mkdtemp(prefix="probe-tls-")
+            sys.argv += ["--tls-dir", a.tls_dir]
+            make_tls(a.tls_dir)
+        with open(os.path.join(a.tls_dir, "probe.crt"), "rb") as c, open(os.path.join(a.tls_dir, "probe.key"), "rb") as k:
+            TLS = (c.read(), k.read())
     run = asyncio.run if a.asyncio else uvloop.run
     if a.role == "server":
         sys.setswitchinterval(a.switch_interval_us / 1e6)
@@ -310,11 +347,11 @@ def main() -> None:
     try:
         port, frames_port = map(int, server.stdout.readline().split())
         if a.producer:
-            producer = subprocess.Popen(me + ["--role", "producer", "--port", str(port), "--seconds",
-                                              str(a.seconds + 1)], stdout=subprocess.PIPE, text=True)
+            producer = subprocess.Popen(me + ["--role", "producer", "--port", str(port), "--seconds", str(a.seconds + 1)]
+                                        + (["--tls", "--tls-dir", a.tls_dir] if a.tls else []),
+                                        stdout=subprocess.PIPE, text=True)
             time.sleep(0.5)
         rate, server_us, client_us = run(follow(frames_port, a.lanes, a.seconds, server.pid, b"a" * a.ack_bytes))
-        flags = " ".join(sys.argv[1:]) or "bare"
         line = (f"[{flags}] frames of {a.frame_bytes} bytes: {rate:,.0f} frames/s, CPU per frame: server "
                 f"{server_us:.0f} us, client {client_us:.0f} us")
         if producer is not None:
@@ -325,6 +362,8 @@ def main() -> None:
             if p is not None:
                 p.kill()
                 p.wait()
+        if a.tls:
+            shutil.rmtree(a.tls_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
