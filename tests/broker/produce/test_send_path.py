@@ -9,6 +9,8 @@ from tidemq.protocol.stubs import Code
 from tidemq.broker.produce.send_path import put_code
 from tidemq.store import PutReason, PutResult, PutStatus
 
+from tests.support.grpc_context import SendContext
+
 CODE_OF = {
     PutReason.FLUSH_TIMEOUT: Code.MASTER_PERSISTENCE_TIMEOUT,
     PutReason.DISK_FULL: Code.TOO_MANY_REQUESTS,
@@ -111,23 +113,7 @@ def _pair(tmp_path, **store_overrides):
     return out
 
 
-class _Context:
-    """What the send handlers ask of a grpc.aio context; the trailer kept."""
-
-    def __init__(self):
-        self.trailer = ()
-
-    def peer(self):
-        return "ipv4:127.0.0.1:1"
-
-    def invocation_metadata(self):
-        return (("x-mq-client-id", "c1"),)
-
-    def time_remaining(self):
-        return 10.0
-
-    def set_trailing_metadata(self, md):
-        self.trailer = tuple(md)
+_Context = SendContext           # (tests/support/grpc_context.py)
 
 
 def _request(topic, body, mid):
@@ -380,16 +366,10 @@ def test_a_resend_reaching_a_promoted_followers_old_service_is_never_stored_twic
         leader.shutdown()
 
 
-@pytest.mark.parametrize("caller_went", [True, False], ids=["caller-went", "caller-waits"])
-def test_a_put_waiting_for_its_followers_is_remembered_for_its_resend(caller_went):
-    """A SYNC put waits for its followers; its caller may go meanwhile: the client's deadline, or the
-    member that forwarded it through its leader port giving up (leader_port_forward_timeout_ms, a change
-    of role: replication/forward.py); gRPC cancels the handler then. Gone or still waiting, the message
-    is in the log: its resend (same id) is answered from there -- not confirmed yet while the followers
-    have not got it, then as the earlier store -- and never stored a second time, even where nothing
-    else would find it (a service built on an empty store looks nothing up in the index)."""
-    import asyncio
-
+def _sync_leader_service(mid: str):
+    """A leading store on a FaultyFileIO and ManualClock whose puts wait for one SYNC follower "f"
+    (connected, in the set, confirming nothing until told: ``acks.confirm("f", conn, end)``), its
+    MessagingService, and a SendMessage request of one message of id ``mid`` to topic T."""
     from tidemq.broker.replication.acks import ReplicaAcks
     from tidemq.broker.service import MessagingService
     from tidemq.config import BrokerConfig
@@ -409,7 +389,20 @@ def test_a_put_waiting_for_its_followers_is_remembered_for_its_resend(caller_wen
     acks.set_isr({"f"})
     conn = acks.connect("f", "", 0).conn
     store.writer.replicas = acks
-    request = spb.SendMessageRequest.FromString(_request("T", b"the-one", "gone-1"))
+    return store, svc, acks, conn, spb.SendMessageRequest.FromString(_request("T", b"the-one", mid))
+
+
+@pytest.mark.parametrize("caller_went", [True, False], ids=["caller-went", "caller-waits"])
+def test_a_put_waiting_for_its_followers_is_remembered_for_its_resend(caller_went):
+    """A SYNC put waits for its followers; its caller may go meanwhile: the client's deadline, or the
+    member that forwarded it through its leader port giving up (leader_port_forward_timeout_ms, a change
+    of role: replication/forward.py); gRPC cancels the handler then. Gone or still waiting, the message
+    is in the log: its resend (same id) is answered from there -- not confirmed yet while the followers
+    have not got it, then as the earlier store -- and never stored a second time, even where nothing
+    else would find it (a service built on an empty store looks nothing up in the index)."""
+    import asyncio
+
+    store, svc, acks, conn, request = _sync_leader_service("gone-1")
 
     async def main():
         first = asyncio.ensure_future(svc.SendMessage(request, _Context()))
@@ -455,27 +448,8 @@ def test_a_gone_callers_put_leaves_the_unconfirmed_once_its_followers_confirm_it
     nothing, the next single send takes the compiled lane (protobuf's where tidemq._accel is not built)."""
     import asyncio
 
-    from tidemq.broker.replication.acks import ReplicaAcks
-    from tidemq.broker.service import MessagingService
-    from tidemq.config import BrokerConfig
-    from tidemq.io import ManualClock
-    from tidemq.protocol.stubs import spb
-    from tidemq.store import MessageStore
-    from tidemq.testing.faulty_io import FaultyFileIO
-
-    from tests.support.store import memory_config
-
-    clock = ManualClock(1_700_000_000_000)
-    store = MessageStore(memory_config(), FaultyFileIO(), clock=clock).start()
-    store.lead(1)
-    store.create_topic("T", 1)
-    svc = MessagingService(store, BrokerConfig(send_hold_ms_max=0))
+    store, svc, acks, conn, request = _sync_leader_service("gone-2")
     resends = svc.sends.resends
-    acks = ReplicaAcks(True, 1, 60_000, 60_000, lambda: store.replica.end, clock)
-    acks.set_isr({"f"})
-    conn = acks.connect("f", "", 0).conn
-    store.writer.replicas = acks
-    request = spb.SendMessageRequest.FromString(_request("T", b"the-one", "gone-2"))
 
     async def main():
         first = asyncio.ensure_future(svc.SendMessage(request, _Context()))

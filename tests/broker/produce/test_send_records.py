@@ -13,16 +13,8 @@ from tidemq.protocol.send_frame import decode_response, encode_request
 from tidemq.protocol.stubs import Code
 from tidemq.record.codec import RECORD_CRC_NAME
 
+from tests.support.grpc_context import SendContext as _Context
 
-class _Context:
-    def peer(self):
-        return "ipv4:127.0.0.1:1"
-
-    def invocation_metadata(self):
-        return (("x-mq-client-id", "c1"),)
-
-    def time_remaining(self):
-        return 10.0
 
 
 def _lanes():
