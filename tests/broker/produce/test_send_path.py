@@ -208,6 +208,20 @@ def _taken(sends) -> list[str]:
     return taken
 
 
+def _assert_stored_alike(one, other, topics, count: int) -> None:
+    """Twin (store, service) pairs fed the same sends on the two lanes: the same messages in every
+    queue of ``topics`` ((name, queues)...; the first ``count`` of each) and the same outcome counts."""
+    (sa, a), (sb, b) = one, other
+    for s in (sa, sb):
+        s.drain_dispatch()
+    for topic, queues in topics:
+        for q in range(queues):
+            got = [[(m.queue_offset, m.body, m.properties.get("UNIQ_KEY")) for m in
+                    s.get("G", topic, q, 0, max_count=count).messages] for s in (sa, sb)]
+            assert got[0] == got[1]
+    assert a.sends.outcomes.snapshot() == b.sends.outcomes.snapshot()
+
+
 @pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
 def test_send_one_answers_as_send_does_where_it_declines_or_not(tmp_path, flush):
     """SendPath.send_one's conditions, each on twin stores (the compiled lane on one, protobuf's on the
@@ -252,14 +266,7 @@ def test_send_one_answers_as_send_does_where_it_declines_or_not(tmp_path, flush)
             assert set(taken) == {"declined"}
         else:
             assert taken.count("stored") == 4 and "declined" in taken, taken
-        for s in (sa, sb):
-            s.drain_dispatch()
-        for topic, queues in (("T", 2), ("M", 1), ("L", 1)):
-            for q in range(queues):
-                got = [[(m.queue_offset, m.body, m.properties.get("UNIQ_KEY")) for m in
-                        s.get("G", topic, q, 0, max_count=32).messages] for s in (sa, sb)]
-                assert got[0] == got[1]
-        assert a.sends.outcomes.snapshot() == b.sends.outcomes.snapshot()
+        _assert_stored_alike((sa, a), (sb, b), (("T", 2), ("M", 1), ("L", 1)), 32)
     finally:
         for s, svc in ((sa, a), (sb, b)):
             svc.close()
@@ -702,14 +709,7 @@ def test_both_lanes_answer_requests_at_their_bounds_alike(tmp_path):
         assert codes[14:16] == [[Code.UNSUPPORTED]] * 2
         assert codes[-2] == [Code.OK, Code.MESSAGE_PROPERTIES_TOO_LARGE, Code.OK]
         assert all(c in vars(Code).values() for cs in codes for c in cs)
-        for s in (sa, sb):
-            s.drain_dispatch()
-        for topic, queues in (("T", 2), ("t" * 127, 1)):
-            for q in range(queues):
-                got = [[(m.queue_offset, m.body, m.properties.get("UNIQ_KEY")) for m in
-                        s.get("G", topic, q, 0, max_count=64).messages] for s in (sa, sb)]
-                assert got[0] == got[1]
-        assert a.sends.outcomes.snapshot() == b.sends.outcomes.snapshot()
+        _assert_stored_alike((sa, a), (sb, b), (("T", 2), ("t" * 127, 1)), 64)
     finally:
         for s, svc in ((sa, a), (sb, b)):
             svc.close()
