@@ -57,8 +57,9 @@ class StoreConfig(Loadable):
                                         0.0, 24 * 365 * 10)
     delete_file_batch_max: int = _f(10, "segments deleted per cleanup round at most", 1, 10_000)
     delete_commit_log_files_interval_ms: int = _f(100, "pause between two segment deletions", 0, 60_000)
-    destroy_mapped_file_interval_forcibly_ms: int = _f(120_000, "a segment held by a reader is deleted anyway after this",
-                                                        0, 3_600_000)
+    destroy_mapped_file_interval_forcibly_ms: int = _f(120_000, "a deleted segment a reader still holds (its name "
+                                                                "goes at once) is unmapped anyway after this, "
+                                                                "its space freed", 0, 3_600_000)
     manual_delete_rounds: int = _f(20, "rounds a manual 'delete expired commit log' forces", 1, 1_000)
 
     archive_before_delete: bool = _f(False, "delete only commit-log segments `tidemq archive` has copied out "
