@@ -407,7 +407,8 @@ class ReplicationNode:
                     self.isr_grew()
                     log.warning("broker group %s: %s is in sync", self.group, m)
             lag = self.acks.laggards()
-            self.acks.update_isr(exclude=lag)               # all at once
+            if lag:
+                self.acks.update_isr(exclude=lag)           # all at once
             for m in lag:
                 log.warning("broker group %s: %s fell behind (no confirmation of the leader's end within "
                             "replica_lag_time_max_ms=%d): out of the in-sync set", self.group, m,
