@@ -136,7 +136,6 @@ def serve_tidemq_no_handler() -> None:
     """``tidemq serve`` (the arguments after ``--tidemq-no-handler``) with MessageSends.send_bytes
     answering a constant OK: the broker without its SendMessage handler's work."""
     from tidemq.broker.produce import send_message
-    from tidemq.cli.main import cli
     from tidemq.protocol.stubs import Code
 
     ok = send_message.answer_one(Code.OK, "", "0" * 32, 1)
@@ -144,7 +143,22 @@ def serve_tidemq_no_handler() -> None:
     async def send_bytes(self, raw, context):
         return ok
     send_message.MessageSends.send_bytes = send_bytes
-    i = sys.argv.index("--tidemq-no-handler")
+    _serve_after("--tidemq-no-handler")
+
+
+def _serve_after(flag: str, out_env: str | None = None, data=None) -> None:
+    """``tidemq serve`` with the arguments after ``flag``; with ``out_env``: ``data`` written as JSON to
+    the file that variable names when the process exits."""
+    import atexit
+
+    from tidemq.cli.main import cli
+
+    if out_env is not None:
+        def dump() -> None:
+            with open(os.environ[out_env], "w") as fh:
+                json.dump(data, fh)
+        atexit.register(dump)
+    i = sys.argv.index(flag)
     cli(sys.argv[i + 1:], prog_name="tidemq", auto_envvar_prefix="TIDEMQ")
 
 
@@ -154,10 +168,8 @@ def serve_tidemq_turns() -> None:
     ``call_soon``: it runs once the turn's ready callbacks have); the histogram written to
     $BENCH_TURNS_OUT at exit."""
     import asyncio
-    import atexit
 
     from tidemq.broker.produce.send_path import SendPath
-    from tidemq.cli.main import cli
 
     hist: dict[int, int] = {}
     turn = [0]
@@ -174,25 +186,17 @@ def serve_tidemq_turns() -> None:
         turn[0] += 1
         return real(self, *args)
     SendPath.send_one = send_one
-
-    def dump() -> None:
-        with open(os.environ[TURNS_OUT], "w") as fh:
-            json.dump(hist, fh)
-    atexit.register(dump)
-    i = sys.argv.index("--tidemq-turns")
-    cli(sys.argv[i + 1:], prog_name="tidemq", auto_envvar_prefix="TIDEMQ")
+    _serve_after("--tidemq-turns", TURNS_OUT, hist)
 
 
 def serve_tidemq_timed() -> None:
     """``tidemq serve`` (the arguments after ``--tidemq-timed``) with the handler's parts timed (the
     module's doc: ``--timed``); {timer: ns, "calls": n} written to $BENCH_TIMED_OUT at exit."""
-    import atexit
     import gc
 
     from tidemq.broker.produce.send_message import MessageSends
     from tidemq.broker.produce.send_path import SendPath
     from tidemq.broker.puts import StorePuts
-    from tidemq.cli.main import cli
 
     clock = time.thread_time_ns
     ns = dict.fromkeys(TIMERS, 0)
@@ -228,13 +232,7 @@ def serve_tidemq_timed() -> None:
         else:
             ns["gc"] += clock() - began[0]
     gc.callbacks.append(on_gc)
-
-    def dump() -> None:
-        with open(os.environ[TIMED_OUT], "w") as fh:
-            json.dump(ns, fh)
-    atexit.register(dump)
-    i = sys.argv.index("--tidemq-timed")
-    cli(sys.argv[i + 1:], prog_name="tidemq", auto_envvar_prefix="TIDEMQ")
+    _serve_after("--tidemq-timed", TIMED_OUT, ns)
 
 
 # The client process ----------------------------------------------------------------------------
