@@ -399,6 +399,21 @@ def _sync_leader_service(mid: str):
     return store, svc, acks, conn, spb.SendMessageRequest.FromString(_request("T", b"the-one", mid))
 
 
+async def _first_send_waiting(store, svc, request):
+    """``request`` sent to ``svc`` as a task, on until its put is appended and waits for the follower:
+    (the task, the log's end after it)."""
+    import asyncio
+
+    first = asyncio.ensure_future(svc.SendMessage(request, _Context()))
+    for _ in range(1000):
+        if store.replica.end > 0:
+            break
+        await asyncio.sleep(0)
+    end = store.replica.end
+    assert end > 0 and not first.done()
+    return first, end
+
+
 @pytest.mark.parametrize("caller_went", [True, False], ids=["caller-went", "caller-waits"])
 def test_a_put_waiting_for_its_followers_is_remembered_for_its_resend(caller_went):
     """A SYNC put waits for its followers; its caller may go meanwhile: the client's deadline, or the
@@ -412,13 +427,7 @@ def test_a_put_waiting_for_its_followers_is_remembered_for_its_resend(caller_wen
     store, svc, acks, conn, request = _sync_leader_service("gone-1")
 
     async def main():
-        first = asyncio.ensure_future(svc.SendMessage(request, _Context()))
-        for _ in range(1000):                      # its put appended, waiting for the follower
-            if store.replica.end > 0:
-                break
-            await asyncio.sleep(0)
-        end = store.replica.end
-        assert end > 0 and not first.done()
+        first, end = await _first_send_waiting(store, svc, request)
         if caller_went:
             first.cancel()                         # gRPC: the caller went
             with pytest.raises(asyncio.CancelledError):
@@ -459,13 +468,7 @@ def test_a_gone_callers_put_leaves_the_unconfirmed_once_its_followers_confirm_it
     resends = svc.sends.resends
 
     async def main():
-        first = asyncio.ensure_future(svc.SendMessage(request, _Context()))
-        for _ in range(1000):                      # its put appended, waiting for the follower
-            if store.replica.end > 0:
-                break
-            await asyncio.sleep(0)
-        end = store.replica.end
-        assert end > 0 and not first.done()
+        first, end = await _first_send_waiting(store, svc, request)
         assert len(resends.unconfirmed) == 1
         first.cancel()                             # gRPC: the caller went
         with pytest.raises(asyncio.CancelledError):
