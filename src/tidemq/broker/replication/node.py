@@ -11,6 +11,10 @@ coordinator.py, whose ``Action``s :meth:`apply` makes):
   builds a leader's services (a broker: its MessagingService from the state files the follower
   kept copying, whose dedup window looks up message ids in the index for
   ``send_dedup_after_restart_s``, and its background tasks).
+  Until that service is in place (``promotion``) the member says "leader (starting)" and every call
+  that reaches its services waits for it (``until_promoted``, proxy.py), for what is left of the
+  client's deadline, then UNAVAILABLE (retried): none is answered by the follower's service it
+  replaces (which would refuse a topic the leader creates, and put nothing: PutsClosed).
 * ``follow(endpoint)``: the store refuses puts (NOT_LEADER, naming the leader), the host serves
   reads as a follower, and the copy starts (follower.py: it first cuts what diverged).
 * ``fence(why)``: a leader whose coordinator session is suspended refuses every write at once and
@@ -116,6 +120,11 @@ class ReplicationNode:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._isr_grew: asyncio.Event | None = None   # set (and replaced) when a follower joins the waits
         self._view_ask: asyncio.Future | None = None  # a static follower's Epochs call for routes (shared)
+        # set (and dropped) once lead() has installed the leading service: between the store taking puts
+        # and the leader's service in place, calls wait for it (``until_promoted``: proxy.py) instead of
+        # being answered by the follower's service (TOPIC_NOT_FOUND for a topic the leader would create)
+        self.promotion: asyncio.Event | None = None
+        self.promotion_waits = 0              # calls that came in that window and waited for the leader's service
 
     def _changed(self) -> None:
         """Calls forwarded to a leader this member no longer follows end now (forward.py)."""
@@ -152,9 +161,24 @@ class ReplicationNode:
 
     @property
     def role(self) -> str:
+        """"leader" once this member leads with its leader's service in place ("leader (starting)"
+        before: elected, its service being built), "leader (fenced)", or "follower"."""
         if self.leading:
-            return "leader (fenced)" if self.fenced else "leader"
+            return "leader (fenced)" if self.fenced else "leader (starting)" if self.promotion is not None else "leader"
         return "follower"
+
+    async def until_promoted(self, timeout_s: float) -> bool:
+        """Wait, at most ``timeout_s``, while a promotion is under way (``promotion``: the store may
+        take puts, the leader's service is not in place yet); True: none is (any more)."""
+        ev = self.promotion
+        if ev is None:
+            return True
+        self.promotion_waits += 1
+        try:
+            await asyncio.wait_for(ev.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            return False
+        return True
 
     def read_limit(self) -> int | None:
         """The log offset consumers may be served up to (SYNC: the high watermark), None: no limit."""
@@ -278,43 +302,53 @@ class ReplicationNode:
     # role changes -------------------------------------------------------------------------------
     async def lead(self, epoch: int, isr=(), lease_from: float | None = None) -> None:
         async with self._lock:
-            if self.client is not None:
-                await self.client.stop()
-                self.client = None
-            if self.leading:
-                # a new epoch of this leader (its log failed and was cut, or it was elected again): no
-                # stream, Epochs answer or put in between names it the leader of an epoch whose start
-                # is not recorded yet (a follower asking then would find nothing diverged): its streams
-                # end and it is no leader until the epoch is recorded and the store leads in it
-                self.leading, self.leader_endpoint = False, ""     # (nobody to forward to meanwhile)
-                self._changed()
-            isr = tuple(isr)
-            self.acks.forget()
-            self.acks.set_isr(isr, hw=min(self.hw_known, self.store.replica.end))
-            if self.lease is not None and lease_from is not None:
-                self.lease.renew(lease_from)
-            self.store.writer.replicas = self.acks
-            cut = self._sealed_since_epoch()
-            if cut is not None and epoch > self.store.epochs.last_epoch:
-                # this log was sealed at ``cut`` (a failure of it cut it back there: log_failure.py), in
-                # the epoch it was written in: the new epoch begins there, so that a follower holding
-                # records after the cut finds them diverged and cuts them (then copies the seal)
-                await asyncio.to_thread(self.store.epochs.begin, epoch, cut)
-            await asyncio.to_thread(self.store.lead, epoch)
-            self.epoch = epoch
-            self.known_epoch = max(self.known_epoch, epoch)
-            self.leading, self.fenced, self.step_down_wanted = True, None, False
-            self.leader_endpoint = self.endpoint
-            self._changed()
-            self.members[self.member] = self._me("leader")
-            self.role_changes += 1
-            await self.host.activate(leading=True)
+            # from here until the leader's service is in place, calls wait for it (``until_promoted``)
+            self.promotion = asyncio.Event()
+            try:
+                await self._lead(epoch, isr, lease_from)
+            finally:
+                done, self.promotion = self.promotion, None
+                done.set()
             await self._leader_port(True)
             if self.coordinator is None and self._isr_task is None:
                 self._isr_task = asyncio.create_task(self._keep_isr())
             self.store.readable_advanced()        # the high watermark is the leader's now
             log.warning("broker group %s: %s leads, epoch %d, from log offset %d, in-sync set %s", self.group,
-                        self.member, epoch, self.store.replica.end, [self.member, *sorted(isr)])
+                        self.member, epoch, self.store.replica.end, [self.member, *sorted(self.acks.isr)])
+
+    async def _lead(self, epoch: int, isr, lease_from: float | None) -> None:
+        """lead()'s steps up to the leader's service in place (under the lock, ``promotion`` set)."""
+        if self.client is not None:
+            await self.client.stop()
+            self.client = None
+        if self.leading:
+            # a new epoch of this leader (its log failed and was cut, or it was elected again): no
+            # stream, Epochs answer or put in between names it the leader of an epoch whose start
+            # is not recorded yet (a follower asking then would find nothing diverged): its streams
+            # end and it is no leader until the epoch is recorded and the store leads in it
+            self.leading, self.leader_endpoint = False, ""     # (nobody to forward to meanwhile)
+            self._changed()
+        isr = tuple(isr)
+        self.acks.forget()
+        self.acks.set_isr(isr, hw=min(self.hw_known, self.store.replica.end))
+        if self.lease is not None and lease_from is not None:
+            self.lease.renew(lease_from)
+        self.store.writer.replicas = self.acks
+        cut = self._sealed_since_epoch()
+        if cut is not None and epoch > self.store.epochs.last_epoch:
+            # this log was sealed at ``cut`` (a failure of it cut it back there: log_failure.py), in
+            # the epoch it was written in: the new epoch begins there, so that a follower holding
+            # records after the cut finds them diverged and cuts them (then copies the seal)
+            await asyncio.to_thread(self.store.epochs.begin, epoch, cut)
+        await asyncio.to_thread(self.store.lead, epoch)
+        self.epoch = epoch
+        self.known_epoch = max(self.known_epoch, epoch)
+        self.leading, self.fenced, self.step_down_wanted = True, None, False
+        self.leader_endpoint = self.endpoint
+        self._changed()
+        self.members[self.member] = self._me("leader")
+        self.role_changes += 1
+        await self.host.activate(leading=True)
 
     async def follow(self, leader_endpoint: str, epoch: int = 0) -> None:
         async with self._lock:
@@ -587,7 +621,7 @@ class ReplicationNode:
                "known_epoch": self.known_epoch, "leader": self.leader_endpoint, "fenced": self.fenced,
                "mode": self.config.replication_mode, "in_sync_replicas_min": self.config.in_sync_replicas_min,
                "log_end": self.store.replica.end, "epochs": self.store.epochs.snapshot(),
-               "role_changes": self.role_changes, "coordinator": self.config.coordinator or None,
+               "role_changes": self.role_changes, "promotion_waits": self.promotion_waits, "coordinator": self.config.coordinator or None,
                "high_watermark": self.acks.hw if self.leading else self.hw_known}
         if self.leading:
             out["followers"] = self.acks.status()
