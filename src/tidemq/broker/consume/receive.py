@@ -44,7 +44,7 @@ from ..sessions.telemetry import client_id_of
 from ..puts import StorePuts
 from ..state.layout import state_dir
 from ..topic_names import dlq_topic
-from ..wire import INTERNAL, PROP_ORIGIN_TOPIC, PROP_PRIORITY, PROP_TRACE_CONTEXT, to_wire
+from ..wire import INTERNAL, PROP_ORIGIN_QUEUE_OFFSET, PROP_ORIGIN_TOPIC, PROP_PRIORITY, PROP_TRACE_CONTEXT, to_wire
 from .groups import GroupTable
 from .attempts import Attempts
 from .filters import EVERYTHING, Subscription, subscription
@@ -130,7 +130,8 @@ class Consumption:
         # the trace context goes with it (a trace follows a message into its DLQ); its lite topic and
         # priority do not (the dead-letter queue is a topic of its own, read in order)
         props = {k: v for k, v in m.properties.items() if k not in INTERNAL or k == PROP_TRACE_CONTEXT}
-        props.update({PROP_UNIQ_KEY: m.msg_id, PROP_ORIGIN_TOPIC: m.topic, "ORIGIN_QUEUE_OFFSET": str(m.queue_offset)})
+        props.update({PROP_UNIQ_KEY: m.msg_id, PROP_ORIGIN_TOPIC: m.topic,
+                      PROP_ORIGIN_QUEUE_OFFSET: str(m.queue_offset)})
         dead = Message(topic=topic, body=m.body, tags=m.tags, keys=m.keys or None, properties=props, queue_id=0)
         r = await self.puts.run(self.store.put, dead) if self.puts is not None else self.store.put(dead)
         if r.status is not PutStatus.PUT_OK:
