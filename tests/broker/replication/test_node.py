@@ -226,15 +226,16 @@ def test_a_static_followers_routes_arriving_together_share_one_epochs_call_to_it
 
 # the promotion window: elected (the store takes puts), the leader's service not in place yet ---------
 
-def gate_leading_service(monkeypatch):
-    """(gate, building): the leader's service (server.activate builds it in a thread) is built only once
-    ``gate`` is set; ``building`` is set when a promotion reaches it."""
+def gate_leading_service(monkeypatch, leading_gated: bool = True):
+    """(gate, building): the leader's service (``leading_gated``; else the follower's) -- server.activate
+    builds it in a thread -- is built only once ``gate`` is set; ``building`` is set when a change of
+    role reaches it."""
     gate, building = threading.Event(), threading.Event()
     real = server.MessagingService
 
     def build(*args, **kwargs):
         leading = args[3] if len(args) > 3 else kwargs.get("leading", True)
-        if leading:
+        if leading == leading_gated:
             building.set()
             gate.wait(PATIENCE_S)
         return real(*args, **kwargs)
@@ -291,14 +292,15 @@ def test_a_call_in_the_promotion_window_waits_for_the_leaders_service_and_is_ser
             route = asyncio.ensure_future(stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="Fresh")),
                                                           timeout=PATIENCE_S))
             sent = asyncio.ensure_future(stub.SendMessage(send_request("Fresh"), timeout=PATIENCE_S))
-            await until(lambda: node.promotion_waits >= 2, "both calls waiting for the leader's service")
+            await until(lambda: (route.done() and sent.done()) or node.install_waits >= 2,
+                        "both calls waiting for the leader's service")
             assert not route.done() and not sent.done()
             gate.set()
             r, s = await route, await sent
         assert r.status.code == Code.OK, (r.status.code, r.status.message)
         assert {q.permission for q in r.message_queues} == {pb.Permission.READ_WRITE}
         assert s.status.code == Code.OK and s.entries[0].status.code == Code.OK, s
-        assert await promote == 1 and node.role == "leader" and node.status()["promotion_waits"] == 2
+        assert await promote == 1 and node.role == "leader" and node.status()["install_waits"] == 2
     with_follower(tmp_path, check)
 
 
@@ -323,3 +325,26 @@ def test_a_call_that_cannot_wait_out_the_promotion_is_answered_unavailable(tmp_p
         await promote
         assert node.role == "leader"
     with_follower(tmp_path, check)
+
+
+def test_a_call_while_a_leader_steps_down_waits_for_the_followers_service(tmp_path, monkeypatch):
+    """A leader stepping down (node.follow) installs its follower's service: a route arriving meanwhile
+    waits for it and is answered by it (a follower creates no topic: TOPIC_NOT_FOUND), never by the
+    leader's service going, which created the topic in a store that follows now."""
+    gate, building = gate_leading_service(monkeypatch, leading_gated=False)
+
+    async def check(node, store):
+        b = node.host
+        stepping = asyncio.ensure_future(node.follow("127.0.0.1:9"))
+        await until(building.is_set, "the step-down building the follower's service")
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{b.port}") as ch:
+            route = asyncio.ensure_future(sgrpc.MessagingServiceStub(ch).QueryRoute(
+                spb.QueryRouteRequest(topic=pb.Resource(name="Fresh")), timeout=PATIENCE_S))
+            # (waiting; before the fix, answered at once by the leader's service going)
+            await until(lambda: route.done() or node.install_waits >= 1, "the route waiting for the follower's service")
+            gate.set()
+            r = await route
+        await stepping
+        assert r.status.code == Code.TOPIC_NOT_FOUND and node.role == "follower"
+        assert store.queue_count("Fresh") == 0, "no topic made in a store that follows"
+    with_member(tmp_path, check)

@@ -13,12 +13,13 @@ HA_NOT_AVAILABLE); tidemq.Data's SendRecords frames take the same wait (``in_syn
 RecordSends calls it). Reads (routes,
 PullMessage, QueryOffset, GetOffset, PullRecords) are served by the follower from its copy.
 
-While this member is taking the lead (node.promotion: elected, its leader's service being built),
-every RPC waits for that service (``until_promoted``) for what is left of its deadline (less
-PROMOTION_WAIT_MARGIN_S; PROMOTION_WAIT_S without one), then is served by it; a promotion that takes
-longer is answered UNAVAILABLE, which the clients retry (as the leader port answers an election).
-Never the follower's service being replaced: it would answer TOPIC_NOT_FOUND for a topic the leader
-creates (a producer's start fails on it).
+While a change of role installs this member's new services (node.installing: a member taking the
+lead, elected, its leader's service being built; a leader stepping down, its follower's), every RPC
+waits for them (``until_installed``) for what is left of its deadline (less INSTALL_WAIT_MARGIN_S;
+INSTALL_WAIT_S without one), then is served by them; one that takes longer is answered
+UNAVAILABLE, which the clients retry (as the leader port answers an election). Never the service
+being replaced: a follower's would answer TOPIC_NOT_FOUND for a topic the leader creates (a
+producer's start fails on it), a leader's going would create a topic in a store that now follows.
 """
 
 from __future__ import annotations
@@ -27,21 +28,21 @@ import grpc
 
 from ...protocol.stubs import Code, sgrpc, spb, status
 
-PROMOTION_WAIT_S = 30.0          # a call with no deadline waits this long for a promotion under way
-PROMOTION_WAIT_MARGIN_S = 0.25   # ... one with a deadline, what is left of it less this (the answer's way back)
+INSTALL_WAIT_S = 30.0            # a call with no deadline waits this long for a role's services being installed
+INSTALL_WAIT_MARGIN_S = 0.25     # ... one with a deadline, what is left of it less this (the answer's way back)
 
 
-async def until_promoted(node, context) -> None:
-    """Return once ``node`` (None: not a broker group's) has no promotion under way: at once when it
-    has none, else when its leader's service is in place; UNAVAILABLE (context.abort) when that takes
-    longer than the call may wait."""
-    if node is None or node.promotion is None:
+async def until_installed(node, context) -> None:
+    """Return once ``node`` (None: not a broker group's) installs no role's services: at once when it
+    does not, else when they are in place; UNAVAILABLE (context.abort) when that takes longer than
+    the call may wait."""
+    if node is None or node.installing is None:
         return
     left = context.time_remaining() if context is not None else None
-    wait_s = PROMOTION_WAIT_S if left is None else min(PROMOTION_WAIT_S, max(0.0, left - PROMOTION_WAIT_MARGIN_S))
-    if not await node.until_promoted(wait_s):
-        await context.abort(grpc.StatusCode.UNAVAILABLE, f"broker group {node.group!r}: {node.member} is taking the "
-                                                         f"lead (its leader's service is not in place yet); try again")
+    wait_s = INSTALL_WAIT_S if left is None else min(INSTALL_WAIT_S, max(0.0, left - INSTALL_WAIT_MARGIN_S))
+    if not await node.until_installed(wait_s):
+        await context.abort(grpc.StatusCode.UNAVAILABLE, f"broker group {node.group!r}: {node.member} is changing "
+                                                         f"role (its new services are not in place yet); try again")
 
 
 async def in_sync(node, context) -> None:
@@ -61,10 +62,10 @@ class ServiceProxy(sgrpc.MessagingServiceServicer):
         self.node = getattr(broker, "replication", None)     # (built before the server that holds this)
 
     async def _serving(self, context):
-        """The current service, once no promotion is under way (``until_promoted``)."""
+        """The current service, once no role's services are being installed (``until_installed``)."""
         node = self.node
-        if node is not None and node.promotion is not None:
-            await until_promoted(node, context)
+        if node is not None and node.installing is not None:
+            await until_installed(node, context)
         return self.broker.service
 
     def _refusal(self):
@@ -98,8 +99,8 @@ class ServiceProxy(sgrpc.MessagingServiceServicer):
 
     async def SendMessageBytes(self, raw: bytes, context):
         node = self.node
-        if node is not None and node.promotion is not None:
-            await until_promoted(node, context)
+        if node is not None and node.installing is not None:
+            await until_installed(node, context)
         await in_sync(node, context)
         return await self.broker.service.SendMessageBytes(raw, context)
 
