@@ -99,7 +99,7 @@ def test_a_waiting_batch_is_remembered_record_by_record_and_forgotten_once_confi
     ks = split_keys(keys)
     assert list(r.unconfirmed) == [ks[i] for i in range(n) if i not in (3, 5)], "in order, the others only"
     m = msgs[7]
-    assert r.entry(ks[7]) == (m.queue_offset, "", m.commitlog_offset + m.size, m.commitlog_offset)
+    assert r.unconfirmed[ks[7]] == (m.queue_offset, "", m.commitlog_offset + m.size, m.commitlog_offset)
     found = r.find(bytes(keys), range(n), lambda i: "orders", lambda i: f"m-{i}")
     assert set(found) == {i for i in range(n) if i not in (3, 5)}
     assert all(isinstance(v, Unconfirmed) for v in found.values()), "not confirmed yet: never stored again"

@@ -62,27 +62,6 @@ def split_keys(keys) -> tuple[bytes, ...]:
         tuple(bytes(keys[KEY_BYTES * i:KEY_BYTES * (i + 1)]) for i in range(n))
 
 
-class _Appended:
-    """The records of one batch put appended and waiting (``remember_appended`` past ``SMALL``),
-    shared by their entries in ``Resends.unconfirmed``: an entry's (queue offset, transaction id,
-    end, commit-log offset) is read from here when asked (a resend, a gone caller's put settled),
-    so a batch is entered with no Python object per message."""
-
-    __slots__ = ("keys", "which", "qoff", "phys", "size", "_at")
-
-    def __init__(self, keys, which: list[int] | None, qoff, phys, size) -> None:
-        """``keys[j]``: the key of record ``which[j]`` (None: of record j) of the put's results."""
-        self.keys, self.which, self.qoff, self.phys, self.size = keys, which, qoff, phys, size
-        self._at: dict[bytes, int] | None = None
-
-    def entry(self, key: bytes) -> tuple[int, str, int, int]:
-        if self._at is None:             # (a key twice in the batch: its last record, as dict.update has it)
-            self._at = dict(zip(self.keys, self.which or range(len(self.keys))))
-        k = self._at[key]
-        phys = int(self.phys[k])
-        return int(self.qoff[k]), "", phys + int(self.size[k]), phys
-
-
 class Unconfirmed(tuple):
     """A resend of a message in the log whose acknowledgement the store cannot give yet:
     (PutReason, text) to answer again; it is never stored a second time."""
@@ -99,9 +78,8 @@ class Resends:
             span_s = 0.0             # nothing was stored before this start: nothing to look up
         self._index_until_s = store.clock.monotonic_s() + span_s
         self._index_from_ms = store.clock.now_ms() - int(span_s * 1000)
-        # dedup key -> (queue offset, transaction id, log end, commit-log offset) of puts appended, not
-        # confirmed, or the _Appended batch that says it (``entry``)
-        self.unconfirmed: dict[bytes, tuple[int, str, int, int] | _Appended] = {}
+        # dedup key -> (queue offset, transaction id, log end, commit-log offset) of puts appended, not confirmed
+        self.unconfirmed: dict[bytes, tuple[int, str, int, int]] = {}
         self.collisions = 0          # window matches the stored record did not confirm (another message)
 
     @staticmethod
@@ -167,13 +145,8 @@ class Resends:
             return False
         return m.topic == topic or m.properties.get(PROP_REAL_TOPIC) == topic
 
-    def entry(self, key: bytes) -> tuple[int, str, int, int]:
-        """The unconfirmed entry of ``key``: (queue offset, transaction id, log end, commit-log offset)."""
-        e = self.unconfirmed[key]
-        return e if type(e) is tuple else e.entry(key)
-
     def _unconfirmed(self, key: bytes) -> tuple[int, str] | Unconfirmed | None:
-        offset, txn, end, phys = self.entry(key)
+        offset, txn, end, phys = self.unconfirmed[key]
         why = self.store.confirm(end)
         if why in NOT_YET:
             return Unconfirmed((why, f"stored, not yet confirmed ({why.name})"))
@@ -229,8 +202,7 @@ class Resends:
         results, ``where`` the batch index of each, None: the same) remembered as not confirmed yet,
         its dedup key from ``keys``, until ``remember`` (confirmed) or ``remember_unconfirmed``
         (answered not confirmed in time) says more. A batch in one pass of C loops (numpy, dict
-        calls): SYNC puts of SendRecords batches took ~1 us a message in a Python loop here; its
-        entries share one _Appended (no tuple per message: read when asked)."""
+        calls): SYNC puts of SendRecords batches took ~1 us a message in a Python loop here."""
         pending = self.unconfirmed
         if len(r.size) <= SMALL:
             size, qoff, phys = r.size.tolist(), r.qoff.tolist(), r.phys.tolist()
@@ -243,22 +215,18 @@ class Resends:
                         pending.pop(next(iter(pending)))
                     pending[key] = (qoff[k], "", phys[k] + size[k], phys[k])
             return
-        size, phys = np.array(r.size, np.int64), np.array(r.phys, np.int64)
+        size, phys = np.asarray(r.size), np.asarray(r.phys)
         every = split_keys(keys)
         if where is not None:
             every = [every[i] for i in where]
-        kb = keys if where is None else b"".join(every)
-        named = np.frombuffer(kb, np.uint64, len(every) * (KEY_BYTES // 8)).reshape(-1, KEY_BYTES // 8).any(axis=1)
-        ok = (size > 0) & (phys >= 0) & named          # appended, with an id (a zero key: none)
-        idx = None
-        if ok.all():
-            ks = every
-        else:
-            idx = np.flatnonzero(ok).tolist()
-            if not idx:
-                return
-            ks = [every[k] for k in idx]
-        pending.update(zip(ks, repeat(_Appended(ks, idx, np.array(r.qoff, np.int64), phys, size))))
+        named = np.frombuffer(b"".join(every), np.uint64).reshape(-1, KEY_BYTES // 8).any(axis=1)   # a zero key: no id
+        idx = np.flatnonzero((size > 0) & (phys >= 0) & named)
+        if not len(idx):
+            return
+        ks = every if len(idx) == len(every) else [every[k] for k in idx.tolist()]
+        p = phys[idx]
+        pending.update(zip(ks, zip(np.asarray(r.qoff)[idx].tolist(), repeat(""), (p + size[idx]).tolist(),
+                                   p.tolist())))
         while len(pending) > UNCONFIRMED_MAX:
             pending.pop(next(iter(pending)))
 
@@ -276,7 +244,8 @@ class Resends:
         if where is not None:
             every = [every[i] for i in where]
         for key, size, phys in zip(every, r.size.tolist(), r.phys.tolist()):
-            if key in pending and size > 0 and self.entry(key)[3] == phys:
+            e = pending.get(key)
+            if e is not None and size > 0 and e[3] == phys:
                 self._unconfirmed(key)
 
     def remember_unconfirmed(self, key: bytes, status: PutStatus, queue_offset: int, phys: int, end: int,
