@@ -259,7 +259,7 @@ def test_a_dead_letters_origin_is_the_brokers_shown_as_its_dead_letter_queue_onl
     %DLQ%<group>) are the broker's: reserved (INTERNAL), never shown as user properties; the origin
     topic reaches the consumer as the dead_letter_queue system property."""
     from tidemq.store import Message
-    assert {"ORIGIN_TOPIC", "ORIGIN_QUEUE_OFFSET"} <= INTERNAL
+    assert {"ORIGIN_TOPIC", "ORIGIN_QUEUE_OFFSET", "__CRC32#"} <= INTERNAL     # (and the record's CRC)
     s = stores(ManualClock())
     s.create_topic("%DLQ%G", 1)
     r = s.put(Message("%DLQ%G", b"dead", properties={"UNIQ_KEY": "01DEAD", "ORIGIN_TOPIC": "T",
