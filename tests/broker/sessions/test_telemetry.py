@@ -85,3 +85,20 @@ def test_a_stream_end_to_end():
     assert out["open_after_end"] == {} and out["events"] == [("open", "c1"), ("close", "c1")]
     assert out["known_before"] == ["c1"] and out["known_after"] == ["c2", "c3"], "the oldest forgotten first"
     assert out["bounded"] == [True, True, False]
+
+
+def test_with_authentication_on_a_client_id_is_its_users_own():
+    """The broker keys clients by user and x-mq-client-id: one user naming another's id is another client."""
+    from tidemq.broker.protection.access import IDENTITY, Identity
+    from tidemq.broker.sessions.telemetry import client_header_of, client_id_of
+
+    from ...support.grpc_context import SendContext
+
+    ctx = SendContext(client_id="host@1@2")
+    assert client_id_of(ctx) == client_header_of(ctx) == "host@1@2", "authentication off: as sent"
+    token = IDENTITY.set(Identity("app-a", "ipv4:127.0.0.1:1"))
+    try:
+        assert client_id_of(ctx) == "app-a\thost@1@2" and client_header_of(ctx) == "host@1@2"
+        assert client_id_of(SendContext(client_id="")) == "", "no client id: none"
+    finally:
+        IDENTITY.reset(token)
