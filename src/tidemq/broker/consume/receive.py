@@ -46,7 +46,7 @@ from ..state.layout import state_dir
 from ..topic_names import dlq_topic
 from ..wire import INTERNAL, PROP_ORIGIN_TOPIC, PROP_PRIORITY, PROP_TRACE_CONTEXT, to_wire
 from .groups import GroupTable
-from .attempts import Attempts
+from .attempts import ATTEMPT_ID_CHARS_MAX, Attempts
 from .filters import EVERYTHING, Subscription, subscription
 from .pop_state import HandleError, PopState
 from .select import Selector, pop_selected
@@ -262,6 +262,10 @@ class Consumption:
         if bad is not None:
             yield spb.ReceiveMessageResponse(status=bad)
             return
+        if len(request.attempt_id) > ATTEMPT_ID_CHARS_MAX:
+            yield spb.ReceiveMessageResponse(status=status(Code.BAD_REQUEST, f"attempt_id is longer than "
+                                                                             f"{ATTEMPT_ID_CHARS_MAX} characters"))
+            return
         batch = request.batch_size if request.batch_size > 0 else 32
         batch = min(batch, self.config.receive_batch_max)
         if request.HasField("invisible_duration") and (request.invisible_duration.seconds or
@@ -300,7 +304,8 @@ class Consumption:
                 continue
             left = deadline - time.monotonic()
             if msgs or left <= 0:
-                self.attempts.remember(group, topic, request.attempt_id, msgs, self.now_ms() + invisible_ms)
+                now_ms = self.now_ms()
+                self.attempts.remember(group, topic, request.attempt_id, msgs, now_ms + invisible_ms, now_ms)
                 break
             msgs = None
             nxt = self.next_visible_ms(group, topic)
