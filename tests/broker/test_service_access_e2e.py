@@ -149,3 +149,50 @@ def test_a_user_naming_another_users_client_id_reaches_a_client_of_its_own(secur
         finally:
             for st in streams:
                 st.close()
+
+
+def test_a_revoke_ends_a_pull_records_stream_that_is_open(secured):
+    """A PullRecordsStream with wait_ms never ends by itself: a revoke (or a deleted user) must stop
+    it serving, as it stops every call made after it, not only the ones made from then on."""
+    from tidemq.protocol import data
+    from tidemq.protocol.pull_frame import decode_response, encode_request
+    reader = ("reader", "secret-of-reader")
+    for method, req in (("CreateUser", {"name": reader[0], "secret_key": reader[1]}),
+                        ("Grant", {"user": reader[0], "resource": "topic:junk", "actions": ["sub"]})):
+        r = admin.call(secured.endpoint, method, req, timeout_s=PATIENCE_S, metadata=md(SUPER))
+        assert r["ok"], r
+    with grpc.insecure_channel(secured.endpoint) as ch:
+        s = sgrpc.MessagingServiceStub(ch)
+        send(s, "junk", [b"before"])
+        pull = ch.unary_stream(data.PULL_RECORDS_STREAM_PATH)
+        call = pull(encode_request("junk", 0, 0, max_count=16, wait_ms=500), metadata=md(reader),
+                    timeout=PATIENCE_S * 4)
+        answers: queue.Queue = queue.Queue()
+
+        def read():
+            try:
+                for raw in call:
+                    answers.put(decode_response(raw)[0])
+            except grpc.RpcError as e:
+                answers.put(e)
+            answers.put(None)
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        try:
+            first = answers.get(timeout=PATIENCE_S)
+            assert first["code"] == Code.OK and first["count"] >= 1, first
+            r = admin.call(secured.endpoint, "Revoke", {"user": reader[0], "resource": "topic:junk",
+                                                        "actions": ["sub"]}, timeout_s=PATIENCE_S, metadata=md(SUPER))
+            assert r["ok"], r
+            send(s, "junk", [b"after"])
+            while True:
+                got = answers.get(timeout=PATIENCE_S)
+                assert isinstance(got, dict), got
+                assert got["code"] != Code.OK or got["count"] == 0, f"served after the revoke: {got}"
+                if got["code"] == Code.FORBIDDEN:
+                    assert "reader" in got["message"] and "junk" in got["message"]
+                    break
+            assert answers.get(timeout=PATIENCE_S) is None, "the stream ends after its refusal"
+        finally:
+            call.cancel()
+            t.join(PATIENCE_S)

@@ -400,3 +400,15 @@ def vet_settings(acl: Acl, user: str, peer: str, settings) -> tuple:
             taken.publishing.topics.extend(keep)
             settings = taken
     return None, settings
+
+
+def allowed_now(acl: Acl, kind: str, name: str, action: str) -> str | None:
+    """For a long call already past the guard (a PullRecordsStream that long-polls on and on): the
+    FORBIDDEN text when its user (IDENTITY) may no longer ``action`` on ``kind``:``name`` (a revoke or
+    the user deleted since the call began), else None (None too without an identity: authentication
+    off)."""
+    who = IDENTITY.get()
+    if who is None:
+        return None
+    ok, why = acl.allowed(who.user, kind, name, action, peer_ip(who.peer))
+    return None if ok else why
