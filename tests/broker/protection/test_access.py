@@ -157,3 +157,20 @@ def test_telemetry_settings_are_taken_as_far_as_their_user_may_declare_them():
     simple = pb.Settings(client_type=pb.ClientType.SIMPLE_CONSUMER, subscription=pb.Subscription(
         group=pb.Resource(name="other")))
     assert access.vet_settings(acl, "u", "", simple) == (None, simple)
+
+
+def test_the_system_topics_are_for_super_users_whatever_a_pattern_allows():
+    """A user allowed everything on topic:* still may not touch the schedule or half topic (messages not
+    due or not committed wait there): only super users (an operator's query)."""
+    from tidemq.broker.topic_names import HALF_TOPIC, SCHEDULE_TOPIC
+
+    class Everything(_Acl):
+        def allowed_any(self, user, kind, name, actions, ip=None):
+            return True, ""
+    g = access.Guard([], None, Everything(), None)
+    query = access.ADMIN_PREFIX + api.QUERY
+    for topic in (SCHEDULE_TOPIC, HALF_TOPIC):
+        why = g.check(query, {"topic": topic, "key": "k"}, "u", "")
+        assert why is not None and "broker's own" in why
+        assert g.check(query, {"topic": topic, "key": "k"}, "root", "") is None
+    assert g.check(query, {"topic": "orders", "key": "k"}, "u", "") is None

@@ -20,6 +20,7 @@ from ...record.codec import valid_topic
 from ...record.framing import ROOM
 from ..observe.outcomes import OK, Outcomes
 from ..protection.access import allowed_now
+from ..topic_names import read_refusal
 from .pull import long_poll, readable_waker
 
 RESPONSE_SLACK_BYTES = 4096     # the response's header and gRPC framing, besides sizes and records
@@ -115,6 +116,9 @@ class Records:
         if not valid_topic(topic) or not 0 <= qid < self.store.queue_count(topic):
             return None, encode_response({"code": Code.TOPIC_NOT_FOUND,
                                           "message": f"no queue {qid} in topic {topic!r}"})
+        why = read_refusal(topic)
+        if why is not None:
+            return None, encode_response({"code": Code.FORBIDDEN, "message": why})
         return req, None
 
     def _max_bytes(self, req) -> int:

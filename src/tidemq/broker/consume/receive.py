@@ -43,7 +43,7 @@ from ..observe.outcomes import DEAD_LETTERED, OK, REDELIVERED, Outcomes
 from ..sessions.telemetry import client_id_of
 from ..puts import StorePuts
 from ..state.layout import state_dir
-from ..topic_names import dlq_topic
+from ..topic_names import dlq_topic, read_refusal
 from ..wire import INTERNAL, PROP_ORIGIN_TOPIC, PROP_PRIORITY, PROP_TRACE_CONTEXT, to_wire
 from .groups import GroupTable
 from .attempts import ATTEMPT_ID_CHARS_MAX, Attempts
@@ -253,6 +253,10 @@ class Consumption:
             return
         if not valid_topic(topic) or self.store.queue_count(topic) == 0:
             yield spb.ReceiveMessageResponse(status=status(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
+            return
+        why = read_refusal(topic)
+        if why is not None:
+            yield spb.ReceiveMessageResponse(status=status(Code.FORBIDDEN, why))
             return
         if not self.groups.settings(group).consume_enable:
             yield spb.ReceiveMessageResponse(status=status(Code.FORBIDDEN, f"consumption is disabled for group "

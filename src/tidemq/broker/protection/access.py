@@ -56,6 +56,7 @@ from ...protocol.pull_frame import decode_request as decode_pull
 from ...protocol.pull_frame import encode_response as encode_pull
 from ...protocol.send_frame import encode_response as encode_send
 from ...protocol.stubs import Code, spb, status
+from ..topic_names import SYSTEM_TOPICS
 from .acl import CLUSTER, Acl, peer_ip
 from .auth import Authenticator, Failure, Refusals, Signed
 from .decoding import undecodable
@@ -341,6 +342,9 @@ class Guard(grpc.GenericRpcHandler):
             return f"forbidden: cannot tell what {method} would touch ({type(e).__name__})"
         ip = peer_ip(peer)
         for need in needs:
+            if need.kind == "topic" and need.name in SYSTEM_TOPICS and not self.acl.is_super(user):
+                return (f"forbidden: topic {need.name!r} is the broker's own; user {user!r} is not a super "
+                        f"user (a pattern such as '*' does not cover it)")
             ok, why = self.acl.allowed_any(user, need.kind, need.name, need.actions, ip)
             if not ok:
                 return why
