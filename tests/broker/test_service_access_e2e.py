@@ -196,3 +196,42 @@ def test_a_revoke_ends_a_pull_records_stream_that_is_open(secured):
         finally:
             call.cancel()
             t.join(PATIENCE_S)
+
+
+def test_an_auto_created_topic_needs_create_on_it(tmp_path):
+    """With auto_create_topics on, a route query or a send for an unknown topic makes it: under
+    authentication that is the create action on the topic (as CreateTopic is), not pub or sub alone."""
+    root = str(tmp_path / "store")
+    logs = ("logs-app", "secret-of-logs-app")
+    maker = ("maker", "secret-of-maker")
+    with brokers(root) as start_broker:
+        b = start_broker(env={**AUTH, "TIDEMQ_AUTO_CREATE_TOPICS": "true"})
+        for method, req in (("CreateUser", {"name": logs[0], "secret_key": logs[1]}),
+                            ("Grant", {"user": logs[0], "resource": "topic:logs-*", "actions": ["pub", "sub"]}),
+                            ("CreateUser", {"name": maker[0], "secret_key": maker[1]}),
+                            ("Grant", {"user": maker[0], "resource": "topic:logs-*",
+                                       "actions": ["pub", "sub", "create"]})):
+            r = admin.call(b.endpoint, method, req, timeout_s=PATIENCE_S, metadata=md(SUPER))
+            assert r["ok"], r
+        with grpc.insecure_channel(b.endpoint) as ch:
+            s = sgrpc.MessagingServiceStub(ch)
+
+            def route(keys, topic):
+                return s.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name=topic)), metadata=md(keys),
+                                    timeout=PATIENCE_S).status.code
+
+            def send_one(keys, topic):
+                r = s.SendMessage(spb.SendMessageRequest(messages=[pb.Message(
+                    topic=pb.Resource(name=topic), body=b"x", system_properties=pb.SystemProperties(
+                        message_id=f"0AAUTO{time.time_ns()}", message_type=pb.MessageType.NORMAL))]),
+                    metadata=md(keys), timeout=PATIENCE_S)
+                return r.entries[0].status.code if r.entries else r.status.code
+
+            assert route(logs, "logs-route") == Code.TOPIC_NOT_FOUND
+            assert send_one(logs, "logs-send") == Code.TOPIC_NOT_FOUND
+            listed = admin.call(b.endpoint, "ListTopics", {}, timeout_s=PATIENCE_S, metadata=md(SUPER))
+            assert not {"logs-route", "logs-send"} & {t["topic"] if isinstance(t, dict) else t
+                                                      for t in listed["topics"]}, listed
+            assert route(maker, "logs-route") == Code.OK
+            assert send_one(maker, "logs-send") == Code.OK
+            assert send_one(logs, "logs-send") == Code.OK, "made: its pub is all a send needs"
