@@ -25,6 +25,7 @@ log = logging.getLogger("tidemq.broker")
 
 OUTBOX_MAX = 1024           # commands queued for one stream at most
 KNOWN_CLIENTS_MAX = 10_000  # client ids whose settings are remembered at most
+PUBLISHING_TOPICS_MAX = 256 # topics one producer's settings may declare (more: BAD_REQUEST, nothing learned)
 
 
 @dataclass
@@ -109,6 +110,12 @@ class Sessions:
                         return
                     nxt = asyncio.ensure_future(it.__anext__())
                     if cmd.HasField("settings"):
+                        n = len(cmd.settings.publishing.topics)
+                        if n > PUBLISHING_TOPICS_MAX:        # each is remembered (known): bounded
+                            yield spb.TelemetryCommand(status=status(Code.BAD_REQUEST, (
+                                f"{n} publishing topics: a producer's settings declare at most "
+                                f"{PUBLISHING_TOPICS_MAX}")))
+                            continue
                         why, settings = (None, cmd.settings) if vet is None else vet(cmd.settings)
                         if why is not None:
                             yield spb.TelemetryCommand(status=status(Code.FORBIDDEN, why))
