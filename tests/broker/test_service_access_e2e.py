@@ -13,9 +13,9 @@ import time
 import grpc
 import pytest
 
+from tidemq.client import admin
 from tidemq.protocol.signing import date_time, signed_metadata
 from tidemq.protocol.stubs import Code, pb, sgrpc, spb
-from tidemq.client import admin
 
 from ..support.auth import AUTH
 from ..support.brokers import brokers, make_topic

@@ -109,8 +109,8 @@ def test_the_file_backend_never_makes_a_row_of_a_record_its_unit_does_not_stand_
     queue or queue offset is skipped (counted with the damaged), never a row of the queue read."""
     import os
 
-    from tidemq.layout import list_segments, queue_dir
     from tidemq.io import OsFileIO
+    from tidemq.layout import list_segments, queue_dir
     from tidemq.spark.backend import FileBackend
     from tidemq.store import Message, MessageStore
     from tidemq.store.consume_queue import UNIT

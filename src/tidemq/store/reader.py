@@ -309,7 +309,7 @@ class StoreReader:
         strangers = _strangers(frame, room + 4 * len(sizes) + np.cumsum(sizes) - sizes, bad, topic, queue_id,
                                offset + take)
         if len(strangers):
-            bad = sorted(set(int(k) for k in bad) | set(int(k) for k in strangers))
+            bad = sorted({int(k) for k in bad} | {int(k) for k in strangers})
         if bad:                                         # never served: skipped, counted, logged
             for k in bad:
                 self.damage.note(topic, queue_id, offset + int(take[k]), int(cl_off[take[k]]))

@@ -29,7 +29,7 @@ def test_the_entries_hold_at_most_bytes_max_and_end_with_their_invisible_time():
 
 
 def test_an_attempt_id_past_its_bound_is_refused_and_pops_nothing(world):
-    store, clock, consumption = world
+    store, _clock, consumption = world
     from tidemq.store import Message
     c = consumption()
     store.put(Message("T", b"m0", queue_id=0))

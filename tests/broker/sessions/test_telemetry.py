@@ -118,8 +118,8 @@ def test_a_producer_declaring_too_many_topics_is_refused_and_nothing_is_learned(
             async for reply in sessions.serve("c1", client, asyncio.Event(), lambda s: s):
                 replies.append(reply)
         task = asyncio.ensure_future(stream())
-        client.requests.put_nowait(producer_settings(*("t%d" % i for i in range(PUBLISHING_TOPICS_MAX + 1))))
-        client.requests.put_nowait(producer_settings(*("t%d" % i for i in range(PUBLISHING_TOPICS_MAX))))
+        client.requests.put_nowait(producer_settings(*(f"t{i}" for i in range(PUBLISHING_TOPICS_MAX + 1))))
+        client.requests.put_nowait(producer_settings(*(f"t{i}" for i in range(PUBLISHING_TOPICS_MAX))))
         client.end()
         await asyncio.wait_for(task, 60)
         return replies, sessions.known
