@@ -16,6 +16,12 @@ does (decode the request, one OK entry per message), storing nothing, unless tid
 
 * ``null aio asyncio`` (the reference): grpc.aio.server on asyncio's loop, the default options;
 * ``null aio uvloop``: the same on uvloop's loop (tidemq's default, BrokerConfig.event_loop);
+* ``null aio uvloop busy``: the same, its handler first burning ``--busy-us`` of thread CPU in a loop
+  (default 130: about what tidemq's handler, its dispatch drain and the GC cost per call in the server,
+  ``--timed``'s ``handler_us`` + ``drain_us`` + ``gc_us``): what a handler of tidemq's CPU costs a
+  grpc.aio server that does nothing else (no allocation, no syscall, a few cache lines), so that
+  ``tidemq`` against ``null aio uvloop busy`` is what tidemq costs beyond its handler's own time
+  (bench/README.md 32.2, wave 8);
 * ``null aio uvloop throughput``: with ``grpc.optimization_target=throughput``;
 * ``null sync threads``: grpc.server with a ThreadPoolExecutor of ``--threads`` threads, synchronous
   handlers (the threaded server);
@@ -62,8 +68,8 @@ READY = "cost server ready on "
 TOPIC = "Bench"
 METHOD = "/apache.rocketmq.v2.MessagingService/SendMessage"
 REFERENCE = "null aio asyncio"
-KINDS = [REFERENCE, "null aio uvloop", "null aio uvloop throughput", "null sync threads", "tidemq", "tidemq asyncio",
-         "tidemq no handler", "tidemq turns"]
+KINDS = [REFERENCE, "null aio uvloop", "null aio uvloop busy", "null aio uvloop throughput", "null sync threads",
+         "tidemq", "tidemq asyncio", "tidemq no handler", "tidemq turns"]
 TURNS_OUT = "BENCH_TURNS_OUT"        # where ``tidemq turns`` writes {sends in a turn: turns} at its exit
 TIMED_OUT = "BENCH_TIMED_OUT"        # where a ``--timed`` tidemq writes its timers at its exit
 TIMERS = ("handler", "send_one", "put", "drain", "gc")
@@ -71,7 +77,7 @@ GOAL = 1.15
 
 
 # The servers (a subprocess each) ---------------------------------------------------------------
-def serve(kind: str, threads: int) -> None:
+def serve(kind: str, threads: int, busy_us: float = 0.0) -> None:
     import asyncio
     import signal
     from concurrent.futures import ThreadPoolExecutor
@@ -108,8 +114,15 @@ def serve(kind: str, threads: int) -> None:
         server.stop(1.0)
         return
 
+    busy_ns = int(busy_us * 1000) if kind.endswith("busy") else 0
+    clock = time.thread_time_ns
+
     class AioNull(sgrpc.MessagingServiceServicer):
         async def SendMessage(self, request, context):
+            if busy_ns:                       # ``null aio uvloop busy``: the handler's CPU, and nothing else
+                end = clock() + busy_ns
+                while clock() < end:
+                    pass
             return answer(request, 0)
 
     async def main() -> None:
@@ -298,7 +311,7 @@ def drive(endpoint: str, threads: int, calls: int, max_s: float, body_bytes: int
 # Driver ----------------------------------------------------------------------------------------
 class Server:
     def __init__(self, kind: str, workdir: str, env: dict, threads: int, src: str | None = None,
-                 timed: bool = False) -> None:
+                 timed: bool = False, busy_us: float = 0.0) -> None:
         os.makedirs(workdir, exist_ok=True)
         self._log = open(os.path.join(workdir, "server.log"), "ab")
         if kind.startswith("tidemq"):
@@ -318,7 +331,8 @@ class Server:
                 env = dict(env, **{TIMED_OUT: os.path.join(workdir, "timed.json")})
             ready = "ready on "
         else:
-            argv = [sys.executable, os.path.abspath(__file__), "--serve", kind, "--threads", str(threads)]
+            argv = [sys.executable, os.path.abspath(__file__), "--serve", kind, "--threads", str(threads),
+                    "--busy-us", str(busy_us)]
             ready = READY
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, env=env, cwd=workdir)
         line = self.proc.stdout.readline().decode(errors="replace")
@@ -359,7 +373,7 @@ def thread_cpu_seconds(pid: int) -> float:
 
 def measure(kind: str, workdir: str, env: dict, a) -> dict:
     timed = a.timed and kind.startswith("tidemq") and kind not in ("tidemq no handler", "tidemq turns")
-    srv = Server(kind, workdir, env, a.threads, a.srcs.get(kind), timed)
+    srv = Server(kind, workdir, env, a.threads, a.srcs.get(kind), timed, a.busy_us)
     try:
         errlog = open(os.path.join(workdir, "client.err"), "w+")
         cp = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--drive", srv.endpoint,
@@ -427,6 +441,9 @@ def main() -> None:
     ap.add_argument("--src", action="append", default=[], metavar="LABEL=PATH",
                     help="another row, 'tidemq LABEL': tidemq serve from the tree PATH (a snapshot: "
                          "_report.py snapshot), measured in the same rounds as the others (A/B interleaved)")
+    ap.add_argument("--busy-us", type=float, default=130.0,
+                    help="the CPU microseconds the 'null aio uvloop busy' server's handler burns per call (a "
+                         "stand-in for tidemq's handler: its handler_us under --timed)")
     ap.add_argument("--quick", action="store_true", help="1 round of 500 calls per thread: a smoke run")
     ap.add_argument("--timed", action="store_true",
                     help="the tidemq rows' handler timed inside the server, by part (columns handler_us, send_one_us, "
@@ -435,7 +452,7 @@ def main() -> None:
     ap.add_argument("--drive", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.serve:
-        serve(a.serve, a.threads)
+        serve(a.serve, a.threads, a.busy_us)
         return
     if a.drive:
         print(json.dumps(drive(a.drive, a.threads, a.count, a.max_seconds, a.body_bytes)), flush=True)
@@ -457,7 +474,7 @@ def main() -> None:
                  reference_doc="a do-nothing SendMessage (decode, one OK entry per message) on grpc.aio.server, "
                                "asyncio's loop, default options, in a subprocess; ratio = CPU per call / its",
                  params={"threads": a.threads, "rounds": a.rounds, "count_per_thread_max": a.count,
-                         "max_seconds": a.max_seconds, "body_bytes": a.body_bytes,
+                         "max_seconds": a.max_seconds, "body_bytes": a.body_bytes, "busy_us": a.busy_us,
                          "call": "SendMessage, one 1 KiB NORMAL message, one call at a time per client thread, "
                                  "a channel per thread"})
     for k in kinds[1:]:
