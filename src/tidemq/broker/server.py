@@ -318,6 +318,7 @@ class Broker:
                                                                                    "a send", why)
         self._records = Records(self.store, service.consumption.arrivals, c.grpc_message_bytes_max,
                                 c.pull_records_bytes_max, service.got)
+        self._records.acl = service.sends.acl       # a stream's pulls checked again (revokes): None when off
         # the quotas: one table for every service this broker has (protection/quotas.py)
         service.sends.quotas = service.pulls.quotas = service.consumption.quotas = self._records.quotas = self.quotas
         service.quotas = self.quotas
