@@ -39,6 +39,7 @@ from .protection.access import Guard
 from .protection.members import MemberCredentials
 from .protection.acl import Acl, User
 from .protection.auth import Authenticator, Failure, Refusals
+from .protection.forwarded import ForwardedFor
 from .protection.decoding import typed_decoding
 from .protection.flow import SendGate
 from .protection.quotas import Quotas
@@ -232,7 +233,8 @@ class Broker:
         if not c.auth_enabled:
             return tuple(handlers)
         auth = Authenticator(self.acl.secret_of, c.signature_window_s)
-        return (Guard(list(handlers), auth, self.acl, self.refusals),)
+        forwarded = ForwardedFor(c.secret_key, c.signature_window_s)     # a follower's forwarded calls' clients
+        return (Guard(list(handlers), auth, self.acl, self.refusals, forwarded),)
 
     def _handlers(self) -> list:
         """The generic handlers of every service this broker serves."""

@@ -60,6 +60,7 @@ from ..topic_names import SYSTEM_TOPICS
 from .acl import CLUSTER, Acl, peer_ip
 from .auth import Authenticator, Failure, Refusals, Signed
 from .decoding import undecodable
+from .forwarded import ForwardedFor
 
 log = logging.getLogger("tidemq.broker")
 
@@ -286,11 +287,15 @@ def _refusing(method: str, handler, code: int, text: str, on_call: Callable[[obj
 class Guard(grpc.GenericRpcHandler):
     """The generic handlers of a port, each call authenticated and authorized first (see above)."""
 
-    def __init__(self, inner: list, auth: Authenticator, acl: Acl, refusals: Refusals) -> None:
+    def __init__(self, inner: list, auth: Authenticator, acl: Acl, refusals: Refusals,
+                 forwarded: ForwardedFor | None = None) -> None:
+        """``forwarded``: how a call a member forwarded says whose it is (forwarded.py): every address
+        check judges such a call by its client's address."""
         self.inner = inner
         self.auth = auth
         self.acl = acl
         self.refusals = refusals
+        self.forwarded = forwarded
         # (method, user) -> (the handler, its guarded twin): made once, not per call
         self._made: dict[tuple[str, str], tuple] = {}
 
@@ -306,13 +311,18 @@ class Guard(grpc.GenericRpcHandler):
         if handler is None:
             return None
         method = details.method
-        who = self.auth.verify(details.invocation_metadata)
+        metadata = details.invocation_metadata
+        who = self.auth.verify(metadata)
+        # a call a member forwarded (a follower's leader port): judged by its client's address
+        client = self.forwarded.peer(metadata) if self.forwarded is not None else None
         if type(who) is not Signed:
             refusals = self.refusals
 
             def log_it(context, who=who):
-                refusals.refused(who.failure, context.peer(), who.access_key, method, who.text)
+                refusals.refused(who.failure, client or context.peer(), who.access_key, method, who.text)
             return _refusing(method, handler, Code.UNAUTHORIZED, who.text, log_it, raw=True)
+        if client is not None:
+            return self._twin(method, handler, who.access_key, client)     # not kept: one per call
         key = (method, who.access_key)
         made = self._made.get(key)
         if made is None or made[0] is not handler:
@@ -353,20 +363,21 @@ class Guard(grpc.GenericRpcHandler):
     def forbid(self, method: str, user: str, peer: str, text: str) -> None:
         self.refusals.refused(Failure.FORBIDDEN, peer, user, method, text)
 
-    def _twin(self, method: str, handler, user: str):
+    def _twin(self, method: str, handler, user: str, client: str | None = None):
         """``handler`` whose calls first set IDENTITY and pass ``check`` (a call refused is answered
         FORBIDDEN the way its method answers: refusal_answer, else gRPC PERMISSION_DENIED). Streamed
         requests (Telemetry, SendRecordsStream, the replication stream) are decided by the user alone
-        (their rules are ANYONE, SEND_PATH or SUPER), before the first request is read."""
+        (their rules are ANYONE, SEND_PATH or SUPER), before the first request is read. ``client``: the
+        address of the client whose call a member forwarded (else the call's own peer)."""
         if _behaviour(handler) is None:
             return handler
         guard = self
 
         def identify(context) -> None:
-            IDENTITY.set(Identity(user, context.peer()))
+            IDENTITY.set(Identity(user, client or context.peer()))
 
         def refuse(request, context) -> Refused | None:
-            peer = context.peer()
+            peer = client or context.peer()
             why = guard.check(method, request, user, peer)
             if why is None:
                 return None
@@ -404,6 +415,13 @@ def vet_settings(acl: Acl, user: str, peer: str, settings) -> tuple:
             taken.publishing.topics.extend(keep)
             settings = taken
     return None, settings
+
+
+def peer_of(context) -> str:
+    """The address of the current call's client: the guard's (a forwarded call's client, forwarded.py),
+    else the call's own peer (authentication off)."""
+    who = IDENTITY.get()
+    return who.peer if who is not None else context.peer()
 
 
 def allowed_now(acl: Acl, kind: str, name: str, action: str) -> str | None:
