@@ -114,6 +114,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.acl = acl              # users and policies (copied to followers with the rest of the state)
         self.siblings = None        # a member of `serve --processes N` (multi/siblings.py): the cluster's routes
         self.sends.acl = acl if acl is not None and acl.enabled else None
+        self.consumption.acl = self.pulls.acl = self.sends.acl     # long polls checked again when they end
         if replaces is not None:
             self.sends.outcomes = replaces.sends.outcomes
         self.sends.auto_create = self.sends.auto_create and leading

@@ -40,6 +40,7 @@ from ...protocol.stubs import Code, pb, spb, status
 from ...store import GetStatus, Message, MessageStore, PutStatus
 from ...record.codec import PROP_UNIQ_KEY, valid_topic
 from ..observe.outcomes import DEAD_LETTERED, OK, REDELIVERED, Outcomes
+from ..protection.access import sub_allowed_now
 from ..sessions.telemetry import client_id_of
 from ..puts import StorePuts
 from ..state.layout import state_dir
@@ -80,6 +81,7 @@ class Consumption:
             store.fio, state_dir(store.config.root_dir), config.delivery_attempts_max,
             config.fifo_consumer_groups)
         self.quotas = None              # protection/quotas.Quotas: fetch byte rates (None: none)
+        self.acl = None                 # protection/acl.Acl with authentication on: checked again after a wait
         self.arrivals = asyncio.Event()
         self._rr: dict[tuple[str, str], int] = {}
         # (group, topic, queue, offset) -> (message, why): out of delivery attempts, to be moved to the
@@ -297,7 +299,12 @@ class Consumption:
         wake = readable_waker(self.store, self.arrivals)
         client = client_id_of(context) if self.lite is not None and self.lite.subs else ""   # who: lite topics
         msgs = self.attempts.again(group, topic, request.attempt_id, self.now_ms())   # a repeated receive
+        waited = False
         while msgs is None:
+            why = sub_allowed_now(self.acl, topic, group) if waited else None
+            if why is not None:          # revoked while it waited: nothing popped, nothing handed out
+                yield spb.ReceiveMessageResponse(status=status(Code.FORBIDDEN, why))
+                return
             self.arrivals.clear()
             msgs = self.pop_batch(group, topic, batch, invisible_ms, sub, renew_for, client)
             if self._dying and await self.bury() and not msgs:
@@ -317,6 +324,7 @@ class Consumption:
             if nxt is not None:
                 left = min(left, max(0.01, (nxt - self.now_ms()) / 1000))
             wake()                # what was appended and is not readable yet wakes us once it is
+            waited = True
             try:
                 await asyncio.wait_for(self.arrivals.wait(), timeout=left)
             except asyncio.TimeoutError:

@@ -424,6 +424,18 @@ def peer_of(context) -> str:
     return who.peer if who is not None else context.peer()
 
 
+def sub_allowed_now(acl: Acl | None, topic: str, group: str = "") -> str | None:
+    """For a long poll whose wait ended (ReceiveMessage, PullMessage, PullRecords): the FORBIDDEN text
+    when its user may no longer sub on ``topic`` (and on ``group``, when one is named), else None (None
+    too with authentication off): a revoke while it waited hands nothing out."""
+    if acl is None:
+        return None
+    why = allowed_now(acl, "topic", topic, "sub")
+    if why is None and group:
+        why = allowed_now(acl, "group", group, "sub")
+    return why
+
+
 def allowed_now(acl: Acl, kind: str, name: str, action: str) -> str | None:
     """For a long call already past the guard (a PullRecordsStream that long-polls on and on): the
     FORBIDDEN text when its user (IDENTITY) may no longer ``action`` on ``kind``:``name`` (a revoke or
