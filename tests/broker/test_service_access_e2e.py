@@ -266,3 +266,35 @@ def test_a_revoke_during_a_long_poll_hands_nothing_out(secured, kind):
                 long_polling_timeout={"seconds": 1}), metadata=md(poller, "poller-1"), timeout=PATIENCE_S))
             msgs = [(x.message.body, x.message.system_properties.delivery_attempt) for x in r if x.HasField("message")]
             assert msgs == [(b"after", 1)], "nothing was popped by the refused call"
+
+
+def test_orphan_checks_go_only_to_a_producer_that_may_still_pub(secured):
+    """A producer's declared topics were vetted once, when it declared them: after its user lost pub on a
+    topic, the broker's orphan checks (half messages, bodies included) of that topic went on being sent
+    to its stream. They go to a producer that may pub it now."""
+    txer = ("txer", "secret-of-txer")
+    _admin(secured, "CreateUser", {"name": txer[0], "secret_key": txer[1]})
+    _admin(secured, "Grant", {"user": txer[0], "resource": "topic:junk", "actions": ["pub"]})
+    producer = lambda: pb.Settings(client_type=pb.ClientType.PRODUCER, publishing=pb.Publishing(  # noqa: E731
+        topics=[pb.Resource(name="junk")]))
+    with grpc.insecure_channel(secured.endpoint) as ch:
+        s = sgrpc.MessagingServiceStub(ch)
+        revoked, other = Stream(s, txer, "txer-1"), None
+        try:
+            assert revoked.settings(producer()).status.code == Code.OK
+            other = Stream(s, SUPER, "txn-checker")           # opened second: asked only when the first may not
+            assert other.settings(producer()).status.code == Code.OK
+            _admin(secured, "Revoke", {"user": txer[0], "resource": "topic:junk", "actions": ["pub"]})
+            r = s.SendMessage(spb.SendMessageRequest(messages=[pb.Message(
+                topic=pb.Resource(name="junk"), body=b"half-secret", system_properties=pb.SystemProperties(
+                    message_id=f"0ATXN{time.time_ns()}", message_type=pb.MessageType.TRANSACTION,
+                    orphaned_transaction_recovery_duration={"seconds": 1}))]),
+                metadata=md(SUPER, "a-sender-gone"), timeout=PATIENCE_S)
+            assert r.status.code == Code.OK, r.status
+            check = other.answers.get(timeout=PATIENCE_S)
+            assert check.recover_orphaned_transaction_command.message.body == b"half-secret"
+            assert revoked.answers.empty(), "nothing sent to the producer whose pub was revoked"
+        finally:
+            for st in (revoked, other):
+                if st is not None:
+                    st.close()

@@ -44,7 +44,7 @@ from .deferred.transactions import Transactions
 from .observe.outcomes import Outcomes
 from .produce.send_message import MessageSends
 from .produce.send_path import SendPath, lite_topic_problem, put_code
-from .protection.access import IDENTITY, vet_settings
+from .protection.access import IDENTITY, may_pub_now, vet_settings
 from .protection.flow import SendGate
 from .puts import StorePuts
 from .sessions.clients import Clients
@@ -115,6 +115,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.siblings = None        # a member of `serve --processes N` (multi/siblings.py): the cluster's routes
         self.sends.acl = acl if acl is not None and acl.enabled else None
         self.consumption.acl = self.pulls.acl = self.sends.acl     # long polls checked again when they end
+        if self.sends.acl is not None:                              # orphan checks: to who may pub now
+            self.sessions.may_pub = lambda who, topic: may_pub_now(acl, who, topic)
         if replaces is not None:
             self.sends.outcomes = replaces.sends.outcomes
         self.sends.auto_create = self.sends.auto_create and leading

@@ -424,6 +424,12 @@ def peer_of(context) -> str:
     return who.peer if who is not None else context.peer()
 
 
+def may_pub_now(acl: Acl, who: Identity, topic: str) -> bool:
+    """Whether ``who`` (a Telemetry stream's user, from where it opened it) may pub ``topic`` now: the
+    orphan checks of a topic (half messages, bodies included) go only to a producer that may."""
+    return acl.allowed(who.user, "topic", topic, "pub", peer_ip(who.peer))[0]
+
+
 def sub_allowed_now(acl: Acl | None, topic: str, group: str = "") -> str | None:
     """For a long poll whose wait ended (ReceiveMessage, PullMessage, PullRecords): the FORBIDDEN text
     when its user may no longer sub on ``topic`` (and on ``group``, when one is named), else None (None
