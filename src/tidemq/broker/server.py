@@ -40,6 +40,7 @@ from .protection.members import MemberCredentials
 from .protection.acl import Acl, User
 from .protection.auth import Authenticator, Failure, Refusals
 from .protection.forwarded import ForwardedFor
+from .protection.streams import Bounded, StreamLimits
 from .protection.decoding import typed_decoding
 from .protection.flow import SendGate
 from .protection.quotas import Quotas
@@ -82,6 +83,7 @@ class Broker:
         self.acl: Acl | None = None                 # users and policies (protection/acl.py)
         self.quotas: Quotas | None = None           # byte-rate quotas (protection/quotas.py)
         self.refusals = Refusals()                  # calls refused by authentication / authorization
+        self.stream_limits: StreamLimits | None = None     # open streams and long polls (protection/streams.py)
         self.member_credentials: MemberCredentials | None = None
     def _make_alarms(self, store: MessageStore) -> ResourceAlarms:
         c, sc = self.config, self.store_config
@@ -228,8 +230,12 @@ class Broker:
 
     def _guarded(self, handlers: list) -> tuple:
         """``handlers`` behind the guard (protection/access.py: every call authenticated, then authorized,
-        before its request is decoded) when authentication is on; as they are when it is off."""
+        before its request is decoded) when authentication is on; as they are when it is off; their
+        streams and long polls bounded per connection and per user either way (protection/streams.py)."""
         c = self.config
+        if self.stream_limits is None:
+            self.stream_limits = StreamLimits(c.streams_per_connection_max, c.streams_per_user_max)
+        handlers = [Bounded(list(handlers), self.stream_limits)]       # streams and long polls bounded
         if not c.auth_enabled:
             return tuple(handlers)
         auth = Authenticator(self.acl.secret_of, c.signature_window_s)
