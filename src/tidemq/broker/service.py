@@ -97,7 +97,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         store.set_consumer_positions(lambda topic: consumed_positions(self.group_offsets, self.pop, topic))
         self.pulls = Pull(store, self.group_offsets, self.consumption.arrivals, config.pull_message_bytes_max,
                           self.got, config.long_polling_s_max, groups=self.groups)
-        self.clients = Clients(store.clock, int(config.client_idle_s_max * 1000), config.clients_max)
+        self.clients = Clients(store.clock, int(config.client_idle_s_max * 1000), config.clients_max,
+                               config.clients_per_user_max)
         self.sessions = Sessions(self.clients.stream_opened, self.clients.stream_closed,
                                  config.telemetry_outbox_max, config.telemetry_known_clients_max)
         self.renewer = AutoRenew(self.pop, self.clients, config, store.clock, self.consumption.notify_arrival)
@@ -132,6 +133,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                                           lambda n: lite_topic_problem(n, config.lite_topic_bytes_max),
                                           lambda cid: self.clients.alive(cid, store.clock.now_ms()))
         self.consumption.lite = self.lite
+        self.lite.on_hold = self.clients.hold          # a lite consumer is never forgotten by the client table
+        for cid in self.lite.holds():
+            self.clients.hold(cid, True)
         self.sends.on_priority = self.consumption.priority_topics.add
 
     def close(self) -> None:

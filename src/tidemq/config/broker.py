@@ -205,8 +205,11 @@ class BrokerConfig(Loadable):
                                      "their tls_cert_file); empty: no client certificate asked for")
 
     # Bounds on what clients can make the broker remember or do per round
-    clients_max: int = _f(10_000, "client ids whose liveness is remembered at most (oldest idle forgotten first)",
+    clients_max: int = _f(10_000, "client ids whose liveness is remembered at most (least recently heard from "
+                                  "first; never one with an open Telemetry stream or lite subscriptions)",
                           16, 10_000_000)
+    clients_per_user_max: int = _f(2_000, "the same, of one user (authentication on): past it the user's own "
+                                          "are forgotten first", 1, 10_000_000)
     telemetry_outbox_max: int = _f(1_024, "commands queued for one Telemetry stream at most", 16, 1_000_000)
     telemetry_known_clients_max: int = _f(10_000, "client ids whose Telemetry settings are remembered at most",
                                           16, 10_000_000)
