@@ -1,7 +1,13 @@
 """The forwarded-for headers (protection/forwarded.py): taken only when a member signed them, fresh,
 for the call's own authorization header; anything else is ignored (the call's own peer counts)."""
 
-from tidemq.broker.protection.forwarded import FOR_HEADER, SIGN_HEADER, ForwardedFor, forwarded_headers
+from tidemq.broker.protection.forwarded import (
+    FOR_HEADER,
+    SIGN_HEADER,
+    ForwardedFor,
+    forwarded_headers,
+    unsigned_peer,
+)
 
 SK = "members-secret"
 AUTH = ("authorization", "MQv2-HMAC-SHA1 Credential=app, SignedHeaders=x-mq-date-time, Signature=ab")
@@ -30,7 +36,14 @@ def test_anything_a_member_did_not_sign_is_ignored():
     assert f.ignored == 7 and stale.ignored == 1
 
 
-def test_no_headers_without_keys_or_an_address():
-    assert forwarded_headers(None, "ipv4:10.0.0.7:5123", [AUTH]) == ()
+def test_without_keys_the_address_alone_which_a_broker_with_keys_ignores():
+    assert forwarded_headers(None, "ipv4:10.0.0.7:5123", [AUTH]) == ((FOR_HEADER, "ipv4:10.0.0.7:5123"),)
+    assert unsigned_peer([AUTH, (FOR_HEADER, "ipv4:10.0.0.7:5123")]) == "ipv4:10.0.0.7:5123"
+    assert unsigned_peer([(FOR_HEADER, "nonsense")]) is None and unsigned_peer([AUTH]) is None
+    f = ForwardedFor(SK, 900, now_s=lambda: 1000.0)
+    assert f.peer([AUTH, *forwarded_headers(None, "ipv4:10.0.0.7:5123", [AUTH])]) is None
+
+
+def test_no_headers_for_a_peer_that_is_not_an_address():
     assert forwarded_headers(SK, "unix:/tmp/s", [AUTH]) == ()
     assert forwarded_headers(SK, "ipv4:" + "1" * 200, [AUTH]) == ()

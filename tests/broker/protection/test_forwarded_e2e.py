@@ -88,3 +88,37 @@ def test_source_addresses_judge_a_forwarded_call_by_its_client(group):
     g.kill_all()
     log = open(g.procs[0].log_path).read()
     assert "from ipv4:127.0.0.3:" in log and "may not pub on topic 'far'" in log
+
+
+@pytest.mark.parametrize("auth", [True, False])
+def test_streams_through_a_follower_are_counted_by_their_clients_connection(tmp_path, auth):
+    """The bounds on open streams (protection/streams.py) count a forwarded call on its client's
+    connection, not the follower's (else every client of a follower would share one bound): with
+    authentication on as the leader verified it, off as the follower says it."""
+    from tidemq.protocol.stubs import Code as C
+
+    from .test_streams_e2e import Telemetry, connection
+    env = {"TIDEMQ_STREAMS_PER_CONNECTION_MAX": "2"}
+    if auth:
+        env.update({"TIDEMQ_ACCESS_KEY": AK, "TIDEMQ_SECRET_KEY": SK})
+    g = Group(str(tmp_path), 2, mode="ASYNC", env=env, client={"access_key": AK, "secret_key": SK} if auth else {})
+    opened, chans = [], []
+    try:
+        g.start(0, role="leader")
+        g.start(1, leader=0)
+        g.wait_in_sync(0, [1])
+        follower = f"127.0.0.1:{g.leader_ports[1]}"
+        chans += [connection(follower) for _ in range(3)]
+        for i, ch in enumerate(chans):                   # three clients, one stream each: 3 > 2, all open
+            opened.append(Telemetry(ch, (AK, SK), f"c{i}"))
+            assert opened[-1].first == C.OK, i
+        opened.append(Telemetry(chans[0], (AK, SK), "c0-b"))
+        assert opened[-1].first == C.OK
+        third = Telemetry(chans[0], (AK, SK), "c0-c")
+        assert third.first == C.TOO_MANY_REQUESTS, "the client's own connection's bound"
+    finally:
+        for t in opened:
+            t.close()
+        for ch in chans:
+            ch.close()
+        g.kill_all()

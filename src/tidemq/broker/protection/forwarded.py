@@ -15,8 +15,13 @@ with it: members.py) and never leaves them, so only a member can make the second
 ``signature_window_s`` of its clock); otherwise -- a client sending the headers itself, to the leader or
 through a follower (which drops a client's own before adding its own) -- the headers are ignored: the
 call is judged by the address it came from. The signature covers the client's authorization header,
-so a pair seen once cannot be put on another user's call. With authentication off there are no keys:
-no header is sent or taken (nothing checks addresses then but flow control, which sees the follower).
+so a pair seen once cannot be put on another user's call.
+
+With authentication off there are no keys and nothing to protect from the callers (anyone may do
+anything; the broker listens on loopback unless told otherwise: docs/security.md): the follower sends
+the first header alone, and the bounds on open streams (streams.py) take it as it is (``unsigned_peer``),
+so that the clients of a follower are not counted as one connection. The send path's per-connection
+bounds (flow.py, a hot path) see the follower then.
 """
 
 from __future__ import annotations
@@ -46,13 +51,23 @@ def _plausible(peer: str) -> bool:
 
 def forwarded_headers(secret_key: str | None, peer: str, metadata: Iterable[tuple[str, object]],
                       now_s: float | None = None) -> tuple:
-    """The follower's side: the headers saying the call with ``metadata`` came from ``peer`` (none
-    without a secret key: authentication off, or a peer that is not an address)."""
-    if not secret_key or not _plausible(peer or ""):
+    """The follower's side: the headers saying the call with ``metadata`` came from ``peer`` (the
+    address alone without a secret key: authentication off; none for a peer that is not an address)."""
+    if not _plausible(peer or ""):
         return ()
+    if not secret_key:
+        return ((FOR_HEADER, peer),)
     auth = next((v for k, v in metadata if k == AUTH_HEADER and isinstance(v, str)), "")
     at_s = int(time.time() if now_s is None else now_s)
     return ((FOR_HEADER, peer), (SIGN_HEADER, f"{at_s} {_mac(secret_key, at_s, peer, auth)}"))
+
+
+def unsigned_peer(metadata: Iterable[tuple[str, object]] | None) -> str | None:
+    """With authentication off only: the forwarded-for address as it is (see above), or None."""
+    for k, v in metadata or ():
+        if k == FOR_HEADER:
+            return v if isinstance(v, str) and _plausible(v) else None
+    return None
 
 
 class ForwardedFor:

@@ -24,6 +24,7 @@ import grpc
 from ...protocol import data
 from ...protocol.stubs import Code
 from .access import IDENTITY, MESSAGING, refusal_answer
+from .forwarded import unsigned_peer
 
 LONG = frozenset({MESSAGING + "Telemetry", MESSAGING + "ReceiveMessage", MESSAGING + "PullMessage",
                   data.PULL_RECORDS_PATH, data.PULL_RECORDS_STREAM_PATH, data.SEND_RECORDS_STREAM_PATH})
@@ -71,8 +72,12 @@ class StreamLimits:
 
 
 def _who(context) -> tuple[str, str | None]:
+    """(the client's connection, its user): the guard's identity (a forwarded call's client, checked);
+    with authentication off, the call's peer, or the client's a follower says it forwards for."""
     who = IDENTITY.get()
-    return (who.peer, who.user) if who is not None else (context.peer(), None)
+    if who is not None:
+        return who.peer, who.user
+    return unsigned_peer(context.invocation_metadata()) or context.peer(), None
 
 
 _MAKERS = {(False, False): grpc.unary_unary_rpc_method_handler, (False, True): grpc.unary_stream_rpc_method_handler,
