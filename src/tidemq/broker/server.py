@@ -84,6 +84,7 @@ class Broker:
         self.quotas: Quotas | None = None           # byte-rate quotas (protection/quotas.py)
         self.refusals = Refusals()                  # calls refused by authentication / authorization
         self.stream_limits: StreamLimits | None = None     # open streams and long polls (protection/streams.py)
+        self.forwarded_for: ForwardedFor | None = None     # forwarded calls' clients (authentication on)
         self.member_credentials: MemberCredentials | None = None
     def _make_alarms(self, store: MessageStore) -> ResourceAlarms:
         c, sc = self.config, self.store_config
@@ -239,7 +240,7 @@ class Broker:
         if not c.auth_enabled:
             return tuple(handlers)
         auth = Authenticator(self.acl.secret_of, c.signature_window_s)
-        forwarded = ForwardedFor(c.secret_key, c.signature_window_s)     # a follower's forwarded calls' clients
+        forwarded = self.forwarded_for = ForwardedFor(c.secret_key, c.signature_window_s)   # forwarded calls' clients
         return (Guard(list(handlers), auth, self.acl, self.refusals, forwarded),)
 
     def _handlers(self) -> list:

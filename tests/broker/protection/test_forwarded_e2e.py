@@ -13,6 +13,7 @@ import pytest
 from tidemq.protocol.signing import date_time, signed_metadata
 from tidemq.protocol.stubs import Code, pb, sgrpc, spb
 
+from ...support.brokers import admin_call
 from ...support.group import Group
 from ...support.proxy import HoldingProxy
 from ...support.wait import PATIENCE_S
@@ -83,11 +84,16 @@ def test_source_addresses_judge_a_forwarded_call_by_its_client(group):
             assert _route(ep, "near", forged) == Code.FORBIDDEN, ep
         # ... nor does it hide a denied client behind an allowed address
         assert _send(three.endpoint, "far", [("x-tidemq-forwarded-for", "ipv4:127.0.0.1:1")]) == Code.FORBIDDEN
+        # an admin change through the follower: audited with its client's address
+        r = admin_call(two.endpoint, "Grant", {"user": APP, "resource": "topic:audited", "actions": ["sub"]},
+                       keys=(AK, SK))
+        assert r["ok"], r
 
     # the refusal log names the client's address, not the follower's
     g.kill_all()
     log = open(g.procs[0].log_path).read()
     assert "from ipv4:127.0.0.3:" in log and "may not pub on topic 'far'" in log
+    assert "audit: tidemq-ak from ipv4:127.0.0.2:" in log and "(forwarded by ipv4:127.0.0.1:" in log
 
 
 @pytest.mark.parametrize("auth", [True, False])
