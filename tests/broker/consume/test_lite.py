@@ -39,3 +39,4 @@ def test_the_client_table_is_told_who_has_subscriptions():
     alive["b"] = False
     assert lite.sets("g", "T", "c") is None
     assert told[2:] == [("a", False), ("b", False)] and lite.holds() == []
+    assert lite._count() == sum(len(b) for b in lite.subs.values()) == 0

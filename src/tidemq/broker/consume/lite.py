@@ -50,6 +50,7 @@ class LiteSubscriptions:
         # (group, bind topic) -> client id -> its lite topics
         self.subs: dict[tuple[str, str], dict[str, frozenset[str]]] = {}
         self._of: dict[str, int] = {}           # client id -> its subscriptions (entries above)
+        self._n = 0                             # the entries above
         # (client id, whether it has any): told as a client gets its first / loses its last, so that
         # the client table never forgets it (sessions/clients.py hold: a client forgotten counts as gone)
         self.on_hold: Callable[[str, bool], None] | None = None
@@ -61,6 +62,7 @@ class LiteSubscriptions:
     def _put(self, key: tuple[str, str], client: str, names: frozenset[str]) -> None:
         by_client = self.subs.setdefault(key, {})
         if client not in by_client:
+            self._n += 1
             n = self._of.get(client, 0)
             self._of[client] = n + 1
             if not n and self.on_hold is not None:
@@ -72,6 +74,7 @@ class LiteSubscriptions:
         if by_client is None or client not in by_client:
             return
         del by_client[client]
+        self._n -= 1
         if not by_client:
             del self.subs[key]
         n = self._of.get(client, 1) - 1
@@ -119,7 +122,7 @@ class LiteSubscriptions:
         return Code.OK, ""
 
     def _count(self) -> int:
-        return sum(len(by_client) for by_client in self.subs.values())
+        return self._n
 
     def _room(self) -> bool:
         """Whether one more client's subscription may be kept (the gone ones forgotten first when full)."""
