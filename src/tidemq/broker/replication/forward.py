@@ -4,7 +4,8 @@ The official clients are given every member's leader port and connect, through g
 pick_first, to the first that answers; they never learn which member leads. So each member
 serves its leader port all the time: while it leads, with its own services (the same as its
 port); while it follows, by forwarding every call, bytes as they are, metadata (the client's id,
-its signature) and status included, to the leader it follows; while no leader is known (an
+its signature) and status included, to the leader it follows, with the client's address signed by
+this member (protection/forwarded.py: the leader judges the call by it); while no leader is known (an
 election), with UNAVAILABLE, which the clients retry. A client whose member is killed connects to
 the next one at once (that address never failed: no reconnect backoff to wait out), and a
 client whose member changed role keeps its connection: a failover costs it the election, not a
