@@ -133,6 +133,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                                           lambda n: lite_topic_problem(n, config.lite_topic_bytes_max),
                                           lambda cid: self.clients.alive(cid, store.clock.now_ms()))
         self.consumption.lite = self.lite
+        # whether a client is alive: asked of this service's table, which hears the clients from now on
+        # (not the replaced one's, which hears nothing more: its clients would all count as gone)
+        self.lite.alive = lambda cid, clients=self.clients: clients.alive(cid, store.clock.now_ms())
         self.lite.on_hold = self.clients.hold          # a lite consumer is never forgotten by the client table
         for cid in self.lite.holds():
             self.clients.hold(cid, True)
