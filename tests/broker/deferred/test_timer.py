@@ -102,3 +102,50 @@ def test_a_refused_put_waits_and_is_retried(stores):
     assert t.move_due(clock.now_ms()) == (0, True) and t.pending == 1
     s.refusal = None
     assert t.move_due(clock.now_ms()) == (1, False) and bodies(s, "T") == [b"m"]
+
+
+def test_a_checkpoint_written_while_a_round_puts_does_not_count_its_messages_as_moved(stores):
+    """A round's due messages are taken off the heap before their put (which waits under SYNC_FLUSH
+    or SYNC replication, on a thread). A checkpoint written meanwhile (a recall answers with one; the
+    replication copies ``snapshot()`` to the followers) must not say they were moved: a kill -9 (or a
+    failover) before the put lands would skip them at the next start, and they would never be moved."""
+    import threading
+    clock, s, t = timer_on(stores, 1)
+    now = clock.now_ms()
+    schedule(s, "T", b"due", now + 1000, "U0")
+    later = schedule(s, "T", b"later", now + 60_000, "U1")
+    t.enqueue()
+    clock.advance(2.0)
+    in_put, crash = threading.Event(), threading.Event()
+
+    def put_batch(msgs, **kw):             # the put waits (the fsync, the followers) ... then the broker dies
+        in_put.set()
+        assert crash.wait(60)
+        raise RuntimeError("killed before the put reached the log")
+
+    s.put_batch = put_batch
+    round_ = threading.Thread(target=lambda: _swallow(lambda: t.move_due(clock.now_ms())))
+    round_.start()
+    assert in_put.wait(60)
+    copied = t.snapshot()                                        # what a follower would be given now
+    assert t.recall(1, now + 60_000, clock.now_ms()).name == "RECALLED"    # writes the checkpoint
+    crash.set()
+    round_.join(60)
+    del s.put_batch
+    assert later.queue_offset == 1
+    s.shutdown()
+    s2 = stores(clock)
+    t2 = Timer(s2)
+    t2.open()
+    t2.enqueue()
+    assert t2.move_due(clock.now_ms()) == (1, False), "the message the dead round did not put is moved now"
+    assert bodies(s2, "T") == [b"due"]
+    assert copied["delivered_before_ms"] <= now + 1000 or copied["enqueued"] == 0, \
+        f"the copy a follower gets says the message in the put was moved: {copied}"
+
+
+def _swallow(fn):
+    try:
+        fn()
+    except RuntimeError:
+        pass
