@@ -242,3 +242,75 @@ def test_an_ack_with_too_many_entries_is_refused_whole_and_invisible_times_are_b
     assert change(3600).code == Code.OK
     r = c.ack(ack_request(handles[1:]))
     assert r.status.code == Code.OK
+
+
+def test_two_receives_burying_at_once_move_a_dead_letter_once(world):
+    """The dead-letter put may wait (SYNC_FLUSH, SYNC replication): a second receive that finds the
+    same message out of attempts meanwhile must not move it again (it was stored twice in the DLQ,
+    and the second bury's bookkeeping raised KeyError, failing that receive)."""
+    store, clock, consumption = world
+    c = consumption(delivery_attempts_max=1)
+    put(store, 0, b"a0")
+    assert bodies(c.pop_batch("g", "T", 1, INVISIBLE_MS, None)) == [b"a0"]
+    clock.advance(INVISIBLE_MS / 1000)
+
+    async def main():
+        entered, gate = asyncio.Event(), asyncio.Event()
+
+        class WaitingPuts:                      # a put that waits for its fsync / followers (broker/puts.py)
+            async def run(self, fn, *args):
+                entered.set()
+                await gate.wait()
+                return fn(*args)
+
+        c.puts = WaitingPuts()
+        assert c.pop_batch("g", "T", 1, INVISIBLE_MS, None) == []          # out of attempts: to bury
+        first = asyncio.create_task(c.bury())
+        await entered.wait()
+        assert c.pop_batch("g", "T", 1, INVISIBLE_MS, None) == []          # another receive, meanwhile
+        second = asyncio.create_task(c.bury())
+        await asyncio.sleep(0)
+        gate.set()
+        return await asyncio.gather(first, second, return_exceptions=True)
+
+    got = asyncio.run(main())
+    assert not [r for r in got if isinstance(r, BaseException)], got
+    assert sum(got) == 1
+    assert [m.body for m in store.get("x", "%DLQ%g", 0, 0).messages] == [b"a0"], "moved once"
+    assert c.pop_batch("g", "T", 1, INVISIBLE_MS, None) == [] and not c._dying
+    assert asyncio.run(c.bury()) == 0
+    assert len(store.get("x", "%DLQ%g", 0, 0).messages) == 1
+
+
+def test_a_forward_resent_while_the_first_is_storing_moves_the_message_once(world):
+    """A FIFO push consumer resends ForwardMessageToDeadLetterQueue until it sees OK: a resend that
+    comes while the first one's dead-letter put waits answers OK once that is done, storing nothing."""
+    store, clock, consumption = world
+    c = consumption()
+    put(store, 0, b"a0", b"a1")
+    [a0] = c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)
+    handle = a0.system_properties.receipt_handle
+
+    async def main():
+        entered, gate = asyncio.Event(), asyncio.Event()
+
+        class WaitingPuts:
+            async def run(self, fn, *args):
+                entered.set()
+                await gate.wait()
+                return fn(*args)
+
+        c.puts = WaitingPuts()
+        req = spb.ForwardMessageToDeadLetterQueueRequest(
+            group=pb.Resource(name=ORDERED), topic=pb.Resource(name="T"), receipt_handle=handle, message_id="m",
+            delivery_attempt=3, max_delivery_attempts=3)
+        first = asyncio.create_task(c.forward_to_dlq(req))
+        await entered.wait()
+        second = asyncio.create_task(c.forward_to_dlq(req))
+        await asyncio.sleep(0)
+        gate.set()
+        return [r.status.code for r in await asyncio.gather(first, second)]
+
+    assert asyncio.run(main()) == [Code.OK, Code.OK]
+    assert [m.body for m in store.get("x", "%DLQ%ordered", 0, 0).messages] == [b"a0"], "stored once"
+    assert bodies(c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None)) == [b"a1"]

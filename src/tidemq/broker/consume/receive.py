@@ -85,6 +85,8 @@ class Consumption:
         # (group, topic, queue, offset) -> (message, why): out of delivery attempts, to be moved to the
         # dead-letter queue by ``bury`` (a put, which may wait: never inside pop_batch)
         self._dying: dict[tuple, tuple] = {}
+        # the same keys while their dead-letter put runs (it may wait): no other bury or forward moves them
+        self._burying: dict[tuple, asyncio.Event] = {}
         self.more_to_scan = False              # the last pop_batch stopped at FILTER_PASS_UNITS_MAX
         self.attempts = Attempts(pop)          # what a receive with an attempt id took (attempts.py)
         self.lite = None                           # lite.LiteSubscriptions (the service's), None: no lite topics
@@ -220,21 +222,36 @@ class Consumption:
     async def bury(self) -> int:
         """Move the messages pop_batch found out of delivery attempts to their groups' dead-letter
         queues; one that could not be moved stays in flight and is tried again at the next receive.
-        How many were moved."""
+        How many were moved. One message is moved by one bury at a time (``_burying``): another
+        receive that finds it out of attempts while its put waits leaves it to that one."""
         moved = 0
-        while self._dying:
-            key = next(iter(self._dying))
-            m, why = self._dying[key]
+        while True:
+            key = next((k for k in self._dying if k not in self._burying), None)
+            if key is None:
+                return moved
+            m, why = self._dying.pop(key)
             group, topic, q, o = key
-            try:
-                err = await self._to_dlq(group, m, why)
-            finally:
-                del self._dying[key]
+            if not self._still_inflight(key):
+                continue                           # done meanwhile (acked, moved by a forward)
+            err = await self._moving_to_dlq(key, self._to_dlq(group, m, why))
             if err is None:
                 self.pop.drop(group, topic, q, o)
+                self._dying.pop(key, None)         # found again while it was being moved: done now
                 self.got.add(topic, DEAD_LETTERED)
                 moved += 1
-        return moved
+
+    def _still_inflight(self, key: tuple) -> bool:
+        group, topic, q, o = key
+        return o in self.pop.state(group, topic, q).inflight
+
+    async def _moving_to_dlq(self, key: tuple, put):
+        """Await ``put`` (a _to_dlq) with ``key`` marked as being moved."""
+        done = self._burying[key] = asyncio.Event()
+        try:
+            return await put
+        finally:
+            del self._burying[key]
+            done.set()
 
     def next_visible_ms(self, group: str, topic: str) -> int | None:
         best = None
@@ -385,6 +402,14 @@ class Consumption:
             topic, qid, offset, inflight = self.pop.current(group, request.receipt_handle, request.topic.name)
         except HandleError as err:
             return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.INVALID_RECEIPT_HANDLE, str(err)))
+        key = (group, topic, qid, offset)
+        while key in self._burying:               # a bury or another forward of it is storing it now
+            await self._burying[key].wait()
+            try:
+                topic, qid, offset, inflight = self.pop.current(group, request.receipt_handle, request.topic.name)
+            except HandleError as err:
+                return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.INVALID_RECEIPT_HANDLE,
+                                                                                 str(err)))
         if inflight:
             m = self._read(topic, qid, offset)
             if m is None:
@@ -392,7 +417,7 @@ class Consumption:
                             "dead-lettered", topic, qid, offset, group)
             else:
                 why = f"by the client after {request.delivery_attempt} attempt(s)"
-                err = await self._to_dlq(group, m, why)
+                err = await self._moving_to_dlq(key, self._to_dlq(group, m, why))
                 if err is not None:
                     return spb.ForwardMessageToDeadLetterQueueResponse(status=status(
                         Code.INTERNAL_SERVER_ERROR, f"cannot store the message in {dlq_topic(group)}: {err}"))
