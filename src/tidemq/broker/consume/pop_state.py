@@ -71,6 +71,12 @@ def _fields(i: Inflight) -> list:
     return out + [i.client, i.renew_until_ms] if i.client else out
 
 
+# Consumption.read_at's answer for a message in flight whose record is there but not readable now:
+# past the readable end (a promoted leader's high watermark behind its old leader's), or the store not
+# running. It stays in flight and is read again later; only one gone from the store (cleaned) is dropped
+NOT_READABLE = object()
+
+
 class HandleError(ValueError):
     """A receipt handle that is forged, malformed or stale."""
 

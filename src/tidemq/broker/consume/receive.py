@@ -48,7 +48,7 @@ from ..wire import INTERNAL, PROP_ORIGIN_TOPIC, PROP_PRIORITY, PROP_TRACE_CONTEX
 from .groups import GroupTable
 from .attempts import Attempts
 from .filters import EVERYTHING, Subscription, subscription
-from .pop_state import HandleError, PopState
+from .pop_state import NOT_READABLE, HandleError, PopState
 from .select import Selector, pop_selected
 from .pull import readable_waker
 
@@ -60,6 +60,10 @@ FILTER_PASS_UNITS_MAX = 4096
 # the same for a tag filter alone: a tag hash compared per unit (well under a microsecond), so a
 # look passes more, but a backlog of millions of other tags is still crossed in steps
 TAG_PASS_UNITS_MAX = 65_536
+EXPIRED_LOOK_S = 1.0     # a waiting receive looks again this often while a visible message could not be given
+# read_at's NOT_READABLE: the record is there but not readable now
+_NOT_NOW = frozenset((GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_OVERFLOW_BADLY,
+                      GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.SERVICE_NOT_AVAILABLE))
 SKIP = (GetStatus.OFFSET_TOO_SMALL, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING,
         GetStatus.OFFSET_FOUND_NULL, GetStatus.MESSAGE_DAMAGED)
 
@@ -94,7 +98,7 @@ class Consumption:
         self.aside: dict = {}                      # select.py: (group, topic, queue) -> {offset: lite topic} set aside
 
     def read_at(self, topic: str, qid: int, offset: int):
-        """The message at ``offset`` of a queue (None: not there any more)."""
+        """The message at ``offset`` of a queue (None: not there any more; NOT_READABLE: not now)."""
         return self._read(topic, qid, offset)
 
     def give_up(self, group: str, topic: str, qid: int, offset: int, m, why: str) -> None:
@@ -122,7 +126,7 @@ class Consumption:
         g = self.store.get("%pop", topic, qid, offset, max_count=1)
         if g.status is GetStatus.FOUND and g.messages[0].queue_offset == offset:
             return g.messages[0]
-        return None
+        return NOT_READABLE if g.status in _NOT_NOW else None
 
     async def _to_dlq(self, group: str, m, why: str) -> str | None:
         """Store ``m`` in ``%DLQ%<group>``; None when done, else what went wrong."""
@@ -184,6 +188,10 @@ class Consumption:
                 return
             inf = st.inflight[o]
             m = self._read(topic, q, o)
+            if m is NOT_READABLE:                           # there, not readable now: stays in flight
+                if in_order:
+                    return
+                continue
             if m is None:                                   # cleaned from the store meanwhile
                 self.pop.drop(group, topic, q, o)
                 continue
@@ -321,8 +329,9 @@ class Consumption:
                 break
             msgs = None
             nxt = self.next_visible_ms(group, topic)
-            if nxt is not None:
-                left = min(left, max(0.01, (nxt - self.now_ms()) / 1000))
+            if nxt is not None:         # one visible already was not deliverable (NOT_READABLE, ...): a look a second
+                due_ms = nxt - self.now_ms()
+                left = min(left, max(0.01, due_ms / 1000) if due_ms > 0 else EXPIRED_LOOK_S)
             wake()                # what was appended and is not readable yet wakes us once it is
             try:
                 await asyncio.wait_for(self.arrivals.wait(), timeout=left)
@@ -412,6 +421,10 @@ class Consumption:
                                                                                  str(err)))
         if inflight:
             m = self._read(topic, qid, offset)
+            if m is NOT_READABLE:
+                return spb.ForwardMessageToDeadLetterQueueResponse(status=status(
+                    Code.INTERNAL_SERVER_ERROR, "the message is not readable now (the store is not running, or "
+                                                "a new leader has not confirmed it yet): send again"))
             if m is None:
                 log.warning("message at %s:%d:%d of group %s was cleaned from the store before it could be "
                             "dead-lettered", topic, qid, offset, group)
