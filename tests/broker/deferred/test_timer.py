@@ -149,3 +149,17 @@ def _swallow(fn):
         fn()
     except RuntimeError:
         pass
+
+
+def test_a_due_message_not_readable_now_waits_and_is_moved_later(stores):
+    """A due schedule message whose record is not readable when its round reads it (past the readable
+    end: a promoted leader's high watermark not yet where the old leader's was) was taken for gone
+    ("retention?") and marked moved: never delivered."""
+    clock, s, t = timer_on(stores, 1)
+    schedule(s, "T", b"m", clock.now_ms() + 100, "U")
+    t.enqueue()
+    clock.advance(1)
+    s.set_commit_limit(lambda: 0)
+    assert t.move_due(clock.now_ms()) == (0, True) and t.pending == 1
+    s.set_commit_limit(None)
+    assert t.move_due(clock.now_ms()) == (1, False) and bodies(s, "T") == [b"m"]

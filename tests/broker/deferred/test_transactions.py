@@ -170,3 +170,26 @@ def test_a_half_message_whose_recovery_time_is_no_number_does_not_stop_the_scan(
     send_half(s, t, b"plain", "UP")
     assert t.scan() == 4
     assert len(t.pending) == 4 and all(h.first_ms is None for h in t.pending.values())
+
+
+def test_a_half_message_not_readable_at_its_check_is_not_discarded(stores):
+    """A pending half message whose record is not readable when its check comes (past the readable
+    end: a promoted leader's high watermark behind its old leader's) was taken for "gone from the
+    store" and discarded: the producer's commit then was refused, the transaction lost."""
+    clock = ManualClock()
+    s = stores(clock)
+    s.create_topic("T", 1)
+    sessions = Sessions()
+    t = service(s, sessions, transaction_check_interval_s=1.0, transaction_check_max=2)
+    txid = send_half(s, t, b"h", "UH")
+    assert t.scan() == 1
+    sess = Session("c1")
+    sessions.open["c1"] = [sess]
+    sessions.known["c1"] = Known(True, frozenset({"T"}))
+    clock.advance(1.5)
+    s.set_commit_limit(lambda: 0)
+    assert t.check(clock.now_ms()) == 0 and list(t.pending) == [0], "not readable now: waits"
+    s.set_commit_limit(None)
+    assert t.check(clock.now_ms()) == 1
+    assert end(t, txid, "UH", COMMIT).code == Code.OK
+    assert bodies(s, "T") == [b"h"]

@@ -19,7 +19,7 @@ import logging
 import uuid
 from typing import Iterator
 
-from ...store import Message, MessageStore
+from ...store import GetStatus, Message, MessageStore
 from ...record.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage
 
 log = logging.getLogger("tidemq.broker")
@@ -86,12 +86,19 @@ def batches(store: MessageStore, topic: str, offset: int, limit: int) -> Iterato
         yield offset, g.messages
 
 
-def read_at(store: MessageStore, topic: str, offset: int) -> StoredMessage | None:
-    """The message at ``offset`` of queue 0 of a system topic (None: cleaned away)."""
+# read_at's answer for a message that is there but not readable now: past the readable end (a promoted
+# leader's high watermark behind its old leader's), or the store not running. Read it again later
+NOT_READABLE = object()
+_NOT_NOW = frozenset((GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.NO_MESSAGE_IN_QUEUE,
+                      GetStatus.SERVICE_NOT_AVAILABLE))
+
+
+def read_at(store: MessageStore, topic: str, offset: int):
+    """The message at ``offset`` of queue 0 of a system topic (None: cleaned away; NOT_READABLE)."""
     g = store.get("%sys", topic, 0, offset, max_count=1)
     if g.messages and g.messages[0].queue_offset == offset:
         return g.messages[0]
-    return None
+    return NOT_READABLE if g.status in _NOT_NOW else None
 
 
 def ensure_topic(store: MessageStore, topic: str) -> None:

@@ -154,12 +154,16 @@ class Timer:
 
     def _move(self, due: list[tuple[int, int]], settled: set[int]) -> tuple[int, bool]:
         msgs, which = [], []
+        not_now = False
         for d, o in due:
             if o in self.recalled:                               # recalled: passed, never moved
                 self._done(o)
                 settled.add(o)
                 continue
             s = parking.read_at(self.store, SCHEDULE_TOPIC, o)
+            if s is parking.NOT_READABLE:                        # there, not readable now: back on the heap
+                not_now = True
+                continue
             if s is None:
                 log.error("delayed message at schedule offset %d is gone from the store (retention?)", o)
                 self._done(o)
@@ -178,7 +182,7 @@ class Timer:
                 continue
             msgs.append(parking.unpark(s, n))
             which.append((d, o))
-        failed = False
+        failed = not_now
         moved = 0
         if msgs:
             for (d, o), r in zip(which, self.store.put_batch(msgs)):
