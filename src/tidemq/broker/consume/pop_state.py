@@ -11,7 +11,8 @@ Receipt handle: ``topic:queue:offset:seq:mac``, the MAC an HMAC-SHA1 (first 16
 hex digits) of group, topic, queue, offset and seq under a secret kept in
 ``<root>/broker/pop/secret`` (state/layout.py). A forged handle fails the MAC; a stale
 one (the message was redelivered, or its invisible time changed since) fails the seq;
-both answer INVALID_RECEIPT_HANDLE. A renewal by the broker (renew.py) keeps the
+both answer INVALID_RECEIPT_HANDLE. The seq jumps by SEQ_GAP at every open, so a promoted
+follower (which opens its leader's last copy) never makes a handle its old leader gave after that copy. A renewal by the broker (renew.py) keeps the
 seq: the handle the client holds stays valid. Acking a message that is already
 acked answers OK (a client resends an ack whose answer was lost).
 
@@ -77,6 +78,9 @@ def _fields(i: Inflight) -> list:
 NOT_READABLE = object()
 
 
+SEQ_GAP = 1 << 32      # the seq moves this far at every open: more than a leader delivers between two copies
+
+
 class HandleError(ValueError):
     """A receipt handle that is forged, malformed or stale."""
 
@@ -106,6 +110,10 @@ class PopState:
             write_atomic(self.fio, self.secret_path, os.urandom(32).hex().encode())
         self.secret = read_whole(self.fio, self.secret_path).strip()
         replayed = self.journal.open(self._load, self._apply, "pop state")
+        # handles made from now on are new ones for sure: a promoted follower opens its leader's last
+        # copy, and the leader went on delivering (seq + 1, ...) after it; without the gap the same
+        # messages got the same handles again, and an old consumer's ack counted for a new delivery
+        self.seq += SEQ_GAP
         if replayed:
             log.info("pop state: %d journal entries replayed, %d queue(s), %d message(s) in flight", replayed,
                      len(self.queues), sum(len(q.inflight) for q in self.queues.values()))
