@@ -163,3 +163,23 @@ def test_a_due_message_not_readable_now_waits_and_is_moved_later(stores):
     assert t.move_due(clock.now_ms()) == (0, True) and t.pending == 1
     s.set_commit_limit(None)
     assert t.move_due(clock.now_ms()) == (1, False) and bodies(s, "T") == [b"m"]
+
+
+def test_a_move_made_before_a_restart_is_found_even_past_the_readable_end(stores):
+    """After a restart (or a promotion) a due message may have been moved already: the index is asked.
+    Its copy in the real topic may be past the readable end for a while (a promoted leader's high
+    watermark behind the old leader's): it is in this log all the same, and moving it again doubled it."""
+    clock, s, t = timer_on(stores, 1)
+    schedule(s, "T", b"m", clock.now_ms() + 100, "U")
+    t.enqueue()
+    t.checkpoint(force=True)
+    clock.advance(1)
+    assert t.move_due(clock.now_ms()) == (1, False)
+    [copy] = s.get("g", "T", 0, 0).messages
+    t2 = Timer(s)                              # killed before the next checkpoint: a new start
+    t2.open()
+    t2.enqueue()
+    s.set_commit_limit(lambda: copy.commitlog_offset)     # the schedule message readable, its copy not yet
+    t2.move_due(clock.now_ms())
+    s.set_commit_limit(None)
+    assert bodies(s, "T") == [b"m"], "moved once"

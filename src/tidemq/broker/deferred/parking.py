@@ -71,7 +71,9 @@ def already_moved(store: MessageStore, s: StoredMessage) -> bool:
         log.warning("index disabled: message %s may be moved to its topic twice after a crash", s.msg_id)
         return False
     topic = s.properties.get(PROP_REAL_TOPIC, "")
-    return bool(store.query_by_key(topic, s.msg_id, max_count=1, begin_ms=s.store_timestamp_ms))
+    # the whole log: a copy past the readable end (a promoted leader's high watermark not yet where its
+    # old leader's was) is in this log all the same; moved again, it was there twice
+    return bool(store.query_by_key(topic, s.msg_id, max_count=1, begin_ms=s.store_timestamp_ms, whole_log=True))
 
 
 def batches(store: MessageStore, topic: str, offset: int, limit: int) -> Iterator[tuple[int, list[StoredMessage]]]:
