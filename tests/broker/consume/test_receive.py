@@ -340,3 +340,24 @@ def test_an_in_flight_message_not_readable_now_stays_in_flight_and_comes_back(wo
     assert c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None) == []
     store.set_commit_limit(None)
     assert sorted(bodies(c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None))) == [b"a0", b"b0"]
+
+
+def test_a_dead_letter_stored_before_a_kill_is_not_stored_again_after_the_restart(world):
+    """bury stores the message in %DLQ%<group>, then notes it done in the pop journal. Killed between
+    the two (the DLQ put waits for its fsync or followers: the record is in the log, the note is not),
+    the restarted broker found it still in flight, out of attempts, and stored it in the DLQ again."""
+    store, clock, consumption = world
+    c = consumption(delivery_attempts_max=1)
+    put(store, 0, b"a0", b"a1")
+    got = c.pop_batch("g", "T", 8, INVISIBLE_MS, None)
+    assert bodies(got) == [b"a0", b"a1"]
+    clock.advance(INVISIBLE_MS / 1000)
+    assert c.pop_batch("g", "T", 8, INVISIBLE_MS, None) == []
+    [(key0, (m0, why))] = [(k, v) for k, v in c._dying.items() if k[3] == 0]
+    assert asyncio.run(c._to_dlq("g", m0, why)) is None          # a0 stored ... and the broker is killed
+    c.pop.flush()
+    c2 = consumption(delivery_attempts_max=1)                     # the restart: the pop journal read back
+    assert c2.pop_batch("g", "T", 8, INVISIBLE_MS, None) == []
+    assert asyncio.run(c2.bury()) == 2
+    dead = store.get("x", "%DLQ%g", 0, 0).messages
+    assert sorted(m.body for m in dead) == [b"a0", b"a1"], "each once"

@@ -6,6 +6,8 @@ rotating queue (the clients pick a queue at random: the broker must not answer
 "empty" while another queue has messages): first messages whose invisible time
 is over (delivered again with attempt + 1, or moved to ``%DLQ%<group>`` once
 the group's retry_max + 1 deliveries were made: groups.py), then new ones from the cursor.
+A message is stored in the dead-letter queue once: a kill -9 after its put and before the pop
+journal said it was done finds it there by the index (``_in_dlq``) and does not store it again.
 With nothing to give it long-polls: it waits for a send, an ack of a FIFO
 group, or the next invisible time to end, until the client's long-polling
 timeout (bounded by its deadline). A receive with ``auto_renew`` (the push
@@ -60,6 +62,7 @@ FILTER_PASS_UNITS_MAX = 4096
 # the same for a tag filter alone: a tag hash compared per unit (well under a microsecond), so a
 # look passes more, but a backlog of millions of other tags is still crossed in steps
 TAG_PASS_UNITS_MAX = 65_536
+ORIGIN_QUEUE_OFFSET = "ORIGIN_QUEUE_OFFSET"     # a dead letter's queue offset in its topic (beside PROP_ORIGIN_TOPIC)
 EXPIRED_LOOK_S = 1.0     # a waiting receive looks again this often while a visible message could not be given
 # read_at's NOT_READABLE: the record is there but not readable now
 _NOT_NOW = frozenset((GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_OVERFLOW_BADLY,
@@ -133,10 +136,13 @@ class Consumption:
         topic = dlq_topic(group)
         if self.store.queue_count(topic) == 0:
             self.store.create_topic(topic, 1)
+        elif self._in_dlq(topic, m):
+            log.info("message %s of %s is in %s already (stored before a restart)", m.msg_id, m.topic, topic)
+            return None
         # the trace context goes with it (a trace follows a message into its DLQ); its lite topic and
         # priority do not (the dead-letter queue is a topic of its own, read in order)
         props = {k: v for k, v in m.properties.items() if k not in INTERNAL or k == PROP_TRACE_CONTEXT}
-        props.update({PROP_UNIQ_KEY: m.msg_id, PROP_ORIGIN_TOPIC: m.topic, "ORIGIN_QUEUE_OFFSET": str(m.queue_offset)})
+        props.update({PROP_UNIQ_KEY: m.msg_id, PROP_ORIGIN_TOPIC: m.topic, ORIGIN_QUEUE_OFFSET: str(m.queue_offset)})
         dead = Message(topic=topic, body=m.body, tags=m.tags, keys=m.keys or None, properties=props, queue_id=0)
         r = await self.puts.run(self.store.put, dead) if self.puts is not None else self.store.put(dead)
         if r.status is not PutStatus.PUT_OK:
@@ -144,6 +150,17 @@ class Consumption:
             return f"{r.status.name} {r.error or ''}".strip()
         log.info("message %s of %s moved to %s %s", m.msg_id, m.topic, topic, why)
         return None
+
+    def _in_dlq(self, topic: str, m) -> bool:
+        """Whether ``m`` (this very message: topic and queue offset) is in dead-letter topic ``topic``
+        already: stored there before a kill -9 that came before the pop journal said it was done (the
+        store's hash index, the whole log; without the index: False, at least once)."""
+        if not self.store.config.index_enabled:
+            return False
+        where = str(m.queue_offset)
+        return any(d.properties.get(PROP_ORIGIN_TOPIC) == m.topic and d.properties.get(ORIGIN_QUEUE_OFFSET) == where
+                   for d in self.store.query_by_key(topic, m.msg_id, max_count=32, begin_ms=m.store_timestamp_ms,
+                                                    whole_log=True))
 
     def pop_batch(self, group: str, topic: str, batch: int, invisible_ms: int, sub: Subscription | None = None,
                   renew_for: str = "", client: str = "") -> list:
