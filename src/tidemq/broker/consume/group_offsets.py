@@ -52,9 +52,14 @@ class GroupOffsets:
             self._dirty = True
 
     def flush(self) -> None:
+        """Write the offsets when they changed; one that fails (OSError) is written at the next flush."""
         if self._dirty:
             self._dirty = False
-            write(self.fio, self.path, self.offsets)
+            try:
+                write(self.fio, self.path, self.offsets)
+            except BaseException:
+                self._dirty = True
+                raise
 
 
 def write(fio: FileIO, path: str, offsets: dict[tuple[str, str, int], int]) -> None:
