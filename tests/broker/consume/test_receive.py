@@ -361,3 +361,28 @@ def test_a_dead_letter_stored_before_a_kill_is_not_stored_again_after_the_restar
     assert asyncio.run(c2.bury()) == 2
     dead = store.get("x", "%DLQ%g", 0, 0).messages
     assert sorted(m.body for m in dead) == [b"a0", b"a1"], "each once"
+
+
+def test_a_cursor_past_the_queues_end_comes_back_to_it_and_nothing_sent_after_is_skipped(world):
+    """A promoted follower under ASYNC replication opens its old leader's pop state, whose cursors
+    may stand past what this log holds (the tail a failover takes back). The messages sent to the new
+    leader then got offsets below the cursor: every group that had consumed that far skipped them,
+    for good (acknowledged sends, never delivered)."""
+    store, clock, consumption = world
+    c = consumption()
+    put(store, 0, b"a0", b"a1")
+    for group in ("g", ORDERED):
+        got = c.pop_batch(group, "T", 8, INVISIBLE_MS, None)
+        assert bodies(got) == [b"a0", b"a1"]
+        for m in got:
+            ack(c, group, m)
+        c.pop.skip_to(group, "T", 0, 5)          # the old leader's cursor: 3 messages this log never got
+    c.pop.flush()
+    promoted = consumption()                      # the new leader's service, built from that state
+    assert promoted.cursors_within_queues() == 2
+    put(store, 0, b"n2", b"n3", b"n4", b"n5")    # sent to the new leader
+    for group in ("g", ORDERED):
+        assert bodies(promoted.pop_batch(group, "T", 8, INVISIBLE_MS, None)) == [b"n2", b"n3", b"n4", b"n5"], group
+    promoted.pop.flush()
+    again = consumption()                         # the cursor's move back was journaled
+    assert again.pop.state("g", "T", 0).cursor == 6 and again.cursors_within_queues() == 0

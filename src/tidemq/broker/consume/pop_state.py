@@ -167,6 +167,8 @@ class PopState:
             if cur is not None:
                 self._set(g, t, q, o, Inflight(cur.attempt, r["v"], r["s"]))
             self.seq = max(self.seq, r["s"])
+        elif op == "cur":         # the cursor back to the queue's end: it stood past it (rewind)
+            st.cursor = o
         elif op == "rst":         # reset by an operator: nothing in flight, the cursor where it says
             for off in list(st.inflight):
                 self._set(g, t, q, off, None)
@@ -258,6 +260,12 @@ class PopState:
         """`tidemq group reset`: the group's next message is ``offset``; what it had in flight is
         forgotten (its handles are stale), so it is delivered again if at or after ``offset``."""
         self._log({"op": "rst", "g": group, "t": topic, "q": qid, "o": offset})
+
+    def rewind(self, group: str, topic: str, qid: int, offset: int) -> None:
+        """The cursor back to ``offset``, the queue's end, from past it: a promoted follower's copy of
+        its old leader's state (ASYNC replication: the tail the failover took back), a log whose
+        unflushed tail a crash took. In-flight messages stay as they are."""
+        self._log({"op": "cur", "g": group, "t": topic, "q": qid, "o": offset})
 
     def drop(self, group: str, topic: str, qid: int, offset: int) -> None:
         """Done without an ack (moved to the dead-letter queue, or cleaned from the store)."""

@@ -100,6 +100,22 @@ class Consumption:
         self.priority_topics: set[str] = set()     # topics PRIORITY messages were sent to or read from
         self.aside: dict = {}                      # select.py: (group, topic, queue) -> {offset: lite topic} set aside
 
+    def cursors_within_queues(self) -> int:
+        """Bring every cursor that stands past its queue's end back to that end (a new leader's, at
+        its start): the messages sent from now on get the offsets from that end on, and a cursor
+        past them would skip them for good. How many were moved."""
+        moved = 0
+        for (g, t, q), st in list(self.pop.queues.items()):
+            if not 0 <= q < self.store.queue_count(t):
+                continue
+            end = self.store.max_offset(t, q)
+            if st.cursor > end:
+                log.warning("group %s, %s queue %d: its cursor %d stood past the queue's end %d (a failover or a "
+                            "crash took that tail back); moved back to it", g, t, q, st.cursor, end)
+                self.pop.rewind(g, t, q, end)
+                moved += 1
+        return moved
+
     def read_at(self, topic: str, qid: int, offset: int):
         """The message at ``offset`` of a queue (None: not there any more; NOT_READABLE: not now)."""
         return self._read(topic, qid, offset)
