@@ -377,12 +377,14 @@ def test_a_cursor_past_the_queues_end_comes_back_to_it_and_nothing_sent_after_is
         for m in got:
             ack(c, group, m)
         c.pop.skip_to(group, "T", 0, 5)          # the old leader's cursor: 3 messages this log never got
+    c.pop.deliver("g", "T", 0, 3, 16, clock.now_ms())   # ... one of them in flight, out of attempts
     c.pop.flush()
     promoted = consumption()                      # the new leader's service, built from that state
     assert promoted.cursors_within_queues() == 2
     put(store, 0, b"n2", b"n3", b"n4", b"n5")    # sent to the new leader
     for group in ("g", ORDERED):
         assert bodies(promoted.pop_batch(group, "T", 8, INVISIBLE_MS, None)) == [b"n2", b"n3", b"n4", b"n5"], group
+    assert not promoted._dying, "n3 is a new message: the old delivery's attempts do not count for it"
     promoted.pop.flush()
     again = consumption()                         # the cursor's move back was journaled
     assert again.pop.state("g", "T", 0).cursor == 6 and again.cursors_within_queues() == 0

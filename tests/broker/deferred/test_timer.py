@@ -183,3 +183,23 @@ def test_a_move_made_before_a_restart_is_found_even_past_the_readable_end(stores
     t2.move_due(clock.now_ms())
     s.set_commit_limit(None)
     assert bodies(s, "T") == [b"m"], "moved once"
+
+
+def test_progress_past_the_schedule_queues_end_does_not_skip_what_is_parked_after(stores):
+    """A promoted follower under ASYNC replication opens its old leader's timer progress, which may
+    count schedule offsets this log never got (the tail the failover took back). The delayed messages
+    parked on the new leader get those offsets: they were never read (below the progress's low) or
+    skipped as moved (below its enqueued, due before its time), and never delivered."""
+    from tidemq.broker.state.layout import StateLayout, state_dir
+    clock, s, t = timer_on(stores, 1)
+    t.close()
+    path = StateLayout(state_dir(s.config.root_dir)).timer_checkpoint
+    checked.write(s.fio, path, {"enqueued": 5, "low": 5, "delivered_before_ms": clock.now_ms() + 3_600_000})
+    t2 = Timer(s)                                   # the new leader's timer, from the copied progress
+    t2.open()
+    for i in range(3):
+        schedule(s, "T", b"m%d" % i, clock.now_ms() + 100, "U%d" % i)
+    t2.enqueue()
+    clock.advance(1)
+    assert t2.move_due(clock.now_ms()) == (3, False)
+    assert bodies(s, "T") == [b"m0", b"m1", b"m2"]

@@ -193,3 +193,21 @@ def test_a_half_message_not_readable_at_its_check_is_not_discarded(stores):
     assert t.check(clock.now_ms()) == 1
     assert end(t, txid, "UH", COMMIT).code == Code.OK
     assert bodies(s, "T") == [b"h"]
+
+
+def test_decisions_past_the_half_queues_end_are_not_taken_for_new_transactions(stores):
+    """A promoted follower under ASYNC replication opens its old leader's transaction decisions, which
+    may name half offsets this log never got (the tail the failover took back). The half messages sent
+    to the new leader get those offsets: a commit of one below the copied ``low`` was refused as
+    rolled back, one whose offset the copy had as committed answered OK and put nothing."""
+    from tidemq.broker.state import journal
+    from tidemq.broker.state.layout import StateLayout, state_dir
+    s = stores(ManualClock())
+    s.create_topic("T", 1)
+    layout = StateLayout(state_dir(s.config.root_dir))
+    journal.write_state(s.fio, layout.transactions_dir, {"low": 2, "ended": {"2": "c", "3": "r"}, "checks": {}})
+    t = service(s)                                  # the new leader's, from the copied decisions
+    ids = [send_half(s, t, b"h%d" % i, "U%d" % i) for i in range(4)]
+    for i, txid in enumerate(ids):
+        assert end(t, txid, "U%d" % i, COMMIT).code == Code.OK, i
+    assert bodies(s, "T") == [b"h0", b"h1", b"h2", b"h3"]

@@ -102,17 +102,23 @@ class Consumption:
 
     def cursors_within_queues(self) -> int:
         """Bring every cursor that stands past its queue's end back to that end (a new leader's, at
-        its start): the messages sent from now on get the offsets from that end on, and a cursor
-        past them would skip them for good. How many were moved."""
+        its start), and forget what is in flight past it: the messages sent from now on get the
+        offsets from that end on; a cursor past them would skip them for good, an old delivery's
+        attempts would count for them. How many queues were set right."""
         moved = 0
         for (g, t, q), st in list(self.pop.queues.items()):
             if not 0 <= q < self.store.queue_count(t):
                 continue
             end = self.store.max_offset(t, q)
-            if st.cursor > end:
+            gone = [o for o in st.inflight if o >= end]
+            if st.cursor > end or gone:
                 log.warning("group %s, %s queue %d: its cursor %d stood past the queue's end %d (a failover or a "
-                            "crash took that tail back); moved back to it", g, t, q, st.cursor, end)
-                self.pop.rewind(g, t, q, end)
+                            "crash took that tail back); moved back to it, %d in flight there forgotten", g, t, q,
+                            st.cursor, end, len(gone))
+                for o in gone:
+                    self.pop.drop(g, t, q, o)
+                if st.cursor > end:
+                    self.pop.rewind(g, t, q, end)
                 moved += 1
         return moved
 

@@ -94,6 +94,16 @@ class Timer:
         low = self.store.min_offset(SCHEDULE_TOPIC, 0)
         doc = checked.load(self.store.fio, self.path, "timer progress", check=check_progress).doc
         if doc is not None:
+            end = self.store.max_offset(SCHEDULE_TOPIC, 0)
+            if doc["enqueued"] > end or doc["low"] > end:
+                # progress through offsets this log does not hold (a promoted follower's copy of its old
+                # leader's, ASYNC replication: the tail the failover took back): the messages parked from
+                # now on get those offsets, and must be neither left unread nor skipped as moved. The
+                # progress is cut back to the end, durably before anything is parked
+                log.warning("timer progress %s stood past the schedule queue's end %d: cut back to it", doc, end)
+                doc = {**doc, "enqueued": min(doc["enqueued"], end), "low": min(doc["low"], end),
+                       "recalled": [o for o in doc.get("recalled", ()) if o < end]}
+                checked.write(self.store.fio, self.path, doc)
             self._skip_below = (doc["enqueued"], doc["delivered_before_ms"])
             low = max(low, doc["low"])
             self.recalled = {o for o in doc.get("recalled", ()) if o >= low}

@@ -104,6 +104,17 @@ class Transactions:
 
         replayed = self.journal.open(load, self._apply, "transactions")
         self.low = max(self.low, self.store.min_offset(HALF_TOPIC, 0))
+        end = self.store.max_offset(HALF_TOPIC, 0)
+        if self.low > end or any(o >= end for o in self.ended) or any(o >= end for o in self.checks):
+            # decisions about half offsets this log does not hold (a promoted follower's copy of its old
+            # leader's, ASYNC replication: the tail the failover took back): the half messages sent from
+            # now on get those offsets and are new transactions. Forgotten, durably, before any is sent
+            log.warning("transactions: decisions up to offset %d stood past the half queue's end %d: forgotten",
+                        max([self.low, *self.ended, *self.checks]), end)
+            self.low = min(self.low, end)
+            self.ended = {o: r for o, r in self.ended.items() if o < end}
+            self.checks = {o: n for o, n in self.checks.items() if o < end}
+            self.journal.compact(self.snapshot())
         self.scan_offset = self.low
         self.recover_below = self.store.max_offset(HALF_TOPIC, 0)
         if replayed:
