@@ -60,26 +60,3 @@ def test_both_copies_damaged_starts_without_offsets(tmp_path):
         open(p, "wb").write(b"")
     g = opened(tmp_path)
     assert g.offsets == {} and g.loaded.source is Source.LOST
-
-
-def test_a_failed_write_is_tried_again_at_the_next_flush(tmp_path):
-    """flush() marked the offsets written before writing them: a write that failed (an I/O error, a
-    full disk) was never tried again until the next commit, so a group's last commits (a group
-    that stopped committing) were lost at the next restart and its messages served again."""
-    import pytest
-
-    from tidemq.testing.faulty_io import FaultyFileIO
-    fio = FaultyFileIO()
-    fio.makedirs("/state")
-    g = GroupOffsets(fio, "/state")
-    g.load()
-    g.set("g", "T", 0, 5)
-    g.flush()
-    g.set("g", "T", 0, 9)                       # the group's last commit
-    fio.fail("rename", path_contains="consumer_offsets")
-    with pytest.raises(OSError):
-        g.flush()
-    g.flush()                                   # the broker's next flush (every second)
-    again = GroupOffsets(fio, "/state")
-    again.load()
-    assert again.get("g", "T", 0) == 9

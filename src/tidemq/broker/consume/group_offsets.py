@@ -52,14 +52,9 @@ class GroupOffsets:
             self._dirty = True
 
     def flush(self) -> None:
-        """Write the offsets when they changed; one that fails (OSError) is written at the next flush."""
         if self._dirty:
             self._dirty = False
-            try:
-                write(self.fio, self.path, self.offsets)
-            except BaseException:
-                self._dirty = True
-                raise
+            write(self.fio, self.path, self.offsets)
 
 
 def write(fio: FileIO, path: str, offsets: dict[tuple[str, str, int], int]) -> None:
