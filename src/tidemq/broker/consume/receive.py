@@ -45,10 +45,10 @@ from ..observe.outcomes import DEAD_LETTERED, OK, REDELIVERED, Outcomes
 from ..sessions.telemetry import client_id_of
 from ..puts import StorePuts
 from ..state.layout import state_dir
-from ..topic_names import dlq_topic
-from ..wire import INTERNAL, PROP_ORIGIN_TOPIC, PROP_PRIORITY, PROP_TRACE_CONTEXT, to_wire
+from ..topic_names import dlq_topic, read_refusal
+from ..wire import INTERNAL, PROP_ORIGIN_QUEUE_OFFSET, PROP_ORIGIN_TOPIC, PROP_PRIORITY, PROP_TRACE_CONTEXT, to_wire
 from .groups import GroupTable
-from .attempts import Attempts
+from .attempts import ATTEMPT_ID_CHARS_MAX, Attempts
 from .filters import EVERYTHING, Subscription, subscription
 from .pop_state import NOT_READABLE, HandleError, PopState
 from .select import Selector, pop_selected
@@ -62,7 +62,6 @@ FILTER_PASS_UNITS_MAX = 4096
 # the same for a tag filter alone: a tag hash compared per unit (well under a microsecond), so a
 # look passes more, but a backlog of millions of other tags is still crossed in steps
 TAG_PASS_UNITS_MAX = 65_536
-ORIGIN_QUEUE_OFFSET = "ORIGIN_QUEUE_OFFSET"     # a dead letter's queue offset in its topic (beside PROP_ORIGIN_TOPIC)
 EXPIRED_LOOK_S = 1.0     # a waiting receive looks again this often while a visible message could not be given
 # read_at's NOT_READABLE: the record is there but not readable now
 _NOT_NOW = frozenset((GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_OVERFLOW_BADLY,
@@ -164,7 +163,8 @@ class Consumption:
         # the trace context goes with it (a trace follows a message into its DLQ); its lite topic and
         # priority do not (the dead-letter queue is a topic of its own, read in order)
         props = {k: v for k, v in m.properties.items() if k not in INTERNAL or k == PROP_TRACE_CONTEXT}
-        props.update({PROP_UNIQ_KEY: m.msg_id, PROP_ORIGIN_TOPIC: m.topic, ORIGIN_QUEUE_OFFSET: str(m.queue_offset)})
+        props.update({PROP_UNIQ_KEY: m.msg_id, PROP_ORIGIN_TOPIC: m.topic,
+                      PROP_ORIGIN_QUEUE_OFFSET: str(m.queue_offset)})
         dead = Message(topic=topic, body=m.body, tags=m.tags, keys=m.keys or None, properties=props, queue_id=0)
         r = await self.puts.run(self.store.put, dead) if self.puts is not None else self.store.put(dead)
         if r.status is not PutStatus.PUT_OK:
@@ -180,7 +180,7 @@ class Consumption:
         if not self.store.config.index_enabled:
             return False
         where = str(m.queue_offset)
-        return any(d.properties.get(PROP_ORIGIN_TOPIC) == m.topic and d.properties.get(ORIGIN_QUEUE_OFFSET) == where
+        return any(d.properties.get(PROP_ORIGIN_TOPIC) == m.topic and d.properties.get(PROP_ORIGIN_QUEUE_OFFSET) == where
                    for d in self.store.query_by_key(topic, m.msg_id, max_count=32, begin_ms=m.store_timestamp_ms,
                                                     whole_log=True))
 
@@ -318,6 +318,10 @@ class Consumption:
         if not valid_topic(topic) or self.store.queue_count(topic) == 0:
             yield spb.ReceiveMessageResponse(status=status(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
             return
+        why = read_refusal(topic)
+        if why is not None:
+            yield spb.ReceiveMessageResponse(status=status(Code.FORBIDDEN, why))
+            return
         if not self.groups.settings(group).consume_enable:
             yield spb.ReceiveMessageResponse(status=status(Code.FORBIDDEN, f"consumption is disabled for group "
                                                                            f"{group!r} (tidemq group update)"))
@@ -325,6 +329,10 @@ class Consumption:
         sub, bad = subscription(request.filter_expression)
         if bad is not None:
             yield spb.ReceiveMessageResponse(status=bad)
+            return
+        if len(request.attempt_id) > ATTEMPT_ID_CHARS_MAX:
+            yield spb.ReceiveMessageResponse(status=status(Code.BAD_REQUEST, f"attempt_id is longer than "
+                                                                             f"{ATTEMPT_ID_CHARS_MAX} characters"))
             return
         batch = request.batch_size if request.batch_size > 0 else 32
         batch = min(batch, self.config.receive_batch_max)
@@ -364,7 +372,8 @@ class Consumption:
                 continue
             left = deadline - time.monotonic()
             if msgs or left <= 0:
-                self.attempts.remember(group, topic, request.attempt_id, msgs, self.now_ms() + invisible_ms)
+                now_ms = self.now_ms()
+                self.attempts.remember(group, topic, request.attempt_id, msgs, now_ms + invisible_ms, now_ms)
                 break
             msgs = None
             nxt = self.next_visible_ms(group, topic)
