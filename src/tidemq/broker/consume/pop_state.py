@@ -12,9 +12,10 @@ hex digits) of group, topic, queue, offset and seq under a secret kept in
 ``<root>/broker/pop/secret`` (state/layout.py). A forged handle fails the MAC; a stale
 one (the message was redelivered, or its invisible time changed since) fails the seq;
 both answer INVALID_RECEIPT_HANDLE. The seq jumps by SEQ_GAP at every open, so a promoted
-follower (which opens its leader's last copy) never makes a handle its old leader gave after that copy. A renewal by the broker (renew.py) keeps the
-seq: the handle the client holds stays valid. Acking a message that is already
-acked answers OK (a client resends an ack whose answer was lost).
+follower (which opens its leader's last copy) never makes a handle its old leader gave after
+that copy. A renewal by the broker (renew.py) keeps the seq: the handle the client holds stays
+valid. Acking a message that is already acked answers OK (a client resends an ack whose answer
+was lost).
 
 Durability: every change is a line in ``<root>/broker/pop/journal`` (state/journal.py:
 JSON lines and a snapshot; a torn last line is cut at start), written before the
