@@ -180,9 +180,9 @@ class Consumption:
         if not self.store.config.index_enabled:
             return False
         where = str(m.queue_offset)
+        found = self.store.query_by_key(topic, m.msg_id, max_count=32, begin_ms=m.store_timestamp_ms, whole_log=True)
         return any(d.properties.get(PROP_ORIGIN_TOPIC) == m.topic
-                   and d.properties.get(PROP_ORIGIN_QUEUE_OFFSET) == where for d in self.store.query_by_key(topic, m.msg_id, max_count=32, begin_ms=m.store_timestamp_ms,
-                                                    whole_log=True))
+                   and d.properties.get(PROP_ORIGIN_QUEUE_OFFSET) == where for d in found)
 
     def pop_batch(self, group: str, topic: str, batch: int, invisible_ms: int, sub: Subscription | None = None,
                   renew_for: str = "", client: str = "") -> list:
