@@ -58,8 +58,8 @@ def test_a_leader_whose_commit_log_fsync_fails_steps_down_and_nothing_acknowledg
         g.kill(leader)                                     # its only directory failed: writes wait for a restart
         g.start(leader)
         lost, twice, cut = _read_back(pg, sends, t, producer, readers)
-        print({"acked": len(sends.acked), "lost": lost, "twice": twice, "served": len(readers.served),
-               "served_then_cut": cut, "failure_to_first_write_s": round(first[0] - failed_at, 3)})
+        print({"failed_at": round(failed_at, 3), "leader": leader, "new": new, "acked": len(sends.acked),
+               "lost": lost, "twice": twice, "served": len(readers.served), "served_then_cut": cut, "failure_to_first_write_s": round(first[0] - failed_at, 3)})
         assert new != leader and old.get("role") == "follower", old.get("role")
         assert lost == 0 and twice == 0 and cut == 0
     finally:
