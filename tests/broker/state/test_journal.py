@@ -107,3 +107,29 @@ def test_a_damaged_snapshot_falls_back_to_the_previous_one_and_the_journal_repla
     j2, n = open_journal(tmp_path, state)
     assert state == {"a": 1, "c": 3}, "the previous snapshot plus the journal since the last one"
     assert j2.loaded.source.value == "backup"
+
+
+def test_a_journal_whose_directory_was_removed_is_written_again_at_the_next_flush(tmp_path):
+    """Removed while open (rm -rf of the state directory): appends went to a file no name reaches.
+    The next flush sees it, the owner compacts (wants_compaction), and the snapshot and a new journal
+    are in the directory made again (state/layout.remake, the broker's flush): what was appended
+    since survives a restart."""
+    import shutil
+    d = tmp_path / "broker" / "pop"
+    os.makedirs(d)
+    state = {}
+    j, _ = open_journal(d, state)
+    j.append({"k": "a", "v": 1})
+    j.flush()
+    shutil.rmtree(tmp_path / "broker")
+    j.append({"k": "b", "v": 2})
+    j.flush()
+    assert j.wants_compaction
+    os.makedirs(d)                                       # (layout.remake)
+    j.compact({"a": 1, "b": 2})
+    j.append({"k": "c", "v": 3})
+    j.flush()
+    assert not j.wants_compaction
+    state = {}
+    _, n = open_journal(d, state)
+    assert state == {"a": 1, "b": 2, "c": 3} and n == 1

@@ -51,6 +51,7 @@ class Journal:
         self._dirty = False
         self.loaded = checked.Loaded(None, checked.Source.NONE, "")   # where the snapshot came from
         self.damaged_lines = 0                 # lines skipped at open: damaged, with intact lines after them
+        self.gone = False                      # the open file's name was removed (flush looks)
 
     def open(self, load: Callable[[dict], None], apply: Callable[[dict], None], what: str = "journal") -> int:
         """Load the snapshot (``load``), replay the journal (``apply`` per line); lines replayed.
@@ -94,17 +95,30 @@ class Journal:
         self._dirty = True
 
     def flush(self) -> None:
+        if self._h is not None and not self.gone and not self.fio.exists(self.path):
+            # the file (or its directory) was removed while open: what is appended reaches no name and
+            # is lost at the next start. The owner compacts now (wants_compaction): the snapshot is
+            # written (its directory made again) and the journal opened anew beside it
+            self.gone = True
+            log.warning("%s is gone (removed while the broker ran?): the state is written again there",
+                        self.path)
         if self._dirty and self._h is not None:
             self._dirty = False
             self.fio.fsync(self._h)
 
     @property
     def wants_compaction(self) -> bool:
-        return self._size > self.compact_bytes
+        return self._size > self.compact_bytes or self.gone
 
     def compact(self, snapshot: dict) -> None:
-        """Write the whole state atomically, then empty the journal."""
+        """Write the whole state atomically, then empty the journal (a journal whose file is gone:
+        a new one)."""
         checked.write(self.fio, self.snapshot_path, snapshot)
+        if self.gone:
+            old, self._h = self._h, self.fio.open(self.path, create=True)
+            self.fio.close(old)
+            self.fio.fsync_dir(os.path.dirname(self.path))
+            self.gone = False
         self.fio.truncate(self._h, 0)
         self.fio.fsync(self._h)
         self._size = 0
