@@ -1,7 +1,7 @@
 """Where the leader's (or the follower's) CPU goes per message: one sample of bench/replication.py's
 systems (``none``: one broker; ``SYNC`` / ``ASYNC``: a leader and one follower), its producer
 (``Producer.send_batches``, 256 x 1 KiB, 4 in flight) on a thread, and during ``--seconds``: each
-thread's user + system CPU of both brokers from /proc (us per message), the frames the leader sent
+thread's user + system CPU of both brokers and of the client (this process) from /proc (us per message), the frames the leader sent
 (a second, KiB each), and optionally ``py-spy record --nonblocking`` of one process (``--pyspy OUT``:
 raw collapsed stacks, one line a stack, for grep or a flame graph).
 
@@ -83,6 +83,7 @@ def main() -> None:
                 return f["frames_sent"], f["bytes_sent"]
             f0, l0 = frames(), threads(s.pid)
             o0 = threads(s.follower.pid) if s.follower else {}
+            c0 = threads(os.getpid())
             w0 = time.monotonic()
             if a.pyspy:
                 pid = s.follower.pid if a.follower and s.follower else s.pid
@@ -94,6 +95,7 @@ def main() -> None:
                 time.sleep(a.seconds)
             w = time.monotonic() - w0
             l1, o1, f1 = threads(s.pid), (threads(s.follower.pid) if s.follower else {}), frames()
+            c1 = threads(os.getpid())
             th.join()
             rate = res["messages"] / res["seconds"]
             load = os.getloadavg()[0]
@@ -103,6 +105,7 @@ def main() -> None:
                 report("follower", o0, o1, w, rate)
                 n = f1[0] - f0[0]
                 print(f"  frames: {n / w:.0f} a second, {(f1[1] - f0[1]) / max(n, 1) / 1024:.0f} KiB each")
+            report("client (this process)", c0, c1, w, rate)
         finally:
             s.stop()
 

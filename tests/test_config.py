@@ -364,3 +364,11 @@ def test_a_retired_setting_is_ignored_with_a_warning_everywhere_it_can_be_given(
         assert BrokerConfig.load(env={"TIDEMQ_SEND_RECORDS_TAG_CACHE_MAX": "10"}) == BrokerConfig()
         assert BrokerConfig.load(env={}, send_records_tag_cache_max=10) == BrokerConfig()
     assert sum("does nothing any more" in r.message for r in caplog.records) == 3
+
+
+def test_delete_when_hours_are_ascii_digits():
+    """"²" is a digit to str.isdigit and no number to int(): a ConfigError naming it, not a ValueError."""
+    assert StoreConfig(delete_when="04;16").delete_hours() == frozenset((4, 16))
+    for bad in ("²", "0²", "٣", "24"):
+        with pytest.raises(ConfigError, match="delete_when"):
+            StoreConfig(delete_when=bad)

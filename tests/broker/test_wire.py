@@ -252,3 +252,61 @@ def test_stored_properties_in_range_are_delivered_at_their_bounds(stores):
     r = s.put(Message(topic="T", body=b"b", properties={"UNIQ_KEY": "b-2", "TIMER_DELIVER_MS": str(far)}))
     sp = to_wire(s.get("g", "T", 0, r.queue_offset, max_count=1).messages[0], 1, "h", 0).system_properties
     assert sp.delivery_timestamp.seconds == -2**62
+
+
+def test_a_dead_letters_origin_is_the_brokers_shown_as_its_dead_letter_queue_only(stores):
+    """ORIGIN_TOPIC / ORIGIN_QUEUE_OFFSET (consume/receive.py writes them when it moves a message to
+    %DLQ%<group>) are the broker's: reserved (INTERNAL), never shown as user properties; the origin
+    topic reaches the consumer as the dead_letter_queue system property."""
+    from tidemq.store import Message
+    assert {"ORIGIN_TOPIC", "ORIGIN_QUEUE_OFFSET", "__CRC32#"} <= INTERNAL     # (and the record's CRC)
+    s = stores(ManualClock())
+    s.create_topic("%DLQ%G", 1)
+    r = s.put(Message("%DLQ%G", b"dead", properties={"UNIQ_KEY": "01DEAD", "ORIGIN_TOPIC": "T",
+                                                     "ORIGIN_QUEUE_OFFSET": "7", "color": "red"}, queue_id=0))
+    assert r.ok
+    w = to_wire(s.get("g", "%DLQ%G", 0, 0, max_count=1).messages[0], 1, "h", 30_000)
+    assert dict(w.user_properties) == {"color": "red"}
+    assert (w.system_properties.dead_letter_queue.topic, w.system_properties.dead_letter_queue.message_id) == \
+        ("T", "01DEAD")
+
+
+def test_a_client_may_send_to_a_dead_letter_topic_but_not_forge_a_dead_letters_origin(tmp_path):
+    """A send to %DLQ%<group> is an ordinary send (RocketMQ's proxy refuses only its system topics,
+    rmq_sys_*): stored, delivered with no dead_letter_queue. One naming ORIGIN_TOPIC or
+    ORIGIN_QUEUE_OFFSET is refused, ILLEGAL_MESSAGE_PROPERTY_KEY (the message only; nothing of it
+    stored), as RocketMQ's proxy refuses a user property of any name its broker writes."""
+    import asyncio
+
+    from tidemq.broker.service import MessagingService
+    from tidemq.config import BrokerConfig
+    from tidemq.protocol.stubs import Code, spb
+    from tidemq.testing.faulty_io import FaultyFileIO
+
+    from tests.support.grpc_context import SendContext
+    from tests.support.store import memory_config
+
+    store = MessageStore(memory_config(), FaultyFileIO()).start()
+    store.create_topic("%DLQ%G", 1)
+    svc = MessagingService(store, BrokerConfig(send_hold_ms_max=0))
+
+    def send(mid: str, props: dict) -> int:
+        r = spb.SendMessageRequest()
+        m = r.messages.add()
+        m.topic.name, m.body = "%DLQ%G", mid.encode()
+        m.system_properties.message_id, m.system_properties.message_type = mid, MessageType.NORMAL
+        m.user_properties.update(props)
+        got = asyncio.run(svc.send_messages.send(r, SendContext()))
+        return spb.SendMessageResponse.FromString(got).entries[0].status.code if type(got) is bytes \
+            else got.entries[0].status.code
+    try:
+        assert send("forged-1", {"ORIGIN_TOPIC": "Payments"}) == Code.ILLEGAL_MESSAGE_PROPERTY_KEY
+        assert send("forged-2", {"ORIGIN_QUEUE_OFFSET": "0"}) == Code.ILLEGAL_MESSAGE_PROPERTY_KEY
+        assert send("plain-1", {"color": "red"}) == Code.OK
+        store.drain_dispatch()
+        got = store.get("g", "%DLQ%G", 0, 0, max_count=8).messages
+        assert [m.body for m in got] == [b"plain-1"]
+        assert not to_wire(got[0], 1, "h", 30_000).system_properties.HasField("dead_letter_queue")
+    finally:
+        svc.close()
+        store.shutdown()

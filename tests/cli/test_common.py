@@ -66,3 +66,10 @@ def test_a_store_opens_as_before(tmp_path):
     r = run("topic", "list", "--root", root, "--json")
     assert r.exit_code == 0 and '"T"' in r.output
     assert run("verify", "--root", root).exit_code == 0
+
+
+def test_ascii_int_takes_ascii_digits_only_within_their_bounds():
+    from tidemq.cli.common import ascii_int
+    assert [ascii_int(t, 3) for t in ("0", "042", "999")] == [0, 42, 999]
+    assert [ascii_int(t, 3) for t in ("", "1000", "²", "٣", "-1", " 1", "1_0", "1.0")] == [None] * 8
+    assert ascii_int("9223372036854775808", 19) is None and ascii_int("70", 2, most=64) is None

@@ -111,3 +111,19 @@ def test_times_iso_8601_relative_and_milliseconds():
     for bad in ("soon", "-1y", "2026-13-01"):
         with pytest.raises(click.BadParameter):
             parse_to(bad)
+
+
+def test_numbers_are_ascii_digits_and_anything_else_is_a_cli_error():
+    """A superscript two is a digit to str.isdigit and no number to int(): --to / --offsets given one
+    (or another script's digits, or a number past an int64) are refused as bad parameters (exit 2,
+    naming the option), never a ValueError's traceback; nothing reaches a broker (none is running)."""
+    from tidemq.cli.group import parse_offsets, parse_to
+    ep = ("--endpoint", "127.0.0.1:9")
+    for to in ("²", "1²", "٣", "-²h", "-1e400h", "9" * 400, "-" + "9" * 400 + "w", "２０２６-11-27T05:00Z"):
+        r = run("group", "reset", "g", "--topic", T, "--to", to, *ep)
+        assert r.exit_code == 2 and "--to" in r.output and "ASCII digits" in r.output, (to, r.output)
+    for offsets in ("0=²", "²=1", "0=٣", "0=" + "9" * 20, "1234567=0"):
+        r = run("group", "reset", "g", "--topic", T, "--offsets", offsets, *ep)
+        assert r.exit_code == 2 and "--offsets" in r.output and "ASCII digits" in r.output, (offsets, r.output)
+    assert parse_to("9223372036854775807") == {"timestamp_ms": (1 << 63) - 1}
+    assert parse_offsets("0=42, 1=9223372036854775807") == {"0": 42, "1": (1 << 63) - 1}

@@ -7,6 +7,10 @@ moves only when nothing is ready (tidemq.testing.sim_loop): one seed is one run,
 
 One run: a producer sends without pause to whichever member answered last (another after a
 refusal or no answer; a put the client gave up on still reaches the member when it runs again),
+and a caller that goes (its deadline: ``CLIENT_TIMEOUT_S``, or, for a seeded ``GONE_RATE`` of the
+sends, a short one within a put's usual wait: ``GONE_AFTER_S``) cancels its call at the member as
+gRPC does (delivered when the member runs: a stopped one sees it once resumed); the member settles
+such a put as the broker's send path does (broker/puts.py ``on_gone``, resends.settled_gone),
 consumers read from any member, and a chaos schedule kills (kill -9: the page cache survives),
 stops (SIGSTOP) and restarts members, cuts links between two members and between a member and
 the coordinator, isolates the leader, fills a follower's disk and fails a member's commit-log
@@ -74,6 +78,8 @@ ELECTION_WAIT_MS = 200
 CLIENT_TIMEOUT_S = 3.0           # a client waits this long for an answer, then tries another member
 CONFIRM_S = 2.0                  # how long a client resends an appended, unconfirmed put
 PUT_WAIT_S = 0.5                 # a SYNC put's wait for its followers (replication_timeout_ms)
+GONE_RATE = 0.25                 # the sends whose caller goes early (a short deadline, a dropped connection)
+GONE_AFTER_S = (0.0002, 0.005)   # ... after this long (drawn in it): while its put waits for the disk, the followers
 SEND_ATTEMPTS = 3                # a client sends a message this many times at most (same id), as the official clients
 SETTLE_S = 60.0                  # after healing, the group must settle within this (virtual) time
 # disk faults hit the segment files only: the store's disk check (a thread on real time) writes a
@@ -144,6 +150,7 @@ class Stats:
     acked: int = 0
     refused: int = 0
     no_answer: int = 0
+    gone: int = 0                # messages whose caller went early (cancelled its call at the member)
     unconfirmed: int = 0
     resent: int = 0              # messages sent again (same id) after no answer, a refusal, not confirmed in time
     recognised: int = 0          # resent messages a member found stored before (answered, not stored again)
@@ -296,7 +303,8 @@ class SimMember:
         todo_keys = b"".join(dedup.key_at(keys, k) for k in todo)
         try:
             rs = await self.puts.run(store.put_batch, [msgs[k] for k in todo],
-                                     on_appended=lambda r: resends.remember_appended(todo_keys, r, None))
+                                     on_appended=lambda r: resends.remember_appended(todo_keys, r, None),
+                                     on_gone=lambda r: resends.settled_gone(todo_keys, r, None))
         except SimulatedCrash:
             return ("dead",)
         except PutsClosed:                            # a change of role under way: sent again
@@ -354,6 +362,8 @@ class GroupSim:
         self.seed = seed
         self.mode = mode
         self.rng = random.Random(seed * 7919 + (1 if mode == "SYNC" else 2))
+        # which callers go early, and when (its own draws: the others' stay as they were)
+        self.gone_rng = random.Random(seed * 15_485_863 + (5 if mode == "SYNC" else 6))
         self.duration_s = duration_s
         self.chaos_on = chaos
         self.script = script
@@ -493,10 +503,15 @@ class GroupSim:
             if m is None:
                 continue
             task = loop.create_task(m.serve_put(msgs))     # the request reaches the member, answered or not
+            early = self.gone_rng.random() < GONE_RATE
             try:
-                res = await asyncio.wait_for(asyncio.shield(task), CLIENT_TIMEOUT_S)
+                res = await asyncio.wait_for(asyncio.shield(task), self.gone_rng.uniform(*GONE_AFTER_S)
+                                             if early else CLIENT_TIMEOUT_S)
             except asyncio.TimeoutError:
                 self.stats.no_answer += n
+                if early:
+                    self.stats.gone += n
+                self._call_cancelled(m, task)
                 target = None
                 continue
             if res[0] == "ok":
@@ -517,6 +532,14 @@ class GroupSim:
                 # the next try goes where this member's leader port would forward it (the leader it knows)
                 ep = m.node.leader_endpoint if m.alive and not m.node.leading else ""
                 target = self.net.peers.get(ep) if ep else None
+
+    def _call_cancelled(self, m: SimMember, task: asyncio.Task) -> None:
+        """A caller went: its call is cancelled at the member (gRPC cancels the handler), once the
+        member runs (a stopped one: when it is resumed, after what it was doing)."""
+        async def cancel() -> None:
+            await m.gate()
+            task.cancel()
+        self._tasks.append(asyncio.get_running_loop().create_task(cancel()))
 
     async def _consumer(self) -> None:
         """Reads from any running member, each queue from where it left off, what its store serves
@@ -738,7 +761,8 @@ class GroupSim:
 def totals(seeds: range, mode: str) -> dict:
     """The figures of many runs: sums of the counts, the longest time without a writable leader, and
     the seeds that failed (with the first line of why)."""
-    out = {"mode": mode, "runs": 0, "sent": 0, "acked": 0, "resent": 0, "recognised": 0, "lost": 0, "twice": 0,
+    out = {"mode": mode, "runs": 0, "sent": 0, "acked": 0, "resent": 0, "gone": 0, "recognised": 0, "lost": 0,
+           "twice": 0,
            "older_epoch_acks": 0,
            "served": 0, "served_then_cut": 0, "elections": 0, "unwritable_s_max": 0.0, "failed": {}}
     for seed in seeds:
@@ -749,7 +773,7 @@ def totals(seeds: range, mode: str) -> dict:
             out["failed"][seed] = str(e).splitlines()[0]
         st = sim.stats
         out["runs"] += 1
-        for k in ("sent", "acked", "resent", "recognised", "lost", "twice", "older_epoch_acks", "served",
+        for k in ("sent", "acked", "resent", "gone", "recognised", "lost", "twice", "older_epoch_acks", "served",
                   "served_then_cut", "elections"):
             out[k] += getattr(st, k)
         out["unwritable_s_max"] = round(max(out["unwritable_s_max"], st.unwritable_s_max), 3)

@@ -309,3 +309,35 @@ def test_readable_max_finds_the_readable_end_of_a_long_unreadable_tail(stores):
         assert [m.body for m in g.messages] == [b"m%d" % k] and g.max_offset == k + 1
     s.set_commit_limit(lambda: ends[0] - 1)
     assert s.readable_max_offset("T", 0) == 0
+
+
+def test_a_queue_unit_pointing_at_a_record_of_another_queue_is_never_served(store):
+    """Consume-queue units carry no CRC: a damaged one can point at an intact record of another topic,
+    queue or queue offset (its own CRCs pass). Every read checks the record is the one the unit stands
+    for (topic, queue, queue offset); one that is not is skipped and counted as damage, never served
+    (a reader of topic A would be handed a message of B, which its user may not read)."""
+    import os
+
+    from tidemq.layout import list_segments, queue_dir
+    from tidemq.store.consume_queue import UNIT
+    a = store.put_batch([Message("A", b"a%d" % i, queue_id=0) for i in range(3)])
+    b = store.put_batch([Message("B", b"b%d" % i, queue_id=0) for i in range(3)])
+    store.put_batch([Message("A", b"c%d" % i, queue_id=1) for i in range(3)])
+
+    qdir = queue_dir(os.path.join(store.config.root_dir, "consumequeue"), "A", 0)
+    [(_, path)] = list_segments(OsFileIO(), qdir)
+    a1 = store.get_raw("A", 1, 1, max_count=1)
+    a1_off = int(_records(a1)[0].commitlog_offset)
+    for unit, (off, size) in ((0, (b[0].commitlog_offset, b[0].size)),    # B/0 at the same queue offset
+                              (1, (a1_off, int(a1.records[0][0]))),        # A/1 at the same queue offset
+                              (2, (a[0].commitlog_offset, a[0].size))):    # A/0 itself, at another offset
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.pwrite(fd, UNIT.pack(off, size, 0), unit * UNIT.size)
+        finally:
+            os.close(fd)
+    g = store.get("G", "A", 0, 0, max_count=8)
+    assert g.messages == [] and g.status is GetStatus.MESSAGE_DAMAGED and g.next_offset == 3
+    g = store.get_raw("A", 0, 0, max_count=8)
+    assert g.status is GetStatus.MESSAGE_DAMAGED and g.records is None and g.next_offset == 3
+    assert store.stats()["records_damaged"] >= 3

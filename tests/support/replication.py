@@ -18,6 +18,7 @@ class LeaderNode:
     def __init__(self, store, epoch: int, refusal: str | None = None, group: str = "g") -> None:
         self.store = store
         self.leading, self.fenced, self.epoch = True, False, epoch
+        self.installing = None                 # (no change of role installing services: node.installing)
         self.group, self.member, self.service = group, "g-0", None
         self.acks = ReplicaAcks(False, 1, 60_000, 60_000, lambda: store.replica.end, SystemClock())
         self.config = SimpleNamespace(replication_frame_bytes_max=4096, replica_lag_time_max_ms=60_000)

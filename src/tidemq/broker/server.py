@@ -247,26 +247,38 @@ class Broker:
                 pass
 
         got = Collect()
+        until_installed = None
         if self.replication is None:
             servicer = self.service
         else:
-            from .replication.proxy import ServiceProxy
+            from .replication.proxy import ServiceProxy, until_installed
             servicer = ServiceProxy(self)
         lane = send_message_lane(servicer)          # first: SendMessage from its bytes (compiled)
         if lane is not None:
             got.handlers.append(lane)
         sgrpc.add_MessagingServiceServicer_to_server(servicer, got)
 
+        node = self.replication                     # tidemq.Data waits out a change of role too (proxy.py)
+        installed = until_installed if node is not None else None
+
         async def pull(req, ctx):
+            if installed is not None and node.installing is not None:
+                await installed(node, ctx)
             return await self._records.pull(req, ctx)
 
         async def send(req, ctx):
+            if installed is not None and node.installing is not None:
+                await installed(node, ctx)
             return await self._record_sends.send(req, ctx)
 
         async def send_stream(_requests, ctx):
+            if installed is not None and node.installing is not None:
+                await installed(node, ctx)
             await self._record_sends.stream(ctx)
 
         async def pull_stream(req, ctx):
+            if installed is not None and node.installing is not None:
+                await installed(node, ctx)
             async for r in self._records.stream(req, ctx):
                 yield r
 
@@ -306,6 +318,7 @@ class Broker:
                                                                                    "a send", why)
         self._records = Records(self.store, service.consumption.arrivals, c.grpc_message_bytes_max,
                                 c.pull_records_bytes_max, service.got)
+        self._records.acl = service.sends.acl       # a stream's pulls checked again (revokes): None when off
         # the quotas: one table for every service this broker has (protection/quotas.py)
         service.sends.quotas = service.pulls.quotas = service.consumption.quotas = self._records.quotas = self.quotas
         service.quotas = self.quotas

@@ -44,6 +44,7 @@ from .deferred.transactions import Transactions
 from .observe.outcomes import Outcomes
 from .produce.send_message import MessageSends
 from .produce.send_path import SendPath, lite_topic_problem, put_code
+from .protection.access import IDENTITY, vet_settings
 from .protection.flow import SendGate
 from .puts import StorePuts
 from .sessions.clients import Clients
@@ -288,8 +289,14 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     async def Telemetry(self, request_iterator, context):
         """Answer every settings command with OK and the merged settings, write orphan checks;
         keep the stream open until the client ends it or the broker stops (then it ends at once,
-        not after the grace). See sessions/telemetry.py."""
+        not after the grace). See sessions/telemetry.py. With authentication on, what a settings
+        command may make the broker do is its user's to ask (protection/access.py vet_settings)."""
         cid = client_id_of(context)
+        who, acl = IDENTITY.get(), self.acl
+        vet = None
+        if who is not None and acl is not None and acl.enabled:
+            def vet(settings: "pb.Settings") -> tuple:
+                return vet_settings(acl, who.user, who.peer, settings)
 
         def reply(settings: "pb.Settings") -> "pb.Settings":
             if settings.client_type in (pb.ClientType.LITE_SIMPLE_CONSUMER, pb.ClientType.LITE_PUSH_CONSUMER):
@@ -298,7 +305,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                                   [e.topic.name for e in settings.subscription.subscriptions], cid)
             return self.settings_reply(settings)
 
-        async for cmd in self.sessions.serve(cid, request_iterator, self.closing, reply):
+        async for cmd in self.sessions.serve(cid, request_iterator, self.closing, reply, vet):
             yield cmd
 
     # Send (produce/) -------------------------------------------------------------------------

@@ -27,11 +27,12 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from ..protocol.stubs import MESSAGE_TYPE_NAMES, DigestType, Encoding, MessageType, pb
 from ..store import Message
-from ..record.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage, check_property_text
+from ..record.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, RECORD_CRC_NAME, StoredMessage, check_property_text
 from .deferred.parking import PARKING, PROP_DELIVER_MS
 from .topic_names import DLQ_PREFIX
 
 PROP_ORIGIN_TOPIC = "ORIGIN_TOPIC"      # a dead letter's topic before %DLQ%<group> (consume/receive.py)
+PROP_ORIGIN_QUEUE_OFFSET = "ORIGIN_QUEUE_OFFSET"    # ... and its queue offset there
 
 PROP_MESSAGE_GROUP = "__SHARDINGKEY"
 PROP_MESSAGE_TYPE = "__MSGTYPE"
@@ -44,9 +45,15 @@ SYS_FLAG_COMPRESSED = 0x1
 
 SUPPORTED_TYPES = (MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION,
                    MessageType.LITE, MessageType.PRIORITY)
+# every property the broker writes itself: refused as a user property of a sent message (SendMessage:
+# ILLEGAL_MESSAGE_PROPERTY_KEY, as RocketMQ's proxy refuses its MessageConst.STRING_HASH_SET; SendRecords:
+# BAD_REQUEST), never shown as one on delivery. A dead letter's origin among them: sent by a client (to a
+# %DLQ% topic, which a client may send to, as RocketMQ's proxy lets it), it would forge the
+# dead_letter_queue a consumer is shown; a dead letter's origin topic is shown there. The record's own CRC
+# property too (the store refused it as a malformed property: BAD_REQUEST)
 INTERNAL = frozenset((PROP_TAGS, PROP_KEYS, PROP_UNIQ_KEY, PROP_MESSAGE_GROUP, PROP_MESSAGE_TYPE, PROP_BORN_HOST,
                       PROP_DELIVER_MS, PROP_TRACE_CONTEXT, PROP_ORPHAN_CHECK_S, PROP_LITE_TOPIC, PROP_PRIORITY,
-                      *PARKING))
+                      PROP_ORIGIN_TOPIC, PROP_ORIGIN_QUEUE_OFFSET, RECORD_CRC_NAME, *PARKING))
 # SystemProperties fields (by number) the common message never has: encoded_one leaves a message with
 # any of them to to_store (as tidemq._accel.send_one does: it takes none of them)
 _NOT_ONE = ("trace_context", "orphaned_transaction_recovery_duration", "dead_letter_queue", "lite_topic",

@@ -15,6 +15,20 @@ config_option = click.option("--config", "config_file", default=None, type=click
                              envvar="TIDEMQ_CONFIG", help="TOML file with settings")
 
 
+I64_MAX = (1 << 63) - 1      # an offset, a time in ms: what the broker's requests take (protocol/admin.py)
+
+
+def ascii_int(text: str, digits_max: int, most: int = I64_MAX) -> int | None:
+    """``text`` as an int when it is 1 to ``digits_max`` ASCII digits 0-9 and at most ``most``, else
+    None (the caller says what it wanted: a CLI error, never a ValueError). str.isdigit takes a
+    superscript two, which int() refuses; str.isdecimal other scripts' digits, which int() reads but
+    nobody typing an offset means."""
+    if 0 < len(text) <= digits_max and text.isascii() and text.isdecimal():
+        n = int(text)
+        return n if n <= most else None
+    return None
+
+
 def load_store_config(root: str | None, config_file: str | None, remembered: bool = True,
                       **overrides) -> StoreConfig:
     """The store's settings from the configuration file, TIDEMQ_* and ``overrides``; for commands

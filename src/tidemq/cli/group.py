@@ -19,7 +19,7 @@ import time
 
 import click
 
-from .common import config_option, endpoint_option, quiet_logs
+from .common import ascii_int, config_option, endpoint_option, quiet_logs
 from ..words import human_seconds
 from .output import emit_json, fail, out, table
 
@@ -130,18 +130,23 @@ def parse_to(value: str, now_s: float | None = None) -> dict:
     v = value.strip()
     if v in ("earliest", "latest"):
         return {"to": v}
-    m = re.fullmatch(r"-(\d+(?:\.\d+)?)([smhdw])", v)
+    bad = click.BadParameter(f"{value!r}: give earliest, latest, a time (2026-11-27T05:00Z, -1h, -30m, "
+                             f"13-digit ms) or an offset, in ASCII digits", param_hint="--to")
+    m = re.fullmatch(r"-([0-9]{1,12}(?:\.[0-9]{1,9})?)([smhdw])", v)      # (bounded: no float overflows)
     if m:
         now_s = time.time() if now_s is None else now_s
         return {"timestamp_ms": max(0, int((now_s - float(m.group(1)) * RELATIVE_UNITS_S[m.group(2)]) * 1000))}
     if v.isdigit():
-        n = int(v)
+        n = ascii_int(v, 19)
+        if n is None:             # another script's digits, a superscript, beyond an int64
+            raise bad
         return {"timestamp_ms": n} if len(v) >= 13 else {"to": n}
+    if not v.isascii():
+        raise bad                 # (fromisoformat reads other scripts' digits)
     try:
         dt = datetime.datetime.fromisoformat(v)
     except ValueError:
-        raise click.BadParameter(f"{value!r}: give earliest, latest, a time (2026-11-27T05:00Z, -1h, -30m, "
-                                 f"13-digit ms) or an offset", param_hint="--to") from None
+        raise bad from None
     if dt.tzinfo is None:
         dt = dt.astimezone()            # no zone: this machine's local time (as kafka-consumer-groups reads it)
     return {"timestamp_ms": max(0, int(dt.timestamp() * 1000))}
@@ -152,10 +157,11 @@ def parse_offsets(value: str) -> dict:
     out = {}
     for part in value.split(","):
         q, sep, o = part.strip().partition("=")
-        if not sep or not q.strip().isdigit() or not o.strip().isdigit():
-            raise click.BadParameter(f"{part.strip()!r}: give QUEUE=OFFSET pairs, e.g. 0=42,1=17",
+        qid, offset = ascii_int(q.strip(), 6), ascii_int(o.strip(), 19)
+        if not sep or qid is None or offset is None:
+            raise click.BadParameter(f"{part.strip()!r}: give QUEUE=OFFSET pairs in ASCII digits, e.g. 0=42,1=17",
                                      param_hint="--offsets")
-        out[str(int(q))] = int(o)
+        out[str(qid)] = offset
     return out
 
 

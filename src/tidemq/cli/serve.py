@@ -7,7 +7,7 @@ import os
 
 import click
 
-from .common import config_option, load_store_config, quiet_logs, root_option
+from .common import ascii_int, config_option, load_store_config, quiet_logs, root_option
 
 
 @click.command()
@@ -116,7 +116,10 @@ def member_runner(member: str, root: str, cfg):
     from ..broker.multi.member import die_with_parent, serve_member
     from ..broker.multi.siblings import Siblings
     try:
-        i, n, parent = (int(x) for x in member.split("/"))
+        parts = [ascii_int(x, 10) for x in member.split("/")]
+        if len(parts) != 3 or None in parts:
+            raise ValueError("give I/N/PID in ASCII digits")
+        i, n, parent = parts
         siblings = Siblings(os.path.dirname(os.path.abspath(root)), i, n, cfg.broker_name)
     except ValueError as e:
         raise click.ClickException(f"--member {member!r}: {e}") from e

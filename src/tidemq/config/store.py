@@ -141,7 +141,7 @@ class StoreConfig(Loadable):
             part = part.strip()
             if not part:
                 continue
-            if not part.isdigit() or not 0 <= int(part) <= 23:
+            if not (part.isascii() and part.isdigit()) or not 0 <= int(part) <= 23:     # ("²" isdigit: int() refuses it)
                 raise ConfigError(f"delete_when: {part!r} is not an hour 00-23")
             hours.add(int(part))
         return frozenset(hours)

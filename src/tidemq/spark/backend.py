@@ -98,13 +98,14 @@ class FileBackend(Backend):
             if len(units) and int(units["offset"].max()) >= log_end:
                 raise ValueError(f"tidemq: {topic} queue {qid} points past the last commit-log segment found in "
                                  f"{', '.join(files.commitlog_dirs)}: is the option commitlogDirs complete?")
+            qoffs = np.arange(at, at + len(units), dtype=np.int64)     # the queue offset each unit stands for
             at += len(units)
             offsets = units["offset"].astype(np.int64)
             sizes = units["size"].astype(np.int64)
             seg = files.locate(offsets)
             alive = (sizes > 0) & (seg >= 0)
             lost = len(units) - int(alive.sum())
-            offsets, sizes, seg = offsets[alive], sizes[alive], seg[alive]
+            offsets, sizes, seg, qoffs = offsets[alive], sizes[alive], seg[alive], qoffs[alive]
             if len(seg) == 0:
                 yield _EMPTY, lost
                 continue
@@ -116,7 +117,8 @@ class FileBackend(Backend):
                 except FileNotFoundError:                 # deleted since the listing: cleaned away
                     lost += int(hi - lo)
                     continue
-                batch, bad = decode(buf, offsets[lo:hi] - files.segment_starts[i], sizes[lo:hi])
+                batch, bad = decode(buf, offsets[lo:hi] - files.segment_starts[i], sizes[lo:hi],
+                                    expect=(topic, qid, qoffs[lo:hi]))
                 yield batch, lost + bad
                 lost = 0
             if lost:

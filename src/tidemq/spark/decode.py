@@ -136,13 +136,17 @@ def _msg_ids(uniq: pa.Array, h: np.ndarray) -> pa.Array:
     return pc.if_else(missing, offset_ids, uniq)
 
 
-def decode(buf, positions: np.ndarray, sizes: np.ndarray, crc_checked: bool = False) -> tuple[pa.RecordBatch, int]:
+def decode(buf, positions: np.ndarray, sizes: np.ndarray, crc_checked: bool = False,
+           expect: tuple | None = None) -> tuple[pa.RecordBatch, int]:
     """The records at ``positions`` (their stored ``sizes``) of ``buf`` (bytes, mmap, numpy
     uint8) as a RecordBatch of SCHEMA, and how many were skipped as not well-formed or failing
     their body or record CRC (damage kept by recovery is skipped, as the store's own reads do;
     the source counts them as offsets not in the store: failOnDataLoss). ``crc_checked``: the
     records' CRCs were checked on their way here (a broker's raw pull under a frame CRC that
-    held, the archive's walk of a segment): only their layout is checked again."""
+    held, the archive's walk of a segment): only their layout is checked again. ``expect``: (topic,
+    queue id, each record's queue offset) the records must be (read through consume-queue units, which
+    have no CRC of their own: a damaged unit can point at an intact record of another queue); one
+    that is not is skipped as damaged."""
     if not isinstance(buf, np.ndarray):
         buf = np.frombuffer(buf, np.uint8)
     positions = np.asarray(positions, np.int64)
@@ -166,6 +170,14 @@ def decode(buf, positions: np.ndarray, sizes: np.ndarray, crc_checked: bool = Fa
     pp = np.where(good, ppos, positions)
     plen = (buf[pp].astype(np.int64) << 8) | buf[pp + 1]
     good &= (codec.FIXED_OVERHEAD + blen + tlen + plen == sizes) & (plen >= _HIDDEN)
+    if expect is not None:
+        topic, qid, qoffs = expect
+        name = np.frombuffer(topic.encode(), np.uint8)
+        qoffs = np.asarray(qoffs, np.int64)[ok] if not ok.all() else np.asarray(qoffs, np.int64)
+        at = np.minimum(np.where(good, tpos, 0)[:, None] + np.arange(len(name) + 1), end - 1)
+        named = buf[at]
+        good &= (h["queue_id"] == qid) & (h["queue_offset"] == qoffs) & (named[:, 0] == len(name)) & \
+            (named[:, 1:] == name).all(axis=1)
     if not crc_checked:
         idx = np.flatnonzero(good)           # well-formed: their body and record CRCs must hold too
         damaged = damaged_records(buf, positions[idx], sizes[idx])

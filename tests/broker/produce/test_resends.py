@@ -120,3 +120,46 @@ def test_an_unconfirmed_entry_keeps_only_its_own_message_off_the_compiled_lane(s
                            first.commitlog_offset + first.size)
     assert not r.surely_new(waiting), "its resend asks the store"
     assert r.surely_new(r.key("orders", "other-1")), "another message takes the lane"
+
+
+def test_a_gone_callers_put_not_confirmed_in_time_moves_to_the_window_once_its_followers_confirm_it(stores):
+    """A put whose caller went, settled (``settled_gone``) as not confirmed in time (its follower had
+    not confirmed it by replication_timeout_ms), stays for a resend; no resend comes (its caller
+    gave up). Once the follower confirms it after all, the next waiting put's append settles it
+    (``_settle_late``): out of the unconfirmed, into the window, as its resend would have moved it.
+    One the store still cannot confirm stays, and those after it too (later in the log)."""
+    from tidemq.broker.produce.resends import Unconfirmed
+    from tidemq.broker.replication.acks import ReplicaAcks
+
+    clock = ManualClock(1_700_000_000_000)
+    store = stores(clock)
+    r = Resends(store, BrokerConfig(send_dedup_after_restart_s=0))
+    acks = ReplicaAcks(True, 1, 60_000, 60_000, lambda: store.replica.end, clock)
+    acks.set_isr({"f"})                                  # its follower has confirmed nothing yet
+    conn = acks.connect("f", "", 0).conn
+    store.writer.replicas = acks
+
+    def appended(mid):
+        """A put appended, its wait ahead (StorePuts.run: wait=False), remembered as the send path does."""
+        res = store.put_batch([Message(topic="orders", body=b"x", properties={PROP_UNIQ_KEY: mid})], wait=False)
+        assert res.pending_end >= 0
+        key = r.key("orders", mid)
+        r.remember_appended(key, res, None)
+        return res, key
+
+    res1, k1 = appended("gone-1")
+    res2, k2 = appended("gone-2")
+    r.settled_gone(k1, res1, None)                       # their time ran out, their callers gone
+    r.settled_gone(k2, res2, None)
+    assert k1 in r.unconfirmed and k2 in r.unconfirmed and r.window.find_keys(k1) == {}
+    end1 = int(res1.phys[0] + res1.size[0])
+    acks.confirm("f", conn, end1)                        # the first confirmed after its timeout
+    appended("next-1")                                   # the next waiting put
+    assert k1 not in r.unconfirmed, "settled: its followers confirmed it"
+    assert r.find(k1, [0], lambda i: "orders", lambda i: "gone-1") == {0: (int(res1.qoff[0]), "")}
+    assert k2 in r.unconfirmed, "not confirmed yet: stays for its resend"
+    assert isinstance(r.find(k2, [0], lambda i: "orders", lambda i: "gone-2")[0], Unconfirmed)
+    acks.confirm("f", conn, int(res2.phys[0] + res2.size[0]))
+    appended("next-2")
+    assert k2 not in r.unconfirmed
+    assert r.find(k2, [0], lambda i: "orders", lambda i: "gone-2") == {0: (int(res2.qoff[0]), "")}

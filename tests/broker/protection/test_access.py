@@ -120,3 +120,57 @@ def test_every_kind_of_call_is_served_refused_or_unauthenticated_by_the_guard(tm
     assert unsigned == dict.fromkeys(("UU", "US", "SU", "SS"), grpc.StatusCode.UNAUTHENTICATED)
     assert served == {"UU": b"uu:x", "US": b"us:x", "SU": b"su:x", "SS": b"ss:x"}
     assert ran == ["uu", "us", "su", "ss"], "a refused call never reaches its handler"
+
+
+class _PubAcl:
+    """'u' may pub on topic t and sub on group g and topic t; nothing else."""
+    def allowed(self, user, kind, name, action, ip=None):
+        ok = user == "u" and (kind, name, action) in {("topic", "t", "pub"), ("topic", "t", "sub"), ("group", "g", "sub")}
+        return ok, "" if ok else f"forbidden: user {user!r} may not {action} on {kind} {name!r}"
+
+    def allowed_any(self, user, kind, name, actions, ip=None):
+        for a in actions:
+            if self.allowed(user, kind, name, a, ip)[0]:
+                return True, ""
+        return self.allowed(user, kind, name, actions[0], ip)
+
+
+def test_telemetry_settings_are_taken_as_far_as_their_user_may_declare_them():
+    """A producer's declared topics (where orphan transaction checks go, bodies included) keep only
+    the ones its user may pub; a lite consumer's settings (they make a group lite on a topic) need
+    sub on the group and the topic, else FORBIDDEN; other settings are taken as they are."""
+    from tidemq.protocol.stubs import pb
+    acl = _PubAcl()
+    prod = pb.Settings(client_type=pb.ClientType.PRODUCER, publishing=pb.Publishing(
+        topics=[pb.Resource(name="t"), pb.Resource(name="secret")]))
+    why, taken = access.vet_settings(acl, "u", "ipv4:127.0.0.1:5", prod)
+    assert why is None and [r.name for r in taken.publishing.topics] == ["t"]
+    assert [r.name for r in prod.publishing.topics] == ["t", "secret"], "the request itself is not changed"
+
+    def lite(group, topic):
+        return pb.Settings(client_type=pb.ClientType.LITE_PUSH_CONSUMER, subscription=pb.Subscription(
+            group=pb.Resource(name=group), subscriptions=[pb.SubscriptionEntry(topic=pb.Resource(name=topic))]))
+    assert access.vet_settings(acl, "u", "", lite("g", "t")) == (None, lite("g", "t"))
+    for group, topic, word in (("other", "t", "group 'other'"), ("g", "secret", "topic 'secret'")):
+        why, taken = access.vet_settings(acl, "u", "", lite(group, topic))
+        assert taken is None and why.startswith("forbidden") and word in why
+    simple = pb.Settings(client_type=pb.ClientType.SIMPLE_CONSUMER, subscription=pb.Subscription(
+        group=pb.Resource(name="other")))
+    assert access.vet_settings(acl, "u", "", simple) == (None, simple)
+
+
+def test_the_system_topics_are_for_super_users_whatever_a_pattern_allows():
+    """A user allowed everything on topic:* still may not touch the schedule or half topic (messages not
+    due or not committed wait there): only super users (an operator's query)."""
+    from tidemq.broker.topic_names import HALF_TOPIC, SCHEDULE_TOPIC
+
+    class Everything(_Acl):
+        def allowed_any(self, user, kind, name, actions, ip=None):
+            return True, ""
+    g = access.Guard([], None, Everything(), None)
+    query = access.ADMIN_PREFIX + api.QUERY
+    for topic in (SCHEDULE_TOPIC, HALF_TOPIC):
+        why = g.check(query, {"topic": topic, "key": "k"}, "u", "")
+        assert why is not None and "broker's own" in why
+        assert g.check(query, {"topic": topic, "key": "k"}, "root", "") is None
+    assert g.check(query, {"topic": "orders", "key": "k"}, "u", "") is None

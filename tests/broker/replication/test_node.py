@@ -1,15 +1,23 @@
 """broker/replication/node.py: a broker group member's role in an in-process broker (a static
 leader, no coordinator): what it refuses and why while it leads, is fenced or follows; a manual
-promotion to a new epoch; the status it reports."""
+promotion to a new epoch, and the calls that come while it installs the leader's service (with
+proxy.py); the status it reports."""
 
 import asyncio
+import threading
 from types import SimpleNamespace
+
+import grpc
+import pytest
 
 from tidemq.broker import server
 from tidemq.broker.replication.node import ReplicationNode
 from tidemq.config import BrokerConfig, ReplicationConfig, StoreConfig
 from tidemq.protocol import replication as rp
+from tidemq.protocol.stubs import Code, pb, sgrpc, spb
 from tidemq.store import Message, MessageStore, PutReason
+
+from ...support.wait import PATIENCE_S
 
 
 def with_member(tmp_path, check, **replication):
@@ -214,3 +222,129 @@ def test_a_static_followers_routes_arriving_together_share_one_epochs_call_to_it
         store.shutdown()
     assert leader.calls == 1
     assert all(v["members"].get("g-2") == joined for v in views)
+
+
+# the promotion window: elected (the store takes puts), the leader's service not in place yet ---------
+
+def gate_leading_service(monkeypatch, leading_gated: bool = True):
+    """(gate, building): the leader's service (``leading_gated``; else the follower's) -- server.activate
+    builds it in a thread -- is built only once ``gate`` is set; ``building`` is set when a change of
+    role reaches it."""
+    gate, building = threading.Event(), threading.Event()
+    real = server.MessagingService
+
+    def build(*args, **kwargs):
+        leading = args[3] if len(args) > 3 else kwargs.get("leading", True)
+        if leading == leading_gated:
+            building.set()
+            gate.wait(PATIENCE_S)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(server, "MessagingService", build)
+    return gate, building
+
+
+def with_follower(tmp_path, check):
+    """check(broker) on the loop of a started static follower (its leader at an address nobody serves)."""
+    store = StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=1 << 20, index_slots=1000,
+                        index_entries=4000, auto_create_topics=True)
+    b = server.Broker(store, BrokerConfig(host="127.0.0.1", port=0, metrics_port=0), lambda line: None,
+                      replication=ReplicationConfig(broker_group="g", broker_id="g-1", broker_role="follower",
+                                                    leader_endpoint="127.0.0.1:9"))
+
+    async def main():
+        await b.start()
+        try:
+            await check(b)
+        finally:
+            await b.stop()
+    asyncio.run(main())
+
+
+async def until(cond, what: str) -> None:
+    for _ in range(int(PATIENCE_S / 0.01)):
+        if cond():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"not within {PATIENCE_S} s: {what}")
+
+
+def send_request(topic: str):
+    return spb.SendMessageRequest(messages=[pb.Message(
+        topic=pb.Resource(name=topic), body=b"x",
+        system_properties=pb.SystemProperties(message_id="01PROMOTED", message_type=pb.MessageType.NORMAL))])
+
+
+def test_a_call_in_the_promotion_window_waits_for_the_leaders_service_and_is_served_by_it(tmp_path, monkeypatch):
+    """A route for a topic the leader creates, and a send to it, arriving while a promoted member's
+    leader's service is being built, are answered by that service once it is in place (OK), never by
+    the follower's it replaces (TOPIC_NOT_FOUND: an official producer's start fails on it); the member
+    says "leader" only then."""
+    gate, building = gate_leading_service(monkeypatch)
+
+    async def check(b):
+        node = b.replication
+        promote = asyncio.ensure_future(node.promote())
+        await until(building.is_set, "the promotion building the leader's service")
+        assert node.store.following is False                  # the store takes puts: the window
+        assert node.role == "leader (starting)" and node.status()["role"] == "leader (starting)"
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{b.port}") as ch:
+            stub = sgrpc.MessagingServiceStub(ch)
+            route = asyncio.ensure_future(stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="Fresh")),
+                                                          timeout=PATIENCE_S))
+            sent = asyncio.ensure_future(stub.SendMessage(send_request("Fresh"), timeout=PATIENCE_S))
+            await until(lambda: (route.done() and sent.done()) or node.install_waits >= 2,
+                        "both calls waiting for the leader's service")
+            assert not route.done() and not sent.done()
+            gate.set()
+            r, s = await route, await sent
+        assert r.status.code == Code.OK, (r.status.code, r.status.message)
+        assert {q.permission for q in r.message_queues} == {pb.Permission.READ_WRITE}
+        assert s.status.code == Code.OK and s.entries[0].status.code == Code.OK, s
+        assert await promote == 1 and node.role == "leader" and node.status()["install_waits"] == 2
+    with_follower(tmp_path, check)
+
+
+def test_a_call_that_cannot_wait_out_the_promotion_is_answered_unavailable(tmp_path, monkeypatch):
+    """A route whose deadline ends before the leader's service is in place: UNAVAILABLE (gRPC's "try
+    again", which the clients retry), not the follower's TOPIC_NOT_FOUND."""
+    gate, building = gate_leading_service(monkeypatch)
+
+    async def check(b):
+        node = b.replication
+        promote = asyncio.ensure_future(node.promote())
+        await until(building.is_set, "the promotion building the leader's service")
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{b.port}") as ch:
+                with pytest.raises(grpc.aio.AioRpcError) as e:
+                    await sgrpc.MessagingServiceStub(ch).QueryRoute(
+                        spb.QueryRouteRequest(topic=pb.Resource(name="Fresh")), timeout=2)
+            # (ours, or the client's own deadline on a machine too busy to answer in the margin: both retried)
+            assert e.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+        finally:
+            gate.set()
+        await promote
+        assert node.role == "leader"
+    with_follower(tmp_path, check)
+
+
+def test_a_call_while_a_leader_steps_down_waits_for_the_followers_service(tmp_path, monkeypatch):
+    """A leader stepping down (node.follow) installs its follower's service: a route arriving meanwhile
+    waits for it and is answered by it (a follower creates no topic: TOPIC_NOT_FOUND), never by the
+    leader's service going, which created the topic in a store that follows now."""
+    gate, building = gate_leading_service(monkeypatch, leading_gated=False)
+
+    async def check(node, store):
+        b = node.host
+        stepping = asyncio.ensure_future(node.follow("127.0.0.1:9"))
+        await until(building.is_set, "the step-down building the follower's service")
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{b.port}") as ch:
+            route = asyncio.ensure_future(sgrpc.MessagingServiceStub(ch).QueryRoute(
+                spb.QueryRouteRequest(topic=pb.Resource(name="Fresh")), timeout=PATIENCE_S))
+            # (waiting; before the fix, answered at once by the leader's service going)
+            await until(lambda: route.done() or node.install_waits >= 1, "the route waiting for the follower's service")
+            gate.set()
+            r = await route
+        await stepping
+        assert r.status.code == Code.TOPIC_NOT_FOUND and node.role == "follower"
+        assert store.queue_count("Fresh") == 0, "no topic made in a store that follows"
+    with_member(tmp_path, check)

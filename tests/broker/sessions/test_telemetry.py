@@ -85,3 +85,44 @@ def test_a_stream_end_to_end():
     assert out["open_after_end"] == {} and out["events"] == [("open", "c1"), ("close", "c1")]
     assert out["known_before"] == ["c1"] and out["known_after"] == ["c2", "c3"], "the oldest forgotten first"
     assert out["bounded"] == [True, True, False]
+
+
+def test_with_authentication_on_a_client_id_is_its_users_own():
+    """The broker keys clients by user and x-mq-client-id: one user naming another's id is another client."""
+    from tidemq.broker.protection.access import IDENTITY, Identity
+    from tidemq.broker.sessions.telemetry import client_header_of, client_id_of
+
+    from ...support.grpc_context import SendContext
+
+    ctx = SendContext(client_id="host@1@2")
+    assert client_id_of(ctx) == client_header_of(ctx) == "host@1@2", "authentication off: as sent"
+    token = IDENTITY.set(Identity("app-a", "ipv4:127.0.0.1:1"))
+    try:
+        assert client_id_of(ctx) == "app-a\thost@1@2" and client_header_of(ctx) == "host@1@2"
+        assert client_id_of(SendContext(client_id="")) == "", "no client id: none"
+    finally:
+        IDENTITY.reset(token)
+
+
+def test_a_producer_declaring_too_many_topics_is_refused_and_nothing_is_learned():
+    """Declared topics are remembered per client (known): one settings command of ~4 MiB could name
+    ~900,000 of them. Past PUBLISHING_TOPICS_MAX: BAD_REQUEST, the stream stays open, nothing kept."""
+    from tidemq.broker.sessions.telemetry import PUBLISHING_TOPICS_MAX
+
+    async def go():
+        sessions = Sessions()
+        client = Client()
+        replies = []
+
+        async def stream():
+            async for reply in sessions.serve("c1", client, asyncio.Event(), lambda s: s):
+                replies.append(reply)
+        task = asyncio.ensure_future(stream())
+        client.requests.put_nowait(producer_settings(*(f"t{i}" for i in range(PUBLISHING_TOPICS_MAX + 1))))
+        client.requests.put_nowait(producer_settings(*(f"t{i}" for i in range(PUBLISHING_TOPICS_MAX))))
+        client.end()
+        await asyncio.wait_for(task, 60)
+        return replies, sessions.known
+    replies, known = asyncio.run(go())
+    assert [r.status.code for r in replies] == [Code.BAD_REQUEST, Code.OK]
+    assert len(known["c1"].topics) == PUBLISHING_TOPICS_MAX

@@ -32,11 +32,18 @@ from ...protocol.stubs import Code, pb
 A = pb.LiteSubscriptionAction
 
 
+CLIENTS_MAX = 10_000        # (group, bind topic, client) subscriptions kept at most
+
+
 class LiteSubscriptions:
     def __init__(self, per_client_max: int, name_problem: Callable[[str], str | None],
-                 alive: Callable[[str], bool] | None = None) -> None:
+                 alive: Callable[[str], bool] | None = None, clients_max: int = CLIENTS_MAX) -> None:
         """``alive(client id)``: whether a client is still there (sessions/clients.py); a client that
-        is not is forgotten at the next receive of its group (None: every client is)."""
+        is not is forgotten at the next receive of its group (None: every client is). ``clients_max``:
+        the subscriptions kept at most, over every group (each holds up to ``per_client_max`` names): a
+        new one past it is refused (LITE_SUBSCRIPTION_QUOTA_EXCEEDED) once the clients that are gone
+        are forgotten and it is still past it."""
+        self.clients_max = clients_max
         self.per_client_max = per_client_max
         self.name_problem = name_problem
         self.alive = alive
@@ -72,8 +79,28 @@ class LiteSubscriptions:
         if len(new) > self.per_client_max:
             return (Code.LITE_SUBSCRIPTION_QUOTA_EXCEEDED,
                     f"{len(new)} lite topics: at most lite_subscriptions_per_client_max={self.per_client_max}")
+        by_client = self.subs.get(key)
+        if (by_client is None or client not in by_client) and not self._room():
+            return (Code.LITE_SUBSCRIPTION_QUOTA_EXCEEDED,
+                    f"the broker keeps at most {self.clients_max} lite consumers' subscriptions")
         self.subs.setdefault(key, {})[client] = frozenset(new)
         return Code.OK, ""
+
+    def _count(self) -> int:
+        return sum(len(by_client) for by_client in self.subs.values())
+
+    def _room(self) -> bool:
+        """Whether one more client's subscription may be kept (the gone ones forgotten first when full)."""
+        if self._count() < self.clients_max:
+            return True
+        if self.alive is not None:
+            for key in list(self.subs):
+                by_client = self.subs[key]
+                for cid in [c for c in by_client if not self.alive(c)]:
+                    del by_client[cid]
+                if not by_client:
+                    del self.subs[key]
+        return self._count() < self.clients_max
 
     def declare(self, group: str, topics: list[str], client: str) -> None:
         """A lite consumer's settings (Telemetry): its group consumes ``topics`` (its bind topic) as lite
@@ -81,6 +108,9 @@ class LiteSubscriptions:
         if not client or not group:
             return
         for topic in topics[:1]:
+            by_client = self.subs.get((group, topic))
+            if (by_client is None or client not in by_client) and not self._room():
+                return
             self.subs.setdefault((group, topic), {}).setdefault(client, frozenset())
 
     def sets(self, group: str, topic: str, client: str) -> tuple[frozenset[str], frozenset[str]] | None:

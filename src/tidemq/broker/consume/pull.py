@@ -21,6 +21,7 @@ from ...protocol.stubs import Code, pb, spb, status
 from ...store import GetResult, GetStatus, MessageStore, StoreNotRunning
 from ...record.codec import valid_topic
 from ..observe.outcomes import OK, Outcomes
+from ..topic_names import read_refusal
 from ..wire import to_wire
 from .filters import subscription
 from .group_offsets import GroupOffsets
@@ -93,6 +94,9 @@ class Pull:
         topic, qid = mq.topic.name, mq.id
         if not valid_topic(topic) or not 0 <= qid < self.store.queue_count(topic):
             return topic, qid, status(Code.TOPIC_NOT_FOUND, f"no queue {qid} in topic {topic!r}")
+        why = read_refusal(topic)
+        if why is not None:
+            return topic, qid, status(Code.FORBIDDEN, why)
         return topic, qid, None
 
     async def pull(self, request, context):

@@ -19,6 +19,8 @@ from ...store import GetStatus, MessageStore
 from ...record.codec import valid_topic
 from ...record.framing import ROOM
 from ..observe.outcomes import OK, Outcomes
+from ..protection.access import allowed_now
+from ..topic_names import read_refusal
 from .pull import long_poll, readable_waker
 
 RESPONSE_SLACK_BYTES = 4096     # the response's header and gRPC framing, besides sizes and records
@@ -45,6 +47,7 @@ class Records:
         self.max_message_bytes = max_message_bytes        # what gRPC lets the response carry
         self.bytes_max = bytes_max                        # record bytes one response carries at most
         self.quotas = None                                # protection/quotas.Quotas: fetch byte rates
+        self.acl = None                                   # protection/acl.Acl with authentication on
         # what any answer's records and their sizes fit in (the header's bytes_max: readers size pulls to it)
         self.answer_bytes_max = max(1, min(bytes_max, max_message_bytes - RESPONSE_SLACK_BYTES))
         self._head = _found_head(self.answer_bytes_max)
@@ -86,6 +89,11 @@ class Records:
                 return
             g = await long_poll(lambda: self.store.get_raw(topic, qid, at, n, max_bytes, ROOM, self._head), self.arrivals,
                                 wait_s, context, wake)
+            if self.acl is not None:        # the guard checked the call when it began: a revoke since ends it
+                why = allowed_now(self.acl, "topic", topic, "sub")
+                if why is not None:
+                    yield encode_response({"code": Code.FORBIDDEN, "message": why, "status": "REFUSED", "count": 0})
+                    return
             if ents and g.status is GetStatus.FOUND:
                 await self.quotas.fetch_charge(ents, len(g.records[1]))
             yield self._response(topic, g)
@@ -108,6 +116,9 @@ class Records:
         if not valid_topic(topic) or not 0 <= qid < self.store.queue_count(topic):
             return None, encode_response({"code": Code.TOPIC_NOT_FOUND,
                                           "message": f"no queue {qid} in topic {topic!r}"})
+        why = read_refusal(topic)
+        if why is not None:
+            return None, encode_response({"code": Code.FORBIDDEN, "message": why})
         return req, None
 
     def _max_bytes(self, req) -> int:

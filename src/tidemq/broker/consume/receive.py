@@ -43,10 +43,10 @@ from ..observe.outcomes import DEAD_LETTERED, OK, REDELIVERED, Outcomes
 from ..sessions.telemetry import client_id_of
 from ..puts import StorePuts
 from ..state.layout import state_dir
-from ..topic_names import dlq_topic
-from ..wire import INTERNAL, PROP_ORIGIN_TOPIC, PROP_PRIORITY, PROP_TRACE_CONTEXT, to_wire
+from ..topic_names import dlq_topic, read_refusal
+from ..wire import INTERNAL, PROP_ORIGIN_QUEUE_OFFSET, PROP_ORIGIN_TOPIC, PROP_PRIORITY, PROP_TRACE_CONTEXT, to_wire
 from .groups import GroupTable
-from .attempts import Attempts
+from .attempts import ATTEMPT_ID_CHARS_MAX, Attempts
 from .filters import EVERYTHING, Subscription, subscription
 from .pop_state import HandleError, PopState
 from .select import Selector, pop_selected
@@ -130,7 +130,8 @@ class Consumption:
         # the trace context goes with it (a trace follows a message into its DLQ); its lite topic and
         # priority do not (the dead-letter queue is a topic of its own, read in order)
         props = {k: v for k, v in m.properties.items() if k not in INTERNAL or k == PROP_TRACE_CONTEXT}
-        props.update({PROP_UNIQ_KEY: m.msg_id, PROP_ORIGIN_TOPIC: m.topic, "ORIGIN_QUEUE_OFFSET": str(m.queue_offset)})
+        props.update({PROP_UNIQ_KEY: m.msg_id, PROP_ORIGIN_TOPIC: m.topic,
+                      PROP_ORIGIN_QUEUE_OFFSET: str(m.queue_offset)})
         dead = Message(topic=topic, body=m.body, tags=m.tags, keys=m.keys or None, properties=props, queue_id=0)
         r = await self.puts.run(self.store.put, dead) if self.puts is not None else self.store.put(dead)
         if r.status is not PutStatus.PUT_OK:
@@ -254,6 +255,10 @@ class Consumption:
         if not valid_topic(topic) or self.store.queue_count(topic) == 0:
             yield spb.ReceiveMessageResponse(status=status(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
             return
+        why = read_refusal(topic)
+        if why is not None:
+            yield spb.ReceiveMessageResponse(status=status(Code.FORBIDDEN, why))
+            return
         if not self.groups.settings(group).consume_enable:
             yield spb.ReceiveMessageResponse(status=status(Code.FORBIDDEN, f"consumption is disabled for group "
                                                                            f"{group!r} (tidemq group update)"))
@@ -261,6 +266,10 @@ class Consumption:
         sub, bad = subscription(request.filter_expression)
         if bad is not None:
             yield spb.ReceiveMessageResponse(status=bad)
+            return
+        if len(request.attempt_id) > ATTEMPT_ID_CHARS_MAX:
+            yield spb.ReceiveMessageResponse(status=status(Code.BAD_REQUEST, f"attempt_id is longer than "
+                                                                             f"{ATTEMPT_ID_CHARS_MAX} characters"))
             return
         batch = request.batch_size if request.batch_size > 0 else 32
         batch = min(batch, self.config.receive_batch_max)
@@ -300,7 +309,8 @@ class Consumption:
                 continue
             left = deadline - time.monotonic()
             if msgs or left <= 0:
-                self.attempts.remember(group, topic, request.attempt_id, msgs, self.now_ms() + invisible_ms)
+                now_ms = self.now_ms()
+                self.attempts.remember(group, topic, request.attempt_id, msgs, now_ms + invisible_ms, now_ms)
                 break
             msgs = None
             nxt = self.next_visible_ms(group, topic)

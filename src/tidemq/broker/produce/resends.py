@@ -13,8 +13,10 @@ Three sources, asked in this order for a batch of dedup keys (dedup.py: a hash o
   covered is not durable, whatever a later fsync says), it is forgotten and its resend is stored
   again, as a new message. A put whose caller went is still settled when what it waited for comes
   (broker/puts.py ``on_gone``) and its entry asked the same way then (``settled_gone``), so entries
-  do not outlive their puts; an entry holds back only its own key (``surely_new``: the compiled
-  lane takes every other message);
+  do not outlive their puts; one that ended not confirmed in time (its followers, its fsync: no
+  resend will come) is asked again at the next waiting puts (``_settle_late``), so that it moves to
+  the window once its followers confirm it after all, as its resend would have moved it; an entry
+  holds back only its own key (``surely_new``: the compiled lane takes every other message);
 * the window of recent stores (dedup.DedupWindow): (queue offset, commit-log offset, transaction id)
   by a keyed hash of (topic, id). A match is confirmed by the message itself: the record at the
   entry's commit-log offset must be there, intact, with this topic (or, parked or a transaction's
@@ -80,6 +82,8 @@ class Resends:
         self._index_from_ms = store.clock.now_ms() - int(span_s * 1000)
         # dedup key -> (queue offset, transaction id, log end, commit-log offset) of puts appended, not confirmed
         self.unconfirmed: dict[bytes, tuple[int, str, int, int]] = {}
+        # keys of entries whose put's caller went and that ended not confirmed in time, oldest first
+        self._late: deque[bytes] = deque()
         self.collisions = 0          # window matches the stored record did not confirm (another message)
 
     @staticmethod
@@ -204,6 +208,8 @@ class Resends:
         (answered not confirmed in time) says more. A batch in one pass of C loops (numpy, dict
         calls): SYNC puts of SendRecords batches took ~1 us a message in a Python loop here."""
         pending = self.unconfirmed
+        if self._late:
+            self._settle_late()
         if len(r.size) <= SMALL:
             size, qoff, phys = r.size.tolist(), r.qoff.tolist(), r.phys.tolist()
             for k in range(len(size)):
@@ -243,10 +249,28 @@ class Resends:
         every = split_keys(keys)
         if where is not None:
             every = [every[i] for i in where]
+        late = self._late
         for key, size, phys in zip(every, r.size.tolist(), r.phys.tolist()):
             e = pending.get(key)
-            if e is not None and size > 0 and e[3] == phys:
-                self._unconfirmed(key)
+            if e is not None and size > 0 and e[3] == phys and isinstance(self._unconfirmed(key), Unconfirmed):
+                late.append(key)              # (not confirmed in time: asked again, _settle_late)
+        while len(late) > UNCONFIRMED_MAX:
+            late.popleft()
+
+    def _settle_late(self, most: int = 4) -> None:
+        """The entries of gone callers' puts that ended not confirmed in time, asked of the store again,
+        oldest first, at most ``most`` settled (a waiting put's append calls it: no timer, no task): what
+        it confirms now moves to the window, what it never will is forgotten; the first it still cannot
+        confirm ends the round (those after it end later in the log). An entry gone meanwhile (its
+        resend asked it, or it was evicted) is dropped from the round."""
+        late, pending = self._late, self.unconfirmed
+        while late and most > 0:
+            key = late[0]
+            if key in pending:
+                if isinstance(self._unconfirmed(key), Unconfirmed):
+                    return
+                most -= 1
+            late.popleft()
 
     def remember_unconfirmed(self, key: bytes, status: PutStatus, queue_offset: int, phys: int, end: int,
                              txn: str = "") -> None:

@@ -56,6 +56,7 @@ from ...protocol.pull_frame import decode_request as decode_pull
 from ...protocol.pull_frame import encode_response as encode_pull
 from ...protocol.send_frame import encode_response as encode_send
 from ...protocol.stubs import Code, spb, status
+from ..topic_names import SYSTEM_TOPICS
 from .acl import CLUSTER, Acl, peer_ip
 from .auth import Authenticator, Failure, Refusals, Signed
 from .decoding import undecodable
@@ -344,6 +345,9 @@ class Guard(grpc.GenericRpcHandler):
             return f"forbidden: cannot tell what {method} would touch ({type(e).__name__})"
         ip = peer_ip(peer)
         for need in needs:
+            if need.kind == "topic" and need.name in SYSTEM_TOPICS and not self.acl.is_super(user):
+                return (f"forbidden: topic {need.name!r} is the broker's own; user {user!r} is not a super "
+                        f"user (a pattern such as '*' does not cover it)")
             ok, why = self.acl.allowed_any(user, need.kind, need.name, need.actions, ip)
             if not ok:
                 return why
@@ -372,3 +376,46 @@ class Guard(grpc.GenericRpcHandler):
             guard.forbid(method, user, peer, why)
             return Refused(grpc.StatusCode.PERMISSION_DENIED, why, refusal_answer(method, Code.FORBIDDEN, why))
         return _gated(handler, refuse, identify)
+
+
+def vet_settings(acl: Acl, user: str, peer: str, settings) -> tuple:
+    """What a Telemetry settings command (open to any user) may make the broker do for ``user``:
+    (None, the settings as the broker takes them) or (the FORBIDDEN text, None).
+
+    * a producer's declared topics are the ones the broker sends its transaction checks (half
+      messages, bodies included) to when their sender is gone: only those the user may pub stay;
+    * a lite consumer's settings make its group consume the bind topic as lite topics (consume/lite.py:
+      messages of lite topics no client of the group subscribes are passed over for the group): they
+      need sub on the group and on the topic, else FORBIDDEN and nothing changes.
+    Other settings change nothing on the broker (a receive is checked when it comes)."""
+    from ...protocol.stubs import pb
+    ip = peer_ip(peer)
+    if settings.client_type in (pb.ClientType.LITE_SIMPLE_CONSUMER, pb.ClientType.LITE_PUSH_CONSUMER):
+        sub = settings.subscription
+        needs = [_group(sub.group.name, "sub")] + [_topic(e.topic.name, "sub") for e in sub.subscriptions[:1]]
+        for need in needs:
+            ok, why = acl.allowed_any(user, need.kind, need.name, need.actions, ip)
+            if not ok:
+                return why, None
+    if settings.HasField("publishing"):
+        topics = settings.publishing.topics
+        keep = [t for t in topics if acl.allowed(user, "topic", t.name, "pub", ip)[0]]
+        if len(keep) < len(topics):
+            taken = type(settings)()
+            taken.CopyFrom(settings)
+            del taken.publishing.topics[:]
+            taken.publishing.topics.extend(keep)
+            settings = taken
+    return None, settings
+
+
+def allowed_now(acl: Acl, kind: str, name: str, action: str) -> str | None:
+    """For a long call already past the guard (a PullRecordsStream that long-polls on and on): the
+    FORBIDDEN text when its user (IDENTITY) may no longer ``action`` on ``kind``:``name`` (a revoke or
+    the user deleted since the call began), else None (None too without an identity: authentication
+    off)."""
+    who = IDENTITY.get()
+    if who is None:
+        return None
+    ok, why = acl.allowed(who.user, kind, name, action, peer_ip(who.peer))
+    return None if ok else why

@@ -153,8 +153,8 @@ class Quotas:
         cands = [f"topic:{t}" for t in topics]
         if user:
             cands.append(f"user:{user}")
-        if client_id:
-            cands.append(f"client:{client_id}")
+        if client_id:           # as the client sent it (not the user<TAB>id the broker keys it by)
+            cands.append(f"client:{client_id.rpartition(chr(9))[2]}")
         return [e for e in cands if direction in self.limits.get(e, ())]
 
     def _bucket(self, e: str, direction: str, now: float) -> Bucket:

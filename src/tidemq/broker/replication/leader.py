@@ -176,7 +176,7 @@ class ReplicationServer:
     async def state_frames(self) -> AsyncIterator[bytes]:
         """The broker state as STATE frames (one document, chunked: no size cap)."""
         node = self.node
-        if not node.leading or node.service is None:
+        if not node.leading or node.service is None or node.installing is not None:   # (not its service yet)
             doc = {"ok": False, "error": node.serving_refusal("", 0) or "not ready"}
         else:
             doc = {"ok": True, "state": state.snapshot(node.store, node.service)}

@@ -11,6 +11,12 @@ coordinator.py, whose ``Action``s :meth:`apply` makes):
   builds a leader's services (a broker: its MessagingService from the state files the follower
   kept copying, whose dedup window looks up message ids in the index for
   ``send_dedup_after_restart_s``, and its background tasks).
+  Until that service is in place (``installing``) the member says "leader (starting)" and every call
+  that reaches its services waits for it (``until_installed``, proxy.py), for what is left of the
+  client's deadline, then UNAVAILABLE (retried): none is answered by the follower's service it
+  replaces (which would refuse a topic the leader creates, and put nothing: PutsClosed). The same
+  while a leader that steps down (``follow``) installs its follower's service: no call is answered by
+  the leader's service going (which would create a topic in a store that now follows).
 * ``follow(endpoint)``: the store refuses puts (NOT_LEADER, naming the leader), the host serves
   reads as a follower, and the copy starts (follower.py: it first cuts what diverged).
 * ``fence(why)``: a leader whose coordinator session is suspended refuses every write at once and
@@ -116,6 +122,12 @@ class ReplicationNode:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._isr_grew: asyncio.Event | None = None   # set (and replaced) when a follower joins the waits
         self._view_ask: asyncio.Future | None = None  # a static follower's Epochs call for routes (shared)
+        # while a change of role installs the services of the new role (lead: from the store taking puts
+        # until the leader's service is in place; follow: the follower's), set once they are: calls wait
+        # for them (``until_installed``: proxy.py) instead of being answered by the services going (a
+        # follower's: TOPIC_NOT_FOUND for a topic the leader would create)
+        self.installing: asyncio.Event | None = None
+        self.install_waits = 0                # calls that came meanwhile and waited for the new role's services
 
     def _changed(self) -> None:
         """Calls forwarded to a leader this member no longer follows end now (forward.py)."""
@@ -152,9 +164,27 @@ class ReplicationNode:
 
     @property
     def role(self) -> str:
+        """"leader" once this member leads with its leader's service in place ("leader (starting)"
+        before: elected, its service being built), "leader (fenced)", or "follower"."""
         if self.leading:
-            return "leader (fenced)" if self.fenced else "leader"
+            if self.fenced:
+                return "leader (fenced)"
+            return "leader (starting)" if self.installing is not None else "leader"
         return "follower"
+
+    async def until_installed(self, timeout_s: float) -> bool:
+        """Wait, at most ``timeout_s``, while a change of role installs its services (``installing``: a
+        promotion's store may take puts, the leader's service is not in place yet); True: none does
+        (any more)."""
+        ev = self.installing
+        if ev is None:
+            return True
+        self.install_waits += 1
+        try:
+            await asyncio.wait_for(ev.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            return False
+        return True
 
     def read_limit(self) -> int | None:
         """The log offset consumers may be served up to (SYNC: the high watermark), None: no limit."""
@@ -278,43 +308,53 @@ class ReplicationNode:
     # role changes -------------------------------------------------------------------------------
     async def lead(self, epoch: int, isr=(), lease_from: float | None = None) -> None:
         async with self._lock:
-            if self.client is not None:
-                await self.client.stop()
-                self.client = None
-            if self.leading:
-                # a new epoch of this leader (its log failed and was cut, or it was elected again): no
-                # stream, Epochs answer or put in between names it the leader of an epoch whose start
-                # is not recorded yet (a follower asking then would find nothing diverged): its streams
-                # end and it is no leader until the epoch is recorded and the store leads in it
-                self.leading, self.leader_endpoint = False, ""     # (nobody to forward to meanwhile)
-                self._changed()
-            isr = tuple(isr)
-            self.acks.forget()
-            self.acks.set_isr(isr, hw=min(self.hw_known, self.store.replica.end))
-            if self.lease is not None and lease_from is not None:
-                self.lease.renew(lease_from)
-            self.store.writer.replicas = self.acks
-            cut = self._sealed_since_epoch()
-            if cut is not None and epoch > self.store.epochs.last_epoch:
-                # this log was sealed at ``cut`` (a failure of it cut it back there: log_failure.py), in
-                # the epoch it was written in: the new epoch begins there, so that a follower holding
-                # records after the cut finds them diverged and cuts them (then copies the seal)
-                await asyncio.to_thread(self.store.epochs.begin, epoch, cut)
-            await asyncio.to_thread(self.store.lead, epoch)
-            self.epoch = epoch
-            self.known_epoch = max(self.known_epoch, epoch)
-            self.leading, self.fenced, self.step_down_wanted = True, None, False
-            self.leader_endpoint = self.endpoint
-            self._changed()
-            self.members[self.member] = self._me("leader")
-            self.role_changes += 1
-            await self.host.activate(leading=True)
+            # from here until the leader's service is in place, calls wait for it (``until_installed``)
+            self.installing = asyncio.Event()
+            try:
+                await self._lead(epoch, isr, lease_from)
+            finally:
+                done, self.installing = self.installing, None
+                done.set()
             await self._leader_port(True)
             if self.coordinator is None and self._isr_task is None:
                 self._isr_task = asyncio.create_task(self._keep_isr())
             self.store.readable_advanced()        # the high watermark is the leader's now
             log.warning("broker group %s: %s leads, epoch %d, from log offset %d, in-sync set %s", self.group,
-                        self.member, epoch, self.store.replica.end, [self.member, *sorted(isr)])
+                        self.member, epoch, self.store.replica.end, [self.member, *sorted(self.acks.isr)])
+
+    async def _lead(self, epoch: int, isr, lease_from: float | None) -> None:
+        """lead()'s steps up to the leader's service in place (under the lock, ``installing`` set)."""
+        if self.client is not None:
+            await self.client.stop()
+            self.client = None
+        if self.leading:
+            # a new epoch of this leader (its log failed and was cut, or it was elected again): no
+            # stream, Epochs answer or put in between names it the leader of an epoch whose start
+            # is not recorded yet (a follower asking then would find nothing diverged): its streams
+            # end and it is no leader until the epoch is recorded and the store leads in it
+            self.leading, self.leader_endpoint = False, ""     # (nobody to forward to meanwhile)
+            self._changed()
+        isr = tuple(isr)
+        self.acks.forget()
+        self.acks.set_isr(isr, hw=min(self.hw_known, self.store.replica.end))
+        if self.lease is not None and lease_from is not None:
+            self.lease.renew(lease_from)
+        self.store.writer.replicas = self.acks
+        cut = self._sealed_since_epoch()
+        if cut is not None and epoch > self.store.epochs.last_epoch:
+            # this log was sealed at ``cut`` (a failure of it cut it back there: log_failure.py), in
+            # the epoch it was written in: the new epoch begins there, so that a follower holding
+            # records after the cut finds them diverged and cuts them (then copies the seal)
+            await asyncio.to_thread(self.store.epochs.begin, epoch, cut)
+        await asyncio.to_thread(self.store.lead, epoch)
+        self.epoch = epoch
+        self.known_epoch = max(self.known_epoch, epoch)
+        self.leading, self.fenced, self.step_down_wanted = True, None, False
+        self.leader_endpoint = self.endpoint
+        self._changed()
+        self.members[self.member] = self._me("leader")
+        self.role_changes += 1
+        await self.host.activate(leading=True)
 
     async def follow(self, leader_endpoint: str, epoch: int = 0) -> None:
         async with self._lock:
@@ -331,7 +371,12 @@ class ReplicationNode:
             self.members[self.member] = self._me("follower")
             if was:
                 self.role_changes += 1
-                await self.host.activate(leading=False)
+                self.installing = asyncio.Event()     # (calls wait for the follower's service: until_installed)
+                try:
+                    await self.host.activate(leading=False)
+                finally:
+                    done, self.installing = self.installing, None
+                    done.set()
             if self.client is not None and self.client.leader_endpoint != leader_endpoint:
                 await self.client.stop()
                 self.client = None
@@ -587,7 +632,8 @@ class ReplicationNode:
                "known_epoch": self.known_epoch, "leader": self.leader_endpoint, "fenced": self.fenced,
                "mode": self.config.replication_mode, "in_sync_replicas_min": self.config.in_sync_replicas_min,
                "log_end": self.store.replica.end, "epochs": self.store.epochs.snapshot(),
-               "role_changes": self.role_changes, "coordinator": self.config.coordinator or None,
+               "role_changes": self.role_changes, "install_waits": self.install_waits,
+               "coordinator": self.config.coordinator or None,
                "high_watermark": self.acks.hw if self.leading else self.hw_known}
         if self.leading:
             out["followers"] = self.acks.status()

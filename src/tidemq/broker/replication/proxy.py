@@ -12,11 +12,37 @@ back into it (node.until_in_sync: after a failover or a restart), then is put (o
 HA_NOT_AVAILABLE); tidemq.Data's SendRecords frames take the same wait (``in_sync``: the server's
 RecordSends calls it). Reads (routes,
 PullMessage, QueryOffset, GetOffset, PullRecords) are served by the follower from its copy.
+
+While a change of role installs this member's new services (node.installing: a member taking the
+lead, elected, its leader's service being built; a leader stepping down, its follower's), every RPC
+waits for them (``until_installed``) for what is left of its deadline (less INSTALL_WAIT_MARGIN_S;
+INSTALL_WAIT_S without one), then is served by them; one that takes longer is answered
+UNAVAILABLE, which the clients retry (as the leader port answers an election). Never the service
+being replaced: a follower's would answer TOPIC_NOT_FOUND for a topic the leader creates (a
+producer's start fails on it), a leader's going would create a topic in a store that now follows.
 """
 
 from __future__ import annotations
 
+import grpc
+
 from ...protocol.stubs import Code, sgrpc, spb, status
+
+INSTALL_WAIT_S = 30.0            # a call with no deadline waits this long for a role's services being installed
+INSTALL_WAIT_MARGIN_S = 0.25     # ... one with a deadline, what is left of it less this (the answer's way back)
+
+
+async def until_installed(node, context) -> None:
+    """Return once ``node`` (None: not a broker group's) installs no role's services: at once when it
+    does not, else when they are in place; UNAVAILABLE (context.abort) when that takes longer than
+    the call may wait."""
+    if node is None or node.installing is None:
+        return
+    left = context.time_remaining() if context is not None else None
+    wait_s = INSTALL_WAIT_S if left is None else min(INSTALL_WAIT_S, max(0.0, left - INSTALL_WAIT_MARGIN_S))
+    if not await node.until_installed(wait_s):
+        await context.abort(grpc.StatusCode.UNAVAILABLE, f"broker group {node.group!r}: {node.member} is changing "
+                                                         f"role (its new services are not in place yet); try again")
 
 
 async def in_sync(node, context) -> None:
@@ -33,9 +59,13 @@ async def in_sync(node, context) -> None:
 class ServiceProxy(sgrpc.MessagingServiceServicer):
     def __init__(self, broker) -> None:
         self.broker = broker
+        self.node = getattr(broker, "replication", None)     # (built before the server that holds this)
 
-    @property
-    def _svc(self):
+    async def _serving(self, context):
+        """The current service, once no role's services are being installed (``until_installed``)."""
+        node = self.node
+        if node is not None and node.installing is not None:
+            await until_installed(node, context)
         return self.broker.service
 
     def _refusal(self):
@@ -44,82 +74,92 @@ class ServiceProxy(sgrpc.MessagingServiceServicer):
         return None if why is None else status(Code.FORBIDDEN, why)
 
     async def QueryRoute(self, request, context):
-        return await self._svc.QueryRoute(request, context)
+        return await (await self._serving(context)).QueryRoute(request, context)
 
     async def QueryAssignment(self, request, context):
-        return await self._svc.QueryAssignment(request, context)
+        return await (await self._serving(context)).QueryAssignment(request, context)
 
     async def Heartbeat(self, request, context):
-        return await self._svc.Heartbeat(request, context)
+        return await (await self._serving(context)).Heartbeat(request, context)
 
     async def NotifyClientTermination(self, request, context):
-        return await self._svc.NotifyClientTermination(request, context)
+        return await (await self._serving(context)).NotifyClientTermination(request, context)
 
     async def Telemetry(self, request_iterator, context):
-        async for cmd in self._svc.Telemetry(request_iterator, context):
+        async for cmd in (await self._serving(context)).Telemetry(request_iterator, context):
             yield cmd
 
     async def _in_sync(self, context) -> None:
-        await in_sync(getattr(self.broker, "replication", None), context)
+        await in_sync(self.node, context)
 
     async def SendMessage(self, request, context):
+        await self._serving(context)
         await self._in_sync(context)
-        return await self._svc.SendMessage(request, context)
+        return await self.broker.service.SendMessage(request, context)
 
     async def SendMessageBytes(self, raw: bytes, context):
-        await self._in_sync(context)
-        return await self._svc.SendMessageBytes(raw, context)
+        node = self.node
+        if node is not None and node.installing is not None:
+            await until_installed(node, context)
+        await in_sync(node, context)
+        return await self.broker.service.SendMessageBytes(raw, context)
 
     async def ReceiveMessage(self, request, context):
+        svc = await self._serving(context)
         st = self._refusal()
         if st is not None:
             yield spb.ReceiveMessageResponse(status=st)
             return
-        async for r in self._svc.ReceiveMessage(request, context):
+        async for r in svc.ReceiveMessage(request, context):
             yield r
 
     async def AckMessage(self, request, context):
+        svc = await self._serving(context)
         st = self._refusal()
         if st is not None:
             return spb.AckMessageResponse(status=st)
-        return await self._svc.AckMessage(request, context)
+        return await svc.AckMessage(request, context)
 
     async def ChangeInvisibleDuration(self, request, context):
+        svc = await self._serving(context)
         st = self._refusal()
         if st is not None:
             return spb.ChangeInvisibleDurationResponse(status=st)
-        return await self._svc.ChangeInvisibleDuration(request, context)
+        return await svc.ChangeInvisibleDuration(request, context)
 
     async def ForwardMessageToDeadLetterQueue(self, request, context):
+        svc = await self._serving(context)
         st = self._refusal()
         if st is not None:
             return spb.ForwardMessageToDeadLetterQueueResponse(status=st)
-        return await self._svc.ForwardMessageToDeadLetterQueue(request, context)
+        return await svc.ForwardMessageToDeadLetterQueue(request, context)
 
     async def EndTransaction(self, request, context):
+        svc = await self._serving(context)
         st = self._refusal()
         if st is not None:
             return spb.EndTransactionResponse(status=st)
-        return await self._svc.EndTransaction(request, context)
+        return await svc.EndTransaction(request, context)
 
     async def PullMessage(self, request, context):
-        async for r in self._svc.PullMessage(request, context):
+        async for r in (await self._serving(context)).PullMessage(request, context):
             yield r
 
     async def QueryOffset(self, request, context):
-        return await self._svc.QueryOffset(request, context)
+        return await (await self._serving(context)).QueryOffset(request, context)
 
     async def GetOffset(self, request, context):
-        return await self._svc.GetOffset(request, context)
+        return await (await self._serving(context)).GetOffset(request, context)
 
     async def UpdateOffset(self, request, context):
+        svc = await self._serving(context)
         st = self._refusal()
         if st is not None:
             return spb.UpdateOffsetResponse(status=st)
-        return await self._svc.UpdateOffset(request, context)
+        return await svc.UpdateOffset(request, context)
 
     async def RecallMessage(self, request, context):
-        return await self._svc.RecallMessage(request, context)
+        return await (await self._serving(context)).RecallMessage(request, context)
 
     async def SyncLiteSubscription(self, request, context):
-        return await self._svc.SyncLiteSubscription(request, context)
+        return await (await self._serving(context)).SyncLiteSubscription(request, context)

@@ -19,11 +19,13 @@ from dataclasses import dataclass, field
 from typing import AsyncIterator, Callable
 
 from ...protocol.stubs import Code, pb, spb, status
+from ..protection.access import IDENTITY
 
 log = logging.getLogger("tidemq.broker")
 
 OUTBOX_MAX = 1024           # commands queued for one stream at most
 KNOWN_CLIENTS_MAX = 10_000  # client ids whose settings are remembered at most
+PUBLISHING_TOPICS_MAX = 256 # topics one producer's settings may declare (more: BAD_REQUEST, nothing learned)
 
 
 @dataclass
@@ -79,9 +81,13 @@ class Sessions:
             return False
 
     async def serve(self, client_id: str, request_iterator, closing: asyncio.Event,
-                    reply: Callable[["pb.Settings"], "pb.Settings"]) -> AsyncIterator:
+                    reply: Callable[["pb.Settings"], "pb.Settings"],
+                    vet: Callable[["pb.Settings"], tuple] | None = None) -> AsyncIterator:
         """The stream: answer every settings command with OK and ``reply(settings)``, write
-        queued commands; until the client ends it or ``closing`` is set."""
+        queued commands; until the client ends it or ``closing`` is set. ``vet(settings)``
+        (authentication on: protection/access.py vet_settings): (None, the settings as its user may
+        declare them: learned and replied to) or (the FORBIDDEN text, None: answered with it,
+        nothing learned)."""
         session = Session(client_id, asyncio.Queue(self.outbox_max))
         self.open.setdefault(client_id, []).append(session)
         self.on_open(client_id)
@@ -104,8 +110,18 @@ class Sessions:
                         return
                     nxt = asyncio.ensure_future(it.__anext__())
                     if cmd.HasField("settings"):
-                        self._learn(client_id, cmd.settings)
-                        yield spb.TelemetryCommand(status=status(Code.OK), settings=reply(cmd.settings))
+                        n = len(cmd.settings.publishing.topics)
+                        if n > PUBLISHING_TOPICS_MAX:        # each is remembered (known): bounded
+                            yield spb.TelemetryCommand(status=status(Code.BAD_REQUEST, (
+                                f"{n} publishing topics: a producer's settings declare at most "
+                                f"{PUBLISHING_TOPICS_MAX}")))
+                            continue
+                        why, settings = (None, cmd.settings) if vet is None else vet(cmd.settings)
+                        if why is not None:
+                            yield spb.TelemetryCommand(status=status(Code.FORBIDDEN, why))
+                            continue
+                        self._learn(client_id, settings)
+                        yield spb.TelemetryCommand(status=status(Code.OK), settings=reply(settings))
                     # thread stack traces, verification results: nothing to say
         finally:
             lst = self.open.get(client_id, [])
@@ -122,8 +138,19 @@ class Sessions:
                 f.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
-def client_id_of(context) -> str:
+def client_header_of(context) -> str:
+    """The call's ``x-mq-client-id`` as the client sent it ("" none)."""
     for k, v in context.invocation_metadata() or ():
         if k == "x-mq-client-id":
             return v
     return ""
+
+
+def client_id_of(context) -> str:
+    """The client a call comes from: its ``x-mq-client-id``, and with authentication on the user
+    who signed the call in front of it (``user<TAB>id``: a metadata value never holds a tab). So a
+    user naming another user's client id (they are predictable: host, pid, time) reaches a client
+    of its own, never the other's sessions, renewals, lite subscriptions or termination."""
+    cid = client_header_of(context)
+    who = IDENTITY.get()
+    return f"{who.user}\t{cid}" if who is not None and cid else cid
