@@ -308,11 +308,11 @@ class StoreReader:
             return GetResult(GetStatus.OFFSET_FOUND_NULL, min(nxt, mx), mn, mx)
         raw = self.repair.patch(topic, queue_id, offset, raw)      # damaged units found again (unit_repair.py)
         units = np.frombuffer(raw, UNIT_DTYPE)
-        if self._repaired(cq, topic, queue_id, offset, units, self.segments.min_offset):
-            return AGAIN
         cl_off = units["offset"].astype(np.int64)
         size = units["size"].astype(np.int64)
         alive = (size > 0) & (cl_off >= self.segments.min_offset)
+        if not alive.all() and self._repaired(cq, topic, queue_id, offset, cl_off, size):
+            return AGAIN                              # a hole or a damaged unit's record found in the log
         sealed = self.commit_log.sealed
         if sealed:                       # at or past a seal: not part of the log (log_failure.py)
             seg = self.segments.segment_size
@@ -322,6 +322,8 @@ class StoreReader:
         if first == len(units):                       # holes or records cleaned away only
             return GetResult(GetStatus.MESSAGE_WAS_REMOVING, offset + len(units), mn, mx)
         mf = self.segments.find(int(cl_off[first]))
+        if mf is None and self._found(cq, topic, queue_id, offset + first):   # past the log: a damaged unit
+            return AGAIN
         if mf is None or not mf.hold():
             return GetResult(GetStatus.MESSAGE_WAS_REMOVING, offset + first + 1, mn, mx)
         try:
@@ -329,7 +331,9 @@ class StoreReader:
             seg_end = mf.start_offset + mf.wrote_pos
             inside = (cl_off >= mf.start_offset) & (cl_off + size <= seg_end)
             stop = first + int(np.argmin(inside[first:])) if not inside[first:].all() else len(units)
-            if stop == first:       # a unit beyond what is written (cannot happen: units follow the write)
+            if stop == first:       # a unit beyond what is written (units follow the write): damaged
+                if self._found(cq, topic, queue_id, offset + first):
+                    return AGAIN
                 return GetResult(GetStatus.OFFSET_FOUND_NULL, offset + first, mn, mx)
             take = np.flatnonzero(alive[first:stop]) + first
             within = np.cumsum(size[take]) <= max_bytes
@@ -370,10 +374,10 @@ class StoreReader:
         """A damaged unit's record looked for in the log (unit_repair.py): True when found (read again)."""
         return self.repair.find(cq, topic, queue_id, q, self._log_end())
 
-    def _repaired(self, cq, topic: str, queue_id: int, offset: int, units, log_min: int) -> bool:
-        """Units that cannot be right (unit_repair.suspects) looked for in the log: True when one was
-        found there (the read starts again with it)."""
-        bad = self.repair.suspects(units, log_min, self.segments.max_offset)
+    def _repaired(self, cq, topic: str, queue_id: int, offset: int, cl_off, size) -> bool:
+        """Units that may not stand for their record (unit_repair.suspects) looked for in the log: True
+        when one was found there (the read starts again with it)."""
+        bad = self.repair.suspects(cl_off, size, self.segments.min_offset, self.segments.max_offset)
         if not bad:
             return False
         end = self._log_end()

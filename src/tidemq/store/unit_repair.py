@@ -66,12 +66,11 @@ class UnitRepair:
         return bytes(out)
 
     @staticmethod
-    def suspects(u: np.ndarray, log_min: int, log_end: int) -> list[int]:
-        """Indexes of the units (a UNIT_DTYPE array) that may not stand for their record: a hole (size
+    def suspects(off: np.ndarray, size: np.ndarray, log_min: int, log_end: int) -> list[int]:
+        """Indexes of the units (their offsets and sizes, int64 arrays) that may not stand for their record: a hole (size
         0: a rebuild's mark for a record that is not in the log -- or a page of zeros), a negative
         size or offset, a record said to lie past the log's end (a unit pointing before the log's
         first offset counts as cleaned away: it is never looked for)."""
-        off, size = u["offset"].astype(np.int64), u["size"].astype(np.int64)
         bad = (size <= 0) | (off < 0) | ((size > 0) & (off >= log_min) & (off + size > log_end))
         return [int(i) for i in np.flatnonzero(bad)]
 
