@@ -5,11 +5,12 @@ is the old or the new version, never a torn one. Queues found on disk that the
 file does not know (a crash between the first put and the file write) are added
 back at start, so no message becomes unreachable.
 
-A checked document (tidemq/checked.py: a CRC over the document, the version it replaces kept as
-``topics.json.bak``): a damaged disk is recognised, never read as topics -- a flipped digit in a
-deleted topic's end hid the intact messages of the topic made again after it, one in a retention
-made cleanup delete messages early. A damaged file falls back to its previous version (WARNING:
-the last change is not in it; the damaged file is kept as ``topics.json.damaged``); with no intact
+A checked document (tidemq/checked.py: a CRC over the document, ``topics.json.bak`` a mirror of
+the version in effect, checked.write_mirrored): a damaged disk is recognised, never read as
+topics -- a flipped digit in a deleted topic's end hid the intact messages of the topic made again
+after it, one in a retention made cleanup delete messages early. A damaged file falls back to its
+mirror (WARNING; the damaged file is kept as ``topics.json.damaged``; after a crash between the
+two writes the mirror may be the version before the last change); with no intact
 copy the store refuses to start (StoreError: the space policies and retentions it would lose are
 what keeps messages from cleanup), and the damaged files stay where they are for the operator.
 A file written before the checked format (plain JSON) is read as it is.
@@ -215,7 +216,7 @@ class TopicTable:
             doc = {"topics": {n: _entry(t) for n, t in sorted(self.topics.items())}}
             if self.deleted:
                 doc["deleted"] = dict(sorted(self.deleted.items()))
-        checked.write(self.fio, self.path, doc)
+        checked.write_mirrored(self.fio, self.path, doc)     # its .bak: the version in effect too
 
     def delete(self, name: str, log_end: int) -> TopicState | None:
         """Forget a topic (None if unknown); its records before ``log_end`` stay dead. Saved before
