@@ -13,12 +13,11 @@ broker.
 from __future__ import annotations
 
 import bisect
-import json
 
 import numpy as np
 
 from ..io import FileIO, OsFileIO, read_whole
-from .. import layout
+from .. import checked, layout
 from ..store.consume_queue import UNIT_DTYPE, UNIT_SIZE
 
 
@@ -61,7 +60,7 @@ class StoreFiles:
         fio = self.fio
         path = layout.topics_path(self.root)
         try:
-            doc = json.loads(read_whole(fio, path)) if fio.exists(path) else {}
+            doc = checked.decode(read_whole(fio, path)) if fio.exists(path) else {}
         except (OSError, ValueError) as e:
             raise StoreFilesError(f"{path} is unreadable: {e}") from e
         topics = {name: int(v["queue_count"]) for name, v in doc.get("topics", {}).items()}
