@@ -3,7 +3,6 @@ limits, bad input, offsets by time, topics on disk, check(), concurrent readers.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
