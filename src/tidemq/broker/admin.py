@@ -517,6 +517,12 @@ def answer(fn, req) -> dict:
     except (KeyError, ValueError, TypeError, OverflowError, RecursionError, AttributeError) as e:
         log.info("admin %s refused a request it could not take: %r", getattr(fn, "__name__", fn), e)
         return api.refused(f"bad request: {type(e).__name__}: {e}")
+    except OSError as e:
+        # a state file that could not be written (a full disk, an I/O error, its directory gone): every
+        # change writes before it takes effect (checked.py keeps the version before), so nothing changed
+        log.warning("admin %s: the change could not be written: %s", getattr(fn, "__name__", fn), e)
+        return api.refused(f"the broker could not write the change to its disk ({e}); nothing changed",
+                           api.Refusal.STATE_WRITE_FAILED)
 
 
 async def _call(fn):

@@ -45,7 +45,7 @@ from .protection.decoding import typed_decoding
 from .protection.flow import SendGate
 from .protection.quotas import Quotas
 from .service import MessagingService
-from .state.layout import state_dir
+from .state.layout import remake, state_dir
 
 if TYPE_CHECKING:
     from .observe.http import OpsServer
@@ -427,12 +427,13 @@ class Broker:
             await asyncio.sleep(1.0)
             if not self._service_leading:
                 continue                    # a follower's state is the leader's copy: it writes none
-            try:
-                self.service.pop.flush()
-                self.service.group_offsets.flush()
-                self.service.transactions.flush()
-            except OSError as e:
-                log.error("pop / transaction journal or consumer offsets flush failed: %s", e)
+            svc = self.service
+            for flush in (lambda: remake(self.store.fio, self.store_config.root_dir), svc.pop.flush,
+                          svc.group_offsets.flush, svc.transactions.flush):
+                try:                        # each on its own: one failing never keeps the others from disk
+                    flush()
+                except OSError as e:
+                    log.error("pop / transaction journal or consumer offsets flush failed: %s", e)
 
     async def stop(self) -> None:
         if self.ops is not None:

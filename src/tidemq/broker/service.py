@@ -91,6 +91,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.groups = GroupTable(store.fio, self.state_dir, config.delivery_attempts_max,
                                  config.fifo_consumer_groups).load()
         self.consumption = Consumption(store, config, self.pop, got=self.got, puts=self.puts, groups=self.groups)
+        if leading:
+            self.consumption.cursors_within_queues()      # none past what this log holds (consume/receive.py)
         self.group_offsets = GroupOffsets(store.fio, self.state_dir)
         self.group_offsets.load()
         # the store's cleanup learns what groups consumed (space policy, losses per group)

@@ -156,7 +156,10 @@ ADMIN_RULES: dict[str, object] = {
     api.ARCHIVE: lambda r: (_cluster("get"),), api.REPLICATION: lambda r: (_cluster("get"),),
     api.CLUSTER: lambda r: (_cluster("get"),),
     api.SET_ALARM_LIMITS: lambda r: (_cluster("update"),), api.DELETE_EXPIRED: lambda r: (_cluster("update"),),
-    api.PROMOTE: lambda r: (_cluster("update"),), api.FOLLOW: lambda r: (_cluster("update"),),
+    api.PROMOTE: lambda r: (_cluster("update"),),
+    # Follow makes this member call the address it names, signed with the broker's own keys (the
+    # first super user's; the signature covers only its date): for super users only, as the keys are
+    api.FOLLOW: SUPER,
     api.SET_CONFIG: lambda r: (_cluster("update"),), api.SET_QUOTA: lambda r: (_cluster("update"),),
     api.LIST_QUOTAS: lambda r: (_cluster("get"),),
     api.TOPIC_CONFIG: lambda r: (_topic(_arg(r, "topic"), "update" if isinstance(r, dict) and r.get("set") is not None
