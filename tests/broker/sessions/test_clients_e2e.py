@@ -5,11 +5,13 @@ after a broker restart), each subscribe a lite topic; then heartbeats with fresh
 another user and from their own, many times the table. Before, the flood evicted the consumers (no
 open stream), an evicted one counted as gone, and the next receive of the group passed its lite
 topic's messages over (lost for the group). (The consumers must be heard from within client_idle_s_max,
-10 s here, of the receives: a few hundred calls.)"""
+15 s here, of the receives: a few hundred calls. A machine too loaded to make them in that time cannot
+tell a flood's eviction from plain idleness: the test is skipped then, never passed.)"""
 
 import time
 
 import grpc
+import pytest
 
 from tidemq.client import admin
 from tidemq.protocol.signing import date_time, signed_metadata
@@ -21,7 +23,7 @@ from ...support.wait import PATIENCE_S
 
 SUPER = ("tidemq-ak", "s3cret-sk")
 MALLORY = ("mallory", "secret-of-mallory")
-IDLE_S = 10.0
+IDLE_S = 15.0
 ENV = {**AUTH, "TIDEMQ_CLIENTS_MAX": "16", "TIDEMQ_CLIENTS_PER_USER_MAX": "8", "TIDEMQ_CLIENT_IDLE_S_MAX": str(IDLE_S)}
 
 
@@ -37,8 +39,12 @@ def heartbeat(s, keys, cid):
 
 
 def receive(s, cid) -> list:
+    """The messages of the group's lite topics that ``cid`` receives: up to three long polls of 1 s,
+    until one hands out something."""
     got = []
     for _ in range(3):
+        if got:
+            break
         rs = s.ReceiveMessage(spb.ReceiveMessageRequest(
             group=pb.Resource(name="agents"), message_queue=pb.MessageQueue(topic=pb.Resource(name="orders")),
             batch_size=32, invisible_duration={"seconds": 300}, long_polling_timeout={"seconds": 1}),
@@ -60,6 +66,7 @@ def test_a_flood_of_client_ids_costs_no_lite_consumer_its_messages(tmp_path, bro
         # a client the broker does not know counts as alive for client_idle_s_max after it starts (its
         # clients come back): past that, one forgotten counts as gone, which is what is tested here
         time.sleep(max(0.0, IDLE_S + 0.5 - (time.monotonic() - started)))
+        heard = time.monotonic()                   # (before the consumers' first heartbeat: the earliest)
         for cid, lite_topic in (("victim-v1", "s1"), ("victim-v2", "s2")):
             heartbeat(s, SUPER, cid)
             r = s.SyncLiteSubscription(spb.SyncLiteSubscriptionRequest(
@@ -77,5 +84,9 @@ def test_a_flood_of_client_ids_costs_no_lite_consumer_its_messages(tmp_path, bro
                     message_id=f"0ALITE{lt}{time.time_ns()}", message_type=pb.MessageType.LITE,
                     lite_topic=lt))]), metadata=md(SUPER, "producer"), timeout=PATIENCE_S)
             assert r.status.code == Code.OK, r.status
-        assert receive(s, "victim-v2") == [b"m2"]
-        assert receive(s, "victim-v1") == [b"m1"], "v1's lite topic was not passed over"
+        v2 = receive(s, "victim-v2")
+        v1 = receive(s, "victim-v1")
+        if time.monotonic() - heard > IDLE_S - 1.0:
+            pytest.skip("the flood and the receives outlasted client_idle_s_max: idle consumers count as gone")
+        assert v2 == [b"m2"]
+        assert v1 == [b"m1"], "v1's lite topic was not passed over"
