@@ -246,20 +246,20 @@ done:
 
 /* ---------------------------------------------------------------------- frame_records() */
 
-/* frame_records(buf, starts, sizes, room, head=None, expect=None) -> (frame, bad, headed): record/framing.frame_records.
-   A new bytes object: ``room`` zero bytes, the sizes as i32 little-endian, then the records at
-   ``starts`` (int64 buffers of one length, each record within buf) copied back to back; ``bad``
-   lists the records that fail their CRCs, checked on the copy (a second pass: checking each
-   record right after its copy measured twice as slow) and, with ``expect`` (topic bytes, queue id,
-   queue offsets: damaged's), in the same pass those that are not the records their units stand for.
-   With ``head`` (a callable), the header is
-   written into the room in the same pass, before anything but this function has the object:
-   head(crc, bad) (crc: CRC-32 of everything after the room) answers the header's bytes (at most
-   ``room``) or None (``headed`` False: the room stays zero, for an answer made another way).
+/* frame_records(buf, starts, sizes, room, head=None, expect=None) -> (frame, bad, headed):
+   record/framing.frame_records. A new bytes object: ``room`` zero bytes, the sizes as i32
+   little-endian, then the records at ``starts`` (int64 buffers of one length, each record within
+   buf) copied back to back; ``bad`` lists the records that fail their CRCs, checked on the copy (a
+   second pass: checking each record right after its copy measured twice as slow) and, with
+   ``expect`` (topic bytes, queue id, queue offsets: damaged's), in the same pass those that are not
+   the records their units stand for. With ``head`` (a callable), the header is written into the
+   room in the same pass, before anything but this function has the object: head(crc, bad) (crc:
+   CRC-32 of everything after the room) answers the header's bytes (at most ``room``) or None
+   (``headed`` False: the room stays zero, for an answer made another way).
 
-   The starts, sizes, queue offsets and topic are checked and copied before the GIL is released (nothing a caller's other
-   thread changes is read after); buf stays mapped meanwhile (the caller holds it), and nothing else
-   sees the new object until it is returned. */
+   The starts, sizes, queue offsets and topic are checked and copied before the GIL is released
+   (nothing a caller's other thread changes is read after); buf stays mapped meanwhile (the caller
+   holds it), and nothing else sees the new object until it is returned. */
 PyObject *py_frame_records(PyObject *self, PyObject *args) {
     Py_buffer buf, st, sz, qo = {0};
     Py_ssize_t room;

@@ -45,7 +45,11 @@ def expectation(expect) -> tuple[bytes, int, np.ndarray] | None:
     """``expect`` as the compiled loops take it: (bytes, int, contiguous int64 array); None stays None."""
     if expect is None:
         return None
+    if not isinstance(expect, tuple) or len(expect) != 3 or not isinstance(expect[0], (bytes, bytearray)):
+        raise TypeError("expect must be None or (topic bytes, queue id, queue offsets int64)")
     topic, queue_id, queue_offsets = expect
+    if not -(1 << 63) <= queue_id < 1 << 63:
+        raise OverflowError("expect: the queue id is out of the int64 range")
     return bytes(topic), int(queue_id), np.ascontiguousarray(queue_offsets, np.int64)
 
 
