@@ -131,7 +131,7 @@ PyObject *py_damaged(PyObject *self, PyObject *args) {
     for (Py_ssize_t k = 0; k < st.len / 8; k++) {
         int64_t s = ld_i64(st.buf, k), z = ld_i64(sz.buf, k);
         int ok = s >= 0 && z >= RECORD_MIN && s <= buf.len && z <= buf.len - s &&
-                 (!e.on || record_is(b + s, z, &e, ld_i64(qo.buf, k))) && record_intact(b + s, z);
+                 record_intact(b + s, z) && (!e.on || record_is(b + s, z, &e, ld_i64(qo.buf, k)));
         if (!ok) {
             PyObject *v = PyLong_FromSsize_t(k);
             if (v == NULL || PyList_Append(out, v) < 0) {
@@ -326,7 +326,8 @@ PyObject *py_frame_records(PyObject *self, PyObject *args) {
     }
     rec = f + room + 4 * n;
     for (Py_ssize_t k = 0; k < n; k++) {
-        if ((e.on && !record_is(rec, at[2 * k + 1], &e, at[2 * n + k])) || !record_intact(rec, at[2 * k + 1]))
+        /* (the CRCs first: record_is then reads lines they have just read, in the cache) */
+        if (!record_intact(rec, at[2 * k + 1]) || (e.on && !record_is(rec, at[2 * k + 1], &e, at[2 * n + k])))
             bad_at[nbad++] = k;
         rec += at[2 * k + 1];
     }
