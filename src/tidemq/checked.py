@@ -19,7 +19,9 @@ parsing. The file stays JSON a person or ``jq`` can read. A file written before 
 Every write keeps the version it replaces as ``<name>.bak`` (RocketMQ's ConfigManager keeps
 ``.bak`` copies for the same reason): rename the current file to ``.bak``, then write the new
 one atomically (io.write_atomic). A crash between the two leaves only the ``.bak``: the version
-before the write that did not finish.
+before the write that did not finish. A document whose previous version must never come back
+(users and ACLs, topics) is written with :func:`write_mirrored`: its ``.bak`` is then made the new
+version too, so damage falls back to the version in effect.
 
 :func:`load` returns the document and where it came from (:class:`Source`): the file; its
 backup when the file is damaged or missing (WARNING: the changes of the last write are not in
@@ -105,6 +107,16 @@ def write(fio: FileIO, path: str, doc: Any) -> None:
     if fio.exists(path):
         fio.rename(path, path + ".bak")
     write_atomic(fio, path, data)
+
+
+def write_mirrored(fio: FileIO, path: str, doc: Any) -> None:
+    """``write``, then ``path.bak`` made the same version too: a damaged file falls back to the
+    version in effect, never to the one before it -- for a document whose previous version must
+    not come back (users and ACLs: a user deleted or a permission revoked just before the damage
+    would be allowed again; topics: a deleted topic's end). At every crash point one intact copy
+    is there (the new file, or the old .bak while the new file is written)."""
+    write(fio, path, doc)
+    write_atomic(fio, path + ".bak", encode(doc))
 
 
 def load(fio: FileIO, path: str, what: str, check: Callable[[Any], None] = lambda doc: None) -> Loaded:

@@ -88,3 +88,29 @@ def test_an_assignment_names_a_member_that_joined_a_moment_ago_or_says_the_membe
         asyncio.run(main())
     finally:
         store.shutdown()
+
+
+def test_after_a_change_of_role_lite_subscriptions_ask_the_new_services_client_table(tmp_path):
+    """The lite subscriptions outlive a change of role (``replaces``), and must ask whether a client is
+    alive of the service in place, which hears the heartbeats and streams from then on (the old one's
+    table hears nothing more: its clients would all count as gone once idle, their lite topics'
+    messages passed over). The client table is told who holds subscriptions, so it never forgets them."""
+    store = MessageStore(StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=1 << 20, index_slots=1000,
+                                     index_entries=4000, auto_create_topics=True)).start()
+    config = BrokerConfig(host="127.0.0.1", port=1, metrics_port=0)
+    old = MessagingService(store, config)
+    new = None
+    try:
+        assert old.lite.sync("g", "T", "c", pb.LiteSubscriptionAction.PARTIAL_ADD, ["x"]) == (Code.OK, "")
+        new = MessagingService(store, config, replaces=old)
+        assert new.lite is old.lite
+        new.clients.terminated("c")                     # heard by the service in place: gone
+        assert not new.lite.alive("c")
+        new.clients.seen("c")
+        assert new.lite.alive("c")
+        assert new.clients._c["c"].held, "the new table knows who holds subscriptions"
+    finally:
+        for s in (new, old):
+            if s is not None:
+                s.close()
+        store.shutdown()

@@ -196,3 +196,105 @@ def test_a_revoke_ends_a_pull_records_stream_that_is_open(secured):
         finally:
             call.cancel()
             t.join(PATIENCE_S)
+
+
+def _admin(b, method, req):
+    r = admin.call(b.endpoint, method, req, timeout_s=PATIENCE_S, metadata=md(SUPER))
+    assert r["ok"], r
+
+
+def _in_thread(fn) -> queue.Queue:
+    out: queue.Queue = queue.Queue()
+
+    def run():
+        try:
+            out.put(fn())
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            out.put(e)
+    threading.Thread(target=run, daemon=True).start()
+    return out
+
+
+@pytest.mark.parametrize("kind", ["ReceiveMessage", "PullMessage", "PullRecords"])
+def test_a_revoke_during_a_long_poll_hands_nothing_out(secured, kind):
+    """A single long-polling call (ReceiveMessage and PullMessage up to 30 s, PullRecords up to 60 s) was
+    checked when it began only: a revoke while it waited let it hand out (and, for a receive, pop) what
+    arrived after. It is checked again when the wait ends: FORBIDDEN, nothing handed out, nothing
+    popped (the message is the group's next one, first delivery, once the user may sub again)."""
+    from tidemq.protocol import data
+    from tidemq.protocol.pull_frame import decode_response, encode_request
+    group = f"pollers-{kind.lower()}"
+    poller = (f"poller-{kind.lower()}", "secret-of-poller")
+    _admin(secured, "CreateUser", {"name": poller[0], "secret_key": poller[1]})
+    for res in ("topic:junk", f"group:{group}"):
+        _admin(secured, "Grant", {"user": poller[0], "resource": res, "actions": ["sub"]})
+    mq = pb.MessageQueue(topic=pb.Resource(name="junk"), id=0)
+    with grpc.insecure_channel(secured.endpoint) as ch:
+        s = sgrpc.MessagingServiceStub(ch)
+        send(s, "junk", [b"before"])
+        while receive(s, group, "junk", keys=poller, client_id="poller-1"):     # the group drained
+            pass
+        end = s.QueryOffset(spb.QueryOffsetRequest(message_queue=mq, query_offset_policy=pb.QueryOffsetPolicy.END),
+                            metadata=md(SUPER), timeout=PATIENCE_S).offset
+        if kind == "ReceiveMessage":
+            call = lambda: [(r.status.code if r.HasField("status") else r.message.body)  # noqa: E731
+                            for r in s.ReceiveMessage(spb.ReceiveMessageRequest(
+                                group=pb.Resource(name=group), message_queue=mq, batch_size=32,
+                                invisible_duration={"seconds": 300}, long_polling_timeout={"seconds": 20}),
+                                metadata=md(poller, "poller-1"), timeout=PATIENCE_S)
+                            if r.HasField("status") or r.HasField("message")]
+        elif kind == "PullMessage":
+            call = lambda: [(r.status.code if r.HasField("status") else r.message.body)  # noqa: E731
+                            for r in s.PullMessage(spb.PullMessageRequest(
+                                group=pb.Resource(name=group), message_queue=mq, offset=end, batch_size=32,
+                                long_polling_timeout={"seconds": 20}), metadata=md(poller), timeout=PATIENCE_S)
+                            if r.HasField("status") or r.HasField("message")]
+        else:
+            pull = ch.unary_unary(data.PULL_RECORDS_PATH)
+            call = lambda: [decode_response(pull(encode_request("junk", 0, end, max_count=16,  # noqa: E731
+                                                                wait_ms=20_000), metadata=md(poller),
+                                                 timeout=PATIENCE_S))[0]["code"]]
+        answer = _in_thread(call)
+        _admin(secured, "Revoke", {"user": poller[0], "resource": "topic:junk", "actions": ["sub"]})
+        send(s, "junk", [b"after"])                     # wakes the waiting call
+        got = answer.get(timeout=PATIENCE_S)
+        assert got == [Code.FORBIDDEN], f"{kind} after the revoke: {got}"
+        _admin(secured, "Grant", {"user": poller[0], "resource": "topic:junk", "actions": ["sub"]})
+        if kind == "ReceiveMessage":
+            r = list(s.ReceiveMessage(spb.ReceiveMessageRequest(
+                group=pb.Resource(name=group), message_queue=mq, batch_size=32, invisible_duration={"seconds": 300},
+                long_polling_timeout={"seconds": 1}), metadata=md(poller, "poller-1"), timeout=PATIENCE_S))
+            msgs = [(x.message.body, x.message.system_properties.delivery_attempt) for x in r if x.HasField("message")]
+            assert msgs == [(b"after", 1)], "nothing was popped by the refused call"
+
+
+def test_orphan_checks_go_only_to_a_producer_that_may_still_pub(secured):
+    """A producer's declared topics were vetted once, when it declared them: after its user lost pub on a
+    topic, the broker's orphan checks (half messages, bodies included) of that topic went on being sent
+    to its stream. They go to a producer that may pub it now."""
+    txer = ("txer", "secret-of-txer")
+    _admin(secured, "CreateUser", {"name": txer[0], "secret_key": txer[1]})
+    _admin(secured, "Grant", {"user": txer[0], "resource": "topic:junk", "actions": ["pub"]})
+    producer = lambda: pb.Settings(client_type=pb.ClientType.PRODUCER, publishing=pb.Publishing(  # noqa: E731
+        topics=[pb.Resource(name="junk")]))
+    with grpc.insecure_channel(secured.endpoint) as ch:
+        s = sgrpc.MessagingServiceStub(ch)
+        revoked, other = Stream(s, txer, "txer-1"), None
+        try:
+            assert revoked.settings(producer()).status.code == Code.OK
+            other = Stream(s, SUPER, "txn-checker")           # opened second: asked only when the first may not
+            assert other.settings(producer()).status.code == Code.OK
+            _admin(secured, "Revoke", {"user": txer[0], "resource": "topic:junk", "actions": ["pub"]})
+            r = s.SendMessage(spb.SendMessageRequest(messages=[pb.Message(
+                topic=pb.Resource(name="junk"), body=b"half-secret", system_properties=pb.SystemProperties(
+                    message_id=f"0ATXN{time.time_ns()}", message_type=pb.MessageType.TRANSACTION,
+                    orphaned_transaction_recovery_duration={"seconds": 1}))]),
+                metadata=md(SUPER, "a-sender-gone"), timeout=PATIENCE_S)
+            assert r.status.code == Code.OK, r.status
+            check = other.answers.get(timeout=PATIENCE_S)
+            assert check.recover_orphaned_transaction_command.message.body == b"half-secret"
+            assert revoked.answers.empty(), "nothing sent to the producer whose pub was revoked"
+        finally:
+            for st in (revoked, other):
+                if st is not None:
+                    st.close()

@@ -385,3 +385,60 @@ def test_a_timer_that_fires_a_hair_before_its_deadline_does_not_spin_the_leaders
     clock ticks). Now it is due."""
     st = GroupSim(seed, "SYNC").run().stats
     assert st.sent > 0 and st.lost == 0 and st.twice == 0 and st.served_then_cut == 0
+
+
+def test_a_failed_leaders_followers_keep_one_log_and_serve_nothing_it_cut():
+    """SYNC + SYNC_FLUSH, both followers in the recorded set, the leader's group commit's fsync held.
+    One follower's stream breaks (a reset) while it is stopped at the leader's durable end D; the other
+    copies a put the leader appended. The fsync fails: the leader's log is cut at D (log_failure.py),
+    sealed there with a BLANK, and goes on in a new segment. Its step down is slow (ZooKeeper's round
+    trips: its coordinator's step_down fails for 0.3 s here); meanwhile the first follower runs again and connects anew, still in the set.
+    The failed leader sends nothing more in that epoch (node.log_failed_in_epoch) and its high
+    watermark stays at D: the follower that copied the put never serves it, and after healing every
+    member's log is the new leader's. Before: the first follower was sent the BLANK at D and confirmed
+    the new segment, the high watermark went past D with the other's confirmation, the other served
+    the put, and whichever then led, the other's log was not its own (SimFailure: "m2's log differs
+    from the leader m1's after healing"; test_log_failure_group_e2e.py's served-then-cut)."""
+    from tidemq.store import GetStatus
+    seen = {}
+
+    async def script(sim: GroupSim) -> None:
+        lead, held, copier = await quiet_group(sim)
+        gc, slow_until = lead.node.coordinator, [float("inf")]
+        step_down = gc.step_down
+        gc.step_down = lambda: sim.now() >= slow_until[0] and step_down()     # (False: it goes on leading)
+        lead.flush_open.clear()                      # its fsync ends when this script says
+        held.pause()                                 # at the leader's durable end (and in the set)
+        sim.net.reset(lead.name, held.name)
+        before = lead.store.replica.end
+        sim.bodies[-1] = b"-1|not durable on the leader"
+        put = asyncio.get_running_loop().create_task(lead.serve_put([Message("SimT", sim.bodies[-1], queue_id=0)]))
+        await sim.until(lambda: lead.store.replica.end > before, "the leader appended it")
+        end = lead.store.replica.end
+        await sim.until(lambda: copier.store.replica.confirmed() >= end, "the other follower has it on its disk")
+        seen["isr at the failure"] = sorted(lead.node.acks.isr)
+        lead.fio.fail("fsync", errno.EIO, SEGMENT_FILES, times=1)
+        lead.store.group_commit.step()               # the fsync covering it fails: cut at the durable end
+        lead.flush_open.set()
+        held.resume()
+        slow_until[0] = sim.now() + 0.3
+        failed_at, cursor, seen["hw"], seen["held"] = sim.now(), 0, 0, []
+        while sim.now() < failed_at + 2.0 and not copier.node.leading and copier.node.leader_endpoint == lead.endpoint:
+            seen["hw"] = max(seen["hw"], copier.node.read_limit() or 0)
+            if not seen["held"] or seen["held"][-1][1] != held.store.replica.end:
+                seen["held"].append((round(sim.now() - failed_at, 4), held.store.replica.end))
+            g = copier.store.get("c", "SimT", 0, cursor, 64)      # a consumer of that follower
+            if g.status is GetStatus.FOUND:
+                for msg in g.messages:
+                    sim.served[msg.commitlog_offset] = int(bytes(msg.body).split(b"|", 1)[0])
+                    cursor = msg.queue_offset + 1
+            await asyncio.sleep(0.001)
+        seen["served it"] = -1 in sim.served.values()
+        seen["answer"] = await put
+        seen["before"], seen["end"] = before, end
+
+    sim = GroupSim(3, "SYNC", min_in_sync=1, sync_flush=True, chaos=False, script=script).run()
+    assert len(seen["isr at the failure"]) == 2, "the window was reached: both followers in the set"
+    assert seen["hw"] <= seen["before"] and not seen["served it"], seen
+    st = sim.stats
+    assert st.served_then_cut == 0 and st.lost == 0 and st.twice == 0, st

@@ -4,6 +4,8 @@ records as put_batch, with the same refusals; get_raw skips holes and reports wh
 from tidemq.store import GetStatus, Message, MessageStore, PutStatus
 from tidemq.record import codec
 
+from ..support.store import lose_message
+
 
 def props(tags=None, keys=None, uniq=None, **user) -> bytes:
     p = dict(user)
@@ -60,7 +62,7 @@ def test_auto_create(make_config, open_store):
 def test_get_raw_skips_holes_and_says_where_the_queue_is(store: MessageStore):
     store.create_topic("H", 1)
     assert all(r.ok for r in store.put_batch([Message("H", b"m%d" % i) for i in range(6)]))
-    store.queues.get("H", 0).put_unit_checked(2, 0, 0, 0)        # a hole: a lost message's unit
+    lose_message(store, "H", 0, 2)                                # a hole: a lost message's unit
     g = store.get_raw("H", 0, 0, max_count=10)
     assert g.status is GetStatus.FOUND and g.next_offset == 6 and (g.min_offset, g.max_offset) == (0, 6)
     sizes, data = g.records

@@ -314,8 +314,10 @@ def test_readable_max_finds_the_readable_end_of_a_long_unreadable_tail(stores):
 def test_a_queue_unit_pointing_at_a_record_of_another_queue_is_never_served(store):
     """Consume-queue units carry no CRC: a damaged one can point at an intact record of another topic,
     queue or queue offset (its own CRCs pass). Every read checks the record is the one the unit stands
-    for (topic, queue, queue offset); one that is not is skipped and counted as damage, never served
-    (a reader of topic A would be handed a message of B, which its user may not read)."""
+    for (topic, queue, queue offset); one that is not is never served (a reader of topic A would be
+    handed a message of B, which its user may not read): the record the unit stands for is found in
+    the log and served in its place (unit_repair.py), or, when the log does not hold it, skipped and
+    counted as damage (test_unit_repair.py)."""
     import os
 
     from tidemq.layout import list_segments, queue_dir
@@ -337,28 +339,32 @@ def test_a_queue_unit_pointing_at_a_record_of_another_queue_is_never_served(stor
         finally:
             os.close(fd)
     g = store.get("G", "A", 0, 0, max_count=8)
-    assert g.messages == [] and g.status is GetStatus.MESSAGE_DAMAGED and g.next_offset == 3
+    assert [(m.topic, m.queue_id, m.body) for m in g.messages] == [("A", 0, b"a%d" % i) for i in range(3)]
     g = store.get_raw("A", 0, 0, max_count=8)
-    assert g.status is GetStatus.MESSAGE_DAMAGED and g.records is None and g.next_offset == 3
-    assert store.stats()["records_damaged"] >= 3
+    assert [(m.topic, m.queue_id, m.body) for m in _records(g)] == [("A", 0, b"a%d" % i) for i in range(3)]
+    assert store.reader.repair.found_again == 3
 
 
 def test_a_stranger_among_a_queues_records_is_left_out_and_the_rest_served(store):
-    """A damaged unit in the middle of a batch: its record (another topic's, intact) is skipped and
-    counted, the records around it are served in order by get and get_raw, and get_raw's frame is
-    made again without it (its header, its CRC cover only what is served)."""
+    """A damaged unit in the middle of a batch pointing at another topic's intact record, its own
+    record damaged too (nothing to find again: unit_repair.py): the stranger is skipped and counted,
+    the records around it are served in order by get and get_raw, and get_raw's frame is made again
+    without it (its header, its CRC cover only what is served)."""
     import os
 
     from tidemq.layout import list_segments, queue_dir
     from tidemq.store.consume_queue import UNIT
-    store.put_batch([Message("A", b"a%d" % i, queue_id=0) for i in range(5)])
+    a = store.put_batch([Message("A", b"a%d" % i, queue_id=0) for i in range(5)])
     b = store.put_batch([Message("B", b"b0", queue_id=0)])
     [(_, path)] = list_segments(OsFileIO(), queue_dir(os.path.join(store.config.root_dir, "consumequeue"), "A", 0))
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.pwrite(fd, UNIT.pack(b[0].commitlog_offset, b[0].size, 0), 2 * UNIT.size)
-    finally:
-        os.close(fd)
+    [(_, log)] = list_segments(OsFileIO(), os.path.join(store.config.root_dir, "commitlog"))
+    for name, at, data in ((path, 2 * UNIT.size, UNIT.pack(b[0].commitlog_offset, b[0].size, 0)),
+                           (log, a[2].commitlog_offset + 90, b"\xff")):       # a2's body: its CRC fails
+        fd = os.open(name, os.O_WRONLY)
+        try:
+            os.pwrite(fd, data, at)
+        finally:
+            os.close(fd)
     before = store.stats()["records_damaged"]
     g = store.get("G", "A", 0, 0, max_count=8)
     assert g.status is GetStatus.FOUND and g.next_offset == 5

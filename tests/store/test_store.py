@@ -3,13 +3,14 @@ limits, bad input, offsets by time, topics on disk, check(), concurrent readers.
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import threading
 import zlib
 
 import pytest
 
+from tidemq import checked
 from tidemq.store import GetStatus, Message, MessageStore, PutStatus, StoreConfig
 from tidemq.io import LockedError, ManualClock, OsFileIO
 from tidemq.record import codec
@@ -391,8 +392,8 @@ def test_rejected_message_does_not_create_its_topic(make_config, open_store):
     assert "NewTopic" not in s.topic_names()
     path = os.path.join(cfg.config_path, "topics.json")
     if os.path.exists(path):
-        with open(path) as f:
-            assert "NewTopic" not in json.load(f)["topics"]
+        with open(path, "rb") as f:
+            assert "NewTopic" not in checked.decode(f.read())["topics"]
 
 
 def test_bad_message_in_a_batch_does_not_stop_the_others(make_config, open_store):
@@ -500,7 +501,7 @@ def test_topics_persisted_and_restored(make_config, open_store):
     s.put(Message("Auto", b"x"))
     s.put_batch([Message("Orders", b"o%d" % i, queue_id=2) for i in range(5)])
     path = os.path.join(cfg.config_path, "topics.json")
-    doc = json.loads(open(path).read())
+    doc = checked.decode(open(path, "rb").read())
     assert doc["topics"]["Orders"]["queue_count"] == 3
     assert doc["topics"]["Auto"]["queue_count"] == 8
     s.shutdown()
@@ -534,6 +535,30 @@ def test_topics_file_lost_queues_found_on_disk_are_added_back(make_config, open_
     assert s2.queue_count("T") >= 6
     assert [m.body for m in s2.get("G", "T", 5, 0).messages] == [b"q5-0", b"q5-1", b"q5-2"]
     assert s2.put(Message("T", b"q5-3", queue_id=5)).queue_offset == 3
+
+
+def test_a_flipped_digit_in_topics_json_never_hides_intact_messages(make_config, open_store):
+    """Real files: a topic deleted, made again, sent to; a flipped digit in the deleted topic's end
+    (read as is, it covered the new topic's acknowledged messages: never served) is recognised and
+    the previous version used; every acknowledged message is served after the restart."""
+    cfg = make_config()
+    s = open_store(cfg)
+    s.put_batch([Message("D", b"old-%d" % i, queue_id=0) for i in range(3)])
+    s.delete_topic("D")
+    end = s.topics.deleted["D"]
+    s.create_topic("D", 1)
+    assert all(r.ok for r in s.put_batch([Message("D", b"new-%d" % i, queue_id=0) for i in range(3)]))
+    log_end = s.commitlog_max_offset
+    s.shutdown()
+    path = os.path.join(cfg.config_path, "topics.json")
+    data = open(path, "rb").read()
+    flipped = int("9" * len(str(end)))
+    damaged, n = re.subn(rb'("D": ?)%d\b' % end, rb"\g<1>%d" % flipped, data)
+    assert n == 1 and flipped >= log_end, "the damage covers the new messages"
+    open(path, "wb").write(damaged)
+    s2 = open_store(cfg)
+    assert [m.body for m in s2.get("G", "D", 0, 0).messages] == [b"new-0", b"new-1", b"new-2"]
+    assert s2.topics.deleted["D"] == end and os.path.exists(path + ".damaged")
 
 
 def test_abort_file_exists_only_while_running(make_config, open_store):

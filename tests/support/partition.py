@@ -72,8 +72,14 @@ class Readers:
 
     def cut(self, final: dict[tuple[int, int], bytes], began: float = 0.0, ended: float = float("inf")) -> int:
         """Records served between ``began`` and ``ended`` that the final log does not hold as served."""
-        return sum(1 for (_i, q, off), (body, at) in list(self.served.items())
-                   if began <= at <= ended and final.get((q, off)) != body)
+        return len(self.cut_records(final, began, ended))
+
+    def cut_records(self, final: dict[tuple[int, int], bytes], began: float = 0.0,
+                    ended: float = float("inf")) -> list[tuple[int, int, int, bytes, float, bytes | None]]:
+        """(member, queue, queue offset, body served, when, body the final log holds there) of each record
+        ``cut`` counts: which member served what, to tell a hole from a miscount."""
+        return [(i, q, off, body, at, final.get((q, off))) for (i, q, off), (body, at) in list(self.served.items())
+                if began <= at <= ended and final.get((q, off)) != body]
 
 
 def read_queues(g: Group, i: int, topic: str) -> dict[tuple[int, int], bytes]:

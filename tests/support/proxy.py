@@ -36,8 +36,11 @@ class _Conn:
 
 
 class HoldingProxy:
-    def __init__(self, target_port: int, host: str = "127.0.0.1") -> None:
+    def __init__(self, target_port: int, host: str = "127.0.0.1", source: str | None = None) -> None:
+        """``source``: the address the proxy connects to the target from (another loopback address,
+        127.0.0.2...: the target sees its clients come from there)."""
         self.host = host
+        self.source = source
         self.target_port = target_port
         self._listen = socket.create_server((host, 0))
         self.port = self._listen.getsockname()[1]
@@ -114,7 +117,8 @@ class HoldingProxy:
             except OSError:
                 return
             try:
-                upstream = socket.create_connection((self.host, self.target_port), timeout=10)
+                upstream = socket.create_connection((self.host, self.target_port), timeout=10,
+                                                    source_address=(self.source, 0) if self.source else None)
                 upstream.settimeout(None)
             except OSError:
                 _close(client)                       # nobody there: the client sees the close, retries

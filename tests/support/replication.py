@@ -28,6 +28,9 @@ class LeaderNode:
     def serving_refusal(self, group, epoch):
         return self.refusal
 
+    def log_failed_in_epoch(self):
+        return False                           # (node.py: its commit log failed in the epoch it leads)
+
     def member_seen(self, member, hello):
         self.seen.append(member)
 

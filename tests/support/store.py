@@ -111,3 +111,15 @@ def slices(ids, bodies, tags=None, keys=None, properties=None) -> tuple[bytes, "
             parts.append(v)
             pos += len(v)
     return b"".join(parts), fields
+
+
+def lose_message(store: MessageStore, topic: str, queue_id: int, queue_offset: int) -> None:
+    """A message lost as a rebuild past a damaged record leaves it: its record's body damaged in the
+    log (its CRC fails) and its consume-queue unit a hole (size 0). A hole over an intact record is
+    a damaged unit, which the read path mends from the log (store/unit_repair.py)."""
+    from tidemq.record import codec
+    m = store.get("", topic, queue_id, queue_offset, max_count=1).messages[0]
+    mf = store.segments.find(m.commitlog_offset)
+    at = m.commitlog_offset - mf.start_offset + codec.OFF_BODY
+    mf.mapping[at] ^= 0xFF
+    store.queues.get(topic, queue_id).put_unit_checked(queue_offset, 0, 0, 0)

@@ -460,12 +460,19 @@ class Admin:
     def archive(self, req: dict) -> dict:
         return {"ok": True, **archive_summary(self.store.fio, self.store.config.root_dir)}
 
+    def _where(self, ctx) -> str:
+        """Where a call comes from: its peer, or for a call a follower forwarded, its client's address
+        (protection/forwarded.py: as the member signed it) and the follower's."""
+        fwd = getattr(self.broker, "forwarded_for", None)
+        client = fwd.peer(ctx.invocation_metadata()) if fwd is not None else None
+        return f"{client} (forwarded by {ctx.peer()})" if client else ctx.peer()
+
     def handler(self) -> grpc.GenericRpcHandler:
         def unary(fn, method):
             def call(req, ctx):
                 r = answer(fn, req)
                 if method in api.CHANGES and r.get("ok"):
-                    audit.info("audit: %s from %s: %s %s", signer(ctx), ctx.peer(), method,
+                    audit.info("audit: %s from %s: %s %s", signer(ctx), self._where(ctx), method,
                                json.dumps(api.masked(req), default=str)[:2000])
                 return r
             return grpc.unary_unary_rpc_method_handler(call, request_deserializer=api.loads,
@@ -510,6 +517,12 @@ def answer(fn, req) -> dict:
     except (KeyError, ValueError, TypeError, OverflowError, RecursionError, AttributeError) as e:
         log.info("admin %s refused a request it could not take: %r", getattr(fn, "__name__", fn), e)
         return api.refused(f"bad request: {type(e).__name__}: {e}")
+    except OSError as e:
+        # a state file that could not be written (a full disk, an I/O error, its directory gone): every
+        # change writes before it takes effect (checked.py keeps the version before), so nothing changed
+        log.warning("admin %s: the change could not be written: %s", getattr(fn, "__name__", fn), e)
+        return api.refused(f"the broker could not write the change to its disk ({e}); nothing changed",
+                           api.Refusal.STATE_WRITE_FAILED)
 
 
 async def _call(fn):

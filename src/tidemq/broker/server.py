@@ -39,11 +39,13 @@ from .protection.access import Guard
 from .protection.members import MemberCredentials
 from .protection.acl import Acl, User
 from .protection.auth import Authenticator, Failure, Refusals
+from .protection.forwarded import ForwardedFor
+from .protection.streams import Bounded, StreamLimits
 from .protection.decoding import typed_decoding
 from .protection.flow import SendGate
 from .protection.quotas import Quotas
 from .service import MessagingService
-from .state.layout import state_dir
+from .state.layout import remake, state_dir
 
 if TYPE_CHECKING:
     from .observe.http import OpsServer
@@ -81,6 +83,8 @@ class Broker:
         self.acl: Acl | None = None                 # users and policies (protection/acl.py)
         self.quotas: Quotas | None = None           # byte-rate quotas (protection/quotas.py)
         self.refusals = Refusals()                  # calls refused by authentication / authorization
+        self.stream_limits: StreamLimits | None = None     # open streams and long polls (protection/streams.py)
+        self.forwarded_for: ForwardedFor | None = None     # forwarded calls' clients (authentication on)
         self.member_credentials: MemberCredentials | None = None
     def _make_alarms(self, store: MessageStore) -> ResourceAlarms:
         c, sc = self.config, self.store_config
@@ -227,12 +231,17 @@ class Broker:
 
     def _guarded(self, handlers: list) -> tuple:
         """``handlers`` behind the guard (protection/access.py: every call authenticated, then authorized,
-        before its request is decoded) when authentication is on; as they are when it is off."""
+        before its request is decoded) when authentication is on; as they are when it is off; their
+        streams and long polls bounded per connection and per user either way (protection/streams.py)."""
         c = self.config
+        if self.stream_limits is None:
+            self.stream_limits = StreamLimits(c.streams_per_connection_max, c.streams_per_user_max)
+        handlers = [Bounded(list(handlers), self.stream_limits)]       # streams and long polls bounded
         if not c.auth_enabled:
             return tuple(handlers)
         auth = Authenticator(self.acl.secret_of, c.signature_window_s)
-        return (Guard(list(handlers), auth, self.acl, self.refusals),)
+        forwarded = self.forwarded_for = ForwardedFor(c.secret_key, c.signature_window_s)   # forwarded calls' clients
+        return (Guard(list(handlers), auth, self.acl, self.refusals, forwarded),)
 
     def _handlers(self) -> list:
         """The generic handlers of every service this broker serves."""
@@ -418,12 +427,13 @@ class Broker:
             await asyncio.sleep(1.0)
             if not self._service_leading:
                 continue                    # a follower's state is the leader's copy: it writes none
-            try:
-                self.service.pop.flush()
-                self.service.group_offsets.flush()
-                self.service.transactions.flush()
-            except OSError as e:
-                log.error("pop / transaction journal or consumer offsets flush failed: %s", e)
+            svc = self.service
+            for flush in (lambda: remake(self.store.fio, self.store_config.root_dir), svc.pop.flush,
+                          svc.group_offsets.flush, svc.transactions.flush):
+                try:                        # each on its own: one failing never keeps the others from disk
+                    flush()
+                except OSError as e:
+                    log.error("pop / transaction journal or consumer offsets flush failed: %s", e)
 
     async def stop(self) -> None:
         if self.ops is not None:

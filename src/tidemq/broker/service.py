@@ -44,7 +44,7 @@ from .deferred.transactions import Transactions
 from .observe.outcomes import Outcomes
 from .produce.send_message import MessageSends
 from .produce.send_path import SendPath, lite_topic_problem, put_code
-from .protection.access import IDENTITY, vet_settings
+from .protection.access import IDENTITY, may_pub_now, vet_settings
 from .protection.flow import SendGate
 from .puts import StorePuts
 from .sessions.clients import Clients
@@ -91,13 +91,16 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.groups = GroupTable(store.fio, self.state_dir, config.delivery_attempts_max,
                                  config.fifo_consumer_groups).load()
         self.consumption = Consumption(store, config, self.pop, got=self.got, puts=self.puts, groups=self.groups)
+        if leading:
+            self.consumption.cursors_within_queues()      # none past what this log holds (consume/receive.py)
         self.group_offsets = GroupOffsets(store.fio, self.state_dir)
         self.group_offsets.load()
         # the store's cleanup learns what groups consumed (space policy, losses per group)
         store.set_consumer_positions(lambda topic: consumed_positions(self.group_offsets, self.pop, topic))
         self.pulls = Pull(store, self.group_offsets, self.consumption.arrivals, config.pull_message_bytes_max,
                           self.got, config.long_polling_s_max, groups=self.groups)
-        self.clients = Clients(store.clock, int(config.client_idle_s_max * 1000), config.clients_max)
+        self.clients = Clients(store.clock, int(config.client_idle_s_max * 1000), config.clients_max,
+                               config.clients_per_user_max)
         self.sessions = Sessions(self.clients.stream_opened, self.clients.stream_closed,
                                  config.telemetry_outbox_max, config.telemetry_known_clients_max)
         self.renewer = AutoRenew(self.pop, self.clients, config, store.clock, self.consumption.notify_arrival)
@@ -114,6 +117,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.acl = acl              # users and policies (copied to followers with the rest of the state)
         self.siblings = None        # a member of `serve --processes N` (multi/siblings.py): the cluster's routes
         self.sends.acl = acl if acl is not None and acl.enabled else None
+        self.consumption.acl = self.pulls.acl = self.sends.acl     # long polls checked again when they end
+        if self.sends.acl is not None:                              # orphan checks: to who may pub now
+            self.sessions.may_pub = lambda who, topic: may_pub_now(acl, who, topic)
         if replaces is not None:
             self.sends.outcomes = replaces.sends.outcomes
         self.sends.auto_create = self.sends.auto_create and leading
@@ -129,6 +135,12 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                                           lambda n: lite_topic_problem(n, config.lite_topic_bytes_max),
                                           lambda cid: self.clients.alive(cid, store.clock.now_ms()))
         self.consumption.lite = self.lite
+        # whether a client is alive: asked of this service's table, which hears the clients from now on
+        # (not the replaced one's, which hears nothing more: its clients would all count as gone)
+        self.lite.alive = lambda cid, clients=self.clients: clients.alive(cid, store.clock.now_ms())
+        self.lite.on_hold = self.clients.hold          # a lite consumer is never forgotten by the client table
+        for cid in self.lite.holds():
+            self.clients.hold(cid, True)
         self.sends.on_priority = self.consumption.priority_topics.add
 
     def close(self) -> None:

@@ -205,11 +205,19 @@ class BrokerConfig(Loadable):
                                      "their tls_cert_file); empty: no client certificate asked for")
 
     # Bounds on what clients can make the broker remember or do per round
-    clients_max: int = _f(10_000, "client ids whose liveness is remembered at most (oldest idle forgotten first)",
+    clients_max: int = _f(10_000, "client ids whose liveness is remembered at most (least recently heard from "
+                                  "first; never one with an open Telemetry stream or lite subscriptions)",
                           16, 10_000_000)
+    clients_per_user_max: int = _f(2_000, "the same, of one user (authentication on): past it the user's own "
+                                          "are forgotten first", 1, 10_000_000)
     telemetry_outbox_max: int = _f(1_024, "commands queued for one Telemetry stream at most", 16, 1_000_000)
     telemetry_known_clients_max: int = _f(10_000, "client ids whose Telemetry settings are remembered at most",
                                           16, 10_000_000)
+    streams_per_connection_max: int = _f(256, "Telemetry streams and long polls (ReceiveMessage, PullMessage, "
+                                              "PullRecords, PullRecordsStream, SendRecordsStream) open at once on one "
+                                              "connection; one more: TOO_MANY_REQUESTS", 1, 1_000_000)
+    streams_per_user_max: int = _f(4_096, "the same, of one user across its connections (authentication on)",
+                                   1, 10_000_000)
     state_journal_compact_bytes: int = _f(16 * MIB, "a broker state journal (pop state, transactions) larger than "
                                                     "this is compacted into its snapshot", 64 * KIB, 1 << 40)
     timer_round_messages_max: int = _f(1_024, "DELAY messages read or moved per timer round at most", 1, 1_000_000)

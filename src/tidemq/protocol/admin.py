@@ -224,6 +224,8 @@ class Refusal(str, enum.Enum):
     UNKNOWN_SETTING = "UNKNOWN_SETTING"  # SetConfig: no setting of that name (the error says which is close)
     RESTART_NEEDED = "RESTART_NEEDED"    # SetConfig: a setting that changes only with a restart
     BUSY = "BUSY"                        # ResetGroup: the group has live consumers (force to reset anyway)
+    STATE_WRITE_FAILED = "STATE_WRITE_FAILED"  # the change could not be written to the broker's disk (full,
+                                         # failing, gone): nothing changed; the same request may be sent again
 ALARM_LIMITS = ("memory_high_watermark_bytes", "memory_high_watermark_ratio", "disk_free_limit_bytes")
 
 

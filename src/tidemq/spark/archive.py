@@ -36,7 +36,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from ..record.crc import crc32
 from ..io import FileIO, OsFileIO
 from ..record import codec
-from .. import layout
+from .. import checked, layout
 from ..store.archive import read_manifest, write_manifest
 from ..store.commit_log import read_sealed
 from ..layout import segment_name
@@ -125,8 +125,9 @@ def _without_dead(batch: pa.RecordBatch, dead: dict) -> pa.RecordBatch:
 
 def _deleted_topics(root: str) -> dict:
     try:
-        with open(layout.topics_path(root)) as f:
-            return {str(k): int(v) for k, v in json.load(f).get("deleted", {}).items()}
+        with open(layout.topics_path(root), "rb") as f:
+            doc = checked.decode(f.read())       # (a checked document: store/topics.py)
+        return {str(k): int(v) for k, v in doc.get("deleted", {}).items()}
     except (OSError, ValueError, TypeError, AttributeError):
         return {}
 

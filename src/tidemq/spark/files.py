@@ -1,21 +1,23 @@
 """Reading a store's files directly, read-only, no broker: what the Spark source's file mode uses.
 
-Only what is durable on disk is read: consume-queue units (numpy straight from the
-files) point at records in the commit-log segments, which are mapped read-only in
-whichever commit-log directory holds them. Nothing is written, nothing is locked:
-a broker may be running on the same store (what it has not yet dispatched is simply
-not seen), and segments it deletes meanwhile read as a data-loss gap.
+Consume-queue units (numpy straight from the files) point at records in the commit-log
+segments, which are mapped read-only in whichever commit-log directory holds them. Nothing
+is written, nothing is locked: a broker may be running on the same store (what it has not
+yet dispatched is simply not seen), and segments it deletes meanwhile read as a data-loss
+gap. What a running broker's files hold is read as it is, including what that broker does
+not serve yet because a fault can take it back (its readable end: not fsynced, past the
+high watermark, past a failed fsync's cut; docs/spark.md): a live store is read through the
+broker.
 """
 
 from __future__ import annotations
 
 import bisect
-import json
 
 import numpy as np
 
 from ..io import FileIO, OsFileIO, read_whole
-from .. import layout
+from .. import checked, layout
 from ..store.consume_queue import UNIT_DTYPE, UNIT_SIZE
 
 
@@ -58,7 +60,7 @@ class StoreFiles:
         fio = self.fio
         path = layout.topics_path(self.root)
         try:
-            doc = json.loads(read_whole(fio, path)) if fio.exists(path) else {}
+            doc = checked.decode(read_whole(fio, path)) if fio.exists(path) else {}
         except (OSError, ValueError) as e:
             raise StoreFilesError(f"{path} is unreadable: {e}") from e
         topics = {name: int(v["queue_count"]) for name, v in doc.get("topics", {}).items()}

@@ -38,7 +38,9 @@ from ..record.integrity import DamageCounter
 from .segment_queue import SegmentQueue
 from .topics import TopicTable
 from .types import GetResult, GetStatus
+from .unit_repair import UnitRepair
 
+AGAIN = object()                   # _get / _get_raw: a damaged unit's record was found in the log: read again
 FILTER_SCAN_UNITS_MAX = 16_000     # units scanned by one filtered get (RocketMQ: maxFilterMessageSize)
 MATCH_SCAN_UNITS_MAX = 1024        # units scanned by one get with a property filter (``match``)
 
@@ -93,12 +95,22 @@ class StoreReader:
         self.memory_budget_bytes = memory_budget_bytes
         self.running = running
         self.damage = DamageCounter()
+        self.repair = UnitRepair(commit_log, topics)    # damaged units whose record is in the log
 
     def get(self, group: str, topic: str, queue_id: int, offset: int, max_count: int = 32,
             max_bytes: int = 256 * 1024, tags: Iterable[str] | None = None,
             match: Callable[[object], bool] | None = None) -> GetResult:
         """MessageStore.get: decoded messages of one queue from ``offset``, tag-filtered, then kept
-        only where ``match(message)`` is true (a property filter; None: all)."""
+        only where ``match(message)`` is true (a property filter; None: all). Read again while a
+        damaged unit's record was just found in the log (unit_repair.py: each unit is looked for
+        once, so this ends)."""
+        while True:
+            r = self._get(group, topic, queue_id, offset, max_count, max_bytes, tags, match)
+            if r is not AGAIN:
+                return r
+
+    def _get(self, group: str, topic: str, queue_id: int, offset: int, max_count: int,
+             max_bytes: int, tags: Iterable[str] | None, match) -> GetResult:
         q = self.readable_queue(topic, queue_id, offset)
         if isinstance(q, GetResult):
             return q
@@ -118,6 +130,7 @@ class StoreReader:
         else:
             scan = min(max_count, self.config.pull_in_memory_count_max)
         raw = cq.read(offset, max(1, min(scan, mx - offset)))      # never a unit past what is readable
+        raw = self.repair.patch(topic, queue_id, offset, raw)      # damaged units found again (unit_repair.py)
         if not raw:
             nxt = cq.file_start(offset) + cq.units_per_segment
             return GetResult(GetStatus.OFFSET_FOUND_NULL, min(nxt, mx), mn, mx)
@@ -145,6 +158,9 @@ class StoreReader:
         try:
             for cl_off, size, th in UNIT.iter_unpack(raw):
                 if size <= 0 or cl_off < log_min:
+                    if (size <= 0 or cl_off < 0) and \
+                            self._found(cq, topic, queue_id, offset + used):       # a damaged unit, a hole
+                        return AGAIN
                     removed += 1
                     used += 1
                     continue
@@ -159,6 +175,8 @@ class StoreReader:
                         mf.release()
                         mf = None
                     seg = find(cl_off)
+                    if seg is None and self._found(cq, topic, queue_id, offset + used):   # past the log: damaged
+                        return AGAIN
                     if seg is None or not seg.hold():
                         removed += 1
                         used += 1
@@ -170,7 +188,10 @@ class StoreReader:
                 pos = cl_off - mf.start_offset
                 if pos + size > mend:
                     if pos + size > mf.wrote_pos:
-                        break      # beyond what is written (cannot happen: units follow the write)
+                        # beyond what is written (units follow the write): a damaged unit
+                        if self._found(cq, topic, queue_id, offset + used):
+                            return AGAIN
+                        break
                     removed += 1   # at or past a seal: not part of the log (log_failure.py)
                     used += 1
                     continue
@@ -183,6 +204,9 @@ class StoreReader:
                 # that is not the one it stands for (another topic, queue or queue offset): skipped,
                 # counted, logged, never served
                 if m is None or key is None or not m.stands_for(key, queue_id, offset + used - 1) or not m.intact():
+                    if self._found(cq, topic, queue_id, offset + used - 1):
+                        # the unit is damaged, its record intact in the log: read again with it
+                        return AGAIN
                     damaged += 1
                     self.damage.note(topic, queue_id, offset + used - 1, cl_off)
                     continue
@@ -252,6 +276,14 @@ class StoreReader:
 
     def get_raw(self, topic: str, queue_id: int, offset: int, max_count: int = 4096,
                 max_bytes: int = 16 << 20, room: int = 0, head=None) -> GetResult:
+        """_get_raw, read again while a damaged unit's record was just found in the log (as get)."""
+        while True:
+            r = self._get_raw(topic, queue_id, offset, max_count, max_bytes, room, head)
+            if r is not AGAIN:
+                return r
+
+    def _get_raw(self, topic: str, queue_id: int, offset: int, max_count: int = 4096,
+                 max_bytes: int = 16 << 20, room: int = 0, head=None) -> GetResult:
         """Up to max_count records of one queue from ``offset`` as stored bytes, for readers
         that decode in bulk (the Spark source, tidemq.client's raw pull): the result's
         ``records`` is (sizes, data): the records' sizes (little-endian i32 numpy array) and
@@ -275,10 +307,13 @@ class StoreReader:
         if not raw:
             nxt = cq.file_start(offset) + cq.units_per_segment
             return GetResult(GetStatus.OFFSET_FOUND_NULL, min(nxt, mx), mn, mx)
+        raw = self.repair.patch(topic, queue_id, offset, raw)      # damaged units found again (unit_repair.py)
         units = np.frombuffer(raw, UNIT_DTYPE)
         cl_off = units["offset"].astype(np.int64)
         size = units["size"].astype(np.int64)
         alive = (size > 0) & (cl_off >= self.segments.min_offset)
+        if not alive.all() and self._repaired(cq, topic, queue_id, offset, cl_off, size):
+            return AGAIN                              # a hole or a damaged unit's record found in the log
         sealed = self.commit_log.sealed
         if sealed:                       # at or past a seal: not part of the log (log_failure.py)
             seg = self.segments.segment_size
@@ -288,6 +323,8 @@ class StoreReader:
         if first == len(units):                       # holes or records cleaned away only
             return GetResult(GetStatus.MESSAGE_WAS_REMOVING, offset + len(units), mn, mx)
         mf = self.segments.find(int(cl_off[first]))
+        if mf is None and self._found(cq, topic, queue_id, offset + first):   # past the log: a damaged unit
+            return AGAIN
         if mf is None or not mf.hold():
             return GetResult(GetStatus.MESSAGE_WAS_REMOVING, offset + first + 1, mn, mx)
         try:
@@ -295,7 +332,9 @@ class StoreReader:
             seg_end = mf.start_offset + mf.wrote_pos
             inside = (cl_off >= mf.start_offset) & (cl_off + size <= seg_end)
             stop = first + int(np.argmin(inside[first:])) if not inside[first:].all() else len(units)
-            if stop == first:       # a unit beyond what is written (cannot happen: units follow the write)
+            if stop == first:       # a unit beyond what is written (units follow the write): damaged
+                if self._found(cq, topic, queue_id, offset + first):
+                    return AGAIN
                 return GetResult(GetStatus.OFFSET_FOUND_NULL, offset + first, mn, mx)
             take = np.flatnonzero(alive[first:stop]) + first
             within = np.cumsum(size[take]) <= max_bytes
@@ -311,6 +350,10 @@ class StoreReader:
         finally:
             mf.release()
         if bad:                                         # never served: skipped, counted, logged
+            end = self._log_end()
+            if sum(self.repair.find(cq, topic, queue_id, offset + int(take[k]), end) for k in bad):
+                # a damaged unit whose record is intact in the log: read again with it
+                return AGAIN
             for k in bad:
                 self.damage.note(topic, queue_id, offset + int(take[k]), int(cl_off[take[k]]))
             keep = np.ones(len(take), dtype=bool)
@@ -326,6 +369,24 @@ class StoreReader:
         g.records = (np.frombuffer(frame, "<i4", len(sizes), room), memoryview(frame)[data_at:])
         g.frame = (frame, room, headed)
         return g
+
+    def _found(self, cq, topic: str, queue_id: int, q: int) -> bool:
+        """A damaged unit's record looked for in the log (unit_repair.py): True when found (read again)."""
+        return self.repair.find(cq, topic, queue_id, q, self._log_end())
+
+    def _repaired(self, cq, topic: str, queue_id: int, offset: int, cl_off, size) -> bool:
+        """Units that may not stand for their record (unit_repair.suspects) looked for in the log: True
+        when one was found there (the read starts again with it)."""
+        bad = self.repair.suspects(cl_off, size, self.segments.min_offset, self.segments.max_offset)
+        if not bad:
+            return False
+        end = self._log_end()
+        return sum(self.repair.find(cq, topic, queue_id, offset + i, end) for i in bad) > 0
+
+    def _log_end(self) -> int:
+        """Where records may be served up to: the readable end (SYNC modes), else the log's end."""
+        limit = self.readable_limit()
+        return self.segments.max_offset if limit is None else limit
 
     def get_by_commitlog_offset(self, offset: int, size: int | None = None) -> codec.StoredMessage | None:
         return self._readable(self.commit_log.read_message(offset, size))

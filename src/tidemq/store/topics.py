@@ -5,6 +5,16 @@ is the old or the new version, never a torn one. Queues found on disk that the
 file does not know (a crash between the first put and the file write) are added
 back at start, so no message becomes unreachable.
 
+A checked document (tidemq/checked.py: a CRC over the document, ``topics.json.bak`` a mirror of
+the version in effect, checked.write_mirrored): a damaged disk is recognised, never read as
+topics -- a flipped digit in a deleted topic's end hid the intact messages of the topic made again
+after it, one in a retention made cleanup delete messages early. A damaged file falls back to its
+mirror (WARNING; the damaged file is kept as ``topics.json.damaged``; after a crash between the
+two writes the mirror may be the version before the last change); with no intact
+copy the store refuses to start (StoreError: the space policies and retentions it would lose are
+what keeps messages from cleanup), and the damaged files stay where they are for the operator.
+A file written before the checked format (plain JSON) is read as it is.
+
 Each topic has a *space policy* (``SpacePolicy``, Pulsar's backlog quota in spirit): what
 happens when space is short and the oldest segment still holds messages of the topic that a
 subscribed consumer group has not consumed. ``evict`` (the default, RocketMQ's behaviour):
@@ -35,15 +45,18 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
+import logging
 import math
 import os
 import threading
 
-from ..io import FileIO, read_whole, write_atomic
+from .. import checked
+from ..io import FileIO, read_whole
 from ..record import codec
 from ..layout import TOPICS_FILE
 from .types import StoreError
+
+log = logging.getLogger("tidemq.store")
 
 
 class SpacePolicy(str, enum.Enum):
@@ -164,32 +177,46 @@ class TopicTable:
         # belong to the deleted topic (never dispatched again, never found), even once re-created
         self.deleted: dict[str, int] = {}
         self.body_limits: dict[str, int] = {}      # topic -> its max_message_bytes (only the topics with one)
+        self.damaged = 0                           # damaged copies set aside at load (the previous version used)
         self._lock = threading.Lock()
 
     def load(self) -> None:
         self.fio.makedirs(self.dir)
-        if not self.fio.exists(self.path):
+        problems = []
+        for candidate in (self.path, self.path + ".bak"):
+            if not self.fio.exists(candidate):
+                continue
+            try:
+                topics, deleted = parse(checked.decode(read_whole(self.fio, candidate)))
+            except (ValueError, KeyError, TypeError, AttributeError) as e:    # (an OSError: raised)
+                problems.append((candidate, f"{type(e).__name__}: {e}"))
+                continue
+            for bad, why in problems:          # never read again, kept for whoever looks
+                try:
+                    self.fio.rename(bad, bad + ".damaged")
+                except OSError as e:
+                    log.warning("%s could not be moved aside (%s)", bad, e)
+            if problems:
+                log.warning("topics: %s is damaged (%s); its previous version %s is used (the last change "
+                            "before the damage is not in it)", problems[0][0], problems[0][1], candidate)
+            elif candidate != self.path:
+                log.info("topics: %s is missing, its previous version %s is used", self.path, candidate)
+            self.damaged = len(problems)
+            self.topics = topics
+            self.deleted = deleted
+            self.body_limits = {n: t.settings.max_message_bytes for n, t in topics.items()
+                                if t.settings.max_message_bytes is not None}
             return
-        try:
-            doc = json.loads(read_whole(self.fio, self.path).decode("utf-8"))
-            for name, t in doc.get("topics", {}).items():
-                ts = self.topics[name] = TopicState(name, int(t["queue_count"]),
-                                                    SpacePolicy.parse(t.get("space_policy", SpacePolicy.EVICT.value)),
-                                                    MessageKind.parse(t.get("message_type", MessageKind.MIXED.value)))
-                ts.settings = TopicSettings().changed(t.get("settings", {}))
-                if ts.settings.max_message_bytes is not None:
-                    self.body_limits[name] = ts.settings.max_message_bytes
-            self.deleted = {str(n): int(o) for n, o in doc.get("deleted", {}).items()}
-        except (ValueError, KeyError, TypeError) as e:
-            raise StoreError(f"{self.path} is unreadable ({e}); restore it or remove it "
-                             f"(queues found on disk are added back)") from e
+        if problems:
+            raise StoreError(f"{self.path} is unreadable ({'; '.join(f'{p}: {w}' for p, w in problems)}); "
+                             f"restore it or remove it (queues found on disk are added back)")
 
     def save(self) -> None:
         with self._lock:
             doc = {"topics": {n: _entry(t) for n, t in sorted(self.topics.items())}}
             if self.deleted:
                 doc["deleted"] = dict(sorted(self.deleted.items()))
-        write_atomic(self.fio, self.path, json.dumps(doc, indent=1).encode("utf-8"))
+        checked.write_mirrored(self.fio, self.path, doc)     # its .bak: the version in effect too
 
     def delete(self, name: str, log_end: int) -> TopicState | None:
         """Forget a topic (None if unknown); its records before ``log_end`` stay dead. Saved before
@@ -310,6 +337,29 @@ class TopicTable:
 
 
 _NONE = TopicSettings()
+QUEUES_MAX = 65_536          # the most queues a topic may have (StoreConfig.topic_queues_max's upper bound)
+
+
+def parse(doc) -> tuple[dict[str, TopicState], dict[str, int]]:
+    """The topics and deleted topics a document holds; raises (ValueError, KeyError, TypeError) on
+    anything else, before anything is kept: a queue count outside [1, QUEUES_MAX], a negative end."""
+    topics: dict[str, TopicState] = {}
+    for name, t in doc.get("topics", {}).items():
+        n = t["queue_count"]
+        if type(n) is not int or not 1 <= n <= QUEUES_MAX:
+            raise ValueError(f"topic {name!r}: queue_count {n!r} is not a count of queues")
+        problem = codec.topic_problem(name)
+        if problem is not None:
+            raise ValueError(problem)
+        ts = topics[name] = TopicState(name, n, SpacePolicy.parse(t.get("space_policy", SpacePolicy.EVICT.value)),
+                                       MessageKind.parse(t.get("message_type", MessageKind.MIXED.value)))
+        ts.settings = TopicSettings().changed(t.get("settings", {}))
+    deleted = {}
+    for name, end in doc.get("deleted", {}).items():
+        if type(end) is not int or end < 0:
+            raise ValueError(f"deleted topic {name!r}: {end!r} is not a log offset")
+        deleted[str(name)] = end
+    return topics, deleted
 
 
 def _entry(t: TopicState) -> dict:

@@ -94,6 +94,12 @@ def restore_topics(topics: TopicTable, queues: ConsumeQueueTable) -> None:
     changed = False
     for topic in {cq.topic for cq in queues.all()}:
         if topic in topics.deleted and topics.get(topic) is None:
+            end = topics.deleted[topic]
+            if any((u := cq.last_unit()) is not None and u[0] >= end for cq in queues.all() if cq.topic == topic):
+                # a unit after the deletion: the topic was made again after the version of topics.json
+                # read (its previous version, the file being damaged): kept, added back below
+                log.warning("topic %r: consume queues made after its deletion found: kept", topic)
+                continue
             # deleted, then a crash before its queues were: finish the deletion
             log.warning("consume queues of deleted topic %r found: deleted", topic)
             queues.drop_topic(topic)

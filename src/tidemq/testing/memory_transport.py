@@ -75,6 +75,16 @@ class MemoryNetwork:
     def heal_all(self) -> None:
         self._cut.clear()
 
+    def reset(self, a: str, b: str) -> None:
+        """The connections between ``a`` and ``b`` break now (a TCP reset: both sides see it)."""
+        for c in list(self.conns):
+            if {c.src, c.dst} == {a, b} and not c.reset:
+                c.reset = True
+                c.down.put_nowait(_RESET)
+                c.up.put_nowait(_RESET)
+                if c.task is not None:
+                    c.task.cancel()
+
     def linked(self, a: str, b: str) -> bool:
         return frozenset((a, b)) not in self._cut
 

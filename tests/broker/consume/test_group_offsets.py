@@ -60,3 +60,40 @@ def test_both_copies_damaged_starts_without_offsets(tmp_path):
         open(p, "wb").write(b"")
     g = opened(tmp_path)
     assert g.offsets == {} and g.loaded.source is Source.LOST
+
+
+def _fill(d: str) -> str:
+    """Fill the file system of ``d`` to the last page; the filler's path."""
+    path = os.path.join(d, "filler")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (65536, 4096, 512):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+    return path
+
+
+def test_offsets_committed_while_the_disk_is_full_are_written_once_it_has_room(env):
+    """A real full disk (a 1 MiB tmpfs): the flush fails, the version before it stays readable, and
+    the offsets committed meanwhile are written by the next flush once there is room -- not only
+    after another commit (a group that stopped committing replayed everything since at a restart)."""
+    d = env.tmpfs("state", 1)
+    g = opened(d)
+    g.set("g", "T", 0, 10)
+    g.flush()
+    filler = _fill(d)
+    g.set("g", "T", 0, 20)
+    try:
+        g.flush()
+        raise AssertionError("the disk is full: the flush must fail")
+    except OSError:
+        pass
+    assert opened(d).get("g", "T", 0) == 10, "the version before the failed write"
+    os.unlink(filler)
+    g.flush()                                            # nothing committed since: still written
+    assert opened(d).get("g", "T", 0) == 20

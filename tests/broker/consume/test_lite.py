@@ -21,3 +21,22 @@ def test_past_clients_max_the_gone_go_first_then_new_clients_are_refused():
     alive["c2"] = False
     assert lite.sync("g", "T", "c4", A.PARTIAL_ADD, ["x"]) == (Code.OK, "")
     assert set(lite.subs[("g", "T")]) == {"c1", "c3", "c4"}
+
+
+def test_the_client_table_is_told_who_has_subscriptions():
+    """on_hold(client, True) at a client's first subscription, False when its last goes, whichever
+    way (sessions/clients.py never forgets a client held: forgotten, it would count as gone)."""
+    told = []
+    alive = {}
+    lite = LiteSubscriptions(4, lambda n: None, lambda cid: alive.get(cid, True))
+    lite.on_hold = lambda cid, held: told.append((cid, held))
+    lite.declare("g", ["T"], "a")
+    assert lite.sync("g", "T", "a", pb.LiteSubscriptionAction.PARTIAL_ADD, ["x"]) == (Code.OK, "")
+    assert lite.sync("g2", "T", "a", pb.LiteSubscriptionAction.PARTIAL_ADD, ["y"]) == (Code.OK, "")
+    assert lite.sync("g", "T", "b", pb.LiteSubscriptionAction.PARTIAL_ADD, ["z"]) == (Code.OK, "")
+    assert told == [("a", True), ("b", True)]
+    lite.forget("a")
+    alive["b"] = False
+    assert lite.sets("g", "T", "c") is None
+    assert told[2:] == [("a", False), ("b", False)] and lite.holds() == []
+    assert lite._count() == sum(len(b) for b in lite.subs.values()) == 0

@@ -7,6 +7,7 @@ from tidemq.protocol.stubs import pb
 
 from ...support.brokers import SMALL, make_topic
 from ...support.official import LONG_INVISIBLE_S, REQUEST_TIMEOUT_S, msg, receive_all, start
+from ...support.wait import wait_until
 
 
 def lite_consumer(endpoint, group, topic, made):
@@ -15,6 +16,10 @@ def lite_consumer(endpoint, group, topic, made):
     conf = ClientConfiguration(endpoint, Credentials(), request_timeout=REQUEST_TIMEOUT_S)
     c = start(lambda: LiteSimpleConsumer(topic, conf, group, await_duration=1))
     made.append(c)
+    # the client's subscription quota is 0 until the broker's settings arrive on its Telemetry stream,
+    # which its startup does not wait for: a subscribe_lite before then is refused by the client itself
+    manager = c._LiteSimpleConsumer__subscription_manager
+    wait_until(lambda: manager.lite_subscription_quota > 0, "the broker's lite subscription quota at the client")
     return c
 
 

@@ -38,3 +38,34 @@ def test_the_handles_secret_is_readable_by_the_broker_only(tmp_path):
     ps = opened(str(tmp_path))
     assert os.stat(os.path.dirname(ps.secret_path)).st_mode & 0o077 == 0, "no one else may list or read the secret"
     ps.close()
+
+
+def test_a_handle_the_old_leader_gave_after_its_last_copy_is_stale_on_the_new_one(tmp_path):
+    """A follower opens its leader's last copied pop state (replication/state.py) when promoted. The
+    old leader went on delivering after that copy; the new leader's seq went on from the copy's, so it
+    made the very same receipt handles for the same messages: an old consumer's ack (or change of
+    invisible time) took effect on the new leader's delivery of it to another consumer (a FIFO queue
+    freed while its message was still being consumed)."""
+    import pytest
+
+    from tidemq.broker.consume.pop_state import HandleError
+    from tidemq.broker.state import journal
+    from tidemq.io import write_atomic
+
+    leader = opened(str(tmp_path / "leader"))
+    leader.deliver("g", "T", 0, 0, 1, 10_000)
+    copy = leader.snapshot()                           # the follower's last copy
+    follower_dir = str(tmp_path / "follower")
+    fio = OsFileIO()
+    fio.makedirs(os.path.join(follower_dir, "pop"))
+    write_atomic(fio, leader.secret_path.replace(str(tmp_path / "leader"), follower_dir), leader.secret)
+    journal.write_state(fio, os.path.join(follower_dir, "pop"), copy)
+    old = leader.deliver("g", "T", 0, 1, 1, 10_000)   # after the copy, to consumer A
+    promoted = opened(follower_dir)
+    new = promoted.deliver("g", "T", 0, 1, 1, 10_000)  # the new leader gives it to consumer B
+    assert new != old
+    with pytest.raises(HandleError):
+        promoted.ack("g", old)
+    assert 1 in promoted.state("g", "T", 0).inflight, "B's delivery is still in flight"
+    leader.close()
+    promoted.close()

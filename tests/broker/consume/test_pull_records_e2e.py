@@ -18,6 +18,7 @@ from tidemq.client import ClientError, Producer, PullConsumer
 from tidemq.store import GetStatus, Message, MessageStore, StoreConfig
 
 from ...support.brokers import SMALL, make_topic
+from ...support.store import lose_message
 from ...support.wait import PATIENCE_S
 
 
@@ -90,7 +91,7 @@ def test_holes_are_skipped(tmp_path):
     try:
         s.create_topic("H", 1)
         s.put_batch([Message("H", b"h-%d" % i) for i in range(5)])
-        s.queues.get("H", 0).put_unit_checked(1, 0, 0, 0)         # the unit of a lost message
+        lose_message(s, "H", 0, 1)                                 # a lost message: a hole
         records = Records(s, asyncio.Event(), 4 << 20)
 
         def pull(offset, max_count=10):
@@ -143,7 +144,7 @@ def test_a_stream_goes_from_answer_to_answer_across_holes_and_stops_where_it_sho
     try:
         s.create_topic("H", 1)
         s.put_batch([Message("H", b"h-%d" % i) for i in range(20)])
-        s.queues.get("H", 0).put_unit_checked(10, 0, 0, 0)        # a lost message's unit: a hole at 10
+        lose_message(s, "H", 0, 10)                                # a lost message: a hole at 10
         records = Records(s, asyncio.Event(), 4 << 20)
         heads = _frames(records, {"topic": "H", "queue_id": 0, "offset": 0, "max_count": 4, "end": 15})
         assert heads[-1]["next_offset"] == 15 and sum(h["count"] for h in heads) == 14     # all but the hole

@@ -242,3 +242,149 @@ def test_an_ack_with_too_many_entries_is_refused_whole_and_invisible_times_are_b
     assert change(3600).code == Code.OK
     r = c.ack(ack_request(handles[1:]))
     assert r.status.code == Code.OK
+
+
+def test_two_receives_burying_at_once_move_a_dead_letter_once(world):
+    """The dead-letter put may wait (SYNC_FLUSH, SYNC replication): a second receive that finds the
+    same message out of attempts meanwhile must not move it again (it was stored twice in the DLQ,
+    and the second bury's bookkeeping raised KeyError, failing that receive)."""
+    store, clock, consumption = world
+    c = consumption(delivery_attempts_max=1)
+    put(store, 0, b"a0")
+    assert bodies(c.pop_batch("g", "T", 1, INVISIBLE_MS, None)) == [b"a0"]
+    clock.advance(INVISIBLE_MS / 1000)
+
+    async def main():
+        entered, gate = asyncio.Event(), asyncio.Event()
+
+        class WaitingPuts:                      # a put that waits for its fsync / followers (broker/puts.py)
+            async def run(self, fn, *args):
+                entered.set()
+                await gate.wait()
+                return fn(*args)
+
+        c.puts = WaitingPuts()
+        assert c.pop_batch("g", "T", 1, INVISIBLE_MS, None) == []          # out of attempts: to bury
+        first = asyncio.create_task(c.bury())
+        await entered.wait()
+        assert c.pop_batch("g", "T", 1, INVISIBLE_MS, None) == []          # another receive, meanwhile
+        second = asyncio.create_task(c.bury())
+        await asyncio.sleep(0)
+        gate.set()
+        return await asyncio.gather(first, second, return_exceptions=True)
+
+    got = asyncio.run(main())
+    assert not [r for r in got if isinstance(r, BaseException)], got
+    assert sum(got) == 1
+    assert [m.body for m in store.get("x", "%DLQ%g", 0, 0).messages] == [b"a0"], "moved once"
+    assert c.pop_batch("g", "T", 1, INVISIBLE_MS, None) == [] and not c._dying
+    assert asyncio.run(c.bury()) == 0
+    assert len(store.get("x", "%DLQ%g", 0, 0).messages) == 1
+
+
+def test_a_forward_resent_while_the_first_is_storing_moves_the_message_once(world):
+    """A FIFO push consumer resends ForwardMessageToDeadLetterQueue until it sees OK: a resend that
+    comes while the first one's dead-letter put waits answers OK once that is done, storing nothing."""
+    store, clock, consumption = world
+    c = consumption()
+    put(store, 0, b"a0", b"a1")
+    [a0] = c.pop_batch(ORDERED, "T", 1, INVISIBLE_MS, None)
+    handle = a0.system_properties.receipt_handle
+
+    async def main():
+        entered, gate = asyncio.Event(), asyncio.Event()
+
+        class WaitingPuts:
+            async def run(self, fn, *args):
+                entered.set()
+                await gate.wait()
+                return fn(*args)
+
+        c.puts = WaitingPuts()
+        req = spb.ForwardMessageToDeadLetterQueueRequest(
+            group=pb.Resource(name=ORDERED), topic=pb.Resource(name="T"), receipt_handle=handle, message_id="m",
+            delivery_attempt=3, max_delivery_attempts=3)
+        first = asyncio.create_task(c.forward_to_dlq(req))
+        await entered.wait()
+        second = asyncio.create_task(c.forward_to_dlq(req))
+        await asyncio.sleep(0)
+        gate.set()
+        return [r.status.code for r in await asyncio.gather(first, second)]
+
+    assert asyncio.run(main()) == [Code.OK, Code.OK]
+    assert [m.body for m in store.get("x", "%DLQ%ordered", 0, 0).messages] == [b"a0"], "stored once"
+    assert bodies(c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None)) == [b"a1"]
+
+
+def test_an_in_flight_message_not_readable_now_stays_in_flight_and_comes_back(world):
+    """A message in flight whose record is not readable when its invisible time ends (a promoted
+    leader's high watermark not yet where the old leader's was: store.set_commit_limit; the store
+    not running: SERVICE_NOT_AVAILABLE) was taken for "cleaned from the store" and dropped: done for
+    the group, never delivered again, though nobody acked it."""
+    store, clock, consumption = world
+    c = consumption()
+    put(store, 0, b"a0")
+    put(store, 1, b"b0")
+    got = c.pop_batch("g", "T", 8, INVISIBLE_MS, None)
+    assert sorted(bodies(got)) == [b"a0", b"b0"]
+    clock.advance(INVISIBLE_MS / 1000)
+    store.set_commit_limit(lambda: 0)                   # nothing readable for now
+    assert c.pop_batch("g", "T", 8, INVISIBLE_MS, None) == []
+    store.set_commit_limit(None)
+    again = c.pop_batch("g", "T", 8, INVISIBLE_MS, None)
+    assert sorted((m.body, m.system_properties.delivery_attempt) for m in again) == [(b"a0", 2), (b"b0", 2)]
+    ordered = c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None)
+    assert sorted(bodies(ordered)) == [b"a0", b"b0"]
+    clock.advance(INVISIBLE_MS / 1000)
+    store.set_commit_limit(lambda: 0)
+    assert c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None) == []
+    store.set_commit_limit(None)
+    assert sorted(bodies(c.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None))) == [b"a0", b"b0"]
+
+
+def test_a_dead_letter_stored_before_a_kill_is_not_stored_again_after_the_restart(world):
+    """bury stores the message in %DLQ%<group>, then notes it done in the pop journal. Killed between
+    the two (the DLQ put waits for its fsync or followers: the record is in the log, the note is not),
+    the restarted broker found it still in flight, out of attempts, and stored it in the DLQ again."""
+    store, clock, consumption = world
+    c = consumption(delivery_attempts_max=1)
+    put(store, 0, b"a0", b"a1")
+    got = c.pop_batch("g", "T", 8, INVISIBLE_MS, None)
+    assert bodies(got) == [b"a0", b"a1"]
+    clock.advance(INVISIBLE_MS / 1000)
+    assert c.pop_batch("g", "T", 8, INVISIBLE_MS, None) == []
+    [(key0, (m0, why))] = [(k, v) for k, v in c._dying.items() if k[3] == 0]
+    assert asyncio.run(c._to_dlq("g", m0, why)) is None          # a0 stored ... and the broker is killed
+    c.pop.flush()
+    c2 = consumption(delivery_attempts_max=1)                     # the restart: the pop journal read back
+    assert c2.pop_batch("g", "T", 8, INVISIBLE_MS, None) == []
+    assert asyncio.run(c2.bury()) == 2
+    dead = store.get("x", "%DLQ%g", 0, 0).messages
+    assert sorted(m.body for m in dead) == [b"a0", b"a1"], "each once"
+
+
+def test_a_cursor_past_the_queues_end_comes_back_to_it_and_nothing_sent_after_is_skipped(world):
+    """A promoted follower under ASYNC replication opens its old leader's pop state, whose cursors
+    may stand past what this log holds (the tail a failover takes back). The messages sent to the new
+    leader then got offsets below the cursor: every group that had consumed that far skipped them,
+    for good (acknowledged sends, never delivered)."""
+    store, clock, consumption = world
+    c = consumption()
+    put(store, 0, b"a0", b"a1")
+    for group in ("g", ORDERED):
+        got = c.pop_batch(group, "T", 8, INVISIBLE_MS, None)
+        assert bodies(got) == [b"a0", b"a1"]
+        for m in got:
+            ack(c, group, m)
+        c.pop.skip_to(group, "T", 0, 5)          # the old leader's cursor: 3 messages this log never got
+    c.pop.deliver("g", "T", 0, 3, 16, clock.now_ms())   # ... one of them in flight, out of attempts
+    c.pop.flush()
+    promoted = consumption()                      # the new leader's service, built from that state
+    assert promoted.cursors_within_queues() == 2
+    put(store, 0, b"n2", b"n3", b"n4", b"n5")    # sent to the new leader
+    for group in ("g", ORDERED):
+        assert bodies(promoted.pop_batch(group, "T", 8, INVISIBLE_MS, None)) == [b"n2", b"n3", b"n4", b"n5"], group
+    assert not promoted._dying, "n3 is a new message: the old delivery's attempts do not count for it"
+    promoted.pop.flush()
+    again = consumption()                         # the cursor's move back was journaled
+    assert again.pop.state("g", "T", 0).cursor == 6 and again.cursors_within_queues() == 0

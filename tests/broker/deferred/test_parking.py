@@ -60,7 +60,10 @@ def test_batches_read_a_bounded_stretch(stores):
     got = [(nxt, len(ms)) for nxt, ms in parking.batches(s, SCHEDULE_TOPIC, 5, 50)]
     assert sum(n for _, n in got) == 50 and got[-1][0] == 55
     assert list(parking.batches(s, SCHEDULE_TOPIC, 70, 10)) == [], "nothing past the end"
-    assert parking.read_at(s, SCHEDULE_TOPIC, 70) is None
+    assert parking.read_at(s, SCHEDULE_TOPIC, 70) is parking.NOT_READABLE, "past the end: not there yet"
+    assert parking.read_at(s, SCHEDULE_TOPIC, 69).body == b"m69"
+    s.set_commit_limit(lambda: 0)
+    assert parking.read_at(s, SCHEDULE_TOPIC, 69) is parking.NOT_READABLE, "there, not readable now"
 
 
 def test_delivery_time_in_seconds_or_in_milliseconds():

@@ -102,3 +102,104 @@ def test_a_refused_put_waits_and_is_retried(stores):
     assert t.move_due(clock.now_ms()) == (0, True) and t.pending == 1
     s.refusal = None
     assert t.move_due(clock.now_ms()) == (1, False) and bodies(s, "T") == [b"m"]
+
+
+def test_a_checkpoint_written_while_a_round_puts_does_not_count_its_messages_as_moved(stores):
+    """A round's due messages are taken off the heap before their put (which waits under SYNC_FLUSH
+    or SYNC replication, on a thread). A checkpoint written meanwhile (a recall answers with one; the
+    replication copies ``snapshot()`` to the followers) must not say they were moved: a kill -9 (or a
+    failover) before the put lands would skip them at the next start, and they would never be moved."""
+    import threading
+    clock, s, t = timer_on(stores, 1)
+    now = clock.now_ms()
+    schedule(s, "T", b"due", now + 1000, "U0")
+    later = schedule(s, "T", b"later", now + 60_000, "U1")
+    t.enqueue()
+    clock.advance(2.0)
+    in_put, crash = threading.Event(), threading.Event()
+
+    def put_batch(msgs, **kw):             # the put waits (the fsync, the followers) ... then the broker dies
+        in_put.set()
+        assert crash.wait(60)
+        raise RuntimeError("killed before the put reached the log")
+
+    s.put_batch = put_batch
+    round_ = threading.Thread(target=lambda: _swallow(lambda: t.move_due(clock.now_ms())))
+    round_.start()
+    assert in_put.wait(60)
+    copied = t.snapshot()                                        # what a follower would be given now
+    assert t.recall(1, now + 60_000, clock.now_ms()).name == "RECALLED"    # writes the checkpoint
+    crash.set()
+    round_.join(60)
+    del s.put_batch
+    assert later.queue_offset == 1
+    s.shutdown()
+    s2 = stores(clock)
+    t2 = Timer(s2)
+    t2.open()
+    t2.enqueue()
+    assert t2.move_due(clock.now_ms()) == (1, False), "the message the dead round did not put is moved now"
+    assert bodies(s2, "T") == [b"due"]
+    assert copied["delivered_before_ms"] <= now + 1000 or copied["enqueued"] == 0, \
+        f"the copy a follower gets says the message in the put was moved: {copied}"
+
+
+def _swallow(fn):
+    try:
+        fn()
+    except RuntimeError:
+        pass
+
+
+def test_a_due_message_not_readable_now_waits_and_is_moved_later(stores):
+    """A due schedule message whose record is not readable when its round reads it (past the readable
+    end: a promoted leader's high watermark not yet where the old leader's was) was taken for gone
+    ("retention?") and marked moved: never delivered."""
+    clock, s, t = timer_on(stores, 1)
+    schedule(s, "T", b"m", clock.now_ms() + 100, "U")
+    t.enqueue()
+    clock.advance(1)
+    s.set_commit_limit(lambda: 0)
+    assert t.move_due(clock.now_ms()) == (0, True) and t.pending == 1
+    s.set_commit_limit(None)
+    assert t.move_due(clock.now_ms()) == (1, False) and bodies(s, "T") == [b"m"]
+
+
+def test_a_move_made_before_a_restart_is_found_even_past_the_readable_end(stores):
+    """After a restart (or a promotion) a due message may have been moved already: the index is asked.
+    Its copy in the real topic may be past the readable end for a while (a promoted leader's high
+    watermark behind the old leader's): it is in this log all the same, and moving it again doubled it."""
+    clock, s, t = timer_on(stores, 1)
+    schedule(s, "T", b"m", clock.now_ms() + 100, "U")
+    t.enqueue()
+    t.checkpoint(force=True)
+    clock.advance(1)
+    assert t.move_due(clock.now_ms()) == (1, False)
+    [copy] = s.get("g", "T", 0, 0).messages
+    t2 = Timer(s)                              # killed before the next checkpoint: a new start
+    t2.open()
+    t2.enqueue()
+    s.set_commit_limit(lambda: copy.commitlog_offset)     # the schedule message readable, its copy not yet
+    t2.move_due(clock.now_ms())
+    s.set_commit_limit(None)
+    assert bodies(s, "T") == [b"m"], "moved once"
+
+
+def test_progress_past_the_schedule_queues_end_does_not_skip_what_is_parked_after(stores):
+    """A promoted follower under ASYNC replication opens its old leader's timer progress, which may
+    count schedule offsets this log never got (the tail the failover took back). The delayed messages
+    parked on the new leader get those offsets: they were never read (below the progress's low) or
+    skipped as moved (below its enqueued, due before its time), and never delivered."""
+    from tidemq.broker.state.layout import StateLayout, state_dir
+    clock, s, t = timer_on(stores, 1)
+    t.close()
+    path = StateLayout(state_dir(s.config.root_dir)).timer_checkpoint
+    checked.write(s.fio, path, {"enqueued": 5, "low": 5, "delivered_before_ms": clock.now_ms() + 3_600_000})
+    t2 = Timer(s)                                   # the new leader's timer, from the copied progress
+    t2.open()
+    for i in range(3):
+        schedule(s, "T", b"m%d" % i, clock.now_ms() + 100, "U%d" % i)
+    t2.enqueue()
+    clock.advance(1)
+    assert t2.move_due(clock.now_ms()) == (3, False)
+    assert bodies(s, "T") == [b"m0", b"m1", b"m2"]

@@ -170,3 +170,44 @@ def test_a_half_message_whose_recovery_time_is_no_number_does_not_stop_the_scan(
     send_half(s, t, b"plain", "UP")
     assert t.scan() == 4
     assert len(t.pending) == 4 and all(h.first_ms is None for h in t.pending.values())
+
+
+def test_a_half_message_not_readable_at_its_check_is_not_discarded(stores):
+    """A pending half message whose record is not readable when its check comes (past the readable
+    end: a promoted leader's high watermark behind its old leader's) was taken for "gone from the
+    store" and discarded: the producer's commit then was refused, the transaction lost."""
+    clock = ManualClock()
+    s = stores(clock)
+    s.create_topic("T", 1)
+    sessions = Sessions()
+    t = service(s, sessions, transaction_check_interval_s=1.0, transaction_check_max=2)
+    txid = send_half(s, t, b"h", "UH")
+    assert t.scan() == 1
+    sess = Session("c1")
+    sessions.open["c1"] = [sess]
+    sessions.known["c1"] = Known(True, frozenset({"T"}))
+    clock.advance(1.5)
+    s.set_commit_limit(lambda: 0)
+    assert t.check(clock.now_ms()) == 0 and list(t.pending) == [0], "not readable now: waits"
+    s.set_commit_limit(None)
+    assert t.check(clock.now_ms()) == 1
+    assert end(t, txid, "UH", COMMIT).code == Code.OK
+    assert bodies(s, "T") == [b"h"]
+
+
+def test_decisions_past_the_half_queues_end_are_not_taken_for_new_transactions(stores):
+    """A promoted follower under ASYNC replication opens its old leader's transaction decisions, which
+    may name half offsets this log never got (the tail the failover took back). The half messages sent
+    to the new leader get those offsets: a commit of one below the copied ``low`` was refused as
+    rolled back, one whose offset the copy had as committed answered OK and put nothing."""
+    from tidemq.broker.state import journal
+    from tidemq.broker.state.layout import StateLayout, state_dir
+    s = stores(ManualClock())
+    s.create_topic("T", 1)
+    layout = StateLayout(state_dir(s.config.root_dir))
+    journal.write_state(s.fio, layout.transactions_dir, {"low": 2, "ended": {"2": "c", "3": "r"}, "checks": {}})
+    t = service(s)                                  # the new leader's, from the copied decisions
+    ids = [send_half(s, t, b"h%d" % i, "U%d" % i) for i in range(4)]
+    for i, txid in enumerate(ids):
+        assert end(t, txid, "U%d" % i, COMMIT).code == Code.OK, i
+    assert bodies(s, "T") == [b"h0", b"h1", b"h2", b"h3"]

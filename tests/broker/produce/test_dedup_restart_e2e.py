@@ -88,3 +88,55 @@ def test_the_official_clients_own_retry_across_a_kill_9_is_answered_not_stored_t
     assert receipt.message_id == m.system_properties.message_id == stored_once[0].system_properties.message_id
     assert receipt.offset == m.system_properties.queue_offset, "answered with the first store's offset"
     assert b.stop() == 0
+
+
+def test_the_official_clients_retry_of_a_delayed_message_across_a_kill_9_is_parked_once(broker_factory, tmp_path,
+                                                                                       clients):
+    """The same lost answer for a DELAY message, due long after the restart: the first broker parked
+    it in the schedule topic and was killed; the client's retry reaches the new broker, which must
+    find it parked (under its real topic) and answer it, not park a second copy that the timer would
+    deliver beside the first."""
+    import time
+    import uuid
+
+    from tidemq.broker.topic_names import SCHEDULE_TOPIC
+    from tidemq.spark.files import StoreFiles
+
+    from ...support.official import msg
+    from ...support.proxy import HoldingProxy
+    from ...support.wait import PATIENCE_S, patience, wait_until
+
+    topic = "once-delayed"
+    root = str(tmp_path / "store")
+    env = {**SMALL, "TIDEMQ_FLUSH_DISK_TYPE": "SYNC_FLUSH"}
+    a = broker_factory(root, env=env, args=["--auto-create-topics"])
+    marker = b"delayed-answer-lost-" + uuid.uuid4().hex.encode()
+
+    def parked() -> int:                     # schedule messages in the store's files (read-only)
+        files = StoreFiles(root)
+        try:
+            return files.queue_range(SCHEDULE_TOPIC, 0)[1]
+        finally:
+            files.close()
+
+    with HoldingProxy(a.port) as px:
+        make_producer, _consumer = clients
+        p = make_producer(px.endpoint, [topic], request_timeout_s=PATIENCE_S)
+        assert p.send(msg(topic, b"through the proxy")).message_id
+        before = parked()
+        px.hold_after(marker)
+        m = msg(topic, marker)
+        m.delivery_timestamp = int(time.time() * 1000) + 3_600_000      # due in an hour: parked all along
+        pending = p.send_async(m)
+        assert px.held_once.wait(patience()), "the send never went through the proxy"
+        wait_until(lambda: parked() > before, "the held delayed message to be parked by the first broker")
+        assert not pending.done(), "its answer was lost on the way back"
+        a.stop(signal.SIGKILL)
+        b = broker_factory(root, env=env, args=["--auto-create-topics"])
+        px.retarget(b.port)
+        px.release()                                 # the held connection closes: the client retries
+        receipt = pending.result(timeout=patience())
+        p.shutdown()
+    assert receipt.message_id
+    assert parked() == before + 1, f"{parked() - before} parked copies"
+    assert b.stop() == 0

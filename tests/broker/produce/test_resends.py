@@ -122,6 +122,31 @@ def test_an_unconfirmed_entry_keeps_only_its_own_message_off_the_compiled_lane(s
     assert r.surely_new(r.key("orders", "other-1")), "another message takes the lane"
 
 
+def test_a_delayed_or_transaction_message_resent_after_a_restart_is_found_where_it_is_parked(stores):
+    """A delayed message waits in the schedule topic, a half message in the half topic (parking.py),
+    under the real topic's name in REAL_TOPIC. After a restart (kill -9: the answer was lost, the
+    client resends) the index was asked for the id in the real topic only: the resend was parked a
+    second time, and the message delivered (or committed) twice."""
+    from tidemq.broker.deferred.parking import PROP_DELIVER_MS, park
+    from tidemq.broker.topic_names import HALF_TOPIC, SCHEDULE_TOPIC
+    clock = ManualClock(1_700_000_000_000)
+    store = stores(clock)
+    store.create_topic("orders", 1)
+    delayed = store.put(park(Message(topic="orders", body=b"d", properties={
+        PROP_UNIQ_KEY: "delayed-1", PROP_DELIVER_MS: str(clock.now_ms() + 60_000)}), SCHEDULE_TOPIC))
+    half = store.put(park(Message(topic="orders", body=b"h", properties={PROP_UNIQ_KEY: "half-1"}), HALF_TOPIC))
+    elsewhere = store.put(park(Message(topic="other", body=b"o", properties={PROP_UNIQ_KEY: "other-1"}),
+                               SCHEDULE_TOPIC))
+    assert delayed.ok and half.ok and elsewhere.ok
+    r = Resends(store, BrokerConfig())                   # the services of the restarted broker
+    got = r.find(r.key("orders", "delayed-1"), [0], lambda i: "orders", lambda i: "delayed-1")
+    assert got == {0: (delayed.queue_offset, "")}, "answered as the earlier store"
+    got = r.find(r.key("orders", "half-1"), [0], lambda i: "orders", lambda i: "half-1")
+    assert got == {0: (half.queue_offset, half.offset_msg_id)}, "with its transaction id"
+    assert r.find(r.key("orders", "other-1"), [0], lambda i: "orders", lambda i: "other-1") == {}, \
+        "parked for another topic: not this message"
+
+
 def test_a_gone_callers_put_not_confirmed_in_time_moves_to_the_window_once_its_followers_confirm_it(stores):
     """A put whose caller went, settled (``settled_gone``) as not confirmed in time (its follower had
     not confirmed it by replication_timeout_ms), stays for a resend; no resend comes (its caller

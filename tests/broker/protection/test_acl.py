@@ -104,9 +104,26 @@ def test_changes_are_written_and_read_back_and_a_damaged_file_falls_back(tmp_pat
     raw[-5] ^= 0x55                                     # a flipped byte: the CRC fails
     open(path, "wb").write(bytes(raw))
     back = Acl(OsFileIO(), str(tmp_path / "broker"), User("root-ak", "root-secret-key", True)).load()
-    assert back.secret_of("app-a") == "secret-of-a" and not allowed(back, "app-a", "topic", "orders1", "pub"), \
-        "the version before the grant (the .bak)"
+    assert back.secret_of("app-a") == "secret-of-a" and allowed(back, "app-a", "topic", "orders1", "pub"), \
+        "the version in effect (its mirror, the .bak)"
     assert os.path.exists(path + ".damaged")
+
+
+@pytest.mark.parametrize("change", ["revoke", "delete user"])
+def test_damage_never_brings_back_a_revoked_right_or_a_deleted_user(tmp_path, acl, change):
+    """The .bak was the version before the last change: a revoke (or a user deleted) followed by a
+    damaged acl.json allowed again what had just been taken away. It mirrors the version in effect."""
+    acl.create_user("app-a", "secret-of-a")
+    acl.grant("app-a", "topic:orders*", ["pub"])
+    if change == "revoke":
+        acl.revoke("app-a", "topic:orders*", ["pub"])
+    else:
+        acl.delete_user("app-a")
+    path = os.path.join(str(tmp_path / "broker"), "acl", "acl.json")
+    open(path, "wb").write(b"\x00" * 64)                 # damaged
+    back = Acl(OsFileIO(), str(tmp_path / "broker"), User("root-ak", "root-secret-key", True)).load()
+    assert not allowed(back, "app-a", "topic", "orders1", "pub")
+    assert (back.secret_of("app-a") is None) == (change == "delete user")
 
 
 def test_a_document_that_is_not_one_is_refused_whole():

@@ -348,3 +348,106 @@ def test_a_call_while_a_leader_steps_down_waits_for_the_followers_service(tmp_pa
         assert r.status.code == Code.TOPIC_NOT_FOUND and node.role == "follower"
         assert store.queue_count("Fresh") == 0, "no topic made in a store that follows"
     with_member(tmp_path, check)
+
+
+def test_a_leader_whose_commit_log_failed_sends_nothing_more_in_its_epoch_and_its_high_watermark_stays(tmp_path):
+    """SYNC + SYNC_FLUSH, followers a and b in the set. Record P0 is made durable (D: its end) and
+    copied by b; a's stream is slow (its send of P0 still under way). Record P1 is appended and b
+    copies it; the fsync covering P1 fails: the log is cut at D (log_failure.py), sealed there with a
+    BLANK, and goes on in a new segment (its flushed offset there). Until the step down (held here:
+    with ZooKeeper it is a round trip away) the leader sends nothing more in that epoch (the BLANK at D
+    to a, P1 on b: two logs in one epoch, and a RAW copy of "damaged" bytes to fix whichever led:
+    test_log_failure_group_e2e.py's served-then-cut), refuses a new stream, and its high watermark
+    never passes D whatever a follower confirms (b served P1, which a new leader without it took back)."""
+    import errno
+
+    from tidemq.testing.faulty_io import FaultyFileIO
+
+    from ...support.store import memory_config
+
+    fio = FaultyFileIO(seed=2)
+    store = MessageStore(memory_config(flush_disk_type="SYNC_FLUSH", commitlog_dirs=("/l/a", "/l/b")), fio=fio,
+                         stepped_flush=True).start()
+
+    async def nothing(*_a, **_k):
+        pass
+    host = SimpleNamespace(store=store, service=None, endpoint="127.0.0.1:1", activate=nothing, leader_port=nothing)
+
+    async def main():
+        node = ReplicationNode(host, ReplicationConfig(broker_group="g", broker_id="g-0", broker_role="leader",
+                                                       replication_mode="SYNC", replica_lag_time_max_ms=600_000))
+        await node.start()
+        node._log_failed = nothing                 # its step down (a new epoch here) has not happened yet
+        frames = {"a": [], "b": []}
+        gate = {"a": asyncio.Event(), "b": asyncio.Event()}
+        gate["b"].set()
+        acks: dict[str, asyncio.Queue] = {"a": asyncio.Queue(), "b": asyncio.Queue()}
+
+        def stream(member):
+            async def requests():
+                yield rp.hello("g", member, "e-" + member, 1, 0)
+                while (x := await acks[member].get()) is not None:
+                    yield x
+
+            async def send(raw):
+                await gate[member].wait()
+                frames[member].append(rp.decode(raw))
+            return asyncio.create_task(node.server.serve_stream(requests(), send))
+
+        def has(member, end):
+            return any(f.kind == rp.DATA and f.offset + len(f.payload) >= end for f in frames[member])
+
+        async def until(cond):
+            for _ in range(int(PATIENCE_S / 0.01)):
+                if cond():
+                    return
+                await asyncio.sleep(0.01)
+            raise AssertionError("not in time")
+
+        tasks = [stream("a"), stream("b")]
+        await until(lambda: set(node.acks.followers) == {"a", "b"})
+        node.acks.set_isr(["a", "b"])
+        try:
+            assert store.put_batch([Message("T", b"P0")], wait=False).all_ok()
+            d = store.commit_log.flush()
+            await until(lambda: has("b", d))
+            x = store.put_batch([Message("T", b"P1")], wait=False)[0]
+            end = x.commitlog_offset + x.size
+            await until(lambda: has("b", end))
+            for m, off in (("a", d), ("b", end)):     # a's P0 frame is still on its way: it confirms it anyway
+                acks[m].put_nowait(rp.encode(rp.ACK, 1, off))
+            await until(lambda: node.acks.followers["b"].confirmed == end)
+            fio.fail("fsync", errno.EIO, "/l/a/")
+            with pytest.raises(OSError):
+                store.commit_log.flush()
+            [failure] = store.log_failures
+            assert failure.durable_end == d and store.replica.confirmed() > end, "cut at D, flushed on after it"
+            assert node.log_failed_in_epoch()
+            gate["a"].set()                          # a's stream goes on: from D, where the BLANK is now
+
+            def after():
+                return [f for f in frames["a"] if f.kind != rp.DATA or f.offset >= d]
+            await until(lambda: len(after()) > 1 or tasks[0].done())
+            assert [(f.kind, f.offset) for f in after()] == [(rp.REFUSE, 0)], "nothing after D in this epoch: no BLANK"
+            after = after()
+            assert "commit log failed" in after[0].payload.decode()
+            acks["a"].put_nowait(None), acks["b"].put_nowait(None)
+            node.acks.confirm("a", node.acks.followers["a"].conn, failure.resume_offset)   # (had it copied a BLANK)
+            assert node.acks.hw <= d, "the high watermark never passes the cut in this epoch"
+            refused = []
+
+            async def again():
+                yield rp.hello("g", "a", "e-a", 1, d)
+
+            async def keep(raw):
+                refused.append(rp.decode(raw))
+            await node.server.serve_stream(again(), keep)
+            assert [f.kind for f in refused] == [rp.REFUSE], "a new stream in that epoch is refused"
+        finally:
+            for t in tasks:
+                t.cancel()
+            await node.stop()
+    try:
+        asyncio.run(main())
+    finally:
+        store.shutdown()

@@ -61,7 +61,13 @@ def _read_back(pg, sends, t, producer, readers) -> tuple[int, int, int]:
     records = pg.g.read_records(leader, TOPIC)
     counts = Counter(bytes(m.body) for m in records)
     stored = {int(b[1:]) for b in counts}
-    cut = readers.cut(partition.read_queues(pg.g, leader, TOPIC))
+    final = partition.read_queues(pg.g, leader, TOPIC)
+    cut = readers.cut(final)
+    if cut:         # (member, queue, queue offset, served, when, the final log's; every member's there): which
+        logs = {i: partition.read_queues(pg.g, i, TOPIC) for i in range(3)}
+        print({"leader": leader, "served_then_cut": [
+            (i, q, off, body, round(at, 3), now, {j: logs[j].get((q, off)) for j in logs})
+            for i, q, off, body, at, now in readers.cut_records(final)[:20]]})
     twice = [(bytes(m.body), m.queue_id, m.queue_offset, m.commitlog_offset, m.properties.get(PROP_UNIQ_KEY),
               int(bytes(m.body)[1:]) in sends.acked) for m in records if counts[bytes(m.body)] > 1]
     if twice:       # (body, queue, queue offset, commit-log offset, message id, acknowledged): which copy is which

@@ -65,6 +65,11 @@ def test_a_followers_copy_is_written_checked_and_a_promoted_service_loads_it(tmp
                 raw = fh.read()
             assert raw.startswith(b'{"crc32":"') and checked.decode(raw) is not None, path
         assert f_store.queue_count("T") == 2 and f_store.space_policy("R") == "refuse"
+        # the log the follower copied (state past its end is cut back: a cursor, the timer's progress)
+        for b in (b"p0", b"p1"):
+            assert f_store.put(Message(topic="T", body=b, queue_id=0)).ok
+        assert f_store.put(park(Message(topic="T", body=b"d", properties={
+            "UNIQ_KEY": "D", PROP_DELIVER_MS: str(clock.now_ms() + 1000)}), SCHEDULE_TOPIC)).ok
         f_svc.sends.outcomes.add("T", "OK", 3)                  # what the follower counted (reads)
         f_svc.got.add("T", "OK", 2)
         f_svc.discard()

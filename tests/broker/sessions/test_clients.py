@@ -53,3 +53,38 @@ def test_unknown_clients_get_client_idle_max_s_from_the_start_and_ids_are_bounde
         c.seen(cid)
     assert set(c._c) == {"s", "c", "d"}, "the oldest without a stream are forgotten"
     assert c.alive("s", clock.now_ms() + 10 * IDLE_MS)
+
+
+def test_a_flood_never_forgets_a_client_with_something_at_stake_nor_another_users():
+    """Lite subscriptions (hold) pin a client as an open stream does; past clients_per_user_max a
+    user's own clients go first; each forgetting takes the oldest of a list (no scan of the table)."""
+    clock = ManualClock()
+    c = Clients(clock, IDLE_MS, clients_max=6, clients_per_user_max=3)
+    c.seen("victim\tlite")
+    c.hold("victim\tlite", True)                  # a lite consumer heard from by heartbeats only
+    c.seen("victim\tplain")
+    c.stream_opened("victim\tstream")
+    for i in range(10_000):
+        c.seen(f"mallory\tflood-{i}")
+    assert {"victim\tlite", "victim\tplain", "victim\tstream"} <= set(c._c), "another user's flood"
+    assert sum(1 for k in c._c if k.startswith("mallory\t")) == 3, "the flooder keeps its own bound"
+    for i in range(10_000):
+        c.seen(f"victim\tflood-{i}")
+    assert {"victim\tlite", "victim\tstream"} <= set(c._c), "its own user's flood: what is at stake stays"
+    assert "victim\tplain" not in c._c and len(c) <= 6
+    assert c.forgotten == 9_997 + 10_000, "one forgotten per client over the bounds"
+    clock.advance(IDLE_MS / 1000 + 1)
+    assert not c.alive("victim\tlite", clock.now_ms()), "held, but idle past the bound: gone all the same"
+    c.hold("victim\tlite", False)                 # (its subscriptions dropped, consume/lite.py)
+    for i in range(10):
+        c.seen(f"victim\tlater-{i}")
+    assert "victim\tlite" not in c._c, "nothing at stake any more: forgettable"
+
+
+def test_without_authentication_the_table_is_one_users_and_held_clients_stay():
+    clock = ManualClock()
+    c = Clients(clock, IDLE_MS, clients_max=3, clients_per_user_max=1)
+    c.hold("lite", True)
+    for cid in "abcdef":
+        c.seen(cid)
+    assert set(c._c) == {"lite", "e", "f"}, "no per-user bound without users; the held one stays"

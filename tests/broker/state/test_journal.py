@@ -107,3 +107,63 @@ def test_a_damaged_snapshot_falls_back_to_the_previous_one_and_the_journal_repla
     j2, n = open_journal(tmp_path, state)
     assert state == {"a": 1, "c": 3}, "the previous snapshot plus the journal since the last one"
     assert j2.loaded.source.value == "backup"
+
+
+def test_a_journal_whose_directory_was_removed_is_written_again_at_the_next_flush(tmp_path):
+    """Removed while open (rm -rf of the state directory): appends went to a file no name reaches.
+    The next flush sees it, the owner compacts (wants_compaction), and the snapshot and a new journal
+    are in the directory made again (state/layout.remake, the broker's flush): what was appended
+    since survives a restart."""
+    import shutil
+    d = tmp_path / "broker" / "pop"
+    os.makedirs(d)
+    state = {}
+    j, _ = open_journal(d, state)
+    j.append({"k": "a", "v": 1})
+    j.flush()
+    shutil.rmtree(tmp_path / "broker")
+    j.append({"k": "b", "v": 2})
+    j.flush()
+    assert j.wants_compaction
+    os.makedirs(d)                                       # (layout.remake)
+    j.compact({"a": 1, "b": 2})
+    j.append({"k": "c", "v": 3})
+    j.flush()
+    assert not j.wants_compaction
+    state = {}
+    _, n = open_journal(d, state)
+    assert state == {"a": 1, "b": 2, "c": 3} and n == 1
+
+
+def test_a_full_disk_never_fails_a_change_and_the_snapshot_catches_up_once_it_has_room(tmp_path):
+    """A journal write the disk refuses (ENOSPC) does not fail the change (consumers drain a full
+    disk): the journal is behind, the owner compacts at its next flush, which fails while the disk is
+    full and succeeds once it has room; then every change is on disk."""
+    import errno
+
+    from tidemq.testing.faulty_io import FaultyFileIO
+    fio = FaultyFileIO()
+    state = {}
+    j = Journal(fio, "/s")
+    j.open(lambda doc: state.update(doc), lambda rec: state.__setitem__(rec["k"], rec["v"]))
+    j.append({"k": "a", "v": 1})
+    fio.fail("pwrite", errno.ENOSPC, path_contains="/s/", times=10)
+    j.append({"k": "b", "v": 2})                          # no exception: kept in memory
+    j.append({"k": "c", "v": 3})
+    assert j.behind and j.wants_compaction
+    try:
+        j.compact({"a": 1, "b": 2, "c": 3})
+        raise AssertionError("the disk is full: the snapshot cannot be written")
+    except OSError:
+        pass
+    assert j.behind, "still behind"
+    fio.clear_faults()
+    j.flush()
+    j.compact({"a": 1, "b": 2, "c": 3})
+    assert not j.behind and not j.wants_compaction
+    j.append({"k": "d", "v": 4})
+    j.flush()
+    state = {}
+    j2 = Journal(fio, "/s")
+    j2.open(lambda doc: state.update(doc), lambda rec: state.__setitem__(rec["k"], rec["v"]))
+    assert state == {"a": 1, "b": 2, "c": 3, "d": 4}

@@ -10,7 +10,7 @@ import shutil
 from tidemq.broker.deferred.parking import PROP_DELIVER_MS, park
 from tidemq.broker.topic_names import SCHEDULE_TOPIC
 from tidemq.broker.service import MessagingService
-from tidemq.broker.state.layout import StateLayout, legacy_moves, migrate, state_dir
+from tidemq.broker.state.layout import StateLayout, legacy_moves, migrate, remake, state_dir
 from tidemq.config import KIB, BrokerConfig
 from tidemq.io import ManualClock, OsFileIO
 from tidemq.protocol.stubs import Code, pb, spb
@@ -158,3 +158,20 @@ def test_a_fresh_root_gets_only_the_new_layout(tmp_path):
     assert not any(os.path.exists(os.path.join(root, d)) for d in ("pop", "timer", "transaction"))
     assert not os.path.exists(os.path.join(root, "config", "pop.secret"))
     assert {"broker/pop/secret", "broker/consumer_offsets.json", "broker/timer/checkpoint.json"} <= files(root)
+
+
+def test_a_state_directory_removed_while_running_is_made_again_only_where_the_store_runs(tmp_path):
+    """remake: the state directory and its parts, made again while the store root holds its abort
+    file (a running store); a root without it (a disk not mounted any more: the mount point's empty
+    directory) gets nothing."""
+    fio, root = OsFileIO(), str(tmp_path / "root")
+    lay = StateLayout(state_dir(root))
+    for d in (lay.pop_dir, os.path.dirname(lay.timer_checkpoint), lay.transactions_dir):
+        os.makedirs(d)
+    assert remake(fio, root) == []
+    shutil.rmtree(lay.dir)
+    assert remake(fio, root) == [] and not os.path.exists(lay.dir), "no abort file: not a running store's root"
+    open(os.path.join(root, "abort"), "wb").close()
+    assert set(remake(fio, root)) == {lay.dir, lay.pop_dir, os.path.dirname(lay.timer_checkpoint),
+                                      lay.transactions_dir}
+    assert os.path.isdir(lay.pop_dir) and remake(fio, root) == []

@@ -52,9 +52,15 @@ class GroupOffsets:
             self._dirty = True
 
     def flush(self) -> None:
+        """Write the offsets when something changed; a write that fails (a full disk) leaves the
+        previous version readable and is made again at the next flush, changed since or not."""
         if self._dirty:
             self._dirty = False
-            write(self.fio, self.path, self.offsets)
+            try:
+                write(self.fio, self.path, dict(self.offsets))
+            except BaseException:
+                self._dirty = True
+                raise
 
 
 def write(fio: FileIO, path: str, offsets: dict[tuple[str, str, int], int]) -> None:

@@ -49,6 +49,41 @@ class LiteSubscriptions:
         self.alive = alive
         # (group, bind topic) -> client id -> its lite topics
         self.subs: dict[tuple[str, str], dict[str, frozenset[str]]] = {}
+        self._of: dict[str, int] = {}           # client id -> its subscriptions (entries above)
+        self._n = 0                             # the entries above
+        # (client id, whether it has any): told as a client gets its first / loses its last, so that
+        # the client table never forgets it (sessions/clients.py hold: a client forgotten counts as gone)
+        self.on_hold: Callable[[str, bool], None] | None = None
+
+    def holds(self) -> list[str]:
+        """The clients with subscriptions."""
+        return list(self._of)
+
+    def _put(self, key: tuple[str, str], client: str, names: frozenset[str]) -> None:
+        by_client = self.subs.setdefault(key, {})
+        if client not in by_client:
+            self._n += 1
+            n = self._of.get(client, 0)
+            self._of[client] = n + 1
+            if not n and self.on_hold is not None:
+                self.on_hold(client, True)
+        by_client[client] = names
+
+    def _drop(self, key: tuple[str, str], client: str) -> None:
+        by_client = self.subs.get(key)
+        if by_client is None or client not in by_client:
+            return
+        del by_client[client]
+        self._n -= 1
+        if not by_client:
+            del self.subs[key]
+        n = self._of.get(client, 1) - 1
+        if n:
+            self._of[client] = n
+        else:
+            self._of.pop(client, None)
+            if self.on_hold is not None:
+                self.on_hold(client, False)
 
     def sync(self, group: str, topic: str, client: str, action: int, names: list[str],
              python_quirk: bool = False) -> tuple[int, str]:
@@ -83,11 +118,11 @@ class LiteSubscriptions:
         if (by_client is None or client not in by_client) and not self._room():
             return (Code.LITE_SUBSCRIPTION_QUOTA_EXCEEDED,
                     f"the broker keeps at most {self.clients_max} lite consumers' subscriptions")
-        self.subs.setdefault(key, {})[client] = frozenset(new)
+        self._put(key, client, frozenset(new))
         return Code.OK, ""
 
     def _count(self) -> int:
-        return sum(len(by_client) for by_client in self.subs.values())
+        return self._n
 
     def _room(self) -> bool:
         """Whether one more client's subscription may be kept (the gone ones forgotten first when full)."""
@@ -95,11 +130,8 @@ class LiteSubscriptions:
             return True
         if self.alive is not None:
             for key in list(self.subs):
-                by_client = self.subs[key]
-                for cid in [c for c in by_client if not self.alive(c)]:
-                    del by_client[cid]
-                if not by_client:
-                    del self.subs[key]
+                for cid in [c for c in self.subs[key] if not self.alive(c)]:
+                    self._drop(key, cid)
         return self._count() < self.clients_max
 
     def declare(self, group: str, topics: list[str], client: str) -> None:
@@ -111,7 +143,8 @@ class LiteSubscriptions:
             by_client = self.subs.get((group, topic))
             if (by_client is None or client not in by_client) and not self._room():
                 return
-            self.subs.setdefault((group, topic), {}).setdefault(client, frozenset())
+            if by_client is None or client not in by_client:
+                self._put((group, topic), client, frozenset())
 
     def sets(self, group: str, topic: str, client: str) -> tuple[frozenset[str], frozenset[str]] | None:
         """(the client's lite topics, every lite topic some client of the group subscribes) when the
@@ -122,9 +155,8 @@ class LiteSubscriptions:
         if self.alive is not None:
             gone = [cid for cid in by_client if cid != client and not self.alive(cid)]
             for cid in gone:                # ended without saying so (killed, its stream closed, idle)
-                del by_client[cid]
+                self._drop((group, topic), cid)
             if not by_client:
-                del self.subs[(group, topic)]
                 return None
         anyone = frozenset().union(*by_client.values())
         return by_client.get(client, frozenset()), anyone
@@ -132,7 +164,4 @@ class LiteSubscriptions:
     def forget(self, client: str) -> None:
         """A client ended: its subscriptions go (a group with none left is no longer lite)."""
         for key in list(self.subs):
-            by_client = self.subs[key]
-            by_client.pop(client, None)
-            if not by_client:
-                del self.subs[key]
+            self._drop(key, client)

@@ -11,9 +11,11 @@ Receipt handle: ``topic:queue:offset:seq:mac``, the MAC an HMAC-SHA1 (first 16
 hex digits) of group, topic, queue, offset and seq under a secret kept in
 ``<root>/broker/pop/secret`` (state/layout.py). A forged handle fails the MAC; a stale
 one (the message was redelivered, or its invisible time changed since) fails the seq;
-both answer INVALID_RECEIPT_HANDLE. A renewal by the broker (renew.py) keeps the
-seq: the handle the client holds stays valid. Acking a message that is already
-acked answers OK (a client resends an ack whose answer was lost).
+both answer INVALID_RECEIPT_HANDLE. The seq jumps by SEQ_GAP at every open, so a promoted
+follower (which opens its leader's last copy) never makes a handle its old leader gave after
+that copy. A renewal by the broker (renew.py) keeps the seq: the handle the client holds stays
+valid. Acking a message that is already acked answers OK (a client resends an ack whose answer
+was lost).
 
 Durability: every change is a line in ``<root>/broker/pop/journal`` (state/journal.py:
 JSON lines and a snapshot; a torn last line is cut at start), written before the
@@ -71,6 +73,15 @@ def _fields(i: Inflight) -> list:
     return out + [i.client, i.renew_until_ms] if i.client else out
 
 
+# Consumption.read_at's answer for a message in flight whose record is there but not readable now:
+# past the readable end (a promoted leader's high watermark behind its old leader's), or the store not
+# running. It stays in flight and is read again later; only one gone from the store (cleaned) is dropped
+NOT_READABLE = object()
+
+
+SEQ_GAP = 1 << 32      # the seq moves this far at every open: more than a leader delivers between two copies
+
+
 class HandleError(ValueError):
     """A receipt handle that is forged, malformed or stale."""
 
@@ -100,6 +111,10 @@ class PopState:
             write_atomic(self.fio, self.secret_path, os.urandom(32).hex().encode())
         self.secret = read_whole(self.fio, self.secret_path).strip()
         replayed = self.journal.open(self._load, self._apply, "pop state")
+        # handles made from now on are new ones for sure: a promoted follower opens its leader's last
+        # copy, and the leader went on delivering (seq + 1, ...) after it; without the gap the same
+        # messages got the same handles again, and an old consumer's ack counted for a new delivery
+        self.seq += SEQ_GAP
         if replayed:
             log.info("pop state: %d journal entries replayed, %d queue(s), %d message(s) in flight", replayed,
                      len(self.queues), sum(len(q.inflight) for q in self.queues.values()))
@@ -153,6 +168,8 @@ class PopState:
             if cur is not None:
                 self._set(g, t, q, o, Inflight(cur.attempt, r["v"], r["s"]))
             self.seq = max(self.seq, r["s"])
+        elif op == "cur":         # the cursor back to the queue's end: it stood past it (rewind)
+            st.cursor = o
         elif op == "rst":         # reset by an operator: nothing in flight, the cursor where it says
             for off in list(st.inflight):
                 self._set(g, t, q, off, None)
@@ -244,6 +261,12 @@ class PopState:
         """`tidemq group reset`: the group's next message is ``offset``; what it had in flight is
         forgotten (its handles are stale), so it is delivered again if at or after ``offset``."""
         self._log({"op": "rst", "g": group, "t": topic, "q": qid, "o": offset})
+
+    def rewind(self, group: str, topic: str, qid: int, offset: int) -> None:
+        """The cursor back to ``offset``, the queue's end, from past it: a promoted follower's copy of
+        its old leader's state (ASYNC replication: the tail the failover took back), a log whose
+        unflushed tail a crash took. In-flight messages stay as they are."""
+        self._log({"op": "cur", "g": group, "t": topic, "q": qid, "o": offset})
 
     def drop(self, group: str, topic: str, qid: int, offset: int) -> None:
         """Done without an ack (moved to the dead-letter queue, or cleaned from the store)."""

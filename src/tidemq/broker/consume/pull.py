@@ -21,6 +21,7 @@ from ...protocol.stubs import Code, pb, spb, status
 from ...store import GetResult, GetStatus, MessageStore, StoreNotRunning
 from ...record.codec import valid_topic
 from ..observe.outcomes import OK, Outcomes
+from ..protection.access import sub_allowed_now
 from ..topic_names import read_refusal
 from ..wire import to_wire
 from .filters import subscription
@@ -89,6 +90,7 @@ class Pull:
         self.arrivals = arrivals
         self.bytes_max = bytes_max
         self.quotas = None          # protection/quotas.Quotas: fetch byte rates (None: none)
+        self.acl = None             # protection/acl.Acl with authentication on: checked again after a wait
 
     def _queue(self, mq) -> tuple[str, int, "pb.Status | None"]:
         topic, qid = mq.topic.name, mq.id
@@ -125,6 +127,10 @@ class Pull:
         g = await long_poll(lambda: self.store.get(group, topic, qid, offset, max_count=batch, max_bytes=self.bytes_max,
                                                    tags=sub.tags, match=sub.match), self.arrivals, wait_s, context,
                             readable_waker(self.store, self.arrivals))
+        why = sub_allowed_now(self.acl, topic, request.group.name) if wait_s > 0 else None
+        if why is not None:                  # revoked while it waited: nothing handed out
+            yield spb.PullMessageResponse(status=status(Code.FORBIDDEN, why))
+            return
         if g.status is GetStatus.FOUND:
             if ents:
                 await self.quotas.fetch_charge(ents, sum(len(m.body) for m in g.messages))

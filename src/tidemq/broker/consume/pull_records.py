@@ -19,7 +19,7 @@ from ...store import GetStatus, MessageStore
 from ...record.codec import valid_topic
 from ...record.framing import ROOM
 from ..observe.outcomes import OK, Outcomes
-from ..protection.access import allowed_now
+from ..protection.access import allowed_now, sub_allowed_now
 from ..topic_names import read_refusal
 from .pull import long_poll, readable_waker
 
@@ -63,6 +63,9 @@ class Records:
         g = await long_poll(lambda: self.store.get_raw(req.topic, req.queue_id, req.offset, req.max_count, max_bytes,
                                                        ROOM, self._head), self.arrivals, req.wait_ms / 1000, context,
                             readable_waker(self.store, self.arrivals))
+        why = sub_allowed_now(self.acl, req.topic) if req.wait_ms > 0 else None    # a revoke while it waited
+        if why is not None:
+            return encode_response({"code": Code.FORBIDDEN, "message": why, "status": "REFUSED", "count": 0})
         if ents and g.status is GetStatus.FOUND:
             await self.quotas.fetch_charge(ents, len(g.records[1]))
         return self._response(req.topic, g)

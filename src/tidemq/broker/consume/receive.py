@@ -6,6 +6,8 @@ rotating queue (the clients pick a queue at random: the broker must not answer
 "empty" while another queue has messages): first messages whose invisible time
 is over (delivered again with attempt + 1, or moved to ``%DLQ%<group>`` once
 the group's retry_max + 1 deliveries were made: groups.py), then new ones from the cursor.
+A message is stored in the dead-letter queue once: a kill -9 after its put and before the pop
+journal said it was done finds it there by the index (``_in_dlq``) and does not store it again.
 With nothing to give it long-polls: it waits for a send, an ack of a FIFO
 group, or the next invisible time to end, until the client's long-polling
 timeout (bounded by its deadline). A receive with ``auto_renew`` (the push
@@ -40,6 +42,7 @@ from ...protocol.stubs import Code, pb, spb, status
 from ...store import GetStatus, Message, MessageStore, PutStatus
 from ...record.codec import PROP_UNIQ_KEY, valid_topic
 from ..observe.outcomes import DEAD_LETTERED, OK, REDELIVERED, Outcomes
+from ..protection.access import sub_allowed_now
 from ..sessions.telemetry import client_id_of
 from ..puts import StorePuts
 from ..state.layout import state_dir
@@ -48,7 +51,7 @@ from ..wire import INTERNAL, PROP_ORIGIN_QUEUE_OFFSET, PROP_ORIGIN_TOPIC, PROP_P
 from .groups import GroupTable
 from .attempts import ATTEMPT_ID_CHARS_MAX, Attempts
 from .filters import EVERYTHING, Subscription, subscription
-from .pop_state import HandleError, PopState
+from .pop_state import NOT_READABLE, HandleError, PopState
 from .select import Selector, pop_selected
 from .pull import readable_waker
 
@@ -60,6 +63,10 @@ FILTER_PASS_UNITS_MAX = 4096
 # the same for a tag filter alone: a tag hash compared per unit (well under a microsecond), so a
 # look passes more, but a backlog of millions of other tags is still crossed in steps
 TAG_PASS_UNITS_MAX = 65_536
+EXPIRED_LOOK_S = 1.0     # a waiting receive looks again this often while a visible message could not be given
+# read_at's NOT_READABLE: the record is there but not readable now
+_NOT_NOW = frozenset((GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_OVERFLOW_BADLY,
+                      GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.SERVICE_NOT_AVAILABLE))
 SKIP = (GetStatus.OFFSET_TOO_SMALL, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING,
         GetStatus.OFFSET_FOUND_NULL, GetStatus.MESSAGE_DAMAGED)
 
@@ -80,19 +87,44 @@ class Consumption:
             store.fio, state_dir(store.config.root_dir), config.delivery_attempts_max,
             config.fifo_consumer_groups)
         self.quotas = None              # protection/quotas.Quotas: fetch byte rates (None: none)
+        self.acl = None                 # protection/acl.Acl with authentication on: checked again after a wait
         self.arrivals = asyncio.Event()
         self._rr: dict[tuple[str, str], int] = {}
         # (group, topic, queue, offset) -> (message, why): out of delivery attempts, to be moved to the
         # dead-letter queue by ``bury`` (a put, which may wait: never inside pop_batch)
         self._dying: dict[tuple, tuple] = {}
+        # the same keys while their dead-letter put runs (it may wait): no other bury or forward moves them
+        self._burying: dict[tuple, asyncio.Event] = {}
         self.more_to_scan = False              # the last pop_batch stopped at FILTER_PASS_UNITS_MAX
         self.attempts = Attempts(pop)          # what a receive with an attempt id took (attempts.py)
         self.lite = None                           # lite.LiteSubscriptions (the service's), None: no lite topics
         self.priority_topics: set[str] = set()     # topics PRIORITY messages were sent to or read from
         self.aside: dict = {}                      # select.py: (group, topic, queue) -> {offset: lite topic} set aside
 
+    def cursors_within_queues(self) -> int:
+        """Bring every cursor that stands past its queue's end back to that end (a new leader's, at
+        its start), and forget what is in flight past it: the messages sent from now on get the
+        offsets from that end on; a cursor past them would skip them for good, an old delivery's
+        attempts would count for them. How many queues were set right."""
+        moved = 0
+        for (g, t, q), st in list(self.pop.queues.items()):
+            if not 0 <= q < self.store.queue_count(t):
+                continue
+            end = self.store.max_offset(t, q)
+            gone = [o for o in st.inflight if o >= end]
+            if st.cursor > end or gone:
+                log.warning("group %s, %s queue %d: its cursor %d stood past the queue's end %d (a failover or a "
+                            "crash took that tail back); moved back to it, %d in flight there forgotten", g, t, q,
+                            st.cursor, end, len(gone))
+                for o in gone:
+                    self.pop.drop(g, t, q, o)
+                if st.cursor > end:
+                    self.pop.rewind(g, t, q, end)
+                moved += 1
+        return moved
+
     def read_at(self, topic: str, qid: int, offset: int):
-        """The message at ``offset`` of a queue (None: not there any more)."""
+        """The message at ``offset`` of a queue (None: not there any more; NOT_READABLE: not now)."""
         return self._read(topic, qid, offset)
 
     def give_up(self, group: str, topic: str, qid: int, offset: int, m, why: str) -> None:
@@ -120,13 +152,16 @@ class Consumption:
         g = self.store.get("%pop", topic, qid, offset, max_count=1)
         if g.status is GetStatus.FOUND and g.messages[0].queue_offset == offset:
             return g.messages[0]
-        return None
+        return NOT_READABLE if g.status in _NOT_NOW else None
 
     async def _to_dlq(self, group: str, m, why: str) -> str | None:
         """Store ``m`` in ``%DLQ%<group>``; None when done, else what went wrong."""
         topic = dlq_topic(group)
         if self.store.queue_count(topic) == 0:
             self.store.create_topic(topic, 1)
+        elif self._in_dlq(topic, m):
+            log.info("message %s of %s is in %s already (stored before a restart)", m.msg_id, m.topic, topic)
+            return None
         # the trace context goes with it (a trace follows a message into its DLQ); its lite topic and
         # priority do not (the dead-letter queue is a topic of its own, read in order)
         props = {k: v for k, v in m.properties.items() if k not in INTERNAL or k == PROP_TRACE_CONTEXT}
@@ -139,6 +174,17 @@ class Consumption:
             return f"{r.status.name} {r.error or ''}".strip()
         log.info("message %s of %s moved to %s %s", m.msg_id, m.topic, topic, why)
         return None
+
+    def _in_dlq(self, topic: str, m) -> bool:
+        """Whether ``m`` (this very message: topic and queue offset) is in dead-letter topic ``topic``
+        already: stored there before a kill -9 that came before the pop journal said it was done (the
+        store's hash index, the whole log; without the index: False, at least once)."""
+        if not self.store.config.index_enabled:
+            return False
+        where = str(m.queue_offset)
+        found = self.store.query_by_key(topic, m.msg_id, max_count=32, begin_ms=m.store_timestamp_ms, whole_log=True)
+        return any(d.properties.get(PROP_ORIGIN_TOPIC) == m.topic
+                   and d.properties.get(PROP_ORIGIN_QUEUE_OFFSET) == where for d in found)
 
     def pop_batch(self, group: str, topic: str, batch: int, invisible_ms: int, sub: Subscription | None = None,
                   renew_for: str = "", client: str = "") -> list:
@@ -183,6 +229,10 @@ class Consumption:
                 return
             inf = st.inflight[o]
             m = self._read(topic, q, o)
+            if m is NOT_READABLE:                           # there, not readable now: stays in flight
+                if in_order:
+                    return
+                continue
             if m is None:                                   # cleaned from the store meanwhile
                 self.pop.drop(group, topic, q, o)
                 continue
@@ -221,21 +271,36 @@ class Consumption:
     async def bury(self) -> int:
         """Move the messages pop_batch found out of delivery attempts to their groups' dead-letter
         queues; one that could not be moved stays in flight and is tried again at the next receive.
-        How many were moved."""
+        How many were moved. One message is moved by one bury at a time (``_burying``): another
+        receive that finds it out of attempts while its put waits leaves it to that one."""
         moved = 0
-        while self._dying:
-            key = next(iter(self._dying))
-            m, why = self._dying[key]
+        while True:
+            key = next((k for k in self._dying if k not in self._burying), None)
+            if key is None:
+                return moved
+            m, why = self._dying.pop(key)
             group, topic, q, o = key
-            try:
-                err = await self._to_dlq(group, m, why)
-            finally:
-                del self._dying[key]
+            if not self._still_inflight(key):
+                continue                           # done meanwhile (acked, moved by a forward)
+            err = await self._moving_to_dlq(key, self._to_dlq(group, m, why))
             if err is None:
                 self.pop.drop(group, topic, q, o)
+                self._dying.pop(key, None)         # found again while it was being moved: done now
                 self.got.add(topic, DEAD_LETTERED)
                 moved += 1
-        return moved
+
+    def _still_inflight(self, key: tuple) -> bool:
+        group, topic, q, o = key
+        return o in self.pop.state(group, topic, q).inflight
+
+    async def _moving_to_dlq(self, key: tuple, put):
+        """Await ``put`` (a _to_dlq) with ``key`` marked as being moved."""
+        done = self._burying[key] = asyncio.Event()
+        try:
+            return await put
+        finally:
+            del self._burying[key]
+            done.set()
 
     def next_visible_ms(self, group: str, topic: str) -> int | None:
         best = None
@@ -297,7 +362,12 @@ class Consumption:
         wake = readable_waker(self.store, self.arrivals)
         client = client_id_of(context) if self.lite is not None and self.lite.subs else ""   # who: lite topics
         msgs = self.attempts.again(group, topic, request.attempt_id, self.now_ms())   # a repeated receive
+        waited = False
         while msgs is None:
+            why = sub_allowed_now(self.acl, topic, group) if waited else None
+            if why is not None:          # revoked while it waited: nothing popped, nothing handed out
+                yield spb.ReceiveMessageResponse(status=status(Code.FORBIDDEN, why))
+                return
             self.arrivals.clear()
             msgs = self.pop_batch(group, topic, batch, invisible_ms, sub, renew_for, client)
             if self._dying and await self.bury() and not msgs:
@@ -314,9 +384,11 @@ class Consumption:
                 break
             msgs = None
             nxt = self.next_visible_ms(group, topic)
-            if nxt is not None:
-                left = min(left, max(0.01, (nxt - self.now_ms()) / 1000))
+            if nxt is not None:         # one visible already was not deliverable (NOT_READABLE, ...): a look a second
+                due_ms = nxt - self.now_ms()
+                left = min(left, max(0.01, due_ms / 1000) if due_ms > 0 else EXPIRED_LOOK_S)
             wake()                # what was appended and is not readable yet wakes us once it is
+            waited = True
             try:
                 await asyncio.wait_for(self.arrivals.wait(), timeout=left)
             except asyncio.TimeoutError:
@@ -395,14 +467,26 @@ class Consumption:
             topic, qid, offset, inflight = self.pop.current(group, request.receipt_handle, request.topic.name)
         except HandleError as err:
             return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.INVALID_RECEIPT_HANDLE, str(err)))
+        key = (group, topic, qid, offset)
+        while key in self._burying:               # a bury or another forward of it is storing it now
+            await self._burying[key].wait()
+            try:
+                topic, qid, offset, inflight = self.pop.current(group, request.receipt_handle, request.topic.name)
+            except HandleError as err:
+                return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.INVALID_RECEIPT_HANDLE,
+                                                                                 str(err)))
         if inflight:
             m = self._read(topic, qid, offset)
+            if m is NOT_READABLE:
+                return spb.ForwardMessageToDeadLetterQueueResponse(status=status(
+                    Code.INTERNAL_SERVER_ERROR, "the message is not readable now (the store is not running, or "
+                                                "a new leader has not confirmed it yet): send again"))
             if m is None:
                 log.warning("message at %s:%d:%d of group %s was cleaned from the store before it could be "
                             "dead-lettered", topic, qid, offset, group)
             else:
                 why = f"by the client after {request.delivery_attempt} attempt(s)"
-                err = await self._to_dlq(group, m, why)
+                err = await self._moving_to_dlq(key, self._to_dlq(group, m, why))
                 if err is not None:
                     return spb.ForwardMessageToDeadLetterQueueResponse(status=status(
                         Code.INTERNAL_SERVER_ERROR, f"cannot store the message in {dlq_topic(group)}: {err}"))

@@ -22,6 +22,7 @@ from __future__ import annotations
 from ...store import GetStatus
 from ..observe.outcomes import OK, REDELIVERED
 from ..wire import PROP_LITE_TOPIC, priority_of, to_wire
+from .pop_state import NOT_READABLE
 
 GIVE, LEAVE, PASS = 0, 1, 2
 SKIP = (GetStatus.OFFSET_TOO_SMALL, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING,
@@ -84,6 +85,8 @@ def pop_selected(c, group: str, topic: str, q: int, out: list, batch: int, now: 
         examined += 1
         inf = st.inflight[o]
         m = c.read_at(topic, q, o)
+        if m is NOT_READABLE:                       # there, not readable now: stays in flight
+            continue
         if m is None:                               # cleaned from the store meanwhile
             pop.drop(group, topic, q, o)
             continue

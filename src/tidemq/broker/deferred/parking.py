@@ -19,7 +19,7 @@ import logging
 import uuid
 from typing import Iterator
 
-from ...store import Message, MessageStore
+from ...store import GetStatus, Message, MessageStore
 from ...record.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage
 
 log = logging.getLogger("tidemq.broker")
@@ -71,7 +71,9 @@ def already_moved(store: MessageStore, s: StoredMessage) -> bool:
         log.warning("index disabled: message %s may be moved to its topic twice after a crash", s.msg_id)
         return False
     topic = s.properties.get(PROP_REAL_TOPIC, "")
-    return bool(store.query_by_key(topic, s.msg_id, max_count=1, begin_ms=s.store_timestamp_ms))
+    # the whole log: a copy past the readable end (a promoted leader's high watermark not yet where its
+    # old leader's was) is in this log all the same; moved again, it was there twice
+    return bool(store.query_by_key(topic, s.msg_id, max_count=1, begin_ms=s.store_timestamp_ms, whole_log=True))
 
 
 def batches(store: MessageStore, topic: str, offset: int, limit: int) -> Iterator[tuple[int, list[StoredMessage]]]:
@@ -86,12 +88,19 @@ def batches(store: MessageStore, topic: str, offset: int, limit: int) -> Iterato
         yield offset, g.messages
 
 
-def read_at(store: MessageStore, topic: str, offset: int) -> StoredMessage | None:
-    """The message at ``offset`` of queue 0 of a system topic (None: cleaned away)."""
+# read_at's answer for a message that is there but not readable now: past the readable end (a promoted
+# leader's high watermark behind its old leader's), or the store not running. Read it again later
+NOT_READABLE = object()
+_NOT_NOW = frozenset((GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.NO_MESSAGE_IN_QUEUE,
+                      GetStatus.SERVICE_NOT_AVAILABLE))
+
+
+def read_at(store: MessageStore, topic: str, offset: int):
+    """The message at ``offset`` of queue 0 of a system topic (None: cleaned away; NOT_READABLE)."""
     g = store.get("%sys", topic, 0, offset, max_count=1)
     if g.messages and g.messages[0].queue_offset == offset:
         return g.messages[0]
-    return None
+    return NOT_READABLE if g.status in _NOT_NOW else None
 
 
 def ensure_topic(store: MessageStore, topic: str) -> None:

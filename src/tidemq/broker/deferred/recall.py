@@ -70,7 +70,7 @@ def answer(request, timer, store, broker_name: str, leading: bool) -> tuple[int,
     """RecallMessage: (code, text, message id) as the module's docstring says."""
     from ...protocol.stubs import Code
     from ..topic_names import SCHEDULE_TOPIC
-    from .parking import PROP_DELIVER_MS, PROP_REAL_TOPIC, read_at
+    from .parking import PROP_DELIVER_MS, PROP_REAL_TOPIC, NOT_READABLE, read_at
     from .timer import Recall
 
     topic = request.topic.name
@@ -90,7 +90,7 @@ def answer(request, timer, store, broker_name: str, leading: bool) -> tuple[int,
     if h.broker != broker_word(broker_name):
         return Code.BAD_REQUEST, f"recall failed, the handle is of broker {h.broker!r}, not this one", ""
     s = read_at(store, SCHEDULE_TOPIC, h.offset)
-    if (s is None or s.msg_id != h.message_id or s.properties.get(PROP_REAL_TOPIC) != topic
+    if (s is None or s is NOT_READABLE or s.msg_id != h.message_id or s.properties.get(PROP_REAL_TOPIC) != topic
             or s.properties.get(PROP_DELIVER_MS) != str(h.deliver_ms)):
         return Code.NOT_FOUND, f"recall failed, no delayed message {h.message_id!r} waits here (cleaned away?)", ""
     try:

@@ -85,6 +85,7 @@ class Timer:
         self.recalled: set[int] = set()            # schedule offsets recalled, not passed yet (never moved)
         self._recall_lock = threading.Lock()       # a recall and a round's choice of what is due: one at a time
         self._due_through_ms = 0                   # the latest time a round took due messages at
+        self._moving: list[tuple[int, int]] = []   # (deliver_ms, offset) a round took off the heap, not settled
 
     # Start / stop ---------------------------------------------------------------------
     def open(self) -> None:
@@ -93,6 +94,16 @@ class Timer:
         low = self.store.min_offset(SCHEDULE_TOPIC, 0)
         doc = checked.load(self.store.fio, self.path, "timer progress", check=check_progress).doc
         if doc is not None:
+            end = self.store.max_offset(SCHEDULE_TOPIC, 0)
+            if doc["enqueued"] > end or doc["low"] > end:
+                # progress through offsets this log does not hold (a promoted follower's copy of its old
+                # leader's, ASYNC replication: the tail the failover took back): the messages parked from
+                # now on get those offsets, and must be neither left unread nor skipped as moved. The
+                # progress is cut back to the end, durably before anything is parked
+                log.warning("timer progress %s stood past the schedule queue's end %d: cut back to it", doc, end)
+                doc = {**doc, "enqueued": min(doc["enqueued"], end), "low": min(doc["low"], end),
+                       "recalled": [o for o in doc.get("recalled", ()) if o < end]}
+                checked.write(self.store.fio, self.path, doc)
             self._skip_below = (doc["enqueued"], doc["delivered_before_ms"])
             low = max(low, doc["low"])
             self.recalled = {o for o in doc.get("recalled", ()) if o >= low}
@@ -128,46 +139,69 @@ class Timer:
     # Moving due messages --------------------------------------------------------------
     def move_due(self, now_ms: int, limit: int | None = None) -> tuple[int, bool]:
         """Put the messages due by ``now_ms`` (at most ``limit``, default round_max) into their topics.
-        Returns (moved, failed): failed means a put was refused (they wait for a retry)."""
+        Returns (moved, failed): failed means a put was refused (they wait for a retry). While their
+        put runs (it may wait, on a thread) they count as waiting for ``progress`` (a checkpoint or a
+        follower's copy written meanwhile never says they were moved); a put that raises puts them
+        back on the heap."""
         limit = self.round_max if limit is None else limit
         due: list[tuple[int, int]] = []
         with self._recall_lock:
             self._due_through_ms = max(self._due_through_ms, now_ms)
             while self.heap and self.heap[0][0] <= now_ms and len(due) < limit:
                 due.append(heapq.heappop(self.heap))
+            self._moving = due
         if not due:
             return 0, False
+        settled: set[int] = set()
+        try:
+            return self._move(due, settled)
+        finally:
+            with self._recall_lock:
+                for d, o in due:
+                    if o not in settled:                 # the put raised: they wait for the next round
+                        heapq.heappush(self.heap, (d, o))
+                self._moving = []
+
+    def _move(self, due: list[tuple[int, int]], settled: set[int]) -> tuple[int, bool]:
         msgs, which = [], []
+        not_now = False
         for d, o in due:
             if o in self.recalled:                               # recalled: passed, never moved
                 self._done(o)
+                settled.add(o)
                 continue
             s = parking.read_at(self.store, SCHEDULE_TOPIC, o)
+            if s is parking.NOT_READABLE:                        # there, not readable now: back on the heap
+                not_now = True
+                continue
             if s is None:
                 log.error("delayed message at schedule offset %d is gone from the store (retention?)", o)
                 self._done(o)
+                settled.add(o)
                 continue
             if d <= self.recover_until_ms and parking.already_moved(self.store, s):
                 self._done(o)                                    # moved just before a crash
+                settled.add(o)
                 continue
             real = s.properties.get(parking.PROP_REAL_TOPIC, "")
             n = self.store.queue_count(real)
             if n == 0:
                 log.error("delayed message %s: its topic %r no longer exists; dropped", s.msg_id, real)
                 self._done(o)
+                settled.add(o)
                 continue
             msgs.append(parking.unpark(s, n))
             which.append((d, o))
-        failed = False
+        failed = not_now
         moved = 0
         if msgs:
             for (d, o), r in zip(which, self.store.put_batch(msgs)):
                 if r.ok:
                     self._done(o)
+                    settled.add(o)
                     moved += 1
                 else:
-                    failed = True
-                    heapq.heappush(self.heap, (d, o))
+                    failed = True                                # back on the heap (move_due)
                     log.warning("delayed message at schedule offset %d not moved yet: %s %s", o,
                                 r.status.name, r.error or "")
         if moved:
@@ -207,8 +241,10 @@ class Timer:
         is read again up to what the last checkpoint covered (that checkpoint still holds)."""
         if self.read_offset < self._skip_below[0]:
             return None
-        low = self._offsets[0] if self._offsets else self.read_offset
-        return self.read_offset, low, self.heap[0][0] if self.heap else NEVER
+        with self._recall_lock:             # (a round on a thread takes entries off the heap under it)
+            low = self._offsets[0] if self._offsets else self.read_offset
+            first = min([self.heap[0][0]] if self.heap else [], default=NEVER)
+            return self.read_offset, low, min([first] + [d for d, _ in self._moving])
 
     def snapshot(self) -> dict | None:
         """The checkpoint's document as it would be written now (replication copies it); None: none yet."""

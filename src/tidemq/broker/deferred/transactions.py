@@ -40,7 +40,7 @@ from typing import Awaitable, Callable, Sequence
 
 from ...config import BrokerConfig
 from ...protocol.stubs import Code, pb, spb, status
-from ...store import Message, MessageStore, PutResult
+from ...store import Message, MessageStore, PutResult, StoreNotRunning
 from ...record.codec import CodecError, StoredMessage, parse_offset_msg_id
 from ..sessions.telemetry import Sessions
 from ..state.journal import COMPACT_BYTES, Journal
@@ -104,6 +104,17 @@ class Transactions:
 
         replayed = self.journal.open(load, self._apply, "transactions")
         self.low = max(self.low, self.store.min_offset(HALF_TOPIC, 0))
+        end = self.store.max_offset(HALF_TOPIC, 0)
+        if self.low > end or any(o >= end for o in self.ended) or any(o >= end for o in self.checks):
+            # decisions about half offsets this log does not hold (a promoted follower's copy of its old
+            # leader's, ASYNC replication: the tail the failover took back): the half messages sent from
+            # now on get those offsets and are new transactions. Forgotten, durably, before any is sent
+            log.warning("transactions: decisions up to offset %d stood past the half queue's end %d: forgotten",
+                        max([self.low, *self.ended, *self.checks]), end)
+            self.low = min(self.low, end)
+            self.ended = {o: r for o, r in self.ended.items() if o < end}
+            self.checks = {o: n for o, n in self.checks.items() if o < end}
+            self.journal.compact(self.snapshot())
         self.scan_offset = self.low
         self.recover_below = self.store.max_offset(HALF_TOPIC, 0)
         if replayed:
@@ -249,6 +260,8 @@ class Transactions:
             if session is None:
                 continue                                 # no producer reachable: not counted, wait
             s = self.store.get_by_commitlog_offset(h.commitlog_offset)
+            if s is None and self._not_readable_now(h.commitlog_offset):
+                continue                                 # there, not readable now: checked later
             if s is None:
                 log.error("half message at offset %d is gone from the store; discarded", o)
                 self._log({"op": "end", "o": o, "r": "d"})
@@ -262,6 +275,15 @@ class Transactions:
                 h.since_ms = now_ms
                 sent += 1
         return sent
+
+    def _not_readable_now(self, commitlog_offset: int) -> bool:
+        """Whether a record at ``commitlog_offset`` that could not be read is still in the log, only not
+        readable now (past the readable end, the store not running): never a reason to discard it."""
+        try:
+            return commitlog_offset >= self.store.commitlog_min_offset and \
+                commitlog_offset >= self.store.readable_end()
+        except StoreNotRunning:
+            return True
 
     async def run(self) -> None:
         period = min(self.config.transaction_check_interval_s / 2, 1.0)

@@ -73,7 +73,9 @@ class Caller:
 def caller_of(context) -> Caller:
     """The Caller of an RPC (its grpc context, and the identity the guard found for it)."""
     who = IDENTITY.get()
-    return Caller(context.peer(), None, context.time_remaining, who.user if who is not None else None, context)
+    if who is None:
+        return Caller(context.peer(), None, context.time_remaining, None, context)
+    return Caller(who.peer, None, context.time_remaining, who.user, context)      # who.peer: a forwarded call's client
 
 
 class Messages:

@@ -40,6 +40,7 @@ from ...config import BrokerConfig
 from ...record.codec import PROP_UNIQ_KEY
 from ...store import MessageStore, PutReason, PutStatus
 from ..deferred.parking import PROP_REAL_TOPIC
+from ..topic_names import HALF_TOPIC, SYSTEM_TOPICS
 from .batch import STORED
 from .dedup import KEY, KEY_BYTES, DedupWindow, id_hash, key_at
 
@@ -169,6 +170,11 @@ class Resends:
             return None
         found = [m for m in self.store.query_by_key(topic, message_id, 4, self._index_from_ms, whole_log=True)
                  if m.properties.get(PROP_UNIQ_KEY) == message_id]      # its id, not a key of another
+        for parked in () if found else SYSTEM_TOPICS:     # a delayed or half message waits there (parking.py)
+            found = [m for m in self.store.query_by_key(parked, message_id, 4, self._index_from_ms, whole_log=True)
+                     if m.properties.get(PROP_UNIQ_KEY) == message_id and m.properties.get(PROP_REAL_TOPIC) == topic]
+            if found:
+                break
         if not found:
             return None
         why = self.store.confirm(found[0].commitlog_offset + found[0].store_size)
@@ -177,8 +183,9 @@ class Resends:
         if why is not None:
             return None
         offset = found[0].queue_offset
-        self.window.put(topic, message_id, offset, found[0].commitlog_offset)
-        return offset, ""
+        txn = found[0].offset_msg_id if found[0].topic == HALF_TOPIC else ""     # a half message's: its transaction
+        self.window.put(topic, message_id, offset, found[0].commitlog_offset, txn)
+        return offset, txn
 
     def remember(self, keys, offsets: list[int], physs: list[int], kinds: list[int], txns: dict[int, str]) -> None:
         """Messages just stored (``kinds[i]`` STORED: batch.Verdicts' columns): ``offsets`` their queue

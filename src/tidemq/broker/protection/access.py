@@ -60,6 +60,7 @@ from ..topic_names import SYSTEM_TOPICS
 from .acl import CLUSTER, Acl, peer_ip
 from .auth import Authenticator, Failure, Refusals, Signed
 from .decoding import undecodable
+from .forwarded import ForwardedFor
 
 log = logging.getLogger("tidemq.broker")
 
@@ -155,7 +156,10 @@ ADMIN_RULES: dict[str, object] = {
     api.ARCHIVE: lambda r: (_cluster("get"),), api.REPLICATION: lambda r: (_cluster("get"),),
     api.CLUSTER: lambda r: (_cluster("get"),),
     api.SET_ALARM_LIMITS: lambda r: (_cluster("update"),), api.DELETE_EXPIRED: lambda r: (_cluster("update"),),
-    api.PROMOTE: lambda r: (_cluster("update"),), api.FOLLOW: lambda r: (_cluster("update"),),
+    api.PROMOTE: lambda r: (_cluster("update"),),
+    # Follow makes this member call the address it names, signed with the broker's own keys (the
+    # first super user's; the signature covers only its date): for super users only, as the keys are
+    api.FOLLOW: SUPER,
     api.SET_CONFIG: lambda r: (_cluster("update"),), api.SET_QUOTA: lambda r: (_cluster("update"),),
     api.LIST_QUOTAS: lambda r: (_cluster("get"),),
     api.TOPIC_CONFIG: lambda r: (_topic(_arg(r, "topic"), "update" if isinstance(r, dict) and r.get("set") is not None
@@ -286,11 +290,15 @@ def _refusing(method: str, handler, code: int, text: str, on_call: Callable[[obj
 class Guard(grpc.GenericRpcHandler):
     """The generic handlers of a port, each call authenticated and authorized first (see above)."""
 
-    def __init__(self, inner: list, auth: Authenticator, acl: Acl, refusals: Refusals) -> None:
+    def __init__(self, inner: list, auth: Authenticator, acl: Acl, refusals: Refusals,
+                 forwarded: ForwardedFor | None = None) -> None:
+        """``forwarded``: how a call a member forwarded says whose it is (forwarded.py): every address
+        check judges such a call by its client's address."""
         self.inner = inner
         self.auth = auth
         self.acl = acl
         self.refusals = refusals
+        self.forwarded = forwarded
         # (method, user) -> (the handler, its guarded twin): made once, not per call
         self._made: dict[tuple[str, str], tuple] = {}
 
@@ -306,13 +314,18 @@ class Guard(grpc.GenericRpcHandler):
         if handler is None:
             return None
         method = details.method
-        who = self.auth.verify(details.invocation_metadata)
+        metadata = details.invocation_metadata
+        who = self.auth.verify(metadata)
+        # a call a member forwarded (a follower's leader port): judged by its client's address
+        client = self.forwarded.peer(metadata) if self.forwarded is not None else None
         if type(who) is not Signed:
             refusals = self.refusals
 
             def log_it(context, who=who):
-                refusals.refused(who.failure, context.peer(), who.access_key, method, who.text)
+                refusals.refused(who.failure, client or context.peer(), who.access_key, method, who.text)
             return _refusing(method, handler, Code.UNAUTHORIZED, who.text, log_it, raw=True)
+        if client is not None:
+            return self._twin(method, handler, who.access_key, client)     # not kept: one per call
         key = (method, who.access_key)
         made = self._made.get(key)
         if made is None or made[0] is not handler:
@@ -353,20 +366,21 @@ class Guard(grpc.GenericRpcHandler):
     def forbid(self, method: str, user: str, peer: str, text: str) -> None:
         self.refusals.refused(Failure.FORBIDDEN, peer, user, method, text)
 
-    def _twin(self, method: str, handler, user: str):
+    def _twin(self, method: str, handler, user: str, client: str | None = None):
         """``handler`` whose calls first set IDENTITY and pass ``check`` (a call refused is answered
         FORBIDDEN the way its method answers: refusal_answer, else gRPC PERMISSION_DENIED). Streamed
         requests (Telemetry, SendRecordsStream, the replication stream) are decided by the user alone
-        (their rules are ANYONE, SEND_PATH or SUPER), before the first request is read."""
+        (their rules are ANYONE, SEND_PATH or SUPER), before the first request is read. ``client``: the
+        address of the client whose call a member forwarded (else the call's own peer)."""
         if _behaviour(handler) is None:
             return handler
         guard = self
 
         def identify(context) -> None:
-            IDENTITY.set(Identity(user, context.peer()))
+            IDENTITY.set(Identity(user, client or context.peer()))
 
         def refuse(request, context) -> Refused | None:
-            peer = context.peer()
+            peer = client or context.peer()
             why = guard.check(method, request, user, peer)
             if why is None:
                 return None
@@ -404,6 +418,31 @@ def vet_settings(acl: Acl, user: str, peer: str, settings) -> tuple:
             taken.publishing.topics.extend(keep)
             settings = taken
     return None, settings
+
+
+def peer_of(context) -> str:
+    """The address of the current call's client: the guard's (a forwarded call's client, forwarded.py),
+    else the call's own peer (authentication off)."""
+    who = IDENTITY.get()
+    return who.peer if who is not None else context.peer()
+
+
+def may_pub_now(acl: Acl, who: Identity, topic: str) -> bool:
+    """Whether ``who`` (a Telemetry stream's user, from where it opened it) may pub ``topic`` now: the
+    orphan checks of a topic (half messages, bodies included) go only to a producer that may."""
+    return acl.allowed(who.user, "topic", topic, "pub", peer_ip(who.peer))[0]
+
+
+def sub_allowed_now(acl: Acl | None, topic: str, group: str = "") -> str | None:
+    """For a long poll whose wait ended (ReceiveMessage, PullMessage, PullRecords): the FORBIDDEN text
+    when its user may no longer sub on ``topic`` (and on ``group``, when one is named), else None (None
+    too with authentication off): a revoke while it waited hands nothing out."""
+    if acl is None:
+        return None
+    why = allowed_now(acl, "topic", topic, "sub")
+    if why is None and group:
+        why = allowed_now(acl, "group", group, "sub")
+    return why
 
 
 def allowed_now(acl: Acl, kind: str, name: str, action: str) -> str | None:

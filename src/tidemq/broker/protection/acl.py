@@ -326,7 +326,7 @@ class Acl:
             os.chmod(self.dir, 0o700)          # it holds the secret keys
         except OSError:
             pass
-        checked.write(self.fio, self.path, state.to_doc())
+        checked.write_mirrored(self.fio, self.path, state.to_doc())   # damage never brings back a revoked right
         self._set(state)
 
     def _change(self, users=None, policies=None) -> AclState:

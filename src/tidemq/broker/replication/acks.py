@@ -27,7 +27,8 @@ follower confirmed it (``sent`` records each frame: what it carried up to, the l
 
 The high watermark (``hw``): under SYNC, the offset every member of the set has confirmed -- each
 follower's confirmation and the leader's own (``leader_durable``: what a fault of the leader cannot
-take back, its fsynced end under SYNC_FLUSH, the log's end otherwise) -- never moving back: what
+take back, its fsynced end under SYNC_FLUSH, the log's end otherwise, and never past the cut of a
+failure of its log in the epoch it leads: node.py) -- never moving back: what
 consumers may be served, since no failover can take it back (only set members may be elected), and
 no failure of the leader's log either (it cuts at its durable end, log_failure.py, and a leader alone
 in the set goes on from there: node.py). Followers serve up to the high watermark their leader told

@@ -4,7 +4,8 @@ The official clients are given every member's leader port and connect, through g
 pick_first, to the first that answers; they never learn which member leads. So each member
 serves its leader port all the time: while it leads, with its own services (the same as its
 port); while it follows, by forwarding every call, bytes as they are, metadata (the client's id,
-its signature) and status included, to the leader it follows; while no leader is known (an
+its signature) and status included, to the leader it follows, with the client's address signed by
+this member (protection/forwarded.py: the leader judges the call by it); while no leader is known (an
 election), with UNAVAILABLE, which the clients retry. A client whose member is killed connects to
 the next one at once (that address never failed: no reconnect backoff to wait out), and a
 client whose member changed role keeps its connection: a failover costs it the election, not a
@@ -29,6 +30,8 @@ import asyncio
 
 import grpc
 
+from ..protection.forwarded import HEADERS as FORWARDED_HEADERS
+from ..protection.forwarded import forwarded_headers
 from ..protection.members import MemberCredentials
 
 STREAMING = {
@@ -46,8 +49,13 @@ OPTIONS = [("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_messa
 DROP = {"user-agent", "content-type", "te", "grpc-timeout", "grpc-accept-encoding", "grpc-encoding"}
 
 
-def _metadata(context):
-    return tuple((k, v) for k, v in (context.invocation_metadata() or ()) if k not in DROP and not k.startswith(":"))
+def _metadata(context, secret_key: str | None = None):
+    """The call's headers as the client sent them (a client's own forwarded-for headers dropped), and
+    this member's word on whose call it is, signed (protection/forwarded.py: the leader judges the call
+    by the client's address, not this member's)."""
+    kept = tuple((k, v) for k, v in (context.invocation_metadata() or ())
+                 if k not in DROP and not k.startswith(":") and k not in FORWARDED_HEADERS)
+    return kept + forwarded_headers(secret_key, context.peer(), kept)
 
 
 class LeaderPort(grpc.GenericRpcHandler):
@@ -58,6 +66,10 @@ class LeaderPort(grpc.GenericRpcHandler):
         self._channels: dict[str, grpc.aio.Channel] = {}
         self.forwarded = 0
         self.routes_answered = 0                # QueryRoutes a follower answered itself (no leader answered)
+
+    def _metadata(self, context) -> tuple:
+        keys = MemberCredentials.of(self.node).keys
+        return _metadata(context, keys[1] if keys is not None else None)
 
     def _local(self, details):
         for h in self.local:
@@ -128,7 +140,7 @@ class LeaderPort(grpc.GenericRpcHandler):
         ch = await self._target(context)
         timeout_s = self._timeout(context)
         changed = getattr(self.node, "role_changed", None)
-        call = ch.unary_unary(method)(request, metadata=_metadata(context), timeout=timeout_s)
+        call = ch.unary_unary(method)(request, metadata=self._metadata(context), timeout=timeout_s)
         try:
             if changed is None:
                 resp = await call
@@ -151,7 +163,7 @@ class LeaderPort(grpc.GenericRpcHandler):
             left = context.time_remaining()
             if left is not None:
                 timeout_s = min(timeout_s, left / 2)     # time left for the member's own answer
-            call = ch.unary_unary(ROUTE)(request, metadata=_metadata(context), timeout=timeout_s)
+            call = ch.unary_unary(ROUTE)(request, metadata=self._metadata(context), timeout=timeout_s)
             answer = asyncio.ensure_future(self._unary_unary_answer(call))
             changed = getattr(node, "role_changed", None)
             moved = asyncio.ensure_future(changed.wait()) if changed is not None else None
@@ -205,7 +217,7 @@ class LeaderPort(grpc.GenericRpcHandler):
 
     async def _streamed(self, kind: str, method, request, context):
         ch = await self._target(context)
-        call = getattr(ch, kind)(method)(request, metadata=_metadata(context), timeout=context.time_remaining())
+        call = getattr(ch, kind)(method)(request, metadata=self._metadata(context), timeout=context.time_remaining())
         try:
             async for r in call:
                 yield r

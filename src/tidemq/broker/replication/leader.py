@@ -114,6 +114,8 @@ class ReplicationServer:
                 off, data, raw, nxt = store.replica.read_span(offset, frame_max)
                 end = store.replica.end
                 hw = acks.hw
+                if node.log_failed_in_epoch():        # (after the read: node.py) nothing more in this epoch
+                    break
                 if data:
                     if raw:
                         self.raw_frames += 1
@@ -143,6 +145,8 @@ class ReplicationServer:
                     await asyncio.wait_for(wake.wait(), heartbeat_s)
                 except asyncio.TimeoutError:
                     end, hw = store.replica.end, acks.hw
+                    if node.log_failed_in_epoch():
+                        break
                     acks.sent(member, conn, offset, end)
                     await send(rp.encode(rp.HEARTBEAT, epoch, offset, end, hw=hw))
                     hw_sent, hw_due = hw, None

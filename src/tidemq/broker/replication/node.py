@@ -97,9 +97,10 @@ class ReplicationNode:
         automatic = bool(config.coordinator) or coordination is not None
         self.lease = Lease(self.clock, config.leader_lease_ratio, config.coordinator_session_timeout_ms / 1000) \
             if automatic else None
+        self._failures_at_lead = 0        # the log's failures (commit_log.failures) before the epoch it leads
         self.acks = ReplicaAcks(config.sync, config.in_sync_replicas_min, config.replication_timeout_ms,
                                 config.replica_lag_time_max_ms, lambda: self.store.replica.end, self.clock, self.lease,
-                                lambda: self.store.replica.confirmed())
+                                self._leader_durable)
         self.epoch = 0                    # the epoch this broker leads (0: it does not)
         self.known_epoch = self.store.epochs.last_epoch
         self.hw_known = 0                 # the high watermark as the leader's last frame said (a follower)
@@ -185,6 +186,29 @@ class ReplicationNode:
         except asyncio.TimeoutError:
             return False
         return True
+
+    def log_failed_in_epoch(self) -> bool:
+        """The commit log failed (store/log_failure.py) in the epoch this member leads, or a failure's
+        cut is under way: it is sealed at its durable end D with a BLANK, and goes on in a new segment,
+        but its followers may hold records after D, copied before the fsync failed. Until a new epoch
+        (it steps down; a static leader leads one beginning at D) it sends its followers nothing more:
+        the BLANK to one and the records to another made two logs in one epoch, whichever then led.
+        Read after the log's bytes: a seal a read saw was made while the log was frozen."""
+        cl = self.store.commit_log
+        if len(cl.failures) > self._failures_at_lead:
+            return True
+        return cl.frozen and not (cl.failures and cl.failures[-1].resume_offset is None)   # (halted for good: not a cut)
+
+    def _leader_durable(self) -> int:
+        """The leader's own part of the high watermark (acks.py): what a fault of it cannot take back,
+        and never past the durable end of a failure of its log in the epoch it leads. After the cut the
+        flushed offset goes on at the new segment (log_failure.py), but the sealed stretch is not in
+        this log: a follower that copied records in it before the fsync failed served them (the high
+        watermark moved with the others' confirmations), and a new leader without them took them back."""
+        own = self.store.replica.confirmed()          # (read first: a failure is recorded before it moves)
+        for f in self.store.commit_log.failures[self._failures_at_lead:]:
+            own = min(own, f.durable_end)
+        return own
 
     def read_limit(self) -> int | None:
         """The log offset consumers may be served up to (SYNC: the high watermark), None: no limit."""
@@ -347,6 +371,7 @@ class ReplicationNode:
             # records after the cut finds them diverged and cuts them (then copies the seal)
             await asyncio.to_thread(self.store.epochs.begin, epoch, cut)
         await asyncio.to_thread(self.store.lead, epoch)
+        self._failures_at_lead = len(self.store.commit_log.failures)
         self.epoch = epoch
         self.known_epoch = max(self.known_epoch, epoch)
         self.leading, self.fenced, self.step_down_wanted = True, None, False
@@ -549,6 +574,8 @@ class ReplicationNode:
         """Why a follower's stream is refused (None: served)."""
         if not self.leading or self.fenced:
             return self.write_refusal()
+        if self.log_failed_in_epoch():
+            return f"{self.member}'s commit log failed in epoch {self.epoch}: it sends nothing more and steps down"
         if group and group != self.group:
             return f"this is broker group {self.group!r}, not {group!r}"
         if epoch > self.epoch:

@@ -10,8 +10,17 @@ heartbeat, receive or stream makes it alive again.
 After a broker restart nothing is known: a client is given ``client_idle_s_max``
 from the start to be heard from (a Python client's Telemetry stream only comes
 back minutes after a restart, docs/broker-protocol.md P10; its heartbeats within
-10 s). At most ``clients_max`` (CLIENTS_MAX) clients are remembered; the least recently heard
-from without an open stream are forgotten first (then treated as unknown).
+10 s).
+
+The table is bounded, and flooding it (heartbeats with fresh client ids: any signed-in user may send
+them) costs no live consumer its messages. A client forgotten counts as gone, and a lite consumer
+gone has its lite topics' messages passed over for its group (consume/lite.py), so only a client with
+**nothing at stake** is ever forgotten: never one with an open Telemetry stream (bounded in number:
+protection/streams.py) nor one with lite subscriptions (``hold``, from consume/lite.py, bounded there).
+The others are forgotten least recently heard from first, in O(1) each: past
+``clients_per_user_max`` clients of one user (authentication on: the id is ``user<TAB>id``), that
+user's own; past ``clients_max`` in all, anyone's. So one user's flood pushes out its own clients
+first, and the table grows past ``clients_max`` only by clients with something at stake.
 """
 
 from __future__ import annotations
@@ -21,7 +30,8 @@ from dataclasses import dataclass
 
 from ...io import Clock
 
-CLIENTS_MAX = 10_000        # client ids remembered at most
+CLIENTS_MAX = 10_000            # client ids with nothing at stake remembered at most
+CLIENTS_PER_USER_MAX = 2_000    # of one user (authentication on)
 
 
 @dataclass
@@ -29,25 +39,87 @@ class _Client:
     heard_ms: int
     streams: int = 0
     left: bool = False
+    held: bool = False          # something at stake (lite subscriptions): never forgotten
+
+
+def _user(client_id: str) -> str:
+    """The user of a client id (``user<TAB>id`` with authentication on; "" without)."""
+    user, tab, _ = client_id.partition("\t")
+    return user if tab else ""
 
 
 class Clients:
-    def __init__(self, clock: Clock, idle_max_ms: int, clients_max: int = CLIENTS_MAX) -> None:
+    def __init__(self, clock: Clock, idle_max_ms: int, clients_max: int = CLIENTS_MAX,
+                 clients_per_user_max: int = CLIENTS_PER_USER_MAX) -> None:
         self.clock = clock
         self.idle_max_ms = idle_max_ms
         self.clients_max = clients_max
+        self.clients_per_user_max = clients_per_user_max
         self.started_ms = clock.now_ms()
-        self._c: OrderedDict[str, _Client] = OrderedDict()
+        self._c: dict[str, _Client] = {}
+        # the clients that may be forgotten (no stream open, nothing held), least recently heard from
+        # first: all of them, and each user's (authentication on)
+        self._free: OrderedDict[str, None] = OrderedDict()
+        self._free_of: dict[str, OrderedDict[str, None]] = {}
+        self._count_of: dict[str, int] = {}         # clients remembered per user
+        self.forgotten = 0
 
-    def _get(self, client_id: str) -> _Client:
+    def __len__(self) -> int:
+        return len(self._c)
+
+    def _place(self, client_id: str, c: _Client) -> None:
+        """Keep the forgettable lists in step with ``c`` (heard from, or changed)."""
+        user = _user(client_id)
+        if c.streams or c.held:
+            self._free.pop(client_id, None)
+            mine = self._free_of.get(user) if user else None
+            if mine is not None:
+                mine.pop(client_id, None)
+                if not mine:
+                    del self._free_of[user]
+            return
+        self._free[client_id] = None
+        self._free.move_to_end(client_id)
+        if user:
+            mine = self._free_of.setdefault(user, OrderedDict())
+            mine[client_id] = None
+            mine.move_to_end(client_id)
+
+    def _forget(self, client_id: str) -> None:
+        del self._c[client_id]
+        self._free.pop(client_id, None)
+        self.forgotten += 1
+        user = _user(client_id)
+        if user:
+            mine = self._free_of.get(user)
+            if mine is not None:
+                mine.pop(client_id, None)
+                if not mine:
+                    del self._free_of[user]
+            n = self._count_of[user] - 1
+            if n:
+                self._count_of[user] = n
+            else:
+                del self._count_of[user]
+
+    def _get(self, client_id: str, keep: bool = False) -> _Client:
+        """The client (made when new; ``keep``: it is about to have something at stake, so not
+        forgotten to make room for itself). A new client with nothing at stake may be forgotten at
+        once, when every other of its user's, or of the table, has something at stake."""
         c = self._c.get(client_id)
-        if c is None:
-            c = self._c[client_id] = _Client(self.clock.now_ms())
-            if len(self._c) > self.clients_max:
-                for cid in [k for k, v in self._c.items() if not v.streams][:len(self._c) - self.clients_max]:
-                    del self._c[cid]
-        else:
-            self._c.move_to_end(client_id)
+        if c is not None:
+            return c
+        c = self._c[client_id] = _Client(self.clock.now_ms())
+        user = _user(client_id)
+        if user:
+            self._count_of[user] = self._count_of.get(user, 0) + 1
+        if not keep:
+            self._place(client_id, c)
+        if user:
+            while self._count_of.get(user, 0) > self.clients_per_user_max and user in self._free_of:
+                self._forget(next(iter(self._free_of[user])))       # the user's own, oldest first
+        while len(self._c) > self.clients_max and self._free:
+            self._forget(next(iter(self._free)))                     # anyone's with nothing at stake
         return c
 
     # Events -----------------------------------------------------------------------------
@@ -57,13 +129,16 @@ class Clients:
             c = self._get(client_id)
             c.heard_ms = self.clock.now_ms()
             c.left = False
+            if client_id in self._c:
+                self._place(client_id, c)
 
     def stream_opened(self, client_id: str) -> None:
         if client_id:
-            c = self._get(client_id)
+            c = self._get(client_id, keep=True)
             c.streams += 1
             c.heard_ms = self.clock.now_ms()
             c.left = False
+            self._place(client_id, c)
 
     def stream_closed(self, client_id: str) -> None:
         c = self._c.get(client_id)
@@ -71,6 +146,18 @@ class Clients:
             c.streams -= 1
             if not c.streams:
                 c.left = True
+                self._place(client_id, c)
+
+    def hold(self, client_id: str, held: bool) -> None:
+        """Whether the client has something at stake (lite subscriptions: consume/lite.py): a client
+        held is never forgotten."""
+        c = self._c.get(client_id)
+        if c is None:
+            if not held or not client_id:
+                return
+            c = self._get(client_id, keep=True)
+        c.held = held
+        self._place(client_id, c)
 
     def terminated(self, client_id: str) -> None:
         """NotifyClientTermination."""

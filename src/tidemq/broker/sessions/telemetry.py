@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import AsyncIterator, Callable
 
 from ...protocol.stubs import Code, pb, spb, status
-from ..protection.access import IDENTITY
+from ..protection.access import IDENTITY, Identity
 
 log = logging.getLogger("tidemq.broker")
 
@@ -38,6 +38,7 @@ class Known:
 class Session:
     client_id: str
     outbox: asyncio.Queue = field(default_factory=lambda: asyncio.Queue(OUTBOX_MAX))
+    who: Identity | None = None          # the user who opened it (None: authentication off)
 
 
 class Sessions:
@@ -51,6 +52,9 @@ class Sessions:
         self.on_close = on_close
         self.outbox_max = outbox_max
         self.known_clients_max = known_clients_max
+        # (who, topic) -> whether that user may pub the topic now (authentication on: the service's);
+        # what a stream declared was vetted when declared, a revoke since must stop its orphan checks
+        self.may_pub: Callable[[Identity, str], bool] | None = None
 
     def _learn(self, client_id: str, s: "pb.Settings") -> None:
         if s.client_type == pb.ClientType.PRODUCER or s.HasField("publishing"):
@@ -65,12 +69,17 @@ class Sessions:
     def producer_for(self, topic: str, client_id: str = "") -> Session | None:
         """A live stream of the client ``client_id`` (the sender), else of a producer that
         declared ``topic``; None when no such stream is open."""
+        may = self.may_pub
         if client_id and self.open.get(client_id):
-            return self.open[client_id][-1]
+            s = self.open[client_id][-1]
+            if may is None or s.who is None or may(s.who, topic):
+                return s
         for cid, sessions in self.open.items():
             k = self.known.get(cid)
             if sessions and k is not None and k.producer and topic in k.topics:
-                return sessions[-1]
+                s = sessions[-1]
+                if may is None or s.who is None or may(s.who, topic):
+                    return s
         return None
 
     def send(self, session: Session, cmd: "spb.TelemetryCommand") -> bool:
@@ -88,7 +97,7 @@ class Sessions:
         (authentication on: protection/access.py vet_settings): (None, the settings as its user may
         declare them: learned and replied to) or (the FORBIDDEN text, None: answered with it,
         nothing learned)."""
-        session = Session(client_id, asyncio.Queue(self.outbox_max))
+        session = Session(client_id, asyncio.Queue(self.outbox_max), IDENTITY.get())
         self.open.setdefault(client_id, []).append(session)
         self.on_open(client_id)
         it = request_iterator.__aiter__()

@@ -51,6 +51,9 @@ class Journal:
         self._dirty = False
         self.loaded = checked.Loaded(None, checked.Source.NONE, "")   # where the snapshot came from
         self.damaged_lines = 0                 # lines skipped at open: damaged, with intact lines after them
+        self.gone = False                      # the open file's name was removed (flush looks)
+        self.behind = False                    # a write failed: changes since are in memory only (append)
+        self.behind_writes = 0
 
     def open(self, load: Callable[[dict], None], apply: Callable[[dict], None], what: str = "journal") -> int:
         """Load the snapshot (``load``), replay the journal (``apply`` per line); lines replayed.
@@ -87,28 +90,59 @@ class Journal:
         return replayed
 
     def append(self, rec: dict) -> None:
+        """Write one change (before the broker answers). A write the disk refuses (full, failing)
+        does not fail the call that made the change: the owner's state in memory has it, the
+        journal is ``behind`` and the owner compacts at its next flush (wants_compaction) once the
+        disk takes the snapshot; until then a crash loses those changes (the pop state: messages
+        delivered again; never a message lost), and a full disk never stops consumers draining it."""
         body = json.dumps(rec, separators=(",", ":")).encode()
         line = b"%s\t%08x\n" % (body, crc32(body))
-        self.fio.pwrite(self._h, line, self._size)
-        self._size += len(line)
-        self._dirty = True
+        if not self.behind:
+            try:
+                self.fio.pwrite(self._h, line, self._size)
+                self._size += len(line)
+                self._dirty = True
+                return
+            except OSError as e:
+                self.behind = True
+                self.behind_writes = 0
+                log.warning("%s cannot be written (%s): changes are kept in memory and written with the "
+                            "next snapshot once the disk takes it (a crash meanwhile loses them)", self.path, e)
+        self.behind_writes += 1
 
     def flush(self) -> None:
+        if self._h is not None and not self.gone and not self.fio.exists(self.path):
+            # the file (or its directory) was removed while open: what is appended reaches no name and
+            # is lost at the next start. The owner compacts now (wants_compaction): the snapshot is
+            # written (its directory made again) and the journal opened anew beside it
+            self.gone = True
+            log.warning("%s is gone (removed while the broker ran?): the state is written again there",
+                        self.path)
         if self._dirty and self._h is not None:
             self._dirty = False
             self.fio.fsync(self._h)
 
     @property
     def wants_compaction(self) -> bool:
-        return self._size > self.compact_bytes
+        return self._size > self.compact_bytes or self.gone or self.behind
 
     def compact(self, snapshot: dict) -> None:
-        """Write the whole state atomically, then empty the journal."""
+        """Write the whole state atomically, then empty the journal (a journal whose file is gone:
+        a new one)."""
         checked.write(self.fio, self.snapshot_path, snapshot)
+        if self.gone:
+            old, self._h = self._h, self.fio.open(self.path, create=True)
+            self.fio.close(old)
+            self.fio.fsync_dir(os.path.dirname(self.path))
+            self.gone = False
         self.fio.truncate(self._h, 0)
         self.fio.fsync(self._h)
         self._size = 0
         self._dirty = False
+        if self.behind:
+            log.warning("%s: written again (%d change(s) kept in memory meanwhile are in the snapshot)",
+                        self.path, self.behind_writes)
+            self.behind = False
 
     def abandon(self) -> None:
         """Close the file without writing anything (a follower's copy of a leader's journal)."""

@@ -43,6 +43,7 @@ import os
 from dataclasses import dataclass
 
 from ...io import FileIO
+from ...layout import abort_path
 
 log = logging.getLogger("tidemq.broker")
 
@@ -113,3 +114,22 @@ def migrate(fio: FileIO, store_root: str) -> list[tuple[str, str]]:
     if moved:
         fio.fsync_dir(store_root)            # <root>/broker itself, when it was made here
     return moved
+
+
+def remake(fio: FileIO, store_root: str) -> list[str]:
+    """The state directory and its parts made again when they were removed while the broker runs (an
+    operator's ``rm -rf``, a cleanup script): without them every state write fails and the journals
+    go on into files no name reaches (journal.py). Only while the store root holds its ``abort``
+    file -- the running store is there -- never on the disk under a mount point that is gone. The
+    directories made (each said once at WARNING); [] when none was gone."""
+    lay = StateLayout(state_dir(store_root))
+    dirs = [lay.dir, lay.pop_dir, os.path.dirname(lay.timer_checkpoint), lay.transactions_dir]
+    gone = [d for d in dirs if not fio.exists(d)]
+    if not gone or not fio.exists(abort_path(store_root)):
+        return []
+    for d in gone:
+        fio.makedirs(d)
+    fio.fsync_dir(store_root)
+    log.warning("broker state: %s removed while the broker ran: made again (the state is written there from "
+                "now on; what was only in the removed files and not in memory is lost)", ", ".join(gone))
+    return gone

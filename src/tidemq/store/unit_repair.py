@@ -1,0 +1,131 @@
+"""A consume-queue unit that does not stand for its record, found again in the commit log.
+
+A unit has no CRC of its own (20 bytes: commit-log offset i64, size i32, tags hash i64). A damaged
+one points at garbage, or at an intact record of another topic, queue or queue offset; the read
+paths never serve such a record (reader.py: counted, logged). But the record the unit stood for is
+usually intact in the log, and skipping the unit cost that intact message: the consumer moved past
+its queue offset and never saw it. The consume queue is derived data, so the read path finds the
+record again instead:
+
+* from the end of the nearest intact unit before it (a record boundary: ``PREVIOUS_UNITS_MAX``
+  units back at most, else the log's first offset), the log is walked (``CommitLog.iter_records``:
+  CRC-checked, damage skipped as recovery skips it) for the record of (topic, queue id, queue
+  offset); the walk stops at a record of the same queue with a larger queue offset (records of a
+  queue lie in the log in queue-offset order), at the readable end, or after ``SCAN_BYTES_MAX``;
+* found: the unit it should be is kept here (``patch`` puts it over what the queue file holds at
+  every read of that stretch) and the read starts again; not found (the record itself is damaged
+  or gone): that is kept too (the log is not walked again for it), and the unit is skipped as
+  before (MESSAGE_DAMAGED, counted).
+
+What is kept lives in memory (at most ``KEPT_MAX`` units; past it, forgotten and found again on
+demand): the queue file is not written from the read path (units are written by the dispatch
+only). ``tidemq verify`` reports the damaged units; a rebuild of the queue mends the file.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+
+from ..record import codec
+from .consume_queue import UNIT, UNIT_SIZE
+
+log = logging.getLogger("tidemq.store")
+
+PREVIOUS_UNITS_MAX = 64          # units looked at before a damaged one for where to start the walk
+SCAN_BYTES_MAX = 256 << 20       # log bytes walked at most for one damaged unit
+KEPT_MAX = 100_000               # units found again (or holes) kept at most
+
+
+class UnitRepair:
+    def __init__(self, commit_log, topics) -> None:
+        self.commit_log = commit_log
+        self.topics = topics
+        self.kept: dict[tuple[str, int], dict[int, bytes | None]] = {}    # None: looked for, not found
+        self.count = 0
+        self.found_again = 0          # damaged units whose record was found in the log (served)
+        self.not_found = 0            # damaged units whose record is not in the log (skipped)
+        self._lock = threading.Lock()
+
+    def patch(self, topic: str, queue_id: int, offset: int, raw: bytes) -> bytes:
+        """``raw`` (units from queue offset ``offset``) with the units found again put over it."""
+        kept = self.kept.get((topic, queue_id)) if self.kept else None
+        if not kept:
+            return raw
+        n = len(raw) // UNIT_SIZE
+        hits = [q for q, u in kept.items() if offset <= q < offset + n and u is not None] if len(kept) < n else \
+            [offset + i for i in range(n) if kept.get(offset + i) is not None]
+        if not hits:
+            return raw
+        out = bytearray(raw)
+        for q in hits:
+            i = (q - offset) * UNIT_SIZE
+            out[i:i + UNIT_SIZE] = kept[q]
+        return bytes(out)
+
+    @staticmethod
+    def suspects(off: np.ndarray, size: np.ndarray, log_min: int, log_end: int) -> list[int]:
+        """Indexes of the units (their offsets and sizes, int64 arrays) that may not stand for their record: a hole (size
+        0: a rebuild's mark for a record that is not in the log -- or a page of zeros), a negative
+        size or offset, a record said to lie past the log's end (a unit pointing before the log's
+        first offset counts as cleaned away: it is never looked for)."""
+        bad = (size <= 0) | (off < 0) | ((size > 0) & (off >= log_min) & (off + size > log_end))
+        return [int(i) for i in np.flatnonzero(bad)]
+
+    def known(self, topic: str, queue_id: int, q: int) -> bool:
+        kept = self.kept.get((topic, queue_id))
+        return kept is not None and q in kept
+
+    def find(self, cq, topic: str, queue_id: int, q: int, end: int) -> bool:
+        """Look for the record of unit ``q`` of ``cq`` in the log (up to log offset ``end``, the
+        readable end); keep what it is (the unit, or a hole). True when found (read again)."""
+        if self.known(topic, queue_id, q):
+            return False                   # looked for already: what was found is in what was read
+        start = self._start(cq, topic, queue_id, q)
+        unit = None
+        if start is not None:
+            for kind, phys, size, mf, pos in self.commit_log.iter_records(start):
+                if phys >= end or phys - start > SCAN_BYTES_MAX:
+                    break
+                if kind != codec.REC_OK:
+                    continue
+                qid, qoff, _ts, t, props_raw = codec.decode_meta(mf.mapping, pos)
+                if t != topic or qid != queue_id or self.topics.is_dead(topic, phys):
+                    continue
+                if qoff > q:
+                    break                  # past it: the queue's records lie in queue-offset order
+                if qoff == q:
+                    props = codec.decode_properties(props_raw) if props_raw else {}
+                    unit = UNIT.pack(phys, size, codec.tags_hash(props.get(codec.PROP_TAGS)))
+                    break
+        with self._lock:
+            if self.count >= KEPT_MAX:
+                self.kept, self.count = {}, 0
+            self.kept.setdefault((topic, queue_id), {})[q] = unit
+            self.count += 1
+            if unit is None:
+                self.not_found += 1
+            else:
+                self.found_again += 1
+        if unit is not None:
+            log.warning("consume-queue unit %s/%d queue offset %d is damaged; its record is intact in the "
+                        "commit log at %d: served from there (run `tidemq verify`)", topic, queue_id, q,
+                        UNIT.unpack(unit)[0])
+        return unit is not None
+
+    def _start(self, cq, topic: str, queue_id: int, q: int) -> int | None:
+        """Where the walk starts: the end of the nearest intact unit's record before ``q`` (the log's
+        first offset when there is none near)."""
+        lo = max(cq.min_offset, q - PREVIOUS_UNITS_MAX)
+        raw = self.patch(topic, queue_id, lo, cq.read(lo, q - lo)) if q > lo else b""
+        for i in range(len(raw) // UNIT_SIZE - 1, -1, -1):
+            phys, size, _th = UNIT.unpack_from(raw, i * UNIT_SIZE)
+            if size <= 0:
+                continue
+            m = self.commit_log.read_message(phys, size)
+            if m is not None and m.intact() and m.topic == topic and m.queue_id == queue_id \
+                    and m.queue_offset == lo + i:
+                return phys + size
+        return self.commit_log.min_offset
