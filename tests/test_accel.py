@@ -471,6 +471,87 @@ def test_frame_records_are_the_same(seed):
         assert a[:room] == bytes(k % 255 + 1 for k in range(room))
 
 
+def _strangers_batch(seed: int):
+    """Units of queue T/1 at queue offsets 100.. over a buffer that also holds records of other
+    topics, queues and queue offsets, some with flipped bits (a BODYLEN, a TOPICLEN, a queue
+    offset's byte, a topic's byte among them), and units pointing mid-record or with a wrong size:
+    (buffer, starts, sizes, the queue offsets the units stand for)."""
+    rnd = random.Random(seed)
+    kinds = [(b"T", 1, None), (b"U", 1, None), (b"TT", 1, None), (b"", 1, None), (b"T", 2, None),
+             (b"T", 1, -1), (b"T", -(1 << 31), None), (b"t" * 255, 1, None)]
+    recs, want = [], []
+    for k in range(rnd.randrange(1, 30)):
+        topic, qid, qoff = rnd.choice(kinds[:1] * 6 + kinds)
+        want.append(100 + k)
+        recs.append(codec.encode_record(body=rnd.randbytes(rnd.randrange(0, 300)), topic=topic,
+                                        properties=b"a\x01b\x02", queue_id=qid,
+                                        queue_offset=100 + k + rnd.choice([1, -1, 1 << 40]) if qoff else 100 + k,
+                                        physical_offset=0, born_timestamp_ms=1, born_host=bytes(8),
+                                        store_timestamp_ms=2, store_host=bytes(8)))
+    data = bytearray(b"".join(recs))
+    starts = np.cumsum([0] + [len(r) for r in recs]).astype(np.int64)[:-1]
+    sizes = np.asarray([len(r) for r in recs], np.int64)
+    for _ in range(rnd.randrange(0, 4)):                # bits flipped where the check reads, or anywhere
+        k = rnd.randrange(len(recs))
+        at = rnd.choice([12, 15, 20, 27, 84, 86, 87, 88 + len(recs[k]) - 111, rnd.randrange(len(recs[k]))])
+        data[int(starts[k]) + max(0, min(at, len(recs[k]) - 1))] ^= 1 << rnd.randrange(8)
+    for _ in range(rnd.randrange(0, 3)):                # damaged units: mid-record, or a wrong size
+        k = rnd.randrange(len(recs))
+        if rnd.random() < 0.5:
+            starts[k] = rnd.randrange(0, max(1, len(data) - 400))
+        else:
+            sizes[k] += rnd.choice([-1, 1, 40])
+            sizes[k] = min(sizes[k], len(data) - starts[k])
+    return bytes(data), starts, sizes, np.asarray(want, np.int64)
+
+
+def _stands_for(data: bytes, start: int, size: int, topic: bytes, queue_id: int, queue_offset: int) -> bool:
+    """What get() asks of one record: well-formed, intact and the one its unit stands for."""
+    try:
+        m = codec.decode_record(data, start, size)
+    except codec.CodecError:
+        return False
+    key = codec.topic_key(topic.decode("latin-1"))
+    return m.intact() and key is not None and m.stands_for(key, queue_id, queue_offset)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_records_not_the_ones_their_units_stand_for_are_found_alike(seed):
+    """damaged and frame_records with ``expect`` list the same records as their Python twins, and
+    exactly those get() refuses one by one (decode, intact, stands_for): CRC failures and records of
+    another topic, queue or queue offset, damaged units and flipped bits included."""
+    data, starts, sizes, qoffs = _strangers_batch(seed)
+    topic = [b"T", b"T", b"T", b"U", b"", b"t" * 255, b"t" * 256][seed % 7]
+    qid = [1, 1, 2, 1, 1, 1, 1 << 40][seed % 7 if seed % 5 else 6]
+    expect = (topic, qid, qoffs)
+    want = [k for k in range(len(starts)) if not _stands_for(data, int(starts[k]), int(sizes[k]), topic, qid,
+                                                             int(qoffs[k]))]
+    assert _accel.damaged(data, starts, sizes, expect) == integrity.py_damaged_records(data, starts, sizes,
+                                                                                       expect) == want
+    assert integrity.damaged_records(np.frombuffer(data, np.uint8), starts, sizes, expect) == want
+    assert _accel.damaged(data, starts, sizes) == integrity.py_damaged_records(data, starts, sizes)
+    room = seed % 3 * 8
+    a, bad_a, _ = _accel.frame_records(data, starts, sizes, room, None, expect)
+    b, bad_b, _ = framing.py_frame_records(data, starts, sizes, room, None, expect)
+    assert a == bytes(b) and bad_a == bad_b == want
+
+
+def test_the_expectation_is_checked_before_anything_is_read():
+    data, sizes = _records(3, damage=False)
+    starts = np.cumsum([0] + sizes).astype(np.int64)[:-1]
+    sz = np.asarray(sizes, np.int64)
+    for expect, error in (((b"T", 1, np.arange(2)), ValueError), ((b"T", 1), TypeError), (5, TypeError),
+                          (("T", 1, np.arange(3)), TypeError), ((b"T", 1 << 70, np.arange(3)), OverflowError)):
+        for call in (lambda e: _accel.damaged(data, starts, sz, e),
+                     lambda e: integrity.py_damaged_records(data, starts, sz, e),
+                     lambda e: _accel.frame_records(data, starts, sz, 0, None, e),
+                     lambda e: framing.py_frame_records(data, starts, sz, 0, None, e)):
+            with pytest.raises(error):
+                call(expect)
+    ok = (b"T", 1, np.arange(3))
+    assert _accel.damaged(data, starts, sz, ok) == integrity.py_damaged_records(data, starts, sz, ok) == []
+
+
 @pytest.mark.parametrize("starts, sizes", [([0], [10**6]), ([-1], [111]), ([5], [-1]), ([0, 0], [111]),
                                            ([2**62], [2**62]), ([2**63 - 1], [1]), ([1], [2**63 - 1])])
 def test_frame_records_refuse_a_record_outside_the_buffer(starts, sizes):

@@ -460,3 +460,17 @@ def test_prop_value_reads_what_encode_properties_wrote(props):
     raw = codec.encode_properties(props) + codec.RECORD_CRC_TAIL
     for name in _NAMES:
         assert codec.prop_value(codec.seek_properties(raw), codec.prop_name(name)) == props.get(name)
+
+
+# What a consume-queue unit stands for -------------------------------------------------
+
+def test_stands_for_compares_topic_queue_id_and_queue_offset():
+    m = decode_record(make(topic=b"TopicA", queue_id=3, queue_offset=42), 0)
+    key = codec.topic_key("TopicA")
+    assert key == b"\x06TopicA" and m.stands_for(key, 3, 42)
+    for k, qid, qoff in ((codec.topic_key("TopicAB"), 3, 42), (codec.topic_key("Topic"), 3, 42),
+                         (codec.topic_key("TopicB"), 3, 42), (codec.topic_key(""), 3, 42), (key, 4, 42),
+                         (key, 3, 43), (key, 3, 42 + (1 << 32)), (key, 3 - (1 << 32), 42)):
+        assert not m.stands_for(k, qid, qoff), (k, qid, qoff)
+    assert decode_record(make(topic=b"", queue_id=0, queue_offset=0), 0).stands_for(codec.topic_key(""), 0, 0)
+    assert codec.topic_key("x" * 255) == b"\xff" + b"x" * 255 and codec.topic_key("x" * 256) is None

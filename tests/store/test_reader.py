@@ -343,3 +343,36 @@ def test_a_queue_unit_pointing_at_a_record_of_another_queue_is_never_served(stor
     g = store.get_raw("A", 0, 0, max_count=8)
     assert [(m.topic, m.queue_id, m.body) for m in _records(g)] == [("A", 0, b"a%d" % i) for i in range(3)]
     assert store.reader.repair.found_again == 3
+
+
+def test_a_stranger_among_a_queues_records_is_left_out_and_the_rest_served(store):
+    """A damaged unit in the middle of a batch pointing at another topic's intact record, its own
+    record damaged too (nothing to find again: unit_repair.py): the stranger is skipped and counted,
+    the records around it are served in order by get and get_raw, and get_raw's frame is made again
+    without it (its header, its CRC cover only what is served)."""
+    import os
+
+    from tidemq.layout import list_segments, queue_dir
+    from tidemq.store.consume_queue import UNIT
+    a = store.put_batch([Message("A", b"a%d" % i, queue_id=0) for i in range(5)])
+    b = store.put_batch([Message("B", b"b0", queue_id=0)])
+    [(_, path)] = list_segments(OsFileIO(), queue_dir(os.path.join(store.config.root_dir, "consumequeue"), "A", 0))
+    [(_, log)] = list_segments(OsFileIO(), os.path.join(store.config.root_dir, "commitlog"))
+    for name, at, data in ((path, 2 * UNIT.size, UNIT.pack(b[0].commitlog_offset, b[0].size, 0)),
+                           (log, a[2].commitlog_offset + 90, b"\xff")):       # a2's body: its CRC fails
+        fd = os.open(name, os.O_WRONLY)
+        try:
+            os.pwrite(fd, data, at)
+        finally:
+            os.close(fd)
+    before = store.stats()["records_damaged"]
+    g = store.get("G", "A", 0, 0, max_count=8)
+    assert g.status is GetStatus.FOUND and g.next_offset == 5
+    assert [(m.body, m.queue_offset) for m in g.messages] == [(b"a0", 0), (b"a1", 1), (b"a3", 3), (b"a4", 4)]
+    g = store.get_raw("A", 0, 0, max_count=8, room=256, head=lambda *a: b"H")
+    assert g.status is GetStatus.FOUND and g.next_offset == 5
+    assert [(m.body, m.topic, m.queue_offset) for m in _records(g)] == \
+        [(b"a0", "A", 0), (b"a1", "A", 1), (b"a3", "A", 3), (b"a4", "A", 4)]
+    frame, room, headed = g.frame
+    assert headed and frame[:1] == b"H" and len(frame) == room + 4 * 4 + sum(int(s) for s in g.records[0])
+    assert store.stats()["records_damaged"] == before + 2

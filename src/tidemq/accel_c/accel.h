@@ -40,7 +40,8 @@
      append(...)                             pack prepared messages into a segment (commit_log.py)
      append_slices(...)                      pack messages given as slices of one buffer (commit_log.py)
      scan_run(buf, pos, limit, positions)    verify consecutive records (codec.scan_run)
-     damaged(buf, starts, sizes)             which records fail their CRCs (integrity.py)
+     damaged(buf, starts, sizes, expect)     which records fail their CRCs or are not the ones their
+                                             consume-queue units stand for (integrity.py)
      index_put(...)                          the index entries of a batch (index_file.py)
      index_put_hashed(...)                   the same from items already hashed (append_slices')
      frame_slices(raw, reserved, id_max, key)  a SendRecords frame parsed into arrays (send_records.py)
@@ -55,8 +56,9 @@
      id_hash(key, topic, id)                 the send dedup window's key of a message (dedup.py: SipHash)
      window_find(...), window_put(...)       the dedup window's tables (dedup.py)
      decode_run(cls, data, sizes)            records back to back as StoredMessage objects
-     frame_records(buf, starts, sizes, room, head)  a queue's records copied after room for a header,
-                                             checked, and the header written into the room (framing.py)
+     frame_records(buf, starts, sizes, room, head, expect)  a queue's records copied after room for a
+                                             header, checked (CRCs; topic, queue, queue offset), and the
+                                             header written into the room (framing.py)
      replica_scan(data, offset, segment_size, deleted, want_index)  a follower's frame checked and its
                                              consume-queue units and index items built (replica_scan.py)
    Each one's contract is in its Python twin's docstring; the argument lists are in the source
@@ -80,7 +82,7 @@
 #include <string.h>
 #include <structmember.h>
 
-#define ACCEL_VERSION 11
+#define ACCEL_VERSION 12
 
 #define MAGIC_U32 0xDAA320A7u
 #define OFF_BODY 88

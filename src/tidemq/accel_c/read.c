@@ -21,6 +21,57 @@ static int record_intact(const unsigned char *p, int64_t size) {
     return (int64_t)crc32_of(tc, p, OFF_BODY) == stored;
 }
 
+/* What a read through consume-queue units expects of each record (units have no CRC of their own:
+   a damaged unit can point at an intact record of another queue): its topic, queue id and queue
+   offset. Parsed from a caller's (topic bytes, queue id, queue offsets: an int64 buffer) by
+   expect_of, the topic copied (nothing another thread changes is read after the GIL is released). */
+typedef struct {
+    int on;
+    int64_t queue_id;
+    Py_ssize_t tlen;                    /* > 255: no record can be of it (TOPICLEN is one byte) */
+    unsigned char topic[256];
+} expect_t;
+
+/* Is the record at p (size bytes, within the buffer; intact or not) the one its unit stands for:
+   queue id e->queue_id, queue offset qoff, topic e->topic? Reads only bytes of the record. */
+static int record_is(const unsigned char *p, int64_t size, const expect_t *e, int64_t qoff) {
+    if (size < RECORD_MIN || e->tlen > 255) return 0;
+    if ((int64_t)(int32_t)rd32(p + 12) != e->queue_id || (int64_t)rd64(p + 20) != qoff) return 0;
+    int64_t blen = (int32_t)rd32(p + 84);
+    if (blen < 0 || blen > size - OFF_BODY - 1 - e->tlen) return 0;
+    const unsigned char *t = p + OFF_BODY + blen;
+    return t[0] == e->tlen && memcmp(t + 1, e->topic, (size_t)e->tlen) == 0;
+}
+
+/* expect (None, or (topic bytes, queue id, queue offsets)) into e, the offsets' buffer into qo
+   (its length checked against n records): 0, or -1 with an exception set (qo released by the caller
+   when qo->obj is set) */
+static int expect_of(PyObject *expect, Py_ssize_t n, expect_t *e, Py_buffer *qo) {
+    e->on = 0;
+    qo->obj = NULL;
+    if (expect == Py_None) return 0;
+    Py_buffer t;
+    long long qid;
+    if (!PyTuple_Check(expect) || !PyArg_ParseTuple(expect, "y*Ly*:expect", &t, &qid, qo)) {
+        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError, "expect must be None or (topic bytes, queue id, queue offsets int64)");
+        }
+        qo->obj = NULL;
+        return -1;
+    }
+    e->on = 1;
+    e->queue_id = qid;
+    e->tlen = t.len;
+    if (t.len <= 255) memcpy(e->topic, t.buf, (size_t)t.len);
+    PyBuffer_Release(&t);
+    if (qo->len != 8 * n) {
+        PyErr_SetString(PyExc_ValueError, "expect: one int64 queue offset per record");
+        return -1;
+    }
+    return 0;
+}
+
 /* scan_run(buf, pos, limit, positions=None) -> (pos, records, body bytes): codec.scan_run */
 PyObject *py_scan_run(PyObject *self, PyObject *args) {
     Py_buffer buf;
@@ -59,22 +110,28 @@ PyObject *py_scan_run(PyObject *self, PyObject *args) {
     return Py_BuildValue("nnL", pos, n, body_bytes);
 }
 
-/* damaged(buf, starts, sizes) -> list of indexes: integrity.damaged_records (starts, sizes:
-   int64 buffers of the same length; every record within buf) */
+/* damaged(buf, starts, sizes, expect=None) -> list of indexes: integrity.damaged_records (starts,
+   sizes: int64 buffers of the same length; every record within buf; expect: None, or (topic bytes,
+   queue id, queue offsets: an int64 buffer of the same length): a record that is not the one its
+   unit stands for is listed too) */
 PyObject *py_damaged(PyObject *self, PyObject *args) {
-    Py_buffer buf, st, sz;
-    if (!PyArg_ParseTuple(args, "y*y*y*:damaged", &buf, &st, &sz)) return NULL;
+    Py_buffer buf, st, sz, qo = {0};
+    PyObject *expect = Py_None;
+    expect_t e;
+    if (!PyArg_ParseTuple(args, "y*y*y*|O:damaged", &buf, &st, &sz, &expect)) return NULL;
     PyObject *out = NULL;
     if (st.len != sz.len || st.len % 8) {
         PyErr_SetString(PyExc_ValueError, "damaged: starts and sizes must be int64 arrays of one length");
         goto done;
     }
+    if (expect_of(expect, st.len / 8, &e, &qo) < 0) goto done;
     out = PyList_New(0);
     if (out == NULL) goto done;
     const unsigned char *b = (const unsigned char *)buf.buf;
     for (Py_ssize_t k = 0; k < st.len / 8; k++) {
         int64_t s = ld_i64(st.buf, k), z = ld_i64(sz.buf, k);
-        int ok = s >= 0 && z >= RECORD_MIN && s <= buf.len && z <= buf.len - s && record_intact(b + s, z);
+        int ok = s >= 0 && z >= RECORD_MIN && s <= buf.len && z <= buf.len - s &&
+                 record_intact(b + s, z) && (!e.on || record_is(b + s, z, &e, ld_i64(qo.buf, k)));
         if (!ok) {
             PyObject *v = PyLong_FromSsize_t(k);
             if (v == NULL || PyList_Append(out, v) < 0) {
@@ -86,6 +143,7 @@ PyObject *py_damaged(PyObject *self, PyObject *args) {
         }
     }
 done:
+    if (qo.obj != NULL) PyBuffer_Release(&qo);
     PyBuffer_Release(&buf);
     PyBuffer_Release(&st);
     PyBuffer_Release(&sz);
@@ -188,23 +246,27 @@ done:
 
 /* ---------------------------------------------------------------------- frame_records() */
 
-/* frame_records(buf, starts, sizes, room, head=None) -> (frame, bad, headed): record/framing.frame_records.
-   A new bytes object: ``room`` zero bytes, the sizes as i32 little-endian, then the records at
-   ``starts`` (int64 buffers of one length, each record within buf) copied back to back; ``bad``
-   lists the records that fail their CRCs, checked on the copy (a second pass: checking each
-   record right after its copy measured twice as slow). With ``head`` (a callable), the header is
-   written into the room in the same pass, before anything but this function has the object:
-   head(crc, bad) (crc: CRC-32 of everything after the room) answers the header's bytes (at most
-   ``room``) or None (``headed`` False: the room stays zero, for an answer made another way).
+/* frame_records(buf, starts, sizes, room, head=None, expect=None) -> (frame, bad, headed):
+   record/framing.frame_records. A new bytes object: ``room`` zero bytes, the sizes as i32
+   little-endian, then the records at ``starts`` (int64 buffers of one length, each record within
+   buf) copied back to back; ``bad`` lists the records that fail their CRCs, checked on the copy (a
+   second pass: checking each record right after its copy measured twice as slow) and, with
+   ``expect`` (topic bytes, queue id, queue offsets: damaged's), in the same pass those that are not
+   the records their units stand for. With ``head`` (a callable), the header is written into the
+   room in the same pass, before anything but this function has the object: head(crc, bad) (crc:
+   CRC-32 of everything after the room) answers the header's bytes (at most ``room``) or None
+   (``headed`` False: the room stays zero, for an answer made another way).
 
-   The starts and sizes are checked and copied before the GIL is released (nothing a caller's other
-   thread changes is read after); buf stays mapped meanwhile (the caller holds it), and nothing else
-   sees the new object until it is returned. */
+   The starts, sizes, queue offsets and topic are checked and copied before the GIL is released
+   (nothing a caller's other thread changes is read after); buf stays mapped meanwhile (the caller
+   holds it), and nothing else sees the new object until it is returned. */
 PyObject *py_frame_records(PyObject *self, PyObject *args) {
-    Py_buffer buf, st, sz;
+    Py_buffer buf, st, sz, qo = {0};
     Py_ssize_t room;
-    PyObject *head = Py_None;
-    if (!PyArg_ParseTuple(args, "y*y*y*n|O:frame_records", &buf, &st, &sz, &room, &head)) return NULL;
+    PyObject *head = Py_None, *expect = Py_None;
+    expect_t e;
+    e.on = 0;
+    if (!PyArg_ParseTuple(args, "y*y*y*n|OO:frame_records", &buf, &st, &sz, &room, &head, &expect)) return NULL;
     PyObject *frame = NULL, *bad = NULL, *out = NULL, *headed = Py_False;
     Py_ssize_t *bad_at = NULL, nbad = 0;
     int64_t *at = NULL;
@@ -219,11 +281,12 @@ PyObject *py_frame_records(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "frame_records: head must be callable or None");
         goto done;
     }
-    if (n > (PY_SSIZE_T_MAX - room) / 8) {
+    if (expect_of(expect, n, &e, &qo) < 0) goto done;
+    if (n > (PY_SSIZE_T_MAX - room) / 24) {
         PyErr_NoMemory();
         goto done;
     }
-    at = PyMem_Malloc(sizeof(int64_t) * 2 * (size_t)(n ? n : 1));       /* private copies: starts, sizes */
+    at = PyMem_Malloc(sizeof(int64_t) * 3 * (size_t)(n ? n : 1));   /* private copies: starts, sizes, queue offsets */
     bad_at = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n ? n : 1));
     if (at == NULL || bad_at == NULL) {
         PyErr_NoMemory();
@@ -241,6 +304,7 @@ PyObject *py_frame_records(PyObject *self, PyObject *args) {
         }
         at[2 * k] = s;
         at[2 * k + 1] = z;
+        if (e.on) at[2 * n + k] = ld_i64(qo.buf, k);
         total += (Py_ssize_t)z;
     }
     frame = PyBytes_FromStringAndSize(NULL, room + 4 * n + total);
@@ -262,7 +326,9 @@ PyObject *py_frame_records(PyObject *self, PyObject *args) {
     }
     rec = f + room + 4 * n;
     for (Py_ssize_t k = 0; k < n; k++) {
-        if (!record_intact(rec, at[2 * k + 1])) bad_at[nbad++] = k;
+        /* (the CRCs first: record_is then reads lines they have just read, in the cache) */
+        if (!record_intact(rec, at[2 * k + 1]) || (e.on && !record_is(rec, at[2 * k + 1], &e, at[2 * n + k])))
+            bad_at[nbad++] = k;
         rec += at[2 * k + 1];
     }
     if (want_crc) crc = crc32_of(0, f + room, (size_t)(4 * n + total));
@@ -294,6 +360,7 @@ done:
     Py_XDECREF(bad);
     PyMem_Free(bad_at);
     PyMem_Free(at);
+    if (qo.obj != NULL) PyBuffer_Release(&qo);
     PyBuffer_Release(&buf);
     PyBuffer_Release(&st);
     PyBuffer_Release(&sz);

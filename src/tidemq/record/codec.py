@@ -453,6 +453,12 @@ class StoredMessage:
         k = self.properties.get(PROP_KEYS)
         return [x for x in k.split(KEY_SEP) if x] if k else []
 
+    def stands_for(self, topic_key: bytes, queue_id: int, queue_offset: int) -> bool:
+        """Is this the record a consume-queue unit of queue ``queue_id`` at ``queue_offset`` stands
+        for, of the topic whose ``topic_key(topic)`` is given (a unit has no CRC of its own: a damaged
+        one can point at an intact record of another queue)? One comparison of each, no decoding."""
+        return self._tail.startswith(topic_key) and _QUEUE_AT(self._head, OFF_QUEUEID) == (queue_id, queue_offset)
+
     def intact(self) -> bool:
         """Do the body CRC and the record CRC hold (header, body, topic and properties as written)?"""
         head, tail = self._head, self._tail
@@ -481,6 +487,17 @@ class StoredMessage:
     def __repr__(self) -> str:
         return (f"StoredMessage(topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
                 f"commitlog_offset={self.commitlog_offset}, body={len(self.body)} bytes)")
+
+
+_QUEUE_AT = struct.Struct(">i4xq").unpack_from        # QUEUEID, (FLAG), QUEUEOFFSET
+assert OFF_QUEUEOFFSET == OFF_QUEUEID + 8
+
+
+def topic_key(topic: str) -> bytes | None:
+    """What a record's tail starts with when it is of ``topic``: TOPICLEN and the name
+    (StoredMessage.stands_for); None for a name no record can have (longer than TOPICLEN's byte)."""
+    name = topic.encode()
+    return bytes([len(name)]) + name if len(name) <= 255 else None
 
 
 _SIZE_MAGIC_BODYLEN = struct.Struct(">ii76xi")

@@ -25,7 +25,7 @@ import numpy as np
 from ..accel import ACCEL
 from ..bulk import gather_bytes
 from ..record.crc import crc32
-from .integrity import py_damaged_records
+from .integrity import Expect, expectation, py_damaged_records
 
 ROOM = 256          # what PullRecords' header needs (~210 bytes with every number at its longest)
 ROOM_MAX = 1 << 20
@@ -34,26 +34,31 @@ ROOM_MAX = 1 << 20
 Head = Callable[[int, list], "bytes | None"]
 
 
-def frame_records(buf, starts, sizes, room: int = 0, head: Head | None = None) -> tuple[bytes | bytearray, list[int],
-                                                                                           bool]:
+def frame_records(buf, starts, sizes, room: int = 0, head: Head | None = None,
+                  expect: Expect = None) -> tuple[bytes | bytearray, list[int], bool]:
     """(frame, bad, headed): the records at ``starts`` of ``buf`` (``sizes`` bytes each, every one
     within buf) laid out after ``room`` bytes and their sizes, the indices of those that fail their
-    CRCs (integrity.damaged_records' checks), and whether ``head`` wrote the room (its bytes, or None:
-    the room stays zero). ValueError for a record outside buf."""
+    CRCs (integrity.damaged_records' checks) or, given ``expect`` (topic bytes, queue id, each
+    record's queue offset), are not the records their consume-queue units stand for (checked in
+    the same pass), and whether ``head`` wrote the room (its bytes, or None: the room stays zero).
+    ValueError for a record outside buf."""
     starts = np.ascontiguousarray(starts, np.int64)
     sizes = np.ascontiguousarray(sizes, np.int64)
     if ACCEL is None:
-        return py_frame_records(buf, starts, sizes, room, head)
-    return ACCEL.frame_records(buf, starts, sizes, room, head)
+        return py_frame_records(buf, starts, sizes, room, head, expect)
+    return ACCEL.frame_records(buf, starts, sizes, room, head, expectation(expect))
 
 
-def py_frame_records(buf, starts: np.ndarray, sizes: np.ndarray, room: int = 0,
-                     head: Head | None = None) -> tuple[bytearray, list[int], bool]:
+def py_frame_records(buf, starts: np.ndarray, sizes: np.ndarray, room: int = 0, head: Head | None = None,
+                     expect: Expect = None) -> tuple[bytearray, list[int], bool]:
     """frame_records in Python: Arrow's gather, then the batch check (a bytearray, not bytes)."""
     if len(starts) != len(sizes) or not 0 <= room <= ROOM_MAX:
         raise ValueError("frame_records: starts and sizes must be int64 arrays of one length (room: 0 .. 1 MiB)")
     if head is not None and not callable(head):
         raise TypeError("frame_records: head must be callable or None")
+    expect = expectation(expect)
+    if expect is not None and len(expect[2]) != len(starts):
+        raise ValueError("expect: one int64 queue offset per record")
     n = len(buf)
     if len(starts) and ((starts < 0) | (sizes < 0) | (sizes > 0x7FFFFFFF) | (starts > n) | (sizes > n - starts)).any():
         raise ValueError("frame_records: a record lies outside the buffer")
@@ -62,7 +67,7 @@ def py_frame_records(buf, starts: np.ndarray, sizes: np.ndarray, room: int = 0,
     frame += sizes.astype("<i4").tobytes()
     frame += data
     at = np.cumsum(sizes) - sizes
-    bad = py_damaged_records(np.frombuffer(data, np.uint8), at, sizes)
+    bad = py_damaged_records(np.frombuffer(data, np.uint8), at, sizes, expect)
     headed = False
     if head is not None:
         h = head(crc32(memoryview(frame)[room:]), bad)

@@ -3,7 +3,10 @@ what the read paths refused to serve.
 
 Every read path checks a record before serving it: ``StoredMessage.intact()`` for one decoded
 message (``get``, ``get_by_commitlog_offset``), ``damaged_records`` for a batch of records as
-stored (``get_raw`` / PullRecords, the Spark decoder). A record passes when its body CRC and its
+stored (``get_raw`` / PullRecords, the Spark decoder). A read through consume-queue units also
+checks that each record is the one its unit stands for (``expect``: topic, queue id, queue offset;
+``StoredMessage.stands_for`` for one): a unit has no CRC of its own, and a damaged one can point at
+an intact record of another queue, which must never be served as this queue's. A record passes when its body CRC and its
 record CRC hold (codec.py: the record CRC covers the 88-byte header, TOTALSIZE, MAGIC and
 BODYLEN among it, and the tail, so its digits match only for the record written at that
 position with that size). The batch check reads the fixed fields and the CRC digits of every
@@ -20,7 +23,8 @@ import numpy as np
 
 from ..accel import ACCEL
 from .crc import crc32 as _crc32
-from .codec import CRC_DIGITS_BACK, OFF_BODY, OFF_BODYCRC, OFF_BODYLEN, RECORD_CRC_DIGITS, RECORD_MIN, TAIL_MIN
+from .codec import (CRC_DIGITS_BACK, OFF_BODY, OFF_BODYCRC, OFF_BODYLEN, OFF_QUEUEID, OFF_QUEUEOFFSET,
+                    RECORD_CRC_DIGITS, RECORD_MIN, TAIL_MIN)
 
 log = logging.getLogger("tidemq.store")
 
@@ -30,21 +34,63 @@ _POW10 = 10 ** np.arange(RECORD_CRC_DIGITS, dtype=np.int64)[::-1]
 _TAIL_END = np.arange(CRC_DIGITS_BACK, dtype=np.int64)        # the digits and the separator after them
 _CRC_AND_LEN = np.r_[np.arange(OFF_BODYCRC, OFF_BODYCRC + 4), np.arange(OFF_BODYLEN, OFF_BODYLEN + 4)]
 _TAIL_ROOM = TAIL_MIN - CRC_DIGITS_BACK     # bytes a record needs after its body before the CRC digits
+_QUEUE_FIELDS = np.r_[np.arange(OFF_QUEUEID, OFF_QUEUEID + 4), np.arange(OFF_QUEUEOFFSET, OFF_QUEUEOFFSET + 8)]
+
+# expect: (topic bytes, queue id, each record's queue offset): what records read through consume-queue
+# units must be (a record that is not is listed with the damaged ones)
+Expect = tuple[bytes, int, np.ndarray] | None
 
 
-def damaged_records(buf, starts, sizes) -> list[int]:
+def expectation(expect) -> tuple[bytes, int, np.ndarray] | None:
+    """``expect`` as the compiled loops take it: (bytes, int, contiguous int64 array); None stays None."""
+    if expect is None:
+        return None
+    if not isinstance(expect, tuple) or len(expect) != 3 or not isinstance(expect[0], (bytes, bytearray)):
+        raise TypeError("expect must be None or (topic bytes, queue id, queue offsets int64)")
+    topic, queue_id, queue_offsets = expect
+    if not -(1 << 63) <= queue_id < 1 << 63:
+        raise OverflowError("expect: the queue id is out of the int64 range")
+    return bytes(topic), int(queue_id), np.ascontiguousarray(queue_offsets, np.int64)
+
+
+def damaged_records(buf, starts, sizes, expect: Expect = None) -> list[int]:
     """Indices of the records at ``starts`` (of ``sizes`` bytes, as consume-queue units say;
-    each within ``buf``: an mmap, bytes or a numpy uint8 array) that fail their checks: one C
-    loop (tidemq._accel.damaged) when tidemq.accel has it, else py_damaged_records."""
+    each within ``buf``: an mmap, bytes or a numpy uint8 array) that fail their checks, or (given
+    ``expect``: topic bytes, queue id, each record's queue offset) are not the records their units
+    stand for: one C loop (tidemq._accel.damaged) when tidemq.accel has it, else py_damaged_records."""
     if ACCEL is None:
-        return py_damaged_records(buf, starts, sizes)
-    return ACCEL.damaged(buf, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(sizes, np.int64))
+        return py_damaged_records(buf, starts, sizes, expect)
+    return ACCEL.damaged(buf, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(sizes, np.int64),
+                         expectation(expect))
 
 
-def py_damaged_records(buf, starts, sizes) -> list[int]:
+def py_not_theirs(a: np.ndarray, p: np.ndarray, sizes: np.ndarray, body_len: np.ndarray, expect) -> np.ndarray:
+    """Which of the records at ``p`` of ``a`` (``sizes`` bytes each, at least RECORD_MIN, within
+    ``a``; ``body_len``: their BODYLEN read unsigned) are not the ones their units stand for:
+    another queue id, queue offset or topic than ``expect``'s (expectation's: topic bytes, queue id,
+    queue offsets).
+    Reads only bytes of each record (a topic that cannot fit is not read)."""
+    topic, queue_id, queue_offsets = expect
+    tl = len(topic)
+    if tl > 255 or not len(p):                          # TOPICLEN is one byte: no record can be of it
+        return np.ones(len(p), bool)
+    f = np.ascontiguousarray(a[p[:, None] + _QUEUE_FIELDS])
+    qid = f[:, :4].copy().view(">i4")[:, 0].astype(np.int64)
+    qoff = f[:, 4:].copy().view(">i8")[:, 0]
+    fits = body_len <= sizes - (OFF_BODY + 1 + tl)
+    t = np.where(fits, p + OFF_BODY + body_len, p)       # TOPICLEN and the topic, within the record
+    named = a[np.minimum(t[:, None] + np.arange(tl + 1), len(a) - 1)]
+    same = fits & (named[:, 0] == tl) & (named[:, 1:] == np.frombuffer(topic, np.uint8)).all(axis=1)
+    return ~(same & (qid == queue_id) & (qoff == queue_offsets))
+
+
+def py_damaged_records(buf, starts, sizes, expect: Expect = None) -> list[int]:
     """damaged_records in Python: the fixed fields with numpy, the CRCs per record."""
     starts = np.asarray(starts, np.int64)
     sizes = np.asarray(sizes, np.int64)
+    expect = expectation(expect)
+    if expect is not None and len(expect[2]) != len(starts):
+        raise ValueError("expect: one int64 queue offset per record")
     n = len(buf)
     # too small, or not within buf (compared by differences: no sum can overflow): damaged, never read
     small = (sizes < RECORD_MIN) | (starts < 0) | (starts > n) | (sizes > n - np.minimum(np.maximum(starts, 0), n))
@@ -57,10 +103,12 @@ def py_damaged_records(buf, starts, sizes) -> list[int]:
     try:
         fixed = a[p[:, None] + _CRC_AND_LEN]                  # (n, 8): BODYCRC, BODYLEN
         last = a[(ends - CRC_DIGITS_BACK)[:, None] + _TAIL_END]   # (n, 11): the digits, the separator
+        be = fixed.view(">u4")                      # big-endian, unsigned: a negative length is huge
+        body_crc, body_len = be[:, 0].astype(np.int64), be[:, 1].astype(np.int64)
+        strangers = None if expect is None else py_not_theirs(a, p, sizes[idx], body_len,
+                                                              (expect[0], expect[1], expect[2][idx]))
     finally:
         del a                                   # no numpy view may pin an mmap past this call
-    be = fixed.view(">u4")                      # big-endian, unsigned: a negative length is huge
-    body_crc, body_len = be[:, 0].astype(np.int64), be[:, 1].astype(np.int64)
     digits = last[:, :RECORD_CRC_DIGITS] - ord("0")           # uint8: anything but a digit is >= 10
     ok = (digits < 10).all(axis=1) & (last[:, RECORD_CRC_DIGITS] == 2)   # the separator
     stored = digits.astype(np.int64) @ _POW10
@@ -84,6 +132,8 @@ def py_damaged_records(buf, starts, sizes) -> list[int]:
         mv.release()
     ok &= (np.array(bodies, np.int64) & 0x7FFFFFFF) == body_crc
     ok &= np.array(records, np.int64) == stored
+    if strangers is not None:
+        ok &= ~strangers
     if not ok.all():
         bad += idx[~ok].tolist()
         if len(bad) > 1:

@@ -146,7 +146,8 @@ def decode(buf, positions: np.ndarray, sizes: np.ndarray, crc_checked: bool = Fa
     held, the archive's walk of a segment): only their layout is checked again. ``expect``: (topic,
     queue id, each record's queue offset) the records must be (read through consume-queue units, which
     have no CRC of their own: a damaged unit can point at an intact record of another queue); one
-    that is not is skipped as damaged."""
+    that is not is skipped as damaged (checked in damaged_records' pass over each record, with its
+    CRCs: given ``expect``, those are checked whatever ``crc_checked`` says)."""
     if not isinstance(buf, np.ndarray):
         buf = np.frombuffer(buf, np.uint8)
     positions = np.asarray(positions, np.int64)
@@ -170,17 +171,14 @@ def decode(buf, positions: np.ndarray, sizes: np.ndarray, crc_checked: bool = Fa
     pp = np.where(good, ppos, positions)
     plen = (buf[pp].astype(np.int64) << 8) | buf[pp + 1]
     good &= (codec.FIXED_OVERHEAD + blen + tlen + plen == sizes) & (plen >= _HIDDEN)
-    if expect is not None:
-        topic, qid, qoffs = expect
-        name = np.frombuffer(topic.encode(), np.uint8)
-        qoffs = np.asarray(qoffs, np.int64)[ok] if not ok.all() else np.asarray(qoffs, np.int64)
-        at = np.minimum(np.where(good, tpos, 0)[:, None] + np.arange(len(name) + 1), end - 1)
-        named = buf[at]
-        good &= (h["queue_id"] == qid) & (h["queue_offset"] == qoffs) & (named[:, 0] == len(name)) & \
-            (named[:, 1:] == name).all(axis=1)
-    if not crc_checked:
+    if not crc_checked or expect is not None:
         idx = np.flatnonzero(good)           # well-formed: their body and record CRCs must hold too
-        damaged = damaged_records(buf, positions[idx], sizes[idx])
+        mine = None
+        if expect is not None:               # and each must be the record its unit stands for
+            topic, qid, qoffs = expect
+            qoffs = np.asarray(qoffs, np.int64)
+            mine = (topic.encode(), qid, (qoffs[ok] if not ok.all() else qoffs)[idx])
+        damaged = damaged_records(buf, positions[idx], sizes[idx], mine)
         if damaged:
             good[idx[damaged]] = False
     skipped = n_in - int(good.sum())

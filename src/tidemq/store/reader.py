@@ -152,6 +152,7 @@ class StoreReader:
         find = self.segments.find
         decode = codec.decode_record
         sealed = self.commit_log.sealed
+        key = codec.topic_key(topic)            # what each record's tail must start with (stands_for)
         mf = None
         mend = 0
         try:
@@ -202,8 +203,7 @@ class StoreReader:
                 # damage kept by recovery, or a unit (no CRC of its own) pointing at an intact record
                 # that is not the one it stands for (another topic, queue or queue offset): skipped,
                 # counted, logged, never served
-                if (m is None or not m.intact() or m.queue_offset != offset + used - 1 or m.queue_id != queue_id
-                        or m.topic != topic):
+                if m is None or key is None or not m.stands_for(key, queue_id, offset + used - 1) or not m.intact():
                     if self._found(cq, topic, queue_id, offset + used - 1):
                         # the unit is damaged, its record intact in the log: read again with it
                         return AGAIN
@@ -294,7 +294,8 @@ class StoreReader:
         answers with: ``head(next_offset, min_offset, max_offset, count, crc)`` (crc: CRC-32 of the
         sizes and records), given, answers the header frame_records writes into the room as it
         makes the frame (``frame`` is (frame, room, whether it did)). Every record's CRCs
-        are checked on the copy; one that fails them is never served (skipped, counted, logged).
+        are checked on the copy, and that it is the record its unit stands for (topic, queue id,
+        queue offset); one that fails either is never served (skipped, counted, logged).
         No tag filter; the store's in-memory/from-disk count limits do not apply (the
         caller bounds the batch by max_count and max_bytes)."""
         q = self.readable_queue(topic, queue_id, offset)
@@ -341,14 +342,13 @@ class StoreReader:
             take = take[within]
             used = int(take[-1]) + 1 if len(take) < int(alive[first:stop].sum()) else stop
             sizes = size[take]
+            # each record's CRCs, and that it is the one its unit stands for (this topic, queue and
+            # queue offset: a unit has no CRC of its own), checked in the pass that copies it
             frame, bad, headed = frame_records(mf.mapping, cl_off[take] - mf.start_offset, sizes, room,
-                                               _head(head, offset + used, mn, mx, len(sizes)))
+                                               _head(head, offset + used, mn, mx, len(sizes)),
+                                               (topic.encode(), queue_id, offset + take))
         finally:
             mf.release()
-        strangers = _strangers(frame, room + 4 * len(sizes) + np.cumsum(sizes) - sizes, bad, topic, queue_id,
-                               offset + take)
-        if len(strangers):
-            bad = sorted({int(k) for k in bad} | {int(k) for k in strangers})
         if bad:                                         # never served: skipped, counted, logged
             end = self._log_end()
             if sum(self.repair.find(cq, topic, queue_id, offset + int(take[k]), end) for k in bad):
@@ -451,36 +451,4 @@ class StoreReader:
             else:
                 lo = mid + 1
         return lo
-
-
-# the record header's bytes _strangers reads (codec's layout): QUEUEID, FLAG, QUEUEOFFSET at 12..28, BODYLEN at 84..88
-_HEAD_COLUMNS = np.concatenate((np.arange(12, 28), np.arange(84, 88)))
-_HEAD_FIELDS = np.dtype([("queue_id", ">i4"), ("flag", ">i4"), ("queue_offset", ">i8"), ("body_len", ">i4")])
-
-
-def _strangers(frame, at, bad, topic: str, queue_id: int, queue_offsets) -> np.ndarray:
-    """Indexes of the records laid out in ``frame`` at ``at`` (their CRCs passed: those in ``bad``
-    did not and are left out) that are not the ones their units stand for: another topic, queue or
-    queue offset than ``topic``, ``queue_id`` and ``queue_offsets`` (a damaged consume-queue unit,
-    which has no CRC of its own, pointing at another intact record). Vectorised over the batch."""
-    n = len(at)
-    if n == 0:
-        return np.zeros(0, np.int64)
-    b = np.frombuffer(frame, np.uint8)
-    last = len(b) - 1
-    at = np.asarray(at, np.int64)
-    good = np.ones(n, bool)
-    if len(bad):
-        good[np.asarray(bad, np.int64)] = False
-    at = np.where(good, at, 0)              # a record that failed its CRCs is not read here
-    head = b[np.minimum(at[:, None] + _HEAD_COLUMNS, last)]        # queue id, flag, queue offset, body length
-    fields = np.ascontiguousarray(head).view(_HEAD_FIELDS).ravel()
-    name = np.frombuffer(topic.encode(), np.uint8)
-    tpos = at + 88 + np.maximum(fields["body_len"].astype(np.int64), 0)
-    # the topic's length byte and its bytes, compared with the name's
-    tail = b[np.minimum(tpos[:, None] + np.arange(len(name) + 1), last)]
-    same_topic = (tail[:, 0] == len(name)) & (tail[:, 1:] == name).all(axis=1)
-    qid, qoff = fields["queue_id"], fields["queue_offset"]
-    wrong = good & ((qid != queue_id) | (qoff != np.asarray(queue_offsets, np.int64)) | ~same_topic)
-    return np.flatnonzero(wrong)
 

@@ -5,12 +5,15 @@ import java.nio.ByteBuffer;
 /**
  * File mode: a queue's range read from the store's files (StoreFiles), as
  * tidemq.spark.backend.FileBackend reads it: units whose records are gone (their segment
- * deleted, the unit empty) and records failing Records.check are offsets not served.
+ * deleted, the unit empty), records failing Records.check and records that are not the ones
+ * their units stand for (Records.standsFor: another topic, queue or queue offset) are offsets
+ * not served.
  */
 final class FileRangeReader extends RangeReader {
     private static final int UNITS = BatchBuilder.CAPACITY;
 
     private final StoreFiles files;
+    private final byte[] topic;
     private final ByteBuffer units = ByteBuffer.allocate(UNITS * StoreFiles.UNIT_SIZE);
     private int unitCount, unitAt;
     private long pendingLost;
@@ -18,6 +21,7 @@ final class FileRangeReader extends RangeReader {
     FileRangeReader(RangePartition part) throws java.io.IOException {
         super(part);
         files = new StoreFiles(part.commitlogDirs, part.queueDir);
+        topic = part.topic.getBytes(java.nio.charset.StandardCharsets.UTF_8);
         long first = files.firstUnit();
         if (part.tiered()) {                             // what the log no longer holds: archived before
             long cut = files.firstLive(at, part.end);    // it was cleaned (since planning)
@@ -45,13 +49,15 @@ final class FileRangeReader extends RangeReader {
                     return;
                 }
             }
+            long queueOffset = at - unitCount + unitAt;  // what the unit stands for (at: past the chunk)
             int u = unitAt++ * StoreFiles.UNIT_SIZE;
             long offset = units.getLong(u);
             int size = units.getInt(u + 8);
             int seg = size > 0 ? files.locate(offset) : -1;
             ByteBuffer buf = seg >= 0 ? files.segment(seg) : null;
             long pos = buf == null ? -1 : offset - files.segmentStart(seg);
-            if (buf != null && pos <= Integer.MAX_VALUE && Records.check(buf, (int) pos, size, false, crc)) {
+            if (buf != null && pos <= Integer.MAX_VALUE && Records.check(buf, (int) pos, size, false, crc)
+                    && Records.standsFor(buf, (int) pos, topic, part.queue, queueOffset)) {
                 rows.add(buf, (int) pos, size);
             } else {
                 pendingLost++;

@@ -103,4 +103,26 @@ final class Records {
         crc.update(buf.slice(pos, OFF_BODY));
         return crc.getValue() == stored;
     }
+
+    /**
+     * Whether the record at {@code pos} (one {@link #check} passed) is the one a consume-queue unit
+     * of {@code topic} (its bytes) queue {@code queueId} at {@code queueOffset} stands for: a unit has
+     * no CRC of its own, and a damaged one can point at an intact record of another queue
+     * (tidemq.record.integrity: the Python readers' and the store's check).
+     */
+    static boolean standsFor(ByteBuffer buf, int pos, byte[] topic, int queueId, long queueOffset) {
+        if (buf.getInt(pos + OFF_QUEUEID) != queueId || buf.getLong(pos + OFF_QUEUEOFFSET) != queueOffset) {
+            return false;
+        }
+        int tpos = pos + OFF_BODY + buf.getInt(pos + OFF_BODYLEN);
+        if ((buf.get(tpos) & 0xFF) != topic.length) {
+            return false;
+        }
+        for (int i = 0; i < topic.length; i++) {
+            if (buf.get(tpos + 1 + i) != topic[i]) {
+                return false;
+            }
+        }
+        return true;
+    }
 }
