@@ -40,6 +40,16 @@ runs on the loop too (``MessageStore(stepped_flush=True)``, ``SimMember._flusher
 a seeded ``fsync_s`` of virtual time, so followers may confirm a record before the leader's fsync of
 it ends, and no real thread decides the order: the same seed is the same run.
 
+The coordination takes its time, as ZooKeeper and a busy broker do (each random run draws its bounds,
+each event a delay within them; scripted scenarios run without): a session expires up to one tickTime
+after its deadline (ZooKeeper's expiry buckets), a watch's notification is on its way a while, each
+coordinator step waits its thread's wake-up and round trips, a leader's step-down after its log
+failed waits two writes more, an election's winner learns of its record a write's round trip later,
+a change of role reaches the loop a while after the step asked for it, and a leader's stream may be
+busy sending a frame while the log moves on. The window between a fault and the group's answer to it
+is then as wide as it is with real processes (an instantaneous coordinator closed them: a leader whose
+log failed kept streaming after its cut for long enough only in an e2e run, fixed in 5a1604c).
+
 ``python -m tests.sim.group_sim SEED [--async]`` replays one seed with the group's log;
 ``python -m tests.sim.group_sim --seeds N [--from K] [--async]`` prints the figures of seeds K..K+N-1.
 """
@@ -86,6 +96,15 @@ SETTLE_S = 60.0                  # after healing, the group must settle within t
 # marker in the directory, and a fault it met would take the directory offline at a moment the seed
 # does not decide (a full disk's marker write failing takes it offline for good: store/disk.py)
 SEGMENT_FILES = "commitlog/0"
+# how long the coordination takes, as with ZooKeeper and a busy broker (each run draws one of each, then
+# every event draws within it: GroupSim.__init__); scripted scenarios run without (their timing is theirs)
+ZK_TICK_S = (0.05, 0.1, 0.25, 0.5)       # the server's tickTime: a session expires up to one tick after its deadline
+NOTIFY_S_MAX = (0.0005, 0.002, 0.01, 0.05)   # a watch's notification on its way to the member
+STEP_S_MAX = (0.0005, 0.005, 0.02, 0.08)     # a wake-up to the coordinator's step (its thread, its round trips)
+APPLY_S_MAX = (0.0005, 0.002, 0.01, 0.05)    # a step's change of role (lead, follow, fence) to the loop running it
+ZK_WRITE_S_MAX = (0.002, 0.02, 0.1, 0.3)     # a write's round trip (ZooKeeper fsyncs its log first): a leader's
+                                             # step-down (two writes), an election's record (the lead then applied)
+SEND_S_MAX = (0.0, 0.0005, 0.003, 0.01)      # a leader's stream sending a frame (gRPC's write: the loop, the window)
 
 log = logging.getLogger("tidemq.sim")
 
@@ -207,6 +226,32 @@ class SimMember:
         while self.paused:
             await self._resume.wait()
 
+    async def _step_gate(self) -> None:
+        """Before each of the coordinator's steps: stopped, it waits; then the step takes its time (a
+        seeded draw: its thread's wake-up and its round trips to ZooKeeper; a leader's step-down after
+        its log failed: two writes more), so that such a leader steps down some time after, not at once."""
+        await self.gate()
+        sim, node = self.sim, self.node
+        d = sim.lag(sim.step_s_max)
+        if node.leading and node.step_down_wanted:
+            d += sim.lag(sim.zk_write_s_max) + sim.lag(sim.zk_write_s_max)    # it leaves the set, the lease goes
+        if d:
+            await asyncio.sleep(d)
+            await self.gate()
+
+    def _applied_late(self, apply):
+        """node.apply, run a seeded while after the step asked for it (the coordinator thread hands it to
+        the loop, busy with other work: run_coroutine_threadsafe)."""
+        async def applied(a) -> None:
+            d = self.sim.lag(self.sim.apply_s_max)
+            if a.kind == "lead":
+                d += self.sim.lag(self.sim.zk_write_s_max)      # the election's record written: the answer's way back
+            if d:
+                await asyncio.sleep(d)
+                await self.gate()
+            await apply(a)
+        return applied
+
     # life ---------------------------------------------------------------------------------------
     async def start(self) -> None:
         sim = self.sim
@@ -218,7 +263,8 @@ class SimMember:
         self.node = ReplicationNode(self, replication_config(self.name, sim.mode, sim.min_in_sync), clock=sim.clock,
                                     transport=sim.net.transport(self.name), coordination=session,
                                     coordinator_thread=False)
-        self.node.gate = self.gate
+        self.node.gate = self._step_gate
+        self.node.apply = self._applied_late(self.node.apply)
         self.node.acks.timeout_s = PUT_WAIT_S  # then the client's resend confirms it
         self.puts, self.resends = None, None  # (the node's first role change builds them: activate)
         self.alive = True
@@ -371,13 +417,26 @@ class GroupSim:
         self.sync_flush = sync_flush if sync_flush is not None else self.rng.random() < 0.3
         # how long a leader's group commit fsync takes (its own draw: the others' stay as they were)
         self.fsync_s = random.Random(seed * 104_729 + 3).choice((0.0002, 0.001, 0.004, 0.015))
+        # how long the coordination takes in this run (its own draws: the others' stay as they were)
+        timing = random.Random(seed * 1_000_003 + 17)
+        lags = script is None
+        self.zk_tick_s = timing.choice(ZK_TICK_S) if lags else 0.0
+        self.notify_s_max = timing.choice(NOTIFY_S_MAX) if lags else 0.0
+        self.step_s_max = timing.choice(STEP_S_MAX) if lags else 0.0
+        self.apply_s_max = timing.choice(APPLY_S_MAX) if lags else 0.0
+        self.zk_write_s_max = timing.choice(ZK_WRITE_S_MAX) if lags else 0.0
+        self.send_s_max = timing.choice(SEND_S_MAX) if lags else 0.0
+        self.lag_rng = random.Random(seed * 2_750_159 + 19)    # each event's draw within them
         self.clock = ManualClock()
         self.coord = EpochRecorder(self.clock, self._epoch_began)
+        self.coord.tick_s = self.zk_tick_s
         self.net = MemoryNetwork(self.rng, latency_s=0.0005, jitter_s=self.rng.choice([0.0, 0.002, 0.02]),
                                  reset_rate=self.rng.choice([0.0, 0.0, 0.002]))
         self.members = {n: SimMember(self, n) for n in NAMES}
         for m in self.members.values():
             self.net.add(m)
+        if self.send_s_max:
+            self.net.send_delay = lambda size: self.lag(self.send_s_max)
         self.stats = Stats()
         self.acks: dict[int, Ack] = {}
         self.bodies: dict[int, bytes] = {}
@@ -396,9 +455,15 @@ class GroupSim:
 
     def fail(self, what: str) -> None:
         raise SimFailure(f"seed {self.seed} ({self.mode}, min {self.min_in_sync}, "
-                         f"{'SYNC_FLUSH' if self.sync_flush else 'ASYNC_FLUSH'}): {what}\n"
+                         f"{'SYNC_FLUSH' if self.sync_flush else 'ASYNC_FLUSH'}, lags: tick {self.zk_tick_s} s, "
+                         f"notify {self.notify_s_max} s, step {self.step_s_max} s, apply {self.apply_s_max} s, "
+                         f"write {self.zk_write_s_max} s, send {self.send_s_max} s): {what}\n"
                          f"replay: python -m tests.sim.group_sim {self.seed}{' --async' if self.mode == 'ASYNC' else ''}"
                          f"\nlast events:\n" + "\n".join(self.trace[-25:]))
+
+    def lag(self, max_s: float) -> float:
+        """One event's delay, drawn within this run's bound (0: none)."""
+        return self.lag_rng.uniform(0.0, max_s) if max_s else 0.0
 
     def leaders(self) -> list[SimMember]:
         return [m for m in self.members.values() if m.alive and m.node.leading and not m.node.fenced]
@@ -449,10 +514,12 @@ class GroupSim:
         return self
 
     async def _main(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self.notify_s_max:
+            self.coord.deliver = lambda wake: loop.call_later(self.lag(self.notify_s_max), wake)
         try:
             for m in self.members.values():
                 await m.start()
-            loop = asyncio.get_running_loop()
             self._tasks = [loop.create_task(self._producer()), loop.create_task(self._consumer()),
                            loop.create_task(self._watch())]
             if self.script is not None:

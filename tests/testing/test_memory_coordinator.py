@@ -3,6 +3,8 @@ that expire when the service stops hearing from them, ephemeral nodes that go wi
 compare-and-set, transactions, one-shot watches, a client cut off going SUSPENDED and, back after
 its session expired, LOST then a new session."""
 
+import math
+
 from tidemq.broker.replication.coordination import Check, Create, SessionState, SetData, Unreachable
 from tidemq.io import ManualClock
 from tidemq.testing.memory_coordinator import MemoryCoordinatorService
@@ -103,3 +105,45 @@ def test_watchers_are_woken_in_the_order_they_watched():
     woken.clear()
     clients[0].set("/x", b"1")
     assert woken == [c.name for c in order]
+
+
+def test_with_a_tick_a_session_expires_at_the_first_tick_at_or_after_its_deadline():
+    clock = ManualClock()
+    svc = MemoryCoordinatorService(clock, tick_s=0.5)
+    a = svc.client("a", 1.0)
+    a.start()
+    a.create("/leader", b"a", ephemeral=True)
+    heard = clock.monotonic_s()
+    bucket = math.ceil((heard + 1.0) / 0.5 - 1e-9) * 0.5      # ZooKeeper's expiry bucket for it
+    svc.cut("a")
+    clock.advance(bucket - clock.monotonic_s() - 0.001)
+    assert svc.tick() == [] and svc.get("/leader") is not None, "due, but its bucket has not come"
+    clock.advance(0.001)
+    assert svc.tick() == [a.session_id] and svc.get("/leader") is None
+
+
+def test_without_a_tick_a_session_expires_at_its_deadline():
+    clock, svc, a, b = world(timeout_s=1.0)
+    svc.cut("a")
+    clock.advance(0.5)
+    assert b.ping()
+    clock.advance(0.499)
+    assert svc.tick() == []
+    clock.advance(0.001)
+    assert svc.tick() == [a.session_id]
+
+
+def test_a_watch_notification_goes_through_deliver_and_wakes_its_client_only_when_delivered():
+    clock = ManualClock()
+    pending = []
+    svc = MemoryCoordinatorService(clock, deliver=pending.append)
+    a, b = svc.client("a", 1.0), svc.client("b", 1.0)
+    a.start()
+    b.start()
+    woken = []
+    b.set_waker(lambda: woken.append("b"))
+    assert b.get("/leader", watch=True) is None
+    a.create("/leader", b"a", ephemeral=True)
+    assert woken == [] and len(pending) == 1, "on its way: not yet delivered"
+    pending.pop()()
+    assert woken == ["b"]

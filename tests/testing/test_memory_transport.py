@@ -115,3 +115,27 @@ def test_a_stopped_member_reads_nothing_until_it_runs_and_a_killed_one_resets():
             with pytest.raises(TransportError):
                 await ch.epochs(1.0)
     run(main, ManualClock())
+
+
+def test_a_server_streams_send_takes_the_time_send_delay_says():
+    net, _, _ = net_of()
+    sizes = []
+
+    def delay(size):
+        sizes.append(size)
+        return 0.5
+
+    net.send_delay = delay
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        async with net.transport("a").connect("b:1") as ch:
+            s = ch.stream()
+            t0 = loop.time()
+            await s.write(b"x")
+            assert await s.read() == b"echo x"
+            return loop.time() - t0
+
+    took = run(main, ManualClock())      # (without it: 0.02, the way there and back)
+    assert sizes == [len(b"echo x")], "asked once, with the frame's size"
+    assert took >= 0.5 + 0.01, "the send's time, then the frame's way back"

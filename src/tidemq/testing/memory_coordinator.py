@@ -16,6 +16,12 @@ LOST (the request raises ``Unreachable``), then a new session is made at once (a
 transactions behave as ZooKeeper's; watches are one-shot and wake the client that set them (and
 every client wakes on its own session's state changes).
 
+Timing, as ZooKeeper's (both off by default: a session expires as soon as it is due, a watch wakes
+its client at once): ``tick_s``, the server's tickTime: its session tracker expires sessions in
+buckets, so a session goes at the first multiple of ``tick_s`` at or after its deadline (up to one
+tick late); ``deliver``, how a watch's notification reaches its client (called with the client's
+``wake``): the simulation delays it on its loop, as the notification crosses the network.
+
 Not modelled: a slow request (every request is answered at once or raises); the lag of a
 ZooKeeper follower server behind its leader (reads here are always current).
 """
@@ -23,6 +29,7 @@ ZooKeeper follower server behind its leader (reads here are always current).
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -47,8 +54,11 @@ class _Session:
 
 
 class MemoryCoordinatorService:
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, tick_s: float = 0.0,
+                 deliver: Callable[[Callable[[], None]], None] | None = None) -> None:
         self.clock = clock
+        self.tick_s = tick_s              # ZooKeeper's tickTime: sessions expire in buckets of it (0: at once)
+        self.deliver = deliver            # delivers a watch's notification (None: at once)
         self.nodes: dict[str, _Node] = {"/": _Node(b"", 0, 0)}
         self.sessions: dict[int, _Session] = {}
         self._cut: set[str] = set()
@@ -89,10 +99,17 @@ class MemoryCoordinatorService:
         sessions expired."""
         now = self.clock.monotonic_s()
         with self._lock:
-            due = [s for s in self.sessions.values() if s.alive and now - s.last_heard_s >= s.timeout_s]
+            due = [s for s in self.sessions.values() if s.alive and now >= self._expires_s(s)]
             for s in due:
                 self._expire(s)
             return [s.sid for s in due]
+
+    def _expires_s(self, s: _Session) -> float:
+        """When the session tracker expires ``s``: its deadline, rounded up to the next tick (its bucket)."""
+        due = s.last_heard_s + s.timeout_s
+        if self.tick_s <= 0:
+            return due
+        return math.ceil(due / self.tick_s - 1e-9) * self.tick_s
 
     def close_session(self, sid: int) -> None:
         with self._lock:
@@ -128,7 +145,10 @@ class MemoryCoordinatorService:
         for p in (path, _parent(path)):
             woken.update(self._watches.pop(p, {}))
         for c in woken:
-            c.wake()
+            if self.deliver is None:
+                c.wake()
+            else:
+                self.deliver(c.wake)
 
     # nodes ------------------------------------------------------------------------------------
     def _check(self, op: Op, sid: int) -> bool:

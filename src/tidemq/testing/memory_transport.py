@@ -13,7 +13,10 @@ TCP connection across a partition: each side finds out by its own timeouts); a c
 waits for its timeout. A connection resets (``reset_rate`` per frame: both sides see it break)
 as a dropped TCP connection does. A member that does not run (``gate``: paused, SIGSTOP) neither
 sends nor reads: frames wait for it. A killed member's connections reset at once and a call to
-it is refused; its server's streams are cancelled.
+it is refused; its server's streams are cancelled. ``send_delay`` (None: none) is how long a
+server stream's send of a frame takes (called with its size; seconds): gRPC's write awaits the
+loop and the connection's flow-control window, so a stream may be busy with one frame while the log
+moves on.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class MemoryNetwork:
         self.latency_s = latency_s
         self.jitter_s = jitter_s
         self.reset_rate = reset_rate
+        self.send_delay = None                      # (frame size) -> seconds a server stream's send takes
         self.peers: dict[str, object] = {}          # endpoint -> peer
         self._cut: set[frozenset] = set()
         self.conns: list[_Conn] = []
@@ -235,6 +239,10 @@ class MemoryChannel:
 
         async def send(frame: bytes) -> None:
             await dst.gate()
+            d = net.send_delay(len(frame)) if net.send_delay is not None else 0.0
+            if d:
+                await asyncio.sleep(d)              # the write awaits its turn (the loop, the window)
+                await dst.gate()
             net._send(c, "down", frame)
 
         async def serve():

@@ -450,6 +450,28 @@ def test_a_leader_that_wants_to_step_down_leaves_the_record_and_a_member_of_the_
     assert m0.leader_endpoint == w.members[w.leader()].endpoint
 
 
+def test_a_leader_that_steps_down_does_not_leave_the_set_to_members_recorded_ineligible():
+    """Found by the group simulation (seed 9286): a follower's log failed (ineligible), then the
+    leader's: it left the set ['m1', 'm2'] to m2 alone, which may not be elected, and no member
+    ever led again. It stays in the set (ineligible members do not count) and gives up the lease
+    only: it is elected again, in a new epoch beginning at its cut (node.py)."""
+    w = World({"m0": 0, "m1": 0})
+    w.start()
+    w.run(1.0)
+    assert w.leader() == "m0"
+    w.catch_up("m0", "m1")
+    w.run(0.2)
+    assert w.isr_record() == ["m0", "m1"]
+    m0 = w.members["m0"]
+    epoch = m0.epoch
+    assert w.members["m1"].gc.set_eligible(False)
+    m0.step_down_wanted = True
+    m0.lease.revoke()
+    w.run(WAIT_S + 1.0)
+    assert "m0" in w.isr_record(), "the set keeps a member that may be elected"
+    assert w.leader() == "m0" and m0.epoch > epoch and not m0.step_down_wanted
+
+
 def test_a_member_recorded_ineligible_is_never_elected_until_it_says_it_may_be_again():
     """A follower whose commit log failed (node.py: set_eligible(False) before it drops a byte) is
     not elected, though in the recorded set with the longest log; once it has the high watermark

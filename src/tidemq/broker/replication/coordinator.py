@@ -443,12 +443,16 @@ class GroupCoordinator:
 
     def step_down(self) -> bool:
         """This leader gives up its lease (its log failed: node.py) and, when the recorded set has other
-        members, leaves it first, so that one of them is elected. Blocking (a thread). False when it
-        cannot (the coordinator unreachable, the lease not its own): it goes on leading."""
+        members that may be elected, leaves it first, so that one of them is. Blocking (a thread). False
+        when it cannot (the coordinator unreachable, the lease not its own): it goes on leading."""
         node = self.node
         try:
             rec = self._read_isr()
-            if rec is not None and rec.epoch == node.epoch and node.member in rec.members and len(rec.members) > 1:
+            # (a member recorded ineligible may not be elected: a set of only such members had no
+            # leader ever again; then this one stays in it and is elected in a new epoch at its cut)
+            barred = set(self.c.children(self._p("ineligible"))) if rec is not None else set()
+            if rec is not None and rec.epoch == node.epoch and node.member in rec.members and \
+                    any(m != node.member and m not in barred for m in rec.members):
                 others = [m for m in rec.members if m != node.member]
                 doc = json.dumps({"epoch": rec.epoch, "members": others}).encode()
                 if not self.c.set(self._p("isr"), doc, rec.version):
