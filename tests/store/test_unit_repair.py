@@ -115,3 +115,21 @@ def test_a_stretch_of_zeroed_units_costs_no_message(make_config, open_store, pat
     got = _bodies_by_get(s) if path == "get" else _bodies_by_get_raw(s)
     assert len(got) == N and all(b"b%d" % i in r for i, r in enumerate(got)), got
     assert s.reader.repair.found_again == 5
+
+
+@pytest.mark.parametrize("path", ["get", "get_raw"])
+def test_a_unit_found_again_is_not_put_over_a_new_queue_of_that_name(make_config, open_store, path):
+    """What was found again stands for the queue file as it was: a topic deleted and made again (its
+    queues start empty, new records at the same queue offsets) is read from its own units, never
+    served the deleted topic's record the old damaged unit stood for."""
+    cfg, other = _filled(make_config, open_store)
+    _damage_unit(cfg, 2, DAMAGE["a stranger"](other))
+    s = open_store(cfg)
+    assert _bodies_by_get(s) == [b"b%d" % i for i in range(N)]
+    assert s.reader.repair.found_again == 1
+    s.delete_topic("T")
+    s.create_topic("T", 2)
+    for i in range(N):
+        assert s.put(Message("T", b"new%d" % i, queue_id=0)).ok
+    got = _bodies_by_get(s) if path == "get" else _bodies_by_get_raw(s)
+    assert len(got) == N and all(b"new%d" % i in r for i, r in enumerate(got)), got

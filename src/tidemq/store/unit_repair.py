@@ -19,7 +19,9 @@ record again instead:
 
 What is kept lives in memory (at most ``KEPT_MAX`` units; past it, forgotten and found again on
 demand): the queue file is not written from the read path (units are written by the dispatch
-only). ``tidemq verify`` reports the damaged units; a rebuild of the queue mends the file.
+only). Each kept unit goes with the bytes the queue file held there when it was looked for, and is
+put over those bytes only: a queue cut and written again (a replica's or a failed log's cut) or a
+topic deleted and made again reads its own units, never a unit found for what was there before. ``tidemq verify`` reports the damaged units; a rebuild of the queue mends the file.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ class UnitRepair:
     def __init__(self, commit_log, topics) -> None:
         self.commit_log = commit_log
         self.topics = topics
-        self.kept: dict[tuple[str, int], dict[int, bytes | None]] = {}    # None: looked for, not found
+        # (topic, queue id) -> queue offset -> (the unit the file held then, the unit found; None: not found)
+        self.kept: dict[tuple[str, int], dict[int, tuple[bytes, bytes | None]]] = {}
         self.count = 0
         self.found_again = 0          # damaged units whose record was found in the log (served)
         self.not_found = 0            # damaged units whose record is not in the log (skipped)
@@ -55,15 +58,17 @@ class UnitRepair:
         if not kept:
             return raw
         n = len(raw) // UNIT_SIZE
-        hits = [q for q, u in kept.items() if offset <= q < offset + n and u is not None] if len(kept) < n else \
-            [offset + i for i in range(n) if kept.get(offset + i) is not None]
-        if not hits:
-            return raw
-        out = bytearray(raw)
+        hits = [q for q in kept if offset <= q < offset + n] if len(kept) < n else \
+            [offset + i for i in range(n) if offset + i in kept]
+        out = None
         for q in hits:
+            seen, unit = kept.get(q, (None, None))
             i = (q - offset) * UNIT_SIZE
-            out[i:i + UNIT_SIZE] = kept[q]
-        return bytes(out)
+            if unit is not None and raw[i:i + UNIT_SIZE] == seen:     # the file still holds what was looked at
+                if out is None:
+                    out = bytearray(raw)
+                out[i:i + UNIT_SIZE] = unit
+        return raw if out is None else bytes(out)
 
     @staticmethod
     def suspects(off: np.ndarray, size: np.ndarray, log_min: int, log_end: int) -> list[int]:
@@ -74,14 +79,17 @@ class UnitRepair:
         bad = (size <= 0) | (off < 0) | ((size > 0) & (off >= log_min) & (off + size > log_end))
         return [int(i) for i in np.flatnonzero(bad)]
 
-    def known(self, topic: str, queue_id: int, q: int) -> bool:
+    def known(self, topic: str, queue_id: int, q: int, seen: bytes) -> bool:
+        """Whether unit ``q`` was looked for while the queue file held ``seen`` there."""
         kept = self.kept.get((topic, queue_id))
-        return kept is not None and q in kept
+        e = kept.get(q) if kept is not None else None
+        return e is not None and e[0] == seen
 
     def find(self, cq, topic: str, queue_id: int, q: int, end: int) -> bool:
         """Look for the record of unit ``q`` of ``cq`` in the log (up to log offset ``end``, the
         readable end); keep what it is (the unit, or a hole). True when found (read again)."""
-        if self.known(topic, queue_id, q):
+        seen = bytes(cq.read(q, 1))
+        if self.known(topic, queue_id, q, seen):
             return False                   # looked for already: what was found is in what was read
         start = self._start(cq, topic, queue_id, q)
         unit = None
@@ -103,7 +111,7 @@ class UnitRepair:
         with self._lock:
             if self.count >= KEPT_MAX:
                 self.kept, self.count = {}, 0
-            self.kept.setdefault((topic, queue_id), {})[q] = unit
+            self.kept.setdefault((topic, queue_id), {})[q] = (seen, unit)
             self.count += 1
             if unit is None:
                 self.not_found += 1
