@@ -12,6 +12,10 @@ record again instead:
   CRC-checked, damage skipped as recovery skips it) for the record of (topic, queue id, queue
   offset); the walk stops at a record of the same queue with a larger queue offset (records of a
   queue lie in the log in queue-offset order), at the readable end, or after ``SCAN_BYTES_MAX``;
+  stopped at that larger queue offset ``n``, the walk has also shown that no record of the queue
+  offsets between is in the log: those are kept as not found at once (``ABSENT_MAX`` at most), so
+  a stretch of holes whose records are gone (a replica's damaged stretch, a rebuild's marks) costs
+  one walk, not one each (from the log's start, with no intact unit near);
 * found: the unit it should be is kept here (``patch`` puts it over what the queue file holds at
   every read of that stretch) and the read starts again; not found (the record itself is damaged
   or gone): that is kept too (the log is not walked again for it), and the unit is skipped as
@@ -39,6 +43,7 @@ log = logging.getLogger("tidemq.store")
 PREVIOUS_UNITS_MAX = 64          # units looked at before a damaged one for where to start the walk
 SCAN_BYTES_MAX = 256 << 20       # log bytes walked at most for one damaged unit
 KEPT_MAX = 100_000               # units found again (or holes) kept at most
+ABSENT_MAX = 16_384              # units after a damaged one a walk can show absent, kept as not found at once
 
 
 class UnitRepair:
@@ -93,6 +98,7 @@ class UnitRepair:
             return False                   # looked for already: what was found is in what was read
         start = self._start(cq, topic, queue_id, q)
         unit = None
+        absent = 0                         # the units after q the walk showed absent from the log
         if start is not None:
             for kind, phys, size, mf, pos in self.commit_log.iter_records(start):
                 if phys >= end or phys - start > SCAN_BYTES_MAX:
@@ -102,8 +108,9 @@ class UnitRepair:
                 qid, qoff, _ts, t, props_raw = codec.decode_meta(mf.mapping, pos)
                 if t != topic or qid != queue_id or self.topics.is_dead(topic, phys):
                     continue
-                if qoff > q:
-                    break                  # past it: the queue's records lie in queue-offset order
+                if qoff > q:               # past it: the queue's records lie in queue-offset order,
+                    absent = min(qoff - q - 1, ABSENT_MAX)  # and none of those between was in the walk
+                    break
                 if qoff == q:
                     props = codec.decode_properties(props_raw) if props_raw else {}
                     unit = UNIT.pack(phys, size, codec.tags_hash(props.get(codec.PROP_TAGS)))
@@ -111,12 +118,20 @@ class UnitRepair:
         with self._lock:
             if self.count >= KEPT_MAX:
                 self.kept, self.count = {}, 0
-            self.kept.setdefault((topic, queue_id), {})[q] = (seen, unit)
+            kept = self.kept.setdefault((topic, queue_id), {})
+            kept[q] = (seen, unit)
             self.count += 1
             if unit is None:
                 self.not_found += 1
             else:
                 self.found_again += 1
+            if absent:
+                after = cq.read(q + 1, absent)
+                for i in range(len(after) // UNIT_SIZE):
+                    if q + 1 + i not in kept:
+                        kept[q + 1 + i] = (bytes(after[i * UNIT_SIZE:(i + 1) * UNIT_SIZE]), None)
+                        self.count += 1
+                        self.not_found += 1
         if unit is not None:
             log.warning("consume-queue unit %s/%d queue offset %d is damaged; its record is intact in the "
                         "commit log at %d: served from there (run `tidemq verify`)", topic, queue_id, q,
