@@ -149,7 +149,7 @@ def test_a_stretch_of_holes_whose_records_are_gone_costs_one_walk_of_the_log(mak
         assert s.put(Message("T", b"b%d" % i, queue_id=0)).ok
     phys = {i: s.get("G", "T", 0, i, max_count=1).messages[0].commitlog_offset for i in holes}
     s.shutdown()
-    seg = sorted(glob.glob(os.path.join(cfg.root_dir, "commitlog", "*")))[0]
+    seg = min(glob.glob(os.path.join(cfg.root_dir, "commitlog", "*")))
     with open(seg, "r+b") as f:                          # their records damaged: not in the log
         for i in holes:
             f.seek(phys[i] + 100)
