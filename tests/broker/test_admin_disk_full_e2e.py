@@ -11,6 +11,7 @@ from tidemq.protocol.signing import date_time, signed_metadata
 
 from ..support.auth import AUTH
 from ..support.brokers import make_topic
+from ..support.tmpfs import fill_to_last_page
 
 ENV = {**AUTH, "TIDEMQ_SEGMENT_SIZE_BYTES": str(1 << 20), "TIDEMQ_PREALLOCATE_NEXT_SEGMENT": "false"}
 SUPER = ("tidemq-ak", "s3cret-sk")
@@ -24,18 +25,7 @@ def call(b, method, request):
 def fill(d: str) -> str:
     """Fill the file system of ``d`` to the last page (again: a failed write that replaced a .bak
     freed its pages)."""
-    path = os.path.join(d, "ballast")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        for size in (1 << 20, 65536, 4096, 512):
-            try:
-                while True:
-                    os.write(fd, b"\0" * size)
-            except OSError:
-                pass
-    finally:
-        os.close(fd)
-    return path
+    return fill_to_last_page(d)
 
 
 def test_admin_changes_on_a_full_disk_answer_a_typed_refusal_and_change_nothing(env, broker_factory):

@@ -46,6 +46,23 @@ def can_mount(tmp_path_factory):
     return True
 
 
+def fill_to_last_page(d: str, name: str = "ballast") -> str:
+    """Fill the file system of ``d`` to its last page (a file ``name`` in ``d``, written in ever
+    smaller pieces until the disk refuses even 512 bytes); its path (unlink it: room again)."""
+    path = os.path.join(d, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for size in (1 << 20, 65536, 4096, 512):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+    return path
+
+
 class Env:
     """Mounts and stores of one test. Teardown: stores first, then every mount (top first)."""
 

@@ -7,6 +7,8 @@ from tidemq.broker.consume.group_offsets import GroupOffsets
 from tidemq.checked import Source
 from tidemq.io import OsFileIO
 
+from ...support.tmpfs import fill_to_last_page
+
 
 def opened(d) -> GroupOffsets:
     g = GroupOffsets(OsFileIO(), str(d))
@@ -62,22 +64,6 @@ def test_both_copies_damaged_starts_without_offsets(tmp_path):
     assert g.offsets == {} and g.loaded.source is Source.LOST
 
 
-def _fill(d: str) -> str:
-    """Fill the file system of ``d`` to the last page; the filler's path."""
-    path = os.path.join(d, "filler")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        for size in (65536, 4096, 512):
-            try:
-                while True:
-                    os.write(fd, b"\0" * size)
-            except OSError:
-                pass
-    finally:
-        os.close(fd)
-    return path
-
-
 def test_offsets_committed_while_the_disk_is_full_are_written_once_it_has_room(env):
     """A real full disk (a 1 MiB tmpfs): the flush fails, the version before it stays readable, and
     the offsets committed meanwhile are written by the next flush once there is room -- not only
@@ -86,7 +72,7 @@ def test_offsets_committed_while_the_disk_is_full_are_written_once_it_has_room(e
     g = opened(d)
     g.set("g", "T", 0, 10)
     g.flush()
-    filler = _fill(d)
+    filler = fill_to_last_page(d, "filler")
     g.set("g", "T", 0, 20)
     try:
         g.flush()

@@ -10,8 +10,8 @@ import os
 from tidemq.client import PopConsumer, Producer
 from tidemq.protocol.stubs import Code
 
-from ..test_admin_disk_full_e2e import fill
 from ...support.brokers import make_topic
+from ...support.tmpfs import fill_to_last_page as fill
 from ...support.wait import wait_until
 
 ENV = {"TIDEMQ_SEGMENT_SIZE_BYTES": str(1 << 20), "TIDEMQ_PREALLOCATE_NEXT_SEGMENT": "false",
