@@ -107,30 +107,12 @@ def test_members_that_do_not_answer_are_tried_in_turn_until_timeout_seconds():
 def test_the_file_backend_never_makes_a_row_of_a_record_its_unit_does_not_stand_for(tmp_path):
     """Consume-queue units carry no CRC: one damaged to point at an intact record of another topic,
     queue or queue offset is skipped (counted with the damaged), never a row of the queue read."""
-    import os
-
-    from tidemq.io import OsFileIO
-    from tidemq.layout import list_segments, queue_dir
     from tidemq.spark.backend import FileBackend
-    from tidemq.store import Message, MessageStore
-    from tidemq.store.consume_queue import UNIT
 
+    from ..support.spark import stranger_units
     from ..support.store import small_config
     root = str(tmp_path / "store")
-    s = MessageStore(small_config(root)).start()
-    try:
-        a = s.put_batch([Message("A", b"a%d" % i, queue_id=0) for i in range(4)])
-        b = s.put_batch([Message("B", b"b%d" % i, queue_id=0) for i in range(3)])
-        c = s.put_batch([Message("A", b"c%d" % i, queue_id=1) for i in range(3)])
-    finally:
-        s.shutdown()
-    [(_, path)] = list_segments(OsFileIO(), queue_dir(os.path.join(root, "consumequeue"), "A", 0))
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        for unit, r in ((0, b[0]), (1, c[1]), (2, a[0])):      # B/0 offset 0, A/1 offset 1, A/0 offset 0
-            os.pwrite(fd, UNIT.pack(r.commitlog_offset, r.size, 0), unit * UNIT.size)
-    finally:
-        os.close(fd)
+    stranger_units(small_config(root))
     fb = FileBackend(root)
     try:
         got = list(fb.read("A", 0, 0, 4))

@@ -233,26 +233,9 @@ def test_file_mode_never_makes_a_row_of_a_record_its_unit_does_not_stand_for(jvm
     """Consume-queue units carry no CRC: one damaged to point at an intact record of another topic,
     queue or queue offset is an offset not served (a data loss), never a row of the queue read (the
     Python reader's check: tests/spark/test_backend.py)."""
-    from tidemq.io import OsFileIO
-    from tidemq.layout import list_segments, queue_dir
-    from tidemq.store.consume_queue import UNIT
+    from ..support.spark import stranger_units
     root = tmp_path / "store"
-    s = MessageStore(StoreConfig(root_dir=str(root), segment_size_bytes=64 * 1024, index_enabled=False)).start()
-    try:
-        s.create_topic("A", 2)
-        s.create_topic("B", 1)
-        a = s.put_batch([Message("A", b"a%d" % i, queue_id=0) for i in range(4)])
-        b = s.put_batch([Message("B", b"b%d" % i, queue_id=0) for i in range(3)])
-        c = s.put_batch([Message("A", b"c%d" % i, queue_id=1) for i in range(3)])
-    finally:
-        s.shutdown()
-    [(_, path)] = list_segments(OsFileIO(), queue_dir(os.path.join(root, "consumequeue"), "A", 0))
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        for unit, r in ((0, b[0]), (1, c[1]), (2, a[0])):      # B/0 offset 0, A/1 offset 1, A/0 offset 0
-            os.pwrite(fd, UNIT.pack(r.commitlog_offset, r.size, 0), unit * UNIT.size)
-    finally:
-        os.close(fd)
+    stranger_units(StoreConfig(root_dir=str(root), segment_size_bytes=64 * 1024, index_enabled=False))
     part = planner.handle(json.dumps({"op": "batch", "options": {"path": str(root), "topic": "A"}}).encode())
     part = next(p for p in part["partitions"] if p["queue"] == 0)
     with pytest.raises(Exception, match="DataLossError: 3 offsets of A queue 0 in \\[0, 4\\)"):

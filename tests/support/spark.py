@@ -77,3 +77,29 @@ def checkout_jar() -> str | None:
     with open(os.path.join(d, ".build-lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         return jar_path()
+
+
+def stranger_units(cfg) -> None:
+    """A store at ``cfg`` (a StoreConfig) whose queue A/0 holds records a3 only as its own: its units 0, 1
+    and 2 damaged to point at intact records of another topic (B/0 offset 0), another queue (A/1 offset
+    1) and another queue offset (A/0 offset 0): what a Spark reader must never make rows of."""
+    from tidemq.io import OsFileIO
+    from tidemq.layout import list_segments, queue_dir
+    from tidemq.store import Message, MessageStore
+    from tidemq.store.consume_queue import UNIT
+    s = MessageStore(cfg).start()
+    try:
+        s.create_topic("A", 2)
+        s.create_topic("B", 1)
+        a = s.put_batch([Message("A", b"a%d" % i, queue_id=0) for i in range(4)])
+        b = s.put_batch([Message("B", b"b%d" % i, queue_id=0) for i in range(3)])
+        c = s.put_batch([Message("A", b"c%d" % i, queue_id=1) for i in range(3)])
+    finally:
+        s.shutdown()
+    [(_, path)] = list_segments(OsFileIO(), queue_dir(os.path.join(cfg.root_dir, "consumequeue"), "A", 0))
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        for unit, r in ((0, b[0]), (1, c[1]), (2, a[0])):      # B/0 offset 0, A/1 offset 1, A/0 offset 0
+            os.pwrite(fd, UNIT.pack(r.commitlog_offset, r.size, 0), unit * UNIT.size)
+    finally:
+        os.close(fd)
