@@ -94,8 +94,10 @@ class UnitRepair:
         """Look for the record of unit ``q`` of ``cq`` in the log (up to log offset ``end``, the
         readable end); keep what it is (the unit, or a hole). True when found (read again)."""
         seen = bytes(cq.read(q, 1))
-        if self.known(topic, queue_id, q, seen):
-            return False                   # looked for already: what was found is in what was read
+        if len(seen) != UNIT_SIZE or self.known(topic, queue_id, q, seen):
+            # looked for already (what was found is in what was read), or the unit not readable now
+            # (its file cut or gone meanwhile): nothing kept that patch could never match, no read again
+            return False
         start = self._start(cq, topic, queue_id, q)
         unit = None
         absent = 0                         # the units after q the walk showed absent from the log
