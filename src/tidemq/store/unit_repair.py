@@ -52,6 +52,8 @@ class UnitRepair:
         self.topics = topics
         # (topic, queue id) -> queue offset -> (the unit the file held then, the unit found; None: not found)
         self.kept: dict[tuple[str, int], dict[int, tuple[bytes, bytes | None]]] = {}
+        # the same, the units found only (what patch puts in place: a read looks at these alone)
+        self.found: dict[tuple[str, int], dict[int, tuple[bytes, bytes]]] = {}
         self.count = 0
         self.found_again = 0          # damaged units whose record was found in the log (served)
         self.not_found = 0            # damaged units whose record is not in the log (skipped)
@@ -59,17 +61,21 @@ class UnitRepair:
 
     def patch(self, topic: str, queue_id: int, offset: int, raw: bytes) -> bytes:
         """``raw`` (units from queue offset ``offset``) with the units found again put over it."""
-        kept = self.kept.get((topic, queue_id)) if self.kept else None
+        kept = self.found.get((topic, queue_id)) if self.found else None
         if not kept:
             return raw
         n = len(raw) // UNIT_SIZE
-        hits = [q for q in kept if offset <= q < offset + n] if len(kept) < n else \
+        # (list(kept): a copy made at once, as find may add to it from another reader's thread)
+        hits = [q for q in list(kept) if offset <= q < offset + n] if len(kept) < n else \
             [offset + i for i in range(n) if offset + i in kept]
         out = None
         for q in hits:
-            seen, unit = kept.get(q, (None, None))
+            e = kept.get(q)
+            if e is None:
+                continue
+            seen, unit = e
             i = (q - offset) * UNIT_SIZE
-            if unit is not None and raw[i:i + UNIT_SIZE] == seen:     # the file still holds what was looked at
+            if raw[i:i + UNIT_SIZE] == seen:          # the file still holds what was looked at
                 if out is None:
                     out = bytearray(raw)
                 out[i:i + UNIT_SIZE] = unit
@@ -119,9 +125,13 @@ class UnitRepair:
                     break
         with self._lock:
             if self.count >= KEPT_MAX:
-                self.kept, self.count = {}, 0
+                self.kept, self.found, self.count = {}, {}, 0
             kept = self.kept.setdefault((topic, queue_id), {})
             kept[q] = (seen, unit)
+            if unit is not None:
+                self.found.setdefault((topic, queue_id), {})[q] = (seen, unit)
+            elif q in self.found.get((topic, queue_id), ()):
+                del self.found[(topic, queue_id)][q]          # (looked for again: the file changed)
             self.count += 1
             if unit is None:
                 self.not_found += 1
