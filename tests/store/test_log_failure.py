@@ -49,6 +49,7 @@ def test_a_failed_fsync_is_never_acknowledged_and_the_log_goes_on_in_another_dir
     assert seen == [f]
     assert (f.directory, f.durable_end, f.resume_offset) == ("/r/a", ok[-1].commitlog_offset + ok[-1].size, SEG)
     assert f.covers(end) and not f.covers(f.durable_end)
+    assert f.queue_ends == {("T", 0): 5}, "where each queue goes on (broker/server.py brings consumers back to it)"
     assert s.segments.segments[0].state is SegmentState.FAILED
     after = s.put(Message("T", b"after"))
     assert after.status is PutStatus.PUT_OK and after.commitlog_offset == SEG, "a new segment..."

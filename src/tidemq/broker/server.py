@@ -192,6 +192,7 @@ class Broker:
         else:
             from .replication.node import ReplicationNode
             self.replication = ReplicationNode(self, self.replication_config)
+        self.store.on_log_failed(lambda f: self._loop.call_soon_threadsafe(self._after_log_failure, f))
         self.server = self._new_server()
         address = f"{c.host}:{c.port}"
         self.port = self._bind(self.server, address)
@@ -318,6 +319,21 @@ class Broker:
             return server.add_insecure_port(address)
         except RuntimeError:                 # grpc: "Failed to bind"
             return 0
+
+    def _after_log_failure(self, failure) -> None:
+        """On the loop, after a failure of this broker's commit log (store/log_failure.py): the
+        queues were cut back to its durable end and the next messages take the offsets from there, so
+        consumer groups' cursors and deliveries past the cut (of records served before their fsync,
+        ASYNC_FLUSH, now gone) are brought back to it, as a promoted leader's are at its start;
+        otherwise every group that had consumed that far would skip the messages acknowledged after
+        the failure, for good."""
+        svc = self.service
+        if svc is None or not failure.queue_ends:
+            return
+        if self.replication is None or self._service_leading:
+            # (a member that steps down instead builds a follower's service, which serves no consumer;
+            # the leader's service built after it does the same at its start)
+            svc.consumption.cursors_within_queues(failure.queue_ends)
 
     def _install(self, service: MessagingService) -> None:
         """Make ``service`` the one every RPC goes to."""

@@ -40,7 +40,7 @@ checked against the log at once and at the next start).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from .recovery import queue_end
@@ -68,6 +68,9 @@ class LogFailure:
     at_ms: int
     resume_offset: int | None = None    # S: where the log goes on; None: it cannot (a restart)
     units_cut: int = 0              # consume-queue units dropped (records after D)
+    # each consume queue's end after the cut, by (topic, queue id): the queue offsets the next messages
+    # take (a consumer's state past them is about records that are gone: broker/server.py)
+    queue_ends: dict = field(default_factory=dict)
 
     def covers(self, end: int) -> bool:
         """Does a record ending at ``end`` lie in what the failure took (D, S]?"""
@@ -131,6 +134,7 @@ class LogFailureHandler:
                     why_not = why_not or f"consume queue {cq.topic}/{cq.queue_id} could not be read ({e})"
                     continue
                 f.units_cut += cq.max_offset - end
+                f.queue_ends[(cq.topic, cq.queue_id)] = end
                 try:
                     cq.truncate(end)
                 except OSError as e:

@@ -101,16 +101,23 @@ class Consumption:
         self.priority_topics: set[str] = set()     # topics PRIORITY messages were sent to or read from
         self.aside: dict = {}                      # select.py: (group, topic, queue) -> {offset: lite topic} set aside
 
-    def cursors_within_queues(self) -> int:
+    def cursors_within_queues(self, ends: dict | None = None) -> int:
         """Bring every cursor that stands past its queue's end back to that end (a new leader's, at
-        its start), and forget what is in flight past it: the messages sent from now on get the
-        offsets from that end on; a cursor past them would skip them for good, an old delivery's
-        attempts would count for them. How many queues were set right."""
+        its start; ``ends``, by (topic, queue id): where a failure of the commit log cut the queues
+        back, LogFailure.queue_ends), and forget what is in flight past it: the messages sent from
+        now on get the offsets from that end on; a cursor past them would skip them for good, an old
+        delivery's attempts (and its receipt handle) would count for them. How many queues were set
+        right."""
         moved = 0
         for (g, t, q), st in list(self.pop.queues.items()):
-            if not 0 <= q < self.store.queue_count(t):
+            if ends is not None:
+                end = ends.get((t, q))
+                if end is None:
+                    continue
+            elif not 0 <= q < self.store.queue_count(t):
                 continue
-            end = self.store.max_offset(t, q)
+            else:
+                end = self.store.max_offset(t, q)
             gone = [o for o in st.inflight if o >= end]
             if st.cursor > end or gone:
                 log.warning("group %s, %s queue %d: its cursor %d stood past the queue's end %d (a failover or a "
