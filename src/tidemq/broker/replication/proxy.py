@@ -92,17 +92,14 @@ class ServiceProxy(sgrpc.MessagingServiceServicer):
     async def _in_sync(self, context) -> None:
         await in_sync(self.node, context)
 
+    # (the in-sync wait first: a change of role that starts while it waits is then waited for too)
     async def SendMessage(self, request, context):
-        await self._serving(context)
         await self._in_sync(context)
-        return await self.broker.service.SendMessage(request, context)
+        return await (await self._serving(context)).SendMessage(request, context)
 
     async def SendMessageBytes(self, raw: bytes, context):
-        node = self.node
-        if node is not None and node.installing is not None:
-            await until_installed(node, context)
-        await in_sync(node, context)
-        return await self.broker.service.SendMessageBytes(raw, context)
+        await in_sync(self.node, context)
+        return await (await self._serving(context)).SendMessageBytes(raw, context)
 
     async def ReceiveMessage(self, request, context):
         svc = await self._serving(context)
