@@ -2,15 +2,16 @@
 string) keeps up to lite_subscriptions_per_client_max names, so without a bound one user could fill
 the broker's memory with client ids. Selection by them: test_select.py."""
 
-from tidemq.broker.consume.lite import LiteSubscriptions
+from tidemq.broker.consume.lite import SWEEP_S, LiteSubscriptions
 from tidemq.protocol.stubs import Code, pb
 
 A = pb.LiteSubscriptionAction
 
 
 def test_past_clients_max_the_gone_go_first_then_new_clients_are_refused():
-    alive = {}
-    lite = LiteSubscriptions(4, lambda n: None, lambda cid: alive.get(cid, True), clients_max=3)
+    alive, now = {}, [0.0]
+    lite = LiteSubscriptions(4, lambda n: None, lambda cid: alive.get(cid, True), clients_max=3,
+                             now_s=lambda: now[0])
     for cid in ("c1", "c2", "c3"):
         assert lite.sync("g", "T", cid, A.PARTIAL_ADD, ["x"]) == (Code.OK, "")
     code, text = lite.sync("g", "T", "c4", A.PARTIAL_ADD, ["x"])
@@ -19,8 +20,29 @@ def test_past_clients_max_the_gone_go_first_then_new_clients_are_refused():
     lite.declare("g2", ["T"], "c5")
     assert ("g2", "T") not in lite.subs, "a lite consumer's settings are bounded the same way"
     alive["c2"] = False
+    now[0] += SWEEP_S
     assert lite.sync("g", "T", "c4", A.PARTIAL_ADD, ["x"]) == (Code.OK, "")
     assert set(lite.subs[("g", "T")]) == {"c1", "c3", "c4"}
+
+
+def test_when_full_the_gone_are_looked_for_at_most_every_sweep_s():
+    """Refused subscriptions repeated do not make the broker ask about every client each time (a
+    walk over up to CLIENTS_MAX subscriptions per call): once per SWEEP_S at most."""
+    asked, now = [], [0.0]
+
+    def alive(cid):
+        asked.append(cid)
+        return True
+
+    lite = LiteSubscriptions(4, lambda n: None, alive, clients_max=2, now_s=lambda: now[0])
+    for cid in ("c1", "c2"):
+        assert lite.sync("g", "T", cid, A.PARTIAL_ADD, ["x"]) == (Code.OK, "")
+    for _ in range(50):
+        assert lite.sync("g", "T", "c3", A.PARTIAL_ADD, ["x"])[0] == Code.LITE_SUBSCRIPTION_QUOTA_EXCEEDED
+    assert len(asked) == 2, "one look at the two clients, not fifty"
+    now[0] += SWEEP_S
+    assert lite.sync("g", "T", "c3", A.PARTIAL_ADD, ["x"])[0] == Code.LITE_SUBSCRIPTION_QUOTA_EXCEEDED
+    assert len(asked) == 4
 
 
 def test_the_client_table_is_told_who_has_subscriptions():
@@ -39,4 +61,4 @@ def test_the_client_table_is_told_who_has_subscriptions():
     alive["b"] = False
     assert lite.sets("g", "T", "c") is None
     assert told[2:] == [("a", False), ("b", False)] and lite.holds() == []
-    assert lite._count() == sum(len(b) for b in lite.subs.values()) == 0
+    assert lite._n == sum(len(b) for b in lite.subs.values()) == 0

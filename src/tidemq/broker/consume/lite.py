@@ -25,6 +25,7 @@ the repeated field with a string); a PARTIAL_ADD of one-character names from a c
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 from ...protocol.stubs import Code, pb
@@ -33,17 +34,22 @@ A = pb.LiteSubscriptionAction
 
 
 CLIENTS_MAX = 10_000        # (group, bind topic, client) subscriptions kept at most
+SWEEP_S = 1.0               # when full, the gone are looked for at most this often (each look: every subscription)
 
 
 class LiteSubscriptions:
     def __init__(self, per_client_max: int, name_problem: Callable[[str], str | None],
-                 alive: Callable[[str], bool] | None = None, clients_max: int = CLIENTS_MAX) -> None:
+                 alive: Callable[[str], bool] | None = None, clients_max: int = CLIENTS_MAX,
+                 now_s: Callable[[], float] = time.monotonic) -> None:
         """``alive(client id)``: whether a client is still there (sessions/clients.py); a client that
         is not is forgotten at the next receive of its group (None: every client is). ``clients_max``:
         the subscriptions kept at most, over every group (each holds up to ``per_client_max`` names): a
         new one past it is refused (LITE_SUBSCRIPTION_QUOTA_EXCEEDED) once the clients that are gone
-        are forgotten and it is still past it."""
+        are forgotten and it is still past it; the gone are looked for at most every SWEEP_S (``now_s``),
+        so refused calls repeated cannot make the broker walk every subscription for each."""
         self.clients_max = clients_max
+        self.now_s = now_s
+        self._swept_s: float | None = None
         self.per_client_max = per_client_max
         self.name_problem = name_problem
         self.alive = alive
@@ -121,18 +127,17 @@ class LiteSubscriptions:
         self._put(key, client, frozenset(new))
         return Code.OK, ""
 
-    def _count(self) -> int:
-        return self._n
-
     def _room(self) -> bool:
         """Whether one more client's subscription may be kept (the gone ones forgotten first when full)."""
-        if self._count() < self.clients_max:
+        if self._n < self.clients_max:
             return True
-        if self.alive is not None:
+        now = self.now_s()
+        if self.alive is not None and (self._swept_s is None or now - self._swept_s >= SWEEP_S):
+            self._swept_s = now
             for key in list(self.subs):
                 for cid in [c for c in self.subs[key] if not self.alive(c)]:
                     self._drop(key, cid)
-        return self._count() < self.clients_max
+        return self._n < self.clients_max
 
     def declare(self, group: str, topics: list[str], client: str) -> None:
         """A lite consumer's settings (Telemetry): its group consumes ``topics`` (its bind topic) as lite
