@@ -68,8 +68,8 @@ class LogFailure:
     at_ms: int
     resume_offset: int | None = None    # S: where the log goes on; None: it cannot (a restart)
     units_cut: int = 0              # consume-queue units dropped (records after D)
-    # each consume queue's end after the cut, by (topic, queue id): the queue offsets the next messages
-    # take (a consumer's state past them is about records that are gone: broker/server.py)
+    # the end of each consume queue the failure cut, by (topic, queue id): the queue offsets its next
+    # messages take (a consumer's state past them is about records that are gone: broker/server.py)
     queue_ends: dict = field(default_factory=dict)
 
     def covers(self, end: int) -> bool:
@@ -133,8 +133,9 @@ class LogFailureHandler:
                 except OSError as e:          # its units cannot be read: where it ends is unknown
                     why_not = why_not or f"consume queue {cq.topic}/{cq.queue_id} could not be read ({e})"
                     continue
-                f.units_cut += cq.max_offset - end
-                f.queue_ends[(cq.topic, cq.queue_id)] = end
+                if cq.max_offset > end:
+                    f.units_cut += cq.max_offset - end
+                    f.queue_ends[(cq.topic, cq.queue_id)] = end
                 try:
                     cq.truncate(end)
                 except OSError as e:
