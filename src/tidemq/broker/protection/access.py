@@ -287,6 +287,16 @@ def _refusing(method: str, handler, code: int, text: str, on_call: Callable[[obj
     return _gated(handler, gate, serves=False, raw=raw)
 
 
+def first_handler(handlers, details):
+    """The method handler the first of ``handlers`` (generic handlers, in order) has for ``details``,
+    as grpc's own look-up finds it; None when none has one."""
+    for h in handlers:
+        found = h.service(details)
+        if found is not None:
+            return found
+    return None
+
+
 class Guard(grpc.GenericRpcHandler):
     """The generic handlers of a port, each call authenticated and authorized first (see above)."""
 
@@ -302,15 +312,8 @@ class Guard(grpc.GenericRpcHandler):
         # (method, user) -> (the handler, its guarded twin): made once, not per call
         self._made: dict[tuple[str, str], tuple] = {}
 
-    def _lookup(self, details):
-        for h in self.inner:
-            found = h.service(details)
-            if found is not None:
-                return found
-        return None
-
     def service(self, details):
-        handler = self._lookup(details)
+        handler = first_handler(self.inner, details)
         if handler is None:
             return None
         method = details.method

@@ -23,7 +23,7 @@ import grpc
 
 from ...protocol import data
 from ...protocol.stubs import Code
-from .access import IDENTITY, MESSAGING, refusal_answer
+from .access import IDENTITY, MESSAGING, first_handler, refusal_answer
 from .forwarded import unsigned_peer
 
 LONG = frozenset({MESSAGING + "Telemetry", MESSAGING + "ReceiveMessage", MESSAGING + "PullMessage",
@@ -132,11 +132,8 @@ class Bounded(grpc.GenericRpcHandler):
         self._made: dict[str, tuple] = {}        # method -> (the handler, its bounded twin)
 
     def service(self, details):
-        for h in self.inner:
-            handler = h.service(details)
-            if handler is not None:
-                break
-        else:
+        handler = first_handler(self.inner, details)
+        if handler is None:
             return None
         method = details.method
         if method not in LONG:

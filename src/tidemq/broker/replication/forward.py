@@ -30,6 +30,7 @@ import asyncio
 
 import grpc
 
+from ..protection.access import first_handler
 from ..protection.forwarded import HEADERS as FORWARDED_HEADERS
 from ..protection.forwarded import forwarded_headers
 from ..protection.members import MemberCredentials
@@ -72,11 +73,7 @@ class LeaderPort(grpc.GenericRpcHandler):
         return _metadata(context, keys[1] if keys is not None else None)
 
     def _local(self, details):
-        for h in self.local:
-            found = h.service(details)
-            if found is not None:
-                return found
-        return None
+        return first_handler(self.local, details)
 
     def service(self, details):
         node = self.node
