@@ -9,6 +9,7 @@ import signal
 from tidemq.client import Producer, PullConsumer
 
 from ...support.brokers import SMALL
+from ...support.wait import PATIENCE_S, patience, wait_until
 
 T = "once"
 
@@ -16,6 +17,23 @@ T = "once"
 def stored(endpoint) -> int:
     with PullConsumer(endpoint, group="count") as c:
         return sum(len(c.pull(T, q, 0, batch_size=1000).messages) for q in range(c.queue_count(T)))
+
+
+def answer_lost_across_a_kill(px, p, m, marker: bytes, landed, what: str, a, restart):
+    """The official producer ``p`` sends ``m`` through the HoldingProxy ``px``, which holds its answer;
+    once ``landed()`` says the first broker ``a`` has it, ``a`` is killed with -9, ``restart()`` starts
+    the next broker on the same store, the proxy points at it and lets go: the client's own retry (the
+    same message id) reaches it. (the new broker, the client's receipt, what ``landed()`` answered)"""
+    px.hold_after(marker)
+    pending = p.send_async(m)
+    assert px.held_once.wait(patience()), "the send never went through the proxy"
+    first = wait_until(landed, what)
+    assert not pending.done(), "its answer was lost on the way back"
+    a.stop(signal.SIGKILL)
+    b = restart()
+    px.retarget(b.port)
+    px.release()                                 # the held connection closes: the client retries
+    return b, pending.result(timeout=patience()), first
 
 
 def test_a_retry_across_a_kill_9_is_answered_not_stored_twice(broker_factory, tmp_path):
@@ -53,7 +71,6 @@ def test_the_official_clients_own_retry_across_a_kill_9_is_answered_not_stored_t
 
     from ...support.official import msg
     from ...support.proxy import HoldingProxy
-    from ...support.wait import PATIENCE_S, patience, wait_until
 
     topic = "once-official"
     root = str(tmp_path / "store")
@@ -71,16 +88,10 @@ def test_the_official_clients_own_retry_across_a_kill_9_is_answered_not_stored_t
         # the client's deadline outlasts the kill and the restart: its retry is what the test waits for
         p = make_producer(px.endpoint, [topic], request_timeout_s=PATIENCE_S)
         assert p.send(msg(topic, b"through the proxy")).message_id
-        px.hold_after(marker)
-        pending = p.send_async(msg(topic, marker))
-        assert px.held_once.wait(patience()), "the send never went through the proxy"
-        first = wait_until(lambda: copies(a.endpoint), "the held send to be stored by the first broker")
-        assert not pending.done(), "its answer was lost on the way back"
-        a.stop(signal.SIGKILL)
-        b = broker_factory(root, env=env, args=["--auto-create-topics"])
-        px.retarget(b.port)
-        px.release()                                 # the held connection closes: the client retries
-        receipt = pending.result(timeout=patience())
+        b, receipt, first = answer_lost_across_a_kill(
+            px, p, msg(topic, marker), marker, lambda: copies(a.endpoint),
+            "the held send to be stored by the first broker", a,
+            lambda: broker_factory(root, env=env, args=["--auto-create-topics"]))
         p.shutdown()
     stored_once = copies(b.endpoint)
     assert len(stored_once) == 1, f"{len(stored_once)} copies stored"
@@ -104,7 +115,6 @@ def test_the_official_clients_retry_of_a_delayed_message_across_a_kill_9_is_park
 
     from ...support.official import msg
     from ...support.proxy import HoldingProxy
-    from ...support.wait import PATIENCE_S, patience, wait_until
 
     topic = "once-delayed"
     root = str(tmp_path / "store")
@@ -124,18 +134,12 @@ def test_the_official_clients_retry_of_a_delayed_message_across_a_kill_9_is_park
         p = make_producer(px.endpoint, [topic], request_timeout_s=PATIENCE_S)
         assert p.send(msg(topic, b"through the proxy")).message_id
         before = parked()
-        px.hold_after(marker)
         m = msg(topic, marker)
         m.delivery_timestamp = int(time.time() * 1000) + 3_600_000      # due in an hour: parked all along
-        pending = p.send_async(m)
-        assert px.held_once.wait(patience()), "the send never went through the proxy"
-        wait_until(lambda: parked() > before, "the held delayed message to be parked by the first broker")
-        assert not pending.done(), "its answer was lost on the way back"
-        a.stop(signal.SIGKILL)
-        b = broker_factory(root, env=env, args=["--auto-create-topics"])
-        px.retarget(b.port)
-        px.release()                                 # the held connection closes: the client retries
-        receipt = pending.result(timeout=patience())
+        b, receipt, _ = answer_lost_across_a_kill(
+            px, p, m, marker, lambda: parked() > before,
+            "the held delayed message to be parked by the first broker", a,
+            lambda: broker_factory(root, env=env, args=["--auto-create-topics"]))
         p.shutdown()
     assert receipt.message_id
     assert parked() == before + 1, f"{parked() - before} parked copies"
