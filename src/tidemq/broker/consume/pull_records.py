@@ -19,7 +19,7 @@ from ...store import GetStatus, MessageStore
 from ...record.codec import valid_topic
 from ...record.framing import ROOM
 from ..observe.outcomes import OK, Outcomes
-from ..protection.access import allowed_now, sub_allowed_now
+from ..protection.access import sub_allowed_now
 from ..topic_names import read_refusal
 from .pull import long_poll, readable_waker
 
@@ -65,7 +65,7 @@ class Records:
                             readable_waker(self.store, self.arrivals))
         why = sub_allowed_now(self.acl, req.topic) if req.wait_ms > 0 else None    # a revoke while it waited
         if why is not None:
-            return encode_response({"code": Code.FORBIDDEN, "message": why, "status": "REFUSED", "count": 0})
+            return _revoked(why)
         if ents and g.status is GetStatus.FOUND:
             await self.quotas.fetch_charge(ents, len(g.records[1]))
         return self._response(req.topic, g)
@@ -92,11 +92,11 @@ class Records:
                 return
             g = await long_poll(lambda: self.store.get_raw(topic, qid, at, n, max_bytes, ROOM, self._head), self.arrivals,
                                 wait_s, context, wake)
-            if self.acl is not None:        # the guard checked the call when it began: a revoke since ends it
-                why = allowed_now(self.acl, "topic", topic, "sub")
-                if why is not None:
-                    yield encode_response({"code": Code.FORBIDDEN, "message": why, "status": "REFUSED", "count": 0})
-                    return
+            # the guard checked the call when it began: a revoke since ends it
+            why = sub_allowed_now(self.acl, topic)
+            if why is not None:
+                yield _revoked(why)
+                return
             if ents and g.status is GetStatus.FOUND:
                 await self.quotas.fetch_charge(ents, len(g.records[1]))
             yield self._response(topic, g)
@@ -148,3 +148,8 @@ class Records:
         else:
             head.update(code=Code.MESSAGE_NOT_FOUND, message=g.status.name)
         return encode_response(head)
+
+
+def _revoked(why: str) -> bytes:
+    """The answer of a pull whose user may no longer sub on its topic (sub_allowed_now's text)."""
+    return encode_response({"code": Code.FORBIDDEN, "message": why, "status": "REFUSED", "count": 0})
