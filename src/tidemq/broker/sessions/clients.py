@@ -71,12 +71,7 @@ class Clients:
         """Keep the forgettable lists in step with ``c`` (heard from, or changed)."""
         user = _user(client_id)
         if c.streams or c.held:
-            self._free.pop(client_id, None)
-            mine = self._free_of.get(user) if user else None
-            if mine is not None:
-                mine.pop(client_id, None)
-                if not mine:
-                    del self._free_of[user]
+            self._unfree(client_id, user)
             return
         self._free[client_id] = None
         self._free.move_to_end(client_id)
@@ -85,17 +80,21 @@ class Clients:
             mine[client_id] = None
             mine.move_to_end(client_id)
 
+    def _unfree(self, client_id: str, user: str) -> None:
+        """Take the client off the forgettable lists."""
+        self._free.pop(client_id, None)
+        mine = self._free_of.get(user) if user else None
+        if mine is not None:
+            mine.pop(client_id, None)
+            if not mine:
+                del self._free_of[user]
+
     def _forget(self, client_id: str) -> None:
         del self._c[client_id]
-        self._free.pop(client_id, None)
         self.forgotten += 1
         user = _user(client_id)
+        self._unfree(client_id, user)
         if user:
-            mine = self._free_of.get(user)
-            if mine is not None:
-                mine.pop(client_id, None)
-                if not mine:
-                    del self._free_of[user]
             n = self._count_of[user] - 1
             if n:
                 self._count_of[user] = n
