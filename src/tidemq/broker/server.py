@@ -269,26 +269,25 @@ class Broker:
         sgrpc.add_MessagingServiceServicer_to_server(servicer, got)
 
         node = self.replication                     # tidemq.Data waits out a change of role too (proxy.py)
-        installed = until_installed if node is not None else None
+
+        async def installed(ctx) -> None:           # (a change of role's services being built: wait)
+            if node is not None and node.installing is not None:
+                await until_installed(node, ctx)
 
         async def pull(req, ctx):
-            if installed is not None and node.installing is not None:
-                await installed(node, ctx)
+            await installed(ctx)
             return await self._records.pull(req, ctx)
 
         async def send(req, ctx):
-            if installed is not None and node.installing is not None:
-                await installed(node, ctx)
+            await installed(ctx)
             return await self._record_sends.send(req, ctx)
 
         async def send_stream(_requests, ctx):
-            if installed is not None and node.installing is not None:
-                await installed(node, ctx)
+            await installed(ctx)
             await self._record_sends.stream(ctx)
 
         async def pull_stream(req, ctx):
-            if installed is not None and node.installing is not None:
-                await installed(node, ctx)
+            await installed(ctx)
             async for r in self._records.stream(req, ctx):
                 yield r
 
