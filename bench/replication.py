@@ -4,6 +4,7 @@ replication, measured in the same run.
     .venv/bin/python bench/replication.py            # 5 rounds, <= 200k msgs or 10 s per sample
     .venv/bin/python bench/replication.py --quick    # 1 round of 20k: a smoke run
     .venv/bin/python bench/replication.py --rounds 1 --max-seconds 6 --modes SYNC   # one A/B sample
+    .venv/bin/python bench/replication.py ... --member-loop   # the leader's stream on a loop of its own (a probe)
 
 Every sample runs on fresh brokers with fresh stores under bench/.tmp (256 MiB segments),
 started and warmed up untimed and stopped afterwards; ``tidemq.client`` ``Producer.send_batches``:
@@ -54,8 +55,11 @@ class Single:
 
 
 class Group(Single):
-    def __init__(self, workdir: str, mode: str, module: str = "tidemq.cli.main", env: dict | None = None) -> None:
-        """``module``, ``env``: BrokerProcess's, for both members (bench/replication_hops.py)."""
+    def __init__(self, workdir: str, mode: str, module: str = "tidemq.cli.main", env: dict | None = None,
+                 trace: bool = False) -> None:
+        """``module``, ``env``: BrokerProcess's, for both members (bench/replication_hops.py); ``trace``:
+        bench/_traced_broker.py's timestamps written (that module, or one that runs it)."""
+        self.trace = trace or module == "_traced_broker"
         env = {"TIDEMQ_SEGMENT_SIZE_BYTES": SEGMENT, "TIDEMQ_METRICS_PORT": "0", "TIDEMQ_REPLICATION_MODE": mode,
                **(env or {})}
         home = os.path.join(workdir, "home")
@@ -79,7 +83,7 @@ class Group(Single):
         return {"BENCH_TRACE_OUT": os.path.join(workdir, f"trace-{member}.json")}
 
     def _env(self, env: dict, workdir: str, member: str, module: str) -> dict:
-        return dict(env, **self._trace(workdir, member)) if module == "_traced_broker" else env
+        return dict(env, **self._trace(workdir, member)) if self.trace else env
 
     def _in_sync(self) -> bool:
         rep = call(self.leader.endpoint, "Replication")["replication"]
@@ -102,6 +106,11 @@ def produce(sys_, body: bytes, count: int, batch: int, max_seconds: float, in_fl
                 raise RuntimeError(f"{sys_.name}: {len(bad)} sends refused: {bad[0]}")
             sent += len(rs)
     return {"messages": sent, "seconds": time.perf_counter() - t0}
+
+
+def member_module(a) -> str:
+    """The group's members' ``python -m`` module: ``--member-loop``'s probe, or tidemq's own."""
+    return "_member_loop_broker" if a.member_loop else "tidemq.cli.main"
 
 
 def sample(make, body: bytes, a) -> dict:
@@ -133,6 +142,8 @@ def main() -> None:
     ap.add_argument("--in-flight", type=int, default=4)
     ap.add_argument("--body-bytes", type=int, default=1024)
     ap.add_argument("--modes", default="SYNC,ASYNC", help="the group's variants measured (SYNC, ASYNC or both)")
+    ap.add_argument("--member-loop", action="store_true",
+                    help="the group's members run bench/_member_loop_broker.py (the stream on a loop of its own)")
     a = ap.parse_args()
     body = os.urandom(a.body_bytes)
     rep = Report("replication", unit="msgs/s", reference=REFERENCE,
@@ -158,7 +169,7 @@ def main() -> None:
                           f"{REFERENCE} {rate:,.0f} msgs/s")
 
         def run(v: Variant) -> dict:
-            return sample(lambda: Group(fresh(), v.mode), body, a)
+            return sample(lambda: Group(fresh(), v.mode, module=member_module(a)), body, a)
 
         def row(v: Variant, ref: Sample, r: dict) -> Sample:
             rate = r["messages"] / r["seconds"]

@@ -8,6 +8,7 @@ raw collapsed stacks, one line a stack, for grep or a flame graph).
     .venv/bin/python bench/replication_cpu.py --mode SYNC
     .venv/bin/python bench/replication_cpu.py --mode none --pyspy bench/.tmp/none.txt
     .venv/bin/python bench/replication_cpu.py --mode SYNC --pyspy bench/.tmp/f.txt --follower
+    .venv/bin/python bench/replication_cpu.py --mode SYNC --member-loop     # the stream on a loop of its own
     TIDEMQ_BENCH_SRC=$(python bench/_report.py snapshot --rev X) .venv/bin/python bench/replication_cpu.py
 
 A tool, not a benchmark (no reference, no goal; py-spy costs the sampled process ~a third of its
@@ -24,7 +25,7 @@ import threading
 import time
 
 from _report import scratch_dir
-from replication import WARMUP, Group, Single, produce
+from replication import WARMUP, Group, Single, member_module, produce
 
 from tidemq.client.admin import call
 
@@ -65,10 +66,13 @@ def main() -> None:
     ap.add_argument("--pyspy", help="write py-spy's raw stacks of the leader (or --follower) here")
     ap.add_argument("--follower", action="store_true", help="py-spy the follower instead of the leader")
     ap.add_argument("--rate", type=int, default=150, help="py-spy samples a second")
+    ap.add_argument("--member-loop", action="store_true",
+                    help="the group's members run bench/_member_loop_broker.py (the stream on a loop of its own)")
     a = ap.parse_args()
     body = os.urandom(1024)
     with scratch_dir("replication_cpu") as tmp:
-        s = Single(os.path.join(tmp, "s")) if a.mode == "none" else Group(os.path.join(tmp, "s"), a.mode)
+        s = Single(os.path.join(tmp, "s")) if a.mode == "none" else Group(os.path.join(tmp, "s"), a.mode,
+                                                                                  module=member_module(a))
         try:
             produce(s, body, WARMUP * 8, 256, 30.0, 4)
             res: dict = {}

@@ -5,6 +5,7 @@ medians and p90s of the hops, frames matched by their offsets.
 
     .venv/bin/python bench/replication_hops.py                       # 7 s, 4 requests of 256 in flight
     .venv/bin/python bench/replication_hops.py --in-flight 16 --seconds 10
+    .venv/bin/python bench/replication_hops.py --member-loop         # the stream on a loop of its own (wave 9)
     TIDEMQ_BENCH_SRC=$(python bench/_report.py snapshot --rev X) .venv/bin/python bench/replication_hops.py
 
 A tool, not a benchmark (no reference, no goal; the wrappers cost a little on every hop): compare two
@@ -106,6 +107,14 @@ def hops(lead: list, fol: list, skip_s: float) -> list[tuple[str, str]]:
             if at <= p[2]:
                 resume.append(p[2] - at)
     rows.append(("the confirm that covers a put -> the put resumes", _ms(resume)))
+    ack_offs = [e[3] for e in acks]                    # (in time order: a stream's ACKs never go back)
+    ack_to_resume = []
+    for p in puts:
+        i = bisect.bisect_left(ack_offs, p[3])
+        if i < len(acks) and acks[i][1] <= p[2]:
+            ack_to_resume.append(p[2] - acks[i][1])
+    rows.append(("the ACK that covers a put, its write begins -> the put resumes (the two rows above, per put)",
+                 _ms(ack_to_resume)))
     rows.append(("ACKs / frames", f"{len(acks)} / {len(sends)}"))
     return rows
 
@@ -116,11 +125,13 @@ def main() -> None:
     ap.add_argument("--in-flight", type=int, default=4)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--skip-seconds", type=float, default=1.0, help="the first puts left out (warm-up)")
+    ap.add_argument("--member-loop", action="store_true",
+                    help="the members run bench/_member_loop_broker.py (the stream on a loop of its own), traced")
     a = ap.parse_args()
     body = os.urandom(1024)
     with scratch_dir("replication_hops") as tmp:
         work = os.path.join(tmp, "g")
-        g = Group(work, "SYNC", module="_traced_broker")
+        g = Group(work, "SYNC", module="_member_loop_broker" if a.member_loop else "_traced_broker", trace=True)
         try:
             produce(g, body, WARMUP, a.batch, 30.0, a.in_flight)
             r = produce(g, body, 10 ** 12, a.batch, a.seconds, a.in_flight)
