@@ -203,3 +203,27 @@ def test_progress_past_the_schedule_queues_end_does_not_skip_what_is_parked_afte
     clock.advance(1)
     assert t2.move_due(clock.now_ms()) == (3, False)
     assert bodies(s, "T") == [b"m0", b"m1", b"m2"]
+
+
+def test_a_move_before_a_kill_is_not_made_again_after_the_clock_stepped_back(stores):
+    """The wall clock stepped back across a restart (NTP, a VM's clock): entries moved just before the
+    kill (their checkpoint lost) are not due yet by the new start's clock. They may have been moved
+    all the same: the index is asked when they fall due again, not only for what is due at the start."""
+    clock, s, t = timer_on(stores, 1)
+    now = clock.now_ms()
+    schedule(s, "T", b"m", now + 1000, "U")
+    t.enqueue()
+    t.checkpoint(force=True)                       # progress saved before the move
+    clock.advance(1.0)
+    assert t.move_due(clock.now_ms()) == (1, False)
+    s.kill()                                       # the checkpoint after the move is lost
+    s.fio.unlock(s._lock_handle)
+    clock.step_wall(-60.0)                         # the wall clock stepped back a minute
+    s2 = stores(clock)
+    t2 = Timer(s2)
+    t2.open()
+    t2.enqueue()
+    assert t2.move_due(clock.now_ms()) == (0, False), "not due by this clock"
+    clock.advance(61)
+    assert t2.move_due(clock.now_ms()) == (0, False), "the index says it was moved"
+    assert bodies(s2, "T") == [b"m"], "moved once"

@@ -16,12 +16,13 @@ state/checked.py, written atomically at most once a second, and at shutdown)::
 meaning: every schedule message at an offset below E whose time is below T was
 moved, and every offset below L was moved. At start the queue is read again
 from L: offsets below E with a time below T are skipped, the rest are waiting.
-What was moved after the last checkpoint looks unmoved; for every entry due by
-the start time :func:`parking.already_moved` asks the index before putting it
-again, so a kill -9 neither loses nor doubles a message. A message due while the
+What was moved after the last checkpoint looks unmoved; for every entry parked
+before the start :func:`parking.already_moved` asks the index before putting it
+(when it falls due, by this process's clock: the wall clock may have stepped back
+across the restart), so a kill -9 neither loses nor doubles a message. A message due while the
 broker was down is moved in the first round after the start. A damaged checkpoint falls
 back to its previous version, or to none: the queue is read again from its start, and
-every entry due by then is looked up in the index before it is moved (none doubled).
+every entry is looked up in the index before it is moved (none doubled).
 
 Recall (RecallMessage, RocketMQ 5.3.2+): a waiting message is recalled by its schedule offset
 (:meth:`Timer.recall`, given a handle by recall.py); it stays in the schedule queue and is never
@@ -78,7 +79,7 @@ class Timer:
         self._moved: set[int] = set()              # moved offsets still in _offsets
         self.read_offset = 0                       # next schedule offset to read into the heap
         self._skip_below = (0, 0)                  # (E, T) of the checkpoint the start read
-        self.recover_until_ms = 0                  # entries due by then may have been moved before a crash
+        self.recover_below = 0                     # entries parked before the start may have been moved before it
         self.wake = asyncio.Event()
         self._saved: tuple | None = None
         self._saved_at = 0.0
@@ -109,7 +110,10 @@ class Timer:
             self.recalled = {o for o in doc.get("recalled", ()) if o >= low}
             self._saved = (doc["enqueued"], doc["low"], doc["delivered_before_ms"])
         self.read_offset = low
-        self.recover_until_ms = self.store.clock.now_ms()
+        # an offset, not a time: the old process moved what was due by ITS clock, which a step of the
+        # wall clock (back, across the restart) may put past this one's; every entry parked before
+        # this start is looked up in the index when it falls due, whenever that is
+        self.recover_below = self.store.max_offset(SCHEDULE_TOPIC, 0)
 
     def close(self) -> None:
         self.checkpoint(force=True)
@@ -179,7 +183,7 @@ class Timer:
                 self._done(o)
                 settled.add(o)
                 continue
-            if d <= self.recover_until_ms and parking.already_moved(self.store, s):
+            if o < self.recover_below and parking.already_moved(self.store, s):
                 self._done(o)                                    # moved just before a crash
                 settled.add(o)
                 continue
