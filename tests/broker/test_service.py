@@ -114,3 +114,41 @@ def test_after_a_change_of_role_lite_subscriptions_ask_the_new_services_client_t
             if s is not None:
                 s.close()
         store.shutdown()
+
+
+def test_after_a_failure_of_the_log_every_consumers_state_past_the_cut_comes_back_to_it():
+    """ASYNC_FLUSH: consumers are served records before their fsync. When it fails the queues are cut
+    back (store/log_failure.py) and the broker's listener calls after_log_failure: pop cursors and
+    pull groups' committed offsets past the cut come back to it (the messages sent next take those
+    offsets), the timer and the transactions forget what they read past it (their own tests)."""
+    import errno
+    import pytest
+    from tidemq.store import Message
+    from tidemq.store.log_failure import LogFailed
+    from tidemq.testing.faulty_io import FaultyFileIO
+    from tidemq.io import ManualClock
+    from ..support.store import memory_config
+    fio = FaultyFileIO(seed=8)
+    store = MessageStore(memory_config(segment_size_bytes=32 << 10, commitlog_dirs=("/r/a", "/r/b")), fio=fio,
+                         clock=ManualClock()).start()
+    svc = None
+    try:
+        store.create_topic("T", 1)
+        svc = MessagingService(store, BrokerConfig(host="127.0.0.1", port=1, metrics_port=0))
+        assert store.put(Message("T", b"a0")).ok
+        store.commit_log.flush()
+        assert all(store.put(Message("T", b"u%d" % i)).ok for i in range(3))     # never flushed
+        assert len(svc.consumption.pop_batch("g", "T", 8, 60_000)) == 4
+        svc.group_offsets.set("p", "T", 0, 4)                 # a pull group committed all four
+        fio.fail("fsync", errno.EIO, "/r/a/")
+        with pytest.raises(LogFailed):
+            store.commit_log.flush()
+        [f] = store.log_failures
+        svc.after_log_failure(f)
+        assert svc.group_offsets.get("p", "T", 0) == 1 and svc.consumption.pop.state("g", "T", 0).cursor == 1
+        assert store.put(Message("T", b"n1")).ok
+        assert [m.body for m in store.get("p", "T", 0, svc.group_offsets.get("p", "T", 0)).messages] == [b"n1"]
+    finally:
+        if svc is not None:
+            svc.close()
+        store.shutdown()

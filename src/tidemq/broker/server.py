@@ -327,12 +327,15 @@ class Broker:
         otherwise every group that had consumed that far would skip the messages acknowledged after
         the failure, for good."""
         svc = self.service
-        if svc is None or not failure.queue_ends:
+        if svc is None:
             return
         if self.replication is None or self._service_leading:
             # (a member that steps down instead builds a follower's service, which serves no consumer;
             # the leader's service built after it does the same at its start)
-            svc.consumption.cursors_within_queues(failure.queue_ends)
+            try:
+                svc.after_log_failure(failure)
+            except OSError:                   # the state's files: their next write says it again
+                log.exception("the broker's state could not be brought back to the failed log's cut")
 
     def _install(self, service: MessagingService) -> None:
         """Make ``service`` the one every RPC goes to."""

@@ -87,6 +87,10 @@ class Timer:
         self._recall_lock = threading.Lock()       # a recall and a round's choice of what is due: one at a time
         self._due_through_ms = 0                   # the latest time a round took due messages at
         self._moving: list[tuple[int, int]] = []   # (deliver_ms, offset) a round took off the heap, not settled
+        # offset -> (deliver_ms, end of its copy in the log) of moves whose copy was not flushed yet when
+        # it was put (ASYNC_FLUSH): a failure of the log can take the copy back (cut_back)
+        self._unflushed: dict[int, tuple[int, int]] = {}
+        self._cuts = 0                             # failures of the log seen (cut_back)
 
     # Start / stop ---------------------------------------------------------------------
     def open(self) -> None:
@@ -131,13 +135,17 @@ class Timer:
         limit = self.round_max if limit is None else limit
         e, t = self._skip_below
         first = self.read_offset
+        cuts = self._cuts
         for nxt, msgs in parking.batches(self.store, SCHEDULE_TOPIC, self.read_offset, limit):
-            for m in msgs:
-                d = int(m.properties.get(PROP_DELIVER_MS, "0"))
-                if not (m.queue_offset < e and d < t):          # not moved before the last checkpoint
-                    heapq.heappush(self.heap, (d, m.queue_offset))
-                    heapq.heappush(self._offsets, m.queue_offset)
-            self.read_offset = nxt
+            with self._recall_lock:
+                if self._cuts != cuts:           # a cut of the log (cut_back) while it read: read again
+                    return 0
+                for m in msgs:
+                    d = int(m.properties.get(PROP_DELIVER_MS, "0"))
+                    if not (m.queue_offset < e and d < t):          # not moved before the last checkpoint
+                        heapq.heappush(self.heap, (d, m.queue_offset))
+                        heapq.heappush(self._offsets, m.queue_offset)
+                self.read_offset = nxt
         return self.read_offset - first
 
     # Moving due messages --------------------------------------------------------------
@@ -162,7 +170,9 @@ class Timer:
         finally:
             with self._recall_lock:
                 for d, o in due:
-                    if o not in settled:                 # the put raised: they wait for the next round
+                    # the put raised: they wait for the next round (unless a cut of the log took their
+                    # offset back meanwhile: read again from there, cut_back)
+                    if o not in settled and o < self.read_offset:
                         heapq.heappush(self.heap, (d, o))
                 self._moving = []
 
@@ -183,6 +193,8 @@ class Timer:
                 self._done(o)
                 settled.add(o)
                 continue
+            if int(s.properties.get(PROP_DELIVER_MS, "0")) != d:
+                continue        # another message took the offset (a cut of the log, cut_back): read again
             if o < self.recover_below and parking.already_moved(self.store, s):
                 self._done(o)                                    # moved just before a crash
                 settled.add(o)
@@ -204,6 +216,8 @@ class Timer:
                     self._done(o)
                     settled.add(o)
                     moved += 1
+                    if r.commitlog_offset + r.size > self.store.commit_log.flushed_offset:
+                        self._unflushed[o] = (d, r.commitlog_offset + r.size)
                 else:
                     failed = True                                # back on the heap (move_due)
                     log.warning("delayed message at schedule offset %d not moved yet: %s %s", o,
@@ -213,10 +227,47 @@ class Timer:
         return moved, failed
 
     def _done(self, offset: int) -> None:
+        if offset >= self.read_offset:          # a cut of the log took it back meanwhile (cut_back)
+            return
         self._moved.add(offset)
         offs = self._offsets
         while offs and offs[0] in self._moved:
             self._moved.discard(heapq.heappop(offs))
+
+    # After a failure of the commit log -----------------------------------------------------
+    def cut_back(self, end: int | None, taken: Callable[[int], bool]) -> None:
+        """A failure of the commit log (store/log_failure.py) cut the schedule queue back to ``end``
+        (None: not cut) and took the records ending where ``taken`` (LogFailure.covers) says: what was read
+        past ``end`` is forgotten (the delayed messages parked from now on take those offsets: read
+        them, never take one for another), and a move whose copy was taken back waits again. The
+        checkpoint says so before this returns (OSError: at the next round's)."""
+        with self._recall_lock:
+            self._cuts += 1
+            back = [(o, d) for o, (d, ce) in self._unflushed.items() if taken(ce)]
+            for o, _d in back:
+                del self._unflushed[o]
+            if end is not None and self.read_offset > end:
+                self.heap = [(d, o) for d, o in self.heap if o < end]
+                heapq.heapify(self.heap)
+                self._offsets = [o for o in self._offsets if o < end]
+                heapq.heapify(self._offsets)
+                self._moved = {o for o in self._moved if o < end}
+                self.recalled = {o for o in self.recalled if o < end}
+                self.read_offset = end
+                e, t = self._skip_below
+                self._skip_below = (min(e, end), t)
+                self.recover_below = min(self.recover_below, end)
+                if self._saved is not None:
+                    self._saved = (min(self._saved[0], end), min(self._saved[1], end), self._saved[2])
+            for o, d in back:
+                if o < self.read_offset:         # its schedule message is still there: moved again when due
+                    log.warning("delayed message at schedule offset %d: its move was taken back by the failure "
+                                "of the log; moved again", o)
+                    self._moved.discard(o)
+                    if o not in self._offsets:
+                        heapq.heappush(self._offsets, o)
+                    heapq.heappush(self.heap, (d, o))
+        self.checkpoint(force=True)
 
     # Recall ---------------------------------------------------------------------------
     def recall(self, offset: int, due_ms: int, now_ms: int) -> Recall:
@@ -311,6 +362,10 @@ class Timer:
                 pass
 
     def _round(self) -> tuple[bool, bool]:
+        if self._unflushed:
+            flushed = self.store.commit_log.flushed_offset
+            with self._recall_lock:
+                self._unflushed = {o: v for o, v in self._unflushed.items() if v[1] > flushed}
         read = self.enqueue()
         moved, failed = self.move_due(self.store.clock.now_ms())
         return read >= self.round_max or moved >= self.round_max, failed
