@@ -96,6 +96,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             self.consumption.cursors_within_queues()      # none past what this log holds (consume/receive.py)
         self.group_offsets = GroupOffsets(store.fio, self.state_dir)
         self.group_offsets.load()
+        if leading:                             # none past what this log holds (group_offsets.py)
+            self.group_offsets.within_queues(
+                lambda t, q: self.store.max_offset(t, q) if 0 <= q < self.store.queue_count(t) else None)
         # the store's cleanup learns what groups consumed (space policy, losses per group)
         store.set_consumer_positions(lambda topic: consumed_positions(self.group_offsets, self.pop, topic))
         self.pulls = Pull(store, self.group_offsets, self.consumption.arrivals, config.pull_message_bytes_max,
