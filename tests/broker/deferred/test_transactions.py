@@ -252,3 +252,25 @@ def test_after_a_failure_of_the_log_a_commit_is_neither_lost_nor_refused_for_ano
         assert end(t, a, "UA", COMMIT).code == Code.OK and sorted(bodies(s, "T")) == [b"a", b"c"], "once"
     finally:
         s.shutdown()
+
+
+def test_end_transaction_on_a_new_leader_whose_high_watermark_is_behind_the_half_message_commits_it(stores):
+    """A promoted leader holds the half message but its high watermark (store.set_commit_limit: what
+    its in-sync set confirmed) has not reached it yet. The producer's EndTransaction COMMIT was refused
+    as an unknown transaction (INVALID_TRANSACTION_ID: the client gives up; only an orphan check could
+    save it). It is the broker's own record: the commit is put (acknowledged, under SYNC replication,
+    once the in-sync set holds the copy and so the half before it), once."""
+    s = stores(ManualClock())
+    s.create_topic("T", 1)
+    t = service(s)
+    a = send_half(s, t, b"a", "UA")
+    limit = s.commitlog_min_offset + s.get_by_commitlog_offset(s.commitlog_min_offset).store_size
+    b = send_half(s, t, b"b", "UB")
+    s.set_commit_limit(lambda: limit)            # 'a' readable, 'b' not yet
+    assert end(t, b, "UB", COMMIT).code == Code.OK
+    assert end(t, a, "UA", ROLLBACK).code == Code.OK
+    s.set_commit_limit(None)
+    assert bodies(s, "T") == [b"b"]
+    assert end(t, b, "UB", COMMIT).code == Code.OK and bodies(s, "T") == [b"b"], "once"
+    st = end(t, b, "UB", ROLLBACK)
+    assert st.code == Code.INVALID_TRANSACTION_ID and "already committed" in st.message

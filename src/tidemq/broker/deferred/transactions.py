@@ -181,7 +181,15 @@ class Transactions:
             _, phys = parse_offset_msg_id(request.transaction_id)
         except (CodecError, ValueError):
             return None, f"transaction id {request.transaction_id!r} is not one this broker gave"
-        s = self.store.get_by_commitlog_offset(phys) if phys >= self.store.commitlog_min_offset else None
+        s = None
+        if phys >= self.store.commitlog_min_offset:
+            s = self.store.get_by_commitlog_offset(phys)
+            if s is None and self._not_readable_now(phys):
+                # in this log, past the readable end (a new leader whose high watermark has not reached
+                # it yet): the broker's own record, read as the log holds it (never past a failure's cut,
+                # commit_log.sealed_at). A commit's copy is acknowledged only once the in-sync set holds
+                # it, and with it this half message, which lies before it
+                s = self.store.commit_log.read_message(phys)
         if s is None or s.topic != HALF_TOPIC:
             return None, f"no half message for transaction {request.transaction_id!r} (unknown, or cleaned away)"
         if (request.message_id and s.msg_id != request.message_id) or \
