@@ -194,7 +194,8 @@ class Timer:
                 settled.add(o)
                 continue
             if int(s.properties.get(PROP_DELIVER_MS, "0")) != d:
-                continue        # another message took the offset (a cut of the log, cut_back): read again
+                not_now = True  # another message took the offset (a cut of the log): cut_back reads it again
+                continue
             if o < self.recover_below and parking.already_moved(self.store, s):
                 self._done(o)                                    # moved just before a crash
                 settled.add(o)
