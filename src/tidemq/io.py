@@ -389,6 +389,11 @@ class ManualClock:
             self._now_ms += round(seconds * 1000)
             self._mono_s += seconds
 
+    def step_wall(self, seconds: float) -> None:
+        """The wall clock steps (NTP, a VM resumed; back when negative); the monotonic clock does not."""
+        with self._lock:
+            self._now_ms += round(seconds * 1000)
+
     def sleep(self, seconds: float) -> None:
         self.advance(seconds)
         time.sleep(0)

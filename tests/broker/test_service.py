@@ -114,3 +114,70 @@ def test_after_a_change_of_role_lite_subscriptions_ask_the_new_services_client_t
             if s is not None:
                 s.close()
         store.shutdown()
+
+
+def test_a_pull_groups_committed_offset_past_the_queues_end_comes_back_to_it_at_a_leaders_start(tmp_path):
+    """A promoted follower under ASYNC replication opens its old leader's committed offsets, which may
+    stand past what this log holds (the tail the failover took back). The messages sent to the new
+    leader take offsets below them: a pull group (tidemq.client, Spark) resuming at its committed
+    offset skipped them, for good. The leader's service brings the offset back to the queue's end."""
+    from tidemq.broker.consume import group_offsets
+    from tidemq.broker.state.layout import StateLayout, state_dir
+    from tidemq.store import Message
+    store = MessageStore(StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=1 << 20, index_slots=1000,
+                                     index_entries=4000, auto_create_topics=True)).start()
+    svc = None
+    try:
+        store.create_topic("T", 1)
+        assert all(store.put(Message("T", b"a%d" % i)).ok for i in range(2))
+        path = StateLayout(state_dir(store.config.root_dir)).consumer_offsets
+        store.fio.makedirs(path.rsplit("/", 1)[0])
+        group_offsets.write(store.fio, path, {("g", "T", 0): 5, ("h", "T", 0): 1, ("g", "Gone", 0): 7})
+        svc = MessagingService(store, BrokerConfig(host="127.0.0.1", port=1, metrics_port=0))
+        assert svc.group_offsets.get("g", "T", 0) == 2, "back to the queue's end"
+        assert svc.group_offsets.get("h", "T", 0) == 1 and svc.group_offsets.get("g", "Gone", 0) == 7
+        assert all(store.put(Message("T", b"n%d" % i)).ok for i in range(2, 6))
+        got = store.get("g", "T", 0, svc.group_offsets.get("g", "T", 0)).messages
+        assert [m.body for m in got] == [b"n2", b"n3", b"n4", b"n5"], "nothing sent to the new leader skipped"
+    finally:
+        if svc is not None:
+            svc.close()
+        store.shutdown()
+
+
+def test_after_a_failure_of_the_log_every_consumers_state_past_the_cut_comes_back_to_it():
+    """ASYNC_FLUSH: consumers are served records before their fsync. When it fails the queues are cut
+    back (store/log_failure.py) and the broker's listener calls after_log_failure: pop cursors and
+    pull groups' committed offsets past the cut come back to it (the messages sent next take those
+    offsets), the timer and the transactions forget what they read past it (their own tests)."""
+    import errno
+    import pytest
+    from tidemq.store import Message
+    from tidemq.store.log_failure import LogFailed
+    from tidemq.testing.faulty_io import FaultyFileIO
+    from tidemq.io import ManualClock
+    from ..support.store import memory_config
+    fio = FaultyFileIO(seed=8)
+    store = MessageStore(memory_config(segment_size_bytes=32 << 10, commitlog_dirs=("/r/a", "/r/b")), fio=fio,
+                         clock=ManualClock()).start()
+    svc = None
+    try:
+        store.create_topic("T", 1)
+        svc = MessagingService(store, BrokerConfig(host="127.0.0.1", port=1, metrics_port=0))
+        assert store.put(Message("T", b"a0")).ok
+        store.commit_log.flush()
+        assert all(store.put(Message("T", b"u%d" % i)).ok for i in range(3))     # never flushed
+        assert len(svc.consumption.pop_batch("g", "T", 8, 60_000)) == 4
+        svc.group_offsets.set("p", "T", 0, 4)                 # a pull group committed all four
+        fio.fail("fsync", errno.EIO, "/r/a/")
+        with pytest.raises(LogFailed):
+            store.commit_log.flush()
+        [f] = store.log_failures
+        svc.after_log_failure(f)
+        assert svc.group_offsets.get("p", "T", 0) == 1 and svc.consumption.pop.state("g", "T", 0).cursor == 1
+        assert store.put(Message("T", b"n1")).ok
+        assert [m.body for m in store.get("p", "T", 0, svc.group_offsets.get("p", "T", 0)).messages] == [b"n1"]
+    finally:
+        if svc is not None:
+            svc.close()
+        store.shutdown()

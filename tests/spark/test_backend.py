@@ -106,7 +106,9 @@ def test_members_that_do_not_answer_are_tried_in_turn_until_timeout_seconds():
 
 def test_the_file_backend_never_makes_a_row_of_a_record_its_unit_does_not_stand_for(tmp_path):
     """Consume-queue units carry no CRC: one damaged to point at an intact record of another topic,
-    queue or queue offset is skipped (counted with the damaged), never a row of the queue read."""
+    queue or queue offset is never a row of the queue read. The record it stood for is intact in the
+    log: found again there, as the broker's read path finds it (store/unit_repair.py), and read (it was
+    skipped, a data loss the broker does not have)."""
     from tidemq.spark.backend import FileBackend
 
     from ..support.spark import stranger_units
@@ -119,5 +121,48 @@ def test_the_file_backend_never_makes_a_row_of_a_record_its_unit_does_not_stand_
     finally:
         fb.close()
     rows = [row for batch, _ in got for row in batch.to_pylist()]
-    assert [(r["topic"], r["queue_offset"], r["body"]) for r in rows] == [("A", 3, b"a3")]
-    assert sum(bad for _, bad in got) == 3
+    assert [(r["topic"], r["queue_id"], r["queue_offset"], r["body"]) for r in rows] == \
+        [("A", 0, q, b"a%d" % q) for q in range(4)], "each found again in the log, no stranger"
+    assert sum(bad for _, bad in got) == 0
+
+
+def test_the_file_backend_counts_a_damaged_unit_as_lost_only_when_its_record_is_not_in_the_log(tmp_path):
+    """A damaged unit whose record is damaged too (or a hole: a unit of size 0) is an offset not in the
+    store, never a stranger's row; the intact ones around it are read."""
+    import os
+
+    from tidemq.io import OsFileIO
+    from tidemq.layout import list_segments, queue_dir
+    from tidemq.spark.backend import FileBackend
+    from tidemq.store.consume_queue import UNIT
+
+    from ..support.spark import stranger_units
+    from ..support.store import small_config
+    root = str(tmp_path / "store")
+    stranger_units(small_config(root))
+    fb = FileBackend(root)
+    try:
+        [(a0, _), (a1, _)] = [(int(r["commitlog_offset"]), None) for r in next(iter(fb.read("A", 0, 0, 4)))[0]
+                              .to_pylist()[:2]]
+    finally:
+        fb.close()
+    [(start, seg)] = list_segments(OsFileIO(), os.path.join(root, "commitlog"))
+    with open(seg, "r+b") as f:                 # a1's body damaged: its record fails its CRC
+        f.seek(a1 - start + 88)
+        byte = f.read(1)
+        f.seek(a1 - start + 88)
+        f.write(bytes([byte[0] ^ 1]))
+    [(_, cq)] = list_segments(OsFileIO(), queue_dir(os.path.join(root, "consumequeue"), "A", 0))
+    fd = os.open(cq, os.O_WRONLY)
+    try:
+        os.pwrite(fd, UNIT.pack(0, 0, 0), 2 * UNIT.size)       # a2's unit a hole (its record is intact)
+    finally:
+        os.close(fd)
+    fb = FileBackend(root)
+    try:
+        got = list(fb.read("A", 0, 0, 4))
+    finally:
+        fb.close()
+    rows = [row for batch, _ in got for row in batch.to_pylist()]
+    assert [(r["queue_offset"], r["body"]) for r in rows] == [(0, b"a0"), (2, b"a2"), (3, b"a3")]
+    assert sum(bad for _, bad in got) == 1

@@ -231,13 +231,34 @@ def test_the_jvm_reader_signs_as_the_python_client(jvm):
 
 def test_file_mode_never_makes_a_row_of_a_record_its_unit_does_not_stand_for(jvm, tmp_path):
     """Consume-queue units carry no CRC: one damaged to point at an intact record of another topic,
-    queue or queue offset is an offset not served (a data loss), never a row of the queue read (the
-    Python reader's check: tests/spark/test_backend.py)."""
+    queue or queue offset is never a row of the queue read. The record it stood for is intact in the
+    log: found again there (FileRangeReader.find, as the Python reader and the broker's read path find
+    it: tests/spark/test_backend.py) and read; a damaged unit whose record is damaged too is an offset
+    not served (a data loss)."""
+    import os
+
+    from tidemq.io import OsFileIO
+    from tidemq.layout import list_segments
+
     from ..support.spark import stranger_units
     root = tmp_path / "store"
     stranger_units(StoreConfig(root_dir=str(root), segment_size_bytes=64 * 1024, index_enabled=False))
     part = planner.handle(json.dumps({"op": "batch", "options": {"path": str(root), "topic": "A"}}).encode())
     part = next(p for p in part["partitions"] if p["queue"] == 0)
-    with pytest.raises(Exception, match="DataLossError: 3 offsets of A queue 0 in \\[0, 4\\)"):
+    assert read_one(jvm, part) == [0, 1, 2, 3], "each found again in the log, no stranger"
+    [(start, seg)] = list_segments(OsFileIO(), os.path.join(str(root), "commitlog"))
+    from tidemq.spark.backend import FileBackend
+    fb = FileBackend(str(root))                   # where a1's record is (the Python reader finds it again)
+    try:
+        [a1] = [r["commitlog_offset"] for batch, _ in fb.read("A", 0, 0, 4) for r in batch.to_pylist()
+                if r["body"] == b"a1"]
+    finally:
+        fb.close()
+    with open(seg, "r+b") as f:                   # a1's record damaged too: not in the log any more
+        f.seek(a1 - start + 88)
+        b = f.read(1)
+        f.seek(a1 - start + 88)
+        f.write(bytes([b[0] ^ 1]))
+    with pytest.raises(Exception, match="DataLossError: 1 offsets of A queue 0 in \\[0, 4\\)"):
         read_one(jvm, part)
-    assert read_one(jvm, {**part, "failOnDataLoss": False}) == [3]
+    assert read_one(jvm, {**part, "failOnDataLoss": False}) == [0, 2, 3]

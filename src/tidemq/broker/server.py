@@ -322,17 +322,21 @@ class Broker:
     def _after_log_failure(self, failure) -> None:
         """On the loop, after a failure of this broker's commit log (store/log_failure.py): the
         queues were cut back to its durable end and the next messages take the offsets from there, so
-        consumer groups' cursors and deliveries past the cut (of records served before their fsync,
-        ASYNC_FLUSH, now gone) are brought back to it, as a promoted leader's are at its start;
+        consumer groups' cursors and deliveries, pull groups' committed offsets, the timer's and the
+        transactions' state past the cut (of records served before their fsync, ASYNC_FLUSH, now gone)
+        are brought back to it (service.after_log_failure), as a promoted leader's are at its start;
         otherwise every group that had consumed that far would skip the messages acknowledged after
-        the failure, for good."""
+        the failure, for good, and a delayed message or a commit could be lost or taken for another."""
         svc = self.service
-        if svc is None or not failure.queue_ends:
+        if svc is None:
             return
         if self.replication is None or self._service_leading:
             # (a member that steps down instead builds a follower's service, which serves no consumer;
             # the leader's service built after it does the same at its start)
-            svc.consumption.cursors_within_queues(failure.queue_ends)
+            try:
+                svc.after_log_failure(failure)
+            except OSError:                   # the state's files: their next write says it again
+                log.exception("the broker's state could not be brought back to the failed log's cut")
 
     def _install(self, service: MessagingService) -> None:
         """Make ``service`` the one every RPC goes to."""

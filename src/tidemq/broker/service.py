@@ -50,6 +50,7 @@ from .puts import StorePuts
 from .sessions.clients import Clients
 from .sessions.telemetry import Sessions, client_id_of
 from .state.layout import migrate, state_dir
+from .topic_names import HALF_TOPIC, SCHEDULE_TOPIC
 
 
 ALL_TYPES = (pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION,
@@ -95,6 +96,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             self.consumption.cursors_within_queues()      # none past what this log holds (consume/receive.py)
         self.group_offsets = GroupOffsets(store.fio, self.state_dir)
         self.group_offsets.load()
+        if leading:                             # none past what this log holds (group_offsets.py)
+            self.group_offsets.within_queues(
+                lambda t, q: self.store.max_offset(t, q) if 0 <= q < self.store.queue_count(t) else None)
         # the store's cleanup learns what groups consumed (space policy, losses per group)
         store.set_consumer_positions(lambda topic: consumed_positions(self.group_offsets, self.pop, topic))
         self.pulls = Pull(store, self.group_offsets, self.consumption.arrivals, config.pull_message_bytes_max,
@@ -149,6 +153,19 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.group_offsets.flush()
         self.timer.close()
         self.transactions.close()
+
+    def after_log_failure(self, failure) -> None:
+        """A leading service after a failure of the commit log (store/log_failure.py; the broker's
+        listener, server.py, on the loop): the queues were cut back to its durable end, the next messages
+        take the offsets from there, and the records after it are gone. Pop cursors and deliveries,
+        pull groups' committed offsets, the timer and the transactions past the cut are brought back to
+        it, and a delayed message's move or a commit whose copy was taken is made again."""
+        ends = failure.queue_ends
+        if ends:
+            self.consumption.cursors_within_queues(ends)
+            self.group_offsets.within_queues(lambda t, q: ends.get((t, q)))
+        self.timer.cut_back(ends.get((SCHEDULE_TOPIC, 0)), failure.covers)
+        self.transactions.cut_back(ends.get((HALF_TOPIC, 0)), failure.covers)
 
     def discard(self) -> None:
         """A follower's service goes: its files are closed, nothing is written (its state is the

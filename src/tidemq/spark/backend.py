@@ -8,6 +8,7 @@ used (driver or executor) from the source's options; nothing here is pickled.
 
 from __future__ import annotations
 
+import bisect
 import logging
 from typing import Iterator
 
@@ -90,6 +91,8 @@ class FileBackend(Backend):
             yield _EMPTY, min(first, end) - at
             at = first
         log_end = files.log_end()
+        dead_before = files.deleted_topics().get(topic, -1)
+        prev_end = None          # where the last record read that stood for its unit ends (a record boundary)
         while at < end:
             units = files.units(topic, qid, at, min(end, at + batch_rows))
             if len(units) == 0:
@@ -102,27 +105,69 @@ class FileBackend(Backend):
             at += len(units)
             offsets = units["offset"].astype(np.int64)
             sizes = units["size"].astype(np.int64)
-            seg = files.locate(offsets)
-            alive = (sizes > 0) & (seg >= 0)
-            lost = len(units) - int(alive.sum())
-            offsets, sizes, seg, qoffs = offsets[alive], sizes[alive], seg[alive], qoffs[alive]
-            if len(seg) == 0:
-                yield _EMPTY, lost
+            out, missing, last = self._rows(topic, qid, offsets, sizes, qoffs)
+            if missing and self._find_again(topic, qid, offsets, sizes, qoffs, missing, out, prev_end, dead_before):
+                out, missing, last = self._rows(topic, qid, offsets, sizes, qoffs)
+            prev_end = last if last is not None else prev_end
+            yield from out
+
+    def _rows(self, topic, qid, offsets, sizes, qoffs):
+        """The records a chunk of units stands for as (batch, offsets lost) pairs; the queue offsets of
+        the units that did not stand for an intact record in the log and may be found again (not those
+        cleaned away: before the log's first segment, or in one deleted since the listing); where the
+        last record served ends (None: none)."""
+        files = self.files
+        seg = files.locate(offsets)
+        log_min = files.segment_starts[0] if files.segment_starts else 0
+        gone = (sizes > 0) & (offsets >= 0) & (offsets < log_min)             # cleaned away
+        alive = (sizes > 0) & (seg >= 0)
+        out: list = []
+        lost = len(offsets) - int(alive.sum())
+        suspects = set(qoffs[~alive & ~gone].tolist())
+        a_off, a_size, a_seg, a_q = offsets[alive], sizes[alive], seg[alive], qoffs[alive]
+        last = None
+        cuts = np.flatnonzero(np.diff(a_seg)) + 1     # units follow the log: runs per segment
+        runs = zip(np.r_[0, cuts], np.r_[cuts, len(a_seg)]) if len(a_seg) else ()
+        for lo, hi in runs:
+            i = int(a_seg[lo])
+            try:
+                buf = files.segment(i)
+            except FileNotFoundError:                 # deleted since the listing: cleaned away
+                lost += int(hi - lo)
                 continue
-            cuts = np.flatnonzero(np.diff(seg)) + 1     # units follow the log: runs per segment
-            for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(seg)]):
-                i = int(seg[lo])
-                try:
-                    buf = files.segment(i)
-                except FileNotFoundError:                 # deleted since the listing: cleaned away
-                    lost += int(hi - lo)
-                    continue
-                batch, bad = decode(buf, offsets[lo:hi] - files.segment_starts[i], sizes[lo:hi],
-                                    expect=(topic, qid, qoffs[lo:hi]))
-                yield batch, lost + bad
-                lost = 0
-            if lost:
-                yield _EMPTY, lost
+            batch, bad = decode(buf, a_off[lo:hi] - files.segment_starts[i], a_size[lo:hi],
+                                expect=(topic, qid, a_q[lo:hi]))
+            if bad:
+                served = set(batch.column("queue_offset").to_pylist())
+                suspects.update(q for q in a_q[lo:hi].tolist() if q not in served)
+            if batch.num_rows:
+                k = int(np.searchsorted(a_q, batch.column("queue_offset")[-1].as_py()))
+                last = int(a_off[k] + a_size[k])
+            out.append((batch, lost + bad))
+            lost = 0
+        if lost or not out:
+            out.append((_EMPTY, lost))
+        return out, sorted(suspects), last
+
+    def _find_again(self, topic, qid, offsets, sizes, qoffs, missing, out, prev_end, dead_before) -> bool:
+        """Damaged units of a chunk whose records are intact in the log (StoreFiles.find_record, as the
+        store's read path finds them: store/unit_repair.py) put right in ``offsets`` / ``sizes``: True
+        when one was found (the chunk is read again)."""
+        served = sorted(q for batch, _ in out for q in batch.column("queue_offset").to_pylist())
+        base = int(qoffs[0])
+        found = False
+        for q in missing:
+            k = bisect.bisect_left(served, q)
+            start = int(offsets[served[k - 1] - base] + sizes[served[k - 1] - base]) if k else prev_end
+            got = self.files.find_record(topic, qid, q, start if start is not None else 0, dead_before)
+            if got is None:
+                continue
+            log.warning("tidemq: consume-queue unit %s/%d queue offset %d is damaged; its record is intact in the "
+                        "commit log at %d: read from there (run `tidemq verify`)", topic, qid, q, got[0])
+            offsets[q - base], sizes[q - base] = got
+            bisect.insort(served, q)
+            found = True
+        return found
 
     def close(self) -> None:
         self.files.close()

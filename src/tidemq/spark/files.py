@@ -18,7 +18,10 @@ import numpy as np
 
 from ..io import FileIO, OsFileIO, read_whole
 from .. import checked, layout
+from ..record import codec
 from ..store.consume_queue import UNIT_DTYPE, UNIT_SIZE
+
+SCAN_BYTES_MAX = 256 << 20      # log bytes walked at most for one damaged unit (store/unit_repair.py's)
 
 
 class StoreFilesError(RuntimeError):
@@ -157,6 +160,60 @@ class StoreFiles:
                 fio.close(h)          # the mapping keeps the file's pages
             got = self._maps[path] = (m, np.frombuffer(m, np.uint8))
         return got[1]
+
+    def deleted_topics(self) -> dict[str, int]:
+        """Deleted topics and where their records end in the log (topics.json's "deleted": a record of
+        the name before that offset is of the topic deleted, not of the one made again)."""
+        path = layout.topics_path(self.root)
+        try:
+            doc = checked.decode(read_whole(self.fio, path)) if self.fio.exists(path) else {}
+            return {str(k): int(v) for k, v in doc.get("deleted", {}).items()}
+        except (OSError, ValueError, TypeError, AttributeError):
+            return {}
+
+    def find_record(self, topic: str, qid: int, q: int, start: int, dead_before: int = -1) -> tuple[int, int] | None:
+        """A damaged consume-queue unit's record found again in the log, as the store's read path
+        finds it (store/unit_repair.py; the JVM reader's FileRangeReader.find the same): the segments
+        walked from commit-log offset ``start`` (where the last record of the queue read before it
+        ends: a record boundary; the log's first offset when there is none) for the intact record of
+        (``topic``, ``qid``, queue offset ``q``). The walk stops at a record of the queue past ``q``
+        (a queue's records lie in the log in queue-offset order), at the end of what was written, or
+        after SCAN_BYTES_MAX; a record failing its CRCs is passed over by its size, one before
+        ``dead_before`` is of a deleted topic of that name (deleted_topics). (commit-log offset, size),
+        or None: not in the log (a hole, damaged too, or cleaned away)."""
+        name = topic.encode()
+        walked = 0
+        i = int(self.locate(np.asarray([start], np.int64))[0])
+        if i < 0:
+            i, start = 0, self.segment_starts[0] if self.segment_starts else 0
+        pos = start - self.segment_starts[i] if self.segment_starts else 0
+        while i < len(self.segment_paths):
+            try:
+                self.segment(i)
+            except FileNotFoundError:             # deleted since the listing
+                i, pos = i + 1, 0
+                continue
+            buf = self._maps[self.segment_paths[i]][0]
+            limit = len(buf)
+            while pos + 8 <= limit:
+                size, magic = codec.SIZE_MAGIC.unpack_from(buf, pos)
+                if magic == codec.BLANK_MAGIC:
+                    break                         # the segment's end: the next one
+                if magic != codec.MAGIC or size < codec.FIXED_OVERHEAD or pos + size > limit:
+                    return None                   # the end of what was written
+                walked += size
+                if walked > SCAN_BYTES_MAX:
+                    return None
+                if codec.check_record(buf, pos, pos + size)[0] == codec.REC_OK:
+                    r_qid, r_qoff, _ts, r_topic, _props = codec.decode_meta(buf, pos)
+                    if r_qid == qid and r_topic.encode() == name and self.segment_starts[i] + pos >= dead_before:
+                        if r_qoff == q:
+                            return self.segment_starts[i] + pos, size
+                        if r_qoff > q:
+                            return None
+                pos += size
+            i, pos = i + 1, 0
+        return None
 
     def locate(self, offsets: np.ndarray) -> np.ndarray:
         """Index of the segment holding each commit-log offset (-1: before the first one)."""

@@ -388,3 +388,46 @@ def test_a_cursor_past_the_queues_end_comes_back_to_it_and_nothing_sent_after_is
     promoted.pop.flush()
     again = consumption()                         # the cursor's move back was journaled
     assert again.pop.state("g", "T", 0).cursor == 6 and again.cursors_within_queues() == 0
+
+
+def test_a_receive_held_by_a_fetch_quota_hands_out_nothing_whose_invisible_time_ran_out_meanwhile(world):
+    """A fetch quota delays a receive's answer after its messages were popped (protection/quotas.py:
+    the debt's delay, up to quota_throttle_ms_max). Their invisible time counted from the pop: a delay
+    longer than it let another consumer receive the message again while the first answer was still
+    held, and the first consumer got a message whose handle was already stale (delivered twice at
+    once). The invisible time now counts from when the answer goes out. (The quota's delay is real
+    time, 0.3 s here; the store's clock is the test's, moved 0.2 s while it waits: past the 0.1 s
+    invisible time of a pop-time count, within the delay.)"""
+    from tidemq.broker.protection.quotas import Quotas
+
+    store, clock, consumption = world
+    c = consumption()
+    c.quotas = Quotas(None, None, clock, 30.0)
+    c.quotas.replace({"topic:T": {"fetch": 1000}})        # 1000 bytes a second; a full bucket to start
+    put(store, 0, b"x" * 1300)                            # 300 bytes of debt: a 0.3 s delay
+
+    class Context:
+        def time_remaining(self):
+            return 3600.0
+
+        def invocation_metadata(self):
+            return ()
+
+    req = spb.ReceiveMessageRequest(group=pb.Resource(name="g"), message_queue=pb.MessageQueue(
+        topic=pb.Resource(name="T")), batch_size=8, invisible_duration={"nanos": 100_000_000},
+        long_polling_timeout={"seconds": 0})
+
+    async def scenario():
+        async def receive():
+            return [r async for r in c.receive(req, Context())]
+        first = asyncio.ensure_future(receive())
+        while not c.pop.state("g", "T", 0).inflight:      # popped: its answer is held by the quota now
+            await asyncio.sleep(0)
+        clock.advance(0.2)
+        other = c.pop_batch("g", "T", 8, 100)
+        return await asyncio.wait_for(first, PATIENCE_S), other
+
+    resps, other = asyncio.run(scenario())
+    assert other == [], "nobody else is handed it while the first answer waits"
+    [m] = [r.message for r in resps if r.HasField("message")]
+    ack(c, "g", m)                                        # raises on a stale handle

@@ -203,3 +203,76 @@ def test_progress_past_the_schedule_queues_end_does_not_skip_what_is_parked_afte
     clock.advance(1)
     assert t2.move_due(clock.now_ms()) == (3, False)
     assert bodies(s, "T") == [b"m0", b"m1", b"m2"]
+
+
+def test_a_move_before_a_kill_is_not_made_again_after_the_clock_stepped_back(stores):
+    """The wall clock stepped back across a restart (NTP, a VM's clock): entries moved just before the
+    kill (their checkpoint lost) are not due yet by the new start's clock. They may have been moved
+    all the same: the index is asked when they fall due again, not only for what is due at the start."""
+    clock, s, t = timer_on(stores, 1)
+    now = clock.now_ms()
+    schedule(s, "T", b"m", now + 1000, "U")
+    t.enqueue()
+    t.checkpoint(force=True)                       # progress saved before the move
+    clock.advance(1.0)
+    assert t.move_due(clock.now_ms()) == (1, False)
+    s.kill()                                       # the checkpoint after the move is lost
+    s.fio.unlock(s._lock_handle)
+    clock.step_wall(-60.0)                         # the wall clock stepped back a minute
+    s2 = stores(clock)
+    t2 = Timer(s2)
+    t2.open()
+    t2.enqueue()
+    assert t2.move_due(clock.now_ms()) == (0, False), "not due by this clock"
+    clock.advance(61)
+    assert t2.move_due(clock.now_ms()) == (0, False), "the index says it was moved"
+    assert bodies(s2, "T") == [b"m"], "moved once"
+
+
+def test_after_a_failure_of_the_log_a_delayed_message_is_neither_lost_nor_doubled_nor_taken_for_another(tmp_path):
+    """ASYNC_FLUSH: the timer reads schedule messages and moves copies before their fsync. When the
+    fsync fails (store/log_failure.py) the schedule queue is cut back and the next delayed messages
+    take its offsets again; the copies put after the durable end are taken back too. The timer
+    (cut_back, what the broker does at once, service.after_log_failure) forgets what it read past the
+    cut, reads the new messages at those offsets, and moves again what its moves lost."""
+    import errno
+    import pytest
+    from tidemq.store import MessageStore
+    from tidemq.store.log_failure import LogFailed
+    from tidemq.testing.faulty_io import FaultyFileIO
+    from ...support.store import memory_config
+    clock = ManualClock()
+    fio = FaultyFileIO(seed=4)
+    s = MessageStore(memory_config(segment_size_bytes=32 << 10, commitlog_dirs=("/r/a", "/r/b")), fio=fio,
+                     clock=clock).start()
+    try:
+        s.create_topic("T", 1)
+        t = Timer(s)
+        t.open()
+        now = clock.now_ms()
+        schedule(s, "T", b"due", now + 1000, "UD")            # schedule offset 0
+        schedule(s, "T", b"late", now + 60_000, "UL")         # 1
+        s.commit_log.flush()                                   # both durable
+        schedule(s, "T", b"gone", now + 30_000, "UG")         # 2: answered OK (ASYNC_FLUSH), never flushed
+        assert t.enqueue() == 3
+        clock.advance(1)
+        assert t.move_due(clock.now_ms()) == (1, False)       # "due" moved: its copy not flushed either
+        fio.fail("fsync", errno.EIO, "/r/a/")
+        with pytest.raises(LogFailed):
+            s.commit_log.flush()
+        [f] = s.log_failures
+        assert f.queue_ends == {(SCHEDULE_TOPIC, 0): 2, ("T", 0): 0}
+        assert bodies(s, "T") == [], "the copy of 'due' was taken back"
+        t.cut_back(f.queue_ends.get((SCHEDULE_TOPIC, 0)), f.covers)
+        schedule(s, "T", b"new", clock.now_ms() + 4000, "UN")  # takes schedule offset 2 again
+        t.enqueue()
+        assert t.move_due(clock.now_ms()) == (1, False) and bodies(s, "T") == [b"due"], "moved again"
+        clock.advance(5)
+        assert t.move_due(clock.now_ms()) == (1, False) and bodies(s, "T") == [b"due", b"new"], "read, at its time"
+        clock.advance(30)
+        assert t.move_due(clock.now_ms()) == (0, False), "nothing at 'gone''s time"
+        clock.advance(30)
+        assert t.move_due(clock.now_ms()) == (1, False)
+        assert sorted(bodies(s, "T")) == [b"due", b"late", b"new"], "each once"
+    finally:
+        s.shutdown()

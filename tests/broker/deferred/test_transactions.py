@@ -211,3 +211,66 @@ def test_decisions_past_the_half_queues_end_are_not_taken_for_new_transactions(s
     for i, txid in enumerate(ids):
         assert end(t, txid, "U%d" % i, COMMIT).code == Code.OK, i
     assert bodies(s, "T") == [b"h0", b"h1", b"h2", b"h3"]
+
+
+def test_after_a_failure_of_the_log_a_commit_is_neither_lost_nor_refused_for_another_transaction():
+    """ASYNC_FLUSH: half messages and commits' copies are answered before their fsync. When it fails
+    (store/log_failure.py) the half queue is cut back and the next half messages take its offsets
+    again; a commit's copy after the durable end is taken back. Transactions.cut_back (what the broker
+    does at once, service.after_log_failure) forgets the decisions past the cut (the new transaction
+    at an old offset is not 'already rolled back') and makes a commit whose copy was lost undecided
+    (ended again, it is put again; not OK with nothing put)."""
+    import errno
+    import pytest
+    from tidemq.broker.topic_names import HALF_TOPIC
+    from tidemq.store import MessageStore
+    from tidemq.store.log_failure import LogFailed
+    from tidemq.testing.faulty_io import FaultyFileIO
+    from ...support.store import memory_config
+    fio = FaultyFileIO(seed=6)
+    s = MessageStore(memory_config(segment_size_bytes=32 << 10, commitlog_dirs=("/r/a", "/r/b")), fio=fio,
+                     clock=ManualClock()).start()
+    try:
+        s.create_topic("T", 1)
+        t = service(s)
+        a = send_half(s, t, b"a", "UA")                    # half offset 0
+        s.commit_log.flush()                               # durable
+        b = send_half(s, t, b"b", "UB")                    # 1: answered OK, never flushed
+        assert end(t, b, "UB", ROLLBACK).code == Code.OK
+        assert end(t, a, "UA", COMMIT).code == Code.OK     # its copy not flushed
+        fio.fail("fsync", errno.EIO, "/r/a/")
+        with pytest.raises(LogFailed):
+            s.commit_log.flush()
+        [f] = s.log_failures
+        assert f.queue_ends == {(HALF_TOPIC, 0): 1, ("T", 0): 0}
+        assert bodies(s, "T") == [], "the copy of 'a' was taken back"
+        t.cut_back(f.queue_ends.get((HALF_TOPIC, 0)), f.covers)
+        c = send_half(s, t, b"c", "UC")                    # takes half offset 1 again
+        assert end(t, c, "UC", COMMIT).code == Code.OK and bodies(s, "T") == [b"c"], "a new transaction"
+        assert end(t, a, "UA", COMMIT).code == Code.OK
+        assert sorted(bodies(s, "T")) == [b"a", b"c"], "'a' put again"
+        assert end(t, a, "UA", COMMIT).code == Code.OK and sorted(bodies(s, "T")) == [b"a", b"c"], "once"
+    finally:
+        s.shutdown()
+
+
+def test_end_transaction_on_a_new_leader_whose_high_watermark_is_behind_the_half_message_commits_it(stores):
+    """A promoted leader holds the half message but its high watermark (store.set_commit_limit: what
+    its in-sync set confirmed) has not reached it yet. The producer's EndTransaction COMMIT was refused
+    as an unknown transaction (INVALID_TRANSACTION_ID: the client gives up; only an orphan check could
+    save it). It is the broker's own record: the commit is put (acknowledged, under SYNC replication,
+    once the in-sync set holds the copy and so the half before it), once."""
+    s = stores(ManualClock())
+    s.create_topic("T", 1)
+    t = service(s)
+    a = send_half(s, t, b"a", "UA")
+    limit = s.commitlog_min_offset + s.get_by_commitlog_offset(s.commitlog_min_offset).store_size
+    b = send_half(s, t, b"b", "UB")
+    s.set_commit_limit(lambda: limit)            # 'a' readable, 'b' not yet
+    assert end(t, b, "UB", COMMIT).code == Code.OK
+    assert end(t, a, "UA", ROLLBACK).code == Code.OK
+    s.set_commit_limit(None)
+    assert bodies(s, "T") == [b"b"]
+    assert end(t, b, "UB", COMMIT).code == Code.OK and bodies(s, "T") == [b"b"], "once"
+    st = end(t, b, "UB", ROLLBACK)
+    assert st.code == Code.INVALID_TRANSACTION_ID and "already committed" in st.message

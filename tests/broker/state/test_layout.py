@@ -60,7 +60,7 @@ def test_an_old_layout_root_is_moved_and_nothing_is_lost(tmp_path):
     assert [m.body for m in delivered] == [b"p0", b"p1"]
     svc.pop.ack("g", delivered[0].system_properties.receipt_handle)
     # a committed offset
-    svc.group_offsets.set("etl", "T", 0, 7)
+    svc.group_offsets.set("etl", "T", 0, 2)           # (within the queue: past it, a start cuts it back)
     # timer progress: one delayed message moved, one still waiting
     for i, due in enumerate((1000, 3_600_000)):
         m = Message(topic="T", body=b"d%d" % i, properties={"UNIQ_KEY": "D%d" % i,
@@ -97,7 +97,7 @@ def test_an_old_layout_root_is_moved_and_nothing_is_lost(tmp_path):
         assert st.cursor == 2 and sorted(st.inflight) == [1]
         svc.pop.ack("g", delivered[1].system_properties.receipt_handle)
         assert svc.pop.state("g", "T", 0).inflight == {}
-        assert svc.group_offsets.get("etl", "T", 0) == 7
+        assert svc.group_offsets.get("etl", "T", 0) == 2
         # the timer goes on from its checkpoint: the moved message is not moved twice
         svc.timer.enqueue()
         assert svc.timer.move_due(clock.now_ms()) == (0, False) and svc.timer.pending == 1

@@ -14,11 +14,14 @@ consumers start where their clients start without one, and nothing is skipped.
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 from ...io import FileIO
 from ... import checked
 from ..state.layout import StateLayout
+
+log = logging.getLogger("tidemq.broker")
 
 
 class GroupOffsets:
@@ -43,6 +46,24 @@ class GroupOffsets:
         self.offsets[(group, topic, qid)] = offset
         self.committed_at_ms[(group, topic, qid)] = int(time.time() * 1000)
         self._dirty = True
+
+    def within_queues(self, end_of) -> int:
+        """Bring every committed offset past its queue's end (``end_of(topic, queue)``; None: leave it)
+        back to that end: a promoted follower's copy of its old leader's offsets (ASYNC replication:
+        the tail the failover took back), a failure of the commit log that cut the queues. The
+        messages sent from now on take the offsets from the end on; a group committed past them
+        would skip them for good. How many were moved."""
+        moved = 0
+        for (g, t, q), off in list(self.offsets.items()):
+            end = end_of(t, q)
+            if end is not None and off > end:
+                log.warning("group %s, %s queue %d: its committed offset %d stood past the queue's end %d (a "
+                            "failover or a failure of the log took that tail back); moved back to it", g, t, q,
+                            off, end)
+                self.offsets[(g, t, q)] = end
+                self._dirty = True
+                moved += 1
+        return moved
 
     def forget_topic(self, topic: str) -> None:
         """A deleted topic: every group's offsets of it go."""

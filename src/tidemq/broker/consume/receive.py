@@ -400,11 +400,11 @@ class Consumption:
                 await asyncio.wait_for(self.arrivals.wait(), timeout=left)
             except asyncio.TimeoutError:
                 pass
+        if msgs and ents:
+            msgs = await self._throttled(group, msgs, invisible_ms, ents)
         now = self.now_ms()
         ts = pb.Message().system_properties.store_timestamp.__class__(seconds=now // 1000,
                                                                       nanos=(now % 1000) * 1_000_000)
-        if msgs and ents:
-            await self.quotas.fetch_charge(ents, sum(len(m.body) for m in msgs))
         if msgs:
             yield spb.ReceiveMessageResponse(status=status(Code.OK))
             for m in msgs:
@@ -412,6 +412,38 @@ class Consumption:
         else:
             yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
         yield spb.ReceiveMessageResponse(delivery_timestamp=ts)
+
+    async def _throttled(self, group: str, msgs: list, invisible_ms: int, ents: list) -> list:
+        """The fetch quota's delay (protection/quotas.py) before ``msgs`` go out: their invisible time
+        counts from when they are handed out, not from when they were popped. Through the wait they stay
+        invisible (for it and their own invisible time: journaled, so a crash meanwhile brings them
+        back when that is over), after it they are invisible ``invisible_ms`` from then on; one that is
+        not this delivery any more (the clock moved past its invisible time and another receive took
+        it) is not handed out: its handle would be stale."""
+        delay_s = self.quotas.charge("fetch", ents, sum(len(m.body) for m in msgs), refuse=False).delay_s
+        if delay_s <= 0:
+            return msgs
+        self._still_ours(group, msgs, self.now_ms() + int(delay_s * 1000) + invisible_ms)
+        await asyncio.sleep(delay_s)
+        return self._still_ours(group, msgs, self.now_ms() + invisible_ms)
+
+    def _still_ours(self, group: str, msgs: list, visible_at_ms: int) -> list:
+        """The deliveries of ``msgs`` still current, each invisible until ``visible_at_ms`` (their
+        handles unchanged; renewed for their client as before)."""
+        out = []
+        for m in msgs:
+            try:
+                topic, qid, offset, seq = self.pop.parse(group, m.system_properties.receipt_handle)
+            except HandleError:
+                continue
+            cur = self.pop.state(group, topic, qid).inflight.get(offset)
+            if cur is None or cur.seq != seq:
+                log.warning("message at %s:%d:%d of group %s was delivered again while its answer was held by a "
+                            "quota: not handed out twice", topic, qid, offset, group)
+                continue
+            self.pop.renew(group, topic, qid, offset, visible_at_ms, cur.client)
+            out.append(m)
+        return out
 
     def _invisible_problem(self, ms: int) -> str | None:
         """Why an invisible time a client asks for is refused (ILLEGAL_INVISIBLE_TIME), or None."""

@@ -16,12 +16,13 @@ state/checked.py, written atomically at most once a second, and at shutdown)::
 meaning: every schedule message at an offset below E whose time is below T was
 moved, and every offset below L was moved. At start the queue is read again
 from L: offsets below E with a time below T are skipped, the rest are waiting.
-What was moved after the last checkpoint looks unmoved; for every entry due by
-the start time :func:`parking.already_moved` asks the index before putting it
-again, so a kill -9 neither loses nor doubles a message. A message due while the
+What was moved after the last checkpoint looks unmoved; for every entry parked
+before the start :func:`parking.already_moved` asks the index before putting it
+(when it falls due, by this process's clock: the wall clock may have stepped back
+across the restart), so a kill -9 neither loses nor doubles a message. A message due while the
 broker was down is moved in the first round after the start. A damaged checkpoint falls
 back to its previous version, or to none: the queue is read again from its start, and
-every entry due by then is looked up in the index before it is moved (none doubled).
+every entry is looked up in the index before it is moved (none doubled).
 
 Recall (RecallMessage, RocketMQ 5.3.2+): a waiting message is recalled by its schedule offset
 (:meth:`Timer.recall`, given a handle by recall.py); it stays in the schedule queue and is never
@@ -78,7 +79,7 @@ class Timer:
         self._moved: set[int] = set()              # moved offsets still in _offsets
         self.read_offset = 0                       # next schedule offset to read into the heap
         self._skip_below = (0, 0)                  # (E, T) of the checkpoint the start read
-        self.recover_until_ms = 0                  # entries due by then may have been moved before a crash
+        self.recover_below = 0                     # entries parked before the start may have been moved before it
         self.wake = asyncio.Event()
         self._saved: tuple | None = None
         self._saved_at = 0.0
@@ -86,6 +87,10 @@ class Timer:
         self._recall_lock = threading.Lock()       # a recall and a round's choice of what is due: one at a time
         self._due_through_ms = 0                   # the latest time a round took due messages at
         self._moving: list[tuple[int, int]] = []   # (deliver_ms, offset) a round took off the heap, not settled
+        # offset -> (deliver_ms, end of its copy in the log) of moves whose copy was not flushed yet when
+        # it was put (ASYNC_FLUSH): a failure of the log can take the copy back (cut_back)
+        self._unflushed: dict[int, tuple[int, int]] = {}
+        self._cuts = 0                             # failures of the log seen (cut_back)
 
     # Start / stop ---------------------------------------------------------------------
     def open(self) -> None:
@@ -109,7 +114,10 @@ class Timer:
             self.recalled = {o for o in doc.get("recalled", ()) if o >= low}
             self._saved = (doc["enqueued"], doc["low"], doc["delivered_before_ms"])
         self.read_offset = low
-        self.recover_until_ms = self.store.clock.now_ms()
+        # an offset, not a time: the old process moved what was due by ITS clock, which a step of the
+        # wall clock (back, across the restart) may put past this one's; every entry parked before
+        # this start is looked up in the index when it falls due, whenever that is
+        self.recover_below = self.store.max_offset(SCHEDULE_TOPIC, 0)
 
     def close(self) -> None:
         self.checkpoint(force=True)
@@ -127,13 +135,17 @@ class Timer:
         limit = self.round_max if limit is None else limit
         e, t = self._skip_below
         first = self.read_offset
+        cuts = self._cuts
         for nxt, msgs in parking.batches(self.store, SCHEDULE_TOPIC, self.read_offset, limit):
-            for m in msgs:
-                d = int(m.properties.get(PROP_DELIVER_MS, "0"))
-                if not (m.queue_offset < e and d < t):          # not moved before the last checkpoint
-                    heapq.heappush(self.heap, (d, m.queue_offset))
-                    heapq.heappush(self._offsets, m.queue_offset)
-            self.read_offset = nxt
+            with self._recall_lock:
+                if self._cuts != cuts:           # a cut of the log (cut_back) while it read: read again
+                    return 0
+                for m in msgs:
+                    d = int(m.properties.get(PROP_DELIVER_MS, "0"))
+                    if not (m.queue_offset < e and d < t):          # not moved before the last checkpoint
+                        heapq.heappush(self.heap, (d, m.queue_offset))
+                        heapq.heappush(self._offsets, m.queue_offset)
+                self.read_offset = nxt
         return self.read_offset - first
 
     # Moving due messages --------------------------------------------------------------
@@ -158,7 +170,9 @@ class Timer:
         finally:
             with self._recall_lock:
                 for d, o in due:
-                    if o not in settled:                 # the put raised: they wait for the next round
+                    # the put raised: they wait for the next round (unless a cut of the log took their
+                    # offset back meanwhile: read again from there, cut_back)
+                    if o not in settled and o < self.read_offset:
                         heapq.heappush(self.heap, (d, o))
                 self._moving = []
 
@@ -179,7 +193,10 @@ class Timer:
                 self._done(o)
                 settled.add(o)
                 continue
-            if d <= self.recover_until_ms and parking.already_moved(self.store, s):
+            if int(s.properties.get(PROP_DELIVER_MS, "0")) != d:
+                not_now = True  # another message took the offset (a cut of the log): cut_back reads it again
+                continue
+            if o < self.recover_below and parking.already_moved(self.store, s):
                 self._done(o)                                    # moved just before a crash
                 settled.add(o)
                 continue
@@ -200,6 +217,8 @@ class Timer:
                     self._done(o)
                     settled.add(o)
                     moved += 1
+                    if r.commitlog_offset + r.size > self.store.commit_log.flushed_offset:
+                        self._unflushed[o] = (d, r.commitlog_offset + r.size)
                 else:
                     failed = True                                # back on the heap (move_due)
                     log.warning("delayed message at schedule offset %d not moved yet: %s %s", o,
@@ -209,10 +228,47 @@ class Timer:
         return moved, failed
 
     def _done(self, offset: int) -> None:
+        if offset >= self.read_offset:          # a cut of the log took it back meanwhile (cut_back)
+            return
         self._moved.add(offset)
         offs = self._offsets
         while offs and offs[0] in self._moved:
             self._moved.discard(heapq.heappop(offs))
+
+    # After a failure of the commit log -----------------------------------------------------
+    def cut_back(self, end: int | None, taken: Callable[[int], bool]) -> None:
+        """A failure of the commit log (store/log_failure.py) cut the schedule queue back to ``end``
+        (None: not cut) and took the records ending where ``taken`` (LogFailure.covers) says: what was read
+        past ``end`` is forgotten (the delayed messages parked from now on take those offsets: read
+        them, never take one for another), and a move whose copy was taken back waits again. The
+        checkpoint says so before this returns (OSError: at the next round's)."""
+        with self._recall_lock:
+            self._cuts += 1
+            back = [(o, d) for o, (d, ce) in self._unflushed.items() if taken(ce)]
+            for o, _d in back:
+                del self._unflushed[o]
+            if end is not None and self.read_offset > end:
+                self.heap = [(d, o) for d, o in self.heap if o < end]
+                heapq.heapify(self.heap)
+                self._offsets = [o for o in self._offsets if o < end]
+                heapq.heapify(self._offsets)
+                self._moved = {o for o in self._moved if o < end}
+                self.recalled = {o for o in self.recalled if o < end}
+                self.read_offset = end
+                e, t = self._skip_below
+                self._skip_below = (min(e, end), t)
+                self.recover_below = min(self.recover_below, end)
+                if self._saved is not None:
+                    self._saved = (min(self._saved[0], end), min(self._saved[1], end), self._saved[2])
+            for o, d in back:
+                if o < self.read_offset:         # its schedule message is still there: moved again when due
+                    log.warning("delayed message at schedule offset %d: its move was taken back by the failure "
+                                "of the log; moved again", o)
+                    self._moved.discard(o)
+                    if o not in self._offsets:
+                        heapq.heappush(self._offsets, o)
+                    heapq.heappush(self.heap, (d, o))
+        self.checkpoint(force=True)
 
     # Recall ---------------------------------------------------------------------------
     def recall(self, offset: int, due_ms: int, now_ms: int) -> Recall:
@@ -307,6 +363,10 @@ class Timer:
                 pass
 
     def _round(self) -> tuple[bool, bool]:
+        if self._unflushed:
+            flushed = self.store.commit_log.flushed_offset
+            with self._recall_lock:
+                self._unflushed = {o: v for o, v in self._unflushed.items() if v[1] > flushed}
         read = self.enqueue()
         moved, failed = self.move_due(self.store.clock.now_ms())
         return read >= self.round_max or moved >= self.round_max, failed

@@ -92,6 +92,12 @@ class Transactions:
         self.scan_offset = 0
         self.recover_below = 0
         self._busy: dict[int, asyncio.Event] = {}
+        # half offset -> end of its commit's copy in the log, while that copy is not flushed (ASYNC_FLUSH):
+        # a failure of the log can take it back (cut_back)
+        self._unflushed: dict[int, int] = {}
+        self.cuts = 0                            # failures of the log seen (cut_back)
+        self._cut_end = 0                        # where the last one cut the half queue back to
+        self._taken: Callable[[int], bool] = lambda end: False     # what the last one took (LogFailure.covers)
 
     # Start / stop ---------------------------------------------------------------------
     def open(self) -> None:
@@ -130,6 +136,9 @@ class Transactions:
 
     def flush(self) -> None:
         """Every second: move ``low`` past decided offsets, fsync, compact when large."""
+        if self._unflushed:
+            flushed = self.store.commit_log.flushed_offset
+            self._unflushed = {o: e for o, e in self._unflushed.items() if e > flushed}
         low = min(self.pending, default=self.scan_offset)
         if low > self.low:
             self._log({"op": "low", "o": low})
@@ -172,7 +181,15 @@ class Transactions:
             _, phys = parse_offset_msg_id(request.transaction_id)
         except (CodecError, ValueError):
             return None, f"transaction id {request.transaction_id!r} is not one this broker gave"
-        s = self.store.get_by_commitlog_offset(phys) if phys >= self.store.commitlog_min_offset else None
+        s = None
+        if phys >= self.store.commitlog_min_offset:
+            s = self.store.get_by_commitlog_offset(phys)
+            if s is None and self._not_readable_now(phys):
+                # in this log, past the readable end (a new leader whose high watermark has not reached
+                # it yet): the broker's own record, read as the log holds it (never past a failure's cut,
+                # commit_log.sealed_at). A commit's copy is acknowledged only once the in-sync set holds
+                # it, and with it this half message, which lies before it
+                s = self.store.commit_log.read_message(phys)
         if s is None or s.topic != HALF_TOPIC:
             return None, f"no half message for transaction {request.transaction_id!r} (unknown, or cleaned away)"
         if (request.message_id and s.msg_id != request.message_id) or \
@@ -200,6 +217,7 @@ class Transactions:
             return status(Code.INVALID_TRANSACTION_ID, f"transaction {request.transaction_id!r} was already "
                                                        f"{WORDS[prior]}")
         self._busy[o] = asyncio.Event()
+        cuts = self.cuts
         try:
             if r == "c" and not (o < self.recover_below and parking.already_moved(self.store, s)):
                 n = self.store.queue_count(s.properties[PROP_REAL_TOPIC])
@@ -209,10 +227,50 @@ class Transactions:
                 if not res.ok:
                     return status(self.code_of(res), res.error or res.status.name)
                 self.on_moved()
+                copy_end = res.commitlog_offset + res.size
+                if self.cuts != cuts and (o >= self._cut_end or self._taken(copy_end)):
+                    # a failure of the log while it was put took its half message, or the copy: nothing
+                    # decided (the offset may be another transaction's now; the copy is gone)
+                    return status(Code.INTERNAL_SERVER_ERROR, "the commit log failed while the commit was "
+                                                              "stored: end the transaction again")
+                if copy_end > self.store.commit_log.flushed_offset:
+                    self._unflushed[o] = copy_end
             self._log({"op": "end", "o": o, "r": r})
             return status(Code.OK)
         finally:
             self._busy.pop(o).set()
+
+    # After a failure of the commit log -----------------------------------------------------
+    def cut_back(self, end: int | None, taken: Callable[[int], bool]) -> None:
+        """A failure of the commit log (store/log_failure.py) cut the half queue back to ``end`` (None:
+        not cut) and took the records ending where ``taken`` (LogFailure.covers) says. Decisions,
+        checks and pending halves past ``end`` are forgotten (the half messages sent from now on take
+        those offsets: new transactions), and a commit whose copy was taken back is undecided again
+        (checked, or ended again, and put again). Durably (the journal compacted) before this returns."""
+        self.cuts += 1
+        self._taken = taken
+        back = [o for o, e in self._unflushed.items() if taken(e)]
+        for o in back:
+            del self._unflushed[o]
+        if end is not None:
+            self._cut_end = end
+            self.pending = {o: h for o, h in self.pending.items() if o < end}
+            self.ended = {o: r for o, r in self.ended.items() if o < end}
+            self.checks = {o: n for o, n in self.checks.items() if o < end}
+            self._unflushed = {o: e for o, e in self._unflushed.items() if o < end}
+            self.low = min(self.low, end)
+            self.scan_offset = min(self.scan_offset, end)
+            self.recover_below = min(self.recover_below, end)
+        else:
+            self._cut_end = 1 << 62
+        for o in back:
+            if self.ended.get(o) == "c":
+                log.warning("transactions: the commit of half offset %d was taken back by the failure of the log: "
+                            "undecided again", o)
+                del self.ended[o]
+                self.low = min(self.low, o)
+                self.scan_offset = min(self.scan_offset, o)     # read again: pending from there
+        self.journal.compact(self.snapshot())
 
     # The checker ------------------------------------------------------------------------
     def scan(self, limit: int | None = None) -> int:

@@ -7,16 +7,21 @@ import java.nio.ByteBuffer;
  * tidemq.spark.backend.FileBackend reads it: units whose records are gone (their segment
  * deleted, the unit empty), records failing Records.check and records that are not the ones
  * their units stand for (Records.standsFor: another topic, queue or queue offset) are offsets
- * not served.
+ * not served, unless the record the unit stood for is found again, intact, in the log ({@link #find}:
+ * as the store's read path and the Python reader find it, store/unit_repair.py).
  */
 final class FileRangeReader extends RangeReader {
     private static final int UNITS = BatchBuilder.CAPACITY;
+    static final int BLANK_MAGIC = 0xCBD43194;
+    static final long SCAN_BYTES_MAX = 256L << 20;   // log bytes walked at most for one damaged unit
 
     private final StoreFiles files;
     private final byte[] topic;
     private final ByteBuffer units = ByteBuffer.allocate(UNITS * StoreFiles.UNIT_SIZE);
     private int unitCount, unitAt;
     private long pendingLost;
+    private long lastEnd = -1;                           // where the last record read ends (-1: none yet)
+    private final long[] found = new long[3];            // find's answer: segment, position, size
 
     FileRangeReader(RangePartition part) throws java.io.IOException {
         super(part);
@@ -56,9 +61,15 @@ final class FileRangeReader extends RangeReader {
             int seg = size > 0 ? files.locate(offset) : -1;
             ByteBuffer buf = seg >= 0 ? files.segment(seg) : null;
             long pos = buf == null ? -1 : offset - files.segmentStart(seg);
+            boolean gone = size > 0 && offset >= 0 && (files.segmentCount() == 0 || offset < files.segmentStart(0));
             if (buf != null && pos <= Integer.MAX_VALUE && Records.check(buf, (int) pos, size, false, crc)
                     && Records.standsFor(buf, (int) pos, topic, part.queue, queueOffset)) {
                 rows.add(buf, (int) pos, size);
+                lastEnd = offset + size;
+            } else if (!gone && (size <= 0 || seg < 0 || buf != null) && find(queueOffset)) {
+                ByteBuffer at = files.segment((int) found[0]);
+                rows.add(at, (int) found[1], (int) found[2]);
+                lastEnd = files.segmentStart((int) found[0]) + found[1] + found[2];
             } else {
                 pendingLost++;
             }
@@ -67,6 +78,61 @@ final class FileRangeReader extends RangeReader {
                 pendingLost = 0;
             }
         }
+    }
+
+    /**
+     * The record of this queue at {@code queueOffset}, whose unit does not stand for it (damaged, or a
+     * hole), looked for in the log: walked from where the last record read ends (the log's first
+     * offset before any), passing records that fail their CRCs by their size, until it is found, a
+     * record of the queue past it (a queue's records lie in the log in queue-offset order), the end of
+     * what was written, or SCAN_BYTES_MAX. True (and {@link #found}) when found.
+     */
+    private boolean find(long queueOffset) {
+        int n = files.segmentCount();
+        if (n == 0) {
+            return false;
+        }
+        long start = lastEnd >= files.segmentStart(0) ? lastEnd : files.segmentStart(0);
+        int i = files.locate(start);
+        long pos = start - files.segmentStart(i);
+        long walked = 0;
+        for (; i < n; i++, pos = 0) {
+            ByteBuffer buf = files.segment(i);
+            if (buf == null) {
+                continue;                                // deleted since the listing
+            }
+            int limit = buf.limit();
+            while (pos + 8 <= limit) {
+                int p = (int) pos;
+                int size = buf.getInt(p);
+                int magic = buf.getInt(p + 4);
+                if (magic == BLANK_MAGIC) {
+                    break;                               // the segment's end: the next one
+                }
+                if (magic != Records.MAGIC || size < Records.FIXED_OVERHEAD || pos + size > limit) {
+                    return false;                        // the end of what was written
+                }
+                walked += size;
+                if (walked > SCAN_BYTES_MAX) {
+                    return false;
+                }
+                if (Records.check(buf, p, size, false, crc) && files.segmentStart(i) + pos >= part.deadBefore
+                        && Records.ofQueue(buf, p, topic, part.queue)) {
+                    long q = buf.getLong(p + Records.OFF_QUEUEOFFSET);
+                    if (q == queueOffset) {
+                        found[0] = i;
+                        found[1] = pos;
+                        found[2] = size;
+                        return true;
+                    }
+                    if (q > queueOffset) {
+                        return false;
+                    }
+                }
+                pos += size;
+            }
+        }
+        return false;
     }
 
     private boolean nextUnits() {

@@ -35,6 +35,7 @@ final class RangePartition implements InputPartition {
     final boolean broker;
     final String queueDir;
     final List<String> commitlogDirs;
+    final long deadBefore;             // file mode: records of the topic's name before it are a deleted topic's
     final List<String> endpoints;
     final Connection connection;
     final long timeoutMs;
@@ -76,6 +77,7 @@ final class RangePartition implements InputPartition {
         broker = "broker".equals(s.get("mode").asText());
         queueDir = broker ? null : s.get("queueDir").asText();
         commitlogDirs = new ArrayList<>();
+        deadBefore = broker ? -1 : s.path("deadBefore").asLong(-1);
         if (!broker) {
             s.get("commitlogDirs").forEach(d -> commitlogDirs.add(d.asText()));
         }

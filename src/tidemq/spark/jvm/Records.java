@@ -111,7 +111,12 @@ final class Records {
      * (tidemq.record.integrity: the Python readers' and the store's check).
      */
     static boolean standsFor(ByteBuffer buf, int pos, byte[] topic, int queueId, long queueOffset) {
-        if (buf.getInt(pos + OFF_QUEUEID) != queueId || buf.getLong(pos + OFF_QUEUEOFFSET) != queueOffset) {
+        return buf.getLong(pos + OFF_QUEUEOFFSET) == queueOffset && ofQueue(buf, pos, topic, queueId);
+    }
+
+    /** Whether the record at {@code pos} (one {@link #check} passed) is of {@code topic} queue {@code queueId}. */
+    static boolean ofQueue(ByteBuffer buf, int pos, byte[] topic, int queueId) {
+        if (buf.getInt(pos + OFF_QUEUEID) != queueId) {
             return false;
         }
         int tpos = pos + OFF_BODY + buf.getInt(pos + OFF_BODYLEN);

@@ -179,6 +179,11 @@ final class StoreFiles implements AutoCloseable {
         return segmentStarts[i];
     }
 
+    /** How many commit-log segments were listed. */
+    int segmentCount() {
+        return segmentStarts.length;
+    }
+
     /** Segment i mapped read-only (null: deleted since the listing). */
     ByteBuffer segment(int i) {
         ByteBuffer b = maps.get(i);
