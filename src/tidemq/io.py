@@ -100,6 +100,7 @@ class FileIO(Protocol):
     def map(self, handle: Any, size: int, readonly: bool = False) -> Any: ...
     def unmap(self, mapping: Any) -> None: ...
     def populate(self, mapping: Any, offset: int, length: int) -> int: ...
+    def read_ahead(self, mapping: Any, offset: int, length: int) -> None: ...
     def rename(self, src: str, dst: str) -> None: ...
     def unlink(self, path: str) -> None: ...
     def rmtree(self, path: str) -> None: ...
@@ -250,6 +251,19 @@ class OsFileIO:
             raise OSError(err, f"madvise(MADV_WILLNEED): {os.strerror(err)}")
         finally:
             del view
+
+    def read_ahead(self, mapping: mmap.mmap, offset: int, length: int) -> None:
+        """Ask the kernel to start reading [offset, offset+length) of a mapping in (MADV_WILLNEED:
+        it returns at once; the pages come in while the caller reads the ones before). Advice only:
+        an errno is ignored, nothing is read or written here."""
+        start = offset - offset % PAGE_SIZE
+        length = min(length + offset - start, len(mapping) - start)
+        if length <= 0:
+            return
+        try:
+            mapping.madvise(mmap.MADV_WILLNEED, start, length)
+        except (OSError, ValueError, AttributeError):
+            pass
 
     @staticmethod
     def _madvise(address: int, length: int, advice: int) -> int:
