@@ -351,8 +351,17 @@ def read_whole(fio: FileIO, path: str) -> bytes:
         fio.close(h)
 
 
+class NotDurable(OSError):
+    """write_atomic: the new file is in place (a read finds it now) but the fsync of its directory
+    failed after the rename, so whether the new name survives a crash is not known: after one,
+    the old version or the new one may be found. Not a "nothing changed" (the caller must not
+    say so) and not an OK (it must not say that either)."""
+
+
 def write_atomic(fio: FileIO, path: str, data: bytes) -> None:
-    """Write, fsync, rename, fsync the directory: the file is old or new, never torn."""
+    """Write, fsync, rename, fsync the directory: the file is old or new, never torn. OSError
+    before the rename: the old file is untouched; NotDurable: the rename was made, its durability
+    is not known."""
     tmp = path + ".tmp"
     h = fio.open(tmp, create=True)
     try:
@@ -362,7 +371,13 @@ def write_atomic(fio: FileIO, path: str, data: bytes) -> None:
     finally:
         fio.close(h)
     fio.rename(tmp, path)
-    fio.fsync_dir(os.path.dirname(path) or ".")
+    try:
+        fio.fsync_dir(os.path.dirname(path) or ".")
+    except NotDurable:
+        raise
+    except OSError as e:
+        raise NotDurable(e.errno, f"written, but its directory could not be made durable ({e.strerror or e}): "
+                                  f"after a crash the old or the new version may be found", path) from e
 
 
 class Clock(Protocol):
