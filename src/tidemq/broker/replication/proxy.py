@@ -78,7 +78,7 @@ class ServiceProxy(sgrpc.MessagingServiceServicer):
         answers UNAVAILABLE (retried, as ``until_installed``'s) instead of its follower's TOPIC_NOT_FOUND
         for a topic the leader would create (an official producer's start fails on that)."""
         node = self.node
-        if code == Code.TOPIC_NOT_FOUND and self._leaderless():
+        if code == Code.TOPIC_NOT_FOUND and self._leaderless():     # (callers ask _leaderless first: cheap)
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"broker group {node.group!r}: no leader yet (an "
                                                              f"election is under way); try again")
 
@@ -93,12 +93,14 @@ class ServiceProxy(sgrpc.MessagingServiceServicer):
 
     async def QueryRoute(self, request, context):
         r = await (await self._serving(context)).QueryRoute(request, context)
-        await self._no_leader_yet(r.status.code, context)
+        if self._leaderless():
+            await self._no_leader_yet(r.status.code, context)
         return r
 
     async def QueryAssignment(self, request, context):
         r = await (await self._serving(context)).QueryAssignment(request, context)
-        await self._no_leader_yet(r.status.code, context)
+        if self._leaderless():
+            await self._no_leader_yet(r.status.code, context)
         return r
 
     async def Heartbeat(self, request, context):
@@ -118,7 +120,8 @@ class ServiceProxy(sgrpc.MessagingServiceServicer):
     async def SendMessage(self, request, context):
         await self._in_sync(context)
         r = await (await self._serving(context)).SendMessage(request, context)
-        await self._no_leader_yet(r.status.code, context)
+        if self._leaderless():
+            await self._no_leader_yet(r.status.code, context)
         return r
 
     async def SendMessageBytes(self, raw: bytes, context):
