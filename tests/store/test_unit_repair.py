@@ -235,3 +235,28 @@ def test_a_walk_runs_aside_while_the_event_loop_serves(make_config, open_store, 
     assert len(got) == N and all(b"b%d" % i in r for i, r in enumerate(got)), got
     assert s.reader.repair.found_again == 1 and s.reader.repair.not_found == 0
     assert s.stats()["records_damaged"] == 0
+
+
+@pytest.mark.parametrize("path", ["get", "get_raw"])
+def test_a_unit_pointing_at_another_queues_record_is_said_as_such_not_as_a_crc_failure(make_config, open_store,
+                                                                                        path, caplog):
+    """A damaged unit pointing at an intact record of another topic (its own record not in the log)
+    is skipped and counted as before, and the operator reads what it is: a damaged unit pointing at
+    another record -- not "fails its CRC" (the record it points at is intact)."""
+    cfg, other = _filled(make_config, open_store)
+    s = open_store(cfg)
+    phys = s.get("G", "T", 0, 2).messages[0].commitlog_offset
+    s.shutdown()
+    seg = sorted(glob.glob(os.path.join(cfg.root_dir, "commitlog", "*")))[0]
+    with open(seg, "r+b") as f:                          # its own record gone (damaged)
+        f.seek(phys + 100)
+        f.write(b"\xff\xfe")
+    _damage_unit(cfg, 2, DAMAGE["a stranger"](other))
+    s = open_store(cfg)
+    caplog.set_level("WARNING", "tidemq.store")
+    got = _bodies_by_get(s) if path == "get" else _bodies_by_get_raw(s)
+    assert len(got) == N - 1 and all(b"b%d" % i in r for i, r in zip([i for i in range(N) if i != 2], got))
+    said = [r.getMessage() for r in caplog.records if "queue offset 2" in r.getMessage()]
+    assert len(said) == 1 and "points at commit-log offset %d" % other in said[0], said
+    assert "CRC" not in said[0]
+    assert s.reader.damage.strangers == 1 and s.stats()["records_damaged"] == 1

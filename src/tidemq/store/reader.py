@@ -224,7 +224,7 @@ class StoreReader:
                         # the unit is damaged, its record intact in the log: read again with it
                         return AGAIN
                     damaged += 1
-                    self.damage.note(topic, queue_id, offset + used - 1, cl_off)
+                    self.damage.note(topic, queue_id, offset + used - 1, cl_off, self._stranger(cl_off))
                     continue
                 if wanted is not None and m.tags not in wanted[th]:
                     filtered += 1
@@ -374,7 +374,8 @@ class StoreReader:
                 # a damaged unit whose record is intact in the log: read again with it
                 return AGAIN
             for k in bad:
-                self.damage.note(topic, queue_id, offset + int(take[k]), int(cl_off[take[k]]))
+                phys = int(cl_off[take[k]])
+                self.damage.note(topic, queue_id, offset + int(take[k]), phys, self._stranger(phys))
             keep = np.ones(len(take), dtype=bool)
             keep[bad] = False
             if not keep.any():
@@ -388,6 +389,13 @@ class StoreReader:
         g.records = (np.frombuffer(frame, "<i4", len(sizes), room), memoryview(frame)[data_at:])
         g.frame = (frame, room, headed)
         return g
+
+    def _stranger(self, at: int) -> bool:
+        """A refused unit points at an intact record (of its own size, whatever the unit says): the
+        unit is damaged and points at another queue's or offset's record, the record is not damaged:
+        how DamageCounter says it (read only for what is refused)."""
+        m = self.commit_log.read_message(at)
+        return m is not None and m.intact()
 
     def _found(self, cq, topic: str, queue_id: int, q: int) -> bool:
         """A damaged unit's record looked for in the log (unit_repair.py): True when found (read again)."""
