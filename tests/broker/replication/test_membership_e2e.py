@@ -14,7 +14,6 @@ import pytest
 from tidemq.protocol.stubs import Code, pb, sgrpc, spb
 
 from ...support.group import Group
-from ...support.wait import wait_until
 from ...support.zookeeper import zookeeper  # noqa: F401  (fixture)
 
 N = 600                   # messages sent
