@@ -3,12 +3,14 @@
 import json
 import logging
 import os
+import random
 
 import pytest
 
 from tidemq import checked
 from tidemq.checked import Source
-from tidemq.io import OsFileIO
+from tidemq.io import NotDurable, OsFileIO
+from tidemq.testing.faulty_io import FaultyFileIO
 
 FIO = OsFileIO()
 
@@ -90,3 +92,41 @@ def test_decode_refuses_every_single_flipped_byte():
         except checked.Damaged:
             continue
         assert doc == {"g": {"T": 12345}}, f"byte {i} flipped gave {doc}"
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_a_directory_fsync_failing_after_the_rename_takes_the_new_version_back_and_says_not_durable(tmp_path, first):
+    """The rename was made, its directory's fsync failed: whether it survives a crash is not known.
+    The write raises NotDurable (neither OK nor "nothing changed": an OSError the owner would take
+    for the latter), and what a read finds now is the version in effect (the one before, or none);
+    after a power loss, either. Before: a plain OSError, the new version left in place -- the owner
+    kept the old one in memory while every read and the next start found the new one."""
+    fio = FaultyFileIO()
+    path = str(tmp_path / "s.json")
+    fio.makedirs(str(tmp_path))
+    if first:
+        checked.write(fio, path, {"v": 1})
+    fio.fail("fsync_dir", times=1)
+    with pytest.raises(NotDurable):
+        checked.write(fio, path, {"v": 2})
+    assert checked.load(fio, path, "state").doc == ({"v": 1} if first else None), "the version in effect"
+    after = fio.after_power_loss(random.Random(7))
+    assert checked.load(after, path, "state").doc in (({"v": 1}, {"v": 2}) if first else (None, {"v": 2}))
+    checked.write(after, path, {"v": 2})                     # the same change again: written, durable
+    assert checked.load(after.after_power_loss(random.Random(7)), path, "state").doc == {"v": 2}
+
+
+def test_a_mirrored_document_whose_copy_cannot_be_written_stands(tmp_path):
+    """write_mirrored: the document is written and durable, its .bak copy fails: the change stands
+    (an OSError would tell the owner "nothing changed" while the next start reads the new version), and
+    the stale copy is removed: the version before never comes back."""
+    fio = FaultyFileIO()
+    path = str(tmp_path / "s.json")
+    fio.makedirs(str(tmp_path))
+    checked.write_mirrored(fio, path, {"v": 1})
+    fio.fail("open", path_contains=".bak.tmp")
+    checked.write_mirrored(fio, path, {"v": 2})
+    after = fio.after_crash()
+    assert checked.load(after, path, "state").doc == {"v": 2}
+    after.unlink(path)                                  # damage (here: gone) never brings back v1
+    assert checked.load(after, path, "state").doc is None

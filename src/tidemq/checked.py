@@ -35,10 +35,11 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import os
 from typing import Any, Callable, NamedTuple
 
 from .record.crc import crc32
-from .io import FileIO, read_whole, write_atomic
+from .io import FileIO, NotDurable, read_whole, write_atomic
 
 log = logging.getLogger("tidemq")
 
@@ -102,11 +103,41 @@ def decode(raw: bytes) -> Any:
 
 
 def write(fio: FileIO, path: str, doc: Any) -> None:
-    """Write ``doc`` to ``path`` (atomically), the version it replaces kept as ``path.bak``."""
+    """Write ``doc`` to ``path`` (atomically), the version it replaces kept as ``path.bak``.
+
+    OSError: the version in effect is what a read finds (the caller keeps it in effect: nothing
+    changed now). NotDurable (the directory's fsync failed after the rename): the new version is
+    taken back (the previous one renamed back in place, or a first version removed) so that a read
+    finds the version in effect, and NotDurable is raised: neither rename's durability is known, so
+    after a crash either version may be found -- the caller answers neither OK nor "nothing changed"
+    (the admin's STATE_NOT_DURABLE: send the same change again)."""
     data = encode(doc)
-    if fio.exists(path):
+    had = fio.exists(path)
+    if had:
         fio.rename(path, path + ".bak")
-    write_atomic(fio, path, data)
+    try:
+        write_atomic(fio, path, data)
+    except NotDurable:
+        _take_back(fio, path, had)
+        raise
+
+
+def _take_back(fio: FileIO, path: str, had: bool) -> None:
+    """The version ``write`` put at ``path`` replaced by the one before it (``had``: there was one, now
+    ``path.bak``; else none). Its durability is not known either (best effort)."""
+    try:
+        if had:
+            fio.rename(path + ".bak", path)
+        else:
+            fio.unlink(path)
+    except OSError as e:
+        log.error("%s: a new version whose directory could not be made durable could not be taken back "
+                  "either (%s): it is what a read (the next start) finds", path, e)
+        return
+    try:
+        fio.fsync_dir(os.path.dirname(path) or ".")
+    except OSError:
+        pass                        # (the caller says already that either version may be found)
 
 
 def write_mirrored(fio: FileIO, path: str, doc: Any) -> None:
@@ -114,9 +145,25 @@ def write_mirrored(fio: FileIO, path: str, doc: Any) -> None:
     version in effect, never to the one before it -- for a document whose previous version must
     not come back (users and ACLs: a user deleted or a permission revoked just before the damage
     would be allowed again; topics: a deleted topic's end). At every crash point one intact copy
-    is there (the new file, or the old .bak while the new file is written)."""
+    is there (the new file, or the old .bak while the new file is written). A .bak that cannot be
+    written (a full disk) is removed, and the write stands: the new file is in place and durable."""
     write(fio, path, doc)
-    write_atomic(fio, path + ".bak", encode(doc))
+    try:
+        write_atomic(fio, path + ".bak", encode(doc))
+    except NotDurable:
+        pass                        # the .bak is the new version (its durability unknown): mirrored
+    except OSError as e:
+        # the new version is in place and durable (write's directory fsync succeeded): the change
+        # stands (raising would tell the caller "nothing changed" while every read and the next start
+        # find the new version). The .bak holds the version before, which must not come back: removed
+        try:
+            if fio.exists(path + ".bak"):
+                fio.unlink(path + ".bak")
+            gone = "removed"
+        except OSError as e2:
+            gone = f"could not be removed either ({e2}): damage to {path} falls back to the version before"
+        log.warning("%s: written, but its copy %s.bak could not be made the same version (%s); the copy is %s",
+                    path, path, e, gone)
 
 
 def load(fio: FileIO, path: str, what: str, check: Callable[[Any], None] = lambda doc: None) -> Loaded:

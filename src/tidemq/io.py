@@ -100,6 +100,7 @@ class FileIO(Protocol):
     def map(self, handle: Any, size: int, readonly: bool = False) -> Any: ...
     def unmap(self, mapping: Any) -> None: ...
     def populate(self, mapping: Any, offset: int, length: int) -> int: ...
+    def read_ahead(self, mapping: Any, offset: int, length: int) -> None: ...
     def rename(self, src: str, dst: str) -> None: ...
     def unlink(self, path: str) -> None: ...
     def rmtree(self, path: str) -> None: ...
@@ -251,6 +252,19 @@ class OsFileIO:
         finally:
             del view
 
+    def read_ahead(self, mapping: mmap.mmap, offset: int, length: int) -> None:
+        """Ask the kernel to start reading [offset, offset+length) of a mapping in (MADV_WILLNEED:
+        it returns at once; the pages come in while the caller reads the ones before). Advice only:
+        an errno is ignored, nothing is read or written here."""
+        start = offset - offset % PAGE_SIZE
+        length = min(length + offset - start, len(mapping) - start)
+        if length <= 0:
+            return
+        try:
+            mapping.madvise(mmap.MADV_WILLNEED, start, length)
+        except (OSError, ValueError, AttributeError):
+            pass
+
     @staticmethod
     def _madvise(address: int, length: int, advice: int) -> int:
         """madvise(2) without the GIL; 0 or the errno."""
@@ -337,8 +351,17 @@ def read_whole(fio: FileIO, path: str) -> bytes:
         fio.close(h)
 
 
+class NotDurable(OSError):
+    """write_atomic: the new file is in place (a read finds it now) but the fsync of its directory
+    failed after the rename, so whether the new name survives a crash is not known: after one,
+    the old version or the new one may be found. Not a "nothing changed" (the caller must not
+    say so) and not an OK (it must not say that either)."""
+
+
 def write_atomic(fio: FileIO, path: str, data: bytes) -> None:
-    """Write, fsync, rename, fsync the directory: the file is old or new, never torn."""
+    """Write, fsync, rename, fsync the directory: the file is old or new, never torn. OSError
+    before the rename: the old file is untouched; NotDurable: the rename was made, its durability
+    is not known."""
     tmp = path + ".tmp"
     h = fio.open(tmp, create=True)
     try:
@@ -348,7 +371,13 @@ def write_atomic(fio: FileIO, path: str, data: bytes) -> None:
     finally:
         fio.close(h)
     fio.rename(tmp, path)
-    fio.fsync_dir(os.path.dirname(path) or ".")
+    try:
+        fio.fsync_dir(os.path.dirname(path) or ".")
+    except NotDurable:
+        raise
+    except OSError as e:
+        raise NotDurable(e.errno, f"written, but its directory could not be made durable ({e.strerror or e}): "
+                                  f"after a crash the old or the new version may be found", path) from e
 
 
 class Clock(Protocol):

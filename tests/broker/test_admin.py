@@ -3,12 +3,15 @@ messages forgotten, delivered again), survives a restart of the pop state, refus
 
 import pytest
 
-from tidemq.broker.admin import reset_group
+from tidemq.broker.admin import answer, reset_group
+from tidemq.broker.consume import group_admin
+from tidemq.broker.consume.groups import GroupTable
 from tidemq.broker.consume.group_offsets import GroupOffsets
 from tidemq.broker.consume.pop_state import HandleError, PopState
 from tidemq.io import OsFileIO
 from tidemq.protocol import admin as api
 from tidemq.store import Message, MessageStore
+from tidemq.testing.faulty_io import FaultyFileIO
 
 from ..support.store import small_config
 
@@ -151,3 +154,25 @@ def test_numbers_given_as_text_are_ascii_digits_or_a_typed_refusal(parts, digits
     admin_of_member = Admin(store, SimpleNamespace(replication=node))
     refused(admin_of_member.follow, {"leader": "127.0.0.1:" + digits})
     assert answer(admin.create_topic, {"name": "Digits", "queues": "3"})["queues"] == 3, "ASCII digits: taken"
+
+
+@pytest.mark.parametrize("method", ["create", "update"])
+def test_a_change_whose_directory_fsync_fails_is_neither_ok_nor_nothing_changed(tmp_path, method):
+    """A directory fsync failing after the rename (FileIO seam): the change's durability is not known.
+    The answer is STATE_NOT_DURABLE (not OK; not STATE_WRITE_FAILED's "nothing changed"), the change is
+    not in effect and a read of the state finds the same (before: in memory the old settings, on disk
+    the new ones, which the next start put in effect); the same request again is made, and stays."""
+    fio = FaultyFileIO()
+    d = str(tmp_path / "state")
+    table = GroupTable(fio, d).load()
+    if method == "update":
+        assert answer(lambda r: group_admin.create(table, r), {"group": "g", "retry_max": 1})["ok"]
+    call = getattr(group_admin, method)
+    want = table.settings("g").retry_max
+    fio.fail("fsync_dir", times=1)
+    r = answer(lambda r: call(table, r), {"group": "g", "retry_max": 5})
+    assert (r["ok"], r["code"]) == (False, api.Refusal.STATE_NOT_DURABLE.value), r
+    assert table.settings("g").retry_max == want, "not in effect"
+    assert GroupTable(fio, d).load().settings("g").retry_max == want, "what a read (the next start) finds"
+    assert answer(lambda r: call(table, r), {"group": "g", "retry_max": 5})["ok"], "sent again: made"
+    assert GroupTable(fio.after_crash(), d).load().settings("g").retry_max == 5

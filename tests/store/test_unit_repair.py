@@ -4,14 +4,18 @@ log, in its place); a record that is itself damaged is still never served (skipp
 
 from __future__ import annotations
 
+import asyncio
 import glob
 import os
 import struct
+import threading
 
 import pytest
 
+from tidemq.io import OsFileIO
 from tidemq.store import Message
 from tidemq.store.consume_queue import UNIT
+from tidemq.store.types import GetStatus
 
 N = 10
 
@@ -176,3 +180,83 @@ def test_a_stretch_of_holes_whose_records_are_gone_costs_one_walk_of_the_log(mak
     assert len(out) == n - len(holes) and all(b"b%d" % i in m for i, m in
                                                zip([i for i in range(n) if i not in holes], out)), out
     assert len(walks) == 1 and s.reader.repair.not_found == len(holes)
+
+
+class _HeldWalk(OsFileIO):
+    """Real files; the read-ahead a walk aside asks for each stretch it reads is held until ``release``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def read_ahead(self, mapping, offset: int, length: int) -> None:
+        self.entered.set()
+        assert self.release.wait(60), "hang bound"
+        super().read_ahead(mapping, offset, length)
+
+
+@pytest.mark.parametrize("path", ["get", "get_raw"])
+def test_a_walk_runs_aside_while_the_event_loop_serves(make_config, open_store, path):
+    """walk_units_aside (the broker's): a read on an event loop that needs a damaged unit's walk of the
+    log answers "not readable yet" (OFFSET_OVERFLOW_ONE at its offset) at once; the walk runs on its
+    own thread (held here in the middle) while the loop serves other reads and puts; once it is
+    kept, the waiting long poll is woken and the read serves the record, as an inline walk does."""
+    cfg, other = _filled(make_config, open_store)
+    _damage_unit(cfg, 2, DAMAGE["a stranger"](other))
+    fio = _HeldWalk()
+    s = open_store(cfg, fio=fio)
+    s.walk_units_aside()
+
+    def read(off):
+        return s.get("G", "T", 0, off, max_count=1) if path == "get" else s.get_raw("T", 0, off, max_count=1)
+
+    async def serve():
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+        r = read(2)
+        assert (r.status, r.next_offset) == (GetStatus.OFFSET_OVERFLOW_ONE, 2)
+        assert await asyncio.to_thread(fio.entered.wait, 60), "the walk started aside"
+        # the walk is held: the loop goes on serving
+        assert [m.body for m in s.get("G", "Other", 0, 0, max_count=N).messages] == [b"o%d" % i for i in range(N)]
+        assert s.put(Message("T", b"more", queue_id=1)).ok
+        assert read(2).status is GetStatus.OFFSET_OVERFLOW_ONE
+        assert s.notify_readable(lambda: loop.call_soon_threadsafe(woken.set)), "woken when the walk is kept"
+        fio.release.set()
+        await asyncio.wait_for(woken.wait(), 60)
+        return read(2)
+
+    r = asyncio.run(serve())
+    if path == "get":
+        assert [m.body for m in r.messages] == [b"b2"]
+    else:
+        assert r.status is GetStatus.FOUND and b"b2" in bytes(r.records[1])
+    got = _bodies_by_get(s) if path == "get" else _bodies_by_get_raw(s)
+    assert len(got) == N and all(b"b%d" % i in r for i, r in enumerate(got)), got
+    assert s.reader.repair.found_again == 1 and s.reader.repair.not_found == 0
+    assert s.stats()["records_damaged"] == 0
+
+
+@pytest.mark.parametrize("path", ["get", "get_raw"])
+def test_a_unit_pointing_at_another_queues_record_is_said_as_such_not_as_a_crc_failure(make_config, open_store,
+                                                                                        path, caplog):
+    """A damaged unit pointing at an intact record of another topic (its own record not in the log)
+    is skipped and counted as before, and the operator reads what it is: a damaged unit pointing at
+    another record -- not "fails its CRC" (the record it points at is intact)."""
+    cfg, other = _filled(make_config, open_store)
+    s = open_store(cfg)
+    phys = s.get("G", "T", 0, 2).messages[0].commitlog_offset
+    s.shutdown()
+    seg = sorted(glob.glob(os.path.join(cfg.root_dir, "commitlog", "*")))[0]
+    with open(seg, "r+b") as f:                          # its own record gone (damaged)
+        f.seek(phys + 100)
+        f.write(b"\xff\xfe")
+    _damage_unit(cfg, 2, DAMAGE["a stranger"](other))
+    s = open_store(cfg)
+    caplog.set_level("WARNING", "tidemq.store")
+    got = _bodies_by_get(s) if path == "get" else _bodies_by_get_raw(s)
+    assert len(got) == N - 1 and all(b"b%d" % i in r for i, r in zip([i for i in range(N) if i != 2], got))
+    said = [r.getMessage() for r in caplog.records if "queue offset 2" in r.getMessage()]
+    assert len(said) == 1 and "points at commit-log offset %d" % other in said[0], said
+    assert "CRC" not in said[0]
+    assert s.reader.damage.strangers == 1 and s.stats()["records_damaged"] == 1

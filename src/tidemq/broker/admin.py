@@ -14,6 +14,7 @@ import logging
 
 import grpc
 
+from ..io import NotDurable
 from ..protocol import admin as api
 from ..protocol.signing import AUTH_HEADER, SignatureError, parse_authorization
 from ..store import MessageStore
@@ -517,6 +518,14 @@ def answer(fn, req) -> dict:
     except (KeyError, ValueError, TypeError, OverflowError, RecursionError, AttributeError) as e:
         log.info("admin %s refused a request it could not take: %r", getattr(fn, "__name__", fn), e)
         return api.refused(f"bad request: {type(e).__name__}: {e}")
+    except NotDurable as e:
+        # written, the directory's fsync failed after the rename (checked.write): taken back, so the
+        # version in effect is what is read now, but a crash may bring either back: not OK, and not
+        # "nothing changed" either; the same request again writes it (and makes it durable)
+        log.warning("admin %s: the change could not be made durable: %s", getattr(fn, "__name__", fn), e)
+        return api.refused(f"the broker wrote the change but could not make it durable ({e}); it is not in "
+                           "effect now, but a crash may still bring it back: send the same request again",
+                           api.Refusal.STATE_NOT_DURABLE)
     except OSError as e:
         # a state file that could not be written (a full disk, an I/O error, its directory gone): every
         # change writes before it takes effect (checked.py keeps the version before), so nothing changed

@@ -170,6 +170,7 @@ class Broker:
         check_port_free(self.config.host, self.config.port)   # before the store: a second broker touches nothing
         began = time.monotonic()
         self.store = await self._start_store(MessageStore(self.store_config))
+        self.store.walk_units_aside()       # a damaged unit's walk of the log never on this loop (unit_repair.py)
         recovery_s = time.monotonic() - began
         c = self.config
         first = User(c.access_key, c.secret_key, True) if c.auth_enabled else None

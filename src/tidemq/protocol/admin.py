@@ -226,6 +226,9 @@ class Refusal(str, enum.Enum):
     BUSY = "BUSY"                        # ResetGroup: the group has live consumers (force to reset anyway)
     STATE_WRITE_FAILED = "STATE_WRITE_FAILED"  # the change could not be written to the broker's disk (full,
                                          # failing, gone): nothing changed; the same request may be sent again
+    STATE_NOT_DURABLE = "STATE_NOT_DURABLE"  # written, but the broker's disk could not make it durable (a
+                                         # directory fsync failed): taken back, not in effect now, yet a crash
+                                         # may still bring it back; send the same request again (not OK)
 ALARM_LIMITS = ("memory_high_watermark_bytes", "memory_high_watermark_ratio", "disk_free_limit_bytes")
 
 

@@ -142,25 +142,39 @@ def py_damaged_records(buf, starts, sizes, expect: Expect = None) -> list[int]:
 
 
 class DamageCounter:
-    """Records a read path refused to serve because they fail their CRC (or are not records at
-    all): counted (``total``: the store's stats()["records_damaged"], the broker's
-    tidemq_records_damaged_total) and logged at WARNING with their offsets, one line per
-    DAMAGE_LOG_INTERVAL_S at most (a corrupt segment read over and over does not flood the log)."""
+    """Records a read path refused to serve: counted (``total``: the store's
+    stats()["records_damaged"], the broker's tidemq_records_damaged_total) and logged at WARNING
+    with their offsets, one line per DAMAGE_LOG_INTERVAL_S at most per condition, with the count
+    since the last line (a corrupt segment read over and over does not flood the log). Two
+    conditions, said as what they are: a record that fails its CRC (or is not a record at all), and
+    an intact record that is not the queue's (``stranger``: its consume-queue unit, which has no CRC
+    of its own, is damaged and points at another topic's, queue's or offset's record; counted in
+    ``strangers`` too)."""
 
     def __init__(self, interval_s: float = DAMAGE_LOG_INTERVAL_S) -> None:
         self.total = 0
+        self.strangers = 0
         self.interval_s = interval_s
-        self._next_log = 0.0
-        self._unlogged = 0
+        self._next_log = {False: 0.0, True: 0.0}
+        self._unlogged = {False: 0, True: 0}
 
-    def note(self, topic: str, queue_id: int, queue_offset: int, commitlog_offset: int) -> None:
+    def note(self, topic: str, queue_id: int, queue_offset: int, commitlog_offset: int,
+             stranger: bool = False) -> None:
         self.total += 1
+        self.strangers += stranger
         now = time.monotonic()
-        if now < self._next_log:
-            self._unlogged += 1
+        if now < self._next_log[stranger]:
+            self._unlogged[stranger] += 1
             return
-        more, self._unlogged = self._unlogged, 0
-        self._next_log = now + self.interval_s
-        log.warning("damaged record not served (fails its CRC): %s/%d queue offset %d, commit-log offset %d; "
-                    "skipped, readers go on after it%s; run `tidemq verify`", topic, queue_id, queue_offset,
-                    commitlog_offset, f" ({more} more since the last line)" if more else "")
+        more, self._unlogged[stranger] = self._unlogged[stranger], 0
+        self._next_log[stranger] = now + self.interval_s
+        since = f" ({more} more since the last line)" if more else ""
+        if stranger:
+            log.warning("damaged consume-queue unit: %s/%d queue offset %d points at commit-log offset %d, an intact "
+                        "record of another topic, queue or offset (not served here); its own record is not in the "
+                        "log: skipped, readers go on after it%s; run `tidemq verify`", topic, queue_id, queue_offset,
+                        commitlog_offset, since)
+        else:
+            log.warning("damaged record not served (fails its CRC): %s/%d queue offset %d, commit-log offset %d; "
+                        "skipped, readers go on after it%s; run `tidemq verify`", topic, queue_id, queue_offset,
+                        commitlog_offset, since)

@@ -38,7 +38,7 @@ from ..record.integrity import DamageCounter
 from .segment_queue import SegmentQueue
 from .topics import TopicTable
 from .types import GetResult, GetStatus
-from .unit_repair import UnitRepair
+from .unit_repair import UnitRepair, WalkPending
 
 AGAIN = object()                   # _get / _get_raw: a damaged unit's record was found in the log: read again
 FILTER_SCAN_UNITS_MAX = 16_000     # units scanned by one filtered get (RocketMQ: maxFilterMessageSize)
@@ -103,11 +103,27 @@ class StoreReader:
         """MessageStore.get: decoded messages of one queue from ``offset``, tag-filtered, then kept
         only where ``match(message)`` is true (a property filter; None: all). Read again while a
         damaged unit's record was just found in the log (unit_repair.py: each unit is looked for
-        once, so this ends)."""
+        once, so this ends). A walk that runs aside (unit_repair.walk_aside): "not readable yet"
+        at ``offset`` (_walking)."""
         while True:
-            r = self._get(group, topic, queue_id, offset, max_count, max_bytes, tags, match)
+            try:
+                r = self._get(group, topic, queue_id, offset, max_count, max_bytes, tags, match)
+            except WalkPending as e:
+                return self._walking(topic, queue_id, offset, e.walked)
             if r is not AGAIN:
                 return r
+
+    def _walking(self, topic: str, queue_id: int, offset: int, walked: int) -> GetResult:
+        """The answer of a read that waits for a walk aside (unit_repair.py): OFFSET_OVERFLOW_ONE at
+        its own offset, as for a record there but not readable yet: read it again (``walking``: the
+        walks kept before it, for StoreReads.notify_readable, which says when the next one is)."""
+        q = self.readable_queue(topic, queue_id, offset)
+        if isinstance(q, GetResult):
+            return q
+        cq, mx = q
+        g = GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, cq.min_offset, mx)
+        g.walking = walked
+        return g
 
     def _get(self, group: str, topic: str, queue_id: int, offset: int, max_count: int,
              max_bytes: int, tags: Iterable[str] | None, match) -> GetResult:
@@ -208,7 +224,7 @@ class StoreReader:
                         # the unit is damaged, its record intact in the log: read again with it
                         return AGAIN
                     damaged += 1
-                    self.damage.note(topic, queue_id, offset + used - 1, cl_off)
+                    self.damage.note(topic, queue_id, offset + used - 1, cl_off, self._stranger(cl_off))
                     continue
                 if wanted is not None and m.tags not in wanted[th]:
                     filtered += 1
@@ -278,7 +294,10 @@ class StoreReader:
                 max_bytes: int = 16 << 20, room: int = 0, head=None) -> GetResult:
         """_get_raw, read again while a damaged unit's record was just found in the log (as get)."""
         while True:
-            r = self._get_raw(topic, queue_id, offset, max_count, max_bytes, room, head)
+            try:
+                r = self._get_raw(topic, queue_id, offset, max_count, max_bytes, room, head)
+            except WalkPending as e:
+                return self._walking(topic, queue_id, offset, e.walked)
             if r is not AGAIN:
                 return r
 
@@ -355,7 +374,8 @@ class StoreReader:
                 # a damaged unit whose record is intact in the log: read again with it
                 return AGAIN
             for k in bad:
-                self.damage.note(topic, queue_id, offset + int(take[k]), int(cl_off[take[k]]))
+                phys = int(cl_off[take[k]])
+                self.damage.note(topic, queue_id, offset + int(take[k]), phys, self._stranger(phys))
             keep = np.ones(len(take), dtype=bool)
             keep[bad] = False
             if not keep.any():
@@ -369,6 +389,13 @@ class StoreReader:
         g.records = (np.frombuffer(frame, "<i4", len(sizes), room), memoryview(frame)[data_at:])
         g.frame = (frame, room, headed)
         return g
+
+    def _stranger(self, at: int) -> bool:
+        """A refused unit points at an intact record (of its own size, whatever the unit says): the
+        unit is damaged and points at another queue's or offset's record, the record is not damaged:
+        how DamageCounter says it (read only for what is refused)."""
+        m = self.commit_log.read_message(at)
+        return m is not None and m.intact()
 
     def _found(self, cq, topic: str, queue_id: int, q: int) -> bool:
         """A damaged unit's record looked for in the log (unit_repair.py): True when found (read again)."""

@@ -330,6 +330,7 @@ class MessageStore(StoreWrites, StoreReads, StoreTopics, StoreRoles, StoreOps):
             pass                      # wait for the put in progress
         for s in self._services:
             s.stop()
+        self.reader.repair.stop()     # a damaged unit's walk aside (unit_repair.py)
         clean = True
         try:
             # head segments out of service whose readers are done are finished now (their names went
@@ -383,6 +384,7 @@ class MessageStore(StoreWrites, StoreReads, StoreTopics, StoreRoles, StoreOps):
         self.writer.stopped = NOT_SERVING[StoreState.KILLED]
         for s in self._services:
             s.stop()
+        self.reader.repair.stop()
         self.segments.stop()
 
     def __enter__(self) -> "MessageStore":

@@ -116,14 +116,26 @@ class StoreReads:
         self._reading("readable_max_offset")
         return self.reader.readable_max_offset(topic, queue_id)
 
-    def notify_readable(self, callback: Callable[[], None]) -> bool:
+    def notify_readable(self, callback: Callable[[], None], walking: int | None = None) -> bool:
         """Call ``callback()`` once, from whichever thread moves readable_end (the flush thread, the
         caller of ``readable_advanced``), when everything appended so far has become readable: a long
         poll woken by an arrival that found its record not readable yet waits on this, not on the
         next arrival, and does not spin. False (and no call) when everything is readable now. At most
-        readable.READABLE_WAITERS_MAX wait; past that the oldest are called at once (they look again)."""
+        readable.READABLE_WAITERS_MAX wait; past that the oldest are called at once (they look again).
+        Besides, called (once more) when the walk for a damaged unit under way, if any, is kept
+        (unit_repair.py: its readers were answered "not readable yet"; ``walking``: what such an
+        answer said, GetResult.walking: at once when a walk was kept since)."""
         self._running("notify_readable")
-        return self.readable.wait(callback)
+        walk = self.reader.repair.on_walked(callback, walking)     # a walk aside (unit_repair.py)
+        return self.readable.wait(callback) or walk
+
+    def walk_units_aside(self) -> None:
+        """Damaged consume-queue units are looked for in the log on a thread of their own from now
+        on (unit_repair.walk_aside), never on the reading thread (the broker's event loop): a read
+        that needs a walk answers "not readable yet" at its offset until the walk is kept. Ends
+        with the store."""
+        self._running("walk_units_aside")
+        self.reader.repair.walk_aside(self.fio)
 
     def readable_advanced(self) -> None:
         """readable_end may have moved: call the waiters it reached (notify_readable). Whatever the

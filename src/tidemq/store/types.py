@@ -285,7 +285,8 @@ class GetStatus(enum.Enum):
 
 
 class GetResult:
-    __slots__ = ("status", "next_offset", "min_offset", "max_offset", "messages", "from_disk", "records", "frame")
+    __slots__ = ("status", "next_offset", "min_offset", "max_offset", "messages", "from_disk", "records", "frame",
+                 "walking")
 
     def __init__(self, status: GetStatus, next_offset: int, min_offset: int, max_offset: int,
                  messages: list[StoredMessage] | None = None, from_disk: bool = False) -> None:
@@ -298,6 +299,9 @@ class GetResult:
         self.records = None        # get_raw: (sizes, bytes of the records back to back)
         self.frame = None          # get_raw: (the bytes object records are views of, its room's size, whether
                                    # its header was written into the room)
+        self.walking = None        # OFFSET_OVERFLOW_ONE while a damaged unit's walk of the log runs aside
+                                   # (unit_repair.py): the walks kept before it (notify_readable(cb, walking)
+                                   # calls cb once the next is kept)
 
     def __repr__(self) -> str:
         return (f"GetResult({self.status.name}, next={self.next_offset}, min={self.min_offset}, "

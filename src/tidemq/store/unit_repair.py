@@ -26,12 +26,21 @@ demand): the queue file is not written from the read path (units are written by 
 only). Each kept unit goes with the bytes the queue file held there when it was looked for, and is
 put over those bytes only: a queue cut and written again (a replica's or a failed log's cut) or a
 topic deleted and made again reads its own units, never a unit found for what was there before. ``tidemq verify`` reports the damaged units; a rebuild of the queue mends the file.
+
+A walk reads up to ``SCAN_BYTES_MAX`` of the log. The broker reads on its event loop, so there the
+walks run aside (``walk_aside``): on a thread of their own, one at a time (``WALKS_PENDING_MAX``
+waiting at most), and ``find`` raises ``WalkPending`` instead of walking; the reader answers "not
+readable yet" at the read's offset (OFFSET_OVERFLOW_ONE, next offset the read's own: the caller
+reads it again), and the waiters ``on_walked`` gathered are called when the walk is kept, so a long
+poll reads again then. What a walk keeps is the same on either thread (the readable end is the one
+of the read that asked).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from typing import Callable
 
 import numpy as np
 
@@ -44,6 +53,18 @@ PREVIOUS_UNITS_MAX = 64          # units looked at before a damaged one for wher
 SCAN_BYTES_MAX = 256 << 20       # log bytes walked at most for one damaged unit
 KEPT_MAX = 100_000               # units found again (or holes) kept at most
 ABSENT_MAX = 16_384              # units after a damaged one a walk can show absent, kept as not found at once
+WALKS_PENDING_MAX = 64           # walks waiting for the walking thread at most (walk_aside; past it: asked again later)
+READ_AHEAD_BYTES = 4 << 20       # log bytes a walk aside asks the kernel to read ahead at a time
+WAITERS_MAX = 1024               # on_walked callbacks kept at most (past it, the oldest are called at once)
+
+
+class WalkPending(Exception):
+    """The walk a read needs runs aside (walk_aside): nothing of it is kept yet; read again later.
+    ``walked``: the walks kept so far (on_walked's ``since``)."""
+
+    def __init__(self, walked: int) -> None:
+        super().__init__(walked)
+        self.walked = walked
 
 
 class UnitRepair:
@@ -58,6 +79,89 @@ class UnitRepair:
         self.found_again = 0          # damaged units whose record was found in the log (served)
         self.not_found = 0            # damaged units whose record is not in the log (skipped)
         self._lock = threading.Lock()
+        self.fio = None               # walk_aside: read-ahead of each stretch a walk reads (FileIO.read_ahead)
+        self._aside = False           # walks on the walking thread (walk_aside), never the caller's
+        self._pending: dict[tuple[str, int, int], tuple] = {}   # walks asked for, in order, not kept yet
+        self._waiters: list[Callable[[], None]] = []
+        self._wake = threading.Condition(self._lock)
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+        self.walked = 0               # walks aside kept (or ended) so far
+
+    # Walks aside --------------------------------------------------------------------------------
+    def walk_aside(self, fio) -> None:
+        """From now on, walks run on a thread of their own (started here) and ``find`` raises
+        WalkPending where it would walk; ``fio``'s read_ahead is asked for each stretch walked."""
+        with self._lock:
+            if self._thread is not None:
+                return
+            self.fio = fio
+            self._aside = True
+            self._stopped = False
+            self._thread = threading.Thread(target=self._run, name="tidemq-unit-walk", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """The walking thread ends (the walk under way at its next record); what was asked and not
+        walked is dropped (its readers read again and are answered by the stopped store)."""
+        with self._lock:
+            self._stopped = True
+            self._pending.clear()
+            t, self._thread = self._thread, None
+            self._wake.notify_all()
+            waiters, self._waiters = self._waiters, []
+        if t is not None and t is not threading.current_thread():
+            t.join()
+        for w in waiters:
+            w()
+
+    def walking(self) -> bool:
+        """A walk is asked for or under way (walk_aside)."""
+        return bool(self._pending)
+
+    def on_walked(self, callback: Callable[[], None], since: int | None = None) -> bool:
+        """Call ``callback()`` once (from the walking thread) after the next walk is kept; at once
+        when one was kept after ``since`` (a count of ``walked`` a read saw: WalkPending). False (and
+        no call) when no walk is asked for and none was kept since then."""
+        with self._lock:
+            now = since is not None and self.walked != since
+            if not now and not self._pending:
+                return False
+            if not now:
+                self._waiters.append(callback)
+        if now:
+            callback()
+            return True
+        with self._lock:
+            drop = self._waiters[:-WAITERS_MAX] if len(self._waiters) > WAITERS_MAX else []
+            del self._waiters[:len(drop)]
+        for w in drop:
+            w()
+        return True
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._pending and not self._stopped:
+                    self._wake.wait()
+                if self._stopped:
+                    return
+                key = next(iter(self._pending))
+                cq, seen, end = self._pending[key]
+            topic, queue_id, q = key
+            try:
+                unit, absent = self._walk(cq, topic, queue_id, q, end)
+                if not self._stopped:
+                    self._keep(cq, topic, queue_id, q, seen, unit, absent)
+            except Exception:                  # (a walk meeting a store being closed under it)
+                log.exception("looking for the record of consume-queue unit %s/%d queue offset %d failed",
+                              topic, queue_id, q)
+            with self._lock:
+                self._pending.pop(key, None)
+                self.walked += 1
+                waiters, self._waiters = self._waiters, []
+            for w in waiters:
+                w()
 
     def patch(self, topic: str, queue_id: int, offset: int, raw: bytes) -> bytes:
         """``raw`` (units from queue offset ``offset``) with the units found again put over it."""
@@ -98,31 +202,55 @@ class UnitRepair:
 
     def find(self, cq, topic: str, queue_id: int, q: int, end: int) -> bool:
         """Look for the record of unit ``q`` of ``cq`` in the log (up to log offset ``end``, the
-        readable end); keep what it is (the unit, or a hole). True when found (read again)."""
+        readable end); keep what it is (the unit, or a hole). True when found (read again).
+        Walking aside (walk_aside): the walk is asked for and WalkPending raised."""
         seen = bytes(cq.read(q, 1))
         if len(seen) != UNIT_SIZE or self.known(topic, queue_id, q, seen):
             # looked for already (what was found is in what was read), or the unit not readable now
             # (its file cut or gone meanwhile): nothing kept that patch could never match, no read again
             return False
+        if self._aside:
+            with self._lock:
+                key = (topic, queue_id, q)
+                if key not in self._pending and len(self._pending) < WALKS_PENDING_MAX and not self._stopped:
+                    self._pending[key] = (cq, seen, end)
+                    self._wake.notify()
+                walked = self.walked
+            raise WalkPending(walked)
+        unit, absent = self._walk(cq, topic, queue_id, q, end)
+        return self._keep(cq, topic, queue_id, q, seen, unit, absent)
+
+    def _walk(self, cq, topic: str, queue_id: int, q: int, end: int) -> tuple[bytes | None, int]:
+        """(the unit of the record of (topic, queue id, q) in the log, or None; the units after q the
+        walk showed absent from the log)."""
         start = self._start(cq, topic, queue_id, q)
         unit = None
         absent = 0                         # the units after q the walk showed absent from the log
-        if start is not None:
-            for kind, phys, size, mf, pos in self.commit_log.iter_records(start):
-                if phys >= end or phys - start > SCAN_BYTES_MAX:
-                    break
-                if kind != codec.REC_OK:
-                    continue
-                qid, qoff, _ts, t, props_raw = codec.decode_meta(mf.mapping, pos)
-                if t != topic or qid != queue_id or self.topics.is_dead(topic, phys):
-                    continue
-                if qoff > q:               # past it: the queue's records lie in queue-offset order,
-                    absent = min(qoff - q - 1, ABSENT_MAX)  # and none of those between was in the walk
-                    break
-                if qoff == q:
-                    props = codec.decode_properties(props_raw) if props_raw else {}
-                    unit = UNIT.pack(phys, size, codec.tags_hash(props.get(codec.PROP_TAGS)))
-                    break
+        if start is None:
+            return unit, absent
+        ahead = start                      # read-ahead asked for up to here (walk_aside)
+        for kind, phys, size, mf, pos in self.commit_log.iter_records(start):
+            if phys >= end or phys - start > SCAN_BYTES_MAX or (self._aside and self._stopped):
+                break
+            if self.fio is not None and phys >= ahead:
+                ahead = min(mf.start_offset + mf.size, phys + READ_AHEAD_BYTES)
+                self.fio.read_ahead(mf.mapping, pos, ahead - phys)
+            if kind != codec.REC_OK:
+                continue
+            qid, qoff, _ts, t, props_raw = codec.decode_meta(mf.mapping, pos)
+            if t != topic or qid != queue_id or self.topics.is_dead(topic, phys):
+                continue
+            if qoff > q:               # past it: the queue's records lie in queue-offset order,
+                absent = min(qoff - q - 1, ABSENT_MAX)  # and none of those between was in the walk
+                break
+            if qoff == q:
+                props = codec.decode_properties(props_raw) if props_raw else {}
+                unit = UNIT.pack(phys, size, codec.tags_hash(props.get(codec.PROP_TAGS)))
+                break
+        return unit, absent
+
+    def _keep(self, cq, topic: str, queue_id: int, q: int, seen: bytes, unit: bytes | None, absent: int) -> bool:
+        """What a walk found for unit ``q`` (the file holding ``seen`` there) kept; True when found."""
         with self._lock:
             if self.count >= KEPT_MAX:
                 self.kept, self.found, self.count = {}, {}, 0

@@ -475,6 +475,9 @@ class FaultyFileIO:
         the operation count that crash_after() and the seeded simulation depend on)."""
         return 0
 
+    def read_ahead(self, mapping, offset: int, length: int) -> None:
+        """Nothing to read in (and not an operation, as populate)."""
+
     def lock(self, path: str) -> "_LockHandle":
         """An exclusive lock held in memory, like OsFileIO's flock: a second lock of the same path
         on this file system (a second store on the same root) raises LockedError until unlock().

@@ -1,7 +1,8 @@
 """The timer without a server: a MessageStore on a manual clock, the Timer driven by hand."""
 
+import asyncio
+import errno
 import os
-
 
 from tidemq.broker.deferred.parking import PROP_DELIVER_MS, park
 from tidemq.broker.topic_names import SCHEDULE_TOPIC
@@ -276,3 +277,31 @@ def test_after_a_failure_of_the_log_a_delayed_message_is_neither_lost_nor_double
         assert sorted(bodies(s, "T")) == [b"due", b"late", b"new"], "each once"
     finally:
         s.shutdown()
+
+
+def test_a_disk_refusing_the_progress_is_said_once_with_a_count_and_no_traceback(stores, caplog):
+    """The timer's progress cannot be written (a full disk: ENOSPC through the FileIO seam) round after
+    round: one WARNING line while it lasts, no traceback (an expected condition), then one line with
+    the count once it is written again. Before: "timer round failed" with a traceback every round."""
+    clock, s, t = timer_on(stores, 1)
+    real = s.fio.open
+
+    def full(path, *a, **k):
+        if path.startswith(t.path):
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+        return real(path, *a, **k)
+    s.fio.open = full
+    caplog.set_level("WARNING", "tidemq.broker")
+    for i in range(3):
+        schedule(s, "T", b"m%d" % i, clock.now_ms() + 10, "U%d" % i)
+        clock.advance(2)
+        assert asyncio.run(t.turn())[1] is True, "failed"
+    said = [r for r in caplog.records if r.name == "tidemq.broker"]
+    assert len(said) == 1 and said[0].exc_info is None and "ENOSPC" not in said[0].getMessage(), said
+    assert "No space left" in said[0].getMessage()
+    s.fio.open = real
+    clock.advance(2)
+    assert asyncio.run(t.turn())[1] is False
+    said = [r.getMessage() for r in caplog.records if r.name == "tidemq.broker"]
+    assert len(said) == 2 and "after 3 failed attempt(s) (OSError ENOSPC: 3)" in said[1], said
+    assert checked.load(s.fio, t.path, "timer progress").doc is not None

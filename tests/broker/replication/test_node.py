@@ -451,3 +451,30 @@ def test_a_leader_whose_commit_log_failed_sends_nothing_more_in_its_epoch_and_it
         asyncio.run(main())
     finally:
         store.shutdown()
+
+
+def test_a_member_that_knows_no_leader_answers_unavailable_not_topic_not_found(tmp_path):
+    """A member following no one -- with a coordinator, an election under way, and the moment after the
+    election is recorded (routes name the winner) before its lead() installs the leader's service --
+    answers a route, an assignment and a send for a topic it does not have UNAVAILABLE (retried by the
+    clients, as the "leader (starting)" wait's), not its follower's TOPIC_NOT_FOUND (an official
+    producer's start fails on it). Knowing its leader, a follower answers TOPIC_NOT_FOUND as before."""
+    async def check(node, store):
+        b = node.host
+        await node.follow("")                   # (node.start with a coordinator: until the election says)
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{b.port}") as ch:
+            stub = sgrpc.MessagingServiceStub(ch)
+            fresh = pb.Resource(name="Fresh")
+            calls = [lambda: stub.QueryRoute(spb.QueryRouteRequest(topic=fresh), timeout=PATIENCE_S),
+                     lambda: stub.QueryAssignment(spb.QueryAssignmentRequest(topic=fresh, group=pb.Resource(name="G")),
+                                                  timeout=PATIENCE_S),
+                     lambda: stub.SendMessage(send_request("Fresh"), timeout=PATIENCE_S)]
+            for call in calls:
+                with pytest.raises(grpc.aio.AioRpcError) as e:
+                    await call()
+                assert e.value.code() == grpc.StatusCode.UNAVAILABLE, e.value
+            await node.follow("127.0.0.1:9")
+            r = await calls[0]()
+            assert r.status.code == Code.TOPIC_NOT_FOUND, r.status
+        assert store.queue_count("Fresh") == 0
+    with_member(tmp_path, check)

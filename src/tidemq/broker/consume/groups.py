@@ -116,11 +116,12 @@ class GroupTable:
             self._write({n: s for n, s in self.groups.items() if n != group})
         log.info("consumer group %s deleted (back to the broker's defaults)", group)
 
-    def replace(self, doc: dict) -> None:
-        """The whole table from a leader's document (checked: ValueError), written, in effect at once."""
+    def replace(self, doc: dict, rewrite: bool = False) -> None:
+        """The whole table from a leader's document (checked: ValueError), written, in effect at once
+        (``rewrite``: written even when it is the table in effect: its file is gone)."""
         groups = load_doc(doc)
         with self._lock:
-            if groups != self.groups:
+            if rewrite or groups != self.groups:
                 self._write(groups)
 
 

@@ -42,13 +42,16 @@ def readable_waker(store: MessageStore, arrivals: asyncio.Event):
         except RuntimeError:
             pass                             # the loop is closed: nobody waits any more
 
-    def arm() -> None:
+    def arm(walking: int | None = None) -> None:
         try:
-            store.notify_readable(fire)
+            store.notify_readable(fire, walking)
         except StoreNotRunning:
             pass                             # the next fetch answers SERVICE_NOT_AVAILABLE
 
     return arm
+
+
+WALK_WAIT_S_MAX = 60.0     # a fetch waits this long at most for a damaged unit's walk aside (no call deadline)
 
 
 async def long_poll(fetch, arrivals: asyncio.Event, wait_s: float, context, wake=None) -> GetResult:
@@ -60,16 +63,20 @@ async def long_poll(fetch, arrivals: asyncio.Event, wait_s: float, context, wake
     if remaining is not None:
         wait_s = min(wait_s, remaining - 0.5)
     deadline = time.monotonic() + max(0.0, wait_s)
+    # a damaged unit's walk of the log runs aside (store/unit_repair.py): waited for whatever the poll
+    # asked (its record is there: the answer is the walk's, as if it had run here), within the call's time
+    walk_deadline = time.monotonic() + (remaining - 0.5 if remaining is not None else WALK_WAIT_S_MAX)
     while True:
         arrivals.clear()
         g = fetch()
         if g.status is not GetStatus.OFFSET_OVERFLOW_ONE and g.status is not GetStatus.NO_MESSAGE_IN_QUEUE:
             return g
-        left = deadline - time.monotonic()
+        walking = getattr(g, "walking", None)
+        left = (walk_deadline if walking is not None else deadline) - time.monotonic()
         if left <= 0:
             return g
         if wake is not None:
-            wake()
+            wake(walking)
         try:
             await asyncio.wait_for(arrivals.wait(), timeout=left)
         except asyncio.TimeoutError:

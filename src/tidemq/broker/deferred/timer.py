@@ -46,6 +46,7 @@ from typing import Callable
 
 from ...store import MessageStore
 from ... import checked
+from ...said import Conditions, kind_of
 from ..state.layout import StateLayout, state_dir as state_dir_of
 from . import parking
 from ..topic_names import SCHEDULE_TOPIC
@@ -73,6 +74,7 @@ class Timer:
         self.store = store
         self.on_moved = on_moved
         self.round_max = round_max
+        self.failures = Conditions(log, "timer")     # a disk refusing its progress: said once (turn)
         self.path = StateLayout(state_dir or state_dir_of(store.config.root_dir)).timer_checkpoint
         self.heap: list[tuple[int, int]] = []      # (deliver_ms, schedule offset), waiting
         self._offsets: list[int] = []              # offsets of the heap's entries (min: "low"), lazily pruned
@@ -334,23 +336,9 @@ class Timer:
     # The one task -----------------------------------------------------------------------
     async def run(self) -> None:
         """Read, move, checkpoint; sleep until the next due time or a new delayed message."""
-        loop = asyncio.get_running_loop()
         while True:
             self.wake.clear()
-            try:
-                if self.store.puts_may_wait:      # its puts wait for the disk or followers: not on the loop
-                    fut = loop.run_in_executor(None, self._round)
-                    try:
-                        busy, failed = await asyncio.shield(fut)
-                    except asyncio.CancelledError:
-                        await fut         # stopping: the round ends before the checkpoint is written
-                        raise
-                else:
-                    busy, failed = self._round()
-                self.checkpoint()
-            except Exception:  # noqa: BLE001 - the task must outlive one bad round
-                log.exception("timer round failed")
-                busy, failed = False, True
+            busy, failed = await self.turn()
             if busy and not failed:
                 await asyncio.sleep(0)
                 continue
@@ -361,6 +349,31 @@ class Timer:
                 await asyncio.wait_for(self.wake.wait(), timeout=wait)
             except asyncio.TimeoutError:
                 pass
+
+    async def turn(self) -> tuple[bool, bool]:
+        """One round of run(), its checkpoint written: (busy, failed). A disk that refuses the checkpoint
+        (full, failing: OSError) is said once while it lasts, counted, without a traceback (said.py);
+        anything else once per round, with its traceback."""
+        loop = asyncio.get_running_loop()
+        try:
+            if self.store.puts_may_wait:      # its puts wait for the disk or followers: not on the loop
+                fut = loop.run_in_executor(None, self._round)
+                try:
+                    busy, failed = await asyncio.shield(fut)
+                except asyncio.CancelledError:
+                    await fut         # stopping: the round ends before the checkpoint is written
+                    raise
+            else:
+                busy, failed = self._round()
+            self.checkpoint()
+        except OSError as e:
+            self.failures.failed(kind_of(e), f"its progress could not be written ({e})")
+            return False, True
+        except Exception:  # noqa: BLE001 - the task must outlive one bad round
+            log.exception("timer round failed")
+            return False, True
+        self.failures.recovered("its progress is written again")
+        return busy, failed
 
     def _round(self) -> tuple[bool, bool]:
         if self._unflushed:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable, Sequence
 
 from ...config import BrokerConfig
+from ...said import Conditions, kind_of
 from ...protocol.stubs import Code, pb, spb, status
 from ...store import Message, MessageStore, PutResult, StoreNotRunning
 from ...record.codec import CodecError, StoredMessage, parse_offset_msg_id
@@ -76,6 +77,7 @@ class Transactions:
                  checks_per_round_max: int = CHECKS_PER_ROUND_MAX, compact_bytes: int = COMPACT_BYTES) -> None:
         """``state_dir``: the broker's state directory (default: the store root's, state/layout.py)."""
         self.store = store
+        self.failures = Conditions(log, "transactions")   # a disk refusing its journal: said once (run)
         self.config = config
         self.sessions = sessions
         self.put = put
@@ -349,6 +351,10 @@ class Transactions:
             try:
                 busy = self.scan() >= self.scan_max
                 self.check(self.store.clock.now_ms())
+                self.failures.recovered()
+            except OSError as e:          # a disk refusing its journal (full, failing): said once (said.py)
+                self.failures.failed(kind_of(e), f"a check round failed ({e})")
+                busy = False
             except Exception:  # noqa: BLE001 - the task must outlive one bad round
                 log.exception("transaction check round failed")
                 busy = False

@@ -425,9 +425,10 @@ class Acl:
     def document(self) -> dict:
         return self.state.to_doc()
 
-    def replace(self, doc) -> None:
-        """A follower's copy of its leader's document (AclError when it is not one): written, in effect."""
+    def replace(self, doc, rewrite: bool = False) -> None:
+        """A follower's copy of its leader's document (AclError when it is not one): written, in effect
+        (``rewrite``: written even when it is the one in effect: its file is gone)."""
         state = AclState.from_doc(doc)
         with self._lock:
-            if state.to_doc() != self.state.to_doc():
+            if rewrite or state.to_doc() != self.state.to_doc():
                 self._write(state)

@@ -29,6 +29,7 @@ import asyncio
 import logging
 
 from ...protocol import replication as rp
+from ...said import Conditions, kind_of
 from ...protocol.data import FrameError
 from ...store.epochs import divergence_point
 from ...store.replica import ReplicaError
@@ -57,6 +58,7 @@ class ReplicationClient:
         self.node = node
         self.leader_endpoint = leader_endpoint
         self.connected = False
+        self.failures = Conditions(log, f"replication from {leader_endpoint}")    # failed sessions (run)
         self.leader_end = 0               # the leader's log end, as its last frame said
         self.last_frame_at = 0.0
         self.sessions = 0
@@ -117,9 +119,9 @@ class ReplicationClient:
             except (TransportError, Refused, FrameError, ReplicaError, LocalWriteError, OSError,
                     asyncio.TimeoutError, ValueError) as e:
                 text = f"{type(e).__name__}: {e}"
-                if text != self.last_error:
-                    # said once per kind of failure, without a traceback (a full disk, a leader gone)
-                    log.warning("replication from %s: %s (trying again)", self.leader_endpoint, text)
+                # said once per kind of failure while the copy fails, counted, without a traceback (a
+                # full disk, a leader gone): its text may name an offset that moves at every retry
+                self.failures.failed(kind_of(e) if not isinstance(e, Refused) else f"Refused: {e}", text)
                 self.last_error = text
                 if isinstance(e, LocalWriteError):
                     self.local_errors += 1
@@ -271,8 +273,9 @@ class ReplicationClient:
             except _DiskError as e:
                 # (a failed fsync or write of the log: the store cut it back to what was durable and
                 # sealed it there, store/log_failure.py; the next session starts the copy over)
-                raise LocalWriteError(f"this member's disk refused the leader's bytes at {e.offset}: {e.error}") \
-                    from None
+                failed = LocalWriteError(f"this member's disk refused the leader's bytes at {e.offset}: {e.error}")
+                failed.error = e.error             # (its kind: said.kind_of)
+                raise failed from None
             self._copy_epochs(theirs)
         # what every member of the in-sync set has; never past what this log has
         fr_hw = max(fr.hw for fr in batch)
@@ -289,6 +292,7 @@ class ReplicationClient:
         heartbeats = sum(fr.kind == rp.HEARTBEAT for fr in batch)
         self.heartbeats += heartbeats
         confirm.wake(heartbeat=heartbeats > 0)
+        self.failures.recovered("copying again")           # (the failures since the last frames applied)
         self.last_error = None
 
     def _copy_epochs(self, theirs: list[tuple[int, int]]) -> None:

@@ -20,6 +20,9 @@ INSTALL_WAIT_S without one), then is served by them; one that takes longer is an
 UNAVAILABLE, which the clients retry (as the leader port answers an election). Never the service
 being replaced: a follower's would answer TOPIC_NOT_FOUND for a topic the leader creates (a
 producer's start fails on it), a leader's going would create a topic in a store that now follows.
+The same TOPIC_NOT_FOUND from a member that knows no leader (an election under way, and the moment
+after it is recorded before the winner's lead() starts installing) is answered UNAVAILABLE too
+(``_no_leader_yet``: routes, assignments, sends).
 """
 
 from __future__ import annotations
@@ -68,16 +71,37 @@ class ServiceProxy(sgrpc.MessagingServiceServicer):
             await until_installed(node, context)
         return self.broker.service
 
+    async def _no_leader_yet(self, code: int, context) -> None:
+        """A member that does not lead and knows no leader -- an election under way (a member with a
+        coordinator follows no one until it is elected or told who leads), including the moment after
+        the election is recorded (routes name it) before its lead() installs the leader's service --
+        answers UNAVAILABLE (retried, as ``until_installed``'s) instead of its follower's TOPIC_NOT_FOUND
+        for a topic the leader would create (an official producer's start fails on that)."""
+        node = self.node
+        if code == Code.TOPIC_NOT_FOUND and self._leaderless():     # (callers ask _leaderless first: cheap)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"broker group {node.group!r}: no leader yet (an "
+                                                             f"election is under way); try again")
+
+    def _leaderless(self) -> bool:
+        node = self.node
+        return node is not None and not node.leading and not node.leader_endpoint
+
     def _refusal(self):
         """status(FORBIDDEN, who leads) while this broker does not lead, else None."""
         why = self.broker.write_refusal()
         return None if why is None else status(Code.FORBIDDEN, why)
 
     async def QueryRoute(self, request, context):
-        return await (await self._serving(context)).QueryRoute(request, context)
+        r = await (await self._serving(context)).QueryRoute(request, context)
+        if self._leaderless():
+            await self._no_leader_yet(r.status.code, context)
+        return r
 
     async def QueryAssignment(self, request, context):
-        return await (await self._serving(context)).QueryAssignment(request, context)
+        r = await (await self._serving(context)).QueryAssignment(request, context)
+        if self._leaderless():
+            await self._no_leader_yet(r.status.code, context)
+        return r
 
     async def Heartbeat(self, request, context):
         return await (await self._serving(context)).Heartbeat(request, context)
@@ -95,11 +119,18 @@ class ServiceProxy(sgrpc.MessagingServiceServicer):
     # (the in-sync wait first: a change of role that starts while it waits is then waited for too)
     async def SendMessage(self, request, context):
         await self._in_sync(context)
-        return await (await self._serving(context)).SendMessage(request, context)
+        r = await (await self._serving(context)).SendMessage(request, context)
+        if self._leaderless():
+            await self._no_leader_yet(r.status.code, context)
+        return r
 
     async def SendMessageBytes(self, raw: bytes, context):
         await in_sync(self.node, context)
-        return await (await self._serving(context)).SendMessageBytes(raw, context)
+        r = await (await self._serving(context)).SendMessageBytes(raw, context)
+        if self._leaderless():              # (rare: the answer's bytes decoded only then)
+            got = r if isinstance(r, spb.SendMessageResponse) else spb.SendMessageResponse.FromString(bytes(r))
+            await self._no_leader_yet(got.status.code, context)
+        return r
 
     async def ReceiveMessage(self, request, context):
         svc = await self._serving(context)

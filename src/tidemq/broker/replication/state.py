@@ -118,7 +118,9 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
     fio: FileIO = store.fio
     layout = StateLayout(state_dir)
     fio.makedirs(layout.dir)
-    if offsets != service.group_offsets.offsets:
+    # a part equal to what this member holds in memory is written again when its file is gone (the state
+    # directory removed while the follower ran): a promoted follower opens its files, not its memory
+    if offsets != service.group_offsets.offsets or not fio.exists(layout.consumer_offsets):
         group_offsets.write(fio, layout.consumer_offsets, offsets)
         service.group_offsets.offsets = offsets
     fio.makedirs(layout.pop_dir)
@@ -129,10 +131,11 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
         checked.write(fio, layout.timer_checkpoint, timer)
     journal.write_state(fio, layout.transactions_dir, txn)
     if acl is not None and getattr(service, "acl", None) is not None:
-        service.acl.replace(acl)                    # written, and in effect on this member at once
+        service.acl.replace(acl, not fio.exists(service.acl.path))      # written, and in effect here at once
     if groups is not None and getattr(service, "groups", None) is not None:
-        service.groups.replace(groups)              # written, and in effect on this member at once
+        service.groups.replace(groups, not fio.exists(service.groups.path))
     q = getattr(service, "quotas", None)
-    if quotas is not None and q is not None and quotas != q.document():
+    if quotas is not None and q is not None and (quotas != q.document()
+                                                 or (q.path is not None and not fio.exists(q.path))):
         q.replace(quotas)                           # the leader's quotas, in effect here at once
         q.save()
