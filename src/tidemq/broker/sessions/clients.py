@@ -45,7 +45,7 @@ class _Client:
     held: bool = False          # something at stake (lite subscriptions): never forgotten
 
 
-def _user(client_id: str) -> str:
+def user_of(client_id: str) -> str:
     """The user of a client id (``user<TAB>id`` with authentication on; "" without)."""
     user, tab, _ = client_id.partition("\t")
     return user if tab else ""
@@ -73,7 +73,7 @@ class Clients:
     def _place(self, client_id: str, c: _Client) -> None:
         """Keep the forgettable lists in step with ``c`` (heard from, or changed): one that left goes
         first (it counts as gone already), the others least recently heard from first."""
-        user = _user(client_id)
+        user = user_of(client_id)
         if c.streams or c.held:
             self._unfree(client_id, user)
             return
@@ -97,7 +97,7 @@ class Clients:
     def _forget(self, client_id: str) -> None:
         del self._c[client_id]
         self.forgotten += 1
-        user = _user(client_id)
+        user = user_of(client_id)
         self._unfree(client_id, user)
         if user:
             n = self._count_of[user] - 1
@@ -114,7 +114,7 @@ class Clients:
         if c is not None:
             return c
         c = self._c[client_id] = _Client(self.clock.now_ms())
-        user = _user(client_id)
+        user = user_of(client_id)
         if user:
             self._count_of[user] = self._count_of.get(user, 0) + 1
         if not keep:
