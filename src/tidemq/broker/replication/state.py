@@ -43,12 +43,13 @@ import logging
 import os
 
 from ... import checked
-from ...io import FileIO, write_atomic
+from ...io import FileIO
 from ...store.topics import MessageKind, SpacePolicy, TopicSettings
 from ..consume import group_offsets
 from ...protocol.group_settings import load_doc as load_groups
 from ..deferred.timer import check_progress
 from ..state import journal
+from ..protection import handle_key
 from ..protection.acl import AclState
 from ..state.layout import StateLayout
 
@@ -87,6 +88,8 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
         settings = {str(n): TopicSettings().changed(s) for n, s in doc["topics"].get("settings", {}).items()}
         offsets = {(str(g), str(t), int(q)): int(o) for g, t, q, o in doc["consumer_offsets"]}
         secret = str(doc["pop"]["secret"])
+        if not handle_key.valid(secret):
+            raise ValueError("the receipt-handle key is not 64 hex digits")
         pop, timer, txn = doc["pop"]["snapshot"], doc.get("timer"), doc["transactions"]
         if not isinstance(pop, dict) or not isinstance(txn, dict):
             raise TypeError("pop and transactions are objects")
@@ -122,7 +125,7 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
         group_offsets.write(fio, layout.consumer_offsets, offsets)
         service.group_offsets.offsets = offsets
     fio.makedirs(layout.pop_dir)
-    write_atomic(fio, layout.pop_secret, secret.encode())
+    handle_key.store(fio, layout.pop_secret, secret.encode())
     journal.write_state(fio, layout.pop_dir, pop)
     if timer is not None:
         fio.makedirs(os.path.dirname(layout.timer_checkpoint))
