@@ -27,6 +27,7 @@ ciphertext), checked in constant time before anything is decrypted::
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import os
@@ -41,6 +42,7 @@ class Unsealed(ValueError):
     """A value that is not sealed, or does not open under this key and context."""
 
 
+@functools.lru_cache(maxsize=4)
 def _keys(secret_key: str) -> tuple[bytes, bytes]:
     k = secret_key.encode()
     return (hmac.new(k, b"tidemq sealed secrets v1 enc", hashlib.sha256).digest(),
