@@ -137,7 +137,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         else:
             self.lite = LiteSubscriptions(config.lite_subscriptions_per_client_max,
                                           lambda n: lite_topic_problem(n, config.lite_topic_bytes_max),
-                                          lambda cid: self.clients.alive(cid, store.clock.now_ms()))
+                                          lambda cid: self.clients.alive(cid, store.clock.now_ms()),
+                                          per_user_max=config.lite_subscriptions_per_user_max)
         self.consumption.lite = self.lite
         # whether a client is alive: asked of this service's table, which hears the clients from now on
         # (not the replaced one's, which hears nothing more: its clients would all count as gone)

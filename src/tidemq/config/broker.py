@@ -148,6 +148,11 @@ class BrokerConfig(Loadable):
     lite_subscriptions_per_client_max: int = _f(1000, "lite topics one lite consumer may subscribe "
                                                       "(LITE_SUBSCRIPTION_QUOTA_EXCEEDED beyond; Telemetry's "
                                                       "lite_subscription_quota)", 1, 100_000)
+    lite_subscriptions_per_user_max: int = _f(2_000, "lite consumers' subscriptions (group, bind topic, client) "
+                                                     "of one user kept at most (authentication on): one more is "
+                                                     "refused (LITE_SUBSCRIPTION_QUOTA_EXCEEDED), so that no user "
+                                                     "fills the broker's table (10000) for the others",
+                                              1, 10_000)
     priority_window_messages: int = _f(256, "new messages of a queue a receive looks at to hand out the higher "
                                             "priorities first (a topic with PRIORITY messages; FIFO groups "
                                             "excepted)", 1, 65_536)

@@ -62,3 +62,26 @@ def test_the_client_table_is_told_who_has_subscriptions():
     assert lite.sets("g", "T", "c") is None
     assert told[2:] == [("a", False), ("b", False)] and lite.holds() == []
     assert lite._n == sum(len(b) for b in lite.subs.values()) == 0
+
+
+def test_one_user_cannot_fill_the_table_for_the_others():
+    """Past per_user_max subscriptions of one user (authentication on: ``user<TAB>id``), its new one
+    is refused (the gone of its own forgotten first); another user's is kept, and the table's bound
+    over every user stays."""
+    alive, now = {}, [0.0]
+    lite = LiteSubscriptions(4, lambda n: None, lambda cid: alive.get(cid, True), clients_max=10,
+                             now_s=lambda: now[0], per_user_max=3)
+    for i in range(3):
+        assert lite.sync("g", "T", f"mallory\tc{i}", A.PARTIAL_ADD, ["x"]) == (Code.OK, "")
+    code, text = lite.sync("g2", "T", "mallory\tc9", A.PARTIAL_ADD, ["x"])
+    assert code == Code.LITE_SUBSCRIPTION_QUOTA_EXCEEDED and "mallory" in text
+    lite.declare("g3", ["T"], "mallory\tc8")
+    assert ("g3", "T") not in lite.subs, "a lite consumer's settings are bounded the same way"
+    assert lite.sync("g", "T", "mallory\tc0", A.COMPLETE_ADD, ["y"]) == (Code.OK, ""), "its kept ones still change"
+    for i in range(3):
+        assert lite.sync("g", "T", f"alice\tc{i}", A.PARTIAL_ADD, ["x"]) == (Code.OK, ""), "another user's"
+    alive["mallory\tc1"] = False
+    now[0] += SWEEP_S
+    assert lite.sync("g2", "T", "mallory\tc9", A.PARTIAL_ADD, ["x"]) == (Code.OK, ""), "its gone one forgotten"
+    lite.forget("mallory\tc0")
+    assert lite.sync("g2", "T", "mallory\tc7", A.PARTIAL_ADD, ["x"]) == (Code.OK, ""), "a client that ended"

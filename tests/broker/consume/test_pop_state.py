@@ -69,3 +69,48 @@ def test_a_handle_the_old_leader_gave_after_its_last_copy_is_stale_on_the_new_on
     assert 1 in promoted.state("g", "T", 0).inflight, "B's delivery is still in flight"
     leader.close()
     promoted.close()
+
+
+def _forged(handle: str, group: str, key: bytes) -> str:
+    """``handle`` with its MAC made again under ``key`` (what anyone who knows the key can do)."""
+    import hashlib
+    import hmac
+    topic, qid, offset, seq, _mac = handle.rsplit(":", 4)
+    mac = hmac.new(key, f"{group}|{topic}|{qid}|{offset}|{seq}".encode(), hashlib.sha1).hexdigest()[:16]
+    return f"{topic}:{qid}:{offset}:{seq}:{mac}"
+
+
+def test_a_damaged_handle_key_is_never_used_so_no_handle_made_under_what_is_left_of_it_verifies(tmp_path):
+    """The key file cut short or emptied (a torn copy, a full disk) was used as read: an empty key is
+    one anyone knows, and a handle MACed under it was accepted (an ack of another consumer's message).
+    Now a damaged key is replaced (protection/handle_key.py), both copies damaged: handles under it fail."""
+    import pytest
+
+    from tidemq.broker.consume.pop_state import HandleError
+
+    root = str(tmp_path)
+    opened(root).close()
+    for p in (os.path.join(root, "pop", "secret"), os.path.join(root, "pop", "secret.bak")):
+        if os.path.exists(p):
+            open(p, "wb").close()                       # emptied
+    ps = opened(root)
+    h = ps.deliver("g", "T", 0, 0, 1, 60_000)
+    with pytest.raises(HandleError):
+        ps.ack("g", _forged(h, "g", b""))
+    assert 0 in ps.state("g", "T", 0).inflight, "the forged ack took nothing"
+    ps.ack("g", h)
+    ps.close()
+
+
+def test_a_damaged_key_file_falls_back_to_its_mirror_and_outstanding_handles_stay_valid(tmp_path):
+    root = str(tmp_path)
+    ps = opened(root)
+    h = ps.deliver("g", "T", 0, 0, 1, 60_000)
+    ps.flush()
+    with open(os.path.join(root, "pop", "secret"), "r+b") as f:
+        f.truncate(20)                                  # cut short
+    ps = opened(root)
+    ps.ack("g", h)                                      # the same key, from the intact mirror
+    assert ps.state("g", "T", 0).inflight == {}
+    ps.close()
+    assert opened(root).secret == ps.secret, "and the file is whole again"

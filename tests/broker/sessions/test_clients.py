@@ -88,3 +88,26 @@ def test_without_authentication_the_table_is_one_users_and_held_clients_stay():
     for cid in "abcdef":
         c.seen(cid)
     assert set(c._c) == {"lite", "e", "f"}, "no per-user bound without users; the held one stays"
+
+
+def test_a_user_within_its_own_bound_never_forgets_another_users_live_client():
+    """The table full (clients_max) of live clients: a user adding clients within its own bound
+    (clients_per_user_max) forgets its own, never another user's live one (an auto-renewing consumer
+    heard from by heartbeats only: forgotten, it counted as gone and its messages were handed out
+    again); a client that is gone already (left, idle past the bound) goes first, whoever's."""
+    clock = ManualClock()
+    c = Clients(clock, IDLE_MS, clients_max=6, clients_per_user_max=4)
+    for cid in ("alice\ta", "alice\tb", "bob\ta", "bob\tb"):
+        c.seen(cid)
+    clock.advance(1.0)
+    for i in range(4):                            # mallory: within its own bound, past the table's
+        c.seen(f"mallory\tm{i}")
+    assert {"alice\ta", "alice\tb", "bob\ta", "bob\tb"} <= set(c._c), "another user's live clients"
+    assert all(c.alive(k, clock.now_ms()) for k in ("alice\ta", "alice\tb", "bob\ta", "bob\tb"))
+    assert len(c) == 6 and sum(1 for k in c._c if k.startswith("mallory\t")) == 2, "its own pay"
+    c.terminated("bob\tb")                        # gone: the first forgotten, whoever's
+    c.seen("mallory\tm9")
+    assert "bob\tb" not in c._c and {"alice\ta", "alice\tb", "bob\ta"} <= set(c._c)
+    clock.advance(IDLE_MS / 1000 + 0.5)           # alice's and bob's idle past the bound (mallory's not)
+    c.seen("mallory\tm10")
+    assert "alice\ta" not in c._c, "idle past client_idle_s_max: gone already, forgotten first"

@@ -16,7 +16,10 @@ its bind topic, with nothing subscribed: it receives nothing before its first su
 Actions: PARTIAL_ADD adds the names to the client's set, PARTIAL_REMOVE removes them, COMPLETE_ADD
 replaces the set, COMPLETE_REMOVE empties it. A set past ``lite_subscriptions_per_client_max`` is
 refused whole (LITE_SUBSCRIPTION_QUOTA_EXCEEDED), a name that cannot be a lite topic too
-(ILLEGAL_LITE_TOPIC); nothing changes then.
+(ILLEGAL_LITE_TOPIC); nothing changes then. A new subscription past ``clients_max`` (10000) in all,
+or past ``per_user_max`` (``lite_subscriptions_per_user_max``) of its user (authentication on: the
+client id is ``user<TAB>id``, sessions/clients.py), is refused the same way, so one user cannot fill
+the table for the others.
 
 The Python client 5.1.2 sends ``subscribe_lite("abc")`` as the set ``["a", "b", "c"]`` (it extends
 the repeated field with a string); a PARTIAL_ADD of one-character names from a client whose
@@ -29,6 +32,7 @@ import time
 from typing import Callable
 
 from ...protocol.stubs import Code, pb
+from ..sessions.clients import user_of
 
 A = pb.LiteSubscriptionAction
 
@@ -40,14 +44,17 @@ SWEEP_S = 1.0               # when full, the gone are looked for at most this of
 class LiteSubscriptions:
     def __init__(self, per_client_max: int, name_problem: Callable[[str], str | None],
                  alive: Callable[[str], bool] | None = None, clients_max: int = CLIENTS_MAX,
-                 now_s: Callable[[], float] = time.monotonic) -> None:
+                 now_s: Callable[[], float] = time.monotonic, per_user_max: int | None = None) -> None:
         """``alive(client id)``: whether a client is still there (sessions/clients.py); a client that
         is not is forgotten at the next receive of its group (None: every client is). ``clients_max``:
         the subscriptions kept at most, over every group (each holds up to ``per_client_max`` names): a
         new one past it is refused (LITE_SUBSCRIPTION_QUOTA_EXCEEDED) once the clients that are gone
         are forgotten and it is still past it; the gone are looked for at most every SWEEP_S (``now_s``),
-        so refused calls repeated cannot make the broker walk every subscription for each."""
+        so refused calls repeated cannot make the broker walk every subscription for each.
+        ``per_user_max``: the same bound per user (None: only the one over every group)."""
         self.clients_max = clients_max
+        self.per_user_max = clients_max if per_user_max is None else per_user_max
+        self._of_user: dict[str, int] = {}      # user -> its subscriptions (authentication on)
         self.now_s = now_s
         self._swept_s: float | None = None
         self.per_client_max = per_client_max
@@ -69,6 +76,9 @@ class LiteSubscriptions:
         by_client = self.subs.setdefault(key, {})
         if client not in by_client:
             self._n += 1
+            user = user_of(client)
+            if user:
+                self._of_user[user] = self._of_user.get(user, 0) + 1
             n = self._of.get(client, 0)
             self._of[client] = n + 1
             if not n and self.on_hold is not None:
@@ -81,6 +91,13 @@ class LiteSubscriptions:
             return
         del by_client[client]
         self._n -= 1
+        user = user_of(client)
+        if user:
+            left = self._of_user.get(user, 1) - 1
+            if left:
+                self._of_user[user] = left
+            else:
+                self._of_user.pop(user, None)
         if not by_client:
             del self.subs[key]
         n = self._of.get(client, 1) - 1
@@ -121,23 +138,33 @@ class LiteSubscriptions:
             return (Code.LITE_SUBSCRIPTION_QUOTA_EXCEEDED,
                     f"{len(new)} lite topics: at most lite_subscriptions_per_client_max={self.per_client_max}")
         by_client = self.subs.get(key)
-        if (by_client is None or client not in by_client) and not self._room():
-            return (Code.LITE_SUBSCRIPTION_QUOTA_EXCEEDED,
-                    f"the broker keeps at most {self.clients_max} lite consumers' subscriptions")
+        if by_client is None or client not in by_client:
+            full = self._full(user_of(client))
+            if full:
+                return Code.LITE_SUBSCRIPTION_QUOTA_EXCEEDED, full
         self._put(key, client, frozenset(new))
         return Code.OK, ""
 
-    def _room(self) -> bool:
-        """Whether one more client's subscription may be kept (the gone ones forgotten first when full)."""
-        if self._n < self.clients_max:
-            return True
-        now = self.now_s()
-        if self.alive is not None and (self._swept_s is None or now - self._swept_s >= SWEEP_S):
-            self._swept_s = now
-            for key in list(self.subs):
-                for cid in [c for c in self.subs[key] if not self.alive(c)]:
-                    self._drop(key, cid)
-        return self._n < self.clients_max
+    def _full(self, user: str) -> str:
+        """Why one more subscription of ``user``'s client may not be kept ("": it may), the gone ones
+        forgotten first when a bound is reached."""
+        for swept in (False, True):
+            if self._n >= self.clients_max:
+                why = f"the broker keeps at most {self.clients_max} lite consumers' subscriptions"
+            elif user and self._of_user.get(user, 0) >= self.per_user_max:
+                why = (f"user {user!r} has {self.per_user_max} lite consumers' subscriptions: at most "
+                       f"lite_subscriptions_per_user_max={self.per_user_max}")
+            else:
+                return ""
+            if swept:
+                return why
+            now = self.now_s()
+            if self.alive is not None and (self._swept_s is None or now - self._swept_s >= SWEEP_S):
+                self._swept_s = now
+                for key in list(self.subs):
+                    for cid in [c for c in self.subs[key] if not self.alive(c)]:
+                        self._drop(key, cid)
+        return why
 
     def declare(self, group: str, topics: list[str], client: str) -> None:
         """A lite consumer's settings (Telemetry): its group consumes ``topics`` (its bind topic) as lite
@@ -146,7 +173,7 @@ class LiteSubscriptions:
             return
         for topic in topics[:1]:
             by_client = self.subs.get((group, topic))
-            if (by_client is None or client not in by_client) and not self._room():
+            if (by_client is None or client not in by_client) and self._full(user_of(client)):
                 return
             if by_client is None or client not in by_client:
                 self._put((group, topic), client, frozenset())

@@ -9,7 +9,7 @@ Messages a tag filter skips are never in flight, so they count as consumed.
 
 Receipt handle: ``topic:queue:offset:seq:mac``, the MAC an HMAC-SHA1 (first 16
 hex digits) of group, topic, queue, offset and seq under a secret kept in
-``<root>/broker/pop/secret`` (state/layout.py). A forged handle fails the MAC; a stale
+``<root>/broker/pop/secret`` (state/layout.py; checked: protection/handle_key.py). A forged handle fails the MAC; a stale
 one (the message was redelivered, or its invisible time changed since) fails the seq;
 both answer INVALID_RECEIPT_HANDLE. The seq jumps by SEQ_GAP at every open, so a promoted
 follower (which opens its leader's last copy) never makes a handle its old leader gave after
@@ -36,7 +36,8 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from ...io import FileIO, read_whole, write_atomic
+from ...io import FileIO
+from ..protection import handle_key
 from ..state.journal import COMPACT_BYTES, Journal
 from ..state.layout import StateLayout
 
@@ -107,9 +108,7 @@ class PopState:
             os.chmod(os.path.dirname(self.secret_path), 0o700)     # it holds the handles' secret
         except OSError:
             pass
-        if not self.fio.exists(self.secret_path):
-            write_atomic(self.fio, self.secret_path, os.urandom(32).hex().encode())
-        self.secret = read_whole(self.fio, self.secret_path).strip()
+        self.secret = handle_key.load(self.fio, self.secret_path)     # checked: a damaged key is never used
         replayed = self.journal.open(self._load, self._apply, "pop state")
         # handles made from now on are new ones for sure: a promoted follower opens its leader's last
         # copy, and the leader went on delivering (seq + 1, ...) after it; without the gap the same

@@ -44,6 +44,10 @@ current session renews its lease (lease.py) from the time it sent that request; 
 checks it. A session cannot expire, and so no other member can be elected, before the service
 stopped hearing from the leader for the whole session timeout, which is longer than the lease.
 
+**Signed records** (authentication on: coord_signed.py): a record not signed with the group's key is
+never acted on: a refused leader record is followed by nobody, a refused member entry is not a member,
+a refused epoch or in-sync set elects nobody and fences a leader (as a coordinator it cannot read).
+
 **Fencing**: while the session is suspended (the connection lost) a leader refuses every write at
 once and closes its leader port (node.py); back connected with the leader node still its own, it
 renews and takes writes again; with the session lost, it follows whoever leads.
@@ -66,6 +70,7 @@ from typing import Awaitable, Callable, NamedTuple
 
 from ...io import Clock
 from .coordination import Coordinator, Create, SessionState, SetData, Unreachable
+from .coord_signed import RecordRefused
 from .coord_zk import parse  # noqa: F401  (the coordinator setting's hosts and chroot: imported from here)
 from .topology import Topology
 
@@ -206,7 +211,10 @@ class GroupCoordinator:
         if self._members_due or self._members_asked > self._members_done:
             self._read_members()                    # the group's view (routes name every member)
         sent_at = self.clock.monotonic_s()
-        got = c.get(self._p("leader"), watch=True)
+        try:
+            got = c.get(self._p("leader"), watch=True)
+        except RecordRefused as e:
+            return out + self._leader_refused(e)
         if got is not None:
             self._round = None
             self._said = None
@@ -243,6 +251,16 @@ class GroupCoordinator:
         out += self._elect()
         return out
 
+    def _leader_refused(self, e: RecordRefused) -> list[Action]:
+        """The leader record is not signed by a member (coord_signed.py): nobody is followed for it. A
+        record of this member's session overwritten: the lease is given up (deleted: an election); a
+        leader whose record is not its own any more steps down, as when its record is gone."""
+        if e.owner == self._session and e.owner:
+            self.c.delete(e.path, e.version)
+        if self.node.leading:
+            return [Action("follow", why=str(e))]
+        return []
+
     # members ------------------------------------------------------------------------------------
     def _member_doc(self, round_: int) -> bytes:
         n = self.node
@@ -253,7 +271,11 @@ class GroupCoordinator:
         path = self._p(f"members/{self.node.member}")
         if self._member_ok:
             return
-        got = self.c.get(path)
+        try:
+            got = self.c.get(path)
+        except RecordRefused as e:                  # overwritten by someone without the keys: made again
+            self.c.delete(path, e.version)
+            got = None
         if got is not None and got.owner != self._session:
             self.c.delete(path)                     # a node of our previous session (not expired yet)
         if got is None or got.owner != self._session:
@@ -269,7 +291,12 @@ class GroupCoordinator:
         out = {}
         try:
             for m in self.c.children(base, watch=True):
-                got = self.c.get(f"{base}/{m}")
+                try:
+                    got = self.c.get(f"{base}/{m}")
+                except RecordRefused:               # not a member's (coord_signed.py): not one
+                    if m == self.node.member:
+                        self._member_ok = False     # ours overwritten: made again at the next step
+                    continue
                 if got is not None:
                     out[m] = _json(got.data)
         except Unreachable:

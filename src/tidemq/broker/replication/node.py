@@ -238,6 +238,10 @@ class ReplicationNode:
                 c = ZkCoordinator(addr.hosts, self.config.coordinator_session_timeout_ms / 1000,
                                   zk_address.kazoo_options(addr, self.config.coordinator_password), self.group)
                 c.on_granted(self.lease.session_granted)
+            keys = MemberCredentials.of(self).keys
+            if keys is not None:                    # the group's records signed and checked (coord_signed.py)
+                from .coord_signed import SignedCoordinator
+                c = SignedCoordinator(c, keys[1], self.group)
             self.coordinator = GroupCoordinator(self, c, self.clock, base)
             await self.follow("")                 # until the election says otherwise
             if self._coordinator_thread:
@@ -676,4 +680,7 @@ class ReplicationNode:
             out["coordinator_state"] = self.coordinator.state
             out["elections"] = self.coordinator.elections
             out["isr_recorded"] = self.coordinator.isr()
+            refused = getattr(self.coordinator.c, "refused", None)      # (signed records: coord_signed.py)
+            if refused is not None:
+                out["coordinator_records_refused"] = dict(refused)
         return out

@@ -18,6 +18,9 @@ opens its state at start:
     transactions      the transaction decisions (broker/transactions/)
     acl               users and their policies (broker/acl/acl.json: protection/acl.py), so a promoted
                       follower enforces what its leader did
+    sealed            1 when the secrets in it (each user's secret key, the receipt-handle key) are
+                      sealed under the group's secret_key (authentication on: protection/sealed.py);
+                      a member with authentication on refuses a copy whose secrets are in clear
     groups            consumer-group settings (broker/groups.json: consume/groups.py): retry policy,
                       retry_max, orderly, consume enable
     quotas            byte-rate quotas per user, client id and topic (broker/quotas.json:
@@ -43,20 +46,65 @@ import logging
 import os
 
 from ... import checked
-from ...io import FileIO, write_atomic
+from ...io import FileIO
 from ...store.topics import MessageKind, SpacePolicy, TopicSettings
 from ..consume import group_offsets
 from ...protocol.group_settings import load_doc as load_groups
 from ..deferred.timer import check_progress
 from ..state import journal
+from ..protection import handle_key, sealed
 from ..protection.acl import AclState
 from ..state.layout import StateLayout
 
 log = logging.getLogger("tidemq.broker")
 
 
+def _secret_key(service) -> str | None:
+    """The group's key secrets are sealed under (protection/sealed.py): the broker's ``secret_key``
+    with authentication on, else None (nothing to seal with: they go as they are)."""
+    cfg = getattr(service, "config", None)
+    return cfg.secret_key if cfg is not None and cfg.auth_enabled else None
+
+
+def _seal(doc: dict, key: str) -> dict:
+    """``doc`` with every user's secret key and the receipt-handle key sealed under ``key``."""
+    doc["pop"]["secret"] = sealed.seal(key, "pop secret", doc["pop"]["secret"].encode())
+    acl = doc.get("acl")
+    if isinstance(acl, dict) and isinstance(acl.get("users"), dict):
+        acl = doc["acl"] = {**acl, "users": {n: {**u, "secret_key": sealed.seal(key, f"acl user {n}",
+                                                                                 str(u["secret_key"]).encode())}
+                                             for n, u in acl["users"].items()}}
+    doc["sealed"] = 1
+    return doc
+
+
+def _open(doc: dict, key: str | None) -> dict:
+    """``doc`` with its secrets opened (sealed.Unsealed when they do not open here: another key, changed,
+    or sent in clear to a member with authentication on)."""
+    if key is None:
+        if doc.get("sealed"):
+            raise sealed.Unsealed("the leader sealed its secrets, and this member has no secret_key to open them")
+        return doc
+    if doc.get("sealed") != 1:
+        raise sealed.Unsealed("the leader sent its secrets in clear, and this member has authentication on")
+    doc = {**doc, "pop": {**doc["pop"], "secret": sealed.open_sealed(key, "pop secret", doc["pop"]["secret"]).decode()}}
+    acl = doc.get("acl")
+    if isinstance(acl, dict) and isinstance(acl.get("users"), dict):
+        doc["acl"] = {**acl, "users": {n: {**u, "secret_key": sealed.open_sealed(key, f"acl user {n}",
+                                                                                 u.get("secret_key")).decode()}
+                                       for n, u in acl["users"].items()}}
+    return doc
+
+
 def snapshot(store, service) -> dict:
-    """The leader's broker state now (on the event loop, where consumers change it)."""
+    """The leader's broker state now (on the event loop, where consumers change it); its secrets
+    sealed under the group's key with authentication on (protection/sealed.py)."""
+    doc = _snapshot(store, service)
+    key = _secret_key(service)
+    return _seal(doc, key) if key is not None else doc
+
+
+def _snapshot(store, service) -> dict:
     t = store.topics
     return {
         "log_end": store.commitlog_max_offset,
@@ -78,8 +126,10 @@ def snapshot(store, service) -> dict:
 
 def apply(doc: dict, store, service, state_dir: str) -> None:
     """Write the leader's state ``doc`` where this broker keeps its own, and update what the
-    follower serves from memory (topics, consumer offsets). ValueError when ``doc`` is not one."""
+    follower serves from memory (topics, consumer offsets). ValueError when ``doc`` is not one, or when
+    its secrets do not open here (sealed.Unsealed)."""
     try:
+        doc = _open(doc, _secret_key(service))
         topics = {str(n): int(c) for n, c in doc["topics"]["topics"].items()}
         deleted = {str(n): int(e) for n, e in doc["topics"].get("deleted", {}).items()}
         policies = {str(n): SpacePolicy.parse(p) for n, p in doc["topics"].get("policies", {}).items()}
@@ -87,6 +137,8 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
         settings = {str(n): TopicSettings().changed(s) for n, s in doc["topics"].get("settings", {}).items()}
         offsets = {(str(g), str(t), int(q)): int(o) for g, t, q, o in doc["consumer_offsets"]}
         secret = str(doc["pop"]["secret"])
+        if not handle_key.valid(secret):
+            raise ValueError("the receipt-handle key is not 64 hex digits")
         pop, timer, txn = doc["pop"]["snapshot"], doc.get("timer"), doc["transactions"]
         if not isinstance(pop, dict) or not isinstance(txn, dict):
             raise TypeError("pop and transactions are objects")
@@ -101,6 +153,8 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
         quotas = doc.get("quotas")
         if quotas is not None and not isinstance(quotas, dict):
             raise TypeError("quotas is an object")
+    except sealed.Unsealed as e:
+        raise sealed.Unsealed(f"the leader's state refused: its secrets {e}") from None
     except (KeyError, TypeError, ValueError, AttributeError, checked.Damaged) as e:
         raise ValueError(f"not a broker state document: {e!r}") from None
     for name, end in deleted.items():
@@ -124,7 +178,7 @@ def apply(doc: dict, store, service, state_dir: str) -> None:
         group_offsets.write(fio, layout.consumer_offsets, offsets)
         service.group_offsets.offsets = offsets
     fio.makedirs(layout.pop_dir)
-    write_atomic(fio, layout.pop_secret, secret.encode())
+    handle_key.store(fio, layout.pop_secret, secret.encode())
     journal.write_state(fio, layout.pop_dir, pop)
     if timer is not None:
         fio.makedirs(os.path.dirname(layout.timer_checkpoint))

@@ -17,14 +17,19 @@ from __future__ import annotations
 
 import json
 
+from .coord_signed import RecordRefused
 from .coordination import Coordinator
 
 RETRY_S = 1.0           # a topic this group owns that could not be made local is tried again this often
 
 
 def load_json(c: Coordinator, path: str, watch: bool = False):
-    """A node's JSON, or None (gone, or not JSON); ``watch``: a change of it (or its making) wakes the step."""
-    got = c.get(path, watch=watch)
+    """A node's JSON, or None (gone, not JSON, or refused: not signed by a member, coord_signed.py);
+    ``watch``: a change of it (or its making) wakes the step."""
+    try:
+        got = c.get(path, watch=watch)
+    except RecordRefused:
+        return None
     if got is None:
         return None
     try:

@@ -19,8 +19,11 @@ gone has its lite topics' messages passed over for its group (consume/lite.py), 
 protection/streams.py) nor one with lite subscriptions (``hold``, from consume/lite.py, bounded there).
 The others are forgotten least recently heard from first, in O(1) each: past
 ``clients_per_user_max`` clients of one user (authentication on: the id is ``user<TAB>id``), that
-user's own; past ``clients_max`` in all, anyone's. So one user's flood pushes out its own clients
-first, and the table grows past ``clients_max`` only by clients with something at stake.
+user's own; past ``clients_max`` in all, one that is gone already (left, or idle past
+``client_idle_s_max``: whoever's), else the adding user's own, never another user's live client (an
+auto-renewing consumer heard from by heartbeats only is one: forgotten, its messages' renewal stopped,
+consume/renew.py). So one user's flood pushes out only its own clients, and the table grows past
+``clients_max`` only by clients with something at stake.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ class _Client:
     held: bool = False          # something at stake (lite subscriptions): never forgotten
 
 
-def _user(client_id: str) -> str:
+def user_of(client_id: str) -> str:
     """The user of a client id (``user<TAB>id`` with authentication on; "" without)."""
     user, tab, _ = client_id.partition("\t")
     return user if tab else ""
@@ -68,17 +71,19 @@ class Clients:
         return len(self._c)
 
     def _place(self, client_id: str, c: _Client) -> None:
-        """Keep the forgettable lists in step with ``c`` (heard from, or changed)."""
-        user = _user(client_id)
+        """Keep the forgettable lists in step with ``c`` (heard from, or changed): one that left goes
+        first (it counts as gone already), the others least recently heard from first."""
+        user = user_of(client_id)
         if c.streams or c.held:
             self._unfree(client_id, user)
             return
+        last = not c.left
         self._free[client_id] = None
-        self._free.move_to_end(client_id)
+        self._free.move_to_end(client_id, last)
         if user:
             mine = self._free_of.setdefault(user, OrderedDict())
             mine[client_id] = None
-            mine.move_to_end(client_id)
+            mine.move_to_end(client_id, last)
 
     def _unfree(self, client_id: str, user: str) -> None:
         """Take the client off the forgettable lists."""
@@ -92,7 +97,7 @@ class Clients:
     def _forget(self, client_id: str) -> None:
         del self._c[client_id]
         self.forgotten += 1
-        user = _user(client_id)
+        user = user_of(client_id)
         self._unfree(client_id, user)
         if user:
             n = self._count_of[user] - 1
@@ -109,7 +114,7 @@ class Clients:
         if c is not None:
             return c
         c = self._c[client_id] = _Client(self.clock.now_ms())
-        user = _user(client_id)
+        user = user_of(client_id)
         if user:
             self._count_of[user] = self._count_of.get(user, 0) + 1
         if not keep:
@@ -117,9 +122,30 @@ class Clients:
         if user:
             while self._count_of.get(user, 0) > self.clients_per_user_max and user in self._free_of:
                 self._forget(next(iter(self._free_of[user])))       # the user's own, oldest first
-        while len(self._c) > self.clients_max and self._free:
-            self._forget(next(iter(self._free)))                     # anyone's with nothing at stake
+        while len(self._c) > self.clients_max:
+            victim = self._victim(user)
+            if victim is None:
+                break
+            self._forget(victim)
         return c
+
+    def _victim(self, user: str) -> str | None:
+        """Who is forgotten when the table is past ``clients_max`` and ``user`` adds a client: a client
+        that is gone already, whoever's (it left, or was idle past client_idle_s_max: forgetting it
+        changes no answer of ``alive``); else the user's own oldest with nothing at stake (the new one
+        itself when it has no other); never another user's live client, whatever the bounds (before,
+        the oldest of anyone's went: a user within its own bound pushed out other users' live
+        clients, and their auto-renewed messages were handed out again). None: nobody (the table
+        grows by clients with something at stake, bounded where they are). Without authentication
+        every client is one user's (""): the oldest goes."""
+        oldest = next(iter(self._free), None)
+        if oldest is None:
+            return None
+        c = self._c[oldest]
+        if not user or c.left or self.clock.now_ms() - c.heard_ms > self.idle_max_ms:
+            return oldest
+        mine = self._free_of.get(user)
+        return next(iter(mine)) if mine else None
 
     # Events -----------------------------------------------------------------------------
     def seen(self, client_id: str) -> None:
@@ -161,7 +187,10 @@ class Clients:
     def terminated(self, client_id: str) -> None:
         """NotifyClientTermination."""
         if client_id:
-            self._get(client_id).left = True
+            c = self._get(client_id)
+            c.left = True
+            if client_id in self._c:
+                self._place(client_id, c)       # first to be forgotten
 
     # Question ---------------------------------------------------------------------------
     def alive(self, client_id: str, now_ms: int) -> bool:
