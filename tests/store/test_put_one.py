@@ -101,6 +101,35 @@ def test_the_compiled_put_is_its_twin(case):
     assert _run(_accel.put_one, case) == _run(put_one.py_put_one, case)
 
 
+def test_the_selection_follows_the_switch():
+    want = _accel.put_one if _accel is not None and os.environ.get("TIDEMQ_ACCEL", "1") != "0" else put_one.py_put_one
+    assert put_one.put_one is want
+
+
+@pytest.mark.skipif(_accel is None, reason="tidemq._accel is not built")
+def test_the_compiled_put_checks_its_arguments_before_it_writes():
+    t = TopicState("T", 1)
+    t.queues = ["q0"]
+
+    def call(seg, host=HOST, reserved=ENCODED_RESERVED):
+        return _accel.put_one(t, b"b", b"", seg, None, host, 0, 1, STORE_HOST, False, reserved, 10, 1000)
+
+    with pytest.raises(ValueError):
+        call(Segment(512, 0, 0), host=b"short")
+    with pytest.raises(TypeError):
+        call(Segment(512, 0, 0), reserved=[b"x"])
+    short = Segment(512, 0, 0)
+    short.mapping = bytearray(100)                       # a mapping shorter than the segment says
+    with pytest.raises(ValueError):
+        call(short)
+    ro = Segment(512, 0, 0)
+    ro.mapping = bytes(512)                              # not writable
+    with pytest.raises(BufferError):
+        call(ro)
+    assert (t.rr, t.next_offsets) == (0, [0])            # nothing taken by any of them
+    assert call(Segment(512, 0, 0)) is not None and (t.rr, t.next_offsets) == (1, [1])
+
+
 def test_a_record_put_verifies_and_reads_back():
     t = TopicState("T", 2)
     t.queues = ["q0", "q1"]

@@ -21,6 +21,10 @@ service made, and writes through them; ``MessageStore.put`` / ``put_batch`` /
 
 One lock and one flush wait per batch; the Python cost per message is the number to
 drive down (bench/store_append.py).
+
+``put_one``: the broker's one-message put (SendMessage's common request) where it waits for nothing
+(ASYNC_FLUSH, no followers) and appends into the last segment: steps 1-3 in one compiled call
+(put_one.py), with put_encoded for everything else (it declines having done nothing).
 """
 
 from __future__ import annotations
