@@ -41,7 +41,7 @@ does (decode the request, one OK entry per message), storing nothing, unless tid
 
 ``--timed``: every tidemq row with its handler (``tidemq``, ``tidemq asyncio``, the ``--src`` rows) runs
 with the handler's parts timed inside the server (``time.thread_time_ns`` around the lane's
-``send_bytes``, ``SendPath.send_one``, the store put ``StorePuts.now``, the dispatch drain
+``send_bytes``, ``SendPath.send_one``, the store put ``StorePuts.now`` (and ``StorePuts.one``), the dispatch drain
 ``StorePuts._drain``, and the cyclic GC through ``gc.callbacks``; ~1 us per wrapper): columns
 ``handler_us``, ``send_one_us``, ``put_us``, ``drain_us``, ``gc_us`` per call (warm-up included), the
 CPU the handler costs in the server, where its caches are cold (about twice profile_send.py's figure).
@@ -236,6 +236,8 @@ def serve_tidemq_timed() -> None:
     MessageSends.send_bytes = send_bytes
     SendPath.send_one = timed("send_one", SendPath.send_one)
     StorePuts.now = timed("put", StorePuts.now)
+    if hasattr(StorePuts, "one"):              # the one-message put (MessageStore.put_one), where there is one
+        StorePuts.one = timed("put", StorePuts.one)
     StorePuts._drain = timed("drain", StorePuts._drain)
     began = [0]
 
@@ -319,6 +321,9 @@ class Server:
                        TIDEMQ_SEGMENT_SIZE_BYTES=str(256 << 20))
             if src is not None:                 # --src: this row's tidemq from another tree
                 env["PYTHONPATH"] = src + os.pathsep + env["PYTHONPATH"]
+                # (and for the servers run as this script, --timed's among them: _report puts
+                # TIDEMQ_BENCH_SRC, else the checkout's src, first on sys.path, ahead of PYTHONPATH)
+                env["TIDEMQ_BENCH_SRC"] = src
             argv = [sys.executable, "-m", "tidemq.cli.main", "serve", "--root", os.path.join(workdir, "store"),
                     "--port", "0", "--metrics-port", "0"]      # 0: no metrics port
             if kind == "tidemq no handler":
@@ -512,7 +517,7 @@ def main() -> None:
         rep.note("server_cores: the server's CPU per second of the timed calls (2 CPUs here, shared with the client).")
         if a.timed:
             rep.note("handler_us, send_one_us, put_us, drain_us, gc_us (--timed): thread CPU per call inside the server of "
-                     "the lane's send_bytes, SendPath.send_one, the store put (StorePuts.now), the dispatch drain and the "
+                     "the lane's send_bytes, SendPath.send_one, the store put (StorePuts.now or .one), the dispatch drain and the "
                      "cyclic GC (warm-up calls included; ~1 us of timer each).")
         if "tidemq turns" in kinds:
             rep.note("sends_per_loop_turn (tidemq turns): single sends per event-loop turn that had one; after_a_turns_first: "

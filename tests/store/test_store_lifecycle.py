@@ -86,13 +86,16 @@ HOUSEKEEPING = {"drain_dispatch", "readable_advanced"}
 # the wait of a put made with wait=False (broker/puts.py), answered whatever the state: nothing to
 # wait for when no group commit runs (test_durable_waits_answer_in_every_state)
 DURABLE_WAITS = {"when_durable", "forget_durable", "settle_put"}
+# the one-message put's common case (put_one.py): declines (None, nothing done) wherever the store does
+# not take the put, and its caller's put_encoded answers the refusal (STATUS_CALLS)
+DECLINING = {"put_one"}
 
 
 def test_every_public_method_has_a_rule():
     # (the class and its parts: store_writes.py, store_reads.py, ...)
     public = {n for k in MessageStore.__mro__ if k is not object for n in vars(k) if not n.startswith("_")}
     ruled = (set(STATUS_CALLS) | set(GET_CALLS) | set(VERDICT_CALLS) | set(RAISING_CALLS) | LIFECYCLE | WIRING
-             | HOUSEKEEPING | ANY_STATE | DURABLE_WAITS)
+             | HOUSEKEEPING | ANY_STATE | DURABLE_WAITS | DECLINING)
     assert public == ruled, f"without a rule: {public - ruled}; gone: {ruled - public}"
 
 
@@ -101,6 +104,7 @@ def assert_not_serving(s: MessageStore, reason: PutReason) -> None:
         rs = call(s)
         assert rs and all(r.status is PutStatus.SERVICE_NOT_AVAILABLE and r.reason is reason and r.error
                           for r in rs), (name, rs)
+    assert s.put_one("T", (b"x", b"")) is None
     for name, call in GET_CALLS.items():
         assert call(s).status is GetStatus.SERVICE_NOT_AVAILABLE, name
     assert s.put_refusal()[0] is reason and s.write_refusal() == s.put_refusal()[1] == s.refusal
@@ -115,6 +119,7 @@ def serving(s: MessageStore) -> None:
     """Every call answers normally on a running store."""
     assert s.state is StoreState.RUNNING and s.refusal is None and s.put_refusal() is None
     assert all(r.ok for name, call in STATUS_CALLS.items() for r in call(s))
+    assert s.put_one("T", (b"x", b"")) is not None           # (the common case: taken)
     assert all(call(s).status is GetStatus.FOUND for call in GET_CALLS.values())
     for name, call in RAISING_CALLS.items():
         call(s)

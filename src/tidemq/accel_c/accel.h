@@ -39,6 +39,8 @@
      use_crc(address)                        take ISA-L's crc32_gzip_refl at this address
      append(...)                             pack prepared messages into a segment (commit_log.py)
      append_slices(...)                      pack messages given as slices of one buffer (commit_log.py)
+     put_one(...)                            the one-message put's common case: checked, packed into the
+                                             segment, its dispatch entry built, in one call (put_one.py)
      scan_run(buf, pos, limit, positions)    verify consecutive records (codec.scan_run)
      damaged(buf, starts, sizes, expect)     which records fail their CRCs or are not the ones their
                                              consume-queue units stand for (integrity.py)
@@ -62,7 +64,7 @@
      replica_scan(data, offset, segment_size, deleted, want_index)  a follower's frame checked and its
                                              consume-queue units and index items built (replica_scan.py)
    Each one's contract is in its Python twin's docstring; the argument lists are in the source
-   files: crc.c (crc32, use_crc), write.c (append, append_slices, index_put, index_put_hashed),
+   files: crc.c (crc32, use_crc), write.c (append, append_slices, index_put, index_put_hashed), put_one.c (put_one),
    frame.c (frame_slices), validate.c (check_slices, check_encoded and the text rules the lanes share), send_one.c (send_one, send_many, answer_stored), dedup.c (id_hash, window_find, window_put), read.c (scan_run, damaged,
    decode_run, frame_records), replica.c (replica_scan), module.c (the method table).
 
@@ -82,7 +84,7 @@
 #include <string.h>
 #include <structmember.h>
 
-#define ACCEL_VERSION 12
+#define ACCEL_VERSION 13
 
 #define MAGIC_U32 0xDAA320A7u
 #define OFF_BODY 88
@@ -176,6 +178,33 @@ PyObject *py_append_slices(PyObject *self, PyObject *args);
 PyObject *py_index_put(PyObject *self, PyObject *args);
 PyObject *py_index_put_hashed(PyObject *self, PyObject *args);
 int accel_write_init(void);
+/* write.c's helpers the one-message put shares (put_one.c): the topic being written, a record's header */
+typedef struct {                 /* the write-path state of the topic being written (TopicState) */
+    PyObject *t;                 /* borrowed from the batch item */
+    PyObject *offsets;           /* list, new reference */
+    PyObject *queues;            /* list, new reference */
+    PyObject *name;              /* bytes, new reference */
+    PyObject *ids;               /* write_ids as a list or tuple (PySequence_Fast), new reference; NULL: a range */
+    long long id_start, id_step; /* write_ids as a range: start + step * j */
+    Py_ssize_t nids;             /* how many write_ids */
+    long long rr;
+    Py_ssize_t qc;
+} topic_cur;
+typedef struct {              /* the header fields of a record (codec.py's layout) */
+    uint32_t size, body_crc, queue_id, flag, sys_flag, reconsume, body_len;
+    int64_t queue_offset, phys, born_ts, store_ts, prep_tx;
+    const unsigned char *born_host, *store_host;      /* 8 bytes each */
+} header_t;
+void topic_clear(topic_cur *c);
+int topic_flush(topic_cur *c);
+int topic_load(topic_cur *c, PyObject *t);
+int next_queue(topic_cur *c, long long *qid);
+int add_unit(PyObject *units, PyObject *cq, long long qoff, const unsigned char *unit);
+void write_head(unsigned char *r, const header_t *h, const unsigned char *body);
+int add_index_items(PyObject *out, uint32_t prefix_crc, const unsigned char *ks, Py_ssize_t lk,
+                    const unsigned char *id, Py_ssize_t li, int64_t phys);
+PyObject *py_put_one(PyObject *self, PyObject *args);            /* put_one.c */
+int accel_put_one_init(void);
 PyObject *py_frame_slices(PyObject *self, PyObject *args);       /* frame.c */
 PyObject *py_check_slices(PyObject *self, PyObject *args);       /* validate.c */
 PyObject *py_check_encoded(PyObject *self, PyObject *args);

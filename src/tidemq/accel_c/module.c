@@ -9,6 +9,7 @@ static PyMethodDef methods[] = {
     {"use_crc", py_use_crc, METH_O, "use_crc(address): ISA-L's crc32_gzip_refl (0: the tables); True if taken"},
     {"append", py_append, METH_VARARGS, "pack prepared messages into a segment (commit_log.py)"},
     {"append_slices", py_append_slices, METH_VARARGS, "pack messages given as slices of a buffer (commit_log.py)"},
+    {"put_one", py_put_one, METH_VARARGS, "the one-message put's common case, appended in one call (put_one.py)"},
     {"frame_slices", py_frame_slices, METH_VARARGS, "a SendRecords frame parsed into arrays (send_records.py)"},
     {"check_slices", py_check_slices, METH_VARARGS, "the record validator over slices of a buffer (validate.py)"},
     {"check_encoded", py_check_encoded, METH_VARARGS, "the record validator over encoded properties (validate.py)"},
@@ -36,7 +37,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "tidemq._accel", NULL
 
 PyMODINIT_FUNC PyInit__accel(void) {
     accel_crc_init_tables();
-    if (accel_write_init() < 0) return NULL;
+    if (accel_write_init() < 0 || accel_put_one_init() < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "VERSION", ACCEL_VERSION) < 0) {

@@ -18,19 +18,7 @@ static int as_i32(PyObject *o, long long *out) {
     return 0;
 }
 
-typedef struct {                 /* the write-path state of the topic being written (TopicState) */
-    PyObject *t;                 /* borrowed from the batch item */
-    PyObject *offsets;           /* list, new reference */
-    PyObject *queues;            /* list, new reference */
-    PyObject *name;              /* bytes, new reference */
-    PyObject *ids;               /* write_ids as a list or tuple (PySequence_Fast), new reference; NULL: a range */
-    long long id_start, id_step; /* write_ids as a range: start + step * j */
-    Py_ssize_t nids;             /* how many write_ids */
-    long long rr;
-    Py_ssize_t qc;
-} topic_cur;
-
-static void topic_clear(topic_cur *c) {
+void topic_clear(topic_cur *c) {
     Py_CLEAR(c->offsets);
     Py_CLEAR(c->queues);
     Py_CLEAR(c->name);
@@ -39,7 +27,7 @@ static void topic_clear(topic_cur *c) {
 }
 
 /* write back the round-robin counter; 0 or -1 (exception set) */
-static int topic_flush(topic_cur *c) {
+int topic_flush(topic_cur *c) {
     if (c->t == NULL) return 0;
     PyObject *v = PyLong_FromLongLong(c->rr);
     if (v == NULL) return -1;
@@ -72,7 +60,7 @@ static int ids_load(topic_cur *c, PyObject *t) {
     return r;
 }
 
-static int topic_load(topic_cur *c, PyObject *t) {
+int topic_load(topic_cur *c, PyObject *t) {
     if (topic_flush(c) < 0) return -1;
     topic_clear(c);
     PyObject *rr = PyObject_GetAttr(t, s_rr);
@@ -106,7 +94,7 @@ static int topic_load(topic_cur *c, PyObject *t) {
 }
 
 /* units: {consume queue: [first queue offset, bytearray of units]}; appends one unit */
-static int add_unit(PyObject *units, PyObject *cq, long long qoff, const unsigned char *unit) {
+int add_unit(PyObject *units, PyObject *cq, long long qoff, const unsigned char *unit) {
     PyObject *u = PyDict_GetItemWithError(units, cq);
     if (u == NULL) {
         if (PyErr_Occurred()) return -1;
@@ -133,7 +121,7 @@ static int add_unit(PyObject *units, PyObject *cq, long long qoff, const unsigne
 
 /* the queue a put without a queue id goes to: the next of the topic's write_ids, round-robin
    (the counter moves only when the record goes in); 0, or -1 (exception set) */
-static int next_queue(topic_cur *c, long long *qid) {
+int next_queue(topic_cur *c, long long *qid) {
     if (c->nids <= 0) {
         PyErr_SetString(PyExc_ValueError, "the topic has no queue to write (empty write_ids)");
         return -1;
@@ -156,14 +144,8 @@ static int next_queue(topic_cur *c, long long *qid) {
     return 0;
 }
 
-typedef struct {              /* the header fields of a record (codec.py's layout) */
-    uint32_t size, body_crc, queue_id, flag, sys_flag, reconsume, body_len;
-    int64_t queue_offset, phys, born_ts, store_ts, prep_tx;
-    const unsigned char *born_host, *store_host;      /* 8 bytes each */
-} header_t;
-
 /* the 88-byte header at r, then the body after it */
-static void write_head(unsigned char *r, const header_t *h, const unsigned char *body) {
+void write_head(unsigned char *r, const header_t *h, const unsigned char *body) {
     be32(r, h->size);
     be32(r + 4, MAGIC_U32);
     be32(r + 8, h->body_crc);
@@ -372,7 +354,7 @@ static int add_index_item(PyObject *out, uint32_t hash, int64_t phys) {
 
 /* the index items of one message: crc32(prefix + key) & 0x7FFFFFFF for each key (keys separated
    by single spaces), then for its unique key (the id), as dispatch.index_keys orders them */
-static int add_index_items(PyObject *out, uint32_t prefix_crc, const unsigned char *ks, Py_ssize_t lk,
+int add_index_items(PyObject *out, uint32_t prefix_crc, const unsigned char *ks, Py_ssize_t lk,
                            const unsigned char *id, Py_ssize_t li, int64_t phys) {
     Py_ssize_t a = 0;
     while (a < lk) {

@@ -219,6 +219,22 @@ class StorePuts:
         latency.observe(time.perf_counter() - began)
         return out
 
+    def one(self, topic: str, entry: tuple, born_ms, born_host, sys_flag: int):
+        """The one-message put that waits for nothing (``now``'s case): (queue offset, physical offset)
+        where the store's compiled put took it (MessageStore.put_one), else put_encoded's PutResults
+        (``defer_dispatch``); its time observed in ``latency`` once either way."""
+        if not self.leading:
+            self._not_ours()
+        store = self.store
+        latency = self.latency
+        began = time.perf_counter() if latency is not None else 0.0
+        out = store.put_one(topic, entry, born_ms, born_host, sys_flag)
+        if out is None:
+            out = store.put_encoded(topic, (entry,), born_ms, born_host, sys_flag, True)
+        if latency is not None:
+            latency.observe(time.perf_counter() - began)
+        return out
+
     async def timed(self, put: Callable[..., T], *args, on_appended: Callable[[T], None] | None = None,
                     on_gone: Callable[[T], None] | None = None) -> T:
         """``run``, its time observed in ``latency`` (the sends' put latency histogram)."""

@@ -85,6 +85,14 @@ class StoreWrites:
             return self._refused(len(entries))
         return w.put_encoded(topic, entries, born_ms, born_host, sys_flag, defer_dispatch, wait)
 
+    def put_one(self, topic: str, entry: tuple, born_ms: int | None = None, born_host: str | None = None,
+                sys_flag: int = 0) -> tuple[int, int] | None:
+        """``put_encoded(topic, (entry,), ..., defer_dispatch=True)``'s common case in one call: (queue
+        offset, physical offset) of the message stored, or None, having done nothing: put_encoded
+        then (StoreWriter.put_one says where it declines)."""
+        w = self.writer
+        return w.put_one(topic, entry, born_ms, born_host, sys_flag) if w is not None else None
+
     def put_slices(self, topic: str, data, fields, extra: bytes = b"", skip=None, born=None,
                    wait: bool = True) -> PutResults:
         """Put messages of one topic given as slices of one buffer (the broker's SendRecords path, and

@@ -21,6 +21,10 @@ service made, and writes through them; ``MessageStore.put`` / ``put_batch`` /
 
 One lock and one flush wait per batch; the Python cost per message is the number to
 drive down (bench/store_append.py).
+
+``put_one``: the broker's one-message put (SendMessage's common request) where it waits for nothing
+(ASYNC_FLUSH, no followers) and appends into the last segment: steps 1-3 in one compiled call
+(put_one.py), with put_encoded for everything else (it declines having done nothing).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from .dispatch import Dispatcher, index_keys
 from .flush import GroupCommitService
 from .index_file import IndexService
 from .put_lock import PutLock
+from .put_one import put_one as _put_one
 from .record_loop import SLICE_FIELDS, slice_properties_len
 from .validate import (ENCODED_RESERVED, I32, I64, born_host_bytes, check_body, check_encoded, check_number, check_numbers,
                        check_properties_type, check_queue_id, check_record_size, check_sizes, check_slices, check_tags,
@@ -314,6 +319,39 @@ class StoreWriter:
         if not prepared:
             return results
         return self.append(prepared, results, now, defer_dispatch, wait)
+
+    def put_one(self, topic: str, entry: tuple, born_ms: int | None = None, born_host: str | None = None,
+                sys_flag: int = 0) -> tuple[int, int] | None:
+        """``put_encoded(topic, (entry,), born_ms, born_host, sys_flag, defer_dispatch=True)``'s common case
+        in one compiled call (put_one.py): (queue offset, physical offset) of the message stored, or
+        None, having done nothing, wherever put_encoded would do anything else than append it into
+        the log's last segment and answer it PUT_OK with nothing to wait for: a refusal (of the store,
+        of a check), a roll, a failing log, an offline directory, SYNC_FLUSH or followers (what a put
+        waits for, or asks them: never taken here). The caller then calls put_encoded."""
+        t = self.topics.topics.get(topic)
+        if t is None or self.group_commit is not None or self.replicas is not None:
+            return None
+        host = born_host_bytes(born_host) if born_host else self.store_host
+        if type(host) is not bytes:
+            return None
+        cl = self.commit_log
+        lock = self.put_lock
+        with lock.appending:
+            mf = self.segments.last
+            if (mf is None or mf.is_full or cl.frozen or self.refusal() is not None
+                    or cl._dir_offline(mf.directory)):
+                return None
+            got = _put_one(t, entry[0], entry[1], mf, born_ms, host, sys_flag, self.clock.now_ms(), self.store_host,
+                           self.index is not None, ENCODED_RESERVED, self.max_body, cl.max_record_size)
+            if got is None:
+                return None
+            dispatch, qoff = got
+            lock.defer(dispatch)
+            self.segment_error = None
+            w = cl.warmer
+            if w is not None and dispatch[4] >= w.wake_offset:
+                w.wake()
+        return qoff, dispatch[3]
 
     def _born(self, born_ms: int | None, born_host: str | None, sys_flag: int) -> bytes | PutResult:
         """The born host of a batch whose messages share ``born_ms``, ``born_host`` ("ipv4:port") and

@@ -256,11 +256,16 @@ class SendPath:
             self.outcomes.add_code(topic, Code.TOO_MANY_REQUESTS)
             return v
         try:
-            r = self.puts.now(store.put_encoded, topic, (entry,), born_ms, born_host, sys_flag, True)
+            r = self.puts.one(topic, entry, born_ms, born_host, sys_flag)     # (the store's compiled put)
             self.puts.dispatch_later()
-            if r.status is PutStatus.PUT_OK and not r.refused and r.size[0] > 0:
-                off = int(r.qoff[0])
-                resends.window.put_key(key, off, int(r.phys[0]))
+            if type(r) is tuple:
+                off, phys = r
+            elif r.status is PutStatus.PUT_OK and not r.refused and r.size[0] > 0:
+                off, phys = int(r.qoff[0]), int(r.phys[0])
+            else:
+                off = None
+            if off is not None:
+                resends.window.put_key(key, off, phys)
                 self._on_stored(False)
                 self.outcomes.add_known(topic, OK_STATUS)         # (its queues seen above)
                 return off
