@@ -27,4 +27,19 @@ ensure_venv() {   # $1: extras, e.g. "test" or ""
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$spec" >&2
     echo "$want" > "$stamp"
   fi
+  compile_pyspark_zip
+}
+
+compile_pyspark_zip() {   # compiled code in pyspark's pyspark.zip, which Spark puts first on the path of
+                          # every Python process it starts (scripts/compile_pyspark_zip.py says why);
+                          # again whenever the zip changed (a reinstall)
+  local zip stamp="$VENV/.pyspark-zip-compiled"
+  for zip in "$VENV"/lib/python3*/site-packages/pyspark/python/lib/pyspark.zip; do
+    [ -f "$zip" ] || continue
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$(stat -c '%s %Y' "$zip")" ]; then
+      echo "tidemq: compiling $zip" >&2
+      "$VENV/bin/python" "$ROOT/scripts/compile_pyspark_zip.py" "$zip"
+      stat -c '%s %Y' "$zip" > "$stamp"
+    fi
+  done
 }

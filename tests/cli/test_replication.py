@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ..support.cli import run
-from ..support.group import Group
+from ..support.group import running_group
 from ..support.wait import wait_until
 
 
@@ -37,14 +37,8 @@ def test_a_broker_that_does_not_answer_is_exit_2(command):
 
 @pytest.fixture
 def pair(tmp_path):
-    g = Group(str(tmp_path), 2, mode="ASYNC")
-    try:
-        g.start(0, role="leader")
-        g.start(1, leader=0)
-        g.wait_in_sync(0, [1])
+    with running_group(str(tmp_path), 2, mode="ASYNC") as g:
         yield g
-    finally:
-        g.kill_all()
 
 
 def test_status_then_promote_the_follower_and_the_old_leader_follows(pair):

@@ -1,4 +1,9 @@
-"""Bulk decoding against the record codec, record by record (no Spark needed)."""
+"""Bulk decoding against the record codec, record by record (no Spark needed); what importing the
+reader costs a planning process."""
+
+import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -121,3 +126,25 @@ def test_odd_keys_unique_keys_and_non_utf8_properties_read_as_the_codec_reads_th
     assert skipped == 0
     for rec, row in zip(recs, batch.to_pylist()):
         assert actual(row) == expected(rec)
+
+
+def test_the_reader_imports_no_pandas_until_it_decodes():
+    """Spark's planner workers (the streaming source runner, the batch planner) import the reader,
+    tidemq.spark.source, to plan; pandas (~1 s of a loaded machine's CPU to import) is needed by
+    pyarrow's conversion of Python objects only, which decoding does, planning does not (the
+    module-level constants of decode.py and backend.py made with it imported pandas). In a fresh
+    interpreter: not imported by the import; a decode reads as before."""
+    code = ("import json, sys\n"
+            "import tidemq.spark.source\n"
+            "planned = 'pandas' in sys.modules\n"
+            "import numpy as np\n"
+            "from tidemq.spark.decode import decode, positions_of\n"
+            "from tests.support.records import varied\n"
+            "recs = varied(20)\n"
+            "sizes = np.array([len(r) for r in recs])\n"
+            "batch, skipped = decode(b''.join(recs), positions_of(sizes), sizes)\n"
+            "print(json.dumps([planned, batch.num_rows, skipped]))\n")
+    from ..support.brokers import REPO
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == [False, 20, 0]

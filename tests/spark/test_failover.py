@@ -14,7 +14,7 @@ import pytest
 
 from tidemq.client import Producer
 
-from ..support.group import Group
+from ..support.group import running_group
 from ..support.wait import wait_until
 from ..support.zookeeper import zookeeper  # noqa: F401  (fixture)
 
@@ -32,19 +32,9 @@ def _fill(endpoint: str, n: int, start: int = 0) -> None:
 
 @pytest.fixture
 def group(tmp_path, zookeeper):  # noqa: F811
-    g = Group(str(tmp_path), 3, coordinator=zookeeper, mode="SYNC",
-              env={"TIDEMQ_TOPIC_QUEUES_DEFAULT": str(QUEUES)})
-    try:
-        g.start_all()
+    with running_group(str(tmp_path), 3, coordinator=zookeeper, mode="SYNC",
+                       env={"TIDEMQ_TOPIC_QUEUES_DEFAULT": str(QUEUES)}) as g:
         yield g
-    finally:
-        g.kill_all()
-
-
-def _members_in_sync(g):
-    leader = g.wait_leader()
-    g.wait_in_sync(leader, [i for i in range(3) if i != leader])
-    return leader
 
 
 def test_a_partition_read_moves_to_another_member_when_its_leader_is_killed(spark, jvm_reader, group):
@@ -52,9 +42,9 @@ def test_a_partition_read_moves_to_another_member_when_its_leader_is_killed(spar
         pytest.skip("the JVM reader is not available (no javac)")
     from tidemq.spark import planner
     g = group
-    leader = _members_in_sync(g)
+    leader = g.wait_all_in_sync()
     _fill(g.endpoint(leader), 12000)
-    leader = _members_in_sync(g)
+    leader = g.wait_all_in_sync()
     want = {f"127.0.0.1:{p}" for p in g.leader_ports}
     deadline = time.monotonic() + 120
     while True:
@@ -95,9 +85,9 @@ def test_a_stream_into_parquet_rides_through_a_leader_kill(spark, jvm_reader, gr
     if not jvm_reader:
         pytest.skip("the JVM reader is not available (no javac)")
     g = group
-    leader = _members_in_sync(g)
+    leader = g.wait_all_in_sync()
     _fill(g.endpoint(leader), 6000)
-    _members_in_sync(g)
+    g.wait_all_in_sync()
     out, chk = str(tmp_path / "out"), str(tmp_path / "chk")
     endpoints = ",".join(f"127.0.0.1:{p}" for p in g.leader_ports)     # each forwards to the leader
     q = (spark.readStream.format("tidemq").option("endpoints", endpoints).option("topic", TOPIC)
@@ -144,7 +134,7 @@ def test_the_sink_stores_every_row_once_across_a_leader_kill(spark, group, tmp_p
     from collections import Counter
 
     g = group
-    leader = _members_in_sync(g)
+    leader = g.wait_all_in_sync()
     src, chk = tmp_path / "in", str(tmp_path / "sink-chk")
     src.mkdir()
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import signal
-
 import subprocess
 import sys
+from contextlib import contextmanager
+from typing import Iterator
 
 from .brokers import CLIENT_HOME, REPO, SMALL, admin_call, free_ports
 from .wait import PATIENCE_S, wait_until
@@ -94,6 +95,15 @@ class Group:
         for i in range(self.n):
             self.start(i)
 
+    def start_static(self, followers=None, leader_env: dict | None = None) -> None:
+        """No coordinator: member 0 leads (``leader_env`` its own settings), ``followers`` (every other
+        member by default) follow it; returns once they are in sync with it."""
+        followers = range(1, self.n) if followers is None else followers
+        self.start(0, role="leader", env=leader_env)
+        for i in followers:
+            self.start(i, leader=0)
+        self.wait_in_sync(0, followers)
+
     def alive(self, i: int) -> bool:
         p = self.procs[i]
         return p is not None and p.proc.poll() is None
@@ -141,6 +151,12 @@ class Group:
         return wait_until(lambda: (self.leader(exclude),) if self.leader(exclude) is not None else None,
                           f"a leader of group {self.name}", timeout_s, 0.02)[0]
 
+    def wait_all_in_sync(self) -> int:
+        """The leader, once one leads and every other member is in sync with it."""
+        leader = self.wait_leader()
+        self.wait_in_sync(leader, [i for i in range(self.n) if i != leader])
+        return leader
+
     def in_sync(self, leader: int, i: int) -> bool:
         s = self.status(leader)
         if s is None or s["role"] != "leader":
@@ -172,3 +188,20 @@ class Group:
         return out
 
 
+
+
+@contextmanager
+def running_group(base_dir: str, n: int = 2, **kw) -> Iterator[Group]:
+    """A Group(base_dir, n, **kw) with every member started and in sync with the leader -- without a
+    coordinator member 0 leads and the others follow it (Group.start_static), with one they elect
+    (Group.wait_all_in_sync) -- and every member killed at the end."""
+    g = Group(base_dir, n, **kw)
+    try:
+        if g.coordinator:
+            g.start_all()
+            g.wait_all_in_sync()
+        else:
+            g.start_static()
+        yield g
+    finally:
+        g.kill_all()

@@ -24,7 +24,7 @@ log = logging.getLogger("tidemq.spark")
 
 BATCH_ROWS = 65536
 READ_PREFETCH = 1       # broker mode: pulls under way while a batch is decoded (each up to 16 MiB)
-_EMPTY = pa.RecordBatch.from_pylist([], schema=SCHEMA)
+_EMPTY = pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in SCHEMA], schema=SCHEMA)  # (no pandas import)
 
 
 class DataLossError(RuntimeError):

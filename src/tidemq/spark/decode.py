@@ -9,6 +9,8 @@ and the message id come out of that map. No per-record Python object is made.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -45,8 +47,14 @@ assert _HEAD.itemsize == codec.OFF_BODY and _HEAD.fields["body_len"][1] == codec
 assert _HEAD.fields["store_ms"][1] == codec.OFF_STORETIMESTAMP
 _HEX = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), np.uint8).reshape(256, 2)
 _PICKED = (codec.PROP_TAGS, codec.PROP_KEYS, codec.PROP_UNIQ_KEY)
-_PICKED_SET = pa.array(_PICKED, pa.string())
-_EMPTY_KEYS = pa.scalar([], pa.list_(pa.string()))
+
+
+@functools.cache
+def _arrow_constants() -> tuple[pa.Array, pa.Scalar]:
+    """The _PICKED names as an Arrow array and an empty keys list, made at the first decode: pyarrow's
+    conversion of Python objects imports pandas (~1 s), which a planning process never needs (Spark's
+    planner workers import tidemq.spark.source, which imports this module)."""
+    return pa.array(_PICKED, pa.string()), pa.scalar([], pa.list_(pa.string()))
 
 
 def _fixed(buf: np.ndarray, arrow_buf: pa.Buffer, starts: np.ndarray, width: int) -> np.ndarray:
@@ -67,7 +75,7 @@ def _as_string(arr: pa.Array) -> pa.Array:
 
 def _keys(text: pa.Array, n: int) -> pa.Array:
     """KEYS split on spaces, empty pieces dropped, [] where there is none (as the codec reads them)."""
-    parts = pc.fill_null(pc.split_pattern(text, codec.KEY_SEP), _EMPTY_KEYS)
+    parts = pc.fill_null(pc.split_pattern(text, codec.KEY_SEP), _arrow_constants()[1])
     flat = pc.list_flatten(parts)
     keep = pc.not_equal(flat, "")
     if pc.all(keep).as_py() is not False:
@@ -113,7 +121,7 @@ def _pick(names: pa.Array, values: pa.Array, parents: np.ndarray, n: int) -> dic
     """Per record, the value of each _PICKED name (null where it has none); ``parents``: the
     record of every name/value pair."""
     picked = {}
-    which = pc.fill_null(pc.index_in(names, value_set=_PICKED_SET), -1).to_numpy()     # one pass over the names
+    which = pc.fill_null(pc.index_in(names, value_set=_arrow_constants()[0]), -1).to_numpy()   # one pass over names
     for k, name in enumerate(_PICKED):
         at = np.flatnonzero(which == k)
         idx = np.full(n, -1, np.int64)

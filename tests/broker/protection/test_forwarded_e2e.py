@@ -14,7 +14,7 @@ from tidemq.protocol.signing import date_time, signed_metadata
 from tidemq.protocol.stubs import Code, pb, sgrpc, spb
 
 from ...support.brokers import admin_call
-from ...support.group import Group
+from ...support.group import Group, running_group
 from ...support.proxy import HoldingProxy
 from ...support.wait import PATIENCE_S
 
@@ -25,14 +25,8 @@ APP, APP_SK = "app", "secret-of-app"
 @pytest.fixture
 def group(tmp_path):
     env = {"TIDEMQ_ACCESS_KEY": AK, "TIDEMQ_SECRET_KEY": SK}
-    g = Group(str(tmp_path), 2, mode="ASYNC", env=env, client={"access_key": AK, "secret_key": SK})
-    try:
-        g.start(0, role="leader")
-        g.start(1, leader=0)
-        g.wait_in_sync(0, [1])
+    with running_group(str(tmp_path), 2, mode="ASYNC", env=env, client={"access_key": AK, "secret_key": SK}) as g:
         yield g
-    finally:
-        g.kill_all()
 
 
 def _send(endpoint: str, topic: str, extra=()) -> int:
@@ -110,9 +104,7 @@ def test_streams_through_a_follower_are_counted_by_their_clients_connection(tmp_
     g = Group(str(tmp_path), 2, mode="ASYNC", env=env, client={"access_key": AK, "secret_key": SK} if auth else {})
     opened, chans = [], []
     try:
-        g.start(0, role="leader")
-        g.start(1, leader=0)
-        g.wait_in_sync(0, [1])
+        g.start_static()
         follower = f"127.0.0.1:{g.leader_ports[1]}"
         chans += [connection(follower) for _ in range(3)]
         for i, ch in enumerate(chans):                   # three clients, one stream each: 3 > 2, all open

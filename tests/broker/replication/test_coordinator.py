@@ -79,6 +79,20 @@ class World:
         self.members = {m: Stub(m, e, self.clock, self.service, sync) for m, e in ends.items()}
         self.leases: list[tuple[str, int, float]] = []       # (member, epoch, lease end) of every leader seen
 
+    @classmethod
+    def m0_leads(cls, n: int, *caught_up: str) -> "World":
+        """Members m0 .. m<n-1>, their logs empty, started: m0 elected (ties go to the smallest id) and
+        ``caught_up`` (every other member by default) caught up and recorded in the set with it."""
+        w = cls({f"m{i}": 0 for i in range(n)})
+        w.start()
+        w.run(1.0)
+        assert w.leader() == "m0"
+        caught_up = caught_up or tuple(f"m{i}" for i in range(1, n))
+        w.catch_up("m0", *caught_up)
+        w.run(0.2)
+        assert w.isr_record() == ["m0", *caught_up]
+        return w
+
     def start(self, *names) -> None:
         for m in names or self.members:
             s = self.members[m]
@@ -148,14 +162,9 @@ def test_a_fresh_group_elects_the_longest_log_and_records_it_alone_in_the_set():
 
 
 def test_caught_up_followers_join_the_record_and_a_laggard_leaves_it_before_the_waits():
-    w = World({"m0": 0, "m1": 0, "m2": 0})
-    w.start()
-    w.run(1.0)
+    w = World.m0_leads(3)
     lead = w.leader()
     others = sorted(set(w.members) - {lead})
-    w.catch_up(lead, *others)
-    w.run(0.2)
-    assert w.isr_record() == [lead, *others]
     acks = w.members[lead].acks
     assert acks.isr == set(others)
     w.members[lead].store.replica.end = 500         # a put appended; only the first follower confirms
@@ -316,13 +325,7 @@ def test_two_of_three_dropped_by_one_record_write_leave_the_waits_at_once():
 
 
 def test_only_a_member_of_the_recorded_set_is_elected_and_the_election_waits_for_one():
-    w = World({"m0": 0, "m1": 0, "m2": 0})
-    w.start()
-    w.run(1.0)
-    assert w.leader() == "m0"
-    w.catch_up("m0", "m1")
-    w.run(0.2)
-    assert w.isr_record() == ["m0", "m1"]
+    w = World.m0_leads(3, "m1")
     # m2 has the longest log (say it kept a tail no one acknowledged) but is not in the set
     w.members["m2"].store.replica.end = 10_000
     w.kill("m0")
@@ -337,12 +340,7 @@ def test_only_a_member_of_the_recorded_set_is_elected_and_the_election_waits_for
 def test_the_378_lost_reproduction_a_lagging_follower_is_never_elected_while_a_set_member_lives():
     """Issue 27: m2 stopped (out of the set once the record dropped it), the leader killed and m2
     back first, the up-to-date m1 stopped for less than its session: the election waits for m1."""
-    w = World({"m0": 0, "m1": 0, "m2": 0})
-    w.start()
-    w.run(1.0)
-    w.catch_up("m0", "m1", "m2")
-    w.run(0.2)
-    assert w.isr_record() == ["m0", "m1", "m2"]
+    w = World.m0_leads(3)
     w.members["m0"].store.replica.end = 70_308       # acknowledged puts: every set member confirms them...
     w.catch_up("m0", "m1")                           # ... but m2 is stopped: the puts wait for it
     w.members["m0"].acks.wait(70_308, 0.0)
@@ -361,12 +359,7 @@ def test_the_378_lost_reproduction_a_lagging_follower_is_never_elected_while_a_s
 
 
 def test_unforced_all_sessions_expire_at_once_and_the_lagging_member_registers_first():
-    w = World({"m0": 0, "m1": 0, "m2": 0})
-    w.start()
-    w.run(1.0)
-    w.catch_up("m0", "m1")
-    w.run(0.2)
-    assert w.isr_record() == ["m0", "m1"]            # m2 never caught up (its disk is full)
+    w = World.m0_leads(3, "m1")                      # m2 never caught up (its disk is full)
     for m in w.members:
         w.service.cut(m)                            # a coordinator stall: every session expires
     w.run(SESSION_S + 0.5)
@@ -381,11 +374,7 @@ def test_unforced_all_sessions_expire_at_once_and_the_lagging_member_registers_f
 
 
 def test_a_leader_cut_off_fences_its_lease_runs_out_before_another_is_elected():
-    w = World({"m0": 0, "m1": 0, "m2": 0})
-    w.start()
-    w.run(1.0)
-    w.catch_up("m0", "m1", "m2")
-    w.run(0.2)
+    w = World.m0_leads(3)
     m0 = w.members["m0"]
     assert m0.lease.valid()
     w.service.cut("m0")
@@ -405,11 +394,7 @@ def test_a_leader_cut_off_fences_its_lease_runs_out_before_another_is_elected():
 
 
 def test_a_paused_leader_wakes_up_with_its_lease_run_out_and_acknowledges_nothing():
-    w = World({"m0": 0, "m1": 0})
-    w.start()
-    w.run(1.0)
-    w.catch_up("m0", "m1")
-    w.run(0.2)
+    w = World.m0_leads(2)
     m0 = w.members["m0"]
     until = m0.lease.until_s
     w.run(SESSION_S * 3, paused=("m0",))             # SIGSTOP: m0 neither steps nor renews
@@ -434,13 +419,7 @@ def test_a_leader_that_wants_to_step_down_leaves_the_record_and_a_member_of_the_
     """node.step_down_wanted (its commit log failed, node.py): the next step takes it out of the
     recorded set and gives up the leader node; a member of the set is elected without waiting for
     its session to expire, and the old leader is never elected again while it is out of the set."""
-    w = World({"m0": 0, "m1": 0, "m2": 0})
-    w.start()
-    w.run(1.0)
-    assert w.leader() == "m0"
-    w.catch_up("m0", "m1", "m2")
-    w.run(0.2)
-    assert w.isr_record() == ["m0", "m1", "m2"]
+    w = World.m0_leads(3)
     m0 = w.members["m0"]
     m0.step_down_wanted = True
     m0.lease.revoke()
@@ -455,13 +434,7 @@ def test_a_leader_that_steps_down_does_not_leave_the_set_to_members_recorded_ine
     leader's: it left the set ['m1', 'm2'] to m2 alone, which may not be elected, and no member
     ever led again. It stays in the set (ineligible members do not count) and gives up the lease
     only: it is elected again, in a new epoch beginning at its cut (node.py)."""
-    w = World({"m0": 0, "m1": 0})
-    w.start()
-    w.run(1.0)
-    assert w.leader() == "m0"
-    w.catch_up("m0", "m1")
-    w.run(0.2)
-    assert w.isr_record() == ["m0", "m1"]
+    w = World.m0_leads(2)
     m0 = w.members["m0"]
     epoch = m0.epoch
     assert w.members["m1"].gc.set_eligible(False)
@@ -476,12 +449,7 @@ def test_a_member_recorded_ineligible_is_never_elected_until_it_says_it_may_be_a
     """A follower whose commit log failed (node.py: set_eligible(False) before it drops a byte) is
     not elected, though in the recorded set with the longest log; once it has the high watermark
     again (follower.py: set_eligible(True)) it may be."""
-    w = World({"m0": 0, "m1": 0, "m2": 0})
-    w.start()
-    w.run(1.0)
-    w.catch_up("m0", "m1", "m2")
-    w.run(0.2)
-    assert w.isr_record() == ["m0", "m1", "m2"]
+    w = World.m0_leads(3)
     assert w.members["m1"].gc.set_eligible(False) and w.members["m1"].gc.eligible() is False
     w.members["m1"].store.replica.end = 10_000
     w.kill("m0")

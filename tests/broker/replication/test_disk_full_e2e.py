@@ -27,10 +27,7 @@ def test_a_full_follower_leaves_the_set_once_and_puts_are_refused_unwritten(tmp_
     env.tmpfs("g-2", 14)                          # g-2's store root: room for about two 4 MiB segments
     codes: dict[int, int] = {}
     try:
-        g.start(0, role="leader")
-        g.start(1, leader=0)
-        g.start(2, leader=0)
-        g.wait_in_sync(0, [1, 2])
+        g.start_static()
         with Producer(g.endpoint(0), timeout_s=60) as p:
             k = 0
 

@@ -50,9 +50,7 @@ def _caught_up(g, leader, follower):
 
 def test_a_secured_group(secured):
     g, tls = secured
-    g.start(0, role="leader")
-    g.start(1, leader=0)
-    g.wait_in_sync(0, [1])                 # the follower's signed, TLS channel: connected and in sync
+    g.start_static([1])                    # the follower's signed, TLS channel: connected and in sync
     with Producer(g.endpoint(0), access_key=AK, secret_key=SK, tls=tls) as p:
         sent = [b"m%04d" % i for i in range(200)]
         assert p.send_batch("T", sent).all_ok()

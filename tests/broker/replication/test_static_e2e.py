@@ -48,9 +48,7 @@ def group(tmp_path):
     def make(mode="ASYNC", env=None, leader_ports=True):
         g = Group(str(tmp_path), 2, mode=mode, env=env, leader_ports=leader_ports)
         made.append(g)
-        g.start(0, role="leader")
-        g.start(1, leader=0)
-        g.wait_in_sync(0, [1])
+        g.start_static()
         return g
     yield make
     for g in made:
@@ -77,9 +75,7 @@ def test_follower_copy_is_byte_identical_serves_reads_refuses_writes(group):
     g.stop_all()
     a, b = _segments(g.root(0)), _segments(g.root(1))
     assert list(a) == list(b) and len(a) >= 2 and a == b
-    g.start(0, role="leader")                     # a restart keeps the roles and the epoch
-    g.start(1, leader=0)
-    g.wait_in_sync(0, [1])
+    g.start_static()                              # a restart keeps the roles and the epoch
     assert g.status(0)["epochs"] == g.status(1)["epochs"] == [[1, 0]]
     with Producer(g.endpoint(0)) as p:
         assert p.send_batch("T", [b"after restart"])[0].ok
@@ -233,9 +229,7 @@ def test_lag_in_status_metrics_and_page(tmp_path):
     g = Group(str(tmp_path), 2, mode="ASYNC")
     metrics = free_port()
     try:
-        g.start(0, role="leader", env={"TIDEMQ_METRICS_PORT": str(metrics)})
-        g.start(1, leader=0)
-        g.wait_in_sync(0, [1])
+        g.start_static(leader_env={"TIDEMQ_METRICS_PORT": str(metrics)})
         with Producer(g.endpoint(0)) as p:
             p.send_batch("T", [b"x" * 100] * 10)
         g.signal(1, signal.SIGSTOP)
@@ -267,9 +261,7 @@ def test_a_followers_route_names_a_follower_that_joined_after_it(tmp_path):
 
     g = Group(str(tmp_path), 3, mode="ASYNC")
     try:
-        g.start(0, role="leader")
-        g.start(1, leader=0)
-        g.wait_in_sync(0, [1])
+        g.start_static([1])
         with Producer(g.endpoint(0)) as p:                  # the topic, on the followers too
             assert p.send_batch("T", [b"x"])[0].ok
         g.start(2, leader=0)                                # joins after 1 took the leader's view
@@ -300,11 +292,9 @@ def test_a_follower_never_serves_what_its_leaders_failed_fsync_cuts(tmp_path):
                                                   "TIDEMQ_REPLICA_LAG_TIME_MAX_MS": "600000"})
     try:
         logs = [tmp_path / "leader-log-a", tmp_path / "leader-log-b"]       # the log goes on in the other
-        g.start(0, role="leader", env={"LD_PRELOAD": so, "FSYNC_SHIM_FAIL_FILE": str(fail),
-                                       "FSYNC_SHIM_HOLD_FILE": str(hold), "FSYNC_SHIM_MATCH": "/leader-log-",
-                                       "TIDEMQ_COMMITLOG_DIRS": ",".join(map(str, logs))})
-        g.start(1, leader=0)
-        g.wait_in_sync(0, [1])
+        g.start_static(leader_env={"LD_PRELOAD": so, "FSYNC_SHIM_FAIL_FILE": str(fail),
+                                   "FSYNC_SHIM_HOLD_FILE": str(hold), "FSYNC_SHIM_MATCH": "/leader-log-",
+                                   "TIDEMQ_COMMITLOG_DIRS": ",".join(map(str, logs))})
         before = [b"before%d" % i for i in range(20)]
         with Producer(g.endpoint(0), timeout_s=600) as p:
             assert all(r.ok for r in p.send_batch("T", before))
@@ -357,10 +347,7 @@ def test_a_send_forwarded_past_its_cap_while_the_leader_waits_for_a_stopped_foll
                                                    "TIDEMQ_REPLICATION_TIMEOUT_MS": "120000",
                                                    "TIDEMQ_LEADER_PORT_FORWARD_TIMEOUT_MS": "1000"})
     try:
-        g.start(0, role="leader")
-        g.start(1, leader=0)
-        g.start(2, leader=0)
-        g.wait_in_sync(0, [1, 2])
+        g.start_static()
         sp = pb.SystemProperties(message_id="forwarded-1", message_type=pb.MessageType.NORMAL, born_host="127.0.0.1")
         sp.born_timestamp.seconds = 1_700_000_000
         request = spb.SendMessageRequest(messages=[pb.Message(topic=pb.Resource(name="T"), body=b"the-one",
