@@ -34,9 +34,9 @@ def timer_on(stores, queues):
 
 
 def failing_log_timer():
-    """(clock, FaultyFileIO, an ASYNC_FLUSH store over it with topic T, an open Timer, fail): ``fail()``
-    makes the next fsync of the log fail (store/log_failure.py) and hands the timer the cut, as the
-    broker's listener does (service.after_log_failure)."""
+    """(clock, an ASYNC_FLUSH store with topic T, an open Timer, fail): ``fail(cut_back=True)`` makes the
+    next fsync of the log fail (store/log_failure.py) and hands the timer the cut, as the broker's
+    listener does (service.after_log_failure, on the loop: later, with ``cut_back`` False)."""
     from tidemq.store import MessageStore
     from tidemq.store.log_failure import LogFailed
     from tidemq.testing.faulty_io import FaultyFileIO
@@ -49,12 +49,13 @@ def failing_log_timer():
     t = Timer(s)
     t.open()
 
-    def fail():
+    def fail(cut_back=True):
         fio.fail("fsync", errno.EIO, "/r/a/")
         with pytest.raises(LogFailed):
             s.commit_log.flush()
         [f] = s.log_failures
-        t.cut_back(f.queue_ends.get((SCHEDULE_TOPIC, 0)), f.covers)
+        if cut_back:
+            t.cut_back(f.queue_ends.get((SCHEDULE_TOPIC, 0)), f.covers)
         return f
     return clock, s, t, fail
 
@@ -319,10 +320,12 @@ def test_a_disk_refusing_the_progress_is_said_once_with_a_count_and_no_traceback
     assert checked.load(s.fio, t.path, "timer progress").doc is not None
 
 
-def test_a_failure_of_the_log_cut_back_while_a_move_is_put_is_moved_again():
+@pytest.mark.parametrize("cut_back", ["before the round noted the put", "after it"])
+def test_a_failure_of_the_log_while_a_move_is_put_is_moved_again(cut_back):
     """The round runs on an executor thread (puts that may wait); the broker's cut_back runs on the loop
-    when the log fails. A failure whose cut_back runs after the move's put answered OK but before the
-    round noted the copy as not flushed yet took the copy back all the same: it is moved again, never lost."""
+    when the log fails. A failure after the move's put answered OK took the copy back all the same,
+    whether its cut_back runs before the round noted the put (as not flushed yet) or after (the log
+    resumed meanwhile: its flushed offset past the copy): it is moved again, never lost."""
     clock, s, t, fail = failing_log_timer()
     try:
         schedule(s, "T", b"due", clock.now_ms() + 1000, "UD")      # schedule offset 0
@@ -331,17 +334,43 @@ def test_a_failure_of_the_log_cut_back_while_a_move_is_put_is_moved_again():
         clock.advance(1)
         real = s.put_batch
 
+        failed = []
+
         def put_then_the_log_fails(msgs):
             rs = real(msgs)                  # the copy: answered OK, not flushed
-            fail()                           # the loop runs cut_back meanwhile
+            failed.append(fail(cut_back=cut_back == "before the round noted the put"))   # (the loop's)
             return rs
         s.put_batch = put_then_the_log_fails
         t.move_due(clock.now_ms())
         s.put_batch = real
+        if cut_back == "after it":
+            t.cut_back(failed[0].queue_ends.get((SCHEDULE_TOPIC, 0)), failed[0].covers)
         assert bodies(s, "T") == [], "the copy of 'due' was taken back"
         clock.advance(1)
         t.enqueue()
         t.move_due(clock.now_ms())
+        assert bodies(s, "T") == [b"due"], "moved again, once"
+    finally:
+        s.shutdown()
+
+
+def test_a_round_between_a_failure_of_the_log_and_its_cut_back_forgets_no_move_it_took():
+    """The log goes on past what a failure took (its flushed offset moved to where it resumes) before
+    the broker's cut_back runs on the loop; a timer round in between (on its executor thread) must
+    not count a move whose copy the failure took as flushed and forget it: cut_back moves it again."""
+    clock, s, t, fail = failing_log_timer()
+    try:
+        schedule(s, "T", b"due", clock.now_ms() + 1000, "UD")      # schedule offset 0
+        s.commit_log.flush()                                        # durable
+        assert t.enqueue() == 1
+        clock.advance(1)
+        assert t.move_due(clock.now_ms()) == (1, False)             # its copy not flushed
+        f = fail(cut_back=False)
+        assert bodies(s, "T") == [], "the copy of 'due' was taken back"
+        asyncio.run(t.turn())                                       # a round before cut_back
+        t.cut_back(f.queue_ends.get((SCHEDULE_TOPIC, 0)), f.covers)
+        clock.advance(1)
+        asyncio.run(t.turn())
         assert bodies(s, "T") == [b"due"], "moved again, once"
     finally:
         s.shutdown()

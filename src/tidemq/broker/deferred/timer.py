@@ -223,7 +223,7 @@ class Timer:
                         taken = self._cuts != cuts and self._taken(end)
                         if not taken:
                             self._passed(o)
-                            if end > self.store.commit_log.flushed_offset:
+                            if parking.may_be_taken_back(self.store)(end):
                                 self._unflushed[o] = (d, end)
                     if taken:   # a failure of the log took the copy back before it was noted: moved again
                         failed = True
@@ -394,9 +394,9 @@ class Timer:
 
     def _round(self) -> tuple[bool, bool]:
         if self._unflushed:
-            flushed = self.store.commit_log.flushed_offset
+            unsure = parking.may_be_taken_back(self.store)
             with self._recall_lock:
-                self._unflushed = {o: v for o, v in self._unflushed.items() if v[1] > flushed}
+                self._unflushed = {o: v for o, v in self._unflushed.items() if unsure(v[1])}
         read = self.enqueue()
         moved, failed = self.move_due(self.store.clock.now_ms())
         return read >= self.round_max or moved >= self.round_max, failed
