@@ -129,6 +129,11 @@ class StoreReads:
         walk = self.reader.repair.on_walked(callback, walking)     # a walk aside (unit_repair.py)
         return self.readable.wait(callback) or walk
 
+    def walks_kept(self) -> int:
+        """How many walks aside were kept so far (unit_repair.py): taken before a read that may need
+        one, it is notify_readable's ``walking`` (a walk kept since the read wakes the caller at once)."""
+        return self.reader.repair.walked
+
     def walk_units_aside(self) -> None:
         """Damaged consume-queue units are looked for in the log on a thread of their own from now
         on (unit_repair.walk_aside), never on the reading thread (the broker's event loop): a read

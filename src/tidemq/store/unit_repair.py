@@ -115,10 +115,6 @@ class UnitRepair:
         for w in waiters:
             w()
 
-    def walking(self) -> bool:
-        """A walk is asked for or under way (walk_aside)."""
-        return bool(self._pending)
-
     def on_walked(self, callback: Callable[[], None], since: int | None = None) -> bool:
         """Call ``callback()`` once (from the walking thread) after the next walk is kept; at once
         when one was kept after ``since`` (a count of ``walked`` a read saw: WalkPending). False (and

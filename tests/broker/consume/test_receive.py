@@ -431,3 +431,57 @@ def test_a_receive_held_by_a_fetch_quota_hands_out_nothing_whose_invisible_time_
     assert other == [], "nobody else is handed it while the first answer waits"
     [m] = [r.message for r in resps if r.HasField("message")]
     ack(c, "g", m)                                        # raises on a stale handle
+
+
+def test_a_receive_waiting_for_a_damaged_units_walk_is_woken_when_it_ends_before_the_wait_begins(world):
+    """A damaged consume-queue unit's walk of the log runs aside (store/unit_repair.py): the pop answers
+    nothing while it runs and the receive waits for it (notify_readable). A walk kept between the pop
+    and the start of that wait wakes it all the same: the receive hands out the message then, not an
+    empty answer at the end of its long poll."""
+    import glob
+    import os
+    import threading
+
+    from tidemq.store.consume_queue import UNIT
+
+    store, clock, consumption = world
+    from tidemq.store import Message
+    store.create_topic("O", 1)
+    assert store.put(Message(topic="O", body=b"o0")).ok
+    put(store, 0, b"a0")
+    stranger = store.get("G", "O", 0, 0).messages[0].commitlog_offset
+    assert bodies(store.get("G", "T", 0, 0).messages) == [b"a0"]          # dispatched: its unit is in the file
+    [cq] = glob.glob(os.path.join(store.config.root_dir, "consumequeue", "T", "0", "*"))
+    fd = os.open(cq, os.O_WRONLY)
+    try:
+        os.pwrite(fd, UNIT.pack(stranger, 100, 0), 0)   # a0's unit points at o0's intact record
+    finally:
+        os.close(fd)
+    store.walk_units_aside()
+    c = consumption(long_polling_s_max=600.0)
+    real = c.pop_batch
+
+    def pop_then_the_walk_ends(*a, **k):
+        before = store.walks_kept()
+        got = real(*a, **k)
+        kept = threading.Event()
+        if store.reader.repair.on_walked(kept.set, before):
+            assert kept.wait(PATIENCE_S), "hang bound"
+        return got
+    c.pop_batch = pop_then_the_walk_ends
+
+    class Context:
+        def time_remaining(self):
+            return 3600.0
+
+        def invocation_metadata(self):
+            return ()
+
+    req = spb.ReceiveMessageRequest(group=pb.Resource(name="g"), message_queue=pb.MessageQueue(
+        topic=pb.Resource(name="T")), batch_size=1, invisible_duration={"seconds": 30},
+        long_polling_timeout={"seconds": 600})
+
+    async def receive():
+        return [r async for r in c.receive(req, Context())]
+    resps = asyncio.run(asyncio.wait_for(receive(), PATIENCE_S))       # (hang bound: not woken)
+    assert bodies([r.message for r in resps if r.HasField("message")]) == [b"a0"], resps

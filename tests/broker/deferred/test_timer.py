@@ -4,6 +4,8 @@ import asyncio
 import errno
 import os
 
+import pytest
+
 from tidemq.broker.deferred.parking import PROP_DELIVER_MS, park
 from tidemq.broker.topic_names import SCHEDULE_TOPIC
 from tidemq.broker.deferred.timer import Timer
@@ -29,6 +31,33 @@ def timer_on(stores, queues):
     t = Timer(s)
     t.open()
     return clock, s, t
+
+
+def failing_log_timer():
+    """(clock, an ASYNC_FLUSH store with topic T, an open Timer, fail): ``fail(cut_back=True)`` makes the
+    next fsync of the log fail (store/log_failure.py) and hands the timer the cut, as the broker's
+    listener does (service.after_log_failure, on the loop: later, with ``cut_back`` False)."""
+    from tidemq.store import MessageStore
+    from tidemq.store.log_failure import LogFailed
+    from tidemq.testing.faulty_io import FaultyFileIO
+    from ...support.store import memory_config
+    clock = ManualClock()
+    fio = FaultyFileIO(seed=4)
+    s = MessageStore(memory_config(segment_size_bytes=32 << 10, commitlog_dirs=("/r/a", "/r/b")), fio=fio,
+                     clock=clock).start()
+    s.create_topic("T", 1)
+    t = Timer(s)
+    t.open()
+
+    def fail(cut_back=True):
+        fio.fail("fsync", errno.EIO, "/r/a/")
+        with pytest.raises(LogFailed):
+            s.commit_log.flush()
+        [f] = s.log_failures
+        if cut_back:
+            t.cut_back(f.queue_ends.get((SCHEDULE_TOPIC, 0)), f.covers)
+        return f
+    return clock, s, t, fail
 
 
 def test_messages_move_when_due_in_time_order_and_once(stores):
@@ -236,20 +265,8 @@ def test_after_a_failure_of_the_log_a_delayed_message_is_neither_lost_nor_double
     take its offsets again; the copies put after the durable end are taken back too. The timer
     (cut_back, what the broker does at once, service.after_log_failure) forgets what it read past the
     cut, reads the new messages at those offsets, and moves again what its moves lost."""
-    import errno
-    import pytest
-    from tidemq.store import MessageStore
-    from tidemq.store.log_failure import LogFailed
-    from tidemq.testing.faulty_io import FaultyFileIO
-    from ...support.store import memory_config
-    clock = ManualClock()
-    fio = FaultyFileIO(seed=4)
-    s = MessageStore(memory_config(segment_size_bytes=32 << 10, commitlog_dirs=("/r/a", "/r/b")), fio=fio,
-                     clock=clock).start()
+    clock, s, t, fail = failing_log_timer()
     try:
-        s.create_topic("T", 1)
-        t = Timer(s)
-        t.open()
         now = clock.now_ms()
         schedule(s, "T", b"due", now + 1000, "UD")            # schedule offset 0
         schedule(s, "T", b"late", now + 60_000, "UL")         # 1
@@ -258,13 +275,9 @@ def test_after_a_failure_of_the_log_a_delayed_message_is_neither_lost_nor_double
         assert t.enqueue() == 3
         clock.advance(1)
         assert t.move_due(clock.now_ms()) == (1, False)       # "due" moved: its copy not flushed either
-        fio.fail("fsync", errno.EIO, "/r/a/")
-        with pytest.raises(LogFailed):
-            s.commit_log.flush()
-        [f] = s.log_failures
+        f = fail()
         assert f.queue_ends == {(SCHEDULE_TOPIC, 0): 2, ("T", 0): 0}
         assert bodies(s, "T") == [], "the copy of 'due' was taken back"
-        t.cut_back(f.queue_ends.get((SCHEDULE_TOPIC, 0)), f.covers)
         schedule(s, "T", b"new", clock.now_ms() + 4000, "UN")  # takes schedule offset 2 again
         t.enqueue()
         assert t.move_due(clock.now_ms()) == (1, False) and bodies(s, "T") == [b"due"], "moved again"
@@ -305,3 +318,59 @@ def test_a_disk_refusing_the_progress_is_said_once_with_a_count_and_no_traceback
     said = [r.getMessage() for r in caplog.records if r.name == "tidemq.broker"]
     assert len(said) == 2 and "after 3 failed attempt(s) (OSError ENOSPC: 3)" in said[1], said
     assert checked.load(s.fio, t.path, "timer progress").doc is not None
+
+
+@pytest.mark.parametrize("cut_back", ["before the round noted the put", "after it"])
+def test_a_failure_of_the_log_while_a_move_is_put_is_moved_again(cut_back):
+    """The round runs on an executor thread (puts that may wait); the broker's cut_back runs on the loop
+    when the log fails. A failure after the move's put answered OK took the copy back all the same,
+    whether its cut_back runs before the round noted the put (as not flushed yet) or after (the log
+    resumed meanwhile: its flushed offset past the copy): it is moved again, never lost."""
+    clock, s, t, fail = failing_log_timer()
+    try:
+        schedule(s, "T", b"due", clock.now_ms() + 1000, "UD")      # schedule offset 0
+        s.commit_log.flush()                                        # durable
+        assert t.enqueue() == 1
+        clock.advance(1)
+        real = s.put_batch
+
+        failed = []
+
+        def put_then_the_log_fails(msgs):
+            rs = real(msgs)                  # the copy: answered OK, not flushed
+            failed.append(fail(cut_back=cut_back == "before the round noted the put"))   # (the loop's)
+            return rs
+        s.put_batch = put_then_the_log_fails
+        t.move_due(clock.now_ms())
+        s.put_batch = real
+        if cut_back == "after it":
+            t.cut_back(failed[0].queue_ends.get((SCHEDULE_TOPIC, 0)), failed[0].covers)
+        assert bodies(s, "T") == [], "the copy of 'due' was taken back"
+        clock.advance(1)
+        t.enqueue()
+        t.move_due(clock.now_ms())
+        assert bodies(s, "T") == [b"due"], "moved again, once"
+    finally:
+        s.shutdown()
+
+
+def test_a_round_between_a_failure_of_the_log_and_its_cut_back_forgets_no_move_it_took():
+    """The log goes on past what a failure took (its flushed offset moved to where it resumes) before
+    the broker's cut_back runs on the loop; a timer round in between (on its executor thread) must
+    not count a move whose copy the failure took as flushed and forget it: cut_back moves it again."""
+    clock, s, t, fail = failing_log_timer()
+    try:
+        schedule(s, "T", b"due", clock.now_ms() + 1000, "UD")      # schedule offset 0
+        s.commit_log.flush()                                        # durable
+        assert t.enqueue() == 1
+        clock.advance(1)
+        assert t.move_due(clock.now_ms()) == (1, False)             # its copy not flushed
+        f = fail(cut_back=False)
+        assert bodies(s, "T") == [], "the copy of 'due' was taken back"
+        asyncio.run(t.turn())                                       # a round before cut_back
+        t.cut_back(f.queue_ends.get((SCHEDULE_TOPIC, 0)), f.covers)
+        clock.advance(1)
+        asyncio.run(t.turn())
+        assert bodies(s, "T") == [b"due"], "moved again, once"
+    finally:
+        s.shutdown()

@@ -1,6 +1,9 @@
 """Transaction state without a server: half messages, EndTransaction, checks, the journal."""
 
 import asyncio
+import errno
+
+import pytest
 
 from tidemq.protocol.stubs import Code, pb, spb
 from tidemq.broker.sessions.telemetry import Known, Session, Sessions
@@ -274,3 +277,49 @@ def test_end_transaction_on_a_new_leader_whose_high_watermark_is_behind_the_half
     assert end(t, b, "UB", COMMIT).code == Code.OK and bodies(s, "T") == [b"b"], "once"
     st = end(t, b, "UB", ROLLBACK)
     assert st.code == Code.INVALID_TRANSACTION_ID and "already committed" in st.message
+
+
+@pytest.mark.parametrize("between", ["the checker's flush", "the commit's put"])
+def test_a_commit_taken_by_a_failure_of_the_log_before_its_cut_back_ran_is_not_forgotten(between):
+    """The log goes on past what a failure took (its flushed offset moved to where it resumes) before
+    the broker's cut_back runs on the loop. Neither the checker's flush in between nor a commit whose
+    put answered just before the failure may count the commit's copy as flushed and forget it:
+    cut_back makes it undecided, ended again it is put again."""
+    from tidemq.broker.topic_names import HALF_TOPIC
+    from tidemq.store import MessageStore
+    from tidemq.store.log_failure import LogFailed
+    from tidemq.testing.faulty_io import FaultyFileIO
+    from ...support.store import memory_config
+    fio = FaultyFileIO(seed=6)
+    s = MessageStore(memory_config(segment_size_bytes=32 << 10, commitlog_dirs=("/r/a", "/r/b")), fio=fio,
+                     clock=ManualClock()).start()
+
+    def fail():
+        fio.fail("fsync", errno.EIO, "/r/a/")
+        with pytest.raises(LogFailed):
+            s.commit_log.flush()
+    try:
+        s.create_topic("T", 1)
+        t = service(s)
+        a = send_half(s, t, b"a", "UA")
+        s.commit_log.flush()                               # durable
+        if between == "the commit's put":
+            put = t.put
+
+            async def put_then_the_log_fails(msgs):
+                rs = await put(msgs)                       # the copy: answered OK, not flushed
+                fail()
+                return rs
+            t.put = put_then_the_log_fails
+        assert end(t, a, "UA", COMMIT).code == Code.OK     # its copy not flushed
+        if between == "the commit's put":
+            t.put = put
+        else:
+            fail()
+            t.flush()                                      # before cut_back
+        [f] = s.log_failures
+        assert bodies(s, "T") == [], "the copy of 'a' was taken back"
+        t.cut_back(f.queue_ends.get((HALF_TOPIC, 0)), f.covers)
+        assert end(t, a, "UA", COMMIT).code == Code.OK and bodies(s, "T") == [b"a"], "put again"
+    finally:
+        s.shutdown()

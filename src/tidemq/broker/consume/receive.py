@@ -376,6 +376,7 @@ class Consumption:
                 yield spb.ReceiveMessageResponse(status=status(Code.FORBIDDEN, why))
                 return
             self.arrivals.clear()
+            walks = self.store.walks_kept()     # (a damaged unit's walk kept after the pop wakes the wait)
             msgs = self.pop_batch(group, topic, batch, invisible_ms, sub, renew_for, client)
             if self._dying and await self.bury() and not msgs:
                 msgs = None
@@ -394,7 +395,7 @@ class Consumption:
             if nxt is not None:         # one visible already was not deliverable (NOT_READABLE, ...): a look a second
                 due_ms = nxt - self.now_ms()
                 left = min(left, max(0.01, due_ms / 1000) if due_ms > 0 else EXPIRED_LOOK_S)
-            wake()                # what was appended and is not readable yet wakes us once it is
+            wake(walks)           # what was appended and is not readable yet wakes us once it is
             waited = True
             try:
                 await asyncio.wait_for(self.arrivals.wait(), timeout=left)

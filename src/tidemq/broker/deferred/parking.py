@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ...store import GetStatus, Message, MessageStore
 from ...record.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage
@@ -101,6 +101,16 @@ def read_at(store: MessageStore, topic: str, offset: int):
     if g.messages and g.messages[0].queue_offset == offset:
         return g.messages[0]
     return NOT_READABLE if g.status in _NOT_NOW else None
+
+
+def may_be_taken_back(store: MessageStore) -> Callable[[int], bool]:
+    """For a copy put before its fsync (ASYNC_FLUSH: a timer's move, a commit's put), by where it ends
+    in the log: True while a failure of the log may still take it back, or took it and its cut_back
+    (service.after_log_failure, on the loop) has not run yet -- the failure moved the flushed offset
+    to where the log resumes, past what it took, before its listeners heard of it."""
+    flushed = store.commit_log.flushed_offset       # (first: a failure is recorded before it moves this)
+    failures = store.log_failures
+    return lambda end: end > flushed or any(f.covers(end) for f in failures)
 
 
 def ensure_topic(store: MessageStore, topic: str) -> None:

@@ -93,6 +93,7 @@ class Timer:
         # it was put (ASYNC_FLUSH): a failure of the log can take the copy back (cut_back)
         self._unflushed: dict[int, tuple[int, int]] = {}
         self._cuts = 0                             # failures of the log seen (cut_back)
+        self._taken: Callable[[int], bool] = lambda end: False     # what the last one took (LogFailure.covers)
 
     # Start / stop ---------------------------------------------------------------------
     def open(self) -> None:
@@ -214,13 +215,23 @@ class Timer:
         failed = not_now
         moved = 0
         if msgs:
+            cuts = self._cuts
             for (d, o), r in zip(which, self.store.put_batch(msgs)):
                 if r.ok:
-                    self._done(o)
+                    end = r.commitlog_offset + r.size
+                    with self._recall_lock:     # (cut_back runs on the loop while this round runs on a thread)
+                        taken = self._cuts != cuts and self._taken(end)
+                        if not taken:
+                            self._passed(o)
+                            if parking.may_be_taken_back(self.store)(end):
+                                self._unflushed[o] = (d, end)
+                    if taken:   # a failure of the log took the copy back before it was noted: moved again
+                        failed = True
+                        log.warning("delayed message at schedule offset %d: its move was taken back by the "
+                                    "failure of the log; moved again", o)
+                        continue
                     settled.add(o)
                     moved += 1
-                    if r.commitlog_offset + r.size > self.store.commit_log.flushed_offset:
-                        self._unflushed[o] = (d, r.commitlog_offset + r.size)
                 else:
                     failed = True                                # back on the heap (move_due)
                     log.warning("delayed message at schedule offset %d not moved yet: %s %s", o,
@@ -230,6 +241,11 @@ class Timer:
         return moved, failed
 
     def _done(self, offset: int) -> None:
+        with self._recall_lock:
+            self._passed(offset)
+
+    def _passed(self, offset: int) -> None:
+        """``offset`` moved or passed for good (under _recall_lock: cut_back rewrites what this reads)."""
         if offset >= self.read_offset:          # a cut of the log took it back meanwhile (cut_back)
             return
         self._moved.add(offset)
@@ -246,6 +262,7 @@ class Timer:
         checkpoint says so before this returns (OSError: at the next round's)."""
         with self._recall_lock:
             self._cuts += 1
+            self._taken = taken
             back = [(o, d) for o, (d, ce) in self._unflushed.items() if taken(ce)]
             for o, _d in back:
                 del self._unflushed[o]
@@ -377,9 +394,9 @@ class Timer:
 
     def _round(self) -> tuple[bool, bool]:
         if self._unflushed:
-            flushed = self.store.commit_log.flushed_offset
+            unsure = parking.may_be_taken_back(self.store)
             with self._recall_lock:
-                self._unflushed = {o: v for o, v in self._unflushed.items() if v[1] > flushed}
+                self._unflushed = {o: v for o, v in self._unflushed.items() if unsure(v[1])}
         read = self.enqueue()
         moved, failed = self.move_due(self.store.clock.now_ms())
         return read >= self.round_max or moved >= self.round_max, failed

@@ -139,8 +139,8 @@ class Transactions:
     def flush(self) -> None:
         """Every second: move ``low`` past decided offsets, fsync, compact when large."""
         if self._unflushed:
-            flushed = self.store.commit_log.flushed_offset
-            self._unflushed = {o: e for o, e in self._unflushed.items() if e > flushed}
+            unsure = parking.may_be_taken_back(self.store)
+            self._unflushed = {o: e for o, e in self._unflushed.items() if unsure(e)}
         low = min(self.pending, default=self.scan_offset)
         if low > self.low:
             self._log({"op": "low", "o": low})
@@ -235,7 +235,7 @@ class Transactions:
                     # decided (the offset may be another transaction's now; the copy is gone)
                     return status(Code.INTERNAL_SERVER_ERROR, "the commit log failed while the commit was "
                                                               "stored: end the transaction again")
-                if copy_end > self.store.commit_log.flushed_offset:
+                if parking.may_be_taken_back(self.store)(copy_end):
                     self._unflushed[o] = copy_end
             self._log({"op": "end", "o": o, "r": r})
             return status(Code.OK)
