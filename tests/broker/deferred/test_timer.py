@@ -276,3 +276,58 @@ def test_after_a_failure_of_the_log_a_delayed_message_is_neither_lost_nor_double
         assert sorted(bodies(s, "T")) == [b"due", b"late", b"new"], "each once"
     finally:
         s.shutdown()
+
+
+def test_a_move_whose_put_returns_as_the_log_fails_is_made_again_when_its_copy_was_taken(tmp_path):
+    """A round on a thread (puts that may wait): its put returns OK (ASYNC_FLUSH, not flushed), then the
+    fsync fails and cut_back runs (on the loop) before the round records the copy as unflushed. The
+    copy was taken back: the delayed message must be moved again, not counted as moved."""
+    import errno
+    import threading
+    import pytest
+    from tidemq.store import MessageStore
+    from tidemq.store.log_failure import LogFailed
+    from tidemq.testing.faulty_io import FaultyFileIO
+    from ...support.store import memory_config
+    clock = ManualClock()
+    fio = FaultyFileIO(seed=4)
+    s = MessageStore(memory_config(segment_size_bytes=32 << 10, commitlog_dirs=("/r/a", "/r/b")), fio=fio,
+                     clock=clock).start()
+    try:
+        s.create_topic("T", 1)
+        t = Timer(s)
+        t.open()
+        now = clock.now_ms()
+        schedule(s, "T", b"due", now + 1000, "UD")             # schedule offset 0
+        s.commit_log.flush()                                    # durable
+        assert t.enqueue() == 1
+        clock.advance(1)
+        returned, go = threading.Event(), threading.Event()
+        put_batch = s.put_batch
+
+        def gated(msgs):
+            rs = put_batch(msgs)                                # the copy is written, not flushed
+            returned.set()
+            assert go.wait(30), "hang bound"
+            return rs
+        s.put_batch = gated
+        out = []
+        th = threading.Thread(target=lambda: out.append(t.move_due(clock.now_ms())))
+        th.start()
+        assert returned.wait(30), "hang bound"
+        fio.fail("fsync", errno.EIO, "/r/a/")
+        with pytest.raises(LogFailed):
+            s.commit_log.flush()
+        [f] = s.log_failures
+        assert bodies(s, "T") == [], "the copy of 'due' was taken back"
+        t.cut_back(f.queue_ends.get((SCHEDULE_TOPIC, 0)), f.covers)
+        go.set()
+        th.join(30)
+        assert not th.is_alive()
+        s.put_batch = put_batch
+        assert t.move_due(clock.now_ms()) == (1, False), "moved again"
+        assert bodies(s, "T") == [b"due"]
+        clock.advance(60)
+        assert t.move_due(clock.now_ms()) == (0, False) and bodies(s, "T") == [b"due"], "once"
+    finally:
+        s.shutdown()

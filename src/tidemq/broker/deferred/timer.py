@@ -91,6 +91,7 @@ class Timer:
         # it was put (ASYNC_FLUSH): a failure of the log can take the copy back (cut_back)
         self._unflushed: dict[int, tuple[int, int]] = {}
         self._cuts = 0                             # failures of the log seen (cut_back)
+        self._taken: list[Callable[[int], bool]] = []   # what each of them took (cut_back's ``taken``)
 
     # Start / stop ---------------------------------------------------------------------
     def open(self) -> None:
@@ -212,14 +213,27 @@ class Timer:
         failed = not_now
         moved = 0
         if msgs:
-            for (d, o), r in zip(which, self.store.put_batch(msgs)):
-                if r.ok:
+            cuts = self._cuts
+            results = self.store.put_batch(msgs)
+            with self._recall_lock:
+                # a cut of the log (cut_back, on the loop) after the copies were written and before this:
+                # cut_back did not see them as unflushed; a copy it took is not a move (moved again)
+                since = self._taken[cuts:] if self._cuts != cuts else ()
+                for (d, o), r in zip(which, results):
+                    if not r.ok:
+                        continue
+                    end = r.commitlog_offset + r.size
+                    if any(taken(end) for taken in since):
+                        log.warning("delayed message at schedule offset %d: its move was taken back by the "
+                                    "failure of the log; moved again", o)
+                        continue                                 # back on the heap (move_due)
                     self._done(o)
                     settled.add(o)
                     moved += 1
-                    if r.commitlog_offset + r.size > self.store.commit_log.flushed_offset:
-                        self._unflushed[o] = (d, r.commitlog_offset + r.size)
-                else:
+                    if end > self.store.commit_log.flushed_offset:
+                        self._unflushed[o] = (d, end)
+            for (d, o), r in zip(which, results):
+                if not r.ok:
                     failed = True                                # back on the heap (move_due)
                     log.warning("delayed message at schedule offset %d not moved yet: %s %s", o,
                                 r.status.name, r.error or "")
@@ -244,6 +258,7 @@ class Timer:
         checkpoint says so before this returns (OSError: at the next round's)."""
         with self._recall_lock:
             self._cuts += 1
+            self._taken.append(taken)
             back = [(o, d) for o, (d, ce) in self._unflushed.items() if taken(ce)]
             for o, _d in back:
                 del self._unflushed[o]
