@@ -28,6 +28,16 @@ class StoreFilesError(RuntimeError):
     """A store directory that cannot be read as one (missing, unknown topic, bad files)."""
 
 
+class IncompleteStoreError(StoreFilesError):
+    """Segments of the store's commit log are not in the directories read (a commit-log directory left
+    out of the option commitlogDirs, or moved): ``why`` "gap" (the segments found are not contiguous)
+    or "checkpoint" (the store's checkpoint says the log is durable past the segments found)."""
+
+    def __init__(self, message: str, why: str) -> None:
+        super().__init__(message)
+        self.why = why
+
+
 def _remembered_dirs(root: str) -> tuple[str, ...]:
     """The commit-log directories the store last ran with (store/remembered.py), read-only ones too."""
     from ..store import remembered
@@ -116,6 +126,33 @@ class StoreFiles:
             return self.segment_starts[-1] + self.fio.file_size(self.segment_paths[-1])
         except FileNotFoundError:
             return self.segment_starts[-1]
+
+    def missing_segments(self) -> list[tuple[int, int, str, str]]:
+        """Stretches of the log the segments found show are not in the directories read, as (first
+        offset, end, why, what): a gap between two segments found ("gap"), or past the last one when
+        the store's checkpoint says the log is durable past it ("checkpoint"; its end unbounded). A unit
+        pointing into one is an incomplete store (IncompleteStoreError); one pointing past the last
+        segment with nothing saying it is missing is a damaged unit."""
+        from ..store.checkpoint import read_state
+        try:                                    # (read before the listing: a running broker rolls and
+            cp = read_state(self.fio, layout.checkpoint_path(self.root))   # checkpoints meanwhile)
+        except OSError:
+            cp = None
+        self.refresh()
+        out = []
+        for i in range(len(self.segment_paths) - 1):
+            try:
+                end = self.segment_starts[i] + self.fio.file_size(self.segment_paths[i])
+            except FileNotFoundError:           # deleted since the listing (cleaned away): no evidence
+                continue
+            if end < self.segment_starts[i + 1]:
+                out.append((end, self.segment_starts[i + 1], "gap",
+                            f"no segment found holds commit-log offsets [{end}, {self.segment_starts[i + 1]})"))
+        log_end = self.log_end()
+        if cp is not None and cp.physic_offset > log_end:
+            out.append((log_end, 1 << 62, "checkpoint", f"the store's checkpoint says the log is durable up to "
+                                                        f"offset {cp.physic_offset}, the segments found end at {log_end}"))
+        return out
 
     def units(self, topic: str, qid: int, start: int, end: int) -> np.ndarray:
         """Consume-queue units [start, end) (fewer if the files end first)."""
