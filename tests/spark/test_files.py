@@ -184,9 +184,9 @@ def test_queues_end_at_the_last_intact_record_below_the_served_end_whatever_a_da
     se = ServedEnd(OsFileIO(), root)
     se.open()
     assert StoreFiles(root).queue_range("A", 0) == (0, 0)
-    se.save(rs[5].commitlog_offset + rs[5].size)                 # a0..a5 confirmed
+    se.save(lambda: rs[5].commitlog_offset + rs[5].size)                 # a0..a5 confirmed
     assert StoreFiles(root).queue_range("A", 0) == (0, 6)
-    se.save(rs[3].commitlog_offset)                              # never lowered
+    se.save(lambda: rs[3].commitlog_offset)                              # never lowered
     assert StoreFiles(root).queue_range("A", 0) == (0, 6)
     [(_, cq)] = list_segments(OsFileIO(), queue_dir(os.path.join(root, "consumequeue"), "A", 0))
     fd = os.open(cq, os.O_WRONLY)
@@ -196,7 +196,12 @@ def test_queues_end_at_the_last_intact_record_below_the_served_end_whatever_a_da
     finally:
         os.close(fd)
     assert StoreFiles(root).queue_range("A", 0) == (0, 6), "a7 (past the served end) is not read"
-    se.save(rs[7].commitlog_offset + rs[7].size)
+    se.save(lambda: rs[7].commitlog_offset + rs[7].size)
+    assert StoreFiles(root).queue_range("A", 0) == (0, 8)
+    se.cut(rs[2].commitlog_offset)              # this log cut back there (a follower's divergent tail)
+    assert StoreFiles(root).queue_range("A", 0) == (0, 2)
+    se.save(lambda: rs[5].commitlog_offset + rs[5].size)
+    se.save(lambda: rs[7].commitlog_offset + rs[7].size)
     assert StoreFiles(root).queue_range("A", 0) == (0, 8)
     path = served_end_path(root)
     with open(path, "r+b") as f:                                  # the file damaged: its .bak (lower) read

@@ -272,12 +272,19 @@ class ReplicationNode:
             await asyncio.sleep(SERVED_END_INTERVAL_S)
             await asyncio.to_thread(self._save_served_end)
 
+    async def cut_served_end(self, end: int) -> None:
+        """This log is cut back to ``end`` (follower.py, before it cuts, ``hw_known`` lowered first: a save
+        running meanwhile reads it after the cut): the served end on disk never past it. Raises
+        OSError when it cannot be written (the copy does not go on: readers of the files would read
+        the new leader's records past it as confirmed)."""
+        if self.served_end is not None:
+            await asyncio.to_thread(self.served_end.cut, end)
+
     def _save_served_end(self) -> None:
-        end = self.read_limit()
-        if end is None or self.served_end is None:
+        if self.served_end is None:
             return
         try:
-            self.served_end.save(end)
+            self.served_end.save(self.read_limit)
         except OSError as e:              # the next round writes it again; readers read less meanwhile
             log.warning("replication: the served end could not be written (%s)", e)
 

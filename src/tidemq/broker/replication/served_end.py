@@ -14,7 +14,9 @@ written by the member (node.py) at its start (0 when there is none yet, before t
 leading begins), then at most once a second while it moves, and at its stop. Monotonic: a value
 once below the high watermark stays so (SYNC: every member of the in-sync set holds it, and only
 they are elected), so it is never lowered, and an older version (the ``.bak``, a crash between the
-two renames) is a lower bound too. Written only under SYNC: a member of an ASYNC group, or a broker
+two renames) is a lower bound too, except past a cut of this log (a follower cutting a divergent
+tail, after an unclean promotion; its copy started over): the file is lowered to the cut before
+anything is copied after it. Written only under SYNC: a member of an ASYNC group, or a broker
 without a group, serves its whole log, and its start removes a file a SYNC past left (file mode then
 reads what is written, as that broker serves it).
 """
@@ -22,6 +24,8 @@ reads what is written, as that broker serves it).
 from __future__ import annotations
 
 import logging
+import threading
+from typing import Callable
 
 from ... import checked, layout
 from ...io import FileIO
@@ -42,6 +46,7 @@ class ServedEnd:
         self.root = root
         self.path = layout.served_end_path(root)
         self.saved = -1
+        self._lock = threading.Lock()     # a save (its value read, written) and a cut: one at a time
 
     def open(self) -> None:
         """Read what is there; none (or none intact): 0 written, before anything is copied or led."""
@@ -53,11 +58,23 @@ class ServedEnd:
         checked.write(self.fio, self.path, {"end": 0})
         self.saved = 0
 
-    def save(self, end: int) -> None:
-        """Write ``end`` (a high watermark) when it is past what the file says."""
-        if end > self.saved:
-            checked.write(self.fio, self.path, {"end": end})
-            self.saved = end
+    def save(self, high_watermark: Callable[[], int | None]) -> None:
+        """Write the high watermark (read under the lock: a cut meanwhile is seen) when it is past what
+        the file says."""
+        with self._lock:
+            end = high_watermark()
+            if end is not None and end > self.saved:
+                checked.write(self.fio, self.path, {"end": end})
+                self.saved = end
+
+
+    def cut(self, end: int) -> None:
+        """This log was cut back to ``end`` (a follower's divergent tail, or its copy started over):
+        what it holds past ``end`` from now on is the new leader's, not confirmed yet. Never past it."""
+        with self._lock:
+            if self.saved > end:          # (its .bak too: the version before is past the cut)
+                checked.write_mirrored(self.fio, self.path, {"end": end})
+                self.saved = end
 
 
 def forget(fio: FileIO, root: str) -> None:
