@@ -30,6 +30,9 @@ Store root (``StoreConfig.root_dir``)::
                                       only --root (remembered.py)
         epochs.json                   leader epochs and where each began to write the log, for
                                       replication's divergence check (epochs.py)
+        served_end.json               SYNC replication: a lower bound of the group's high watermark
+                                      (what no failover takes back), for readers of the files
+                                      (Spark's file mode; broker/replication/served_end.py)
       archive/                        written by ``tidemq archive`` (tidemq.spark.archive)
         manifest.json                 archived segments (store/archive.py)
         gaps.json                     segments deleted before they were archived
@@ -61,6 +64,7 @@ CONFIG_DIR = "config"
 TOPICS_FILE = "topics.json"
 SEALED_FILE = "sealed.json"
 EPOCHS_FILE = "epochs.json"
+SERVED_END_FILE = "served_end.json"
 ARCHIVE_DIR = "archive"
 MANIFEST_FILE = "manifest.json"
 GAPS_FILE = "gaps.json"
@@ -150,6 +154,10 @@ def sealed_path(root: str) -> str:
 
 def epochs_path(root: str) -> str:
     return os.path.join(root, CONFIG_DIR, EPOCHS_FILE)
+
+
+def served_end_path(root: str) -> str:
+    return os.path.join(root, CONFIG_DIR, SERVED_END_FILE)
 
 
 def archive_dir(root: str) -> str:

@@ -166,3 +166,77 @@ def test_the_file_backend_counts_a_damaged_unit_as_lost_only_when_its_record_is_
     rows = [row for batch, _ in got for row in batch.to_pylist()]
     assert [(r["queue_offset"], r["body"]) for r in rows] == [(0, b"a0"), (2, b"a2"), (3, b"a3")]
     assert sum(bad for _, bad in got) == 1
+
+
+def test_a_damaged_unit_pointing_past_the_last_segment_is_a_damaged_unit_not_a_missing_directory(tmp_path):
+    """A unit damaged to point past the end of the last commit-log segment (the store's directories all
+    given) is a damaged unit like any other: its record, intact in the log, is found again and read.
+    It was refused as 'is the option commitlogDirs complete?', a question about a directory nobody left out."""
+    import os
+
+    from tidemq.io import OsFileIO
+    from tidemq.layout import list_segments, queue_dir
+    from tidemq.spark.backend import FileBackend
+    from tidemq.store.consume_queue import UNIT
+
+    from ..support.spark import stranger_units
+    from ..support.store import small_config
+    root = str(tmp_path / "store")
+    stranger_units(small_config(root))
+    [(_, cq)] = list_segments(OsFileIO(), queue_dir(os.path.join(root, "consumequeue"), "A", 0))
+    fd = os.open(cq, os.O_WRONLY)
+    try:
+        os.pwrite(fd, UNIT.pack(1 << 40, 120, 0), 1 * UNIT.size)     # a1's unit: far past the log's end
+    finally:
+        os.close(fd)
+    fb = FileBackend(root)
+    try:
+        got = list(fb.read("A", 0, 0, 4))
+    finally:
+        fb.close()
+    rows = [row for batch, _ in got for row in batch.to_pylist()]
+    assert [(r["queue_offset"], r["body"]) for r in rows] == [(q, b"a%d" % q) for q in range(4)]
+    assert sum(bad for _, bad in got) == 0
+
+
+@pytest.mark.parametrize("which", ["middle", "last"])
+def test_units_pointing_into_segments_the_directories_read_do_not_hold_are_an_incomplete_store(tmp_path, which):
+    """A segment of the log missing from the directories read (a commit-log directory left out of the
+    option commitlogDirs): a gap in the listing (a middle segment), or the checkpoint durable past the
+    segments found (the last one). A typed IncompleteStoreError saying which, never rows read as lost."""
+    import os
+
+    from tidemq.io import OsFileIO
+    from tidemq.layout import list_segments
+    from tidemq.spark.backend import FileBackend
+    from tidemq.spark.files import IncompleteStoreError
+    from tidemq.store import Message, MessageStore
+
+    from ..support.store import small_config
+    root = str(tmp_path / "store")
+    s = MessageStore(small_config(root, segment_size_bytes=4096)).start()
+    try:
+        s.create_topic("A", 1)
+        for i in range(120):
+            assert s.put(Message("A", b"x" * 100, queue_id=0)).ok
+    finally:
+        s.shutdown()
+    segs = list_segments(OsFileIO(), os.path.join(root, "commitlog"))
+    assert len(segs) >= 3
+    away = str(tmp_path / "elsewhere")
+    os.makedirs(away)
+    path = segs[1][1] if which == "middle" else segs[-1][1]
+    os.rename(path, os.path.join(away, os.path.basename(path)))
+    fb = FileBackend(root)
+    try:
+        with pytest.raises(IncompleteStoreError) as e:
+            list(fb.read("A", 0, 0, 120))
+        assert e.value.why == ("gap" if which == "middle" else "checkpoint")
+    finally:
+        fb.close()
+    fb = FileBackend(root, (os.path.join(root, "commitlog"), away))       # every directory given: read
+    try:
+        got = list(fb.read("A", 0, 0, 120))
+    finally:
+        fb.close()
+    assert sum(b.num_rows for b, _ in got) == 120 and sum(bad for _, bad in got) == 0

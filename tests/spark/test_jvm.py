@@ -262,3 +262,42 @@ def test_file_mode_never_makes_a_row_of_a_record_its_unit_does_not_stand_for(jvm
     with pytest.raises(Exception, match="DataLossError: 1 offsets of A queue 0 in \\[0, 4\\)"):
         read_one(jvm, part)
     assert read_one(jvm, {**part, "failOnDataLoss": False}) == [0, 2, 3]
+
+
+def test_a_damaged_unit_past_the_last_segment_is_found_again_and_a_missing_segment_is_an_incomplete_store(jvm, tmp_path):
+    """The JVM reader as the Python one (tests/spark/test_backend.py): a unit damaged to point past the
+    last segment is a damaged unit (its record found again in the log), not 'is commitlogDirs complete?';
+    a segment missing from the directories read (a gap in the listing) is an IncompleteStoreError."""
+    from tidemq.io import OsFileIO
+    from tidemq.layout import list_segments, queue_dir
+    from tidemq.store.consume_queue import UNIT
+
+    from ..support.spark import stranger_units
+    root = tmp_path / "store"
+    stranger_units(StoreConfig(root_dir=str(root), segment_size_bytes=64 * 1024, index_enabled=False))
+    [(_, cq)] = list_segments(OsFileIO(), queue_dir(os.path.join(str(root), "consumequeue"), "A", 0))
+    fd = os.open(cq, os.O_WRONLY)
+    try:
+        os.pwrite(fd, UNIT.pack(1 << 40, 120, 0), 1 * UNIT.size)     # a1's unit: far past the log's end
+    finally:
+        os.close(fd)
+    part = planner.handle(json.dumps({"op": "batch", "options": {"path": str(root), "topic": "A"}}).encode())
+    part = next(p for p in part["partitions"] if p["queue"] == 0)
+    assert read_one(jvm, part) == [0, 1, 2, 3], "found again in the log"
+
+    root = tmp_path / "gap"
+    s = MessageStore(StoreConfig(root_dir=str(root), segment_size_bytes=4096, index_enabled=False)).start()
+    s.create_topic("D", 1)
+    for i in range(120):
+        assert s.put(Message(topic="D", body=b"x" * 100)).ok
+    s.shutdown()
+    segs = list_segments(OsFileIO(), os.path.join(str(root), "commitlog"))
+    os.makedirs(tmp_path / "away")
+    os.rename(segs[1][1], tmp_path / "away" / os.path.basename(segs[1][1]))
+    part = planner.handle(json.dumps({"op": "batch", "options": {"path": str(root), "topic": "D"}}).encode())
+    [part] = part["partitions"]
+    with pytest.raises(Exception) as e:
+        read_one(jvm, part)
+    from py4j.java_gateway import get_field
+    err = e.value.java_exception
+    assert err.getClass().getName() == "org.tidemq.spark.IncompleteStoreError" and get_field(err, "why") == "gap"

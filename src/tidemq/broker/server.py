@@ -212,6 +212,9 @@ class Broker:
         self._tasks = [asyncio.create_task(self._sample()), asyncio.create_task(self._flush_pop()),
                        asyncio.create_task(self._check_alarms())]
         if self.replication is None:
+            # it serves its whole log: readers of the files read it whole too (replication/served_end.py)
+            from .replication.served_end import forget as forget_served_end
+            forget_served_end(self.store.fio, self.store.config.root_dir)
             self._start_leader_tasks()
         else:
             await self.replication.start()

@@ -18,7 +18,7 @@ import pyarrow as pa
 from ..record import codec
 from .decode import SCHEMA, decode, positions_of
 from .entry import load_module
-from .files import StoreFiles, StoreFilesError
+from .files import IncompleteStoreError, StoreFiles, StoreFilesError
 
 log = logging.getLogger("tidemq.spark")
 
@@ -90,7 +90,7 @@ class FileBackend(Backend):
         if first is not None and at < first:             # its head files were cleaned away meanwhile
             yield _EMPTY, min(first, end) - at
             at = first
-        log_end = files.log_end()
+        holes = files.missing_segments()
         dead_before = files.deleted_topics().get(topic, -1)
         prev_end = None          # where the last record read that stood for its unit ends (a record boundary)
         while at < end:
@@ -98,9 +98,16 @@ class FileBackend(Backend):
             if len(units) == 0:
                 yield _EMPTY, end - at                   # the queue's files end before `end`
                 return
-            if len(units) and int(units["offset"].max()) >= log_end:
-                raise ValueError(f"tidemq: {topic} queue {qid} points past the last commit-log segment found in "
-                                 f"{', '.join(files.commitlog_dirs)}: is the option commitlogDirs complete?")
+            for lo, hi, why, what in holes:
+                into = (units["size"] > 0) & (units["offset"] >= lo) & (units["offset"] < hi)
+                if into.any():
+                    q = at + int(np.flatnonzero(into)[0])
+                    raise IncompleteStoreError(
+                        f"tidemq: {topic} queue {qid} offset {q} points into commit-log segments that are not in "
+                        f"{', '.join(files.commitlog_dirs)}: {what}. Give every commit-log directory of the store "
+                        f"(option commitlogDirs)", why)
+            # a unit past the last segment found with nothing saying one is missing: a damaged unit, found
+            # again in the log or an offset lost (_rows, _find_again)
             qoffs = np.arange(at, at + len(units), dtype=np.int64)     # the queue offset each unit stands for
             at += len(units)
             offsets = units["offset"].astype(np.int64)

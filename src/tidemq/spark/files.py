@@ -5,9 +5,11 @@ segments, which are mapped read-only in whichever commit-log directory holds the
 is written, nothing is locked: a broker may be running on the same store (what it has not
 yet dispatched is simply not seen), and segments it deletes meanwhile read as a data-loss
 gap. What a running broker's files hold is read as it is, including what that broker does
-not serve yet because a fault can take it back (its readable end: not fsynced, past the
-high watermark, past a failed fsync's cut; docs/spark.md): a live store is read through the
-broker.
+not serve yet because a fault can take it back (its readable end: not fsynced, past a failed
+fsync's cut; docs/spark.md): a live store is read through the broker. A member of a SYNC group
+keeps a lower bound of its high watermark on disk (config/served_end.json,
+broker/replication/served_end.py): its queues end, here, at the last record below it, so
+nothing a failover can take back is read.
 """
 
 from __future__ import annotations
@@ -26,6 +28,16 @@ SCAN_BYTES_MAX = 256 << 20      # log bytes walked at most for one damaged unit 
 
 class StoreFilesError(RuntimeError):
     """A store directory that cannot be read as one (missing, unknown topic, bad files)."""
+
+
+class IncompleteStoreError(StoreFilesError):
+    """Segments of the store's commit log are not in the directories read (a commit-log directory left
+    out of the option commitlogDirs, or moved): ``why`` "gap" (the segments found are not contiguous)
+    or "checkpoint" (the store's checkpoint says the log is durable past the segments found)."""
+
+    def __init__(self, message: str, why: str) -> None:
+        super().__init__(message)
+        self.why = why
 
 
 def _remembered_dirs(root: str) -> tuple[str, ...]:
@@ -84,14 +96,39 @@ class StoreFiles:
     def _cq_files(self, topic: str, qid: int) -> list[tuple[int, str]]:
         return layout.list_segments(self.fio, layout.queue_dir(layout.consumequeue_dir(self.root), topic, qid))
 
+    def served_end(self) -> int | None:
+        """A SYNC group member's served end (config/served_end.json: every record ending at or before
+        it is below the group's high watermark); None: the store serves its whole log (no file). Its
+        previous version when it is damaged (a lower bound too); StoreFilesError when neither is intact."""
+        path = layout.served_end_path(self.root)
+        problems = []
+        for p in (path, path + ".bak"):
+            if not self.fio.exists(p):
+                continue
+            try:
+                doc = checked.decode(read_whole(self.fio, p))
+                if isinstance(doc, dict) and type(doc.get("end")) is int and doc["end"] >= 0:
+                    return doc["end"]
+                problems.append(f"{p}: not a served end")
+            except (OSError, ValueError) as e:
+                problems.append(f"{p}: {e}")
+        if problems:
+            raise StoreFilesError(f"the store at {self.root} is a replicated member's whose served end is unreadable "
+                                  f"({'; '.join(problems)}): read it through the broker")
+        return None
+
     def queue_range(self, topic: str, qid: int) -> tuple[int, int]:
-        """(min, max) queue offsets: min the first unit whose record is still in the log."""
+        """(min, max) queue offsets: min the first unit whose record is still in the log; max past the
+        last unit, or (a SYNC group member's store) the first whose record ends past the served end."""
         files = self._cq_files(topic, qid)
         if not files:
             return 0, 0
         last_start, last_path = files[-1]
         mx = (last_start + self.fio.file_size(last_path)) // UNIT_SIZE
         mn = files[0][0] // UNIT_SIZE
+        served = self.served_end()
+        if served is not None:
+            mx = self._served_units(topic, qid, mn, mx, served)
         log_min = self.segment_starts[0] if self.segment_starts else None
         while mn < mx:                        # skip units whose records were cleaned away
             units = self.units(topic, qid, mn, min(mx, mn + 4096))
@@ -102,6 +139,40 @@ class StoreFiles:
                 break
             mn += len(units)
         return mx, mx
+
+    def _served_units(self, topic: str, qid: int, lo: int, hi: int, served: int) -> int:
+        """Past the last queue offset in [lo, hi) whose unit stands for an intact record of the queue
+        ending at or before ``served`` (``lo``: none). The units are walked back from ``hi`` (the tail
+        past the served end is what the group has not confirmed yet: short): a queue's records lie in
+        the log in its order, so every intact record before the one found ends before it. A hole or a
+        damaged unit is never taken for it (the record it points at is checked: CRCs, topic, queue,
+        queue offset), so none can move the end past a record that is not served."""
+        at = hi
+        while at > lo:
+            start = max(lo, at - 4096)
+            u = self.units(topic, qid, start, at)
+            for k in range(len(u) - 1, -1, -1):
+                off, size = int(u["offset"][k]), int(u["size"][k])
+                if size > 0 and off + size <= served and self._stands_for(topic, qid, start + k, off, size):
+                    return start + k + 1
+            at = start
+        return lo
+
+    def _stands_for(self, topic: str, qid: int, q: int, offset: int, size: int) -> bool:
+        """Is the record at commit-log ``offset`` (``size`` bytes) intact and (topic, qid, q)'s?"""
+        i = int(self.locate(np.asarray([offset], np.int64))[0])
+        if i < 0:
+            return False
+        try:
+            self.segment(i)
+        except FileNotFoundError:
+            return False
+        buf = self._maps[self.segment_paths[i]][0]
+        pos = offset - self.segment_starts[i]
+        if pos + size > len(buf) or codec.check_record(buf, pos, pos + size)[0] != codec.REC_OK:
+            return False
+        r_qid, r_qoff, _ts, r_topic, _props = codec.decode_meta(buf, pos)
+        return r_qid == qid and r_qoff == q and r_topic == topic
 
     def first_unit(self, topic: str, qid: int) -> int | None:
         """The queue offset of the first unit its files still hold (None: no file)."""
@@ -116,6 +187,33 @@ class StoreFiles:
             return self.segment_starts[-1] + self.fio.file_size(self.segment_paths[-1])
         except FileNotFoundError:
             return self.segment_starts[-1]
+
+    def missing_segments(self) -> list[tuple[int, int, str, str]]:
+        """Stretches of the log the segments found show are not in the directories read, as (first
+        offset, end, why, what): a gap between two segments found ("gap"), or past the last one when
+        the store's checkpoint says the log is durable past it ("checkpoint"; its end unbounded). A unit
+        pointing into one is an incomplete store (IncompleteStoreError); one pointing past the last
+        segment with nothing saying it is missing is a damaged unit."""
+        from ..store.checkpoint import read_state
+        try:                                    # (read before the listing: a running broker rolls and
+            cp = read_state(self.fio, layout.checkpoint_path(self.root))   # checkpoints meanwhile)
+        except OSError:
+            cp = None
+        self.refresh()
+        out = []
+        for i in range(len(self.segment_paths) - 1):
+            try:
+                end = self.segment_starts[i] + self.fio.file_size(self.segment_paths[i])
+            except FileNotFoundError:           # deleted since the listing (cleaned away): no evidence
+                continue
+            if end < self.segment_starts[i + 1]:
+                out.append((end, self.segment_starts[i + 1], "gap",
+                            f"no segment found holds commit-log offsets [{end}, {self.segment_starts[i + 1]})"))
+        log_end = self.log_end()
+        if cp is not None and cp.physic_offset > log_end:
+            out.append((log_end, 1 << 62, "checkpoint", f"the store's checkpoint says the log is durable up to "
+                                                        f"offset {cp.physic_offset}, the segments found end at {log_end}"))
+        return out
 
     def units(self, topic: str, qid: int, start: int, end: int) -> np.ndarray:
         """Consume-queue units [start, end) (fewer if the files end first)."""

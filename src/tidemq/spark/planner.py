@@ -51,7 +51,8 @@ def _source(options, backend, topic: str, qid: int) -> dict:
         files = backend.files
         return {"mode": "file", "commitlogDirs": [os.path.abspath(d) for d in files.commitlog_dirs],
                 "queueDir": os.path.abspath(layout.queue_dir(layout.consumequeue_dir(files.root), topic, qid)),
-                "deadBefore": files.deleted_topics().get(topic, -1)}
+                "deadBefore": files.deleted_topics().get(topic, -1),
+                "missing": [list(m) for m in files.missing_segments()]}
     assert isinstance(backend, BrokerBackend)
     conn = connection(options)
     return {"mode": "broker", "endpoints": backend.members(topic, qid),

@@ -57,6 +57,37 @@ class CheckpointState:
         return min(self.physic_offset, self.logics_offset, self.index_offset)
 
 
+def best_slot(raw: bytes) -> tuple[int, list[int]] | None:
+    """(sequence, values) of the valid slot of ``raw`` (the file's bytes) with the highest sequence."""
+    best = None
+    for i in range(2):
+        chunk = raw[i * SLOT_BYTES:i * SLOT_BYTES + SLOT.size + CRC.size]
+        if len(chunk) < SLOT.size + CRC.size:
+            continue
+        (crc,) = CRC.unpack_from(chunk, SLOT.size)
+        if zlib.crc32(chunk[:SLOT.size]) != crc:
+            continue
+        magic, version, seq, *vals = SLOT.unpack_from(chunk, 0)
+        if magic != CP_MAGIC or version != CP_VERSION:
+            continue
+        if best is None or seq > best[0]:
+            best = (seq, vals)
+    return best
+
+
+def read_state(fio: FileIO, path: str) -> CheckpointState | None:
+    """The checkpoint at ``path`` read only (nothing created; readers of a store's files): None when
+    there is none, or no valid slot."""
+    if not fio.exists(path):
+        return None
+    h = fio.open(path, readonly=True)
+    try:
+        best = best_slot(fio.pread(h, 2 * SLOT_BYTES, 0))
+    finally:
+        fio.close(h)
+    return CheckpointState(*best[1]) if best is not None else None
+
+
 class Checkpoint:
     def __init__(self, fio: FileIO, path: str) -> None:
         self.fio = fio
@@ -71,20 +102,7 @@ class Checkpoint:
         existed = self.fio.exists(self.path)
         self._handle = self.fio.open(self.path, create=True)
         if existed:
-            raw = self.fio.pread(self._handle, 2 * SLOT_BYTES, 0)
-            best = None
-            for i in range(2):
-                chunk = raw[i * SLOT_BYTES:i * SLOT_BYTES + SLOT.size + CRC.size]
-                if len(chunk) < SLOT.size + CRC.size:
-                    continue
-                (crc,) = CRC.unpack_from(chunk, SLOT.size)
-                if zlib.crc32(chunk[:SLOT.size]) != crc:
-                    continue
-                magic, version, seq, *vals = SLOT.unpack_from(chunk, 0)
-                if magic != CP_MAGIC or version != CP_VERSION:
-                    continue
-                if best is None or seq > best[0]:
-                    best = (seq, vals)
+            best = best_slot(self.fio.pread(self._handle, 2 * SLOT_BYTES, 0))
             if best is not None:
                 self._seq = best[0]
                 self.state = CheckpointState(*best[1])

@@ -88,7 +88,8 @@ def test_checkpoint_and_restart_skip_what_was_moved(stores, tmp_path):
     assert t.move_due(clock.now_ms()) == (2, False)
     t.checkpoint(force=True)
     doc = checked.decode(open(os.path.join(str(tmp_path / "store"), "broker", "timer", "checkpoint.json"), "rb").read())
-    assert doc == {"enqueued": 5, "low": 2, "delivered_before_ms": now + 3000}
+    assert doc == {"enqueued": 5, "low": 2, "delivered_before_ms": now + 3000,
+                   "last": [4, s.get("g", SCHEDULE_TOPIC, 0, 4).messages[0].commitlog_offset]}
     s.shutdown()
     s2 = stores(clock)
     t2 = Timer(s2)
@@ -374,3 +375,109 @@ def test_a_round_between_a_failure_of_the_log_and_its_cut_back_forgets_no_move_i
         assert bodies(s, "T") == [b"due"], "moved again, once"
     finally:
         s.shutdown()
+
+
+def test_a_move_whose_put_returns_as_the_log_fails_is_made_again_when_its_copy_was_taken(tmp_path):
+    """A round on a thread (puts that may wait): its put returns OK (ASYNC_FLUSH, not flushed), then the
+    fsync fails and cut_back runs (on the loop) before the round records the copy as unflushed. The
+    copy was taken back: the delayed message must be moved again, not counted as moved."""
+    import errno
+    import threading
+    import pytest
+    from tidemq.store import MessageStore
+    from tidemq.store.log_failure import LogFailed
+    from tidemq.testing.faulty_io import FaultyFileIO
+    from ...support.store import memory_config
+    clock = ManualClock()
+    fio = FaultyFileIO(seed=4)
+    s = MessageStore(memory_config(segment_size_bytes=32 << 10, commitlog_dirs=("/r/a", "/r/b")), fio=fio,
+                     clock=clock).start()
+    try:
+        s.create_topic("T", 1)
+        t = Timer(s)
+        t.open()
+        now = clock.now_ms()
+        schedule(s, "T", b"due", now + 1000, "UD")             # schedule offset 0
+        s.commit_log.flush()                                    # durable
+        assert t.enqueue() == 1
+        clock.advance(1)
+        returned, go = threading.Event(), threading.Event()
+        put_batch = s.put_batch
+
+        def gated(msgs):
+            rs = put_batch(msgs)                                # the copy is written, not flushed
+            returned.set()
+            assert go.wait(30), "hang bound"
+            return rs
+        s.put_batch = gated
+        out = []
+        th = threading.Thread(target=lambda: out.append(t.move_due(clock.now_ms())))
+        th.start()
+        assert returned.wait(30), "hang bound"
+        fio.fail("fsync", errno.EIO, "/r/a/")
+        with pytest.raises(LogFailed):
+            s.commit_log.flush()
+        [f] = s.log_failures
+        assert bodies(s, "T") == [], "the copy of 'due' was taken back"
+        t.cut_back(f.queue_ends.get((SCHEDULE_TOPIC, 0)), f.covers)
+        go.set()
+        th.join(30)
+        assert not th.is_alive()
+        s.put_batch = put_batch
+        assert t.move_due(clock.now_ms()) == (1, False), "moved again"
+        assert bodies(s, "T") == [b"due"]
+        clock.advance(60)
+        assert t.move_due(clock.now_ms()) == (0, False) and bodies(s, "T") == [b"due"], "once"
+    finally:
+        s.shutdown()
+
+
+def test_a_kill_after_a_failure_of_the_log_before_the_checkpoint_was_cut_skips_no_message_parked_at_a_reused_offset(tmp_path):
+    """The log fails (ASYNC_FLUSH) and the schedule queue is cut back below the checkpoint's
+    ``enqueued``; a delayed message is parked at a reused offset; the process is killed before the timer
+    was cut back (its checkpoint still counts the old message at that offset). The queue stands as far
+    as the checkpoint again: at the next start the new message must be read, not skipped as moved."""
+    import errno
+    import pytest
+    from tidemq.store import MessageStore
+    from tidemq.store.log_failure import LogFailed
+    from tidemq.testing.faulty_io import FaultyFileIO
+    from ...support.store import memory_config
+    clock = ManualClock()
+    fio = FaultyFileIO(seed=4)
+    cfg = memory_config(segment_size_bytes=32 << 10, commitlog_dirs=("/r/a", "/r/b"))
+    s = MessageStore(cfg, fio=fio, clock=clock).start()
+    s.create_topic("T", 1)
+    t = Timer(s)
+    t.open()
+    now = clock.now_ms()
+    schedule(s, "T", b"a", now + 1000, "UA")               # schedule offset 0
+    schedule(s, "T", b"b", now + 60_000, "UB")             # 1
+    s.commit_log.flush()                                    # both durable
+    schedule(s, "T", b"gone", now + 30_000, "UG")          # 2: answered OK (ASYNC_FLUSH), never flushed
+    assert t.enqueue() == 3
+    clock.advance(1)
+    assert t.move_due(clock.now_ms()) == (1, False)
+    s.commit_log.flush()                                    # the copy of 'a' is durable
+    schedule(s, "T", b"gone", now + 30_000, "UG2")         # 3: answered OK, never flushed
+    assert t.enqueue() == 1
+    t.checkpoint(force=True)                                # enqueued 4, delivered before now + 30 s
+    fio.fail("fsync", errno.EIO, "/r/a/")
+    with pytest.raises(LogFailed):
+        s.commit_log.flush()
+    [f] = s.log_failures
+    assert f.queue_ends[(SCHEDULE_TOPIC, 0)] == 3
+    schedule(s, "T", b"new", now + 10_000, "UN")           # takes schedule offset 3 again
+    schedule(s, "T", b"new2", now + 10_000, "UN2")         # 4
+    s.commit_log.flush()
+    s.kill()                                                # before cut_back rewrote the checkpoint
+    s2 = MessageStore(cfg, fio=fio.after_crash(), clock=clock).start()
+    try:
+        t2 = Timer(s2)
+        t2.open()
+        t2.enqueue()
+        clock.advance(61)
+        t2.move_due(clock.now_ms())
+        assert sorted(bodies(s2, "T")) == [b"a", b"b", b"gone", b"new", b"new2"], "none skipped, none doubled"
+    finally:
+        s2.shutdown()

@@ -323,3 +323,43 @@ def test_a_commit_taken_by_a_failure_of_the_log_before_its_cut_back_ran_is_not_f
         assert end(t, a, "UA", COMMIT).code == Code.OK and bodies(s, "T") == [b"a"], "put again"
     finally:
         s.shutdown()
+
+
+def test_a_kill_after_a_failure_of_the_log_before_the_journal_was_cut_takes_no_new_transaction_for_an_old_one():
+    """The log fails (ASYNC_FLUSH) and the half queue is cut back below a decision the journal holds; a
+    new half message takes that offset again; the process is killed before Transactions.cut_back
+    compacted the journal. The half queue stands as far as the decision again: at the next start the
+    new transaction must not be taken as the old one ('already rolled back')."""
+    import errno
+    import pytest
+    from tidemq.broker.topic_names import HALF_TOPIC
+    from tidemq.store import MessageStore
+    from tidemq.store.log_failure import LogFailed
+    from tidemq.testing.faulty_io import FaultyFileIO
+    from ...support.store import memory_config
+    fio = FaultyFileIO(seed=6)
+    cfg = memory_config(segment_size_bytes=32 << 10, commitlog_dirs=("/r/a", "/r/b"))
+    s = MessageStore(cfg, fio=fio, clock=ManualClock()).start()
+    s.create_topic("T", 1)
+    t = service(s)
+    a = send_half(s, t, b"a", "UA")                    # half offset 0
+    s.commit_log.flush()                               # durable
+    b = send_half(s, t, b"b", "UB")                    # 1: answered OK, never flushed
+    assert end(t, b, "UB", ROLLBACK).code == Code.OK
+    t.scan()
+    t.flush()
+    fio.fail("fsync", errno.EIO, "/r/a/")
+    with pytest.raises(LogFailed):
+        s.commit_log.flush()
+    [f] = s.log_failures
+    assert f.queue_ends == {(HALF_TOPIC, 0): 1}
+    c = send_half(s, t, b"c", "UC")                    # takes half offset 1 again
+    s.commit_log.flush()
+    s.kill()                                           # before cut_back compacted the journal
+    s2 = MessageStore(cfg, fio=fio.after_crash(), clock=ManualClock()).start()
+    try:
+        t2 = service(s2)
+        assert end(t2, c, "UC", COMMIT).code == Code.OK and bodies(s2, "T") == [b"c"], "a new transaction"
+        assert end(t2, a, "UA", COMMIT).code == Code.OK and sorted(bodies(s2, "T")) == [b"a", b"c"]
+    finally:
+        s2.shutdown()

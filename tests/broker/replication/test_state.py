@@ -68,10 +68,10 @@ def test_a_followers_copy_is_written_checked_and_a_promoted_service_loads_it(tmp
         # the log the follower copied (state past its end is cut back: a cursor, the timer's progress)
         for b in (b"p0", b"p1"):
             assert f_store.put(Message(topic="T", body=b, queue_id=0)).ok
-        for i in range(7):                                       # what group etl committed in queue 1
-            assert f_store.put(Message(topic="T", body=b"e%d" % i, queue_id=1)).ok
         assert f_store.put(park(Message(topic="T", body=b"d", properties={
             "UNIQ_KEY": "D", PROP_DELIVER_MS: str(clock.now_ms() + 1000)}), SCHEDULE_TOPIC)).ok
+        for i in range(7):                                       # what group etl committed in queue 1
+            assert f_store.put(Message(topic="T", body=b"e%d" % i, queue_id=1)).ok
         f_svc.sends.outcomes.add("T", "OK", 3)                  # what the follower counted (reads)
         f_svc.got.add("T", "OK", 2)
         f_svc.discard()

@@ -11,10 +11,16 @@ messages into their real topics in batches.
 Progress, ``<root>/broker/timer/checkpoint.json`` (state/layout.py; a checked document,
 state/checked.py, written atomically at most once a second, and at shutdown)::
 
-    {"enqueued": E, "low": L, "delivered_before_ms": T}
+    {"enqueued": E, "low": L, "delivered_before_ms": T, "last": [Q, P]}
 
 meaning: every schedule message at an offset below E whose time is below T was
-moved, and every offset below L was moved. At start the queue is read again
+moved, and every offset below L was moved; the message at schedule offset Q (the
+last one read, below E) was the record at commit-log offset P. A failure of the log
+cuts the schedule queue back and the next delayed messages take its offsets again:
+killed before the timer was cut back (cut_back rewrites the checkpoint), the next
+start finds another record at Q and cuts the progress back to the first offset
+whose record lies past P (a queue's records lie in the log in its order), so a
+message parked at a reused offset is neither skipped as moved nor left unread. At start the queue is read again
 from L: offsets below E with a time below T are skipped, the rest are waiting.
 What was moved after the last checkpoint looks unmoved; for every entry parked
 before the start :func:`parking.already_moved` asks the index before putting it
@@ -93,7 +99,9 @@ class Timer:
         # it was put (ASYNC_FLUSH): a failure of the log can take the copy back (cut_back)
         self._unflushed: dict[int, tuple[int, int]] = {}
         self._cuts = 0                             # failures of the log seen (cut_back)
-        self._taken: Callable[[int], bool] = lambda end: False     # what the last one took (LogFailure.covers)
+        self._taken: list[Callable[[int], bool]] = []   # what each of them took (cut_back's ``taken``)
+        self._last: tuple[int, int] | None = None  # (schedule offset, commit-log offset) of the last message read
+        self._saved_last: list | None = None       # the checkpoint's "last", while what it covered is re-read
 
     # Start / stop ---------------------------------------------------------------------
     def open(self) -> None:
@@ -112,7 +120,9 @@ class Timer:
                 doc = {**doc, "enqueued": min(doc["enqueued"], end), "low": min(doc["low"], end),
                        "recalled": [o for o in doc.get("recalled", ()) if o < end]}
                 checked.write(self.store.fio, self.path, doc)
+            doc = self._cut_where_reused(doc)
             self._skip_below = (doc["enqueued"], doc["delivered_before_ms"])
+            self._saved_last = doc.get("last")
             low = max(low, doc["low"])
             self.recalled = {o for o in doc.get("recalled", ()) if o >= low}
             self._saved = (doc["enqueued"], doc["low"], doc["delivered_before_ms"])
@@ -121,6 +131,47 @@ class Timer:
         # wall clock (back, across the restart) may put past this one's; every entry parked before
         # this start is looked up in the index when it falls due, whenever that is
         self.recover_below = self.store.max_offset(SCHEDULE_TOPIC, 0)
+
+    def _cut_where_reused(self, doc: dict) -> dict:
+        """``doc`` (the checkpoint read at start), cut back to where its offsets still name the records
+        it counted: its "last" message is another record now (a failure of the log cut the queue back and
+        the next delayed messages took its offsets; the process was killed before cut_back rewrote the
+        checkpoint). Written durably before anything is parked when cut."""
+        last = doc.get("last")
+        if last is None:
+            return doc
+        q, p = last
+        now = parking.read_at(self.store, SCHEDULE_TOPIC, q)
+        if now is None or now is parking.NOT_READABLE or now.commitlog_offset == p:
+            return doc                    # the same record (or none to tell by: cleaned away, not readable)
+        lo, hi = self.store.min_offset(SCHEDULE_TOPIC, 0), q
+        while lo < hi:                    # the first offset whose record lies past P (reused): the cut
+            mid = (lo + hi) // 2
+            m = parking.read_at(self.store, SCHEDULE_TOPIC, mid)
+            if m is None or m is parking.NOT_READABLE or m.commitlog_offset > p:
+                hi = mid                  # (not readable: taken as reused, read again and looked up)
+            else:
+                lo = mid + 1
+        cut = lo
+        log.warning("timer progress %s: schedule offset %d is another message than the one it counted (the log "
+                    "failed and its offsets were taken again): cut back to %d", doc, q, cut)
+        doc = {**doc, "enqueued": min(doc["enqueued"], cut), "low": min(doc["low"], cut),
+               "recalled": [o for o in doc.get("recalled", ()) if o < cut]}
+        doc.pop("last")
+        fp = self._fingerprint(cut - 1)
+        if fp is not None:
+            doc["last"] = list(fp)
+        checked.write(self.store.fio, self.path, doc)
+        return doc
+
+    def _fingerprint(self, offset: int) -> tuple[int, int] | None:
+        """(``offset``, the commit-log offset of its record) as the schedule queue holds it now; None: none."""
+        if offset < 0:
+            return None
+        m = parking.read_at(self.store, SCHEDULE_TOPIC, offset)
+        if m is None or m is parking.NOT_READABLE:
+            return None
+        return offset, m.commitlog_offset
 
     def close(self) -> None:
         self.checkpoint(force=True)
@@ -148,6 +199,8 @@ class Timer:
                     if not (m.queue_offset < e and d < t):          # not moved before the last checkpoint
                         heapq.heappush(self.heap, (d, m.queue_offset))
                         heapq.heappush(self._offsets, m.queue_offset)
+                if msgs:
+                    self._last = (msgs[-1].queue_offset, msgs[-1].commitlog_offset)
                 self.read_offset = nxt
         return self.read_offset - first
 
@@ -216,23 +269,28 @@ class Timer:
         moved = 0
         if msgs:
             cuts = self._cuts
-            for (d, o), r in zip(which, self.store.put_batch(msgs)):
-                if r.ok:
+            results = self.store.put_batch(msgs)
+            unsure = parking.may_be_taken_back(self.store)
+            with self._recall_lock:     # (cut_back runs on the loop while this round runs on a thread)
+                # a cut of the log (cut_back) after the copies were written and before this: cut_back did
+                # not see them as unflushed; a copy any of those cuts took is not a move (moved again)
+                since = self._taken[cuts:] if self._cuts != cuts else ()
+                for (d, o), r in zip(which, results):
+                    if not r.ok:
+                        continue
                     end = r.commitlog_offset + r.size
-                    with self._recall_lock:     # (cut_back runs on the loop while this round runs on a thread)
-                        taken = self._cuts != cuts and self._taken(end)
-                        if not taken:
-                            self._passed(o)
-                            if parking.may_be_taken_back(self.store)(end):
-                                self._unflushed[o] = (d, end)
-                    if taken:   # a failure of the log took the copy back before it was noted: moved again
-                        failed = True
+                    if any(taken(end) for taken in since):
+                        failed = True                            # back on the heap (move_due)
                         log.warning("delayed message at schedule offset %d: its move was taken back by the "
                                     "failure of the log; moved again", o)
                         continue
+                    self._passed(o)
                     settled.add(o)
                     moved += 1
-                else:
+                    if unsure(end):
+                        self._unflushed[o] = (d, end)
+            for (d, o), r in zip(which, results):
+                if not r.ok:
                     failed = True                                # back on the heap (move_due)
                     log.warning("delayed message at schedule offset %d not moved yet: %s %s", o,
                                 r.status.name, r.error or "")
@@ -262,7 +320,7 @@ class Timer:
         checkpoint says so before this returns (OSError: at the next round's)."""
         with self._recall_lock:
             self._cuts += 1
-            self._taken = taken
+            self._taken.append(taken)
             back = [(o, d) for o, (d, ce) in self._unflushed.items() if taken(ce)]
             for o, _d in back:
                 del self._unflushed[o]
@@ -274,6 +332,10 @@ class Timer:
                 self._moved = {o for o in self._moved if o < end}
                 self.recalled = {o for o in self.recalled if o < end}
                 self.read_offset = end
+                # what the checkpoint says it read through: the message below the cut, as the log holds it
+                self._last = self._fingerprint(end - 1)
+                if self._saved_last is not None and self._saved_last[0] >= end:
+                    self._saved_last = list(self._last) if self._last is not None else None
                 e, t = self._skip_below
                 self._skip_below = (min(e, end), t)
                 self.recover_below = min(self.recover_below, end)
@@ -323,10 +385,15 @@ class Timer:
 
     def snapshot(self) -> dict | None:
         """The checkpoint's document as it would be written now (replication copies it); None: none yet."""
-        state = self.progress() or self._saved
+        state = self.progress()
+        last = self._last
+        if state is None:
+            state, last = self._saved, self._saved_last
         if state is None:
             return None
         doc = {"enqueued": state[0], "low": state[1], "delivered_before_ms": state[2]}
+        if last is not None and last[0] < state[0]:
+            doc["last"] = list(last)
         if self.recalled:
             with self._recall_lock:             # every offset below low is passed: its recall is done
                 self.recalled = {o for o in self.recalled if o >= state[1]}
@@ -407,6 +474,9 @@ def check_progress(doc) -> None:
     if not (isinstance(doc, dict) and all(type(doc.get(k)) is int
                                           for k in ("enqueued", "low", "delivered_before_ms"))):
         raise checked.Damaged("not the timer's progress")
+    last = doc.get("last")
+    if last is not None and not (isinstance(last, list) and len(last) == 2 and all(type(x) is int for x in last)):
+        raise checked.Damaged("not the timer's progress: last is not [offset, commit-log offset]")
     rec = doc.get("recalled", [])
     if not (isinstance(rec, list) and all(type(o) is int for o in rec)):
         raise checked.Damaged("not the timer's progress: recalled is not a list of offsets")

@@ -9,10 +9,17 @@ then records the decision; ROLLBACK records it; nothing is put twice.
 Decisions, ``<root>/broker/transactions/`` (state/layout.py; state/journal.py: snapshot +
 JSON lines, written before the answer, fsynced every second)::
 
-    {"op":"end","o":<half offset>,"r":"c"|"r"|"d"}    commit / rollback / discarded after the checks
-    {"op":"chk","o":<half offset>,"n":<checks so far>}
-    {"op":"low","o":<offset>}                         every half offset below is decided
-    snapshot: {"low": L, "ended": {offset: r}, "checks": {offset: n}}
+    {"op":"end","o":<half offset>,"r":"c"|"r"|"d","p":P}    commit / rollback / discarded after the checks
+    {"op":"chk","o":<half offset>,"n":<checks so far>,"p":P}
+    {"op":"low","o":<offset>,"q":Q,"p":P}             every half offset below is decided
+    snapshot: {"low": L, "ended": {offset: r}, "checks": {offset: n}, "last": [Q, P]}
+
+P: the commit-log offset of the half message at the line's offset (Q for "low": the last one read).
+"last" is the highest half offset the state names with its record's commit-log offset. A failure of
+the log cuts the half queue back and the next half messages take its offsets again: killed before
+cut_back compacted the journal, the next start finds another record there and forgets the decisions
+from the first offset whose record lies past P (a queue's records lie in the log in its order), so a
+new transaction is never taken for an old one.
 
 ONE task (:meth:`Transactions.run`) reads the half queue from ``low`` and keeps
 the undecided ones. One left undecided for ``transaction_check_interval_s``
@@ -100,6 +107,8 @@ class Transactions:
         self.cuts = 0                            # failures of the log seen (cut_back)
         self._cut_end = 0                        # where the last one cut the half queue back to
         self._taken: Callable[[int], bool] = lambda end: False     # what the last one took (LogFailure.covers)
+        self._last: tuple[int, int] | None = None    # (half offset, commit-log offset): the highest one named
+        self._scanned: tuple[int, int] | None = None  # the same of the last half message scan read
 
     # Start / stop ---------------------------------------------------------------------
     def open(self) -> None:
@@ -109,6 +118,9 @@ class Transactions:
             self.low = doc["low"]
             self.ended = {int(o): r for o, r in doc["ended"].items()}
             self.checks = {int(o): n for o, n in doc["checks"].items()}
+            last = doc.get("last")
+            if isinstance(last, list) and len(last) == 2 and all(type(x) is int for x in last):
+                self._last = (last[0], last[1])
 
         replayed = self.journal.open(load, self._apply, "transactions")
         self.low = max(self.low, self.store.min_offset(HALF_TOPIC, 0))
@@ -123,18 +135,58 @@ class Transactions:
             self.ended = {o: r for o, r in self.ended.items() if o < end}
             self.checks = {o: n for o, n in self.checks.items() if o < end}
             self.journal.compact(self.snapshot())
+        self._cut_where_reused()
         self.scan_offset = self.low
         self.recover_below = self.store.max_offset(HALF_TOPIC, 0)
         if replayed:
             log.info("transactions: %d journal entries replayed, %d decided above offset %d", replayed,
                      len(self.ended), self.low)
 
+    def _cut_where_reused(self) -> None:
+        """At start: the decisions from where the half queue's offsets name other records than the ones
+        they were made about are forgotten, durably (module docstring: "last")."""
+        if self._last is None:
+            return
+        q, p = self._last
+        now = parking.read_at(self.store, HALF_TOPIC, q)
+        if now is None or now is parking.NOT_READABLE or now.commitlog_offset == p:
+            return                        # the same record (or none to tell by: cleaned away, not readable)
+        lo, hi = self.store.min_offset(HALF_TOPIC, 0), q
+        while lo < hi:                    # the first offset whose record lies past P (reused): the cut
+            mid = (lo + hi) // 2
+            m = parking.read_at(self.store, HALF_TOPIC, mid)
+            if m is None or m is parking.NOT_READABLE or m.commitlog_offset > p:
+                hi = mid                  # (not readable: taken as reused, looked up again)
+            else:
+                lo = mid + 1
+        log.warning("transactions: half offset %d is another message than the one decided about (the log failed "
+                    "and its offsets were taken again): decisions from offset %d forgotten", q, lo)
+        self.low = min(self.low, lo)
+        self.ended = {o: r for o, r in self.ended.items() if o < lo}
+        self.checks = {o: n for o, n in self.checks.items() if o < lo}
+        self._last = self._fingerprint(lo - 1)
+        self.journal.compact(self.snapshot())
+
+    def _fingerprint(self, offset: int) -> tuple[int, int] | None:
+        """(``offset``, the commit-log offset of its record) as the half queue holds it now; None: none."""
+        m = parking.read_at(self.store, HALF_TOPIC, offset) if offset >= 0 else None
+        if m is None or m is parking.NOT_READABLE:
+            return None
+        return offset, m.commitlog_offset
+
+    def _note(self, offset: int, commitlog_offset: int) -> None:
+        if self._last is None or offset >= self._last[0]:
+            self._last = (offset, commitlog_offset)
+
     def close(self) -> None:
         self.journal.close(self.snapshot())
 
     def snapshot(self) -> dict:
-        return {"low": self.low, "ended": {str(o): r for o, r in self.ended.items()},
-                "checks": {str(o): n for o, n in self.checks.items()}}
+        doc = {"low": self.low, "ended": {str(o): r for o, r in self.ended.items()},
+               "checks": {str(o): n for o, n in self.checks.items()}}
+        if self._last is not None:
+            doc["last"] = list(self._last)
+        return doc
 
     def flush(self) -> None:
         """Every second: move ``low`` past decided offsets, fsync, compact when large."""
@@ -143,7 +195,10 @@ class Transactions:
             self._unflushed = {o: e for o, e in self._unflushed.items() if unsure(e)}
         low = min(self.pending, default=self.scan_offset)
         if low > self.low:
-            self._log({"op": "low", "o": low})
+            rec = {"op": "low", "o": low}
+            if self._scanned is not None:
+                rec["q"], rec["p"] = self._scanned
+            self._log(rec)
         self.journal.flush()
         if self.journal.wants_compaction:
             self.journal.compact(self.snapshot())
@@ -155,6 +210,8 @@ class Transactions:
 
     def _apply(self, r: dict) -> None:
         op, o = r["op"], r["o"]
+        if type(r.get("p")) is int:
+            self._note(r.get("q", o), r["p"])
         if op == "end":
             self.ended[o] = r["r"]
             self.checks.pop(o, None)
@@ -237,7 +294,7 @@ class Transactions:
                                                               "stored: end the transaction again")
                 if parking.may_be_taken_back(self.store)(copy_end):
                     self._unflushed[o] = copy_end
-            self._log({"op": "end", "o": o, "r": r})
+            self._log({"op": "end", "o": o, "r": r, "p": s.commitlog_offset})
             return status(Code.OK)
         finally:
             self._busy.pop(o).set()
@@ -260,6 +317,10 @@ class Transactions:
             self.ended = {o: r for o, r in self.ended.items() if o < end}
             self.checks = {o: n for o, n in self.checks.items() if o < end}
             self._unflushed = {o: e for o, e in self._unflushed.items() if o < end}
+            if self._last is not None and self._last[0] >= end:
+                self._last = self._fingerprint(end - 1)
+            if self._scanned is not None and self._scanned[0] >= end:
+                self._scanned = None
             self.low = min(self.low, end)
             self.scan_offset = min(self.scan_offset, end)
             self.recover_below = min(self.recover_below, end)
@@ -286,11 +347,13 @@ class Transactions:
                 if o in self.ended or o < self.low:
                     continue
                 if o < self.recover_below and parking.already_moved(self.store, s):
-                    self._log({"op": "end", "o": o, "r": "c"})     # committed just before a crash
+                    self._log({"op": "end", "o": o, "r": "c", "p": s.commitlog_offset})   # committed before a crash
                     continue
                 self.pending[o] = Half(s.commitlog_offset, s.properties.get(PROP_REAL_TOPIC, ""),
                                        s.properties.get(PROP_TXN_CLIENT, ""), s.store_timestamp_ms,
                                        self._first_check_ms(s.properties.get(PROP_ORPHAN_CHECK_S)))
+            if msgs:
+                self._scanned = (msgs[-1].queue_offset, msgs[-1].commitlog_offset)
             self.scan_offset = nxt
         return self.scan_offset - first
 
@@ -314,7 +377,7 @@ class Transactions:
             if n >= self.config.transaction_check_max:
                 log.warning("half message at offset %d of topic %r discarded: unresolved after %d checks", o,
                             h.topic, n)
-                self._log({"op": "end", "o": o, "r": "d"})
+                self._log({"op": "end", "o": o, "r": "d", "p": h.commitlog_offset})
                 continue
             session = self.sessions.producer_for(h.topic, h.client_id)
             if session is None:
@@ -324,14 +387,14 @@ class Transactions:
                 continue                                 # there, not readable now: checked later
             if s is None:
                 log.error("half message at offset %d is gone from the store; discarded", o)
-                self._log({"op": "end", "o": o, "r": "d"})
+                self._log({"op": "end", "o": o, "r": "d", "p": h.commitlog_offset})
                 continue
             msg = to_wire(s, 1, "", 0)
             msg.topic.name = h.topic
             cmd = spb.TelemetryCommand(recover_orphaned_transaction_command=spb.RecoverOrphanedTransactionCommand(
                 message=msg, transaction_id=s.offset_msg_id))
             if self.sessions.send(session, cmd):
-                self._log({"op": "chk", "o": o, "n": n + 1})
+                self._log({"op": "chk", "o": o, "n": n + 1, "p": h.commitlog_offset})
                 h.since_ms = now_ms
                 sent += 1
         return sent

@@ -153,6 +153,8 @@ class ReplicationClient:
                 raise LocalWriteError("this member's log must start over, and the coordinator cannot be told "
                                       "it may not be elected meanwhile")
             self.ineligible = gc is not None
+            node.hw_known = 0
+            await node.cut_served_end(0)                  # (first: a crash after the cut finds it lowered)
             cut = await asyncio.to_thread(store.replica.truncate, 0)
             store.commit_log.forget_seals_after(0)        # (an empty log has nothing sealed)
             log.warning("replication: this member's log had a sealed stretch (a failed or offline directory): "
@@ -174,7 +176,10 @@ class ReplicationClient:
             end = store.replica.end
             point = divergence_point(store.epochs.snapshot(), end, theirs, int(info["max"]), int(info["min"]))
             if point < end or (0 < end < int(info["min"])):
-                cut = await asyncio.to_thread(store.replica.truncate, point if end >= int(info["min"]) else 0)
+                to = point if end >= int(info["min"]) else 0
+                node.hw_known = min(node.hw_known, to)
+                await node.cut_served_end(to)             # (first: a crash after the cut finds it lowered)
+                cut = await asyncio.to_thread(store.replica.truncate, to)
                 self.truncated_bytes += cut
                 node.hw_known = min(node.hw_known, store.replica.end)
             self._copy_epochs(theirs)

@@ -34,7 +34,8 @@ leader while it follows, closed while it is fenced.
 Reads: under SYNC replication consumers are served only up to the high watermark (what every
 member of the in-sync set has: acks.hw on the leader, the last frame's on a follower), so that no
 failover takes back what a consumer saw (``read_limit``, the store's commit limit: every read path
-stops there, and long polls are woken when it moves). ASYNC replication serves the whole log: a
+stops there, and long polls are woken when it moves); a lower bound of it is kept on disk for readers
+of the files (served_end.py: Spark's file mode). ASYNC replication serves the whole log: a
 failover takes back what the new leader had not copied, and a consumer may have seen it.
 
 A failure of this member's own commit log (store/log_failure.py, ``store.on_log_failed``): a leader
@@ -58,6 +59,7 @@ from .coordinator import Action, GroupCoordinator
 from .follower import ReplicationClient
 from .leader import ReplicationServer
 from .lease import Lease
+from .served_end import INTERVAL_S as SERVED_END_INTERVAL_S, ServedEnd, forget as forget_served_end
 from .transport import GrpcTransport, Transport
 
 log = logging.getLogger("tidemq.broker")
@@ -114,6 +116,8 @@ class ReplicationNode:
         self.coordinator: GroupCoordinator | None = None
         self._runner: threading.Thread | asyncio.Future | None = None
         self._isr_task: asyncio.Task | None = None
+        self.served_end: ServedEnd | None = None      # SYNC: the high watermark's lower bound on disk
+        self._served_task: asyncio.Task | None = None
         self.members: dict[str, dict] = {}    # the group as this broker knows it: member -> endpoints, role
         self.role_changes = 0
         self._port_open: bool | None = None
@@ -220,6 +224,15 @@ class ReplicationNode:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.store.on_log_failed(self._on_log_failed)
+        root = self.store.config.root_dir
+        if self.config.sync:
+            # readers of the files (Spark's file mode) stop where consumers do (served_end.py): the file
+            # is there before anything is copied or led
+            self.served_end = ServedEnd(self.store.fio, root)
+            await asyncio.to_thread(self.served_end.open)
+            self._served_task = asyncio.create_task(self._keep_served_end())
+        else:
+            await asyncio.to_thread(forget_served_end, self.store.fio, root)
         if self.config.sync:
             # consumers (every read path: store/reader.py) stop at the high watermark; a long poll
             # waiting for it looks again whenever it may have moved (the senders' wake-ups: after
@@ -257,6 +270,28 @@ class ReplicationNode:
         else:
             await self.follow(self.config.leader_endpoint)
 
+    async def _keep_served_end(self) -> None:
+        """SYNC: the high watermark's lower bound on disk (served_end.py), at most once a second."""
+        while True:
+            await asyncio.sleep(SERVED_END_INTERVAL_S)
+            await asyncio.to_thread(self._save_served_end)
+
+    async def cut_served_end(self, end: int) -> None:
+        """This log is cut back to ``end`` (follower.py, before it cuts, ``hw_known`` lowered first: a save
+        running meanwhile reads it after the cut): the served end on disk never past it. Raises
+        OSError when it cannot be written (the copy does not go on: readers of the files would read
+        the new leader's records past it as confirmed)."""
+        if self.served_end is not None:
+            await asyncio.to_thread(self.served_end.cut, end)
+
+    def _save_served_end(self) -> None:
+        if self.served_end is None:
+            return
+        try:
+            self.served_end.save(self.read_limit)
+        except OSError as e:              # the next round writes it again; readers read less meanwhile
+            log.warning("replication: the served end could not be written (%s)", e)
+
     async def gate(self) -> None:
         """Where a paused member would wait (the simulation's hook; nothing here)."""
 
@@ -275,6 +310,10 @@ class ReplicationNode:
         if self._isr_task is not None:
             self._isr_task.cancel()
             self._isr_task = None
+        if self._served_task is not None:
+            self._served_task.cancel()
+            self._served_task = None
+            await asyncio.to_thread(self._save_served_end)
         if self._view_ask is not None:
             self._view_ask.cancel()
             self._view_ask = None

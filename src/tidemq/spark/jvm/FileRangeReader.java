@@ -144,14 +144,19 @@ final class FileRangeReader extends RangeReader {
             at = part.end;
             return false;
         }
-        long logEnd = files.logEnd();
-        for (int i = 0; i < n; i++) {
-            if (units.getLong(i * StoreFiles.UNIT_SIZE) >= logEnd) {
-                throw new IllegalStateException("tidemq: " + part.topic + " queue " + part.queue
-                        + " points past the last commit-log segment found in " + String.join(", ", part.commitlogDirs)
-                        + ": is the option commitlogDirs complete?");
+        for (Object[] h : part.missing) {
+            for (int i = 0; i < n; i++) {
+                long offset = units.getLong(i * StoreFiles.UNIT_SIZE);
+                if (units.getInt(i * StoreFiles.UNIT_SIZE + 8) > 0 && offset >= (long) h[0] && offset < (long) h[1]) {
+                    throw new IncompleteStoreError("tidemq: " + part.topic + " queue " + part.queue + " offset "
+                            + (at + i) + " points into commit-log segments that are not in "
+                            + String.join(", ", part.commitlogDirs) + ": " + h[3]
+                            + ". Give every commit-log directory of the store (option commitlogDirs)", (String) h[2]);
+                }
             }
         }
+        // a unit past the last segment found with nothing saying one is missing: a damaged unit, found
+        // again in the log or an offset lost (fill)
         at += n;
         return true;
     }

@@ -36,6 +36,8 @@ final class RangePartition implements InputPartition {
     final String queueDir;
     final List<String> commitlogDirs;
     final long deadBefore;             // file mode: records of the topic's name before it are a deleted topic's
+    // file mode: stretches of the log not in commitlogDirs (files.py missing_segments): lo, hi, why, what
+    final List<Object[]> missing;
     final List<String> endpoints;
     final Connection connection;
     final long timeoutMs;
@@ -78,8 +80,14 @@ final class RangePartition implements InputPartition {
         queueDir = broker ? null : s.get("queueDir").asText();
         commitlogDirs = new ArrayList<>();
         deadBefore = broker ? -1 : s.path("deadBefore").asLong(-1);
+        missing = new ArrayList<>();
         if (!broker) {
             s.get("commitlogDirs").forEach(d -> commitlogDirs.add(d.asText()));
+            JsonNode m = s.get("missing");
+            if (m != null && m.isArray()) {
+                m.forEach(h -> missing.add(new Object[] {h.get(0).asLong(), h.get(1).asLong(), h.get(2).asText(),
+                                                          h.get(3).asText()}));
+            }
         }
         endpoints = new ArrayList<>();
         if (broker) {
