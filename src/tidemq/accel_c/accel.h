@@ -44,6 +44,7 @@
                                              consume-queue units stand for (integrity.py)
      index_put(...)                          the index entries of a batch (index_file.py)
      index_put_hashed(...)                   the same from items already hashed (append_slices')
+     dispatch_merge(entries, index)          the deferred dispatches' units and index items merged (dispatch.py)
      frame_slices(raw, reserved, id_max, key)  a SendRecords frame parsed into arrays (send_records.py)
      check_slices(data, fields, skip, reserved)  the record validator over a batch of slices (validate.py)
      check_encoded(properties, reserved)     the record validator over encoded properties (validate.py)
@@ -64,7 +65,7 @@
    Each one's contract is in its Python twin's docstring; the argument lists are in the source
    files: crc.c (crc32, use_crc), write.c (append, append_slices, index_put, index_put_hashed),
    frame.c (frame_slices), validate.c (check_slices, check_encoded and the text rules the lanes share), send_one.c (send_one, send_many, answer_stored), dedup.c (id_hash, window_find, window_put), read.c (scan_run, damaged,
-   decode_run, frame_records), replica.c (replica_scan), module.c (the method table).
+   decode_run, frame_records), replica.c (replica_scan), dispatch.c (dispatch_merge), module.c (the method table).
 
    Callers are trusted with nothing: every function checks its arguments' types and bounds (sizes,
    offsets and counts that a sum or a product could overflow included) before it touches memory, reads
@@ -82,7 +83,7 @@
 #include <string.h>
 #include <structmember.h>
 
-#define ACCEL_VERSION 12
+#define ACCEL_VERSION 13
 
 #define MAGIC_U32 0xDAA320A7u
 #define OFF_BODY 88
@@ -201,5 +202,7 @@ PyObject *py_damaged(PyObject *self, PyObject *args);
 PyObject *py_decode_run(PyObject *self, PyObject *args);
 PyObject *py_frame_records(PyObject *self, PyObject *args);
 PyObject *py_replica_scan(PyObject *self, PyObject *args);       /* replica.c */
+PyObject *py_dispatch_merge(PyObject *self, PyObject *args);     /* dispatch.c */
+PyObject *py_index_put_slots(PyObject *self, PyObject *args);
 
 #endif
