@@ -52,9 +52,11 @@ index_put_hashed = ACCEL.index_put_hashed if ACCEL is not None else None
 # few slots were written since the file's last fsync: each slot lands in a random page of the slots, and a
 # page the fsync cleaned takes a write-protect fault (~2.7 us here) where a pwrite takes ~2.2 us; once most
 # pages are dirty again a write through the mapping costs nothing and a pwrite ~1 us (bench/README.md, 32.2
-# wave 9). SLOT_PWRITE_SHARE: slots written by pwrite after an fsync, per page of slots.
+# wave 9). SLOT_PWRITE_SHARE: slots written by pwrite after an fsync, per page of slots; SLOT_PWRITE_RUN_MAX:
+# a longer run (a batch, a drain at a high rate: the pages it meets are dirty already) goes through the mapping.
 index_put_slots = ACCEL.index_put_slots if ACCEL is not None else None
 SLOT_PWRITE_SHARE = 0.5
+SLOT_PWRITE_RUN_MAX = 128
 PAGE = 4096
 # an item of put_hashed: the key's hash (uint32) and the physical offset (int64), native byte order
 # (record_loop.append_slices collects them)
@@ -92,8 +94,8 @@ class IndexFile:
         self.mapping = mapping
         self.buf = memoryview(mapping)
         self.entries_at = HEADER.size + slots * SLOT.size
-        # a real file's descriptor (OsFileIO: an int) and the compiled loop: slots by pwrite while
-        # slot_writes (since the last fsync) < pwrite_budget
+        # a real file's descriptor (OsFileIO: an int) and the compiled loop: a short run's slots by pwrite
+        # while slot_writes (slots written since the last fsync, either way) < pwrite_budget
         self.fd = handle if type(handle) is int and index_put_slots is not None else None
         self.slot_writes = 0
         self.pwrite_budget = math.ceil(-(-slots * SLOT.size // PAGE) * SLOT_PWRITE_SHARE)
@@ -208,7 +210,8 @@ class IndexFile:
             self.begin_ts = store_ts_ms
             self.begin_phy = first_phy
         diff_s = max(0, (store_ts_ms - self.begin_ts) // 1000)
-        if compiled is index_put_hashed and self.fd is not None and self.slot_writes < self.pwrite_budget:
+        if compiled is index_put_hashed and self.fd is not None and self.slot_writes < self.pwrite_budget \
+                and end - start <= SLOT_PWRITE_RUN_MAX:
             count, last, err = index_put_slots(self.buf, self.fd, self.slots, self.entries_at, n, items, start, end,
                                                diff_s)
             if count == n:
@@ -216,7 +219,6 @@ class IndexFile:
             # (a pwrite that failed after some: those are in, the caller's next call meets it first)
             end = start + count - n
             self.count, self.end_phy = count, last
-            self.slot_writes += count - n
         elif compiled is not None:      # compiled: holds the GIL throughout, no lookup sees it half done
             self.count, self.end_phy = compiled(self.buf, self.slots, self.entries_at, n, items, start, end, diff_s)
         else:
@@ -224,6 +226,7 @@ class IndexFile:
         self.end_ts = store_ts_ms
         self._write_header()
         self.dirty = True
+        self.slot_writes += end - start      # (either way: how many pages the runs since the fsync dirtied)
         return end - start
 
     def _put_each(self, items, start: int, end: int, diff_s: int) -> int:
