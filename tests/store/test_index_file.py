@@ -331,6 +331,45 @@ def test_a_slot_pwrite_that_fails_midway_keeps_what_went_in_and_every_chain(tmp_
         d.close()
 
 
+@pytest.mark.skipif(index_file.index_put_slots is None, reason="slots by pwrite: the compiled loop only")
+def test_a_slot_pwrite_torn_in_two_leaves_the_slot_as_it_was(tmp_path):
+    """A slot pwrite the kernel takes in part (its first two bytes: RLIMIT_FSIZE in the middle of the
+    slot, a real short write, then EFBIG): the put fails with nothing counted and the slot holds its old
+    value again, so the entries already in its chain are still found."""
+    import resource
+    import signal
+    fio = OsFileIO()
+    slots = 4096
+    d = IndexService(fio, str(tmp_path / "ix"), slots, 70_000, ManualClock(T0))
+    d.load()
+    f = d._writable_file()
+    f.pwrite_budget = 1 << 30
+    try:
+        f.fd, fd = None, f.fd
+        # entry 65535 (0x0000FFFF) the slot's newest: the next, 65536 (0x00010000), differs in its first two bytes
+        items = [("T#k", 7)] + [(f"T#f{i}", 100 + i) for i in range(65533)] + [("T#k", 9)]
+        assert d.put_many(items, 0, T0) == 65535 and f.count == 65536
+        f.fd = fd
+        at = HEADER.size + key_hash("T#k") % slots * 4
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        was = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (at + 2, hard))
+        try:
+            with pytest.raises(OSError) as e:
+                d.put_hashed(_hashed([("T#k", 999)]), 0, T0)
+            assert e.value.errno == errno.EFBIG
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+            signal.signal(signal.SIGXFSZ, was)
+        assert f.count == 65536
+        with open(f.path, "rb") as fh:
+            fh.seek(at)
+            assert struct.unpack(">i", fh.read(4))[0] == 65535
+        assert d.lookup("T#k", 10, 0, 1 << 62) == [9, 7]
+    finally:
+        d.close()
+
+
 # Durability and concurrency (in memory, FaultyFileIO) --------------------------------------
 
 def test_a_failed_index_fsync_keeps_the_file_dirty_until_one_succeeds(stores):

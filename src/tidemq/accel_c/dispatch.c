@@ -119,7 +119,11 @@ static int merge_units(PyObject *units, PyObject *u) {
             Py_INCREF(have);
             PyObject *buf = PyList_GET_ITEM(have, 1);        /* a bytearray: taken or made so above */
             Py_INCREF(buf);
-            r = extend(buf, PyList_GET_ITEM(g, 1));
+            if (PyByteArray_CheckExact(buf)) {
+                r = extend(buf, PyList_GET_ITEM(g, 1));
+            } else {                                    /* (changed under it by a key's __eq__: refused) */
+                PyErr_SetString(PyExc_TypeError, "a queue's units are no longer a bytearray");
+            }
             Py_DECREF(buf);
             Py_DECREF(have);
         }
@@ -249,14 +253,21 @@ PyObject *py_index_put_slots(PyObject *self, PyObject *args) {
         be64(e + 4, (uint64_t)phys);
         be32(e + 12, (uint32_t)diff_s);
         be32(e + 16, (uint32_t)prev);
-        unsigned char v[4];
+        unsigned char v[4], was[4];
         be32(v, (uint32_t)count);
-        ssize_t w;
-        do {
-            w = pwrite(fd, v, 4, (off_t)slot_at);
-        } while (w < 0 && errno == EINTR);
-        if (w != 4) {
-            err = w < 0 ? errno : EIO;
+        memcpy(was, b + slot_at, 4);
+        size_t done = 0;
+        while (done < 4) {
+            ssize_t w = pwrite(fd, v + done, 4 - done, (off_t)(slot_at + (Py_ssize_t)done));
+            if (w > 0) {
+                done += (size_t)w;
+            } else if (w == 0 || errno != EINTR) {
+                err = w < 0 ? errno : EIO;
+                break;
+            }
+        }
+        if (err) {
+            if (done > 0) memcpy(b + slot_at, was, 4);     /* a torn slot: its old value back (the mapping) */
             break;
         }
         count++;
