@@ -4,7 +4,8 @@ on and tidemq runs its pure-Python record loops (tidemq/accel.py selects)."""
 
 from setuptools import Extension, setup
 
-PARTS = ["module", "crc", "write", "put_one", "validate", "frame", "send_one", "dedup", "read", "replica"]          # src/tidemq/accel_c/<part>.c, accel.h
+PARTS = ["module", "crc", "write", "put_one", "validate", "frame", "send_one", "dedup", "read", "replica",
+         "dispatch"]          # src/tidemq/accel_c/<part>.c, accel.h
 setup(ext_modules=[Extension("tidemq._accel", [f"src/tidemq/accel_c/{p}.c" for p in PARTS], optional=True,
                              depends=["src/tidemq/accel_c/accel.h"],
                              extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-missing-braces"])])

@@ -5,6 +5,7 @@ of the suite runs against whichever tidemq.accel selected (.ci/run runs it both 
 from __future__ import annotations
 
 import copy
+import errno
 import os
 import random
 import zlib
@@ -19,7 +20,7 @@ from tidemq import accel
 from tidemq.broker.produce import dedup, send_records
 from tidemq.protocol.send_frame import ID_MAX_BYTES, FrameError, decode_request, encode_request
 from tidemq.record import codec, framing, integrity
-from tidemq.store import index_file, record_loop, validate
+from tidemq.store import dispatch, index_file, record_loop, validate
 from tidemq.store.topics import TopicState
 
 try:
@@ -194,6 +195,113 @@ def test_index_entries_are_the_same(items, slots):
     assert bytes(c.buf) == bytes(a.buf) and (count2, last2) == (count, last)
     d = _File(slots, 100)
     assert index_file.IndexFile._put_hashed_each(d, hashed, 0, len(items), 7) == phy and bytes(d.buf) == bytes(a.buf)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.text(max_size=12), st.integers(0, 1 << 50)), max_size=80), st.integers(1, 17))
+def test_index_slots_by_pwrite_are_the_mapped_ones(tmp_path_factory, items, slots):
+    """index_put_slots (the slots by pwrite to the mapped file) writes what index_put_hashed writes
+    through the mapping; a pwrite that fails puts nothing more and says why."""
+    import mmap
+    hashed = bytearray(b"".join(index_file.HASHED_ITEM.pack(index_file.key_hash(k), p) for k, p in items))
+    a = _File(slots, 100)
+    want = _accel.index_put_hashed(a.buf, slots, a.entries_at, 1, hashed, 0, len(items), 7)
+    path = tmp_path_factory.mktemp("slots") / "ix"
+    size = index_file.index_file_size(slots, 100)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    ro = os.open(path, os.O_RDONLY)
+    try:
+        os.ftruncate(fd, size)
+        m = mmap.mmap(fd, size)
+        try:
+            count, last, err = _accel.index_put_slots(m, fd, slots, a.entries_at, 1, hashed, 0, len(items), 7)
+            assert (count, last, err) == (*want, 0) and m[:] == bytes(a.buf)
+            if items:
+                assert _accel.index_put_slots(m, ro, slots, a.entries_at, count, hashed, 0, 1, 7) == \
+                    (count, -1, errno.EBADF)
+                with pytest.raises(ValueError):                   # entries past the file's end
+                    _accel.index_put_slots(m, fd, slots, a.entries_at, 100, hashed, 0, 1, 7)
+        finally:
+            m.close()
+    finally:
+        os.close(fd)
+        os.close(ro)
+
+
+# The deferred dispatch's merge ---------------------------------------------------------------------------
+class _Queue:
+    """A consume queue as dispatch_merge sees one: a dict key by identity."""
+
+
+def _dispatch_entries(seed: int, queues: list, index_kinds: str) -> list[tuple]:
+    """Deferred dispatch entries as puts leave them (put_lock.py): per entry its queues' [first queue
+    offset, units] (a bytearray, or bytes), its index items ((keys, phys) pairs or hashed items, or
+    none) and its store time (several per second, seconds skipped)."""
+    rng = random.Random(seed)
+    now, out, next_q = 1_700_000_000_000 + rng.randrange(1000), [], {}
+    for _ in range(rng.randrange(1, 12)):
+        units = {}
+        for q in rng.sample(queues, rng.randrange(0, len(queues) + 1)):
+            n = rng.randrange(1, 4)
+            raw = bytes(rng.randrange(256) for _ in range(20 * n))
+            units[q] = [next_q.get(q, 0), bytearray(raw) if rng.random() < 0.8 else raw]
+            next_q[q] = next_q.get(q, 0) + n
+        kind = rng.choice(index_kinds)
+        phys = rng.randrange(1 << 40)
+        if kind == "p":
+            items = [([rng.choice(["k", "a#b", "é€😀", "T#" + str(rng.randrange(99)), ""])
+                       for _ in range(rng.randrange(0, 3))], phys + 100 * i) for i in range(rng.randrange(0, 3))]
+        elif kind == "h":
+            items = bytearray(b"".join(index_file.HASHED_ITEM.pack(rng.randrange(1 << 31), phys + i)
+                                       for i in range(rng.randrange(0, 3))))
+        else:
+            items = []
+        now += rng.choice([0, 1, 7, 400, 999, 1000, 2500])
+        out.append((units, items, now, phys, phys + 1000))
+    return out
+
+
+@pytest.mark.parametrize("index_kinds", ["p", "h", "phn"])
+@pytest.mark.parametrize("index", [True, False])
+def test_dispatch_merge_is_its_twin(index_kinds, index):
+    queues = [_Queue() for _ in range(4)]
+    for seed in range(300):
+        a = _dispatch_entries(seed, queues, index_kinds)
+        b = _dispatch_entries(seed, queues, index_kinds)
+        ua, ra = _accel.dispatch_merge(a, index)
+        ub, rb = dispatch.py_dispatch_merge(b, index)
+        assert list(ua) == list(ub)                  # the same queues, in the order they came first
+        assert [(g[0], bytes(g[1]), type(g[1])) for g in ua.values()] == \
+            [(g[0], bytes(g[1]), type(g[1])) for g in ub.values()] and all(type(g[1]) is bytearray for g in ua.values())
+        assert [(bytes(x), t) for x, t in ra] == [(bytes(x), t) for x, t in rb]
+        # what the merge stands for: each queue's units end to end from its first entry's offset, every
+        # key hashed as key_hash hashes it, one run per second of store time
+        c = _dispatch_entries(seed, queues, index_kinds)
+        for q, g in ua.items():
+            mine = [u[q] for u, *_ in c if q in u]
+            assert g[0] == mine[0][0] and bytes(g[1]) == b"".join(bytes(x[1]) for x in mine)
+        want = b"".join(bytes(items) if type(items) is bytearray else
+                        b"".join(index_file.HASHED_ITEM.pack(index_file.key_hash(k), p) for ks, p in items for k in ks)
+                        for _u, items, *_ in c) if index else b""
+        assert b"".join(bytes(x) for x, _t in ra) == want
+        assert len({t // 1000 for _x, t in ra}) == len(ra)
+
+
+def test_dispatch_merge_checks_what_it_is_given():
+    q = _Queue()
+    good = ({q: [0, bytearray(20)]}, [(["k"], 5)], 1000, 0, 10)
+    for bad in ([good[:4]], [list(good)], [({q: (0, bytearray(20))},) + good[1:]], [([],) + good[1:]],
+                [good[:1] + ((["k"], 5),) + good[2:]], [good[:1] + ([("k", 5)],) + good[2:]],
+                [good[:1] + ([([1], 5)],) + good[2:]], [good[:1] + ([(["k"], 5.0)],) + good[2:]],
+                [good[:2] + (1000.0,) + good[3:]], [good[:1] + (b"items",) + good[2:]]):
+        with pytest.raises(TypeError):
+            _accel.dispatch_merge(bad, True)
+    with pytest.raises(TypeError):
+        _accel.dispatch_merge(tuple([good]), True)
+    # the same units bytearray twice: never resized while its buffer is read
+    u = bytearray(20)
+    with pytest.raises(BufferError):
+        _accel.dispatch_merge([({q: [0, u]}, [], 1000, 0, 10), ({q: [1, u]}, [], 1000, 10, 20)], True)
 
 
 # SendRecords frames -------------------------------------------------------------------------------------

@@ -237,6 +237,139 @@ def test_put_many_writes_what_put_writes_and_rolls_files(tmp_path):
             d.close()
 
 
+def _hashed(items) -> bytearray:
+    return bytearray(b"".join(index_file.HASHED_ITEM.pack(key_hash(k), phy) for k, phy in items))
+
+
+@pytest.mark.skipif(index_file.index_put_slots is None, reason="slots by pwrite: the compiled loop only")
+def test_slots_written_by_pwrite_are_what_the_mapping_writes_across_fsyncs(tmp_path, monkeypatch):
+    """put_hashed on a real file writes the slots of a short run by pwrite for the first pwrite_budget
+    slots after each fsync and through the mapping after them: the same file, byte for byte, as every slot through the
+    mapping, whatever the mix (a page pwritten then written through the mapping, and back)."""
+    fio = OsFileIO()
+    items = [(f"T#k{i % 23}", 100 + i) for i in range(300)]
+    hashed = _hashed(items)
+    a = IndexService(fio, str(tmp_path / "pwrite"), 2048, 400, ManualClock(T0))
+    b = IndexService(fio, str(tmp_path / "mapped"), 2048, 400, ManualClock(T0))
+    for d in (a, b):
+        d.load()
+    try:
+        assert a._writable_file().fd is not None and a._writable_file().pwrite_budget == 1   # 2 pages of slots
+        b._writable_file().fd = None                                  # every slot through the mapping
+        real, by_pwrite = index_file.index_put_slots, []
+
+        def counted(*args):                                     # (the real one, counted)
+            by_pwrite.append(args[7] - args[6])
+            return real(*args)
+        monkeypatch.setattr(index_file, "index_put_slots", counted)
+        for d in (a, b):
+            done, runs = 0, 0
+            while done < len(items):                            # runs of 1 to 9 items (drains)
+                run = hashed[done * 12:(done + 1 + done % 9) * 12]
+                put = 0
+                while put < len(run) // 12:
+                    put += d.put_hashed(run, put, T0 + 1500)
+                done += put
+                runs += 1
+                if runs % 3 == 0:
+                    d.flush()                                   # the budget again
+        assert 0 < sum(by_pwrite) < len(items)                  # both ways, on the same pages
+        assert bytes(a.files[0].buf) == bytes(b.files[0].buf)
+        with open(a.files[0].path, "rb") as fa, open(b.files[0].path, "rb") as fb:
+            assert fa.read() == fb.read()                       # what the file holds, not only the mapping
+        assert a.lookup("T#k3", 100, 0, 1 << 62) == [phy for k, phy in reversed(items) if k == "T#k3"]
+    finally:
+        for d in (a, b):
+            d.close()
+
+
+@pytest.mark.skipif(index_file.index_put_slots is None, reason="slots by pwrite: the compiled loop only")
+def test_a_slot_pwrite_that_fails_midway_keeps_what_went_in_and_every_chain(tmp_path):
+    """A slot pwrite that fails (a real one: past RLIMIT_FSIZE, EFBIG) after some items: those are in
+    and counted (their slots name them: no chain loses its older entries), the call returns how many;
+    the next call fails at once with nothing put; once writes succeed again the rest go in, and every
+    key finds each of its entries exactly once."""
+    import resource
+    import signal
+    fio = OsFileIO()
+    slots = 4096                                 # 4 pages of slots: the limit cuts them in two
+    old = [(f"T#k{i}", 10 + i) for i in range(64)]            # indexed before, through the mapping
+    d = IndexService(fio, str(tmp_path / "ix"), slots, 1000, ManualClock(T0))
+    d.load()
+    f = d._writable_file()
+    f.pwrite_budget = 1 << 30
+    try:
+        f.fd, fd = None, f.fd
+        d.put_many(old, 0, T0)
+        f.fd = fd
+        limit = HEADER.size + slots * 2                         # slots below it writable, above it not
+        low = [k for k, _ in old if HEADER.size + key_hash(k) % slots * 4 < limit]
+        high = [k for k, _ in old if HEADER.size + key_hash(k) % slots * 4 >= limit]
+        new = [(low[0], 1000), (low[1], 1001), (high[0], 1002), (low[2], 1003)]
+        hashed = _hashed(new)
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        was = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+        try:
+            assert d.put_hashed(hashed, 0, T0 + 1000) == 2          # the two before the slot past the limit
+            with pytest.raises(OSError) as e:
+                d.put_hashed(hashed, 2, T0 + 1000)
+            assert e.value.errno == errno.EFBIG
+            assert f.count == 1 + len(old) + 2 and f.end_phy == 1001
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+            signal.signal(signal.SIGXFSZ, was)
+        assert d.put_hashed(hashed, 2, T0 + 1000) == 2
+        want = {k: [phy for kk, phy in reversed(old + new) if kk == k] for k, _ in old}
+        assert {k: d.lookup(k, 100, 0, 1 << 62) for k, _ in old} == want
+        d.flush()
+        d.close()
+        d = IndexService(fio, str(tmp_path / "ix"), slots, 1000, ManualClock(T0))
+        d.load()
+        assert {k: d.lookup(k, 100, 0, 1 << 62) for k, _ in old} == want      # the file, reopened
+    finally:
+        d.close()
+
+
+@pytest.mark.skipif(index_file.index_put_slots is None, reason="slots by pwrite: the compiled loop only")
+def test_a_slot_pwrite_torn_in_two_leaves_the_slot_as_it_was(tmp_path):
+    """A slot pwrite the kernel takes in part (its first two bytes: RLIMIT_FSIZE in the middle of the
+    slot, a real short write, then EFBIG): the put fails with nothing counted and the slot holds its old
+    value again, so the entries already in its chain are still found."""
+    import resource
+    import signal
+    fio = OsFileIO()
+    slots = 4096
+    d = IndexService(fio, str(tmp_path / "ix"), slots, 70_000, ManualClock(T0))
+    d.load()
+    f = d._writable_file()
+    f.pwrite_budget = 1 << 30
+    try:
+        f.fd, fd = None, f.fd
+        # entry 65535 (0x0000FFFF) the slot's newest: the next, 65536 (0x00010000), differs in its first two bytes
+        items = [("T#k", 7)] + [(f"T#f{i}", 100 + i) for i in range(65533)] + [("T#k", 9)]
+        assert d.put_many(items, 0, T0) == 65535 and f.count == 65536
+        f.fd = fd
+        at = HEADER.size + key_hash("T#k") % slots * 4
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        was = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (at + 2, hard))
+        try:
+            with pytest.raises(OSError) as e:
+                d.put_hashed(_hashed([("T#k", 999)]), 0, T0)
+            assert e.value.errno == errno.EFBIG
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+            signal.signal(signal.SIGXFSZ, was)
+        assert f.count == 65536
+        with open(f.path, "rb") as fh:
+            fh.seek(at)
+            assert struct.unpack(">i", fh.read(4))[0] == 65535
+        assert d.lookup("T#k", 10, 0, 1 << 62) == [9, 7]
+    finally:
+        d.close()
+
+
 # Durability and concurrency (in memory, FaultyFileIO) --------------------------------------
 
 def test_a_failed_index_fsync_keeps_the_file_dirty_until_one_succeeds(stores):
@@ -312,6 +445,7 @@ def test_query_by_key_while_a_colliding_key_is_indexed(stores, monkeypatch):
                 seen.append(s.query_by_key("T", "old"))
 
     monkeypatch.setattr(index_file, "SLOT", SlotThenReader())
-    monkeypatch.setattr(index_file, "index_put", None)   # the Python loop (the compiled one holds the GIL)
+    monkeypatch.setattr(index_file, "index_put", None)   # the Python loops (the compiled ones hold the GIL)
+    monkeypatch.setattr(index_file, "index_put_hashed", None)    # (a put's items hashed: dispatch_merge)
     assert s.put(Message("T", b"new", keys=[other])).ok
     assert seen and len(seen[0]) == 1, "the old, acknowledged message was not found"

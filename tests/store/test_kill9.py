@@ -57,8 +57,9 @@ def end_child(p, sig, lines: list[str]) -> tuple[dict[int, int], str]:
     return acked, err
 
 
-def read_all(root):
-    """All messages of topic Kill9: id -> list of commit-log offsets (exactly once means one)."""
+def read_all(root, keyed=()):
+    """All messages of topic Kill9: id -> list of commit-log offsets (exactly once means one); each id
+    of ``keyed`` found by its key through the index, at that offset, once."""
     store = MessageStore(config(root)).start()
     try:
         seen: dict[int, list[int]] = {}
@@ -74,6 +75,8 @@ def read_all(root):
                 off = g.next_offset
         report = store.check()
         assert report.ok, report.problems[:5]
+        by_key = {i: [m.commitlog_offset for m in store.query_by_key("Kill9", f"id{i}")] for i in keyed}
+        assert {i: offs for i, offs in by_key.items() if offs != seen.get(i)} == {}, "the index lost or moved some"
         return seen, store.recovery
     finally:
         store.shutdown()
@@ -92,7 +95,7 @@ def test_kill9_loses_no_acknowledged_message(tmp_path):
         finally:
             got, _err = end_child(p, signal.SIGKILL, lines)
         acked.update(got)                            # every line was printed after its put returned PUT_OK
-        seen, rec = read_all(root)
+        seen, rec = read_all(root, acked)
         recoveries.append(rec)
         assert rec.abnormal, "a killed process leaves the abort file: recovery must be abnormal"
         lost = [i for i in acked if i not in seen]

@@ -12,7 +12,7 @@ from tidemq.store import Message, MessageStore, PutStatus, StoreConfig
 
 def config(root: str) -> StoreConfig:
     return StoreConfig(root_dir=root, auto_create_topics=True, segment_size_bytes=1 << 20, flush_disk_type="SYNC_FLUSH",
-                       consume_queue_units_per_segment=1000, index_slots=1024, index_entries=8192,
+                       consume_queue_units_per_segment=1000, index_slots=131_072, index_entries=8192,
                        topic_queues_default=4)
 
 

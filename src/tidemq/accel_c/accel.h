@@ -46,6 +46,7 @@
                                              consume-queue units stand for (integrity.py)
      index_put(...)                          the index entries of a batch (index_file.py)
      index_put_hashed(...)                   the same from items already hashed (append_slices')
+     dispatch_merge(entries, index)          the deferred dispatches' units and index items merged (dispatch.py)
      frame_slices(raw, reserved, id_max, key)  a SendRecords frame parsed into arrays (send_records.py)
      check_slices(data, fields, skip, reserved)  the record validator over a batch of slices (validate.py)
      check_encoded(properties, reserved)     the record validator over encoded properties (validate.py)
@@ -66,7 +67,7 @@
    Each one's contract is in its Python twin's docstring; the argument lists are in the source
    files: crc.c (crc32, use_crc), write.c (append, append_slices, index_put, index_put_hashed), put_one.c (put_one),
    frame.c (frame_slices), validate.c (check_slices, check_encoded and the text rules the lanes share), send_one.c (send_one, send_many, answer_stored), dedup.c (id_hash, window_find, window_put), read.c (scan_run, damaged,
-   decode_run, frame_records), replica.c (replica_scan), module.c (the method table).
+   decode_run, frame_records), replica.c (replica_scan), dispatch.c (dispatch_merge), module.c (the method table).
 
    Callers are trusted with nothing: every function checks its arguments' types and bounds (sizes,
    offsets and counts that a sum or a product could overflow included) before it touches memory, reads
@@ -84,7 +85,7 @@
 #include <string.h>
 #include <structmember.h>
 
-#define ACCEL_VERSION 13
+#define ACCEL_VERSION 14
 
 #define MAGIC_U32 0xDAA320A7u
 #define OFF_BODY 88
@@ -230,5 +231,7 @@ PyObject *py_damaged(PyObject *self, PyObject *args);
 PyObject *py_decode_run(PyObject *self, PyObject *args);
 PyObject *py_frame_records(PyObject *self, PyObject *args);
 PyObject *py_replica_scan(PyObject *self, PyObject *args);       /* replica.c */
+PyObject *py_dispatch_merge(PyObject *self, PyObject *args);     /* dispatch.c */
+PyObject *py_index_put_slots(PyObject *self, PyObject *args);
 
 #endif

@@ -24,6 +24,8 @@ static PyMethodDef methods[] = {
     {"decode_run", py_decode_run, METH_VARARGS, "records back to back as StoredMessage objects (codec.py)"},
     {"index_put", py_index_put, METH_VARARGS, "index entries of many items (index_file.py)"},
     {"index_put_hashed", py_index_put_hashed, METH_VARARGS, "index entries of hashed items (index_file.py)"},
+    {"index_put_slots", py_index_put_slots, METH_VARARGS, "index entries of hashed items, slots by pwrite (index_file.py)"},
+    {"dispatch_merge", py_dispatch_merge, METH_VARARGS, "deferred dispatches' units and index items merged (dispatch.py)"},
     {"scan_run", py_scan_run, METH_VARARGS, "verify consecutive records (codec.scan_run)"},
     {"damaged", py_damaged, METH_VARARGS, "indexes of the records that fail their CRCs (integrity.py)"},
     {"frame_records", py_frame_records, METH_VARARGS, "records copied after room for a header, checked, the header "

@@ -26,7 +26,9 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
+from ..accel import ACCEL
 from ..record import codec
+from ..record.crc import crc32
 from .consume_queue import UNIT, ConsumeQueue, ConsumeQueueTable
 from .index_file import HASHED_ITEM, IndexService
 
@@ -53,6 +55,43 @@ def index_keys(topic: str, keys, uniq: str | None) -> list[str]:
     if uniq:
         out.append(f"{topic}#{uniq}")
     return out
+
+
+def py_dispatch_merge(entries: list[tuple], index: bool) -> tuple[dict, list]:
+    """Deferred dispatches (dispatch_batch's arguments each, in log order) merged for one write of
+    each: (units, runs). ``units``: consume queue -> [first queue offset, bytearray of its units]
+    (the first entry of a queue has its own pair taken, as it is when its units are a bytearray,
+    the later ones' units added to it: an entry's units and index items are its own, each append
+    builds them afresh, put_lock.py). ``runs``: [bytearray of hashed index items (HASHED_ITEM: as
+    record_loop.append_slices collects them; (keys, phys) pairs hashed here as key_hash does), store
+    time ms], one per second of store time of consecutive entries (a run's time its last entry's);
+    none when ``index`` is false. Twin of tidemq._accel.dispatch_merge (the same units and runs)."""
+    units: dict = {}
+    get = units.get
+    runs: list = []
+    last = None                  # runs[-1]
+    pack = HASHED_ITEM.pack
+    for u, items, now_ms, _first, _end in entries:
+        for cq, g in u.items():
+            have = get(cq)
+            if have is None:
+                units[cq] = g if type(g[1]) is bytearray else [g[0], bytearray(g[1])]
+            else:                 # (log order: this queue's units continue where the last entry's end)
+                have[1] += g[1]
+        if index and items:
+            if type(items) is not bytearray:
+                items = bytearray(b"".join(pack(crc32(k.encode("utf-8")) & 0x7FFFFFFF, phys)
+                                           for ks, phys in items for k in ks))
+            if last is not None and last[1] // 1000 == now_ms // 1000:
+                last[0] += items
+                last[1] = now_ms
+            else:
+                last = [items, now_ms]
+                runs.append(last)
+    return units, runs
+
+
+dispatch_merge = ACCEL.dispatch_merge if ACCEL is not None else py_dispatch_merge
 
 
 class _UnitWriter:
@@ -138,32 +177,11 @@ class Dispatcher:
         """``dispatch_batch(*entry)`` for each of ``entries`` (consecutive appends, in log order: the
         dispatches puts left for after their answer, put_lock.PutLock), written as one: each consume
         queue's units in one write, the index entries in one run per second of store time (an index
-        entry keeps its time in seconds: a run's entries take its last put's time). The outcome is
-        the same as one dispatch_batch after the other (a failure: ``pending_from`` the first
-        entry's first record, healed from the log)."""
-        if len(entries) == 1:
-            self.dispatch_batch(*entries[0])
-            return
-        # an entry's units and index items are its own (each append builds them afresh, put_lock.py):
-        # the first of each queue and of each run is taken as it is and the next ones added to it
-        units: dict = {}
-        get = units.get
-        runs: list = []              # [items, store time ms]: consecutive entries' index items of one kind
-        last = None                  # runs[-1]
-        for u, items, now_ms, _first, _end in entries:
-            for cq, g in u.items():
-                have = get(cq)
-                if have is None:
-                    units[cq] = g if type(g[1]) is bytearray else [g[0], bytearray(g[1])]
-                else:                 # (log order: this queue's units continue where the last entry's end)
-                    have[1] += g[1]
-            if items:
-                if last is not None and type(last[0]) is type(items) and last[1] // 1000 == now_ms // 1000:
-                    last[0] += items
-                    last[1] = now_ms
-                else:
-                    last = [items, now_ms]
-                    runs.append(last)
+        entry keeps its time in seconds: a run's entries take its last put's time), merged by
+        dispatch_merge (compiled when tidemq.accel has it). The outcome is the same as one
+        dispatch_batch after the other (a failure: ``pending_from`` the first entry's first record,
+        healed from the log)."""
+        units, runs = dispatch_merge(entries, self.index is not None)
         self._dispatch(units, runs, entries[-1][2], entries[0][3], entries[-1][4])
 
     def _dispatch(self, units: dict, runs, now_ms: int, first_phys: int, end_offset: int) -> None:

@@ -23,6 +23,7 @@ the walk, so a torn file never loops or reads out of bounds.
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 import threading
@@ -47,6 +48,16 @@ def key_hash(key: str) -> int:
 # IndexFile._put_each / _put_hashed_each
 index_put = ACCEL.index_put if ACCEL is not None else None
 index_put_hashed = ACCEL.index_put_hashed if ACCEL is not None else None
+# a run's slots written by pwrite(2) rather than through the mapping (tidemq._accel.index_put_slots), while
+# few slots were written since the file's last fsync: each slot lands in a random page of the slots, and a
+# page the fsync cleaned takes a write-protect fault (~2.7 us here) where a pwrite takes ~2.2 us; once most
+# pages are dirty again a write through the mapping costs nothing and a pwrite ~1 us (bench/README.md, 32.2
+# wave 9). SLOT_PWRITE_SHARE: slots written by pwrite after an fsync, per page of slots; SLOT_PWRITE_RUN_MAX:
+# a longer run (a batch, a drain at a high rate: the pages it meets are dirty already) goes through the mapping.
+index_put_slots = ACCEL.index_put_slots if ACCEL is not None else None
+SLOT_PWRITE_SHARE = 0.5
+SLOT_PWRITE_RUN_MAX = 128
+PAGE = 4096
 # an item of put_hashed: the key's hash (uint32) and the physical offset (int64), native byte order
 # (record_loop.append_slices collects them)
 HASHED_ITEM = struct.Struct("=Iq")
@@ -83,6 +94,11 @@ class IndexFile:
         self.mapping = mapping
         self.buf = memoryview(mapping)
         self.entries_at = HEADER.size + slots * SLOT.size
+        # a real file's descriptor (OsFileIO: an int) and the compiled loop: a short run's slots by pwrite
+        # while slot_writes (slots written since the last fsync, either way) < pwrite_budget
+        self.fd = handle if type(handle) is int and index_put_slots is not None else None
+        self.slot_writes = 0
+        self.pwrite_budget = math.ceil(-(-slots * SLOT.size // PAGE) * SLOT_PWRITE_SHARE)
         if created:
             self.begin_ts = self.end_ts = 0
             self.begin_phy = self.end_phy = 0
@@ -194,13 +210,23 @@ class IndexFile:
             self.begin_ts = store_ts_ms
             self.begin_phy = first_phy
         diff_s = max(0, (store_ts_ms - self.begin_ts) // 1000)
-        if compiled is not None:      # compiled: holds the GIL throughout, no lookup sees it half done
+        if compiled is index_put_hashed and self.fd is not None and self.slot_writes < self.pwrite_budget \
+                and end - start <= SLOT_PWRITE_RUN_MAX:
+            count, last, err = index_put_slots(self.buf, self.fd, self.slots, self.entries_at, n, items, start, end,
+                                               diff_s)
+            if count == n:
+                raise OSError(err, f"index slot write failed: {os.strerror(err)}", self.path)
+            # (a pwrite that failed after some: those are in, the caller's next call meets it first)
+            end = start + count - n
+            self.count, self.end_phy = count, last
+        elif compiled is not None:      # compiled: holds the GIL throughout, no lookup sees it half done
             self.count, self.end_phy = compiled(self.buf, self.slots, self.entries_at, n, items, start, end, diff_s)
         else:
             self.end_phy = loop(items, start, end, diff_s)
         self.end_ts = store_ts_ms
         self._write_header()
         self.dirty = True
+        self.slot_writes += end - start      # (either way: how many pages the runs since the fsync dirtied)
         return end - start
 
     def _put_each(self, items, start: int, end: int, diff_s: int) -> int:
@@ -256,6 +282,7 @@ class IndexFile:
     def flush(self) -> None:
         if self.dirty:
             self.dirty = False          # cleared first: a put during the fsync marks it again
+            self.slot_writes = 0        # (the fsync cleans the pages: slots by pwrite again)
             try:
                 self.fio.fsync(self.handle)
             except BaseException:
@@ -274,6 +301,7 @@ class IndexFile:
             self._finish()
 
     def _finish(self) -> None:
+        self.fd = None               # (and the buffer released first: index_put_slots never meets a closed fd)
         self.buf.release()
         try:
             self.fio.unmap(self.mapping)
