@@ -73,14 +73,16 @@ RAISING_CALLS = {
     "readable_max_offset": lambda s: s.readable_max_offset("T", 0),
     "notify_readable": lambda s: s.notify_readable(lambda: None),
     "on_log_failed": lambda s: s.on_log_failed(lambda f: None),
+    "walk_units_aside": lambda s: s.walk_units_aside(),
 }
 # the lifecycle itself (its own rules, tested below)
 LIFECYCLE = {"start", "shutdown", "kill", "install_signal_handlers", "state", "start_progress"}
 # wiring the broker does whatever the state (before start, while running): never refused
 WIRING = {"set_consumer_positions", "set_commit_limit", "reconfigure"}
-# answered whatever the state, from the topic table as it is (the send path asks it after its gate,
-# and a store stopping meanwhile must not turn a send into an exception): None before start
-ANY_STATE = {"message_type"}
+# answered whatever the state: message_type from the topic table as it is (the send path asks it after
+# its gate, and a store stopping meanwhile must not turn a send into an exception: None before start);
+# walks_kept, a count of the unit walks kept (unit_repair.py), read before a read that may need one
+ANY_STATE = {"message_type", "walks_kept"}
 # housekeeping whatever the state: a no-op when there is nothing to do (test_put_lock.py)
 HOUSEKEEPING = {"drain_dispatch", "readable_advanced"}
 # the wait of a put made with wait=False (broker/puts.py), answered whatever the state: nothing to
