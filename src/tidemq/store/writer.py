@@ -345,16 +345,23 @@ class StoreWriter:
         cl = self.commit_log
         lock = self.put_lock
         with lock.appending:
-            mf = self.segments.last
-            if (mf is None or mf.is_full or cl.frozen or self.refusal() is not None
-                    or cl._dir_offline(mf.directory)):
+            segs = self.segments.segments
+            if not segs or cl.frozen or self.refusal() is not None:
                 return None
+            mf = segs[-1]
+            if cl._dir_offline(mf.directory):
+                return None
+            # (a full segment, ``mf.is_full``: _put_one declines it, as every record that does not fit)
             got = _put_one(t, entry[0], entry[1], mf, born_ms, host, sys_flag, self.clock.now_ms(), self.store_host,
                            self.index is not None, ENCODED_RESERVED, self.max_body, cl.max_record_size)
             if got is None:
                 return None
             dispatch, qoff = got
-            lock.defer(dispatch)
+            pending = lock.pending
+            if len(pending) < lock.deferred_max:
+                pending.append(dispatch)       # lock.defer's common case, without its frame
+            else:
+                lock.defer(dispatch)
             self.segment_error = None
             w = cl.warmer
             if w is not None and dispatch[4] >= w.wake_offset:
