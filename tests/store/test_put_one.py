@@ -11,9 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tidemq.broker.replication.acks import ReplicaAcks
 from tidemq.io import ManualClock
 from tidemq.record import codec
 from tidemq.store import MessageStore, put_one
+from tidemq.store.backlog import Hold
 from tidemq.store.consume_queue import UNIT
 from tidemq.store.log_failure import LogFailure
 from tidemq.store.topics import TopicState
@@ -254,3 +256,70 @@ def test_a_store_putting_through_put_one_stores_what_put_encoded_stores(tmp_path
     finally:
         for s in (a, b):
             s.shutdown()
+
+
+def test_put_one_declines_in_every_state_that_refuses_or_waits(tmp_path):
+    """Every change of state after which a put would be refused, would wait or could not append into
+    the last segment makes put_one decline (None, nothing written), and put_one takes puts again once
+    it is undone: it checks them all on each put (no cached verdict that a change could leave stale)."""
+    dirs = (str(tmp_path / "d1"), str(tmp_path / "d2"))
+    s = MessageStore(small_config(tmp_path / "s", segment_size_bytes=8 * 1024, commitlog_dirs=dirs),
+                     clock=ManualClock()).start()
+    w = s.writer
+    entry = (b"body", b"UNIQ_KEY\x01u\x02")
+    try:
+        s.create_topic("T", 2)
+        s.put_encoded("T", [entry], defer_dispatch=True)       # (the first segment: put_encoded's roll)
+        assert s.put_one("T", entry) is not None
+
+        def declines(why):
+            end = s.segments.max_offset
+            assert s.put_one("T", entry) is None, why
+            assert s.segments.max_offset == end, why
+            assert s.put_encoded("T", [entry], defer_dispatch=True) is not None
+
+        def took(why):
+            assert s.put_one("T", entry) is not None, why
+
+        changes = [
+            ("disk alarm", lambda: setattr(s.disk, "refusal", "disk full (test)"),
+             lambda: setattr(s.disk, "refusal", None)),
+            ("stopping", lambda: setattr(s, "refusal", "held (test)"), lambda: setattr(s, "refusal", None)),
+            ("role: following", lambda: s.follow("a follower (test)"), lambda: s.lead(0)),
+            ("dispatch failed", lambda: setattr(s.dispatcher, "error", "test"),
+             lambda: setattr(s.dispatcher, "error", None)),
+            ("backlog held", lambda: setattr(s.cleaner, "hold", Hold("p", "T", 0, 0, ())),
+             lambda: setattr(s.cleaner, "hold", None)),
+            ("ASYNC followers (a put asks their lease)",
+             lambda: setattr(w, "replicas", ReplicaAcks(False, 0, 60_000, 60_000, lambda: s.segments.max_offset, s.clock)),
+             lambda: setattr(w, "replicas", None)),
+        ]
+        for why, do, undo in changes:
+            do()
+            declines(why)
+            undo()
+            took(why)
+        # a full segment (sealed early: its end is its size) and its directory offline
+        mf = s.segments.last
+        s.disk.mark_offline(mf.directory, "test")
+        assert s.write_refusal() is None             # the other directory takes the log on
+        declines("directory offline")                # (put_encoded sealed it and rolled)
+        took("the next segment, in the other directory")
+        assert s.segments.last is not mf and mf.is_full
+        # a full segment (``is_full``: sealed early, or filled) is declined by the call itself: nothing fits
+        t = s.topics.get("T")
+        for fn in (put_one.py_put_one, *((_accel.put_one,) if _accel is not None else ())):
+            assert fn(t, b"b", b"", mf, None, HOST, 0, 1, STORE_HOST, True, ENCODED_RESERVED, 3000, 1 << 20) is None
+        # the log failed for good
+        s.commit_log.halt(LogFailure("d", "p", 0, 0, "test", None, 0))
+        declines("log halted")
+    finally:
+        s.shutdown()
+    # SYNC_FLUSH: a put that waits for its fsync never takes this way
+    s = MessageStore(small_config(tmp_path / "sync", flush_disk_type="SYNC_FLUSH"), clock=ManualClock()).start()
+    try:
+        s.create_topic("T", 2)
+        assert s.put_one("T", entry) is None
+    finally:
+        s.shutdown()
+

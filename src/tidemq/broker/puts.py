@@ -228,7 +228,8 @@ class StorePuts:
         store = self.store
         latency = self.latency
         began = time.perf_counter() if latency is not None else 0.0
-        out = store.put_one(topic, entry, born_ms, born_host, sys_flag)
+        w = store.writer               # (MessageStore.put_one without its hop)
+        out = w.put_one(topic, entry, born_ms, born_host, sys_flag) if w is not None else None
         if out is None:
             out = store.put_encoded(topic, (entry,), born_ms, born_host, sys_flag, True)
         if latency is not None:

@@ -147,6 +147,7 @@ class StoreWriter:
         self.cleaner = cleaner
         self.store_host = codec.encode_host(config.store_host)
         self.max_body = config.message_body_bytes_max
+        self._one_born: tuple[str | None, bytes] = (None, b"")   # put_one: the last born host string, its bytes
         # set by the store when it stops (reason, text): every put is refused with it
         self.stopped: tuple[PutReason, str] | None = None
         # set while this store follows a leader (or a leader is fenced): (NOT_LEADER, text naming the leader)
@@ -331,22 +332,36 @@ class StoreWriter:
         t = self.topics.topics.get(topic)
         if t is None or self.group_commit is not None or self.replicas is not None:
             return None
-        host = born_host_bytes(born_host) if born_host else self.store_host
-        if type(host) is not bytes:
-            return None
+        if not born_host:
+            host = self.store_host
+        elif born_host == self._one_born[0]:       # the last born host taken (a client sends one host)
+            host = self._one_born[1]
+        else:
+            host = born_host_bytes(born_host)
+            if type(host) is not bytes:
+                return None
+            if type(born_host) is str:
+                self._one_born = (born_host, host)
         cl = self.commit_log
         lock = self.put_lock
         with lock.appending:
-            mf = self.segments.last
-            if (mf is None or mf.is_full or cl.frozen or self.refusal() is not None
-                    or cl._dir_offline(mf.directory)):
+            segs = self.segments.segments
+            if not segs or cl.frozen or self.refusal() is not None:
                 return None
+            mf = segs[-1]
+            if cl._dir_offline(mf.directory):
+                return None
+            # (a full segment, ``mf.is_full``: _put_one declines it, as every record that does not fit)
             got = _put_one(t, entry[0], entry[1], mf, born_ms, host, sys_flag, self.clock.now_ms(), self.store_host,
                            self.index is not None, ENCODED_RESERVED, self.max_body, cl.max_record_size)
             if got is None:
                 return None
             dispatch, qoff = got
-            lock.defer(dispatch)
+            pending = lock.pending
+            if len(pending) < lock.deferred_max:
+                pending.append(dispatch)       # lock.defer's common case, without its frame
+            else:
+                lock.defer(dispatch)
             self.segment_error = None
             w = cl.warmer
             if w is not None and dispatch[4] >= w.wake_offset:

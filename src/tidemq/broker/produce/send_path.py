@@ -51,7 +51,8 @@ import numpy as np
 from ...config import BrokerConfig
 from ...protocol.stubs import Code, MessageType, pb
 from ...record.codec import topic_problem
-from ...store import MessageStore, PutReason, PutStatus, StoreNotRunning
+from ...store import MessageStore, PutReason, PutStatus, StoreNotRunning, StoreState
+from ...store.topics import MessageKind
 from ..deferred import recall
 from ..deferred.parking import PROP_DELIVER_MS, park
 from ..observe.outcomes import DUPLICATE as DUPLICATE_STATUS
@@ -72,6 +73,7 @@ SENDABLE_MAX = 4096             # topic names remembered as valid by topic_check
 _RESOURCE_REFUSALS = frozenset((PutReason.DISK_FULL, PutReason.ARCHIVE_PENDING, PutReason.UNCONSUMED_BACKLOG))
 
 MIXED = "mixed"
+_ONE_KINDS = (MessageKind.NORMAL, MessageKind.MIXED)     # the topics send_one takes
 # a message's protocol type -> the topic message type (store/topics.MessageKind) that takes it besides
 # MIXED; LITE and PRIORITY messages go to MIXED topics only
 _KIND_OF = {MessageType.MESSAGE_TYPE_UNSPECIFIED: "normal", MessageType.NORMAL: "normal",
@@ -237,11 +239,14 @@ class SendPath:
         if store.puts_may_wait or not self.puts.leading:     # (a follower's service: send says what it may)
             return None
         nbytes = len(entry[0])
-        limits = store.topics.body_limits
+        topics = store.topics
+        limits = topics.body_limits
         if limits and nbytes > limits.get(topic, nbytes):     # the topic's own max_message_bytes: refused
             return None
-        kind = store.message_type(topic)
-        if (kind != "normal" and kind != MIXED) or not store.queue_count(topic):
+        # store.message_type and store.queue_count in one look-up (a store not running: send's way)
+        t = topics.topics.get(topic)
+        if (t is None or not t.queue_count or t.message_kind not in _ONE_KINDS
+                or store.state is not StoreState.RUNNING):
             return None                 # (no such topic any more: topic_check's way)
         gate = self.gate
         if gate.blocked() is not None:
