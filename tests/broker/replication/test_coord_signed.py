@@ -169,3 +169,18 @@ def test_a_leader_whose_in_sync_record_is_overwritten_writes_it_again_and_the_gr
     w.kill("m0")
     w.run(SESSION_S * 2)
     assert w.leader() == "m1"
+
+
+def test_an_epoch_record_written_by_someone_without_the_key_is_written_again_by_the_next_election():
+    """The epoch record overwritten unsigned: no member acts on it; the in-sync set (written with it,
+    with the same epoch) says what it was, so the leader killed, the set's other member leads the next
+    epoch and the record is signed again. Before, nobody was elected while it stood."""
+    w = signed_world({"m0": 0, "m1": 0})
+    w.catch_up("m0", "m1")
+    w.run(0.2)
+    outsider = w.service.client("x", 10.0)
+    outsider.start()
+    assert outsider.set(EPOCH, b"7")
+    w.kill("m0")
+    w.run(SESSION_S * 2)
+    assert w.leader() == "m1" and w.members["m1"].led == [2] and record(w, EPOCH) == b"2"

@@ -46,8 +46,8 @@ stopped hearing from the leader for the whole session timeout, which is longer t
 
 **Signed records** (authentication on: coord_signed.py): a record not signed with the group's key is
 never acted on: a refused leader record is followed by nobody, a refused member entry is not a member,
-a refused epoch or in-sync set elects nobody; a leader whose set is refused writes it again from its
-waits (a watch on it: at the next step). The set and the epoch are written together, with one epoch:
+a refused in-sync set elects nobody (a refused epoch record is written again by the next election,
+from the set's epoch); a leader whose set is refused writes it again from its waits (a watch on it: at the next step). The set and the epoch are written together, with one epoch:
 a set older than the epoch record (one written back) elects nobody, an epoch record older than the
 set's is gone past (never two leaders of one epoch).
 
@@ -72,7 +72,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable, NamedTuple
 
 from ...io import Clock
-from .coordination import Coordinator, Create, SessionState, SetData, Unreachable
+from .coordination import Coordinator, Create, NodeStat, SessionState, SetData, Unreachable
 from .coord_signed import RecordRefused
 from .coord_zk import parse  # noqa: F401  (the coordinator setting's hosts and chroot: imported from here)
 from .topology import Topology
@@ -414,7 +414,15 @@ class GroupCoordinator:
     def _elect(self) -> list[Action]:
         c, node = self.c, self.node
         now = self.clock.monotonic_s()
-        got = c.get(self._p("epoch"))
+        try:
+            got = c.get(self._p("epoch"))
+        except RecordRefused as e:
+            # written by someone without the group's key: the in-sync set (written with it, with the
+            # same epoch) says what it was; the election writes it again (compare-and-set on the
+            # version refused); with no set readable, nobody is elected
+            got = None if self._read_isr() is None else NodeStat(b"0", e.version, 0)
+            if got is None:
+                raise
         if got is None:
             c.create(self._p("epoch"), b"0")
             return []
