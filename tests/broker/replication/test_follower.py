@@ -236,3 +236,37 @@ def test_a_heartbeat_right_after_an_ack_that_moved_the_offset_is_not_answered_an
         return client.acks_sent
     assert asyncio.run(main()) == 4
     assert sent == [100, 100, 100, 250]
+
+
+def test_a_state_copy_that_keeps_failing_is_said_once_while_it_lasts(stores, monkeypatch, caplog):
+    """A follower with authentication on whose leader sends its secrets in clear refuses every copy
+    (state.apply: sealed.Unsealed), one every replication_state_interval_ms: that is one WARNING while
+    it lasts (said.py), counted on the status, and one line when a copy works again; before, a line
+    every interval (every second by default) for as long as it lasted."""
+    import logging
+    from types import SimpleNamespace
+    from tidemq.broker.replication import follower as follower_module
+    from tidemq.broker.replication import leader as leader_module
+    leader, follower = stores
+    monkeypatch.setattr(leader_module.state, "snapshot", lambda store, service: {"pop": {"secret": "in clear"}})
+    lnode, fnode = LeaderNode(leader, EPOCH), FollowerNode(follower)
+    lnode.service = object()
+    fnode.service = SimpleNamespace(config=SimpleNamespace(auth_enabled=True, secret_key="the group's key"))
+    fnode.config.replication_state_interval_ms = 10
+    applied = []
+
+    def copied(doc, store, service, state_dir):
+        applied.append(doc)
+    caplog.set_level(logging.WARNING, logger="tidemq.broker")
+
+    def check(client):
+        wait_until(lambda: client.status()["state_copies_failed"] >= 5, "copies refused again and again")
+        said = [r for r in caplog.records if "copying the leader's state" in r.getMessage()]
+        assert len(said) == 1 and "in clear" in said[0].getMessage(), [r.getMessage() for r in said]
+        assert client.status()["state_copies"] == 0
+        monkeypatch.setattr(follower_module.state, "apply", copied)     # the keys agree again
+        wait_until(lambda: client.status()["state_copies"] >= 1, "a copy applied")
+        said = [r.getMessage() for r in caplog.records if "copying the leader's state" in r.getMessage()]
+        assert len(said) == 2 and "works again" in said[1], said
+    follow(lnode, fnode, check)
+    assert applied

@@ -111,3 +111,26 @@ def test_a_user_within_its_own_bound_never_forgets_another_users_live_client():
     clock.advance(IDLE_MS / 1000 + 0.5)           # alice's and bob's idle past the bound (mallory's not)
     c.seen("mallory\tm10")
     assert "alice\ta" not in c._c, "idle past client_idle_s_max: gone already, forgotten first"
+
+
+def test_a_user_that_filled_the_table_pays_for_another_users_new_client():
+    """One user fills the table within its own bound (clients_per_user_max as large as clients_max):
+    another user's new client then forgets the filler's oldest, not that user's own live
+    auto-renewing consumer (test_clients_users_e2e.py: forgotten, it counted as gone and its message was
+    handed to the user's second consumer while the first was consuming it)."""
+    clock = ManualClock()
+    c = Clients(clock, IDLE_MS, clients_max=6, clients_per_user_max=6)
+    c.seen("alice\tconsumer-1")
+    clock.advance(1.0)
+    for i in range(6):                            # mallory: within its own bound, the table full
+        c.seen(f"mallory\tm{i}")
+    assert "alice\tconsumer-1" in c._c and len(c) == 6
+    c.seen("alice\tconsumer-2")
+    assert {"alice\tconsumer-1", "alice\tconsumer-2"} <= set(c._c) and len(c) == 6, "mallory's oldest went"
+    assert "mallory\tm1" not in c._c and c.alive("alice\tconsumer-1", clock.now_ms())
+    for i in range(6, 9):                         # mallory again: its own, never alice's
+        c.seen(f"mallory\tm{i}")
+    assert {"alice\tconsumer-1", "alice\tconsumer-2"} <= set(c._c) and len(c) == 6
+    for i in range(3, 9):                         # alice grows past mallory: then alice's own go
+        c.seen(f"alice\tc{i}")
+    assert sum(1 for k in c._c if k.startswith("mallory\t")) == 3 and len(c) == 6

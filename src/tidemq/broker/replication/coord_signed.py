@@ -21,15 +21,23 @@ record copied from an earlier session (a replay of a lease that ended) does not 
 A record that is unsigned or wrongly signed is **refused**: ``get`` raises ``RecordRefused``
 (``.reason``: ``Refusal.UNSIGNED`` / ``BAD_SIGNATURE``), an ``Unreachable``: where the group's logic
 has nothing better to do, it is a record it cannot read now (a leader is fenced: it cannot tell whether
-its lease is its own; no election runs on a refused epoch or in-sync set); coordinator.py skips a
+its lease is its own; no election runs on a refused in-sync set; a refused epoch is written again from
+the set's); coordinator.py skips a
 refused member entry, and a member whose own lease or entry was overwritten gives it up and makes it
 again; topology.py skips a refused topic. Each refusal is counted (``refused``: per reason, on the
 status page's coordinator session) and logged at WARNING, once per node and reason every LOG_EVERY_S.
 
-What signing does not stop (ZooKeeper's ACLs do: ``digest:`` in ``coordinator``, docs/replication.md):
-deleting a node (a lease deleted is an election; a member's ``ineligible`` mark deleted lets it be
-elected), and writing back a persistent record (the epoch, the in-sync set, a topic) as it was signed
-earlier. A group whose records were written before authentication was turned on (or by a member
+Older records written back (as they were signed): the epoch and the in-sync set are written in one
+transaction, always with the same epoch (coordinator.py), so an in-sync set older than the epoch
+record elects nobody and an epoch record older than the set's is gone past (never a second leader of
+an epoch); a leader reads its set again on any change (a watch) and writes it again from its waits
+when it is refused. What signing does not stop (ZooKeeper's ACLs do: ``digest:`` in ``coordinator``,
+docs/replication.md): deleting a node (a lease deleted is an election; a member's ``ineligible`` mark
+or the in-sync set deleted lets any live member be elected), an older set of the current epoch
+written back after the leader is gone, and a topic written back. Binding ZooKeeper's version into the
+signed bytes would not: whoever may delete a node makes it again and sets it until its version is
+the signed one; only its creation's zxid cannot be made again, and a record made by a create cannot
+sign it. A group whose records were written before authentication was turned on (or by a member
 without the keys) has them refused until they are written again: start such a group's members with
 the keys on an empty chroot, or delete the group's ``epoch`` and ``isr`` nodes while every member is
 stopped (their logs' epoch files keep the epochs).

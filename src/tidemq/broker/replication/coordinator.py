@@ -46,7 +46,10 @@ stopped hearing from the leader for the whole session timeout, which is longer t
 
 **Signed records** (authentication on: coord_signed.py): a record not signed with the group's key is
 never acted on: a refused leader record is followed by nobody, a refused member entry is not a member,
-a refused epoch or in-sync set elects nobody and fences a leader (as a coordinator it cannot read).
+a refused in-sync set elects nobody (a refused epoch record is written again by the next election,
+from the set's epoch); a leader whose set is refused writes it again from its waits (a watch on it: at the next step). The set and the epoch are written together, with one epoch:
+a set older than the epoch record (one written back) elects nobody, an epoch record older than the
+set's is gone past (never two leaders of one epoch).
 
 **Fencing**: while the session is suspended (the connection lost) a leader refuses every write at
 once and closes its leader port (node.py); back connected with the leader node still its own, it
@@ -69,7 +72,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable, NamedTuple
 
 from ...io import Clock
-from .coordination import Coordinator, Create, SessionState, SetData, Unreachable
+from .coordination import Coordinator, Create, NodeStat, SessionState, SetData, Unreachable
 from .coord_signed import RecordRefused
 from .coord_zk import parse  # noqa: F401  (the coordinator setting's hosts and chroot: imported from here)
 from .topology import Topology
@@ -124,6 +127,7 @@ class GroupCoordinator:
         self._member_ok = False
         self._round: Round | None = None
         self._isr: IsrRecord | None = None         # the leader's view of its record (None: read it)
+        self._isr_watched = False                  # the leader watches its record (each change read again)
         self._members: dict[str, dict] = {}
         # the members as routes name them (topology.py, routes.py): read again at the first step after
         # a wake-up (the members' watch fires when one joins or goes, and so does every session state
@@ -147,6 +151,8 @@ class GroupCoordinator:
 
     def wake(self) -> None:
         self._members_due = True                   # something changed: the members are read again,
+        self._isr_watched = False                  # (and the leader's in-sync record: one written by
+                                                   # someone else is seen at the next step)
         self.topology.changed()                    # and the cluster's topics and other groups
         self._poke()
 
@@ -329,8 +335,8 @@ class GroupCoordinator:
         with self._members_cv:
             return self._members_cv.wait_for(lambda: self._members_done >= ticket, timeout_s)
 
-    def _read_isr(self) -> IsrRecord | None:
-        got = self.c.get(self._p("isr"))
+    def _read_isr(self, watch: bool = False) -> IsrRecord | None:
+        got = self.c.get(self._p("isr"), watch)
         if got is None:
             return None
         doc = _json(got.data)
@@ -345,8 +351,12 @@ class GroupCoordinator:
         waits, then to the record): one compare-and-set per change."""
         node, acks = self.node, self.node.acks
         rec = self._isr
-        if rec is None:
-            rec = self._read_isr()
+        if rec is None or not self._isr_watched:
+            self._isr_watched = True
+            try:
+                rec = self._read_isr(watch=True)
+            except RecordRefused as e:
+                return self._rewrite_isr(e)
             if rec is None or rec.epoch != node.epoch or not rec.members or rec.members[0] != node.member:
                 if rec is not None and rec.epoch > node.epoch:
                     return [Action("follow")]       # a newer epoch recorded its set: we do not lead any more
@@ -380,6 +390,20 @@ class GroupCoordinator:
                                           f"{', '.join(sorted(add))} caught up" if add else "") if x))
         return []
 
+    def _rewrite_isr(self, e: RecordRefused) -> list[Action]:
+        """The in-sync record was written by someone without the group's key (coord_signed.py): this
+        leader, whose lease no other member can take meanwhile, writes it again from its waits (each of
+        them has every acknowledged put), compare-and-set on the version it refused; else no member
+        could be elected on it once this one is gone."""
+        node = self.node
+        members = (node.member, *sorted(node.acks.isr))
+        doc = json.dumps({"epoch": node.epoch, "members": list(members)}).encode()
+        if self.c.set(self._p("isr"), doc, e.version):
+            self._isr = IsrRecord(node.epoch, members, e.version + 1)
+            log.warning("broker group %s: the in-sync record was written by someone without the group's key: "
+                        "written again, %s", node.group, list(members))
+        return []
+
     def _reconcile(self, rec: IsrRecord) -> None:
         """The waits follow the record read (after a write whose outcome was unknown)."""
         acks = self.node.acks
@@ -390,11 +414,33 @@ class GroupCoordinator:
     def _elect(self) -> list[Action]:
         c, node = self.c, self.node
         now = self.clock.monotonic_s()
-        got = c.get(self._p("epoch"))
+        try:
+            got = c.get(self._p("epoch"))
+        except RecordRefused as e:
+            # written by someone without the group's key: the in-sync set (written with it, with the
+            # same epoch) says what it was; the election writes it again (compare-and-set on the
+            # version refused); with no set readable, nobody is elected
+            got = None if self._read_isr() is None else NodeStat(b"0", e.version, 0)
+            if got is None:
+                raise
         if got is None:
             c.create(self._p("epoch"), b"0")
             return []
+        rec = self._read_isr()
         epoch = int(got.data or b"0")
+        if rec is not None and rec.epoch != epoch:
+            # both are written in one transaction (below), always with the same epoch: a set older than
+            # the epoch is an older record written back (it may name a member that left the set since):
+            # nobody is elected on it; an epoch older than the set's is one written back: the election
+            # goes past the set's (never a second leader of an epoch that was led)
+            if rec.epoch < epoch:
+                said = f"the in-sync record is of epoch {rec.epoch}, older than the group's epoch {epoch}"
+                if said != self._said:
+                    self._said = said
+                    log.warning("broker group %s: %s (written back by someone?): no leader is elected on it",
+                                node.group, said)
+                return []
+            epoch = rec.epoch
         if self._round is None or self._round.epoch != epoch:
             self._round = Round(epoch, now)
         r = self._round
@@ -404,7 +450,6 @@ class GroupCoordinator:
                 return []
             r.posted = True
         members = self._read_members()
-        rec = self._read_isr()
         # only a live member of the recorded set may lead (a fresh group: any live member), and none
         # whose log lost what it had confirmed
         live = set(members) if rec is None else set(members) & set(rec.members)

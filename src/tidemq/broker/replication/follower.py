@@ -66,6 +66,10 @@ class ReplicationClient:
         self.last_error: str | None = None
         self.state_copies = 0
         self.state_bytes = 0
+        self.state_copies_failed = 0
+        # a copy that keeps failing (every replication_state_interval_ms: a leader sealing under another
+        # key, a state directory refused) is said once while it lasts, and once when it works again
+        self.state_failures = Conditions(log, f"replication from {leader_endpoint}: copying the leader's state")
         self.local_errors = 0             # sessions ended by this member's own disk
         self.ineligible: bool | None = None   # recorded as not electable (its log started over); None: not asked
         self.heartbeats = 0               # HEARTBEAT frames received
@@ -104,6 +108,7 @@ class ReplicationClient:
                 "high_watermark": self.node.hw_known,
                 "since_last_frame_s": round(self._now() - self.last_frame_at, 3) if self.last_frame_at else None,
                 "sessions": self.sessions, "truncated_bytes": self.truncated_bytes, "state_copies": self.state_copies,
+                "state_copies_failed": self.state_copies_failed,
                 "heartbeats": self.heartbeats, "acks_sent": self.acks_sent,
                 "raw_bytes": store.replica.raw_bytes, "raw_regions": store.replica.raw_regions,
                 "local_errors": self.local_errors, "last_error": self.last_error}
@@ -329,8 +334,10 @@ class ReplicationClient:
                     await asyncio.to_thread(state.apply, doc["state"], node.store, node.service, node.state_dir)
                     self.state_copies += 1
                     self.state_bytes = whole.have
+                    self.state_failures.recovered()
             except (TransportError, FrameError, ValueError, OSError) as e:
-                log.warning("replication: copying the leader's state failed: %s", e)
+                self.state_copies_failed += 1
+                self.state_failures.failed(kind_of(e), f"failed: {e}")
             await asyncio.sleep(interval)
 
 

@@ -20,10 +20,11 @@ protection/streams.py) nor one with lite subscriptions (``hold``, from consume/l
 The others are forgotten least recently heard from first, in O(1) each: past
 ``clients_per_user_max`` clients of one user (authentication on: the id is ``user<TAB>id``), that
 user's own; past ``clients_max`` in all, one that is gone already (left, or idle past
-``client_idle_s_max``: whoever's), else the adding user's own, never another user's live client (an
-auto-renewing consumer heard from by heartbeats only is one: forgotten, its messages' renewal stopped,
-consume/renew.py). So one user's flood pushes out only its own clients, and the table grows past
-``clients_max`` only by clients with something at stake.
+``client_idle_s_max``: whoever's), else the oldest of the user holding the most clients when it
+holds more than the adding user, else the adding user's own: never the live client of a user holding
+fewer (an auto-renewing consumer heard from by heartbeats only is one: forgotten, its messages'
+renewal stopped, consume/renew.py). So one user's flood pushes out only its own clients, even once it
+filled the table, and the table grows past ``clients_max`` only by clients with something at stake.
 """
 
 from __future__ import annotations
@@ -132,10 +133,11 @@ class Clients:
     def _victim(self, user: str) -> str | None:
         """Who is forgotten when the table is past ``clients_max`` and ``user`` adds a client: a client
         that is gone already, whoever's (it left, or was idle past client_idle_s_max: forgetting it
-        changes no answer of ``alive``); else the user's own oldest with nothing at stake (the new one
-        itself when it has no other); never another user's live client, whatever the bounds (before,
-        the oldest of anyone's went: a user within its own bound pushed out other users' live
-        clients, and their auto-renewed messages were handed out again). None: nobody (the table
+        changes no answer of ``alive``); else the oldest with nothing at stake of the user holding
+        more clients than ``user`` the most, or of ``user`` itself (the new one when it has no other):
+        never the live client of a user holding fewer than the one adding (before, the oldest of
+        anyone's went: a user within its own bound pushed out other users' live clients, and their
+        auto-renewed messages were handed out again). None: nobody (the table
         grows by clients with something at stake, bounded where they are). Without authentication
         every client is one user's (""): the oldest goes."""
         oldest = next(iter(self._free), None)
@@ -144,6 +146,11 @@ class Clients:
         c = self._c[oldest]
         if not user or c.left or self.clock.now_ms() - c.heard_ms > self.idle_max_ms:
             return oldest
+        # the user holding the most clients pays (a user that filled the table within its own bound
+        # made it full: another's new client then forgot that user's own live consumer)
+        most = max(self._free_of, key=lambda u: self._count_of.get(u, 0), default=user)
+        if self._count_of.get(most, 0) > self._count_of.get(user, 0):
+            user = most
         mine = self._free_of.get(user)
         return next(iter(mine)) if mine else None
 
