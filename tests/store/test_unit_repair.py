@@ -343,6 +343,8 @@ def test_a_walk_aside_that_failed_is_not_walked_again_at_every_read(make_config,
         with pytest.raises(WalkFailed) as e:
             read(2)
         assert isinstance(e.value.__cause__, OSError)
+    r = s.get("G", "T", 0, 0, max_count=8) if path == "get" else s.get_raw("T", 0, 0, max_count=8)
+    assert (r.status, r.next_offset) == (GetStatus.FOUND, 2), "what is before it is served"
     assert fio.walks == 1, "not walked again"
     assert s.reader.repair.walked == 1
     fio.failing = False

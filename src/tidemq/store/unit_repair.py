@@ -77,7 +77,12 @@ class WalkPending(Exception):
 class WalkFailed(Exception):
     """The walk aside a read needs failed (its cause: ``__cause__``), as the walk inline would have
     raised to the read: remembered for FAILED_FOR_S (or until the unit or the log's first offset
-    changes), not walked again at every read meanwhile."""
+    changes), not walked again at every read meanwhile. ``queue_offset``: the damaged unit's (a read
+    that found messages before it answers them, as for WalkPending)."""
+
+    def __init__(self, topic: str, queue_id: int, queue_offset: int) -> None:
+        super().__init__(topic, queue_id, queue_offset)
+        self.queue_offset = queue_offset
 
 
 class UnitRepair:
