@@ -130,6 +130,7 @@ class UnitRepair:
         with self._lock:
             self._stopped = True
             self._pending.clear()
+            self._failed.clear()
             t, self._thread = self._thread, None
             self._wake.notify_all()
             waiters, self._waiters = self._waiters, []

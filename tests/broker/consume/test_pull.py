@@ -8,6 +8,7 @@ spin, and once the fsync ends every one of them gets it, durable."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import threading
 
 from tidemq.broker.consume.group_offsets import GroupOffsets
@@ -266,6 +267,62 @@ def test_a_walk_aside_serves_what_is_before_it_and_a_pull_that_asked_not_to_wait
             return await collect(pull(2))
         served = asyncio.run(again())
         assert [r.message.body for r in served if r.HasField("message")] == [b"b2", b"b3", b"b4"]
+    finally:
+        pop.close()
+        store.shutdown()
+
+
+class FailingWalk(OsFileIO):
+    """Real files; a damaged unit's walk aside (store/unit_repair.py) fails (EIO) at its read-ahead."""
+
+    def read_ahead(self, mapping, offset: int, length: int) -> None:
+        raise OSError(errno.EIO, "read-ahead failed")
+
+
+def test_a_receive_meeting_a_unit_whose_walk_failed_hands_out_what_it_popped(tmp_path):
+    """A damaged consume-queue unit (queue offset 2) whose walk aside failed (remembered: its reads
+    raise WalkFailed): ReceiveMessage hands out the two messages before it, and a receive at it answers
+    no message -- neither fails the call (after popping, which held what was popped invisible)."""
+    import glob
+    import os
+
+    from tidemq.store.consume_queue import UNIT
+
+    root = str(tmp_path / "store")
+    cfg = StoreConfig(root_dir=root, segment_size_bytes=256 << 10, index_slots=1000, index_entries=4000,
+                      preallocate_next_segment=False)
+    store = MessageStore(cfg).start()
+    store.create_topic("T", 1)
+    store.create_topic("O", 1)
+    for i in range(5):
+        assert store.put(Message("T", b"b%d" % i)).ok
+    other = store.put(Message("O", b"o0")).commitlog_offset
+    store.shutdown()
+    [path] = glob.glob(os.path.join(root, "consumequeue", "T", "0", "*"))
+    with open(path, "r+b") as f:                 # unit 2 points at another topic's intact record
+        f.seek(2 * UNIT.size)
+        f.write(UNIT.pack(other, 100, 0))
+    store = MessageStore(cfg, fio=FailingWalk()).start()
+    pop = PopState(store.fio, root)
+    pop.open()
+    try:
+        store.walk_units_aside()
+        r = store.get("g", "T", 0, 2)
+        done = threading.Event()
+        store.notify_readable(done.set, r.walking)
+        assert done.wait(PATIENCE_S), "the walk ended (failed)"
+        consumption = Consumption(store, BrokerConfig(), pop)
+        req = spb.ReceiveMessageRequest(group=pb.Resource(name="g"), message_queue=pb.MessageQueue(
+            topic=pb.Resource(name="T")), batch_size=8, invisible_duration={"seconds": 30},
+            long_polling_timeout={"seconds": 0})
+
+        async def receive():
+            return [r async for r in consumption.receive(req, NoDeadline())]
+        first = asyncio.run(receive())
+        assert [r.message.body for r in first if r.HasField("message")] == [b"b0", b"b1"]
+        second = asyncio.run(receive())
+        assert not any(r.HasField("message") for r in second)
+        assert pop.state("g", "T", 0).cursor == 2
     finally:
         pop.close()
         store.shutdown()
