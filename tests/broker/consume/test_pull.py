@@ -193,7 +193,8 @@ def test_a_walk_aside_serves_what_is_before_it_and_a_pull_that_asked_not_to_wait
     """A damaged consume-queue unit (queue offset 2) whose record is intact in the log, its walk aside
     held: PullMessage and ReceiveMessage from 0 are served the two messages before it (next offset 2),
     not an empty answer; a PullMessage at 2 that asked not to wait (long polling 0 s, no call deadline)
-    is answered at once (nothing yet, next offset 2: read again), not held for the walk (60 s); once the
+    is answered at once (nothing yet, next offset 2: read again), not held for the walk (60 s; a call
+    with a deadline still waits for it within its time, as tidemq.client's pulls rely on); once the
     walk is kept, the pull at 2 is served the record."""
     import glob
     import os
