@@ -5,6 +5,7 @@ log, in its place); a record that is itself damaged is still never served (skipp
 from __future__ import annotations
 
 import asyncio
+import errno
 import glob
 import os
 import struct
@@ -260,3 +261,97 @@ def test_a_unit_pointing_at_another_queues_record_is_said_as_such_not_as_a_crc_f
     assert len(said) == 1 and "points at commit-log offset %d" % other in said[0], said
     assert "CRC" not in said[0]
     assert s.reader.damage.strangers == 1 and s.stats()["records_damaged"] == 1
+
+
+@pytest.mark.parametrize("path", ["get", "get_raw"])
+def test_a_walk_aside_keeps_what_was_read_before_the_damaged_unit(make_config, open_store, path):
+    """A read whose batch meets a damaged unit whose walk runs aside answers the messages before it
+    (next offset: the damaged unit's), not "not readable yet" for the whole batch; the next read, at
+    the damaged unit, waits for the walk and is served its record."""
+    cfg, other = _filled(make_config, open_store)
+    _damage_unit(cfg, 2, DAMAGE["a stranger"](other))
+    fio = _HeldWalk()
+    s = open_store(cfg, fio=fio)
+    s.walk_units_aside()
+
+    def read(off):
+        return s.get("G", "T", 0, off, max_count=8) if path == "get" else s.get_raw("T", 0, off, max_count=8)
+
+    try:
+        r = read(0)
+        assert (r.status, r.next_offset) == (GetStatus.FOUND, 2), r
+        if path == "get":
+            assert [m.body for m in r.messages] == [b"b0", b"b1"]
+        else:
+            assert len(r.records[0]) == 2 and b"b0" in bytes(r.records[1]) and b"b1" in bytes(r.records[1])
+        r = read(2)
+        assert (r.status, r.next_offset) == (GetStatus.OFFSET_OVERFLOW_ONE, 2)
+        assert fio.entered.wait(60), "the walk started aside"
+    finally:
+        fio.release.set()
+    woken = threading.Event()
+    s.notify_readable(woken.set, r.walking)
+    assert woken.wait(60)
+    got = _bodies_by_get(s) if path == "get" else _bodies_by_get_raw(s)
+    assert len(got) == N and all(b"b%d" % i in r for i, r in enumerate(got)), got
+
+
+class _FailingWalk(OsFileIO):
+    """Real files; the read-ahead of a walk aside fails (EIO) while ``failing``; counts the walks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = True
+        self.walks = 0
+
+    def read_ahead(self, mapping, offset: int, length: int) -> None:
+        self.walks += 1
+        if self.failing:
+            raise OSError(errno.EIO, "read-ahead failed")
+        super().read_ahead(mapping, offset, length)
+
+
+@pytest.mark.parametrize("path", ["get", "get_raw"])
+def test_a_walk_aside_that_failed_is_not_walked_again_at_every_read(make_config, open_store, path):
+    """A walk aside that raises is remembered for its unit: the reads of it raise WalkFailed (as the
+    walk inline raises to its read) instead of asking for the walk again at each read (a long poll
+    walked up to 256 MiB per read until its deadline); after FAILED_FOR_S (the store's clock) it is
+    walked again, and served once the walk works."""
+    from tidemq.io import ManualClock
+    from tidemq.store.unit_repair import FAILED_FOR_S, WalkFailed
+
+    cfg, other = _filled(make_config, open_store)
+    _damage_unit(cfg, 2, DAMAGE["a stranger"](other))
+    fio = _FailingWalk()
+    clock = ManualClock()
+    s = open_store(cfg, fio=fio, clock=clock)
+    s.walk_units_aside()
+
+    def read(off):
+        return s.get("G", "T", 0, off, max_count=1) if path == "get" else s.get_raw("T", 0, off, max_count=1)
+
+    def walked(r):
+        done = threading.Event()
+        s.notify_readable(done.set, r.walking)
+        assert done.wait(60), "hang bound"
+
+    r = read(2)
+    assert r.status is GetStatus.OFFSET_OVERFLOW_ONE
+    walked(r)
+    assert fio.walks == 1
+    for _ in range(5):
+        with pytest.raises(WalkFailed) as e:
+            read(2)
+        assert isinstance(e.value.__cause__, OSError)
+    r = s.get("G", "T", 0, 0, max_count=8) if path == "get" else s.get_raw("T", 0, 0, max_count=8)
+    assert (r.status, r.next_offset) == (GetStatus.FOUND, 2), "what is before it is served"
+    assert fio.walks == 1, "not walked again"
+    assert s.reader.repair.walked == 1
+    fio.failing = False
+    clock.advance(FAILED_FOR_S + 1)
+    r = read(2)
+    assert r.status is GetStatus.OFFSET_OVERFLOW_ONE
+    walked(r)
+    assert fio.walks == 2
+    got = _bodies_by_get(s) if path == "get" else _bodies_by_get_raw(s)
+    assert len(got) == N and all(b"b%d" % i in r for i, r in enumerate(got)), got

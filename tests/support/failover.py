@@ -66,8 +66,7 @@ def run(base_dir: str, zk: str, kills: int, mode: str = "SYNC", per_kill_acks: i
     producer = None
     try:
         g.start_all()
-        leader = g.wait_leader()
-        g.wait_in_sync(leader, [i for i in range(3) if i != leader])
+        g.wait_all_in_sync()
         conf = ClientConfiguration(g.official_endpoints, Credentials(), request_timeout=10)
         producer = start(lambda: Producer(conf, (TOPIC,)))
         t = threading.Thread(target=produce, args=(producer, sends, seq_max), daemon=True)
@@ -96,9 +95,7 @@ def run(base_dir: str, zk: str, kills: int, mode: str = "SYNC", per_kill_acks: i
             log(f"kill {k + 1}: {rec}")
         sends.stop.set()
         t.join(timeout=patience())
-        leader = g.wait_leader()
-        others = [i for i in range(3) if i != leader]
-        g.wait_in_sync(leader, others)
+        leader = g.wait_all_in_sync()
         bodies = g.read_topic(leader, TOPIC)
         counts = Counter(bodies)
         stored = {int(b[1:]) for b in counts}

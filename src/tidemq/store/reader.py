@@ -38,7 +38,7 @@ from ..record.integrity import DamageCounter
 from .segment_queue import SegmentQueue
 from .topics import TopicTable
 from .types import GetResult, GetStatus
-from .unit_repair import UnitRepair, WalkPending
+from .unit_repair import UnitRepair, WalkFailed, WalkPending
 
 AGAIN = object()                   # _get / _get_raw: a damaged unit's record was found in the log: read again
 FILTER_SCAN_UNITS_MAX = 16_000     # units scanned by one filtered get (RocketMQ: maxFilterMessageSize)
@@ -103,8 +103,9 @@ class StoreReader:
         """MessageStore.get: decoded messages of one queue from ``offset``, tag-filtered, then kept
         only where ``match(message)`` is true (a property filter; None: all). Read again while a
         damaged unit's record was just found in the log (unit_repair.py: each unit is looked for
-        once, so this ends). A walk that runs aside (unit_repair.walk_aside): "not readable yet"
-        at ``offset`` (_walking)."""
+        once, so this ends). A walk that runs aside (unit_repair.walk_aside): what was read before
+        the damaged unit is answered (next offset: the unit); with nothing before it, "not readable
+        yet" at ``offset`` (_walking), or WalkFailed when its walk failed (unit_repair.py)."""
         while True:
             try:
                 r = self._get(group, topic, queue_id, offset, max_count, max_bytes, tags, match)
@@ -234,6 +235,11 @@ class StoreReader:
                     continue
                 msgs.append(m)
                 total += size
+        except (WalkPending, WalkFailed) as e:
+            if e.queue_offset <= offset:
+                raise                              # nothing read before it: "not readable yet" (get), or the failure
+            used = e.queue_offset - offset         # what was read before the damaged unit is answered;
+            # the next read starts at it (and waits for its walk)
         finally:
             if mf is not None:
                 mf.release()
@@ -292,12 +298,19 @@ class StoreReader:
 
     def get_raw(self, topic: str, queue_id: int, offset: int, max_count: int = 4096,
                 max_bytes: int = 16 << 20, room: int = 0, head=None) -> GetResult:
-        """_get_raw, read again while a damaged unit's record was just found in the log (as get)."""
+        """_get_raw, read again while a damaged unit's record was just found in the log (as get). A
+        walk aside (pending or failed) for a unit past ``offset``: the units before it are read alone
+        (answered; the next read starts at the damaged unit)."""
         while True:
             try:
                 r = self._get_raw(topic, queue_id, offset, max_count, max_bytes, room, head)
-            except WalkPending as e:
-                return self._walking(topic, queue_id, offset, e.walked)
+            except (WalkPending, WalkFailed) as e:
+                if e.queue_offset <= offset:
+                    if isinstance(e, WalkFailed):
+                        raise
+                    return self._walking(topic, queue_id, offset, e.walked)
+                max_count = e.queue_offset - offset     # (fewer each time: this ends)
+                continue
             if r is not AGAIN:
                 return r
 

@@ -140,7 +140,7 @@ class StoreReads:
         that needs a walk answers "not readable yet" at its offset until the walk is kept. Ends
         with the store."""
         self._running("walk_units_aside")
-        self.reader.repair.walk_aside(self.fio)
+        self.reader.repair.walk_aside(self.fio, self.clock.monotonic_s)
 
     def readable_advanced(self) -> None:
         """readable_end may have moved: call the waiters it reached (notify_readable). Whatever the

@@ -29,10 +29,13 @@ topic deleted and made again reads its own units, never a unit found for what wa
 
 A walk reads up to ``SCAN_BYTES_MAX`` of the log. The broker reads on its event loop, so there the
 walks run aside (``walk_aside``): on a thread of their own, one at a time (``WALKS_PENDING_MAX``
-waiting at most), and ``find`` raises ``WalkPending`` instead of walking; the reader answers "not
-readable yet" at the read's offset (OFFSET_OVERFLOW_ONE, next offset the read's own: the caller
-reads it again), and the waiters ``on_walked`` gathered are called when the walk is kept, so a long
-poll reads again then. What a walk keeps is the same on either thread (the readable end is the one
+waiting at most), and ``find`` raises ``WalkPending`` instead of walking; the reader answers what
+it read before the damaged unit (next offset: the unit's), or with nothing before it "not readable
+yet" at the read's offset (OFFSET_OVERFLOW_ONE, next offset the read's own: the caller reads it
+again), and the waiters ``on_walked`` gathered are called when the walk is kept, so a long poll
+reads again then. A walk that fails is remembered (``FAILED_FOR_S``, ``FAILED_MAX`` at most): the
+reads of its unit raise ``WalkFailed`` (as the walk inline would raise to its read) instead of
+asking for it again at every read. What a walk keeps is the same on either thread (the readable end is the one
 of the read that asked).
 """
 
@@ -56,15 +59,30 @@ ABSENT_MAX = 16_384              # units after a damaged one a walk can show abs
 WALKS_PENDING_MAX = 64           # walks waiting for the walking thread at most (walk_aside; past it: asked again later)
 READ_AHEAD_BYTES = 4 << 20       # log bytes a walk aside asks the kernel to read ahead at a time
 WAITERS_MAX = 1024               # on_walked callbacks kept at most (past it, the oldest are called at once)
+FAILED_FOR_S = 10.0              # a walk aside that failed is not asked again for this long (its reads: WalkFailed)
+FAILED_MAX = 1024                # failed walks remembered at most (past it, the oldest are forgotten)
 
 
 class WalkPending(Exception):
     """The walk a read needs runs aside (walk_aside): nothing of it is kept yet; read again later.
-    ``walked``: the walks kept so far (on_walked's ``since``)."""
+    ``walked``: the walks kept so far (on_walked's ``since``); ``queue_offset``: the damaged unit's
+    (what a read found before it is answered)."""
 
-    def __init__(self, walked: int) -> None:
-        super().__init__(walked)
+    def __init__(self, walked: int, queue_offset: int) -> None:
+        super().__init__(walked, queue_offset)
         self.walked = walked
+        self.queue_offset = queue_offset
+
+
+class WalkFailed(Exception):
+    """The walk aside a read needs failed (its cause: ``__cause__``), as the walk inline would have
+    raised to the read: remembered for FAILED_FOR_S (or until the unit or the log's first offset
+    changes), not walked again at every read meanwhile. ``queue_offset``: the damaged unit's (a read
+    that found messages before it answers them, as for WalkPending)."""
+
+    def __init__(self, topic: str, queue_id: int, queue_offset: int) -> None:
+        super().__init__(topic, queue_id, queue_offset)
+        self.queue_offset = queue_offset
 
 
 class UnitRepair:
@@ -87,15 +105,20 @@ class UnitRepair:
         self._thread: threading.Thread | None = None
         self._stopped = False
         self.walked = 0               # walks aside kept (or ended) so far
+        self.monotonic_s = None       # walk_aside: the clock failed walks are remembered by
+        # (topic, queue id, queue offset) -> (the unit the file held, the log's first offset, until, the failure)
+        self._failed: dict[tuple[str, int, int], tuple[bytes, int, float, BaseException]] = {}
 
     # Walks aside --------------------------------------------------------------------------------
-    def walk_aside(self, fio) -> None:
+    def walk_aside(self, fio, monotonic_s: Callable[[], float]) -> None:
         """From now on, walks run on a thread of their own (started here) and ``find`` raises
-        WalkPending where it would walk; ``fio``'s read_ahead is asked for each stretch walked."""
+        WalkPending where it would walk; ``fio``'s read_ahead is asked for each stretch walked. A
+        walk that fails is remembered for FAILED_FOR_S by ``monotonic_s()`` (WalkFailed)."""
         with self._lock:
             if self._thread is not None:
                 return
             self.fio = fio
+            self.monotonic_s = monotonic_s
             self._aside = True
             self._stopped = False
             self._thread = threading.Thread(target=self._run, name="tidemq-unit-walk", daemon=True)
@@ -107,6 +130,7 @@ class UnitRepair:
         with self._lock:
             self._stopped = True
             self._pending.clear()
+            self._failed.clear()
             t, self._thread = self._thread, None
             self._wake.notify_all()
             waiters, self._waiters = self._waiters, []
@@ -145,14 +169,21 @@ class UnitRepair:
                 key = next(iter(self._pending))
                 cq, seen, end = self._pending[key]
             topic, queue_id, q = key
+            failed = None
             try:
                 unit, absent = self._walk(cq, topic, queue_id, q, end)
                 if not self._stopped:
                     self._keep(cq, topic, queue_id, q, seen, unit, absent)
-            except Exception:                  # (a walk meeting a store being closed under it)
+            except Exception as e:             # (a walk meeting a store being closed under it, a read error)
                 log.exception("looking for the record of consume-queue unit %s/%d queue offset %d failed",
                               topic, queue_id, q)
+                failed = e.with_traceback(None)        # (no frames held while it is remembered)
             with self._lock:
+                if failed is not None:
+                    while len(self._failed) >= FAILED_MAX:
+                        del self._failed[next(iter(self._failed))]
+                    self._failed[key] = (seen, self.commit_log.min_offset, self.monotonic_s() + FAILED_FOR_S,
+                                         failed)
                 self._pending.pop(key, None)
                 self.walked += 1
                 waiters, self._waiters = self._waiters, []
@@ -208,11 +239,16 @@ class UnitRepair:
         if self._aside:
             with self._lock:
                 key = (topic, queue_id, q)
+                f = self._failed.get(key)
+                if f is not None:
+                    if f[0] == seen and f[1] == self.commit_log.min_offset and self.monotonic_s() < f[2]:
+                        raise WalkFailed(topic, queue_id, q) from f[3]
+                    del self._failed[key]       # (its time is over, or the unit or the log changed: walked again)
                 if key not in self._pending and len(self._pending) < WALKS_PENDING_MAX and not self._stopped:
                     self._pending[key] = (cq, seen, end)
                     self._wake.notify()
                 walked = self.walked
-            raise WalkPending(walked)
+            raise WalkPending(walked, q)
         unit, absent = self._walk(cq, topic, queue_id, q, end)
         return self._keep(cq, topic, queue_id, q, seen, unit, absent)
 

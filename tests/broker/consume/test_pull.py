@@ -8,6 +8,7 @@ spin, and once the fsync ends every one of them gets it, durable."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import threading
 
 from tidemq.broker.consume.group_offsets import GroupOffsets
@@ -165,4 +166,164 @@ def test_query_offset_end_is_the_readable_end(tmp_path):
         t.join(PATIENCE_S)
         assert pulls.query_offset(req).offset == 2
     finally:
+        store.shutdown()
+
+
+class NoDeadline:
+    def time_remaining(self):
+        return None
+
+
+class HeldWalk(OsFileIO):
+    """Real files; a damaged unit's walk aside (store/unit_repair.py) held in its first read-ahead
+    until ``release``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def read_ahead(self, mapping, offset: int, length: int) -> None:
+        self.entered.set()
+        assert self.release.wait(2 * PATIENCE_S), "the test never let the walk end"
+        super().read_ahead(mapping, offset, length)
+
+
+def test_a_walk_aside_serves_what_is_before_it_and_a_pull_that_asked_not_to_wait_does_not(tmp_path):
+    """A damaged consume-queue unit (queue offset 2) whose record is intact in the log, its walk aside
+    held: PullMessage and ReceiveMessage from 0 are served the two messages before it (next offset 2),
+    not an empty answer; a PullMessage at 2 that asked not to wait (long polling 0 s, no call deadline)
+    is answered at once (nothing yet, next offset 2: read again), not held for the walk (60 s; a call
+    with a deadline still waits for it within its time, as tidemq.client's pulls rely on); once the
+    walk is kept, the pull at 2 is served the record."""
+    import glob
+    import os
+
+    from tidemq.store.consume_queue import UNIT
+
+    root = str(tmp_path / "store")
+    cfg = StoreConfig(root_dir=root, segment_size_bytes=256 << 10, index_slots=1000, index_entries=4000,
+                      preallocate_next_segment=False)
+    store = MessageStore(cfg).start()
+    store.create_topic("T", 1)
+    store.create_topic("O", 1)
+    for i in range(5):
+        assert store.put(Message("T", b"b%d" % i)).ok
+    other = store.put(Message("O", b"o0")).commitlog_offset
+    store.shutdown()
+    [path] = glob.glob(os.path.join(root, "consumequeue", "T", "0", "*"))
+    with open(path, "r+b") as f:                 # unit 2 points at another topic's intact record
+        f.seek(2 * UNIT.size)
+        f.write(UNIT.pack(other, 100, 0))
+    fio = HeldWalk()
+    store = MessageStore(cfg, fio=fio).start()
+    pop = PopState(store.fio, root)
+    pop.open()
+    try:
+        store.walk_units_aside()
+        consumption = Consumption(store, BrokerConfig(), pop)
+        offsets = GroupOffsets(store.fio, root)
+        offsets.load()
+        pulls = Pull(store, offsets, consumption.arrivals)
+        mq = pb.MessageQueue(topic=pb.Resource(name="T"), id=0)
+
+        def pull(offset):
+            return pulls.pull(spb.PullMessageRequest(group=pb.Resource(name="g"), message_queue=mq, offset=offset,
+                                                     batch_size=8, long_polling_timeout={"seconds": 0}), NoDeadline())
+
+        async def scenario():
+            first = [r async for r in pull(0)]
+            received = [r async for r in consumption.receive(spb.ReceiveMessageRequest(
+                group=pb.Resource(name="g"), message_queue=pb.MessageQueue(topic=pb.Resource(name="T")),
+                batch_size=8, invisible_duration={"seconds": 30}, long_polling_timeout={"seconds": 0}),
+                NoDeadline())]
+            assert await asyncio.to_thread(fio.entered.wait, PATIENCE_S), "the walk started aside"
+            at_once = asyncio.ensure_future(collect(pull(2)))
+            for _ in range(2000):                # it answers, or it waits for the walk (nothing else runs)
+                if at_once.done() or store.reader.repair._waiters:
+                    break
+                await asyncio.sleep(0)
+            held = not at_once.done()
+            fio.release.set()
+            return first, received, held, await asyncio.wait_for(at_once, PATIENCE_S)
+
+        async def collect(gen):
+            return [r async for r in gen]
+
+        try:
+            first, received, held, at_two = asyncio.run(scenario())
+        finally:
+            fio.release.set()
+        assert [r.message.body for r in first if r.HasField("message")] == [b"b0", b"b1"]
+        assert [r.next_offset for r in first if r.HasField("next_offset")] == [2]
+        assert [r.message.body for r in received if r.HasField("message")] == [b"b0", b"b1"]
+        assert not held, "a pull that asked not to wait waited for the walk"
+        assert not any(r.HasField("message") for r in at_two)
+        assert [r.next_offset for r in at_two if r.HasField("next_offset")] == [2]
+        done = threading.Event()
+        store.notify_readable(done.set, 0)
+        assert done.wait(PATIENCE_S), "the walk was kept"
+
+        async def again():
+            return await collect(pull(2))
+        served = asyncio.run(again())
+        assert [r.message.body for r in served if r.HasField("message")] == [b"b2", b"b3", b"b4"]
+    finally:
+        pop.close()
+        store.shutdown()
+
+
+class FailingWalk(OsFileIO):
+    """Real files; a damaged unit's walk aside (store/unit_repair.py) fails (EIO) at its read-ahead."""
+
+    def read_ahead(self, mapping, offset: int, length: int) -> None:
+        raise OSError(errno.EIO, "read-ahead failed")
+
+
+def test_a_receive_meeting_a_unit_whose_walk_failed_hands_out_what_it_popped(tmp_path):
+    """A damaged consume-queue unit (queue offset 2) whose walk aside failed (remembered: its reads
+    raise WalkFailed): ReceiveMessage hands out the two messages before it, and a receive at it answers
+    no message -- neither fails the call (after popping, which held what was popped invisible)."""
+    import glob
+    import os
+
+    from tidemq.store.consume_queue import UNIT
+
+    root = str(tmp_path / "store")
+    cfg = StoreConfig(root_dir=root, segment_size_bytes=256 << 10, index_slots=1000, index_entries=4000,
+                      preallocate_next_segment=False)
+    store = MessageStore(cfg).start()
+    store.create_topic("T", 1)
+    store.create_topic("O", 1)
+    for i in range(5):
+        assert store.put(Message("T", b"b%d" % i)).ok
+    other = store.put(Message("O", b"o0")).commitlog_offset
+    store.shutdown()
+    [path] = glob.glob(os.path.join(root, "consumequeue", "T", "0", "*"))
+    with open(path, "r+b") as f:                 # unit 2 points at another topic's intact record
+        f.seek(2 * UNIT.size)
+        f.write(UNIT.pack(other, 100, 0))
+    store = MessageStore(cfg, fio=FailingWalk()).start()
+    pop = PopState(store.fio, root)
+    pop.open()
+    try:
+        store.walk_units_aside()
+        r = store.get("g", "T", 0, 2)
+        done = threading.Event()
+        store.notify_readable(done.set, r.walking)
+        assert done.wait(PATIENCE_S), "the walk ended (failed)"
+        consumption = Consumption(store, BrokerConfig(), pop)
+        req = spb.ReceiveMessageRequest(group=pb.Resource(name="g"), message_queue=pb.MessageQueue(
+            topic=pb.Resource(name="T")), batch_size=8, invisible_duration={"seconds": 30},
+            long_polling_timeout={"seconds": 0})
+
+        async def receive():
+            return [r async for r in consumption.receive(req, NoDeadline())]
+        first = asyncio.run(receive())
+        assert [r.message.body for r in first if r.HasField("message")] == [b"b0", b"b1"]
+        second = asyncio.run(receive())
+        assert not any(r.HasField("message") for r in second)
+        assert pop.state("g", "T", 0).cursor == 2
+    finally:
+        pop.close()
         store.shutdown()

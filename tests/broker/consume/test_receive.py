@@ -400,9 +400,17 @@ def test_a_receive_held_by_a_fetch_quota_hands_out_nothing_whose_invisible_time_
     invisible time of a pop-time count, within the delay.)"""
     from tidemq.broker.protection.quotas import Quotas
 
+    class Held(Quotas):
+        """The answer's charge seen (``charged``, once the loop runs): popped, its answer held now."""
+        charged: asyncio.Event
+
+        def charge(self, *a, **k):
+            self.charged.set()
+            return super().charge(*a, **k)
+
     store, clock, consumption = world
     c = consumption()
-    c.quotas = Quotas(None, None, clock, 30.0)
+    c.quotas = Held(None, None, clock, 30.0)
     c.quotas.replace({"topic:T": {"fetch": 1000}})        # 1000 bytes a second; a full bucket to start
     put(store, 0, b"x" * 1300)                            # 300 bytes of debt: a 0.3 s delay
 
@@ -420,9 +428,10 @@ def test_a_receive_held_by_a_fetch_quota_hands_out_nothing_whose_invisible_time_
     async def scenario():
         async def receive():
             return [r async for r in c.receive(req, Context())]
+        c.quotas.charged = asyncio.Event()
         first = asyncio.ensure_future(receive())
-        while not c.pop.state("g", "T", 0).inflight:      # popped: its answer is held by the quota now
-            await asyncio.sleep(0)
+        await asyncio.wait_for(c.quotas.charged.wait(), PATIENCE_S)    # popped: its answer is held by the quota now
+        assert c.pop.state("g", "T", 0).inflight
         clock.advance(0.2)
         other = c.pop_batch("g", "T", 8, 100)
         return await asyncio.wait_for(first, PATIENCE_S), other

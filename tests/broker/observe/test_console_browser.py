@@ -43,9 +43,8 @@ def test_a_three_member_group_after_a_kill(tmp_path, zookeeper):  # noqa: F811
     try:
         for i in range(3):
             g.start(i, env={"TIDEMQ_METRICS_PORT": str(metrics[i])})
-        leader = g.wait_leader()
+        leader = g.wait_all_in_sync()
         others = [i for i in range(3) if i != leader]
-        g.wait_in_sync(leader, others)
         with Producer(g.endpoint(leader)) as p:
             assert all(r.ok for r in p.send_batch("Console", [b"m%d" % i for i in range(50)]))
         follower = others[0]

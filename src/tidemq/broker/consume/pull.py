@@ -63,9 +63,14 @@ async def long_poll(fetch, arrivals: asyncio.Event, wait_s: float, context, wake
     if remaining is not None:
         wait_s = min(wait_s, remaining - 0.5)
     deadline = time.monotonic() + max(0.0, wait_s)
-    # a damaged unit's walk of the log runs aside (store/unit_repair.py): waited for whatever the poll
-    # asked (its record is there: the answer is the walk's, as if it had run here), within the call's time
-    walk_deadline = time.monotonic() + (remaining - 0.5 if remaining is not None else WALK_WAIT_S_MAX)
+    # a damaged unit's walk of the log runs aside (store/unit_repair.py): waited for past the poll's own
+    # wait (its record is there: the answer is the walk's, as if it had run here) within the call's time;
+    # a call with no deadline waits WALK_WAIT_S_MAX for it only if it asked to wait at all (asked not to:
+    # answered at once, nothing yet, read again)
+    if remaining is not None:
+        walk_deadline = time.monotonic() + remaining - 0.5
+    else:
+        walk_deadline = deadline if wait_s <= 0 else time.monotonic() + WALK_WAIT_S_MAX
     while True:
         arrivals.clear()
         g = fetch()

@@ -40,6 +40,7 @@ from ...config import BrokerConfig
 from ...io import Clock
 from ...protocol.stubs import Code, pb, spb, status
 from ...store import GetStatus, Message, MessageStore, PutStatus
+from ...store.unit_repair import WalkFailed
 from ...record.codec import PROP_UNIQ_KEY, valid_topic
 from ..observe.outcomes import DEAD_LETTERED, OK, REDELIVERED, Outcomes
 from ..protection.access import sub_allowed_now
@@ -258,7 +259,12 @@ class Consumption:
             if pass_max is not None and passed >= pass_max:
                 self.more_to_scan = True        # the rest at the next look (receive yields to the loop first)
                 break
-            g = self.store.get(group, topic, q, cursor, max_count=batch - len(out), tags=sub.tags, match=sub.match)
+            try:
+                g = self.store.get(group, topic, q, cursor, max_count=batch - len(out), tags=sub.tags, match=sub.match)
+            except WalkFailed:
+                # the walk aside for the queue's damaged unit at the cursor failed (store/unit_repair.py
+                # said why; walked again later): nothing more of this queue now; what was popped goes out
+                break
             passed += max(0, g.next_offset - cursor)
             if g.status is GetStatus.FOUND:
                 for m in g.messages:

@@ -76,9 +76,11 @@ class ServiceProxy(sgrpc.MessagingServiceServicer):
         coordinator follows no one until it is elected or told who leads), including the moment after
         the election is recorded (routes name it) before its lead() installs the leader's service --
         answers UNAVAILABLE (retried, as ``until_installed``'s) instead of its follower's TOPIC_NOT_FOUND
-        for a topic the leader would create (an official producer's start fails on that)."""
+        for a topic the leader would create (an official producer's start fails on that). Called only
+        while ``_leaderless()``: its callers ask that first (cheap) with no await between, and the role
+        changes on this loop only (node.py), so it holds here."""
         node = self.node
-        if code == Code.TOPIC_NOT_FOUND and self._leaderless():     # (callers ask _leaderless first: cheap)
+        if code == Code.TOPIC_NOT_FOUND:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"broker group {node.group!r}: no leader yet (an "
                                                              f"election is under way); try again")
 
