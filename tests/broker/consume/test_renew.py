@@ -140,3 +140,30 @@ def test_after_a_restart_a_client_that_does_not_come_back_loses_its_messages(ren
     assert c2.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None) == [], "client_idle_s_max to come back"
     run_for(clock, renewer2, 1)
     assert bodies(c2.pop_batch(ORDERED, "T", 8, INVISIBLE_MS, None)) == [b"a0"]
+
+
+def test_another_users_flood_never_releases_a_live_auto_renewing_consumers_message(world):
+    """The outcome test_clients_users_e2e.py shows in a real broker, with the clock moved by hand:
+    authentication on (ids ``user<TAB>id``), a table of 16 clients, 16 per user. A push consumer heard
+    from by heartbeats only receives with auto_renew past client_idle_s_max from the start (a client
+    forgotten then counts as gone); another user heartbeats 16 fresh ids (within its own bound, past the
+    table's). Before (sessions/clients.py forgot the oldest client of anyone), the consumer was forgotten,
+    the renewal released its message and the group's second consumer received it while the first was
+    still consuming it."""
+    store, clock, consumption = world
+    c = consumption(**SETTINGS)
+    idle_ms = int(SETTINGS["client_idle_s_max"] * 1000)
+    clients = Clients(clock, idle_ms, clients_max=16, clients_per_user_max=16)
+    renewer = AutoRenew(c.pop, clients, c.config, clock)
+    put(store, 0, b"m1")
+    clients.seen("super\tproducer")
+    clock.advance(idle_ms / 1000 + 1.0)           # past the start's window: forgotten means gone
+    clients.seen("super\tconsumer-1")
+    assert bodies(c.pop_batch(ORDERED, "T", 32, INVISIBLE_MS, None, renew_for="super\tconsumer-1")) == [b"m1"]
+    for i in range(16):                           # another user, within its own bound
+        clients.seen(f"mallory\tflood-{i}")
+    clients.seen("super\tconsumer-2")
+    clock.advance(1.0)
+    assert renewer.tick()[1] == 0, "the live consumer's message was released"
+    assert c.pop_batch(ORDERED, "T", 32, INVISIBLE_MS, None) == [], \
+        "the first consumer's message was handed out while it consumed it"

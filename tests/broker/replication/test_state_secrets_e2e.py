@@ -41,7 +41,11 @@ class RecordingProxy:
                 client, _ = self.listen.accept()
             except OSError:
                 return
-            up = socket.create_connection(("127.0.0.1", self.target_port))
+            try:
+                up = socket.create_connection(("127.0.0.1", self.target_port))
+            except OSError:         # the target is gone (stopped first at the test's end): drop the caller
+                client.close()
+                continue
             self.socks += [client, up]
             threading.Thread(target=self._pipe, args=(client, up, False), daemon=True).start()
             threading.Thread(target=self._pipe, args=(up, client, True), daemon=True).start()
