@@ -327,3 +327,73 @@ def test_a_receive_meeting_a_unit_whose_walk_failed_hands_out_what_it_popped(tmp
     finally:
         pop.close()
         store.shutdown()
+
+
+def test_a_pull_meeting_a_unit_whose_walk_failed_is_answered_retry_there_and_said_once(tmp_path, caplog):
+    """A damaged consume-queue unit (queue offset 2) whose walk aside failed (its reads raise WalkFailed
+    for a while): PullMessage, PullRecords and PullRecordsStream at it answer INTERNAL_SERVER_ERROR (a
+    code the clients retry) with next offset 2 (pull again there), not a failed call; said once per
+    queue without a traceback, however often it is pulled."""
+    import glob
+    import logging
+    import os
+
+    from tidemq.store.consume_queue import UNIT
+
+    root = str(tmp_path / "store")
+    cfg = StoreConfig(root_dir=root, segment_size_bytes=256 << 10, index_slots=1000, index_entries=4000,
+                      preallocate_next_segment=False)
+    store = MessageStore(cfg).start()
+    store.create_topic("T", 1)
+    store.create_topic("O", 1)
+    for i in range(5):
+        assert store.put(Message("T", b"b%d" % i)).ok
+    other = store.put(Message("O", b"o0")).commitlog_offset
+    store.shutdown()
+    [path] = glob.glob(os.path.join(root, "consumequeue", "T", "0", "*"))
+    with open(path, "r+b") as f:                 # unit 2 points at another topic's intact record
+        f.seek(2 * UNIT.size)
+        f.write(UNIT.pack(other, 100, 0))
+    store = MessageStore(cfg, fio=FailingWalk()).start()
+    pop = PopState(store.fio, root)
+    pop.open()
+    try:
+        store.walk_units_aside()
+        r = store.get("g", "T", 0, 2)
+        done = threading.Event()
+        store.notify_readable(done.set, r.walking)
+        assert done.wait(PATIENCE_S), "the walk ended (failed)"
+        consumption = Consumption(store, BrokerConfig(), pop)
+        offsets = GroupOffsets(store.fio, root)
+        offsets.load()
+        pulls = Pull(store, offsets, consumption.arrivals)
+        records = Records(store, consumption.arrivals, 64 << 20)
+        mq = pb.MessageQueue(topic=pb.Resource(name="T"), id=0)
+
+        async def scenario():
+            out = []
+            for _ in range(3):
+                out.append([r async for r in pulls.pull(spb.PullMessageRequest(
+                    group=pb.Resource(name="g"), message_queue=mq, offset=2, batch_size=8,
+                    long_polling_timeout={"seconds": 0}), NoDeadline())])
+            raws = [await records.pull(encode_request("T", 0, 2), NoDeadline()) for _ in range(2)]
+            streamed = [r async for r in records.stream(encode_request("T", 0, 2), NoDeadline())]
+            return out, raws, streamed
+
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="tidemq.broker.consume.pull"):
+            answers, raws, streamed = asyncio.run(scenario())
+        for a in answers:
+            assert [r.status.code for r in a if r.HasField("status")] == [pb.Code.INTERNAL_SERVER_ERROR]
+            assert not any(r.HasField("message") for r in a)
+            assert [r.next_offset for r in a if r.HasField("next_offset")] == [2]
+        for raw in raws + streamed:
+            head, _sizes, _data = decode_response(raw)
+            assert (head["code"], head["next_offset"], head["count"]) == (pb.Code.INTERNAL_SERVER_ERROR, 2, 0)
+        assert len(streamed) == 1
+        said = [rec for rec in caplog.records if rec.name == "tidemq.broker.consume.pull"]
+        assert len(said) == 2, "once for PullMessage, once for PullRecords"
+        assert not any(rec.exc_info for rec in said)
+    finally:
+        pop.close()
+        store.shutdown()

@@ -2,6 +2,7 @@
 
 import asyncio
 import errno
+import glob
 import os
 
 import pytest
@@ -10,7 +11,7 @@ from tidemq.broker.deferred.parking import PROP_DELIVER_MS, park
 from tidemq.broker.topic_names import SCHEDULE_TOPIC
 from tidemq.broker.deferred.timer import Timer
 from tidemq import checked
-from tidemq.io import ManualClock
+from tidemq.io import ManualClock, OsFileIO
 from tidemq.store import Message
 
 from ...support.store import topic_bodies as bodies
@@ -481,3 +482,137 @@ def test_a_kill_after_a_failure_of_the_log_before_the_checkpoint_was_cut_skips_n
         assert sorted(bodies(s2, "T")) == [b"a", b"b", b"gone", b"new", b"new2"], "none skipped, none doubled"
     finally:
         s2.shutdown()
+
+
+class _FailingWalk(OsFileIO):
+    """Real files; a damaged consume-queue unit's walk aside (store/unit_repair.py) fails (EIO) at its
+    read-ahead while ``failing``."""
+    failing = True
+
+    def read_ahead(self, mapping, offset: int, length: int) -> None:
+        if self.failing:
+            raise OSError(errno.EIO, "read-ahead failed")
+        super().read_ahead(mapping, offset, length)
+
+
+def test_a_schedule_unit_whose_walk_failed_waits_and_nothing_is_lost_or_moved_twice(tmp_path, caplog):
+    """The schedule queue's unit 1 is damaged (it points at another topic's record) and the walk aside
+    for its record fails (EIO, the FileIO seam; remembered 10 s: its reads raise WalkFailed): a round
+    moves what is before it and the rest waits (no failed round, no traceback); once the walk works
+    again, every delayed message is moved, each once. Before, every round raised at the unit (read on
+    past what was moved): nothing was moved while the walk kept failing, a traceback each round."""
+    import logging
+    import threading
+
+    from tidemq.store import MessageStore, StoreConfig
+    from tidemq.store.consume_queue import UNIT
+    from tidemq.store.unit_repair import FAILED_FOR_S
+
+    from ...support.wait import PATIENCE_S
+
+    clock = ManualClock()
+    cfg = StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=256 << 10, index_slots=1000,
+                      index_entries=4000, preallocate_next_segment=False)
+    s = MessageStore(cfg, clock=clock).start()
+    s.create_topic("T", 1)
+    s.create_topic("O", 1)
+    s.create_topic(SCHEDULE_TOPIC, 1)
+    now = clock.now_ms()
+    for i in range(3):
+        schedule(s, "T", b"m%d" % i, now + 100, "U%d" % i)
+    other = s.put(Message("O", b"o")).commitlog_offset
+    s.shutdown()
+    [path] = glob.glob(os.path.join(cfg.root_dir, "consumequeue", SCHEDULE_TOPIC, "0", "*"))
+    with open(path, "r+b") as f:
+        f.seek(1 * UNIT.size)
+        f.write(UNIT.pack(other, 100, 0))
+    fio = _FailingWalk()
+    s = MessageStore(cfg, fio=fio, clock=clock).start()
+    try:
+        s.walk_units_aside()
+        t = Timer(s)
+        t.open()
+        clock.advance(1)
+
+        def walked():
+            """Ask for the walk aside of unit 1 (read it) and wait for it to end."""
+            r = s.get("%sys", SCHEDULE_TOPIC, 0, 1)
+            assert r.walking is not None, "its walk runs aside"
+            done = threading.Event()
+            s.notify_readable(done.set, r.walking)
+            assert done.wait(PATIENCE_S), "the walk ended"
+
+        walked()
+        with caplog.at_level(logging.WARNING, logger="tidemq.broker"):
+            assert asyncio.run(t.turn()) == (False, False)
+            assert asyncio.run(t.turn()) == (False, False)
+        assert bodies(s, "T") == [b"m0"]
+        assert not [r for r in caplog.records if r.name == "tidemq.broker" and r.exc_info]
+        fio.failing = False
+        clock.advance(FAILED_FOR_S + 1)
+        walked()                                            # walked again (kept now)
+        asyncio.run(t.turn())
+        asyncio.run(t.turn())
+        assert bodies(s, "T") == [b"m0", b"m1", b"m2"]
+        assert t.pending == 0
+    finally:
+        s.shutdown()
+
+
+def test_a_due_message_whose_unit_walk_failed_waits_and_the_others_are_moved(tmp_path, caplog):
+    """Three due messages read into the heap; then unit 1 of the schedule queue is damaged (it points at
+    another topic's record) and the walk aside for its record fails (EIO through the FileIO seam;
+    remembered 10 s): a round moves the two others and m1 waits on the heap (no failed round, no
+    traceback); once the walk works again it is moved, once. Before, read_at raised: the round failed
+    with a traceback and moved none of them while the walk kept failing."""
+    import logging
+    import threading
+
+    from tidemq.store import MessageStore, StoreConfig
+    from tidemq.store.consume_queue import UNIT
+    from tidemq.store.unit_repair import FAILED_FOR_S
+
+    from ...support.wait import PATIENCE_S
+
+    clock = ManualClock()
+    cfg = StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=256 << 10, index_slots=1000,
+                      index_entries=4000, preallocate_next_segment=False)
+    fio = _FailingWalk()
+    s = MessageStore(cfg, fio=fio, clock=clock).start()
+    try:
+        s.walk_units_aside()
+        for topic in ("T", "O", SCHEDULE_TOPIC):
+            s.create_topic(topic, 1)
+        now = clock.now_ms()
+        for i in range(3):
+            schedule(s, "T", b"m%d" % i, now + 100, "U%d" % i)
+        other = s.put(Message("O", b"o")).commitlog_offset
+        t = Timer(s)
+        t.open()
+        assert t.enqueue() == 3
+        [path] = glob.glob(os.path.join(cfg.root_dir, "consumequeue", SCHEDULE_TOPIC, "0", "*"))
+        with open(path, "r+b") as f:                        # (the store maps the file: it reads this)
+            f.seek(1 * UNIT.size)
+            f.write(UNIT.pack(other, 100, 0))
+        clock.advance(1)
+
+        def walked():
+            """Ask for the walk aside of unit 1 (read it) and wait for it to end."""
+            r = s.get("%sys", SCHEDULE_TOPIC, 0, 1)
+            assert r.walking is not None, "its walk runs aside"
+            done = threading.Event()
+            s.notify_readable(done.set, r.walking)
+            assert done.wait(PATIENCE_S), "the walk ended"
+
+        walked()
+        with caplog.at_level(logging.WARNING, logger="tidemq.broker"):
+            assert asyncio.run(t.turn())[0] is False
+        assert bodies(s, "T") == [b"m0", b"m2"] and t.pending == 1
+        assert not [r for r in caplog.records if r.name == "tidemq.broker" and r.exc_info]
+        fio.failing = False
+        clock.advance(FAILED_FOR_S + 1)
+        walked()                                            # walked again (kept now)
+        asyncio.run(t.turn())
+        assert bodies(s, "T") == [b"m0", b"m1", b"m2"] and t.pending == 0      # (sorted: each once)
+    finally:
+        s.shutdown()

@@ -184,3 +184,27 @@ def test_an_epoch_record_written_by_someone_without_the_key_is_written_again_by_
     w.kill("m0")
     w.run(SESSION_S * 2)
     assert w.leader() == "m1" and w.members["m1"].led == [2] and record(w, EPOCH) == b"2"
+
+
+def test_a_leader_whose_log_failed_steps_down_though_its_in_sync_record_was_overwritten():
+    """The leader's log failed (node.step_down_wanted, its lease revoked) while someone without the keys
+    had overwritten the in-sync set: the leader writes the set again, signed, without itself, and gives up
+    the lease; a member of the set leads the next epoch. Before, step_down read the refused record and
+    returned at every step (before the rewrite, which runs only when it stays leader): it led on, never
+    stepping down, and the group never elected."""
+    w = signed_world({"m0": 0, "m1": 0, "m2": 0})
+    assert w.leader() == "m0"
+    w.catch_up("m0", "m1", "m2")
+    w.run(0.2)
+    assert sorted(isr_members(w)) == ["m0", "m1", "m2"]
+    outsider = w.service.client("x", 10.0)
+    outsider.start()
+    m0 = w.members["m0"]
+    assert outsider.set(ISR, json.dumps({"epoch": m0.epoch, "members": ["evil"]}).encode())
+    epoch = m0.epoch
+    m0.step_down_wanted = True
+    m0.lease.revoke()
+    w.run(1.0)                                          # within the session (its lease's node stays)
+    assert not m0.leading and not m0.step_down_wanted
+    assert w.leader() in ("m1", "m2") and w.members[w.leader()].epoch > epoch
+    assert "m0" not in isr_members(w) and "evil" not in isr_members(w)

@@ -15,10 +15,13 @@ whichever comes first: it neither spins nor sleeps out its timeout.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 from ...protocol.stubs import Code, pb, spb, status
+from ...said import Conditions
 from ...store import GetResult, GetStatus, MessageStore, StoreNotRunning
+from ...store.unit_repair import WalkFailed
 from ...record.codec import valid_topic
 from ..observe.outcomes import OK, Outcomes
 from ..protection.access import sub_allowed_now
@@ -28,6 +31,38 @@ from .filters import subscription
 from .group_offsets import GroupOffsets
 
 PULL_BYTES_MAX = 64 << 20       # message bytes one PullMessage answers at most
+QUEUES_SAID_MAX = 1024          # queues whose failed unit walk a WalkFailures keeps saying once for
+
+log = logging.getLogger(__name__)
+
+
+class WalkFailures:
+    """Pulls that met a consume-queue unit whose walk aside failed (store/unit_repair.py WalkFailed,
+    remembered FAILED_FOR_S; the store said why, with its traceback): answered INTERNAL_SERVER_ERROR
+    at the same offset (a status the clients retry: the walk is tried again after that time), said
+    once per queue (said.Conditions) until a pull of that queue is served again."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.queues: dict[tuple[str, int], Conditions] = {}
+
+    def failed(self, topic: str, queue_id: int, e: WalkFailed) -> str:
+        """The answer's message for ``e`` (a pull of ``topic``/``queue_id``), said once per queue."""
+        text = (f"queue {queue_id} of topic {topic!r}: the consume-queue unit at offset {e.queue_offset} is "
+                f"not readable now (looking for its record failed; pull again)")
+        c = self.queues.get((topic, queue_id))
+        if c is None and len(self.queues) < QUEUES_SAID_MAX:
+            c = self.queues[(topic, queue_id)] = Conditions(log, self.what)
+        if c is not None:
+            c.failed("WalkFailed", text)
+        return text
+
+    def served(self, topic: str, queue_id: int) -> None:
+        """A pull of the queue answered from the store again: said once if it had failed."""
+        if self.queues:
+            c = self.queues.pop((topic, queue_id), None)
+            if c is not None:
+                c.recovered(f"queue {queue_id} of topic {topic!r} is readable again")
 
 
 def readable_waker(store: MessageStore, arrivals: asyncio.Event):
@@ -103,6 +138,7 @@ class Pull:
         self.bytes_max = bytes_max
         self.quotas = None          # protection/quotas.Quotas: fetch byte rates (None: none)
         self.acl = None             # protection/acl.Acl with authentication on: checked again after a wait
+        self.walk_failures = WalkFailures("PullMessage")
 
     def _queue(self, mq) -> tuple[str, int, "pb.Status | None"]:
         topic, qid = mq.topic.name, mq.id
@@ -136,9 +172,16 @@ class Pull:
         if over is not None:
             yield spb.PullMessageResponse(status=status(Code.TOO_MANY_REQUESTS, over))
             return
-        g = await long_poll(lambda: self.store.get(group, topic, qid, offset, max_count=batch, max_bytes=self.bytes_max,
-                                                   tags=sub.tags, match=sub.match), self.arrivals, wait_s, context,
-                            readable_waker(self.store, self.arrivals))
+        try:
+            g = await long_poll(lambda: self.store.get(group, topic, qid, offset, max_count=batch,
+                                                       max_bytes=self.bytes_max, tags=sub.tags, match=sub.match),
+                                self.arrivals, wait_s, context, readable_waker(self.store, self.arrivals))
+        except WalkFailed as e:              # nothing readable before the damaged unit: read again later
+            yield spb.PullMessageResponse(status=status(Code.INTERNAL_SERVER_ERROR,
+                                                        self.walk_failures.failed(topic, qid, e)))
+            yield spb.PullMessageResponse(next_offset=offset)
+            return
+        self.walk_failures.served(topic, qid)
         why = sub_allowed_now(self.acl, topic, request.group.name) if wait_s > 0 else None
         if why is not None:                  # revoked while it waited: nothing handed out
             yield spb.PullMessageResponse(status=status(Code.FORBIDDEN, why))

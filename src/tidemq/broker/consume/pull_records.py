@@ -16,12 +16,13 @@ from ...protocol.data import FrameError
 from ...protocol.pull_frame import BYTES_MAX, decode_request, encode_head, encode_response
 from ...protocol.stubs import Code
 from ...store import GetStatus, MessageStore
+from ...store.unit_repair import WalkFailed
 from ...record.codec import valid_topic
 from ...record.framing import ROOM
 from ..observe.outcomes import OK, Outcomes
 from ..protection.access import sub_allowed_now
 from ..topic_names import read_refusal
-from .pull import long_poll, readable_waker
+from .pull import WalkFailures, long_poll, readable_waker
 
 RESPONSE_SLACK_BYTES = 4096     # the response's header and gRPC framing, besides sizes and records
 
@@ -51,6 +52,7 @@ class Records:
         # what any answer's records and their sizes fit in (the header's bytes_max: readers size pulls to it)
         self.answer_bytes_max = max(1, min(bytes_max, max_message_bytes - RESPONSE_SLACK_BYTES))
         self._head = _found_head(self.answer_bytes_max)
+        self.walk_failures = WalkFailures("PullRecords")
 
     async def pull(self, raw: bytes, context) -> bytes:
         req, refusal = self._request(raw)
@@ -60,9 +62,13 @@ class Records:
         ents, over = self.quotas.fetch_admit(context, req.topic) if self.quotas is not None else ([], None)
         if over is not None:
             return encode_response({"code": Code.TOO_MANY_REQUESTS, "message": over})
-        g = await long_poll(lambda: self.store.get_raw(req.topic, req.queue_id, req.offset, req.max_count, max_bytes,
-                                                       ROOM, self._head), self.arrivals, req.wait_ms / 1000, context,
-                            readable_waker(self.store, self.arrivals))
+        try:
+            g = await long_poll(lambda: self.store.get_raw(req.topic, req.queue_id, req.offset, req.max_count,
+                                                           max_bytes, ROOM, self._head),
+                                self.arrivals, req.wait_ms / 1000, context, readable_waker(self.store, self.arrivals))
+        except WalkFailed as e:
+            return self._walk_failed(req.topic, req.queue_id, req.offset, e)
+        self.walk_failures.served(req.topic, req.queue_id)
         why = sub_allowed_now(self.acl, req.topic) if req.wait_ms > 0 else None    # a revoke while it waited
         if why is not None:
             return _revoked(why)
@@ -90,8 +96,13 @@ class Records:
             if over is not None:
                 yield encode_response({"code": Code.TOO_MANY_REQUESTS, "message": over})
                 return
-            g = await long_poll(lambda: self.store.get_raw(topic, qid, at, n, max_bytes, ROOM, self._head), self.arrivals,
-                                wait_s, context, wake)
+            try:
+                g = await long_poll(lambda: self.store.get_raw(topic, qid, at, n, max_bytes, ROOM, self._head),
+                                    self.arrivals, wait_s, context, wake)
+            except WalkFailed as e:
+                yield self._walk_failed(topic, qid, at, e)     # an error: the stream ends (pull again from ``at``)
+                return
+            self.walk_failures.served(topic, qid)
             # the guard checked the call when it began: a revoke since ends it
             why = sub_allowed_now(self.acl, topic)
             if why is not None:
@@ -108,6 +119,13 @@ class Records:
                 offset = g.next_offset                     # holes, or records cleaned away
             elif wait_s <= 0 or g.status not in (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.NO_MESSAGE_IN_QUEUE):
                 return                                     # the end, or an error: said in the last answer
+
+    def _walk_failed(self, topic: str, queue_id: int, offset: int, e: WalkFailed) -> bytes:
+        """The answer of a pull at a consume-queue unit whose walk aside failed (nothing readable before
+        it): INTERNAL_SERVER_ERROR, next_offset the same offset (pull again; the walk is tried again)."""
+        return encode_response({"code": Code.INTERNAL_SERVER_ERROR, "status": GetStatus.SERVICE_NOT_AVAILABLE.name,
+                                "message": self.walk_failures.failed(topic, queue_id, e), "next_offset": offset,
+                                "count": 0})
 
     def _request(self, raw: bytes):
         """(the request, None), or (None, the answer that refuses it)."""

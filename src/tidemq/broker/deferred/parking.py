@@ -20,6 +20,7 @@ import uuid
 from typing import Callable, Iterator
 
 from ...store import GetStatus, Message, MessageStore
+from ...store.unit_repair import WalkFailed
 from ...record.codec import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage
 
 log = logging.getLogger("tidemq.broker")
@@ -78,10 +79,15 @@ def already_moved(store: MessageStore, s: StoredMessage) -> bool:
 
 def batches(store: MessageStore, topic: str, offset: int, limit: int) -> Iterator[tuple[int, list[StoredMessage]]]:
     """Queue 0 of a system topic read from ``offset``, at most ``limit`` offsets on:
-    (the next offset, the messages) per batch."""
+    (the next offset, the messages) per batch.
+    A consume-queue unit there whose walk aside failed (store/unit_repair.py WalkFailed: looked for
+    again later) ends it: read again from it at the next round."""
     start = offset
     while offset - start < limit:
-        g = store.get("%sys", topic, 0, offset, max_count=min(32, limit - (offset - start)))
+        try:
+            g = store.get("%sys", topic, 0, offset, max_count=min(32, limit - (offset - start)))
+        except WalkFailed:
+            return
         if g.next_offset <= offset:
             return
         offset = g.next_offset
@@ -89,7 +95,8 @@ def batches(store: MessageStore, topic: str, offset: int, limit: int) -> Iterato
 
 
 # read_at's answer for a message that is there but not readable now: past the readable end (a promoted
-# leader's high watermark behind its old leader's), or the store not running. Read it again later
+# leader's high watermark behind its old leader's), the store not running, or its consume-queue unit
+# damaged and the walk aside for its record failed (WalkFailed: walked again later). Read it again later
 NOT_READABLE = object()
 _NOT_NOW = frozenset((GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.NO_MESSAGE_IN_QUEUE,
                       GetStatus.SERVICE_NOT_AVAILABLE))
@@ -97,7 +104,10 @@ _NOT_NOW = frozenset((GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_OVERFLOW_B
 
 def read_at(store: MessageStore, topic: str, offset: int):
     """The message at ``offset`` of queue 0 of a system topic (None: cleaned away; NOT_READABLE)."""
-    g = store.get("%sys", topic, 0, offset, max_count=1)
+    try:
+        g = store.get("%sys", topic, 0, offset, max_count=1)
+    except WalkFailed:
+        return NOT_READABLE
     if g.messages and g.messages[0].queue_offset == offset:
         return g.messages[0]
     return NOT_READABLE if g.status in _NOT_NOW else None

@@ -20,11 +20,12 @@ record copied from an earlier session (a replay of a lease that ended) does not 
 
 A record that is unsigned or wrongly signed is **refused**: ``get`` raises ``RecordRefused``
 (``.reason``: ``Refusal.UNSIGNED`` / ``BAD_SIGNATURE``), an ``Unreachable``: where the group's logic
-has nothing better to do, it is a record it cannot read now (a leader is fenced: it cannot tell whether
-its lease is its own; no election runs on a refused in-sync set; a refused epoch is written again from
-the set's); coordinator.py skips a
-refused member entry, and a member whose own lease or entry was overwritten gives it up and makes it
-again; topology.py skips a refused topic. Each refusal is counted (``refused``: per reason, on the
+has nothing better to do, it is a record it cannot read now. Where it does (coordinator.py): a refused
+leader record is followed by nobody, and a leader steps down on it as when its record is gone (its own
+lease overwritten is deleted: an election); a refused in-sync set elects nobody, and its leader writes
+it again from its waits (also before it steps down, its log failed); a refused epoch is written again
+from the set's; a refused member entry is skipped, and a member whose own entry was overwritten makes
+it again; topology.py skips a refused topic. Each refusal is counted (``refused``: per reason, on the
 status page's coordinator session) and logged at WARNING, once per node and reason every LOG_EVERY_S.
 
 Older records written back (as they were signed): the epoch and the in-sync set are written in one

@@ -519,7 +519,14 @@ class GroupCoordinator:
         when it cannot (the coordinator unreachable, the lease not its own): it goes on leading."""
         node = self.node
         try:
-            rec = self._read_isr()
+            try:
+                rec = self._read_isr()
+            except RecordRefused as e:
+                # written by someone without the group's key (coord_signed.py): written again from the
+                # waits first, as a leader does (_rewrite_isr), then left as below; refused again (a
+                # race): False, tried again at the next step
+                self._rewrite_isr(e)
+                rec = self._read_isr()
             # (a member recorded ineligible may not be elected: a set of only such members had no
             # leader ever again; then this one stays in it and is elected in a new epoch at its cut)
             barred = set(self.c.children(self._p("ineligible"))) if rec is not None else set()
