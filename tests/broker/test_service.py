@@ -181,3 +181,65 @@ def test_after_a_failure_of_the_log_every_consumers_state_past_the_cut_comes_bac
         if svc is not None:
             svc.close()
         store.shutdown()
+
+
+def test_a_kill_after_a_failure_of_the_log_before_its_listener_ran_skips_no_message_at_a_reused_offset():
+    """A pull group committed (and a pop group received) past what a failure of the log then took; the next messages take those
+    offsets again and are flushed; the process is killed before the broker's listener cut the group's
+    offset back (after_log_failure never ran). The queue stands past the stale offset again: at the
+    next start the group must be brought back to the cut, not left past messages it never consumed."""
+    import errno
+    import pytest
+    from tidemq.store import Message
+    from tidemq.store.log_failure import LogFailed
+    from tidemq.testing.faulty_io import FaultyFileIO
+    from tidemq.io import ManualClock
+    from tidemq.broker.consume.filters import Subscription
+    from ..support.store import memory_config
+    fio, clock = FaultyFileIO(seed=9), ManualClock()
+    cfg = memory_config(segment_size_bytes=32 << 10, commitlog_dirs=("/r/a", "/r/b"))
+    store = MessageStore(cfg, fio=fio, clock=clock).start()
+    store.create_topic("T", 1)
+    svc = MessagingService(store, BrokerConfig(host="127.0.0.1", port=1, metrics_port=0))
+    assert store.put(Message("T", b"a0", tags="x")).ok
+    store.commit_log.flush()
+    assert all(store.put(Message("T", b"u%d" % i)).ok for i in range(3))     # answered, never flushed
+    svc.group_offsets.set("p", "T", 0, 4)                                     # a pull group consumed all four
+    svc.group_offsets.flush()
+    assert len(svc.consumption.pop_batch("g", "T", 8, 60_000)) == 4          # a pop group received them
+    wants_x = Subscription(tags=["x"])                    # and one that takes tag x: a0, then passes the others
+    assert len(svc.consumption.pop_batch("f", "T", 8, 60_000, wants_x)) == 1
+    assert svc.consumption.pop.state("f", "T", 0).cursor == 4
+    svc.pop.flush()
+    fio.fail("fsync", errno.EIO, "/r/a/")
+    with pytest.raises(LogFailed):
+        store.commit_log.flush()
+    [f] = store.log_failures
+    assert f.queue_ends[("T", 0)] == 1
+    assert all(store.put(Message("T", b"n%d" % i, tags="x")).ok for i in range(1, 6))  # offsets 1..5 again
+    store.commit_log.flush()
+    store.kill()                                     # before the listener (after_log_failure) ran
+    store2 = MessageStore(cfg, fio=fio.after_crash(), clock=clock).start()
+    svc2 = None
+    try:
+        assert store2.max_offset("T", 0) == 6
+        svc2 = MessagingService(store2, BrokerConfig(host="127.0.0.1", port=1, metrics_port=0))
+        off = svc2.group_offsets.get("p", "T", 0)
+        assert off == 1, "the group stands past messages it never consumed"
+        assert [m.body for m in store2.get("p", "T", 0, off).messages] == [b"n%d" % i for i in range(1, 6)]
+        st = svc2.consumption.pop.state("g", "T", 0)
+        assert st.cursor == 1 and sorted(st.inflight) == [0], "the pop group stands past messages never received"
+        assert svc2.consumption.pop.state("f", "T", 0).cursor == 1, "the cursor a pass moved past them stands"
+        clock.advance(61)
+        got = svc2.consumption.pop_batch("f", "T", 8, 60_000, wants_x)
+        assert sorted(m.body for m in got) == [b"a0"] + [b"n%d" % i for i in range(1, 6)]
+        got = svc2.consumption.pop_batch("g", "T", 8, 60_000)
+        assert sorted(m.body for m in got) == [b"a0"] + [b"n%d" % i for i in range(1, 6)]
+        from tidemq.broker.consume.group_offsets import GroupOffsets
+        on_disk = GroupOffsets(store2.fio, svc2.state_dir)
+        on_disk.load()
+        assert on_disk.get("p", "T", 0) == 1, "written at once"
+    finally:
+        if svc2 is not None:
+            svc2.close()
+        store2.shutdown()

@@ -31,6 +31,7 @@ from ..protocol.stubs import Code, pb, sgrpc, spb, status
 from ..record.codec import valid_topic
 from ..store import MessageStore
 from .consume.group_offsets import GroupOffsets
+from ..store.consume_queue import UNIT
 from .consume.groups import GroupTable, retry_policy_pb
 from .consume.lite import LiteSubscriptions
 from .consume.pop_state import PopState
@@ -92,11 +93,14 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.groups = GroupTable(store.fio, self.state_dir, config.delivery_attempts_max,
                                  config.fifo_consumer_groups).load()
         self.consumption = Consumption(store, config, self.pop, got=self.got, puts=self.puts, groups=self.groups)
+        self.pop.unit_at = lambda t, q, o: unit_at(store, t, q, o)
         if leading:
+            self.consumption.cursors_where_reused()       # none counting records a failure took (consume/reused.py)
             self.consumption.cursors_within_queues()      # none past what this log holds (consume/receive.py)
-        self.group_offsets = GroupOffsets(store.fio, self.state_dir)
+        self.group_offsets = GroupOffsets(store.fio, self.state_dir, lambda t, q, o: unit_at(store, t, q, o))
         self.group_offsets.load()
         if leading:                             # none past what this log holds (group_offsets.py)
+            self.group_offsets.cut_where_reused()
             self.group_offsets.within_queues(
                 lambda t, q: self.store.max_offset(t, q) if 0 <= q < self.store.queue_count(t) else None)
         # the store's cleanup learns what groups consumed (space policy, losses per group)
@@ -398,3 +402,15 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         if code == Code.OK:
             self.consumption.notify_arrival()        # waiting receives of the group look again
         return spb.SyncLiteSubscriptionResponse(status=status(code, text))
+
+
+def unit_at(store: MessageStore, topic: str, qid: int, offset: int) -> int | None:
+    """The commit-log offset of the record ``topic``'s queue ``qid`` holds at ``offset`` (None: none;
+    -1: cleaned away, before every record the queue keeps: consume/reused.py)."""
+    cq = store.queues.get(topic, qid)
+    if cq is None or offset >= cq.max_offset:
+        return None
+    if offset < cq.min_offset:
+        return -1
+    raw = cq.read(offset, 1)
+    return UNIT.unpack(raw)[0] if len(raw) == UNIT.size else None

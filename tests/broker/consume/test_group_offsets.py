@@ -83,3 +83,33 @@ def test_offsets_committed_while_the_disk_is_full_are_written_once_it_has_room(e
     os.unlink(filler)
     g.flush()                                            # nothing committed since: still written
     assert opened(d).get("g", "T", 0) == 20
+
+
+def test_an_offset_whose_last_record_is_another_one_now_is_cut_back_at_start_and_written(tmp_path):
+    """The fingerprint (consume/reused.py): the record at offset - 1 as the file was written; at start
+    another record there (a failure of the log took it, new messages took the offsets) cuts the
+    offset back to the first record past the counted one; the same record leaves it; a file without
+    fingerprints (an older one, a follower's copy) loads as before."""
+    log = {("T", 0): [100, 200, 300, 400], ("U", 0): [100, 200]}
+    unit_at = lambda t, q, o: log[(t, q)][o] if o < len(log[(t, q)]) else None    # noqa: E731
+    g = GroupOffsets(OsFileIO(), str(tmp_path), unit_at)
+    g.load()
+    g.set("p", "T", 0, 4)
+    g.set("p", "U", 0, 2)
+    g.flush()
+    log[("T", 0)] = [100, 200, 9000, 9100, 9200]            # 2 and 3 taken, their offsets taken again
+    g = GroupOffsets(OsFileIO(), str(tmp_path), unit_at)
+    g.load()
+    assert g.cut_where_reused() == 1
+    assert (g.get("p", "T", 0), g.get("p", "U", 0)) == (2, 2)
+    assert opened(tmp_path).offsets == {("p", "T", 0): 2, ("p", "U", 0): 2}, "written at once"
+    g = GroupOffsets(OsFileIO(), str(tmp_path), unit_at)
+    g.load()
+    assert g.cut_where_reused() == 0                        # fingerprinted anew: (1, 200)
+    (tmp_path / "old").mkdir()
+    plain = opened(tmp_path / "old")
+    plain.set("p", "T", 0, 4)
+    plain.flush()                                           # no unit_at: no fingerprint
+    g = GroupOffsets(OsFileIO(), str(tmp_path / "old"), unit_at)
+    g.load()
+    assert g.cut_where_reused() == 0 and g.get("p", "T", 0) == 4

@@ -114,3 +114,24 @@ def test_a_damaged_key_file_falls_back_to_its_mirror_and_outstanding_handles_sta
     assert ps.state("g", "T", 0).inflight == {}
     ps.close()
     assert opened(root).secret == ps.secret, "and the file is whole again"
+
+
+def test_the_last_record_the_cursor_counted_holds_across_the_journal_and_its_snapshot(tmp_path):
+    """QueueState.last (consume/reused.py): a delivery's commit-log offset, a skip's unit at the new
+    cursor - 1, as the journal replays them and as the snapshot keeps them; a reset forgets it."""
+    root = str(tmp_path)
+    ps = opened(root)
+    ps.unit_at = lambda t, q, o: {4: 777}.get(o)
+    ps.deliver("g", "T", 0, 0, 1, 1, commitlog_offset=55)
+    assert ps.state("g", "T", 0).last == (0, 55)
+    ps.skip_to("g", "T", 0, 5)
+    ps.flush()
+    ps.journal.abandon()                            # a kill -9: replayed from the journal
+    ps = opened(root)
+    assert ps.state("g", "T", 0).last == (4, 777) and ps.state("g", "T", 0).cursor == 5
+    ps.close()                                      # into the snapshot
+    ps = opened(root)
+    assert ps.state("g", "T", 0).last == (4, 777)
+    ps.reset("g", "T", 0, 2)
+    assert ps.state("g", "T", 0).last is None
+    ps.close()

@@ -57,6 +57,11 @@ class Inflight:
 class QueueState:
     cursor: int = 0
     inflight: dict[int, Inflight] = field(default_factory=dict)
+    # (offset, commit-log offset) of the last record the cursor moved past, when known: a failure of the
+    # log takes records and the next messages take their offsets; a kill -9 before the broker's
+    # listener rewound the cursor leaves it past them. At start another record there says so
+    # (receive.Consumption.cursors_where_reused)
+    last: tuple[int, int] | None = None
 
     @property
     def committed(self) -> int:
@@ -100,6 +105,9 @@ class PopState:
         # client -> (group, topic, queue, offset) of its in-flight messages the broker renews
         self.renewing: dict[str, set[tuple[str, str, int, int]]] = {}
         self.touched_ms: dict[tuple[str, str, int], int] = {}   # last delivery or ack since start
+        # (topic, queue, offset) -> the commit-log offset of the record there (None: none): the
+        # fingerprint of a skip (QueueState.last); None: skips carry none
+        self.unit_at = None
 
     # Start / stop ---------------------------------------------------------------------
     def open(self) -> None:
@@ -133,14 +141,17 @@ class PopState:
         self.seq = doc["seq"]
         for key, q in doc["queues"].items():
             g, t, qid = json.loads(key)
-            self.queues[(g, t, qid)] = QueueState(q["cursor"])
+            self.queues[(g, t, qid)] = st = QueueState(q["cursor"])
+            if q.get("last") is not None:
+                st.last = tuple(q["last"])
             for o, fields in q["inflight"].items():
                 self._set(g, t, qid, int(o), Inflight(*fields))
 
     def snapshot(self) -> dict:
         return {"seq": self.seq, "queues": {
             json.dumps([g, t, q]): {"cursor": st.cursor,
-                                    "inflight": {str(o): _fields(i) for o, i in st.inflight.items()}}
+                                    "inflight": {str(o): _fields(i) for o, i in st.inflight.items()},
+                                    **({"last": list(st.last)} if st.last is not None else {})}
             for (g, t, q), st in self.queues.items()}}
 
     # Journal ----------------------------------------------------------------------------
@@ -156,9 +167,13 @@ class PopState:
         op = r["op"]
         if op == "pop":           # delivered (first time or again): in flight with a new handle
             self._set(g, t, q, o, Inflight(r["a"], r["v"], r["s"], r.get("c", ""), r.get("u", 0)))
+            if o >= st.cursor:
+                st.last = (o, r["p"]) if "p" in r else st.last
             st.cursor = max(st.cursor, o + 1)
             self.seq = max(self.seq, r["s"])
         elif op == "skip":        # the cursor moved past offsets never delivered (filtered, cleaned)
+            if o > st.cursor and "p" in r:
+                st.last = (o - 1, r["p"])
             st.cursor = max(st.cursor, o)
         elif op == "ack":
             self._set(g, t, q, o, None)
@@ -169,10 +184,13 @@ class PopState:
             self.seq = max(self.seq, r["s"])
         elif op == "cur":         # the cursor back to the queue's end: it stood past it (rewind)
             st.cursor = o
+            if st.last is not None and st.last[0] >= o:
+                st.last = None
         elif op == "rst":         # reset by an operator: nothing in flight, the cursor where it says
             for off in list(st.inflight):
                 self._set(g, t, q, off, None)
             st.cursor = o
+            st.last = None
         elif op == "rnw":         # the broker's new invisible time (renewed, or released: c ""), same handle
             cur = st.inflight.get(o)
             if cur is not None and cur.seq == r["s"]:
@@ -204,11 +222,14 @@ class PopState:
 
     # Operations -------------------------------------------------------------------------
     def deliver(self, group: str, topic: str, qid: int, offset: int, attempt: int, visible_at_ms: int,
-                client: str = "", renew_until_ms: int = 0) -> str:
-        """In flight until ``visible_at_ms``; with ``client``, renewed for it up to ``renew_until_ms``."""
+                client: str = "", renew_until_ms: int = 0, commitlog_offset: int | None = None) -> str:
+        """In flight until ``visible_at_ms``; with ``client``, renewed for it up to ``renew_until_ms``.
+        ``commitlog_offset``: where its record lies in the log (QueueState.last)."""
         self.seq += 1
         rec = {"op": "pop", "g": group, "t": topic, "q": qid, "o": offset, "a": attempt, "v": visible_at_ms,
                "s": self.seq}
+        if commitlog_offset is not None:
+            rec["p"] = commitlog_offset
         if client:
             rec.update(c=client, u=renew_until_ms)
         self._log(rec)
@@ -216,7 +237,19 @@ class PopState:
 
     def skip_to(self, group: str, topic: str, qid: int, offset: int) -> None:
         if offset > self.state(group, topic, qid).cursor:
-            self._log({"op": "skip", "g": group, "t": topic, "q": qid, "o": offset})
+            rec = {"op": "skip", "g": group, "t": topic, "q": qid, "o": offset}
+            p = self._unit_at(topic, qid, offset - 1)
+            if p is not None and p >= 0:
+                rec["p"] = p
+            self._log(rec)
+
+    def _unit_at(self, topic: str, qid: int, offset: int) -> int | None:
+        if self.unit_at is None:
+            return None
+        try:
+            return self.unit_at(topic, qid, offset)
+        except OSError:
+            return None
 
     def current(self, group: str, handle: str, topic_: str | None = None) -> tuple[str, int, int, bool]:
         """(topic, queue, offset, in flight) of the delivery a handle names: in flight False once

@@ -55,6 +55,7 @@ from .filters import EVERYTHING, Subscription, subscription
 from .pop_state import NOT_READABLE, HandleError, PopState
 from .select import Selector, pop_selected
 from .pull import readable_waker
+from .reused import reused_from
 
 log = logging.getLogger("tidemq.broker")
 
@@ -129,6 +130,31 @@ class Consumption:
                 if st.cursor > end:
                     self.pop.rewind(g, t, q, end)
                 moved += 1
+        return moved
+
+    def cursors_where_reused(self) -> int:
+        """At a leader's start: every cursor whose last record (QueueState.last) is another record now
+        (a failure of the log took it and the next messages took its offsets; a kill -9 came before
+        the broker's listener rewound the cursor) comes back to the first offset whose record lies past
+        it, the cut, and what is in flight from there is forgotten. How many queues were set right."""
+        unit_at = self.pop.unit_at
+        if unit_at is None:
+            return 0
+        moved = 0
+        for (g, t, q), st in list(self.pop.queues.items()):
+            cut = reused_from(lambda o: unit_at(t, q, o), st.last, st.cursor)
+            if cut is None:
+                continue
+            gone = [o for o in st.inflight if o >= cut]
+            log.warning("group %s, %s queue %d: its cursor %d counted a record that offset %d no longer holds (a "
+                        "failure of the log took it, and its offsets were taken again); moved back to %d, %d in "
+                        "flight there forgotten", g, t, q, st.cursor, st.last[0], cut, len(gone))
+            for o in gone:
+                self.pop.drop(g, t, q, o)
+            self.pop.rewind(g, t, q, cut)
+            moved += 1
+        if moved:
+            self.pop.flush()
         return moved
 
     def read_at(self, topic: str, qid: int, offset: int):
@@ -268,7 +294,8 @@ class Consumption:
             passed += max(0, g.next_offset - cursor)
             if g.status is GetStatus.FOUND:
                 for m in g.messages:
-                    h = self.pop.deliver(group, topic, q, m.queue_offset, 1, now + invisible_ms, renew_for, renew_until)
+                    h = self.pop.deliver(group, topic, q, m.queue_offset, 1, now + invisible_ms, renew_for, renew_until,
+                                         m.commitlog_offset)
                     out.append(to_wire(m, 1, h, invisible_ms))
                     if PROP_PRIORITY in m.properties:          # from the next receive on: by priority
                         self.priority_topics.add(topic)

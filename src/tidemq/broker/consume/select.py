@@ -124,7 +124,8 @@ def pop_selected(c, group: str, topic: str, q: int, out: list, batch: int, now: 
         cursor = g.next_offset
     cands.sort(key=lambda x: x[0])
     for _, m, attempt, fresh in cands[:need]:
-        h = pop.deliver(group, topic, q, m.queue_offset, attempt + 1, now + invisible_ms, renew_for, renew_until)
+        h = pop.deliver(group, topic, q, m.queue_offset, attempt + 1, now + invisible_ms, renew_for, renew_until,
+                        m.commitlog_offset)
         out.append(to_wire(m, attempt + 1, h, invisible_ms))
         c.got.add(topic, REDELIVERED if attempt else OK)
     for _, m, _, fresh in cands[need:]:
