@@ -8,6 +8,7 @@ spin, and once the fsync ends every one of them gets it, durable."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import threading
 
@@ -174,6 +175,49 @@ class NoDeadline:
         return None
 
 
+@contextlib.contextmanager
+def unit_two_damaged(tmp_path, fio):
+    """A store of five messages on T (b0..b4) whose consume-queue unit 2 points at another topic's
+    intact record (its own is intact in the log: a walk finds it), opened on ``fio`` with damaged
+    units walked aside (store/unit_repair.py); (store, pop state, root), both closed at the end."""
+    import glob
+    import os
+
+    from tidemq.store.consume_queue import UNIT
+
+    root = str(tmp_path / "store")
+    cfg = StoreConfig(root_dir=root, segment_size_bytes=256 << 10, index_slots=1000, index_entries=4000,
+                      preallocate_next_segment=False)
+    store = MessageStore(cfg).start()
+    store.create_topic("T", 1)
+    store.create_topic("O", 1)
+    for i in range(5):
+        assert store.put(Message("T", b"b%d" % i)).ok
+    other = store.put(Message("O", b"o0")).commitlog_offset
+    store.shutdown()
+    [path] = glob.glob(os.path.join(root, "consumequeue", "T", "0", "*"))
+    with open(path, "r+b") as f:
+        f.seek(2 * UNIT.size)
+        f.write(UNIT.pack(other, 100, 0))
+    store = MessageStore(cfg, fio=fio).start()
+    pop = PopState(store.fio, root)
+    pop.open()
+    try:
+        store.walk_units_aside()
+        yield store, pop, root
+    finally:
+        pop.close()
+        store.shutdown()
+
+
+def walk_failed(store) -> None:
+    """Unit 2's walk asked for and ended (it fails: FailingWalk), so that its reads raise WalkFailed."""
+    r = store.get("g", "T", 0, 2)
+    done = threading.Event()
+    store.notify_readable(done.set, r.walking)
+    assert done.wait(PATIENCE_S), "the walk ended (failed)"
+
+
 class HeldWalk(OsFileIO):
     """Real files; a damaged unit's walk aside (store/unit_repair.py) held in its first read-ahead
     until ``release``."""
@@ -196,31 +240,8 @@ def test_a_walk_aside_serves_what_is_before_it_and_a_pull_that_asked_not_to_wait
     is answered at once (nothing yet, next offset 2: read again), not held for the walk (60 s; a call
     with a deadline still waits for it within its time, as tidemq.client's pulls rely on); once the
     walk is kept, the pull at 2 is served the record."""
-    import glob
-    import os
-
-    from tidemq.store.consume_queue import UNIT
-
-    root = str(tmp_path / "store")
-    cfg = StoreConfig(root_dir=root, segment_size_bytes=256 << 10, index_slots=1000, index_entries=4000,
-                      preallocate_next_segment=False)
-    store = MessageStore(cfg).start()
-    store.create_topic("T", 1)
-    store.create_topic("O", 1)
-    for i in range(5):
-        assert store.put(Message("T", b"b%d" % i)).ok
-    other = store.put(Message("O", b"o0")).commitlog_offset
-    store.shutdown()
-    [path] = glob.glob(os.path.join(root, "consumequeue", "T", "0", "*"))
-    with open(path, "r+b") as f:                 # unit 2 points at another topic's intact record
-        f.seek(2 * UNIT.size)
-        f.write(UNIT.pack(other, 100, 0))
     fio = HeldWalk()
-    store = MessageStore(cfg, fio=fio).start()
-    pop = PopState(store.fio, root)
-    pop.open()
-    try:
-        store.walk_units_aside()
+    with unit_two_damaged(tmp_path, fio) as (store, pop, root):
         consumption = Consumption(store, BrokerConfig(), pop)
         offsets = GroupOffsets(store.fio, root)
         offsets.load()
@@ -268,9 +289,6 @@ def test_a_walk_aside_serves_what_is_before_it_and_a_pull_that_asked_not_to_wait
             return await collect(pull(2))
         served = asyncio.run(again())
         assert [r.message.body for r in served if r.HasField("message")] == [b"b2", b"b3", b"b4"]
-    finally:
-        pop.close()
-        store.shutdown()
 
 
 class FailingWalk(OsFileIO):
@@ -284,34 +302,8 @@ def test_a_receive_meeting_a_unit_whose_walk_failed_hands_out_what_it_popped(tmp
     """A damaged consume-queue unit (queue offset 2) whose walk aside failed (remembered: its reads
     raise WalkFailed): ReceiveMessage hands out the two messages before it, and a receive at it answers
     no message -- neither fails the call (after popping, which held what was popped invisible)."""
-    import glob
-    import os
-
-    from tidemq.store.consume_queue import UNIT
-
-    root = str(tmp_path / "store")
-    cfg = StoreConfig(root_dir=root, segment_size_bytes=256 << 10, index_slots=1000, index_entries=4000,
-                      preallocate_next_segment=False)
-    store = MessageStore(cfg).start()
-    store.create_topic("T", 1)
-    store.create_topic("O", 1)
-    for i in range(5):
-        assert store.put(Message("T", b"b%d" % i)).ok
-    other = store.put(Message("O", b"o0")).commitlog_offset
-    store.shutdown()
-    [path] = glob.glob(os.path.join(root, "consumequeue", "T", "0", "*"))
-    with open(path, "r+b") as f:                 # unit 2 points at another topic's intact record
-        f.seek(2 * UNIT.size)
-        f.write(UNIT.pack(other, 100, 0))
-    store = MessageStore(cfg, fio=FailingWalk()).start()
-    pop = PopState(store.fio, root)
-    pop.open()
-    try:
-        store.walk_units_aside()
-        r = store.get("g", "T", 0, 2)
-        done = threading.Event()
-        store.notify_readable(done.set, r.walking)
-        assert done.wait(PATIENCE_S), "the walk ended (failed)"
+    with unit_two_damaged(tmp_path, FailingWalk()) as (store, pop, root):
+        walk_failed(store)
         consumption = Consumption(store, BrokerConfig(), pop)
         req = spb.ReceiveMessageRequest(group=pb.Resource(name="g"), message_queue=pb.MessageQueue(
             topic=pb.Resource(name="T")), batch_size=8, invisible_duration={"seconds": 30},
@@ -324,9 +316,6 @@ def test_a_receive_meeting_a_unit_whose_walk_failed_hands_out_what_it_popped(tmp
         second = asyncio.run(receive())
         assert not any(r.HasField("message") for r in second)
         assert pop.state("g", "T", 0).cursor == 2
-    finally:
-        pop.close()
-        store.shutdown()
 
 
 def test_a_pull_meeting_a_unit_whose_walk_failed_is_answered_retry_there_and_said_once(tmp_path, caplog):
@@ -334,35 +323,10 @@ def test_a_pull_meeting_a_unit_whose_walk_failed_is_answered_retry_there_and_sai
     for a while): PullMessage, PullRecords and PullRecordsStream at it answer INTERNAL_SERVER_ERROR (a
     code the clients retry) with next offset 2 (pull again there), not a failed call; said once per
     queue without a traceback, however often it is pulled."""
-    import glob
     import logging
-    import os
 
-    from tidemq.store.consume_queue import UNIT
-
-    root = str(tmp_path / "store")
-    cfg = StoreConfig(root_dir=root, segment_size_bytes=256 << 10, index_slots=1000, index_entries=4000,
-                      preallocate_next_segment=False)
-    store = MessageStore(cfg).start()
-    store.create_topic("T", 1)
-    store.create_topic("O", 1)
-    for i in range(5):
-        assert store.put(Message("T", b"b%d" % i)).ok
-    other = store.put(Message("O", b"o0")).commitlog_offset
-    store.shutdown()
-    [path] = glob.glob(os.path.join(root, "consumequeue", "T", "0", "*"))
-    with open(path, "r+b") as f:                 # unit 2 points at another topic's intact record
-        f.seek(2 * UNIT.size)
-        f.write(UNIT.pack(other, 100, 0))
-    store = MessageStore(cfg, fio=FailingWalk()).start()
-    pop = PopState(store.fio, root)
-    pop.open()
-    try:
-        store.walk_units_aside()
-        r = store.get("g", "T", 0, 2)
-        done = threading.Event()
-        store.notify_readable(done.set, r.walking)
-        assert done.wait(PATIENCE_S), "the walk ended (failed)"
+    with unit_two_damaged(tmp_path, FailingWalk()) as (store, pop, root):
+        walk_failed(store)
         consumption = Consumption(store, BrokerConfig(), pop)
         offsets = GroupOffsets(store.fio, root)
         offsets.load()
@@ -394,6 +358,3 @@ def test_a_pull_meeting_a_unit_whose_walk_failed_is_answered_retry_there_and_sai
         said = [rec for rec in caplog.records if rec.name == "tidemq.broker.consume.pull"]
         assert len(said) == 2, "once for PullMessage, once for PullRecords"
         assert not any(rec.exc_info for rec in said)
-    finally:
-        pop.close()
-        store.shutdown()
