@@ -484,6 +484,18 @@ def test_a_kill_after_a_failure_of_the_log_before_the_checkpoint_was_cut_skips_n
         s2.shutdown()
 
 
+def walked(s) -> None:
+    """Ask for the walk aside of the schedule queue's unit 1 (read it) and wait for it to end."""
+    import threading
+
+    from ...support.wait import PATIENCE_S
+    r = s.get("%sys", SCHEDULE_TOPIC, 0, 1)
+    assert r.walking is not None, "its walk runs aside"
+    done = threading.Event()
+    s.notify_readable(done.set, r.walking)
+    assert done.wait(PATIENCE_S), "the walk ended"
+
+
 class _FailingWalk(OsFileIO):
     """Real files; a damaged consume-queue unit's walk aside (store/unit_repair.py) fails (EIO) at its
     read-ahead while ``failing``."""
@@ -502,13 +514,10 @@ def test_a_schedule_unit_whose_walk_failed_waits_and_nothing_is_lost_or_moved_tw
     again, every delayed message is moved, each once. Before, every round raised at the unit (read on
     past what was moved): nothing was moved while the walk kept failing, a traceback each round."""
     import logging
-    import threading
 
     from tidemq.store import MessageStore, StoreConfig
     from tidemq.store.consume_queue import UNIT
     from tidemq.store.unit_repair import FAILED_FOR_S
-
-    from ...support.wait import PATIENCE_S
 
     clock = ManualClock()
     cfg = StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=256 << 10, index_slots=1000,
@@ -534,15 +543,7 @@ def test_a_schedule_unit_whose_walk_failed_waits_and_nothing_is_lost_or_moved_tw
         t.open()
         clock.advance(1)
 
-        def walked():
-            """Ask for the walk aside of unit 1 (read it) and wait for it to end."""
-            r = s.get("%sys", SCHEDULE_TOPIC, 0, 1)
-            assert r.walking is not None, "its walk runs aside"
-            done = threading.Event()
-            s.notify_readable(done.set, r.walking)
-            assert done.wait(PATIENCE_S), "the walk ended"
-
-        walked()
+        walked(s)
         with caplog.at_level(logging.WARNING, logger="tidemq.broker"):
             assert asyncio.run(t.turn()) == (False, False)
             assert asyncio.run(t.turn()) == (False, False)
@@ -550,7 +551,7 @@ def test_a_schedule_unit_whose_walk_failed_waits_and_nothing_is_lost_or_moved_tw
         assert not [r for r in caplog.records if r.name == "tidemq.broker" and r.exc_info]
         fio.failing = False
         clock.advance(FAILED_FOR_S + 1)
-        walked()                                            # walked again (kept now)
+        walked(s)                                           # walked again (kept now)
         asyncio.run(t.turn())
         asyncio.run(t.turn())
         assert bodies(s, "T") == [b"m0", b"m1", b"m2"]
@@ -566,13 +567,10 @@ def test_a_due_message_whose_unit_walk_failed_waits_and_the_others_are_moved(tmp
     traceback); once the walk works again it is moved, once. Before, read_at raised: the round failed
     with a traceback and moved none of them while the walk kept failing."""
     import logging
-    import threading
 
     from tidemq.store import MessageStore, StoreConfig
     from tidemq.store.consume_queue import UNIT
     from tidemq.store.unit_repair import FAILED_FOR_S
-
-    from ...support.wait import PATIENCE_S
 
     clock = ManualClock()
     cfg = StoreConfig(root_dir=str(tmp_path / "store"), segment_size_bytes=256 << 10, index_slots=1000,
@@ -596,22 +594,14 @@ def test_a_due_message_whose_unit_walk_failed_waits_and_the_others_are_moved(tmp
             f.write(UNIT.pack(other, 100, 0))
         clock.advance(1)
 
-        def walked():
-            """Ask for the walk aside of unit 1 (read it) and wait for it to end."""
-            r = s.get("%sys", SCHEDULE_TOPIC, 0, 1)
-            assert r.walking is not None, "its walk runs aside"
-            done = threading.Event()
-            s.notify_readable(done.set, r.walking)
-            assert done.wait(PATIENCE_S), "the walk ended"
-
-        walked()
+        walked(s)
         with caplog.at_level(logging.WARNING, logger="tidemq.broker"):
             assert asyncio.run(t.turn())[0] is False
         assert bodies(s, "T") == [b"m0", b"m2"] and t.pending == 1
         assert not [r for r in caplog.records if r.name == "tidemq.broker" and r.exc_info]
         fio.failing = False
         clock.advance(FAILED_FOR_S + 1)
-        walked()                                            # walked again (kept now)
+        walked(s)                                           # walked again (kept now)
         asyncio.run(t.turn())
         assert bodies(s, "T") == [b"m0", b"m1", b"m2"] and t.pending == 0      # (sorted: each once)
     finally:
