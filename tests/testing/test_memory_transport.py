@@ -23,7 +23,7 @@ class Echo:
     async def epochs(self):
         return self.name.encode()
 
-    async def state_frames(self):
+    async def state_frames(self, challenge=b""):
         yield b"s"
 
     async def serve_stream(self, requests, send):

@@ -211,9 +211,9 @@ class MemoryChannel:
     async def epochs(self, timeout_s: float) -> bytes:
         return await self._call(lambda dst: dst.server.epochs(), timeout_s)
 
-    async def state(self, timeout_s: float) -> AsyncIterator[bytes]:
+    async def state(self, timeout_s: float, challenge: bytes = b"") -> AsyncIterator[bytes]:
         async def frames(dst):
-            return [fr async for fr in dst.server.state_frames()]
+            return [fr async for fr in dst.server.state_frames(challenge)]
         for fr in await self._call(frames, timeout_s):
             yield fr
 

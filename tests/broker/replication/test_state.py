@@ -111,3 +111,19 @@ def test_a_document_of_the_wrong_shape_is_refused_before_anything_is_written(tmp
     finally:
         f_svc.discard()
         f_store.shutdown()
+
+
+def test_a_state_answer_checks_only_as_sent_for_its_challenge_and_group():
+    from tidemq.broker.replication.state import Unauthenticated, open_answer, sign_answer
+    body, key, ch = b'{"ok": true, "state": {"acl": {"users": {"alice": {"super": false}}}}}', "k" * 40, b"c" * 16
+    signed = sign_answer(body, key, "g", ch)
+    assert open_answer(signed, key, "g", ch) == body
+    for raw, k, group, c in [(signed.replace(b"false", b"true "), key, "g", ch),    # changed on the way
+                             (signed, key, "g", b"d" * 16),                         # replayed for another challenge
+                             (signed, key, "h", ch),                                # another group's answer
+                             (signed, "x" * 40, "g", ch),                           # another secret_key
+                             (body, key, "g", ch),                                  # no MAC
+                             (b"mac1:zz" + body, key, "g", ch)]:                    # no MAC that reads
+        with pytest.raises(Unauthenticated):
+            open_answer(raw, k, group, c)
+    assert sign_answer(body, None, "g", ch) == body and open_answer(body, None, "g", ch) == body   # the open default

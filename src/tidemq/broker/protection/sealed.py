@@ -49,6 +49,13 @@ def _keys(secret_key: str) -> tuple[bytes, bytes]:
             hmac.new(k, b"tidemq sealed secrets v1 mac", hashlib.sha256).digest())
 
 
+@functools.lru_cache(maxsize=8)
+def derived_key(secret_key: str, label: bytes) -> bytes:
+    """A key for one purpose, derived from ``secret_key`` by HMAC-SHA256 under ``label`` (distinct per
+    purpose: the state answer's MAC, replication/state.py, has its own)."""
+    return hmac.new(secret_key.encode(), label, hashlib.sha256).digest()
+
+
 def _stream(key: bytes, nonce: bytes, n: int) -> bytes:
     out = bytearray()
     block = 0

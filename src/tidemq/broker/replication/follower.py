@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
 from ...protocol import replication as rp
 from ...said import Conditions, kind_of
@@ -67,6 +68,7 @@ class ReplicationClient:
         self.state_copies = 0
         self.state_bytes = 0
         self.state_copies_failed = 0
+        self.state_copies_refused = 0     # of those, answers whose MAC was missing or wrong (state.Unauthenticated)
         # a copy that keeps failing (every replication_state_interval_ms: a leader sealing under another
         # key, a state directory refused) is said once while it lasts, and once when it works again
         self.state_failures = Conditions(log, f"replication from {leader_endpoint}: copying the leader's state")
@@ -108,7 +110,7 @@ class ReplicationClient:
                 "high_watermark": self.node.hw_known,
                 "since_last_frame_s": round(self._now() - self.last_frame_at, 3) if self.last_frame_at else None,
                 "sessions": self.sessions, "truncated_bytes": self.truncated_bytes, "state_copies": self.state_copies,
-                "state_copies_failed": self.state_copies_failed,
+                "state_copies_failed": self.state_copies_failed, "state_copies_refused": self.state_copies_refused,
                 "heartbeats": self.heartbeats, "acks_sent": self.acks_sent,
                 "raw_bytes": store.replica.raw_bytes, "raw_regions": store.replica.raw_regions,
                 "local_errors": self.local_errors, "last_error": self.last_error}
@@ -324,10 +326,11 @@ class ReplicationClient:
             try:
                 whole = rp.StateAssembler(1 << 40)
                 doc = None
-                async for raw in ch.state(max(CALL_TIMEOUT_S, interval)):
+                challenge = os.urandom(state.CHALLENGE_BYTES)    # fresh each time: an older answer does not check
+                async for raw in ch.state(max(CALL_TIMEOUT_S, interval), challenge):
                     got = whole.add(rp.decode(raw))
                     if got is not None:
-                        doc = rp.loads(got)
+                        doc = rp.loads(state.open_answer(got, state.node_key(node), node.group, challenge))
                 if doc is None:
                     raise ValueError("the state answer ended before the document did")
                 if doc.get("ok") and node.service is not None:
@@ -337,6 +340,7 @@ class ReplicationClient:
                     self.state_failures.recovered()
             except (TransportError, FrameError, ValueError, OSError) as e:
                 self.state_copies_failed += 1
+                self.state_copies_refused += isinstance(e, state.Unauthenticated)
                 self.state_failures.failed(kind_of(e), f"failed: {e}")
             await asyncio.sleep(interval)
 

@@ -66,7 +66,7 @@ class ReplicationServer:
         return await self.epochs()
 
     async def _grpc_state(self, request: bytes, context):
-        async for fr in self.state_frames():
+        async for fr in self.state_frames(request):
             yield fr
 
     def _refuse(self, text: str) -> bytes:
@@ -177,12 +177,16 @@ class ReplicationServer:
                          "epochs": s.epochs.snapshot(), "min": s.commitlog_min_offset, "max": s.replica.end,
                          "group": node.group, "member": node.member, "view": node.view()})
 
-    async def state_frames(self) -> AsyncIterator[bytes]:
-        """The broker state as STATE frames (one document, chunked: no size cap)."""
+    async def state_frames(self, challenge: bytes = b"") -> AsyncIterator[bytes]:
+        """The broker state as STATE frames (one document, chunked: no size cap); with authentication on,
+        MAC'd and bound to the follower's ``challenge`` (state.sign_answer)."""
         node = self.node
-        if not node.leading or node.service is None or node.installing is not None:   # (not its service yet)
+        if len(challenge) > state.CHALLENGE_BYTES_MAX:
+            doc = {"ok": False, "error": f"a state challenge is at most {state.CHALLENGE_BYTES_MAX} bytes"}
+        elif not node.leading or node.service is None or node.installing is not None:   # (not its service yet)
             doc = {"ok": False, "error": node.serving_refusal("", 0) or "not ready"}
         else:
             doc = {"ok": True, "state": state.snapshot(node.store, node.service)}
-        for fr in rp.state_frames(rp.dumps(doc), node.epoch, node.config.replication_frame_bytes_max):
+        body = state.sign_answer(rp.dumps(doc), state.node_key(node), node.group, bytes(challenge))
+        for fr in rp.state_frames(body, node.epoch, node.config.replication_frame_bytes_max):
             yield fr

@@ -42,6 +42,8 @@ committed again by their consumers.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import os
 
@@ -54,6 +56,7 @@ from ..deferred.timer import check_progress
 from ..state import journal
 from ..protection import handle_key, sealed
 from ..protection.acl import AclState
+from ..protection.members import MemberCredentials
 from ..state.layout import StateLayout
 
 log = logging.getLogger("tidemq.broker")
@@ -62,8 +65,69 @@ log = logging.getLogger("tidemq.broker")
 def _secret_key(service) -> str | None:
     """The group's key secrets are sealed under (protection/sealed.py): the broker's ``secret_key``
     with authentication on, else None (nothing to seal with: they go as they are)."""
-    cfg = getattr(service, "config", None)
+    return answer_key(getattr(service, "config", None))
+
+
+def answer_key(cfg) -> str | None:
+    """The broker's ``secret_key`` with authentication on (``cfg`` its settings), else None."""
     return cfg.secret_key if cfg is not None and cfg.auth_enabled else None
+
+
+def node_key(node) -> str | None:
+    """The ``secret_key`` of a replication node's broker with authentication on (the one its member calls
+    are signed with: protection/members.py), else None."""
+    keys = MemberCredentials.of(node).keys
+    return keys[1] if keys is not None else None
+
+
+# The whole answer is authenticated (not only its secrets): with authentication on and TLS off, whoever
+# sits on the member channel could otherwise change users' policies, topics or offsets in the copy, or
+# send an older answer again. The follower asks with a fresh random challenge; the leader answers
+#     b"mac1:" hex(HMAC-SHA256(k, len|group | len|challenge | body)) b"\n" body
+# with k derived from secret_key under its own label (sealed.derived_key), body the JSON answer as sent.
+ANSWER_PREFIX = b"mac1:"
+ANSWER_LABEL = b"tidemq state answer v1 mac"
+CHALLENGE_BYTES = 16
+CHALLENGE_BYTES_MAX = 64            # what a leader accepts from a follower's request
+
+
+class Unauthenticated(ValueError):
+    """A state answer whose MAC is missing or wrong: changed on the way, an older answer replayed, or
+    sent under another key. Nothing of it is applied."""
+
+
+def _answer_tag(key: str, group: str, challenge: bytes, body: bytes) -> bytes:
+    g = group.encode()
+    return hmac.new(sealed.derived_key(key, ANSWER_LABEL),
+                    len(g).to_bytes(4, "big") + g + len(challenge).to_bytes(4, "big") + challenge + body,
+                    hashlib.sha256).digest()
+
+
+def sign_answer(body: bytes, key: str | None, group: str, challenge: bytes) -> bytes:
+    """The state answer ``body`` as the leader sends it: as it is without a key, else MAC'd, bound to the
+    follower's ``challenge`` and the group."""
+    if key is None:
+        return body
+    return ANSWER_PREFIX + _answer_tag(key, group, challenge, body).hex().encode() + b"\n" + body
+
+
+def open_answer(raw: bytes, key: str | None, group: str, challenge: bytes) -> bytes:
+    """The answer's body once its MAC checks (constant time); Unauthenticated when it is missing or wrong.
+    Without a key, ``raw`` as it is (the open default)."""
+    if key is None:
+        return raw
+    head = len(ANSWER_PREFIX) + 2 * sealed.TAG_BYTES
+    if not raw.startswith(ANSWER_PREFIX) or raw[head:head + 1] != b"\n":
+        raise Unauthenticated("the leader's state answer carries no MAC (authentication is on here)")
+    try:
+        tag = bytes.fromhex(raw[len(ANSWER_PREFIX):head].decode("ascii"))
+    except ValueError:
+        raise Unauthenticated("the leader's state answer carries no MAC (authentication is on here)") from None
+    body = raw[head + 1:]
+    if not hmac.compare_digest(tag, _answer_tag(key, group, challenge, body)):
+        raise Unauthenticated("the leader's state answer does not check under this member's secret_key "
+                              "(changed on the way, an older answer replayed, or another key)")
+    return body
 
 
 def _seal(doc: dict, key: str) -> dict:

@@ -49,7 +49,7 @@ class ReplicationChannel(Protocol):
 
     async def epochs(self, timeout_s: float) -> bytes: ...
 
-    def state(self, timeout_s: float) -> AsyncIterator[bytes]: ...
+    def state(self, timeout_s: float, challenge: bytes = b"") -> AsyncIterator[bytes]: ...
 
     def stream(self) -> ReplicationStream: ...
 
@@ -106,8 +106,8 @@ class GrpcChannel:
         except grpc.aio.AioRpcError as e:
             raise _error(e) from None
 
-    async def state(self, timeout_s: float) -> AsyncIterator[bytes]:
-        call = self._ch.unary_stream(rp.STATE_PATH)(b"", timeout=timeout_s, metadata=self.creds.metadata())
+    async def state(self, timeout_s: float, challenge: bytes = b"") -> AsyncIterator[bytes]:
+        call = self._ch.unary_stream(rp.STATE_PATH)(challenge, timeout=timeout_s, metadata=self.creds.metadata())
         try:
             async for raw in call:
                 yield raw
