@@ -53,6 +53,7 @@ from typing import Any, Protocol
 
 from ...config import ReplicationConfig
 from ...io import Clock, SystemClock
+from ...said import Conditions, kind_of
 from ..protection.members import MemberCredentials
 from .acks import ReplicaAcks
 from .coordinator import Action, GroupCoordinator
@@ -117,6 +118,7 @@ class ReplicationNode:
         self._runner: threading.Thread | asyncio.Future | None = None
         self._isr_task: asyncio.Task | None = None
         self.served_end: ServedEnd | None = None      # SYNC: the high watermark's lower bound on disk
+        self._served_failures = Conditions(log, "replication: the served end")     # (a disk refusing it)
         self._served_task: asyncio.Task | None = None
         self.members: dict[str, dict] = {}    # the group as this broker knows it: member -> endpoints, role
         self.role_changes = 0
@@ -290,7 +292,9 @@ class ReplicationNode:
         try:
             self.served_end.save(self.read_limit)
         except OSError as e:              # the next round writes it again; readers read less meanwhile
-            log.warning("replication: the served end could not be written (%s)", e)
+            self._served_failures.failed(kind_of(e), f"could not be written ({e})")
+        else:
+            self._served_failures.recovered("written again")
 
     async def gate(self) -> None:
         """Where a paused member would wait (the simulation's hook; nothing here)."""

@@ -67,7 +67,6 @@ class ServedEnd:
                 checked.write(self.fio, self.path, {"end": end})
                 self.saved = end
 
-
     def cut(self, end: int) -> None:
         """This log was cut back to ``end`` (a follower's divergent tail, or its copy started over):
         what it holds past ``end`` from now on is the new leader's, not confirmed yet. Never past it."""
