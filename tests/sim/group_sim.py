@@ -310,7 +310,7 @@ class SimMember:
         node.coordinator.stop()
         if node.client is not None:
             node.client.cancel()
-        for t in (self._ping, node._runner, node._isr_task, self._flush_task):
+        for t in (self._ping, node._runner, node._isr_task, node._served_task, self._flush_task):
             if t is not None:
                 t.cancel()
         self.sim.net.killed(self.name)
