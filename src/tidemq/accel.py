@@ -20,7 +20,7 @@ from .config import accel_wanted
 
 log = logging.getLogger("tidemq")
 
-VERSION = 14          # accel_c/accel.h's ACCEL_VERSION this code is written against
+VERSION = 15          # accel_c/accel.h's ACCEL_VERSION this code is written against
 ACCEL = None
 CRC = "none"          # the compiled loops' CRC: "isal", "tables" (or "none": no compiled loops)
 

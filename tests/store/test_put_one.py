@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -130,6 +131,44 @@ def test_the_compiled_put_checks_its_arguments_before_it_writes():
         call(ro)
     assert (t.rr, t.next_offsets) == (0, [0])            # nothing taken by any of them
     assert call(Segment(512, 0, 0)) is not None and (t.rr, t.next_offsets) == (1, [1])
+
+
+@pytest.mark.parametrize("fn", [_accel.put_one if _accel is not None else None, put_one.py_put_one],
+                         ids=["compiled", "python"])
+def test_a_segment_changing_the_topics_lists_midway_is_no_memory_fault(fn):
+    # the segment's attributes are a caller's code, read after the queue and its offset are taken: one
+    # that empties next_offsets is an IndexError (not a write past the list's end), one that replaces the
+    # offset leaves both numbers counted right (neither released twice nor kept)
+    if fn is None:
+        pytest.skip("tidemq._accel is not built")
+    t = TopicState("T", 1)
+    t.queues = ["q0"]
+    old, new = 10**18 + 7, 10**18 + 9
+    t.next_offsets = [old]
+
+    class Meddling(Segment):
+        __slots__ = ("change",)
+
+        def __getattribute__(self, name):
+            if name == "mapping":
+                object.__getattribute__(self, "change")()
+            return object.__getattribute__(self, name)
+
+    def put(change):
+        seg = Meddling(512, 0, 0)
+        seg.change = change
+        return fn(t, b"b", b"", seg, None, HOST, 0, 1, STORE_HOST, False, ENCODED_RESERVED, 10, 1000)
+
+    def replace():
+        t.next_offsets[0] = new
+
+    base_old, base_new = sys.getrefcount(old), sys.getrefcount(new)
+    got = put(replace)
+    assert got is not None and got[1] == old and t.next_offsets == [old + 1]
+    del got
+    assert (sys.getrefcount(old), sys.getrefcount(new)) == (base_old - 1, base_new)
+    with pytest.raises(IndexError):
+        put(t.next_offsets.clear)
 
 
 def test_a_record_put_verifies_and_reads_back():

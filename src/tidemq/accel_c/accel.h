@@ -85,7 +85,7 @@
 #include <string.h>
 #include <structmember.h>
 
-#define ACCEL_VERSION 14
+#define ACCEL_VERSION 15
 
 #define MAGIC_U32 0xDAA320A7u
 #define OFF_BODY 88

@@ -86,7 +86,7 @@ PyObject *py_put_one(PyObject *self, PyObject *args) {
                           &now_ms, &shost, &index, &reserved, &max_body, &max_record))
         return NULL;
     PyObject *result = NULL, *units = NULL, *items = NULL, *next = NULL, *wrote = NULL, *now = NULL, *phys_o = NULL,
-             *end_o = NULL, *qoff_o = NULL, *entry = NULL;
+             *end_o = NULL, *qoff_o = NULL, *entry = NULL, *cq = NULL;
     topic_cur cur = {0};
     int have_map = 0;
     if (bhost.len != 8 || shost.len != 8) {
@@ -120,8 +120,11 @@ PyObject *py_put_one(PyObject *self, PyObject *args) {
     if (bl > max_record - FIXED_OVERHEAD - TAIL_LEN - tl - pl) goto decline;     /* the record too large */
     long long qid, qoff;
     if (next_queue(&cur, &qid) < 0) goto decline_error;
-    PyObject *cq = PyList_GET_ITEM(cur.queues, qid), *at_q = PyList_GET_ITEM(cur.offsets, qid);
-    if (exact_i64(at_q, &qoff) < 0) goto decline_error;
+    /* (the queue held, the offset read now: the attribute reads and sets below may run a caller's code that
+       changes the topic's lists) */
+    cq = PyList_GET_ITEM(cur.queues, qid);
+    Py_INCREF(cq);
+    if (exact_i64(PyList_GET_ITEM(cur.offsets, qid), &qoff) < 0) goto decline_error;
     if (qoff < 0 || qoff == INT64_MAX) goto decline;
     /* the segment: the record at wrote_pos, if it fits before the room kept for a BLANK */
     long long pos, size, start;
@@ -185,9 +188,9 @@ PyObject *py_put_one(PyObject *self, PyObject *args) {
     if (PyObject_SetAttr(mf, s_wrote_pos, wrote) < 0 || PyObject_SetAttr(mf, s_last_ts, now) < 0) goto fail;
     cur.rr++;
     if (topic_flush(&cur) < 0) goto fail;
-    PyList_SET_ITEM(cur.offsets, qid, next);          /* steals next; the old value released below */
-    Py_DECREF(at_q);
+    int set = PyList_SetItem(cur.offsets, qid, next);  /* steals next (also when the list got shorter: an IndexError) */
     next = NULL;
+    if (set < 0) goto fail;
     goto done;
 fail:
     Py_CLEAR(result);
@@ -209,6 +212,7 @@ done:
     Py_XDECREF(end_o);
     Py_XDECREF(qoff_o);
     Py_XDECREF(entry);
+    Py_XDECREF(cq);
     PyBuffer_Release(&bhost);
     PyBuffer_Release(&shost);
     return result;

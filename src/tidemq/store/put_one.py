@@ -64,7 +64,7 @@ def py_put_one(t, body, props, mf, born_ms, born_host, sys_flag, now_ms, store_h
     q = ids[t.rr % len(ids)]
     if not 0 <= q < t.queue_count:
         return None
-    qoff = t.next_offsets[q]
+    cq, qoff = t.queues[q], t.next_offsets[q]       # (both now: the segment's attributes are read below)
     if qoff < 0:
         return None
     pos, size = mf.wrote_pos, mf.size
@@ -92,7 +92,7 @@ def py_put_one(t, body, props, mf, born_ms, born_host, sys_flag, now_ms, store_h
     mf.last_store_timestamp_ms = now_ms
     t.rr += 1
     t.next_offsets[q] = qoff + 1
-    units = {t.queues[q]: [qoff, bytearray(UNIT.pack(phys, n, th))]}
+    units = {cq: [qoff, bytearray(UNIT.pack(phys, n, th))]}
     return (units, items, now_ms, phys, phys + n), qoff
 
 
