@@ -304,6 +304,33 @@ def test_dispatch_merge_checks_what_it_is_given():
         _accel.dispatch_merge([({q: [0, u]}, [], 1000, 0, 10), ({q: [1, u]}, [], 1000, 10, 20)], True)
 
 
+
+class _Meddler:
+    """A consume queue whose __eq__ (run by the merge's lookup: the same hash) empties a list."""
+
+    def __init__(self, victim=None, same=False) -> None:
+        self.victim, self.same = victim, same
+
+    def __hash__(self) -> int:
+        return 1
+
+    def __eq__(self, other) -> bool:
+        if self.victim is not None:
+            self.victim.clear()
+        return self.same
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("same", [False, True])
+def test_dispatch_merge_refuses_units_emptied_by_a_keys_eq(compiled, same):
+    # the lookup of the second entry's queue runs the first queue's __eq__, which empties the pair the
+    # merge goes on to read (the one it found, or the second entry's own): refused, not read past its end
+    g1, g2 = [0, bytearray(20)], [1, bytearray(20)]
+    first, second = _Meddler(g1 if same else g2, same), _Meddler()
+    merge = _accel.dispatch_merge if compiled else dispatch.py_dispatch_merge
+    with pytest.raises((TypeError, IndexError)):
+        merge([({first: g1}, [], 1000, 0, 10), ({second: g2}, [], 1000, 10, 20)], False)
+
 # SendRecords frames -------------------------------------------------------------------------------------
 TEXTS = [b"", b"a", b"tag", b"x\x01y", b"\x02", b"\xff", "é€😀".encode(), b"a b", b"a  b", b" a", b"k1 k2"]
 PROPS = [b"", b"p\x01v\x02", b"p\x01v", b"\x01v\x02", b"p\x01v\x01w\x02", b"TAGS\x01x\x02", b"__CRC32#\x01x\x02",

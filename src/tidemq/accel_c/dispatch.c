@@ -97,16 +97,25 @@ static int merge_units(PyObject *units, PyObject *u) {
             goto next;
         }
         PyObject *have = PyDict_GetItemWithError(units, cq);       /* borrowed */
+        if (have == NULL && PyErr_Occurred()) goto next;
+        /* (the lookup ran the keys' __eq__, which may have changed g or the pair found: their shape again) */
+        if (PyList_GET_SIZE(g) != 2 || (have != NULL && (!PyList_Check(have) || PyList_GET_SIZE(have) != 2))) {
+            PyErr_SetString(PyExc_TypeError, "a queue's units are [first queue offset, units]");
+            goto next;
+        }
         if (have == NULL) {
-            if (PyErr_Occurred()) goto next;
             if (PyByteArray_CheckExact(PyList_GET_ITEM(g, 1))) {
                 r = PyDict_SetItem(units, cq, g);
             } else {
-                PyObject *b = PyByteArray_FromObject(PyList_GET_ITEM(g, 1));
+                PyObject *first = PyList_GET_ITEM(g, 0), *src = PyList_GET_ITEM(g, 1);
+                Py_INCREF(first);               /* (held: making the bytearray may run code that changes g) */
+                Py_INCREF(src);
+                PyObject *b = PyByteArray_FromObject(src);
+                Py_DECREF(src);
                 PyObject *pair = b != NULL ? PyList_New(2) : NULL;
-                if (pair != NULL) {
-                    PyObject *first = PyList_GET_ITEM(g, 0);
-                    Py_INCREF(first);
+                if (pair == NULL) {
+                    Py_DECREF(first);
+                } else {
                     PyList_SET_ITEM(pair, 0, first);
                     PyList_SET_ITEM(pair, 1, b);
                     b = NULL;
@@ -120,7 +129,10 @@ static int merge_units(PyObject *units, PyObject *u) {
             PyObject *buf = PyList_GET_ITEM(have, 1);        /* a bytearray: taken or made so above */
             Py_INCREF(buf);
             if (PyByteArray_CheckExact(buf)) {
-                r = extend(buf, PyList_GET_ITEM(g, 1));
+                PyObject *src = PyList_GET_ITEM(g, 1);
+                Py_INCREF(src);
+                r = extend(buf, src);
+                Py_DECREF(src);
             } else {                                    /* (changed under it by a key's __eq__: refused) */
                 PyErr_SetString(PyExc_TypeError, "a queue's units are no longer a bytearray");
             }
