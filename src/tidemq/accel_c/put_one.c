@@ -117,7 +117,8 @@ PyObject *py_put_one(PyObject *self, PyObject *args) {
     /* the topic: its queue round-robin, the queue's next offset */
     if (topic_load(&cur, t) < 0) goto decline_error;
     Py_ssize_t tl = PyBytes_GET_SIZE(cur.name), PL = pl + TAIL_LEN;
-    if (bl > max_record - FIXED_OVERHEAD - TAIL_LEN - tl - pl) goto decline;     /* the record too large */
+    if (max_record < 0 || bl > max_record - FIXED_OVERHEAD - TAIL_LEN - tl - pl)     /* the record too large */
+        goto decline;                                 /* (a negative bound: the difference could overflow) */
     long long qid, qoff;
     if (next_queue(&cur, &qid) < 0) goto decline_error;
     /* (the queue held, the offset read now: the attribute reads and sets below may run a caller's code that
@@ -132,7 +133,7 @@ PyObject *py_put_one(PyObject *self, PyObject *args) {
         attr_i64(mf, s_start_offset, &start) < 0)
         goto done;
     Py_ssize_t n = FIXED_OVERHEAD + bl + tl + PL;
-    if (pos < 0 || start < 0 || n > size - BLANK_MIN - pos) goto decline;        /* a roll: Python's */
+    if (pos < 0 || start < 0 || size < 0 || n > size - BLANK_MIN - pos) goto decline;   /* a roll: Python's */
     PyObject *mapping = PyObject_GetAttr(mf, s_mapping);
     if (mapping == NULL) goto done;
     int got = PyObject_GetBuffer(mapping, &map, PyBUF_WRITABLE);
