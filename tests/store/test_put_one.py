@@ -173,16 +173,18 @@ def test_a_segment_changing_the_topics_lists_midway_is_no_memory_fault(fn):
 
 @pytest.mark.parametrize("fn", [_accel.put_one if _accel is not None else None, put_one.py_put_one],
                          ids=["compiled", "python"])
-def test_absurd_bounds_decline_without_overflow(fn):
+def test_absurd_bounds_and_places_decline(fn):
     # a segment size or a record bound near the bottom of int64: declined (the sums that test the room and
-    # the record's size would overflow: under .ci/sanitize UBSan halts on them)
+    # the record's size would overflow: under .ci/sanitize UBSan halts on them); a negative place in the
+    # segment: declined by both (the Python twin wrote it counted from the mapping's end)
     if fn is None:
         pytest.skip("tidemq._accel is not built")
     t = TopicState("T", 1)
     t.queues = ["q0"]
     low = -(1 << 63)
-    for size, max_record in ((low, 1000), (low + 3, 1000), (512, low), (512, low + 5)):
-        seg = Segment(512, 0, 0)
+    for size, max_record, pos, start in ((low, 1000, 0, 0), (low + 3, 1000, 0, 0), (512, low, 0, 0),
+                                         (512, low + 5, 0, 0), (512, 1000, -200, 0), (512, 1000, 0, -1)):
+        seg = Segment(512, pos, start)
         seg.size = size
         assert fn(t, b"b", b"", seg, None, HOST, 0, 1, STORE_HOST, False, ENCODED_RESERVED, 10, max_record) is None
     assert (t.rr, t.next_offsets) == (0, [0])

@@ -67,13 +67,15 @@ def py_put_one(t, body, props, mf, born_ms, born_host, sys_flag, now_ms, store_h
     cq, qoff = t.queues[q], t.next_offsets[q]       # (both now: the segment's attributes are read below)
     if qoff < 0:
         return None
-    pos, size = mf.wrote_pos, mf.size
+    pos, size, start = mf.wrote_pos, mf.size, mf.start_offset
+    if pos < 0 or start < 0 or size < 0:
+        return None                          # (a negative place: pack_into would count it from the end)
     full = props + RECORD_CRC_TAIL
     s = record_struct(bl, tl, len(full))
     n = s.size
     if n > size - BLANK_MIN - pos:
         return None                          # a roll: put_encoded's
-    phys = mf.start_offset + pos
+    phys = start + pos
     items = bytearray()
     if index and (keys or uniq):
         prefix = crc32(topic + b"#")
