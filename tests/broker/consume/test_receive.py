@@ -16,6 +16,16 @@ from ...support.wait import PATIENCE_S
 INVISIBLE_MS = 10_000
 
 
+class HourContext:
+    """A call's context with an hour left and no metadata: the receive's long polls run to their own end."""
+
+    def time_remaining(self):
+        return 3600.0
+
+    def invocation_metadata(self):
+        return ()
+
+
 def test_a_queue_holds_its_next_message_while_one_is_in_flight(world):
     store, clock, consumption = world
     c = consumption()
@@ -175,17 +185,13 @@ def test_a_waiting_receive_of_a_fifo_group_wakes_up_on_the_ack_that_frees_its_qu
 
     c.pop_batch = counting_pop
 
-    class Context:
-        def time_remaining(self):
-            return 3600.0
-
     req = spb.ReceiveMessageRequest(group=pb.Resource(name=ORDERED), message_queue=pb.MessageQueue(
         topic=pb.Resource(name="T")), batch_size=8, invisible_duration={"seconds": 10},
         long_polling_timeout={"seconds": 600})
 
     async def scenario():
         async def receive():
-            return [r async for r in c.receive(req, Context())]
+            return [r async for r in c.receive(req, HourContext())]
         waiting = asyncio.ensure_future(receive())
         while not pops:                       # the receive ran until it waits (no thread: nothing else runs)
             await asyncio.sleep(0)
@@ -414,20 +420,13 @@ def test_a_receive_held_by_a_fetch_quota_hands_out_nothing_whose_invisible_time_
     c.quotas.replace({"topic:T": {"fetch": 1000}})        # 1000 bytes a second; a full bucket to start
     put(store, 0, b"x" * 1300)                            # 300 bytes of debt: a 0.3 s delay
 
-    class Context:
-        def time_remaining(self):
-            return 3600.0
-
-        def invocation_metadata(self):
-            return ()
-
     req = spb.ReceiveMessageRequest(group=pb.Resource(name="g"), message_queue=pb.MessageQueue(
         topic=pb.Resource(name="T")), batch_size=8, invisible_duration={"nanos": 100_000_000},
         long_polling_timeout={"seconds": 0})
 
     async def scenario():
         async def receive():
-            return [r async for r in c.receive(req, Context())]
+            return [r async for r in c.receive(req, HourContext())]
         c.quotas.charged = asyncio.Event()
         first = asyncio.ensure_future(receive())
         await asyncio.wait_for(c.quotas.charged.wait(), PATIENCE_S)    # popped: its answer is held by the quota now
@@ -479,18 +478,11 @@ def test_a_receive_waiting_for_a_damaged_units_walk_is_woken_when_it_ends_before
         return got
     c.pop_batch = pop_then_the_walk_ends
 
-    class Context:
-        def time_remaining(self):
-            return 3600.0
-
-        def invocation_metadata(self):
-            return ()
-
     req = spb.ReceiveMessageRequest(group=pb.Resource(name="g"), message_queue=pb.MessageQueue(
         topic=pb.Resource(name="T")), batch_size=1, invisible_duration={"seconds": 30},
         long_polling_timeout={"seconds": 600})
 
     async def receive():
-        return [r async for r in c.receive(req, Context())]
+        return [r async for r in c.receive(req, HourContext())]
     resps = asyncio.run(asyncio.wait_for(receive(), PATIENCE_S))       # (hang bound: not woken)
     assert bodies([r.message for r in resps if r.HasField("message")]) == [b"a0"], resps
