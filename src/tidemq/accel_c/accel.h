@@ -231,6 +231,8 @@ PyObject *py_damaged(PyObject *self, PyObject *args);
 PyObject *py_decode_run(PyObject *self, PyObject *args);
 PyObject *py_frame_records(PyObject *self, PyObject *args);
 PyObject *py_replica_scan(PyObject *self, PyObject *args);       /* replica.c */
+void accel_index_entry(unsigned char *b, Py_ssize_t at, Py_ssize_t count, uint32_t h, int64_t phys,
+                       long long diff_s, const unsigned char *slot_was);   /* write.c: an index entry */
 PyObject *py_dispatch_merge(PyObject *self, PyObject *args);     /* dispatch.c */
 PyObject *py_index_put_slots(PyObject *self, PyObject *args);
 

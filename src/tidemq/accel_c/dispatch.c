@@ -258,13 +258,7 @@ PyObject *py_index_put_slots(PyObject *self, PyObject *args) {
         memcpy(&phys, it + HASHED_ITEM_SIZE * k + 4, 8);
         h &= 0x7FFFFFFF;
         Py_ssize_t slot_at = 40 + (Py_ssize_t)(h % (uint32_t)slots) * 4;
-        int64_t prev = (int32_t)rd32(b + slot_at);
-        if (prev < 0 || prev >= count) prev = 0;
-        unsigned char *e = b + at + count * 20;
-        be32(e, h);
-        be64(e + 4, (uint64_t)phys);
-        be32(e + 12, (uint32_t)diff_s);
-        be32(e + 16, (uint32_t)prev);
+        accel_index_entry(b, at, count, h, phys, diff_s, b + slot_at);
         unsigned char v[4], was[4];
         be32(v, (uint32_t)count);
         memcpy(was, b + slot_at, 4);

@@ -527,19 +527,25 @@ done:
 
 /* --------------------------------------------------------------------------------- index_put() */
 
-/* entry ``count`` of an index file (buf: the file's mapping; the slots from byte 40, the entries
-   from ``at``): hash, physical offset, diff_s, the slot's previous entry (when it names one before
-   this one, else 0); then the slot names this one */
-static void put_entry(unsigned char *b, Py_ssize_t slots, Py_ssize_t at, Py_ssize_t count, uint32_t h, int64_t phys,
-                      long long diff_s) {
-    unsigned char *slot = b + 40 + (h % (uint32_t)slots) * 4;
-    int64_t prev = (int32_t)rd32(slot);
+/* entry ``count`` of an index file (buf: the file's mapping; the entries from ``at``): hash, physical
+   offset, diff_s, and the entry the slot named before (``slot_was``: its 4 bytes, when it names one
+   before this one, else 0). The slot itself is the caller's to write (index_put_slots: by pwrite) */
+void accel_index_entry(unsigned char *b, Py_ssize_t at, Py_ssize_t count, uint32_t h, int64_t phys,
+                       long long diff_s, const unsigned char *slot_was) {
+    int64_t prev = (int32_t)rd32(slot_was);
     if (prev < 0 || prev >= count) prev = 0;
     unsigned char *e = b + at + count * 20;
     be32(e, h);
     be64(e + 4, (uint64_t)phys);
     be32(e + 12, (uint32_t)diff_s);
     be32(e + 16, (uint32_t)prev);
+}
+
+/* entry ``count`` of an index file (the slots from byte 40), then its slot names it */
+static void put_entry(unsigned char *b, Py_ssize_t slots, Py_ssize_t at, Py_ssize_t count, uint32_t h, int64_t phys,
+                      long long diff_s) {
+    unsigned char *slot = b + 40 + (h % (uint32_t)slots) * 4;
+    accel_index_entry(b, at, count, h, phys, diff_s, slot);
     be32(slot, (uint32_t)count);
 }
 
